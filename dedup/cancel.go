@@ -1,0 +1,113 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// retryLater is the Retry-After hint when DynamoDB throttled or failed: long enough for
+// on-demand capacity to scale, short next to any provider's retry schedule.
+const retryLater = 5 * time.Second
+
+type cancelKind int
+
+const (
+	cancelOther   cancelKind = iota
+	claimTaken               // reason 0 is ConditionalCheckFailed: the event id is claimed
+	effectRefused            // the claim was free; only effect conditions failed
+	conflicted               // another transaction holds one of our items
+	throttled                // capacity, not our data
+)
+
+type cancellation struct {
+	kind    cancelKind
+	old     map[string]types.AttributeValue // the existing claim, for claimTaken
+	refused []int                           // effect indexes, for effectRefused
+	detail  string
+}
+
+// readCancellation reads a TransactionCanceledException's reasons, which are positional: index
+// 0 is the claim, index i+1 is Plan.Effects[i]. The order of the checks is the rule:
+//  1. a failed claim condition means a duplicate, whatever else failed;
+//  2. a TransactionConflict means a concurrent double is committing: retry, briefly;
+//  3. throttling means try later;
+//  4. failed effect conditions alone mean the event is absorbed;
+//  5. anything else (ValidationError, ItemCollectionSizeLimitExceeded) is an error.
+func readCancellation(reasons []types.CancellationReason, effects int) cancellation {
+	if len(reasons) != 1+effects {
+		return cancellation{detail: fmt.Sprintf("%d cancellation reasons for %d actions", len(reasons), 1+effects)}
+	}
+	if code(reasons[0]) == "ConditionalCheckFailed" {
+		return cancellation{kind: claimTaken, old: reasons[0].Item}
+	}
+	var refused []int
+	var other []string
+	kind := cancelOther
+	for i, r := range reasons {
+		switch c := code(r); c {
+		case "None", "":
+		case "TransactionConflict":
+			kind = conflicted
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			if kind != conflicted {
+				kind = throttled
+			}
+		case "ConditionalCheckFailed":
+			refused = append(refused, i-1)
+		default:
+			other = append(other, fmt.Sprintf("%s: %s %s", action(i), c, aws.ToString(r.Message)))
+		}
+	}
+	switch {
+	case kind == conflicted || kind == throttled:
+		return cancellation{kind: kind}
+	case len(other) > 0:
+		return cancellation{detail: strings.Join(other, "; ")}
+	case len(refused) > 0:
+		return cancellation{kind: effectRefused, refused: refused}
+	}
+	return cancellation{detail: "no reason given"}
+}
+
+func code(r types.CancellationReason) string { return aws.ToString(r.Code) }
+
+func action(i int) string {
+	if i == 0 {
+		return "claim"
+	}
+	return fmt.Sprintf("effects[%d]", i-1)
+}
+
+// classify maps a failed call to the error Commit returns. Throttling, server faults and
+// transport failures that outlasted the SDK's own retries become *UnavailableError: whether or
+// not the write landed, the provider's redelivery will be either accepted or a duplicate, so
+// asking for it (503) is safe. Client faults (missing table, access denied, validation) are
+// configuration errors and are returned wrapped as they are.
+func classify(op string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return &UnavailableError{Reason: op + " did not finish", RetryAfter: retryLater, Err: err}
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+			"TransactionInProgressException":
+			return &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
+		}
+		var re *awshttp.ResponseError
+		if ae.ErrorFault() == smithy.FaultServer || errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
+			return &UnavailableError{Reason: "server error", RetryAfter: retryLater, Err: err}
+		}
+		return fmt.Errorf("dedup: %s: %w", op, err)
+	}
+	return &UnavailableError{Reason: op + " failed in transport", RetryAfter: retryLater, Err: err}
+}

@@ -1,0 +1,156 @@
+package dedup
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The table's attribute names. The CDK stack, the outbox worker and the operator's CLI read
+// the same names from here.
+const (
+	AttrPK             = "pk"
+	AttrSK             = "sk"
+	AttrExpiresAt      = "expires_at" // TTL attribute, epoch seconds
+	AttrSource         = "source"
+	AttrEventID        = "event_id"
+	AttrEventType      = "event_type"
+	AttrDeliveryID     = "delivery_id"
+	AttrReceivedAt     = "received_at"
+	AttrOccurredAt     = "occurred_at"
+	AttrPayloadSHA256  = "payload_sha256"
+	AttrPayloadBytes   = "payload_bytes"
+	AttrCommitToken    = "commit_token"
+	AttrOutcome        = "outcome"
+	AttrEffects        = "effects"
+	AttrAbsorbed       = "absorbed"
+	AttrIntents        = "intents"
+	AttrPendingShard   = "pending_shard" // sparse GSI hash key: present while intents are pending
+	AttrPendingSince   = "pending_since" // sparse GSI range key, epoch milliseconds
+	AttrClaimedBy      = "claimed_by"    // on effect records: the pk of the claim that wrote them
+	AttrIntentTarget   = "target"
+	AttrIntentPayload  = "payload"
+	AttrIntentStatus   = "status"
+	AttrIntentAttempts = "attempts"
+)
+
+// ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
+// with pending intents, spread over PendingShards hash keys so no single GSI partition takes
+// every write.
+const (
+	ClaimSK       = "CLAIM"
+	ClaimPrefix   = "EVT#"
+	PendingIndex  = "pending"
+	PendingShards = 16
+)
+
+// Intent statuses. Commit writes every intent as pending; the outbox worker moves them on.
+const (
+	IntentPending = "pending"
+	IntentRunning = "running"
+	IntentDone    = "done"
+	IntentParked  = "parked"
+)
+
+// ClaimKey is the claim's partition key: EVT#<source>#<event_id>. Sources cannot contain '#',
+// so the first '#' after the prefix ends the source and no two (source, id) pairs collide.
+func ClaimKey(source, eventID string) string {
+	return ClaimPrefix + source + "#" + eventID
+}
+
+// PendingShard spreads claims with pending intents over the sparse GSI's hash keys.
+func PendingShard(pk string) string {
+	h := fnv.New32a()
+	h.Write([]byte(pk))
+	return "P" + strconv.Itoa(int(h.Sum32()%PendingShards))
+}
+
+// Claim is a claim item as stored, for readers (the outbox worker, the CLI, duplicate
+// handling). Commit writes it field by field rather than through attributevalue, which keeps
+// the hot path free of reflection; TestClaimRoundTrip keeps the two in step.
+type Claim struct {
+	PK            string                 `dynamodbav:"pk"`
+	SK            string                 `dynamodbav:"sk"`
+	Source        string                 `dynamodbav:"source"`
+	EventID       string                 `dynamodbav:"event_id"`
+	EventType     string                 `dynamodbav:"event_type"`
+	DeliveryID    string                 `dynamodbav:"delivery_id,omitempty"`
+	ReceivedAt    time.Time              `dynamodbav:"received_at"`
+	OccurredAt    time.Time              `dynamodbav:"occurred_at,omitempty"`
+	PayloadSHA256 string                 `dynamodbav:"payload_sha256"`
+	PayloadBytes  int                    `dynamodbav:"payload_bytes"`
+	ExpiresAt     int64                  `dynamodbav:"expires_at"`
+	CommitToken   string                 `dynamodbav:"commit_token"`
+	Outcome       string                 `dynamodbav:"outcome"`
+	Effects       []EffectKey            `dynamodbav:"effects,omitempty"`
+	Absorbed      []int                  `dynamodbav:"absorbed,omitempty"`
+	Intents       map[string]ClaimIntent `dynamodbav:"intents,omitempty"`
+	PendingShard  string                 `dynamodbav:"pending_shard,omitempty"`
+	PendingSince  int64                  `dynamodbav:"pending_since,omitempty"`
+}
+
+// ClaimIntent is one outbox entry inside a claim.
+type ClaimIntent struct {
+	Target   string `dynamodbav:"target"`
+	Payload  []byte `dynamodbav:"payload"`
+	Status   string `dynamodbav:"status"`
+	Attempts int    `dynamodbav:"attempts"`
+}
+
+// EffectKey is the key of an effect record the claim's transaction wrote.
+type EffectKey struct {
+	PK string `dynamodbav:"pk"`
+	SK string `dynamodbav:"sk"`
+}
+
+// UnmarshalClaim decodes a claim item.
+func UnmarshalClaim(item map[string]types.AttributeValue) (*Claim, error) {
+	var c Claim
+	if err := attributevalue.UnmarshalMap(item, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// commitToken identifies one delivery attempt's write. It is stored in the claim and, on a
+// transaction, sent as ClientRequestToken: when a response is lost and the SDK retries, DynamoDB
+// recognises the token (within its 10-minute window), and any engine without that feature
+// still lets us recognise our own claim by this attribute, so the retry reports Accepted
+// rather than Duplicate. It is derived from the delivery, not from the event alone: two
+// deliveries of one event must not share a token, or the second would get
+// IdempotentParameterMismatch instead of the claim condition's clean answer.
+func commitToken(ev *Event, receivedAt time.Time) string {
+	h := sha256.New()
+	for _, s := range []string{ev.Source, ev.ID, ev.DeliveryID, strconv.FormatInt(receivedAt.UnixNano(), 10)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// requestToken is the ClientRequestToken for one transaction attempt. Attempts after a
+// cancellation get their own token, so DynamoDB evaluates them afresh.
+func requestToken(commit string, attempt int) string {
+	if attempt == 1 {
+		return commit
+	}
+	sum := sha256.Sum256([]byte(commit + "#" + strconv.Itoa(attempt)))
+	return hex.EncodeToString(sum[:16])
+}
+
+func payloadHash(p []byte) string {
+	sum := sha256.Sum256(p)
+	return hex.EncodeToString(sum[:])
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}

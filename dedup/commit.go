@@ -1,0 +1,199 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Commit claims ev's id and applies plan with it, in one DynamoDB round trip on every path
+// but two rare ones (an absorbed business condition, and an engine that does not return the
+// old item on a failed condition).
+//
+// It returns a Result for every delivery that leaves the event durably claimed (accepted,
+// duplicate or absorbed) and an error otherwise: *InvalidError or *LimitError before any call
+// (nothing written), *UnavailableError when DynamoDB throttled or failed (answer 503; the
+// redelivery is safe), or another error for a misconfiguration such as a missing table.
+func (s *Store) Commit(ctx context.Context, ev Event, plan Plan) (Result, error) {
+	start := time.Now()
+	res, err := s.commit(ctx, &ev, &plan)
+	s.observer.ObserveCommit(ctx, Report{
+		Source:     ev.Source,
+		EventType:  ev.Type,
+		EventID:    ev.ID,
+		DeliveryID: ev.DeliveryID,
+		Result:     res,
+		Latency:    time.Since(start),
+		Err:        err,
+	})
+	return res, err
+}
+
+func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, error) {
+	if err := ev.Validate(); err != nil {
+		return Result{}, err
+	}
+	ret, ok := s.sources[ev.Source]
+	if !ok {
+		return Result{}, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", ev.Source)}
+	}
+	req, err := s.buildRequest(ev, plan, ret.Effective(), s.now())
+	if err != nil {
+		return Result{}, err
+	}
+	if req.effects == nil {
+		return s.put(ctx, req)
+	}
+	return s.transact(ctx, req)
+}
+
+// put is the fast path: a plan with no effect records is one conditional PutItem of the claim,
+// which carries the outbox. It costs one write unit per KB instead of a transaction's two.
+func (s *Store) put(ctx context.Context, req *request) (Result, error) {
+	res := Result{Calls: 1}
+	_, err := s.api.PutItem(ctx, req.putInput(s.table))
+	if err == nil {
+		res.Outcome, res.ExpiresAt = OutcomeAccepted, req.expires
+		return res, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return s.taken(ctx, req, ccf.Item, res)
+	}
+	return res, classify("PutItem", err)
+}
+
+// transact writes [claim, effects...] and reads a cancellation reason by reason.
+func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
+	res := Result{}
+	for attempt := 1; ; attempt++ {
+		res.Calls++
+		_, err := s.api.TransactWriteItems(ctx, req.transactInput(s.table, attempt))
+		if err == nil {
+			res.Outcome, res.ExpiresAt = OutcomeAccepted, req.expires
+			return res, nil
+		}
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			return res, classify("TransactWriteItems", err)
+		}
+		c := readCancellation(tce.CancellationReasons, len(req.effects))
+		switch c.kind {
+		case claimTaken:
+			return s.taken(ctx, req, c.old, res)
+		case effectRefused:
+			return s.absorb(ctx, req, c.refused, res)
+		case conflicted:
+			if attempt > s.retries {
+				return res, &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: err}
+			}
+			if err := s.sleep(ctx, attempt); err != nil {
+				return res, classify("TransactWriteItems", err)
+			}
+		case throttled:
+			return res, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
+		default:
+			return res, fmt.Errorf("dedup: transaction cancelled: %s: %w", c.detail, err)
+		}
+	}
+}
+
+// sleep waits before retrying a conflicted transaction: full jitter over an exponential base,
+// so concurrent doubles do not retry in lockstep.
+func (s *Store) sleep(ctx context.Context, attempt int) error {
+	t := time.NewTimer(rand.N(s.backoff << (attempt - 1)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// taken handles a failed claim condition. old is the claim that holds the event id, as
+// returned by ReturnValuesOnConditionCheckFailure=ALL_OLD.
+//
+// When old carries this delivery's own commit token, the "duplicate" is our own write whose
+// response was lost before an SDK retry: the outcome is the one that write had. Otherwise it
+// is a duplicate, and a payload hash that differs from the first delivery's is flagged.
+func (s *Store) taken(ctx context.Context, req *request, old map[string]types.AttributeValue, res Result) (Result, error) {
+	if old == nil {
+		// Real DynamoDB returns the item; this read is for engines that do not.
+		res.Calls++
+		out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName:      aws.String(s.table),
+			Key:            map[string]types.AttributeValue{AttrPK: req.claim[AttrPK], AttrSK: str(ClaimSK)},
+			ConsistentRead: aws.Bool(true),
+		})
+		if err == nil {
+			old = out.Item
+		}
+		// On a failed read the condition has still told us the id is claimed.
+	}
+	res.Outcome = OutcomeDuplicate
+	if old == nil {
+		return res, nil
+	}
+	prev, err := UnmarshalClaim(old)
+	if err != nil {
+		return res, nil
+	}
+	if prev.CommitToken == attrString(req.claim, AttrCommitToken) {
+		res.Recovered, res.ExpiresAt = true, req.expires
+		res.Outcome = OutcomeAccepted
+		if prev.Outcome == OutcomeAbsorbed.String() {
+			res.Outcome, res.Absorbed = OutcomeAbsorbed, prev.Absorbed
+		}
+		return res, nil
+	}
+	res.PayloadMismatch = prev.PayloadSHA256 != attrString(req.claim, AttrPayloadSHA256)
+	res.FirstDeliveryID, res.FirstReceivedAt = prev.DeliveryID, prev.ReceivedAt
+	return res, nil
+}
+
+// absorb applies the backstop rule (see OutcomeAbsorbed): the claim was free, but effects
+// refused their own conditions. The event is claimed alone, with no effects and no intents,
+// and the claim records which effects were refused.
+func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Result) (Result, error) {
+	claim := make(map[string]types.AttributeValue, len(req.claim))
+	for k, v := range req.claim {
+		switch k {
+		case AttrIntents, AttrPendingShard, AttrPendingSince, AttrEffects:
+			continue
+		}
+		claim[k] = v
+	}
+	claim[AttrOutcome] = str(OutcomeAbsorbed.String())
+	idx := make([]types.AttributeValue, len(refused))
+	for i, n := range refused {
+		idx[i] = num(int64(n))
+	}
+	claim[AttrAbsorbed] = &types.AttributeValueMemberL{Value: idx}
+	absorbed := *req
+	absorbed.claim = claim
+
+	res.Calls++
+	_, err := s.api.PutItem(ctx, absorbed.putInput(s.table))
+	if err == nil {
+		res.Outcome, res.Absorbed, res.ExpiresAt = OutcomeAbsorbed, refused, req.expires
+		return res, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		// A concurrent double claimed the event between our two calls.
+		return s.taken(ctx, &absorbed, ccf.Item, res)
+	}
+	return res, classify("PutItem", err)
+}
+
+func attrString(item map[string]types.AttributeValue, name string) string {
+	s, _ := keyString(item, name)
+	return s
+}

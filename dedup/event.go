@@ -1,0 +1,90 @@
+package dedup
+
+import (
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Field limits for an Event. The event id is bounded well under DynamoDB's 2048-byte partition
+// key limit so that the claim key EVT#<source>#<event_id> always fits.
+const (
+	MaxSourceLen     = 64
+	MaxEventIDBytes  = 512
+	MaxEventTypeLen  = 256
+	MaxDeliveryIDLen = 256
+)
+
+// Event is one delivery of a provider's event, as the receiver parsed it.
+type Event struct {
+	// Source names the configured provider ("stripe", "github-acme"). It scopes the event id:
+	// two providers may use the same ids. Lower-case letters, digits, '-' and '_'.
+	Source string
+	// ID is the provider's event id: stable across retries and redrives, and the dedup key.
+	ID string
+	// Type is the provider's event type, e.g. "order.paid". It selects the planner.
+	Type string
+	// DeliveryID identifies this delivery attempt. It is recorded and logged, never a key:
+	// it changes on every retry by design.
+	DeliveryID string
+	// OccurredAt is when the provider says the event happened; zero when it does not say.
+	OccurredAt time.Time
+	// Payload is the raw body. Only its SHA-256 is stored, to detect an id reused with
+	// different content; it is never part of the dedup key.
+	Payload []byte
+}
+
+// Validate reports the first field of e that cannot be claimed, as an *InvalidError.
+func (e *Event) Validate() error {
+	if err := validName("source", e.Source, MaxSourceLen); err != nil {
+		return err
+	}
+	if err := validText("event_id", e.ID, MaxEventIDBytes, true); err != nil {
+		return err
+	}
+	if err := validText("event_type", e.Type, MaxEventTypeLen, true); err != nil {
+		return err
+	}
+	return validText("delivery_id", e.DeliveryID, MaxDeliveryIDLen, false)
+}
+
+// validName accepts the restricted alphabet used for sources and intent names. Keeping '#'
+// out of sources is what makes the claim key EVT#<source>#<event_id> unambiguous.
+func validName(field, s string, max int) error {
+	if s == "" {
+		return &InvalidError{Field: field, Reason: "is empty"}
+	}
+	if len(s) > max {
+		return &InvalidError{Field: field, Reason: fmt.Sprintf("is %d bytes, limit is %d", len(s), max)}
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return &InvalidError{Field: field, Reason: fmt.Sprintf("has %q; use a-z, 0-9, '-' and '_'", r)}
+		}
+	}
+	return nil
+}
+
+// validText accepts provider-chosen identifiers: any printable UTF-8 up to max bytes. Control
+// characters are refused because these values end up in keys, logs and metrics dimensions.
+func validText(field, s string, max int, required bool) error {
+	if s == "" {
+		if required {
+			return &InvalidError{Field: field, Reason: "is empty"}
+		}
+		return nil
+	}
+	if len(s) > max {
+		return &InvalidError{Field: field, Reason: fmt.Sprintf("is %d bytes, limit is %d", len(s), max)}
+	}
+	if !utf8.ValidString(s) {
+		return &InvalidError{Field: field, Reason: "is not valid UTF-8"}
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return &InvalidError{Field: field, Reason: "contains control characters"}
+		}
+	}
+	return nil
+}

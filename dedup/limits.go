@@ -1,0 +1,94 @@
+package dedup
+
+import (
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDB's limits that a single Commit can reach. They are checked before any call, so an
+// oversized plan fails with a *LimitError naming the limit instead of a ValidationException
+// after a round trip (and, in a transaction, instead of a cancellation that says little).
+const (
+	MaxTransactionActions = 100
+	MaxTransactionBytes   = 4 * 1024 * 1024
+	MaxItemBytes          = 400 * 1024
+	MaxPartitionKeyBytes  = 2048
+	MaxSortKeyBytes       = 1024
+)
+
+// itemSize estimates an item's size the way DynamoDB bills and limits it: attribute names plus
+// values, with DynamoDB's per-type overheads. Numbers are rounded up, so the estimate errs on
+// the side of refusing an item DynamoDB might just accept.
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		// 3 bytes for the list, 1 per element.
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// numberSize is 1 byte per two significant digits plus 1, as DynamoDB documents it.
+func numberSize(s string) int {
+	s = strings.TrimLeft(s, "+-")
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.Replace(s, ".", "", 1)
+	s = strings.Trim(s, "0")
+	return (len(s)+1)/2 + 1
+}
+
+// keyString returns the string value of a key attribute, and whether it is a non-empty string.
+func keyString(item map[string]types.AttributeValue, name string) (string, bool) {
+	s, ok := item[name].(*types.AttributeValueMemberS)
+	if !ok || s.Value == "" {
+		return "", false
+	}
+	return s.Value, true
+}

@@ -1,0 +1,70 @@
+package dedup
+
+import (
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Plan is what accepting one event does: local effect records written in the same
+// transaction as the claim, and intents (external effects) that the claim carries as its
+// outbox. A planner builds it from the event alone, so that every delivery of an event
+// produces the same plan.
+type Plan struct {
+	// Effects are the application's own records, committed atomically with the claim.
+	Effects []Effect
+	// Intents are external effects (an email, a payment call) run later by the outbox
+	// worker, each under the downstream idempotency key IdempotencyKey(source, id, name).
+	Intents []Intent
+}
+
+// Effect is one local record written with the claim: a whole-item Put or an Update of an
+// existing item (an account credit, a counter). Build one with PutEffect or UpdateEffect.
+type Effect struct {
+	item      map[string]types.AttributeValue
+	key       map[string]types.AttributeValue
+	update    *expression.UpdateBuilder
+	condition *expression.ConditionBuilder
+}
+
+// PutEffect writes item, which must hold the table's string keys pk and sk. The claim's key
+// is added to it as claimed_by, so an audit can tie every effect record to its event.
+func PutEffect(item map[string]types.AttributeValue) Effect {
+	return Effect{item: item}
+}
+
+// UpdateEffect applies update to the item at key (pk and sk). Updates touch records that many
+// events share (a balance, a counter), so no claimed_by is added: the claim lists the key.
+func UpdateEffect(key map[string]types.AttributeValue, update expression.UpdateBuilder) Effect {
+	return Effect{key: key, update: &update}
+}
+
+// If returns a copy of e that is written only when cond holds: the business rule that backs
+// up the claim (one shipment per order). When only such a condition fails, the event is
+// absorbed; see OutcomeAbsorbed for the exact rule.
+func (e Effect) If(cond expression.ConditionBuilder) Effect {
+	e.condition = &cond
+	return e
+}
+
+// Intent is one external effect recorded in the claim's outbox.
+type Intent struct {
+	// Name is unique within the event ("email.send"); it ends the idempotency key.
+	// Letters, digits, '.', '-' and '_', at most MaxIntentNameLen bytes.
+	Name string
+	// Target selects the executor that runs the intent ("email", "http:fulfilment").
+	Target string
+	// Payload is handed to the executor as it is (typically a JSON request body).
+	Payload []byte
+}
+
+// MaxIntentNameLen and MaxIntentTargetLen bound an intent's name and target.
+const (
+	MaxIntentNameLen   = 64
+	MaxIntentTargetLen = 128
+)
+
+// IdempotencyKey is the key the outbox worker sends downstream for one intent of one event:
+// the same on every attempt and every redelivery, so the downstream's own dedup holds.
+func IdempotencyKey(source, eventID, intent string) string {
+	return source + ":" + eventID + ":" + intent
+}

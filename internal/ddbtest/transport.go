@@ -1,0 +1,121 @@
+package ddbtest
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// Operation returns the DynamoDB operation of a request ("PutItem"), from its X-Amz-Target.
+func Operation(r *http.Request) string {
+	target := r.Header.Get("X-Amz-Target")
+	return target[strings.LastIndexByte(target, '.')+1:]
+}
+
+// LoseResponses is an http.RoundTripper that delivers requests to the engine but, for the
+// first N requests of the named operation, throws the engine's answer away and reports a
+// connection reset: the write happened, the client cannot know it, and the SDK retries.
+type LoseResponses struct {
+	Next      http.RoundTripper
+	Operation string
+	N         int
+
+	mu   sync.Mutex
+	lost int
+}
+
+// Lost is how many responses were thrown away.
+func (l *LoseResponses) Lost() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+func (l *LoseResponses) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.Next.RoundTrip(r)
+	if err != nil || Operation(r) != l.Operation {
+		return resp, err
+	}
+	l.mu.Lock()
+	drop := l.lost < l.N
+	if drop {
+		l.lost++
+	}
+	l.mu.Unlock()
+	if !drop {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+}
+
+// InjectErrors is an http.RoundTripper that answers the first N requests of the named operation
+// itself, without reaching the engine, with a DynamoDB JSON error (Status and Body), the way
+// DynamoDB answers when it throttles or cancels a transaction. N < 0 means every request.
+type InjectErrors struct {
+	Next      http.RoundTripper
+	Operation string
+	N         int
+	Status    int
+	Body      string
+
+	mu       sync.Mutex
+	injected int
+}
+
+// Injected is how many requests were answered with the error.
+func (f *InjectErrors) Injected() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.injected
+}
+
+func (f *InjectErrors) RoundTrip(r *http.Request) (*http.Response, error) {
+	if Operation(r) == f.Operation {
+		f.mu.Lock()
+		inject := f.N < 0 || f.injected < f.N
+		if inject {
+			f.injected++
+		}
+		f.mu.Unlock()
+		if inject {
+			if r.Body != nil {
+				_, _ = io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+			}
+			return &http.Response{
+				StatusCode:    f.Status,
+				Status:        http.StatusText(f.Status),
+				Header:        http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+				Body:          io.NopCloser(bytes.NewBufferString(f.Body)),
+				ContentLength: int64(len(f.Body)),
+				Request:       r,
+				Proto:         "HTTP/1.1",
+				ProtoMajor:    1,
+				ProtoMinor:    1,
+			}, nil
+		}
+	}
+	return f.Next.RoundTrip(r)
+}
+
+// BaseTransport is a transport for the test endpoint with room for the concurrency tests'
+// connections; wrap it with LoseResponses or InjectErrors.
+func BaseTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 512
+	tr.MaxIdleConnsPerHost = 512
+	return tr
+}
+
+// WithTransport makes a client send its requests through rt.
+func WithTransport(rt http.RoundTripper) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: rt} }
+}
