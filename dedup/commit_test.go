@@ -108,7 +108,7 @@ func (e *env) claim(t *testing.T, source, id string) *dedup.Claim {
 }
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func ptr[T any](v T) *T              { return &v }
+func ptr[T any](v T) *T               { return &v }
 
 func orderEvent(i int) dedup.Event {
 	return dedup.Event{
@@ -199,7 +199,7 @@ func TestCommitAcceptsTheFirstDeliveryAndRefusesTheRetry(t *testing.T) {
 			if c.PendingShard == "" || c.PendingSince == 0 {
 				t.Fatal("a claim with pending intents must carry the sparse GSI keys")
 			}
-			if want := e.clock.Now().Add(-30*time.Second).Add(testRetention.Effective()).Unix(); c.ExpiresAt != want {
+			if want := e.clock.Now().Add(-30 * time.Second).Add(testRetention.Effective()).Unix(); c.ExpiresAt != want {
 				t.Fatalf("expires_at %d, want received + retention = %d", c.ExpiresAt, want)
 			}
 		})

@@ -38,19 +38,18 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	}
 	expires := now.Add(keep)
 	token := commitToken(ev, now)
-	claim := map[string]types.AttributeValue{
-		AttrPK:            str(pk),
-		AttrSK:            str(ClaimSK),
-		AttrSource:        str(ev.Source),
-		AttrEventID:       str(ev.ID),
-		AttrEventType:     str(ev.Type),
-		AttrReceivedAt:    str(now.UTC().Format(time.RFC3339Nano)),
-		AttrPayloadSHA256: str(payloadHash(ev.Payload)),
-		AttrPayloadBytes:  num(int64(len(ev.Payload))),
-		AttrExpiresAt:     num(expires.Unix()),
-		AttrCommitToken:   str(token),
-		AttrOutcome:       str(OutcomeAccepted.String()),
-	}
+	claim := make(map[string]types.AttributeValue, 16) // every attribute a claim can have
+	claim[AttrPK] = str(pk)
+	claim[AttrSK] = str(ClaimSK)
+	claim[AttrSource] = str(ev.Source)
+	claim[AttrEventID] = str(ev.ID)
+	claim[AttrEventType] = str(ev.Type)
+	claim[AttrReceivedAt] = str(now.UTC().Format(time.RFC3339Nano))
+	claim[AttrPayloadSHA256] = str(payloadHash(ev.Payload))
+	claim[AttrPayloadBytes] = num(int64(len(ev.Payload)))
+	claim[AttrExpiresAt] = num(expires.Unix())
+	claim[AttrCommitToken] = str(token)
+	claim[AttrOutcome] = str(OutcomeAccepted.String())
 	if ev.DeliveryID != "" {
 		claim[AttrDeliveryID] = str(ev.DeliveryID)
 	}
