@@ -117,16 +117,20 @@ func UnmarshalClaim(item map[string]types.AttributeValue) (*Claim, error) {
 	return &c, nil
 }
 
-// commitToken identifies one delivery attempt's write. It is stored in the claim and, on a
-// transaction, sent as ClientRequestToken: when a response is lost and the SDK retries, DynamoDB
-// recognises the token (within its 10-minute window), and any engine without that feature
-// still lets us recognise our own claim by this attribute, so the retry reports Accepted
-// rather than Duplicate. It is derived from the delivery, not from the event alone: two
-// deliveries of one event must not share a token, or the second would get
-// IdempotentParameterMismatch instead of the claim condition's clean answer.
-func commitToken(ev *Event, receivedAt time.Time) string {
+// commitToken identifies one Commit call's write. It is stored in the claim and, on a
+// transaction, sent as ClientRequestToken: when a response is lost and the SDK retries,
+// DynamoDB recognises the token (within its 10-minute window), and an engine without that
+// feature still lets us recognise our own claim by this attribute, so the retry reports
+// Accepted rather than Duplicate.
+//
+// It is derived from the delivery (source, event id, delivery id, receive time) plus a random
+// nonce, never from the event alone: two deliveries of one event must not share a token, or the
+// second would get IdempotentParameterMismatch, or be taken for our own lost write, instead of
+// the claim condition's clean answer. The nonce keeps that true even for a provider that repeats
+// a delivery id within one clock tick.
+func commitToken(ev *Event, receivedAt time.Time, nonce uint64) string {
 	h := sha256.New()
-	for _, s := range []string{ev.Source, ev.ID, ev.DeliveryID, strconv.FormatInt(receivedAt.UnixNano(), 10)} {
+	for _, s := range []string{ev.Source, ev.ID, ev.DeliveryID, strconv.FormatInt(receivedAt.UnixNano(), 10), strconv.FormatUint(nonce, 36)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +38,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		return nil, &LimitError{Limit: "transaction actions", What: "plan", Got: n, Max: MaxTransactionActions}
 	}
 	expires := now.Add(keep)
-	token := commitToken(ev, now)
+	token := commitToken(ev, now, rand.Uint64())
 	claim := make(map[string]types.AttributeValue, 16) // every attribute a claim can have
 	claim[AttrPK] = str(pk)
 	claim[AttrSK] = str(ClaimSK)

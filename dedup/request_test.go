@@ -99,19 +99,20 @@ func TestClaimRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCommitTokensAreStablePerDeliveryAndDistinctAcrossDeliveries(t *testing.T) {
+func TestCommitTokensAreStablePerCallAndDistinctAcrossCalls(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	ev := sampleEvent(nil)
-	a, b := commitToken(ev, now), commitToken(ev, now)
+	a, b := commitToken(ev, now, 7), commitToken(ev, now, 7)
 	retry := *ev
 	retry.DeliveryID = "dlv_other"
-	c := commitToken(&retry, now)
-	d := commitToken(ev, now.Add(time.Nanosecond))
+	c := commitToken(&retry, now, 7)
+	d := commitToken(ev, now.Add(time.Nanosecond), 7)
+	same := commitToken(ev, now, 8) // the same delivery id in the same clock tick
 	if a != b {
-		t.Fatal("the same delivery must derive the same token")
+		t.Fatal("one call must derive one token")
 	}
-	if a == c || a == d {
+	if a == c || a == d || a == same {
 		t.Fatal("another delivery of the same event must derive another token")
 	}
 	if len(a) > 36 || len(requestToken(a, 2)) > 36 || requestToken(a, 1) == requestToken(a, 2) {
