@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/internal/ddbtest"
+	"github.com/oncehook/oncehook/internal/awstest"
 )
 
 // TestDynamoDBCallsPerDelivery counts the requests each kind of delivery costs, through a
@@ -42,7 +42,7 @@ func TestDynamoDBCallsPerDelivery(t *testing.T) {
 		t.Logf("%-55s %-9s %d call(s)", c.name, res.Outcome, c.calls)
 	}
 
-	lose := &ddbtest.LoseResponses{Next: ddbtest.BaseTransport(), Operation: "TransactWriteItems", N: 1}
+	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "TransactWriteItems", N: 1}
 	lost := newEnvWithClient(t, e, lose)
 	res, err := lost.store.Commit(ctx, orderEvent(3), orderPlan(3))
 	if err != nil || res.Outcome != dedup.OutcomeAccepted || lost.counter.Total() != 1 || lose.Lost() != 1 {

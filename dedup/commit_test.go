@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/internal/ddbtest"
+	"github.com/oncehook/oncehook/internal/awstest"
 )
 
 var testRetention = dedup.Retention{RetryHorizon: 72 * time.Hour, RedriveWindow: 30 * 24 * time.Hour}
@@ -23,7 +23,7 @@ var testRetention = dedup.Retention{RetryHorizon: 72 * time.Hour, RedriveWindow:
 type env struct {
 	client  *dynamodb.Client
 	table   string
-	counter *ddbtest.Counter
+	counter *awstest.Counter
 	store   *dedup.Store
 	clock   *clock
 }
@@ -49,13 +49,13 @@ func (c *clock) Advance(d time.Duration) {
 // clientOpts tune the DynamoDB client (to lose responses or inject errors).
 func newEnv(t *testing.T, configure func(*dedup.Config), clientOpts ...func(*dynamodb.Options)) *env {
 	t.Helper()
-	admin := ddbtest.Client(t)
-	table := ddbtest.Table(t, admin)
+	admin := awstest.Client(t)
+	table := awstest.Table(t, admin)
 	client := admin
 	if len(clientOpts) > 0 {
-		client = ddbtest.Client(t, clientOpts...)
+		client = awstest.Client(t, clientOpts...)
 	}
-	e := &env{client: admin, table: table, counter: ddbtest.NewCounter(client), clock: &clock{now: time.Now()}}
+	e := &env{client: admin, table: table, counter: awstest.NewCounter(client), clock: &clock{now: time.Now()}}
 	cfg := dedup.Config{
 		Table:   table,
 		Sources: map[string]dedup.Retention{"shop": testRetention, "other": testRetention},
@@ -73,7 +73,7 @@ func newEnv(t *testing.T, configure func(*dedup.Config), clientOpts ...func(*dyn
 }
 
 func (e *env) items(t *testing.T) []map[string]types.AttributeValue {
-	return ddbtest.Items(t, e.client, e.table)
+	return awstest.Items(t, e.client, e.table)
 }
 
 // count returns how many items have a pk starting with prefix.
@@ -428,8 +428,8 @@ func TestALostResponseStillReportsOurOwnCommitAsAccepted(t *testing.T) {
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			lose := &ddbtest.LoseResponses{Next: ddbtest.BaseTransport(), Operation: p.op, N: 1}
-			e := newEnv(t, nil, ddbtest.WithTransport(lose))
+			lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: p.op, N: 1}
+			e := newEnv(t, nil, awstest.WithTransport(lose))
 			res, err := e.store.Commit(context.Background(), orderEvent(11), p.plan(11))
 			if err != nil {
 				t.Fatal(err)

@@ -49,6 +49,10 @@ func (e *Event) Validate() error {
 	return validText("delivery_id", e.DeliveryID, MaxDeliveryIDLen, false)
 }
 
+// ValidateSourceName reports whether name can be a source: 1 to MaxSourceLen characters of
+// a-z, 0-9, '-' and '_'. The error is an *InvalidError naming field.
+func ValidateSourceName(field, name string) error { return validName(field, name, MaxSourceLen) }
+
 // validName accepts the restricted alphabet used for sources and intent names. Keeping '#'
 // out of sources is what makes the claim key EVT#<source>#<event_id> unambiguous.
 func validName(field, s string, max int) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/internal/ddbtest"
+	"github.com/oncehook/oncehook/internal/awstest"
 )
 
 const (
@@ -46,8 +46,8 @@ func TestThrottlingAndServerErrorsAskTheProviderToRetry(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			inject := &ddbtest.InjectErrors{Next: ddbtest.BaseTransport(), Operation: c.op, N: -1, Status: c.status, Body: c.body}
-			e := newEnv(t, nil, ddbtest.WithTransport(inject))
+			inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: c.op, N: -1, Status: c.status, Body: c.body}
+			e := newEnv(t, nil, awstest.WithTransport(inject))
 			_, err := e.store.Commit(context.Background(), orderEvent(1), c.plan(1))
 			var ue *dedup.UnavailableError
 			if !errors.As(err, &ue) || !errors.Is(err, dedup.ErrUnavailable) {
@@ -68,8 +68,8 @@ func TestThrottlingAndServerErrorsAskTheProviderToRetry(t *testing.T) {
 
 func TestAPassingThrottleIsAbsorbedBySDKRetries(t *testing.T) {
 	t.Parallel()
-	inject := &ddbtest.InjectErrors{Next: ddbtest.BaseTransport(), Operation: "PutItem", N: 1, Status: 400, Body: throttling}
-	e := newEnv(t, nil, ddbtest.WithTransport(inject))
+	inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "PutItem", N: 1, Status: 400, Body: throttling}
+	e := newEnv(t, nil, awstest.WithTransport(inject))
 	res, err := e.store.Commit(context.Background(), orderEvent(1), claimOnly(1))
 	if err != nil || res.Outcome != dedup.OutcomeAccepted {
 		t.Fatalf("got %+v, %v; want accepted after the SDK's retry", res, err)
@@ -80,7 +80,7 @@ func TestTransactionConflictsAreRetriedBriefly(t *testing.T) {
 	t.Parallel()
 	t.Run("a conflict that clears is retried and the event accepted", func(t *testing.T) {
 		t.Parallel()
-		inject := &ddbtest.InjectErrors{Next: ddbtest.BaseTransport(), Operation: "TransactWriteItems", N: 2, Status: 400, Body: conflictCancel}
+		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "TransactWriteItems", N: 2, Status: 400, Body: conflictCancel}
 		e := newEnv(t, func(c *dedup.Config) { c.ConflictBackoff = time.Millisecond })
 		e = newEnvWithClient(t, e, inject)
 		res, err := e.store.Commit(context.Background(), orderEvent(1), orderPlan(1))
@@ -93,7 +93,7 @@ func TestTransactionConflictsAreRetriedBriefly(t *testing.T) {
 	})
 	t.Run("a conflict that persists becomes unavailable after the bounded retries", func(t *testing.T) {
 		t.Parallel()
-		inject := &ddbtest.InjectErrors{Next: ddbtest.BaseTransport(), Operation: "TransactWriteItems", N: -1, Status: 400, Body: conflictCancel}
+		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "TransactWriteItems", N: -1, Status: 400, Body: conflictCancel}
 		e := newEnv(t, func(c *dedup.Config) { c.ConflictBackoff = time.Millisecond; c.ConflictRetries = 2 })
 		e = newEnvWithClient(t, e, inject)
 		res, err := e.store.Commit(context.Background(), orderEvent(1), orderPlan(1))
@@ -113,7 +113,7 @@ func TestTransactionConflictsAreRetriedBriefly(t *testing.T) {
 // and the configuration's clock.
 func newEnvWithClient(t *testing.T, e *env, rt http.RoundTripper) *env {
 	t.Helper()
-	e.counter = ddbtest.NewCounter(ddbtest.Client(t, ddbtest.WithTransport(rt)))
+	e.counter = awstest.NewCounter(awstest.Client(t, awstest.WithTransport(rt)))
 	store, err := dedup.New(e.counter, dedup.Config{
 		Table:           e.table,
 		Sources:         map[string]dedup.Retention{"shop": testRetention},

@@ -1,9 +1,9 @@
-// Package ddbtest connects tests to a real DynamoDB API: the local emulator that `make test`
+// Package awstest connects tests to real AWS APIs: the local emulator that `make test`
 // starts (localstack/up), or whatever AWS_ENDPOINT_URL names (LocalStack, moto, real AWS).
 // It also holds the decorators tests wrap around the client: call counting, and HTTP transports
 // that lose responses or inject DynamoDB errors below the SDK, so the SDK's own parsing and
 // retries run for real.
-package ddbtest
+package awstest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ddbtest
+package awstest
 
 import (
 	"bytes"

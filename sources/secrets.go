@@ -1,0 +1,150 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+)
+
+// SecretsManagerAPI is the part of the Secrets Manager client the resolver uses.
+type SecretsManagerAPI interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// SSMAPI is the part of the SSM client the resolver uses.
+type SSMAPI interface {
+	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+}
+
+// Resolver fetches secrets from where a SecretRef says they are.
+type Resolver struct {
+	SecretsManager SecretsManagerAPI
+	SSM            SSMAPI
+	// Getenv reads environment variables; os.Getenv when nil.
+	Getenv func(string) string
+}
+
+// Resolve returns the values of refs, in order. A missing or empty secret is an error naming
+// its reference (never its value).
+func (r *Resolver) Resolve(ctx context.Context, refs []SecretRef) ([]string, error) {
+	out := make([]string, 0, len(refs))
+	for _, ref := range refs {
+		v, err := r.resolve(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("secret %s: %w", ref, err)
+		}
+		if v == "" {
+			return nil, fmt.Errorf("secret %s is empty", ref)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
+	switch {
+	case ref.Env != "":
+		getenv := r.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		return getenv(ref.Env), nil
+	case ref.SecretsManager != "":
+		if r.SecretsManager == nil {
+			return "", fmt.Errorf("no Secrets Manager client configured")
+		}
+		out, err := r.SecretsManager.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(ref.SecretsManager)})
+		if err != nil {
+			return "", err
+		}
+		return aws.ToString(out.SecretString), nil
+	case ref.SSM != "":
+		if r.SSM == nil {
+			return "", fmt.Errorf("no SSM client configured")
+		}
+		out, err := r.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(ref.SSM), WithDecryption: aws.Bool(true)})
+		if err != nil {
+			return "", err
+		}
+		if out.Parameter == nil {
+			return "", nil
+		}
+		return aws.ToString(out.Parameter.Value), nil
+	}
+	return "", fmt.Errorf("empty reference")
+}
+
+// Secrets holds each source's resolved secrets for the life of a function instance, and
+// re-reads a source's secrets on demand (after a signature failure) at most once per
+// MinRefresh, so a rotation is picked up without a redeploy and a flood of forged requests
+// cannot turn into a flood of Secrets Manager calls.
+type Secrets struct {
+	resolver   *Resolver
+	refs       map[string][]SecretRef
+	minRefresh time.Duration
+	now        func() time.Time
+
+	mu      sync.RWMutex
+	values  map[string][]string
+	fetched map[string]time.Time
+}
+
+// NewSecrets resolves every source's secrets now: a function whose secrets cannot be read
+// does not start.
+func NewSecrets(ctx context.Context, f *File, r *Resolver, minRefresh time.Duration) (*Secrets, error) {
+	s := &Secrets{
+		resolver:   r,
+		refs:       make(map[string][]SecretRef, len(f.Sources)),
+		minRefresh: minRefresh,
+		now:        time.Now,
+		values:     make(map[string][]string, len(f.Sources)),
+		fetched:    make(map[string]time.Time, len(f.Sources)),
+	}
+	for _, name := range f.Names() {
+		vals, err := r.Resolve(ctx, f.Sources[name].Secrets)
+		if err != nil {
+			return nil, fmt.Errorf("sources.%s: %w", name, err)
+		}
+		s.refs[name] = f.Sources[name].Secrets
+		s.values[name] = vals
+		s.fetched[name] = s.now()
+	}
+	return s, nil
+}
+
+// Get returns the source's current secrets.
+func (s *Secrets) Get(source string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.values[source]
+}
+
+// Refresh re-reads the source's secrets unless they were read within MinRefresh. It reports
+// whether the values changed.
+func (s *Secrets) Refresh(ctx context.Context, source string) (bool, error) {
+	s.mu.Lock()
+	last, ok := s.fetched[source]
+	if !ok || s.now().Sub(last) < s.minRefresh {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.fetched[source] = s.now() // claim the refresh before the slow call
+	s.mu.Unlock()
+
+	vals, err := s.resolver.Resolve(ctx, s.refs[source])
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := !slices.Equal(vals, s.values[source])
+	s.values[source] = vals
+	return changed, nil
+}

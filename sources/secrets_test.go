@@ -1,0 +1,99 @@
+package sources_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// TestSecretsComeFromEveryKindOfPlaceAndRotate reads secrets from the environment, Secrets
+// Manager and SSM on the test endpoint, then rotates one and checks the rate-limited refresh.
+func TestSecretsComeFromEveryKindOfPlaceAndRotate(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	ctx := context.Background()
+	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
+	name := "oncehook-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + time.Now().Format("150405.000000")
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String("whsec_from_secrets_manager")}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true)})
+	})
+	param := "/" + name
+	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("from-ssm"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)}) })
+
+	f, err := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[
+		{"env":"SHOP_SECRET"},{"secretsmanager":"` + name + `"},{"ssm":"` + param + `"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &sources.Resolver{SecretsManager: sm, SSM: ps, Getenv: func(k string) string {
+		if k == "SHOP_SECRET" {
+			return "from-env"
+		}
+		return ""
+	}}
+	secrets, err := sources.NewSecrets(ctx, f, r, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(secrets.Get("shop"), " "); got != "from-env whsec_from_secrets_manager from-ssm" {
+		t.Fatalf("secrets %q", got)
+	}
+
+	// Rotation: the provider's new secret is put in Secrets Manager.
+	if _, err := sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(name), SecretString: aws.String("whsec_rotated")}); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := secrets.Refresh(ctx, "shop")
+	if err != nil || !changed || secrets.Get("shop")[1] != "whsec_rotated" {
+		t.Fatalf("refresh: changed=%v err=%v secrets=%q", changed, err, secrets.Get("shop"))
+	}
+	if changed, _ := secrets.Refresh(ctx, "shop"); changed {
+		t.Fatal("a refresh with nothing new must report no change")
+	}
+}
+
+func TestAMissingSecretStopsTheStart(t *testing.T) {
+	t.Parallel()
+	f, err := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[{"env":"NOT_SET_ANYWHERE"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sources.NewSecrets(context.Background(), f, &sources.Resolver{Getenv: func(string) string { return "" }}, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "sources.shop") || !strings.Contains(err.Error(), "env:NOT_SET_ANYWHERE") {
+		t.Fatalf("got %v, want an error naming the source and the reference", err)
+	}
+}
+
+func TestRefreshIsRateLimited(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	f, _ := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[{"env":"S"}]}}}`))
+	r := &sources.Resolver{Getenv: func(string) string { calls++; return "v" + strings.Repeat("x", calls) }}
+	secrets, err := sources.NewSecrets(context.Background(), f, r, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 { // a flood of forged signatures
+		if _, err := secrets.Refresh(context.Background(), "shop"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("%d reads of the secret, want 1 (the start) within the refresh interval", calls)
+	}
+}

@@ -1,0 +1,222 @@
+// Package sources reads a deployment's sources file: the providers a receiver accepts, how
+// each signs its deliveries, where its secrets come from, where its event id, type and
+// delivery id live, and how long its claims must be kept.
+//
+// One file serves the receiver (which refuses to start on an invalid file), the CDK stack
+// (whose synth fails on one) and the operator's CLI. Example:
+//
+//	{
+//	  "sources": {
+//	    "stripe": {
+//	      "scheme": "stripe",
+//	      "secrets": [{"secretsmanager": "oncehook/stripe"}, {"env": "STRIPE_PREVIOUS_SECRET"}],
+//	      "retry_horizon": "3d",
+//	      "redrive_window": "30d"
+//	    }
+//	  }
+//	}
+//
+// Where a scheme knows its provider, the event id, type and delivery id locations default to
+// the provider's documented ones (see Presets); any of them can be overridden.
+package sources
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// File is a parsed sources file.
+type File struct {
+	Sources map[string]*Source `json:"sources"`
+}
+
+// Source is one provider's configuration.
+type Source struct {
+	// Scheme names the signature scheme: standard-webhooks, stripe, github, shopify, hmac-sha256.
+	Scheme string `json:"scheme"`
+	// Secrets lists where the signing secrets come from. Several at once allow rotation: a
+	// delivery signed by any of them is accepted.
+	Secrets []SecretRef `json:"secrets"`
+	// HMAC configures the generic hmac-sha256 scheme (ignored by the others).
+	HMAC *HMAC `json:"hmac,omitempty"`
+
+	// EventID locates the provider's stable event id: the dedup key. Never a delivery id.
+	EventID *Locator `json:"event_id,omitempty"`
+	// EventType locates the event type ("order.paid").
+	EventType *Locator `json:"event_type,omitempty"`
+	// DeliveryID locates the per-attempt id, when the provider sends one; recorded and logged.
+	DeliveryID *Locator `json:"delivery_id,omitempty"`
+	// OccurredAt locates when the event happened (RFC 3339 string or Unix seconds); optional.
+	OccurredAt *Locator `json:"occurred_at,omitempty"`
+
+	// RetryHorizon is how long the provider retries a failed delivery, as it documents it.
+	RetryHorizon Duration `json:"retry_horizon"`
+	// RedriveWindow is how old an event a redrive or replay can bring back.
+	RedriveWindow Duration `json:"redrive_window"`
+	// Keep is how long claims live; default retry horizon + redrive window + dedup.DefaultMargin.
+	Keep Duration `json:"keep,omitempty"`
+	// TimestampTolerance bounds the signed timestamp's age for timestamped schemes; default
+	// the scheme's own (Stripe 5 min, Standard Webhooks 5 min).
+	TimestampTolerance Duration `json:"timestamp_tolerance,omitempty"`
+	// MaxBodyBytes is the largest body accepted (413 beyond it). Default DefaultMaxBodyBytes.
+	MaxBodyBytes int `json:"max_body_bytes,omitempty"`
+}
+
+// DefaultMaxBodyBytes is the body limit when a source sets none: far above ordinary webhook
+// payloads, far below Lambda's 6 MB request limit.
+const DefaultMaxBodyBytes = 1 << 20
+
+// HMAC configures the generic hmac-sha256 scheme.
+type HMAC struct {
+	Header   string `json:"header"`             // e.g. "X-Signature"
+	Encoding string `json:"encoding,omitempty"` // "hex" (default) or "base64"
+	Prefix   string `json:"prefix,omitempty"`   // e.g. "sha256="
+}
+
+// SecretRef says where one secret comes from: exactly one of its fields is set.
+type SecretRef struct {
+	Env            string `json:"env,omitempty"`            // an environment variable
+	SecretsManager string `json:"secretsmanager,omitempty"` // a Secrets Manager secret name or ARN (SecretString)
+	SSM            string `json:"ssm,omitempty"`            // an SSM parameter name (SecureString decrypted)
+}
+
+func (r SecretRef) String() string {
+	switch {
+	case r.Env != "":
+		return "env:" + r.Env
+	case r.SecretsManager != "":
+		return "secretsmanager:" + r.SecretsManager
+	case r.SSM != "":
+		return "ssm:" + r.SSM
+	}
+	return "(empty)"
+}
+
+// Locator says where a value lives in a delivery: a header, or a dot-separated path into the
+// JSON body. ScopeHeader, when set, prefixes the value with that header's value and ':' (GitHub
+// delivery GUIDs are scoped by the hook that sent them).
+type Locator struct {
+	Header      string `json:"header,omitempty"`
+	JSON        string `json:"json,omitempty"`
+	ScopeHeader string `json:"scope_header,omitempty"`
+}
+
+func (l *Locator) String() string {
+	s := "json:" + l.JSON
+	if l.Header != "" {
+		s = "header:" + l.Header
+	}
+	if l.ScopeHeader != "" {
+		s = "header:" + l.ScopeHeader + " + " + s
+	}
+	return s
+}
+
+// Duration is a time.Duration that reads "72h", "90m" and also whole days, "30d".
+type Duration time.Duration
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"72h\" or \"30d\"")
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration in the form UnmarshalJSON reads.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	v := time.Duration(d)
+	if v != 0 && v%(24*time.Hour) == 0 {
+		return json.Marshal(strconv.FormatInt(int64(v/(24*time.Hour)), 10) + "d")
+	}
+	return json.Marshal(v.String())
+}
+
+// ParseDuration is time.ParseDuration plus whole days ("30d").
+func ParseDuration(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 3650 {
+			return 0, fmt.Errorf("invalid duration %q: want whole days such as \"30d\"", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: want e.g. \"72h\" or \"30d\"", s)
+	}
+	return v, nil
+}
+
+// Load reads and validates a sources file.
+func Load(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("sources: %w", err)
+	}
+	f, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("sources: %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse reads and validates a sources file's content. Unknown fields are errors: a typo in
+// "redrive_window" must not silently become zero.
+func Parse(b []byte) (*File, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("invalid sources file: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("invalid sources file: content after the top-level object")
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// Names returns the source names in order.
+func (f *File) Names() []string {
+	names := make([]string, 0, len(f.Sources))
+	for n := range f.Sources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Retentions returns each source's retention, for dedup.Config.
+func (f *File) Retentions() map[string]dedup.Retention {
+	m := make(map[string]dedup.Retention, len(f.Sources))
+	for n, s := range f.Sources {
+		m[n] = s.Retention()
+	}
+	return m
+}
+
+// Retention is the source's retention as the dedup core takes it.
+func (s *Source) Retention() dedup.Retention {
+	return dedup.Retention{
+		RetryHorizon:  time.Duration(s.RetryHorizon),
+		RedriveWindow: time.Duration(s.RedriveWindow),
+		Keep:          time.Duration(s.Keep),
+	}
+}

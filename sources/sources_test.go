@@ -1,0 +1,103 @@
+package sources
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+func TestTheExampleFileLoadsWithPresetsFilledIn(t *testing.T) {
+	t.Parallel()
+	f, err := Load("testdata/sources.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.Names(), ","); got != "github-acme,partner,shop,stripe" {
+		t.Fatalf("names %s", got)
+	}
+	shop := f.Sources["shop"]
+	if shop.EventID.Header != "webhook-id" || shop.EventType.JSON != "type" || shop.MaxBodyBytes != 262144 {
+		t.Fatalf("shop did not get the standard-webhooks preset: %+v", shop)
+	}
+	gh := f.Sources["github-acme"]
+	if gh.EventID.Header != "X-GitHub-Delivery" || gh.EventID.ScopeHeader != "X-GitHub-Hook-ID" || gh.MaxBodyBytes != DefaultMaxBodyBytes {
+		t.Fatalf("github-acme did not get the github preset: %+v", gh.EventID)
+	}
+	if p := f.Sources["partner"]; p.EventID.JSON != "meta.id" || p.DeliveryID.Header != "X-Partner-Delivery" {
+		t.Fatalf("partner's own locators were not kept: %+v", p)
+	}
+	r := f.Retentions()
+	if r["stripe"].Effective() != 60*24*time.Hour || r["shop"].Effective() != 72*time.Hour+30*24*time.Hour+dedup.DefaultMargin {
+		t.Fatalf("retentions %+v", r)
+	}
+	// Presets are copied, not shared: editing one source cannot change another.
+	shop.EventID.Header = "changed"
+	if Presets["standard-webhooks"].EventID.Header != "webhook-id" {
+		t.Fatal("a source's locator aliases the preset")
+	}
+}
+
+func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
+	t.Parallel()
+	const ok = `"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"`
+	cases := []struct {
+		name, json, field string
+	}{
+		{"no sources", `{"sources":{}}`, "sources"},
+		{"an unknown top-level field", `{"source":{}}`, "unknown field"},
+		{"a typo in a field name", `{"sources":{"s":{` + ok + `,"redrive_windw":"1d"}}}`, "unknown field"},
+		{"an unknown scheme", `{"sources":{"s":{"scheme":"paypal","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`, "sources.s.scheme"},
+		{"a source name with a capital", `{"sources":{"Shop":{` + ok + `}}}`, "sources.Shop"},
+		{"no secrets", `{"sources":{"s":{"scheme":"stripe","retry_horizon":"1d"}}}`, "sources.s.secrets"},
+		{"a secret with two places", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S","ssm":"/p"}],"retry_horizon":"1d"}}}`, "sources.s.secrets[0]"},
+		{"a generic scheme without a header", `{"sources":{"s":{"scheme":"hmac-sha256","secrets":[{"env":"S"}],"event_id":{"json":"id"},"event_type":{"json":"type"},"retry_horizon":"1d"}}}`, "sources.s.hmac.header"},
+		{"a generic scheme without an event id", `{"sources":{"s":{"scheme":"hmac-sha256","hmac":{"header":"X-Sig"},"secrets":[{"env":"S"}],"event_type":{"json":"type"},"retry_horizon":"1d"}}}`, "sources.s.event_id"},
+		{"a locator with both places", `{"sources":{"s":{` + ok + `,"event_id":{"json":"id","header":"X-Id"}}}}`, "sources.s.event_id"},
+		{"a bad JSON path", `{"sources":{"s":{` + ok + `,"event_type":{"json":"data..type"}}}}`, "sources.s.event_type.json"},
+		{"a bad duration", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3 days"}}}`, "invalid duration"},
+		{"no retry horizon", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}]}}}`, "sources.s.retry_horizon"},
+		{"retention shorter than horizon + redrive", `{"sources":{"s":{` + ok + `,"keep":"7d"}}}`, "shorter than its retry horizon + redrive window"},
+		{"a body limit over Lambda's", `{"sources":{"s":{` + ok + `,"max_body_bytes":7000000}}}`, "sources.s.max_body_bytes"},
+		{"trailing content", `{"sources":{"s":{` + ok + `}}} {}`, "content after"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.json))
+			if err == nil || !strings.Contains(err.Error(), c.field) {
+				t.Fatalf("got %v, want an error naming %q", err, c.field)
+			}
+		})
+	}
+}
+
+func TestARetentionErrorIsTyped(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(`{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d","keep":"7d"}}}`))
+	var re *dedup.RetentionError
+	if !errors.As(err, &re) || re.Source != "s" {
+		t.Fatalf("got %v, want a *dedup.RetentionError", err)
+	}
+}
+
+func TestDurations(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "72h": 72 * time.Hour, "90m": 90 * time.Minute, "0d": 0} {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Fatalf("ParseDuration(%q) = %s, %v; want %s", in, got, err, want)
+		}
+		b, _ := Duration(got).MarshalJSON()
+		var back Duration
+		if err := back.UnmarshalJSON(b); err != nil || time.Duration(back) != want {
+			t.Fatalf("%q does not round-trip through %s", in, b)
+		}
+	}
+	for _, bad := range []string{"", "d", "-1d", "1.5d", "99999d", "3 days"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Fatalf("ParseDuration(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package sources
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// FieldError names the field of a sources file that is wrong, e.g.
+// "sources.stripe.secrets[1]".
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// Schemes are the signature schemes a source can name.
+var Schemes = []string{"standard-webhooks", "stripe", "github", "shopify", "hmac-sha256"}
+
+// Preset is where a provider puts its event id, type, delivery id and event time.
+type Preset struct {
+	EventID, EventType, DeliveryID, OccurredAt *Locator
+}
+
+// Presets are the documented locations per scheme, used where a source sets none:
+//   - standard-webhooks: webhook-id is the message id, identical on every retry.
+//   - stripe: the event object's id ("evt_..."), identical on retries and resends.
+//   - github: X-GitHub-Delivery, kept on redelivery, scoped by X-GitHub-Hook-ID.
+//   - shopify: X-Shopify-Event-Id, shared by every delivery of one event.
+var Presets = map[string]Preset{
+	"standard-webhooks": {
+		EventID:    &Locator{Header: "webhook-id"},
+		EventType:  &Locator{JSON: "type"},
+		OccurredAt: &Locator{JSON: "timestamp"},
+	},
+	"stripe": {
+		EventID:    &Locator{JSON: "id"},
+		EventType:  &Locator{JSON: "type"},
+		OccurredAt: &Locator{JSON: "created"},
+	},
+	"github": {
+		EventID:    &Locator{Header: "X-GitHub-Delivery", ScopeHeader: "X-GitHub-Hook-ID"},
+		EventType:  &Locator{Header: "X-GitHub-Event"},
+		DeliveryID: &Locator{Header: "X-GitHub-Delivery"},
+	},
+	"shopify": {
+		EventID:    &Locator{Header: "X-Shopify-Event-Id"},
+		EventType:  &Locator{Header: "X-Shopify-Topic"},
+		DeliveryID: &Locator{Header: "X-Shopify-Webhook-Id"},
+		OccurredAt: &Locator{Header: "X-Shopify-Triggered-At"},
+	},
+}
+
+// maxBody is Lambda's synchronous request payload limit.
+const maxBody = 6 * 1024 * 1024
+
+// Validate checks every source and fills the locators a source leaves to its scheme's preset.
+func (f *File) Validate() error {
+	if len(f.Sources) == 0 {
+		return &FieldError{Field: "sources", Reason: "is empty; configure at least one source"}
+	}
+	for _, name := range f.Names() {
+		s := f.Sources[name]
+		at := "sources." + name
+		if s == nil {
+			return &FieldError{Field: at, Reason: "is null"}
+		}
+		if err := dedup.ValidateSourceName(at, name); err != nil {
+			return &FieldError{Field: at, Reason: "is not a valid source name: use 1-64 characters of a-z, 0-9, '-' and '_'"}
+		}
+		if err := s.validate(at); err != nil {
+			return err
+		}
+		if err := s.Retention().Validate(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Source) validate(at string) error {
+	known := false
+	for _, k := range Schemes {
+		known = known || s.Scheme == k
+	}
+	if !known {
+		return &FieldError{Field: at + ".scheme", Reason: fmt.Sprintf("%q is not one of %s", s.Scheme, strings.Join(Schemes, ", "))}
+	}
+	if s.Scheme == "hmac-sha256" {
+		if s.HMAC == nil || s.HMAC.Header == "" {
+			return &FieldError{Field: at + ".hmac.header", Reason: "is required by the hmac-sha256 scheme"}
+		}
+		if e := s.HMAC.Encoding; e != "" && e != "hex" && e != "base64" {
+			return &FieldError{Field: at + ".hmac.encoding", Reason: fmt.Sprintf("%q is not hex or base64", e)}
+		}
+	}
+	if len(s.Secrets) == 0 {
+		return &FieldError{Field: at + ".secrets", Reason: "is empty; a source without a secret cannot be verified"}
+	}
+	for i, r := range s.Secrets {
+		n := 0
+		for _, v := range []string{r.Env, r.SecretsManager, r.SSM} {
+			if v != "" {
+				n++
+			}
+		}
+		if n != 1 {
+			return &FieldError{Field: fmt.Sprintf("%s.secrets[%d]", at, i), Reason: "set exactly one of env, secretsmanager, ssm"}
+		}
+	}
+
+	p := Presets[s.Scheme]
+	s.EventID = orPreset(s.EventID, p.EventID)
+	s.EventType = orPreset(s.EventType, p.EventType)
+	s.DeliveryID = orPreset(s.DeliveryID, p.DeliveryID)
+	s.OccurredAt = orPreset(s.OccurredAt, p.OccurredAt)
+	for _, l := range []struct {
+		field    string
+		loc      *Locator
+		required bool
+	}{
+		{"event_id", s.EventID, true},
+		{"event_type", s.EventType, true},
+		{"delivery_id", s.DeliveryID, false},
+		{"occurred_at", s.OccurredAt, false},
+	} {
+		if l.loc == nil {
+			if l.required {
+				return &FieldError{Field: at + "." + l.field, Reason: "is required: the " + s.Scheme + " scheme has no default location"}
+			}
+			continue
+		}
+		if (l.loc.Header == "") == (l.loc.JSON == "") {
+			return &FieldError{Field: at + "." + l.field, Reason: "set exactly one of header, json"}
+		}
+		if strings.HasPrefix(l.loc.JSON, ".") || strings.HasSuffix(l.loc.JSON, ".") || strings.Contains(l.loc.JSON, "..") {
+			return &FieldError{Field: at + "." + l.field + ".json", Reason: fmt.Sprintf("%q is not a dot-separated path", l.loc.JSON)}
+		}
+	}
+
+	if time.Duration(s.TimestampTolerance) < 0 {
+		return &FieldError{Field: at + ".timestamp_tolerance", Reason: "must not be negative"}
+	}
+	if s.MaxBodyBytes < 0 || s.MaxBodyBytes > maxBody {
+		return &FieldError{Field: at + ".max_body_bytes", Reason: fmt.Sprintf("must be between 0 (default %d) and %d, Lambda's request limit", DefaultMaxBodyBytes, maxBody)}
+	}
+	if s.MaxBodyBytes == 0 {
+		s.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	return nil
+}
+
+func orPreset(l, preset *Locator) *Locator {
+	if l != nil {
+		return l
+	}
+	if preset == nil {
+		return nil
+	}
+	c := *preset
+	return &c
+}
