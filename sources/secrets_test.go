@@ -33,7 +33,9 @@ func TestSecretsComeFromEveryKindOfPlaceAndRotate(t *testing.T) {
 	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("from-ssm"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)}) })
+	t.Cleanup(func() {
+		_, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)})
+	})
 
 	f, err := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[
 		{"env":"SHOP_SECRET"},{"secretsmanager":"` + name + `"},{"ssm":"` + param + `"}]}}}`))
