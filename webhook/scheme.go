@@ -1,0 +1,183 @@
+package webhook
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The names New accepts.
+const (
+	// StandardWebhooks names the Standard Webhooks scheme (webhook-id, webhook-timestamp,
+	// webhook-signature; https://www.standardwebhooks.com).
+	StandardWebhooks = "standard-webhooks"
+	// Stripe names Stripe's scheme (Stripe-Signature).
+	Stripe = "stripe"
+	// GitHub names GitHub's scheme (X-Hub-Signature-256).
+	GitHub = "github"
+	// Shopify names Shopify's scheme (X-Shopify-Hmac-Sha256).
+	Shopify = "shopify"
+	// HMACSHA256 names the generic scheme: an HMAC-SHA256 of the body in a configured header.
+	HMACSHA256 = "hmac-sha256"
+)
+
+// Scheme verifies (and, for tests and the CLI, produces) one provider's webhook signatures.
+// A Scheme is safe for concurrent use.
+type Scheme interface {
+	// Name returns the name the scheme was made with, e.g. "stripe".
+	Name() string
+	// Verify returns nil when one of secrets signed the delivery (h = request headers, canonical
+	// keys as in net/http; body = raw bytes as received), or an error matching ErrSignature
+	// (a *SignatureError naming the scheme and the reason: header missing, malformed header,
+	// timestamp outside tolerance, no signature matched). It never panics on hostile input.
+	//
+	// A delivery is accepted if ANY secret matches ANY signature in the header, so secrets can
+	// be rotated on either side. Every secret must be usable: when none is given, or one is
+	// empty or does not decode, Verify returns an *InvalidError (ErrInvalid) naming it, before
+	// looking at the request, since that is the receiver's fault and not the sender's.
+	// Signatures are compared in constant time.
+	Verify(h http.Header, body []byte, secrets []string, now time.Time) error
+	// Sign sets on h the headers the provider would send for body, signed with secret, at now.
+	// id is the message/delivery id for schemes that sign one (Standard Webhooks' webhook-id);
+	// others ignore it.
+	Sign(h http.Header, body []byte, secret string, id string, now time.Time) error
+}
+
+// Options configures New. The zero value suits every provider scheme.
+type Options struct {
+	// Tolerance is how far the signed timestamp may be from now, either way, for the
+	// timestamped schemes: 0 means the scheme's default (DefaultStripeTolerance,
+	// DefaultStandardTolerance). It must not be set for the schemes without a timestamp.
+	Tolerance time.Duration
+
+	// Header, Encoding and Prefix configure the generic "hmac-sha256" scheme only.
+
+	// Header is the header carrying the signature, e.g. "X-Signature" (required).
+	Header string
+	// Encoding is the digest's encoding: EncodingHex ("hex", the default) or EncodingBase64
+	// (padded standard base64).
+	Encoding string
+	// Prefix is an optional literal before the digest, e.g. "sha256=".
+	Prefix string
+}
+
+// New returns the named scheme: "standard-webhooks", "stripe", "github", "shopify",
+// "hmac-sha256". Unknown names or bad options give an *InvalidError naming the field.
+func New(name string, opts Options) (Scheme, error) {
+	switch name {
+	case StandardWebhooks, Stripe:
+		if err := onlyTolerance(name, opts); err != nil {
+			return nil, err
+		}
+		if name == Stripe {
+			return newStripe(opts.Tolerance), nil
+		}
+		return newStandard(opts.Tolerance), nil
+	case GitHub, Shopify:
+		if err := noOptions(name, opts); err != nil {
+			return nil, err
+		}
+		if name == GitHub {
+			return newBodyScheme(GitHub, GitHubHeader, "sha256=", EncodingHex), nil
+		}
+		return newBodyScheme(Shopify, ShopifyHeader, "", EncodingBase64), nil
+	case HMACSHA256:
+		return newGeneric(opts)
+	}
+	return nil, &InvalidError{Field: "name", Reason: "unknown scheme " + quote(name) +
+		`; want "standard-webhooks", "stripe", "github", "shopify" or "hmac-sha256"`}
+}
+
+func onlyTolerance(name string, opts Options) error {
+	if opts.Tolerance < 0 {
+		return &InvalidError{Scheme: name, Field: "Tolerance", Reason: "must not be negative"}
+	}
+	return genericFieldsUnset(name, opts)
+}
+
+func noOptions(name string, opts Options) error {
+	if opts.Tolerance != 0 {
+		return &InvalidError{Scheme: name, Field: "Tolerance", Reason: name + " signatures carry no timestamp"}
+	}
+	return genericFieldsUnset(name, opts)
+}
+
+func genericFieldsUnset(name string, opts Options) error {
+	for _, f := range [...]struct{ field, value string }{
+		{"Header", opts.Header}, {"Encoding", opts.Encoding}, {"Prefix", opts.Prefix},
+	} {
+		if f.value != "" {
+			return &InvalidError{Scheme: name, Field: f.field, Reason: "only the hmac-sha256 scheme takes it"}
+		}
+	}
+	return nil
+}
+
+func newGeneric(opts Options) (Scheme, error) {
+	if err := noOptions(HMACSHA256, Options{Tolerance: opts.Tolerance}); err != nil {
+		return nil, err
+	}
+	if opts.Header == "" {
+		return nil, &InvalidError{Scheme: HMACSHA256, Field: "Header", Reason: "is required"}
+	}
+	if !isToken(opts.Header) {
+		return nil, &InvalidError{Scheme: HMACSHA256, Field: "Header", Reason: "is not an HTTP header name"}
+	}
+	switch opts.Encoding {
+	case "":
+		opts.Encoding = EncodingHex
+	case EncodingHex, EncodingBase64:
+	default:
+		return nil, &InvalidError{Scheme: HMACSHA256, Field: "Encoding",
+			Reason: quote(opts.Encoding) + ` is not "hex" or "base64"`}
+	}
+	if len(opts.Prefix) > 64 || !isVisibleASCII(opts.Prefix) {
+		return nil, &InvalidError{Scheme: HMACSHA256, Field: "Prefix",
+			Reason: "must be at most 64 visible ASCII characters, without spaces"}
+	}
+	return newBodyScheme(HMACSHA256, http.CanonicalHeaderKey(opts.Header), opts.Prefix, opts.Encoding), nil
+}
+
+// CheckSecrets reports whether every secret is usable by s, as Verify would: it returns an
+// *InvalidError naming the first unusable secret, or nil. Call it when the receiver starts, so a
+// bad secret stops the deployment instead of failing every delivery. It also prepares the keys,
+// so the first delivery does not pay for it.
+func CheckSecrets(s Scheme, secrets []string) error {
+	if c, ok := s.(interface{ checkSecrets([]string) error }); ok {
+		return c.checkSecrets(secrets)
+	}
+	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token (a valid header name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func isVisibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// quote quotes s for an error message, truncated so a huge argument cannot flood a log.
+func quote(s string) string {
+	if len(s) > 64 {
+		return strconv.QuoteToASCII(s[:64]) + "..."
+	}
+	return strconv.QuoteToASCII(s)
+}
