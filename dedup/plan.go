@@ -24,6 +24,7 @@ type Effect struct {
 	key       map[string]types.AttributeValue
 	update    *expression.UpdateBuilder
 	condition *expression.ConditionBuilder
+	absent    bool
 }
 
 // PutEffect writes item, which must hold the table's string keys pk and sk. The claim's key
@@ -43,6 +44,13 @@ func UpdateEffect(key map[string]types.AttributeValue, update expression.UpdateB
 // absorbed; see OutcomeAbsorbed for the exact rule.
 func (e Effect) If(cond expression.ConditionBuilder) Effect {
 	e.condition = &cond
+	return e
+}
+
+// IfAbsent returns a copy of e that is written only when no item with its key exists: the
+// common backstop (one shipment per order), without the expression builder's cost.
+func (e Effect) IfAbsent() Effect {
+	e.absent = true
 	return e
 }
 

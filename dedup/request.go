@@ -145,6 +145,9 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 		if (e.item == nil) == (e.update == nil) {
 			return nil, nil, 0, &InvalidError{Field: what, Reason: "must be built with PutEffect or UpdateEffect"}
 		}
+		if e.absent && e.condition != nil {
+			return nil, nil, 0, &InvalidError{Field: what + ".condition", Reason: "IfAbsent and If cannot be combined; put both in one If"}
+		}
 		pk, sk, err := effectKey(what, src)
 		if err != nil {
 			return nil, nil, 0, err
@@ -168,6 +171,9 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 				return nil, nil, 0, &LimitError{Limit: "item size", What: what, Got: n, Max: MaxItemBytes}
 			}
 			total += itemSize(item)
+			if e.absent {
+				cond = aws.String("attribute_not_exists(pk)")
+			}
 			if e.condition != nil {
 				expr, err := expression.NewBuilder().WithCondition(*e.condition).Build()
 				if err != nil {
@@ -185,6 +191,9 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 			continue
 		}
 		b := expression.NewBuilder().WithUpdate(*e.update)
+		if e.absent {
+			b = b.WithCondition(expression.AttributeNotExists(expression.Name(AttrPK)))
+		}
 		if e.condition != nil {
 			b = b.WithCondition(*e.condition)
 		}

@@ -18,10 +18,12 @@
 package emf
 
 import (
-	"encoding/json"
 	"io"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Unit is a CloudWatch metric unit.
@@ -101,40 +103,112 @@ func (d *Document) Add(name string, value float64, unit Unit, dimSets ...[]strin
 // Empty reports whether no metric was recorded.
 func (d *Document) Empty() bool { return len(d.directives) == 0 }
 
-// MarshalJSON renders the document.
+// MarshalJSON renders the document. It writes the JSON directly rather than through maps and
+// reflection: a document is written for every delivery, on the receiver's hot path.
 func (d *Document) MarshalJSON() ([]byte, error) {
-	type metricDef struct {
-		Name string `json:"Name"`
-		Unit Unit   `json:"Unit"`
-	}
-	type dirJSON struct {
-		Namespace  string      `json:"Namespace"`
-		Dimensions [][]string  `json:"Dimensions"`
-		Metrics    []metricDef `json:"Metrics"`
-	}
-	root := make(map[string]any, len(d.props)+8)
-	for k, v := range d.props {
-		root[k] = v
-	}
-	dirs := make([]dirJSON, 0, len(d.directives))
-	for _, dir := range d.directives {
-		defs := make([]metricDef, 0, len(dir.metrics))
-		for _, m := range dir.metrics {
-			defs = append(defs, metricDef{m.name, m.unit})
-			root[m.name] = m.value
+	b := make([]byte, 0, 512)
+	b = append(b, `{"_aws":{"Timestamp":`...)
+	b = strconv.AppendInt(b, d.ts.UnixMilli(), 10)
+	b = append(b, `,"CloudWatchMetrics":[`...)
+	for i, dir := range d.directives {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = append(b, `{"Namespace":`...)
+		b = appendString(b, d.namespace)
+		b = append(b, `,"Dimensions":[`...)
 		sets := dir.dimSets
 		if len(sets) == 0 {
 			sets = [][]string{{}}
 		}
-		dirs = append(dirs, dirJSON{Namespace: d.namespace, Dimensions: sets, Metrics: defs})
+		for j, set := range sets {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '[')
+			for k, dim := range set {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = appendString(b, dim)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, `],"Metrics":[`...)
+		for j, m := range dir.metrics {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"Name":`...)
+			b = appendString(b, m.name)
+			b = append(b, `,"Unit":`...)
+			b = appendString(b, string(m.unit))
+			b = append(b, '}')
+		}
+		b = append(b, "]}"...)
 	}
-	root["_aws"] = map[string]any{
-		"Timestamp":         d.ts.UnixMilli(),
-		"CloudWatchMetrics": dirs,
+	b = append(b, "]}"...)
+	keys := make([]string, 0, len(d.props))
+	for k := range d.props {
+		keys = append(keys, k)
 	}
-	return json.Marshal(root)
+	sort.Strings(keys)
+	for _, k := range keys {
+		b = append(b, ',')
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, d.props[k])
+	}
+	for _, dir := range d.directives {
+		for _, m := range dir.metrics {
+			b = append(b, ',')
+			b = appendString(b, m.name)
+			b = append(b, ':')
+			b = strconv.AppendFloat(b, m.value, 'f', -1, 64)
+		}
+	}
+	return append(b, '}'), nil
 }
+
+// appendString appends s as a JSON string: quotes, backslashes and control characters
+// escaped, invalid UTF-8 replaced, as encoding/json does.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			b = append(b, c)
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+const hex = "0123456789abcdef"
 
 // WriteTo writes the document as one line. Nothing is written for an empty document.
 func (d *Document) WriteTo(w io.Writer) (int64, error) {

@@ -68,3 +68,21 @@ func TestDimensionValuesAreCappedAtCloudWatchsLimit(t *testing.T) {
 		t.Fatalf("dimension value of %d characters, want 1024", n)
 	}
 }
+
+func FuzzAppendStringMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{"", "order.paid", "a\"b\\c", "\x00\x1f\n\t\r", "é日本", "\xff\xfe", "<&>", "\u2028"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var back string
+		if err := json.Unmarshal(appendString(nil, s), &back); err != nil {
+			t.Fatalf("appendString(%q) is not a JSON string: %v", s, err)
+		}
+		var want string
+		b, _ := json.Marshal(s)
+		_ = json.Unmarshal(b, &want)
+		if back != want {
+			t.Fatalf("appendString(%q) reads back as %q; encoding/json round-trips to %q", s, back, want)
+		}
+	})
+}

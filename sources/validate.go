@@ -29,7 +29,10 @@ type Preset struct {
 //   - standard-webhooks: webhook-id is the message id, identical on every retry.
 //   - stripe: the event object's id ("evt_..."), identical on retries and resends.
 //   - github: X-GitHub-Delivery, kept on redelivery, scoped by X-GitHub-Hook-ID.
-//   - shopify: X-Shopify-Event-Id, shared by every delivery of one event.
+//   - shopify: X-Shopify-Webhook-Id, which Shopify's delivery-verification guide names as
+//     the key for detecting duplicates. (X-Shopify-Event-Id is shared by every subscription
+//     and topic one merchant action fans out to, so keying on it alone would collapse
+//     distinct deliveries; it is recorded as the delivery id for tracing instead.)
 var Presets = map[string]Preset{
 	"standard-webhooks": {
 		EventID:    &Locator{Header: "webhook-id"},
@@ -47,9 +50,9 @@ var Presets = map[string]Preset{
 		DeliveryID: &Locator{Header: "X-GitHub-Delivery"},
 	},
 	"shopify": {
-		EventID:    &Locator{Header: "X-Shopify-Event-Id"},
+		EventID:    &Locator{Header: "X-Shopify-Webhook-Id"},
 		EventType:  &Locator{Header: "X-Shopify-Topic"},
-		DeliveryID: &Locator{Header: "X-Shopify-Webhook-Id"},
+		DeliveryID: &Locator{Header: "X-Shopify-Event-Id"},
 		OccurredAt: &Locator{Header: "X-Shopify-Triggered-At"},
 	},
 }

@@ -1,0 +1,106 @@
+// Package boot is the start-up shared by the functions: it reads the environment, loads the
+// sources file, builds the AWS clients and the dedup store, and refuses to start (with an
+// error naming the problem) when any of them is wrong.
+package boot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// SecretRefresh is the least time between two re-reads of one source's secrets.
+const SecretRefresh = time.Minute
+
+// Env is what a function needs, built once per instance.
+type Env struct {
+	AWS      aws.Config
+	DynamoDB *dynamodb.Client
+	Table    string
+	Sources  *sources.File
+	Secrets  *sources.Secrets
+	Store    *dedup.Store
+	Logger   *slog.Logger
+}
+
+// Load builds the Env from the process environment.
+func Load(ctx context.Context) (*Env, error) {
+	logger := NewLogger(os.Getenv("LOG_LEVEL"))
+	slog.SetDefault(logger)
+
+	table := os.Getenv("TABLE_NAME")
+	if table == "" {
+		return nil, fmt.Errorf("TABLE_NAME is not set")
+	}
+	file, err := loadSources()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	db := dynamodb.NewFromConfig(cfg)
+	secrets, err := sources.NewSecrets(ctx, file, &sources.Resolver{
+		SecretsManager: secretsmanager.NewFromConfig(cfg),
+		SSM:            ssm.NewFromConfig(cfg),
+	}, SecretRefresh)
+	if err != nil {
+		return nil, err
+	}
+	store, err := dedup.New(db, dedup.Config{Table: table, Sources: file.Retentions()})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range file.Names() {
+		logger.Info("source configured", "source", name, "scheme", file.Sources[name].Scheme,
+			"retention", file.Sources[name].Retention().String())
+	}
+	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger}, nil
+}
+
+func loadSources() (*sources.File, error) {
+	if inline := os.Getenv("ONCEHOOK_SOURCES"); inline != "" {
+		f, err := sources.Parse([]byte(inline))
+		if err != nil {
+			return nil, fmt.Errorf("ONCEHOOK_SOURCES: %w", err)
+		}
+		return f, nil
+	}
+	path := os.Getenv("ONCEHOOK_SOURCES_FILE")
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		path = filepath.Join(filepath.Dir(exe), "sources.json")
+	}
+	return sources.Load(path)
+}
+
+// NewLogger returns a JSON logger at the named level (info when empty or unknown).
+func NewLogger(level string) *slog.Logger {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	}
+	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l}))
+}

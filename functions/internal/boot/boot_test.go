@@ -1,0 +1,66 @@
+package boot
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/internal/awstest"
+)
+
+// These tests set process environment variables, so they do not run in parallel.
+
+func TestLoadRefusesToStartWithABadEnvironment(t *testing.T) {
+	awstest.Config(t) // needs the endpoint for the AWS config; skipped in -short mode
+	const good = `{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"BOOT_TEST_SECRET"}],"retry_horizon":"3d","redrive_window":"30d"}}}`
+	cases := []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{"no table", map[string]string{"ONCEHOOK_SOURCES": good}, "TABLE_NAME"},
+		{"an invalid sources file", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": `{"sources":{"shop":{}}}`}, "ONCEHOOK_SOURCES"},
+		{"a retention shorter than the provider's horizon", map[string]string{"TABLE_NAME": "t",
+			"ONCEHOOK_SOURCES": strings.Replace(good, `"redrive_window":"30d"`, `"redrive_window":"30d","keep":"2d"`, 1)}, "shorter than its retry horizon"},
+		{"a secret that is not set", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": ""}, "env:BOOT_TEST_SECRET"},
+		{"a missing sources file", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES_FILE": "/nonexistent/sources.json"}, "no such file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, k := range []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "BOOT_TEST_SECRET"} {
+				t.Setenv(k, c.env[k])
+			}
+			_, err := Load(context.Background())
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("got %v, want an error mentioning %q", err, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestLoadBuildsTheStoreFromASourcesFile(t *testing.T) {
+	awstest.Config(t)
+	path := filepath.Join(t.TempDir(), "sources.json")
+	if err := os.WriteFile(path, []byte(`{"sources":{"shop":{"scheme":"github","secrets":[{"env":"BOOT_TEST_SECRET"}],"retry_horizon":"1h","redrive_window":"3d"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TABLE_NAME", "oncehook-boot-test")
+	t.Setenv("ONCEHOOK_SOURCES", "")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", path)
+	t.Setenv("BOOT_TEST_SECRET", "s3cret")
+	env, err := Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Table != "oncehook-boot-test" || env.Store.Table() != "oncehook-boot-test" {
+		t.Fatalf("table %q", env.Table)
+	}
+	if got := env.Secrets.Get("shop"); len(got) != 1 || got[0] != "s3cret" {
+		t.Fatal("the secret was not resolved")
+	}
+	if r, ok := env.Store.Retention("shop"); !ok || r.RetryHorizon.Hours() != 1 {
+		t.Fatalf("retention %+v", r)
+	}
+}

@@ -1,0 +1,318 @@
+// Package receiver is the webhook receiver behind POST /hooks/{source}: it verifies the
+// delivery's signature over the raw body, locates the provider's event id and type, asks the
+// application's planner what the event does, and commits claim, effects and outbox in one
+// DynamoDB write through the dedup core.
+//
+// Every delivery that leaves the event durably claimed gets 200, duplicates included: a
+// provider treats anything else as a failed delivery and sends it again. The statuses:
+//
+//	200 {"received":true,"duplicate":false|true}  accepted, duplicate, or absorbed
+//	400 malformed body, missing or invalid event id / type (the message names the field)
+//	401 bad or missing signature, timestamp outside tolerance (nothing is claimed)
+//	404 unknown source      405 not a POST      413 body over the source's limit
+//	503 + Retry-After        DynamoDB throttled or failed: deliver again later
+//	500 anything else (a misconfiguration); the provider retries
+package receiver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
+	"github.com/oncehook/oncehook/webhook"
+)
+
+// Committer is the dedup core's write, as the receiver uses it. *dedup.Store satisfies it.
+type Committer interface {
+	Commit(ctx context.Context, ev dedup.Event, plan dedup.Plan) (dedup.Result, error)
+}
+
+// Secrets gives each source's current signing secrets. *sources.Secrets satisfies it.
+type Secrets interface {
+	Get(source string) []string
+	// Refresh re-reads a source's secrets (rate-limited by the implementation) and reports
+	// whether they changed: called after a signature failure, so a rotation is picked up.
+	Refresh(ctx context.Context, source string) (bool, error)
+}
+
+// Config wires a Handler.
+type Config struct {
+	Sources  *sources.File
+	Secrets  Secrets
+	Store    Committer
+	Planners *Planners
+	// Logger receives one structured line per delivery; slog's JSON handler on stdout in Lambda.
+	Logger *slog.Logger
+	// Metrics receives one CloudWatch EMF document per delivery; stdout in Lambda.
+	Metrics io.Writer
+	// Now is the clock for signature timestamps; time.Now when nil.
+	Now func() time.Time
+}
+
+// Handler answers webhook deliveries.
+type Handler struct {
+	sources  map[string]*source
+	secrets  Secrets
+	store    Committer
+	planners *Planners
+	log      *slog.Logger
+	metrics  io.Writer
+	now      func() time.Time
+}
+
+type source struct {
+	name   string
+	conf   *sources.Source
+	scheme webhook.Scheme
+}
+
+// New validates cfg and builds a Handler. Every source's scheme is built here, so a bad
+// sources file stops the function at start rather than failing requests.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Sources == nil || cfg.Secrets == nil || cfg.Store == nil {
+		return nil, errors.New("receiver: Sources, Secrets and Store are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = io.Discard
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &Handler{
+		sources:  make(map[string]*source, len(cfg.Sources.Sources)),
+		secrets:  cfg.Secrets,
+		store:    cfg.Store,
+		planners: cfg.Planners,
+		log:      cfg.Logger,
+		metrics:  cfg.Metrics,
+		now:      cfg.Now,
+	}
+	for _, name := range cfg.Sources.Names() {
+		conf := cfg.Sources.Sources[name]
+		opts := webhook.Options{Tolerance: time.Duration(conf.TimestampTolerance)}
+		if conf.HMAC != nil {
+			opts.Header, opts.Encoding, opts.Prefix = conf.HMAC.Header, conf.HMAC.Encoding, conf.HMAC.Prefix
+		}
+		scheme, err := webhook.New(conf.Scheme, opts)
+		if err != nil {
+			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
+		}
+		if err := webhook.CheckSecrets(scheme, cfg.Secrets.Get(name)); err != nil {
+			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
+		}
+		h.sources[name] = &source{name: name, conf: conf, scheme: scheme}
+	}
+	return h, nil
+}
+
+// Handle answers one API Gateway HTTP API (payload v2) or Lambda function URL request.
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	start := time.Now()
+	d := &delivery{requestID: req.RequestContext.RequestID, source: "unknown"}
+	resp := h.handle(ctx, req, d)
+	d.status = resp.StatusCode
+	d.latency = time.Since(start)
+	h.observe(ctx, d)
+	return resp, nil
+}
+
+// delivery is what one request did, for the log line and the metrics.
+type delivery struct {
+	requestID   string
+	source      string
+	event       dedup.Event
+	knownType   bool
+	status      int
+	result      dedup.Result
+	committed   bool
+	err         error
+	errKind     string // signature, bad_request, unavailable, internal, ...
+	latency     time.Duration
+	commitTime  time.Duration
+	bodyBytes   int
+	secretRetry bool
+}
+
+func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest, d *delivery) events.APIGatewayV2HTTPResponse {
+	if m := req.RequestContext.HTTP.Method; m != "" && m != http.MethodPost {
+		d.errKind = "method"
+		r := reply(http.StatusMethodNotAllowed, "method "+m+" is not allowed; deliveries are POSTed", "")
+		r.Headers["Allow"] = http.MethodPost
+		return r
+	}
+	name := sourceName(req)
+	src, ok := h.sources[name]
+	if !ok {
+		d.errKind = "unknown_source"
+		return reply(http.StatusNotFound, "unknown source", "source")
+	}
+	d.source = name
+
+	raw, resp, ok := readBody(req, src.conf.MaxBodyBytes)
+	if !ok {
+		d.errKind = "body"
+		return resp
+	}
+	d.bodyBytes = len(raw)
+
+	hdr := header(req.Headers)
+	now := h.now()
+	if err := src.scheme.Verify(hdr, raw, h.secrets.Get(name), now); err != nil {
+		// The secret may have been rotated since this instance started: re-read it (the
+		// refresh is rate-limited) and try once more before refusing.
+		if changed, rerr := h.secrets.Refresh(ctx, name); rerr == nil && changed {
+			d.secretRetry = true
+			err = src.scheme.Verify(hdr, raw, h.secrets.Get(name), now)
+		}
+		if errors.Is(err, webhook.ErrInvalid) {
+			// A secret we hold is unusable (empty, not base64): our fault, not the sender's.
+			d.err, d.errKind = err, "internal"
+			return reply(http.StatusInternalServerError, "internal error", "")
+		}
+		if err != nil {
+			d.err, d.errKind = err, "signature"
+			return reply(http.StatusUnauthorized, "signature verification failed", "")
+		}
+	}
+
+	ev, err := extract(name, src.conf, hdr, raw)
+	d.event = ev
+	if err != nil {
+		d.err, d.errKind = err, "bad_request"
+		var fe *fieldError
+		errors.As(err, &fe)
+		return reply(http.StatusBadRequest, err.Error(), fe.field)
+	}
+	if err := ev.Validate(); err != nil {
+		return h.commitError(d, err)
+	}
+
+	plan := dedup.Plan{}
+	if p, ok := h.planners.lookup(name, ev.Type); ok {
+		d.knownType = true
+		if plan, err = p(ctx, ev); err != nil {
+			var pe *PayloadError
+			if errors.As(err, &pe) {
+				d.err, d.errKind = err, "bad_request"
+				return reply(http.StatusBadRequest, pe.Error(), pe.Field)
+			}
+			if errors.Is(err, ErrBadPayload) {
+				d.err, d.errKind = err, "bad_request"
+				return reply(http.StatusBadRequest, err.Error(), "")
+			}
+			d.err, d.errKind = err, "planner"
+			return reply(http.StatusInternalServerError, "internal error", "")
+		}
+	}
+
+	commitStart := time.Now()
+	res, err := h.store.Commit(ctx, ev, plan)
+	d.commitTime = time.Since(commitStart)
+	if err != nil {
+		return h.commitError(d, err)
+	}
+	d.result, d.committed = res, true
+	if res.Outcome == dedup.OutcomeDuplicate {
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: jsonHeaders(), Body: `{"received":true,"duplicate":true}`}
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: jsonHeaders(), Body: `{"received":true,"duplicate":false}`}
+}
+
+// commitError maps the dedup core's typed errors to statuses. Nothing was written on any of
+// these paths except, possibly, on ErrUnavailable, where the redelivery we ask for is safe.
+func (h *Handler) commitError(d *delivery, err error) events.APIGatewayV2HTTPResponse {
+	d.err = err
+	var ie *dedup.InvalidError
+	var ue *dedup.UnavailableError
+	switch {
+	case errors.As(err, &ie):
+		d.errKind = "bad_request"
+		return reply(http.StatusBadRequest, ie.Field+" "+ie.Reason, ie.Field)
+	case errors.As(err, &ue):
+		d.errKind = "unavailable"
+		r := reply(http.StatusServiceUnavailable, "temporarily unavailable; deliver again later", "")
+		r.Headers["Retry-After"] = strconv.Itoa(int((ue.RetryAfter + time.Second - 1) / time.Second))
+		return r
+	default:
+		// A plan over a DynamoDB limit, a missing table, denied access: a 500 the provider
+		// retries, and an error log line that names the cause for the operator.
+		d.errKind = "internal"
+		return reply(http.StatusInternalServerError, "internal error", "")
+	}
+}
+
+// sourceName reads {source} from the route, or from the path for a function URL, which has
+// no route parameters.
+func sourceName(req events.APIGatewayV2HTTPRequest) string {
+	if s := req.PathParameters["source"]; s != "" {
+		return s
+	}
+	p := strings.TrimSuffix(req.RawPath, "/")
+	if i := strings.LastIndexByte(p, '/'); i >= 0 && strings.HasSuffix(p[:i], "/hooks") {
+		return p[i+1:]
+	}
+	return ""
+}
+
+// readBody returns the raw body, decoding base64 first when API Gateway encoded it: the
+// signature is over the bytes the provider sent, never over a re-encoding.
+func readBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, events.APIGatewayV2HTTPResponse, bool) {
+	tooLarge := func(n int) events.APIGatewayV2HTTPResponse {
+		return reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is %d bytes or more; this source accepts at most %d", n, limit), "body")
+	}
+	if !req.IsBase64Encoded {
+		if len(req.Body) > limit {
+			return nil, tooLarge(len(req.Body)), false
+		}
+		return []byte(req.Body), events.APIGatewayV2HTTPResponse{}, true
+	}
+	if n := base64.StdEncoding.DecodedLen(len(req.Body)); n > limit+2 {
+		return nil, tooLarge(n - 2), false
+	}
+	raw, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		return nil, reply(http.StatusBadRequest, "body is marked base64-encoded but is not valid base64", "body"), false
+	}
+	if len(raw) > limit {
+		return nil, tooLarge(len(raw)), false
+	}
+	return raw, events.APIGatewayV2HTTPResponse{}, true
+}
+
+// header turns API Gateway's lower-cased header map into an http.Header.
+func header(m map[string]string) http.Header {
+	h := make(http.Header, len(m))
+	for k, v := range m {
+		h[textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
+	}
+	return h
+}
+
+func jsonHeaders() map[string]string {
+	return map[string]string{"Content-Type": "application/json"}
+}
+
+func reply(status int, msg, field string) events.APIGatewayV2HTTPResponse {
+	body := struct {
+		Error string `json:"error"`
+		Field string `json:"field,omitempty"`
+	}{msg, field}
+	b, _ := json.Marshal(body)
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: jsonHeaders(), Body: string(b)}
+}

@@ -1,0 +1,219 @@
+package receiver_test
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+func TestALoneRetryWithANewDeliveryIsADuplicate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// GitHub: the event id is the delivery GUID scoped by the hook; the retry keeps both.
+	body := `{"action":"opened","order":{"id":"x"},"data":{"order_id":"ord_gh_1"}}`
+	hdr := func() http.Header {
+		return http.Header{"X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"}, "X-Github-Hook-Id": {"292430182"}, "X-Github-Event": {"order.paid"}}
+	}
+	first := e.post(e.request("github", body, hdr(), ""))
+	if first.StatusCode != 200 || first.Body != `{"received":true,"duplicate":false}` {
+		t.Fatalf("first delivery: %d %s", first.StatusCode, first.Body)
+	}
+	e.advance(30 * time.Second)
+	retry := e.post(e.request("github", body, hdr(), ""))
+	if retry.StatusCode != 200 || retry.Body != `{"received":true,"duplicate":true}` {
+		t.Fatalf("retry: %d %s", retry.StatusCode, retry.Body)
+	}
+	// Standard Webhooks: a retry is re-signed with a new timestamp; webhook-id stays.
+	shop := func() int {
+		r := e.post(e.request("shop", orderBody("evt_1", "ord_sw_1"), nil, "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"))
+		if r.StatusCode != 200 {
+			t.Fatalf("shop: %d %s", r.StatusCode, r.Body)
+		}
+		return strings.Count(r.Body, `"duplicate":true`)
+	}
+	if shop() != 0 || func() int { e.advance(time.Minute); return shop() }() != 1 {
+		t.Fatal("a re-signed retry of a Standard Webhooks message must be a duplicate")
+	}
+	if n := e.countPrefix("ORDER#"); n != 2 {
+		t.Fatalf("%d shipments, want 2 (one per event)", n)
+	}
+}
+
+func TestABulkRedriveThroughTheHandlerAdmitsOnlyUnseenEvents(t *testing.T) {
+	t.Parallel()
+	const events = 400
+	e := newEnv(t)
+	send := func(i int) bool {
+		body := orderBody(fmt.Sprintf("evt_%04d", i), fmt.Sprintf("ord_%04d", i))
+		r := e.post(e.request("stripe", body, nil, ""))
+		if r.StatusCode != 200 {
+			t.Errorf("event %d: %d %s", i, r.StatusCode, r.Body)
+		}
+		return strings.Contains(r.Body, `"duplicate":true`)
+	}
+	for i := 0; i < events; i += 2 {
+		send(i)
+	}
+	e.advance(6 * 24 * time.Hour) // a redrive after a long outage, well inside retention
+	var dups, fresh atomic.Int64
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if send(i) {
+					dups.Add(1)
+				} else {
+					fresh.Add(1)
+				}
+			}
+		}()
+	}
+	for i := range events {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if dups.Load() != events/2 || fresh.Load() != events/2 {
+		t.Fatalf("redrive: %d new, %d duplicates; want %d and %d", fresh.Load(), dups.Load(), events/2, events/2)
+	}
+	if n := e.countPrefix("ORDER#"); n != events {
+		t.Fatalf("%d shipments, want %d", n, events)
+	}
+}
+
+func TestConcurrentDoublesThroughTheHandlerShipOnce(t *testing.T) {
+	t.Parallel()
+	const events, copies = 60, 8
+	e := newEnv(t)
+	var accepted [events]atomic.Int64
+	var wg sync.WaitGroup
+	for i := range events {
+		body := orderBody(fmt.Sprintf("evt_%04d", i), fmt.Sprintf("ord_%04d", i))
+		var start sync.WaitGroup
+		start.Add(1)
+		for range copies {
+			req := e.request("shopify", body, http.Header{
+				"X-Shopify-Webhook-Id": {fmt.Sprintf("b54557e4-bdd9-4b37-8a5f-%012d", i)},
+				"X-Shopify-Topic":      {"order.paid"},
+			}, "")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start.Wait()
+				r := e.post(req)
+				if r.StatusCode != 200 {
+					t.Errorf("event %d: %d %s", i, r.StatusCode, r.Body)
+				}
+				if strings.Contains(r.Body, `"duplicate":false`) {
+					accepted[i].Add(1)
+				}
+			}()
+		}
+		start.Done()
+	}
+	wg.Wait()
+	for i := range events {
+		if n := accepted[i].Load(); n != 1 {
+			t.Fatalf("event %d accepted %d times out of %d concurrent copies", i, n, copies)
+		}
+	}
+	if n := e.countPrefix("ORDER#"); n != events {
+		t.Fatalf("%d shipments, want %d", n, events)
+	}
+}
+
+// TestErrorStatuses checks every refusal: its status, that its message names the field, and
+// that it wrote nothing.
+func TestErrorStatuses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	good := orderBody("evt_err", "ord_err")
+	cases := []struct {
+		name   string
+		req    func() events.APIGatewayV2HTTPRequest
+		status int
+		field  string
+	}{
+		{"malformed JSON is a 400 naming the body", func() events.APIGatewayV2HTTPRequest { return e.request("stripe", `{"id":"evt_1",`, nil, "") }, 400, "body"},
+		{"a JSON array is a 400", func() events.APIGatewayV2HTTPRequest { return e.request("stripe", `[1,2]`, nil, "") }, 400, "body"},
+		{"a missing event id is a 400 naming event_id", func() events.APIGatewayV2HTTPRequest { return e.request("stripe", `{"type":"order.paid"}`, nil, "") }, 400, "event_id"},
+		{"an oversized event id is a 400 naming event_id", func() events.APIGatewayV2HTTPRequest {
+			return e.request("stripe", `{"id":"`+strings.Repeat("e", 600)+`","type":"order.paid","data":{"order_id":"o"}}`, nil, "")
+		}, 400, "event_id"},
+		{"an event id with a control character is a 400", func() events.APIGatewayV2HTTPRequest {
+			return e.request("stripe", `{"id":"evt\u0000x","type":"order.paid","data":{"order_id":"o"}}`, nil, "")
+		}, 400, "event_id"},
+		{"a missing event type is a 400 naming event_type", func() events.APIGatewayV2HTTPRequest { return e.request("stripe", `{"id":"evt_1"}`, nil, "") }, 400, "event_type"},
+		{"a payload the planner cannot use is a 400 naming its field", func() events.APIGatewayV2HTTPRequest {
+			return e.request("stripe", `{"id":"evt_2","type":"order.paid","data":{}}`, nil, "")
+		}, 400, "data.order_id"},
+		{"a GitHub delivery without its hook id is a 400 naming event_id", func() events.APIGatewayV2HTTPRequest {
+			return e.request("github", good, http.Header{"X-Github-Delivery": {"d1"}, "X-Github-Event": {"order.paid"}}, "")
+		}, 400, "event_id"},
+		{"a wrong signature is a 401", func() events.APIGatewayV2HTTPRequest {
+			r := e.request("stripe", good, nil, "")
+			r.Body = strings.Replace(r.Body, "ord_err", "ord_fake", 1) // tampered after signing
+			return r
+		}, 401, ""},
+		{"a missing signature is a 401", func() events.APIGatewayV2HTTPRequest { return apigw("stripe", good, nil) }, 401, ""},
+		{"a timestamp outside tolerance is a 401", func() events.APIGatewayV2HTTPRequest {
+			e.advance(-10 * time.Minute)
+			defer e.advance(10 * time.Minute)
+			return e.request("stripe", good, nil, "")
+		}, 401, ""},
+		{"an unknown source is a 404", func() events.APIGatewayV2HTTPRequest {
+			r := e.request("stripe", good, nil, "")
+			r.PathParameters["source"], r.RawPath = "nobody", "/hooks/nobody"
+			return r
+		}, 404, "source"},
+		{"a GET is a 405", func() events.APIGatewayV2HTTPRequest {
+			r := e.request("stripe", good, nil, "")
+			r.RequestContext.HTTP.Method = "GET"
+			return r
+		}, 405, ""},
+		{"a body over the source's limit is a 413", func() events.APIGatewayV2HTTPRequest {
+			return e.request("shop", `{"id":"x","pad":"`+strings.Repeat("p", 70000)+`"}`, nil, "msg_big")
+		}, 413, "body"},
+		{"a base64 body over the limit is a 413 before decoding", func() events.APIGatewayV2HTTPRequest {
+			r := e.request("shop", `{"pad":"`+strings.Repeat("p", 70000)+`"}`, nil, "msg_big64")
+			r.Body, r.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(r.Body)), true
+			return r
+		}, 413, "body"},
+		{"a body that claims base64 but is not is a 400", func() events.APIGatewayV2HTTPRequest {
+			r := e.request("stripe", good, nil, "")
+			r.IsBase64Encoded = true
+			return r
+		}, 400, "body"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp := e.post(c.req())
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d (%s), want %d", resp.StatusCode, resp.Body, c.status)
+			}
+			body := decode(t, resp)
+			if msg, _ := body["error"].(string); msg == "" {
+				t.Fatalf("body %s has no error message", resp.Body)
+			}
+			if got, _ := body["field"].(string); got != c.field {
+				t.Fatalf("field %q (%s), want %q", got, resp.Body, c.field)
+			}
+			if c.status == 405 && resp.Headers["Allow"] != "POST" {
+				t.Fatal("a 405 must say which method is allowed")
+			}
+		})
+	}
+	if n := len(e.items()); n != 0 {
+		t.Fatalf("%d items written by refused deliveries, want none", n)
+	}
+}

@@ -1,0 +1,114 @@
+package receiver
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/emf"
+)
+
+// Namespace is the CloudWatch namespace of the receiver's metrics.
+const Namespace = "oncehook"
+
+// The dimension sets. Event types become a dimension only when a planner is registered for
+// them (otherwise "other"): types come from the payload, and an unbounded dimension is a
+// cost and a denial-of-service vector in CloudWatch.
+var (
+	bySource = []string{"source"}
+	byType   = []string{"source", "event_type"}
+)
+
+// observe writes the delivery's log line and its EMF metrics. It never logs secrets or
+// payloads, and names hostile values (an unknown source) only by kind.
+func (h *Handler) observe(ctx context.Context, d *delivery) {
+	attrs := []slog.Attr{
+		slog.String("source", d.source),
+		slog.Int("status", d.status),
+		slog.Float64("latency_ms", ms(d.latency)),
+	}
+	if d.requestID != "" {
+		attrs = append(attrs, slog.String("request_id", d.requestID))
+	}
+	if d.event.ID != "" {
+		attrs = append(attrs,
+			slog.String("event_id", d.event.ID),
+			slog.String("event_type", d.event.Type),
+			slog.String("delivery_id", d.event.DeliveryID),
+		)
+	}
+	if d.committed {
+		attrs = append(attrs,
+			slog.String("outcome", d.result.Outcome.String()),
+			slog.Float64("commit_ms", ms(d.commitTime)),
+			slog.Int("dynamodb_calls", d.result.Calls),
+		)
+		if d.result.Outcome == dedup.OutcomeDuplicate {
+			attrs = append(attrs, slog.String("first_delivery_id", d.result.FirstDeliveryID))
+		}
+		if d.result.PayloadMismatch {
+			attrs = append(attrs, slog.Bool("payload_mismatch", true))
+		}
+		if d.result.Outcome == dedup.OutcomeAbsorbed {
+			attrs = append(attrs, slog.Any("absorbed_effects", d.result.Absorbed))
+		}
+		if !d.knownType {
+			attrs = append(attrs, slog.Bool("unknown_type", true))
+		}
+	}
+	if d.errKind != "" {
+		attrs = append(attrs, slog.String("error_kind", d.errKind))
+	}
+	if d.err != nil {
+		attrs = append(attrs, slog.String("error", d.err.Error()))
+	}
+	level, msg := slog.LevelInfo, "delivery"
+	switch {
+	case d.status >= 500:
+		level = slog.LevelError
+	case d.status >= 400, d.result.PayloadMismatch:
+		level = slog.LevelWarn
+	}
+	h.log.LogAttrs(ctx, level, msg, attrs...)
+
+	doc := emf.New(Namespace, time.Now())
+	doc.Set("source", d.source)
+	typ := "other"
+	if d.knownType {
+		typ = d.event.Type
+	}
+	doc.Set("event_type", typ)
+	doc.Count("Received", bySource)
+	switch d.errKind {
+	case "signature":
+		doc.Count("SignatureRejected", bySource)
+	case "unavailable":
+		doc.Count("Unavailable", bySource)
+	case "internal", "planner":
+		doc.Count("Failed", bySource)
+	case "":
+	default:
+		doc.Count("Rejected", bySource)
+	}
+	if d.committed {
+		switch d.result.Outcome {
+		case dedup.OutcomeAccepted:
+			doc.Count("Accepted", bySource, byType)
+		case dedup.OutcomeDuplicate:
+			doc.Count("Duplicate", bySource, byType)
+		case dedup.OutcomeAbsorbed:
+			doc.Count("BackstopAbsorbed", bySource, byType)
+		}
+		if d.result.PayloadMismatch {
+			doc.Count("PayloadMismatch", bySource)
+		}
+		if !d.knownType {
+			doc.Count("UnknownType", bySource)
+		}
+		doc.Add("CommitLatency", ms(d.commitTime), emf.Milliseconds, bySource)
+	}
+	_, _ = doc.WriteTo(h.metrics)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
