@@ -37,6 +37,11 @@ const (
 	AttrIntentPayload  = "payload"
 	AttrIntentStatus   = "status"
 	AttrIntentAttempts = "attempts"
+	// Written by the outbox worker.
+	AttrIntentLeaseUntil  = "lease_until"     // epoch ms; a running intent whose lease has passed may be taken again
+	AttrIntentNextAttempt = "next_attempt_at" // epoch ms; a pending intent is not run before it
+	AttrIntentLastError   = "last_error"
+	AttrIntentFinishedAt  = "finished_at" // RFC 3339, when it became done or parked
 )
 
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
@@ -94,12 +99,17 @@ type Claim struct {
 	PendingSince  int64                  `dynamodbav:"pending_since,omitempty"`
 }
 
-// ClaimIntent is one outbox entry inside a claim.
+// ClaimIntent is one outbox entry inside a claim. Attempts doubles as the lease's fencing
+// token: every lease increments it, and a worker may only finish the attempt it leased.
 type ClaimIntent struct {
-	Target   string `dynamodbav:"target"`
-	Payload  []byte `dynamodbav:"payload"`
-	Status   string `dynamodbav:"status"`
-	Attempts int    `dynamodbav:"attempts"`
+	Target        string `dynamodbav:"target"`
+	Payload       []byte `dynamodbav:"payload"`
+	Status        string `dynamodbav:"status"`
+	Attempts      int    `dynamodbav:"attempts"`
+	LeaseUntil    int64  `dynamodbav:"lease_until,omitempty"`
+	NextAttemptAt int64  `dynamodbav:"next_attempt_at,omitempty"`
+	LastError     string `dynamodbav:"last_error,omitempty"`
+	FinishedAt    string `dynamodbav:"finished_at,omitempty"`
 }
 
 // EffectKey is the key of an effect record the claim's transaction wrote.

@@ -36,6 +36,16 @@ import (
 // File is a parsed sources file.
 type File struct {
 	Sources map[string]*Source `json:"sources"`
+	// Targets configures the outbox worker's built-in HTTP executor, per intent target.
+	Targets map[string]*Target `json:"targets,omitempty"`
+}
+
+// Target is where the outbox worker POSTs one target's intents, with the event's
+// idempotency key in the Idempotency-Key header.
+type Target struct {
+	URL     string            `json:"url"`
+	Timeout Duration          `json:"timeout,omitempty"` // per call; default 10 s
+	Headers map[string]string `json:"headers,omitempty"` // static headers (no secrets: the file is not secret)
 }
 
 // Source is one provider's configuration.

@@ -61,6 +61,8 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"no retry horizon", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}]}}}`, "sources.s.retry_horizon"},
 		{"retention shorter than horizon + redrive", `{"sources":{"s":{` + ok + `,"keep":"7d"}}}`, "shorter than its retry horizon + redrive window"},
 		{"a body limit over Lambda's", `{"sources":{"s":{` + ok + `,"max_body_bytes":7000000}}}`, "sources.s.max_body_bytes"},
+		{"a target without a URL", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"timeout":"5s"}}}`, "targets.email.url"},
+		{"a target with a relative URL", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"/send"}}}`, "targets.email.url"},
 		{"trailing content", `{"sources":{"s":{` + ok + `}}} {}`, "content after"},
 	}
 	for _, c := range cases {

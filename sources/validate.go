@@ -2,6 +2,7 @@ package sources
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -79,6 +80,19 @@ func (f *File) Validate() error {
 		}
 		if err := s.Retention().Validate(name); err != nil {
 			return err
+		}
+	}
+	for name, tg := range f.Targets {
+		at := "targets." + name
+		if tg == nil {
+			return &FieldError{Field: at, Reason: "is null"}
+		}
+		u, err := url.Parse(tg.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q is not an absolute http(s) URL", tg.URL)}
+		}
+		if time.Duration(tg.Timeout) < 0 || time.Duration(tg.Timeout) > 10*time.Minute {
+			return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
 		}
 	}
 	return nil

@@ -65,6 +65,10 @@ type InjectErrors struct {
 	N         int
 	Status    int
 	Body      string
+	// Skip lets the first Skip matching requests through before injecting.
+	Skip int
+	// Match, when set, limits injection to requests whose body contains it.
+	Match string
 
 	mu       sync.Mutex
 	injected int
@@ -78,10 +82,13 @@ func (f *InjectErrors) Injected() int {
 }
 
 func (f *InjectErrors) RoundTrip(r *http.Request) (*http.Response, error) {
-	if Operation(r) == f.Operation {
+	if Operation(r) == f.Operation && f.matches(r) {
 		f.mu.Lock()
-		inject := f.N < 0 || f.injected < f.N
-		if inject {
+		inject := false
+		if f.Skip > 0 {
+			f.Skip--
+		} else if f.N < 0 || f.injected < f.N {
+			inject = true
 			f.injected++
 		}
 		f.mu.Unlock()
@@ -118,4 +125,25 @@ func BaseTransport() *http.Transport {
 // WithTransport makes a client send its requests through rt.
 func WithTransport(rt http.RoundTripper) func(*dynamodb.Options) {
 	return func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: rt} }
+}
+
+// matches reports whether r's body contains Match, leaving the body readable.
+func (f *InjectErrors) matches(r *http.Request) bool {
+	if f.Match == "" {
+		return true
+	}
+	if r.Body == nil {
+		return false
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return bytes.Contains(b, []byte(f.Match))
+}
+
+// SetN changes how many more requests are injected (N < 0: all).
+func (f *InjectErrors) SetN(n int) {
+	f.mu.Lock()
+	f.N, f.injected = n, 0
+	f.mu.Unlock()
 }

@@ -7,8 +7,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -103,4 +106,34 @@ func NewLogger(level string) *slog.Logger {
 		l = slog.LevelError
 	}
 	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l}))
+}
+
+// Executors builds the outbox worker's HTTP executors from the file's targets.
+func Executors(f *sources.File) map[string]outbox.Executor {
+	client := &http.Client{Transport: http.DefaultTransport}
+	m := make(map[string]outbox.Executor, len(f.Targets))
+	for name, t := range f.Targets {
+		m[name] = &outbox.HTTPExecutor{URL: t.URL, Client: client, Timeout: time.Duration(t.Timeout), Headers: t.Headers}
+	}
+	return m
+}
+
+// Worker builds the outbox worker the outbox and sweeper functions share, from the Env and
+// LEASE_SECONDS (default 60; above every target's timeout) and MAX_ATTEMPTS (default 10).
+func Worker(env *Env) (*outbox.Worker, error) {
+	return outbox.New(env.DynamoDB, outbox.Config{
+		Table:       env.Table,
+		Executors:   Executors(env.Sources),
+		Lease:       time.Duration(envInt("LEASE_SECONDS", 60)) * time.Second,
+		MaxAttempts: envInt("MAX_ATTEMPTS", 10),
+		Logger:      env.Logger,
+		Metrics:     outbox.NewEMFMetrics(os.Stdout),
+	})
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }

@@ -1,0 +1,126 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// HandleStream processes a DynamoDB Streams batch. It acts on INSERT and MODIFY records of
+// claims with due intents; TTL deletions (REMOVE) and other items are ignored. Each record is
+// self-contained: the claim carries its whole outbox, so no record waits for another item of
+// the same transaction. Records that could not be recorded (DynamoDB failed) are returned as
+// batch item failures, by sequence number, so only they are delivered again.
+func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	failed := make([]bool, len(ev.Records))
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, rec := range ev.Records {
+		claim, ok := w.claimOf(ctx, rec)
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := w.Process(ctx, claim); err != nil {
+				failed[i] = true
+				w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "record not processed",
+					slog.String("sequence_number", rec.Change.SequenceNumber), slog.String("event_id", claim.EventID),
+					slog.String("error", err.Error()))
+			}
+		}()
+	}
+	wg.Wait()
+	var resp events.DynamoDBEventResponse
+	for i, f := range failed {
+		if f {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
+		}
+	}
+	return resp, nil
+}
+
+// claimOf decodes a record's claim when the record is one to act on.
+func (w *Worker) claimOf(ctx context.Context, rec events.DynamoDBEventRecord) (*dedup.Claim, bool) {
+	if rec.EventName != string(events.DynamoDBOperationTypeInsert) && rec.EventName != string(events.DynamoDBOperationTypeModify) {
+		return nil, false // REMOVE: a TTL deletion or a cleanup; nothing to run
+	}
+	img := rec.Change.NewImage
+	if sk, ok := img[dedup.AttrSK]; !ok || sk.DataType() != events.DataTypeString || sk.String() != dedup.ClaimSK {
+		return nil, false // an effect record, not a claim
+	}
+	if _, ok := img[dedup.AttrIntents]; !ok {
+		return nil, false
+	}
+	item, err := FromStreamImage(img)
+	if err == nil {
+		var c *dedup.Claim
+		if c, err = dedup.UnmarshalClaim(item); err == nil {
+			return c, true
+		}
+	}
+	// A claim we cannot read will not get better by replaying it: log it loudly, skip it.
+	w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "undecodable claim record",
+		slog.String("sequence_number", rec.Change.SequenceNumber), slog.String("error", err.Error()))
+	return nil, false
+}
+
+// FromStreamImage converts a Lambda stream record's image into SDK attribute values.
+func FromStreamImage(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
+	out := make(map[string]types.AttributeValue, len(img))
+	for k, v := range img {
+		av, err := fromStream(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = av
+	}
+	return out, nil
+}
+
+func fromStream(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}, nil
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}, nil
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
+	case events.DataTypeNull:
+		return &types.AttributeValueMemberNULL{Value: true}, nil
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
+	case events.DataTypeList:
+		l := v.List()
+		out := make([]types.AttributeValue, len(l))
+		for i, e := range l {
+			av, err := fromStream(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = av
+		}
+		return &types.AttributeValueMemberL{Value: out}, nil
+	case events.DataTypeMap:
+		m, err := FromStreamImage(v.Map())
+		if err != nil {
+			return nil, err
+		}
+		return &types.AttributeValueMemberM{Value: m}, nil
+	}
+	return nil, fmt.Errorf("unsupported stream attribute type %v", v.DataType())
+}

@@ -1,0 +1,333 @@
+package outbox_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
+)
+
+func TestRealStreamRecordsRunEachIntentOnceEvenWhenDuplicated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.commit(20)
+	recs := e.records()
+	if len(recs) != 20 || recs[0].EventName != "INSERT" {
+		t.Fatalf("%d records (first %q), want 20 INSERTs from the emulator's stream", len(recs), recs[0].EventName)
+	}
+	w := e.worker(nil)
+	// Duplicated stream records: the same batch twice, and every record twice within it.
+	doubled := append(append([]events.DynamoDBEventRecord{}, recs...), recs...)
+	for range 2 {
+		resp, err := w.HandleStream(context.Background(), batch(doubled))
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("batch: %v, failures %v", err, resp.BatchItemFailures)
+		}
+	}
+	e.exactlyOnce(keys)
+	if _, _, total := e.down.snapshot(); total != len(keys) {
+		t.Fatalf("%d downstream calls, want %d: a done intent was called again", total, len(keys))
+	}
+	if s := e.statuses(); s[dedup.IntentDone] != len(keys) {
+		t.Fatalf("statuses %v, want all %d done", s, len(keys))
+	}
+	for _, c := range e.claims() {
+		if c.PendingShard != "" {
+			t.Fatalf("claim %s still in the pending index after all its intents were done", c.EventID)
+		}
+	}
+	// The worker's own updates produce MODIFY records; feeding them back does nothing.
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal("MODIFY records of done claims must not fail")
+	}
+	if _, _, total := e.down.snapshot(); total != len(keys) {
+		t.Fatal("MODIFY records of done claims called the downstream again")
+	}
+}
+
+func TestTwoWorkersRacingOnTheSameRecordsCallOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.commit(30)
+	recs := e.records()
+	var wg sync.WaitGroup
+	for range 4 {
+		w := e.worker(nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if resp, err := w.HandleStream(context.Background(), batch(recs)); err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Errorf("batch: %v, %v", err, resp.BatchItemFailures)
+			}
+		}()
+	}
+	wg.Wait()
+	e.exactlyOnce(keys)
+	if _, _, total := e.down.snapshot(); total != len(keys) {
+		t.Fatalf("%d downstream calls for %d intents: two workers ran one intent", total, len(keys))
+	}
+}
+
+func TestTTLRemovalsAndEffectRecordsAreIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit(3)
+	recs := e.records()
+	for i := range recs {
+		// What a TTL deletion looks like: REMOVE by the DynamoDB service principal.
+		recs[i].EventName = "REMOVE"
+		recs[i].UserIdentity = &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"}
+	}
+	effect := events.DynamoDBEventRecord{EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "9", NewImage: map[string]events.DynamoDBAttributeValue{
+		"pk": events.NewStringAttribute("ORDER#ord_1"), "sk": events.NewStringAttribute("SHIPMENT"),
+	}}}
+	resp, err := e.worker(nil).HandleStream(context.Background(), batch(append(recs, effect)))
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatal(err, resp.BatchItemFailures)
+	}
+	if _, _, total := e.down.snapshot(); total != 0 {
+		t.Fatalf("%d downstream calls, want none", total)
+	}
+}
+
+func TestACrashAfterTheDownstreamCallIsAbsorbedByTheIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.commit(5)
+	recs := e.records()
+	// The worker reaches the downstream, then cannot record "done": every UpdateItem after the
+	// leases fails, as if the function died between the call and the write.
+	inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 500,
+		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`, Match: "#st = :status"}
+	crashing := e.worker(nil, awstest.WithTransport(inject))
+	resp, _ := crashing.HandleStream(context.Background(), batch(recs))
+	if len(resp.BatchItemFailures) != len(recs) {
+		t.Fatalf("%d batch failures, want every record (%d): nothing could be recorded", len(resp.BatchItemFailures), len(recs))
+	}
+	if s := e.statuses(); s[dedup.IntentRunning] != len(keys) {
+		t.Fatalf("statuses %v: want every intent left running under a lease", s)
+	}
+	// Lambda replays the failed records; while the leases hold, nobody runs them again.
+	healthy := e.worker(nil)
+	if resp, _ := healthy.HandleStream(context.Background(), batch(recs)); len(resp.BatchItemFailures) != 0 {
+		t.Fatal("a replay during the lease must not fail")
+	}
+	if _, _, total := e.down.snapshot(); total != len(keys) {
+		t.Fatalf("%d downstream calls during the lease, want %d", total, len(keys))
+	}
+	// The leases expire; the sweeper re-drives; the downstream sees each key a second time and
+	// answers from its own dedup.
+	e.advance(10 * time.Minute)
+	rep, err := (&outbox.Sweeper{Worker: healthy}).Run(context.Background())
+	if err != nil || rep.Summary[outbox.OutcomeDone] != len(keys) {
+		t.Fatalf("sweep: %+v, %v", rep, err)
+	}
+	calls, _, _ := e.down.snapshot()
+	for _, k := range keys {
+		if calls[k] != 2 {
+			t.Fatalf("key %s called %d times, want 2 (before and after the crash)", k, calls[k])
+		}
+	}
+	e.exactlyOnce(keys)
+}
+
+func TestDownstreamFailuresAndTimeoutsAreRetriedUntilDone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.commit(30)
+	// 30% of calls fail: every tenth call times out after the effect, two in ten answer 500/429.
+	e.down.fail = func(n int, _ string) (int, time.Duration) {
+		switch n % 10 {
+		case 3:
+			return 0, 400 * time.Millisecond // applied, then too slow: the executor gives up
+		case 6:
+			return http.StatusInternalServerError, 0
+		case 9:
+			return http.StatusTooManyRequests, 0
+		}
+		return 0, 0
+	}
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: e.down.URL, Timeout: 150 * time.Millisecond}
+		c.Executors["http:fulfilment"] = c.Executors["email"]
+	})
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal("downstream failures are recorded in the claim, not batch failures")
+	}
+	if s := e.statuses(); s[dedup.IntentPending] == 0 {
+		t.Fatalf("statuses %v: the injected failures should have left some intents pending", s)
+	}
+	sweeper := &outbox.Sweeper{Worker: w}
+	for round := 0; e.statuses()[dedup.IntentDone] < len(keys); round++ {
+		if round == 10 {
+			t.Fatalf("not done after 10 sweeps: %v", e.statuses())
+		}
+		e.advance(time.Minute) // past the backoff
+		if _, err := sweeper.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.exactlyOnce(keys)
+	for _, c := range e.claims() {
+		for name, in := range c.Intents {
+			if in.Attempts > 1 && in.LastError == "" {
+				t.Fatalf("%s/%s took %d attempts but recorded no error", c.EventID, name, in.Attempts)
+			}
+		}
+	}
+}
+
+func TestPermanentFailuresAreParkedAndLeftAloneBySweeps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit(4)
+	e.down.fail = func(_ int, key string) (int, time.Duration) {
+		if strings.Contains(key, "evt_0002:email.send") {
+			return http.StatusUnprocessableEntity, 0
+		}
+		return 0, 0
+	}
+	var m countingMetrics
+	w := e.worker(func(c *outbox.Config) { c.Metrics = &m })
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal("a permanent failure is parked, not replayed")
+	}
+	s := e.statuses()
+	if s[dedup.IntentParked] != 1 || s[dedup.IntentDone] != 7 {
+		t.Fatalf("statuses %v, want 1 parked and 7 done", s)
+	}
+	var parked *dedup.Claim
+	for _, c := range e.claims() {
+		if c.EventID == "evt_0002" {
+			parked = c
+		}
+	}
+	if in := parked.Intents["email.send"]; !strings.Contains(in.LastError, "422") || parked.PendingShard == "" {
+		t.Fatalf("parked intent %+v: want its error recorded and the claim kept in the pending index", in)
+	}
+	_, _, before := e.down.snapshot()
+	e.advance(time.Hour)
+	sweeper := &outbox.Sweeper{Worker: w}
+	for range 2 {
+		rep, err := sweeper.Run(context.Background())
+		if err != nil || rep.Parked != 1 || rep.Claims != 1 {
+			t.Fatalf("sweep: %+v, %v; want one claim seen with one parked intent", rep, err)
+		}
+	}
+	if _, _, after := e.down.snapshot(); after != before {
+		t.Fatal("a sweep re-drove a parked intent")
+	}
+	if m.sweeps == 0 || m.lastParked != 1 || m.outcomes[outbox.OutcomeParked] != 1 {
+		t.Fatalf("metrics %v / %d sweeps / %d parked: want parked counted and the sweep gauge at 1", m.outcomes, m.sweeps, m.lastParked)
+	}
+}
+
+func TestAttemptsRunOutIntoParked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit(1)
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusServiceUnavailable, 0 }
+	w := e.worker(func(c *outbox.Config) { c.MaxAttempts = 3 })
+	w.HandleStream(context.Background(), batch(e.records()))
+	sweeper := &outbox.Sweeper{Worker: w}
+	for range 5 {
+		e.advance(time.Minute)
+		if _, err := sweeper.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range e.claims() {
+		for name, in := range c.Intents {
+			if in.Status != dedup.IntentParked || in.Attempts != 3 {
+				t.Fatalf("%s: %+v, want parked after exactly 3 attempts", name, in)
+			}
+		}
+	}
+}
+
+func TestTheSweeperRedrivesAStuckIntentButNotAFreshOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.commit(2) // the stream path never ran: both claims are stuck
+	w := e.worker(nil)
+	sweeper := &outbox.Sweeper{Worker: w, MinAge: 2 * time.Minute}
+	if rep, _ := sweeper.Run(context.Background()); rep.Claims != 0 {
+		t.Fatalf("sweep of fresh claims: %+v; the stream path is still on them", rep)
+	}
+	e.advance(3 * time.Minute)
+	rep, err := sweeper.Run(context.Background())
+	if err != nil || rep.Claims != 2 || rep.Summary[outbox.OutcomeDone] != 4 {
+		t.Fatalf("sweep: %+v, %v; want 2 claims and 4 intents done", rep, err)
+	}
+	e.exactlyOnce(keys)
+	if rep, _ := sweeper.Run(context.Background()); rep.Claims != 0 {
+		t.Fatalf("done claims must leave the pending index: %+v", rep)
+	}
+}
+
+func TestPartialBatchResponsesNameExactlyTheFailedRecords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit(6)
+	recs := e.records()
+	// DynamoDB fails every write about evt_0003 (and only it).
+	inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 500,
+		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`, Match: "evt_0003"}
+	resp, err := e.worker(nil, awstest.WithTransport(inject)).HandleStream(context.Background(), batch(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, r := range recs {
+		if r.Change.NewImage["event_id"].String() == "evt_0003" {
+			want = r.Change.SequenceNumber
+		}
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != want {
+		t.Fatalf("failures %v, want exactly [%s]", resp.BatchItemFailures, want)
+	}
+	// The replay of just that record, once DynamoDB is back, finishes the batch.
+	var replay []events.DynamoDBEventRecord
+	for _, r := range recs {
+		if r.Change.SequenceNumber == want {
+			replay = append(replay, r)
+		}
+	}
+	if resp, _ := e.worker(nil).HandleStream(context.Background(), batch(replay)); len(resp.BatchItemFailures) != 0 {
+		t.Fatal("the replay failed")
+	}
+	if s := e.statuses(); s[dedup.IntentDone] != 12 {
+		t.Fatalf("statuses %v, want all 12 intents done", s)
+	}
+}
+
+type countingMetrics struct {
+	mu         sync.Mutex
+	outcomes   map[string]int
+	sweeps     int
+	lastParked int
+}
+
+func (m *countingMetrics) Intent(_, outcome string, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.outcomes == nil {
+		m.outcomes = map[string]int{}
+	}
+	m.outcomes[outcome]++
+}
+
+func (m *countingMetrics) Sweep(r outbox.SweepReport) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sweeps++
+	m.lastParked = r.Parked
+}
