@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Commit claims ev's id and applies plan with it, in one DynamoDB round trip on every path
-// but two rare ones (an absorbed business condition, and an engine that does not return the
-// old item on a failed condition).
+// Commit claims ev's id and applies plan with it, in one DynamoDB round trip except on rare
+// paths: a transaction conflict retried (a concurrent double was committing), an absorbed
+// business condition, and an engine that does not return the old item on a failed condition.
 //
 // It returns a Result for every delivery that leaves the event durably claimed (accepted,
 // duplicate or absorbed) and an error otherwise: *InvalidError or *LimitError before any call
@@ -107,7 +107,10 @@ func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
 // sleep waits before retrying a conflicted transaction: full jitter over an exponential base,
 // so concurrent doubles do not retry in lockstep.
 func (s *Store) sleep(ctx context.Context, attempt int) error {
-	t := time.NewTimer(rand.N(s.backoff << (attempt - 1)))
+	if s.backoff == 0 {
+		return nil
+	}
+	t := time.NewTimer(rand.N(s.backoff << min(attempt-1, MaxConflictRetries)))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -141,16 +144,21 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 	if old == nil {
 		return res, nil
 	}
-	prev, err := UnmarshalClaim(old)
-	if err != nil {
-		return res, nil
-	}
-	if prev.CommitToken == attrString(req.claim, AttrCommitToken) {
+	// Compared raw, so that recognising our own write never depends on decoding the rest of
+	// the claim (which the outbox worker keeps writing to).
+	if attrString(old, AttrCommitToken) == attrString(req.claim, AttrCommitToken) {
 		res.Recovered, res.ExpiresAt = true, req.expires
 		res.Outcome = OutcomeAccepted
-		if prev.Outcome == OutcomeAbsorbed.String() {
-			res.Outcome, res.Absorbed = OutcomeAbsorbed, prev.Absorbed
+		if attrString(old, AttrOutcome) == OutcomeAbsorbed.String() {
+			res.Outcome = OutcomeAbsorbed
+			if prev, err := UnmarshalClaim(old); err == nil {
+				res.Absorbed = prev.Absorbed
+			}
 		}
+		return res, nil
+	}
+	prev, err := UnmarshalClaim(old)
+	if err != nil {
 		return res, nil
 	}
 	res.PayloadMismatch = prev.PayloadSHA256 != attrString(req.claim, AttrPayloadSHA256)

@@ -12,7 +12,7 @@
 // so the outbox worker never depends on sibling records of the same transaction.
 //
 // The pieces, each in one place:
-//   - the claim condition and its write: claim.go and commit.go;
+//   - the claim condition and the write it guards: request.go (claimCondition), commit.go;
 //   - how a cancelled transaction is read, reason by reason: cancel.go;
 //   - how long claims live and why: retention.go;
 //   - the DynamoDB limits checked before any call: limits.go.

@@ -70,8 +70,8 @@ func validName(field, s string, max int) error {
 	return nil
 }
 
-// validText accepts provider-chosen identifiers: any printable UTF-8 up to max bytes. Control
-// characters are refused because these values end up in keys, logs and metrics dimensions.
+// validText accepts provider-chosen identifiers: any printable UTF-8 up to max bytes.
+// Unprintable characters are refused because these values end up in keys, logs and metrics.
 func validText(field, s string, max int, required bool) error {
 	if s == "" {
 		if required {
@@ -86,9 +86,17 @@ func validText(field, s string, max int, required bool) error {
 		return &InvalidError{Field: field, Reason: "is not valid UTF-8"}
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) {
-			return &InvalidError{Field: field, Reason: "contains control characters"}
+		// IsPrint, not just !IsControl: format and separator characters (U+202E, U+200B,
+		// U+2028) make ids that look alike but differ, and spoof text in logs.
+		if !unicode.IsPrint(r) {
+			return &InvalidError{Field: field, Reason: fmt.Sprintf("contains the unprintable character %U", r)}
 		}
 	}
 	return nil
+}
+
+// ValidateDeliveryID reports whether s can be stored as a delivery id. The receiver drops an
+// unusable delivery id rather than refuse the event: it is informational, never a key.
+func ValidateDeliveryID(s string) error {
+	return validText("delivery_id", s, MaxDeliveryIDLen, false)
 }

@@ -64,8 +64,8 @@ type Report struct {
 	Err                                    error
 }
 
-// Observer receives one Report per Commit. The receiver implements it with structured logs
-// and CloudWatch metrics; it must not block.
+// Observer receives one Report per Commit, for programs that use the Store directly (the
+// receiver observes whole deliveries itself); it must not block.
 type Observer interface {
 	ObserveCommit(ctx context.Context, r Report)
 }

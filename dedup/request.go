@@ -30,10 +30,7 @@ type request struct {
 // buildRequest turns an event and its plan into the write, checking every DynamoDB limit it
 // could hit so that a refusal costs no round trip and leaves nothing written.
 func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time.Time) (*request, error) {
-	pk := ClaimKey(ev.Source, ev.ID)
-	if len(pk) > MaxPartitionKeyBytes {
-		return nil, &LimitError{Limit: "partition key size", What: "claim", Got: len(pk), Max: MaxPartitionKeyBytes}
-	}
+	pk := ClaimKey(ev.Source, ev.ID) // at most 4+64+1+512 bytes: validation keeps it under 2048
 	if n := 1 + len(plan.Effects); n > MaxTransactionActions {
 		return nil, &LimitError{Limit: "transaction actions", What: "plan", Got: n, Max: MaxTransactionActions}
 	}

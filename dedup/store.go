@@ -3,9 +3,12 @@ package dedup
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // API is the part of the DynamoDB client a Store uses. *dynamodb.Client satisfies it, and so do
@@ -28,11 +31,18 @@ type Config struct {
 	// Observer receives a Report per Commit; none when nil.
 	Observer Observer
 	// ConflictRetries bounds how often a transaction cancelled by TransactionConflict (a
-	// concurrent double is committing the same claim) is tried again. Default 3.
+	// concurrent double is committing the same claim) is tried again: 0 means the default,
+	// 3; NoConflictRetries turns retries off; at most MaxConflictRetries.
 	ConflictRetries int
 	// ConflictBackoff is the base of the jittered backoff between those tries. Default 20 ms.
 	ConflictBackoff time.Duration
 }
+
+// MaxConflictRetries bounds Config.ConflictRetries; NoConflictRetries disables retries.
+const (
+	MaxConflictRetries = 10
+	NoConflictRetries  = -1
+)
 
 func (c *Config) setDefaults() {
 	if c.Now == nil {
@@ -41,8 +51,11 @@ func (c *Config) setDefaults() {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
-	if c.ConflictRetries == 0 {
+	switch c.ConflictRetries {
+	case 0:
 		c.ConflictRetries = 3
+	case NoConflictRetries:
+		c.ConflictRetries = 0
 	}
 	if c.ConflictBackoff == 0 {
 		c.ConflictBackoff = 20 * time.Millisecond
@@ -66,8 +79,11 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	if c.ConflictRetries < 0 {
-		return &InvalidError{Field: "conflict_retries", Reason: "must not be negative"}
+	if c.ConflictRetries < 0 || c.ConflictRetries > MaxConflictRetries {
+		return &InvalidError{Field: "conflict_retries", Reason: fmt.Sprintf("must be between 0 (default 3) and %d", MaxConflictRetries)}
+	}
+	if c.ConflictBackoff < 0 || c.ConflictBackoff > time.Second {
+		return &InvalidError{Field: "conflict_backoff", Reason: "must be between 0 (default 20ms) and 1s"}
 	}
 	return nil
 }
@@ -116,4 +132,26 @@ func (s *Store) Table() string { return s.table }
 func (s *Store) Retention(source string) (Retention, bool) {
 	r, ok := s.sources[source]
 	return r, ok
+}
+
+// Claimed reports whether an unexpired claim holds the event id: the answer a receiver needs
+// when it cannot plan or commit a delivery (a planner change, a payload the planner now
+// refuses) and must still answer 200 if the event was accepted before. One consistent read.
+func (s *Store) Claimed(ctx context.Context, source, eventID string) (bool, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:            aws.String(s.table),
+		Key:                  map[string]types.AttributeValue{AttrPK: str(ClaimKey(source, eventID)), AttrSK: str(ClaimSK)},
+		ConsistentRead:       aws.Bool(true),
+		ProjectionExpression: aws.String(AttrExpiresAt),
+	})
+	if err != nil {
+		return false, classify("GetItem", err)
+	}
+	n, ok := out.Item[AttrExpiresAt].(*types.AttributeValueMemberN)
+	if !ok {
+		return false, nil
+	}
+	exp, err := strconv.ParseInt(n.Value, 10, 64)
+	// The claim condition's rule, read side: expires_at < now is expired.
+	return err == nil && exp >= s.now().Unix(), nil
 }

@@ -66,6 +66,9 @@ func New(namespace string, ts time.Time) *Document {
 func (d *Document) Set(key, value string) {
 	if len(value) > 1024 {
 		value = value[:1024]
+		for !utf8.ValidString(value) { // do not cut a character in half
+			value = value[:len(value)-1]
+		}
 	}
 	d.props[key] = value
 }

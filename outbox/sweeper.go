@@ -90,9 +90,13 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 		return
 	}
 	rep.Claims++
-	for _, in := range claim.Intents {
+	for name, in := range claim.Intents {
 		if in.Status == dedup.IntentParked {
 			rep.Parked++
+			// Listed on every sweep until an operator re-drives or retires it.
+			w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "parked intent",
+				slog.String("source", claim.Source), slog.String("event_id", claim.EventID), slog.String("intent", name),
+				slog.String("target", in.Target), slog.Int("attempts", in.Attempts), slog.String("last_error", in.LastError))
 		}
 	}
 	sum, err := w.Process(ctx, claim)

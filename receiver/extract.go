@@ -19,17 +19,6 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return e.field + " " + e.reason }
 
-// body is a delivery's JSON body, checked once and read in place (see jsonscan.go).
-type body struct{ raw []byte }
-
-// parseBody checks that raw is one JSON object.
-func parseBody(raw []byte) (*body, error) {
-	if !isObject(raw) {
-		return nil, &fieldError{field: "body", reason: "is not a JSON object"}
-	}
-	return &body{raw: raw}, nil
-}
-
 // jsonString returns the JSON string or number at path in doc, as a string (numbers as
 // written: numeric ids, Unix timestamps).
 func jsonString(doc []byte, path string) (string, bool) {
@@ -55,12 +44,12 @@ func jsonString(doc []byte, path string) (string, bool) {
 
 // locate returns the value a Locator points at, as a string: a header's value, or a JSON
 // string or number. ok is false when it is absent or empty.
-func locate(l *sources.Locator, h http.Header, b *body) (string, bool) {
+func locate(l *sources.Locator, h http.Header, body []byte) (string, bool) {
 	var v string
 	if l.Header != "" {
 		v = h.Get(l.Header)
 	} else {
-		v, _ = jsonString(b.raw, l.JSON)
+		v, _ = jsonString(body, l.JSON)
 	}
 	if v == "" {
 		return "", false
@@ -77,10 +66,11 @@ func locate(l *sources.Locator, h http.Header, b *body) (string, bool) {
 
 // extract builds the dedup event from a verified delivery.
 func extract(name string, src *sources.Source, h http.Header, raw []byte) (dedup.Event, error) {
-	b, err := parseBody(raw)
-	if err != nil {
-		return dedup.Event{}, err
+	// The body is checked once and read in place (see jsonscan.go).
+	if !isObject(raw) {
+		return dedup.Event{}, &fieldError{field: "body", reason: "is not a JSON object"}
 	}
+	b := raw
 	ev := dedup.Event{Source: name, Payload: raw}
 	var ok bool
 	if ev.ID, ok = locate(src.EventID, h, b); !ok {

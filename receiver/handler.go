@@ -35,9 +35,13 @@ import (
 	"github.com/oncehook/oncehook/webhook"
 )
 
-// Committer is the dedup core's write, as the receiver uses it. *dedup.Store satisfies it.
+// Committer is the dedup core, as the receiver uses it. *dedup.Store satisfies it.
 type Committer interface {
 	Commit(ctx context.Context, ev dedup.Event, plan dedup.Plan) (dedup.Result, error)
+	// Claimed reports whether an unexpired claim holds the event id.
+	Claimed(ctx context.Context, source, eventID string) (bool, error)
+	// Retention reports the source's retention, and whether the store knows the source.
+	Retention(source string) (dedup.Retention, bool)
 }
 
 // Secrets gives each source's current signing secrets. *sources.Secrets satisfies it.
@@ -85,6 +89,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Sources == nil || cfg.Secrets == nil || cfg.Store == nil {
 		return nil, errors.New("receiver: Sources, Secrets and Store are required")
 	}
+	if err := cfg.Sources.Validate(); err != nil { // fills defaults for a File not built by Parse
+		return nil, fmt.Errorf("receiver: %w", err)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -112,6 +119,9 @@ func New(cfg Config) (*Handler, error) {
 		scheme, err := webhook.New(conf.Scheme, opts)
 		if err != nil {
 			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
+		}
+		if _, ok := cfg.Store.Retention(name); !ok {
+			return nil, fmt.Errorf("receiver: source %q has no retention in the store: build both from one sources file", name)
 		}
 		if err := webhook.CheckSecrets(scheme, cfg.Secrets.Get(name)); err != nil {
 			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
@@ -147,6 +157,8 @@ type delivery struct {
 	commitTime  time.Duration
 	bodyBytes   int
 	secretRetry bool
+
+	droppedDeliveryID bool
 }
 
 func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest, d *delivery) events.APIGatewayV2HTTPResponse {
@@ -192,32 +204,29 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 
 	ev, err := extract(name, src.conf, hdr, raw)
-	d.event = ev
 	if err != nil {
 		d.err, d.errKind = err, "bad_request"
 		var fe *fieldError
-		errors.As(err, &fe)
-		return reply(http.StatusBadRequest, err.Error(), fe.field)
+		if errors.As(err, &fe) {
+			return reply(http.StatusBadRequest, err.Error(), fe.field)
+		}
+		return reply(http.StatusBadRequest, err.Error(), "")
 	}
+	if dedup.ValidateDeliveryID(ev.DeliveryID) != nil {
+		// Informational only: an unusable delivery id must not cost the event.
+		ev.DeliveryID, d.droppedDeliveryID = "", true
+	}
+	// Checked here as well as in Commit, so the planner never sees an unusable event.
 	if err := ev.Validate(); err != nil {
 		return h.commitError(d, err)
 	}
+	d.event = ev
 
 	plan := dedup.Plan{}
 	if p, ok := h.planners.lookup(name, ev.Type); ok {
 		d.knownType = true
 		if plan, err = p(ctx, ev); err != nil {
-			var pe *PayloadError
-			if errors.As(err, &pe) {
-				d.err, d.errKind = err, "bad_request"
-				return reply(http.StatusBadRequest, pe.Error(), pe.Field)
-			}
-			if errors.Is(err, ErrBadPayload) {
-				d.err, d.errKind = err, "bad_request"
-				return reply(http.StatusBadRequest, err.Error(), "")
-			}
-			d.err, d.errKind = err, "planner"
-			return reply(http.StatusInternalServerError, "internal error", "")
+			return h.planError(ctx, d, err)
 		}
 	}
 
@@ -225,13 +234,47 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	res, err := h.store.Commit(ctx, ev, plan)
 	d.commitTime = time.Since(commitStart)
 	if err != nil {
+		if errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit) {
+			// The event is valid (checked above), so the plan is at fault: see planError.
+			return h.planError(ctx, d, err)
+		}
 		return h.commitError(d, err)
 	}
 	d.result, d.committed = res, true
 	if res.Outcome == dedup.OutcomeDuplicate {
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: jsonHeaders(), Body: `{"received":true,"duplicate":true}`}
+		return okDuplicate()
 	}
 	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: jsonHeaders(), Body: `{"received":true,"duplicate":false}`}
+}
+
+func okDuplicate() events.APIGatewayV2HTTPResponse {
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: jsonHeaders(), Body: `{"received":true,"duplicate":true}`}
+}
+
+// planError answers a delivery that could not be planned or whose plan was refused. If the
+// event was accepted before (the planner changed since, or the provider reused the id for a
+// payload the planner now refuses), it is a duplicate and gets its 200 like any other; only a
+// new event gets the error. This costs a read, on this path only.
+func (h *Handler) planError(ctx context.Context, d *delivery, err error) events.APIGatewayV2HTTPResponse {
+	d.err = err
+	claimed, cerr := h.store.Claimed(ctx, d.event.Source, d.event.ID)
+	if cerr == nil && claimed {
+		d.result, d.committed = dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}, true
+		return okDuplicate()
+	}
+	var pe *PayloadError
+	switch {
+	case errors.As(err, &pe):
+		d.errKind = "bad_request"
+		return reply(http.StatusBadRequest, pe.Error(), pe.Field)
+	case errors.Is(err, ErrBadPayload):
+		d.errKind = "bad_request"
+		return reply(http.StatusBadRequest, err.Error(), "")
+	}
+	// A planner failure or a plan the store refused (an effect without a key, over a
+	// DynamoDB limit): ours to fix, and the provider's retry will find it fixed.
+	d.errKind = "planner"
+	return reply(http.StatusInternalServerError, "internal error", "")
 }
 
 // commitError maps the dedup core's typed errors to statuses. Nothing was written on any of

@@ -50,12 +50,18 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		if d.result.PayloadMismatch {
 			attrs = append(attrs, slog.Bool("payload_mismatch", true))
 		}
+		if d.result.Recovered {
+			attrs = append(attrs, slog.Bool("recovered_lost_response", true))
+		}
 		if d.result.Outcome == dedup.OutcomeAbsorbed {
 			attrs = append(attrs, slog.Any("absorbed_effects", d.result.Absorbed))
 		}
 		if !d.knownType {
 			attrs = append(attrs, slog.Bool("unknown_type", true))
 		}
+	}
+	if d.droppedDeliveryID {
+		attrs = append(attrs, slog.Bool("delivery_id_dropped", true))
 	}
 	if d.errKind != "" {
 		attrs = append(attrs, slog.String("error_kind", d.errKind))
@@ -102,6 +108,9 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		}
 		if d.result.PayloadMismatch {
 			doc.Count("PayloadMismatch", bySource)
+		}
+		if d.result.Recovered {
+			doc.Count("LostResponseRecovered", bySource)
 		}
 		if !d.knownType {
 			doc.Count("UnknownType", bySource)
