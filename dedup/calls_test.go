@@ -43,7 +43,7 @@ func TestDynamoDBCallsPerDelivery(t *testing.T) {
 	}
 
 	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "TransactWriteItems", N: 1}
-	lost := newEnvWithClient(t, e, lose)
+	lost := newEnvWithClient(t, e, lose, nil)
 	res, err := lost.store.Commit(ctx, orderEvent(3), orderPlan(3))
 	if err != nil || res.Outcome != dedup.OutcomeAccepted || lost.counter.Total() != 1 || lose.Lost() != 1 {
 		t.Fatalf("lost response: %+v, %v, %d calls", res, err, lost.counter.Total())

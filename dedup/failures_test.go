@@ -71,8 +71,8 @@ func TestAPassingThrottleIsAbsorbedBySDKRetries(t *testing.T) {
 	inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "PutItem", N: 1, Status: 400, Body: throttling}
 	e := newEnv(t, nil, awstest.WithTransport(inject))
 	res, err := e.store.Commit(context.Background(), orderEvent(1), claimOnly(1))
-	if err != nil || res.Outcome != dedup.OutcomeAccepted {
-		t.Fatalf("got %+v, %v; want accepted after the SDK's retry", res, err)
+	if err != nil || res.Outcome != dedup.OutcomeAccepted || inject.Injected() != 1 {
+		t.Fatalf("got %+v, %v after %d injected throttles; want accepted after the SDK's retry of 1", res, err, inject.Injected())
 	}
 }
 
@@ -81,8 +81,7 @@ func TestTransactionConflictsAreRetriedBriefly(t *testing.T) {
 	t.Run("a conflict that clears is retried and the event accepted", func(t *testing.T) {
 		t.Parallel()
 		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "TransactWriteItems", N: 2, Status: 400, Body: conflictCancel}
-		e := newEnv(t, func(c *dedup.Config) { c.ConflictBackoff = time.Millisecond })
-		e = newEnvWithClient(t, e, inject)
+		e := newEnvWithClient(t, newEnv(t, nil), inject, func(c *dedup.Config) { c.ConflictBackoff = time.Millisecond })
 		res, err := e.store.Commit(context.Background(), orderEvent(1), orderPlan(1))
 		if err != nil || res.Outcome != dedup.OutcomeAccepted {
 			t.Fatalf("got %+v, %v; want accepted", res, err)
@@ -94,8 +93,7 @@ func TestTransactionConflictsAreRetriedBriefly(t *testing.T) {
 	t.Run("a conflict that persists becomes unavailable after the bounded retries", func(t *testing.T) {
 		t.Parallel()
 		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "TransactWriteItems", N: -1, Status: 400, Body: conflictCancel}
-		e := newEnv(t, func(c *dedup.Config) { c.ConflictBackoff = time.Millisecond; c.ConflictRetries = 2 })
-		e = newEnvWithClient(t, e, inject)
+		e := newEnvWithClient(t, newEnv(t, nil), inject, func(c *dedup.Config) { c.ConflictBackoff = time.Millisecond; c.ConflictRetries = 2 })
 		res, err := e.store.Commit(context.Background(), orderEvent(1), orderPlan(1))
 		if !errors.Is(err, dedup.ErrUnavailable) {
 			t.Fatalf("got %v, want ErrUnavailable", err)
@@ -110,17 +108,15 @@ func TestTransactionConflictsAreRetriedBriefly(t *testing.T) {
 }
 
 // newEnvWithClient rebuilds e's Store over a client that sends through rt, keeping the table
-// and the configuration's clock.
-func newEnvWithClient(t *testing.T, e *env, rt http.RoundTripper) *env {
+// and the clock; configure tunes the rest.
+func newEnvWithClient(t *testing.T, e *env, rt http.RoundTripper, configure func(*dedup.Config)) *env {
 	t.Helper()
 	e.counter = awstest.NewCounter(awstest.Client(t, awstest.WithTransport(rt)))
-	store, err := dedup.New(e.counter, dedup.Config{
-		Table:           e.table,
-		Sources:         map[string]dedup.Retention{"shop": testRetention},
-		Now:             e.clock.Now,
-		ConflictBackoff: time.Millisecond,
-		ConflictRetries: 2,
-	})
+	cfg := dedup.Config{Table: e.table, Sources: map[string]dedup.Retention{"shop": testRetention}, Now: e.clock.Now}
+	if configure != nil {
+		configure(&cfg)
+	}
+	store, err := dedup.New(e.counter, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

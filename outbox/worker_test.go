@@ -331,3 +331,38 @@ func (m *countingMetrics) Sweep(r outbox.SweepReport) {
 	m.sweeps++
 	m.lastParked = r.Parked
 }
+
+func TestAClaimReadmittedAfterExpiryRunsItsIntentsFromTheModifyRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: e.now,
+		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour, Keep: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func() {
+		_, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_again", Type: "t", Payload: []byte(`{}`)},
+			dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := e.worker(nil)
+	commit()
+	w.HandleStream(context.Background(), batch(e.records()))
+	e.advance(2 * time.Hour) // the claim expired; TTL has not deleted it yet
+	commit()
+	recs := e.records()
+	if recs[len(recs)-1].EventName != "MODIFY" {
+		t.Fatalf("the re-admission should be a MODIFY record, got %s", recs[len(recs)-1].EventName)
+	}
+	if resp, _ := w.HandleStream(context.Background(), batch(recs)); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	if s := e.statuses(); s[dedup.IntentDone] != 1 || len(s) != 1 {
+		t.Fatalf("statuses %v: the re-admitted claim's intent should be done", s)
+	}
+	if calls, applied, _ := e.down.snapshot(); calls["shop:evt_again:email.send"] != 2 || applied["shop:evt_again:email.send"] != 1 {
+		t.Fatalf("calls %v applied %v: want the same key twice, applied once by the downstream", calls, applied)
+	}
+}

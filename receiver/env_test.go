@@ -53,6 +53,7 @@ type env struct {
 	client  *dynamodb.Client
 	table   string
 	file    *sources.File
+	store   *dedup.Store
 	offset  time.Duration // how far the test has moved both clocks
 	secrets map[string]string
 
@@ -98,28 +99,43 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets, err := sources.NewSecrets(context.Background(), file, &sources.Resolver{Getenv: e.getenv}, 0)
+	e.store = store
+	e.handler = e.handlerWith(nil)
+	return e
+}
+
+// secretsStore resolves the sources' secrets from the env's variables, re-reading on every
+// refresh.
+func (e *env) secretsStore() *sources.Secrets {
+	secrets, err := sources.NewSecrets(context.Background(), e.file, &sources.Resolver{Getenv: e.getenv}, 0)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
+	return secrets
+}
+
+// handlerWith builds the handler with the reference planners plus whatever more registers.
+func (e *env) handlerWith(more func(*receiver.Planners)) *receiver.Handler {
 	planners := receiver.NewPlanners()
-	for _, name := range file.Names() {
+	for _, name := range e.file.Names() {
 		orders.Register(planners, name)
 	}
+	if more != nil {
+		more(planners)
+	}
 	h, err := receiver.New(receiver.Config{
-		Sources:  file,
-		Secrets:  secrets,
-		Store:    store,
+		Sources:  e.file,
+		Secrets:  e.secretsStore(),
+		Store:    e.store,
 		Planners: planners,
 		Logger:   slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, &e.logs}, nil)),
 		Metrics:  lockedWriter{&e.mu, &e.metrics},
 		Now:      e.clock,
 	})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	e.handler = h
-	return e
+	return h
 }
 
 // clock is the signature clock: the fixtures' signing time, moved on by advance.
