@@ -24,17 +24,20 @@ AWS_ENV := AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} \
 
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
-.PHONY: help run test vet unit bench test-moto up down clean build
+.PHONY: help run test vet unit bench test-moto up down clean build synth test-infra
 
-# Lambda binaries for provided.al2023: dist/<function>/bootstrap. ARCH=arm64 for AWS; the
-# host's architecture by default, for the local emulator.
+# Lambda binaries for provided.al2023: dist/<function>/bootstrap, with the deployment's
+# sources file beside each. ARCH=arm64 for AWS; the host's architecture by default, for the
+# local emulator.
 ARCH ?= $(shell go env GOARCH)
+SOURCES ?= examples/sources.json
 FUNCTIONS := $(filter-out internal,$(notdir $(wildcard functions/*)))
 
 build:
 	@for f in $(FUNCTIONS); do \
 	  mkdir -p dist/$$f; \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -ldflags='-s -w' -tags lambda.norpc -o dist/$$f/bootstrap ./functions/$$f; \
+	  cp $(SOURCES) dist/$$f/sources.json; \
 	  echo "dist/$$f/bootstrap ($(ARCH), $$(du -h dist/$$f/bootstrap | cut -f1))"; \
 	done
 
@@ -55,9 +58,21 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@go vet ./...
 
-test: vet up
+test: vet up test-infra
 	@echo "==> go test ./... against $${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)}"
 	@$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...
+
+# The CDK app is its own module (infra/go.mod), so the functions never link the CDK. Its tests
+# synthesize the stack (the CDK runs on Node through jsii) and assert the template and cdk-nag.
+test-infra:
+	@echo "==> go test ./infra/... (CDK assertions and cdk-nag)"
+	@cd infra && go vet ./... && go test $(GO_TEST_FLAGS) ./... 2>&1 | sed '/^!!/d'
+
+# The CloudFormation template and assets for AWS (arm64), in cdk.out/.
+synth:
+	@$(MAKE) --no-print-directory build ARCH=arm64
+	@cd infra && CDK_OUTDIR=$(CURDIR)/cdk.out CDK_CONTEXT_JSON='{"sources":"$(CURDIR)/$(SOURCES)","code":"$(CURDIR)/dist"}' go run . 2>&1 | sed '/^!!/d'
+	@echo "cdk.out/Oncehook.template.json"
 
 # Pure-logic tests only (no emulator): the fast loop while editing.
 unit:

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/oncehook/oncehook/sources"
+)
+
+// One synth serves every test: starting the jsii runtime and synthesizing take seconds.
+var synth = struct {
+	stack awscdk.Stack
+	tpl   assertions.Template
+}{}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "oncehook-infra")
+	if err != nil {
+		panic(err)
+	}
+	for _, fn := range []string{"receiver", "outbox", "sweeper"} {
+		_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
+		_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("test asset for "+fn), 0o755)
+	}
+	file, err := sources.Load("../examples/sources.json")
+	if err != nil {
+		panic(err)
+	}
+	app := awscdk.NewApp(nil)
+	synth.stack = NewStack(app, "Oncehook", StackConfig{Sources: file, CodeDir: dir, ARM64: true, DeletionProtection: true})
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	synth.tpl = assertions.Template_FromStack(synth.stack, nil)
+	code := m.Run()
+	os.RemoveAll(dir)
+	jsii.Close()
+	os.Exit(code)
+}
+
+func props(m map[string]any) *map[string]interface{} { p := map[string]interface{}(m); return &p }
+
+// must turns a failed CDK assertion (a panic through jsii) into a test failure, so one failing
+// assertion does not end the whole test binary.
+func must(t *testing.T, assert func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Error(r)
+		}
+	}()
+	assert()
+}
+
+func TestTheTableIsTheDesignsTable(t *testing.T) {
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), props(map[string]any{
+			"KeySchema": []any{
+				map[string]any{"AttributeName": "pk", "KeyType": "HASH"},
+				map[string]any{"AttributeName": "sk", "KeyType": "RANGE"},
+			},
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"TimeToLiveSpecification":          map[string]any{"AttributeName": "expires_at", "Enabled": true},
+			"StreamSpecification":              map[string]any{"StreamViewType": "NEW_IMAGE"},
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+			"DeletionProtectionEnabled":        true,
+			"GlobalSecondaryIndexes": []any{map[string]any{
+				"IndexName": "pending",
+				"KeySchema": []any{
+					map[string]any{"AttributeName": "pending_shard", "KeyType": "HASH"},
+					map[string]any{"AttributeName": "pending_since", "KeyType": "RANGE"},
+				},
+				"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
+			}},
+		}))
+	})
+}
+
+func TestFunctionsAreGoOnGraviton(t *testing.T) {
+	must(t, func() {
+		synth.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), props(map[string]any{
+			"Runtime": "provided.al2023", "Handler": "bootstrap", "Architectures": []any{"arm64"},
+		}), jsii.Number(3))
+	})
+}
+
+func TestTheReceiverIsBehindPostHooksSource(t *testing.T) {
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), props(map[string]any{"RouteKey": "POST /hooks/{source}"}))
+	})
+	must(t, func() {
+		synth.tpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(1))
+	})
+}
+
+func TestTheStreamMappingRetriesBoundedlyAndReportsItemFailures(t *testing.T) {
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), props(map[string]any{
+			"StartingPosition":           "TRIM_HORIZON",
+			"BatchSize":                  100,
+			"BisectBatchOnFunctionError": true,
+			"FunctionResponseTypes":      []any{"ReportBatchItemFailures"},
+			"MaximumRetryAttempts":       5,
+			"MaximumRecordAgeInSeconds":  21600,
+			"DestinationConfig":          assertions.Match_ObjectLike(props(map[string]any{"OnFailure": assertions.Match_AnyValue()})),
+			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{
+				"Pattern": assertions.Match_SerializedJson(props(map[string]any{
+					"eventName": []any{"INSERT", "MODIFY"},
+					"dynamodb":  map[string]any{"NewImage": map[string]any{"pending_shard": map[string]any{"S": []any{map[string]any{"exists": true}}}}},
+				})),
+			}}},
+		}))
+	})
+}
+
+func TestTheSweeperRunsOnASchedule(t *testing.T) {
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), props(map[string]any{"ScheduleExpression": "rate(2 minutes)"}))
+	})
+}
+
+// TestEachRoleHasExactlyTheActionsItsCodeIssues reads every inline policy and checks the
+// DynamoDB, Secrets Manager and SSM actions per function.
+func TestEachRoleHasExactlyTheActionsItsCodeIssues(t *testing.T) {
+	policies := synth.tpl.FindResources(jsii.String("AWS::IAM::Policy"), nil)
+	got := map[string][]string{}
+	for _, res := range *policies {
+		p := (*res)["Properties"].(map[string]any)
+		roles := p["Roles"].([]any)
+		role := roles[0].(map[string]any)["Ref"].(string)
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			switch a := st.(map[string]any)["Action"].(type) {
+			case string:
+				got[role] = append(got[role], a)
+			case []any:
+				for _, x := range a {
+					got[role] = append(got[role], x.(string))
+				}
+			}
+		}
+	}
+	want := map[string]string{
+		"Receiver": "dynamodb:ConditionCheckItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue ssm:GetParameter",
+		"Outbox":   "dynamodb:DescribeStream dynamodb:GetItem dynamodb:GetRecords dynamodb:GetShardIterator dynamodb:ListStreams dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:GetQueueAttributes sqs:GetQueueUrl sqs:SendMessage",
+		"Sweeper":  "dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents",
+	}
+	for fn, actions := range want {
+		var role string
+		for r := range got {
+			if strings.HasPrefix(r, fn+"Role") {
+				role = r
+			}
+		}
+		have := got[role]
+		sortStrings(have)
+		if strings.Join(have, " ") != actions {
+			t.Errorf("%s's role allows\n  %s\nwant\n  %s", fn, strings.Join(have, " "), actions)
+		}
+	}
+}
+
+func TestAlarmsCoverTheFailureSignals(t *testing.T) {
+	for _, metric := range []string{"ApproximateNumberOfMessagesVisible", "IteratorAge", "ParkedIntents", "Duplicate", "Errors"} {
+		must(t, func() {
+			synth.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), props(map[string]any{"MetricName": metric}))
+		})
+	}
+	// One duplicate-spike alarm per source, three error alarms, and the three above.
+	must(t, func() {
+		synth.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3+3+3))
+	})
+	must(t, func() {
+		synth.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
+	})
+}
+
+// TestCdkNagFindsNoUnsuppressedErrors applies the AwsSolutions rules; every suppression in
+// suppress.go carries its reason.
+func TestCdkNagFindsNoUnsuppressedErrors(t *testing.T) {
+	for _, kind := range []string{"Error", "Warning"} {
+		var found *[]*cxapi.SynthesisMessage
+		if kind == "Error" {
+			found = assertions.Annotations_FromStack(synth.stack).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
+		} else {
+			found = assertions.Annotations_FromStack(synth.stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
+		}
+		for _, m := range *found {
+			t.Errorf("cdk-nag %s at %s: %v", kind, *m.Id, m.Entry.Data)
+		}
+	}
+}
+
+func TestARetentionShorterThanTheProvidersPromiseFailsTheSynth(t *testing.T) {
+	_, err := sources.Parse([]byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d","keep":"7d"}}}`))
+	if err == nil || !strings.Contains(err.Error(), `"stripe"`) {
+		t.Fatalf("got %v, want the synth's loader to refuse naming the source", err)
+	}
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
