@@ -3,10 +3,13 @@ package receiver_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/oncehook/oncehook/internal/awstest"
 )
@@ -161,3 +164,26 @@ func jsonLines(t *testing.T, b *bytes.Buffer) []map[string]any {
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestTheRESTAPIAdapterAnswersLikeTheHTTPAPI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	v2 := e.request("stripe", orderBody("evt_v1", "ord_v1"), nil, "")
+	v1 := events.APIGatewayProxyRequest{
+		Resource: "/hooks/{source}", Path: "/hooks/stripe", HTTPMethod: "POST",
+		// REST APIs keep the sender's header case.
+		Headers:        map[string]string{"Content-Type": "application/json", "Stripe-Signature": v2.Headers["stripe-signature"]},
+		PathParameters: map[string]string{"source": "stripe"},
+		Body:           v2.Body,
+	}
+	for _, want := range []string{`"duplicate":false`, `"duplicate":true`} {
+		r, err := e.handler.HandleV1(context.Background(), v1)
+		if err != nil || r.StatusCode != 200 || !strings.Contains(r.Body, want) {
+			t.Fatalf("%d %s, want 200 with %s", r.StatusCode, r.Body, want)
+		}
+	}
+	v1.HTTPMethod = "PUT"
+	if r, _ := e.handler.HandleV1(context.Background(), v1); r.StatusCode != 405 {
+		t.Fatalf("PUT: %d", r.StatusCode)
+	}
+}

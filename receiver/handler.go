@@ -12,6 +12,9 @@
 //	404 unknown source      405 not a POST      413 body over the source's limit
 //	503 + Retry-After        DynamoDB throttled or failed: deliver again later
 //	500 anything else (a misconfiguration); the provider retries
+//
+// Handle takes the HTTP API's payload v2 (and Lambda function URLs'); HandleV1 adapts a REST
+// API's payload v1 to it.
 package receiver
 
 import (
@@ -358,4 +361,30 @@ func reply(status int, msg, field string) events.APIGatewayV2HTTPResponse {
 	}{msg, field}
 	b, _ := json.Marshal(body)
 	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: jsonHeaders(), Body: string(b)}
+}
+
+// HandleV1 answers a REST API (payload format 1.0) request by translating it to the v2 shape:
+// the same statuses and the same work. Multi-value headers are joined with commas, as the
+// HTTP API does.
+func (h *Handler) HandleV1(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	headers := make(map[string]string, len(req.Headers)+len(req.MultiValueHeaders))
+	for k, v := range req.Headers {
+		headers[strings.ToLower(k)] = v
+	}
+	for k, vs := range req.MultiValueHeaders {
+		headers[strings.ToLower(k)] = strings.Join(vs, ",")
+	}
+	resp, err := h.Handle(ctx, events.APIGatewayV2HTTPRequest{
+		Version:         "1.0",
+		RawPath:         req.Path,
+		Headers:         headers,
+		PathParameters:  req.PathParameters,
+		Body:            req.Body,
+		IsBase64Encoded: req.IsBase64Encoded,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: req.RequestContext.RequestID,
+			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: req.HTTPMethod, Path: req.Path},
+		},
+	})
+	return events.APIGatewayProxyResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, err
 }
