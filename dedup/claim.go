@@ -42,6 +42,10 @@ const (
 	AttrIntentNextAttempt = "next_attempt_at" // epoch ms; a pending intent is not run before it
 	AttrIntentLastError   = "last_error"
 	AttrIntentFinishedAt  = "finished_at" // RFC 3339, when it became done or parked
+	// AttrIntentAttemptsBase is the attempt count when an operator last re-drove the intent:
+	// the attempt budget counts from it, because attempts itself (the fencing token) must
+	// only ever grow.
+	AttrIntentAttemptsBase = "attempts_base"
 )
 
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
@@ -110,6 +114,7 @@ type ClaimIntent struct {
 	NextAttemptAt int64  `dynamodbav:"next_attempt_at,omitempty"`
 	LastError     string `dynamodbav:"last_error,omitempty"`
 	FinishedAt    string `dynamodbav:"finished_at,omitempty"`
+	AttemptsBase  int    `dynamodbav:"attempts_base,omitempty"`
 }
 
 // EffectKey is the key of an effect record the claim's transaction wrote.

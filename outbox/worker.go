@@ -199,7 +199,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	switch {
 	case execErr == nil:
 		err = w.finish(ctx, claim, name, attempt, dedup.IntentDone, "")
-	case IsPermanent(execErr) || attempt >= w.cfg.MaxAttempts:
+	case IsPermanent(execErr) || attempt-in.AttemptsBase >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
 		err = w.finish(ctx, claim, name, attempt, dedup.IntentParked, execErr.Error())
 	default:
@@ -386,4 +386,40 @@ func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Va
 
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// ErrNotParked is returned by Redrive for an intent that is not parked.
+var ErrNotParked = errors.New("outbox: intent is not parked")
+
+// Redrive is the operator's action on a parked intent: back to pending, due now, with a fresh
+// attempt budget (counted from its current attempts, which as the fencing token never go
+// back). The claim's MODIFY record brings it to the worker; the sweeper would too.
+func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time) error {
+	in, ok := claim.Intents[intent]
+	if !ok {
+		return fmt.Errorf("outbox: claim %s has no intent %q", claim.PK, intent)
+	}
+	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(table),
+		Key: map[string]types.AttributeValue{
+			dedup.AttrPK: str(claim.PK), dedup.AttrSK: str(dedup.ClaimSK),
+		},
+		UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
+			"pending_shard = if_not_exists(pending_shard, :shard), pending_since = if_not_exists(pending_since, :since) REMOVE intents.#n.finished_at"),
+		ConditionExpression:      aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),
+		ExpressionAttributeNames: intentNames(intent),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pending":  str(dedup.IntentPending),
+			":parked":   str(dedup.IntentParked),
+			":attempts": num(int64(in.Attempts)),
+			":now":      num(now.UnixMilli()),
+			":shard":    str(dedup.PendingShard(claim.PK)),
+			":since":    num(now.UnixMilli()),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ErrNotParked
+	}
+	return err
 }

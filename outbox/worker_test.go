@@ -366,3 +366,53 @@ func TestAClaimReadmittedAfterExpiryRunsItsIntentsFromTheModifyRecord(t *testing
 		t.Fatalf("calls %v applied %v: want the same key twice, applied once by the downstream", calls, applied)
 	}
 }
+
+func TestAnOperatorRedriveGivesAParkedIntentAFreshBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.commit(1)
+	broken := true
+	var mu sync.Mutex
+	e.down.fail = func(int, string) (int, time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if broken {
+			return http.StatusServiceUnavailable, 0
+		}
+		return 0, 0
+	}
+	w := e.worker(func(c *outbox.Config) { c.MaxAttempts = 2 })
+	w.HandleStream(context.Background(), batch(e.records()))
+	sweeper := &outbox.Sweeper{Worker: w}
+	for range 3 {
+		e.advance(time.Minute)
+		sweeper.Run(context.Background())
+	}
+	claim := e.claims()[0]
+	if in := claim.Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != 2 {
+		t.Fatalf("%+v: want parked after 2 attempts", in)
+	}
+	mu.Lock()
+	broken = false // the operator fixed the downstream
+	mu.Unlock()
+	for name := range claim.Intents {
+		if err := outbox.Redrive(context.Background(), e.client, e.table, claim, name, e.now()); err != nil {
+			t.Fatalf("redrive %s: %v", name, err)
+		}
+	}
+	if err := outbox.Redrive(context.Background(), e.client, e.table, claim, "email.send", e.now()); err != outbox.ErrNotParked {
+		t.Fatalf("a second redrive of a pending intent: %v, want ErrNotParked", err)
+	}
+	// The redrive's MODIFY record reaches the worker, which runs both intents under a fresh
+	// budget (one more failure would not have parked them at once).
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	if s := e.statuses(); s[dedup.IntentDone] != 2 {
+		t.Fatalf("statuses %v, want both done after the redrive", s)
+	}
+	e.exactlyOnce(keys)
+	if c := e.claims()[0]; c.PendingShard != "" || c.Intents["email.send"].Attempts != 3 {
+		t.Fatalf("claim %+v: want it out of the pending index, the fencing token still counting up", c.Intents)
+	}
+}
