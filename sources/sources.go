@@ -156,6 +156,12 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v.String())
 }
 
+// String prints whole days as "30d" and anything else as Go does ("90m0s").
+func (d Duration) String() string {
+	b, _ := d.MarshalJSON()
+	return strings.Trim(string(b), `"`)
+}
+
 // ParseDuration is time.ParseDuration plus whole days ("30d").
 func ParseDuration(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {

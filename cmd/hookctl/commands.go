@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+	"github.com/oncehook/oncehook/webhook"
+)
+
+func inspect(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 2 {
+		return errors.New("want <source> <event_id>")
+	}
+	cl, err := c.claim(ctx, args[0], args[1])
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "claim\t%s\n", cl.PK)
+	fmt.Fprintf(w, "type\t%s\n", cl.EventType)
+	fmt.Fprintf(w, "outcome\t%s\n", cl.Outcome)
+	fmt.Fprintf(w, "first delivery\t%s at %s\n", orDash(cl.DeliveryID), cl.ReceivedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "expires\t%s\n", time.Unix(cl.ExpiresAt, 0).UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "payload\t%d bytes, sha256 %s\n", cl.PayloadBytes, cl.PayloadSHA256)
+	for _, k := range cl.Effects {
+		fmt.Fprintf(w, "effect\t%s / %s\n", k.PK, k.SK)
+	}
+	for _, i := range cl.Absorbed {
+		fmt.Fprintf(w, "absorbed\teffects[%d] (its own condition failed)\n", i)
+	}
+	w.Flush()
+	if len(cl.Intents) == 0 {
+		return nil
+	}
+	fmt.Fprintln(c.stdout)
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "INTENT\tTARGET\tSTATUS\tATTEMPTS\tLAST ERROR")
+	for _, name := range sortedKeys(cl.Intents) {
+		in := cl.Intents[name]
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", name, in.Target, in.Status, in.Attempts, orDash(in.LastError))
+	}
+	return w.Flush()
+}
+
+func redrive(ctx context.Context, c *cli, args []string) error {
+	if len(args) < 2 || len(args) > 3 {
+		return errors.New("want <source> <event_id> [intent]")
+	}
+	cl, err := c.claim(ctx, args[0], args[1])
+	if err != nil {
+		return err
+	}
+	names := sortedKeys(cl.Intents)
+	if len(args) == 3 {
+		names = []string{args[2]}
+	}
+	db, _ := c.dynamo(ctx)
+	n := 0
+	for _, name := range names {
+		if len(args) == 2 && cl.Intents[name].Status != dedup.IntentParked {
+			continue
+		}
+		if err := outbox.Redrive(ctx, db, c.table, cl, name, time.Now()); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(c.stdout, "re-drove %s (%s)\n", name, dedup.IdempotencyKey(cl.Source, cl.EventID, name))
+		n++
+	}
+	if n == 0 {
+		fmt.Fprintln(c.stdout, "nothing parked")
+	}
+	return nil
+}
+
+func checkRetention(ctx context.Context, c *cli, args []string) error {
+	f, err := c.sources()
+	if err != nil {
+		return err // a short retention is refused by the loader itself, naming the source
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SOURCE\tRETRY HORIZON\tREDRIVE WINDOW\tNEEDED\tKEEP\tOK")
+	for _, name := range f.Names() {
+		r := f.Sources[name].Retention()
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\tyes\n", name, sources.Duration(r.RetryHorizon), sources.Duration(r.RedriveWindow),
+			sources.Duration(r.Needed()), sources.Duration(r.Effective()))
+	}
+	w.Flush()
+	if c.table == "" {
+		return nil
+	}
+	db, err := c.dynamo(ctx)
+	if err != nil {
+		return err
+	}
+	ttl, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(c.table)})
+	if err != nil {
+		return err
+	}
+	d := ttl.TimeToLiveDescription
+	if d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != dedup.AttrExpiresAt {
+		return fmt.Errorf("table %s: TTL is not enabled on %s", c.table, dedup.AttrExpiresAt)
+	}
+	fmt.Fprintf(c.stdout, "table %s: TTL enabled on %s\n", c.table, dedup.AttrExpiresAt)
+	return nil
+}
+
+func send(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 2 {
+		return errors.New("want <source> <url>, with the body on stdin")
+	}
+	f, err := c.sources()
+	if err != nil {
+		return err
+	}
+	src, ok := f.Sources[args[0]]
+	if !ok {
+		return fmt.Errorf("no source %q in %s", args[0], c.sourcesPath)
+	}
+	body, err := io.ReadAll(io.LimitReader(c.stdin, 6<<20))
+	if err != nil {
+		return err
+	}
+	r, err := c.resolver(ctx)
+	if err != nil {
+		return err
+	}
+	secrets, err := r.Resolve(ctx, src.Secrets[:1])
+	if err != nil {
+		return err
+	}
+	opts := webhook.Options{Tolerance: time.Duration(src.TimestampTolerance)}
+	if src.HMAC != nil {
+		opts.Header, opts.Encoding, opts.Prefix = src.HMAC.Header, src.HMAC.Encoding, src.HMAC.Prefix
+	}
+	scheme, err := webhook.New(src.Scheme, opts)
+	if err != nil {
+		return err
+	}
+	id := c.id
+	if id == "" {
+		id = fmt.Sprintf("msg_%d", time.Now().UnixNano())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, args[1], bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := scheme.Sign(req.Header, body, secrets[0], id, time.Now()); err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	fmt.Fprintf(c.stdout, "%s\n%s\n", resp.Status, strings.TrimSpace(string(out)))
+	if resp.StatusCode >= 300 {
+		return errors.New(resp.Status)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

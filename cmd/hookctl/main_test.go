@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/webhook"
+)
+
+func hookctl(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestInspectAndRedriveAParkedIntent(t *testing.T) {
+	client := awstest.Client(t)
+	table := awstest.Table(t, client)
+	t.Setenv("AWS_REGION", "us-east-1")
+	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+		t.Setenv("AWS_ACCESS_KEY_ID", "test")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	}
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_1", Type: "order.paid", DeliveryID: "dlv_1", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := hookctl(t, "", "inspect", "-table", table, "shop", "evt_1")
+	if code != 0 || !strings.Contains(out, "EVT#shop#evt_1") || !strings.Contains(out, "email.send") || !strings.Contains(out, "pending") {
+		t.Fatalf("inspect: %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := hookctl(t, "", "redrive", "-table", table, "shop", "evt_1"); code != 0 || !strings.Contains(out, "nothing parked") {
+		t.Fatalf("redrive with nothing parked: %d %s", code, out)
+	}
+	if code, _, errOut := hookctl(t, "", "redrive", "-table", table, "shop", "evt_1", "email.send"); code != 1 || !strings.Contains(errOut, "not parked") {
+		t.Fatalf("redrive of a pending intent: %d %s", code, errOut)
+	}
+	if code, _, errOut := hookctl(t, "", "inspect", "-table", table, "shop", "evt_nope"); code != 1 || !strings.Contains(errOut, "no claim") {
+		t.Fatalf("inspect of a missing claim: %d %s", code, errOut)
+	}
+}
+
+func TestCheckRetention(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	short := filepath.Join(dir, "short.json")
+	os.WriteFile(good, []byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"}}}`), 0o600)
+	os.WriteFile(short, []byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d","keep":"7d"}}}`), 0o600)
+	if code, out, _ := hookctl(t, "", "check-retention", "-sources", good); code != 0 || !strings.Contains(out, "stripe  3d") || !strings.Contains(out, "47d") {
+		t.Fatalf("good: %d\n%s", code, out)
+	}
+	if code, _, errOut := hookctl(t, "", "check-retention", "-sources", short); code != 1 || !strings.Contains(errOut, `"stripe"`) {
+		t.Fatalf("short: %d %s", code, errOut)
+	}
+}
+
+func TestSendSignsLikeTheProvider(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	scheme, _ := webhook.New("standard-webhooks", webhook.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body bytes.Buffer
+		body.ReadFrom(r.Body)
+		if err := scheme.Verify(r.Header, body.Bytes(), []string{secret}, time.Now()); err != nil || r.Header.Get("Webhook-Id") != "msg_42" {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"received":true,"duplicate":false}`))
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"HOOKCTL_TEST_SECRET"}],"retry_horizon":"1d"}}}`), 0o600)
+	os.Setenv("HOOKCTL_TEST_SECRET", secret)
+	code, out, errOut := hookctl(t, `{"type":"order.paid"}`, "send", "-sources", file, "-id", "msg_42", "shop", srv.URL)
+	if code != 0 || !strings.Contains(out, "200 OK") {
+		t.Fatalf("send: %d %s %s", code, out, errOut)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	if code, _, errOut := hookctl(t, ""); code != 2 || !strings.Contains(errOut, "check-retention") {
+		t.Fatalf("%d %s", code, errOut)
+	}
+	if code, _, errOut := hookctl(t, "", "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Fatalf("%d %s", code, errOut)
+	}
+}
