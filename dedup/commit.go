@@ -57,7 +57,7 @@ func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, erro
 // which carries the outbox. It costs one write unit per KB instead of a transaction's two.
 func (s *Store) put(ctx context.Context, req *request) (Result, error) {
 	res := Result{Calls: 1}
-	_, err := s.api.PutItem(ctx, req.putInput(s.table))
+	_, err := s.api.PutItem(ctx, req.putInput(s.tablePtr))
 	if err == nil {
 		res.Outcome, res.ExpiresAt = OutcomeAccepted, req.expires
 		return res, nil
@@ -74,7 +74,7 @@ func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
 	res := Result{}
 	for attempt := 1; ; attempt++ {
 		res.Calls++
-		_, err := s.api.TransactWriteItems(ctx, req.transactInput(s.table, attempt))
+		_, err := s.api.TransactWriteItems(ctx, req.transactInput(s.tablePtr, attempt))
 		if err == nil {
 			res.Outcome, res.ExpiresAt = OutcomeAccepted, req.expires
 			return res, nil
@@ -188,7 +188,7 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 	absorbed.claim = claim
 
 	res.Calls++
-	_, err := s.api.PutItem(ctx, absorbed.putInput(s.table))
+	_, err := s.api.PutItem(ctx, absorbed.putInput(s.tablePtr))
 	if err == nil {
 		res.Outcome, res.Absorbed, res.ExpiresAt = OutcomeAbsorbed, refused, req.expires
 		return res, nil

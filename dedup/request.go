@@ -18,6 +18,8 @@ import (
 // behave exactly like a deleted one rather than depend on when the sweeper of TTL got to it.
 const claimCondition = "attribute_not_exists(pk) OR expires_at < :now"
 
+var claimConditionPtr = aws.String(claimCondition) // shared: the SDK only reads it
+
 // request is one delivery's write, built and checked before any call is made.
 type request struct {
 	claim   map[string]types.AttributeValue
@@ -169,7 +171,7 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 			}
 			total += itemSize(item)
 			if e.absent {
-				cond = aws.String("attribute_not_exists(pk)")
+				cond = absentCondition
 			}
 			if e.condition != nil {
 				expr, err := expression.NewBuilder().WithCondition(*e.condition).Build()
@@ -179,7 +181,7 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 				cond, names, values = expr.Condition(), expr.Names(), expr.Values()
 			}
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
-				TableName:                 aws.String(s.table),
+				TableName:                 s.tablePtr,
 				Item:                      item,
 				ConditionExpression:       cond,
 				ExpressionAttributeNames:  names,
@@ -200,7 +202,7 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 		}
 		total += itemSize(e.key) + itemSize(expr.Values())
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName:                 aws.String(s.table),
+			TableName:                 s.tablePtr,
 			Key:                       map[string]types.AttributeValue{AttrPK: str(pk), AttrSK: str(sk)},
 			UpdateExpression:          expr.Update(),
 			ConditionExpression:       expr.Condition(),
@@ -210,6 +212,8 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 	}
 	return items, &types.AttributeValueMemberL{Value: keys}, total, nil
 }
+
+var absentCondition = aws.String("attribute_not_exists(pk)")
 
 // effectKey checks an effect's key: string pk and sk within DynamoDB's key limits, and never in
 // the claims' key space, so a planner cannot overwrite or forge a claim.
@@ -234,22 +238,22 @@ func effectKey(what string, item map[string]types.AttributeValue) (pk, sk string
 	return pk, sk, nil
 }
 
-func (r *request) putInput(table string) *dynamodb.PutItemInput {
+func (r *request) putInput(table *string) *dynamodb.PutItemInput {
 	return &dynamodb.PutItemInput{
-		TableName:                           aws.String(table),
+		TableName:                           table,
 		Item:                                r.claim,
-		ConditionExpression:                 aws.String(claimCondition),
+		ConditionExpression:                 claimConditionPtr,
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(r.now)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
 
-func (r *request) transactInput(table string, attempt int) *dynamodb.TransactWriteItemsInput {
+func (r *request) transactInput(table *string, attempt int) *dynamodb.TransactWriteItemsInput {
 	items := make([]types.TransactWriteItem, 0, 1+len(r.effects))
 	items = append(items, types.TransactWriteItem{Put: &types.Put{
-		TableName:                           aws.String(table),
+		TableName:                           table,
 		Item:                                r.claim,
-		ConditionExpression:                 aws.String(claimCondition),
+		ConditionExpression:                 claimConditionPtr,
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(r.now)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})

@@ -185,7 +185,7 @@ func BenchmarkBuildRequest(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			_ = req.transactInput("t", 1)
+			_ = req.transactInput(st.tablePtr, 1)
 		}
 	})
 	b.Run("claim with 2 intents (PutItem)", func(b *testing.B) {
@@ -201,7 +201,7 @@ func BenchmarkBuildRequest(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			_ = req.putInput("t")
+			_ = req.putInput(st.tablePtr)
 		}
 	})
 }

@@ -92,6 +92,7 @@ func (c *Config) Validate() error {
 type Store struct {
 	api      API
 	table    string
+	tablePtr *string // shared by every request: the SDK only reads it
 	sources  map[string]Retention
 	now      func() time.Time
 	observer Observer
@@ -117,6 +118,7 @@ func New(api API, cfg Config) (*Store, error) {
 	return &Store{
 		api:      api,
 		table:    cfg.Table,
+		tablePtr: aws.String(cfg.Table),
 		sources:  sources,
 		now:      cfg.Now,
 		observer: cfg.Observer,

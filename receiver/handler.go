@@ -29,6 +29,8 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -247,11 +249,14 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if res.Outcome == dedup.OutcomeDuplicate {
 		return okDuplicate()
 	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: jsonHeaders(), Body: `{"received":true,"duplicate":false}`}
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"duplicate":false}`}
 }
 
+// okHeaders is shared by every 200: nothing writes to it (error replies get their own map).
+var okHeaders = map[string]string{"Content-Type": "application/json"}
+
 func okDuplicate() events.APIGatewayV2HTTPResponse {
-	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: jsonHeaders(), Body: `{"received":true,"duplicate":true}`}
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"duplicate":true}`}
 }
 
 // planError answers a delivery that could not be planned or whose plan was refused. If the
@@ -341,13 +346,36 @@ func readBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, events.API
 	return raw, events.APIGatewayV2HTTPResponse{}, true
 }
 
-// header turns API Gateway's lower-cased header map into an http.Header.
+// header turns API Gateway's lower-cased header map into an http.Header: one backing array
+// for the values, and canonical names from a cache (the same dozen names arrive on every
+// request, and canonicalizing a lower-case name allocates).
 func header(m map[string]string) http.Header {
 	h := make(http.Header, len(m))
+	vals := make([]string, 0, len(m))
 	for k, v := range m {
-		h[textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
+		vals = append(vals, v)
+		h[canonical(k)] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h
+}
+
+var canonicalNames sync.Map // lower-case name -> canonical name, bounded by maxCanonicalNames
+
+const maxCanonicalNames = 512
+
+var canonicalCount atomic.Int32
+
+func canonical(k string) string {
+	if c, ok := canonicalNames.Load(k); ok {
+		return c.(string)
+	}
+	c := textproto.CanonicalMIMEHeaderKey(k)
+	if canonicalCount.Load() < maxCanonicalNames { // senders choose header names: bound the cache
+		if _, loaded := canonicalNames.LoadOrStore(k, c); !loaded {
+			canonicalCount.Add(1)
+		}
+	}
+	return c
 }
 
 func jsonHeaders() map[string]string {

@@ -23,11 +23,12 @@ var (
 // observe writes the delivery's log line and its EMF metrics. It never logs secrets or
 // payloads, and names hostile values (an unknown source) only by kind.
 func (h *Handler) observe(ctx context.Context, d *delivery) {
-	attrs := []slog.Attr{
+	attrs := make([]slog.Attr, 0, 20)
+	attrs = append(attrs,
 		slog.String("source", d.source),
 		slog.Int("status", d.status),
 		slog.Float64("latency_ms", ms(d.latency)),
-	}
+	)
 	if d.requestID != "" {
 		attrs = append(attrs, slog.String("request_id", d.requestID))
 	}
