@@ -25,7 +25,7 @@ import (
 
 func main() {
 	ctx := context.Background()
-	env, err := boot.Load(ctx)
+	env, err := boot.Load(ctx, boot.Needs{Secrets: true})
 	if err != nil {
 		slog.Error("receiver cannot start", "error", err)
 		os.Exit(1)

@@ -18,7 +18,7 @@ import (
 )
 
 func main() {
-	env, err := boot.Load(context.Background())
+	env, err := boot.Load(context.Background(), boot.Needs{})
 	if err != nil {
 		slog.Error("sweeper cannot start", "error", err)
 		os.Exit(1)

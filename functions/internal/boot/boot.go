@@ -28,7 +28,7 @@ import (
 // SecretRefresh is the least time between two re-reads of one source's secrets.
 const SecretRefresh = time.Minute
 
-// Env is what a function needs, built once per instance.
+// Env is what a function needs, built once per instance. Secrets is nil unless asked for.
 type Env struct {
 	AWS      aws.Config
 	DynamoDB *dynamodb.Client
@@ -39,8 +39,15 @@ type Env struct {
 	Logger   *slog.Logger
 }
 
+// Needs says what a function needs beyond the table and the sources file.
+type Needs struct {
+	// Secrets resolves every source's signing secrets at start: the receiver only. The outbox
+	// and the sweeper never verify a signature, and their roles may not read the secrets.
+	Secrets bool
+}
+
 // Load builds the Env from the process environment.
-func Load(ctx context.Context) (*Env, error) {
+func Load(ctx context.Context, needs Needs) (*Env, error) {
 	logger := NewLogger(os.Getenv("LOG_LEVEL"))
 	slog.SetDefault(logger)
 
@@ -57,12 +64,15 @@ func Load(ctx context.Context) (*Env, error) {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
 	db := dynamodb.NewFromConfig(cfg)
-	secrets, err := sources.NewSecrets(ctx, file, &sources.Resolver{
-		SecretsManager: secretsmanager.NewFromConfig(cfg),
-		SSM:            ssm.NewFromConfig(cfg),
-	}, SecretRefresh)
-	if err != nil {
-		return nil, err
+	var secrets *sources.Secrets
+	if needs.Secrets {
+		secrets, err = sources.NewSecrets(ctx, file, &sources.Resolver{
+			SecretsManager: secretsmanager.NewFromConfig(cfg),
+			SSM:            ssm.NewFromConfig(cfg),
+		}, SecretRefresh)
+		if err != nil {
+			return nil, err
+		}
 	}
 	store, err := dedup.New(db, dedup.Config{Table: table, Sources: file.Retentions()})
 	if err != nil {

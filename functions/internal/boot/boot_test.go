@@ -32,7 +32,7 @@ func TestLoadRefusesToStartWithABadEnvironment(t *testing.T) {
 			for _, k := range []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "BOOT_TEST_SECRET"} {
 				t.Setenv(k, c.env[k])
 			}
-			_, err := Load(context.Background())
+			_, err := Load(context.Background(), Needs{Secrets: true})
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Fatalf("got %v, want an error mentioning %q", err, c.wantErr)
 			}
@@ -50,7 +50,7 @@ func TestLoadBuildsTheStoreFromASourcesFile(t *testing.T) {
 	t.Setenv("ONCEHOOK_SOURCES", "")
 	t.Setenv("ONCEHOOK_SOURCES_FILE", path)
 	t.Setenv("BOOT_TEST_SECRET", "s3cret")
-	env, err := Load(context.Background())
+	env, err := Load(context.Background(), Needs{Secrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,5 +62,20 @@ func TestLoadBuildsTheStoreFromASourcesFile(t *testing.T) {
 	}
 	if r, ok := env.Store.Retention("shop"); !ok || r.RetryHorizon.Hours() != 1 {
 		t.Fatalf("retention %+v", r)
+	}
+}
+
+func TestTheWorkersStartWithoutReadingSecrets(t *testing.T) {
+	awstest.Config(t)
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	// A secret the worker's role could not read on AWS: it must not try.
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"ssm":"/oncehook/not-readable"}],"retry_horizon":"3d"}}}`)
+	env, err := Load(context.Background(), Needs{})
+	if err != nil || env.Secrets != nil {
+		t.Fatalf("got %v, %v; want an Env without secrets", env, err)
+	}
+	if _, err := Worker(env); err != nil {
+		t.Fatal(err)
 	}
 }
