@@ -1,6 +1,6 @@
 # oncehook: an exactly-once webhook consumer on AWS Lambda + DynamoDB.
 #
-#   make run    start the local emulator and run the demo against it (no AWS account)
+#   make run    the whole stack in the local emulator (no AWS account): deploy, print the URL
 #   make test   start the local emulator, vet, and run every test against it
 #
 # Everything either command installs (Go modules, the emulator) is pinned by this repository
@@ -24,7 +24,7 @@ AWS_ENV := AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} \
 
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
-.PHONY: help run test vet unit bench test-moto up down clean build synth test-infra
+.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra
 
 # Lambda binaries for provided.al2023: dist/<function>/bootstrap, with the deployment's
 # sources file beside each. ARCH=arm64 for AWS; the host's architecture by default, for the
@@ -51,6 +51,10 @@ down:
 	@localstack/down
 
 run: up
+	@$(AWS_ENV) localstack/run
+
+# The dedup core alone, committing one event twice (no stack needed).
+demo: up
 	@$(AWS_ENV) go run ./examples/committwice
 
 vet:
@@ -58,9 +62,19 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@go vet ./...
 
+# On a local endpoint the whole stack is deployed first, and the end-to-end tests (e2e/) run
+# against it; on any other endpoint they skip.
 test: vet up test-infra
-	@echo "==> go test ./... against $${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)}"
-	@$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...
+	@endpoint=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)}; \
+	case "$$endpoint" in \
+	  http://127.*|http://localhost*) \
+	    echo "==> deploying the stack to $$endpoint (localstack/deploy; log in .cache/deploy.log)"; \
+	    $(AWS_ENV) localstack/deploy > .cache/deploy.log 2>&1 || { tail -n 40 .cache/deploy.log; exit 1; }; \
+	    set -a; . .cache/stack.env; set +a; export ONCEHOOK_E2E=required;; \
+	  *) echo "==> $$endpoint is not local: the end-to-end tests will skip";; \
+	esac; \
+	echo "==> go test ./... against $$endpoint"; \
+	$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...
 
 # The CDK app is its own module (infra/go.mod), so the functions never link the CDK. Its tests
 # synthesize the stack (the CDK runs on Node through jsii) and assert the template and cdk-nag.

@@ -145,6 +145,7 @@ func NewStack(scope constructs.Construct, id string, cfg StackConfig) awscdk.Sta
 		Description: jsii.String("POST deliveries here, with {source} one of the sources file's names"),
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: table.TableName()})
+	awscdk.NewCfnOutput(stack, jsii.String("ApiId"), &awscdk.CfnOutputProps{Value: api.ApiId()})
 	return stack
 }
 
