@@ -24,7 +24,7 @@ AWS_ENV := AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} \
 
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
-.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra
+.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra deploy
 
 # Lambda binaries for provided.al2023: dist/<function>/bootstrap, with the deployment's
 # sources file beside each. ARCH=arm64 for AWS; the host's architecture by default, for the
@@ -87,6 +87,13 @@ synth:
 	@$(MAKE) --no-print-directory build ARCH=arm64
 	@cd infra && CDK_OUTDIR=$(CURDIR)/cdk.out CDK_CONTEXT_JSON='{"sources":"$(CURDIR)/$(SOURCES)","code":"$(CURDIR)/dist"}' go run . 2>&1 | sed '/^!!/d'
 	@echo "cdk.out/Oncehook.template.json"
+
+# Deploy to AWS with the standard credentials chain (AWS_PROFILE, SSO, environment...). The
+# account needs a `cdk bootstrap` once. SOURCES names the deployment's sources file.
+deploy:
+	@test -z "$${AWS_ENDPOINT_URL:-}" || { echo "AWS_ENDPOINT_URL is set: make deploy is for AWS (make run deploys locally)"; exit 1; }
+	@$(MAKE) --no-print-directory synth SOURCES=$(SOURCES)
+	@localstack/cdk deploy --app cdk.out --require-approval broadening
 
 # Pure-logic tests only (no emulator): the fast loop while editing.
 unit:
