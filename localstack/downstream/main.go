@@ -45,7 +45,7 @@ func main() {
 		<-stop
 		srv.Close()
 	}()
-	fmt.Printf("downstream listening on http://%s (Ctrl-C to stop; the stack stays deployed until make down)\n", addr)
+	fmt.Printf("downstream listening on http://%s (Ctrl-C to stop)\n", addr)
 	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 		log.Fatal(err)
 	}
