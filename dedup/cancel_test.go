@@ -64,7 +64,6 @@ func TestCancellationReasonsAreReadByPositionInOrderOfPrecedence(t *testing.T) {
 // scripted answers each call with the next scripted response, for the paths no engine here
 // takes (see the README's engine notes).
 type scripted struct {
-	nopAPI
 	puts     []error
 	transact []error
 	get      *dynamodb.GetItemOutput

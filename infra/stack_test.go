@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -158,7 +159,7 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssues(t *testing.T) {
 			}
 		}
 		have := got[role]
-		sortStrings(have)
+		sort.Strings(have)
 		if strings.Join(have, " ") != actions {
 			t.Errorf("%s's role allows\n  %s\nwant\n  %s", fn, strings.Join(have, " "), actions)
 		}
@@ -200,13 +201,5 @@ func TestARetentionShorterThanTheProvidersPromiseFailsTheSynth(t *testing.T) {
 	_, err := sources.Parse([]byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d","keep":"7d"}}}`))
 	if err == nil || !strings.Contains(err.Error(), `"stripe"`) {
 		t.Fatalf("got %v, want the synth's loader to refuse naming the source", err)
-	}
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
 	}
 }
