@@ -25,6 +25,7 @@ var errHelp = errors.New("help")
 // on first use, so commands that need none work without credentials.
 type cli struct {
 	sourcesPath, table, id string
+	storm                  stormFlags
 	stdin                  io.Reader
 	stdout, stderr         io.Writer
 
@@ -42,8 +43,11 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 	}
 	fs.StringVar(&c.sourcesPath, "sources", def, "the deployment's sources file")
 	fs.StringVar(&c.table, "table", os.Getenv("TABLE_NAME"), "the DynamoDB table")
-	if name == "send" {
+	switch name {
+	case "send":
 		fs.StringVar(&c.id, "id", "", "the message id, for schemes that sign one (Standard Webhooks' webhook-id)")
+	case "storm":
+		c.storm.define(fs)
 	}
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: hookctl "+usage)

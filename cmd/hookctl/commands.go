@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
-	"github.com/oncehook/oncehook/webhook"
 )
 
 func inspect(ctx context.Context, c *cli, args []string) error {
@@ -123,31 +121,11 @@ func send(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 2 {
 		return errors.New("want <source> <url>, with the body on stdin")
 	}
-	f, err := c.sources()
+	sender, err := c.sender(ctx, args[0], args[1])
 	if err != nil {
 		return err
-	}
-	src, ok := f.Sources[args[0]]
-	if !ok {
-		return fmt.Errorf("no source %q in %s", args[0], c.sourcesPath)
 	}
 	body, err := io.ReadAll(io.LimitReader(c.stdin, 6<<20))
-	if err != nil {
-		return err
-	}
-	r, err := c.resolver(ctx)
-	if err != nil {
-		return err
-	}
-	secrets, err := r.Resolve(ctx, src.Secrets[:1])
-	if err != nil {
-		return err
-	}
-	opts := webhook.Options{Tolerance: time.Duration(src.TimestampTolerance)}
-	if src.HMAC != nil {
-		opts.Header, opts.Encoding, opts.Prefix = src.HMAC.Header, src.HMAC.Encoding, src.HMAC.Prefix
-	}
-	scheme, err := webhook.New(src.Scheme, opts)
 	if err != nil {
 		return err
 	}
@@ -155,23 +133,13 @@ func send(ctx context.Context, c *cli, args []string) error {
 	if id == "" {
 		id = fmt.Sprintf("msg_%d", time.Now().UnixNano())
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, args[1], bytes.NewReader(body))
+	status, resp, err := sender.Send(ctx, id, body, false)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if err := scheme.Sign(req.Header, body, secrets[0], id, time.Now()); err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	fmt.Fprintf(c.stdout, "%s\n%s\n", resp.Status, strings.TrimSpace(string(out)))
-	if resp.StatusCode >= 300 {
-		return errors.New(resp.Status)
+	fmt.Fprintf(c.stdout, "%d %s\n%s\n", status, http.StatusText(status), bytes.TrimSpace(resp))
+	if status != http.StatusOK {
+		return fmt.Errorf("%d %s", status, http.StatusText(status))
 	}
 	return nil
 }

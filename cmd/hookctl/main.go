@@ -5,6 +5,7 @@
 //	hookctl redrive <source> <event_id> [intent] put parked intents back to pending
 //	hookctl check-retention                     each source's retention against its provider
 //	hookctl send <source> <url>                 sign a body (stdin) as the provider would, POST it
+//	hookctl storm <source> <url>                N events x K concurrent copies, then verify
 //
 // Common flags: -sources (default $ONCEHOOK_SOURCES_FILE or examples/sources.json) and -table
 // (default $TABLE_NAME).
@@ -27,6 +28,7 @@ var commands = map[string]command{
 	"redrive":         {"redrive <source> <event_id> [intent]", redrive},
 	"check-retention": {"check-retention", checkRetention},
 	"send":            {"send [-id msg_id] <source> <url>   (body on stdin)", send},
+	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D] <source> <url>", storm},
 }
 
 func main() {
@@ -61,7 +63,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"inspect", "redrive", "check-retention", "send"} {
+	for _, name := range []string{"inspect", "redrive", "check-retention", "send", "storm"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE or examples/sources.json), -table NAME (default $TABLE_NAME)")

@@ -102,3 +102,10 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("%d %s", code, errOut)
 	}
 }
+
+func TestStormRequiresASourceAndAURL(t *testing.T) {
+	t.Parallel()
+	if code, _, errOut := hookctl(t, "", "storm", "-events", "3", "shop"); code != 1 || !strings.Contains(errOut, "want [flags] <source> <url>") {
+		t.Fatalf("%d %s", code, errOut)
+	}
+}
