@@ -2,6 +2,7 @@ package dedup_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -460,5 +461,39 @@ func TestALostResponseStillReportsOurOwnCommitAsAccepted(t *testing.T) {
 				t.Fatalf("redelivery: %+v, %v; want duplicate", res, err)
 			}
 		})
+	}
+}
+
+func TestBackfilledEventsAreDuplicatesUntilTheirRetentionEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	processed := e.clock.Now().Add(-10 * 24 * time.Hour)
+	wrote, err := e.store.Backfill(ctx, "shop", "evt_old", processed)
+	if err != nil || !wrote {
+		t.Fatalf("backfill: %v, %v", wrote, err)
+	}
+	if wrote, _ := e.store.Backfill(ctx, "shop", "evt_old", processed); wrote {
+		t.Fatal("a second backfill must leave the claim alone")
+	}
+	ev := orderEvent(1)
+	ev.ID = "evt_old"
+	res, err := e.store.Commit(ctx, ev, orderPlan(1))
+	if err != nil || res.Outcome != dedup.OutcomeDuplicate {
+		t.Fatalf("redelivery of a backfilled event: %+v, %v; want duplicate", res, err)
+	}
+	if e.count(t, "ORDER#") != 0 {
+		t.Fatal("a backfilled event's redelivery must not ship")
+	}
+	c := e.claim(t, "shop", "evt_old")
+	if c.Outcome != dedup.OutcomeBackfilled || c.ExpiresAt != processed.Add(testRetention.Effective()).Unix() {
+		t.Fatalf("claim %+v: want backfilled, expiring a retention after it was processed", c)
+	}
+	// Processed longer ago than the retention: nothing to claim.
+	if wrote, err := e.store.Backfill(ctx, "shop", "evt_ancient", e.clock.Now().Add(-testRetention.Effective()-time.Hour)); wrote || err != nil {
+		t.Fatalf("an event past its retention: wrote %v, %v", wrote, err)
+	}
+	if _, err := e.store.Backfill(ctx, "nobody", "evt_x", processed); !errors.Is(err, dedup.ErrInvalid) {
+		t.Fatalf("unknown source: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -156,4 +157,52 @@ func (s *Store) Claimed(ctx context.Context, source, eventID string) (bool, erro
 	exp, err := strconv.ParseInt(n.Value, 10, 64)
 	// The claim condition's rule, read side: expires_at < now is expired.
 	return err == nil && exp >= s.now().Unix(), nil
+}
+
+// OutcomeBackfilled marks claims imported by Backfill: events processed before dedup was
+// switched on.
+const OutcomeBackfilled = "backfilled"
+
+// Backfill claims an event that was processed before oncehook guarded it (the design card's
+// reconciliation pass), so its redeliveries become duplicates. processedAt is when it was
+// processed; the claim expires a retention after that, as if it had been received then. It
+// writes no effects and no intents, and leaves an existing unexpired claim alone: it reports
+// whether it wrote one.
+func (s *Store) Backfill(ctx context.Context, source, eventID string, processedAt time.Time) (bool, error) {
+	ev := Event{Source: source, ID: eventID, Type: OutcomeBackfilled}
+	if err := ev.Validate(); err != nil {
+		return false, err
+	}
+	r, ok := s.sources[source]
+	if !ok {
+		return false, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", source)}
+	}
+	expires := processedAt.Add(r.Effective())
+	now := s.now()
+	if !expires.After(now) {
+		return false, nil // its retention has passed: a claim would already count as expired
+	}
+	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: s.tablePtr,
+		Item: map[string]types.AttributeValue{
+			AttrPK:         str(ClaimKey(source, eventID)),
+			AttrSK:         str(ClaimSK),
+			AttrSource:     str(source),
+			AttrEventID:    str(eventID),
+			AttrEventType:  str(OutcomeBackfilled),
+			AttrReceivedAt: str(processedAt.UTC().Format(time.RFC3339Nano)),
+			AttrExpiresAt:  num(expires.Unix()),
+			AttrOutcome:    str(OutcomeBackfilled),
+		},
+		ConditionExpression:       claimConditionPtr,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.Unix())},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, classify("PutItem", err)
+	}
+	return true, nil
 }

@@ -26,6 +26,8 @@ var errHelp = errors.New("help")
 type cli struct {
 	sourcesPath, table, id string
 	storm                  stormFlags
+	replay                 replayFlags
+	audit                  auditFlags
 	stdin                  io.Reader
 	stdout, stderr         io.Writer
 
@@ -48,6 +50,13 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 		fs.StringVar(&c.id, "id", "", "the message id, for schemes that sign one (Standard Webhooks' webhook-id)")
 	case "storm":
 		c.storm.define(fs)
+	case "replay":
+		fs.IntVar(&c.replay.rate, "rate", 50, "deliveries per second")
+		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
+		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
+	case "audit":
+		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
+		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")
 	}
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: hookctl "+usage)

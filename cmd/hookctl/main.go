@@ -6,6 +6,9 @@
 //	hookctl check-retention                     each source's retention against its provider
 //	hookctl send <source> <url>                 sign a body (stdin) as the provider would, POST it
 //	hookctl storm <source> <url>                N events x K concurrent copies, then verify
+//	hookctl replay <source> <url> <file.jsonl>  send recorded deliveries, rate-limited (a redrive)
+//	hookctl audit                               effect records without a claim (leaks)
+//	hookctl backfill <source> <file>            claim ids processed before dedup was switched on
 //
 // Common flags: -sources (default $ONCEHOOK_SOURCES_FILE or examples/sources.json) and -table
 // (default $TABLE_NAME).
@@ -29,6 +32,9 @@ var commands = map[string]command{
 	"check-retention": {"check-retention", checkRetention},
 	"send":            {"send [-id msg_id] <source> <url>   (body on stdin)", send},
 	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D] <source> <url>", storm},
+	"replay":          {"replay [-rate N -copies K -shuffle] <source> <url> <file.jsonl>", replay},
+	"audit":           {"audit [-prefix P -sample N]", audit},
+	"backfill":        {"backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill},
 }
 
 func main() {
@@ -63,7 +69,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"inspect", "redrive", "check-retention", "send", "storm"} {
+	for _, name := range []string{"inspect", "redrive", "check-retention", "send", "storm", "replay", "audit", "backfill"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE or examples/sources.json), -table NAME (default $TABLE_NAME)")

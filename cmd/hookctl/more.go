@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/harness"
+)
+
+// backfill imports already-processed event ids, one per line ("id" or "id<TAB>RFC 3339 time
+// it was processed"), before dedup is switched on.
+func backfill(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 2 {
+		return errors.New("want <source> <file>")
+	}
+	f, err := c.sources()
+	if err != nil {
+		return err
+	}
+	db, err := c.dynamo(ctx)
+	if err != nil {
+		return err
+	}
+	store, err := dedup.New(db, dedup.Config{Table: c.table, Sources: f.Retentions()})
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(args[1])
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	wrote, kept, line := 0, 0, 0
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		id, at, _ := strings.Cut(text, "\t")
+		processed := time.Now()
+		if at != "" {
+			if processed, err = time.Parse(time.RFC3339, at); err != nil {
+				return fmt.Errorf("line %d: processed time %q is not RFC 3339", line, at)
+			}
+		}
+		ok, err := store.Backfill(ctx, args[0], id, processed)
+		if err != nil {
+			return fmt.Errorf("line %d (%s): %w", line, id, err)
+		}
+		if ok {
+			wrote++
+		} else {
+			kept++
+		}
+		if (wrote+kept)%1000 == 0 {
+			fmt.Fprintf(c.stderr, "\r%d lines", wrote+kept)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "backfilled %d claims; %d already claimed or past their retention\n", wrote, kept)
+	return nil
+}
+
+// replay sends deliveries from a JSON-lines file ({"id": ..., "body": {...}}), rate-limited,
+// optionally several copies each and shuffled: a provider's redrive, simulated.
+func replay(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 3 {
+		return errors.New("want <source> <url> <file.jsonl>")
+	}
+	sender, err := c.sender(ctx, args[0], args[1])
+	if err != nil {
+		return err
+	}
+	type delivery struct {
+		ID   string          `json:"id"`
+		Body json.RawMessage `json:"body"`
+	}
+	in, err := os.Open(args[2])
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	var all []delivery
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 6<<20)
+	for n := 1; sc.Scan(); n++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var d delivery
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil || len(d.Body) == 0 {
+			return fmt.Errorf("line %d: want {\"id\": ..., \"body\": {...}}", n)
+		}
+		for range max(c.replay.copies, 1) {
+			all = append(all, d)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if c.replay.shuffle {
+		rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	}
+	tick := time.NewTicker(time.Second / time.Duration(max(c.replay.rate, 1)))
+	defer tick.Stop()
+	counts := map[string]int{}
+	for i, d := range all {
+		<-tick.C
+		status, resp, err := sender.Send(ctx, d.ID, d.Body, false)
+		switch {
+		case err != nil:
+			counts["error"]++
+		case status != http.StatusOK:
+			counts[fmt.Sprint(status)]++
+		case harness.IsDuplicate(resp):
+			counts["duplicate"]++
+		default:
+			counts["accepted"]++
+		}
+		if (i+1)%max(len(all)/10, 1) == 0 {
+			fmt.Fprintf(c.stderr, "\rsent %d/%d", i+1, len(all))
+		}
+	}
+	fmt.Fprintf(c.stderr, "\n")
+	fmt.Fprintf(c.stdout, "sent %d: accepted %d, duplicate %d, other %v\n", len(all), counts["accepted"], counts["duplicate"], without(counts, "accepted", "duplicate"))
+	return nil
+}
+
+// audit samples effect records and reports those that no claim wrote (claimed_by missing:
+// written outside oncehook, the leak the design card warns about) and those whose claim is
+// gone (expired, which is normal for old records, or deleted).
+func audit(ctx context.Context, c *cli, args []string) error {
+	db, err := c.dynamo(ctx)
+	if err != nil {
+		return err
+	}
+	in := &dynamodb.ScanInput{TableName: aws.String(c.table), FilterExpression: aws.String("NOT begins_with(pk, :claims)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":claims": &types.AttributeValueMemberS{Value: dedup.ClaimPrefix}}}
+	if c.audit.prefix != "" {
+		in.FilterExpression = aws.String("begins_with(pk, :p)")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: c.audit.prefix}}
+	}
+	sampled, unclaimed, gone := 0, 0, 0
+	p := dynamodb.NewScanPaginator(db, in)
+	for p.HasMorePages() && sampled < c.audit.sample {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, item := range page.Items {
+			if sampled == c.audit.sample {
+				break
+			}
+			sampled++
+			pk := item[dedup.AttrPK].(*types.AttributeValueMemberS).Value
+			by, ok := item[dedup.AttrClaimedBy].(*types.AttributeValueMemberS)
+			if !ok {
+				unclaimed++
+				fmt.Fprintf(c.stdout, "LEAK  %s: no claimed_by (written outside oncehook)\n", pk)
+				continue
+			}
+			out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), ProjectionExpression: aws.String(dedup.AttrPK),
+				Key: map[string]types.AttributeValue{dedup.AttrPK: by, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK}}})
+			if err != nil {
+				return err
+			}
+			if out.Item == nil {
+				gone++
+				fmt.Fprintf(c.stdout, "GONE  %s: its claim %s no longer exists (expired, or deleted)\n", pk, by.Value)
+			}
+		}
+	}
+	fmt.Fprintf(c.stdout, "sampled %d effect records: %d without a claim (leaks), %d whose claim is gone\n", sampled, unclaimed, gone)
+	if unclaimed > 0 {
+		return fmt.Errorf("%d effect records were not written through a claim", unclaimed)
+	}
+	return nil
+}
+
+type replayFlags struct {
+	rate, copies int
+	shuffle      bool
+}
+
+type auditFlags struct {
+	prefix string
+	sample int
+}
+
+func without(m map[string]int, keys ...string) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for _, k := range keys {
+		delete(out, k)
+	}
+	return out
+}
