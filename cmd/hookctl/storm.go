@@ -23,6 +23,7 @@ type stormFlags struct {
 	events, copies, concurrency int
 	downstream                  string
 	wait                        time.Duration
+	baseline                    int
 }
 
 func (f *stormFlags) define(fs *flag.FlagSet) {
@@ -31,6 +32,7 @@ func (f *stormFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 16, "deliveries in flight")
 	fs.StringVar(&f.downstream, "downstream", "", "run the idempotent downstream here (127.0.0.1:8025 for the local stack) and check its calls")
 	fs.DurationVar(&f.wait, "wait", time.Minute, "how long to wait for the outbox to finish")
+	fs.IntVar(&f.baseline, "baseline", 0, "with -table: first time this many raw PutItems at the same concurrency, and report the storm's rate as a ratio of it")
 }
 
 func storm(ctx context.Context, c *cli, args []string) error {
@@ -51,6 +53,13 @@ func storm(ctx context.Context, c *cli, args []string) error {
 		defer down.Close()
 	}
 	run := fmt.Sprintf("storm%d", time.Now().Unix())
+	var rawRate float64
+	if f.baseline > 0 && c.table != "" {
+		if rawRate, err = c.putRate(ctx, run, f.baseline, f.concurrency); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "baseline: %d raw PutItems at concurrency %d: %.0f/s\n", f.baseline, f.concurrency, rawRate)
+	}
 	all := make([]int, f.events)
 	for i := range all {
 		all[i] = i
@@ -66,6 +75,9 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(c.stderr, "\n")
 	fmt.Fprintf(c.stdout, "run %s: %d deliveries in %s (%.0f/s), p50 %s, p99 %s\n", run, rep.Sent, rep.Elapsed.Round(time.Millisecond),
 		rep.PerSecond(), rep.Latency(0.5).Round(time.Millisecond), rep.Latency(0.99).Round(time.Millisecond))
+	if rawRate > 0 {
+		fmt.Fprintf(c.stdout, "throughput: %.2f of the raw PutItem rate\n", rep.PerSecond()/rawRate)
+	}
 	fmt.Fprintf(c.stdout, "accepted %d (want %d), duplicates %d (want %d), other statuses %v, transport errors %d\n",
 		rep.Accepted, f.events, rep.Duplicates, total-f.events, rep.Statuses, rep.Errors)
 	var problems []string
@@ -150,4 +162,42 @@ func (c *cli) countPrefix(ctx context.Context, prefix string) (int, error) {
 		n += len(page.Items)
 	}
 	return n, nil
+}
+
+// putRate times n unconditional PutItems of small items (expiring within the hour) at the
+// given concurrency: the engine's raw write rate, for comparison with the whole stack's.
+func (c *cli) putRate(ctx context.Context, run string, n, concurrency int) (float64, error) {
+	db, err := c.dynamo(ctx)
+	if err != nil {
+		return 0, err
+	}
+	work := make(chan int)
+	errs := make(chan error, concurrency)
+	start := time.Now()
+	for range max(concurrency, 1) {
+		go func() {
+			var first error
+			for i := range work {
+				_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.table), Item: map[string]types.AttributeValue{
+					dedup.AttrPK:        &types.AttributeValueMemberS{Value: fmt.Sprintf("BASELINE#%s#%d", run, i)},
+					dedup.AttrSK:        &types.AttributeValueMemberS{Value: "X"},
+					dedup.AttrExpiresAt: &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
+				}})
+				if err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	for range max(concurrency, 1) {
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
 }
