@@ -497,3 +497,13 @@ func TestBackfilledEventsAreDuplicatesUntilTheirRetentionEnds(t *testing.T) {
 		t.Fatalf("unknown source: %v", err)
 	}
 }
+
+func TestABackfillWhoseResponseIsLostStillCountsAsWritten(t *testing.T) {
+	t.Parallel()
+	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "PutItem", N: 1}
+	e := newEnv(t, nil, awstest.WithTransport(lose))
+	wrote, err := e.store.Backfill(context.Background(), "shop", "evt_lost", e.clock.Now())
+	if err != nil || !wrote || lose.Lost() != 1 {
+		t.Fatalf("wrote %v, %v after %d lost responses; want written", wrote, err, lose.Lost())
+	}
+}

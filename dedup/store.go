@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -182,24 +183,28 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 	if !expires.After(now) {
 		return false, nil // its retention has passed: a claim would already count as expired
 	}
+	token := commitToken(&ev, now, rand.Uint64())
 	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: s.tablePtr,
 		Item: map[string]types.AttributeValue{
-			AttrPK:         str(ClaimKey(source, eventID)),
-			AttrSK:         str(ClaimSK),
-			AttrSource:     str(source),
-			AttrEventID:    str(eventID),
-			AttrEventType:  str(OutcomeBackfilled),
-			AttrReceivedAt: str(processedAt.UTC().Format(time.RFC3339Nano)),
-			AttrExpiresAt:  num(expires.Unix()),
-			AttrOutcome:    str(OutcomeBackfilled),
+			AttrPK:          str(ClaimKey(source, eventID)),
+			AttrSK:          str(ClaimSK),
+			AttrSource:      str(source),
+			AttrEventID:     str(eventID),
+			AttrEventType:   str(OutcomeBackfilled),
+			AttrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
+			AttrExpiresAt:   num(expires.Unix()),
+			AttrOutcome:     str(OutcomeBackfilled),
+			AttrCommitToken: str(token),
 		},
-		ConditionExpression:       claimConditionPtr,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.Unix())},
+		ConditionExpression:                 claimConditionPtr,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now.Unix())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return false, nil
+		// Our own write, when a lost response made the SDK send it again (see commitToken).
+		return attrString(ccf.Item, AttrCommitToken) == token, nil
 	}
 	if err != nil {
 		return false, classify("PutItem", err)
