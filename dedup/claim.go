@@ -46,6 +46,9 @@ const (
 	// the attempt budget counts from it, because attempts itself (the fencing token) must
 	// only ever grow.
 	AttrIntentAttemptsBase = "attempts_base"
+	// AttrIntentLeaseOwner identifies the lease holder, so a worker whose lease request was
+	// retried after a lost response recognises its own lease.
+	AttrIntentLeaseOwner = "lease_owner"
 )
 
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
@@ -115,6 +118,7 @@ type ClaimIntent struct {
 	LastError     string `dynamodbav:"last_error,omitempty"`
 	FinishedAt    string `dynamodbav:"finished_at,omitempty"`
 	AttemptsBase  int    `dynamodbav:"attempts_base,omitempty"`
+	LeaseOwner    string `dynamodbav:"lease_owner,omitempty"`
 }
 
 // EffectKey is the key of an effect record the claim's transaction wrote.

@@ -249,11 +249,12 @@ func (w *Worker) key(claim *dedup.Claim) map[string]types.AttributeValue {
 // stored after the lease; nil when another worker has it or it is no longer due.
 func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string) (int, *dedup.Claim, error) {
 	now := w.cfg.Now()
+	owner := strconv.FormatUint(rand.Uint64(), 36) // recognises our own lease after a lost response
 	out, err := w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(w.cfg.Table),
 		Key:       w.key(claim),
 		UpdateExpression: aws.String("SET intents.#n.#st = :running, intents.#n.lease_until = :until, " +
-			"intents.#n.attempts = intents.#n.attempts + :one"),
+			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one"),
 		ConditionExpression: aws.String("commit_token = :commit AND (" +
 			"(intents.#n.#st = :pending AND (attribute_not_exists(intents.#n.next_attempt_at) OR intents.#n.next_attempt_at <= :now)) OR " +
 			"(intents.#n.#st = :running AND intents.#n.lease_until < :now))"),
@@ -265,11 +266,20 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string) (in
 			":now":     num(now.UnixMilli()),
 			":one":     num(1),
 			":commit":  str(claim.CommitToken),
+			":owner":   str(owner),
 		},
-		ReturnValues: types.ReturnValueAllNew,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		// Either another worker holds it, or the SDK retried our own lease whose answer was
+		// lost: then the stored intent is running under our owner token, and it is ours.
+		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
+			if in := held.Intents[name]; in.Status == dedup.IntentRunning && in.LeaseOwner == owner {
+				return in.Attempts, held, nil
+			}
+		}
 		return 0, nil, nil
 	}
 	if err != nil {
@@ -292,9 +302,9 @@ func (w *Worker) finish(ctx context.Context, claim *dedup.Claim, name string, at
 		":attempt": num(int64(attempt)),
 		":at":      str(w.cfg.Now().UTC().Format(time.RFC3339Nano)),
 	}
-	update := "SET intents.#n.#st = :status, intents.#n.finished_at = :at REMOVE intents.#n.lease_until, intents.#n.next_attempt_at"
+	update := "SET intents.#n.#st = :status, intents.#n.finished_at = :at REMOVE intents.#n.lease_until, intents.#n.lease_owner, intents.#n.next_attempt_at"
 	if msg != "" {
-		update = "SET intents.#n.#st = :status, intents.#n.finished_at = :at, intents.#n.last_error = :err REMOVE intents.#n.lease_until, intents.#n.next_attempt_at"
+		update = "SET intents.#n.#st = :status, intents.#n.finished_at = :at, intents.#n.last_error = :err REMOVE intents.#n.lease_until, intents.#n.lease_owner, intents.#n.next_attempt_at"
 		values[":err"] = str(truncate(msg))
 	}
 	out, err := w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -355,7 +365,7 @@ func (w *Worker) retry(ctx context.Context, claim *dedup.Claim, name string, att
 	_, err := w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(w.cfg.Table),
 		Key:                      w.key(claim),
-		UpdateExpression:         aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err REMOVE intents.#n.lease_until"),
+		UpdateExpression:         aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err REMOVE intents.#n.lease_until, intents.#n.lease_owner"),
 		ConditionExpression:      aws.String("intents.#n.#st = :running AND intents.#n.attempts = :attempt"),
 		ExpressionAttributeNames: intentNames(name),
 		ExpressionAttributeValues: map[string]types.AttributeValue{

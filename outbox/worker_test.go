@@ -416,3 +416,22 @@ func TestAnOperatorRedriveGivesAParkedIntentAFreshBudget(t *testing.T) {
 		t.Fatalf("claim %+v: want it out of the pending index, the fencing token still counting up", c.Intents)
 	}
 }
+
+func TestALostLeaseResponseStillRunsTheIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.commit(2)
+	// The first answer to a lease (and to nothing else) is lost; the SDK retries it.
+	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 1}
+	w := e.worker(nil, awstest.WithTransport(lose))
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	if lose.Lost() != 1 {
+		t.Fatal("no response was lost")
+	}
+	if s := e.statuses(); s[dedup.IntentDone] != len(keys) {
+		t.Fatalf("statuses %v: the worker must recognise its own lease and run every intent", s)
+	}
+	e.exactlyOnce(keys)
+}
