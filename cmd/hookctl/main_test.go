@@ -28,14 +28,20 @@ func hookctl(t *testing.T, stdin string, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-func TestInspectAndRedriveAParkedIntent(t *testing.T) {
+// testTable makes a table on the test endpoint, and the environment hookctl's own AWS
+// configuration reads (it loads the default chain, like the functions).
+func testTable(t *testing.T) (*dynamodb.Client, string) {
 	client := awstest.Client(t)
-	table := awstest.Table(t, client)
 	t.Setenv("AWS_REGION", "us-east-1")
 	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
 		t.Setenv("AWS_ACCESS_KEY_ID", "test")
 		t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	}
+	return client, awstest.Table(t, client)
+}
+
+func TestInspectAndRedriveAParkedIntent(t *testing.T) {
+	client, table := testTable(t)
 	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
 	if err != nil {
 		t.Fatal(err)
@@ -116,13 +122,7 @@ func TestStormRequiresASourceAndAURL(t *testing.T) {
 }
 
 func TestBackfillThenAuditThenReplay(t *testing.T) {
-	client := awstest.Client(t)
-	table := awstest.Table(t, client)
-	t.Setenv("AWS_REGION", "us-east-1")
-	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-		t.Setenv("AWS_ACCESS_KEY_ID", "test")
-		t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	}
+	client, table := testTable(t)
 	dir := t.TempDir()
 	sourcesFile := filepath.Join(dir, "sources.json")
 	os.WriteFile(sourcesFile, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"HOOKCTL_REPLAY_SECRET"}],"retry_horizon":"3d","redrive_window":"30d"}}}`), 0o600)
