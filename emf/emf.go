@@ -33,7 +33,6 @@ type Unit string
 const (
 	Count        Unit = "Count"
 	Milliseconds Unit = "Milliseconds"
-	Bytes        Unit = "Bytes"
 )
 
 // Document is one EMF log line under construction. It is not safe for concurrent use.

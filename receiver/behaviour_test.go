@@ -28,7 +28,7 @@ func TestThrottlingIsA503WithRetryAfterAndNothingWritten(t *testing.T) {
 		t.Fatalf("injected %d, %d items written; want an injected throttle and nothing written", inject.Injected(), len(e.items()))
 	}
 	// The provider retries later, DynamoDB has recovered, and the event goes through once.
-	inject.N = 0
+	inject.SetN(0)
 	if r := e.post(e.request("stripe", orderBody("evt_t", "ord_t"), nil, "")); r.StatusCode != 200 || !strings.Contains(r.Body, `"duplicate":false`) {
 		t.Fatalf("after recovery: %d %s", r.StatusCode, r.Body)
 	}
