@@ -24,9 +24,42 @@ var claimConditionPtr = aws.String(claimCondition) // shared: the SDK only reads
 type request struct {
 	claim   map[string]types.AttributeValue
 	token   string
-	now     int64 // :now, epoch seconds
+	nowVals map[string]types.AttributeValue // {":now": epoch seconds}, for the claim condition
 	expires time.Time
 	effects []types.TransactWriteItem // nil for the single-PutItem path
+}
+
+// values hands out a request's attribute values from one allocation per kind instead of one
+// per value: a claim with its outbox has a dozen or more, and allocating them one by one was
+// the larger part of building it. Each slice is sized up front; were one to grow, the values
+// handed out before would stay valid (nothing writes to them after).
+type values struct {
+	s []types.AttributeValueMemberS
+	n []types.AttributeValueMemberN
+	m []types.AttributeValueMemberM
+}
+
+func newValues(strs, nums, maps int) *values {
+	return &values{
+		s: make([]types.AttributeValueMemberS, 0, strs),
+		n: make([]types.AttributeValueMemberN, 0, nums),
+		m: make([]types.AttributeValueMemberM, 0, maps),
+	}
+}
+
+func (v *values) str(s string) types.AttributeValue {
+	v.s = append(v.s, types.AttributeValueMemberS{Value: s})
+	return &v.s[len(v.s)-1]
+}
+
+func (v *values) num(n int64) types.AttributeValue {
+	v.n = append(v.n, types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)})
+	return &v.n[len(v.n)-1]
+}
+
+func (v *values) mapOf(m map[string]types.AttributeValue) types.AttributeValue {
+	v.m = append(v.m, types.AttributeValueMemberM{Value: m})
+	return &v.m[len(v.m)-1]
 }
 
 // buildRequest turns an event and its plan into the write, checking every DynamoDB limit it
@@ -36,93 +69,99 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	if n := 1 + len(plan.Effects); n > MaxTransactionActions {
 		return nil, &LimitError{Limit: "transaction actions", What: "plan", Got: n, Max: MaxTransactionActions}
 	}
+	// 12 strings, 4 numbers and a map at most in the claim itself; 2 strings, a number and a
+	// map per intent; 4 strings and a map at most per effect.
+	vals := newValues(12+2*len(plan.Intents)+4*len(plan.Effects), 4+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
 	expires := now.Add(keep)
 	token := commitToken(ev, now, rand.Uint64())
 	claim := make(map[string]types.AttributeValue, 16) // every attribute a claim can have
-	claim[AttrPK] = str(pk)
-	claim[AttrSK] = str(ClaimSK)
-	claim[AttrSource] = str(ev.Source)
-	claim[AttrEventID] = str(ev.ID)
-	claim[AttrEventType] = str(ev.Type)
-	claim[AttrReceivedAt] = str(now.UTC().Format(time.RFC3339Nano))
-	claim[AttrPayloadSHA256] = str(payloadHash(ev.Payload))
-	claim[AttrPayloadBytes] = num(int64(len(ev.Payload)))
-	claim[AttrExpiresAt] = num(expires.Unix())
-	claim[AttrCommitToken] = str(token)
-	claim[AttrOutcome] = str(OutcomeAccepted.String())
+	claim[AttrPK] = vals.str(pk)
+	claim[AttrSK] = vals.str(ClaimSK)
+	claim[AttrSource] = vals.str(ev.Source)
+	claim[AttrEventID] = vals.str(ev.ID)
+	claim[AttrEventType] = vals.str(ev.Type)
+	claim[AttrReceivedAt] = vals.str(now.UTC().Format(time.RFC3339Nano))
+	claim[AttrPayloadSHA256] = vals.str(payloadHash(ev.Payload))
+	claim[AttrPayloadBytes] = vals.num(int64(len(ev.Payload)))
+	claim[AttrExpiresAt] = vals.num(expires.Unix())
+	claim[AttrCommitToken] = vals.str(token)
+	claim[AttrOutcome] = vals.str(OutcomeAccepted.String())
 	if ev.DeliveryID != "" {
-		claim[AttrDeliveryID] = str(ev.DeliveryID)
+		claim[AttrDeliveryID] = vals.str(ev.DeliveryID)
 	}
 	if !ev.OccurredAt.IsZero() {
-		claim[AttrOccurredAt] = str(ev.OccurredAt.UTC().Format(time.RFC3339Nano))
+		claim[AttrOccurredAt] = vals.str(ev.OccurredAt.UTC().Format(time.RFC3339Nano))
 	}
 	if len(plan.Intents) > 0 {
-		intents, err := intentsValue(plan.Intents)
+		intents, err := intentsValue(vals, plan.Intents)
 		if err != nil {
 			return nil, err
 		}
 		claim[AttrIntents] = intents
-		claim[AttrPendingShard] = str(PendingShard(pk))
-		claim[AttrPendingSince] = num(now.UnixMilli())
+		claim[AttrPendingShard] = vals.str(PendingShard(pk))
+		claim[AttrPendingSince] = vals.num(now.UnixMilli())
 	}
-	req := &request{claim: claim, token: token, now: now.Unix(), expires: expires}
+	req := &request{claim: claim, token: token, expires: expires,
+		nowVals: map[string]types.AttributeValue{":now": vals.num(now.Unix())}}
+	size := 0
 	if len(plan.Effects) > 0 {
-		effects, keys, size, err := s.effectItems(pk, plan.Effects)
+		effects, keys, n, err := s.effectItems(vals, pk, plan.Effects)
 		if err != nil {
 			return nil, err
 		}
 		claim[AttrEffects] = keys
 		req.effects = effects
-		size += itemSize(claim)
-		if size > MaxTransactionBytes {
-			return nil, &LimitError{Limit: "transaction size", What: "plan", Got: size, Max: MaxTransactionBytes}
-		}
+		size = n
 	}
-	if n := itemSize(claim); n > MaxItemBytes {
-		return nil, &LimitError{Limit: "item size", What: "claim", Got: n, Max: MaxItemBytes}
+	claimSize := itemSize(claim)
+	if req.effects != nil && size+claimSize > MaxTransactionBytes {
+		return nil, &LimitError{Limit: "transaction size", What: "plan", Got: size + claimSize, Max: MaxTransactionBytes}
+	}
+	if claimSize > MaxItemBytes {
+		return nil, &LimitError{Limit: "item size", What: "claim", Got: claimSize, Max: MaxItemBytes}
 	}
 	return req, nil
 }
 
-func intentsValue(intents []Intent) (types.AttributeValue, error) {
+func intentsValue(vals *values, intents []Intent) (types.AttributeValue, error) {
 	m := make(map[string]types.AttributeValue, len(intents))
 	for i, in := range intents {
-		field := "intents[" + strconv.Itoa(i) + "]"
-		if err := validIntentName(field+".name", in.Name); err != nil {
+		field := func(name string) string { return "intents[" + strconv.Itoa(i) + "]." + name } // on errors only
+		if err := validIntentName(field, in.Name); err != nil {
 			return nil, err
 		}
 		if _, dup := m[in.Name]; dup {
-			return nil, &InvalidError{Field: field + ".name", Reason: fmt.Sprintf("%q is used by an earlier intent", in.Name)}
+			return nil, &InvalidError{Field: field("name"), Reason: fmt.Sprintf("%q is used by an earlier intent", in.Name)}
 		}
-		if err := validText(field+".target", in.Target, MaxIntentTargetLen, true); err != nil {
+		if err := validText(field("target"), in.Target, MaxIntentTargetLen, true); err != nil {
 			return nil, err
 		}
 		payload := in.Payload
 		if payload == nil {
 			payload = []byte{} // DynamoDB refuses a null B; keep the attribute present
 		}
-		m[in.Name] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			AttrIntentTarget:   str(in.Target),
+		m[in.Name] = vals.mapOf(map[string]types.AttributeValue{
+			AttrIntentTarget:   vals.str(in.Target),
 			AttrIntentPayload:  &types.AttributeValueMemberB{Value: payload},
-			AttrIntentStatus:   str(IntentPending),
-			AttrIntentAttempts: num(0),
-		}}
+			AttrIntentStatus:   vals.str(IntentPending),
+			AttrIntentAttempts: vals.num(0),
+		})
 	}
-	return &types.AttributeValueMemberM{Value: m}, nil
+	return vals.mapOf(m), nil
 }
 
 // validIntentName allows letters, digits, '.', '-' and '_': the name is a map key in the claim
 // and the last part of the downstream idempotency key.
-func validIntentName(field, s string) error {
+func validIntentName(field func(string) string, s string) error {
 	if s == "" {
-		return &InvalidError{Field: field, Reason: "is empty"}
+		return &InvalidError{Field: field("name"), Reason: "is empty"}
 	}
 	if len(s) > MaxIntentNameLen {
-		return &InvalidError{Field: field, Reason: fmt.Sprintf("is %d bytes, limit is %d", len(s), MaxIntentNameLen)}
+		return &InvalidError{Field: field("name"), Reason: fmt.Sprintf("is %d bytes, limit is %d", len(s), MaxIntentNameLen)}
 	}
 	for _, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
-			return &InvalidError{Field: field, Reason: fmt.Sprintf("has %q; use letters, digits, '.', '-' and '_'", r)}
+			return &InvalidError{Field: field("name"), Reason: fmt.Sprintf("has %q; use letters, digits, '.', '-' and '_'", r)}
 		}
 	}
 	return nil
@@ -130,32 +169,35 @@ func validIntentName(field, s string) error {
 
 // effectItems builds the transaction's effect actions. It returns them, the list of their
 // keys for the claim, and their size for the transaction limit.
-func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactWriteItem, types.AttributeValue, int, error) {
+func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]types.TransactWriteItem, types.AttributeValue, int, error) {
 	items := make([]types.TransactWriteItem, 0, len(effects))
 	keys := make([]types.AttributeValue, 0, len(effects))
-	seen := make(map[[2]string]int, len(effects))
+	type key struct{ pk, sk string }
+	seen := make([]key, 0, len(effects)) // a plan has a few effects: a scan beats a map
 	total := 0
 	for i, e := range effects {
-		what := "effects[" + strconv.Itoa(i) + "]"
+		what := func() string { return "effects[" + strconv.Itoa(i) + "]" } // on errors only
 		src := e.item
 		if e.update != nil {
 			src = e.key
 		}
 		if (e.item == nil) == (e.update == nil) {
-			return nil, nil, 0, &InvalidError{Field: what, Reason: "must be built with PutEffect or UpdateEffect"}
+			return nil, nil, 0, &InvalidError{Field: what(), Reason: "must be built with PutEffect or UpdateEffect"}
 		}
 		if e.absent && e.condition != nil {
-			return nil, nil, 0, &InvalidError{Field: what + ".condition", Reason: "IfAbsent and If cannot be combined; put both in one If"}
+			return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "IfAbsent and If cannot be combined; put both in one If"}
 		}
 		pk, sk, err := effectKey(what, src)
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		if j, dup := seen[[2]string{pk, sk}]; dup {
-			return nil, nil, 0, &InvalidError{Field: what, Reason: fmt.Sprintf("writes the same item as effects[%d]; a transaction may touch an item once", j)}
+		for j, k := range seen {
+			if k == (key{pk, sk}) {
+				return nil, nil, 0, &InvalidError{Field: what(), Reason: fmt.Sprintf("writes the same item as effects[%d]; a transaction may touch an item once", j)}
+			}
 		}
-		seen[[2]string{pk, sk}] = i
-		keys = append(keys, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{AttrPK: str(pk), AttrSK: str(sk)}})
+		seen = append(seen, key{pk, sk})
+		keys = append(keys, vals.mapOf(map[string]types.AttributeValue{AttrPK: vals.str(pk), AttrSK: vals.str(sk)}))
 
 		var cond *string
 		var names map[string]string
@@ -165,18 +207,19 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 			for k, v := range e.item {
 				item[k] = v
 			}
-			item[AttrClaimedBy] = str(claimPK)
-			if n := itemSize(item); n > MaxItemBytes {
-				return nil, nil, 0, &LimitError{Limit: "item size", What: what, Got: n, Max: MaxItemBytes}
+			item[AttrClaimedBy] = vals.str(claimPK)
+			n := itemSize(item)
+			if n > MaxItemBytes {
+				return nil, nil, 0, &LimitError{Limit: "item size", What: what(), Got: n, Max: MaxItemBytes}
 			}
-			total += itemSize(item)
+			total += n
 			if e.absent {
 				cond = absentCondition
 			}
 			if e.condition != nil {
 				expr, err := expression.NewBuilder().WithCondition(*e.condition).Build()
 				if err != nil {
-					return nil, nil, 0, &InvalidError{Field: what + ".condition", Reason: err.Error()}
+					return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
 				}
 				cond, names, values = expr.Condition(), expr.Names(), expr.Values()
 			}
@@ -198,12 +241,12 @@ func (s *Store) effectItems(claimPK string, effects []Effect) ([]types.TransactW
 		}
 		expr, err := b.Build()
 		if err != nil {
-			return nil, nil, 0, &InvalidError{Field: what + ".update", Reason: err.Error()}
+			return nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
 		}
 		total += itemSize(e.key) + itemSize(expr.Values())
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName:                 s.tablePtr,
-			Key:                       map[string]types.AttributeValue{AttrPK: str(pk), AttrSK: str(sk)},
+			Key:                       map[string]types.AttributeValue{AttrPK: vals.str(pk), AttrSK: vals.str(sk)},
 			UpdateExpression:          expr.Update(),
 			ConditionExpression:       expr.Condition(),
 			ExpressionAttributeNames:  expr.Names(),
@@ -217,23 +260,23 @@ var absentCondition = aws.String("attribute_not_exists(pk)")
 
 // effectKey checks an effect's key: string pk and sk within DynamoDB's key limits, and never in
 // the claims' key space, so a planner cannot overwrite or forge a claim.
-func effectKey(what string, item map[string]types.AttributeValue) (pk, sk string, err error) {
+func effectKey(what func() string, item map[string]types.AttributeValue) (pk, sk string, err error) {
 	pk, ok := keyString(item, AttrPK)
 	if !ok {
-		return "", "", &InvalidError{Field: what + ".pk", Reason: "must be a non-empty string"}
+		return "", "", &InvalidError{Field: what() + ".pk", Reason: "must be a non-empty string"}
 	}
 	sk, ok = keyString(item, AttrSK)
 	if !ok {
-		return "", "", &InvalidError{Field: what + ".sk", Reason: "must be a non-empty string"}
+		return "", "", &InvalidError{Field: what() + ".sk", Reason: "must be a non-empty string"}
 	}
 	if strings.HasPrefix(pk, ClaimPrefix) {
-		return "", "", &InvalidError{Field: what + ".pk", Reason: "starts with " + ClaimPrefix + ", which is reserved for claims"}
+		return "", "", &InvalidError{Field: what() + ".pk", Reason: "starts with " + ClaimPrefix + ", which is reserved for claims"}
 	}
 	if len(pk) > MaxPartitionKeyBytes {
-		return "", "", &LimitError{Limit: "partition key size", What: what, Got: len(pk), Max: MaxPartitionKeyBytes}
+		return "", "", &LimitError{Limit: "partition key size", What: what(), Got: len(pk), Max: MaxPartitionKeyBytes}
 	}
 	if len(sk) > MaxSortKeyBytes {
-		return "", "", &LimitError{Limit: "sort key size", What: what, Got: len(sk), Max: MaxSortKeyBytes}
+		return "", "", &LimitError{Limit: "sort key size", What: what(), Got: len(sk), Max: MaxSortKeyBytes}
 	}
 	return pk, sk, nil
 }
@@ -243,7 +286,7 @@ func (r *request) putInput(table *string) *dynamodb.PutItemInput {
 		TableName:                           table,
 		Item:                                r.claim,
 		ConditionExpression:                 claimConditionPtr,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(r.now)},
+		ExpressionAttributeValues:           r.nowVals,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
@@ -254,7 +297,7 @@ func (r *request) transactInput(table *string, attempt int) *dynamodb.TransactWr
 		TableName:                           table,
 		Item:                                r.claim,
 		ConditionExpression:                 claimConditionPtr,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(r.now)},
+		ExpressionAttributeValues:           r.nowVals,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})
 	items = append(items, r.effects...)
