@@ -1,8 +1,8 @@
 package receiver
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,75 +19,120 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return e.field + " " + e.reason }
 
-// jsonString returns the JSON string or number at path in doc, as a string (numbers as
-// written: numeric ids, Unix timestamps).
-func jsonString(doc []byte, path string) (string, bool) {
-	raw, ok := lookupJSON(doc, path)
-	if !ok {
-		return "", false
-	}
-	switch {
-	case len(raw) > 1 && raw[0] == '"':
-		if bytes.IndexByte(raw, '\\') < 0 {
-			return string(raw[1 : len(raw)-1]), true
-		}
-		var v string
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return "", false
-		}
-		return v, true
-	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
-		return string(raw), true
-	}
-	return "", false
+// reader is what the receiver reads from one source's deliveries: where the event id, type,
+// delivery id and time live, and the fields its planners declared, with every JSON path among
+// them compiled to be read in the one pass that checks the body.
+type reader struct {
+	eventID, eventType, deliveryID, occurredAt *sources.Locator
+	// slot is the index in paths of each locator above, in that order, or -1 for a header or
+	// an absent locator.
+	slot     [4]int
+	planners map[string]plannerAt // by event type
+	paths    jsonPaths
 }
 
-// locate returns the value a Locator points at, as a string: a header's value, or a JSON
-// string or number. ok is false when it is absent or empty.
-func locate(l *sources.Locator, h http.Header, body []byte) (string, bool) {
-	var v string
-	if l.Header != "" {
-		v = h.Get(l.Header)
-	} else {
-		v, _ = jsonString(body, l.JSON)
-	}
-	if v == "" {
-		return "", false
-	}
-	if l.ScopeHeader != "" {
-		scope := h.Get(l.ScopeHeader)
-		if scope == "" {
-			return "", false
-		}
-		v = scope + ":" + v
-	}
-	return v, true
+// plannerAt is a registered planner with the index in paths of each field it reads.
+type plannerAt struct {
+	planner
+	slots []int
 }
 
-// extract builds the dedup event from a verified delivery.
-func extract(name string, src *sources.Source, h http.Header, raw []byte) (dedup.Event, error) {
-	// The body is checked once and read in place (see jsonscan.go).
-	if !isObject(raw) {
+func newReader(src *sources.Source, planners map[string]planner) (*reader, error) {
+	r := &reader{eventID: src.EventID, eventType: src.EventType, deliveryID: src.DeliveryID, occurredAt: src.OccurredAt,
+		planners: make(map[string]plannerAt, len(planners))}
+	var paths []string
+	slots := map[string]int{}
+	slotOf := func(path string) int {
+		if i, ok := slots[path]; ok {
+			return i
+		}
+		slots[path] = len(paths)
+		paths = append(paths, path)
+		return len(paths) - 1
+	}
+	for i, loc := range []*sources.Locator{r.eventID, r.eventType, r.deliveryID, r.occurredAt} {
+		r.slot[i] = -1
+		if loc != nil && loc.JSON != "" {
+			r.slot[i] = slotOf(loc.JSON)
+		}
+	}
+	for typ, p := range planners {
+		at := plannerAt{planner: p}
+		if p.fields != nil {
+			for _, f := range p.fields.names {
+				at.slots = append(at.slots, slotOf(f))
+			}
+		}
+		r.planners[typ] = at
+	}
+	var err error
+	if r.paths, err = compilePaths(paths...); err != nil {
+		return nil, fmt.Errorf("the event locators and the planners' fields: %w", err)
+	}
+	return r, nil
+}
+
+// extract builds the dedup event from a verified delivery: one pass over the body checks it is
+// a JSON object and finds, in at, every value the source's configuration and planners read.
+// at must have room for maxPaths spans.
+func (r *reader) extract(name string, h http.Header, raw []byte, at []span) (dedup.Event, error) {
+	if !r.paths.scan(raw, at) {
 		return dedup.Event{}, &fieldError{field: "body", reason: "is not a JSON object"}
 	}
-	b := raw
+	get := func(loc *sources.Locator, slot int) (string, bool) {
+		if loc == nil {
+			return "", false
+		}
+		var v string
+		if slot >= 0 {
+			v = scalar(at[slot].in(raw))
+		} else {
+			v = h.Get(loc.Header)
+		}
+		if v == "" {
+			return "", false
+		}
+		if loc.ScopeHeader != "" {
+			scope := h.Get(loc.ScopeHeader)
+			if scope == "" {
+				return "", false
+			}
+			v = scope + ":" + v
+		}
+		return v, true
+	}
 	ev := dedup.Event{Source: name, Payload: raw}
 	var ok bool
-	if ev.ID, ok = locate(src.EventID, h, b); !ok {
-		return ev, &fieldError{field: "event_id", reason: "is missing (expected at " + src.EventID.String() + ")"}
+	if ev.ID, ok = get(r.eventID, r.slot[0]); !ok {
+		return ev, &fieldError{field: "event_id", reason: "is missing (expected at " + r.eventID.String() + ")"}
 	}
-	if ev.Type, ok = locate(src.EventType, h, b); !ok {
-		return ev, &fieldError{field: "event_type", reason: "is missing (expected at " + src.EventType.String() + ")"}
+	if ev.Type, ok = get(r.eventType, r.slot[1]); !ok {
+		return ev, &fieldError{field: "event_type", reason: "is missing (expected at " + r.eventType.String() + ")"}
 	}
-	if src.DeliveryID != nil {
-		ev.DeliveryID, _ = locate(src.DeliveryID, h, b)
-	}
-	if src.OccurredAt != nil {
-		if v, ok := locate(src.OccurredAt, h, b); ok {
-			ev.OccurredAt = parseTime(v) // informational: an unreadable time is left out, not refused
-		}
+	ev.DeliveryID, _ = get(r.deliveryID, r.slot[2])
+	if v, ok := get(r.occurredAt, r.slot[3]); ok {
+		ev.OccurredAt = parseTime(v) // informational: an unreadable time is left out, not refused
 	}
 	return ev, nil
+}
+
+// plan runs the planner registered for the event's type, if any (known reports which), with
+// the fields it declared, read from at by extract.
+func (r *reader) plan(ctx context.Context, ev dedup.Event, at []span) (plan dedup.Plan, known bool, err error) {
+	p, ok := r.planners[ev.Type]
+	if !ok {
+		return dedup.Plan{}, false, nil
+	}
+	if p.fp == nil {
+		plan, err = p.p(ctx, ev)
+		return plan, true, err
+	}
+	vals := make([]string, len(p.slots))
+	for i, slot := range p.slots {
+		vals[i] = scalar(at[slot].in(ev.Payload))
+	}
+	plan, err = p.fp(ctx, ev, vals)
+	return plan, true, err
 }
 
 // parseTime reads RFC 3339 or Unix seconds; zero when it is neither.

@@ -73,19 +73,19 @@ type Config struct {
 
 // Handler answers webhook deliveries.
 type Handler struct {
-	sources  map[string]*source
-	secrets  Secrets
-	store    Committer
-	planners *Planners
-	log      *slog.Logger
-	metrics  io.Writer
-	now      func() time.Time
+	sources map[string]*source
+	secrets Secrets
+	store   Committer
+	log     *slog.Logger
+	metrics io.Writer
+	now     func() time.Time
 }
 
 type source struct {
 	name   string
 	conf   *sources.Source
 	scheme webhook.Scheme
+	read   *reader
 }
 
 // New validates cfg and builds a Handler. Every source's scheme is built here, so a bad
@@ -107,13 +107,12 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Now = time.Now
 	}
 	h := &Handler{
-		sources:  make(map[string]*source, len(cfg.Sources.Sources)),
-		secrets:  cfg.Secrets,
-		store:    cfg.Store,
-		planners: cfg.Planners,
-		log:      cfg.Logger,
-		metrics:  cfg.Metrics,
-		now:      cfg.Now,
+		sources: make(map[string]*source, len(cfg.Sources.Sources)),
+		secrets: cfg.Secrets,
+		store:   cfg.Store,
+		log:     cfg.Logger,
+		metrics: cfg.Metrics,
+		now:     cfg.Now,
 	}
 	for _, name := range cfg.Sources.Names() {
 		conf := cfg.Sources.Sources[name]
@@ -131,7 +130,11 @@ func New(cfg Config) (*Handler, error) {
 		if err := webhook.CheckSecrets(scheme, cfg.Secrets.Get(name)); err != nil {
 			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
 		}
-		h.sources[name] = &source{name: name, conf: conf, scheme: scheme}
+		read, err := newReader(conf, cfg.Planners.forSource(name))
+		if err != nil {
+			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
+		}
+		h.sources[name] = &source{name: name, conf: conf, scheme: scheme, read: read}
 	}
 	return h, nil
 }
@@ -208,7 +211,8 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 	}
 
-	ev, err := extract(name, src.conf, hdr, raw)
+	var at [maxPaths]span // where the values read from the body lie; on the stack
+	ev, err := src.read.extract(name, hdr, raw, at[:])
 	if err != nil {
 		d.err, d.errKind = err, "bad_request"
 		var fe *fieldError
@@ -227,12 +231,10 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	d.event = ev
 
-	plan := dedup.Plan{}
-	if p, ok := h.planners.lookup(name, ev.Type); ok {
-		d.knownType = true
-		if plan, err = p(ctx, ev); err != nil {
-			return h.planError(ctx, d, err)
-		}
+	plan, known, err := src.read.plan(ctx, ev, at[:])
+	d.knownType = known
+	if err != nil {
+		return h.planError(ctx, d, err)
 	}
 
 	commitStart := time.Now()

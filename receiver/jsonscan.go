@@ -3,32 +3,84 @@ package receiver
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math/bits"
 	"strings"
 	"unicode/utf8"
 )
 
-// The receiver reads two or three values (event id, type, time) from bodies that can be large.
-// Decoding the body into maps to find them, or even encoding/json's validity check, cost most
-// of the hot path (about 8 ns a byte), so this file checks the body with a direct
-// recursive-descent validator and then walks to the values in place. FuzzValidJSON and
-// FuzzLookupJSON check both against encoding/json.
+// The receiver reads a few values (event id, type, time) from bodies that can be large, and
+// must also refuse bodies that are not JSON. Decoding the body into maps to find the values,
+// or even encoding/json's validity check followed by a walk per value, cost most of the hot
+// path, so this file does both in one pass: a direct recursive-descent validator that, while
+// it checks the document, picks up the values at a set of paths compiled in advance.
+// FuzzScanJSON checks both verdicts against encoding/json.
 
 // maxDepth is encoding/json's nesting limit.
 const maxDepth = 10000
 
-// isObject reports whether doc is exactly one valid JSON object (RFC 8259), with the same
-// verdict as encoding/json's Valid.
-func isObject(doc []byte) bool {
+// maxPaths is how many paths one jsonPaths can read in a pass (one bit each in a mask).
+const maxPaths = 64
+
+// jsonPaths is a set of dot-separated paths of object keys ("data.object.id"), compiled once
+// and read from a document in one pass by scan.
+type jsonPaths [][]string
+
+// compilePaths splits each path into its keys.
+func compilePaths(paths ...string) (jsonPaths, error) {
+	if len(paths) > maxPaths {
+		return nil, fmt.Errorf("receiver: %d JSON paths; at most %d are read in one pass", len(paths), maxPaths)
+	}
+	ps := make(jsonPaths, len(paths))
+	for i, p := range paths {
+		keys := strings.Split(p, ".")
+		for _, k := range keys {
+			if k == "" {
+				return nil, fmt.Errorf("receiver: JSON path %q is not a dot-separated list of keys", p)
+			}
+		}
+		ps[i] = keys
+	}
+	return ps, nil
+}
+
+// span is where a value lies in a document: doc[start:end], or nowhere when end is 0. Offsets
+// rather than slices keep the caller's array of them on its stack.
+type span struct{ start, end int }
+
+// in returns the raw value the span covers in doc, or nil.
+func (v span) in(doc []byte) []byte {
+	if v.end == 0 {
+		return nil
+	}
+	return doc[v.start:v.end]
+}
+
+// scan reports whether doc is exactly one valid JSON object (RFC 8259, with the same verdict
+// as encoding/json's Valid) and, in the same pass, sets vals[p] to where the value at path p
+// lies, or to nowhere. Where a key repeats, the last one wins, as in encoding/json.
+func (ps jsonPaths) scan(doc []byte, vals []span) bool {
+	clear(vals[:len(ps)])
+	s := scanner{doc: doc, paths: ps, vals: vals}
 	i := skipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return false
 	}
-	end, ok := validValue(doc, i, 0)
+	end, ok := s.value(i, 0, uint64(1)<<len(ps)-1, 0)
 	return ok && skipSpace(doc, end) == len(doc)
 }
 
-// validValue checks the value that starts at i and returns the index after it.
-func validValue(doc []byte, i, depth int) (int, bool) {
+// scanner is one pass of scan. mask, in value, holds the paths whose first kd keys lead to the
+// value being checked; a value outside every path is checked with mask 0.
+type scanner struct {
+	doc   []byte
+	paths jsonPaths
+	vals  []span
+}
+
+// value checks the value that starts at i and returns the index after it.
+func (s *scanner) value(i, depth int, mask uint64, kd int) (int, bool) {
+	doc := s.doc
 	if i >= len(doc) {
 		return i, false
 	}
@@ -45,16 +97,29 @@ func validValue(doc []byte, i, depth int) (int, bool) {
 			if i >= len(doc) || doc[i] != '"' {
 				return i, false
 			}
+			keyStart := i
 			var ok bool
 			if i, ok = validString(doc, i); !ok {
 				return i, false
+			}
+			var leaf, deeper uint64
+			if mask != 0 {
+				leaf, deeper = s.match(mask, kd, doc[keyStart:i])
+				// A repeated key replaces the object an earlier one held, and what was found in it.
+				for m := deeper; m != 0; m &= m - 1 {
+					s.vals[bits.TrailingZeros64(m)] = span{}
+				}
 			}
 			i = skipSpace(doc, i)
 			if i >= len(doc) || doc[i] != ':' {
 				return i, false
 			}
-			if i, ok = validValue(doc, skipSpace(doc, i+1), depth+1); !ok {
+			start := skipSpace(doc, i+1)
+			if i, ok = s.value(start, depth+1, deeper, kd+1); !ok {
 				return i, false
+			}
+			for m := leaf; m != 0; m &= m - 1 {
+				s.vals[bits.TrailingZeros64(m)] = span{start, i}
 			}
 			i = skipSpace(doc, i)
 			if i >= len(doc) {
@@ -78,7 +143,7 @@ func validValue(doc []byte, i, depth int) (int, bool) {
 		}
 		for {
 			var ok bool
-			if i, ok = validValue(doc, i, depth+1); !ok {
+			if i, ok = s.value(i, depth+1, 0, 0); !ok { // paths go through objects only
 				return i, false
 			}
 			i = skipSpace(doc, i)
@@ -107,6 +172,44 @@ func validValue(doc []byte, i, depth int) (int, bool) {
 	return i, false
 }
 
+// match splits the paths of mask whose key kd is the raw key token into those that end here
+// (leaf) and those that go on into the member's value (deeper).
+func (s *scanner) match(mask uint64, kd int, rawKey []byte) (leaf, deeper uint64) {
+	for m := mask; m != 0; m &= m - 1 {
+		p := bits.TrailingZeros64(m)
+		if !keyEquals(rawKey, s.paths[p][kd]) {
+			continue
+		}
+		if len(s.paths[p]) == kd+1 {
+			leaf |= 1 << p
+		} else {
+			deeper |= 1 << p
+		}
+	}
+	return leaf, deeper
+}
+
+// keyEquals compares a raw JSON string token with key, decoding only when it must (escapes,
+// or invalid UTF-8, which encoding/json replaces with U+FFFD).
+func keyEquals(raw []byte, key string) bool {
+	inner := raw[1 : len(raw)-1]
+	if string(inner) == key {
+		return utf8.ValidString(key)
+	}
+	if plain(inner) {
+		return false
+	}
+	// A copy, on this rare path only: what json.Unmarshal reads escapes to the heap, and the
+	// document with it, which would move every caller's array of spans there too.
+	var k string
+	return json.Unmarshal(bytes.Clone(raw), &k) == nil && k == key
+}
+
+// plain reports whether a string token's contents decode to themselves: no escapes, valid UTF-8.
+func plain(inner []byte) bool {
+	return bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner)
+}
+
 func literal(doc []byte, i int, lit string) (int, bool) {
 	if len(doc)-i >= len(lit) && string(doc[i:i+len(lit)]) == lit {
 		return i + len(lit), true
@@ -118,6 +221,9 @@ func literal(doc []byte, i int, lit string) (int, bool) {
 // JSON's escapes. Like encoding/json, it does not require valid UTF-8.
 func validString(doc []byte, i int) (int, bool) {
 	for i++; i < len(doc); i++ {
+		if c := doc[i]; !special[c] {
+			continue
+		}
 		switch c := doc[i]; {
 		case c == '"':
 			return i + 1, true
@@ -142,6 +248,16 @@ func validString(doc []byte, i int) (int, bool) {
 	}
 	return i, false
 }
+
+// special marks the bytes validString must look at: the quote, the backslash and the control
+// characters. One table load per byte is most of the cost of checking a body.
+var special = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
@@ -184,65 +300,6 @@ func validNumber(doc []byte, i int) (int, bool) {
 	return i, true
 }
 
-// lookupJSON returns the raw value at a dot-separated path of object keys in doc, which must
-// be a valid JSON object (isObject). Where a key repeats, the last one wins, as in
-// encoding/json.
-func lookupJSON(doc []byte, path string) ([]byte, bool) {
-	for {
-		key, rest, more := strings.Cut(path, ".")
-		v, ok := member(doc, key)
-		if !ok {
-			return nil, false
-		}
-		if !more {
-			return v, true
-		}
-		if len(v) == 0 || v[0] != '{' {
-			return nil, false
-		}
-		doc, path = v, rest
-	}
-}
-
-// member finds key among the members of the object that starts doc (after whitespace).
-func member(doc []byte, key string) ([]byte, bool) {
-	i := skipSpace(doc, 0)
-	if i >= len(doc) || doc[i] != '{' {
-		return nil, false
-	}
-	i++
-	var found []byte
-	ok := false
-	for {
-		i = skipSpace(doc, i)
-		if i >= len(doc) || doc[i] == '}' {
-			return found, ok
-		}
-		if doc[i] == ',' {
-			i = skipSpace(doc, i+1)
-		}
-		kEnd := skipString(doc, i)
-		k := doc[i:kEnd]
-		i = skipSpace(doc, kEnd)
-		i = skipSpace(doc, i+1) // ':'
-		vEnd := skipValue(doc, i)
-		if keyEquals(k, key) {
-			found, ok = doc[i:vEnd], true
-		}
-		i = vEnd
-	}
-}
-
-// keyEquals compares a raw JSON string token with key, decoding only when it must (escapes,
-// or invalid UTF-8, which encoding/json replaces with U+FFFD).
-func keyEquals(raw []byte, key string) bool {
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return len(raw) == len(key)+2 && string(raw[1:len(raw)-1]) == key
-	}
-	var s string
-	return json.Unmarshal(raw, &s) == nil && s == key
-}
-
 func skipSpace(doc []byte, i int) int {
 	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
 		i++
@@ -250,71 +307,21 @@ func skipSpace(doc []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the string token that starts at i. It jumps from quote
-// to quote (bytes.IndexByte is vectorised) and checks the backslashes before each.
-func skipString(doc []byte, i int) int {
-	i++
-	for {
-		q := bytes.IndexByte(doc[i:], '"')
-		if q < 0 {
-			return len(doc)
+// scalar returns a raw JSON string (decoded) or number (as written: numeric ids, Unix
+// timestamps) as a string; "" for anything else.
+func scalar(raw []byte) string {
+	switch {
+	case len(raw) > 1 && raw[0] == '"':
+		if inner := raw[1 : len(raw)-1]; plain(inner) {
+			return string(inner)
 		}
-		i += q
-		n := 0
-		for j := i - 1; j >= 0 && doc[j] == '\\'; j-- {
-			n++
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return ""
 		}
-		if n%2 == 0 {
-			return i + 1
-		}
-		i++
+		return v
+	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+		return string(raw)
 	}
-}
-
-// stop marks the bytes that end a number or literal; nest, the bytes skipValue must look at
-// inside a container.
-var stop, nest [256]bool
-
-func init() {
-	for _, c := range []byte(",}] \t\r\n") {
-		stop[c] = true
-	}
-	for _, c := range []byte(`"{}[]`) {
-		nest[c] = true
-	}
-}
-
-// skipValue returns the index after the value that starts at i.
-func skipValue(doc []byte, i int) int {
-	if i >= len(doc) {
-		return i
-	}
-	switch doc[i] {
-	case '"':
-		return skipString(doc, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(doc); i++ {
-			c := doc[i]
-			if !nest[c] {
-				continue
-			}
-			switch c {
-			case '"':
-				i = skipString(doc, i) - 1
-			case '{', '[':
-				depth++
-			default:
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return i
-	}
-	for i < len(doc) && !stop[doc[i]] {
-		i++
-	}
-	return i
+	return ""
 }

@@ -26,52 +26,96 @@ func lookupStdlib(doc []byte, path string) ([]byte, bool) {
 	}
 }
 
-func TestLookupJSON(t *testing.T) {
+func TestScanJSON(t *testing.T) {
 	t.Parallel()
 	doc := []byte(` { "id" : "evt_1", "n": -12.5e3, "skip": {"id": "inner", "arr": [1, {"x": "}"}, "\"]"]},
-		"data": {"object": {"id": "cs_1", "ok": true}}, "esc\u0061ped": "yes", "dup": 1, "dup": 2, "nil": null }`)
+		"data": {"object": {"id": "cs_1", "ok": true}}, "esc\u0061ped": "yes", "dup": 1, "dup": 2, "nil": null,
+		"re": {"a": 1, "b": 2}, "re": {"b": 3} }`)
 	cases := []struct{ path, want string }{
 		{"id", `"evt_1"`},
 		{"n", `-12.5e3`},
 		{"data.object.id", `"cs_1"`},
 		{"data.object.ok", `true`},
+		{"data.object", `{"id": "cs_1", "ok": true}`},
 		{"escaped", `"yes"`},
 		{"dup", `2`},
 		{"nil", `null`},
 		{"skip.arr", `[1, {"x": "}"}, "\"]"]`},
+		{"re.a", ``}, // the repeated "re" replaces the first one whole
+		{"re.b", `3`},
 		{"missing", ``},
 		{"id.deeper", ``},
 		{"data.missing", ``},
+		{"skip.arr.x", ``}, // paths go through objects only
 	}
-	if !isObject(doc) {
+	paths := make([]string, len(cases))
+	for i, c := range cases {
+		paths[i] = c.path
+	}
+	ps, err := compilePaths(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]span, len(ps))
+	if !ps.scan(doc, vals) {
 		t.Fatal("the document is valid")
 	}
-	for _, c := range cases {
-		got, ok := lookupJSON(doc, c.path)
-		if string(got) != c.want || ok != (c.want != "") {
-			t.Errorf("lookupJSON(%q) = %q, %v; want %q", c.path, got, ok, c.want)
+	for i, c := range cases {
+		if got := vals[i].in(doc); string(got) != c.want {
+			t.Errorf("scan: %q = %q; want %q", c.path, got, c.want)
 		}
 	}
-	for _, bad := range []string{``, `[]`, `"s"`, `{"a":}`, `{"a":1`, `{"a":1}{`, `nul`} {
-		if isObject([]byte(bad)) {
-			t.Errorf("isObject(%q) = true", bad)
+	for _, bad := range []string{``, `[]`, `"s"`, `{"a":}`, `{"a":1`, `{"a":1}{`, `nul`, `{"id":"x",}`} {
+		if ps.scan([]byte(bad), vals) {
+			t.Errorf("scan(%q) = true", bad)
+		}
+	}
+	for _, bad := range [][]string{{"a..b"}, {""}, {".a"}, make([]string, maxPaths+1)} {
+		if _, err := compilePaths(bad...); err == nil {
+			t.Errorf("compilePaths(%q) = nil error", bad)
 		}
 	}
 }
 
+func TestFields(t *testing.T) {
+	t.Parallel()
+	f := NewFields("data.order_id", "data.amount", "data.obj", "type", "data.esc")
+	got := f.Read([]byte(`{"type":"order.paid","data":{"order_id":"ord_1","amount":1250,"obj":{"x":1},"esc":"caf\u00e9"}}`))
+	want := []string{"ord_1", "1250", "", "order.paid", "café"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("Read = %q; want %q", got, want)
+	}
+	if got := f.Read([]byte(`{"type":`)); got != nil {
+		t.Errorf("Read of a broken body = %q; want nil", got)
+	}
+	if v, ok := JSONField([]byte(`{"a":{"b":""}}`), "a.b"); ok || v != "" {
+		t.Errorf(`JSONField of an empty string = %q, %v; want "", false`, v, ok)
+	}
+}
+
+// FuzzLookupJSON checks the values scan finds against encoding/json, for the fuzzed path read
+// alone and together with paths that share its first key.
 func FuzzLookupJSON(f *testing.F) {
 	f.Add([]byte(`{"id":"evt_1","type":"order.paid","data":{"order_id":"o"}}`), "data.order_id")
 	f.Add([]byte(`{"a":{"b":{"c":[1,2,{"d":"\"}"}]}},"a":{"b":{"c":3}}}`), "a.b.c")
 	f.Add([]byte(`{"\u0069d":"x","id ":"y"}`), "id")
 	f.Add([]byte(` {"type" : "t" , "id":12345678901234567890}`), "id")
+	f.Add([]byte(`{"a":{"b":1},"a":2,"a":{"c":3}}`), "a.c")
 	f.Fuzz(func(t *testing.T, doc []byte, path string) {
-		if !isObject(doc) {
+		first, _, _ := strings.Cut(path, ".")
+		ps, err := compilePaths(path, first, first+".id", "id")
+		if err != nil {
 			return
 		}
-		got, ok := lookupJSON(doc, path)
-		want, wantOK := lookupStdlib(doc, path)
-		if ok != wantOK || !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
-			t.Fatalf("lookupJSON(%q, %q) = %q, %v; encoding/json finds %q, %v", doc, path, got, ok, want, wantOK)
+		vals := make([]span, len(ps))
+		if !ps.scan(doc, vals) {
+			return
+		}
+		for i, p := range []string{path, first, first + ".id", "id"} {
+			want, _ := lookupStdlib(doc, p)
+			if got := vals[i].in(doc); !bytes.Equal(got, bytes.TrimSpace(want)) {
+				t.Fatalf("scan(%q) finds %q at %q; encoding/json finds %q", doc, got, p, want)
+			}
 		}
 	})
 }
@@ -81,11 +125,13 @@ func FuzzValidJSON(f *testing.F) {
 		`{"a":"` + "\x01" + `"}`, `{"a":[}`, `{"a" 1}`, `{"a":1,}`, `[1]`, `{"\xff":"\xfe"}`, `{"a":{"b":{"c":[[[]]]}}}`, `{"a":-}`, `{"a":1e}`} {
 		f.Add([]byte(s))
 	}
+	ps, _ := compilePaths("a", "a.b")
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		d := bytes.TrimLeft(doc, " \t\r\n")
 		want := json.Valid(doc) && len(d) > 0 && d[0] == '{'
-		if got := isObject(doc); got != want {
-			t.Fatalf("isObject(%q) = %v; encoding/json says %v", doc, got, want)
+		var vals [2]span
+		if got := ps.scan(doc, vals[:]); got != want {
+			t.Fatalf("scan(%q) = %v; encoding/json says %v", doc, got, want)
 		}
 	})
 }

@@ -30,18 +30,41 @@ func (e *PayloadError) Error() string { return e.Field + " " + e.Reason }
 // Is makes errors.Is(err, ErrBadPayload) true.
 func (e *PayloadError) Is(target error) bool { return target == ErrBadPayload }
 
+// A FieldPlanner is a Planner that reads a few fields of the payload, declared with
+// HandleFields. The receiver reads them in the pass that checks the body, so a large payload is
+// read once in all. vals holds the fields' values in the order the Fields lists them (see
+// Fields.Read for what a value is).
+type FieldPlanner func(ctx context.Context, ev dedup.Event, vals []string) (dedup.Plan, error)
+
 // Planners maps (source, event type) to a Planner. Event types without one are claimed with
 // an empty plan (so their redeliveries are still deduplicated) and counted as UnknownType.
+// Register every planner before building the Handler: New reads the registry once.
 type Planners struct {
-	m map[[2]string]Planner
+	m map[[2]string]planner
+}
+
+// planner is one registration: p, or fp with the fields it reads.
+type planner struct {
+	p      Planner
+	fp     FieldPlanner
+	fields *Fields
 }
 
 // NewPlanners returns an empty registry.
-func NewPlanners() *Planners { return &Planners{m: map[[2]string]Planner{}} }
+func NewPlanners() *Planners { return &Planners{m: map[[2]string]planner{}} }
 
 // Handle registers p for events of eventType from source. Registering a pair twice panics: it
 // is a wiring mistake, found at start.
 func (ps *Planners) Handle(source, eventType string, p Planner) {
+	ps.add(source, eventType, planner{p: p})
+}
+
+// HandleFields registers p for events of eventType from source, with the fields it reads.
+func (ps *Planners) HandleFields(source, eventType string, fields *Fields, p FieldPlanner) {
+	ps.add(source, eventType, planner{fp: p, fields: fields})
+}
+
+func (ps *Planners) add(source, eventType string, p planner) {
 	k := [2]string{source, eventType}
 	if _, dup := ps.m[k]; dup {
 		panic(fmt.Sprintf("receiver: a planner for %s %s is already registered", source, eventType))
@@ -49,18 +72,70 @@ func (ps *Planners) Handle(source, eventType string, p Planner) {
 	ps.m[k] = p
 }
 
-// lookup returns the planner for the event, if one is registered.
-func (ps *Planners) lookup(source, eventType string) (Planner, bool) {
+// forSource returns the planners registered for source, by event type.
+func (ps *Planners) forSource(source string) map[string]planner {
+	m := map[string]planner{}
 	if ps == nil {
-		return nil, false
+		return m
 	}
-	p, ok := ps.m[[2]string{source, eventType}]
-	return p, ok
+	for k, p := range ps.m {
+		if k[0] == source {
+			m[k[1]] = p
+		}
+	}
+	return m
 }
 
-// JSONField returns the string (or number, as written) at a dot-separated path in a payload
-// the receiver has already checked to be a JSON object, without decoding the rest of it:
-// planners that need two fields of a large payload need not pay for decoding all of it.
+// Fields reads several values of a payload in one pass over it. Build it once, where the
+// planner is declared: planners that need a few fields of a large payload then pay for one
+// pass, and none for decoding the rest.
+type Fields struct {
+	names []string
+	paths jsonPaths
+}
+
+// NewFields compiles dot-separated paths of object keys ("data.object.id"), at most 64. It
+// panics on an empty key: the paths are the application's constants, and a wrong one is found
+// at start.
+func NewFields(paths ...string) *Fields {
+	ps, err := compilePaths(paths...)
+	if err != nil {
+		panic(err)
+	}
+	return &Fields{names: paths, paths: ps}
+}
+
+// Read returns, in the order of the paths, the string (decoded) or number (as written) at
+// each, and "" where there is none or the value is of another kind. It returns nil when payload
+// is not a JSON object. Where a key repeats, the last one wins, as in encoding/json.
+func (f *Fields) Read(payload []byte) []string {
+	var buf [8]span
+	at := buf[:0]
+	if len(f.paths) > len(buf) {
+		at = make([]span, 0, len(f.paths))
+	}
+	at = at[:len(f.paths)]
+	if !f.paths.scan(payload, at) {
+		return nil
+	}
+	vals := make([]string, len(at))
+	for i, v := range at {
+		vals[i] = scalar(v.in(payload))
+	}
+	return vals
+}
+
+// JSONField returns the string (or number, as written) at a dot-separated path of a payload,
+// like a Fields of one path built for the call; ok is false where there is none.
 func JSONField(payload []byte, path string) (string, bool) {
-	return jsonString(payload, path)
+	ps, err := compilePaths(path)
+	if err != nil {
+		return "", false
+	}
+	var at [1]span
+	if !ps.scan(payload, at[:]) {
+		return "", false
+	}
+	v := scalar(at[0].in(payload))
+	return v, v != ""
 }
