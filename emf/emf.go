@@ -19,9 +19,9 @@ package emf
 
 import (
 	"io"
+	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -36,20 +36,30 @@ const (
 )
 
 // Document is one EMF log line under construction. It is not safe for concurrent use.
+//
+// It keeps its few properties, directives and metrics in slices over arrays of its own, so a
+// document of ordinary size costs two allocations (itself and its rendering): one is written
+// for every delivery, on the receiver's hot path.
 type Document struct {
 	namespace  string
 	ts         time.Time
-	props      map[string]string
+	props      []prop // sorted by key
 	directives []directive
+	metrics    []metric
+
+	propBuf [4]prop
+	dirBuf  [4]directive
+	metBuf  [8]metric
 }
 
+type prop struct{ key, value string }
+
 type directive struct {
-	key     string
 	dimSets [][]string
-	metrics []metric
 }
 
 type metric struct {
+	dir   int // index in directives
 	name  string
 	unit  Unit
 	value float64
@@ -57,7 +67,9 @@ type metric struct {
 
 // New starts a document in namespace at ts.
 func New(namespace string, ts time.Time) *Document {
-	return &Document{namespace: namespace, ts: ts, props: map[string]string{}}
+	d := &Document{namespace: namespace, ts: ts}
+	d.props, d.directives, d.metrics = d.propBuf[:0], d.dirBuf[:0], d.metBuf[:0]
+	return d
 }
 
 // Set sets a dimension (or plain property) value. Values are trimmed to CloudWatch's
@@ -69,7 +81,12 @@ func (d *Document) Set(key, value string) {
 			value = value[:len(value)-1]
 		}
 	}
-	d.props[key] = value
+	i := sort.Search(len(d.props), func(i int) bool { return d.props[i].key >= key })
+	if i < len(d.props) && d.props[i].key == key {
+		d.props[i].value = value
+		return
+	}
+	d.props = slices.Insert(d.props, i, prop{key, value})
 }
 
 // Count adds 1 to the count metric name, reported under each of dimSets.
@@ -80,26 +97,22 @@ func (d *Document) Count(name string, dimSets ...[]string) { d.Add(name, 1, Coun
 // keep one list of dimension sets within a document, since the document holds one value per
 // name.
 func (d *Document) Add(name string, value float64, unit Unit, dimSets ...[]string) {
-	parts := make([]string, len(dimSets))
-	for i, set := range dimSets {
-		parts[i] = strings.Join(set, "\x00")
+	dir := slices.IndexFunc(d.directives, func(dir directive) bool { return sameSets(dir.dimSets, dimSets) })
+	if dir < 0 {
+		dir = len(d.directives)
+		d.directives = append(d.directives, directive{dimSets: dimSets})
 	}
-	key := strings.Join(parts, "\x01")
-	for i := range d.directives {
-		dir := &d.directives[i]
-		if dir.key != key {
-			continue
+	for i := range d.metrics {
+		if m := &d.metrics[i]; m.dir == dir && m.name == name {
+			m.value += value
+			return
 		}
-		for j := range dir.metrics {
-			if dir.metrics[j].name == name {
-				dir.metrics[j].value += value
-				return
-			}
-		}
-		dir.metrics = append(dir.metrics, metric{name, unit, value})
-		return
 	}
-	d.directives = append(d.directives, directive{key: key, dimSets: dimSets, metrics: []metric{{name, unit, value}}})
+	d.metrics = append(d.metrics, metric{dir, name, unit, value})
+}
+
+func sameSets(a, b [][]string) bool {
+	return slices.EqualFunc(a, b, func(x, y []string) bool { return slices.Equal(x, y) })
 }
 
 // Empty reports whether no metric was recorded.
@@ -108,7 +121,7 @@ func (d *Document) Empty() bool { return len(d.directives) == 0 }
 // MarshalJSON renders the document. It writes the JSON directly rather than through maps and
 // reflection: a document is written for every delivery, on the receiver's hot path.
 func (d *Document) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 512)
+	b := make([]byte, 0, 1024) // with room for WriteTo's newline
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, d.ts.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[`...)
@@ -137,10 +150,15 @@ func (d *Document) MarshalJSON() ([]byte, error) {
 			b = append(b, ']')
 		}
 		b = append(b, `],"Metrics":[`...)
-		for j, m := range dir.metrics {
-			if j > 0 {
+		first := true
+		for _, m := range d.metrics {
+			if m.dir != i {
+				continue
+			}
+			if !first {
 				b = append(b, ',')
 			}
+			first = false
 			b = append(b, `{"Name":`...)
 			b = appendString(b, m.name)
 			b = append(b, `,"Unit":`...)
@@ -150,24 +168,17 @@ func (d *Document) MarshalJSON() ([]byte, error) {
 		b = append(b, "]}"...)
 	}
 	b = append(b, "]}"...)
-	keys := make([]string, 0, len(d.props))
-	for k := range d.props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, p := range d.props {
 		b = append(b, ',')
-		b = appendString(b, k)
+		b = appendString(b, p.key)
 		b = append(b, ':')
-		b = appendString(b, d.props[k])
+		b = appendString(b, p.value)
 	}
-	for _, dir := range d.directives {
-		for _, m := range dir.metrics {
-			b = append(b, ',')
-			b = appendString(b, m.name)
-			b = append(b, ':')
-			b = strconv.AppendFloat(b, m.value, 'f', -1, 64)
-		}
+	for _, m := range d.metrics {
+		b = append(b, ',')
+		b = appendString(b, m.name)
+		b = append(b, ':')
+		b = strconv.AppendFloat(b, m.value, 'f', -1, 64)
 	}
 	return append(b, '}'), nil
 }
