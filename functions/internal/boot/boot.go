@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/faults"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -63,7 +64,11 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
-	db := dynamodb.NewFromConfig(cfg)
+	spec, err := faults.Parse(os.Getenv(faults.Env))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", faults.Env, err)
+	}
+	db := dynamodb.NewFromConfig(cfg, DynamoDBFaults(logger, spec))
 	var secrets *sources.Secrets
 	if needs.Secrets {
 		secrets, err = sources.NewSecrets(ctx, file, &sources.Resolver{
@@ -83,6 +88,24 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 			"retention", file.Sources[name].Retention().String())
 	}
 	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger}, nil
+}
+
+// DynamoDBFaults puts the fault injector of spec (ONCEHOOK_FAULTS) under the DynamoDB client,
+// with a loud warning, when spec has DynamoDB faults; otherwise it changes nothing. It is for
+// the harness only: the stack never sets ONCEHOOK_FAULTS.
+func DynamoDBFaults(logger *slog.Logger, spec faults.Spec) func(*dynamodb.Options) {
+	if !spec.Downstream.Zero() {
+		logger.Warn("ONCEHOOK_FAULTS: the downstream faults are the harness's own and are ignored here", "downstream", spec.Downstream)
+	}
+	if !spec.DynamoDBOn() {
+		return func(*dynamodb.Options) {}
+	}
+	spec = spec.OnlyDynamoDB()
+	logger.Warn("FAULT INJECTION IS ON: this function's DynamoDB client throttles, fails and loses answers on purpose ("+
+		faults.Env+"); never in production", "faults", spec.String())
+	return func(o *dynamodb.Options) {
+		o.HTTPClient = &http.Client{Transport: faults.NewTransport(http.DefaultTransport, spec)}
+	}
 }
 
 func loadSources() (*sources.File, error) {

@@ -1,12 +1,20 @@
 package boot
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/faults"
 	"github.com/oncehook/oncehook/internal/awstest"
 )
 
@@ -25,11 +33,15 @@ func TestLoadRefusesToStartWithABadEnvironment(t *testing.T) {
 		{"a retention shorter than the provider's horizon", map[string]string{"TABLE_NAME": "t",
 			"ONCEHOOK_SOURCES": strings.Replace(good, `"redrive_window":"30d"`, `"redrive_window":"30d","keep":"2d"`, 1)}, "shorter than its retry horizon"},
 		{"a secret that is not set", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": ""}, "env:BOOT_TEST_SECRET"},
+		{"a malformed ONCEHOOK_FAULTS", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": "s",
+			"ONCEHOOK_FAULTS": "dynamodb.throtle=0.1"}, `ONCEHOOK_FAULTS: "dynamodb.throtle": unknown field`},
+		{"a fault probability over 1", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": "s",
+			"ONCEHOOK_FAULTS": "dynamodb.error=2"}, `ONCEHOOK_FAULTS: "dynamodb.error"`},
 		{"a missing sources file", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES_FILE": "/nonexistent/sources.json"}, "no such file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, k := range []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "BOOT_TEST_SECRET"} {
+			for _, k := range []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "BOOT_TEST_SECRET", "ONCEHOOK_FAULTS"} {
 				t.Setenv(k, c.env[k])
 			}
 			_, err := Load(context.Background(), Needs{Secrets: true})
@@ -77,5 +89,47 @@ func TestTheWorkersStartWithoutReadingSecrets(t *testing.T) {
 	}
 	if _, err := Worker(env); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestFaultsAreOffUnlessConfiguredAndLoudWhenOn(t *testing.T) {
+	awstest.Config(t)
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d"}}}`)
+	get := func(env *Env) error {
+		_, err := env.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("oncehook-boot-no-such-table"),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}, "sk": &types.AttributeValueMemberS{Value: "b"}}})
+		return err
+	}
+	t.Setenv("ONCEHOOK_FAULTS", "")
+	env, err := Load(context.Background(), Needs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rnf *types.ResourceNotFoundException
+	if err := get(env); !errors.As(err, &rnf) {
+		t.Fatalf("without faults the engine answers (no such table): %v", err)
+	}
+	t.Setenv("ONCEHOOK_FAULTS", "dynamodb.GetItem.error=1")
+	if env, err = Load(context.Background(), Needs{}); err != nil {
+		t.Fatal(err)
+	}
+	var ise *types.InternalServerError
+	if err := get(env); !errors.As(err, &ise) {
+		t.Fatalf("with dynamodb.GetItem.error=1 every GetItem fails before the engine: %v", err)
+	}
+
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	DynamoDBFaults(logger, faults.Spec{})(&dynamodb.Options{})
+	if logs.Len() != 0 {
+		t.Fatalf("no faults, yet: %s", logs.String())
+	}
+	spec, _ := faults.Parse("dynamodb.throttle=0.05,downstream.error=0.1")
+	o := &dynamodb.Options{}
+	DynamoDBFaults(logger, spec)(o)
+	if !strings.Contains(logs.String(), "FAULT INJECTION IS ON") || !strings.Contains(logs.String(), `"faults":"dynamodb.throttle=0.05"`) || o.HTTPClient == nil {
+		t.Fatalf("%s", logs.String())
 	}
 }
