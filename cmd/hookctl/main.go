@@ -35,6 +35,7 @@ var commands = map[string]command{
 	"replay":          {"replay [-rate N -copies K -shuffle] <source> <url> <file.jsonl>", replay},
 	"audit":           {"audit [-prefix P -sample N]", audit},
 	"backfill":        {"backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill},
+	"coldstart":       {coldstartUsage, coldstart},
 }
 
 func main() {
