@@ -9,14 +9,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/oncehook/oncehook/faults"
 	"github.com/oncehook/oncehook/webhook"
 )
 
@@ -31,13 +33,19 @@ type Sender struct {
 // Send delivers body under message id (signed, or with a broken signature when forge) and
 // returns the HTTP status and the response body.
 func (s *Sender) Send(ctx context.Context, id string, body []byte, forge bool) (status int, resp []byte, err error) {
+	status, resp, _, err = s.send(ctx, id, body, forge)
+	return status, resp, err
+}
+
+// send is Send that also returns the Retry-After the receiver asked for (0 when none).
+func (s *Sender) send(ctx context.Context, id string, body []byte, forge bool) (status int, resp []byte, retryAfter time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if err := s.Scheme.Sign(req.Header, body, s.Secret, id, time.Now()); err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	if forge {
 		for k, v := range req.Header { // keep the shape, break the signature
@@ -48,11 +56,14 @@ func (s *Sender) Send(ctx context.Context, id string, body []byte, forge bool) (
 	}
 	r, err := s.Client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	defer r.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	return r.StatusCode, b, nil
+	if n, err := strconv.Atoi(r.Header.Get("Retry-After")); err == nil && n > 0 {
+		retryAfter = time.Duration(n) * time.Second
+	}
+	return r.StatusCode, b, retryAfter, nil
 }
 
 // IsDuplicate reports whether a receiver's 200 body says duplicate.
@@ -74,12 +85,19 @@ type StormConfig struct {
 	Concurrency int
 	// Progress, when set, is called after each delivery with the number done.
 	Progress func(done int)
+	// Retries is how many times a delivery answered 503 is sent again, as a provider retries
+	// a delivery the receiver could not take (0: never). Each retry waits the answer's
+	// Retry-After, at most RetryDelay (default 1 s), less up to half at random.
+	Retries    int
+	RetryDelay time.Duration
 }
 
-// StormReport is what a storm saw.
+// StormReport is what a storm saw. Accepted, Duplicates, Statuses and Errors count each
+// delivery's final answer; Sent counts every request, retries included.
 type StormReport struct {
 	Sent, Accepted, Duplicates int
-	Statuses                   map[int]int // every non-200 status, counted
+	Retried                    int         // 503 answers sent again later
+	Statuses                   map[int]int // every final non-200 status, counted
 	Errors                     int         // transport errors
 	Elapsed                    time.Duration
 	latencies                  []time.Duration
@@ -96,45 +114,76 @@ func (r *StormReport) Latency(q float64) time.Duration {
 // PerSecond is deliveries per second over the storm.
 func (r *StormReport) PerSecond() float64 { return float64(r.Sent) / r.Elapsed.Seconds() }
 
-// Storm sends the configured deliveries and counts what came back.
+// AnswersAddUp checks a storm's answers for events distinct events in total deliveries: every
+// delivery finally answered 200, at most one accepted per event, and the rest duplicates. An
+// event may have no accepted answer at all when a 503 came after its write had landed (a lost
+// response the SDK's retries could not recover): its redelivery is then a duplicate, so
+// accepted falls short of events by at most the 503s retried.
+func AnswersAddUp(rep *StormReport, events, total int) bool {
+	return rep.Errors == 0 && len(rep.Statuses) == 0 && rep.Accepted+rep.Duplicates == total &&
+		rep.Accepted <= events && events-rep.Accepted <= rep.Retried
+}
+
+// Storm sends the configured deliveries and counts what came back. A 503 is sent again
+// later (cfg.Retries), by whichever worker is free then.
 func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 	rep := &StormReport{Statuses: map[int]int{}}
+	type delivery struct{ event, attempt int }
 	type result struct {
-		status int
-		dup    bool
-		err    error
-		took   time.Duration
+		d          delivery
+		status     int
+		dup        bool
+		err        error
+		took       time.Duration
+		retryAfter time.Duration
 	}
-	work := make(chan int)
+	retryDelay := cfg.RetryDelay
+	if retryDelay <= 0 {
+		retryDelay = time.Second
+	}
+	work := make(chan delivery)
 	results := make(chan result, 1024)
-	var wg sync.WaitGroup
+	var workers sync.WaitGroup
 	for range max(cfg.Concurrency, 1) {
-		wg.Add(1)
+		workers.Add(1)
 		go func() {
-			defer wg.Done()
-			for i := range work {
-				id, body := Order(cfg.Run, i)
+			defer workers.Done()
+			for d := range work {
+				id, body := Order(cfg.Run, d.event)
 				start := time.Now()
-				status, resp, err := s.Send(ctx, id, body, false)
-				results <- result{status, IsDuplicate(resp), err, time.Since(start)}
+				status, resp, retryAfter, err := s.send(ctx, id, body, false)
+				results <- result{d, status, IsDuplicate(resp), err, time.Since(start), retryAfter}
 			}
 		}()
 	}
+	// open counts deliveries not yet finally answered; work closes when none is left (every
+	// first send has been queued, and no retry is waiting).
+	var open sync.WaitGroup
+	open.Add(len(cfg.Events) * max(cfg.Copies, 1))
 	start := time.Now()
 	go func() {
 		for _, i := range cfg.Events {
 			for range max(cfg.Copies, 1) {
-				work <- i
+				work <- delivery{event: i}
 			}
 		}
+		open.Wait()
 		close(work)
-		wg.Wait()
+		workers.Wait()
 		close(results)
 	}()
-	var done atomic.Int64
+	done := 0
 	for r := range results {
 		rep.Sent++
 		rep.latencies = append(rep.latencies, r.took)
+		if r.err == nil && r.status == http.StatusServiceUnavailable && r.d.attempt < cfg.Retries && ctx.Err() == nil {
+			rep.Retried++
+			wait := min(max(r.retryAfter, 100*time.Millisecond), retryDelay)
+			wait -= rand.N(wait/2 + 1)
+			next := delivery{event: r.d.event, attempt: r.d.attempt + 1}
+			time.AfterFunc(wait, func() { work <- next })
+			continue
+		}
 		switch {
 		case r.err != nil:
 			rep.Errors++
@@ -145,8 +194,10 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 		default:
 			rep.Accepted++
 		}
+		done++
+		open.Done()
 		if cfg.Progress != nil {
-			cfg.Progress(int(done.Add(1)))
+			cfg.Progress(done)
 		}
 	}
 	rep.Elapsed = time.Since(start)
@@ -154,11 +205,17 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 	return rep
 }
 
-// Downstream is a local stand-in for a downstream API with its own idempotency.
+// Downstream is a local stand-in for a downstream API with its own idempotency: each
+// Idempotency-Key is applied once, and a repeat is answered 200 without applying it again.
+// With SetFaults it fails a share of its calls the way real APIs do.
 type Downstream struct {
 	mu      sync.Mutex
 	calls   map[string]int
 	applied map[string]bool
+	repeats map[string]int // calls for a key already applied (answered by the idempotency)
+	faulted map[string]map[faults.Kind]int
+	rates   faults.Rates
+	rnd     func() float64
 	srv     *http.Server
 }
 
@@ -168,18 +225,62 @@ func StartDownstream(addr string) (*Downstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Downstream{calls: map[string]int{}, applied: map[string]bool{}}
-	d.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		_, _ = io.Copy(io.Discard, r.Body)
-		d.mu.Lock()
-		d.calls[key]++
-		d.applied[key] = true
-		d.mu.Unlock()
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	})}
+	d := &Downstream{calls: map[string]int{}, applied: map[string]bool{}, repeats: map[string]int{}, faulted: map[string]map[faults.Kind]int{}}
+	d.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(d.serve)}
 	go func() { _ = d.srv.Serve(ln) }()
 	return d, nil
+}
+
+// SetFaults makes a share of the calls fail from now on, one draw of rnd per call
+// (faults.NewDice for a seeded one): Throttle answers 429 with Retry-After, Error 500 before
+// applying, Timeout holds the call without applying it until the caller gives up, Lose applies
+// the key and then answers 500 (the caller cannot know it landed). Zero rates turn faults off.
+func (d *Downstream) SetFaults(r faults.Rates, rnd func() float64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.rates, d.rnd = r, rnd
+}
+
+func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	_, _ = io.Copy(io.Discard, r.Body)
+	d.mu.Lock()
+	d.calls[key]++
+	kind := faults.None
+	if !d.rates.Zero() && d.rnd != nil {
+		kind = d.rates.Pick(d.rnd())
+	}
+	if kind != faults.None {
+		if d.faulted[key] == nil {
+			d.faulted[key] = map[faults.Kind]int{}
+		}
+		d.faulted[key][kind]++
+	}
+	apply := kind == faults.None || kind == faults.Lose
+	if apply {
+		if d.applied[key] {
+			d.repeats[key]++
+		}
+		d.applied[key] = true
+	}
+	d.mu.Unlock()
+	switch kind {
+	case faults.Throttle:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"error":"rate limited (injected)"}`, http.StatusTooManyRequests)
+	case faults.Error:
+		http.Error(w, `{"error":"internal error (injected)"}`, http.StatusInternalServerError)
+	case faults.Lose:
+		http.Error(w, `{"error":"applied, then failed (injected)"}`, http.StatusInternalServerError)
+	case faults.Timeout:
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		http.Error(w, `{"error":"timed out (injected)"}`, http.StatusGatewayTimeout)
+	default:
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}
 }
 
 // Close stops the server.
@@ -187,13 +288,45 @@ func (d *Downstream) Close() error { return d.srv.Close() }
 
 // Seen counts the distinct keys starting with prefix and the calls that carried them.
 func (d *Downstream) Seen(prefix string) (keys, calls int) {
+	st := d.Stats(prefix)
+	return st.Keys, st.Calls
+}
+
+// DownstreamStats is what the downstream saw for the keys of one prefix.
+type DownstreamStats struct {
+	Keys    int // distinct keys called
+	Applied int // distinct keys applied (each once: that is the downstream's idempotency)
+	Calls   int // calls, failed and retried ones included
+	Repeats int // calls for a key already applied, answered 200 without applying again
+	// Injected counts the calls failed on purpose, by kind.
+	Injected map[faults.Kind]int
+}
+
+// Stats counts what the downstream saw for keys starting with prefix.
+func (d *Downstream) Stats(prefix string) DownstreamStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	st := DownstreamStats{Injected: map[faults.Kind]int{}}
 	for k, n := range d.calls {
-		if strings.HasPrefix(k, prefix) {
-			keys++
-			calls += n
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		st.Keys++
+		st.Calls += n
+		st.Repeats += d.repeats[k]
+		if d.applied[k] {
+			st.Applied++
+		}
+		for kind, m := range d.faulted[k] {
+			st.Injected[kind] += m
 		}
 	}
-	return keys, calls
+	return st
+}
+
+// Applied reports whether key has been applied.
+func (d *Downstream) Applied(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.applied[key]
 }

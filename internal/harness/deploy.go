@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+)
+
+// Roles are the deployment's functions, as infra names them in each one's description
+// ("oncehook receiver").
+var Roles = []string{"receiver", "outbox", "sweeper"}
+
+// Deployment is the functions of one deployed stack, found by their table.
+type Deployment struct {
+	Lambda *lambda.Client
+	// Functions maps a role (receiver, outbox, sweeper) to its function's name.
+	Functions map[string]string
+}
+
+// FindDeployment lists the functions whose TABLE_NAME is table and tells them apart by the
+// description infra gives them. Every role must be found.
+func FindDeployment(ctx context.Context, lc *lambda.Client, table string) (*Deployment, error) {
+	d := &Deployment{Lambda: lc, Functions: map[string]string{}}
+	p := lambda.NewListFunctionsPaginator(lc, &lambda.ListFunctionsInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing functions: %w", err)
+		}
+		for _, fn := range page.Functions {
+			if fn.Environment == nil || fn.Environment.Variables["TABLE_NAME"] != table {
+				continue
+			}
+			role := strings.TrimPrefix(aws.ToString(fn.Description), "oncehook ")
+			for _, r := range Roles {
+				if r == role {
+					d.Functions[r] = aws.ToString(fn.FunctionName)
+				}
+			}
+		}
+	}
+	for _, r := range Roles {
+		if d.Functions[r] == "" {
+			return nil, fmt.Errorf("no %s function with TABLE_NAME=%s (found %v)", r, table, d.Functions)
+		}
+	}
+	return d, nil
+}
+
+// SetEnv sets (or, with "", removes) environment variables of the named roles' functions, and
+// waits until each update is in force; restore puts every changed function's environment back
+// as it was. Lambda starts new instances for a changed environment, so the next invocations
+// run with it.
+func (d *Deployment) SetEnv(ctx context.Context, vars map[string]map[string]string) (restore func(context.Context) error, err error) {
+	saved := map[string]map[string]string{}
+	restore = func(ctx context.Context) error {
+		var errs []string
+		for _, role := range sortedKeys(saved) {
+			if err := d.putEnv(ctx, d.Functions[role], saved[role]); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("restoring the functions' environment: %s", strings.Join(errs, "; "))
+		}
+		return nil
+	}
+	for _, role := range sortedKeys(vars) {
+		name, ok := d.Functions[role]
+		if !ok {
+			return restore, fmt.Errorf("no %s function", role)
+		}
+		cfg, err := d.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(name)})
+		if err != nil {
+			return restore, err
+		}
+		old := map[string]string{}
+		if cfg.Environment != nil {
+			old = cfg.Environment.Variables
+		}
+		env := maps.Clone(old)
+		for k, v := range vars[role] {
+			if v == "" {
+				delete(env, k)
+			} else {
+				env[k] = v
+			}
+		}
+		saved[role] = old
+		if err := d.putEnv(ctx, name, env); err != nil {
+			return restore, err
+		}
+	}
+	return restore, nil
+}
+
+func (d *Deployment) putEnv(ctx context.Context, name string, env map[string]string) error {
+	_, err := d.Lambda.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{
+		FunctionName: aws.String(name), Environment: &lambdatypes.Environment{Variables: env}})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	w := lambda.NewFunctionUpdatedV2Waiter(d.Lambda, func(o *lambda.FunctionUpdatedV2WaiterOptions) { o.MinDelay = 500 * time.Millisecond })
+	if err := w.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)}, time.Minute); err != nil {
+		return fmt.Errorf("%s: waiting for the update: %w", name, err)
+	}
+	return nil
+}
+
+// Sweep invokes the sweeper once, now, instead of waiting for its schedule.
+func (d *Deployment) Sweep(ctx context.Context) error {
+	out, err := d.Lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(d.Functions["sweeper"]), Payload: []byte(`{}`)})
+	if err != nil {
+		return err
+	}
+	if out.FunctionError != nil {
+		return fmt.Errorf("sweeper: %s: %s", aws.ToString(out.FunctionError), out.Payload)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,138 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// DB is the part of a DynamoDB client the verification reads with.
+type DB interface {
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// ClaimPrefix is the pk prefix of a run's claims for a source.
+func ClaimPrefix(source, run string) string { return dedup.ClaimKey(source, "msg_"+run+"_") }
+
+// Unfinished counts the claims under prefix that still have an intent pending or running: it
+// reads the sparse pending index (a claim leaves it when every intent is done), and reads a
+// claim itself only when few are left in the index, since a parked intent keeps its claim
+// there. inIndex is every claim of the prefix still in the index.
+func Unfinished(ctx context.Context, db DB, table, prefix string) (unfinished, inIndex int, err error) {
+	var keys []map[string]types.AttributeValue
+	for shard := range dedup.PendingShards {
+		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
+			TableName:              aws.String(table),
+			IndexName:              aws.String(dedup.PendingIndex),
+			KeyConditionExpression: aws.String(dedup.AttrPendingShard + " = :s"),
+			FilterExpression:       aws.String("begins_with(" + dedup.AttrPK + ", :p)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":s": &types.AttributeValueMemberS{Value: "P" + strconv.Itoa(shard)},
+				":p": &types.AttributeValueMemberS{Value: prefix},
+			},
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return 0, 0, err
+			}
+			keys = append(keys, page.Items...)
+		}
+	}
+	if len(keys) > 200 {
+		return len(keys), len(keys), nil
+	}
+	for _, k := range keys {
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{dedup.AttrPK: k[dedup.AttrPK], dedup.AttrSK: k[dedup.AttrSK]}})
+		if err != nil {
+			return 0, 0, err
+		}
+		if out.Item == nil {
+			continue
+		}
+		c, err := dedup.UnmarshalClaim(out.Item)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, in := range c.Intents {
+			if in.Status == dedup.IntentPending || in.Status == dedup.IntentRunning {
+				unfinished++
+				break
+			}
+		}
+	}
+	return unfinished, len(keys), nil
+}
+
+// WaitFinished polls Unfinished until no claim under prefix has a pending or running intent,
+// calling tick (when set) between polls, for at most wait. It returns the last count.
+func WaitFinished(ctx context.Context, db DB, table, prefix string, wait time.Duration, tick func()) (int, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		n, _, err := Unfinished(ctx, db, table, prefix)
+		if err != nil || n == 0 || !time.Now().Before(deadline) {
+			return n, err
+		}
+		if tick != nil {
+			tick()
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Tally is the state of a run's claims and intents, read from the table.
+type Tally struct {
+	Claims  int
+	Intents map[string]int // by status: pending, running, done, parked
+	// Done lists the idempotency keys of the intents that are done.
+	Done []string
+	// Attempts is every intent's attempt count, summed.
+	Attempts int
+}
+
+// TallyClaims reads every claim under prefix (a consistent, filtered scan: a check, not a hot
+// path) and counts its intents by status.
+func TallyClaims(ctx context.Context, db DB, table, prefix string) (Tally, error) {
+	t := Tally{Intents: map[string]int{}}
+	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		FilterExpression: aws.String("begins_with(" + dedup.AttrPK + ", :p) AND " + dedup.AttrSK + " = :sk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p":  &types.AttributeValueMemberS{Value: prefix},
+			":sk": &types.AttributeValueMemberS{Value: dedup.ClaimSK},
+		}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return t, err
+		}
+		for _, item := range page.Items {
+			c, err := dedup.UnmarshalClaim(item)
+			if err != nil {
+				return t, fmt.Errorf("claim %v: %w", item[dedup.AttrPK], err)
+			}
+			t.Claims++
+			for name, in := range c.Intents {
+				t.Intents[in.Status]++
+				t.Attempts += in.Attempts
+				if in.Status == dedup.IntentDone {
+					t.Done = append(t.Done, dedup.IdempotencyKey(c.Source, c.EventID, name))
+				}
+			}
+		}
+	}
+	return t, nil
+}
