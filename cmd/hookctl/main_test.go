@@ -173,3 +173,23 @@ func TestBackfillThenAuditThenReplay(t *testing.T) {
 		t.Fatalf("replay: %d %s %s", code, out, errOut)
 	}
 }
+
+func TestStormRefusesBadFaults(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-faults", "dynamodb.throtle=0.1"}, `-faults: "dynamodb.throtle": unknown field`},
+		{[]string{"-faults", "downstream.error=0.1"}, "downstream faults need -downstream"},
+		{[]string{"-table", "", "-faults", "dynamodb.error=0.1"}, "need -table"},
+	} {
+		args := append(append([]string{"storm"}, c.args...), "shop", "http://127.0.0.1:1/hooks/shop")
+		if code, _, errOut := hookctl(t, "", args...); code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: %d %s, want %q", c.args, code, errOut, c.want)
+		}
+	}
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	if code, _, errOut := hookctl(t, "", "storm", "-table", "t", "-faults", "dynamodb.error=0.1", "shop", "http://127.0.0.1:1/"); code != 1 || !strings.Contains(errOut, "only on an emulator") {
+		t.Errorf("faults without an emulator: %d %s", code, errOut)
+	}
+}

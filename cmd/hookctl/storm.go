@@ -6,13 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/faults"
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/webhook"
 )
@@ -24,6 +30,9 @@ type stormFlags struct {
 	downstream                  string
 	wait                        time.Duration
 	baseline                    int
+	faults                      string
+	retries                     int
+	sweep                       time.Duration
 }
 
 func (f *stormFlags) define(fs *flag.FlagSet) {
@@ -33,6 +42,16 @@ func (f *stormFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.downstream, "downstream", "", "run the idempotent downstream here (127.0.0.1:8025 for the local stack) and check its calls")
 	fs.DurationVar(&f.wait, "wait", time.Minute, "how long to wait for the outbox to finish")
 	fs.IntVar(&f.baseline, "baseline", 0, "with -table: first time this many raw PutItems at the same concurrency, and report the storm's rate as a ratio of it")
+	fs.StringVar(&f.faults, "faults", "", "inject faults for the run (emulator only; restored after). Comma-separated field=probability:\n"+
+		"dynamodb.throttle, dynamodb.error, dynamodb.lose (the functions' DynamoDB calls: a throttling 400, an\n"+
+		"InternalServerError 500, or applied with the answer lost; dynamodb.<Operation>.<kind> for one operation),\n"+
+		"set as "+faults.Env+" on the deployed functions (found by -table) for the run;\n"+
+		"downstream.error, downstream.throttle, downstream.timeout, downstream.lose (the -downstream server: 500,\n"+
+		"429, no answer until the caller times out, applied then 500); seed=N for reproducible draws.\n"+
+		"e.g. dynamodb.throttle=0.05,dynamodb.error=0.02,dynamodb.lose=0.01,downstream.error=0.1")
+	fs.IntVar(&f.retries, "retries", 10, "send a delivery answered 503 again, after its Retry-After (at most 1s), up to this many times, as a provider would")
+	fs.DurationVar(&f.sweep, "sweep", 0, "with -table: while waiting for the outbox, invoke the sweeper every D instead of waiting for its\n"+
+		"2-minute schedule, with its minimum claim age lowered to D for the run (retries after downstream faults)")
 }
 
 func storm(ctx context.Context, c *cli, args []string) error {
@@ -41,6 +60,19 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	}
 	source, url := args[0], args[1]
 	f := c.storm
+	spec, err := faults.Parse(f.faults)
+	if err != nil {
+		return fmt.Errorf("-faults: %w", err)
+	}
+	if (spec.DynamoDBOn() || f.sweep > 0) && c.table == "" {
+		return errors.New("-faults with dynamodb faults and -sweep need -table (the deployed functions are found by their table)")
+	}
+	if spec.DynamoDBOn() && os.Getenv("AWS_ENDPOINT_URL") == "" {
+		return errors.New("-faults: DynamoDB faults are injected into the deployed functions, and only on an emulator (AWS_ENDPOINT_URL is not set)")
+	}
+	if !spec.Downstream.Zero() && f.downstream == "" {
+		return errors.New("-faults: downstream faults need -downstream (they are the harness downstream's)")
+	}
 	sender, err := c.sender(ctx, source, url)
 	if err != nil {
 		return err
@@ -51,6 +83,44 @@ func storm(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 		defer down.Close()
+		if !spec.Downstream.Zero() {
+			down.SetFaults(spec.Downstream, faults.NewDice(spec.Seed).Float64)
+		}
+	}
+	// Interrupted or not, the functions get their environment back.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var dep *harness.Deployment
+	if spec.DynamoDBOn() || f.sweep > 0 {
+		cfg, err := c.config(ctx)
+		if err != nil {
+			return err
+		}
+		if dep, err = harness.FindDeployment(ctx, lambda.NewFromConfig(cfg), c.table); err != nil {
+			return err
+		}
+		vars := map[string]map[string]string{}
+		for _, role := range harness.Roles {
+			vars[role] = map[string]string{}
+			if spec.DynamoDBOn() {
+				vars[role][faults.Env] = spec.OnlyDynamoDB().String()
+			}
+		}
+		if f.sweep > 0 {
+			vars["sweeper"]["SWEEP_MIN_AGE_SECONDS"] = strconv.Itoa(max(int(f.sweep.Seconds()), 1))
+		}
+		restore, err := dep.SetEnv(ctx, vars)
+		defer func() {
+			if err := restore(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintln(c.stderr, "hookctl storm:", err)
+			} else {
+				fmt.Fprintln(c.stderr, "functions' environment restored")
+			}
+		}()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stderr, "faults on for the run: functions %q, downstream %q\n", spec.OnlyDynamoDB().String(), (faults.Spec{Downstream: spec.Downstream}).String())
 	}
 	run := fmt.Sprintf("storm%d", time.Now().Unix())
 	var rawRate float64
@@ -66,7 +136,7 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	}
 	total := f.events * f.copies
 	step := max(total/10, 1)
-	rep := harness.Storm(ctx, sender, harness.StormConfig{Run: run, Events: all, Copies: f.copies, Concurrency: f.concurrency,
+	rep := harness.Storm(ctx, sender, harness.StormConfig{Run: run, Events: all, Copies: f.copies, Concurrency: f.concurrency, Retries: f.retries,
 		Progress: func(done int) {
 			if done%step == 0 || done == total {
 				fmt.Fprintf(c.stderr, "\rsent %d/%d", done, total)
@@ -78,11 +148,13 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	if rawRate > 0 {
 		fmt.Fprintf(c.stdout, "throughput: %.2f of the raw PutItem rate\n", rep.PerSecond()/rawRate)
 	}
-	fmt.Fprintf(c.stdout, "accepted %d (want %d), duplicates %d (want %d), other statuses %v, transport errors %d\n",
-		rep.Accepted, f.events, rep.Duplicates, total-f.events, rep.Statuses, rep.Errors)
+	fmt.Fprintf(c.stdout, "accepted %d (want %d), duplicates %d (want %d), 503s retried %d, other final statuses %v, transport errors %d\n",
+		rep.Accepted, f.events, rep.Duplicates, total-f.events, rep.Retried, rep.Statuses, rep.Errors)
 	var problems []string
-	if rep.Accepted != f.events || rep.Duplicates != total-f.events {
+	if !harness.AnswersAddUp(rep, f.events, total) {
 		problems = append(problems, "accepted/duplicate counts are off")
+	} else if rep.Accepted < f.events {
+		fmt.Fprintf(c.stdout, "(%d events were answered 503 after their write had landed, so their redelivery was a duplicate)\n", f.events-rep.Accepted)
 	}
 	if c.table != "" {
 		shipments, err := c.countPrefix(ctx, "ORDER#ord_"+run+"_")
@@ -93,8 +165,8 @@ func storm(ctx context.Context, c *cli, args []string) error {
 		if shipments != f.events {
 			problems = append(problems, "shipments != events")
 		}
-	}
-	if down != nil {
+		problems = append(problems, c.verifyIntents(ctx, source, run, dep, down)...)
+	} else if down != nil {
 		deadline := time.Now().Add(f.wait)
 		keys, calls := down.Seen(source + ":msg_" + run + "_")
 		for (keys != f.events || calls != f.events) && time.Now().Before(deadline) {
@@ -109,8 +181,72 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("%v", problems)
 	}
-	fmt.Fprintln(c.stdout, "ok: every event accepted once, every effect once")
+	fmt.Fprintln(c.stdout, "ok: every event accepted once, every effect once, every intent done or parked")
 	return nil
+}
+
+// verifyIntents waits (up to -wait) until no claim of the run has an intent pending or
+// running, sweeping every -sweep meanwhile, then reads every claim: one claim and one intent
+// per event, each done or parked, and (with -downstream) every done intent's key applied at
+// the downstream, once. It returns what is wrong.
+func (c *cli) verifyIntents(ctx context.Context, source, run string, dep *harness.Deployment, down *harness.Downstream) []string {
+	f := c.storm
+	db, err := c.dynamo(ctx)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	prefix := harness.ClaimPrefix(source, run)
+	start := time.Now()
+	lastSweep := time.Now()
+	sweeps, sweepErrs := 0, 0
+	unfinished, err := harness.WaitFinished(ctx, db, c.table, prefix, f.wait, func() {
+		if dep != nil && f.sweep > 0 && time.Since(lastSweep) >= f.sweep {
+			lastSweep = time.Now()
+			sweeps++
+			if err := dep.Sweep(ctx); err != nil {
+				sweepErrs++
+			}
+		}
+	})
+	if err != nil {
+		return []string{"waiting for the outbox: " + err.Error()}
+	}
+	t, err := harness.TallyClaims(ctx, db, c.table, prefix)
+	if err != nil {
+		return []string{"reading the claims: " + err.Error()}
+	}
+	done, parked := t.Intents[dedup.IntentDone], t.Intents[dedup.IntentParked]
+	fmt.Fprintf(c.stdout, "outbox settled in %s (%d sweeps invoked, %d failed): claims %d, intents done %d, parked %d, pending %d, running %d, attempts %d (want %d claims, %d intents done or parked)\n",
+		time.Since(start).Round(time.Second), sweeps, sweepErrs, t.Claims, done, parked, t.Intents[dedup.IntentPending], t.Intents[dedup.IntentRunning],
+		t.Attempts, f.events, f.events)
+	var problems []string
+	if unfinished > 0 {
+		problems = append(problems, fmt.Sprintf("%d claims still have unfinished intents after %s", unfinished, f.wait))
+	}
+	if t.Claims != f.events {
+		problems = append(problems, "claims != events")
+	}
+	if done+parked != f.events {
+		problems = append(problems, "intents done + parked != events (lost intents)")
+	}
+	if down != nil {
+		st := down.Stats(source + ":msg_" + run + "_")
+		missing := 0
+		for _, key := range t.Done {
+			if !down.Applied(key) {
+				missing++
+			}
+		}
+		fmt.Fprintf(c.stdout, "downstream: %d keys applied (want %d), %d calls in all, %d repeats of an applied key answered by its idempotency, injected %v\n",
+			st.Applied, done, st.Calls, st.Repeats, st.Injected)
+		if missing > 0 {
+			problems = append(problems, fmt.Sprintf("%d intents done but never applied downstream", missing))
+		}
+		if st.Applied < done || st.Applied > f.events {
+			problems = append(problems, "downstream applied keys != intents done")
+		}
+	}
+	return problems
 }
 
 // sender builds a harness.Sender for a source of the sources file, with its first secret.
