@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -49,7 +50,7 @@ type Document struct {
 
 	propBuf [4]prop
 	dirBuf  [4]directive
-	metBuf  [8]metric
+	metBuf  [6]metric
 }
 
 type prop struct{ key, value string }
@@ -118,10 +119,14 @@ func sameSets(a, b [][]string) bool {
 // Empty reports whether no metric was recorded.
 func (d *Document) Empty() bool { return len(d.directives) == 0 }
 
-// MarshalJSON renders the document. It writes the JSON directly rather than through maps and
-// reflection: a document is written for every delivery, on the receiver's hot path.
+// MarshalJSON renders the document.
 func (d *Document) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 1024) // with room for WriteTo's newline
+	return d.appendJSON(make([]byte, 0, 1024)), nil
+}
+
+// appendJSON writes the JSON directly rather than through maps and reflection: a document is
+// written for every delivery, on the receiver's hot path.
+func (d *Document) appendJSON(b []byte) []byte {
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, d.ts.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[`...)
@@ -180,7 +185,7 @@ func (d *Document) MarshalJSON() ([]byte, error) {
 		b = append(b, ':')
 		b = strconv.AppendFloat(b, m.value, 'f', -1, 64)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // appendString appends s as a JSON string: quotes, backslashes and control characters
@@ -228,10 +233,15 @@ func (d *Document) WriteTo(w io.Writer) (int64, error) {
 	if d.Empty() {
 		return 0, nil
 	}
-	b, err := d.MarshalJSON()
-	if err != nil {
-		return 0, err
+	buf := buffers.Get().(*[]byte)
+	b := append(d.appendJSON((*buf)[:0]), '\n')
+	n, err := w.Write(b)
+	if cap(b) <= 64<<10 { // a writer must not keep b (io.Writer's contract); huge ones go
+		*buf = b
+		buffers.Put(buf)
 	}
-	n, err := w.Write(append(b, '\n'))
 	return int64(n), err
 }
+
+// buffers holds rendering buffers for WriteTo, one document written per delivery.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
