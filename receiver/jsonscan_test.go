@@ -135,3 +135,22 @@ func FuzzValidJSON(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkScanJSON is the one pass over a 2 KB order body that checks it and reads the
+// receiver's and the order planner's four paths.
+func BenchmarkScanJSON(b *testing.B) {
+	body := []byte(`{"type":"order.paid","timestamp":"2026-08-25T09:14:03Z","data":{"order_id":"ord_4211","customer_email":"ada@example.com","lines":[` +
+		strings.Repeat(`{"sku":"sku_123456","qty":1,"price":1000},`, 42) + `{"sku":"sku_last","qty":1,"price":200}]}}`)
+	ps, err := compilePaths("type", "timestamp", "data.order_id", "data.customer_email")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var at [maxPaths]span
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !ps.scan(body, at[:]) {
+			b.Fatal("the body is valid")
+		}
+	}
+}
