@@ -9,6 +9,7 @@
 //	hookctl replay <source> <url> <file.jsonl>  send recorded deliveries, rate-limited (a redrive)
 //	hookctl audit                               effect records without a claim (leaks)
 //	hookctl backfill <source> <file>            claim ids processed before dedup was switched on
+//	hookctl coldstart <bootstrap>               the receiver binary's cold start under a local Runtime API
 //
 // Common flags: -sources (default $ONCEHOOK_SOURCES_FILE or examples/sources.json) and -table
 // (default $TABLE_NAME).
@@ -31,7 +32,7 @@ var commands = map[string]command{
 	"redrive":         {"redrive <source> <event_id> [intent]", redrive},
 	"check-retention": {"check-retention", checkRetention},
 	"send":            {"send [-id msg_id] <source> <url>   (body on stdin)", send},
-	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D] <source> <url>", storm},
+	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> <url>", storm},
 	"replay":          {"replay [-rate N -copies K -shuffle] <source> <url> <file.jsonl>", replay},
 	"audit":           {"audit [-prefix P -sample N]", audit},
 	"backfill":        {"backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill},
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"inspect", "redrive", "check-retention", "send", "storm", "replay", "audit", "backfill"} {
+	for _, name := range []string{"inspect", "redrive", "check-retention", "send", "storm", "replay", "audit", "backfill", "coldstart"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE or examples/sources.json), -table NAME (default $TABLE_NAME)")
