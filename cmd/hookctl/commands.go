@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -48,7 +49,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintln(c.stdout)
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "INTENT\tTARGET\tSTATUS\tATTEMPTS\tLAST ERROR")
-	for _, name := range sortedKeys(cl.Intents) {
+	for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
 		in := cl.Intents[name]
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", name, in.Target, in.Status, in.Attempts, orDash(in.LastError))
 	}
@@ -63,7 +64,7 @@ func redrive(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	names := sortedKeys(cl.Intents)
+	names := slices.Sorted(maps.Keys(cl.Intents))
 	if len(args) == 3 {
 		names = []string{args[2]}
 	}
@@ -142,15 +143,6 @@ func send(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("%d %s", status, http.StatusText(status))
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func orDash(s string) string {

@@ -5,18 +5,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/oncehook/oncehook/faults"
 )
 
 // Operation returns the DynamoDB operation of a request ("PutItem"), from its X-Amz-Target.
-func Operation(r *http.Request) string {
-	target := r.Header.Get("X-Amz-Target")
-	return target[strings.LastIndexByte(target, '.')+1:]
-}
+func Operation(r *http.Request) string { return faults.Operation(r) }
 
 // LoseResponses is an http.RoundTripper that delivers requests to the engine but, for the
 // first N requests of the named operation, throws the engine's answer away and reports a

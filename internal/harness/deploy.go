@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,7 +62,7 @@ func (d *Deployment) SetEnv(ctx context.Context, vars map[string]map[string]stri
 	saved := map[string]map[string]string{}
 	restore = func(ctx context.Context) error {
 		var errs []string
-		for _, role := range sortedKeys(saved) {
+		for _, role := range slices.Sorted(maps.Keys(saved)) {
 			if err := d.putEnv(ctx, d.Functions[role], saved[role]); err != nil {
 				errs = append(errs, err.Error())
 			}
@@ -72,7 +72,7 @@ func (d *Deployment) SetEnv(ctx context.Context, vars map[string]map[string]stri
 		}
 		return nil
 	}
-	for _, role := range sortedKeys(vars) {
+	for _, role := range slices.Sorted(maps.Keys(vars)) {
 		name, ok := d.Functions[role]
 		if !ok {
 			return restore, fmt.Errorf("no %s function", role)
@@ -124,13 +124,4 @@ func (d *Deployment) Sweep(ctx context.Context) error {
 		return fmt.Errorf("sweeper: %s: %s", aws.ToString(out.FunctionError), out.Payload)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
