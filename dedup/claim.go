@@ -3,7 +3,6 @@ package dedup
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"hash/fnv"
 	"strconv"
 	"time"
 
@@ -72,15 +71,33 @@ const (
 // ClaimKey is the claim's partition key: EVT#<source>#<event_id>. Sources cannot contain '#',
 // so the first '#' after the prefix ends the source and no two (source, id) pairs collide.
 func ClaimKey(source, eventID string) string {
-	return ClaimPrefix + source + "#" + eventID
+	return string(appendClaimKey(nil, source, eventID))
 }
 
-// PendingShard spreads claims with pending intents over the sparse GSI's hash keys.
-func PendingShard(pk string) string {
-	h := fnv.New32a()
-	h.Write([]byte(pk))
-	return "P" + strconv.Itoa(int(h.Sum32()%PendingShards))
+func appendClaimKey(b []byte, source, eventID string) []byte {
+	b = append(b, ClaimPrefix...)
+	b = append(b, source...)
+	b = append(b, '#')
+	return append(b, eventID...)
 }
+
+// PendingShard spreads claims with pending intents over the sparse GSI's hash keys: "P" and
+// the FNV-1a hash of the claim's key modulo PendingShards.
+func PendingShard(pk string) string {
+	h := uint32(2166136261) // FNV-1a, as hash/fnv's New32a, without its allocation
+	for i := 0; i < len(pk); i++ {
+		h ^= uint32(pk[i])
+		h *= 16777619
+	}
+	return pendingShards[h%PendingShards]
+}
+
+var pendingShards = func() (names [PendingShards]string) {
+	for i := range names {
+		names[i] = "P" + strconv.Itoa(i)
+	}
+	return names
+}()
 
 // Claim is a claim item as stored, for readers (the outbox worker, the CLI, duplicate
 // handling). Commit writes it field by field rather than through attributevalue, which keeps
@@ -148,13 +165,24 @@ func UnmarshalClaim(item map[string]types.AttributeValue) (*Claim, error) {
 // the claim condition's clean answer. The nonce keeps that true even for a provider that repeats
 // a delivery id within one clock tick.
 func commitToken(ev *Event, receivedAt time.Time, nonce uint64) string {
-	h := sha256.New()
-	for _, s := range []string{ev.Source, ev.ID, ev.DeliveryID, strconv.FormatInt(receivedAt.UnixNano(), 10), strconv.FormatUint(nonce, 36)} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
+	return string(appendCommitToken(nil, ev, receivedAt, nonce))
+}
+
+// appendCommitToken appends the token's 32 hex digits: the first half of the SHA-256 of the
+// delivery's fields and the nonce, each ended by a zero byte.
+func appendCommitToken(b []byte, ev *Event, receivedAt time.Time, nonce uint64) []byte {
+	var scratch [256]byte
+	in := scratch[:0]
+	for _, s := range [...]string{ev.Source, ev.ID, ev.DeliveryID} {
+		in = append(in, s...)
+		in = append(in, 0)
 	}
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+	in = strconv.AppendInt(in, receivedAt.UnixNano(), 10)
+	in = append(in, 0)
+	in = strconv.AppendUint(in, nonce, 36)
+	in = append(in, 0)
+	sum := sha256.Sum256(in)
+	return hex.AppendEncode(b, sum[:16])
 }
 
 // requestToken is the ClientRequestToken for one transaction attempt. Attempts after a
@@ -167,9 +195,11 @@ func requestToken(commit string, attempt int) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func payloadHash(p []byte) string {
-	sum := sha256.Sum256(p)
-	return hex.EncodeToString(sum[:])
+func payloadHash(p []byte) string { return string(appendPayloadHash(nil, p)) }
+
+func appendPayloadHash(b, payload []byte) []byte {
+	sum := sha256.Sum256(payload)
+	return hex.AppendEncode(b, sum[:])
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

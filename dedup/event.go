@@ -82,15 +82,21 @@ func validText(field, s string, max int, required bool) error {
 	if len(s) > max {
 		return &InvalidError{Field: field, Reason: fmt.Sprintf("is %d bytes, limit is %d", len(s), max)}
 	}
-	if !utf8.ValidString(s) {
-		return &InvalidError{Field: field, Reason: "is not valid UTF-8"}
-	}
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		if c := s[i]; c >= 0x20 && c < 0x7f { // printable ASCII, nearly every id: no rune decoding
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return &InvalidError{Field: field, Reason: "is not valid UTF-8"}
+		}
 		// IsPrint, not just !IsControl: format and separator characters (U+202E, U+200B,
 		// U+2028) make ids that look alike but differ, and spoof text in logs.
 		if !unicode.IsPrint(r) {
 			return &InvalidError{Field: field, Reason: fmt.Sprintf("contains the unprintable character %U", r)}
 		}
+		i += size
 	}
 	return nil
 }

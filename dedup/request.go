@@ -52,8 +52,9 @@ func (v *values) str(s string) types.AttributeValue {
 	return &v.s[len(v.s)-1]
 }
 
-func (v *values) num(n int64) types.AttributeValue {
-	v.n = append(v.n, types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)})
+// num takes a formatted number.
+func (v *values) num(n string) types.AttributeValue {
+	v.n = append(v.n, types.AttributeValueMemberN{Value: n})
 	return &v.n[len(v.n)-1]
 }
 
@@ -62,58 +63,112 @@ func (v *values) mapOf(m map[string]types.AttributeValue) types.AttributeValue {
 	return &v.m[len(v.m)-1]
 }
 
+// claimText is the strings a claim formats: written into one buffer, they cost one allocation
+// between them instead of one each.
+type claimText struct {
+	pk, receivedAt, occurredAt, payloadSHA256, payloadBytes, expiresAt, token, pendingSince string
+}
+
+func formatClaim(ev *Event, now, expires time.Time, nonce uint64) claimText {
+	var scratch [512]byte // a claim key is at most 581 bytes; most fit here, and append grows otherwise
+	var ends [8]int
+	b := appendClaimKey(scratch[:0], ev.Source, ev.ID)
+	ends[0] = len(b)
+	b = now.UTC().AppendFormat(b, time.RFC3339Nano)
+	ends[1] = len(b)
+	if !ev.OccurredAt.IsZero() {
+		b = ev.OccurredAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	}
+	ends[2] = len(b)
+	b = appendPayloadHash(b, ev.Payload)
+	ends[3] = len(b)
+	b = strconv.AppendInt(b, int64(len(ev.Payload)), 10)
+	ends[4] = len(b)
+	b = strconv.AppendInt(b, expires.Unix(), 10)
+	ends[5] = len(b)
+	b = appendCommitToken(b, ev, now, nonce)
+	ends[6] = len(b)
+	b = strconv.AppendInt(b, now.UnixMilli(), 10)
+	ends[7] = len(b)
+	all, at := string(b), 0
+	next := func(i int) string { s := all[at:ends[i]]; at = ends[i]; return s }
+	return claimText{pk: next(0), receivedAt: next(1), occurredAt: next(2), payloadSHA256: next(3),
+		payloadBytes: next(4), expiresAt: next(5), token: next(6), pendingSince: next(7)}
+}
+
+// nowValues is the claim condition's {":now": epoch seconds}, shared by every request in the
+// same second: the SDK only reads it.
+type nowValues struct {
+	unix int64
+	vals map[string]types.AttributeValue
+}
+
+func (s *Store) nowValues(now time.Time) map[string]types.AttributeValue {
+	unix := now.Unix()
+	if nv := s.nowVals.Load(); nv != nil && nv.unix == unix {
+		return nv.vals
+	}
+	nv := &nowValues{unix: unix, vals: map[string]types.AttributeValue{":now": num(unix)}}
+	s.nowVals.Store(nv)
+	return nv.vals
+}
+
 // buildRequest turns an event and its plan into the write, checking every DynamoDB limit it
 // could hit so that a refusal costs no round trip and leaves nothing written.
 func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time.Time) (*request, error) {
-	pk := ClaimKey(ev.Source, ev.ID) // at most 4+64+1+512 bytes: validation keeps it under 2048
 	if n := 1 + len(plan.Effects); n > MaxTransactionActions {
 		return nil, &LimitError{Limit: "transaction actions", What: "plan", Got: n, Max: MaxTransactionActions}
 	}
-	// 12 strings, 4 numbers and a map at most in the claim itself; 2 strings, a number and a
-	// map per intent; 4 strings and a map at most per effect.
-	vals := newValues(12+2*len(plan.Intents)+4*len(plan.Effects), 4+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
 	expires := now.Add(keep)
-	token := commitToken(ev, now, rand.Uint64())
+	t := formatClaim(ev, now, expires, rand.Uint64())
+	pk := t.pk // at most 4+64+1+512 bytes: validation keeps it under 2048
+	// 11 strings, 3 numbers and a map at most in the claim itself; 2 strings, a number and a
+	// map per intent; 4 strings and a map at most per effect.
+	vals := newValues(11+2*len(plan.Intents)+4*len(plan.Effects), 3+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
 	claim := make(map[string]types.AttributeValue, 16) // every attribute a claim can have
-	claim[AttrPK] = vals.str(pk)
-	claim[AttrSK] = vals.str(ClaimSK)
-	claim[AttrSource] = vals.str(ev.Source)
-	claim[AttrEventID] = vals.str(ev.ID)
-	claim[AttrEventType] = vals.str(ev.Type)
-	claim[AttrReceivedAt] = vals.str(now.UTC().Format(time.RFC3339Nano))
-	claim[AttrPayloadSHA256] = vals.str(payloadHash(ev.Payload))
-	claim[AttrPayloadBytes] = vals.num(int64(len(ev.Payload)))
-	claim[AttrExpiresAt] = vals.num(expires.Unix())
-	claim[AttrCommitToken] = vals.str(token)
-	claim[AttrOutcome] = vals.str(OutcomeAccepted.String())
-	if ev.DeliveryID != "" {
-		claim[AttrDeliveryID] = vals.str(ev.DeliveryID)
+	// Sized as it is built: iterating the map again to size it cost more.
+	claimSize := 0
+	set := func(name string, v types.AttributeValue) {
+		claim[name] = v
+		claimSize += len(name) + valueSize(v)
 	}
-	if !ev.OccurredAt.IsZero() {
-		claim[AttrOccurredAt] = vals.str(ev.OccurredAt.UTC().Format(time.RFC3339Nano))
+	set(AttrPK, vals.str(pk))
+	set(AttrSK, vals.str(ClaimSK))
+	set(AttrSource, vals.str(ev.Source))
+	set(AttrEventID, vals.str(ev.ID))
+	set(AttrEventType, vals.str(ev.Type))
+	set(AttrReceivedAt, vals.str(t.receivedAt))
+	set(AttrPayloadSHA256, vals.str(t.payloadSHA256))
+	set(AttrPayloadBytes, vals.num(t.payloadBytes))
+	set(AttrExpiresAt, vals.num(t.expiresAt))
+	set(AttrCommitToken, vals.str(t.token))
+	set(AttrOutcome, vals.str(OutcomeAccepted.String()))
+	if ev.DeliveryID != "" {
+		set(AttrDeliveryID, vals.str(ev.DeliveryID))
+	}
+	if t.occurredAt != "" {
+		set(AttrOccurredAt, vals.str(t.occurredAt))
 	}
 	if len(plan.Intents) > 0 {
 		intents, err := intentsValue(vals, plan.Intents)
 		if err != nil {
 			return nil, err
 		}
-		claim[AttrIntents] = intents
-		claim[AttrPendingShard] = vals.str(PendingShard(pk))
-		claim[AttrPendingSince] = vals.num(now.UnixMilli())
+		set(AttrIntents, intents)
+		set(AttrPendingShard, vals.str(PendingShard(pk)))
+		set(AttrPendingSince, vals.num(t.pendingSince))
 	}
-	req := &request{claim: claim, token: token, expires: expires,
-		nowVals: map[string]types.AttributeValue{":now": vals.num(now.Unix())}}
+	req := &request{claim: claim, token: t.token, expires: expires, nowVals: s.nowValues(now)}
 	size := 0
 	if len(plan.Effects) > 0 {
 		effects, keys, n, err := s.effectItems(vals, pk, plan.Effects)
 		if err != nil {
 			return nil, err
 		}
-		claim[AttrEffects] = keys
+		set(AttrEffects, keys)
 		req.effects = effects
 		size = n
 	}
-	claimSize := itemSize(claim)
 	if req.effects != nil && size+claimSize > MaxTransactionBytes {
 		return nil, &LimitError{Limit: "transaction size", What: "plan", Got: size + claimSize, Max: MaxTransactionBytes}
 	}
@@ -133,7 +188,10 @@ func intentsValue(vals *values, intents []Intent) (types.AttributeValue, error) 
 		if _, dup := m[in.Name]; dup {
 			return nil, &InvalidError{Field: field("name"), Reason: fmt.Sprintf("%q is used by an earlier intent", in.Name)}
 		}
-		if err := validText(field("target"), in.Target, MaxIntentTargetLen, true); err != nil {
+		if err := validText("target", in.Target, MaxIntentTargetLen, true); err != nil {
+			if ie, ok := err.(*InvalidError); ok {
+				ie.Field = field("target") // named here: formatting it up front cost every request
+			}
 			return nil, err
 		}
 		payload := in.Payload
@@ -144,7 +202,7 @@ func intentsValue(vals *values, intents []Intent) (types.AttributeValue, error) 
 			AttrIntentTarget:   vals.str(in.Target),
 			AttrIntentPayload:  &types.AttributeValueMemberB{Value: payload},
 			AttrIntentStatus:   vals.str(IntentPending),
-			AttrIntentAttempts: vals.num(0),
+			AttrIntentAttempts: vals.num("0"),
 		})
 	}
 	return vals.mapOf(m), nil
@@ -173,7 +231,8 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 	items := make([]types.TransactWriteItem, 0, len(effects))
 	keys := make([]types.AttributeValue, 0, len(effects))
 	type key struct{ pk, sk string }
-	seen := make([]key, 0, len(effects)) // a plan has a few effects: a scan beats a map
+	var few [8]key
+	seen := few[:0] // a plan has a few effects: a scan beats a map, and this stays on the stack
 	total := 0
 	for i, e := range effects {
 		what := func() string { return "effects[" + strconv.Itoa(i) + "]" } // on errors only
@@ -204,11 +263,13 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 		var values map[string]types.AttributeValue
 		if e.update == nil {
 			item := make(map[string]types.AttributeValue, len(e.item)+1)
+			n := 0 // sized in the copy rather than by iterating it again
 			for k, v := range e.item {
 				item[k] = v
+				n += len(k) + valueSize(v)
 			}
 			item[AttrClaimedBy] = vals.str(claimPK)
-			n := itemSize(item)
+			n += len(AttrClaimedBy) + len(claimPK)
 			if n > MaxItemBytes {
 				return nil, nil, 0, &LimitError{Limit: "item size", What: what(), Got: n, Max: MaxItemBytes}
 			}

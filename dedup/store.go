@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -100,6 +101,7 @@ type Store struct {
 	observer Observer
 	retries  int
 	backoff  time.Duration
+	nowVals  atomic.Pointer[nowValues]
 }
 
 // New validates cfg and returns a Store writing through api. A configuration that would let

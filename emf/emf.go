@@ -68,9 +68,18 @@ type metric struct {
 
 // New starts a document in namespace at ts.
 func New(namespace string, ts time.Time) *Document {
-	d := &Document{namespace: namespace, ts: ts}
-	d.props, d.directives, d.metrics = d.propBuf[:0], d.dirBuf[:0], d.metBuf[:0]
+	d := &Document{}
+	d.Reset(namespace, ts)
 	return d
+}
+
+// Reset empties the document and starts it again in namespace at ts, keeping its storage:
+// a caller writing one per request can keep documents in a sync.Pool.
+func (d *Document) Reset(namespace string, ts time.Time) {
+	d.namespace, d.ts = namespace, ts
+	clear(d.propBuf[:]) // drop the last request's values and dimension sets
+	clear(d.dirBuf[:])
+	d.props, d.directives, d.metrics = d.propBuf[:0], d.dirBuf[:0], d.metBuf[:0]
 }
 
 // Set sets a dimension (or plain property) value. Values are trimmed to CloudWatch's

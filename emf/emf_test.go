@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -85,4 +86,25 @@ func FuzzAppendStringMatchesEncodingJSON(f *testing.F) {
 			t.Fatalf("appendString(%q) reads back as %q; encoding/json round-trips to %q", s, back, want)
 		}
 	})
+}
+
+func TestAResetDocumentIsANewOne(t *testing.T) {
+	t.Parallel()
+	ts := time.UnixMilli(1756113243000)
+	d := New("ns", ts)
+	for i := range 6 { // past the document's own storage for properties
+		d.Set("k"+strconv.Itoa(i), "v")
+	}
+	d.Count("A", []string{"k0"})
+	d.Reset("other", ts)
+	d.Set("source", "shop")
+	d.Count("B", []string{"source"})
+	fresh := New("other", ts)
+	fresh.Set("source", "shop")
+	fresh.Count("B", []string{"source"})
+	got, _ := d.MarshalJSON()
+	want, _ := fresh.MarshalJSON()
+	if string(got) != string(want) {
+		t.Fatalf("reset document renders\n%s\na new one\n%s", got, want)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"time"
 
@@ -38,7 +39,8 @@ type plannerAt struct {
 }
 
 func newReader(src *sources.Source, planners map[string]planner) (*reader, error) {
-	r := &reader{eventID: src.EventID, eventType: src.EventType, deliveryID: src.DeliveryID, occurredAt: src.OccurredAt,
+	r := &reader{eventID: canonicalHeaders(src.EventID), eventType: canonicalHeaders(src.EventType),
+		deliveryID: canonicalHeaders(src.DeliveryID), occurredAt: canonicalHeaders(src.OccurredAt),
 		planners: make(map[string]plannerAt, len(planners))}
 	var paths []string
 	slots := map[string]int{}
@@ -72,10 +74,22 @@ func newReader(src *sources.Source, planners map[string]planner) (*reader, error
 	return r, nil
 }
 
+// canonicalHeaders copies a locator with its header names in canonical form, the form
+// http.Header.Get looks up: canonicalizing a name like "webhook-id" on every request allocates.
+func canonicalHeaders(l *sources.Locator) *sources.Locator {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	c.Header = textproto.CanonicalMIMEHeaderKey(c.Header)
+	c.ScopeHeader = textproto.CanonicalMIMEHeaderKey(c.ScopeHeader)
+	return &c
+}
+
 // extract builds the dedup event from a verified delivery: one pass over the body checks it is
 // a JSON object and finds, in at, every value the source's configuration and planners read.
-// at must have room for maxPaths spans.
-func (r *reader) extract(name string, h http.Header, raw []byte, at []span) (dedup.Event, error) {
+// at must have room for maxPaths spans; text is raw as a string, or "" (see scalar).
+func (r *reader) extract(name string, h http.Header, raw []byte, text string, at []span) (dedup.Event, error) {
 	if !r.paths.scan(raw, at) {
 		return dedup.Event{}, &fieldError{field: "body", reason: "is not a JSON object"}
 	}
@@ -85,7 +99,7 @@ func (r *reader) extract(name string, h http.Header, raw []byte, at []span) (ded
 		}
 		var v string
 		if slot >= 0 {
-			v = scalar(at[slot].in(raw))
+			v = scalar(raw, text, at[slot])
 		} else {
 			v = h.Get(loc.Header)
 		}
@@ -118,7 +132,7 @@ func (r *reader) extract(name string, h http.Header, raw []byte, at []span) (ded
 
 // plan runs the planner registered for the event's type, if any (known reports which), with
 // the fields it declared, read from at by extract.
-func (r *reader) plan(ctx context.Context, ev dedup.Event, at []span) (plan dedup.Plan, known bool, err error) {
+func (r *reader) plan(ctx context.Context, ev dedup.Event, text string, at []span) (plan dedup.Plan, known bool, err error) {
 	p, ok := r.planners[ev.Type]
 	if !ok {
 		return dedup.Plan{}, false, nil
@@ -129,7 +143,7 @@ func (r *reader) plan(ctx context.Context, ev dedup.Event, at []span) (plan dedu
 	}
 	vals := make([]string, len(p.slots))
 	for i, slot := range p.slots {
-		vals[i] = scalar(at[slot].in(ev.Payload))
+		vals[i] = scalar(ev.Payload, text, at[slot])
 	}
 	plan, err = p.fp(ctx, ev, vals)
 	return plan, true, err

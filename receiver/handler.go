@@ -190,6 +190,10 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return resp
 	}
 	d.bodyBytes = len(raw)
+	text := "" // the body as a string, when API Gateway sent it as one: values read from it share it
+	if !req.IsBase64Encoded {
+		text = req.Body
+	}
 
 	hdr := header(req.Headers)
 	now := h.now()
@@ -212,7 +216,7 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 
 	var at [maxPaths]span // where the values read from the body lie; on the stack
-	ev, err := src.read.extract(name, hdr, raw, at[:])
+	ev, err := src.read.extract(name, hdr, raw, text, at[:])
 	if err != nil {
 		d.err, d.errKind = err, "bad_request"
 		var fe *fieldError
@@ -231,7 +235,7 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	d.event = ev
 
-	plan, known, err := src.read.plan(ctx, ev, at[:])
+	plan, known, err := src.read.plan(ctx, ev, text, at[:])
 	d.knownType = known
 	if err != nil {
 		return h.planError(ctx, d, err)

@@ -307,21 +307,30 @@ func skipSpace(doc []byte, i int) int {
 	return i
 }
 
-// scalar returns a raw JSON string (decoded) or number (as written: numeric ids, Unix
-// timestamps) as a string; "" for anything else.
-func scalar(raw []byte) string {
+// scalar returns the raw JSON string (decoded) or number (as written: numeric ids, Unix
+// timestamps) that v covers in doc as a string; "" for anything else. text is doc as a string
+// when the caller has it (API Gateway's body) or "": a value that needs no decoding is then a
+// substring of it rather than a copy.
+func scalar(doc []byte, text string, v span) string {
+	raw := v.in(doc)
+	sub := func(start, end int) string {
+		if text != "" {
+			return text[start:end]
+		}
+		return string(doc[start:end])
+	}
 	switch {
 	case len(raw) > 1 && raw[0] == '"':
-		if inner := raw[1 : len(raw)-1]; plain(inner) {
-			return string(inner)
+		if plain(raw[1 : len(raw)-1]) {
+			return sub(v.start+1, v.end-1)
 		}
-		var v string
-		if err := json.Unmarshal(raw, &v); err != nil {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
 			return ""
 		}
-		return v
+		return s
 	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
-		return string(raw)
+		return sub(v.start, v.end)
 	}
 	return ""
 }

@@ -116,6 +116,10 @@ func FuzzLookupJSON(f *testing.F) {
 			if got := vals[i].in(doc); !bytes.Equal(got, bytes.TrimSpace(want)) {
 				t.Fatalf("scan(%q) finds %q at %q; encoding/json finds %q", doc, got, p, want)
 			}
+			// The value as a substring of the body's text and as a copy of its bytes agree.
+			if s, c := scalar(doc, string(doc), vals[i]), scalar(doc, "", vals[i]); s != c {
+				t.Fatalf("scalar at %q: %q from the text, %q from the bytes", p, s, c)
+			}
 		}
 	})
 }

@@ -3,6 +3,7 @@ package receiver
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -79,7 +80,9 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	}
 	h.log.LogAttrs(ctx, level, msg, attrs...)
 
-	doc := emf.New(Namespace, time.Now())
+	doc := documents.Get().(*emf.Document)
+	defer documents.Put(doc)
+	doc.Reset(Namespace, time.Now())
 	doc.Set("source", d.source)
 	typ := "other"
 	if d.knownType {
@@ -120,5 +123,8 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	}
 	_, _ = doc.WriteTo(h.metrics)
 }
+
+// documents recycles EMF documents: one is written per delivery.
+var documents = sync.Pool{New: func() any { return new(emf.Document) }}
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -120,7 +120,7 @@ func (f *Fields) Read(payload []byte) []string {
 	}
 	vals := make([]string, len(at))
 	for i, v := range at {
-		vals[i] = scalar(v.in(payload))
+		vals[i] = scalar(payload, "", v)
 	}
 	return vals
 }
@@ -136,6 +136,6 @@ func JSONField(payload []byte, path string) (string, bool) {
 	if !ps.scan(payload, at[:]) {
 		return "", false
 	}
-	v := scalar(at[0].in(payload))
+	v := scalar(payload, "", at[0])
 	return v, v != ""
 }
