@@ -71,7 +71,7 @@ const (
 // ClaimKey is the claim's partition key: EVT#<source>#<event_id>. Sources cannot contain '#',
 // so the first '#' after the prefix ends the source and no two (source, id) pairs collide.
 func ClaimKey(source, eventID string) string {
-	return string(appendClaimKey(nil, source, eventID))
+	return string(appendClaimKey(make([]byte, 0, len(ClaimPrefix)+len(source)+1+len(eventID)), source, eventID))
 }
 
 func appendClaimKey(b []byte, source, eventID string) []byte {

@@ -122,9 +122,9 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	expires := now.Add(keep)
 	t := formatClaim(ev, now, expires, rand.Uint64())
 	pk := t.pk // at most 4+64+1+512 bytes: validation keeps it under 2048
-	// 11 strings, 3 numbers and a map at most in the claim itself; 2 strings, a number and a
+	// 12 strings, 3 numbers and a map at most in the claim itself; 2 strings, a number and a
 	// map per intent; 4 strings and a map at most per effect.
-	vals := newValues(11+2*len(plan.Intents)+4*len(plan.Effects), 3+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
+	vals := newValues(12+2*len(plan.Intents)+4*len(plan.Effects), 3+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
 	claim := make(map[string]types.AttributeValue, 16) // every attribute a claim can have
 	// Sized as it is built: iterating the map again to size it cost more.
 	claimSize := 0
