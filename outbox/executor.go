@@ -51,37 +51,83 @@ func IsPermanent(err error) bool {
 }
 
 // HTTPExecutor POSTs the intent's payload as JSON to URL with the Idempotency-Key header.
-// 2xx is done; 429, 5xx, timeouts and transport errors are retried; other statuses are
-// permanent.
+//
+// How it classifies the answer, and why:
+//
+//	2xx                       done
+//	408, 425, 429, 5xx        retried: the downstream is slow, overloaded or failing for now
+//	409                       retried: Stripe and the IETF Idempotency-Key draft answer 409 while a
+//	                          request with the same key is still in flight (our earlier attempt
+//	                          that timed out); the next attempt gets that request's answer
+//	timeouts, transport errors retried
+//	3xx                       permanent, never followed: a followed 301/302/303 turns the POST into
+//	                          a GET without a body (an HTTP->HTTPS hop, a login page) whose 2xx
+//	                          would record an effect that never happened; 307/308 would send the
+//	                          effect to a URL nobody configured. The error names the Location.
+//	other 4xx                 permanent: the request itself is wrong; parked for an operator
+//
+// Every non-2xx answer is a *StatusError (wrapped in a *PermanentError when permanent).
 type HTTPExecutor struct {
 	URL     string
-	Client  *http.Client  // http.DefaultClient when nil
-	Timeout time.Duration // per call; default 10 s
+	Client  *http.Client  // http.DefaultClient's transport when nil; its redirect policy is never used
+	Timeout time.Duration // per call; default DefaultHTTPTimeout
+	// Headers are static headers sent with every call. They cannot replace Idempotency-Key or
+	// Content-Type, which the executor sets last.
 	Headers map[string]string
 }
 
+// DefaultHTTPTimeout bounds one HTTP call when HTTPExecutor.Timeout is not set.
+const DefaultHTTPTimeout = 10 * time.Second
+
+// StatusError is a downstream's non-2xx answer.
+type StatusError struct {
+	URL        string
+	StatusCode int
+	Status     string
+	Location   string // for a 3xx
+	Body       string // the first bytes of the answer, for last_error
+}
+
+func (e *StatusError) Error() string {
+	if e.Location != "" {
+		return fmt.Sprintf("POST %s: %s to %s (redirects are not followed: fix the target's url)", e.URL, e.Status, e.Location)
+	}
+	return fmt.Sprintf("POST %s: %s: %q", e.URL, e.Status, e.Body)
+}
+
+// MaxDuration is the longest one Execute call takes: the worker takes no lease it could not
+// finish (see Bounded).
+func (x *HTTPExecutor) MaxDuration() time.Duration {
+	if x.Timeout > 0 {
+		return x.Timeout
+	}
+	return DefaultHTTPTimeout
+}
+
+// noRedirects makes a client hand back a 3xx as it is.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
 // Execute sends one request.
 func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
-	timeout := x.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.URL, bytes.NewReader(t.Payload))
 	if err != nil {
 		return Permanent(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
-	req.Header.Set("User-Agent", "oncehook-outbox")
 	for k, v := range x.Headers {
 		req.Header.Set(k, v)
 	}
-	client := x.Client
-	if client == nil {
-		client = http.DefaultClient
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "oncehook-outbox")
 	}
+	client := http.Client{}
+	if x.Client != nil {
+		client = *x.Client // a copy: the caller's client keeps its own redirect policy
+	}
+	client.CheckRedirect = noRedirects
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", x.URL, err)
@@ -89,12 +135,22 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
-	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
 		return nil
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
-		return fmt.Errorf("POST %s: %s: %q", x.URL, resp.Status, snippet)
+	}
+	se := &StatusError{URL: x.URL, StatusCode: code, Status: resp.Status, Body: string(snippet)}
+	switch {
+	case code >= 300 && code < 400:
+		se.Location = resp.Header.Get("Location")
+		if se.Location == "" {
+			se.Location = "(no Location)"
+		}
+		return Permanent(se)
+	case code == http.StatusRequestTimeout, code == http.StatusConflict, code == http.StatusTooEarly,
+		code == http.StatusTooManyRequests, code >= 500:
+		return se
 	default:
-		return Permanent(fmt.Errorf("POST %s: %s: %q", x.URL, resp.Status, snippet))
+		return Permanent(se)
 	}
 }
