@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -13,25 +14,30 @@ import (
 // The table's attribute names. The CDK stack, the outbox worker and the operator's CLI read
 // the same names from here.
 const (
-	AttrPK             = "pk"
-	AttrSK             = "sk"
-	AttrExpiresAt      = "expires_at" // TTL attribute, epoch seconds
-	AttrSource         = "source"
-	AttrEventID        = "event_id"
-	AttrEventType      = "event_type"
-	AttrDeliveryID     = "delivery_id"
-	AttrReceivedAt     = "received_at"
-	AttrOccurredAt     = "occurred_at"
-	AttrPayloadSHA256  = "payload_sha256"
-	AttrPayloadBytes   = "payload_bytes"
-	AttrCommitToken    = "commit_token"
-	AttrOutcome        = "outcome"
-	AttrEffects        = "effects"
-	AttrAbsorbed       = "absorbed"
-	AttrIntents        = "intents"
-	AttrPendingShard   = "pending_shard" // sparse GSI hash key: present while intents are pending
-	AttrPendingSince   = "pending_since" // sparse GSI range key, epoch milliseconds
-	AttrClaimedBy      = "claimed_by"    // on effect records: the pk of the claim that wrote them
+	AttrPK            = "pk"
+	AttrSK            = "sk"
+	AttrExpiresAt     = "expires_at" // TTL attribute, epoch seconds
+	AttrSource        = "source"
+	AttrEventID       = "event_id"
+	AttrEventType     = "event_type"
+	AttrDeliveryID    = "delivery_id"
+	AttrReceivedAt    = "received_at"
+	AttrOccurredAt    = "occurred_at"
+	AttrPayloadSHA256 = "payload_sha256"
+	AttrPayloadBytes  = "payload_bytes"
+	AttrCommitToken   = "commit_token"
+	AttrOutcome       = "outcome"
+	AttrEffects       = "effects"
+	AttrAbsorbed      = "absorbed"
+	AttrIntents       = "intents"
+	AttrPendingShard  = "pending_shard" // sparse GSI hash key: a due shard while intents are open, a parked shard after
+	AttrPendingSince  = "pending_since" // sparse GSI range key, epoch milliseconds
+	// AttrWake is present only on writes that hand the outbox worker due work: the commit and
+	// an operator's redrive. The stream filter passes MODIFY records only when it is there,
+	// and the worker's lease removes it, so the worker's own lease and finish writes never
+	// invoke it again.
+	AttrWake           = "wake"
+	AttrClaimedBy      = "claimed_by" // on effect records: the pk of the claim that wrote them
 	AttrIntentTarget   = "target"
 	AttrIntentPayload  = "payload"
 	AttrIntentStatus   = "status"
@@ -51,14 +57,31 @@ const (
 )
 
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
-// with pending intents, spread over PendingShards hash keys so no single GSI partition takes
-// every write.
+// with open intents (pending or running) or parked ones, spread over PendingShards hash keys
+// of each kind so that no single GSI partition takes every write. A claim is under a due
+// shard (PendingShard) while any intent is open, under a parked shard (ParkedShard) once
+// every intent is done or parked and at least one is parked, and leaves the index when all
+// are done.
 const (
 	ClaimSK       = "CLAIM"
 	ClaimPrefix   = "EVT#"
 	PendingIndex  = "pending"
 	PendingShards = 16
 )
+
+// MaxIntents bounds the intents of one event. The outbox's last write for an event names
+// every intent in its condition (so that the claim leaves the index only when all are
+// finished), and DynamoDB limits an expression to 4 KB; 50 intents keep that condition under
+// 1.5 KB whatever their names.
+const MaxIntents = 50
+
+// IntentBookkeepingBytes is the room Commit keeps free in the claim, per intent, for what the
+// outbox worker adds later: lease_until, lease_owner, next_attempt_at, finished_at,
+// attempts_base, a growing attempt count and a last_error of up to 515 bytes (about 680 bytes
+// in all, rounded up). A claim that would not leave it is refused with a *LimitError:
+// DynamoDB refuses a write that takes an item over 400 KB, and a lease that can never be
+// written would leave the intent unrunnable forever.
+const IntentBookkeepingBytes = 768
 
 // Intent statuses. Commit writes every intent as pending; the outbox worker moves them on.
 const (
@@ -81,22 +104,35 @@ func appendClaimKey(b []byte, source, eventID string) []byte {
 	return append(b, eventID...)
 }
 
-// PendingShard spreads claims with pending intents over the sparse GSI's hash keys: "P" and
+// PendingShard spreads claims with open intents over the sparse GSI's due hash keys: "P" and
 // the FNV-1a hash of the claim's key modulo PendingShards.
-func PendingShard(pk string) string {
+func PendingShard(pk string) string { return dueShards[shardOf(pk)] }
+
+// ParkedShard is the claim's parked hash key: "parked-" and the same shard number.
+func ParkedShard(pk string) string { return parkedShards[shardOf(pk)] }
+
+// DueShards and ParkedShards list every hash key of each kind, for the sweeper's queries.
+func DueShards() []string    { return dueShards[:] }
+func ParkedShards() []string { return parkedShards[:] }
+
+// IsParkedShard reports whether a pending_shard value is a parked shard.
+func IsParkedShard(s string) bool { return strings.HasPrefix(s, "parked-") }
+
+func shardOf(pk string) uint32 {
 	h := uint32(2166136261) // FNV-1a, as hash/fnv's New32a, without its allocation
 	for i := 0; i < len(pk); i++ {
 		h ^= uint32(pk[i])
 		h *= 16777619
 	}
-	return pendingShards[h%PendingShards]
+	return h % PendingShards
 }
 
-var pendingShards = func() (names [PendingShards]string) {
-	for i := range names {
-		names[i] = "P" + strconv.Itoa(i)
+var dueShards, parkedShards = func() (due, parked [PendingShards]string) {
+	for i := range due {
+		due[i] = "P" + strconv.Itoa(i)
+		parked[i] = "parked-" + strconv.Itoa(i)
 	}
-	return names
+	return due, parked
 }()
 
 // Claim is a claim item as stored, for readers (the outbox worker, the CLI, duplicate
@@ -121,6 +157,17 @@ type Claim struct {
 	Intents       map[string]ClaimIntent `dynamodbav:"intents,omitempty"`
 	PendingShard  string                 `dynamodbav:"pending_shard,omitempty"`
 	PendingSince  int64                  `dynamodbav:"pending_since,omitempty"`
+	Wake          int64                  `dynamodbav:"wake,omitempty"`
+}
+
+// Open reports whether any intent is pending or running.
+func (c *Claim) Open() bool {
+	for _, in := range c.Intents {
+		if in.Status == IntentPending || in.Status == IntentRunning {
+			return true
+		}
+	}
+	return false
 }
 
 // ClaimIntent is one outbox entry inside a claim. Attempts doubles as the lease's fencing

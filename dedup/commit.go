@@ -173,7 +173,7 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 	claim := make(map[string]types.AttributeValue, len(req.claim))
 	for k, v := range req.claim {
 		switch k {
-		case AttrIntents, AttrPendingShard, AttrPendingSince, AttrEffects:
+		case AttrIntents, AttrPendingShard, AttrPendingSince, AttrWake, AttrEffects:
 			continue
 		}
 		claim[k] = v

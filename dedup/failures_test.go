@@ -3,6 +3,7 @@ package dedup_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -233,6 +234,17 @@ func TestEveryLimitIsRefusedBeforeAnyCall(t *testing.T) {
 	for i := range bulky {
 		bulky[i] = dedup.PutEffect(map[string]types.AttributeValue{"pk": s("B#" + strings.Repeat("b", i+1)), "sk": s("X"), "blob": s(strings.Repeat("y", 390*1024))})
 	}
+	tooMany := make([]dedup.Intent, dedup.MaxIntents+1)
+	for i := range tooMany {
+		tooMany[i] = dedup.Intent{Name: fmt.Sprintf("i%d", i), Target: "t"}
+	}
+	// 50 intents of 7.6 KB: 380 KB of claim, under 400 KB, but not with the 768 bytes per
+	// intent the worker's lease, retry and finish add later (DynamoDB would refuse those
+	// writes forever, and the intents would never run).
+	crowded := make([]dedup.Intent, dedup.MaxIntents)
+	for i := range crowded {
+		crowded[i] = dedup.Intent{Name: fmt.Sprintf("i%d", i), Target: "t", Payload: []byte(strings.Repeat("p", 7600))}
+	}
 	cases := []struct {
 		name  string
 		event func(*dedup.Event)
@@ -243,6 +255,8 @@ func TestEveryLimitIsRefusedBeforeAnyCall(t *testing.T) {
 		{name: "101 actions in one transaction", plan: dedup.Plan{Effects: manyEffects}, limit: "transaction actions"},
 		{name: "a transaction over 4 MB", plan: dedup.Plan{Effects: bulky}, limit: "transaction size"},
 		{name: "a claim over 400 KB of intents", plan: dedup.Plan{Intents: []dedup.Intent{{Name: "a", Target: "t", Payload: []byte(big)}, {Name: "b", Target: "t", Payload: []byte(big)}}}, limit: "item size"},
+		{name: "more intents than MaxIntents", plan: dedup.Plan{Intents: tooMany}, limit: "intents per event"},
+		{name: "a claim under 400 KB without room for the outbox's bookkeeping", plan: dedup.Plan{Intents: crowded}, limit: "item size"},
 		{name: "an effect over 400 KB", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{"pk": s("P#1"), "sk": s("X"), "blob": s(big + big)})}}, limit: "item size"},
 		{name: "an effect partition key over 2048 bytes", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{"pk": s(strings.Repeat("k", 2049)), "sk": s("X")})}}, limit: "partition key size"},
 		{name: "an effect sort key over 1024 bytes", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{"pk": s("P#1"), "sk": s(strings.Repeat("k", 1025))})}}, limit: "sort key size"},

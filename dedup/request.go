@@ -122,10 +122,10 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	expires := now.Add(keep)
 	t := formatClaim(ev, now, expires, rand.Uint64())
 	pk := t.pk // at most 4+64+1+512 bytes: validation keeps it under 2048
-	// 12 strings, 3 numbers and a map at most in the claim itself; 2 strings, a number and a
+	// 12 strings, 4 numbers and a map at most in the claim itself; 2 strings, a number and a
 	// map per intent; 4 strings and a map at most per effect.
-	vals := newValues(12+2*len(plan.Intents)+4*len(plan.Effects), 3+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
-	claim := make(map[string]types.AttributeValue, 16) // every attribute a claim can have
+	vals := newValues(12+2*len(plan.Intents)+4*len(plan.Effects), 4+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
+	claim := make(map[string]types.AttributeValue, 17) // every attribute a claim can have
 	// Sized as it is built: iterating the map again to size it cost more.
 	claimSize := 0
 	set := func(name string, v types.AttributeValue) {
@@ -150,6 +150,9 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		set(AttrOccurredAt, vals.str(t.occurredAt))
 	}
 	if len(plan.Intents) > 0 {
+		if len(plan.Intents) > MaxIntents {
+			return nil, &LimitError{Limit: "intents per event", What: "plan", Got: len(plan.Intents), Max: MaxIntents}
+		}
 		intents, err := intentsValue(vals, plan.Intents)
 		if err != nil {
 			return nil, err
@@ -157,6 +160,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		set(AttrIntents, intents)
 		set(AttrPendingShard, vals.str(PendingShard(pk)))
 		set(AttrPendingSince, vals.num(t.pendingSince))
+		set(AttrWake, vals.num(t.pendingSince))
 	}
 	req := &request{claim: claim, token: t.token, expires: expires, nowVals: s.nowValues(now)}
 	size := 0
@@ -172,8 +176,13 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	if req.effects != nil && size+claimSize > MaxTransactionBytes {
 		return nil, &LimitError{Limit: "transaction size", What: "plan", Got: size + claimSize, Max: MaxTransactionBytes}
 	}
-	if claimSize > MaxItemBytes {
-		return nil, &LimitError{Limit: "item size", What: "claim", Got: claimSize, Max: MaxItemBytes}
+	// The worker's bookkeeping must fit in the item later: see IntentBookkeepingBytes.
+	if reserved := claimSize + len(plan.Intents)*IntentBookkeepingBytes; reserved > MaxItemBytes {
+		what := "claim"
+		if len(plan.Intents) > 0 {
+			what = "claim with room for the outbox's bookkeeping"
+		}
+		return nil, &LimitError{Limit: "item size", What: what, Got: reserved, Max: MaxItemBytes}
 	}
 	return req, nil
 }

@@ -79,14 +79,19 @@ func TestClaimRoundTrip(t *testing.T) {
 	want := &Claim{
 		PK: "EVT#shop#evt_8f2c1a", SK: ClaimSK, Source: "shop", EventID: "evt_8f2c1a", EventType: "order.paid",
 		DeliveryID: "dlv_5c09e2", ReceivedAt: now, OccurredAt: ev.OccurredAt,
-		PayloadSHA256: payloadHash(ev.Payload), PayloadBytes: len(ev.Payload),
+		// sha256sum of the body, computed outside the code under test.
+		PayloadSHA256: "620020a2907e24bb9a7b4a4b5751be342456a51df777cb7f4e5139cec2f892cb", PayloadBytes: 19,
 		ExpiresAt: now.Add(47 * day).Unix(), CommitToken: req.token, Outcome: "accepted",
 		Effects: []EffectKey{{"ORDER#ord_4211", "SHIPMENT"}, {"ORDER#ord_4211", "STATUS"}, {"CUSTOMER#cus_9", "STATS"}},
 		Intents: map[string]ClaimIntent{
 			"email.send":        {Target: "email", Payload: []byte(`{"template":"order-paid","to":"cus_9"}`), Status: IntentPending},
 			"fulfilment.create": {Target: "http:fulfilment", Payload: []byte(`{"order_id":"ord_4211"}`), Status: IntentPending},
 		},
-		PendingShard: PendingShard("EVT#shop#evt_8f2c1a"), PendingSince: now.UnixMilli(),
+		// FNV-1a 32 of "EVT#shop#evt_8f2c1a" is 2564234657 (computed in Python), and 2564234657 % 16 = 1.
+		PendingShard: "P1", PendingSince: now.UnixMilli(), Wake: now.UnixMilli(),
+	}
+	if len(req.token) != 32 || strings.Trim(req.token, "0123456789abcdef") != "" {
+		t.Fatalf("commit token %q, want 32 hex digits", req.token)
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", c, want)
