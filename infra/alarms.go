@@ -39,8 +39,8 @@ func alarms(stack awscdk.Stack, cfg StackConfig, receiver, worker, sweeper awsla
 			Namespace: jsii.String("AWS/Lambda"), MetricName: jsii.String("IteratorAge"), Statistic: jsii.String("Maximum"),
 			Period: five, DimensionsMap: &map[string]*string{"FunctionName": worker.FunctionName()},
 		}), 300_000)
-	alarm("ParkedIntents", "Intents parked for an operator (permanent downstream errors or attempts exhausted)",
-		metric("ParkedIntents", "Maximum", nil), 0)
+	alarm("ParkedIntents", "Claims with intents parked for an operator (permanent downstream errors or attempts exhausted)",
+		metric("ParkedClaims", "Maximum", nil), 0)
 	for _, name := range cfg.Sources.Names() {
 		alarm("DuplicateSpike-"+name, "Duplicates from "+name+" above the usual trickle: a redrive, or handler latency over the provider's timeout",
 			metric("Duplicate", "Sum", map[string]*string{"source": jsii.String(name)}), cfg.DuplicateSpike)
@@ -61,7 +61,7 @@ func alarms(stack awscdk.Stack, cfg StackConfig, receiver, worker, sweeper awsla
 			},
 			{
 				graph("Intents", metric("IntentsDone", "Sum", nil), metric("IntentsRetried", "Sum", nil), metric("IntentsParked", "Sum", nil), metric("LeaseLost", "Sum", nil)),
-				graph("Parked and swept", metric("ParkedIntents", "Maximum", nil), metric("SweepRedriven", "Sum", nil)),
+				graph("Parked and swept", metric("ParkedClaims", "Maximum", nil), metric("SweepRedriven", "Sum", nil)),
 				graph("Backstop and mismatches", metric("BackstopAbsorbed", "Sum", nil), metric("PayloadMismatch", "Sum", nil)),
 			},
 		},

@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -75,10 +77,35 @@ func NewStack(scope constructs.Construct, id string, cfg StackConfig) awscdk.Sta
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
 
+	timings, err := outboxTimings(cfg.Sources)
+	if err != nil {
+		panic(fmt.Sprintf("infra: outbox: %v", err))
+	}
+	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
+	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
+	dlq := awssqs.NewQueue(stack, jsii.String("OutboxFailures"), &awssqs.QueueProps{
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		EnforceSSL:      jsii.Bool(true),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+	})
+	retries := awssqs.NewQueue(stack, jsii.String("OutboxRetries"), &awssqs.QueueProps{
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
+		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
+		EnforceSSL:        jsii.Bool(true),
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+	})
+
 	env := map[string]*string{"TABLE_NAME": table.TableName(), "LOG_LEVEL": jsii.String("info")}
+	outboxEnv := map[string]*string{"RETRY_QUEUE_URL": retries.QueueUrl(), "LEASE_SECONDS": jsii.String(fmt.Sprint(int(timings.Lease.Seconds())))}
+	for k, v := range env {
+		outboxEnv[k] = v
+	}
 	receiver := function(stack, "Receiver", cfg, "receiver", env, 10)
-	worker := function(stack, "Outbox", cfg, "outbox", env, 120)
-	sweeper := function(stack, "Sweeper", cfg, "sweeper", env, 300)
+	worker := function(stack, "Outbox", cfg, "outbox", outboxEnv, timings.FunctionTimeout.Seconds())
+	sweeper := function(stack, "Sweeper", cfg, "sweeper", outboxEnv, 300)
+	retries.GrantSendMessages(worker)
+	retries.GrantSendMessages(sweeper)
 
 	// Least privilege: each function gets exactly the item actions its code issues.
 	allow(receiver, []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:GetItem"}, table.TableArn())
@@ -106,14 +133,9 @@ func NewStack(scope constructs.Construct, id string, cfg StackConfig) awscdk.Sta
 			`"status":"$context.status","latency":"$context.responseLatency","integrationError":"$context.integrationErrorMessage"}`),
 	})
 
-	dlq := awssqs.NewQueue(stack, jsii.String("OutboxFailures"), &awssqs.QueueProps{
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		EnforceSSL:      jsii.Bool(true),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-	})
 	worker.AddEventSource(awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
-		BatchSize:               jsii.Number(100),
+		BatchSize:               jsii.Number(float64(timings.BatchSize)),
 		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
 		BisectBatchOnError:      jsii.Bool(true),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -121,20 +143,24 @@ func NewStack(scope constructs.Construct, id string, cfg StackConfig) awscdk.Sta
 		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(6)),
 		ParallelizationFactor:   jsii.Number(2),
 		OnFailure:               awslambdaeventsources.NewSqsDlq(dlq),
-		// Only claims that still have work: INSERTs and MODIFYs whose new image is in the
-		// pending index. TTL REMOVEs and effect records never invoke the function.
-		Filters: &[]*map[string]interface{}{awslambda.FilterCriteria_Filter(&map[string]interface{}{
-			"eventName": awslambda.FilterRule_Or(jsii.String("INSERT"), jsii.String("MODIFY")),
-			"dynamodb": map[string]interface{}{
-				"NewImage": map[string]interface{}{dedup.AttrPendingShard: map[string]interface{}{"S": awslambda.FilterRule_Exists()}},
-			},
-		})},
+		// Only records that hand the worker due work (outbox.StreamFilterPatterns): a new
+		// claim with intents, a re-admitted or re-driven one. The worker's own writes, TTL
+		// REMOVEs and effect records never invoke the function.
+		Filters: streamFilters(),
+	}))
+	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(retries, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(10),
+		ReportBatchItemFailures: jsii.Bool(true),
 	}))
 
 	awsevents.NewRule(stack, jsii.String("SweepSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("re-drive outbox intents the stream path left behind"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(2))),
-		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(sweeper, nil)},
+		// A run that could not start is not worth starting late: the next one comes soon.
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(sweeper, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(0),
+			MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
+		})},
 	})
 
 	alarms(stack, cfg, receiver, worker, sweeper, dlq)
@@ -228,4 +254,49 @@ func trimSlash(s string) string {
 		return s[1:]
 	}
 	return s
+}
+
+// The outbox's stream batch and the concurrency its worker runs it at (outbox.Config's default).
+const (
+	outboxBatchSize   = 100
+	outboxConcurrency = 8
+)
+
+// outboxTimings derives the outbox function's lease and timeout from the slowest target and
+// checks them against each other (outbox.CheckTimings), so the synth fails on timings that
+// cannot work, naming the target.
+func outboxTimings(f *sources.File) (outbox.Timings, error) {
+	t := outbox.Timings{BatchSize: outboxBatchSize, Concurrency: outboxConcurrency, MaxCall: outbox.DefaultHTTPTimeout, Margin: outbox.DefaultMargin}
+	slowest := ""
+	for _, name := range sortedKeys(f.Targets) {
+		if d := time.Duration(f.Targets[name].Timeout); d > t.MaxCall {
+			t.MaxCall, slowest = d, name
+		}
+	}
+	t.Lease = max(outbox.DefaultLease, t.MaxCall+t.Margin)
+	t.FunctionTimeout = max(time.Minute, t.NeededFunctionTimeout())
+	if t.FunctionTimeout > 15*time.Minute {
+		return t, fmt.Errorf("target %q's timeout %s: a batch of %d records %d at a time would need a %s function, over Lambda's 15 minutes",
+			slowest, t.MaxCall, t.BatchSize, t.Concurrency, t.NeededFunctionTimeout())
+	}
+	return t, outbox.CheckTimings(t)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// streamFilters turns outbox.StreamFilterPatterns into the mapping's filter criteria.
+func streamFilters() *[]*map[string]interface{} {
+	var filters []*map[string]interface{}
+	for _, p := range outbox.StreamFilterPatterns() {
+		pattern := map[string]interface{}(p)
+		filters = append(filters, awslambda.FilterCriteria_Filter(&pattern))
+	}
+	return &filters
 }

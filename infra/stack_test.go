@@ -110,14 +110,52 @@ func TestTheStreamMappingRetriesBoundedlyAndReportsItemFailures(t *testing.T) {
 			"MaximumRetryAttempts":       5,
 			"MaximumRecordAgeInSeconds":  21600,
 			"DestinationConfig":          assertions.Match_ObjectLike(props(map[string]any{"OnFailure": assertions.Match_AnyValue()})),
-			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{
-				"Pattern": assertions.Match_SerializedJson(props(map[string]any{
-					"eventName": []any{"INSERT", "MODIFY"},
+			// Written out here, not taken from outbox.StreamFilterPatterns: this is what the
+			// deployed mapping must say.
+			"FilterCriteria": map[string]any{"Filters": []any{
+				map[string]any{"Pattern": assertions.Match_SerializedJson(props(map[string]any{
+					"eventName": []any{"INSERT"},
 					"dynamodb":  map[string]any{"NewImage": map[string]any{"pending_shard": map[string]any{"S": []any{map[string]any{"exists": true}}}}},
-				})),
-			}}},
+				}))},
+				map[string]any{"Pattern": assertions.Match_SerializedJson(props(map[string]any{
+					"eventName": []any{"MODIFY"},
+					"dynamodb":  map[string]any{"NewImage": map[string]any{"wake": map[string]any{"N": []any{map[string]any{"exists": true}}}}},
+				}))},
+			}},
 		}))
 	})
+}
+
+func TestRetriesAreWokenByADelayQueueTheOutboxConsumes(t *testing.T) {
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), props(map[string]any{
+			"EventSourceArn":        map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^OutboxRetries")), "Arn"}},
+			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+		}))
+	})
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), props(map[string]any{
+			"Description": "oncehook outbox",
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(props(map[string]any{
+				"RETRY_QUEUE_URL": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^OutboxRetries"))},
+				"LEASE_SECONDS":   "60",
+			}))},
+			// 100 records, 8 at a time, calls of up to 10 s plus a 5 s margin each: 13 x 15 s + 5 s.
+			"Timeout": 200,
+		}))
+	})
+}
+
+func TestTimingsThatCannotWorkFailTheSynth(t *testing.T) {
+	file, err := sources.Parse([]byte(`{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"}},
+		"targets":{"fast":{"url":"https://a.example/x","timeout":"5s"},"slow":{"url":"https://b.example/x","timeout":"2m"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = outboxTimings(file)
+	if err == nil || !strings.Contains(err.Error(), `"slow"`) || !strings.Contains(err.Error(), "15 minutes") {
+		t.Fatalf("got %v, want the synth refused, naming the slow target", err)
+	}
 }
 
 func TestTheSweeperRunsOnASchedule(t *testing.T) {
@@ -148,8 +186,9 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssues(t *testing.T) {
 	}
 	want := map[string]string{
 		"Receiver": "dynamodb:ConditionCheckItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue ssm:GetParameter",
-		"Outbox":   "dynamodb:DescribeStream dynamodb:GetItem dynamodb:GetRecords dynamodb:GetShardIterator dynamodb:ListStreams dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:GetQueueAttributes sqs:GetQueueUrl sqs:SendMessage",
-		"Sweeper":  "dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents",
+		"Outbox": "dynamodb:DescribeStream dynamodb:GetItem dynamodb:GetRecords dynamodb:GetShardIterator dynamodb:ListStreams dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
+			"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueAttributes sqs:GetQueueAttributes sqs:GetQueueUrl sqs:GetQueueUrl sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage sqs:SendMessage",
+		"Sweeper": "dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:GetQueueAttributes sqs:GetQueueUrl sqs:SendMessage",
 	}
 	for fn, actions := range want {
 		var role string
@@ -167,7 +206,7 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssues(t *testing.T) {
 }
 
 func TestAlarmsCoverTheFailureSignals(t *testing.T) {
-	for _, metric := range []string{"ApproximateNumberOfMessagesVisible", "IteratorAge", "ParkedIntents", "Duplicate", "Errors"} {
+	for _, metric := range []string{"ApproximateNumberOfMessagesVisible", "IteratorAge", "ParkedClaims", "Duplicate", "Errors"} {
 		must(t, func() {
 			synth.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), props(map[string]any{"MetricName": metric}))
 		})

@@ -1,10 +1,13 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
@@ -132,6 +136,7 @@ func (e *env) worker(configure func(*outbox.Config), clientOpts ...func(*dynamod
 		Table:     e.table,
 		Executors: map[string]outbox.Executor{"email": exec, "http:fulfilment": exec},
 		Lease:     5 * time.Second,
+		Margin:    500 * time.Millisecond,
 		Now:       e.now,
 		Backoff:   func(int) time.Duration { return 10 * time.Second },
 	}
@@ -182,7 +187,7 @@ func (e *env) claims() []*dedup.Claim {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if strings.HasPrefix(c.PK, dedup.ClaimPrefix) {
+		if strings.HasPrefix(c.PK, dedup.ClaimPrefix) && c.SK == dedup.ClaimSK {
 			out = append(out, c)
 		}
 	}
@@ -212,4 +217,45 @@ func (e *env) exactlyOnce(keys []string) {
 	if len(applied) != len(keys) {
 		e.t.Fatalf("%d keys applied downstream, want %d", len(applied), len(keys))
 	}
+}
+
+// items returns every item as stored, by pk and sk.
+func (e *env) items() map[string]map[string]types.AttributeValue {
+	m := map[string]map[string]types.AttributeValue{}
+	for _, it := range awstest.Items(e.t, e.client, e.table) {
+		m[it["pk"].(*types.AttributeValueMemberS).Value+"/"+it["sk"].(*types.AttributeValueMemberS).Value] = it
+	}
+	return m
+}
+
+func key(pk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: dedup.ClaimSK}}
+}
+
+func strp(s string) *string { return &s }
+
+// vals builds expression values from name, value pairs (strings and ints).
+func vals(kv ...any) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{}
+	for i := 0; i < len(kv); i += 2 {
+		switch v := kv[i+1].(type) {
+		case string:
+			m[kv[i].(string)] = &types.AttributeValueMemberS{Value: v}
+		case int:
+			m[kv[i].(string)] = &types.AttributeValueMemberN{Value: strconv.Itoa(v)}
+		}
+	}
+	return m
+}
+
+// bodyHas reports whether a request's body contains s, leaving it readable.
+func bodyHas(r *http.Request, s string) bool {
+	if r.Body == nil {
+		return false
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return bytes.Contains(b, []byte(s))
 }

@@ -22,26 +22,47 @@ func NewEMFMetrics(w io.Writer) *EMFMetrics { return &EMFMetrics{w: w} }
 
 var byTarget = []string{"target"}
 
-// Intent counts one turn: IntentsDone, IntentsRetried, IntentsParked or LeaseLost, and the
-// execution latency, per target.
+// intentMetric names each counted outcome of a turn.
+var intentMetric = map[string]string{
+	OutcomeDone: "IntentsDone", OutcomeRetry: "IntentsRetried", OutcomeParked: "IntentsParked",
+	OutcomeLeaseLost: "LeaseLost", outcomeUnscheduled: "RetryNotScheduled",
+}
+
+// Intent counts one turn: IntentsDone, IntentsRetried, IntentsParked or LeaseLost, with the
+// execution latency, per target; and RetryNotScheduled when a retry's wake-up could not be
+// scheduled (the sweeper will find it).
 func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
-	name := map[string]string{OutcomeDone: "IntentsDone", OutcomeRetry: "IntentsRetried", OutcomeParked: "IntentsParked", OutcomeLeaseLost: "LeaseLost"}[outcome]
+	name := intentMetric[outcome]
 	if name == "" {
 		return
 	}
 	d := emf.New(Namespace, time.Now())
 	d.Set("target", target)
 	d.Count(name, byTarget)
-	d.Add("ExecutionLatency", float64(latency.Microseconds())/1000, emf.Milliseconds, byTarget)
+	if outcome != outcomeUnscheduled {
+		d.Add("ExecutionLatency", float64(latency.Microseconds())/1000, emf.Milliseconds, byTarget)
+	}
 	m.write(d)
 }
 
-// Sweep reports ParkedIntents (the alarm's gauge) and what the sweep re-drove.
+// Sweep reports one run: SweepRuns (1, the heartbeat, skipped runs included), ParkedClaims (the
+// parked alarm's gauge: claims with at least one parked intent), SweepRedriven, SweepSettled,
+// SweepFailures, SweepDeferred and SweepIncomplete (1 when the run stopped early).
 func (m *EMFMetrics) Sweep(r SweepReport) {
 	d := emf.New(Namespace, time.Now())
-	d.Add("ParkedIntents", float64(r.Parked), emf.Count)
-	d.Add("SweepRedriven", float64(r.Summary[OutcomeDone]+r.Summary[OutcomeRetry]+r.Summary[OutcomeParked]), emf.Count)
-	d.Add("SweepFailures", float64(r.Failures), emf.Count)
+	d.Add("SweepRuns", 1, emf.Count)
+	if !r.Skipped {
+		d.Add("ParkedClaims", float64(r.Parked), emf.Count)
+		d.Add("SweepRedriven", float64(r.Summary[OutcomeDone]+r.Summary[OutcomeRetry]+r.Summary[OutcomeParked]), emf.Count)
+		d.Add("SweepSettled", float64(r.Settled), emf.Count)
+		d.Add("SweepFailures", float64(r.Failures), emf.Count)
+		d.Add("SweepDeferred", float64(r.Deferred), emf.Count)
+		incomplete := 0.0
+		if r.Incomplete {
+			incomplete = 1
+		}
+		d.Add("SweepIncomplete", incomplete, emf.Count)
+	}
 	m.write(d)
 }
 

@@ -39,7 +39,7 @@ func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (eve
 		}()
 	}
 	wg.Wait()
-	var resp events.DynamoDBEventResponse
+	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}} // [], not null
 	for i, f := range failed {
 		if f {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})

@@ -2,9 +2,12 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,98 +17,297 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// Sweeper re-drives intents the stream path left behind: retries whose backoff has passed,
-// leases that expired with a crashed worker, records whose batch gave up. A stream mapping's
-// on-failure destination carries only metadata, so the table, not the queue, is the truth,
-// and the sweeper reads it through the sparse pending index (no scans).
+// Sweeper is the outbox's safety net: it re-drives intents the stream and retry paths left
+// behind (a wake-up that was lost, a lease that expired with a crashed worker, records whose
+// batch gave up). A stream mapping's on-failure destination carries only metadata, so the
+// table, not a queue, is the truth, and the sweeper reads it through the due part of the
+// sparse pending index (no scans).
 //
-// Parked intents are counted and left alone until an operator re-drives them.
+// One Run works the index's due shards at once, a page of each in turn from a shard chosen at
+// random (so none starves when a run stops early), and runs up to Concurrency claims at a
+// time. It takes no claim it could not finish before its invocation's deadline. Runs never
+// overlap: a run holds a lock item in the table (SweepLockPK), and a run that finds it held
+// does nothing. Parked claims are counted through the index's parked shards, without reading
+// them, and left alone until an operator re-drives them.
 type Sweeper struct {
 	Worker *Worker
 	// MinAge skips claims younger than this: the stream path is still on them. Default 2 min.
 	MinAge time.Duration
+	// Concurrency bounds the claims swept at once. Default 32.
+	Concurrency int
 }
+
+// The sweeper's lock item. Its key is in the claims' key space (EVT#), which effect records
+// may not use, with an empty source, which no claim can have.
+const (
+	SweepLockPK = dedup.ClaimPrefix + "#sweeper"
+	SweepLockSK = "LOCK"
+)
 
 // SweepReport is what one Run found and did.
 type SweepReport struct {
-	Claims   int     // claims in the pending index old enough to look at
+	Claims   int     // claims in the due index old enough to look at, read
 	Summary  Summary // outcomes of the intents it ran
-	Parked   int     // parked intents seen (left alone)
+	Parked   int     // claims under the parked shards: each has at least one parked intent
+	Settled  int     // claims with nothing open moved out of the due index
 	Failures int     // claims whose steps could not be recorded
+	// Deferred counts the claims left for the next run because the deadline was near;
+	// Incomplete is true when the run stopped before reading every due shard to its end.
+	Deferred   int
+	Incomplete bool
+	// Skipped is true when another run held the lock: this one did nothing.
+	Skipped bool
 }
 
-// Run sweeps every shard of the pending index once.
-func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
+// Run sweeps the due shards of the pending index once. Its report reaches Metrics even when
+// it stops early.
+func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	w := s.Worker
+	rep.Summary = Summary{}
+	defer func() {
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sweep",
+			slog.Int("claims", rep.Claims), slog.Int("parked_claims", rep.Parked), slog.Int("settled", rep.Settled),
+			slog.Int("failures", rep.Failures), slog.Int("deferred", rep.Deferred), slog.Bool("incomplete", rep.Incomplete),
+			slog.Bool("skipped", rep.Skipped), slog.Any("outcomes", map[string]int(rep.Summary)))
+		w.cfg.Metrics.Sweep(rep)
+	}()
+	owner, held, err := s.lock(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if held {
+		rep.Skipped = true
+		return rep, nil
+	}
+	defer s.unlock(owner)
+
+	if rep.Parked, err = s.countParked(ctx); err != nil {
+		return rep, err
+	}
 	minAge := s.MinAge
 	if minAge == 0 {
 		minAge = 2 * time.Minute
 	}
-	rep := SweepReport{Summary: Summary{}}
 	cutoff := w.cfg.Now().Add(-minAge).UnixMilli()
-	for shard := range dedup.PendingShards {
-		p := dynamodb.NewQueryPaginator(w.api, &dynamodb.QueryInput{
-			TableName:              aws.String(w.cfg.Table),
-			IndexName:              aws.String(dedup.PendingIndex),
-			KeyConditionExpression: aws.String("pending_shard = :s AND pending_since <= :cutoff"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":s":      str("P" + strconv.Itoa(shard)),
-				":cutoff": num(cutoff),
-			},
-		})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
+	conc := s.Concurrency
+	if conc <= 0 {
+		conc = 32
+	}
+
+	var mu sync.Mutex // guards rep from here on
+	keys := make(chan map[string]types.AttributeValue)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for key := range keys {
+				s.sweepOne(ctx, key, &rep, &mu)
+			}
+		}()
+	}
+	qerr := s.walk(ctx, cutoff, keys, &rep, &mu)
+	close(keys)
+	wg.Wait()
+	return rep, qerr
+}
+
+// walk reads the due shards a page at a time, round robin from a random shard, and hands each
+// key to the sweepers, until every shard is read or the deadline leaves no time for a claim.
+func (s *Sweeper) walk(ctx context.Context, cutoff int64, keys chan<- map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) error {
+	w := s.Worker
+	shards := dedup.DueShards()
+	type cursor struct {
+		shard string
+		start map[string]types.AttributeValue
+		done  bool
+	}
+	cursors := make([]*cursor, len(shards))
+	first := rand.N(len(shards))
+	for i := range shards {
+		cursors[i] = &cursor{shard: shards[(first+i)%len(shards)]}
+	}
+	var errs []error
+	for open := len(cursors); open > 0; {
+		for _, c := range cursors {
+			if c.done {
+				continue
+			}
+			if !s.hasTime(ctx) {
+				mu.Lock()
+				rep.Incomplete = true
+				mu.Unlock()
+				return errors.Join(errs...)
+			}
+			page, err := w.api.Query(ctx, &dynamodb.QueryInput{
+				TableName:              aws.String(w.cfg.Table),
+				IndexName:              aws.String(dedup.PendingIndex),
+				KeyConditionExpression: aws.String("pending_shard = :s AND pending_since <= :cutoff"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":s":      str(c.shard),
+					":cutoff": num(cutoff),
+				},
+				ExclusiveStartKey: c.start,
+				Limit:             aws.Int32(100),
+			})
 			if err != nil {
-				return rep, fmt.Errorf("sweep shard %d: %w", shard, err)
+				// One shard failing must not stop the others; the next run tries it again.
+				errs = append(errs, fmt.Errorf("sweep shard %s: %w", c.shard, err))
+				mu.Lock()
+				rep.Incomplete = true
+				mu.Unlock()
+				c.done, open = true, open-1
+				continue
 			}
 			for _, key := range page.Items {
-				s.sweepOne(ctx, key, &rep)
+				select {
+				case keys <- key:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if c.start = page.LastEvaluatedKey; c.start == nil {
+				c.done, open = true, open-1
 			}
 		}
 	}
-	w.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sweep",
-		slog.Int("claims", rep.Claims), slog.Int("parked", rep.Parked), slog.Int("failures", rep.Failures),
-		slog.Any("outcomes", map[string]int(rep.Summary)))
-	w.cfg.Metrics.Sweep(rep)
-	return rep, nil
+	return errors.Join(errs...)
 }
 
-// sweepOne reads the claim itself (the index holds keys only, and may lag) and runs what is due.
-func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeValue, rep *SweepReport) {
+// hasTime reports whether the run's deadline leaves time for one more claim: its slowest
+// target's call, and the margin for the writes around it.
+func (s *Sweeper) hasTime(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return true
+	}
 	w := s.Worker
+	need := w.cfg.Lease - w.cfg.Margin
+	if len(w.cfg.Executors) > 0 {
+		need = 0
+		for name := range w.cfg.Executors {
+			need = max(need, w.callBudget(name))
+		}
+	}
+	return time.Until(d) >= need+2*w.cfg.Margin
+}
+
+// sweepOne reads the claim itself (the index holds keys only, and may lag) and runs what is due,
+// or settles a claim with nothing open.
+func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) {
+	w := s.Worker
+	count := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	if !s.hasTime(ctx) {
+		count(func() { rep.Deferred++; rep.Incomplete = true })
+		return
+	}
 	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(w.cfg.Table),
 		Key:            map[string]types.AttributeValue{dedup.AttrPK: key[dedup.AttrPK], dedup.AttrSK: key[dedup.AttrSK]},
 		ConsistentRead: aws.Bool(true),
 	})
-	if err != nil || out.Item == nil {
-		if err != nil {
-			rep.Failures++
-		}
+	if err != nil {
+		count(func() { rep.Failures++ })
+		return
+	}
+	if out.Item == nil {
 		return
 	}
 	claim, err := dedup.UnmarshalClaim(out.Item)
 	if err != nil {
-		rep.Failures++
+		count(func() { rep.Failures++ })
 		return
 	}
-	rep.Claims++
-	for name, in := range claim.Intents {
-		if in.Status == dedup.IntentParked {
-			rep.Parked++
-			// Listed on every sweep until an operator re-drives or retires it.
-			w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "parked intent",
-				slog.String("source", claim.Source), slog.String("event_id", claim.EventID), slog.String("intent", name),
-				slog.String("target", in.Target), slog.Int("attempts", in.Attempts), slog.String("last_error", in.LastError))
-		}
-	}
+	count(func() { rep.Claims++ })
 	sum, err := w.Process(ctx, claim)
-	for k, v := range sum {
-		rep.Summary[k] += v
-	}
-	if err != nil {
-		rep.Failures++
+	settled := !claim.Open() && claim.PendingShard != ""
+	count(func() {
+		for k, v := range sum {
+			rep.Summary[k] += v
+		}
+		if settled && err == nil {
+			rep.Settled++
+		}
+		switch {
+		case errors.Is(err, ErrNoTime):
+			rep.Deferred++
+			rep.Incomplete = true
+		case err != nil:
+			rep.Failures++
+		}
+	})
+	if err != nil && !errors.Is(err, ErrNoTime) {
 		w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "sweep: claim not processed",
 			slog.String("event_id", claim.EventID), slog.String("error", err.Error()))
 	}
+}
+
+// countParked counts the claims under the parked shards (a count query over index keys: the
+// claims themselves are not read).
+func (s *Sweeper) countParked(ctx context.Context) (int, error) {
+	w := s.Worker
+	n := 0
+	for _, shard := range dedup.ParkedShards() {
+		p := dynamodb.NewQueryPaginator(w.api, &dynamodb.QueryInput{
+			TableName:                 aws.String(w.cfg.Table),
+			IndexName:                 aws.String(dedup.PendingIndex),
+			KeyConditionExpression:    aws.String("pending_shard = :s"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(shard)},
+			Select:                    types.SelectCount,
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return n, fmt.Errorf("count parked claims in %s: %w", shard, err)
+			}
+			n += int(page.Count)
+		}
+	}
+	return n, nil
+}
+
+// lock takes the sweeper's lock item until the run's deadline (or 15 minutes without one). It
+// reports held when another run has it.
+func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error) {
+	w := s.Worker
+	now := w.cfg.Now()
+	until := now.Add(15 * time.Minute)
+	if d, ok := ctx.Deadline(); ok {
+		until = now.Add(time.Until(d))
+	}
+	owner = strconv.FormatUint(rand.Uint64(), 36)
+	_, err = w.update(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(w.cfg.Table),
+		Key:                       lockKey(),
+		UpdateExpression:          aws.String("SET lock_until = :until, lock_owner = :owner"),
+		ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR lock_until < :now OR lock_owner = :owner"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":until": num(until.UnixMilli()), ":now": num(now.UnixMilli()), ":owner": str(owner)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return "", true, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("sweep lock: %w", err)
+	}
+	return owner, false, nil
+}
+
+// unlock releases the lock if it is still ours. It runs after the run's context may have
+// ended, so it gets a few seconds of its own.
+func (s *Sweeper) unlock(owner string) {
+	w := s.Worker
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = w.update(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(w.cfg.Table),
+		Key:                       lockKey(),
+		UpdateExpression:          aws.String("REMOVE lock_until, lock_owner"),
+		ConditionExpression:       aws.String("lock_owner = :owner"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner)},
+	})
+}
+
+func lockKey() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{dedup.AttrPK: str(SweepLockPK), dedup.AttrSK: str(SweepLockSK)}
 }

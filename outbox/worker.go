@@ -3,21 +3,28 @@
 //
 // A Worker takes one intent at a time under a lease: a conditional UpdateItem moves it from
 // pending (and due) to running and increments its attempt count, which is the lease's fencing
-// token; a worker may only finish the attempt it leased. It then runs the intent through the
+// token; a worker may only record the attempt it leased. It then runs the intent through the
 // executor chosen by its target, passing <source>:<event_id>:<intent> as the idempotency key,
-// and records the result conditionally on its token:
+// and records the result conditionally on its token and on the claim's commit token:
 //
 //	success            -> done
-//	retryable failure  -> pending again, not before a backoff, with the error (attempts+1)
+//	retryable failure  -> pending again, not before a backoff, with the error (attempts+1);
+//	                      the Scheduler, when there is one, wakes it at its due time
 //	permanent failure  -> parked, with the error, for an operator
 //	attempts exhausted -> parked
+//
+// The write that finishes an event's last open intent also takes the claim out of the due part
+// of the pending index (or into its parked part), so an event with one intent costs three
+// writes of its claim: the commit, the lease and the finish.
 //
 // A worker that crashes after the downstream call but before recording it leaves a running
 // intent whose lease expires; the next attempt calls the downstream again with the same key,
 // and the downstream's dedup answers. A worker whose lease expired cannot overwrite the newer
-// attempt's result (its token no longer matches): it counts a lost lease and moves on.
+// attempt's result (its token no longer matches): it counts a lost lease and moves on. A
+// worker never takes a lease it could not finish before its invocation's deadline.
 //
-// The stream handler (HandleStream) and the Sweeper both come here, through Process.
+// The stream handler (HandleStream), the retry handler (HandleRetries) and the Sweeper all
+// come here, through Process.
 package outbox
 
 import (
@@ -28,6 +35,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -50,9 +58,12 @@ type Config struct {
 	Table string
 	// Executors maps an intent's target to what runs it.
 	Executors map[string]Executor
-	// Lease is how long a worker may hold an intent; it must exceed the slowest executor's
-	// timeout. Default 60 s.
+	// Lease is how long a worker may hold an intent. New refuses a lease shorter than any
+	// Bounded executor's MaxDuration plus Margin. Default DefaultLease.
 	Lease time.Duration
+	// Margin is the time kept back, at the end of a lease and of an invocation, for the
+	// DynamoDB writes that record a call. Default DefaultMargin.
+	Margin time.Duration
 	// MaxAttempts parks an intent after this many failed attempts. Default 10.
 	MaxAttempts int
 	// Backoff is the wait before attempt n+1 after n failures. Default: 5 s doubling per
@@ -60,10 +71,31 @@ type Config struct {
 	Backoff func(attempts int) time.Duration
 	// Concurrency bounds the records of one stream batch processed at once. Default 8.
 	Concurrency int
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// Scheduler wakes a retried intent at its due time (SQSScheduler). Without one, retries
+	// wait for the Sweeper.
+	Scheduler Scheduler
+	// WriteRetries bounds how often a write DynamoDB refused with TransactionConflict (a
+	// duplicate delivery's transaction holds the claim for a moment) is tried again, with
+	// jitter. Default 3.
+	WriteRetries int
+	Now          func() time.Time
+	Logger       *slog.Logger
 	// Metrics receives EMF documents (stdout in Lambda); none when nil.
 	Metrics Metrics
+}
+
+// Defaults of Config.
+const (
+	DefaultLease  = time.Minute
+	DefaultMargin = 5 * time.Second
+)
+
+// Bounded is an Executor that knows the longest one Execute call can take. The worker takes no
+// lease it could not finish before its invocation's deadline, and New refuses a lease shorter
+// than MaxDuration plus the margin. An executor that is not Bounded gets the lease less the
+// margin.
+type Bounded interface {
+	MaxDuration() time.Duration
 }
 
 // Metrics is where the worker and the sweeper count what they did. See NewEMFMetrics.
@@ -83,22 +115,51 @@ type Worker struct {
 	cfg Config
 }
 
+// ConfigError names the setting of a Worker that cannot work.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "outbox: " + e.Field + " " + e.Reason }
+
 // New validates cfg and returns a Worker.
 func New(api API, cfg Config) (*Worker, error) {
-	if api == nil || cfg.Table == "" {
-		return nil, errors.New("outbox: a DynamoDB API and a table are required")
+	if api == nil {
+		return nil, &ConfigError{Field: "api", Reason: "is nil"}
+	}
+	if cfg.Table == "" {
+		return nil, &ConfigError{Field: "Table", Reason: "is empty"}
 	}
 	if cfg.Lease == 0 {
-		cfg.Lease = time.Minute
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Margin == 0 {
+		cfg.Margin = DefaultMargin
+	}
+	if cfg.Margin < 0 || cfg.Lease <= cfg.Margin {
+		return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s must be longer than the margin %s", cfg.Lease, cfg.Margin)}
+	}
+	for _, name := range sortedTargets(cfg.Executors) {
+		if b, ok := cfg.Executors[name].(Bounded); ok && cfg.Lease < b.MaxDuration()+cfg.Margin {
+			return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s is shorter than target %q's timeout %s plus the %s margin: "+
+				"a call could outlive its lease and run twice at once", cfg.Lease, name, b.MaxDuration(), cfg.Margin)}
+		}
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 10
+	}
+	if cfg.MaxAttempts < 0 {
+		return nil, &ConfigError{Field: "MaxAttempts", Reason: "must not be negative"}
 	}
 	if cfg.Backoff == nil {
 		cfg.Backoff = DefaultBackoff
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 8
+	}
+	if cfg.WriteRetries == 0 {
+		cfg.WriteRetries = 3
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -110,6 +171,15 @@ func New(api API, cfg Config) (*Worker, error) {
 		cfg.Metrics = nopMetrics{}
 	}
 	return &Worker{api: api, cfg: cfg}, nil
+}
+
+func sortedTargets(m map[string]Executor) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // DefaultBackoff is 5 s doubling per failed attempt, capped at 15 minutes, less up to a
@@ -126,16 +196,25 @@ const (
 	OutcomeRetry     = "retry"
 	OutcomeParked    = "parked"
 	OutcomeLeaseLost = "lease_lost"
-	OutcomeBusy      = "busy" // another worker holds it, or it is not due: nothing to do
+	OutcomeBusy      = "busy"     // another worker holds it, or it is not due: nothing to do
+	OutcomeDeferred  = "deferred" // not leased: the invocation had no time left to run it
 )
 
 // Summary counts the outcomes of a Process call.
 type Summary map[string]int
 
+// ErrNoTime is returned (joined) by Process for intents it did not lease because the
+// invocation's deadline was too close to run them: the caller delivers the claim again.
+var ErrNoTime = errors.New("outbox: not enough time left in this invocation to run the intent")
+
+// errLeaseLost is a finish or retry refused because a newer attempt owns the intent.
+var errLeaseLost = errors.New("outbox: lease lost")
+
 // Process runs every intent of claim that is due: pending with its backoff passed, or running
-// under an expired lease. It returns an error only when DynamoDB could not record a step, so
-// the caller should deliver the claim again (a stream batch item failure); downstream failures
-// are recorded in the claim and are not errors here.
+// under an expired lease. It returns an error only when DynamoDB could not record a step or
+// there was no time to run an intent (ErrNoTime), so the caller should deliver the claim
+// again (a stream batch item failure); downstream failures are recorded in the claim and are
+// not errors here. A claim with nothing open that is still among the due work leaves it.
 func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, error) {
 	sum := Summary{}
 	now := w.cfg.Now()
@@ -145,9 +224,17 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 			names = append(names, name)
 		}
 	}
+	if len(names) == 0 {
+		return sum, w.settle(ctx, claim)
+	}
 	sort.Strings(names)
 	var errs []error
 	for _, name := range names {
+		if !w.hasTime(ctx, claim.Intents[name].Target) {
+			sum[OutcomeDeferred]++
+			errs = append(errs, fmt.Errorf("intent %s: %w", name, ErrNoTime))
+			continue
+		}
 		outcome, err := w.run(ctx, claim, name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("intent %s: %w", name, err))
@@ -170,46 +257,83 @@ func due(in dedup.ClaimIntent, now time.Time) bool {
 	return false
 }
 
+// callBudget is the longest a call to target's executor may take.
+func (w *Worker) callBudget(target string) time.Duration {
+	if b, ok := w.cfg.Executors[target].(Bounded); ok {
+		return b.MaxDuration()
+	}
+	return w.cfg.Lease - w.cfg.Margin
+}
+
+// hasTime reports whether the invocation (ctx's deadline) leaves room for one call to target
+// and the writes that record it.
+func (w *Worker) hasTime(ctx context.Context, target string) bool {
+	d, ok := ctx.Deadline()
+	return !ok || time.Until(d) >= w.callBudget(target)+w.cfg.Margin
+}
+
+// lease is one attempt we hold.
+type lease struct {
+	name    string
+	attempt int    // the fencing token
+	owner   string // recognises our own writes after a lost response
+	claim   *dedup.Claim
+	// ends is when we must be done calling, on the real clock: the lease as written, less
+	// the margin. It is computed from before the lease request was sent, so a slow lease
+	// write (SDK retries) shortens the call rather than letting it outlive the lease.
+	ends time.Time
+}
+
 // run takes one intent through lease, execution and record.
 func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (string, error) {
-	attempt, leased, err := w.lease(ctx, claim, name)
-	if err != nil || leased == nil {
+	l, err := w.lease(ctx, claim, name)
+	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
-	in := leased.Intents[name]
+	in := l.claim.Intents[name]
 	exec, ok := w.cfg.Executors[in.Target]
 	start := time.Now()
 	var execErr error
 	if !ok {
 		execErr = Permanent(fmt.Errorf("no executor for target %q", in.Target))
 	} else {
-		// The call must end before the lease does, or another worker could take it meanwhile.
-		callCtx, cancel := context.WithTimeout(ctx, w.cfg.Lease)
+		// The call must end before the lease does (or another worker could take it meanwhile)
+		// and before the invocation does (or nothing could record it).
+		ends := l.ends
+		if d, ok := ctx.Deadline(); ok && d.Add(-w.cfg.Margin).Before(ends) {
+			ends = d.Add(-w.cfg.Margin)
+		}
+		callCtx, cancel := context.WithDeadline(ctx, ends)
 		execErr = exec.Execute(callCtx, Task{
 			Source: claim.Source, EventID: claim.EventID, EventType: claim.EventType,
 			Intent: name, Target: in.Target, Payload: in.Payload,
 			IdempotencyKey: dedup.IdempotencyKey(claim.Source, claim.EventID, name),
-			Attempt:        attempt,
+			Attempt:        l.attempt,
 		})
 		cancel()
 	}
 	latency := time.Since(start)
 
 	outcome := OutcomeDone
+	var next time.Time
 	switch {
 	case execErr == nil:
-		err = w.finish(ctx, claim, name, attempt, dedup.IntentDone, "")
-	case IsPermanent(execErr) || attempt-in.AttemptsBase >= w.cfg.MaxAttempts:
+		err = w.finish(ctx, l, dedup.IntentDone, "")
+	case IsPermanent(execErr) || l.attempt-in.AttemptsBase >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
-		err = w.finish(ctx, claim, name, attempt, dedup.IntentParked, execErr.Error())
+		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())
 	default:
 		outcome = OutcomeRetry
-		err = w.retry(ctx, claim, name, attempt, execErr.Error())
+		next, err = w.retry(ctx, l, execErr.Error())
 	}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if errors.Is(err, errLeaseLost) {
 		// Our lease expired and a newer attempt owns the intent now; it records the result.
 		outcome, err = OutcomeLeaseLost, nil
+	}
+	var schedErr error
+	if outcome == OutcomeRetry && err == nil && w.cfg.Scheduler != nil {
+		// Best effort: if the wake-up cannot be scheduled, the sweeper still finds the intent.
+		schedErr = w.cfg.Scheduler.Schedule(ctx, claim.PK, next)
 	}
 	level := slog.LevelInfo
 	if outcome != OutcomeDone {
@@ -217,7 +341,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	}
 	attrs := []slog.Attr{
 		slog.String("source", claim.Source), slog.String("event_id", claim.EventID),
-		slog.String("intent", name), slog.String("target", in.Target), slog.Int("attempt", attempt),
+		slog.String("intent", name), slog.String("target", in.Target), slog.Int("attempt", l.attempt),
 		slog.String("outcome", outcome), slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
 	}
 	if execErr != nil {
@@ -226,35 +350,68 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	if err != nil {
 		attrs = append(attrs, slog.String("record_error", err.Error()))
 	}
+	if schedErr != nil {
+		attrs = append(attrs, slog.String("schedule_error", schedErr.Error()))
+	}
 	w.cfg.Logger.LogAttrs(ctx, level, "intent", attrs...)
 	w.cfg.Metrics.Intent(in.Target, outcome, latency)
+	if schedErr != nil {
+		w.cfg.Metrics.Intent(in.Target, outcomeUnscheduled, 0)
+	}
 	return outcome, err
 }
+
+// outcomeUnscheduled counts retries whose wake-up could not be scheduled (RetryNotScheduled).
+const outcomeUnscheduled = "unscheduled"
 
 // intentNames are the expression names for one intent: #n is its map key, #st "status".
 func intentNames(name string) map[string]string {
 	return map[string]string{"#n": name, "#st": dedup.AttrIntentStatus}
 }
 
-func (w *Worker) key(claim *dedup.Claim) map[string]types.AttributeValue {
+func claimKey(pk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		dedup.AttrPK: &types.AttributeValueMemberS{Value: claim.PK},
+		dedup.AttrPK: &types.AttributeValueMemberS{Value: pk},
 		dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK},
+	}
+}
+
+// update is UpdateItem, tried again (up to WriteRetries times, with full jitter) when DynamoDB
+// refuses it with TransactionConflict: a duplicate delivery's transaction holds the claim for a
+// moment, and the SDK does not retry that error. Without this, a finish refused this way
+// would leave the intent running until its lease expired, and the next attempt would call the
+// downstream again.
+func (w *Worker) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := w.api.UpdateItem(ctx, in)
+		var tce *types.TransactionConflictException
+		if !errors.As(err, &tce) || attempt > w.cfg.WriteRetries {
+			return out, err
+		}
+		t := time.NewTimer(rand.N(20 * time.Millisecond << attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, err
+		case <-t.C:
+		}
 	}
 }
 
 // lease takes the intent if it is still due in the stored claim (not only in the record the
 // caller saw) and belongs to the same claim (commit token: a claim re-admitted after expiry is
-// a new claim). It returns the attempt number, which is the fencing token, and the claim as
-// stored after the lease; nil when another worker has it or it is no longer due.
-func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string) (int, *dedup.Claim, error) {
+// a new claim). It also removes the claim's wake marker, so that this write's stream record
+// does not invoke the worker again. It returns nil when another worker has the intent or it
+// is no longer due.
+func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string) (*lease, error) {
+	sent := time.Now() // before now: the lease as written never ends before sent + Lease
 	now := w.cfg.Now()
-	owner := strconv.FormatUint(rand.Uint64(), 36) // recognises our own lease after a lost response
-	out, err := w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	owner := strconv.FormatUint(rand.Uint64(), 36)
+	out, err := w.update(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(w.cfg.Table),
-		Key:       w.key(claim),
+		Key:       claimKey(claim.PK),
 		UpdateExpression: aws.String("SET intents.#n.#st = :running, intents.#n.lease_until = :until, " +
-			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one"),
+			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE " + dedup.AttrWake),
 		ConditionExpression: aws.String("commit_token = :commit AND (" +
 			"(intents.#n.#st = :pending AND (attribute_not_exists(intents.#n.next_attempt_at) OR intents.#n.next_attempt_at <= :now)) OR " +
 			"(intents.#n.#st = :running AND intents.#n.lease_until < :now))"),
@@ -271,112 +428,253 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string) (in
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	l := &lease{name: name, owner: owner, ends: sent.Add(w.cfg.Lease - w.cfg.Margin)}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Either another worker holds it, or the SDK retried our own lease whose answer was
 		// lost: then the stored intent is running under our owner token, and it is ours.
 		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
 			if in := held.Intents[name]; in.Status == dedup.IntentRunning && in.LeaseOwner == owner {
-				return in.Attempts, held, nil
+				l.attempt, l.claim = in.Attempts, held
+				return l, nil
 			}
 		}
-		return 0, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, nil, fmt.Errorf("lease: %w", err)
+		return nil, fmt.Errorf("lease: %w", err)
 	}
-	leased, err := dedup.UnmarshalClaim(out.Attributes)
-	if err != nil {
-		return 0, nil, fmt.Errorf("lease: decode claim: %w", err)
+	if l.claim, err = dedup.UnmarshalClaim(out.Attributes); err != nil {
+		return nil, fmt.Errorf("lease: decode claim: %w", err)
 	}
-	return leased.Intents[name].Attempts, leased, nil
+	l.attempt = l.claim.Intents[l.name].Attempts
+	return l, nil
 }
 
-// finish records a terminal status (done or parked) for the attempt we leased. When that
-// leaves every intent done, the claim leaves the sparse pending index; parked intents keep it
-// there, so the sweeper keeps counting them for the alarm.
-func (w *Worker) finish(ctx context.Context, claim *dedup.Claim, name string, attempt int, status, msg string) error {
-	values := map[string]types.AttributeValue{
-		":status":  str(status),
+// fence is the condition every write of a leased attempt carries: the same claim incarnation
+// (an older worker cannot finish a re-admitted claim's intent), the intent still running, and
+// still at the attempt we leased (a newer lease has incremented it).
+const fence = "commit_token = :commit AND intents.#n.#st = :running AND intents.#n.attempts = :attempt"
+
+func fenceValues(l *lease) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		":commit":  str(l.claim.CommitToken),
 		":running": str(dedup.IntentRunning),
-		":attempt": num(int64(attempt)),
-		":at":      str(w.cfg.Now().UTC().Format(time.RFC3339Nano)),
+		":attempt": num(int64(l.attempt)),
 	}
-	update := "SET intents.#n.#st = :status, intents.#n.finished_at = :at REMOVE intents.#n.lease_until, intents.#n.lease_owner, intents.#n.next_attempt_at"
+}
+
+// finish records a terminal status (done or parked) for the attempt we leased. When, in the
+// claim as our lease returned it, every other intent is already done or parked, the same write
+// takes the claim out of the due index (into its parked part when any intent is parked), on
+// condition that those intents are still as we saw them. When two last intents finish at
+// once, neither write knows it is last; the one that sees every intent finished afterwards
+// settles the claim with one more write.
+func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) error {
+	for range 3 { // the others' statuses can change under us only by an operator's redrive
+		in := w.finishInput(l, status, msg)
+		out, err := w.update(ctx, in)
+		var after *dedup.Claim
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case errors.As(err, &ccf):
+			held, derr := dedup.UnmarshalClaim(ccf.Item)
+			if derr != nil {
+				return errLeaseLost
+			}
+			h := held.Intents[l.name]
+			switch {
+			case h.Status == status && h.Attempts == l.attempt && h.LeaseOwner == l.owner && held.CommitToken == l.claim.CommitToken:
+				// Our own finish, sent again by the SDK after its answer was lost.
+				after = held
+			case h.Status == dedup.IntentRunning && h.Attempts == l.attempt && h.LeaseOwner == l.owner && held.CommitToken == l.claim.CommitToken:
+				// Our lease holds; another intent changed since we saw it. Again, as it is now.
+				l.claim = held
+				continue
+			default:
+				return errLeaseLost
+			}
+		case err != nil:
+			return err
+		default:
+			if after, err = dedup.UnmarshalClaim(out.Attributes); err != nil {
+				return fmt.Errorf("finish: decode claim: %w", err)
+			}
+		}
+		return w.settle(ctx, after)
+	}
+	return errors.New("outbox: finish: the claim kept changing under the write")
+}
+
+func (w *Worker) finishInput(l *lease, status, msg string) *dynamodb.UpdateItemInput {
+	names := intentNames(l.name)
+	values := fenceValues(l)
+	values[":status"] = str(status)
+	values[":at"] = str(w.cfg.Now().UTC().Format(time.RFC3339Nano))
+	// lease_owner stays: it is how we recognise this write if the SDK has to send it again.
+	set := []string{"intents.#n.#st = :status", "intents.#n.finished_at = :at"}
+	remove := []string{"intents.#n.lease_until", "intents.#n.next_attempt_at"}
 	if msg != "" {
-		update = "SET intents.#n.#st = :status, intents.#n.finished_at = :at, intents.#n.last_error = :err REMOVE intents.#n.lease_until, intents.#n.lease_owner, intents.#n.next_attempt_at"
+		set = append(set, "intents.#n.last_error = :err")
 		values[":err"] = str(truncate(msg))
 	}
-	out, err := w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(w.cfg.Table),
-		Key:                       w.key(claim),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("intents.#n.#st = :running AND intents.#n.attempts = :attempt"),
-		ExpressionAttributeNames:  intentNames(name),
-		ExpressionAttributeValues: values,
-		ReturnValues:              types.ReturnValueAllNew,
-	})
-	if err != nil {
-		return err
+	cond := fence
+	if others, shard, leaves := indexAfter(l.claim, l.name, status); leaves {
+		for i, other := range others {
+			ph := "#o" + strconv.Itoa(i)
+			names[ph] = other.name
+			cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)
+		}
+		if shard == "" {
+			remove = append(remove, dedup.AttrPendingShard, dedup.AttrPendingSince)
+		} else {
+			set = append(set, dedup.AttrPendingShard+" = :shard", dedup.AttrPendingSince+" = :since")
+			values[":shard"] = str(shard)
+			values[":since"] = num(w.cfg.Now().UnixMilli())
+		}
 	}
-	after, err := dedup.UnmarshalClaim(out.Attributes)
-	if err != nil || status != dedup.IntentDone {
-		return err
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(w.cfg.Table),
+		Key:                                 claimKey(l.claim.PK),
+		UpdateExpression:                    aws.String("SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	return w.leaveIndexIfAllDone(ctx, after)
 }
 
-// leaveIndexIfAllDone removes the sparse GSI keys once every intent is done, conditionally on
-// exactly that, so a concurrent retry of another intent cannot be hidden from the sweeper.
-func (w *Worker) leaveIndexIfAllDone(ctx context.Context, c *dedup.Claim) error {
-	if c.PendingShard == "" {
+// statusValue is the placeholder for a finished status, added to values (DynamoDB refuses
+// placeholders an expression does not use, so only those used are added).
+func statusValue(s string, values map[string]types.AttributeValue) string {
+	ph := ":done"
+	if s == dedup.IntentParked {
+		ph = ":parked"
+	}
+	values[ph] = str(s)
+	return ph
+}
+
+type namedStatus struct{ name, status string }
+
+// othersFinished returns the intents of c other than name, in name order, if all of them are
+// done or parked (nil otherwise), and whether any is parked.
+func othersFinished(c *dedup.Claim, name string) (others []namedStatus, parked bool) {
+	for n, in := range c.Intents {
+		if n == name {
+			continue
+		}
+		if in.Status != dedup.IntentDone && in.Status != dedup.IntentParked {
+			return nil, false
+		}
+		parked = parked || in.Status == dedup.IntentParked
+		others = append(others, namedStatus{n, in.Status})
+	}
+	sort.Slice(others, func(i, j int) bool { return others[i].name < others[j].name })
+	return others, parked
+}
+
+// indexAfter says where the claim belongs in the pending index once intent name has status,
+// if that moves it: leaves is true when the claim is under a due shard and every other intent
+// (listed in others) is finished; shard is then its parked shard when any intent is parked,
+// "" to leave the index.
+func indexAfter(c *dedup.Claim, name, status string) (others []namedStatus, shard string, leaves bool) {
+	if c.PendingShard == "" || dedup.IsParkedShard(c.PendingShard) {
+		return nil, "", false
+	}
+	others, parked := othersFinished(c, name)
+	if others == nil && len(c.Intents) > 1 {
+		return nil, "", false // another intent is still open
+	}
+	if parked || status == dedup.IntentParked {
+		return others, dedup.ParkedShard(c.PK), true
+	}
+	return others, "", true
+}
+
+// settle takes a claim with nothing open out of the due part of the pending index: out of the
+// index when every intent is done, into its parked part when any is parked (where the sweeper
+// counts it without reading it). Whoever notices such a claim calls it: the worker after a
+// finish that could not know it was last, the sweeper for a claim left behind (a lost
+// answer, a claim written before this rule). Conditional on every intent's status as seen,
+// so an intent re-driven meanwhile keeps the claim where the sweeper looks.
+func (w *Worker) settle(ctx context.Context, c *dedup.Claim) error {
+	if c == nil || c.Open() || c.PendingShard == "" {
 		return nil
 	}
-	names := map[string]string{"#st": dedup.AttrIntentStatus}
-	cond := "commit_token = :commit"
-	i := 0
-	for name, in := range c.Intents {
-		if in.Status != dedup.IntentDone {
-			return nil
-		}
-		ph := "#i" + strconv.Itoa(i)
-		names[ph] = name
-		cond += " AND intents." + ph + ".#st = :done"
-		i++
+	parked := false
+	for _, in := range c.Intents {
+		parked = parked || in.Status == dedup.IntentParked
 	}
-	_, err := w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	if parked && dedup.IsParkedShard(c.PendingShard) {
+		return nil // already where it belongs
+	}
+	names := map[string]string{"#st": dedup.AttrIntentStatus}
+	values := map[string]types.AttributeValue{":commit": str(c.CommitToken)}
+	cond := "commit_token = :commit"
+	intents := make([]string, 0, len(c.Intents))
+	for n := range c.Intents {
+		intents = append(intents, n)
+	}
+	sort.Strings(intents)
+	for i, n := range intents {
+		ph := "#i" + strconv.Itoa(i)
+		names[ph] = n
+		cond += " AND intents." + ph + ".#st = " + statusValue(c.Intents[n].Status, values)
+	}
+	update := "REMOVE " + dedup.AttrPendingShard + ", " + dedup.AttrPendingSince
+	if parked {
+		update = "SET " + dedup.AttrPendingShard + " = :shard, " + dedup.AttrPendingSince + " = :since"
+		values[":shard"] = str(dedup.ParkedShard(c.PK))
+		values[":since"] = num(w.cfg.Now().UnixMilli())
+	}
+	_, err := w.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(w.cfg.Table),
-		Key:                       w.key(c),
-		UpdateExpression:          aws.String("REMOVE pending_shard, pending_since"),
+		Key:                       claimKey(c.PK),
+		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":commit": str(c.CommitToken), ":done": str(dedup.IntentDone)},
+		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return nil // something is pending again; it stays visible to the sweeper
+		return nil // something changed: whoever changed it keeps the claim where it belongs
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	return nil
 }
 
-// retry puts the intent back to pending, not before its backoff.
-func (w *Worker) retry(ctx context.Context, claim *dedup.Claim, name string, attempt int, msg string) error {
-	next := w.cfg.Now().Add(w.cfg.Backoff(attempt))
-	_, err := w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(w.cfg.Table),
-		Key:                      w.key(claim),
-		UpdateExpression:         aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err REMOVE intents.#n.lease_until, intents.#n.lease_owner"),
-		ConditionExpression:      aws.String("intents.#n.#st = :running AND intents.#n.attempts = :attempt"),
-		ExpressionAttributeNames: intentNames(name),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pending": str(dedup.IntentPending),
-			":running": str(dedup.IntentRunning),
-			":attempt": num(int64(attempt)),
-			":next":    num(next.UnixMilli()),
-			":err":     str(truncate(msg)),
-		},
+// retry puts the intent back to pending, not before its backoff, and returns when it is due.
+func (w *Worker) retry(ctx context.Context, l *lease, msg string) (time.Time, error) {
+	next := w.cfg.Now().Add(w.cfg.Backoff(l.attempt))
+	values := fenceValues(l)
+	values[":pending"] = str(dedup.IntentPending)
+	values[":next"] = num(next.UnixMilli())
+	values[":err"] = str(truncate(msg))
+	_, err := w.update(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(w.cfg.Table),
+		Key:       claimKey(l.claim.PK),
+		// lease_owner stays, to recognise this write if the SDK has to send it again.
+		UpdateExpression:                    aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err REMOVE intents.#n.lease_until"),
+		ConditionExpression:                 aws.String(fence),
+		ExpressionAttributeNames:            intentNames(l.name),
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	return err
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
+			h := held.Intents[l.name]
+			if h.Status == dedup.IntentPending && h.Attempts == l.attempt && h.LeaseOwner == l.owner && h.NextAttemptAt == next.UnixMilli() {
+				return next, nil // our own retry, sent again after its answer was lost
+			}
+		}
+		return next, errLeaseLost
+	}
+	return next, err
 }
 
 // truncate keeps stored errors small and valid UTF-8; they may quote a downstream's body.
@@ -403,7 +701,8 @@ var ErrNotParked = errors.New("outbox: intent is not parked")
 
 // Redrive is the operator's action on a parked intent: back to pending, due now, with a fresh
 // attempt budget (counted from its current attempts, which as the fencing token never go
-// back). The claim's MODIFY record brings it to the worker; the sweeper would too.
+// back). It puts the claim back among the due work and sets its wake marker, so the claim's
+// MODIFY record brings it to the worker; the sweeper would too.
 func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time) error {
 	in, ok := claim.Intents[intent]
 	if !ok {
@@ -411,11 +710,9 @@ func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 	}
 	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table),
-		Key: map[string]types.AttributeValue{
-			dedup.AttrPK: str(claim.PK), dedup.AttrSK: str(dedup.ClaimSK),
-		},
+		Key:       claimKey(claim.PK),
 		UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
-			"pending_shard = if_not_exists(pending_shard, :shard), pending_since = if_not_exists(pending_since, :since) REMOVE intents.#n.finished_at"),
+			"pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now REMOVE intents.#n.finished_at"),
 		ConditionExpression:      aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),
 		ExpressionAttributeNames: intentNames(intent),
 		ExpressionAttributeValues: map[string]types.AttributeValue{

@@ -2,7 +2,8 @@
 // claim carries (package outbox) and answers with a partial batch response. Wiring only.
 //
 // Environment: as the receiver (TABLE_NAME, ONCEHOOK_SOURCES[_FILE], LOG_LEVEL), plus
-// LEASE_SECONDS (default 60, above every target's timeout) and MAX_ATTEMPTS (default 10).
+// LEASE_SECONDS (default 60, at least every target's timeout plus 5 s), MAX_ATTEMPTS (default
+// 10) and RETRY_QUEUE_URL (the queue that wakes retries at their due time).
 package main
 
 import (
@@ -26,5 +27,5 @@ func main() {
 		slog.Error("outbox cannot start", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(w.HandleStream)
+	lambda.Start(w.Handle) // the table's stream and the retry queue
 }

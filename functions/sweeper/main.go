@@ -28,7 +28,11 @@ func main() {
 		slog.Error("sweeper cannot start", "error", err)
 		os.Exit(1)
 	}
-	minAge, _ := strconv.Atoi(os.Getenv("SWEEP_MIN_AGE_SECONDS"))
+	minAge, err := strconv.Atoi(os.Getenv("SWEEP_MIN_AGE_SECONDS"))
+	if os.Getenv("SWEEP_MIN_AGE_SECONDS") != "" && (err != nil || minAge <= 0) {
+		slog.Error("sweeper cannot start", "error", "SWEEP_MIN_AGE_SECONDS: want a positive whole number")
+		os.Exit(1)
+	}
 	s := &outbox.Sweeper{Worker: w, MinAge: time.Duration(minAge) * time.Second}
 	lambda.Start(s.Run)
 }

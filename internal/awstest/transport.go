@@ -23,6 +23,8 @@ type LoseResponses struct {
 	Next      http.RoundTripper
 	Operation string
 	N         int
+	// Match, when set, limits it to requests whose body contains it.
+	Match string
 
 	mu   sync.Mutex
 	lost int
@@ -36,8 +38,9 @@ func (l *LoseResponses) Lost() int {
 }
 
 func (l *LoseResponses) RoundTrip(r *http.Request) (*http.Response, error) {
+	matched := l.Match == "" || bodyContains(r, l.Match)
 	resp, err := l.Next.RoundTrip(r)
-	if err != nil || Operation(r) != l.Operation {
+	if err != nil || Operation(r) != l.Operation || !matched {
 		return resp, err
 	}
 	l.mu.Lock()
@@ -127,16 +130,20 @@ func WithTransport(rt http.RoundTripper) func(*dynamodb.Options) {
 
 // matches reports whether r's body contains Match, leaving the body readable.
 func (f *InjectErrors) matches(r *http.Request) bool {
-	if f.Match == "" {
-		return true
-	}
+	return f.Match == "" || bodyContains(r, f.Match)
+}
+
+// bodyContains reports whether r's body contains s, leaving the body readable (and
+// re-readable, for the SDK's own retries).
+func bodyContains(r *http.Request, s string) bool {
 	if r.Body == nil {
 		return false
 	}
 	b, _ := io.ReadAll(r.Body)
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(b))
-	return bytes.Contains(b, []byte(f.Match))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return bytes.Contains(b, []byte(s))
 }
 
 // SetN changes how many more requests are injected (N < 0: all).

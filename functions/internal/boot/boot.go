@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -151,22 +152,47 @@ func Executors(f *sources.File) map[string]outbox.Executor {
 	return m
 }
 
-// Worker builds the outbox worker the outbox and sweeper functions share, from the Env and
-// LEASE_SECONDS (default 60; above every target's timeout) and MAX_ATTEMPTS (default 10).
+// Worker builds the outbox worker the outbox and sweeper functions share, from the Env,
+// LEASE_SECONDS (default 60; at least every target's timeout plus the 5 s margin, or the
+// function does not start), MAX_ATTEMPTS (default 10) and RETRY_QUEUE_URL (the SQS queue that
+// wakes retries at their due time; without it, retries wait for the sweeper).
 func Worker(env *Env) (*outbox.Worker, error) {
-	return outbox.New(env.DynamoDB, outbox.Config{
+	lease, err := envInt("LEASE_SECONDS", 60)
+	if err != nil {
+		return nil, err
+	}
+	attempts, err := envInt("MAX_ATTEMPTS", 10)
+	if err != nil {
+		return nil, err
+	}
+	var sched outbox.Scheduler
+	if url := os.Getenv("RETRY_QUEUE_URL"); url != "" {
+		sched = &outbox.SQSScheduler{API: sqs.NewFromConfig(env.AWS), QueueURL: url}
+	}
+	w, err := outbox.New(env.DynamoDB, outbox.Config{
 		Table:       env.Table,
 		Executors:   Executors(env.Sources),
-		Lease:       time.Duration(envInt("LEASE_SECONDS", 60)) * time.Second,
-		MaxAttempts: envInt("MAX_ATTEMPTS", 10),
+		Lease:       time.Duration(lease) * time.Second,
+		MaxAttempts: attempts,
+		Scheduler:   sched,
 		Logger:      env.Logger,
 		Metrics:     outbox.NewEMFMetrics(os.Stdout),
 	})
+	if err != nil {
+		return nil, fmt.Errorf("%w (LEASE_SECONDS=%d)", err, lease)
+	}
+	return w, nil
 }
 
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
+// envInt reads a positive integer; unset means def, anything else is refused.
+func envInt(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
 	}
-	return def
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive whole number", name, v)
+	}
+	return n, nil
 }

@@ -1,0 +1,540 @@
+package outbox_test
+
+// The outbox's promise under the failures a review found it broke: an intent recorded done
+// that never ran, one parked although it succeeded, one run twice, a claim left in the pending
+// index for its whole retention. Each test drives real commits, real stream records, a real
+// local downstream and faults injected below the SDK.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
+)
+
+// commitOne commits one event with the given intents (one email.send by default).
+func (e *env) commitOne(id string, intents ...dedup.Intent) {
+	e.t.Helper()
+	if len(intents) == 0 {
+		intents = []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{"template":"paid"}`)}}
+	}
+	_, err := e.store.Commit(context.Background(), dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: intents})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) claim(id string) *dedup.Claim {
+	e.t.Helper()
+	for _, c := range e.claims() {
+		if c.EventID == id {
+			return c
+		}
+	}
+	e.t.Fatalf("no claim for %s", id)
+	return nil
+}
+
+func TestARedirectingDownstreamParksTheIntentWithItsLocation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var loginCalls atomic.Int32
+	login := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		loginCalls.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer login.Close()
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, login.URL+"/sso", http.StatusFound)
+	}))
+	defer moved.Close()
+	e.commitOne("evt_redirect")
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: moved.URL, Timeout: time.Second}
+	})
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	in := e.claim("evt_redirect").Intents["email.send"]
+	if in.Status != dedup.IntentParked || !strings.Contains(in.LastError, login.URL+"/sso") {
+		t.Fatalf("intent %+v: want parked, with the Location in last_error", in)
+	}
+	if n := loginCalls.Load(); n != 0 {
+		t.Fatalf("the redirect was followed (%d calls): the POST became a GET that recorded nothing", n)
+	}
+}
+
+// inFlight is a downstream with the Idempotency-Key semantics of Stripe and the IETF draft: a
+// request whose key is still being processed gets 409; a completed key gets its stored answer.
+type inFlight struct {
+	*httptest.Server
+	mu       sync.Mutex
+	busy     map[string]bool
+	applied  map[string]int
+	calls    int
+	slow     chan struct{} // the first request waits for it before applying
+	finished chan struct{} // closed once the first request has applied its effect
+}
+
+func newInFlight(t *testing.T) *inFlight {
+	d := &inFlight{busy: map[string]bool{}, applied: map[string]int{}, slow: make(chan struct{}), finished: make(chan struct{})}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		d.mu.Lock()
+		d.calls++
+		first := d.calls == 1
+		switch {
+		case d.busy[key]:
+			d.mu.Unlock()
+			http.Error(w, `{"error":"a request with this key is in progress"}`, http.StatusConflict)
+			return
+		case d.applied[key] > 0:
+			d.mu.Unlock()
+			w.WriteHeader(http.StatusOK) // the stored answer
+			return
+		}
+		d.busy[key] = true
+		d.mu.Unlock()
+		if first {
+			<-d.slow // the caller gives up meanwhile; the effect still happens
+		}
+		d.mu.Lock()
+		d.applied[key]++
+		delete(d.busy, key)
+		d.mu.Unlock()
+		if first {
+			close(d.finished)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(d.Close)
+	t.Cleanup(func() {
+		select {
+		case <-d.slow:
+		default:
+			close(d.slow)
+		}
+	})
+	return d
+}
+
+func TestA409ForARequestStillInFlightIsRetriedNotParked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newInFlight(t)
+	e.commitOne("evt_409")
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: down.URL, Timeout: 200 * time.Millisecond}
+	})
+	// Attempt 1 times out while the downstream is still applying it.
+	w.HandleStream(context.Background(), batch(e.records()))
+	if in := e.claim("evt_409").Intents["email.send"]; in.Status != dedup.IntentPending {
+		t.Fatalf("after a timeout: %+v, want pending", in)
+	}
+	// Attempt 2 arrives while attempt 1 is in flight: 409.
+	e.advance(time.Minute)
+	if _, err := w.Process(context.Background(), e.claim("evt_409")); err != nil {
+		t.Fatal(err)
+	}
+	if in := e.claim("evt_409").Intents["email.send"]; in.Status != dedup.IntentPending || !strings.Contains(in.LastError, "409") {
+		t.Fatalf("after a 409: %+v, want pending again (retried), not parked", in)
+	}
+	close(down.slow)
+	<-down.finished
+	// Attempt 3 gets the stored answer of attempt 1.
+	e.advance(time.Minute)
+	if _, err := w.Process(context.Background(), e.claim("evt_409")); err != nil {
+		t.Fatal(err)
+	}
+	if in := e.claim("evt_409").Intents["email.send"]; in.Status != dedup.IntentDone || in.Attempts != 3 {
+		t.Fatalf("%+v: want done after 3 attempts", in)
+	}
+	if down.applied["shop:evt_409:email.send"] != 1 {
+		t.Fatalf("applied %d times, want once", down.applied["shop:evt_409:email.send"])
+	}
+}
+
+// countingAPI counts the worker's DynamoDB calls by operation.
+type countingAPI struct {
+	outbox.API
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.mu.Lock()
+	c.calls["UpdateItem"]++
+	c.mu.Unlock()
+	return c.API.UpdateItem(ctx, in, o...)
+}
+
+func TestALostFinishAnswerStillTakesTheClaimOutOfTheIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_lost_finish")
+	// The finish lands; its answer is lost; the SDK sends it again and meets its own write.
+	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 1, Match: "finished_at"}
+	var m countingMetrics
+	w := e.worker(func(c *outbox.Config) { c.Metrics = &m }, awstest.WithTransport(lose))
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	if lose.Lost() != 1 {
+		t.Fatal("no finish answer was lost")
+	}
+	c := e.claim("evt_lost_finish")
+	if c.Intents["email.send"].Status != dedup.IntentDone || c.PendingShard != "" || c.PendingSince != 0 {
+		t.Fatalf("claim %+v: want done and out of the pending index", c)
+	}
+	if m.outcomes[outbox.OutcomeLeaseLost] != 0 || m.outcomes[outbox.OutcomeDone] != 1 {
+		t.Fatalf("outcomes %v: the worker must recognise its own finish", m.outcomes)
+	}
+}
+
+func TestAFinishedClaimLeftInTheIndexLeavesItWhoeverNoticesIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_done_in_index")
+	e.commitOne("evt_parked_in_index")
+	// Finished as an older worker left them: every intent done (or parked), the claim still
+	// under its due shard.
+	for id, status := range map[string]string{"evt_done_in_index": dedup.IntentDone, "evt_parked_in_index": dedup.IntentParked} {
+		_, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName: &e.table, Key: key(dedup.ClaimKey("shop", id)),
+			UpdateExpression:          strp("SET intents.#n.#st = :s, intents.#n.attempts = :one"),
+			ExpressionAttributeNames:  map[string]string{"#n": "email.send", "#st": "status"},
+			ExpressionAttributeValues: vals(":s", status, ":one", 1),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.advance(5 * time.Minute)
+	sweeper := &outbox.Sweeper{Worker: e.worker(nil)}
+	rep, err := sweeper.Run(context.Background())
+	if err != nil || rep.Settled != 2 || rep.Claims != 2 {
+		t.Fatalf("sweep %+v, %v: want both claims settled", rep, err)
+	}
+	if c := e.claim("evt_done_in_index"); c.PendingShard != "" {
+		t.Fatalf("a done claim is still under %q", c.PendingShard)
+	}
+	if c := e.claim("evt_parked_in_index"); c.PendingShard != dedup.ParkedShard(c.PK) {
+		t.Fatalf("a parked claim is under %q, want its parked shard", c.PendingShard)
+	}
+	rep, err = sweeper.Run(context.Background())
+	if err != nil || rep.Claims != 0 || rep.Parked != 1 {
+		t.Fatalf("second sweep %+v, %v: want nothing read, one parked claim counted", rep, err)
+	}
+}
+
+const transactionConflict = `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}`
+
+func TestATransactionConflictOnTheWorkersWritesIsRetried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_conflict")
+	// A duplicate delivery's transaction holds the claim while the worker finishes: DynamoDB
+	// refuses the finish twice with TransactionConflict, which the SDK does not retry.
+	inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 2, Status: 400,
+		Body: transactionConflict, Match: "finished_at"}
+	w := e.worker(nil, awstest.WithTransport(inject))
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch failures %v: the conflict should have been retried", resp.BatchItemFailures)
+	}
+	if inject.Injected() != 2 {
+		t.Fatalf("%d conflicts injected, want 2", inject.Injected())
+	}
+	if in := e.claim("evt_conflict").Intents["email.send"]; in.Status != dedup.IntentDone || in.Attempts != 1 {
+		t.Fatalf("%+v: want done on the first attempt", in)
+	}
+	calls, _, _ := e.down.snapshot()
+	if calls["shop:evt_conflict:email.send"] != 1 {
+		t.Fatalf("%d downstream calls, want 1", calls["shop:evt_conflict:email.send"])
+	}
+}
+
+func TestTheSweepersWritesRetryTransactionConflictsToo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_sweep_conflict")
+	e.advance(5 * time.Minute)
+	inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 2, Status: 400, Body: transactionConflict, Match: "lease_until = :until"}
+	rep, err := (&outbox.Sweeper{Worker: e.worker(nil, awstest.WithTransport(inject))}).Run(context.Background())
+	if err != nil || rep.Summary[outbox.OutcomeDone] != 1 || rep.Failures != 0 {
+		t.Fatalf("sweep %+v, %v: want the intent done despite two conflicts on its lease", rep, err)
+	}
+}
+
+func TestABatchThatWouldOutliveTheInvocationLeasesOnlyWhatItCanFinish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i := range 12 {
+		e.commitOne(fmt.Sprintf("evt_deadline_%02d", i))
+	}
+	recs := e.records()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(250 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer slow.Close()
+	w := e.worker(func(c *outbox.Config) {
+		c.Concurrency = 1
+		c.Margin = 100 * time.Millisecond
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: slow.URL, Timeout: time.Second}
+	})
+	// The invocation has 2 s: room for a few 250 ms calls, not for twelve, and each needs up
+	// to its 1 s timeout plus the margin to be taken at all.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := w.HandleStream(ctx, batch(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	if len(failed) == 0 || len(failed) == len(recs) {
+		t.Fatalf("%d of %d records failed: want some run and the rest handed back", len(failed), len(recs))
+	}
+	for _, r := range recs {
+		in := e.claim(r.Change.NewImage["event_id"].String()).Intents["email.send"]
+		switch {
+		case failed[r.Change.SequenceNumber] && (in.Status != dedup.IntentPending || in.Attempts != 0):
+			t.Fatalf("%s handed back, but %+v: a lease was taken (and burned) without time to run it", r.Change.SequenceNumber, in)
+		case !failed[r.Change.SequenceNumber] && in.Status != dedup.IntentDone:
+			t.Fatalf("%s reported processed, but %+v", r.Change.SequenceNumber, in)
+		}
+	}
+	// Lambda replays the handed-back records in a fresh invocation: all done.
+	var again []string
+	for _, r := range recs {
+		if failed[r.Change.SequenceNumber] {
+			again = append(again, r.Change.SequenceNumber)
+		}
+	}
+	resp, _ = w.HandleStream(context.Background(), batch(recs))
+	if len(resp.BatchItemFailures) != 0 || e.statuses()[dedup.IntentDone] != len(recs) {
+		t.Fatalf("replay of %d records: failures %v, statuses %v", len(again), resp.BatchItemFailures, e.statuses())
+	}
+}
+
+func TestALeaseShorterThanATargetsTimeoutIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := outbox.New(awstest.Client(t), outbox.Config{Table: "t", Lease: 30 * time.Second,
+		Executors: map[string]outbox.Executor{"slow": &outbox.HTTPExecutor{URL: "http://127.0.0.1:1", Timeout: 2 * time.Minute}}})
+	var ce *outbox.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Lease" || !strings.Contains(err.Error(), `"slow"`) {
+		t.Fatalf("got %v, want a *ConfigError on Lease naming the target", err)
+	}
+	if _, err := outbox.New(awstest.Client(t), outbox.Config{Table: "t", Lease: 2*time.Minute + outbox.DefaultMargin,
+		Executors: map[string]outbox.Executor{"slow": &outbox.HTTPExecutor{URL: "http://127.0.0.1:1", Timeout: 2 * time.Minute}}}); err != nil {
+		t.Fatalf("a lease of timeout + margin: %v", err)
+	}
+}
+
+// delayLeases holds every lease request back before sending it, as a slow network or the
+// SDK's own retries would.
+type delayLeases struct {
+	next  http.RoundTripper
+	delay time.Duration
+}
+
+func (d delayLeases) RoundTrip(r *http.Request) (*http.Response, error) {
+	if awstest.Operation(r) == "UpdateItem" && bodyHas(r, "lease_until = :until") {
+		time.Sleep(d.delay)
+	}
+	return d.next.RoundTrip(r)
+}
+
+func TestTheCallEndsBeforeTheLeaseAsWrittenEvenWhenTheLeaseWriteIsSlow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_slow_lease")
+	var deadline, leaseUntil time.Time
+	w := e.worker(func(c *outbox.Config) {
+		c.Lease, c.Margin = 3*time.Second, 500*time.Millisecond
+		c.Executors["email"] = outbox.ExecutorFunc(func(ctx context.Context, _ outbox.Task) error {
+			deadline, _ = ctx.Deadline()
+			leaseUntil = time.UnixMilli(e.claim("evt_slow_lease").Intents["email.send"].LeaseUntil)
+			return nil
+		})
+	}, awstest.WithTransport(delayLeases{awstest.BaseTransport(), time.Second}))
+	w.HandleStream(context.Background(), batch(e.records()))
+	// The lease as written ends at lease_until (this env's clock is the real one until a test
+	// moves it); the call must end the margin before that (lease_until is in whole ms).
+	if latest := leaseUntil.Add(-500*time.Millisecond + time.Millisecond); deadline.IsZero() || deadline.After(latest) {
+		t.Fatalf("call deadline %s after the lease's end less the margin (%s): the call could outlive its lease",
+			deadline.Format(time.StampMilli), latest.Format(time.StampMilli))
+	}
+}
+
+// blocking is an executor whose calls wait until released, and report how they ended.
+type blocking struct {
+	started chan struct{}
+	release chan error
+}
+
+func (b *blocking) Execute(ctx context.Context, _ outbox.Task) error {
+	b.started <- struct{}{}
+	return <-b.release
+}
+
+// await waits until b's call has started, or fails the test if the run it belongs to ended
+// without calling it (done receives that run's summary).
+func (b *blocking) await(t *testing.T, done <-chan outbox.Summary) {
+	t.Helper()
+	select {
+	case <-b.started:
+	case sum := <-done:
+		t.Fatalf("the run ended (%v) without calling the downstream", sum)
+	}
+}
+
+func TestAnOlderIncarnationsWorkerCannotFinishTheNewOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: e.now,
+		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour, Keep: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func() {
+		if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_incarnation", Type: "t", Payload: []byte(`{}`)},
+			dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit()
+	first := e.claim("evt_incarnation")
+	old := &blocking{started: make(chan struct{}), release: make(chan error)}
+	oldWorker := e.worker(func(c *outbox.Config) { c.Executors["email"] = old })
+	done := make(chan outbox.Summary)
+	go func() {
+		sum, _ := oldWorker.Process(context.Background(), first)
+		done <- sum
+	}()
+	old.await(t, done)
+	// The claim expires while the old worker's call hangs, and the event is admitted again.
+	e.advance(2 * time.Hour)
+	commit()
+	second := e.claim("evt_incarnation")
+	if second.CommitToken == first.CommitToken {
+		t.Fatal("the re-admitted claim kept its commit token")
+	}
+	fresh := &blocking{started: make(chan struct{}), release: make(chan error)}
+	newWorker := e.worker(func(c *outbox.Config) { c.Executors["email"] = fresh })
+	newDone := make(chan outbox.Summary)
+	go func() {
+		sum, _ := newWorker.Process(context.Background(), second)
+		newDone <- sum
+	}()
+	fresh.await(t, newDone) // the new incarnation's attempt 1 is running
+	before := e.claim("evt_incarnation")
+	old.release <- nil // the old call returns: it must not finish the new incarnation
+	if sum := <-done; sum[outbox.OutcomeLeaseLost] != 1 {
+		t.Fatalf("old worker: %v, want its finish refused as a lost lease", sum)
+	}
+	if after := e.claim("evt_incarnation"); !reflect.DeepEqual(after.Intents, before.Intents) {
+		t.Fatalf("the old worker changed the new incarnation:\nbefore %+v\nafter  %+v", before.Intents, after.Intents)
+	}
+	fresh.release <- errors.New("503")
+	if sum := <-newDone; sum[outbox.OutcomeRetry] != 1 {
+		t.Fatalf("new worker: %v, want its own result recorded", sum)
+	}
+}
+
+func TestAWorkerWhoseLeaseExpiredMidCallChangesNothing(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		result error // what the first worker's late call returns
+		second string
+	}{
+		{"its finish", nil, "worker"},
+		{"its retry", errors.New("503 from the downstream"), "worker"},
+		{"its park", outbox.Permanent(errors.New("422")), "worker"},
+		{"its finish, against the sweeper", nil, "sweeper"},
+		{"its retry, against the sweeper", errors.New("503 from the downstream"), "sweeper"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.commitOne("evt_fence")
+			slow := &blocking{started: make(chan struct{}), release: make(chan error)}
+			first := e.worker(func(cfg *outbox.Config) { cfg.Executors["email"] = slow })
+			done := make(chan outbox.Summary)
+			go func() {
+				sum, _ := first.Process(context.Background(), e.claim("evt_fence"))
+				done <- sum
+			}()
+			slow.await(t, done)
+			// The lease expires (the clock moves past it); a second attempt leases the intent
+			// and is mid-call when the first worker's late call returns.
+			e.advance(10 * time.Minute)
+			next := &blocking{started: make(chan struct{}), release: make(chan error)}
+			second := e.worker(func(cfg *outbox.Config) { cfg.Executors["email"] = next })
+			secondDone := make(chan outbox.Summary)
+			go func() {
+				if c.second == "sweeper" {
+					rep, _ := (&outbox.Sweeper{Worker: second}).Run(context.Background())
+					secondDone <- rep.Summary
+					return
+				}
+				sum, _ := second.Process(context.Background(), e.claim("evt_fence"))
+				secondDone <- sum
+			}()
+			next.await(t, secondDone)
+			if in := e.claim("evt_fence").Intents["email.send"]; in.Status != dedup.IntentRunning || in.Attempts != 2 {
+				t.Fatalf("%+v: want the second attempt running", in)
+			}
+			before := e.items()
+			slow.release <- c.result
+			if sum := <-done; sum[outbox.OutcomeLeaseLost] != 1 {
+				t.Fatalf("first worker: %v, want its write refused (lease lost)", sum)
+			}
+			if after := e.items(); !reflect.DeepEqual(after, before) {
+				t.Fatalf("the first worker's late write changed the table:\nbefore %v\nafter  %v", before, after)
+			}
+			next.release <- nil
+			if sum := <-secondDone; sum[outbox.OutcomeDone] != 1 {
+				t.Fatalf("second attempt: %v, want done", sum)
+			}
+			if in := e.claim("evt_fence").Intents["email.send"]; in.Status != dedup.IntentDone || in.Attempts != 2 {
+				t.Fatalf("%+v: want the second attempt's done to stand", in)
+			}
+		})
+	}
+}
+
+func TestAnEventWithMaxIntentsLongNamesFinishesAndLeavesTheIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	intents := make([]dedup.Intent, dedup.MaxIntents)
+	for i := range intents {
+		intents[i] = dedup.Intent{Name: fmt.Sprintf("%s%02d", strings.Repeat("n", dedup.MaxIntentNameLen-2), i), Target: "email", Payload: []byte(`{}`)}
+	}
+	e.commitOne("evt_many", intents...)
+	w := e.worker(nil)
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	c := e.claim("evt_many")
+	if e.statuses()[dedup.IntentDone] != dedup.MaxIntents || c.PendingShard != "" {
+		t.Fatalf("statuses %v, shard %q: want all %d done and the claim out of the index", e.statuses(), c.PendingShard, dedup.MaxIntents)
+	}
+}

@@ -1,0 +1,187 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
+)
+
+// queue creates an SQS queue on the test endpoint, deleted when the test ends.
+func queue(t *testing.T) (*sqs.Client, string) {
+	t.Helper()
+	client := sqs.NewFromConfig(awstest.Config(t))
+	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("oncehook-test-" + strings.ReplaceAll(t.Name(), "/", "-"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	return client, aws.ToString(out.QueueUrl)
+}
+
+// receive reads the queue's messages as Lambda's SQS mapping delivers them.
+func receive(t *testing.T, client *sqs.Client, url string) events.SQSEvent {
+	t.Helper()
+	out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.SQSEvent
+	for _, m := range out.Messages {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+			Body: aws.ToString(m.Body), EventSource: "aws:sqs", Attributes: m.Attributes})
+	}
+	return ev
+}
+
+// recordingScheduler records what the worker asked to be woken for, as well as sending it.
+type recordingScheduler struct {
+	outbox.Scheduler
+	n   atomic.Int32
+	due atomic.Int64
+}
+
+func (r *recordingScheduler) Schedule(ctx context.Context, pk string, due time.Time) error {
+	r.n.Add(1)
+	r.due.Store(due.UnixMilli())
+	return r.Scheduler.Schedule(ctx, pk, due)
+}
+
+func TestARetryIsWokenByItsDelayedMessageAtItsDueTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	client, url := queue(t)
+	e.commitOne("evt_wake")
+	failFirst := atomic.Bool{}
+	failFirst.Store(true)
+	e.down.fail = func(int, string) (int, time.Duration) {
+		if failFirst.Swap(false) {
+			return http.StatusInternalServerError, 0
+		}
+		return 0, 0
+	}
+	sched := &recordingScheduler{Scheduler: &outbox.SQSScheduler{API: client, QueueURL: url}}
+	w := e.worker(func(c *outbox.Config) {
+		c.Scheduler = sched
+		c.Backoff = func(int) time.Duration { return 2 * time.Second }
+	})
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	in := e.claim("evt_wake").Intents["email.send"]
+	if in.Status != dedup.IntentPending || sched.n.Load() != 1 || sched.due.Load() != in.NextAttemptAt {
+		t.Fatalf("%+v, %d wake-ups for %d: want one, for the intent's next_attempt_at", in, sched.n.Load(), sched.due.Load())
+	}
+	// The message is delayed: nothing to receive until it is due.
+	if ev := receive(t, client, url); len(ev.Records) != 0 {
+		t.Fatalf("a wake-up was visible before its delay: %+v", ev.Records)
+	}
+	var ev events.SQSEvent
+	for len(ev.Records) == 0 { // it becomes visible when due (SQS long-polls in receive)
+		ev = receive(t, client, url)
+	}
+	var body struct {
+		PK  string `json:"pk"`
+		Due int64  `json:"due"`
+	}
+	if err := json.Unmarshal([]byte(ev.Records[0].Body), &body); err != nil || body.PK != dedup.ClaimKey("shop", "evt_wake") || body.Due != in.NextAttemptAt {
+		t.Fatalf("wake-up %s (%v)", ev.Records[0].Body, err)
+	}
+	resp, err := w.HandleRetries(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%v, %v", resp, err)
+	}
+	if in := e.claim("evt_wake").Intents["email.send"]; in.Status != dedup.IntentDone || in.Attempts != 2 {
+		t.Fatalf("%+v: want done on the woken attempt", in)
+	}
+	e.exactlyOnce([]string{"shop:evt_wake:email.send"})
+}
+
+func TestAnEarlyWakeUpSchedulesTheRestAndRunsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_early")
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusInternalServerError, 0 }
+	var woken []time.Time
+	sched := schedulerFunc(func(_ context.Context, pk string, due time.Time) error {
+		woken = append(woken, due)
+		return nil
+	})
+	// A backoff longer than SQS's 15-minute delay: the first wake-up comes early.
+	w := e.worker(func(c *outbox.Config) {
+		c.Scheduler = sched
+		c.Backoff = func(int) time.Duration { return time.Hour }
+	})
+	w.HandleStream(context.Background(), batch(e.records()))
+	due := time.UnixMilli(e.claim("evt_early").Intents["email.send"].NextAttemptAt)
+	e.advance(outbox.MaxScheduleDelay)
+	_, _, before := e.down.snapshot()
+	body, _ := json.Marshal(map[string]any{"pk": dedup.ClaimKey("shop", "evt_early"), "due": due.UnixMilli()})
+	resp, err := w.HandleRetries(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: string(body)}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp, err)
+	}
+	if _, _, after := e.down.snapshot(); after != before {
+		t.Fatal("an early wake-up ran the intent before its due time")
+	}
+	if len(woken) != 2 || !woken[1].Equal(due) {
+		t.Fatalf("wake-ups %v: want the rest scheduled for %v", woken, due)
+	}
+}
+
+type schedulerFunc func(ctx context.Context, pk string, due time.Time) error
+
+func (f schedulerFunc) Schedule(ctx context.Context, pk string, due time.Time) error {
+	return f(ctx, pk, due)
+}
+
+func TestAWakeUpForAGoneClaimOrAnUnreadableMessageIsDropped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.worker(nil)
+	resp, err := w.HandleRetries(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "gone", Body: `{"pk":"EVT#shop#evt_expired_and_deleted","due":1}`},
+		{MessageId: "garbage", Body: `not json`},
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%+v, %v: nothing can make these better; neither is retried", resp, err)
+	}
+	if b, _ := json.Marshal(resp); string(b) != `{"batchItemFailures":[]}` {
+		t.Fatalf("response %s: want an empty list, not null", b)
+	}
+}
+
+func TestTheOutboxHandlerTellsStreamBatchesFromWakeUps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_both")
+	w := e.worker(nil)
+	stream, _ := json.Marshal(batch(e.records()))
+	out, err := w.Handle(context.Background(), stream)
+	if _, ok := out.(events.DynamoDBEventResponse); err != nil || !ok {
+		t.Fatalf("stream batch: %T, %v", out, err)
+	}
+	out, err = w.Handle(context.Background(), json.RawMessage(`{"Records":[{"eventSource":"aws:sqs","messageId":"m","body":"{\"pk\":\"EVT#shop#evt_both\",\"due\":1}"}]}`))
+	if _, ok := out.(events.SQSEventResponse); err != nil || !ok {
+		t.Fatalf("wake-up batch: %T, %v", out, err)
+	}
+	if _, err := w.Handle(context.Background(), json.RawMessage(`{"Records":[{"eventSource":"aws:s3"}]}`)); err == nil {
+		t.Fatal("an S3 event must be refused")
+	}
+	if in := e.claim("evt_both").Intents["email.send"]; in.Status != dedup.IntentDone {
+		t.Fatalf("%+v", in)
+	}
+}
