@@ -63,6 +63,10 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a body limit over Lambda's", `{"sources":{"s":{` + ok + `,"max_body_bytes":7000000}}}`, "sources.s.max_body_bytes"},
 		{"a target without a URL", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"timeout":"5s"}}}`, "targets.email.url"},
 		{"a target with a relative URL", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"/send"}}}`, "targets.email.url"},
+		{"a header replacing the idempotency key", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"idempotency-key":"k"}}}}`, "targets.email.headers.idempotency-key"},
+		{"a header replacing the content type", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"Content-Type":"text/plain"}}}}`, "targets.email.headers.Content-Type"},
+		{"a header that is not a header name", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X Api":"1"}}}}`, "targets.email.headers.X Api"},
+		{"a header value with a newline", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X-Api":"1\r\nX-Evil: 1"}}}}`, "targets.email.headers.X-Api"},
 		{"trailing content", `{"sources":{"s":{` + ok + `}}} {}`, "content after"},
 	}
 	for _, c := range cases {

@@ -2,9 +2,13 @@ package sources
 
 import (
 	"fmt"
+	"net/textproto"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/oncehook/oncehook/dedup"
 )
@@ -94,8 +98,30 @@ func (f *File) Validate() error {
 		if time.Duration(tg.Timeout) < 0 || time.Duration(tg.Timeout) > 10*time.Minute {
 			return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
 		}
+		for _, h := range sortedHeaders(tg.Headers) {
+			field := at + ".headers." + h
+			switch textproto.CanonicalMIMEHeaderKey(h) {
+			case "Idempotency-Key", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection":
+				return &FieldError{Field: field, Reason: "is set by the outbox itself (the idempotency key is the event's; the body is JSON) and cannot be configured"}
+			}
+			if !httpguts.ValidHeaderFieldName(h) {
+				return &FieldError{Field: field, Reason: "is not an HTTP header name"}
+			}
+			if !httpguts.ValidHeaderFieldValue(tg.Headers[h]) {
+				return &FieldError{Field: field, Reason: "has a value with control characters"}
+			}
+		}
 	}
 	return nil
+}
+
+func sortedHeaders(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func (s *Source) validate(at string) error {
