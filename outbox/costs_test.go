@@ -51,7 +51,7 @@ func matchesFilter(record map[string]any, pattern map[string]any) bool {
 }
 
 // passes reports whether the outbox's stream mapping would invoke the worker with rec.
-func passes(t *testing.T, rec events.DynamoDBEventRecord) bool {
+func passes(t testing.TB, rec events.DynamoDBEventRecord) bool {
 	t.Helper()
 	b, err := json.Marshal(rec) // the JSON Lambda filters is the record as it delivers it
 	if err != nil {

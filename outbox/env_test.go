@@ -34,7 +34,7 @@ type downstream struct {
 	fail    func(n int, key string) (status int, delay time.Duration)
 }
 
-func newDownstream(t *testing.T) *downstream {
+func newDownstream(t testing.TB) *downstream {
 	d := &downstream{calls: map[string]int{}, applied: map[string]int{}}
 	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
@@ -89,7 +89,7 @@ func (d *downstream) snapshot() (calls, applied map[string]int, total int) {
 
 // env is a table with committed claims, a downstream, and a clock the test moves.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	client *dynamodb.Client
 	table  string
 	store  *dedup.Store
@@ -98,7 +98,7 @@ type env struct {
 	offset time.Duration
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	client := awstest.Client(t)
 	e := &env{t: t, client: client, table: awstest.Table(t, client), down: newDownstream(t)}

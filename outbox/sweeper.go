@@ -23,7 +23,7 @@ import (
 // table, not a queue, is the truth, and the sweeper reads it through the due part of the
 // sparse pending index (no scans).
 //
-// One Run works the index's due shards at once, a page of each in turn from a shard chosen at
+// One Run works the index's due shards at once, a claim of each in turn from a shard chosen at
 // random (so none starves when a run stops early), and runs up to Concurrency claims at a
 // time. It takes no claim it could not finish before its invocation's deadline. Runs never
 // overlap: a run holds a lock item in the table (SweepLockPK), and a run that finds it held
@@ -112,70 +112,81 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	return rep, qerr
 }
 
-// walk reads the due shards a page at a time, round robin from a random shard, and hands each
-// key to the sweepers, until every shard is read or the deadline leaves no time for a claim.
+// walk reads the due shards a page at a time and hands their keys to the sweepers one shard
+// after another, a claim from each in turn (starting from a random shard), so that a run that
+// stops early has served every shard alike. It stops when every shard is read, or when the
+// deadline leaves no time for another claim.
 func (s *Sweeper) walk(ctx context.Context, cutoff int64, keys chan<- map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) error {
 	w := s.Worker
 	shards := dedup.DueShards()
 	type cursor struct {
 		shard string
 		start map[string]types.AttributeValue
-		done  bool
+		buf   []map[string]types.AttributeValue
+		read  bool // every page read
 	}
 	cursors := make([]*cursor, len(shards))
 	first := rand.N(len(shards))
 	for i := range shards {
 		cursors[i] = &cursor{shard: shards[(first+i)%len(shards)]}
 	}
+	incomplete := func() { mu.Lock(); rep.Incomplete = true; mu.Unlock() }
 	var errs []error
-	for open := len(cursors); open > 0; {
+	for {
+		progress := false
 		for _, c := range cursors {
-			if c.done {
-				continue
-			}
 			if !s.hasTime(ctx) {
-				mu.Lock()
-				rep.Incomplete = true
-				mu.Unlock()
+				incomplete()
 				return errors.Join(errs...)
 			}
-			page, err := w.api.Query(ctx, &dynamodb.QueryInput{
-				TableName:              aws.String(w.cfg.Table),
-				IndexName:              aws.String(dedup.PendingIndex),
-				KeyConditionExpression: aws.String("pending_shard = :s AND pending_since <= :cutoff"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":s":      str(c.shard),
-					":cutoff": num(cutoff),
-				},
-				ExclusiveStartKey: c.start,
-				Limit:             aws.Int32(100),
-			})
-			if err != nil {
-				// One shard failing must not stop the others; the next run tries it again.
-				errs = append(errs, fmt.Errorf("sweep shard %s: %w", c.shard, err))
-				mu.Lock()
-				rep.Incomplete = true
-				mu.Unlock()
-				c.done, open = true, open-1
+			if len(c.buf) == 0 && !c.read {
+				page, err := w.api.Query(ctx, &dynamodb.QueryInput{
+					TableName:              aws.String(w.cfg.Table),
+					IndexName:              aws.String(dedup.PendingIndex),
+					KeyConditionExpression: aws.String("pending_shard = :s AND pending_since <= :cutoff"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{
+						":s":      str(c.shard),
+						":cutoff": num(cutoff),
+					},
+					ExclusiveStartKey: c.start,
+				})
+				if err != nil {
+					// One shard failing must not stop the others; the next run tries it again.
+					errs = append(errs, fmt.Errorf("sweep shard %s: %w", c.shard, err))
+					incomplete()
+					c.read = true
+					continue
+				}
+				c.buf, c.start = page.Items, page.LastEvaluatedKey
+				c.read = c.start == nil
+			}
+			if len(c.buf) == 0 {
 				continue
 			}
-			for _, key := range page.Items {
-				select {
-				case keys <- key:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+			select {
+			case keys <- c.buf[0]:
+			case <-ctx.Done():
+				incomplete()
+				return errors.Join(append(errs, ctx.Err())...)
 			}
-			if c.start = page.LastEvaluatedKey; c.start == nil {
-				c.done, open = true, open-1
+			c.buf = c.buf[1:]
+			progress = true
+		}
+		if !progress {
+			done := true
+			for _, c := range cursors {
+				done = done && c.read && len(c.buf) == 0
+			}
+			if done {
+				return errors.Join(errs...)
 			}
 		}
 	}
-	return errors.Join(errs...)
 }
 
-// hasTime reports whether the run's deadline leaves time for one more claim: its slowest
-// target's call, and the margin for the writes around it.
+// hasTime reports whether the run's deadline leaves time for another claim: the fastest
+// target's call and the margins for the reads and writes around it. (Process checks each
+// intent against its own target's budget before leasing it.)
 func (s *Sweeper) hasTime(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	if !ok {
@@ -183,11 +194,8 @@ func (s *Sweeper) hasTime(ctx context.Context) bool {
 	}
 	w := s.Worker
 	need := w.cfg.Lease - w.cfg.Margin
-	if len(w.cfg.Executors) > 0 {
-		need = 0
-		for name := range w.cfg.Executors {
-			need = max(need, w.callBudget(name))
-		}
+	for name := range w.cfg.Executors {
+		need = min(need, w.callBudget(name))
 	}
 	return time.Until(d) >= need+2*w.cfg.Margin
 }

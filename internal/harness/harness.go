@@ -216,6 +216,7 @@ type Downstream struct {
 	faulted map[string]map[faults.Kind]int
 	rates   faults.Rates
 	rnd     func() float64
+	onCall  func(key string)
 	srv     *http.Server
 }
 
@@ -241,9 +242,23 @@ func (d *Downstream) SetFaults(r faults.Rates, rnd func() float64) {
 	d.rates, d.rnd = r, rnd
 }
 
+// OnCall makes every call run f(key) first, before it is answered (nil: none): a test can
+// look at the intent's claim while its attempt is running.
+func (d *Downstream) OnCall(f func(key string)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.onCall = f
+}
+
 func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	_, _ = io.Copy(io.Discard, r.Body)
+	d.mu.Lock()
+	onCall := d.onCall
+	d.mu.Unlock()
+	if onCall != nil {
+		onCall(key)
+	}
 	d.mu.Lock()
 	d.calls[key]++
 	kind := faults.None

@@ -1,0 +1,190 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+)
+
+func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_lock")
+	e.advance(5 * time.Minute)
+	hold := &blocking{started: make(chan struct{}), release: make(chan error)}
+	first := &outbox.Sweeper{Worker: e.worker(func(c *outbox.Config) { c.Executors["email"] = hold })}
+	done := make(chan outbox.Summary)
+	go func() {
+		rep, err := first.Run(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep.Summary
+	}()
+	hold.await(t, done)
+	var m countingMetrics
+	second := &outbox.Sweeper{Worker: e.worker(func(c *outbox.Config) { c.Metrics = &m })}
+	rep, err := second.Run(context.Background())
+	if err != nil || !rep.Skipped || rep.Claims != 0 || m.sweeps != 1 {
+		t.Fatalf("second sweep while the first runs: %+v, %v, %d reports; want it skipped, and reported", rep, err, m.sweeps)
+	}
+	hold.release <- nil
+	if sum := <-done; sum[outbox.OutcomeDone] != 1 {
+		t.Fatalf("first sweep: %v", sum)
+	}
+	// The lock is released: the next run runs.
+	if rep, err := second.Run(context.Background()); err != nil || rep.Skipped {
+		t.Fatalf("a sweep after the first ended: %+v, %v", rep, err)
+	}
+}
+
+func TestASweepStopsBeforeItsDeadlineAndStillReports(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i := range 40 {
+		e.commitOne(fmt.Sprintf("evt_deadline_sweep_%02d", i))
+	}
+	e.advance(5 * time.Minute)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+	}))
+	defer slow.Close()
+	var m countingMetrics
+	s := &outbox.Sweeper{Concurrency: 2, Worker: e.worker(func(c *outbox.Config) {
+		c.Margin = 100 * time.Millisecond
+		c.Metrics = &m
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: slow.URL, Timeout: 300 * time.Millisecond}
+	})}
+	// Time for a few claims (each needs its 300 ms call budget and two margins left), not 40.
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	rep, err := s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := rep.Summary[outbox.OutcomeDone]
+	if !rep.Incomplete || done == 0 || done == 40 || m.sweeps != 1 {
+		t.Fatalf("%+v, %d reports: want an incomplete run that did some, and its report sent", rep, m.sweeps)
+	}
+	st := e.statuses()
+	if st[dedup.IntentRunning] != 0 || st[dedup.IntentDone] != done || st[dedup.IntentPending] != 40-done {
+		t.Fatalf("statuses %v after %d done: no lease may be left without time to finish it", st, done)
+	}
+	// The next run, with time, does the rest.
+	if rep, err := s.Run(context.Background()); err != nil || rep.Summary[outbox.OutcomeDone] != 40-done || rep.Incomplete {
+		t.Fatalf("second run: %+v, %v", rep, err)
+	}
+}
+
+func TestASweepServesEveryShardInTurn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Claims spread over every due shard, several per shard.
+	perShard := map[string]int{}
+	committed := 0
+	for i := 0; committed < 5*dedup.PendingShards; i++ {
+		id := fmt.Sprintf("evt_shard_%03d", i)
+		if shard := dedup.PendingShard(dedup.ClaimKey("shop", id)); perShard[shard] < 5 {
+			perShard[shard]++
+			committed++
+			e.commitOne(id)
+		}
+	}
+	e.advance(5 * time.Minute)
+	var mu sync.Mutex
+	var order []string // the shards in the order the downstream saw their claims
+	calls := atomic.Int32{}
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = outbox.ExecutorFunc(func(_ context.Context, task outbox.Task) error {
+			calls.Add(1)
+			mu.Lock()
+			order = append(order, dedup.PendingShard(dedup.ClaimKey(task.Source, task.EventID)))
+			mu.Unlock()
+			return nil
+		})
+	})
+	if _, err := (&outbox.Sweeper{Worker: w, Concurrency: 1}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]bool{}
+	for _, s := range order[:dedup.PendingShards] {
+		first[s] = true
+	}
+	if len(first) != dedup.PendingShards {
+		t.Fatalf("the first %d claims came from %d shards (%v): a run that stopped there would have starved the rest",
+			dedup.PendingShards, len(first), order[:dedup.PendingShards])
+	}
+	if int(calls.Load()) != committed {
+		t.Fatalf("%d claims run, want all %d", calls.Load(), committed)
+	}
+}
+
+// BenchmarkSweep10kDueRetries: 10,000 claims whose intent failed once and is due again, a
+// downstream that takes 200 ms per call, one sweeper run with 5 minutes (the function's
+// timeout). It reports intents per second and the share of the backlog drained.
+//
+//	go test ./outbox -run '^$' -bench Sweep10k -benchtime 1x -timeout 30m   (emulator up)
+func BenchmarkSweep10kDueRetries(b *testing.B) {
+	const claims = 10_000
+	e := newEnv(b)
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				id := fmt.Sprintf("evt_bench_%05d", i)
+				e.commitOne(id)
+				// Its first attempt failed; the retry is due.
+				_, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+					TableName: aws.String(e.table), Key: key(dedup.ClaimKey("shop", id)),
+					UpdateExpression:          aws.String("SET intents.#n.attempts = :one, intents.#n.next_attempt_at = :due, intents.#n.last_error = :err REMOVE wake"),
+					ExpressionAttributeNames:  map[string]string{"#n": "email.send"},
+					ExpressionAttributeValues: vals(":one", 1, ":due", int(e.now().UnixMilli()), ":err", "POST: 503"),
+				})
+				if err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for i := range claims {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+	}))
+	defer slow.Close()
+	e.advance(5 * time.Minute)
+	for b.Loop() {
+		s := &outbox.Sweeper{Concurrency: 128, Worker: e.worker(func(c *outbox.Config) {
+			c.Executors["email"] = &outbox.HTTPExecutor{URL: slow.URL, Timeout: 2 * time.Second,
+				Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+		})}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		start := time.Now()
+		rep, err := s.Run(ctx)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := rep.Summary[outbox.OutcomeDone]
+		b.ReportMetric(float64(done)/time.Since(start).Seconds(), "intents/s")
+		b.ReportMetric(float64(done)/claims, "drained")
+		b.Logf("%d claims: %d done in %s (incomplete %v, deferred %d, failures %d)", claims, done, time.Since(start).Round(time.Millisecond), rep.Incomplete, rep.Deferred, rep.Failures)
+	}
+}
