@@ -151,3 +151,59 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// parked lists the parked intents: the claims under the pending index's parked shards (where
+// the outbox puts a claim once nothing in it is open and something is parked), each read for
+// its parked intents' errors. This is the list the ParkedIntents alarm points to.
+func parked(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 0 {
+		return errors.New("takes no arguments")
+	}
+	db, err := c.dynamo(ctx)
+	if err != nil {
+		return err
+	}
+	if c.table == "" {
+		return errors.New("-table (or TABLE_NAME) is required")
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SOURCE\tEVENT ID\tINTENT\tTARGET\tATTEMPTS\tPARKED AT\tLAST ERROR")
+	n := 0
+	for _, shard := range dedup.ParkedShards() {
+		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
+			TableName:                 aws.String(c.table),
+			IndexName:                 aws.String(dedup.PendingIndex),
+			KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return err
+			}
+			for _, key := range page.Items {
+				out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), ConsistentRead: aws.Bool(true),
+					Key: map[string]types.AttributeValue{dedup.AttrPK: key[dedup.AttrPK], dedup.AttrSK: key[dedup.AttrSK]}})
+				if err != nil {
+					return err
+				}
+				if out.Item == nil {
+					continue
+				}
+				cl, err := dedup.UnmarshalClaim(out.Item)
+				if err != nil {
+					return err
+				}
+				for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
+					if in := cl.Intents[name]; in.Status == dedup.IntentParked {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cl.Source, cl.EventID, name, in.Target, in.Attempts, orDash(in.FinishedAt), orDash(in.LastError))
+						n++
+					}
+				}
+			}
+		}
+	}
+	w.Flush()
+	fmt.Fprintf(c.stdout, "%d parked intents; re-drive one with: hookctl redrive <source> <event_id> [intent]\n", n)
+	return nil
+}

@@ -3,6 +3,7 @@
 //
 //	hookctl inspect <source> <event_id>         the claim, its effects and its intents
 //	hookctl redrive <source> <event_id> [intent] put parked intents back to pending
+//	hookctl parked                              every parked intent, with its last error
 //	hookctl check-retention                     each source's retention against its provider
 //	hookctl send <source> <url>                 sign a body (stdin) as the provider would, POST it
 //	hookctl storm <source> <url>                N events x K concurrent copies, then verify
@@ -30,6 +31,7 @@ type command struct {
 var commands = map[string]command{
 	"inspect":         {"inspect <source> <event_id>", inspect},
 	"redrive":         {"redrive <source> <event_id> [intent]", redrive},
+	"parked":          {"parked", parked},
 	"check-retention": {"check-retention", checkRetention},
 	"send":            {"send [-id msg_id] <source> <url>   (body on stdin)", send},
 	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> <url>", storm},
@@ -45,9 +47,13 @@ func main() {
 
 // run is main without the process: tests call it.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
 		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return 0
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -71,7 +77,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"inspect", "redrive", "check-retention", "send", "storm", "replay", "audit", "backfill", "coldstart"} {
+	for _, name := range []string{"inspect", "redrive", "parked", "check-retention", "send", "storm", "replay", "audit", "backfill", "coldstart"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE or examples/sources.json), -table NAME (default $TABLE_NAME)")

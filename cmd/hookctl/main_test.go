@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/webhook"
 )
 
@@ -66,6 +69,47 @@ func TestInspectAndRedriveAParkedIntent(t *testing.T) {
 	}
 }
 
+func TestParkedListsEveryParkedIntentWithItsError(t *testing.T) {
+	client, table := testTable(t)
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"evt_ok", "evt_refused"} {
+		_, err = store.Commit(context.Background(), dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)},
+			dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := outbox.New(client, outbox.Config{Table: table, Executors: map[string]outbox.Executor{
+		"email": outbox.ExecutorFunc(func(_ context.Context, task outbox.Task) error {
+			if task.EventID == "evt_refused" {
+				return outbox.Permanent(errors.New("422 address rejected"))
+			}
+			return nil
+		}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"evt_ok", "evt_refused"} {
+		out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", id)}, "sk": &types.AttributeValueMemberS{Value: dedup.ClaimSK}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := dedup.UnmarshalClaim(out.Item)
+		if _, err := w.Process(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := hookctl(t, "", "parked", "-table", table)
+	if code != 0 || !strings.Contains(out, "evt_refused") || !strings.Contains(out, "422 address rejected") || strings.Contains(out, "evt_ok") || !strings.Contains(out, "1 parked intents") {
+		t.Fatalf("parked: %d\n%s%s", code, out, errOut)
+	}
+}
+
 func TestCheckRetention(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -108,6 +152,11 @@ func TestUsage(t *testing.T) {
 	t.Parallel()
 	if code, _, errOut := hookctl(t, ""); code != 2 || !strings.Contains(errOut, "check-retention") {
 		t.Fatalf("%d %s", code, errOut)
+	}
+	for _, h := range []string{"-h", "--help", "help"} {
+		if code, out, _ := hookctl(t, "", h); code != 0 || !strings.Contains(out, "parked") {
+			t.Fatalf("%s: %d %s; want the usage on stdout and exit 0", h, code, out)
+		}
 	}
 	if code, _, errOut := hookctl(t, "", "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
 		t.Fatalf("%d %s", code, errOut)
