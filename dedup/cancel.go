@@ -23,6 +23,7 @@ type cancelKind int
 const (
 	cancelOther   cancelKind = iota
 	claimTaken               // reason 0 is ConditionalCheckFailed: the event id is claimed
+	bodyTaken                // the claim was free; the body guard's condition failed: a replay
 	effectRefused            // the claim was free; only effect conditions failed
 	conflicted               // another transaction holds one of our items
 	throttled                // capacity, not our data
@@ -30,21 +31,27 @@ const (
 
 type cancellation struct {
 	kind    cancelKind
-	old     map[string]types.AttributeValue // the existing claim, for claimTaken
+	old     map[string]types.AttributeValue // the existing claim, for claimTaken; the guard, for bodyTaken
 	refused []int                           // effect indexes, for effectRefused
 	detail  string
 }
 
 // readCancellation reads a TransactionCanceledException's reasons, which are positional: index
-// 0 is the claim, index i+1 is Plan.Effects[i]. The order of the checks is the rule:
+// 0 is the claim, then the body guard when guarded (index 1), then Plan.Effects in order. The
+// order of the checks is the rule:
 //  1. a failed claim condition means a duplicate, whatever else failed;
 //  2. a TransactionConflict means a concurrent double is committing: retry, briefly;
 //  3. throttling means try later;
-//  4. failed effect conditions alone mean the event is absorbed;
-//  5. anything else (ValidationError, ItemCollectionSizeLimitExceeded) is an error.
-func readCancellation(reasons []types.CancellationReason, effects int) cancellation {
-	if len(reasons) != 1+effects {
-		return cancellation{detail: fmt.Sprintf("%d cancellation reasons for %d actions", len(reasons), 1+effects)}
+//  4. any other reason (ValidationError, ItemCollectionSizeLimitExceeded) is an error;
+//  5. a failed body guard condition means a replay, whatever the effects said;
+//  6. failed effect conditions alone mean the event is absorbed.
+func readCancellation(reasons []types.CancellationReason, effects int, guarded bool) cancellation {
+	first := 1 // index of the first effect
+	if guarded {
+		first = 2
+	}
+	if len(reasons) != first+effects {
+		return cancellation{detail: fmt.Sprintf("%d cancellation reasons for %d actions", len(reasons), first+effects)}
 	}
 	if code(reasons[0]) == "ConditionalCheckFailed" {
 		return cancellation{kind: claimTaken, old: reasons[0].Item}
@@ -62,9 +69,11 @@ func readCancellation(reasons []types.CancellationReason, effects int) cancellat
 				kind = throttled
 			}
 		case "ConditionalCheckFailed":
-			refused = append(refused, i-1)
+			if i >= first {
+				refused = append(refused, i-first)
+			}
 		default:
-			other = append(other, fmt.Sprintf("%s: %s %s", action(i), c, aws.ToString(r.Message)))
+			other = append(other, fmt.Sprintf("%s: %s %s", action(i, first), c, aws.ToString(r.Message)))
 		}
 	}
 	switch {
@@ -72,6 +81,8 @@ func readCancellation(reasons []types.CancellationReason, effects int) cancellat
 		return cancellation{kind: kind}
 	case len(other) > 0:
 		return cancellation{detail: strings.Join(other, "; ")}
+	case guarded && code(reasons[1]) == "ConditionalCheckFailed":
+		return cancellation{kind: bodyTaken, old: reasons[1].Item}
 	case len(refused) > 0:
 		return cancellation{kind: effectRefused, refused: refused}
 	}
@@ -80,11 +91,14 @@ func readCancellation(reasons []types.CancellationReason, effects int) cancellat
 
 func code(r types.CancellationReason) string { return aws.ToString(r.Code) }
 
-func action(i int) string {
-	if i == 0 {
+func action(i, first int) string {
+	switch {
+	case i == 0:
 		return "claim"
+	case i < first:
+		return "body guard"
 	}
-	return fmt.Sprintf("effects[%d]", i-1)
+	return fmt.Sprintf("effects[%d]", i-first)
 }
 
 // classify maps a failed call to the error Commit returns. Throttling, server faults and

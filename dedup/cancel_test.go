@@ -29,23 +29,30 @@ func TestCancellationReasonsAreReadByPositionInOrderOfPrecedence(t *testing.T) {
 		effects int
 		want    cancelKind
 		refused []int
+		guarded bool // a body guard at index 1
 	}{
-		{"a failed claim is a duplicate", reasons("ConditionalCheckFailed", "None"), 1, claimTaken, nil},
-		{"a failed claim wins over a conflict elsewhere", reasons("ConditionalCheckFailed", "TransactionConflict"), 1, claimTaken, nil},
-		{"a failed claim wins over failed effects", reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), 1, claimTaken, nil},
-		{"a conflict on the claim is retried", reasons("TransactionConflict", "None"), 1, conflicted, nil},
-		{"a conflict wins over a failed effect", reasons("None", "ConditionalCheckFailed", "TransactionConflict"), 2, conflicted, nil},
-		{"throttling on any item is throttled", reasons("None", "ThrottlingError"), 1, throttled, nil},
-		{"throttling wins over a failed effect", reasons("None", "ConditionalCheckFailed", "ProvisionedThroughputExceeded"), 2, throttled, nil},
-		{"failed effects alone are absorbed, by index", reasons("None", "None", "ConditionalCheckFailed", "ConditionalCheckFailed"), 3, effectRefused, []int{1, 2}},
-		{"a validation error wins over a failed effect", reasons("None", "ConditionalCheckFailed", "ValidationError"), 2, cancelOther, nil},
-		{"an item collection limit is an error", reasons("None", "ItemCollectionSizeLimitExceeded"), 1, cancelOther, nil},
-		{"reasons that do not match the actions are an error", reasons("ConditionalCheckFailed"), 1, cancelOther, nil},
-		{"no failing reason is an error", reasons("None", "None"), 1, cancelOther, nil},
+		{"a failed claim is a duplicate", reasons("ConditionalCheckFailed", "None"), 1, claimTaken, nil, false},
+		{"a failed claim wins over a conflict elsewhere", reasons("ConditionalCheckFailed", "TransactionConflict"), 1, claimTaken, nil, false},
+		{"a failed claim wins over failed effects", reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), 1, claimTaken, nil, false},
+		{"a conflict on the claim is retried", reasons("TransactionConflict", "None"), 1, conflicted, nil, false},
+		{"a conflict wins over a failed effect", reasons("None", "ConditionalCheckFailed", "TransactionConflict"), 2, conflicted, nil, false},
+		{"throttling on any item is throttled", reasons("None", "ThrottlingError"), 1, throttled, nil, false},
+		{"throttling wins over a failed effect", reasons("None", "ConditionalCheckFailed", "ProvisionedThroughputExceeded"), 2, throttled, nil, false},
+		{"failed effects alone are absorbed, by index", reasons("None", "None", "ConditionalCheckFailed", "ConditionalCheckFailed"), 3, effectRefused, []int{1, 2}, false},
+		{"a validation error wins over a failed effect", reasons("None", "ConditionalCheckFailed", "ValidationError"), 2, cancelOther, nil, false},
+		{"an item collection limit is an error", reasons("None", "ItemCollectionSizeLimitExceeded"), 1, cancelOther, nil, false},
+		{"reasons that do not match the actions are an error", reasons("ConditionalCheckFailed"), 1, cancelOther, nil, false},
+		{"no failing reason is an error", reasons("None", "None"), 1, cancelOther, nil, false},
+		{"a failed body guard is a replay", reasons("None", "ConditionalCheckFailed"), 0, bodyTaken, nil, true},
+		{"a failed body guard wins over failed effects", reasons("None", "ConditionalCheckFailed", "ConditionalCheckFailed"), 1, bodyTaken, nil, true},
+		{"a failed claim wins over a failed body guard", reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), 0, claimTaken, nil, true},
+		{"a conflict wins over a failed body guard", reasons("None", "ConditionalCheckFailed", "TransactionConflict"), 1, conflicted, nil, true},
+		{"effects after a body guard are numbered from 0", reasons("None", "None", "None", "ConditionalCheckFailed"), 2, effectRefused, []int{1}, true},
+		{"a validation error wins over a failed body guard", reasons("None", "ConditionalCheckFailed", "ValidationError"), 1, cancelOther, nil, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := readCancellation(c.reasons, c.effects)
+			got := readCancellation(c.reasons, c.effects, c.guarded)
 			if got.kind != c.want || len(got.refused) != len(c.refused) {
 				t.Fatalf("got %+v, want kind %d refused %v", got, c.want, c.refused)
 			}
@@ -135,6 +142,7 @@ func TestConflictSettingsAreBounded(t *testing.T) {
 		{"negative backoff", func(c *Config) { c.ConflictBackoff = -time.Millisecond }},
 		{"too many retries", func(c *Config) { c.ConflictRetries = 40 }},
 		{"negative retries other than NoConflictRetries", func(c *Config) { c.ConflictRetries = -5 }},
+		{"more pending shards than MaxPendingShards", func(c *Config) { c.PendingShards = MaxPendingShards + 1 }},
 	} {
 		cfg := base
 		c.edit(&cfg)

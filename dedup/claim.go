@@ -57,16 +57,22 @@ const (
 )
 
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
-// with open intents (pending or running) or parked ones, spread over PendingShards hash keys
-// of each kind so that no single GSI partition takes every write. A claim is under a due
-// shard (PendingShard) while any intent is open, under a parked shard (ParkedShard) once
-// every intent is done or parked and at least one is parked, and leaves the index when all
-// are done.
+// with open intents (pending or running) or parked ones, spread over a number of hash keys of
+// each kind (the shard count: PendingShards unless configured) so that no single GSI partition
+// takes every write. A claim is under its due shard ("P<n>") while any intent is open, under
+// the parked shard of the same number ("parked-<n>") once every intent is done or parked and at
+// least one is parked, and leaves the index when all are done.
 const (
-	ClaimSK       = "CLAIM"
-	ClaimPrefix   = "EVT#"
-	PendingIndex  = "pending"
+	ClaimSK = "CLAIM"
+	// BodySK is the sort key of a body guard (Event.GuardBody): pk EVT#<source>#<body sha256>.
+	// Its key cannot meet a claim's (their sort keys differ) nor an effect's (EVT# is reserved).
+	BodySK       = "BODY"
+	ClaimPrefix  = "EVT#"
+	PendingIndex = "pending"
+	// PendingShards is the default shard count. docs/capacity.md says when to raise it.
 	PendingShards = 16
+	// MaxPendingShards bounds a configured shard count.
+	MaxPendingShards = 1024
 )
 
 // MaxIntents bounds the intents of one event. The outbox's last write for an event names
@@ -104,36 +110,57 @@ func appendClaimKey(b []byte, source, eventID string) []byte {
 	return append(b, eventID...)
 }
 
-// PendingShard spreads claims with open intents over the sparse GSI's due hash keys: "P" and
-// the FNV-1a hash of the claim's key modulo PendingShards.
-func PendingShard(pk string) string { return dueShards[shardOf(pk)] }
+// PendingShard is the claim's due shard with the default shard count: DueShard(pk, PendingShards).
+func PendingShard(pk string) string { return DueShard(pk, PendingShards) }
 
-// ParkedShard is the claim's parked hash key: "parked-" and the same shard number.
-func ParkedShard(pk string) string { return parkedShards[shardOf(pk)] }
+// DueShard spreads claims with open intents over shards due hash keys: "P" and the FNV-1a hash
+// of the claim's key modulo shards. A claim keeps its shard number for life; raising the
+// shard count later moves only new claims, so the count may grow but must never shrink (a
+// claim under a shard the sweeper no longer reads would be left behind).
+func DueShard(pk string, shards int) string {
+	n := shardOf(pk, shards)
+	if n < len(dueNames) {
+		return dueNames[n]
+	}
+	return "P" + strconv.Itoa(n)
+}
 
-// DueShards and ParkedShards list every hash key of each kind, for the sweeper's queries.
-func DueShards() []string    { return dueShards[:] }
-func ParkedShards() []string { return parkedShards[:] }
+// ParkedShardFor is the parked hash key of the same number as a due one ("P3" -> "parked-3"):
+// the outbox moves a claim between the two without knowing the shard count.
+func ParkedShardFor(due string) string {
+	return parkedPrefix + strings.TrimPrefix(due, "P")
+}
+
+// DueShardFor is the due hash key of the same number as a parked one ("parked-3" -> "P3").
+func DueShardFor(parked string) string {
+	return "P" + strings.TrimPrefix(parked, parkedPrefix)
+}
 
 // IsParkedShard reports whether a pending_shard value is a parked shard.
-func IsParkedShard(s string) bool { return strings.HasPrefix(s, "parked-") }
+func IsParkedShard(s string) bool { return strings.HasPrefix(s, parkedPrefix) }
 
-func shardOf(pk string) uint32 {
+// ShardNames lists every due and parked hash key for a shard count, for the sweeper's queries.
+func ShardNames(shards int) (due, parked []string) {
+	for i := range shards {
+		due = append(due, "P"+strconv.Itoa(i))
+		parked = append(parked, parkedPrefix+strconv.Itoa(i))
+	}
+	return due, parked
+}
+
+const parkedPrefix = "parked-"
+
+func shardOf(pk string, shards int) int {
 	h := uint32(2166136261) // FNV-1a, as hash/fnv's New32a, without its allocation
 	for i := 0; i < len(pk); i++ {
 		h ^= uint32(pk[i])
 		h *= 16777619
 	}
-	return h % PendingShards
+	return int(h % uint32(max(shards, 1)))
 }
 
-var dueShards, parkedShards = func() (due, parked [PendingShards]string) {
-	for i := range due {
-		due[i] = "P" + strconv.Itoa(i)
-		parked[i] = "parked-" + strconv.Itoa(i)
-	}
-	return due, parked
-}()
+// dueNames are the first due shards' names, formatted once: the commit's hot path takes one.
+var dueNames, _ = ShardNames(256)
 
 // Claim is a claim item as stored, for readers (the outbox worker, the CLI, duplicate
 // handling). Commit writes it field by field rather than through attributevalue, which keeps

@@ -47,7 +47,7 @@ func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	if req.effects == nil {
+	if req.effects == nil && req.guard == nil {
 		return s.put(ctx, req)
 	}
 	return s.transact(ctx, req)
@@ -69,7 +69,7 @@ func (s *Store) put(ctx context.Context, req *request) (Result, error) {
 	return res, classify("PutItem", err)
 }
 
-// transact writes [claim, effects...] and reads a cancellation reason by reason.
+// transact writes [claim, body guard?, effects...] and reads a cancellation reason by reason.
 func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
 	res := Result{}
 	for attempt := 1; ; attempt++ {
@@ -83,10 +83,12 @@ func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
 		if !errors.As(err, &tce) {
 			return res, classify("TransactWriteItems", err)
 		}
-		c := readCancellation(tce.CancellationReasons, len(req.effects))
+		c := readCancellation(tce.CancellationReasons, len(req.effects), req.guard != nil)
 		switch c.kind {
 		case claimTaken:
 			return s.taken(ctx, req, c.old, res)
+		case bodyTaken:
+			return replay(c.old, res), nil
 		case effectRefused:
 			return s.absorb(ctx, req, c.refused, res)
 		case conflicted:
@@ -166,9 +168,16 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 	return res, nil
 }
 
+// replay is the result of a refused replay: old is the body guard that holds the body.
+func replay(old map[string]types.AttributeValue, res Result) Result {
+	res.Outcome = OutcomeReplay
+	res.FirstEventID = attrString(old, AttrEventID)
+	return res
+}
+
 // absorb applies the backstop rule (see OutcomeAbsorbed): the claim was free, but effects
-// refused their own conditions. The event is claimed alone, with no effects and no intents,
-// and the claim records which effects were refused.
+// refused their own conditions. The event is claimed alone, with no effects and no intents
+// (and its body guard, when it has one), and the claim records which effects were refused.
 func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Result) (Result, error) {
 	claim := make(map[string]types.AttributeValue, len(req.claim))
 	for k, v := range req.claim {
@@ -186,9 +195,25 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 	claim[AttrAbsorbed] = &types.AttributeValueMemberL{Value: idx}
 	absorbed := *req
 	absorbed.claim = claim
+	absorbed.effects = nil
 
 	res.Calls++
-	_, err := s.api.PutItem(ctx, absorbed.putInput(s.tablePtr))
+	var err error
+	if absorbed.guard != nil {
+		// The same token would be taken for the first transaction's: a new one for this one.
+		_, err = s.api.TransactWriteItems(ctx, absorbed.transactInput(s.tablePtr, 1+MaxConflictRetries+1))
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) {
+			switch c := readCancellation(tce.CancellationReasons, 0, true); c.kind {
+			case claimTaken:
+				return s.taken(ctx, &absorbed, c.old, res)
+			case bodyTaken:
+				return replay(c.old, res), nil
+			}
+		}
+	} else {
+		_, err = s.api.PutItem(ctx, absorbed.putInput(s.tablePtr))
+	}
 	if err == nil {
 		res.Outcome, res.Absorbed, res.ExpiresAt = OutcomeAbsorbed, refused, req.expires
 		return res, nil
@@ -198,7 +223,7 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 		// A concurrent double claimed the event between our two calls.
 		return s.taken(ctx, &absorbed, ccf.Item, res)
 	}
-	return res, classify("PutItem", err)
+	return res, classify("absorb", err)
 }
 
 func attrString(item map[string]types.AttributeValue, name string) string {

@@ -33,6 +33,13 @@ type Event struct {
 	// Payload is the raw body. Only its SHA-256 is stored, to detect an id reused with
 	// different content; it is never part of the dedup key.
 	Payload []byte
+	// GuardBody claims the body itself along with the event id, in the same write: set it
+	// when the signature does not cover the event id (GitHub's, Shopify's and generic HMAC
+	// sources' ids are unsigned headers; only their bodies are signed). A byte-identical body
+	// presented again under another event id within the retention is then refused as a
+	// replay (OutcomeReplay) and nothing is written. The event id stays the dedup key: the
+	// body guard only refuses what the key would have let through.
+	GuardBody bool
 }
 
 // Validate reports the first field of e that cannot be claimed, as an *InvalidError.

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Outcome is what a Commit did with one delivery. Every outcome means the event id is durably
-// claimed, so a receiver answers 200 for each of them.
+// Outcome is what a Commit did with one delivery. Every outcome but OutcomeReplay means the
+// event id is durably claimed; a receiver answers 200 for each of them, OutcomeReplay included
+// (see there).
 type Outcome int
 
 const (
@@ -20,6 +21,12 @@ const (
 	// event is claimed with none of its effects and none of its intents, the claim records
 	// which effects were refused, and the outcome is counted as backstop absorbed.
 	OutcomeAbsorbed
+	// OutcomeReplay: the event id was free, but its body (Event.GuardBody) is already claimed
+	// under another event id that has not expired: a signed delivery re-sent under a forged
+	// id, or (the trade-off of the guard) a provider sending one fact twice under two ids.
+	// Nothing was written and nothing of the plan runs. The body's event is durably accepted
+	// under its first id, so a receiver answers as for a duplicate, and counts it.
+	OutcomeReplay
 )
 
 func (o Outcome) String() string {
@@ -30,6 +37,8 @@ func (o Outcome) String() string {
 		return "duplicate"
 	case OutcomeAbsorbed:
 		return "absorbed"
+	case OutcomeReplay:
+		return "replay"
 	}
 	return "unknown"
 }
@@ -45,6 +54,8 @@ type Result struct {
 	// outcome is a duplicate.
 	FirstDeliveryID string
 	FirstReceivedAt time.Time
+	// FirstEventID is the event id that holds the body, for OutcomeReplay.
+	FirstEventID string
 	// Absorbed lists the indexes in Plan.Effects whose conditions failed (OutcomeAbsorbed).
 	Absorbed []int
 	// Recovered is set when a lost response hid our own successful write and the retry found

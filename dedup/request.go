@@ -27,6 +27,29 @@ type request struct {
 	nowVals map[string]types.AttributeValue // {":now": epoch seconds}, for the claim condition
 	expires time.Time
 	effects []types.TransactWriteItem // nil for the single-PutItem path
+	guard   *types.Put                // the body guard, for Event.GuardBody: always a transaction
+}
+
+// bodyCondition admits a body guard when no unexpired one holds the body, or when the one that
+// does is this very event's (a redelivery: the claim's own condition then answers duplicate).
+const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now OR event_id = :id"
+
+// bodyGuard is the item that claims the body for ev: its key, the event id holding it, the
+// claim's expiry (TTL) and the claim it belongs to.
+func bodyGuard(table *string, ev *Event, claimPK, payloadSHA256, expiresAt string, now int64) *types.Put {
+	return &types.Put{
+		TableName: table,
+		Item: map[string]types.AttributeValue{
+			AttrPK:        str(ClaimKey(ev.Source, payloadSHA256)),
+			AttrSK:        str(BodySK),
+			AttrEventID:   str(ev.ID),
+			AttrExpiresAt: &types.AttributeValueMemberN{Value: expiresAt},
+			AttrClaimedBy: str(claimPK),
+		},
+		ConditionExpression:                 aws.String(bodyCondition),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now), ":id": str(ev.ID)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
 }
 
 // values hands out a request's attribute values from one allocation per kind instead of one
@@ -116,7 +139,11 @@ func (s *Store) nowValues(now time.Time) map[string]types.AttributeValue {
 // buildRequest turns an event and its plan into the write, checking every DynamoDB limit it
 // could hit so that a refusal costs no round trip and leaves nothing written.
 func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time.Time) (*request, error) {
-	if n := 1 + len(plan.Effects); n > MaxTransactionActions {
+	guarded := 0
+	if ev.GuardBody {
+		guarded = 1
+	}
+	if n := 1 + guarded + len(plan.Effects); n > MaxTransactionActions {
 		return nil, &LimitError{Limit: "transaction actions", What: "plan", Got: n, Max: MaxTransactionActions}
 	}
 	expires := now.Add(keep)
@@ -158,11 +185,14 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 			return nil, err
 		}
 		set(AttrIntents, intents)
-		set(AttrPendingShard, vals.str(PendingShard(pk)))
+		set(AttrPendingShard, vals.str(DueShard(pk, s.shards)))
 		set(AttrPendingSince, vals.num(t.pendingSince))
 		set(AttrWake, vals.num(t.pendingSince))
 	}
 	req := &request{claim: claim, token: t.token, expires: expires, nowVals: s.nowValues(now)}
+	if ev.GuardBody {
+		req.guard = bodyGuard(s.tablePtr, ev, pk, t.payloadSHA256, t.expiresAt, now.Unix())
+	}
 	size := 0
 	if len(plan.Effects) > 0 {
 		effects, keys, n, err := s.effectItems(vals, pk, plan.Effects)
@@ -362,7 +392,7 @@ func (r *request) putInput(table *string) *dynamodb.PutItemInput {
 }
 
 func (r *request) transactInput(table *string, attempt int) *dynamodb.TransactWriteItemsInput {
-	items := make([]types.TransactWriteItem, 0, 1+len(r.effects))
+	items := make([]types.TransactWriteItem, 0, 2+len(r.effects))
 	items = append(items, types.TransactWriteItem{Put: &types.Put{
 		TableName:                           table,
 		Item:                                r.claim,
@@ -370,6 +400,9 @@ func (r *request) transactInput(table *string, attempt int) *dynamodb.TransactWr
 		ExpressionAttributeValues:           r.nowVals,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})
+	if r.guard != nil {
+		items = append(items, types.TransactWriteItem{Put: r.guard})
+	}
 	items = append(items, r.effects...)
 	return &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,

@@ -39,6 +39,10 @@ type Config struct {
 	ConflictRetries int
 	// ConflictBackoff is the base of the jittered backoff between those tries. Default 20 ms.
 	ConflictBackoff time.Duration
+	// PendingShards is how many hash keys the pending index spreads claims with intents over:
+	// PendingShards (16) when zero, at most MaxPendingShards. The outbox's sweeper must read
+	// the same count, and it may only ever grow (see DueShard).
+	PendingShards int
 }
 
 // MaxConflictRetries bounds Config.ConflictRetries; NoConflictRetries disables retries.
@@ -62,6 +66,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ConflictBackoff == 0 {
 		c.ConflictBackoff = 20 * time.Millisecond
+	}
+	if c.PendingShards == 0 {
+		c.PendingShards = PendingShards
 	}
 }
 
@@ -88,6 +95,9 @@ func (c *Config) Validate() error {
 	if c.ConflictBackoff < 0 || c.ConflictBackoff > time.Second {
 		return &InvalidError{Field: "conflict_backoff", Reason: "must be between 0 (default 20ms) and 1s"}
 	}
+	if c.PendingShards < 1 || c.PendingShards > MaxPendingShards {
+		return &InvalidError{Field: "pending_shards", Reason: fmt.Sprintf("must be between 1 and %d", MaxPendingShards)}
+	}
 	return nil
 }
 
@@ -101,6 +111,7 @@ type Store struct {
 	observer Observer
 	retries  int
 	backoff  time.Duration
+	shards   int
 	nowVals  atomic.Pointer[nowValues]
 }
 
@@ -128,6 +139,7 @@ func New(api API, cfg Config) (*Store, error) {
 		observer: cfg.Observer,
 		retries:  cfg.ConflictRetries,
 		backoff:  cfg.ConflictBackoff,
+		shards:   cfg.PendingShards,
 	}, nil
 }
 

@@ -42,6 +42,10 @@ func alarms(stack awscdk.Stack, cfg StackConfig, receiver, worker, sweeper awsla
 	alarm("ParkedIntents", "Claims with intents parked for an operator (permanent downstream errors or attempts exhausted)",
 		metric("ParkedClaims", "Maximum", nil), 0)
 	for _, name := range cfg.Sources.Names() {
+		if cfg.Sources.Sources[name].ReplayGuard == "body" {
+			alarm("ReplayRefused-"+name, "A signed body from "+name+" came again under another event id: a captured delivery replayed (or the provider sent one fact twice)",
+				metric("ReplayRefused", "Sum", map[string]*string{"source": jsii.String(name)}), 0)
+		}
 		alarm("DuplicateSpike-"+name, "Duplicates from "+name+" above the usual trickle: a redrive, or handler latency over the provider's timeout",
 			metric("Duplicate", "Sum", map[string]*string{"source": jsii.String(name)}), cfg.DuplicateSpike)
 	}

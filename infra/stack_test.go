@@ -211,9 +211,15 @@ func TestAlarmsCoverTheFailureSignals(t *testing.T) {
 			synth.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), props(map[string]any{"MetricName": metric}))
 		})
 	}
-	// One duplicate-spike alarm per source, three error alarms, and the three above.
+	// One duplicate-spike alarm per source, a replay alarm for the source whose id is unsigned
+	// (github), three error alarms, and the three above.
 	must(t, func() {
-		synth.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3+3+3))
+		synth.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3+1+3+3))
+	})
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), props(map[string]any{
+			"MetricName": "ReplayRefused", "Dimensions": []any{map[string]any{"Name": "source", "Value": "github"}},
+		}))
 	})
 	must(t, func() {
 		synth.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))

@@ -207,7 +207,7 @@ func TestClaimsWrittenBeforeTheWakeMarkerAreDrivenToDone(t *testing.T) {
 		in := c.Intents["email.send"]
 		switch id {
 		case "evt_old_parked":
-			if in.Status != dedup.IntentParked || c.PendingShard != dedup.ParkedShard(c.PK) {
+			if in.Status != dedup.IntentParked || c.PendingShard != dedup.ParkedShardFor(dedup.PendingShard(c.PK)) {
 				t.Errorf("%s (%s): %+v under %q, want parked under its parked shard", id, how, in, c.PendingShard)
 			}
 		default:

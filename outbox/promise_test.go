@@ -232,7 +232,7 @@ func TestAFinishedClaimLeftInTheIndexLeavesItWhoeverNoticesIt(t *testing.T) {
 	if c := e.claim("evt_done_in_index"); c.PendingShard != "" {
 		t.Fatalf("a done claim is still under %q", c.PendingShard)
 	}
-	if c := e.claim("evt_parked_in_index"); c.PendingShard != dedup.ParkedShard(c.PK) {
+	if c := e.claim("evt_parked_in_index"); c.PendingShard != dedup.ParkedShardFor(dedup.PendingShard(c.PK)) {
 		t.Fatalf("a parked claim is under %q, want its parked shard", c.PendingShard)
 	}
 	rep, err = sweeper.Run(context.Background())

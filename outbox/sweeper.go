@@ -118,7 +118,7 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 // deadline leaves no time for another claim.
 func (s *Sweeper) walk(ctx context.Context, cutoff int64, keys chan<- map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) error {
 	w := s.Worker
-	shards := dedup.DueShards()
+	shards, _ := dedup.ShardNames(w.cfg.PendingShards)
 	type cursor struct {
 		shard string
 		start map[string]types.AttributeValue
@@ -255,7 +255,8 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 func (s *Sweeper) countParked(ctx context.Context) (int, error) {
 	w := s.Worker
 	n := 0
-	for _, shard := range dedup.ParkedShards() {
+	_, parked := dedup.ShardNames(w.cfg.PendingShards)
+	for _, shard := range parked {
 		p := dynamodb.NewQueryPaginator(w.api, &dynamodb.QueryInput{
 			TableName:                 aws.String(w.cfg.Table),
 			IndexName:                 aws.String(dedup.PendingIndex),

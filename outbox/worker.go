@@ -74,6 +74,9 @@ type Config struct {
 	// Scheduler wakes a retried intent at its due time (SQSScheduler). Without one, retries
 	// wait for the Sweeper.
 	Scheduler Scheduler
+	// PendingShards is the pending index's shard count, as the receiver's store writes it
+	// (dedup.Config.PendingShards): the sweeper reads every shard. Default dedup.PendingShards.
+	PendingShards int
 	// WriteRetries bounds how often a write DynamoDB refused with TransactionConflict (a
 	// duplicate delivery's transaction holds the claim for a moment) is tried again, with
 	// jitter. Default 3.
@@ -160,6 +163,12 @@ func New(api API, cfg Config) (*Worker, error) {
 	}
 	if cfg.WriteRetries == 0 {
 		cfg.WriteRetries = 3
+	}
+	if cfg.PendingShards == 0 {
+		cfg.PendingShards = dedup.PendingShards
+	}
+	if cfg.PendingShards < 1 || cfg.PendingShards > dedup.MaxPendingShards {
+		return nil, &ConfigError{Field: "PendingShards", Reason: fmt.Sprintf("must be between 1 and %d", dedup.MaxPendingShards)}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -588,7 +597,7 @@ func indexAfter(c *dedup.Claim, name, status string) (others []namedStatus, shar
 		return nil, "", false // another intent is still open
 	}
 	if parked || status == dedup.IntentParked {
-		return others, dedup.ParkedShard(c.PK), true
+		return others, dedup.ParkedShardFor(c.PendingShard), true
 	}
 	return others, "", true
 }
@@ -626,7 +635,7 @@ func (w *Worker) settle(ctx context.Context, c *dedup.Claim) error {
 	update := "REMOVE " + dedup.AttrPendingShard + ", " + dedup.AttrPendingSince
 	if parked {
 		update = "SET " + dedup.AttrPendingShard + " = :shard, " + dedup.AttrPendingSince + " = :since"
-		values[":shard"] = str(dedup.ParkedShard(c.PK))
+		values[":shard"] = str(dedup.ParkedShardFor(c.PendingShard))
 		values[":since"] = num(w.cfg.Now().UnixMilli())
 	}
 	_, err := w.update(ctx, &dynamodb.UpdateItemInput{
@@ -708,6 +717,15 @@ func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 	if !ok {
 		return fmt.Errorf("outbox: claim %s has no intent %q", claim.PK, intent)
 	}
+	// Back under the due shard of the claim's number. A claim with a parked intent is under
+	// its parked shard (or, written by an older release, still under its due shard).
+	shard := claim.PendingShard
+	switch {
+	case dedup.IsParkedShard(shard):
+		shard = dedup.DueShardFor(shard)
+	case shard == "":
+		shard = dedup.PendingShard(claim.PK)
+	}
 	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table),
 		Key:       claimKey(claim.PK),
@@ -720,7 +738,7 @@ func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 			":parked":   str(dedup.IntentParked),
 			":attempts": num(int64(in.Attempts)),
 			":now":      num(now.UnixMilli()),
-			":shard":    str(dedup.PendingShard(claim.PK)),
+			":shard":    str(shard),
 			":since":    num(now.UnixMilli()),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

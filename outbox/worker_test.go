@@ -210,7 +210,7 @@ func TestPermanentFailuresAreParkedAndLeftAloneBySweeps(t *testing.T) {
 			parked = c
 		}
 	}
-	if in := parked.Intents["email.send"]; !strings.Contains(in.LastError, "422") || parked.PendingShard != dedup.ParkedShard(parked.PK) {
+	if in := parked.Intents["email.send"]; !strings.Contains(in.LastError, "422") || parked.PendingShard != dedup.ParkedShardFor(dedup.PendingShard(parked.PK)) {
 		t.Fatalf("parked intent %+v under %q: want its error recorded and the claim under its parked shard", in, parked.PendingShard)
 	}
 	_, _, before := e.down.snapshot()

@@ -43,7 +43,7 @@ const testSourcesJSON = `{"sources": {
   "shopify": {"scheme": "shopify",           "secrets": [{"env": "SHOPIFY_SECRET"}], "retry_horizon": "48h", "redrive_window": "7d"},
   "partner": {"scheme": "hmac-sha256", "hmac": {"header": "X-Partner-Signature", "prefix": "sha256="},
               "secrets": [{"env": "PARTNER_SECRET"}], "event_id": {"json": "meta.id"}, "event_type": {"json": "meta.type"},
-              "delivery_id": {"header": "X-Partner-Delivery"}, "retry_horizon": "24h", "redrive_window": "7d"}
+              "delivery_id": {"header": "X-Partner-Delivery"}, "occurred_at": {"json": "meta.at"}, "retry_horizon": "24h", "redrive_window": "7d"}
 }}`
 
 // env is one test's handler over a fresh table on the test endpoint.
@@ -54,7 +54,8 @@ type env struct {
 	table   string
 	file    *sources.File
 	store   *dedup.Store
-	offset  time.Duration // how far the test has moved both clocks
+	counter *awstest.Counter // the store's DynamoDB calls, by operation
+	offset  time.Duration    // how far the test has moved both clocks
 	secrets map[string]string
 
 	mu      sync.Mutex
@@ -95,7 +96,8 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	// The store's clock runs from the real time, not the fixtures' signing time: claims must
 	// expire in the future, or the engine's TTL sweeper (MiniStack's runs every minute, on real
 	// time) deletes them in the middle of a test.
-	store, err := dedup.New(client, dedup.Config{Table: e.table, Sources: file.Retentions(), Now: e.storeClock})
+	e.counter = awstest.NewCounter(client)
+	store, err := dedup.New(e.counter, dedup.Config{Table: e.table, Sources: file.Retentions(), Now: e.storeClock})
 	if err != nil {
 		t.Fatal(err)
 	}

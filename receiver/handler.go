@@ -7,7 +7,8 @@
 // provider treats anything else as a failed delivery and sends it again. The statuses:
 //
 //	200 {"received":true,"duplicate":false|true}  accepted, duplicate, or absorbed
-//	400 malformed body, missing or invalid event id / type (the message names the field)
+//	400 malformed body, missing or invalid event id / type (the message names the field), or
+//	    a signed event time older than the source's retention
 //	401 bad or missing signature, timestamp outside tolerance (nothing is claimed)
 //	404 unknown source      405 not a POST      413 body over the source's limit
 //	503 + Retry-After        DynamoDB throttled or failed: deliver again later
@@ -86,6 +87,10 @@ type source struct {
 	conf   *sources.Source
 	scheme webhook.Scheme
 	read   *reader
+	// guardBody claims the body with the event id (the signature does not cover the id);
+	// timeSigned refuses deliveries whose signed time is older than keep, the retention.
+	guardBody, timeSigned bool
+	keep                  time.Duration
 }
 
 // New validates cfg and builds a Handler. Every source's scheme is built here, so a bad
@@ -134,7 +139,9 @@ func New(cfg Config) (*Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
 		}
-		h.sources[name] = &source{name: name, conf: conf, scheme: scheme, read: read}
+		ret, _ := cfg.Store.Retention(name)
+		h.sources[name] = &source{name: name, conf: conf, scheme: scheme, read: read,
+			guardBody: conf.ReplayGuard == sources.ReplayGuardBody, timeSigned: conf.TimeSigned(), keep: ret.Effective()}
 	}
 	return h, nil
 }
@@ -229,6 +236,14 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		// Informational only: an unusable delivery id must not cost the event.
 		ev.DeliveryID, d.droppedDeliveryID = "", true
 	}
+	ev.GuardBody = src.guardBody
+	if src.timeSigned && !ev.OccurredAt.IsZero() && now.Sub(ev.OccurredAt) > src.keep {
+		// Past the retention the event's claim may be gone: a replay of this signed body
+		// could not be told from a new event, so it is refused rather than run again.
+		d.event, d.errKind = ev, "too_old"
+		return reply(http.StatusBadRequest, fmt.Sprintf("occurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
+			ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(src.keep)), "occurred_at")
+	}
 	// Checked here as well as in Commit, so the planner never sees an unusable event.
 	if err := ev.Validate(); err != nil {
 		return h.commitError(d, err)
@@ -252,7 +267,9 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.commitError(d, err)
 	}
 	d.result, d.committed = res, true
-	if res.Outcome == dedup.OutcomeDuplicate {
+	if res.Outcome == dedup.OutcomeDuplicate || res.Outcome == dedup.OutcomeReplay {
+		// A replay is answered as a duplicate: its body's event is durably accepted under its
+		// first id, and a refusal would only make a provider (or an attacker) try again.
 		return okDuplicate()
 	}
 	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"duplicate":false}`}

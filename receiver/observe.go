@@ -49,6 +49,9 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		if d.result.Outcome == dedup.OutcomeDuplicate {
 			attrs = append(attrs, slog.String("first_delivery_id", d.result.FirstDeliveryID))
 		}
+		if d.result.Outcome == dedup.OutcomeReplay {
+			attrs = append(attrs, slog.String("first_event_id", d.result.FirstEventID))
+		}
 		if d.result.PayloadMismatch {
 			attrs = append(attrs, slog.Bool("payload_mismatch", true))
 		}
@@ -75,7 +78,7 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	switch {
 	case d.status >= 500:
 		level = slog.LevelError
-	case d.status >= 400, d.result.PayloadMismatch:
+	case d.status >= 400, d.result.PayloadMismatch, d.result.Outcome == dedup.OutcomeReplay:
 		level = slog.LevelWarn
 	}
 	h.log.LogAttrs(ctx, level, msg, attrs...)
@@ -97,6 +100,9 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		doc.Count("Unavailable", bySource)
 	case "internal", "planner":
 		doc.Count("Failed", bySource)
+	case "too_old":
+		doc.Count("Rejected", bySource)
+		doc.Count("TooOld", bySource)
 	case "":
 	default:
 		doc.Count("Rejected", bySource)
@@ -109,6 +115,8 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 			doc.Count("Duplicate", bySource, byType)
 		case dedup.OutcomeAbsorbed:
 			doc.Count("BackstopAbsorbed", bySource, byType)
+		case dedup.OutcomeReplay:
+			doc.Count("ReplayRefused", bySource)
 		}
 		if d.result.PayloadMismatch {
 			doc.Count("PayloadMismatch", bySource)

@@ -78,7 +78,37 @@ type Source struct {
 	TimestampTolerance Duration `json:"timestamp_tolerance,omitempty"`
 	// MaxBodyBytes is the largest body accepted (413 beyond it). Default DefaultMaxBodyBytes.
 	MaxBodyBytes int `json:"max_body_bytes,omitempty"`
+	// ReplayGuard is "body" or "off". With "body", the body's SHA-256 is claimed in the same
+	// write as the event id (dedup.Event.GuardBody), so a signed body re-sent under a forged
+	// event id runs nothing. Default: "body" when the signature does not cover the event id
+	// (IDSigned), "off" when it does (Standard Webhooks' webhook-id, a body field).
+	ReplayGuard string `json:"replay_guard,omitempty"`
 }
+
+// The values of Source.ReplayGuard.
+const (
+	ReplayGuardBody = "body"
+	ReplayGuardOff  = "off"
+)
+
+// IDSigned reports whether the signature covers the event id (and its scope): an id read from
+// the body is signed by every scheme, a header only by a scheme that signs it (Standard
+// Webhooks signs webhook-id). Unsigned, a captured delivery can be re-sent under any id.
+func (s *Source) IDSigned() bool {
+	l := s.EventID
+	if l == nil || l.ScopeHeader != "" {
+		return false
+	}
+	if l.JSON != "" {
+		return true
+	}
+	return s.Scheme == "standard-webhooks" && strings.EqualFold(l.Header, "webhook-id")
+}
+
+// TimeSigned reports whether the event's time is read from the signed body (an occurred_at
+// JSON locator): then a delivery older than the retention can be refused, since past it the
+// event's claim may be gone and a replay could not be told from a new event.
+func (s *Source) TimeSigned() bool { return s.OccurredAt != nil && s.OccurredAt.JSON != "" }
 
 // DefaultMaxBodyBytes is the body limit when a source sets none: far above ordinary webhook
 // payloads, far below Lambda's 6 MB request limit.

@@ -193,6 +193,16 @@ func (s *Source) validate(at string) error {
 	if s.MaxBodyBytes == 0 {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	switch s.ReplayGuard {
+	case "":
+		s.ReplayGuard = ReplayGuardOff
+		if !s.IDSigned() {
+			s.ReplayGuard = ReplayGuardBody
+		}
+	case ReplayGuardBody, ReplayGuardOff:
+	default:
+		return &FieldError{Field: at + ".replay_guard", Reason: fmt.Sprintf("%q is not %q or %q", s.ReplayGuard, ReplayGuardBody, ReplayGuardOff)}
+	}
 	return nil
 }
 

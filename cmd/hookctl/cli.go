@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -25,6 +26,7 @@ var errHelp = errors.New("help")
 // on first use, so commands that need none work without credentials.
 type cli struct {
 	sourcesPath, table, id string
+	pendingShards          int
 	storm                  stormFlags
 	replay                 replayFlags
 	audit                  auditFlags
@@ -45,6 +47,11 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 	}
 	fs.StringVar(&c.sourcesPath, "sources", def, "the deployment's sources file")
 	fs.StringVar(&c.table, "table", os.Getenv("TABLE_NAME"), "the DynamoDB table")
+	shards := dedup.PendingShards
+	if n, err := strconv.Atoi(os.Getenv("PENDING_SHARDS")); err == nil && n > 0 {
+		shards = n
+	}
+	fs.IntVar(&c.pendingShards, "pending-shards", shards, "the pending index's shard count, as deployed (default $PENDING_SHARDS or 16)")
 	switch name {
 	case "send":
 		fs.StringVar(&c.id, "id", "", "the message id, for schemes that sign one (Standard Webhooks' webhook-id)")

@@ -169,7 +169,8 @@ func parked(ctx context.Context, c *cli, args []string) error {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SOURCE\tEVENT ID\tINTENT\tTARGET\tATTEMPTS\tPARKED AT\tLAST ERROR")
 	n := 0
-	for _, shard := range dedup.ParkedShards() {
+	_, shards := dedup.ShardNames(c.pendingShards)
+	for _, shard := range shards {
 		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
 			TableName:                 aws.String(c.table),
 			IndexName:                 aws.String(dedup.PendingIndex),

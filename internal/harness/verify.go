@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,14 +28,15 @@ func ClaimPrefix(source, run string) string { return dedup.ClaimKey(source, "msg
 // there. inIndex is every claim of the prefix still in the index.
 func Unfinished(ctx context.Context, db DB, table, prefix string) (unfinished, inIndex int, err error) {
 	var keys []map[string]types.AttributeValue
-	for shard := range dedup.PendingShards {
+	due, _ := dedup.ShardNames(dedup.PendingShards)
+	for _, shard := range due {
 		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
 			TableName:              aws.String(table),
 			IndexName:              aws.String(dedup.PendingIndex),
 			KeyConditionExpression: aws.String(dedup.AttrPendingShard + " = :s"),
 			FilterExpression:       aws.String("begins_with(" + dedup.AttrPK + ", :p)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":s": &types.AttributeValueMemberS{Value: "P" + strconv.Itoa(shard)},
+				":s": &types.AttributeValueMemberS{Value: shard},
 				":p": &types.AttributeValueMemberS{Value: prefix},
 			},
 		})

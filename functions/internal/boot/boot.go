@@ -39,6 +39,8 @@ type Env struct {
 	Secrets  *sources.Secrets
 	Store    *dedup.Store
 	Logger   *slog.Logger
+	// PendingShards is the pending index's shard count (PENDING_SHARDS, default 16).
+	PendingShards int
 }
 
 // Needs says what a function needs beyond the table and the sources file.
@@ -80,7 +82,11 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 			return nil, err
 		}
 	}
-	store, err := dedup.New(db, dedup.Config{Table: table, Sources: file.Retentions()})
+	shards, err := envInt("PENDING_SHARDS", dedup.PendingShards)
+	if err != nil {
+		return nil, err
+	}
+	store, err := dedup.New(db, dedup.Config{Table: table, Sources: file.Retentions(), PendingShards: shards})
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +94,7 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 		logger.Info("source configured", "source", name, "scheme", file.Sources[name].Scheme,
 			"retention", file.Sources[name].Retention().String())
 	}
-	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger}, nil
+	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger, PendingShards: shards}, nil
 }
 
 // DynamoDBFaults puts the fault injector of spec (ONCEHOOK_FAULTS) under the DynamoDB client,
@@ -170,13 +176,14 @@ func Worker(env *Env) (*outbox.Worker, error) {
 		sched = &outbox.SQSScheduler{API: sqs.NewFromConfig(env.AWS), QueueURL: url}
 	}
 	w, err := outbox.New(env.DynamoDB, outbox.Config{
-		Table:       env.Table,
-		Executors:   Executors(env.Sources),
-		Lease:       time.Duration(lease) * time.Second,
-		MaxAttempts: attempts,
-		Scheduler:   sched,
-		Logger:      env.Logger,
-		Metrics:     outbox.NewEMFMetrics(os.Stdout),
+		Table:         env.Table,
+		Executors:     Executors(env.Sources),
+		Lease:         time.Duration(lease) * time.Second,
+		MaxAttempts:   attempts,
+		Scheduler:     sched,
+		PendingShards: env.PendingShards,
+		Logger:        env.Logger,
+		Metrics:       outbox.NewEMFMetrics(os.Stdout),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w (LEASE_SECONDS=%d)", err, lease)
