@@ -39,6 +39,10 @@ type StackConfig struct {
 	ARM64 bool
 	// DeletionProtection protects the table (on for AWS; off for throwaway local stacks).
 	DeletionProtection bool
+	// PendingShards is the pending index's shard count, handed to every function
+	// (PENDING_SHARDS): raise it with the event rate (docs/capacity.md), never lower it.
+	// Default dedup.PendingShards.
+	PendingShards int
 	// DuplicateSpike is the number of duplicates per source in 5 minutes that alarms
 	// (a redrive in progress, or handler latency over the provider's timeout). Default 500.
 	DuplicateSpike float64
@@ -96,7 +100,14 @@ func NewStack(scope constructs.Construct, id string, cfg StackConfig) awscdk.Sta
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
 
-	env := map[string]*string{"TABLE_NAME": table.TableName(), "LOG_LEVEL": jsii.String("info")}
+	if cfg.PendingShards == 0 {
+		cfg.PendingShards = dedup.PendingShards
+	}
+	if cfg.PendingShards < 1 || cfg.PendingShards > dedup.MaxPendingShards {
+		panic(fmt.Sprintf("infra: PendingShards %d: must be between 1 and %d", cfg.PendingShards, dedup.MaxPendingShards))
+	}
+	env := map[string]*string{"TABLE_NAME": table.TableName(), "LOG_LEVEL": jsii.String("info"),
+		"PENDING_SHARDS": jsii.String(fmt.Sprint(cfg.PendingShards))}
 	outboxEnv := map[string]*string{"RETRY_QUEUE_URL": retries.QueueUrl(), "LEASE_SECONDS": jsii.String(fmt.Sprint(int(timings.Lease.Seconds())))}
 	for k, v := range env {
 		outboxEnv[k] = v
