@@ -1,9 +1,76 @@
 package dedup
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
+
+// documentedSize is an item's size by DynamoDB's published rules ("Item sizes and formats",
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html),
+// written here apart from the code's own itemSize so that each checks the other: a name is its
+// UTF-8 length; a string its UTF-8 length; a number 1 byte per 2 significant digits plus 1;
+// binary its length; a boolean or null 1 byte; a list or map 3 bytes plus 1 per element plus
+// the elements (a map's keys counted as names).
+func documentedSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += utf8Len(k) + documentedValue(v)
+	}
+	return n
+}
+
+func utf8Len(s string) int { return len(s) } // Go strings are UTF-8 bytes already
+
+func documentedValue(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return utf8Len(v.Value)
+	case *types.AttributeValueMemberN:
+		digits := strings.TrimLeft(strings.Replace(strings.TrimLeft(v.Value, "-"), ".", "", 1), "0")
+		digits = strings.TrimRight(digits, "0")
+		return (utf8.RuneCountInString(digits)+1)/2 + 1
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + documentedValue(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + utf8Len(k) + documentedValue(e)
+		}
+		return n
+	}
+	panic("a type the claim does not use")
+}
+
+// TestTheSizeRulesWorkedByHand checks documentedSize on an item worked out by hand.
+func TestTheSizeRulesWorkedByHand(t *testing.T) {
+	t.Parallel()
+	item := map[string]types.AttributeValue{
+		"pk":       &types.AttributeValueMemberS{Value: "ORDER#ord_1"}, // 2 + 11 = 13
+		"attempts": &types.AttributeValueMemberN{Value: "1200"},        // 8 + (2 significant digits: 1 + 1) = 10
+		"ok":       &types.AttributeValueMemberBOOL{Value: true},       // 2 + 1 = 3
+		"intents": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{ // 7 + 3
+			"a": &types.AttributeValueMemberS{Value: "xyz"}, // 1 + 1 + 3 = 5
+		}},
+	}
+	if got, want := documentedSize(item), 13+10+3+(7+3+5); got != want {
+		t.Fatalf("documentedSize %d, want %d by hand", got, want)
+	}
+	if itemSize(item) < documentedSize(item) {
+		t.Fatalf("the code's estimate %d is under DynamoDB's rule %d: it would let an item over the limit through", itemSize(item), documentedSize(item))
+	}
+}
 
 // writeUnits is DynamoDB's on-demand charge for writing an item of n bytes: one write unit per
 // KB, rounded up; transactional writes cost two per KB.
@@ -15,10 +82,12 @@ func writeUnits(n int, transactional bool) int {
 	return u
 }
 
-// TestWriteUnitsPerEvent computes, from DynamoDB's published sizing rules and our item-size
-// estimate (limits.go), the write units one new event costs on each path for the sample event
-// (2 KB payload hashed, not stored), next to the claim/complete baseline. MiniStack does not
-// report consumed capacity, so these are computed, not read back. Run with -v to print them.
+// TestWriteUnitsPerEvent computes, from DynamoDB's published sizing rules (documentedSize, not
+// the code's own estimate), the write units one new event costs on each path for the sample
+// event (2 KB payload hashed, not stored), next to the claim/complete baseline. MiniStack does
+// not report consumed capacity, so these are computed, not read back (README, Measured). An
+// update effect is charged on the item after the update; here that item holds only its key and
+// the updated attributes. Run with -v to print them.
 func TestWriteUnitsPerEvent(t *testing.T) {
 	t.Parallel()
 	st := testStore(t)
@@ -30,26 +99,26 @@ func TestWriteUnitsPerEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast := writeUnits(itemSize(put.claim), false)
+	fast := writeUnits(documentedSize(put.claim), false)
 
 	tx, err := st.buildRequest(ev, samplePlan(), 47*day, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	txUnits := writeUnits(itemSize(tx.claim), true)
+	txUnits := writeUnits(documentedSize(tx.claim), true)
 	for _, a := range tx.effects {
 		if a.Put != nil {
-			txUnits += writeUnits(itemSize(a.Put.Item), true)
+			txUnits += writeUnits(documentedSize(a.Put.Item), true)
 		} else {
-			txUnits += writeUnits(itemSize(a.Update.Key)+itemSize(a.Update.ExpressionAttributeValues), true)
+			txUnits += writeUnits(documentedSize(a.Update.Key)+documentedSize(a.Update.ExpressionAttributeValues), true)
 		}
 	}
 	effects := 0
 	for _, a := range tx.effects {
 		if a.Put != nil {
-			effects += writeUnits(itemSize(a.Put.Item), false)
+			effects += writeUnits(documentedSize(a.Put.Item), false)
 		} else {
-			effects += writeUnits(itemSize(a.Update.Key)+itemSize(a.Update.ExpressionAttributeValues), false)
+			effects += writeUnits(documentedSize(a.Update.Key)+documentedSize(a.Update.ExpressionAttributeValues), false)
 		}
 	}
 	// The baseline writes a small INPROGRESS record, updates it to COMPLETED (each at least one

@@ -43,11 +43,12 @@ const (
 	Error    Kind = "error"    // DynamoDB: InternalServerError 500; downstream: 500
 	Lose     Kind = "lose"     // applied, then the answer is lost (DynamoDB) or a 500 (downstream)
 	Timeout  Kind = "timeout"  // downstream only: no answer until the caller gives up
+	Reject   Kind = "reject"   // downstream only: 422, a permanent refusal (the intent is parked)
 )
 
 // Rates are the probabilities of each fault for one kind of call.
 type Rates struct {
-	Throttle, Error, Lose, Timeout float64
+	Throttle, Error, Lose, Timeout, Reject float64
 }
 
 // Zero reports whether no fault is configured.
@@ -59,7 +60,7 @@ func (r Rates) Pick(u float64) Kind {
 	for _, k := range []struct {
 		p    float64
 		kind Kind
-	}{{r.Throttle, Throttle}, {r.Error, Error}, {r.Lose, Lose}, {r.Timeout, Timeout}} {
+	}{{r.Throttle, Throttle}, {r.Error, Error}, {r.Lose, Lose}, {r.Timeout, Timeout}, {r.Reject, Reject}} {
 		if u < k.p {
 			return k.kind
 		}
@@ -68,7 +69,7 @@ func (r Rates) Pick(u float64) Kind {
 	return None
 }
 
-func (r Rates) sum() float64 { return r.Throttle + r.Error + r.Lose + r.Timeout }
+func (r Rates) sum() float64 { return r.Throttle + r.Error + r.Lose + r.Timeout + r.Reject }
 
 // Spec is a parsed fault specification.
 type Spec struct {
@@ -166,11 +167,15 @@ func setKind(r *Rates, kind string, p float64, downstream bool) error {
 		r.Error = p
 	case Lose:
 		r.Lose = p
-	case Timeout:
+	case Timeout, Reject:
 		if !downstream {
-			return errors.New("timeout is a downstream fault (DynamoDB calls: throttle, error, lose)")
+			return errors.New(kind + " is a downstream fault (DynamoDB calls: throttle, error, lose)")
 		}
-		r.Timeout = p
+		if Kind(kind) == Timeout {
+			r.Timeout = p
+		} else {
+			r.Reject = p
+		}
 	default:
 		return errField
 	}
@@ -220,7 +225,7 @@ func (s Spec) String() string {
 		for _, k := range []struct {
 			kind Kind
 			p    float64
-		}{{Throttle, r.Throttle}, {Error, r.Error}, {Lose, r.Lose}, {Timeout, r.Timeout}} {
+		}{{Throttle, r.Throttle}, {Error, r.Error}, {Lose, r.Lose}, {Timeout, r.Timeout}, {Reject, r.Reject}} {
 			if k.p > 0 {
 				out = append(out, prefix+string(k.kind)+"="+strconv.FormatFloat(k.p, 'g', -1, 64))
 			}

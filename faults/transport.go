@@ -18,6 +18,10 @@ const (
 	bodyInternal    = `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}`
 )
 
+// LogLine is the message of the log line a function writes for each fault it injected (with
+// "operation" and "kind"): a run counts them in the functions' logs.
+const LogLine = "fault injected"
+
 // Transport is an http.RoundTripper for a DynamoDB client that injects the faults of a Spec.
 // Each request draws once: a throttle is answered here (400, alternately
 // ProvisionedThroughputExceededException and ThrottlingException, by where the draw fell), an
@@ -29,6 +33,9 @@ type Transport struct {
 	Spec Spec
 	// Rand draws in [0, 1); NewTransport uses Dice seeded from Spec.Seed. Tests inject their own.
 	Rand func() float64
+	// OnFault, when set, is told of every fault injected (the functions log each one, so that
+	// a run can count, from outside, the faults it asked for).
+	OnFault func(operation string, kind Kind)
 
 	mu     sync.Mutex
 	counts map[Kind]int
@@ -76,6 +83,9 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	t.counts[kind]++
 	t.mu.Unlock()
+	if t.OnFault != nil {
+		t.OnFault(Operation(r), kind)
+	}
 	switch kind {
 	case Throttle:
 		body := bodyThrottling

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,7 +24,15 @@ var synth = struct {
 	tpl   assertions.Template
 }{}
 
+// runAppEnv makes the test binary run the infra app's main instead of the tests, so a test
+// can run the synth as a process and read its exit status.
+const runAppEnv = "ONCEHOOK_INFRA_RUN_APP"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(runAppEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "oncehook-infra")
 	if err != nil {
 		panic(err)
@@ -146,18 +156,6 @@ func TestRetriesAreWokenByADelayQueueTheOutboxConsumes(t *testing.T) {
 	})
 }
 
-func TestTimingsThatCannotWorkFailTheSynth(t *testing.T) {
-	file, err := sources.Parse([]byte(`{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"}},
-		"targets":{"fast":{"url":"https://a.example/x","timeout":"5s"},"slow":{"url":"https://b.example/x","timeout":"2m"}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = outboxTimings(file)
-	if err == nil || !strings.Contains(err.Error(), `"slow"`) || !strings.Contains(err.Error(), "15 minutes") {
-		t.Fatalf("got %v, want the synth refused, naming the slow target", err)
-	}
-}
-
 func TestTheSweeperRunsOnASchedule(t *testing.T) {
 	must(t, func() {
 		synth.tpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), props(map[string]any{"ScheduleExpression": "rate(2 minutes)"}))
@@ -242,9 +240,41 @@ func TestCdkNagFindsNoUnsuppressedErrors(t *testing.T) {
 	}
 }
 
+// synthFails runs the infra app itself (this test binary, re-executed as the app) with a
+// sources file, and returns its output, failing the test unless it exits non-zero.
+func synthFails(t *testing.T, sourcesJSON string) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sources.json")
+	if err := os.WriteFile(path, []byte(sourcesJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range []string{"receiver", "outbox", "sweeper"} {
+		_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
+		_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("test asset"), 0o755)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), runAppEnv+"=1", "CDK_OUTDIR="+filepath.Join(dir, "out"),
+		`CDK_CONTEXT_JSON={"sources":"`+path+`","code":"`+dir+`"}`)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("the synth exited %v:\n%s", err, out)
+	}
+	return string(out)
+}
+
 func TestARetentionShorterThanTheProvidersPromiseFailsTheSynth(t *testing.T) {
-	_, err := sources.Parse([]byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d","keep":"7d"}}}`))
-	if err == nil || !strings.Contains(err.Error(), `"stripe"`) {
-		t.Fatalf("got %v, want the synth's loader to refuse naming the source", err)
+	out := synthFails(t, `{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d","keep":"7d"}}}`)
+	if !strings.Contains(out, `"stripe"`) || !strings.Contains(out, "shorter than its retry horizon") {
+		t.Fatalf("the synth's error does not name the source and the rule:\n%s", out)
+	}
+}
+
+func TestATargetTooSlowForTheOutboxFailsTheSynth(t *testing.T) {
+	out := synthFails(t, `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"}},
+		"targets":{"slow":{"url":"https://b.example/x","timeout":"2m"}}}`)
+	if !strings.Contains(out, `"slow"`) || !strings.Contains(out, "15 minutes") {
+		t.Fatalf("the synth's error does not name the target:\n%s", out)
 	}
 }

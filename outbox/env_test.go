@@ -205,8 +205,21 @@ func (e *env) statuses() map[string]int {
 	return m
 }
 
-// exactlyOnce fails unless every key's effect was applied exactly once downstream.
+// exactlyOnce fails unless every key was called exactly once downstream, and applied once.
 func (e *env) exactlyOnce(keys []string) {
+	e.t.Helper()
+	e.appliedOnce(keys)
+	calls, _, _ := e.down.snapshot()
+	for _, k := range keys {
+		if calls[k] != 1 {
+			e.t.Fatalf("key %s called %d times downstream, want exactly 1", k, calls[k])
+		}
+	}
+}
+
+// appliedOnce fails unless every key's effect was applied exactly once downstream (it may have
+// been called more often: after a failure, or a lost answer the downstream's dedup absorbed).
+func (e *env) appliedOnce(keys []string) {
 	e.t.Helper()
 	_, applied, _ := e.down.snapshot()
 	for _, k := range keys {

@@ -383,15 +383,28 @@ func TestTheCallEndsBeforeTheLeaseAsWrittenEvenWhenTheLeaseWriteIsSlow(t *testin
 	}
 }
 
-// blocking is an executor whose calls wait until released, and report how they ended.
+// blocking is an executor whose calls wait until released, and report how they ended. Every
+// call waits for the same release (a behaviour that calls twice must not hang the test).
 type blocking struct {
 	started chan struct{}
-	release chan error
+	done    chan struct{}
+	once    sync.Once
+	err     error
+}
+
+func newBlocking() *blocking {
+	return &blocking{started: make(chan struct{}, 16), done: make(chan struct{})}
 }
 
 func (b *blocking) Execute(ctx context.Context, _ outbox.Task) error {
 	b.started <- struct{}{}
-	return <-b.release
+	<-b.done
+	return b.err
+}
+
+// release lets every call, waiting or to come, return err.
+func (b *blocking) release(err error) {
+	b.once.Do(func() { b.err = err; close(b.done) })
 }
 
 // await waits until b's call has started, or fails the test if the run it belongs to ended
@@ -421,7 +434,7 @@ func TestAnOlderIncarnationsWorkerCannotFinishTheNewOne(t *testing.T) {
 	}
 	commit()
 	first := e.claim("evt_incarnation")
-	old := &blocking{started: make(chan struct{}), release: make(chan error)}
+	old := newBlocking()
 	oldWorker := e.worker(func(c *outbox.Config) { c.Executors["email"] = old })
 	done := make(chan outbox.Summary)
 	go func() {
@@ -436,7 +449,7 @@ func TestAnOlderIncarnationsWorkerCannotFinishTheNewOne(t *testing.T) {
 	if second.CommitToken == first.CommitToken {
 		t.Fatal("the re-admitted claim kept its commit token")
 	}
-	fresh := &blocking{started: make(chan struct{}), release: make(chan error)}
+	fresh := newBlocking()
 	newWorker := e.worker(func(c *outbox.Config) { c.Executors["email"] = fresh })
 	newDone := make(chan outbox.Summary)
 	go func() {
@@ -445,14 +458,14 @@ func TestAnOlderIncarnationsWorkerCannotFinishTheNewOne(t *testing.T) {
 	}()
 	fresh.await(t, newDone) // the new incarnation's attempt 1 is running
 	before := e.claim("evt_incarnation")
-	old.release <- nil // the old call returns: it must not finish the new incarnation
+	old.release(nil) // the old call returns: it must not finish the new incarnation
 	if sum := <-done; sum[outbox.OutcomeLeaseLost] != 1 {
 		t.Fatalf("old worker: %v, want its finish refused as a lost lease", sum)
 	}
 	if after := e.claim("evt_incarnation"); !reflect.DeepEqual(after.Intents, before.Intents) {
 		t.Fatalf("the old worker changed the new incarnation:\nbefore %+v\nafter  %+v", before.Intents, after.Intents)
 	}
-	fresh.release <- errors.New("503")
+	fresh.release(errors.New("503"))
 	if sum := <-newDone; sum[outbox.OutcomeRetry] != 1 {
 		t.Fatalf("new worker: %v, want its own result recorded", sum)
 	}
@@ -475,7 +488,7 @@ func TestAWorkerWhoseLeaseExpiredMidCallChangesNothing(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.commitOne("evt_fence")
-			slow := &blocking{started: make(chan struct{}), release: make(chan error)}
+			slow := newBlocking()
 			first := e.worker(func(cfg *outbox.Config) { cfg.Executors["email"] = slow })
 			done := make(chan outbox.Summary)
 			go func() {
@@ -486,7 +499,7 @@ func TestAWorkerWhoseLeaseExpiredMidCallChangesNothing(t *testing.T) {
 			// The lease expires (the clock moves past it); a second attempt leases the intent
 			// and is mid-call when the first worker's late call returns.
 			e.advance(10 * time.Minute)
-			next := &blocking{started: make(chan struct{}), release: make(chan error)}
+			next := newBlocking()
 			second := e.worker(func(cfg *outbox.Config) { cfg.Executors["email"] = next })
 			secondDone := make(chan outbox.Summary)
 			go func() {
@@ -503,14 +516,14 @@ func TestAWorkerWhoseLeaseExpiredMidCallChangesNothing(t *testing.T) {
 				t.Fatalf("%+v: want the second attempt running", in)
 			}
 			before := e.items()
-			slow.release <- c.result
+			slow.release(c.result)
 			if sum := <-done; sum[outbox.OutcomeLeaseLost] != 1 {
 				t.Fatalf("first worker: %v, want its write refused (lease lost)", sum)
 			}
 			if after := e.items(); !reflect.DeepEqual(after, before) {
 				t.Fatalf("the first worker's late write changed the table:\nbefore %v\nafter  %v", before, after)
 			}
-			next.release <- nil
+			next.release(nil)
 			if sum := <-secondDone; sum[outbox.OutcomeDone] != 1 {
 				t.Fatalf("second attempt: %v, want done", sum)
 			}

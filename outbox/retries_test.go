@@ -107,7 +107,7 @@ func TestARetryIsWokenByItsDelayedMessageAtItsDueTime(t *testing.T) {
 	if in := e.claim("evt_wake").Intents["email.send"]; in.Status != dedup.IntentDone || in.Attempts != 2 {
 		t.Fatalf("%+v: want done on the woken attempt", in)
 	}
-	e.exactlyOnce([]string{"shop:evt_wake:email.send"})
+	e.appliedOnce([]string{"shop:evt_wake:email.send"})
 }
 
 func TestAnEarlyWakeUpSchedulesTheRestAndRunsNothing(t *testing.T) {

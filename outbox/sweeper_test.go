@@ -22,7 +22,7 @@ func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
 	e := newEnv(t)
 	e.commitOne("evt_lock")
 	e.advance(5 * time.Minute)
-	hold := &blocking{started: make(chan struct{}), release: make(chan error)}
+	hold := newBlocking()
 	first := &outbox.Sweeper{Worker: e.worker(func(c *outbox.Config) { c.Executors["email"] = hold })}
 	done := make(chan outbox.Summary)
 	go func() {
@@ -39,7 +39,7 @@ func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
 	if err != nil || !rep.Skipped || rep.Claims != 0 || m.sweeps != 1 {
 		t.Fatalf("second sweep while the first runs: %+v, %v, %d reports; want it skipped, and reported", rep, err, m.sweeps)
 	}
-	hold.release <- nil
+	hold.release(nil)
 	if sum := <-done; sum[outbox.OutcomeDone] != 1 {
 		t.Fatalf("first sweep: %v", sum)
 	}

@@ -136,7 +136,7 @@ func TestACrashAfterTheDownstreamCallIsAbsorbedByTheIdempotencyKey(t *testing.T)
 			t.Fatalf("key %s called %d times, want 2 (before and after the crash)", k, calls[k])
 		}
 	}
-	e.exactlyOnce(keys)
+	e.appliedOnce(keys)
 }
 
 func TestDownstreamFailuresAndTimeoutsAreRetriedUntilDone(t *testing.T) {
@@ -175,7 +175,7 @@ func TestDownstreamFailuresAndTimeoutsAreRetriedUntilDone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.exactlyOnce(keys)
+	e.appliedOnce(keys)
 	for _, c := range e.claims() {
 		for name, in := range c.Intents {
 			if in.Attempts > 1 && in.LastError == "" {
@@ -411,7 +411,7 @@ func TestAnOperatorRedriveGivesAParkedIntentAFreshBudget(t *testing.T) {
 	if s := e.statuses(); s[dedup.IntentDone] != 2 {
 		t.Fatalf("statuses %v, want both done after the redrive", s)
 	}
-	e.exactlyOnce(keys)
+	e.appliedOnce(keys)
 	if c := e.claims()[0]; c.PendingShard != "" || c.Intents["email.send"].Attempts != 3 {
 		t.Fatalf("claim %+v: want it out of the pending index, the fencing token still counting up", c.Intents)
 	}

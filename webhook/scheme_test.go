@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
@@ -136,15 +138,28 @@ func TestErrorsReadWellAndMatchOnlyTheirSentinel(t *testing.T) {
 func TestKeyringStartsOverWhenFull(t *testing.T) {
 	t.Parallel()
 	r := newKeyring(GitHub, rawSecret)
+	first := r.get("k")
 	for i := range maxKeys + 5 {
-		if k := r.get(strings.Repeat("k", i+1)); k.err != nil {
+		if k := r.get(strings.Repeat("k", i+2)); k.err != nil {
 			t.Fatal(k.err)
 		}
 	}
 	if n := len(*r.keys.Load()); n > maxKeys {
 		t.Fatalf("the keyring holds %d keys, want at most %d", n, maxKeys)
 	}
-	if r.get("k") == nil {
-		t.Fatal("a dropped key must be prepared again")
+	if _, held := (*r.keys.Load())["k"]; held {
+		t.Fatal("the first key is still held: the ring did not start over")
+	}
+	again := r.get("k")
+	if again == first || again.err != nil {
+		t.Fatalf("a dropped key must be prepared anew (got the old one: %v, error %v)", again == first, again.err)
+	}
+	// And it still signs as HMAC-SHA256 keyed with the secret, computed here without the ring.
+	var sum [sha256.Size]byte
+	again.mac(&sum, []byte("Hello, World!"))
+	want := hmac.New(sha256.New, []byte("k"))
+	want.Write([]byte("Hello, World!"))
+	if !hmac.Equal(sum[:], want.Sum(nil)) {
+		t.Fatal("the re-prepared key does not verify")
 	}
 }

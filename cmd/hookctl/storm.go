@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -46,8 +47,9 @@ func (f *stormFlags) define(fs *flag.FlagSet) {
 		"dynamodb.throttle, dynamodb.error, dynamodb.lose (the functions' DynamoDB calls: a throttling 400, an\n"+
 		"InternalServerError 500, or applied with the answer lost; dynamodb.<Operation>.<kind> for one operation),\n"+
 		"set as "+faults.Env+" on the deployed functions (found by -table) for the run;\n"+
-		"downstream.error, downstream.throttle, downstream.timeout, downstream.lose (the -downstream server: 500,\n"+
-		"429, no answer until the caller times out, applied then 500); seed=N for reproducible draws.\n"+
+		"downstream.error, downstream.throttle, downstream.timeout, downstream.lose, downstream.reject (the -downstream\n"+
+		"server: 500, 429, no answer until the caller times out, applied then 500, a permanent 422); seed=N for\n"+
+		"reproducible draws. The run fails unless every fault asked of the functions was injected (counted in their logs).\n"+
 		"e.g. dynamodb.throttle=0.05,dynamodb.error=0.02,dynamodb.lose=0.01,downstream.error=0.1")
 	fs.IntVar(&f.retries, "retries", 10, "send a delivery answered 503 again, after its Retry-After (at most 1s), up to this many times, as a provider would")
 	fs.DurationVar(&f.sweep, "sweep", 0, "with -table: while waiting for the outbox, invoke the sweeper every D instead of waiting for its\n"+
@@ -123,6 +125,7 @@ func storm(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(c.stderr, "faults on for the run: functions %q, downstream %q\n", spec.OnlyDynamoDB().String(), (faults.Spec{Downstream: spec.Downstream}).String())
 	}
 	run := fmt.Sprintf("storm%d", time.Now().Unix())
+	started := time.Now()
 	var rawRate float64
 	if f.baseline > 0 && c.table != "" {
 		if rawRate, err = c.putRate(ctx, run, f.baseline, f.concurrency); err != nil {
@@ -151,8 +154,8 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(c.stdout, "accepted %d (want %d), duplicates %d (want %d), 503s retried %d, other final statuses %v, transport errors %d\n",
 		rep.Accepted, f.events, rep.Duplicates, total-f.events, rep.Retried, rep.Statuses, rep.Errors)
 	var problems []string
-	if !harness.AnswersAddUp(rep, f.events, total) {
-		problems = append(problems, "accepted/duplicate counts are off")
+	if p := harness.AnswerProblems(rep, f.events, total); len(p) > 0 {
+		problems = append(problems, p...)
 	} else if rep.Accepted < f.events {
 		fmt.Fprintf(c.stdout, "(%d events were answered 503 after their write had landed, so their redelivery was a duplicate)\n", f.events-rep.Accepted)
 	}
@@ -165,7 +168,7 @@ func storm(ctx context.Context, c *cli, args []string) error {
 		if shipments != f.events {
 			problems = append(problems, "shipments != events")
 		}
-		problems = append(problems, c.verifyIntents(ctx, source, run, dep, down)...)
+		problems = append(problems, c.verifyIntents(ctx, source, run, dep, down, spec, started)...)
 	} else if down != nil {
 		deadline := time.Now().Add(f.wait)
 		keys, calls := down.Seen(source + ":msg_" + run + "_")
@@ -181,15 +184,16 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("%v", problems)
 	}
-	fmt.Fprintln(c.stdout, "ok: every event accepted once, every effect once, every intent done or parked")
+	fmt.Fprintln(c.stdout, "ok: every event accepted once, every effect once, every intent done (or parked where the run asked for it)")
 	return nil
 }
 
 // verifyIntents waits (up to -wait) until no claim of the run has an intent pending or
-// running, sweeping every -sweep meanwhile, then reads every claim: one claim and one intent
-// per event, each done or parked, and (with -downstream) every done intent's key applied at
-// the downstream, once. It returns what is wrong.
-func (c *cli) verifyIntents(ctx context.Context, source, run string, dep *harness.Deployment, down *harness.Downstream) []string {
+// running, sweeping every -sweep meanwhile, then reads every claim and checks the end state
+// against what the run asked for (harness.CheckOutbox): with DynamoDB faults, it first counts
+// the faults the functions injected, and every kind asked for must have been. It returns what
+// is wrong.
+func (c *cli) verifyIntents(ctx context.Context, source, run string, dep *harness.Deployment, down *harness.Downstream, spec faults.Spec, started time.Time) []string {
 	f := c.storm
 	db, err := c.dynamo(ctx)
 	if err != nil {
@@ -216,35 +220,32 @@ func (c *cli) verifyIntents(ctx context.Context, source, run string, dep *harnes
 		return []string{"reading the claims: " + err.Error()}
 	}
 	done, parked := t.Intents[dedup.IntentDone], t.Intents[dedup.IntentParked]
-	fmt.Fprintf(c.stdout, "outbox settled in %s (%d sweeps invoked, %d failed): claims %d, intents done %d, parked %d, pending %d, running %d, attempts %d (want %d claims, %d intents done or parked)\n",
+	fmt.Fprintf(c.stdout, "outbox settled in %s (%d sweeps invoked, %d failed): claims %d, intents done %d, parked %d, pending %d, running %d, attempts %d (want %d claims, %d intents)\n",
 		time.Since(start).Round(time.Second), sweeps, sweepErrs, t.Claims, done, parked, t.Intents[dedup.IntentPending], t.Intents[dedup.IntentRunning],
 		t.Attempts, f.events, f.events)
 	var problems []string
 	if unfinished > 0 {
 		problems = append(problems, fmt.Sprintf("%d claims still have unfinished intents after %s", unfinished, f.wait))
 	}
-	if t.Claims != f.events {
-		problems = append(problems, "claims != events")
-	}
-	if done+parked != f.events {
-		problems = append(problems, "intents done + parked != events (lost intents)")
+	exp := harness.Expect{Events: f.events, Downstream: spec.Downstream}
+	if spec.DynamoDBOn() && dep != nil {
+		cfg, err := c.config(ctx)
+		if err != nil {
+			return append(problems, err.Error())
+		}
+		if exp.DynamoDB, err = dep.InjectedFaults(ctx, cloudwatchlogs.NewFromConfig(cfg), started); err != nil {
+			return append(problems, "counting the injected faults: "+err.Error())
+		}
+		fmt.Fprintf(c.stdout, "faults the functions injected: %v\n", exp.DynamoDB)
+		problems = append(problems, harness.MissingFaults(spec, exp.DynamoDB)...)
 	}
 	if down != nil {
 		st := down.Stats(source + ":msg_" + run + "_")
-		missing := 0
-		for _, key := range t.Done {
-			if !down.Applied(key) {
-				missing++
-			}
-		}
-		fmt.Fprintf(c.stdout, "downstream: %d keys applied (want %d), %d calls in all, %d repeats of an applied key answered by its idempotency, injected %v\n",
+		fmt.Fprintf(c.stdout, "downstream: %d keys applied (%d intents done), %d calls in all, %d repeats of an applied key answered by its idempotency, injected %v\n",
 			st.Applied, done, st.Calls, st.Repeats, st.Injected)
-		if missing > 0 {
-			problems = append(problems, fmt.Sprintf("%d intents done but never applied downstream", missing))
-		}
-		if st.Applied < done || st.Applied > f.events {
-			problems = append(problems, "downstream applied keys != intents done")
-		}
+		problems = append(problems, harness.CheckOutbox(exp, t, down, source+":msg_"+run+"_")...)
+	} else {
+		problems = append(problems, harness.CheckOutbox(exp, t, nil, "")...)
 	}
 	return problems
 }

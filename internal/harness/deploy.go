@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,8 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/oncehook/oncehook/faults"
 )
 
 // Roles are the deployment's functions, as infra names them in each one's description
@@ -124,4 +128,44 @@ func (d *Deployment) Sweep(ctx context.Context) error {
 		return fmt.Errorf("sweeper: %s: %s", aws.ToString(out.FunctionError), out.Payload)
 	}
 	return nil
+}
+
+// InjectedFaults counts the faults the deployment's functions injected since a time, by role
+// and kind, from the line each function logs per fault (faults.LogLine) in its log group
+// (read through CloudWatch Logs, as on AWS). It is how a run checks that the faults it asked
+// for were in force.
+func (d *Deployment) InjectedFaults(ctx context.Context, logs *cloudwatchlogs.Client, since time.Time) (map[string]map[faults.Kind]int, error) {
+	out := map[string]map[faults.Kind]int{}
+	for _, role := range Roles {
+		cfg, err := d.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(d.Functions[role])})
+		if err != nil {
+			return nil, err
+		}
+		group := "/aws/lambda/" + d.Functions[role]
+		if cfg.LoggingConfig != nil && aws.ToString(cfg.LoggingConfig.LogGroup) != "" {
+			group = aws.ToString(cfg.LoggingConfig.LogGroup)
+		}
+		out[role] = map[faults.Kind]int{}
+		p := cloudwatchlogs.NewFilterLogEventsPaginator(logs, &cloudwatchlogs.FilterLogEventsInput{
+			LogGroupName:  aws.String(group),
+			FilterPattern: aws.String(`"` + faults.LogLine + `"`),
+			StartTime:     aws.Int64(since.UnixMilli()),
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s's logs (%s): %w", role, group, err)
+			}
+			for _, ev := range page.Events {
+				var line struct {
+					Msg  string `json:"msg"`
+					Kind string `json:"kind"`
+				}
+				if json.Unmarshal([]byte(aws.ToString(ev.Message)), &line) == nil && line.Msg == faults.LogLine {
+					out[role][faults.Kind(line.Kind)]++
+				}
+			}
+		}
+	}
+	return out, nil
 }

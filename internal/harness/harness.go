@@ -9,9 +9,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,6 +103,17 @@ type StormReport struct {
 	Errors                     int         // transport errors
 	Elapsed                    time.Duration
 	latencies                  []time.Duration
+	// Events is what each event's deliveries were answered, by event number.
+	Events map[int]*EventAnswers
+}
+
+// EventAnswers is what one event's deliveries got.
+type EventAnswers struct {
+	Accepted, Duplicates, Unavailable int
+	// first503Sent is when the first delivery answered 503 was sent; firstDuplicate is when
+	// the first "duplicate" answer arrived. A duplicate with no accept is explained only by a
+	// 503 whose write had landed, and that delivery must have been sent before it.
+	first503Sent, firstDuplicate time.Time
 }
 
 // Latency returns the q-quantile (0..1) of the deliveries' latencies.
@@ -115,25 +128,54 @@ func (r *StormReport) Latency(q float64) time.Duration {
 func (r *StormReport) PerSecond() float64 { return float64(r.Sent) / r.Elapsed.Seconds() }
 
 // AnswersAddUp checks a storm's answers for events distinct events in total deliveries: every
-// delivery finally answered 200, at most one accepted per event, and the rest duplicates. An
-// event may have no accepted answer at all when a 503 came after its write had landed (a lost
-// response the SDK's retries could not recover): its redelivery is then a duplicate, so
-// accepted falls short of events by at most the 503s retried.
+// delivery finally answered 200, and, event by event, at most one accepted and the rest
+// duplicates. An event may have no accepted answer only when one of its deliveries was
+// answered 503 after its write had landed (a lost response the SDK's retries could not
+// recover): that delivery must have been sent before the event's first duplicate answer came.
 func AnswersAddUp(rep *StormReport, events, total int) bool {
-	return rep.Errors == 0 && len(rep.Statuses) == 0 && rep.Accepted+rep.Duplicates == total &&
-		rep.Accepted <= events && events-rep.Accepted <= rep.Retried
+	return len(AnswerProblems(rep, events, total)) == 0
+}
+
+// AnswerProblems is what AnswersAddUp finds wrong, event by event.
+func AnswerProblems(rep *StormReport, events, total int) []string {
+	var p []string
+	if rep.Errors > 0 || len(rep.Statuses) > 0 {
+		p = append(p, fmt.Sprintf("%d transport errors, final statuses %v", rep.Errors, rep.Statuses))
+	}
+	if rep.Accepted+rep.Duplicates != total {
+		p = append(p, fmt.Sprintf("%d accepted + %d duplicates, want %d deliveries", rep.Accepted, rep.Duplicates, total))
+	}
+	if len(rep.Events) != events {
+		p = append(p, fmt.Sprintf("answers for %d events, want %d", len(rep.Events), events))
+	}
+	for _, i := range slices.Sorted(maps.Keys(rep.Events)) {
+		a := rep.Events[i]
+		switch {
+		case a.Accepted > 1:
+			p = append(p, fmt.Sprintf("event %d accepted %d times", i, a.Accepted))
+		case a.Accepted == 0 && a.Unavailable == 0:
+			p = append(p, fmt.Sprintf("event %d: %d duplicates and never accepted, with no 503 to explain it", i, a.Duplicates))
+		case a.Accepted == 0 && !a.first503Sent.Before(a.firstDuplicate):
+			p = append(p, fmt.Sprintf("event %d: never accepted, and its first duplicate came before any delivery answered 503 was sent", i))
+		}
+		if len(p) > 20 {
+			return append(p, "...")
+		}
+	}
+	return p
 }
 
 // Storm sends the configured deliveries and counts what came back. A 503 is sent again
 // later (cfg.Retries), by whichever worker is free then.
 func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
-	rep := &StormReport{Statuses: map[int]int{}}
+	rep := &StormReport{Statuses: map[int]int{}, Events: map[int]*EventAnswers{}}
 	type delivery struct{ event, attempt int }
 	type result struct {
 		d          delivery
 		status     int
 		dup        bool
 		err        error
+		sent       time.Time
 		took       time.Duration
 		retryAfter time.Duration
 	}
@@ -152,7 +194,7 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 				id, body := Order(cfg.Run, d.event)
 				start := time.Now()
 				status, resp, retryAfter, err := s.send(ctx, id, body, false)
-				results <- result{d, status, IsDuplicate(resp), err, time.Since(start), retryAfter}
+				results <- result{d, status, IsDuplicate(resp), err, start, time.Since(start), retryAfter}
 			}
 		}()
 	}
@@ -176,6 +218,17 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 	for r := range results {
 		rep.Sent++
 		rep.latencies = append(rep.latencies, r.took)
+		ev := rep.Events[r.d.event]
+		if ev == nil {
+			ev = &EventAnswers{}
+			rep.Events[r.d.event] = ev
+		}
+		if r.err == nil && r.status == http.StatusServiceUnavailable {
+			ev.Unavailable++
+			if ev.first503Sent.IsZero() || r.sent.Before(ev.first503Sent) {
+				ev.first503Sent = r.sent
+			}
+		}
 		if r.err == nil && r.status == http.StatusServiceUnavailable && r.d.attempt < cfg.Retries && ctx.Err() == nil {
 			rep.Retried++
 			wait := min(max(r.retryAfter, 100*time.Millisecond), retryDelay)
@@ -191,8 +244,13 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 			rep.Statuses[r.status]++
 		case r.dup:
 			rep.Duplicates++
+			ev.Duplicates++
+			if ev.firstDuplicate.IsZero() {
+				ev.firstDuplicate = time.Now()
+			}
 		default:
 			rep.Accepted++
+			ev.Accepted++
 		}
 		done++
 		open.Done()
@@ -235,7 +293,8 @@ func StartDownstream(addr string) (*Downstream, error) {
 // SetFaults makes a share of the calls fail from now on, one draw of rnd per call
 // (faults.NewDice for a seeded one): Throttle answers 429 with Retry-After, Error 500 before
 // applying, Timeout holds the call without applying it until the caller gives up, Lose applies
-// the key and then answers 500 (the caller cannot know it landed). Zero rates turn faults off.
+// the key and then answers 500 (the caller cannot know it landed), Reject answers 422 without
+// applying (a permanent refusal: the intent is parked). Zero rates turn faults off.
 func (d *Downstream) SetFaults(r faults.Rates, rnd func() float64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -287,6 +346,8 @@ func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"internal error (injected)"}`, http.StatusInternalServerError)
 	case faults.Lose:
 		http.Error(w, `{"error":"applied, then failed (injected)"}`, http.StatusInternalServerError)
+	case faults.Reject:
+		http.Error(w, `{"error":"unprocessable (injected)"}`, http.StatusUnprocessableEntity)
 	case faults.Timeout:
 		select {
 		case <-r.Context().Done():
@@ -337,6 +398,44 @@ func (d *Downstream) Stats(prefix string) DownstreamStats {
 		}
 	}
 	return st
+}
+
+// UnexplainedRepeats counts, over the keys starting with prefix, the calls for an already
+// applied key that no injected fault explains: a downstream call is repeated legitimately only
+// when an earlier answer for the key was lost (Lose: applied, then 500), so a key's repeats
+// beyond its lost answers were a second execution of a done intent. (A failure of the worker's
+// own writes after a successful call explains them too: those are bounded by the functions'
+// injected faults, counted by Deployment.InjectedFaults.) It also returns the worst keys.
+func (d *Downstream) UnexplainedRepeats(prefix string) (n int, keys []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, r := range d.repeats {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if extra := r - d.faulted[k][faults.Lose]; extra > 0 {
+			n += extra
+			if len(keys) < 5 {
+				keys = append(keys, fmt.Sprintf("%s (%d calls, %d repeats, %d lost answers)", k, d.calls[k], r, d.faulted[k][faults.Lose]))
+			}
+		}
+	}
+	sort.Strings(keys)
+	return n, keys
+}
+
+// Rejected counts the distinct keys starting with prefix that were refused with an injected
+// 422 (Reject): each is an intent parked on purpose.
+func (d *Downstream) Rejected(prefix string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for k, m := range d.faulted {
+		if strings.HasPrefix(k, prefix) && m[faults.Reject] > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // Applied reports whether key has been applied.

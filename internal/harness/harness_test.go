@@ -97,3 +97,108 @@ func TestDownstreamFaults(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// post calls the downstream as the outbox would.
+func post(t *testing.T, url, key string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func TestARunWhoseIntentsAllParkedIsNotASuccess(t *testing.T) {
+	tally := Tally{Claims: 10, Intents: map[string]int{"parked": 10}}
+	for i := range 10 {
+		tally.Parked = append(tally.Parked, ParkedIntent{Key: fmt.Sprintf("shop:msg_r_%06d:email.send", i)})
+	}
+	if p := CheckOutbox(Expect{Events: 10}, tally, nil, ""); len(p) == 0 {
+		t.Fatal("every intent parked with 0 attempts and no downstream call: reported as fine")
+	}
+	// No executor for the target: permanent, but the run asked for no permanent failure.
+	for i := range tally.Parked {
+		tally.Parked[i].Attempts, tally.Parked[i].LastError = 1, `permanent: no executor for target "email"`
+	}
+	if p := CheckOutbox(Expect{Events: 10}, tally, nil, ""); len(p) == 0 {
+		t.Fatal("intents parked as permanent without an injected refusal: reported as fine")
+	}
+	// Asked for: a downstream that refuses some calls with 422; each parked intent says so.
+	if p := CheckOutbox(Expect{Events: 10, Downstream: faults.Rates{Reject: 0.1}}, tally, nil, ""); len(p) != 0 {
+		t.Fatalf("parked on purpose, each with its reason: %v", p)
+	}
+}
+
+func TestRepeatedCallsOfDoneKeysAreCaught(t *testing.T) {
+	d, err := StartDownstream("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	srv := httptest.NewServer(http.HandlerFunc(d.serve))
+	defer srv.Close()
+	tally := Tally{Claims: 10, Intents: map[string]int{"done": 10}}
+	for i := range 10 {
+		key := fmt.Sprintf("shop:msg_r_%06d:email.send", i)
+		tally.Done = append(tally.Done, key)
+		post(t, srv.URL, key)
+	}
+	if p := CheckOutbox(Expect{Events: 10}, tally, d, "shop:msg_r_"); len(p) != 0 {
+		t.Fatalf("one call per event, no faults: %v", p)
+	}
+	for _, key := range tally.Done {
+		post(t, srv.URL, key)
+		post(t, srv.URL, key)
+	}
+	p := CheckOutbox(Expect{Events: 10}, tally, d, "shop:msg_r_")
+	if len(p) == 0 {
+		t.Fatal("each done key POSTed 3 times with no fault: reported as fine")
+	}
+	t.Log(p)
+	// Under faults, repeats are allowed only where an answer was lost: these were not.
+	if p := CheckOutbox(Expect{Events: 10, Downstream: faults.Rates{Error: 0.1}}, tally, d, "shop:msg_r_"); len(p) == 0 {
+		t.Fatal("repeats no lost answer explains, under unrelated faults: reported as fine")
+	}
+}
+
+// A receiver that answers events 0-4 with a 503 first and then "duplicate", and events 5-9
+// "duplicate" without ever accepting them: the run's totals could pass a global check, but
+// events 5-9 were never accepted and nothing explains it.
+func TestAnswersAddUpEventByEvent(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Webhook-Id")
+		mu.Lock()
+		seen[id]++
+		n := seen[id]
+		mu.Unlock()
+		var i int
+		fmt.Sscanf(id[strings.LastIndexByte(id, '_')+1:], "%d", &i)
+		if i < 5 && n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, `{"received":true,"duplicate":true}`)
+	}))
+	defer srv.Close()
+	scheme, _ := webhook.New("standard-webhooks", webhook.Options{})
+	s := &Sender{URL: srv.URL, Scheme: scheme, Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Client: srv.Client()}
+	events := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	rep := Storm(context.Background(), s, StormConfig{Run: "p", Events: events, Copies: 1, Concurrency: 4, Retries: 3, RetryDelay: 10 * time.Millisecond})
+	if rep.Accepted != 0 || rep.Duplicates != 10 || rep.Retried != 5 {
+		t.Fatalf("%+v", rep)
+	}
+	problems := AnswerProblems(rep, 10, 10)
+	if AnswersAddUp(rep, 10, 10) || len(problems) != 5 {
+		t.Fatalf("problems %v: want events 5-9 named, and 0-4 (a 503 after a landed write) accepted as explained", problems)
+	}
+	for _, p := range problems {
+		if !strings.Contains(p, "no 503") {
+			t.Fatalf("problem %q", p)
+		}
+	}
+}

@@ -100,8 +100,17 @@ type Tally struct {
 	Intents map[string]int // by status: pending, running, done, parked
 	// Done lists the idempotency keys of the intents that are done.
 	Done []string
+	// Parked lists the parked intents, with what parked them.
+	Parked []ParkedIntent
 	// Attempts is every intent's attempt count, summed.
 	Attempts int
+}
+
+// ParkedIntent is one parked intent as stored.
+type ParkedIntent struct {
+	Key                    string
+	Attempts, AttemptsBase int
+	LastError              string
 }
 
 // TallyClaims reads every claim under prefix (a consistent, filtered scan: a check, not a hot
@@ -128,8 +137,12 @@ func TallyClaims(ctx context.Context, db DB, table, prefix string) (Tally, error
 			for name, in := range c.Intents {
 				t.Intents[in.Status]++
 				t.Attempts += in.Attempts
-				if in.Status == dedup.IntentDone {
+				switch in.Status {
+				case dedup.IntentDone:
 					t.Done = append(t.Done, dedup.IdempotencyKey(c.Source, c.EventID, name))
+				case dedup.IntentParked:
+					t.Parked = append(t.Parked, ParkedIntent{Key: dedup.IdempotencyKey(c.Source, c.EventID, name),
+						Attempts: in.Attempts, AttemptsBase: in.AttemptsBase, LastError: in.LastError})
 				}
 			}
 		}

@@ -110,9 +110,12 @@ func DynamoDBFaults(logger *slog.Logger, spec faults.Spec) func(*dynamodb.Option
 	spec = spec.OnlyDynamoDB()
 	logger.Warn("FAULT INJECTION IS ON: this function's DynamoDB client throttles, fails and loses answers on purpose ("+
 		faults.Env+"); never in production", "faults", spec.String())
-	return func(o *dynamodb.Options) {
-		o.HTTPClient = &http.Client{Transport: faults.NewTransport(http.DefaultTransport, spec)}
+	tr := faults.NewTransport(http.DefaultTransport, spec)
+	tr.OnFault = func(op string, kind faults.Kind) {
+		// One line per fault: the harness counts them in the function's logs.
+		logger.Warn(faults.LogLine, "operation", op, "kind", string(kind))
 	}
+	return func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: tr} }
 }
 
 func loadSources() (*sources.File, error) {
