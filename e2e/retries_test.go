@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/faults"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/internal/harness"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/faults"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/webhook"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/oncehook/oncehook/faults"
+	"github.com/oncehook/oncehook/internal/faults"
 )
 
 // Operation returns the DynamoDB operation of a request ("PutItem"), from its X-Amz-Target.

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/faults"
+	"github.com/oncehook/oncehook/internal/faults"
 )
 
 // Expect is what a run asked for, and so what its end state may be.

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	"github.com/oncehook/oncehook/faults"
+	"github.com/oncehook/oncehook/internal/faults"
 )
 
 // Roles are the deployment's functions, as infra names them in each one's description

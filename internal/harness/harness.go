@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncehook/oncehook/faults"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/webhook"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncehook/oncehook/faults"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/webhook"
 )
 

@@ -6,7 +6,7 @@
 // a test downstream uses to fail a share of its calls (500, 429, timeouts, applied then 500).
 //
 // It is off unless configured: one specification, e.g. ONCEHOOK_FAULTS in the functions'
-// environment (functions/internal/boot), parsed and validated by Parse:
+// environment (package launch, in binaries built with -tags faultinject), parsed and validated by Parse:
 //
 //	dynamodb.throttle=0.05,dynamodb.error=0.02,dynamodb.lose=0.01,dynamodb.PutItem.lose=0.1,
 //	downstream.error=0.05,downstream.throttle=0.05,downstream.timeout=0.02,downstream.lose=0.05,seed=7

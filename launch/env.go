@@ -1,0 +1,316 @@
+// Package launch starts oncehook's three Lambda functions from the process environment: the
+// receiver with an application's planners, the outbox worker and the sweeper with its
+// executors. A function's main.go is one call:
+//
+//	func main() { launch.Receiver(myapp.Register) }
+//	func main() { launch.Outbox(myapp.Executors()) }
+//	func main() { launch.Sweeper(myapp.Executors()) }
+//
+// Each reads the same environment (the stack sets it), refuses to start with an error naming
+// the setting when it cannot work, and otherwise hands its handler to lambda.Start:
+//
+//	TABLE_NAME              the DynamoDB table (required)
+//	ONCEHOOK_SOURCES        the sources file's JSON, inline; or
+//	ONCEHOOK_SOURCES_FILE   its path (default: sources.json beside the binary)
+//	ONCEHOOK_SOURCES_SHA256 the file's SHA-256, when the stack bundled it: any other file is refused
+//	ONCEHOOK_TARGETS        intent targets served by the application's own executors, comma-
+//	                        separated: the outbox refuses to start without an executor for each,
+//	                        and the receiver refuses a plan whose intent names a target that is
+//	                        neither these nor a target of the sources file
+//	LOG_LEVEL               debug, info (default), warn, error
+//	PENDING_SHARDS          the pending index's shard count (default 16)
+//	LEASE_SECONDS           outbox, sweeper: lease length (default 60; at least every target's
+//	                        timeout plus 5 s)
+//	MAX_ATTEMPTS            outbox, sweeper: failed attempts before parking (default 10)
+//	RETRY_QUEUE_URL         outbox, sweeper: the SQS queue that wakes retries at their due time
+//	SWEEP_MIN_AGE_SECONDS   sweeper: claims younger than this are left alone (default 120)
+//	AWS_ENDPOINT_URL        an emulator's endpoint, for local runs
+//
+// NewReceiver, NewWorker and NewSweeper build the same things without starting them, for a
+// program that serves them itself (the receiver as an http.Handler in a container, tests).
+package launch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// SecretRefresh is the least time between two re-reads of one source's secrets.
+const SecretRefresh = time.Minute
+
+// Env is what a function needs, built once per instance from the process environment.
+type Env struct {
+	AWS      aws.Config
+	DynamoDB *dynamodb.Client
+	Table    string
+	Sources  *sources.File
+	// Secrets is nil unless Needs.Secrets asked for it (the receiver only).
+	Secrets *sources.Secrets
+	Store   *dedup.Store
+	Logger  *slog.Logger
+	// PendingShards is the pending index's shard count (PENDING_SHARDS, default 16).
+	PendingShards int
+	// Targets are the intent targets the application's own executors serve (ONCEHOOK_TARGETS).
+	Targets []string
+}
+
+// Needs says what a function needs beyond the table and the sources file.
+type Needs struct {
+	// Secrets resolves every source's signing secrets at start: the receiver only. The outbox
+	// and the sweeper never verify a signature, and their roles may not read the secrets.
+	Secrets bool
+}
+
+// Load builds the Env from the process environment. Its errors name the setting at fault.
+func Load(ctx context.Context, needs Needs) (*Env, error) {
+	logger := NewLogger(os.Getenv("LOG_LEVEL"))
+	slog.SetDefault(logger)
+
+	table := os.Getenv("TABLE_NAME")
+	if table == "" {
+		return nil, fmt.Errorf("TABLE_NAME is not set")
+	}
+	file, err := loadSources()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	dbOpts, err := dynamoDBFaults(logger, os.Getenv("ONCEHOOK_FAULTS"))
+	if err != nil {
+		return nil, err
+	}
+	db := dynamodb.NewFromConfig(cfg, dbOpts...)
+	var secrets *sources.Secrets
+	if needs.Secrets {
+		secrets, err = sources.NewSecrets(ctx, file, &sources.Resolver{
+			SecretsManager: secretsmanager.NewFromConfig(cfg),
+			SSM:            ssm.NewFromConfig(cfg),
+		}, SecretRefresh)
+		if err != nil {
+			return nil, err
+		}
+	}
+	shards, err := envInt("PENDING_SHARDS", dedup.PendingShards)
+	if err != nil {
+		return nil, err
+	}
+	store, err := dedup.New(db, dedup.Config{Table: table, Sources: file.Retentions(), PendingShards: shards})
+	if err != nil {
+		return nil, err
+	}
+	targets, err := customTargets(os.Getenv("ONCEHOOK_TARGETS"))
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range file.Names() {
+		logger.Info("source configured", "source", name, "scheme", file.Sources[name].Scheme,
+			"retention", file.Sources[name].Retention().String(), "replay_guard", file.Sources[name].ReplayGuard)
+	}
+	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger,
+		PendingShards: shards, Targets: targets}, nil
+}
+
+func customTargets(v string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t == "" {
+			continue
+		}
+		if len(t) > dedup.MaxIntentTargetLen {
+			return nil, fmt.Errorf("ONCEHOOK_TARGETS: %q is longer than %d bytes", t, dedup.MaxIntentTargetLen)
+		}
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func loadSources() (*sources.File, error) {
+	if inline := os.Getenv("ONCEHOOK_SOURCES"); inline != "" {
+		f, err := sources.Parse([]byte(inline))
+		if err != nil {
+			return nil, fmt.Errorf("ONCEHOOK_SOURCES: %w", err)
+		}
+		return f, nil
+	}
+	path := os.Getenv("ONCEHOOK_SOURCES_FILE")
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		path = filepath.Join(filepath.Dir(exe), "sources.json")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("sources: %w", err)
+	}
+	// The stack bundles the very file it derived the permissions from, and says so by its hash.
+	if want := os.Getenv("ONCEHOOK_SOURCES_SHA256"); want != "" {
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != want {
+			return nil, fmt.Errorf("sources: %s is not the file the stack was synthesized with (ONCEHOOK_SOURCES_SHA256): redeploy", path)
+		}
+	}
+	f, err := sources.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("sources: %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// NewLogger returns a JSON logger on stdout at the named level (info when empty or unknown).
+func NewLogger(level string) *slog.Logger {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	}
+	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l}))
+}
+
+// HTTPExecutors builds the outbox's HTTP executors from the sources file's targets.
+func HTTPExecutors(f *sources.File) map[string]outbox.Executor {
+	client := &http.Client{Transport: http.DefaultTransport}
+	m := make(map[string]outbox.Executor, len(f.Targets))
+	for name, t := range f.Targets {
+		m[name] = &outbox.HTTPExecutor{URL: t.URL, Client: client, Timeout: time.Duration(t.Timeout), Headers: t.Headers}
+	}
+	return m
+}
+
+// KnownTargets is every intent target the deployment serves: the sources file's HTTP targets
+// and the application's own (ONCEHOOK_TARGETS).
+func (env *Env) KnownTargets() []string {
+	names := slices.Collect(func(yield func(string) bool) {
+		for n := range env.Sources.Targets {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	names = append(names, env.Targets...)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// NewWorker builds the outbox worker the outbox and sweeper functions share: the sources
+// file's HTTP targets plus executors (which may add targets or replace a built-in one), from
+// LEASE_SECONDS, MAX_ATTEMPTS and RETRY_QUEUE_URL. Every target in ONCEHOOK_TARGETS must have
+// an executor, or it refuses, naming the target.
+func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, error) {
+	lease, err := envInt("LEASE_SECONDS", 60)
+	if err != nil {
+		return nil, err
+	}
+	attempts, err := envInt("MAX_ATTEMPTS", 10)
+	if err != nil {
+		return nil, err
+	}
+	all := HTTPExecutors(env.Sources)
+	for name, x := range executors {
+		if x == nil {
+			return nil, fmt.Errorf("the executor for target %q is nil", name)
+		}
+		all[name] = x
+	}
+	for _, t := range env.Targets {
+		if all[t] == nil {
+			return nil, fmt.Errorf("ONCEHOOK_TARGETS names %q, and no executor serves it: register one with launch.Outbox and launch.Sweeper", t)
+		}
+	}
+	var sched outbox.Scheduler
+	if url := os.Getenv("RETRY_QUEUE_URL"); url != "" {
+		sched = &outbox.SQSScheduler{API: sqs.NewFromConfig(env.AWS), QueueURL: url}
+	}
+	w, err := outbox.New(env.DynamoDB, outbox.Config{
+		Table:         env.Table,
+		Executors:     all,
+		Lease:         time.Duration(lease) * time.Second,
+		MaxAttempts:   attempts,
+		Scheduler:     sched,
+		PendingShards: env.PendingShards,
+		Logger:        env.Logger,
+		Metrics:       outbox.NewEMFMetrics(os.Stdout),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w (LEASE_SECONDS=%d)", err, lease)
+	}
+	return w, nil
+}
+
+// NewSweeper builds the sweeper over NewWorker's worker, with SWEEP_MIN_AGE_SECONDS.
+func NewSweeper(env *Env, executors map[string]outbox.Executor) (*outbox.Sweeper, error) {
+	w, err := NewWorker(env, executors)
+	if err != nil {
+		return nil, err
+	}
+	minAge, err := envInt("SWEEP_MIN_AGE_SECONDS", 120)
+	if err != nil {
+		return nil, err
+	}
+	return &outbox.Sweeper{Worker: w, MinAge: time.Duration(minAge) * time.Second}, nil
+}
+
+// NewReceiver builds the receiver with the planners register adds, refusing (with the name)
+// planners for a source the sources file does not have, and plans whose intents name a target
+// the deployment does not serve (KnownTargets).
+func NewReceiver(env *Env, register func(*receiver.Planners)) (*receiver.Handler, error) {
+	if env.Secrets == nil {
+		return nil, fmt.Errorf("launch: the receiver needs its secrets: Load with Needs{Secrets: true}")
+	}
+	planners := receiver.NewPlanners()
+	if register != nil {
+		register(planners)
+	}
+	return receiver.New(receiver.Config{
+		Sources:  env.Sources,
+		Secrets:  env.Secrets,
+		Store:    env.Store,
+		Planners: planners,
+		Targets:  env.KnownTargets(),
+		Logger:   env.Logger,
+		Metrics:  os.Stdout,
+	})
+}
+
+// envInt reads a positive integer; unset means def, anything else is refused.
+func envInt(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive whole number", name, v)
+	}
+	return n, nil
+}

@@ -1,0 +1,190 @@
+package launch
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/receiver"
+)
+
+// These tests set process environment variables, so they do not run in parallel.
+
+func TestLoadRefusesToStartWithABadEnvironment(t *testing.T) {
+	awstest.Config(t) // needs the endpoint for the AWS config; skipped in -short mode
+	const good = `{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"BOOT_TEST_SECRET"}],"retry_horizon":"3d","redrive_window":"30d"}}}`
+	cases := []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{"no table", map[string]string{"ONCEHOOK_SOURCES": good}, "TABLE_NAME"},
+		{"an invalid sources file", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": `{"sources":{"shop":{}}}`}, "ONCEHOOK_SOURCES"},
+		{"a retention shorter than the provider's horizon", map[string]string{"TABLE_NAME": "t",
+			"ONCEHOOK_SOURCES": strings.Replace(good, `"redrive_window":"30d"`, `"redrive_window":"30d","keep":"2d"`, 1)}, "shorter than its retry horizon"},
+		{"a secret that is not set", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": ""}, "env:BOOT_TEST_SECRET"},
+		{"a pending shard count that is not a number", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": "s",
+			"PENDING_SHARDS": "many"}, `PENDING_SHARDS="many"`},
+		{"a missing sources file", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES_FILE": "/nonexistent/sources.json"}, "no such file"},
+	}
+	if FaultInjection {
+		cases = append(cases,
+			struct {
+				name    string
+				env     map[string]string
+				wantErr string
+			}{"a malformed ONCEHOOK_FAULTS", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": "s",
+				"ONCEHOOK_FAULTS": "dynamodb.throtle=0.1"}, `ONCEHOOK_FAULTS: "dynamodb.throtle": unknown field`},
+			struct {
+				name    string
+				env     map[string]string
+				wantErr string
+			}{"a fault probability over 1", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": "s",
+				"ONCEHOOK_FAULTS": "dynamodb.error=2"}, `ONCEHOOK_FAULTS: "dynamodb.error"`})
+	} else {
+		cases = append(cases, struct {
+			name    string
+			env     map[string]string
+			wantErr string
+		}{"ONCEHOOK_FAULTS in a binary built without fault injection", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": "s",
+			"ONCEHOOK_FAULTS": "dynamodb.error=0.1"}, `built without fault injection`})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, k := range []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "BOOT_TEST_SECRET", "ONCEHOOK_FAULTS", "PENDING_SHARDS"} {
+				t.Setenv(k, c.env[k])
+			}
+			_, err := Load(context.Background(), Needs{Secrets: true})
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("got %v, want an error mentioning %q", err, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestLoadBuildsTheStoreFromASourcesFile(t *testing.T) {
+	awstest.Config(t)
+	path := filepath.Join(t.TempDir(), "sources.json")
+	if err := os.WriteFile(path, []byte(`{"sources":{"shop":{"scheme":"github","secrets":[{"env":"BOOT_TEST_SECRET"}],"retry_horizon":"1h","redrive_window":"3d"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TABLE_NAME", "oncehook-boot-test")
+	t.Setenv("ONCEHOOK_SOURCES", "")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", path)
+	t.Setenv("BOOT_TEST_SECRET", "s3cret")
+	env, err := Load(context.Background(), Needs{Secrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Table != "oncehook-boot-test" || env.Store.Table() != "oncehook-boot-test" {
+		t.Fatalf("table %q", env.Table)
+	}
+	if got := env.Secrets.Get("shop"); len(got) != 1 || got[0] != "s3cret" {
+		t.Fatal("the secret was not resolved")
+	}
+	if r, ok := env.Store.Retention("shop"); !ok || r.RetryHorizon.Hours() != 1 {
+		t.Fatalf("retention %+v", r)
+	}
+}
+
+func TestTheWorkersStartWithoutReadingSecrets(t *testing.T) {
+	awstest.Config(t)
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	// A secret the worker's role could not read on AWS: it must not try.
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"ssm":"/oncehook/not-readable"}],"retry_horizon":"3d"}}}`)
+	env, err := Load(context.Background(), Needs{})
+	if err != nil || env.Secrets != nil {
+		t.Fatalf("got %v, %v; want an Env without secrets", env, err)
+	}
+	if _, err := NewWorker(env, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStartRefusesPlannersAndTargetsThatCannotRun(t *testing.T) {
+	awstest.Config(t)
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"LAUNCH_SECRET"}],"retry_horizon":"3d"}},
+		"targets":{"email":{"url":"https://email.example/send"}}}`)
+	t.Setenv("LAUNCH_SECRET", "s")
+	t.Setenv("ONCEHOOK_TARGETS", "crm, billing")
+	env, err := Load(context.Background(), Needs{Secrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(env.KnownTargets(), ","); got != "billing,crm,email" {
+		t.Fatalf("known targets %q", got)
+	}
+	// A planner for a source the file does not have would never run: refused, named.
+	_, err = NewReceiver(env, func(p *receiver.Planners) {
+		p.Handle("shop", "order.paid", func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil })
+		p.Handle("stirpe", "charge.succeeded", func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil })
+	})
+	if err == nil || !strings.Contains(err.Error(), "stirpe charge.succeeded") {
+		t.Fatalf("got %v, want the unknown source named", err)
+	}
+	// A target declared as the application's with no executor for it: the outbox refuses.
+	_, err = NewWorker(env, map[string]outbox.Executor{"crm": outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return nil })})
+	if err == nil || !strings.Contains(err.Error(), `"billing"`) {
+		t.Fatalf("got %v, want the target without an executor named", err)
+	}
+	if _, err := NewWorker(env, map[string]outbox.Executor{
+		"crm":     outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return nil }),
+		"billing": outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return nil }),
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFaultInjectionIsOnlyInLocalBuilds: the binaries make synth builds for AWS (no
+// faultinject tag) do not contain the fault injector at all; the local stack's builds do.
+func TestFaultInjectionIsOnlyInLocalBuilds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	deps := func(tags string) string {
+		cmd := exec.Command("go", "list", "-deps", "-tags", tags, "../functions/receiver", "../functions/outbox", "../functions/sweeper")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	const injector = "github.com/oncehook/oncehook/internal/faults\n"
+	if strings.Contains(deps("lambda.norpc"), injector) {
+		t.Fatal("the AWS build links the fault injector")
+	}
+	if !strings.Contains(deps("lambda.norpc,faultinject"), injector) {
+		t.Fatal("the local build does not link the fault injector")
+	}
+}
+
+func TestABundledSourcesFileMustBeTheOneTheStackWasSynthesizedWith(t *testing.T) {
+	awstest.Config(t)
+	path := filepath.Join(t.TempDir(), "sources.json")
+	content := `{"sources":{"shop":{"scheme":"github","secrets":[{"env":"LAUNCH_SECRET"}],"retry_horizon":"1h","redrive_window":"3d"}}}`
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES", "")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", path)
+	t.Setenv("ONCEHOOK_TARGETS", "")
+	t.Setenv("ONCEHOOK_SOURCES_SHA256", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") // sha256 of nothing
+	if _, err := Load(context.Background(), Needs{}); err == nil || !strings.Contains(err.Error(), "not the file the stack was synthesized with") {
+		t.Fatalf("got %v", err)
+	}
+	// sha256sum of the content above, computed outside the code.
+	t.Setenv("ONCEHOOK_SOURCES_SHA256", "68b7562d46a5e54dd0bab5dc45b09d0629376342083dd4369992b92c4ced818f")
+	if _, err := Load(context.Background(), Needs{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,54 @@
+package launch
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/receiver"
+)
+
+// Receiver starts the receiver Lambda (behind API Gateway's HTTP API, or a function URL) with
+// the planners register adds. It does not return; when the configuration cannot work it logs
+// why, naming the setting, and exits 1, so the deployment's first invocation shows it.
+func Receiver(register func(*receiver.Planners)) {
+	env := mustLoad("receiver", Needs{Secrets: true})
+	h, err := NewReceiver(env, register)
+	exitOn("receiver", err)
+	lambda.Start(h.Handle)
+}
+
+// Outbox starts the outbox Lambda, on the table's stream and the retry queue, with the
+// sources file's HTTP targets and executors (which may add targets or replace a built-in
+// one). It does not return.
+func Outbox(executors map[string]outbox.Executor) {
+	env := mustLoad("outbox", Needs{})
+	w, err := NewWorker(env, executors)
+	exitOn("outbox", err)
+	lambda.Start(w.Handle)
+}
+
+// Sweeper starts the scheduled sweeper Lambda, with the same executors as Outbox. It does not
+// return.
+func Sweeper(executors map[string]outbox.Executor) {
+	env := mustLoad("sweeper", Needs{})
+	s, err := NewSweeper(env, executors)
+	exitOn("sweeper", err)
+	lambda.Start(s.Run)
+}
+
+func mustLoad(function string, needs Needs) *Env {
+	env, err := Load(context.Background(), needs)
+	exitOn(function, err)
+	return env
+}
+
+func exitOn(function string, err error) {
+	if err != nil {
+		slog.Error(function+" cannot start", "error", err)
+		os.Exit(1)
+	}
+}
