@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -52,6 +53,62 @@ func (e Effect) If(cond expression.ConditionBuilder) Effect {
 func (e Effect) IfAbsent() Effect {
 	e.absent = true
 	return e
+}
+
+// IsUpdate reports whether e updates an item (UpdateEffect) rather than putting a whole one.
+func (e Effect) IsUpdate() bool { return e.update != nil }
+
+// Key returns the pk and sk of the item e writes ("" when e lacks them; Commit refuses it).
+func (e Effect) Key() (pk, sk string) {
+	src := e.item
+	if e.update != nil {
+		src = e.key
+	}
+	pk, _ = keyString(src, AttrPK)
+	sk, _ = keyString(src, AttrSK)
+	return pk, sk
+}
+
+// Item returns a copy of the item a put effect writes, as the planner built it (Commit adds
+// claimed_by); nil for an update.
+func (e Effect) Item() map[string]types.AttributeValue {
+	if e.item == nil {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(e.item))
+	for k, v := range e.item {
+		out[k] = v
+	}
+	return out
+}
+
+// Condition returns the effect's own condition as DynamoDB will evaluate it, with its
+// expression attribute names and values: "attribute_not_exists(pk)" for IfAbsent, the built
+// If expression, or "" when e has none.
+func (e Effect) Condition() (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
+	switch {
+	case e.absent && e.condition == nil:
+		return *absentCondition, nil, nil, nil
+	case e.condition == nil:
+		return "", nil, nil, nil
+	}
+	x, err := expression.NewBuilder().WithCondition(*e.condition).Build()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return aws.ToString(x.Condition()), x.Names(), x.Values(), nil
+}
+
+// Update returns an update effect's update expression with its names and values ("" for a put).
+func (e Effect) Update() (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
+	if e.update == nil {
+		return "", nil, nil, nil
+	}
+	x, err := expression.NewBuilder().WithUpdate(*e.update).Build()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return aws.ToString(x.Update()), x.Names(), x.Values(), nil
 }
 
 // Intent is one external effect recorded in the claim's outbox.

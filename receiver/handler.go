@@ -70,6 +70,11 @@ type Config struct {
 	Metrics io.Writer
 	// Now is the clock for signature timestamps; time.Now when nil.
 	Now func() time.Time
+	// Targets, when set, are the intent targets the deployment's outbox serves (the sources
+	// file's targets and the application's own executors'). A plan whose intent names another
+	// target is refused before anything is written (500, naming it), instead of parking the
+	// intent later for want of an executor.
+	Targets []string
 }
 
 // Handler answers webhook deliveries.
@@ -80,6 +85,8 @@ type Handler struct {
 	log     *slog.Logger
 	metrics io.Writer
 	now     func() time.Time
+	targets map[string]bool // nil: any target
+	maxBody int             // the largest body any source accepts, for ServeHTTP
 }
 
 type source struct {
@@ -111,6 +118,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if err := cfg.Planners.check(func(s string) bool { return cfg.Sources.Sources[s] != nil }); err != nil {
+		return nil, err
+	}
 	h := &Handler{
 		sources: make(map[string]*source, len(cfg.Sources.Sources)),
 		secrets: cfg.Secrets,
@@ -119,7 +129,14 @@ func New(cfg Config) (*Handler, error) {
 		metrics: cfg.Metrics,
 		now:     cfg.Now,
 	}
+	if cfg.Targets != nil {
+		h.targets = make(map[string]bool, len(cfg.Targets))
+		for _, t := range cfg.Targets {
+			h.targets[t] = true
+		}
+	}
 	for _, name := range cfg.Sources.Names() {
+		h.maxBody = max(h.maxBody, cfg.Sources.Sources[name].MaxBodyBytes)
 		conf := cfg.Sources.Sources[name]
 		opts := webhook.Options{Tolerance: time.Duration(conf.TimestampTolerance)}
 		if conf.HMAC != nil {
@@ -255,6 +272,18 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if err != nil {
 		return h.planError(ctx, d, err)
 	}
+	if !known && src.conf.UnknownTypes == sources.UnknownTypesIgnore {
+		// Not claimed: a redelivery after a planner for this type ships will run it.
+		d.errKind = "ignored"
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"ignored":true}`}
+	}
+	if h.targets != nil {
+		for _, in := range plan.Intents {
+			if !h.targets[in.Target] {
+				return h.planError(ctx, d, &UnknownTargetError{Source: ev.Source, EventType: ev.Type, Intent: in.Name, Target: in.Target})
+			}
+		}
+	}
 
 	commitStart := time.Now()
 	res, err := h.store.Commit(ctx, ev, plan)
@@ -273,6 +302,17 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return okDuplicate()
 	}
 	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"duplicate":false}`}
+}
+
+// UnknownTargetError is a plan whose intent names a target the deployment's outbox does not
+// serve (Config.Targets): the receiver refuses it, writing nothing, rather than leave an intent
+// no executor will ever run.
+type UnknownTargetError struct {
+	Source, EventType, Intent, Target string
+}
+
+func (e *UnknownTargetError) Error() string {
+	return fmt.Sprintf("receiver: the %s planner for %s planned intent %q for target %q, which no executor serves", e.EventType, e.Source, e.Intent, e.Target)
 }
 
 // okHeaders is shared by every 200: nothing writes to it (error replies get their own map).

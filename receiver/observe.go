@@ -103,6 +103,8 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	case "too_old":
 		doc.Count("Rejected", bySource)
 		doc.Count("TooOld", bySource)
+	case "ignored":
+		doc.Count("UnknownType", bySource)
 	case "":
 	default:
 		doc.Count("Rejected", bySource)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/oncehook/oncehook/dedup"
 )
@@ -36,11 +37,14 @@ func (e *PayloadError) Is(target error) bool { return target == ErrBadPayload }
 // Fields.Read for what a value is).
 type FieldPlanner func(ctx context.Context, ev dedup.Event, vals []string) (dedup.Plan, error)
 
-// Planners maps (source, event type) to a Planner. Event types without one are claimed with
-// an empty plan (so their redeliveries are still deduplicated) and counted as UnknownType.
-// Register every planner before building the Handler: New reads the registry once.
+// Planners maps (source, event type) to a Planner. Event types without one are handled as the
+// source's sources-file entry says (unknown_types: claimed with an empty plan, or answered 200
+// without a claim) and counted as UnknownType. Register every planner before building the
+// Handler: New reads the registry once, and refuses it (naming the pair) when a pair was
+// registered twice or names a source the sources file does not have.
 type Planners struct {
-	m map[[2]string]planner
+	m    map[[2]string]planner
+	errs []error
 }
 
 // planner is one registration: p, or fp with the fields it reads.
@@ -53,8 +57,8 @@ type planner struct {
 // NewPlanners returns an empty registry.
 func NewPlanners() *Planners { return &Planners{m: map[[2]string]planner{}} }
 
-// Handle registers p for events of eventType from source. Registering a pair twice panics: it
-// is a wiring mistake, found at start.
+// Handle registers p for events of eventType from source. Registering a pair twice is a wiring
+// mistake that New reports.
 func (ps *Planners) Handle(source, eventType string, p Planner) {
 	ps.add(source, eventType, planner{p: p})
 }
@@ -67,9 +71,55 @@ func (ps *Planners) HandleFields(source, eventType string, fields *Fields, p Fie
 func (ps *Planners) add(source, eventType string, p planner) {
 	k := [2]string{source, eventType}
 	if _, dup := ps.m[k]; dup {
-		panic(fmt.Sprintf("receiver: a planner for %s %s is already registered", source, eventType))
+		ps.errs = append(ps.errs, fmt.Errorf("receiver: a planner for %s %s is registered twice", source, eventType))
+		return
+	}
+	if (p.p == nil && p.fp == nil) || (p.fp != nil && p.fields == nil) {
+		ps.errs = append(ps.errs, fmt.Errorf("receiver: the planner for %s %s is nil", source, eventType))
+		return
 	}
 	ps.m[k] = p
+}
+
+// check reports registration mistakes: pairs registered twice, nil planners, and sources the
+// sources file does not have (their planners would never run).
+func (ps *Planners) check(known func(source string) bool) error {
+	if ps == nil {
+		return nil
+	}
+	errs := append([]error(nil), ps.errs...)
+	var unknown []string
+	for k := range ps.m {
+		if !known(k[0]) {
+			unknown = append(unknown, k[0]+" "+k[1])
+		}
+	}
+	slices.Sort(unknown)
+	for _, u := range unknown {
+		errs = append(errs, fmt.Errorf("receiver: a planner is registered for %s, and the sources file has no such source", u))
+	}
+	return errors.Join(errs...)
+}
+
+// Plan runs the planner registered for the event's source and type, reading the fields it
+// declared from the payload, exactly as the receiver does; known reports whether one is
+// registered (with none, the plan is empty). It is how a test runs a planner (see
+// receivertest).
+func (ps *Planners) Plan(ctx context.Context, ev dedup.Event) (plan dedup.Plan, known bool, err error) {
+	p, ok := ps.m[[2]string{ev.Source, ev.Type}]
+	if !ok {
+		return dedup.Plan{}, false, nil
+	}
+	if p.fp == nil {
+		plan, err = p.p(ctx, ev)
+		return plan, true, err
+	}
+	vals := p.fields.Read(ev.Payload)
+	if vals == nil {
+		return dedup.Plan{}, true, &PayloadError{Field: "body", Reason: "is not a JSON object"}
+	}
+	plan, err = p.fp(ctx, ev, vals)
+	return plan, true, err
 }
 
 // forSource returns the planners registered for source, by event type.

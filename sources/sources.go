@@ -83,7 +83,18 @@ type Source struct {
 	// event id runs nothing. Default: "body" when the signature does not cover the event id
 	// (IDSigned), "off" when it does (Standard Webhooks' webhook-id, a body field).
 	ReplayGuard string `json:"replay_guard,omitempty"`
+	// UnknownTypes is what the receiver does with an event type no planner is registered for:
+	// "claim" (the default) claims it with an empty plan, so its redeliveries stay duplicates
+	// for the whole retention; "ignore" answers 200 without claiming it, so a redelivery after
+	// the planner ships still runs it. Both count UnknownType.
+	UnknownTypes string `json:"unknown_types,omitempty"`
 }
+
+// The values of Source.UnknownTypes.
+const (
+	UnknownTypesClaim  = "claim"
+	UnknownTypesIgnore = "ignore"
+)
 
 // The values of Source.ReplayGuard.
 const (

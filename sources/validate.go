@@ -193,6 +193,13 @@ func (s *Source) validate(at string) error {
 	if s.MaxBodyBytes == 0 {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	switch s.UnknownTypes {
+	case "":
+		s.UnknownTypes = UnknownTypesClaim
+	case UnknownTypesClaim, UnknownTypesIgnore:
+	default:
+		return &FieldError{Field: at + ".unknown_types", Reason: fmt.Sprintf("%q is not %q or %q", s.UnknownTypes, UnknownTypesClaim, UnknownTypesIgnore)}
+	}
 	switch s.ReplayGuard {
 	case "":
 		s.ReplayGuard = ReplayGuardOff

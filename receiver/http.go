@@ -1,0 +1,54 @@
+package receiver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// ServeHTTP answers a delivery POSTed to <anything>/hooks/{source} over plain net/http (a
+// container, a server of your own) by the same code path as Handle: the same statuses, the
+// same single write. It reads at most the largest max_body_bytes of the sources file (413
+// beyond it), and passes the headers as API Gateway does (lower-case names, repeated values
+// joined with commas). Mount it where the provider's URL points:
+//
+//	http.Handle("/hooks/", h)
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.maxBody)))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeResponse(w, reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over %d bytes", h.maxBody), "body"))
+		return
+	case err != nil:
+		writeResponse(w, reply(http.StatusBadRequest, "the body could not be read", "body"))
+		return
+	}
+	headers := make(map[string]string, len(r.Header))
+	for k, v := range r.Header {
+		headers[strings.ToLower(k)] = strings.Join(v, ",")
+	}
+	resp, _ := h.Handle(r.Context(), events.APIGatewayV2HTTPRequest{
+		Version: "2.0",
+		RawPath: r.URL.Path,
+		Headers: headers,
+		Body:    string(body), // the bytes as sent: a Go string holds any bytes
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: r.Header.Get("X-Request-Id"),
+			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, SourceIP: r.RemoteAddr},
+		},
+	})
+	writeResponse(w, resp)
+}
+
+func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.WriteString(w, resp.Body)
+}

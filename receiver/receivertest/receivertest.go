@@ -1,0 +1,285 @@
+// Package receivertest is a test kit for oncehook applications, in the manner of
+// net/http/httptest: it builds real, signed API Gateway requests exactly as a source's
+// provider sends them, and runs them through the real receiver with a recorder in place of
+// DynamoDB, so a planner's test sees the plan the receiver would commit.
+//
+//	f, _ := sources.Load("sources.json")
+//	h, rec, _ := receivertest.NewHandler(f, map[string]string{"stripe": "whsec_test"}, myapp.Register)
+//	req, _ := receivertest.Request(f, "stripe", "whsec_test", body)
+//	resp, _ := h.Handle(ctx, req)
+//	plan := rec.Last().Plan // its effects' keys, items and conditions, its intents
+package receivertest
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/sources"
+	"github.com/oncehook/oncehook/webhook"
+)
+
+// Option adjusts a Request.
+type Option func(*options)
+
+type options struct {
+	id, eventType, deliveryID, scope string
+	at                               time.Time
+	headers                          http.Header
+	base64                           bool
+}
+
+// WithEventID sets the event id where the source reads it from a header (GitHub's
+// X-GitHub-Delivery, Shopify's X-Shopify-Webhook-Id, Standard Webhooks' webhook-id). An id read
+// from the body is the body's. Default: a fresh id.
+func WithEventID(id string) Option { return func(o *options) { o.id = id } }
+
+// WithEventType sets the event type where the source reads it from a header (X-GitHub-Event,
+// X-Shopify-Topic). A type read from the body is the body's.
+func WithEventType(t string) Option { return func(o *options) { o.eventType = t } }
+
+// WithDeliveryID sets the delivery id where the source reads it from a header.
+func WithDeliveryID(id string) Option { return func(o *options) { o.deliveryID = id } }
+
+// WithScope sets the header that scopes the id (GitHub's X-GitHub-Hook-ID). Default "1".
+func WithScope(v string) Option { return func(o *options) { o.scope = v } }
+
+// WithTime signs the request at t (default: now), for schemes that sign a timestamp.
+func WithTime(t time.Time) Option { return func(o *options) { o.at = t } }
+
+// WithHeader adds a header as the provider would send it.
+func WithHeader(name, value string) Option {
+	return func(o *options) { o.headers.Add(name, value) }
+}
+
+// Base64 sends the body base64-encoded, as API Gateway does for binary media types.
+func Base64() Option { return func(o *options) { o.base64 = true } }
+
+// providerHeaders are the headers each provider sends besides the ones the sources file
+// locates, so that a request looks like the provider's.
+var providerHeaders = map[string]http.Header{
+	webhook.GitHub:           {"User-Agent": {"GitHub-Hookshot/044aadd"}, "X-Github-Hook-Installation-Target-Type": {"repository"}},
+	webhook.Shopify:          {"User-Agent": {"Shopify-Captain-Hook"}, "X-Shopify-Api-Version": {"2026-07"}, "X-Shopify-Shop-Domain": {"example.myshopify.com"}},
+	webhook.Stripe:           {"User-Agent": {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"}},
+	webhook.StandardWebhooks: {"User-Agent": {"Svix-Webhooks/1.76.1"}},
+}
+
+var counter struct {
+	sync.Mutex
+	n int
+}
+
+func freshID(prefix string) string {
+	counter.Lock()
+	defer counter.Unlock()
+	counter.n++
+	return fmt.Sprintf("%s%d_%d", prefix, time.Now().UnixNano(), counter.n)
+}
+
+// Request builds the API Gateway HTTP API (payload 2.0) request source's provider would send
+// with body: signed with secret by the source's scheme at the given time, the headers the
+// sources file locates the id, type and delivery id in filled (ids fresh unless given), and
+// the provider's usual headers, lower-cased as API Gateway hands them to Lambda.
+func Request(f *sources.File, source, secret string, body []byte, opts ...Option) (events.APIGatewayV2HTTPRequest, error) {
+	src := f.Sources[source]
+	if src == nil {
+		return events.APIGatewayV2HTTPRequest{}, fmt.Errorf("receivertest: no source %q in the sources file", source)
+	}
+	o := options{at: time.Now(), headers: http.Header{}, scope: "1"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	for k, v := range providerHeaders[src.Scheme] {
+		h[k] = append([]string(nil), v...)
+	}
+	setLocated := func(l *sources.Locator, value string) {
+		if l == nil || l.Header == "" {
+			return
+		}
+		h.Set(l.Header, value)
+		if l.ScopeHeader != "" {
+			h.Set(l.ScopeHeader, o.scope)
+		}
+	}
+	id := o.id
+	if id == "" {
+		id = freshID("evt_test_")
+	}
+	delivery := o.deliveryID
+	if delivery == "" && src.DeliveryID != nil && src.EventID != nil && src.DeliveryID.Header == src.EventID.Header {
+		delivery = id // GitHub: the delivery GUID is the id
+	}
+	if delivery == "" {
+		delivery = freshID("dlv_test_")
+	}
+	setLocated(src.DeliveryID, delivery)
+	setLocated(src.EventID, id)
+	if o.eventType != "" {
+		setLocated(src.EventType, o.eventType)
+	} else if src.EventType != nil && src.EventType.Header != "" {
+		return events.APIGatewayV2HTTPRequest{}, errors.New("receivertest: source " + source + " reads its event type from " + src.EventType.Header + ": give WithEventType")
+	}
+	if src.OccurredAt != nil && src.OccurredAt.Header != "" && h.Get(src.OccurredAt.Header) == "" {
+		h.Set(src.OccurredAt.Header, o.at.UTC().Format(time.RFC3339))
+	}
+	for k, v := range o.headers {
+		h[k] = v
+	}
+	wopts := webhook.Options{Tolerance: time.Duration(src.TimestampTolerance)}
+	if src.HMAC != nil {
+		wopts.Header, wopts.Encoding, wopts.Prefix = src.HMAC.Header, src.HMAC.Encoding, src.HMAC.Prefix
+	}
+	scheme, err := webhook.New(src.Scheme, wopts)
+	if err != nil {
+		return events.APIGatewayV2HTTPRequest{}, err
+	}
+	if err := scheme.Sign(h, body, secret, id, o.at); err != nil {
+		return events.APIGatewayV2HTTPRequest{}, err
+	}
+	headers := map[string]string{"host": "abc123.execute-api.eu-west-1.amazonaws.com", "content-length": fmt.Sprint(len(body))}
+	for k, v := range h {
+		headers[strings.ToLower(k)] = strings.Join(v, ",")
+	}
+	req := events.APIGatewayV2HTTPRequest{
+		Version:        "2.0",
+		RouteKey:       "POST /hooks/{source}",
+		RawPath:        "/hooks/" + source,
+		Headers:        headers,
+		PathParameters: map[string]string{"source": source},
+		Body:           string(body),
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RouteKey:  "POST /hooks/{source}",
+			Stage:     "$default",
+			RequestID: freshID("req_"),
+			TimeEpoch: o.at.UnixMilli(),
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
+				Method: http.MethodPost, Path: "/hooks/" + source, Protocol: "HTTP/1.1", SourceIP: "192.0.2.44", UserAgent: h.Get("User-Agent"),
+			},
+		},
+	}
+	if o.base64 {
+		req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+	}
+	return req, nil
+}
+
+// HTTPRequest is Request as a *http.Request to url (a server around receiver.Handler.ServeHTTP).
+func HTTPRequest(f *sources.File, source, secret, url string, body []byte, opts ...Option) (*http.Request, error) {
+	r, err := Request(f, source, secret, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range r.Headers {
+		if k != "host" && k != "content-length" {
+			req.Header.Set(k, v)
+		}
+	}
+	return req, nil
+}
+
+// Committed is one delivery the receiver committed to a Recorder.
+type Committed struct {
+	Event dedup.Event
+	Plan  dedup.Plan
+}
+
+// Recorder stands in for the dedup store: it records what the receiver commits and answers as
+// DynamoDB would for one process's deliveries (accepted the first time, duplicate after).
+type Recorder struct {
+	file *sources.File
+	mu   sync.Mutex
+	all  []Committed
+	seen map[string]bool
+}
+
+// NewRecorder records commits for the sources of f.
+func NewRecorder(f *sources.File) *Recorder { return &Recorder{file: f, seen: map[string]bool{}} }
+
+// Commit records the plan of an event not seen before.
+func (r *Recorder) Commit(_ context.Context, ev dedup.Event, plan dedup.Plan) (dedup.Result, error) {
+	if err := ev.Validate(); err != nil {
+		return dedup.Result{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := dedup.ClaimKey(ev.Source, ev.ID)
+	if r.seen[k] {
+		return dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}, nil
+	}
+	r.seen[k] = true
+	r.all = append(r.all, Committed{Event: ev, Plan: plan})
+	return dedup.Result{Outcome: dedup.OutcomeAccepted, Calls: 1}, nil
+}
+
+// Claimed reports whether the event was committed.
+func (r *Recorder) Claimed(_ context.Context, source, id string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[dedup.ClaimKey(source, id)], nil
+}
+
+// Retention is the source's retention, from the sources file.
+func (r *Recorder) Retention(source string) (dedup.Retention, bool) {
+	s := r.file.Sources[source]
+	if s == nil {
+		return dedup.Retention{}, false
+	}
+	return s.Retention(), true
+}
+
+// All returns every committed delivery, in order.
+func (r *Recorder) All() []Committed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Committed(nil), r.all...)
+}
+
+// Last returns the last committed delivery (zero when there is none).
+func (r *Recorder) Last() Committed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.all) == 0 {
+		return Committed{}
+	}
+	return r.all[len(r.all)-1]
+}
+
+// staticSecrets gives each source its secrets, never refreshed.
+type staticSecrets map[string][]string
+
+func (s staticSecrets) Get(source string) []string                    { return s[source] }
+func (s staticSecrets) Refresh(context.Context, string) (bool, error) { return false, nil }
+
+// NewHandler builds the real receiver over a Recorder, with the planners register adds and
+// one secret per source (secrets[source]; every source of f needs one).
+func NewHandler(f *sources.File, secrets map[string]string, register func(*receiver.Planners)) (*receiver.Handler, *Recorder, error) {
+	rec := NewRecorder(f)
+	s := staticSecrets{}
+	for _, name := range f.Names() {
+		secret, ok := secrets[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("receivertest: no secret for source %q", name)
+		}
+		s[name] = []string{secret}
+	}
+	planners := receiver.NewPlanners()
+	if register != nil {
+		register(planners)
+	}
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: s, Store: rec, Planners: planners})
+	return h, rec, err
+}

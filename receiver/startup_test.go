@@ -1,0 +1,88 @@
+package receiver_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/sources"
+)
+
+func noop(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil }
+
+func TestWiringMistakesAreRefusedAtStartWithTheirNames(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct {
+		name     string
+		register func(*receiver.Planners)
+		want     string
+	}{
+		{"a planner for a source the file does not have", func(p *receiver.Planners) { p.Handle("stirpe", "charge.succeeded", noop) }, "stirpe charge.succeeded"},
+		{"a pair registered twice", func(p *receiver.Planners) { p.Handle("shop", "x", noop); p.Handle("shop", "x", noop) }, "shop x is registered twice"},
+		{"a nil planner", func(p *receiver.Planners) { p.Handle("shop", "y", nil) }, "shop y is nil"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			planners := receiver.NewPlanners()
+			c.register(planners)
+			_, err := receiver.New(receiver.Config{Sources: e.file, Secrets: e.secretsStore(), Store: e.store, Planners: planners})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestAnIntentForATargetNoExecutorServesIsRefusedBeforeAnyWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	planners := receiver.NewPlanners()
+	planners.Handle("shop", "order.paid", func(context.Context, dedup.Event) (dedup.Plan, error) {
+		return dedup.Plan{Intents: []dedup.Intent{{Name: "crm.sync", Target: "crm", Payload: []byte(`{}`)}}}, nil
+	})
+	var logs strings.Builder
+	h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: e.secretsStore(), Store: e.store, Planners: planners,
+		Targets: []string{"email"}, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := h.Handle(context.Background(), e.request("shop", orderBody("msg_crm", "ord_crm"), nil, "msg_crm"))
+	if resp.StatusCode != 500 || !strings.Contains(logs.String(), `target \"crm\", which no executor serves`) {
+		t.Fatalf("%d %s\n%s", resp.StatusCode, resp.Body, logs.String())
+	}
+	if n := e.countPrefix(dedup.ClaimKey("shop", "msg_crm")); n != 0 {
+		t.Fatalf("%d items written", n)
+	}
+	var ute *receiver.UnknownTargetError
+	if !errors.As(&receiver.UnknownTargetError{Target: "crm"}, &ute) {
+		t.Fatal("UnknownTargetError is a type to match")
+	}
+}
+
+func TestAnUnplannedTypeIsClaimedOrLeftUnclaimedAsTheSourceSays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// shop claims unknown types (the default); a copy of the file where it ignores them.
+	e.file.Sources["shop"].UnknownTypes = sources.UnknownTypesIgnore
+	h := e.handlerWith(nil)
+	body := `{"type":"order.refunded","data":{}}`
+	resp, _ := h.Handle(context.Background(), e.request("shop", body, nil, "msg_unplanned"))
+	if resp.StatusCode != 200 || resp.Body != `{"received":true,"ignored":true}` {
+		t.Fatalf("ignored: %d %s", resp.StatusCode, resp.Body)
+	}
+	if n := e.countPrefix(dedup.ClaimKey("shop", "msg_unplanned")); n != 0 {
+		t.Fatal("an ignored type was claimed")
+	}
+	if !strings.Contains(e.metricsText(), `"UnknownType":1`) {
+		t.Fatal("UnknownType not counted")
+	}
+	e.file.Sources["shop"].UnknownTypes = sources.UnknownTypesClaim
+	resp, _ = e.handlerWith(nil).Handle(context.Background(), e.request("shop", body, nil, "msg_unplanned"))
+	if resp.StatusCode != 200 || resp.Body != `{"received":true,"duplicate":false}` || e.countPrefix(dedup.ClaimKey("shop", "msg_unplanned")) != 1 {
+		t.Fatalf("claimed: %d %s", resp.StatusCode, resp.Body)
+	}
+}
