@@ -26,19 +26,24 @@ GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
 .PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra deploy
 
-# Lambda binaries for provided.al2023: dist/<function>/bootstrap, with the deployment's
-# sources file beside each. ARCH=arm64 for AWS; the host's architecture by default, for the
-# local emulator.
+# Lambda binaries for provided.al2023: dist/<function>/bootstrap (the stack bundles the
+# sources file with each). ARCH=arm64 for AWS; the host's architecture by default, for the
+# local emulator. RECEIVER is the receiver's package (oncehook's own, without planners, by
+# default; the local stack deploys the reference application's). FAULTS=1 links the fault
+# injector (-tags faultinject): the local stack's builds only, never make synth's.
 ARCH ?= $(shell go env GOARCH)
-SOURCES ?= examples/sources.json
-FUNCTIONS := $(filter-out internal,$(notdir $(wildcard functions/*)))
+SOURCES ?=
+RECEIVER ?= ./functions/receiver
+FAULTS ?=
+comma := ,
+TAGS := lambda.norpc$(if $(FAULTS),$(comma)faultinject)
 
 build:
-	@for f in $(FUNCTIONS); do \
+	@for f in receiver outbox sweeper; do \
+	  pkg=./functions/$$f; [ $$f = receiver ] && pkg=$(RECEIVER); \
 	  mkdir -p dist/$$f; \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -ldflags='-s -w' -tags lambda.norpc -o dist/$$f/bootstrap ./functions/$$f; \
-	  cp $(SOURCES) dist/$$f/sources.json; \
-	  echo "dist/$$f/bootstrap ($(ARCH), $$(du -h dist/$$f/bootstrap | cut -f1))"; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -ldflags='-s -w' -tags '$(TAGS)' -o dist/$$f/bootstrap $$pkg; \
+	  echo "dist/$$f/bootstrap ($$pkg, $(ARCH), tags $(TAGS), $$(du -h dist/$$f/bootstrap | cut -f1))"; \
 	done
 
 help:
@@ -82,10 +87,12 @@ test-infra:
 	@echo "==> go test ./infra/... (CDK assertions and cdk-nag)"
 	@cd infra && go vet ./... && go test $(GO_TEST_FLAGS) ./... 2>&1 | sed '/^!!/d'
 
-# The CloudFormation template and assets for AWS (arm64), in cdk.out/.
+# The CloudFormation template and assets for AWS (arm64), in cdk.out/. SOURCES names the
+# deployment's sources file: there is no default, so nothing is deployed by accident.
 synth:
+	@test -n "$(SOURCES)" || { echo "make synth needs SOURCES=path/to/your/sources.json"; exit 1; }
 	@$(MAKE) --no-print-directory build ARCH=arm64
-	@cd infra && CDK_OUTDIR=$(CURDIR)/cdk.out CDK_CONTEXT_JSON='{"sources":"$(CURDIR)/$(SOURCES)","code":"$(CURDIR)/dist"}' go run . 2>&1 | sed '/^!!/d'
+	@cd infra && CDK_OUTDIR=$(CURDIR)/cdk.out CDK_CONTEXT_JSON='{"sources":"$(CURDIR)/$(SOURCES)","code":"$(CURDIR)/dist"}' go run ./app 2>&1 | sed '/^!!/d'
 	@echo "cdk.out/Oncehook.template.json"
 
 # Deploy to AWS with the standard credentials chain (AWS_PROFILE, SSO, environment...). The

@@ -1,11 +1,14 @@
-package main
+package infra
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/sources"
 )
 
 // Namespace is where the functions' EMF metrics land.
@@ -13,10 +16,11 @@ const Namespace = "oncehook"
 
 // alarms defines what pages someone, and a dashboard of the same signals. The README's
 // operations section says what to do when each fires.
-func alarms(stack awscdk.Stack, cfg StackConfig, receiver, worker, sweeper awslambda.Function, dlq awssqs.Queue) {
+func alarms(stack constructs.Construct, cfg Props, file *sources.File, receiver, worker, sweeper awslambda.Function, dlq awssqs.Queue) ([]awscloudwatch.Alarm, awscloudwatch.Dashboard) {
+	var all []awscloudwatch.Alarm
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64) awscloudwatch.Alarm {
-		return awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(description),
 			Metric:             metric,
 			Threshold:          jsii.Number(threshold),
@@ -24,6 +28,8 @@ func alarms(stack awscdk.Stack, cfg StackConfig, receiver, worker, sweeper awsla
 			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 		})
+		all = append(all, a)
+		return a
 	}
 	metric := func(name, stat string, dims map[string]*string) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
@@ -41,8 +47,8 @@ func alarms(stack awscdk.Stack, cfg StackConfig, receiver, worker, sweeper awsla
 		}), 300_000)
 	alarm("ParkedIntents", "Claims with intents parked for an operator (permanent downstream errors or attempts exhausted)",
 		metric("ParkedClaims", "Maximum", nil), 0)
-	for _, name := range cfg.Sources.Names() {
-		if cfg.Sources.Sources[name].ReplayGuard == "body" {
+	for _, name := range file.Names() {
+		if file.Sources[name].ReplayGuard == "body" {
 			alarm("ReplayRefused-"+name, "A signed body from "+name+" came again under another event id: a captured delivery replayed (or the provider sent one fact twice)",
 				metric("ReplayRefused", "Sum", map[string]*string{"source": jsii.String(name)}), 0)
 		}
@@ -56,7 +62,7 @@ func alarms(stack awscdk.Stack, cfg StackConfig, receiver, worker, sweeper awsla
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
 	}
-	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+	dash := awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{
 				graph("Deliveries", metric("Received", "Sum", nil), metric("Accepted", "Sum", nil), metric("Duplicate", "Sum", nil)),
@@ -70,4 +76,5 @@ func alarms(stack awscdk.Stack, cfg StackConfig, receiver, worker, sweeper awsla
 			},
 		},
 	})
+	return all, dash
 }

@@ -1,7 +1,7 @@
-package main
+package infra
 
 import (
-	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,45 +14,60 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
-
-	"github.com/oncehook/oncehook/sources"
 )
 
 // One synth serves every test: starting the jsii runtime and synthesizing take seconds.
 var synth = struct {
 	stack awscdk.Stack
+	o     *Oncehook
 	tpl   assertions.Template
+	// bootstraps are tiny real Linux executables, one per architecture, for Code.Dir.
+	bootstraps map[string]string
 }{}
 
-// runAppEnv makes the test binary run the infra app's main instead of the tests, so a test
-// can run the synth as a process and read its exit status.
-const runAppEnv = "ONCEHOOK_INFRA_RUN_APP"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(runAppEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
 	dir, err := os.MkdirTemp("", "oncehook-infra")
 	if err != nil {
 		panic(err)
 	}
-	for _, fn := range []string{"receiver", "outbox", "sweeper"} {
-		_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
-		_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("test asset for "+fn), 0o755)
-	}
-	file, err := sources.Load("../examples/sources.json")
-	if err != nil {
-		panic(err)
+	synth.bootstraps = map[string]string{}
+	for _, arch := range []string{"arm64", "amd64"} {
+		synth.bootstraps[arch] = filepath.Join(dir, arch)
+		if err := buildTiny(synth.bootstraps[arch], arch); err != nil {
+			panic(err)
+		}
 	}
 	app := awscdk.NewApp(nil)
-	synth.stack = NewStack(app, "Oncehook", StackConfig{Sources: file, CodeDir: dir, ARM64: true, DeletionProtection: true})
+	synth.stack = awscdk.NewStack(app, jsii.String("Oncehook"), nil)
+	synth.o = New(synth.stack, "Oncehook", &Props{
+		SourcesFile: "../examples/sources.json",
+		Receiver:    Code{Dir: synth.bootstraps["arm64"]},
+		Outbox:      Code{Dir: synth.bootstraps["arm64"]},
+		Sweeper:     Code{Dir: synth.bootstraps["arm64"]},
+	})
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	synth.tpl = assertions.Template_FromStack(synth.stack, nil)
 	code := m.Run()
 	os.RemoveAll(dir)
 	jsii.Close()
 	os.Exit(code)
+}
+
+// buildTiny builds a do-nothing Linux executable for arch into dir/bootstrap.
+func buildTiny(dir, arch string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "bootstrap"), src)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return os.Remove(src)
 }
 
 func props(m map[string]any) *map[string]interface{} { p := map[string]interface{}(m); return &p }
@@ -139,7 +154,7 @@ func TestTheStreamMappingRetriesBoundedlyAndReportsItemFailures(t *testing.T) {
 func TestRetriesAreWokenByADelayQueueTheOutboxConsumes(t *testing.T) {
 	must(t, func() {
 		synth.tpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), props(map[string]any{
-			"EventSourceArn":        map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^OutboxRetries")), "Arn"}},
+			"EventSourceArn":        map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^OncehookOutboxRetries")), "Arn"}},
 			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
 		}))
 	})
@@ -147,7 +162,7 @@ func TestRetriesAreWokenByADelayQueueTheOutboxConsumes(t *testing.T) {
 		synth.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), props(map[string]any{
 			"Description": "oncehook outbox",
 			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(props(map[string]any{
-				"RETRY_QUEUE_URL": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^OutboxRetries"))},
+				"RETRY_QUEUE_URL": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^OncehookOutboxRetries"))},
 				"LEASE_SECONDS":   "60",
 			}))},
 			// 100 records, 8 at a time, calls of up to 10 s plus a 5 s margin each: 13 x 15 s + 5 s.
@@ -183,7 +198,7 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssues(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"Receiver": "dynamodb:ConditionCheckItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue ssm:GetParameter",
+		"Receiver": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue ssm:GetParameter",
 		"Outbox": "dynamodb:DescribeStream dynamodb:GetItem dynamodb:GetRecords dynamodb:GetShardIterator dynamodb:ListStreams dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
 			"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueAttributes sqs:GetQueueAttributes sqs:GetQueueUrl sqs:GetQueueUrl sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage sqs:SendMessage",
 		"Sweeper": "dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:GetQueueAttributes sqs:GetQueueUrl sqs:SendMessage",
@@ -191,7 +206,7 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssues(t *testing.T) {
 	for fn, actions := range want {
 		var role string
 		for r := range got {
-			if strings.HasPrefix(r, fn+"Role") {
+			if strings.HasPrefix(r, "Oncehook"+fn+"Role") {
 				role = r
 			}
 		}
@@ -237,44 +252,5 @@ func TestCdkNagFindsNoUnsuppressedErrors(t *testing.T) {
 		for _, m := range *found {
 			t.Errorf("cdk-nag %s at %s: %v", kind, *m.Id, m.Entry.Data)
 		}
-	}
-}
-
-// synthFails runs the infra app itself (this test binary, re-executed as the app) with a
-// sources file, and returns its output, failing the test unless it exits non-zero.
-func synthFails(t *testing.T, sourcesJSON string) string {
-	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sources.json")
-	if err := os.WriteFile(path, []byte(sourcesJSON), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, fn := range []string{"receiver", "outbox", "sweeper"} {
-		_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
-		_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("test asset"), 0o755)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), runAppEnv+"=1", "CDK_OUTDIR="+filepath.Join(dir, "out"),
-		`CDK_CONTEXT_JSON={"sources":"`+path+`","code":"`+dir+`"}`)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-		t.Fatalf("the synth exited %v:\n%s", err, out)
-	}
-	return string(out)
-}
-
-func TestARetentionShorterThanTheProvidersPromiseFailsTheSynth(t *testing.T) {
-	out := synthFails(t, `{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d","keep":"7d"}}}`)
-	if !strings.Contains(out, `"stripe"`) || !strings.Contains(out, "shorter than its retry horizon") {
-		t.Fatalf("the synth's error does not name the source and the rule:\n%s", out)
-	}
-}
-
-func TestATargetTooSlowForTheOutboxFailsTheSynth(t *testing.T) {
-	out := synthFails(t, `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"}},
-		"targets":{"slow":{"url":"https://b.example/x","timeout":"2m"}}}`)
-	if !strings.Contains(out, `"slow"`) || !strings.Contains(out, "15 minutes") {
-		t.Fatalf("the synth's error does not name the target:\n%s", out)
 	}
 }

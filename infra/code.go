@@ -1,0 +1,151 @@
+package infra
+
+import (
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Code is where one function's code comes from: exactly one of its fields.
+//
+// With GoPackage or Dir, the construct stages the bootstrap binary together with the sources
+// file it was given (sources.json, its SHA-256 in ONCEHOOK_SOURCES_SHA256, checked by the
+// function at start), so the file the permissions were derived from is the file the function
+// reads. With Lambda (an opaque awslambda.Code), the sources file is passed inline in
+// ONCEHOOK_SOURCES, which Lambda's 4 KB environment limit bounds.
+type Code struct {
+	// GoPackage is a Go package to build with the local go toolchain (no Docker), as `go
+	// build` names it from GoModuleDir: "./cmd/receiver", or an import path such as
+	// "github.com/oncehook/oncehook/functions/outbox" that the module requires.
+	GoPackage string
+	// GoModuleDir is where `go build` runs for GoPackage. Default ".".
+	GoModuleDir string
+	// Tags are extra build tags for GoPackage (lambda.norpc is always set).
+	Tags []string
+	// Dir holds a prebuilt bootstrap (`make build`'s dist/<function>). Its architecture is
+	// checked against the one the stack deploys: a stale host build must not reach Lambda.
+	Dir string
+	// Lambda is code built by other means; the sources file then goes inline.
+	Lambda awslambda.Code
+}
+
+// The oncehook functions' own packages, the default Code for each.
+const (
+	ReceiverPackage = "github.com/oncehook/oncehook/functions/receiver"
+	OutboxPackage   = "github.com/oncehook/oncehook/functions/outbox"
+	SweeperPackage  = "github.com/oncehook/oncehook/functions/sweeper"
+)
+
+// maxInlineSources is how much of Lambda's 4 KB of environment an inline sources file may use.
+const maxInlineSources = 3 << 10
+
+// staged is a function's code as the construct hands it to Lambda, and the environment that
+// tells the function where its sources file is.
+type staged struct {
+	code awslambda.Code
+	env  map[string]string
+}
+
+// stage prepares one function's code. arm64 is the architecture the stack deploys; sources is
+// the sources file's bytes as given to the synth.
+func (c Code) stage(function string, arm64 bool, sources []byte, stagingRoot string) (staged, error) {
+	set := 0
+	for _, ok := range []bool{c.GoPackage != "", c.Dir != "", c.Lambda != nil} {
+		if ok {
+			set++
+		}
+	}
+	if set != 1 {
+		return staged{}, fmt.Errorf("%s.Code: set exactly one of GoPackage, Dir, Lambda", function)
+	}
+	if c.Lambda != nil {
+		if len(sources) > maxInlineSources {
+			return staged{}, fmt.Errorf("%s.Code: the sources file is %d bytes, over the %d that fit in the function's environment: give GoPackage or Dir, so the construct can bundle it with the binary",
+				function, len(sources), maxInlineSources)
+		}
+		return staged{code: c.Lambda, env: map[string]string{"ONCEHOOK_SOURCES": string(sources)}}, nil
+	}
+	dir, err := os.MkdirTemp(stagingRoot, function+"-")
+	if err != nil {
+		return staged{}, err
+	}
+	bootstrap := filepath.Join(dir, "bootstrap")
+	if c.GoPackage != "" {
+		if err := goBuild(c, arm64, bootstrap); err != nil {
+			return staged{}, fmt.Errorf("%s.Code: %w", function, err)
+		}
+	} else if err := copyFile(filepath.Join(c.Dir, "bootstrap"), bootstrap, 0o755); err != nil {
+		return staged{}, fmt.Errorf("%s.Code.Dir: %w", function, err)
+	}
+	if err := checkArch(bootstrap, arm64); err != nil {
+		return staged{}, fmt.Errorf("%s.Code: %w", function, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sources.json"), sources, 0o644); err != nil {
+		return staged{}, err
+	}
+	sum := sha256.Sum256(sources)
+	return staged{
+		code: awslambda.Code_FromAsset(jsii.String(dir), nil),
+		env:  map[string]string{"ONCEHOOK_SOURCES_SHA256": hex.EncodeToString(sum[:])},
+	}, nil
+}
+
+// goBuild builds a Lambda bootstrap for provided.al2023 with the local toolchain.
+func goBuild(c Code, arm64 bool, out string) error {
+	arch := "amd64"
+	if arm64 {
+		arch = "arm64"
+	}
+	tags := append([]string{"lambda.norpc"}, c.Tags...)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", strings.Join(tags, ","), "-o", out, c.GoPackage)
+	cmd.Dir = c.GoModuleDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", c.GoPackage, err, b)
+	}
+	return nil
+}
+
+// checkArch reads the bootstrap's ELF header and refuses one built for another architecture
+// than the function's.
+func checkArch(path string, arm64 bool) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s is not a Linux executable: %w", path, err)
+	}
+	defer f.Close()
+	want, name := elf.EM_X86_64, "x86_64"
+	if arm64 {
+		want, name = elf.EM_AARCH64, "arm64"
+	}
+	if f.Machine != want {
+		return fmt.Errorf("%s is built for %s and the function runs on %s: rebuild it (make build ARCH=...)", path, f.Machine, name)
+	}
+	return nil
+}
+
+func copyFile(from, to string, mode os.FileMode) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,521 @@
+// Package infra is oncehook as a CDK (Go) construct: one New(scope, id, props) defines the
+// table, the receiver behind an HTTP API, the outbox worker on the table's stream and its
+// retry queue, the scheduled sweeper, least-privilege IAM, alarms and a dashboard, and exposes
+// each as a field of the result. The same construct deploys to AWS and to a
+// LocalStack-compatible emulator; infra/app is oncehook's own app, a thin user of it.
+//
+//	o := infra.New(stack, "Webhooks", &infra.Props{
+//		SourcesFile: "sources.json",
+//		Receiver:    infra.Code{GoPackage: "./cmd/receiver", GoModuleDir: ".."},
+//	})
+//	o.Table.GrantReadData(myReportingFunction)
+package infra
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// Props configures an oncehook deployment. The zero values are the safe defaults; only
+// SourcesFile is required.
+type Props struct {
+	// SourcesFile is the deployment's sources file (required). It is validated at synth (a
+	// retention shorter than a provider's promise, timings that cannot work and the like fail
+	// the synth, naming the field), the IAM policies are derived from it, and the functions are
+	// handed this same file (see Code).
+	SourcesFile string
+	// Receiver, Outbox and Sweeper are the functions' code. Default: oncehook's own packages
+	// (ReceiverPackage and so on), built from GoModuleDir.
+	Receiver, Outbox, Sweeper Code
+	// GoModuleDir is where the default packages are built (a module that requires oncehook).
+	// Default ".".
+	GoModuleDir string
+	// X86 deploys the functions on x86_64 instead of Graviton (arm64): an emulator on an amd64
+	// host.
+	X86 bool
+	// Local marks a throwaway stack on an emulator: the table is destroyed with it and has no
+	// deletion protection.
+	Local bool
+	// MemorySize of each function in MB. Default 256.
+	MemorySize float64
+	// Environment is added to every function's environment (it cannot replace oncehook's own).
+	Environment map[string]string
+	// Targets are the intent targets the application's own executors serve (its outbox and
+	// sweeper pass them to launch.Outbox and launch.Sweeper): ONCEHOOK_TARGETS, so the
+	// receiver refuses intents for any other target and the outbox refuses to start without
+	// an executor for each.
+	Targets []string
+	// PendingShards is the pending index's shard count: raise it with the event rate
+	// (docs/capacity.md), never lower it. Default 16.
+	PendingShards int
+	// DuplicateSpike is the number of duplicates per source in 5 minutes that alarms (a redrive
+	// in progress, or handler latency over the provider's timeout). Default 500.
+	DuplicateSpike float64
+	// HttpApi is an existing HTTP API to add the webhook route to; default a new one.
+	HttpApi awsapigatewayv2.HttpApi
+	// ThrottleRate and ThrottleBurst bound the new API's requests per second (default 1,000
+	// and 2,000): a flood of unsigned requests is refused at API Gateway rather than starting
+	// receivers that refuse them one by one.
+	ThrottleRate, ThrottleBurst float64
+	// AllowEnvSecrets and AllowPrivateTargets let a stack that is not Local keep what only works
+	// locally: secrets read from the functions' environment ("env" references, which the stack
+	// never sets: the receiver would fail at start), and targets on loopback or private
+	// addresses. Without them such a sources file fails the synth, naming the source or target.
+	AllowEnvSecrets, AllowPrivateTargets bool
+	// ReceiverReservedConcurrency caps the receiver's concurrent executions (0: no cap), so a
+	// flood cannot take the account's concurrency from the outbox and the sweeper. (A new
+	// account's unreserved minimum of 100 leaves little to reserve.)
+	ReceiverReservedConcurrency float64
+}
+
+// Oncehook is a deployed oncehook: its resources are fields, to grant and extend with ordinary
+// CDK calls (Table.GrantReadData(fn), Outbox.AddEnvironment(...)).
+type Oncehook struct {
+	constructs.Construct
+	Table                     awsdynamodb.Table
+	Receiver, Outbox, Sweeper awslambda.Function
+	Api                       awsapigatewayv2.HttpApi
+	// WebhookUrl is POST <api>/hooks/{source}.
+	WebhookUrl *string
+	// RetryQueue wakes retried intents; FailureQueue takes the stream records and wake-ups that
+	// exhausted their retries.
+	RetryQueue, FailureQueue awssqs.Queue
+	Alarms                   []awscloudwatch.Alarm
+	Dashboard                awscloudwatch.Dashboard
+	// Sources is the sources file as validated at synth.
+	Sources *sources.File
+}
+
+// New defines an oncehook deployment in scope. Configuration that cannot work panics at synth
+// with a message naming the prop or the sources file's field (the CDK's convention for props).
+func New(scope constructs.Construct, id string, props *Props) *Oncehook {
+	o, err := build(scope, id, props)
+	if err != nil {
+		panic("oncehook: " + err.Error())
+	}
+	return o
+}
+
+func build(scope constructs.Construct, id string, props *Props) (*Oncehook, error) {
+	if props == nil || props.SourcesFile == "" {
+		return nil, errors.New("Props.SourcesFile is required")
+	}
+	raw, err := os.ReadFile(props.SourcesFile)
+	if err != nil {
+		return nil, fmt.Errorf("Props.SourcesFile: %w", err)
+	}
+	file, err := sources.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
+	}
+	cfg := *props
+	if cfg.DuplicateSpike == 0 {
+		cfg.DuplicateSpike = 500
+	}
+	if cfg.PendingShards == 0 {
+		cfg.PendingShards = dedup.PendingShards
+	}
+	if cfg.PendingShards < 1 || cfg.PendingShards > dedup.MaxPendingShards {
+		return nil, fmt.Errorf("Props.PendingShards %d: must be between 1 and %d", cfg.PendingShards, dedup.MaxPendingShards)
+	}
+	if cfg.MemorySize == 0 {
+		cfg.MemorySize = 256
+	}
+	if cfg.ThrottleRate == 0 {
+		cfg.ThrottleRate = 1000
+	}
+	if cfg.ThrottleBurst == 0 {
+		cfg.ThrottleBurst = 2000
+	}
+	if cfg.GoModuleDir == "" {
+		cfg.GoModuleDir = "."
+	}
+	if !cfg.Local {
+		if err := deployable(file, cfg); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range cfg.Targets {
+		if file.Targets[t] != nil {
+			return nil, fmt.Errorf("Props.Targets: %q is also an HTTP target of the sources file", t)
+		}
+	}
+	for k := range cfg.Environment {
+		if reservedEnv[k] {
+			return nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
+		}
+	}
+	timings, err := outboxTimings(file)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	arm64 := !cfg.X86
+	staging, err := os.MkdirTemp("", "oncehook-code-")
+	if err != nil {
+		return nil, err
+	}
+	code := map[string]staged{}
+	for _, f := range []struct {
+		name string
+		c    Code
+		def  string
+	}{{"receiver", cfg.Receiver, ReceiverPackage}, {"outbox", cfg.Outbox, OutboxPackage}, {"sweeper", cfg.Sweeper, SweeperPackage}} {
+		c := f.c
+		if c.GoPackage == "" && c.Dir == "" && c.Lambda == nil {
+			c = Code{GoPackage: f.def}
+		}
+		if c.GoPackage != "" && c.GoModuleDir == "" {
+			c.GoModuleDir = cfg.GoModuleDir
+		}
+		if code[f.name], err = c.stage(f.name, arm64, compactJSON(raw), staging); err != nil {
+			return nil, err
+		}
+	}
+
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	o := &Oncehook{Construct: c, Sources: file}
+	stack := awscdk.Stack_Of(c)
+
+	removal := awscdk.RemovalPolicy_RETAIN
+	if cfg.Local {
+		removal = awscdk.RemovalPolicy_DESTROY
+	}
+	table := awsdynamodb.NewTable(c, jsii.String("Table"), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPK), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:             &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrSK), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String(dedup.AttrExpiresAt),
+		Stream:              awsdynamodb.StreamViewType_NEW_IMAGE,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(!cfg.Local),
+		RemovalPolicy:      removal,
+	})
+	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(dedup.PendingIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPendingShard), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPendingSince), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
+	o.Table = table
+
+	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
+	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
+	dlq := awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		EnforceSSL:      jsii.Bool(true),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+	})
+	retries := awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
+		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
+		EnforceSSL:        jsii.Bool(true),
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+	})
+	o.RetryQueue, o.FailureQueue = retries, dlq
+
+	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards)}
+	if len(cfg.Targets) > 0 {
+		env["ONCEHOOK_TARGETS"] = strings.Join(cfg.Targets, ",")
+	}
+	for k, v := range cfg.Environment {
+		env[k] = v
+	}
+	outboxEnv := map[string]string{"RETRY_QUEUE_URL": *retries.QueueUrl(), "LEASE_SECONDS": fmt.Sprint(int(timings.Lease.Seconds()))}
+	for k, v := range env {
+		outboxEnv[k] = v
+	}
+	receiver := function(c, "Receiver", cfg, code["receiver"], env, 10)
+	worker := function(c, "Outbox", cfg, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
+	sweeper := function(c, "Sweeper", cfg, code["sweeper"], outboxEnv, 300)
+	if cfg.ReceiverReservedConcurrency > 0 {
+		receiver.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(cfg.ReceiverReservedConcurrency))
+	}
+	o.Receiver, o.Outbox, o.Sweeper = receiver, worker, sweeper
+	retries.GrantSendMessages(worker)
+	retries.GrantSendMessages(sweeper)
+
+	// Least privilege: each function gets exactly the item actions its code issues. The
+	// receiver's transaction puts the claim, its body guard and put effects (PutItem) and
+	// applies update effects (UpdateItem); it reads a claim on a duplicate (GetItem). The
+	// outbox and the sweeper lease and record (UpdateItem) and read a woken or swept claim.
+	allow(receiver, []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
+	allow(worker, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
+	allow(sweeper, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
+	allow(sweeper, []string{"dynamodb:Query"}, jsii.String(*table.TableArn()+"/index/"+dedup.PendingIndex))
+	grantSecrets(stack, file, receiver)
+
+	api := cfg.HttpApi
+	if api == nil {
+		api = awsapigatewayv2.NewHttpApi(c, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
+			Description: jsii.String("oncehook webhook receiver"),
+		})
+		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+			Retention:     awslogs.RetentionDays_ONE_MONTH,
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		})
+		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
+		stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+			DestinationArn: accessLogs.LogGroupArn(),
+			Format: jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","routeKey":"$context.routeKey",` +
+				`"status":"$context.status","latency":"$context.responseLatency","integrationError":"$context.integrationErrorMessage"}`),
+		})
+		stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
+			ThrottlingRateLimit:  jsii.Number(cfg.ThrottleRate),
+			ThrottlingBurstLimit: jsii.Number(cfg.ThrottleBurst),
+		})
+	}
+	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path:        jsii.String("/hooks/{source}"),
+		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ReceiverIntegration"), receiver, nil),
+	})
+	o.Api = api
+	o.WebhookUrl = jsii.String(*api.ApiEndpoint() + "/hooks/{source}")
+
+	worker.AddEventSource(awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
+		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
+		BatchSize:               jsii.Number(float64(timings.BatchSize)),
+		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
+		BisectBatchOnError:      jsii.Bool(true),
+		ReportBatchItemFailures: jsii.Bool(true),
+		RetryAttempts:           jsii.Number(5),
+		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(6)),
+		ParallelizationFactor:   jsii.Number(2),
+		OnFailure:               awslambdaeventsources.NewSqsDlq(dlq),
+		// Only records that hand the worker due work (outbox.StreamFilterPatterns): a new
+		// claim with intents, a re-admitted or re-driven one. The worker's own writes, TTL
+		// REMOVEs and effect records never invoke the function.
+		Filters: streamFilters(),
+	}))
+	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(retries, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(10),
+		ReportBatchItemFailures: jsii.Bool(true),
+	}))
+
+	awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
+		Description: jsii.String("re-drive outbox intents the stream path left behind"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(2))),
+		// A run that could not start is not worth starting late: the next one comes soon.
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(sweeper, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(0),
+			MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
+		})},
+	})
+
+	o.Alarms, o.Dashboard = alarms(c, cfg, file, receiver, worker, sweeper, dlq)
+	suppress(api, cfg.HttpApi == nil, dlq, worker, receiver, worker, sweeper)
+	return o, nil
+}
+
+// deployable refuses, for a stack on AWS, a sources file that only works on a developer's
+// machine: an env secret (the stack sets no such variable) or a target on a loopback or private
+// address (unreachable from Lambda, or an SSRF hole).
+func deployable(f *sources.File, cfg Props) error {
+	for _, name := range f.Names() {
+		for i, ref := range f.Sources[name].Secrets {
+			if ref.Env != "" && !cfg.AllowEnvSecrets {
+				return fmt.Errorf("sources.%s.secrets[%d]: %q is read from the environment, which this stack does not set: use secretsmanager or ssm (or Props.AllowEnvSecrets and Props.Environment)", name, i, ref.Env)
+			}
+		}
+	}
+	for _, name := range sortedKeys(f.Targets) {
+		u, err := url.Parse(f.Targets[name].URL)
+		if err != nil {
+			return fmt.Errorf("targets.%s.url: %w", name, err)
+		}
+		if private(u.Hostname()) && !cfg.AllowPrivateTargets {
+			return fmt.Errorf("targets.%s.url: %s is a loopback or private address, not reachable from Lambda on AWS (Props.AllowPrivateTargets if it is, in a VPC)", name, u.Host)
+		}
+	}
+	return nil
+}
+
+func private(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified())
+}
+
+// reservedEnv are the variables the construct sets itself.
+var reservedEnv = map[string]bool{"TABLE_NAME": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
+	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true}
+
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return b
+	}
+	return buf.Bytes()
+}
+
+// function defines one Lambda, with its own log group and role, tagged with its role in the
+// deployment (oncehook:function) so tools find it without its name.
+func function(scope constructs.Construct, id string, cfg Props, code staged, env map[string]string, timeoutSeconds float64) awslambda.Function {
+	arch := awslambda.Architecture_ARM_64()
+	if cfg.X86 {
+		arch = awslambda.Architecture_X86_64()
+	}
+	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     awslogs.RetentionDays_ONE_MONTH,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	name := strings.ToLower(id)
+	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
+	role := awsiam.NewRole(scope, jsii.String(id+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("oncehook " + name),
+	})
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
+		Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
+	}))
+	vars := map[string]*string{}
+	for k, v := range env {
+		vars[k] = jsii.String(v)
+	}
+	for k, v := range code.env {
+		vars[k] = jsii.String(v)
+	}
+	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
+		Role:         role,
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: arch,
+		Handler:      jsii.String("bootstrap"),
+		Code:         code.code,
+		MemorySize:   jsii.Number(cfg.MemorySize),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSeconds)),
+		Environment:  &vars,
+		LogGroup:     logs,
+		Description:  jsii.String("oncehook " + name),
+	})
+	awscdk.Tags_Of(fn).Add(jsii.String(FunctionTag), jsii.String(name), nil)
+	return fn
+}
+
+// FunctionTag tags each function with its role in the deployment: receiver, outbox, sweeper.
+const FunctionTag = "oncehook:function"
+
+func allow(fn awslambda.Function, actions []string, resources ...*string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	}))
+}
+
+// grantSecrets lets the receiver read exactly the secrets the sources file names, by reference:
+// the stack never sees a secret's value. (Secrets referenced by "env" are for local runs; the
+// stack does not set them.)
+func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function) {
+	var sm, ps []string
+	for _, name := range f.Names() {
+		for _, ref := range f.Sources[name].Secrets {
+			switch {
+			case ref.SecretsManager != "":
+				sm = append(sm, secretArn(stack, ref.SecretsManager))
+			case ref.SSM != "":
+				ps = append(ps, fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), trimSlash(ref.SSM)))
+			}
+		}
+	}
+	sort.Strings(sm)
+	sort.Strings(ps)
+	if len(sm) > 0 {
+		allow(fn, []string{"secretsmanager:GetSecretValue"}, *jsii.Strings(sm...)...)
+	}
+	if len(ps) > 0 {
+		allow(fn, []string{"ssm:GetParameter"}, *jsii.Strings(ps...)...)
+	}
+}
+
+// secretArn accepts a full ARN or a name; a name matches any of Secrets Manager's six-character
+// suffixes.
+func secretArn(stack awscdk.Stack, ref string) string {
+	if len(ref) > 4 && ref[:4] == "arn:" {
+		return ref
+	}
+	return fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s-??????", *stack.Partition(), *stack.Region(), *stack.Account(), ref)
+}
+
+func trimSlash(s string) string {
+	if len(s) > 0 && s[0] == '/' {
+		return s[1:]
+	}
+	return s
+}
+
+// The outbox's stream batch and the concurrency its worker runs it at (outbox.Config's default).
+const (
+	outboxBatchSize   = 100
+	outboxConcurrency = 8
+)
+
+// outboxTimings derives the outbox function's lease and timeout from the slowest target and
+// checks them against each other (outbox.CheckTimings), so the synth fails on timings that
+// cannot work, naming the target.
+func outboxTimings(f *sources.File) (outbox.Timings, error) {
+	t := outbox.Timings{BatchSize: outboxBatchSize, Concurrency: outboxConcurrency, MaxCall: outbox.DefaultHTTPTimeout, Margin: outbox.DefaultMargin}
+	slowest := ""
+	for _, name := range sortedKeys(f.Targets) {
+		if d := time.Duration(f.Targets[name].Timeout); d > t.MaxCall {
+			t.MaxCall, slowest = d, name
+		}
+	}
+	t.Lease = max(outbox.DefaultLease, t.MaxCall+t.Margin)
+	t.FunctionTimeout = max(time.Minute, t.NeededFunctionTimeout())
+	if t.FunctionTimeout > 15*time.Minute {
+		return t, fmt.Errorf("target %q's timeout %s: a batch of %d records %d at a time would need a %s function, over Lambda's 15 minutes",
+			slowest, t.MaxCall, t.BatchSize, t.Concurrency, t.NeededFunctionTimeout())
+	}
+	return t, outbox.CheckTimings(t)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// streamFilters turns outbox.StreamFilterPatterns into the mapping's filter criteria.
+func streamFilters() *[]*map[string]interface{} {
+	var filters []*map[string]interface{}
+	for _, p := range outbox.StreamFilterPatterns() {
+		pattern := map[string]interface{}(p)
+		filters = append(filters, awslambda.FilterCriteria_Filter(&pattern))
+	}
+	return &filters
+}
