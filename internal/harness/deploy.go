@@ -17,9 +17,11 @@ import (
 	"github.com/oncehook/oncehook/internal/faults"
 )
 
-// Roles are the deployment's functions, as infra names them in each one's description
-// ("oncehook receiver").
+// Roles are the deployment's functions, as the construct tags them (oncehook:function).
 var Roles = []string{"receiver", "outbox", "sweeper"}
+
+// FunctionTag is the tag the construct puts on each function (infra.FunctionTag).
+const FunctionTag = "oncehook:function"
 
 // Deployment is the functions of one deployed stack, found by their table.
 type Deployment struct {
@@ -29,7 +31,8 @@ type Deployment struct {
 }
 
 // FindDeployment lists the functions whose TABLE_NAME is table and tells them apart by the
-// description infra gives them. Every role must be found.
+// tag the construct gives each (oncehook:function), whatever the stack named them. Every role
+// must be found, once.
 func FindDeployment(ctx context.Context, lc *lambda.Client, table string) (*Deployment, error) {
 	d := &Deployment{Lambda: lc, Functions: map[string]string{}}
 	p := lambda.NewListFunctionsPaginator(lc, &lambda.ListFunctionsInput{})
@@ -42,17 +45,23 @@ func FindDeployment(ctx context.Context, lc *lambda.Client, table string) (*Depl
 			if fn.Environment == nil || fn.Environment.Variables["TABLE_NAME"] != table {
 				continue
 			}
-			role := strings.TrimPrefix(aws.ToString(fn.Description), "oncehook ")
-			for _, r := range Roles {
-				if r == role {
-					d.Functions[r] = aws.ToString(fn.FunctionName)
-				}
+			tags, err := lc.ListTags(ctx, &lambda.ListTagsInput{Resource: fn.FunctionArn})
+			if err != nil {
+				return nil, fmt.Errorf("tags of %s: %w", aws.ToString(fn.FunctionName), err)
 			}
+			role := tags.Tags[FunctionTag]
+			if !slices.Contains(Roles, role) {
+				continue
+			}
+			if other := d.Functions[role]; other != "" {
+				return nil, fmt.Errorf("two %s functions use table %s: %s and %s", role, table, other, aws.ToString(fn.FunctionName))
+			}
+			d.Functions[role] = aws.ToString(fn.FunctionName)
 		}
 	}
 	for _, r := range Roles {
 		if d.Functions[r] == "" {
-			return nil, fmt.Errorf("no %s function with TABLE_NAME=%s (found %v)", r, table, d.Functions)
+			return nil, fmt.Errorf("no function tagged %s=%s with TABLE_NAME=%s (found %v)", FunctionTag, r, table, d.Functions)
 		}
 	}
 	return d, nil

@@ -18,18 +18,29 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"text/template"
 	"time"
 
 	"github.com/oncehook/oncehook/internal/faults"
+	"github.com/oncehook/oncehook/receiver/receivertest"
+	"github.com/oncehook/oncehook/sources"
 	"github.com/oncehook/oncehook/webhook"
 )
 
-// Sender signs and POSTs deliveries for one source.
+// Sender signs and POSTs deliveries for one source. With File and Source set it sends each
+// delivery as that source's provider would (receivertest.HTTPRequest: the provider's headers,
+// the id and type where the sources file locates them); otherwise it signs with Scheme alone
+// (the id is the scheme's message id: Standard Webhooks).
 type Sender struct {
 	URL    string
 	Scheme webhook.Scheme
 	Secret string
 	Client *http.Client
+	// File and Source, when set, shape deliveries as the source's provider; Type is the event
+	// type for a source that reads it from a header (GitHub's X-GitHub-Event).
+	File   *sources.File
+	Source string
+	Type   string
 }
 
 // Send delivers body under message id (signed, or with a broken signature when forge) and
@@ -41,13 +52,24 @@ func (s *Sender) Send(ctx context.Context, id string, body []byte, forge bool) (
 
 // send is Send that also returns the Retry-After the receiver asked for (0 when none).
 func (s *Sender) send(ctx context.Context, id string, body []byte, forge bool) (status int, resp []byte, retryAfter time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if err := s.Scheme.Sign(req.Header, body, s.Secret, id, time.Now()); err != nil {
-		return 0, nil, 0, err
+	var req *http.Request
+	if s.File != nil {
+		opts := []receivertest.Option{receivertest.WithEventID(id)}
+		if s.Type != "" {
+			opts = append(opts, receivertest.WithEventType(s.Type))
+		}
+		if req, err = receivertest.HTTPRequest(s.File, s.Source, s.Secret, s.URL, body, opts...); err != nil {
+			return 0, nil, 0, err
+		}
+		req = req.WithContext(ctx)
+	} else {
+		if req, err = http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body)); err != nil {
+			return 0, nil, 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if err := s.Scheme.Sign(req.Header, body, s.Secret, id, time.Now()); err != nil {
+			return 0, nil, 0, err
+		}
 	}
 	if forge {
 		for k, v := range req.Header { // keep the shape, break the signature
@@ -73,8 +95,36 @@ func IsDuplicate(resp []byte) bool { return bytes.Contains(resp, []byte(`"duplic
 
 // Order returns the id and body of event i of a run: an order.paid for order ord_<run>_<i>.
 func Order(run string, i int) (id string, body []byte) {
-	id = fmt.Sprintf("msg_%s_%06d", run, i)
+	id = EventID(run, i)
 	return id, fmt.Appendf(nil, `{"type":"order.paid","data":{"order_id":"ord_%s_%06d","customer_email":"c%d@example.com"}}`, run, i, i)
+}
+
+// EventID is the id of event i of a run: msg_<run>_<i>.
+func EventID(run string, i int) string { return fmt.Sprintf("msg_%s_%06d", run, i) }
+
+// Template is a storm's event body for any source: a text/template with {{.ID}} (the event's
+// id, msg_<run>_<i>: put it where the source reads its id from the body, if it does),
+// {{.Run}}, {{.N}} (the event's number) and {{.Time}} (now, RFC 3339).
+type Template struct{ t *template.Template }
+
+// ParseTemplate reads a Template.
+func ParseTemplate(text string) (*Template, error) {
+	t, err := template.New("event").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	return &Template{t}, nil
+}
+
+// Events is the storm's Event function for the template.
+func (t *Template) Events(run string, i int) (id string, body []byte) {
+	id = EventID(run, i)
+	var b bytes.Buffer
+	_ = t.t.Execute(&b, struct {
+		ID, Run, Time string
+		N             int
+	}{id, run, time.Now().UTC().Format(time.RFC3339), i})
+	return id, b.Bytes()
 }
 
 // StormConfig is one storm: Events distinct events, each sent Copies times, by Concurrency
@@ -82,7 +132,9 @@ func Order(run string, i int) (id string, body []byte) {
 // nearly the same time.
 type StormConfig struct {
 	Run         string // prefix of the generated ids; unique per storm
-	Events      []int  // which events of the run to send (Order(Run, i))
+	Events      []int  // which events of the run to send
+	// Event gives event i's id and body; Order when nil.
+	Event func(run string, i int) (id string, body []byte)
 	Copies      int
 	Concurrency int
 	// Progress, when set, is called after each delivery with the number done.
@@ -179,6 +231,10 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 		took       time.Duration
 		retryAfter time.Duration
 	}
+	event := cfg.Event
+	if event == nil {
+		event = Order
+	}
 	retryDelay := cfg.RetryDelay
 	if retryDelay <= 0 {
 		retryDelay = time.Second
@@ -191,7 +247,7 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 		go func() {
 			defer workers.Done()
 			for d := range work {
-				id, body := Order(cfg.Run, d.event)
+				id, body := event(cfg.Run, d.event)
 				start := time.Now()
 				status, resp, retryAfter, err := s.send(ctx, id, body, false)
 				results <- result{d, status, IsDuplicate(resp), err, start, time.Since(start), retryAfter}

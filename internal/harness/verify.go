@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // DB is the part of a DynamoDB client the verification reads with.
@@ -19,8 +20,18 @@ type DB interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 }
 
-// ClaimPrefix is the pk prefix of a run's claims for a source.
+// ClaimPrefix is the pk prefix of a run's claims for a source whose ids are not scoped.
 func ClaimPrefix(source, run string) string { return dedup.ClaimKey(source, "msg_"+run+"_") }
+
+// IDPrefix is the prefix of a run's event ids as the source keys them: msg_<run>_, after the
+// scope receivertest sends ("1:") for a source whose id is scoped (GitHub's hook id).
+func IDPrefix(src *sources.Source, run string) string {
+	p := "msg_" + run + "_"
+	if src != nil && src.EventID != nil && src.EventID.ScopeHeader != "" {
+		p = "1:" + p
+	}
+	return p
+}
 
 // Unfinished counts the claims under prefix that still have an intent pending or running: it
 // reads the sparse pending index (a claim leaves it when every intent is done), and reads a
