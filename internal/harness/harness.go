@@ -131,10 +131,10 @@ func (t *Template) Events(run string, i int) (id string, body []byte) {
 // workers. Copies of one event are queued back to back, so different workers send them at
 // nearly the same time.
 type StormConfig struct {
-	Run         string // prefix of the generated ids; unique per storm
-	Events      []int  // which events of the run to send
+	Run    string // prefix of the generated ids; unique per storm
+	Events []int  // which events of the run to send
 	// Event gives event i's id and body; Order when nil.
-	Event func(run string, i int) (id string, body []byte)
+	Event       func(run string, i int) (id string, body []byte)
 	Copies      int
 	Concurrency int
 	// Progress, when set, is called after each delivery with the number done.
