@@ -24,7 +24,7 @@ AWS_ENV := AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} \
 
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
-.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra deploy
+.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy
 
 # Lambda binaries for provided.al2023: dist/<function>/bootstrap (the stack bundles the
 # sources file with each). ARCH=arm64 for AWS; the host's architecture by default, for the
@@ -69,7 +69,7 @@ vet:
 
 # On a local endpoint the whole stack is deployed first, and the end-to-end tests (e2e/) run
 # against it; on any other endpoint they skip.
-test: vet up test-infra
+test: vet up test-infra test-example
 	@endpoint=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)}; \
 	case "$$endpoint" in \
 	  http://127.*|http://localhost*) \
@@ -80,6 +80,30 @@ test: vet up test-infra
 	esac; \
 	echo "==> go test ./... against $$endpoint"; \
 	$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...
+
+# The standalone example (examples/storefront, a module of its own that depends on oncehook as
+# a team would): vet, its planner tests, and, on a local endpoint, its stack built by the
+# construct from its own packages, deployed to the emulator and driven end to end.
+STOREFRONT := examples/storefront
+test-example:
+	@echo "==> $(STOREFRONT): go vet, planner tests"
+	@cd $(STOREFRONT) && go vet ./... && go test $(GO_TEST_FLAGS) ./planners/...
+	@endpoint=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)}; \
+	case "$$endpoint" in \
+	  http://127.*|http://localhost*) ;; \
+	  *) echo "==> $$endpoint is not local: the storefront's end-to-end test skips"; exit 0;; \
+	esac; \
+	echo "==> $(STOREFRONT): deploying its stack to $$endpoint (log in .cache/storefront-deploy.log)"; \
+	$(AWS_ENV) AWS_ENDPOINT_URL_S3=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} AWS_DEFAULT_REGION=$${AWS_REGION:-us-east-1} \
+	  bash -c 'cd $(STOREFRONT) && ../../localstack/cdk local bootstrap aws://000000000000/$${AWS_REGION:-us-east-1} --app "go run ./infra" -c local=true \
+	    --output $(CACHE)/storefront.out && ../../localstack/cdk local deploy --app "go run ./infra" -c local=true --require-approval never \
+	    --outputs-file $(CACHE)/storefront-outputs.json --output $(CACHE)/storefront.out' > $(CACHE)/storefront-deploy.log 2>&1 \
+	  || { tail -n 40 $(CACHE)/storefront-deploy.log; exit 1; }; \
+	api=$$(python3 -c 'import json;print(json.load(open("$(CACHE)/storefront-outputs.json"))["Storefront"]["ApiId"])'); \
+	url="$$endpoint/_aws/execute-api/$$api/hooks/{source}"; \
+	table=$$(python3 -c 'import json;print(json.load(open("$(CACHE)/storefront-outputs.json"))["Storefront"]["TableName"])'); \
+	echo "==> $(STOREFRONT): end to end against $$url"; \
+	cd $(STOREFRONT) && $(AWS_ENV) STOREFRONT_E2E=required STOREFRONT_URL="$$url" STOREFRONT_TABLE="$$table" go test $(GO_TEST_FLAGS) ./e2e/...
 
 # The CDK app is its own module (infra/go.mod), so the functions never link the CDK. Its tests
 # synthesize the stack (the CDK runs on Node through jsii) and assert the template and cdk-nag.

@@ -1,0 +1,39 @@
+// Command infra is the storefront's CDK app: its own stack, with one oncehook construct built
+// from the storefront's own functions. `-c local=true` deploys it to an emulator.
+package main
+
+import (
+	"os"
+	"runtime"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	oncehook "github.com/oncehook/oncehook/infra"
+)
+
+func main() {
+	defer jsii.Close()
+	app := awscdk.NewApp(nil)
+	local := app.Node().TryGetContext(jsii.String("local")) == "true"
+	sourcesFile, crm := "sources.json", "https://crm.example.com/customers"
+	if local {
+		sourcesFile, crm = "sources.local.json", "http://127.0.0.1:8033/customers"
+	}
+	stack := awscdk.NewStack(app, jsii.String("Storefront"), nil)
+	webhooks := oncehook.New(stack, "Webhooks", &oncehook.Props{
+		SourcesFile: sourcesFile,
+		Receiver:    oncehook.Code{GoPackage: "./cmd/receiver"},
+		Outbox:      oncehook.Code{GoPackage: "./cmd/outbox"},
+		Sweeper:     oncehook.Code{GoPackage: "./cmd/sweeper"},
+		Targets:     []string{"crm"}, // served by executors.CRM
+		Environment: map[string]string{"CRM_URL": crm},
+		Local:       local,
+		X86:         local && runtime.GOARCH == "amd64",
+	})
+	awscdk.NewCfnOutput(stack, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{Value: webhooks.WebhookUrl})
+	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: webhooks.Table.TableName()})
+	awscdk.NewCfnOutput(stack, jsii.String("ApiId"), &awscdk.CfnOutputProps{Value: webhooks.Api.ApiId()})
+	app.Synth(nil)
+	os.Exit(0)
+}
