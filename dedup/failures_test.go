@@ -166,6 +166,22 @@ func TestAFailedBusinessConditionAbsorbsTheEvent(t *testing.T) {
 	}
 }
 
+func TestAnIfAbsentEffectOnAnExistingItemIsAbsorbed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	item := func() dedup.Effect {
+		return dedup.PutEffect(map[string]types.AttributeValue{"pk": s("ORDER#ord_ifabsent"), "sk": s("SHIPMENT")}).IfAbsent()
+	}
+	if res, err := e.store.Commit(context.Background(), orderEvent(701), dedup.Plan{Effects: []dedup.Effect{item()}}); err != nil || res.Outcome != dedup.OutcomeAccepted {
+		t.Fatal(res, err)
+	}
+	// Another event id for the same order: the claim is free, the shipment exists.
+	res, err := e.store.Commit(context.Background(), orderEvent(702), dedup.Plan{Effects: []dedup.Effect{item()}})
+	if err != nil || res.Outcome != dedup.OutcomeAbsorbed || len(res.Absorbed) != 1 {
+		t.Fatalf("%+v, %v: want absorbed by the IfAbsent condition", res, err)
+	}
+}
+
 func TestAnEffectTheEngineRefusesLeavesNoClaimBehind(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)

@@ -30,9 +30,9 @@ type request struct {
 	guard   *types.Put                // the body guard, for Event.GuardBody: always a transaction
 }
 
-// bodyCondition admits a body guard when no unexpired one holds the body, or when the one that
-// does is this very event's (a redelivery: the claim's own condition then answers duplicate).
-const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now OR event_id = :id"
+// bodyCondition admits a body guard when no unexpired one holds the body. (A redelivery of the
+// same event finds its claim taken first: index 0 answers duplicate whatever the guard says.)
+const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now"
 
 // bodyGuard is the item that claims the body for ev: its key, the event id holding it, the
 // claim's expiry (TTL) and the claim it belongs to.
@@ -47,7 +47,7 @@ func bodyGuard(table *string, ev *Event, claimPK, payloadSHA256, expiresAt strin
 			AttrClaimedBy: str(claimPK),
 		},
 		ConditionExpression:                 aws.String(bodyCondition),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now), ":id": str(ev.ID)},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }

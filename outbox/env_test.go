@@ -1,10 +1,8 @@
 package outbox_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -261,14 +259,21 @@ func vals(kv ...any) map[string]types.AttributeValue {
 	return m
 }
 
-// bodyHas reports whether a request's body contains s, leaving it readable.
-func bodyHas(r *http.Request, s string) bool {
-	if r.Body == nil {
-		return false
+// readmittable is a store over the env's table whose claims expire after an hour (so a test can
+// re-admit an event by moving the clock), and a commit of event id with one email intent.
+func (e *env) readmittable(id string) (commit func()) {
+	e.t.Helper()
+	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: e.now,
+		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour, Keep: time.Hour}}})
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	b, _ := io.ReadAll(r.Body)
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	return bytes.Contains(b, []byte(s))
+	return func() {
+		e.t.Helper()
+		_, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: id, Type: "t", Payload: []byte(`{}`)},
+			dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
 }

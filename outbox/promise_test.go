@@ -355,7 +355,7 @@ type delayLeases struct {
 }
 
 func (d delayLeases) RoundTrip(r *http.Request) (*http.Response, error) {
-	if awstest.Operation(r) == "UpdateItem" && bodyHas(r, "lease_until = :until") {
+	if awstest.Operation(r) == "UpdateItem" && awstest.BodyContains(r, "lease_until = :until") {
 		time.Sleep(d.delay)
 	}
 	return d.next.RoundTrip(r)
@@ -421,17 +421,7 @@ func (b *blocking) await(t *testing.T, done <-chan outbox.Summary) {
 func TestAnOlderIncarnationsWorkerCannotFinishTheNewOne(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: e.now,
-		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour, Keep: time.Hour}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit := func() {
-		if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_incarnation", Type: "t", Payload: []byte(`{}`)},
-			dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commit := e.readmittable("evt_incarnation")
 	commit()
 	first := e.claim("evt_incarnation")
 	old := newBlocking()
@@ -549,5 +539,137 @@ func TestAnEventWithMaxIntentsLongNamesFinishesAndLeavesTheIndex(t *testing.T) {
 	c := e.claim("evt_many")
 	if e.statuses()[dedup.IntentDone] != dedup.MaxIntents || c.PendingShard != "" {
 		t.Fatalf("statuses %v, shard %q: want all %d done and the claim out of the index", e.statuses(), c.PendingShard, dedup.MaxIntents)
+	}
+}
+
+func TestALostRetryAnswerIsTheWorkersOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_lost_retry")
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusServiceUnavailable, 0 }
+	// The retry lands; its answer is lost; the SDK sends it again and meets its own write.
+	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 1, Match: "next_attempt_at = :next"}
+	var m countingMetrics
+	w := e.worker(func(c *outbox.Config) { c.Metrics = &m }, awstest.WithTransport(lose))
+	if resp, _ := w.HandleStream(context.Background(), batch(e.records())); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	if lose.Lost() != 1 {
+		t.Fatal("no retry answer was lost")
+	}
+	if in := e.claim("evt_lost_retry").Intents["email.send"]; in.Status != dedup.IntentPending || in.Attempts != 1 {
+		t.Fatalf("%+v: want pending after one attempt", in)
+	}
+	if m.outcomes[outbox.OutcomeRetry] != 1 || m.outcomes[outbox.OutcomeLeaseLost] != 0 {
+		t.Fatalf("outcomes %v: the worker must recognise its own retry", m.outcomes)
+	}
+}
+
+// A sweeper that read a claim with nothing open (one intent parked, one done), while an
+// operator re-drives the parked one, must not move the claim under its parked shard: the
+// re-driven intent would be hidden from every later sweep.
+func TestASettleNeverHidesAReDrivenIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_settle_race",
+		dedup.Intent{Name: "a", Target: "email", Payload: []byte(`{}`)},
+		dedup.Intent{Name: "b", Target: "email", Payload: []byte(`{}`)})
+	for name, status := range map[string]string{"a": dedup.IntentParked, "b": dedup.IntentDone} {
+		_, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName: &e.table, Key: key(dedup.ClaimKey("shop", "evt_settle_race")),
+			UpdateExpression:          strp("SET intents.#n.#st = :s, intents.#n.attempts = :one"),
+			ExpressionAttributeNames:  map[string]string{"#n": name, "#st": "status"},
+			ExpressionAttributeValues: vals(":s", status, ":one", 1),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := e.claim("evt_settle_race") // what the sweeper read
+	if err := outbox.Redrive(context.Background(), e.client, e.table, seen, "a", e.now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.worker(nil).Process(context.Background(), seen); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.claim("evt_settle_race"); c.PendingShard != dedup.PendingShard(c.PK) || c.Intents["a"].Status != dedup.IntentPending {
+		t.Fatalf("claim under %q with a %+v: the re-driven intent must stay among the due work", c.PendingShard, c.Intents["a"])
+	}
+}
+
+// Lambda replays a batch (a failed sibling record, a bisected batch): the INSERT record shows
+// the intent pending and due, while the table says its retry is an hour away.
+func TestAReplayedRecordDoesNotRunARetryBeforeItsBackoff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_replayed")
+	insert := e.records()
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusServiceUnavailable, 0 }
+	w := e.worker(func(c *outbox.Config) { c.Backoff = func(int) time.Duration { return time.Hour } })
+	w.HandleStream(context.Background(), batch(insert))
+	e.down.fail = nil
+	if resp, _ := w.HandleStream(context.Background(), batch(insert)); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	if calls, _, _ := e.down.snapshot(); calls["shop:evt_replayed:email.send"] != 1 {
+		t.Fatalf("%d calls: the replayed record ran the retry an hour early", calls["shop:evt_replayed:email.send"])
+	}
+}
+
+// The record of a claim's earlier incarnation (expired, then re-admitted) is replayed: it must
+// not lease the new incarnation's intents; the new incarnation's own record runs them.
+func TestAStaleRecordOfAnEarlierIncarnationRunsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	commit := e.readmittable("evt_stale")
+	commit()
+	old := e.records()
+	w := e.worker(nil)
+	w.HandleStream(context.Background(), batch(old))
+	e.advance(2 * time.Hour)
+	commit() // re-admitted: a new commit token, its intent pending again
+	if resp, _ := w.HandleStream(context.Background(), batch(old)); len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp.BatchItemFailures)
+	}
+	if in := e.claim("evt_stale").Intents["email.send"]; in.Status != dedup.IntentPending || in.Attempts != 0 {
+		t.Fatalf("%+v: the earlier incarnation's record leased the new one's intent", in)
+	}
+}
+
+// The last open intent finishes while an operator re-drives its parked sibling: the finish
+// must not take the claim out of the due index on the strength of what its lease saw.
+func TestAFinishNeverHidesAnIntentReDrivenDuringTheCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_finish_race",
+		dedup.Intent{Name: "a", Target: "slow", Payload: []byte(`{}`)},
+		dedup.Intent{Name: "b", Target: "email", Payload: []byte(`{}`)})
+	_, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &e.table, Key: key(dedup.ClaimKey("shop", "evt_finish_race")),
+		UpdateExpression:          strp("SET intents.#n.#st = :s, intents.#n.attempts = :one"),
+		ExpressionAttributeNames:  map[string]string{"#n": "b", "#st": "status"},
+		ExpressionAttributeValues: vals(":s", dedup.IntentParked, ":one", 1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := newBlocking()
+	w := e.worker(func(c *outbox.Config) { c.Executors["slow"] = slow })
+	done := make(chan outbox.Summary)
+	go func() {
+		sum, _ := w.Process(context.Background(), e.claim("evt_finish_race"))
+		done <- sum
+	}()
+	slow.await(t, done) // a is running; its lease saw b parked
+	if err := outbox.Redrive(context.Background(), e.client, e.table, e.claim("evt_finish_race"), "b", e.now()); err != nil {
+		t.Fatal(err)
+	}
+	slow.release(nil)
+	if sum := <-done; sum[outbox.OutcomeDone] != 1 {
+		t.Fatalf("%v", sum)
+	}
+	c := e.claim("evt_finish_race")
+	if c.Intents["a"].Status != dedup.IntentDone || c.Intents["b"].Status != dedup.IntentPending || c.PendingShard != dedup.PendingShard(c.PK) {
+		t.Fatalf("a %s, b %s, claim under %q: the re-driven intent must stay among the due work", c.Intents["a"].Status, c.Intents["b"].Status, c.PendingShard)
 	}
 }

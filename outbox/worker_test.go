@@ -335,18 +335,7 @@ func (m *countingMetrics) Sweep(r outbox.SweepReport) {
 func TestAClaimReadmittedAfterExpiryRunsItsIntentsFromTheModifyRecord(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: e.now,
-		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour, Keep: time.Hour}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit := func() {
-		_, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_again", Type: "t", Payload: []byte(`{}`)},
-			dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	commit := e.readmittable("evt_again")
 	w := e.worker(nil)
 	commit()
 	w.HandleStream(context.Background(), batch(e.records()))

@@ -38,7 +38,7 @@ func (l *LoseResponses) Lost() int {
 }
 
 func (l *LoseResponses) RoundTrip(r *http.Request) (*http.Response, error) {
-	matched := l.Match == "" || bodyContains(r, l.Match)
+	matched := l.Match == "" || BodyContains(r, l.Match)
 	resp, err := l.Next.RoundTrip(r)
 	if err != nil || Operation(r) != l.Operation || !matched {
 		return resp, err
@@ -130,12 +130,12 @@ func WithTransport(rt http.RoundTripper) func(*dynamodb.Options) {
 
 // matches reports whether r's body contains Match, leaving the body readable.
 func (f *InjectErrors) matches(r *http.Request) bool {
-	return f.Match == "" || bodyContains(r, f.Match)
+	return f.Match == "" || BodyContains(r, f.Match)
 }
 
-// bodyContains reports whether r's body contains s, leaving the body readable (and
+// BodyContains reports whether r's body contains s, leaving the body readable (and
 // re-readable, for the SDK's own retries).
-func bodyContains(r *http.Request, s string) bool {
+func BodyContains(r *http.Request, s string) bool {
 	if r.Body == nil {
 		return false
 	}

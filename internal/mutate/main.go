@@ -1,0 +1,143 @@
+// Command mutate checks that every fence and condition expression in dedup/ and outbox/ is
+// guarded by a test that fails without it. For each mutation below it edits one file (removes
+// or weakens the condition), runs the tests named for it, records whether they failed, and puts
+// the file back. It prints the table docs/design.md keeps.
+//
+//	go run ./internal/mutate          (the emulator up: make up; AWS_ENDPOINT_URL set as make test sets it)
+//
+// A mutation that no test kills exits 1.
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"time"
+)
+
+type mutation struct {
+	guard    string // what the condition is for
+	file     string
+	from, to string // the edit: from must occur exactly once
+	pkg, run string // the tests that must fail
+}
+
+var mutations = []mutation{
+	{"claim: a live claim refuses a second claim", "dedup/request.go",
+		`const claimCondition = "attribute_not_exists(pk) OR expires_at < :now"`, `const claimCondition = "attribute_not_exists(pk) OR expires_at < :now OR :now = :now"`,
+		"./dedup", "TestCommitAcceptsTheFirstDeliveryAndRefusesTheRetry|TestConcurrentDoubles"},
+	{"claim: an expired claim is admitted again", "dedup/request.go",
+		`const claimCondition = "attribute_not_exists(pk) OR expires_at < :now"`, `const claimCondition = "attribute_not_exists(pk)"`,
+		"./dedup", "TestExpiredClaimsAreReadmittedAndLiveOnesAreNot"},
+	{"body guard: a body claimed under another id refuses the claim", "dedup/request.go",
+		`const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now"`, `const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now OR :now = :now"`,
+		"./dedup", "TestASignedBodyUnderAForgedIDRunsNothing"},
+	{"body guard: it expires with its claim", "dedup/request.go",
+		`const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now"`, `const bodyCondition = "attribute_not_exists(pk) OR :now = :now AND :now < :now"`,
+		"./dedup", "TestABodyGuardExpiresWithItsClaim"},
+	{"effect IfAbsent: the business backstop", "dedup/request.go",
+		`var absentCondition = aws.String("attribute_not_exists(pk)")`, `var absentCondition = aws.String("attribute_not_exists(pk) OR attribute_exists(pk)")`,
+		"./dedup", "TestAnIfAbsentEffectOnAnExistingItemIsAbsorbed"},
+	{"backfill: an existing claim is left alone", "dedup/store.go",
+		`		ConditionExpression:                 claimConditionPtr,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now.Unix())},`, `		ExpressionAttributeValues:           nil,`,
+		"./dedup", "TestBackfilledEventsAreDuplicatesUntilTheirRetentionEnds"},
+	{"lease: only the claim incarnation the record came from", "outbox/worker.go",
+		`ConditionExpression: aws.String("commit_token = :commit AND (" +`, `ConditionExpression: aws.String(":commit = :commit AND (" +`,
+		"./outbox", "TestAStaleRecordOfAnEarlierIncarnationRunsNothing"},
+	{"lease: a pending intent not before its backoff", "outbox/worker.go",
+		`(attribute_not_exists(intents.#n.next_attempt_at) OR intents.#n.next_attempt_at <= :now)`, `(attribute_not_exists(intents.#n.next_attempt_at) OR :now = :now)`,
+		"./outbox", "TestAReplayedRecordDoesNotRunARetryBeforeItsBackoff"},
+	{"lease: a running intent only once its lease expired", "outbox/worker.go",
+		`(intents.#n.#st = :running AND intents.#n.lease_until < :now)`, `(intents.#n.#st = :running)`,
+		"./outbox", "TestACrashAfterTheDownstreamCallIsAbsorbedByTheIdempotencyKey|TestTwoWorkersRacing"},
+	{"fence: the attempt leased", "outbox/worker.go",
+		`intents.#n.#st = :running AND intents.#n.attempts = :attempt"`, `intents.#n.#st = :running AND :attempt = :attempt"`,
+		"./outbox", "TestAWorkerWhoseLeaseExpiredMidCallChangesNothing"},
+	{"fence: the claim incarnation leased", "outbox/worker.go",
+		`const fence = "commit_token = :commit AND`, `const fence = ":commit = :commit AND`,
+		"./outbox", "TestAnOlderIncarnationsWorkerCannotFinishTheNewOne"},
+	{"finish: the worker recognises its own finish after a lost answer", "outbox/worker.go",
+		`case h.Status == status && h.Attempts == l.attempt && h.LeaseOwner == l.owner && held.CommitToken == l.claim.CommitToken:`, `case false:`,
+		"./outbox", "TestALostFinishAnswerStillTakesTheClaimOutOfTheIndex"},
+	{"retry: the worker recognises its own retry after a lost answer", "outbox/worker.go",
+		`if h.Status == dedup.IntentPending && h.Attempts == l.attempt && h.LeaseOwner == l.owner && h.NextAttemptAt == next.UnixMilli() {`, `if false && h.Status == "" {`,
+		"./outbox", "TestALostRetryAnswerIsTheWorkersOwn"},
+	{"finish: the last intent takes the claim out of the due index", "outbox/worker.go",
+		`	if others, shard, leaves := indexAfter(l.claim, l.name, status); leaves {`, `	if others, shard, leaves := indexAfter(l.claim, l.name, status); leaves && false {`,
+		"./outbox", "TestStreamRecordsAndClaimWritesPerEvent"},
+	{"finish: the claim leaves the due index only if the other intents are still as seen", "outbox/worker.go",
+		`			cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)`, `			_ = ph`,
+		"./outbox", "TestAFinishNeverHidesAnIntentReDrivenDuringTheCall"},
+	{"settle: a claim with nothing open leaves the due index", "outbox/worker.go",
+		`	if c == nil || c.Open() || c.PendingShard == "" {`, `	if true {`,
+		"./outbox", "TestAFinishedClaimLeftInTheIndexLeavesItWhoeverNoticesIt"},
+	{"settle: only as long as every intent is as seen", "outbox/worker.go",
+		`		cond += " AND intents." + ph + ".#st = " + statusValue(c.Intents[n].Status, values)`, `		_ = ph`,
+		"./outbox", "TestASettleNeverHidesAReDrivenIntent"},
+	{"redrive: only a parked intent", "outbox/worker.go",
+		`ConditionExpression:      aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),`, `ConditionExpression:      aws.String("intents.#n.attempts = :attempts AND :parked = :parked"),`,
+		"./outbox", "TestAnOperatorRedriveGivesAParkedIntentAFreshBudget"},
+	{"sweeper lock: one run at a time", "outbox/sweeper.go",
+		`ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR lock_until < :now OR lock_owner = :owner"),`, `ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR :now = :now OR lock_owner = :owner"),`,
+		"./outbox", "TestTwoSweepsNeverRunAtOnce"},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if os.Getenv("AWS_ENDPOINT_URL") == "" {
+		fmt.Fprintln(os.Stderr, "mutate: AWS_ENDPOINT_URL is not set: start the emulator (make up) and export it as make test does")
+		os.Exit(2)
+	}
+	fmt.Println("| condition | file | killed by |")
+	fmt.Println("|---|---|---|")
+	survived := 0
+	for _, m := range mutations {
+		killed, err := try(ctx, m)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mutate:", err)
+			os.Exit(2)
+		}
+		verdict := "`" + strings.ReplaceAll(m.run, "|", "`, `") + "`"
+		if !killed {
+			verdict = "**SURVIVED**: no test fails without it"
+			survived++
+		}
+		fmt.Printf("| %s | `%s` | %s |\n", m.guard, m.file, verdict)
+	}
+	if survived > 0 {
+		os.Exit(1)
+	}
+}
+
+// try applies m, runs its tests and restores the file, whatever happens.
+func try(ctx context.Context, m mutation) (killed bool, err error) {
+	orig, err := os.ReadFile(m.file)
+	if err != nil {
+		return false, err
+	}
+	if n := bytes.Count(orig, []byte(m.from)); n != 1 {
+		return false, fmt.Errorf("%s: the mutation's text occurs %d times (want once): %q", m.file, n, m.from)
+	}
+	if err := os.WriteFile(m.file, bytes.Replace(orig, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
+		return false, err
+	}
+	defer os.WriteFile(m.file, orig, 0o644)
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(tctx, "go", "test", "-count=1", "-run", m.run, m.pkg)
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err == nil:
+		return false, nil
+	case strings.Contains(string(out), "--- FAIL"):
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s: the mutated code did not build or its tests did not run:\n%s", m.guard, out)
+	}
+}
