@@ -36,6 +36,13 @@ const (
 	Milliseconds Unit = "Milliseconds"
 )
 
+// Metric names one metric a program emits under one of its dimension sets: what a dashboard
+// or an alarm must name to find it.
+type Metric struct {
+	Name       string
+	Dimensions []string // in order; nil for none
+}
+
 // Document is one EMF log line under construction. It is not safe for concurrent use.
 //
 // It keeps its few properties, directives and metrics in slices over arrays of its own, so a

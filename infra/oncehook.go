@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -89,10 +90,21 @@ type Props struct {
 	// never sets: the receiver would fail at start), and targets on loopback or private
 	// addresses. Without them such a sources file fails the synth, naming the source or target.
 	AllowEnvSecrets, AllowPrivateTargets bool
+	// AlarmTopic receives every alarm's ALARM and OK; default a new topic (Oncehook.AlarmTopic),
+	// to subscribe whoever is on call.
+	AlarmTopic awssns.ITopic
+	// MetricsNamespace is the CloudWatch namespace the functions write their metrics in and the
+	// alarms read: one per deployment, so that staging and production in one account do not feed
+	// each other's alarms. Default DefaultNamespace.
+	MetricsNamespace string
 	// ReceiverReservedConcurrency caps the receiver's concurrent executions (0: no cap), so a
 	// flood cannot take the account's concurrency from the outbox and the sweeper. (A new
 	// account's unreserved minimum of 100 leaves little to reserve.)
 	ReceiverReservedConcurrency float64
+	// UnreservedSweeper leaves the sweeper without its reserved concurrency of 1, for an account
+	// whose concurrency quota has nothing to reserve (a new account's 10). Its lock item still
+	// keeps two runs from overlapping; the reservation keeps a second one from even starting.
+	UnreservedSweeper bool
 }
 
 // Oncehook is a deployed oncehook: its resources are fields, to grant and extend with ordinary
@@ -109,6 +121,8 @@ type Oncehook struct {
 	RetryQueue, FailureQueue awssqs.Queue
 	Alarms                   []awscloudwatch.Alarm
 	Dashboard                awscloudwatch.Dashboard
+	// AlarmTopic is where the alarms send their ALARM and OK (Props.AlarmTopic, or a new one).
+	AlarmTopic awssns.ITopic
 	// Sources is the sources file as validated at synth.
 	Sources *sources.File
 }
@@ -156,6 +170,12 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 	if cfg.GoModuleDir == "" {
 		cfg.GoModuleDir = "."
+	}
+	if cfg.MetricsNamespace == "" {
+		cfg.MetricsNamespace = DefaultNamespace
+	}
+	if !validNamespace(cfg.MetricsNamespace) {
+		return nil, fmt.Errorf("Props.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.MetricsNamespace)
 	}
 	if !cfg.Local {
 		if err := deployable(file, cfg); err != nil {
@@ -243,7 +263,8 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	})
 	o.RetryQueue, o.FailureQueue = retries, dlq
 
-	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards)}
+	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards),
+		"METRICS_NAMESPACE": cfg.MetricsNamespace}
 	if len(cfg.Targets) > 0 {
 		env["ONCEHOOK_TARGETS"] = strings.Join(cfg.Targets, ",")
 	}
@@ -254,11 +275,14 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	for k, v := range env {
 		outboxEnv[k] = v
 	}
-	receiver := function(c, "Receiver", cfg, code["receiver"], env, 10)
+	receiver := function(c, "Receiver", cfg, code["receiver"], env, receiverTimeout(file).Seconds())
 	worker := function(c, "Outbox", cfg, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
 	sweeper := function(c, "Sweeper", cfg, code["sweeper"], outboxEnv, 300)
 	if cfg.ReceiverReservedConcurrency > 0 {
 		receiver.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(cfg.ReceiverReservedConcurrency))
+	}
+	if !cfg.UnreservedSweeper {
+		sweeper.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
 	}
 	o.Receiver, o.Outbox, o.Sweeper = receiver, worker, sweeper
 	retries.GrantSendMessages(worker)
@@ -332,7 +356,16 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		})},
 	})
 
-	o.Alarms, o.Dashboard = alarms(c, cfg, file, receiver, worker, sweeper, dlq)
+	topic := cfg.AlarmTopic
+	if topic == nil {
+		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key, and an
+		// alarm notification carries names and states, no secrets (suppress.go).
+		t := awssns.NewTopic(c, jsii.String("Alarms"), &awssns.TopicProps{DisplayName: jsii.String("oncehook alarms"), EnforceSSL: jsii.Bool(true)})
+		suppressTopic(t)
+		topic = t
+	}
+	o.AlarmTopic = topic
+	o.Alarms, o.Dashboard = alarms(c, cfg, file, cfg.MetricsNamespace, topic, table, api, receiver, worker, sweeper, dlq)
 	suppress(api, cfg.HttpApi == nil, dlq, worker, receiver, worker, sweeper)
 	return o, nil
 }
@@ -368,8 +401,33 @@ func private(host string) bool {
 	return ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified())
 }
 
+// receiverTimeout is the tightest provider's delivery timeout: past it the answer is worth
+// nothing (the provider has counted the delivery failed), and the handler itself answers 503
+// a second before it.
+func receiverTimeout(f *sources.File) time.Duration {
+	t := time.Duration(0)
+	for _, name := range f.Names() {
+		if d := time.Duration(f.Sources[name].DeliveryTimeout); t == 0 || d < t {
+			t = d
+		}
+	}
+	return t
+}
+
+func validNamespace(ns string) bool {
+	if ns == "" || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
+		return false
+	}
+	for _, r := range ns {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)) {
+			return false
+		}
+	}
+	return true
+}
+
 // reservedEnv are the variables the construct sets itself.
-var reservedEnv = map[string]bool{"TABLE_NAME": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
+var reservedEnv = map[string]bool{"TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
 	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true}
 
 func compactJSON(b []byte) []byte {

@@ -1,10 +1,12 @@
 package infra
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +16,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/receiver"
 )
 
 // One synth serves every test: starting the jsii runtime and synthesizing take seconds.
@@ -171,72 +176,355 @@ func TestRetriesAreWokenByADelayQueueTheOutboxConsumes(t *testing.T) {
 	})
 }
 
-func TestTheSweeperRunsOnASchedule(t *testing.T) {
+// TestTheSweeperRunsOnAScheduleOneAtATime: every 2 minutes, a run that could not start is not
+// retried late, and a second concurrent run cannot even start (reserved concurrency 1).
+func TestTheSweeperRunsOnAScheduleOneAtATime(t *testing.T) {
 	must(t, func() {
-		synth.tpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), props(map[string]any{"ScheduleExpression": "rate(2 minutes)"}))
+		synth.tpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), props(map[string]any{
+			"ScheduleExpression": "rate(2 minutes)",
+			"Targets": []any{assertions.Match_ObjectLike(props(map[string]any{
+				"Arn":         map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^OncehookSweeper[0-9A-F]{8}$")), "Arn"}},
+				"RetryPolicy": map[string]any{"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
+			}))},
+		}))
 	})
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), props(map[string]any{
+			"Description": "oncehook sweeper", "ReservedConcurrentExecutions": 1,
+		}))
+	})
+	p := prebuilt("arm64")
+	p.UnreservedSweeper = true
+	tpl, err := synthesize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, res := range *tpl.FindResources(jsii.String("AWS::Lambda::Function"), nil) {
+		if c := (*res)["Properties"].(map[string]any)["ReservedConcurrentExecutions"]; c != nil {
+			t.Errorf("UnreservedSweeper: %s still reserves %v", id, c)
+		}
+	}
 }
 
-// TestEachRoleHasExactlyTheActionsItsCodeIssues reads every inline policy and checks the
-// DynamoDB, Secrets Manager and SSM actions per function.
-func TestEachRoleHasExactlyTheActionsItsCodeIssues(t *testing.T) {
-	policies := synth.tpl.FindResources(jsii.String("AWS::IAM::Policy"), nil)
+// TestEachRoleHasExactlyTheActionsItsCodeIssuesOnExactlyItsResources reads every inline
+// policy as (action, resource) pairs, the resources rendered from the template's references,
+// and compares each function's with what its code calls: an action or a resource more (or a
+// wildcard) fails it.
+func TestEachRoleHasExactlyTheActionsItsCodeIssuesOnExactlyItsResources(t *testing.T) {
 	got := map[string][]string{}
-	for _, res := range *policies {
+	for _, res := range *synth.tpl.FindResources(jsii.String("AWS::IAM::Policy"), nil) {
 		p := (*res)["Properties"].(map[string]any)
-		roles := p["Roles"].([]any)
-		role := roles[0].(map[string]any)["Ref"].(string)
-		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
-			switch a := st.(map[string]any)["Action"].(type) {
-			case string:
-				got[role] = append(got[role], a)
-			case []any:
-				for _, x := range a {
-					got[role] = append(got[role], x.(string))
+		role := render(p["Roles"].([]any)[0])
+		for _, st := range asSlice(p["PolicyDocument"].(map[string]any)["Statement"]) {
+			st := st.(map[string]any)
+			if st["Effect"] != "Allow" {
+				t.Errorf("%s: a %v statement", role, st["Effect"])
+			}
+			for _, a := range listOf(st["Action"]) {
+				for _, r := range listOf(st["Resource"]) {
+					got[role] = append(got[role], render(a)+" "+render(r))
 				}
 			}
 		}
 	}
-	want := map[string]string{
-		"Receiver": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue ssm:GetParameter",
-		"Outbox": "dynamodb:DescribeStream dynamodb:GetItem dynamodb:GetRecords dynamodb:GetShardIterator dynamodb:ListStreams dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
-			"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueAttributes sqs:GetQueueAttributes sqs:GetQueueUrl sqs:GetQueueUrl sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage sqs:SendMessage",
-		"Sweeper": "dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:GetQueueAttributes sqs:GetQueueUrl sqs:SendMessage",
+	const (
+		table = "OncehookTable.Arn"
+		logs  = "OncehookReceiverLogs.Arn:*"
+		sm    = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:oncehook/"
+	)
+	stream := "OncehookTable.StreamArn"
+	queue := "OncehookOutboxRetries.Arn"
+	want := map[string][]string{
+		"OncehookReceiverRole": {
+			"dynamodb:GetItem " + table, "dynamodb:PutItem " + table, "dynamodb:UpdateItem " + table,
+			"logs:CreateLogStream " + logs, "logs:PutLogEvents " + logs,
+			"secretsmanager:GetSecretValue " + sm + "shop-??????", "secretsmanager:GetSecretValue " + sm + "stripe-??????",
+			"ssm:GetParameter arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/oncehook/github",
+		},
+		"OncehookOutboxRole": {
+			"dynamodb:DescribeStream " + stream, "dynamodb:GetItem " + table, "dynamodb:GetRecords " + stream, "dynamodb:GetShardIterator " + stream,
+			"dynamodb:ListStreams *", "dynamodb:UpdateItem " + table,
+			"logs:CreateLogStream OncehookOutboxLogs.Arn:*", "logs:PutLogEvents OncehookOutboxLogs.Arn:*",
+			// The SQS event source's grants (consume) and the scheduler's (send).
+			"sqs:ChangeMessageVisibility " + queue, "sqs:DeleteMessage " + queue,
+			"sqs:GetQueueAttributes " + queue, "sqs:GetQueueAttributes " + queue, "sqs:GetQueueUrl " + queue, "sqs:GetQueueUrl " + queue,
+			"sqs:ReceiveMessage " + queue, "sqs:SendMessage " + queue,
+			// The stream mapping's on-failure destination.
+			"sqs:GetQueueAttributes OncehookOutboxFailures.Arn", "sqs:GetQueueUrl OncehookOutboxFailures.Arn", "sqs:SendMessage OncehookOutboxFailures.Arn",
+		},
+		"OncehookSweeperRole": {
+			"dynamodb:GetItem " + table, "dynamodb:Query " + table + "/index/pending", "dynamodb:UpdateItem " + table,
+			"logs:CreateLogStream OncehookSweeperLogs.Arn:*", "logs:PutLogEvents OncehookSweeperLogs.Arn:*",
+			"sqs:GetQueueAttributes " + queue, "sqs:GetQueueUrl " + queue, "sqs:SendMessage " + queue,
+		},
 	}
-	for fn, actions := range want {
-		var role string
-		for r := range got {
-			if strings.HasPrefix(r, "Oncehook"+fn+"Role") {
-				role = r
-			}
-		}
+	for role, pairs := range want {
+		sort.Strings(pairs)
 		have := got[role]
 		sort.Strings(have)
-		if strings.Join(have, " ") != actions {
-			t.Errorf("%s's role allows\n  %s\nwant\n  %s", fn, strings.Join(have, " "), actions)
+		if strings.Join(have, "\n") != strings.Join(pairs, "\n") {
+			t.Errorf("%s allows\n  %s\nwant\n  %s", role, strings.Join(have, "\n  "), strings.Join(pairs, "\n  "))
+		}
+		delete(got, role)
+	}
+	for role := range got {
+		if !strings.HasPrefix(role, "CustomResource") && !strings.HasPrefix(role, "LogRetention") {
+			t.Errorf("a policy for %s, which the test does not know", role)
+		}
+	}
+	// No role carries a managed policy (AWSLambdaBasicExecutionRole would let a function write
+	// to every log group in the account).
+	for id, res := range *synth.tpl.FindResources(jsii.String("AWS::IAM::Role"), nil) {
+		if m := (*res)["Properties"].(map[string]any)["ManagedPolicyArns"]; m != nil {
+			t.Errorf("%s has managed policies %v", id, m)
 		}
 	}
 }
 
-func TestAlarmsCoverTheFailureSignals(t *testing.T) {
-	for _, metric := range []string{"ApproximateNumberOfMessagesVisible", "IteratorAge", "ParkedClaims", "Duplicate", "Errors"} {
-		must(t, func() {
-			synth.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), props(map[string]any{"MetricName": metric}))
-		})
+// render writes a template value as text: a reference as its logical id without the CDK's
+// hash suffix (OncehookTable.Arn), a join as its parts joined, a pseudo parameter as ${AWS::...}.
+func render(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if ref, ok := v["Ref"].(string); ok {
+			if strings.HasPrefix(ref, "AWS::") {
+				return "${" + ref + "}"
+			}
+			return unhash(ref)
+		}
+		if att, ok := v["Fn::GetAtt"].([]any); ok {
+			return unhash(att[0].(string)) + "." + att[1].(string)
+		}
+		if j, ok := v["Fn::Join"].([]any); ok {
+			var parts []string
+			for _, p := range asSlice(j[1]) {
+				parts = append(parts, render(p))
+			}
+			return strings.Join(parts, j[0].(string))
+		}
 	}
-	// One duplicate-spike alarm per source, a replay alarm for the source whose id is unsigned
-	// (github), three error alarms, and the three above.
+	return fmt.Sprint(v)
+}
+
+var hashSuffix = regexp.MustCompile(`[0-9A-F]{8}$`)
+
+func unhash(id string) string { return hashSuffix.ReplaceAllString(id, "") }
+
+func listOf(v any) []any {
+	if s, ok := v.([]any); ok {
+		return s
+	}
+	return []any{v}
+}
+
+// alarms returns every alarm of the template by logical id.
+func alarmsByID(t *testing.T) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, res := range *synth.tpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+		out[id] = (*res)["Properties"].(map[string]any)
+	}
+	return out
+}
+
+// alarmNamed finds an alarm by the construct id it was given (OncehookSweeperHeartbeat1234ABCD).
+func alarmNamed(t *testing.T, all map[string]map[string]any, name string) map[string]any {
+	t.Helper()
+	for id, p := range all {
+		if strings.HasPrefix(id, "Oncehook"+name) {
+			return p
+		}
+	}
+	t.Fatalf("no alarm %s", name)
+	return nil
+}
+
+func TestAlarmsCoverTheFailureSignals(t *testing.T) {
+	all := alarmsByID(t)
+	// Per source (shop, stripe, github): duplicate spike, signature rejections, failing
+	// receiver, unknown types; a replay alarm for github (its id is unsigned); and the rest.
+	for _, name := range []string{"OutboxDlqNotEmpty", "OutboxIteratorAge", "ParkedIntents", "SweeperHeartbeat", "Api5xx", "ReceiverLatency",
+		"ReceiverErrors", "OutboxErrors", "SweeperErrors", "ReceiverThrottles", "OutboxThrottles", "SweeperThrottles", "TableThrottled", "PendingIndexThrottled",
+		"DuplicateSpikeshop", "SignatureRejectedstripe", "ReceiverFailinggithub", "UnknownTypesshop", "ReplayRefusedgithub"} {
+		alarmNamed(t, all, name)
+	}
+	if len(all) != 14+4*3+1 {
+		t.Errorf("%d alarms, want %d", len(all), 14+4*3+1)
+	}
+	for id := range all {
+		if strings.HasPrefix(id, "OncehookReplayRefused") && !strings.HasPrefix(id, "OncehookReplayRefusedgithub") {
+			t.Errorf("%s: only a source with a body guard (github) has a replay alarm", id)
+		}
+	}
+	// The receiver's latency against the tightest provider timeout: GitHub's and Stripe's 10 s.
+	if got := alarmNamed(t, all, "ReceiverLatency")["Threshold"]; got != 8000.0 {
+		t.Errorf("receiver latency threshold %v, want 80%% of 10 s", got)
+	}
+}
+
+func TestEveryAlarmReachesTheTopicForAlarmAndOK(t *testing.T) {
+	for id, p := range alarmsByID(t) {
+		for _, key := range []string{"AlarmActions", "OKActions"} {
+			actions, _ := p[key].([]any)
+			if len(actions) != 1 || !strings.Contains(fmt.Sprint(actions[0]), "OncehookAlarms") {
+				t.Errorf("%s: %s %v, want the alarm topic", id, key, p[key])
+			}
+		}
+	}
 	must(t, func() {
-		synth.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3+1+3+3))
-	})
-	must(t, func() {
-		synth.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), props(map[string]any{
-			"MetricName": "ReplayRefused", "Dimensions": []any{map[string]any{"Name": "source", "Value": "github"}},
+		synth.tpl.HasResourceProperties(jsii.String("AWS::SNS::TopicPolicy"), props(map[string]any{
+			"PolicyDocument": assertions.Match_ObjectLike(props(map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(props(map[string]any{"Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}, "Effect": "Deny"})),
+			})})),
 		}))
 	})
-	must(t, func() {
-		synth.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
-	})
+}
+
+// TestMissingDataAndPeriodsAreChosenPerAlarm: a stopped sweeper must fire its heartbeat (and
+// not turn the parked alarm OK); a rate or a failure count judges several periods, not one.
+func TestMissingDataAndPeriodsAreChosenPerAlarm(t *testing.T) {
+	all := alarmsByID(t)
+	single := map[string]bool{"OutboxDlqNotEmpty": true, "ParkedIntents": true, "SweeperHeartbeat": true, "ReplayRefused": true, "UnknownTypes": true}
+	for id, p := range all {
+		name := strings.TrimPrefix(id, "Oncehook")
+		switch {
+		case strings.HasPrefix(name, "SweeperHeartbeat"):
+			if p["TreatMissingData"] != "breaching" || p["ComparisonOperator"] != "LessThanThreshold" {
+				t.Errorf("%s: %v %v: a sweeper that stops must keep its heartbeat alarm firing", id, p["TreatMissingData"], p["ComparisonOperator"])
+			}
+		case strings.HasPrefix(name, "ParkedIntents"):
+			if p["TreatMissingData"] != "ignore" {
+				t.Errorf("%s: missing data %v, want ignore (keep the state)", id, p["TreatMissingData"])
+			}
+		default:
+			if p["TreatMissingData"] != "notBreaching" {
+				t.Errorf("%s: missing data %v, want notBreaching", id, p["TreatMissingData"])
+			}
+		}
+		isSingle := false
+		for k := range single {
+			isSingle = isSingle || strings.HasPrefix(name, k)
+		}
+		if periods := p["EvaluationPeriods"].(float64); !isSingle && (periods < 3 || p["DatapointsToAlarm"].(float64) < 2) {
+			t.Errorf("%s: %v of %v periods: a rate or a count must be judged over several periods", id, p["DatapointsToAlarm"], periods)
+		}
+	}
+}
+
+// metricsOf lists the (namespace, name, dimension names) of every metric an alarm names, as
+// the template has it: one metric, or a math expression's metrics.
+func metricsOf(p map[string]any) [][3]string {
+	dims := func(ds any) string {
+		var names []string
+		for _, d := range asSlice(ds) {
+			names = append(names, d.(map[string]any)["Name"].(string))
+		}
+		sort.Strings(names)
+		return strings.Join(names, ",")
+	}
+	if name, ok := p["MetricName"].(string); ok {
+		return [][3]string{{fmt.Sprint(p["Namespace"]), name, dims(p["Dimensions"])}}
+	}
+	var out [][3]string
+	for _, m := range asSlice(p["Metrics"]) {
+		stat, ok := m.(map[string]any)["MetricStat"].(map[string]any)
+		if !ok {
+			continue
+		}
+		metric := stat["Metric"].(map[string]any)
+		out = append(out, [3]string{fmt.Sprint(metric["Namespace"]), metric["MetricName"].(string), dims(metric["Dimensions"])})
+	}
+	return out
+}
+
+func asSlice(v any) []any { s, _ := v.([]any); return s }
+
+// catalog is the receiver's and the outbox's EMF metrics, as their own tests hold the code to.
+func catalog() map[string]bool {
+	m := map[string]bool{}
+	for _, e := range append(receiver.EmittedMetrics(), outbox.EmittedMetrics()...) {
+		d := append([]string(nil), e.Dimensions...)
+		sort.Strings(d)
+		m[e.Name+"/"+strings.Join(d, ",")] = true
+	}
+	return m
+}
+
+// dashboardMetrics reads the dashboard body out of the template (the CloudFormation join of
+// its JSON with the tokens it refers to) and lists each widget metric's namespace, name and
+// dimension names.
+func dashboardMetrics(t *testing.T) [][3]string {
+	var out [][3]string
+	for _, res := range *synth.tpl.FindResources(jsii.String("AWS::CloudWatch::Dashboard"), nil) {
+		body := (*res)["Properties"].(map[string]any)["DashboardBody"]
+		var text strings.Builder
+		if j, ok := body.(map[string]any)["Fn::Join"].([]any); ok {
+			for _, part := range asSlice(j[1]) {
+				if s, ok := part.(string); ok {
+					text.WriteString(s)
+				} else {
+					text.WriteString("TOKEN")
+				}
+			}
+		} else {
+			text.WriteString(body.(string))
+		}
+		var d struct {
+			Widgets []struct {
+				Properties struct {
+					Metrics [][]any `json:"metrics"`
+				} `json:"properties"`
+			} `json:"widgets"`
+		}
+		if err := json.Unmarshal([]byte(text.String()), &d); err != nil {
+			t.Fatalf("dashboard body: %v\n%s", err, text.String())
+		}
+		for _, w := range d.Widgets {
+			for _, m := range w.Properties.Metrics {
+				// [namespace, name, dim1, value1, dim2, value2, ..., {options}]
+				var names []string
+				for i := 2; i+1 < len(m); i += 2 {
+					if n, ok := m[i].(string); ok {
+						names = append(names, n)
+					}
+				}
+				sort.Strings(names)
+				out = append(out, [3]string{fmt.Sprint(m[0]), fmt.Sprint(m[1]), strings.Join(names, ",")})
+			}
+		}
+	}
+	return out
+}
+
+// TestEveryChartedAndAlarmedMetricIsOneTheFunctionsWrite matches every widget and alarm metric
+// of the template in the functions' namespace against the EMF catalogs (receiver.EmittedMetrics,
+// outbox.EmittedMetrics), which the receiver's and the outbox's tests hold the code to: the
+// dashboard and the alarms cannot drift from what the code emits again.
+func TestEveryChartedAndAlarmedMetricIsOneTheFunctionsWrite(t *testing.T) {
+	emitted := catalog()
+	checked := 0
+	check := func(where string, m [3]string) {
+		if m[0] != DefaultNamespace {
+			return // AWS's own metrics (Lambda, API Gateway, DynamoDB, SQS)
+		}
+		checked++
+		if !emitted[m[1]+"/"+m[2]] {
+			t.Errorf("%s names %s with dimensions [%s], which no function writes", where, m[1], m[2])
+		}
+	}
+	for id, p := range alarmsByID(t) {
+		for _, m := range metricsOf(p) {
+			check("alarm "+id, m)
+		}
+	}
+	widgets := dashboardMetrics(t)
+	for _, m := range widgets {
+		check("the dashboard", m)
+	}
+	if checked < 60 || len(widgets) < 40 {
+		t.Fatalf("checked %d metrics (%d on the dashboard): the template was not read", checked, len(widgets))
+	}
 }
 
 // TestCdkNagFindsNoUnsuppressedErrors applies the AwsSolutions rules; every suppression in

@@ -188,3 +188,34 @@ func TestASynthForAWSRefusesWhatOnlyWorksLocally(t *testing.T) {
 		}
 	}
 }
+
+// TestALocalStackLeavesOutOnlyTheMetricMathAlarms: MiniStack's CloudFormation refuses an alarm
+// on metric math, so a Local stack has every other alarm and none of those.
+func TestALocalStackLeavesOutOnlyTheMetricMathAlarms(t *testing.T) {
+	p := prebuilt("arm64")
+	p.Local = true
+	tpl, err := synthesize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := map[string]bool{}
+	for id, res := range *tpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+		if (*res)["Properties"].(map[string]any)["Metrics"] != nil {
+			t.Errorf("%s: a metric-math alarm on a Local stack", id)
+		}
+		local[id] = true
+	}
+	math := 0
+	for id, p := range alarmsByID(t) {
+		if p["Metrics"] != nil {
+			math++
+			continue
+		}
+		if !local[id] {
+			t.Errorf("%s is missing from the Local stack", id)
+		}
+	}
+	if math == 0 || len(local) == 0 {
+		t.Fatalf("%d metric-math alarms, %d on the Local stack: the templates were not read", math, len(local))
+	}
+}

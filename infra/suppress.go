@@ -3,6 +3,7 @@ package infra
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -39,4 +40,13 @@ func suppress(api awsapigatewayv2.HttpApi, ownAPI bool, dlq awssqs.Queue, worker
 				map[string]interface{}{"regex": `/^Resource::<[A-Za-z]+Logs[0-9A-F]+\.Arn>:\*$/g`}),
 		}, jsii.Bool(true))
 	}
+}
+
+// suppressTopic excuses the new alarm topic's encryption: CloudWatch alarms cannot publish to a
+// topic encrypted with the AWS managed SNS key, and a notification holds an alarm's name and
+// state, no secrets. (Give Props.AlarmTopic a topic under a customer key of your own to have one.)
+func suppressTopic(t awssns.Topic) {
+	cdknag.NagSuppressions_AddResourceSuppressions(t, &[]*cdknag.NagPackSuppression{
+		{Id: jsii.String("AwsSolutions-SNS2"), Reason: jsii.String("CloudWatch alarms cannot publish to a topic under the AWS managed SNS key; notifications carry alarm names and states, no secrets. Pass Props.AlarmTopic with a customer-managed key to encrypt.")},
+	}, jsii.Bool(true))
 }

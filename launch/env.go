@@ -18,6 +18,7 @@
 //	                        and the receiver refuses a plan whose intent names a target that is
 //	                        neither these nor a target of the sources file
 //	LOG_LEVEL               debug, info (default), warn, error
+//	METRICS_NAMESPACE       the CloudWatch namespace of the EMF metrics (default oncehook)
 //	PENDING_SHARDS          the pending index's shard count (default 16)
 //	LEASE_SECONDS           outbox, sweeper: lease length (default 60; at least every target's
 //	                        timeout plus 5 s)
@@ -259,7 +260,7 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 		Scheduler:     sched,
 		PendingShards: env.PendingShards,
 		Logger:        env.Logger,
-		Metrics:       outbox.NewEMFMetrics(os.Stdout),
+		Metrics:       outbox.NewEMFMetrics(os.Stdout, os.Getenv("METRICS_NAMESPACE")),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w (LEASE_SECONDS=%d)", err, lease)
@@ -292,13 +293,14 @@ func NewReceiver(env *Env, register func(*receiver.Planners)) (*receiver.Handler
 		register(planners)
 	}
 	return receiver.New(receiver.Config{
-		Sources:  env.Sources,
-		Secrets:  env.Secrets,
-		Store:    env.Store,
-		Planners: planners,
-		Targets:  env.KnownTargets(),
-		Logger:   env.Logger,
-		Metrics:  os.Stdout,
+		Sources:   env.Sources,
+		Secrets:   env.Secrets,
+		Store:     env.Store,
+		Planners:  planners,
+		Targets:   env.KnownTargets(),
+		Logger:    env.Logger,
+		Metrics:   os.Stdout,
+		Namespace: os.Getenv("METRICS_NAMESPACE"),
 	})
 }
 

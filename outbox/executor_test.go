@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -126,5 +127,50 @@ func TestTheExecutorReportsItsLongestCall(t *testing.T) {
 	}
 	if d := (&outbox.HTTPExecutor{URL: "http://127.0.0.1:1", Timeout: 3 * time.Second}).MaxDuration(); d != 3*time.Second {
 		t.Fatalf("MaxDuration %s, want 3s", d)
+	}
+}
+
+// TestTheWorkerAndSweeperWriteExactlyTheirMetricCatalog holds EMFMetrics to
+// outbox.EmittedMetrics both ways: the stack's dashboard and alarms are built from that list.
+func TestTheWorkerAndSweeperWriteExactlyTheirMetricCatalog(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	m := outbox.NewEMFMetrics(&b, "")
+	for _, o := range []string{outbox.OutcomeDone, outbox.OutcomeRetry, outbox.OutcomeParked, outbox.OutcomeLeaseLost, outbox.OutcomeBusy, outbox.OutcomeDeferred, "unscheduled"} {
+		m.Intent("email", o, time.Millisecond)
+	}
+	m.Sweep(outbox.SweepReport{Summary: outbox.Summary{}})
+	m.Sweep(outbox.SweepReport{Skipped: true})
+	got := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		var doc struct {
+			AWS struct {
+				CloudWatchMetrics []struct {
+					Namespace  string
+					Dimensions [][]string
+					Metrics    []struct{ Name string }
+				}
+			} `json:"_aws"`
+		}
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range doc.AWS.CloudWatchMetrics {
+			if d.Namespace != outbox.Namespace {
+				t.Fatalf("namespace %q", d.Namespace)
+			}
+			for _, mt := range d.Metrics {
+				for _, dims := range d.Dimensions {
+					got[mt.Name+"/"+strings.Join(dims, ",")] = true
+				}
+			}
+		}
+	}
+	want := map[string]bool{}
+	for _, mt := range outbox.EmittedMetrics() {
+		want[mt.Name+"/"+strings.Join(mt.Dimensions, ",")] = true
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("written %v\ncatalog %v", got, want)
 	}
 }

@@ -8,17 +8,37 @@ import (
 	"github.com/oncehook/oncehook/emf"
 )
 
-// Namespace is the CloudWatch namespace of the worker's metrics (shared with the receiver).
+// Namespace is the CloudWatch namespace of the worker's metrics (shared with the receiver)
+// unless NewEMFMetrics is given another.
 const Namespace = "oncehook"
 
 // EMFMetrics writes one CloudWatch EMF document per intent turn and per sweep.
 type EMFMetrics struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu        sync.Mutex
+	w         io.Writer
+	namespace string
 }
 
-// NewEMFMetrics writes to w (stdout in Lambda).
-func NewEMFMetrics(w io.Writer) *EMFMetrics { return &EMFMetrics{w: w} }
+// NewEMFMetrics writes to w (stdout in Lambda), in namespace (Namespace when empty).
+func NewEMFMetrics(w io.Writer, namespace string) *EMFMetrics {
+	if namespace == "" {
+		namespace = Namespace
+	}
+	return &EMFMetrics{w: w, namespace: namespace}
+}
+
+// EmittedMetrics is every metric the worker and the sweeper write, under each dimension set
+// they write it with. A test holds EMFMetrics to it; the stack names only these.
+func EmittedMetrics() []emf.Metric {
+	var out []emf.Metric
+	for _, n := range []string{"IntentsDone", "IntentsRetried", "IntentsParked", "LeaseLost", "RetryNotScheduled", "ExecutionLatency"} {
+		out = append(out, emf.Metric{Name: n, Dimensions: byTarget})
+	}
+	for _, n := range []string{"SweepRuns", "ParkedClaims", "SweepRedriven", "SweepSettled", "SweepFailures", "SweepDeferred", "SweepIncomplete"} {
+		out = append(out, emf.Metric{Name: n})
+	}
+	return out
+}
 
 var byTarget = []string{"target"}
 
@@ -36,7 +56,7 @@ func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 	if name == "" {
 		return
 	}
-	d := emf.New(Namespace, time.Now())
+	d := emf.New(m.namespace, time.Now())
 	d.Set("target", target)
 	d.Count(name, byTarget)
 	if outcome != outcomeUnscheduled {
@@ -49,7 +69,7 @@ func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 // parked alarm's gauge: claims with at least one parked intent), SweepRedriven, SweepSettled,
 // SweepFailures, SweepDeferred and SweepIncomplete (1 when the run stopped early).
 func (m *EMFMetrics) Sweep(r SweepReport) {
-	d := emf.New(Namespace, time.Now())
+	d := emf.New(m.namespace, time.Now())
 	d.Add("SweepRuns", 1, emf.Count)
 	if !r.Skipped {
 		d.Add("ParkedClaims", float64(r.Parked), emf.Count)

@@ -68,6 +68,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives one CloudWatch EMF document per delivery; stdout in Lambda.
 	Metrics io.Writer
+	// Namespace is the metrics' CloudWatch namespace; Namespace ("oncehook") when empty.
+	Namespace string
 	// Now is the clock for signature timestamps; time.Now when nil.
 	Now func() time.Time
 	// Targets, when set, are the intent targets the deployment's outbox serves (the sources
@@ -79,14 +81,15 @@ type Config struct {
 
 // Handler answers webhook deliveries.
 type Handler struct {
-	sources map[string]*source
-	secrets Secrets
-	store   Committer
-	log     *slog.Logger
-	metrics io.Writer
-	now     func() time.Time
-	targets map[string]bool // nil: any target
-	maxBody int             // the largest body any source accepts, for ServeHTTP
+	sources   map[string]*source
+	secrets   Secrets
+	store     Committer
+	log       *slog.Logger
+	metrics   io.Writer
+	now       func() time.Time
+	targets   map[string]bool // nil: any target
+	namespace string
+	maxBody   int // the largest body any source accepts, for ServeHTTP
 }
 
 type source struct {
@@ -98,6 +101,9 @@ type source struct {
 	// timeSigned refuses deliveries whose signed time is older than keep, the retention.
 	guardBody, timeSigned bool
 	keep                  time.Duration
+	// answerWithin is how long after the request arrived the commit must be done: the
+	// provider's delivery timeout less a second for the answer to travel.
+	answerWithin time.Duration
 }
 
 // New validates cfg and builds a Handler. Every source's scheme is built here, so a bad
@@ -129,6 +135,10 @@ func New(cfg Config) (*Handler, error) {
 		metrics: cfg.Metrics,
 		now:     cfg.Now,
 	}
+	h.namespace = cfg.Namespace
+	if h.namespace == "" {
+		h.namespace = Namespace
+	}
 	if cfg.Targets != nil {
 		h.targets = make(map[string]bool, len(cfg.Targets))
 		for _, t := range cfg.Targets {
@@ -158,7 +168,8 @@ func New(cfg Config) (*Handler, error) {
 		}
 		ret, _ := cfg.Store.Retention(name)
 		h.sources[name] = &source{name: name, conf: conf, scheme: scheme, read: read,
-			guardBody: conf.ReplayGuard == sources.ReplayGuardBody, timeSigned: conf.TimeSigned(), keep: ret.Effective()}
+			guardBody: conf.ReplayGuard == sources.ReplayGuardBody, timeSigned: conf.TimeSigned(), keep: ret.Effective(),
+			answerWithin: time.Duration(conf.DeliveryTimeout) - time.Second}
 	}
 	return h, nil
 }
@@ -194,6 +205,7 @@ type delivery struct {
 }
 
 func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest, d *delivery) events.APIGatewayV2HTTPResponse {
+	start := time.Now()
 	if m := req.RequestContext.HTTP.Method; m != "" && m != http.MethodPost {
 		d.errKind = "method"
 		r := reply(http.StatusMethodNotAllowed, "method "+m+" is not allowed; deliveries are POSTed", "")
@@ -286,7 +298,11 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 
 	commitStart := time.Now()
-	res, err := h.store.Commit(ctx, ev, plan)
+	// Answer 503 before the provider gives up: a slow write past its timeout would be taken
+	// for a failure anyway, and retried.
+	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
+	res, err := h.store.Commit(cctx, ev, plan)
+	cancel()
 	d.commitTime = time.Since(commitStart)
 	if err != nil {
 		if errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit) {

@@ -10,8 +10,23 @@ import (
 	"github.com/oncehook/oncehook/emf"
 )
 
-// Namespace is the CloudWatch namespace of the receiver's metrics.
+// Namespace is the CloudWatch namespace of the receiver's metrics unless Config.Namespace
+// names another (one per deployment, so that two stacks in an account feed separate alarms).
 const Namespace = "oncehook"
+
+// EmittedMetrics is every metric the receiver writes, under each dimension set it writes it
+// with. A test holds the receiver to it, and the stack's dashboard and alarms name only these.
+func EmittedMetrics() []emf.Metric {
+	var out []emf.Metric
+	for _, n := range []string{"Received", "SignatureRejected", "Unavailable", "Failed", "Rejected", "TooOld", "UnknownType",
+		"ReplayRefused", "PayloadMismatch", "LostResponseRecovered", "CommitLatency"} {
+		out = append(out, emf.Metric{Name: n, Dimensions: bySource})
+	}
+	for _, n := range []string{"Accepted", "Duplicate", "BackstopAbsorbed"} {
+		out = append(out, emf.Metric{Name: n, Dimensions: bySource}, emf.Metric{Name: n, Dimensions: byType})
+	}
+	return out
+}
 
 // The dimension sets. Event types become a dimension only when a planner is registered for
 // them (otherwise "other"): types come from the payload, and an unbounded dimension is a
@@ -85,7 +100,7 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 
 	doc := documents.Get().(*emf.Document)
 	defer documents.Put(doc)
-	doc.Reset(Namespace, time.Now())
+	doc.Reset(h.namespace, time.Now())
 	doc.Set("source", d.source)
 	typ := "other"
 	if d.knownType {

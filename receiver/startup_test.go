@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -84,5 +87,34 @@ func TestAnUnplannedTypeIsClaimedOrLeftUnclaimedAsTheSourceSays(t *testing.T) {
 	resp, _ = e.handlerWith(nil).Handle(context.Background(), e.request("shop", body, nil, "msg_unplanned"))
 	if resp.StatusCode != 200 || resp.Body != `{"received":true,"duplicate":false}` || e.countPrefix(dedup.ClaimKey("shop", "msg_unplanned")) != 1 {
 		t.Fatalf("claimed: %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// slowDynamoDB holds every request for a while before sending it: a DynamoDB call that will
+// not finish in time.
+type slowDynamoDB struct {
+	next  http.RoundTripper
+	delay time.Duration
+}
+
+func (s slowDynamoDB) RoundTrip(r *http.Request) (*http.Response, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	return s.next.RoundTrip(r)
+}
+
+// A write that would outlast the provider's delivery timeout is answered 503 before it: the
+// provider would count a late 200 as a failure and retry anyway.
+func TestASlowWriteIsAnswered503BeforeTheProviderGivesUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withClient(awstest.WithTransport(slowDynamoDB{awstest.BaseTransport(), 10 * time.Second})))
+	e.file.Sources["shop"].DeliveryTimeout = sources.Duration(2 * time.Second) // the commit has 1 s
+	h := e.handlerWith(nil)
+	resp, _ := h.Handle(context.Background(), e.request("shop", orderBody("msg_slow", "ord_slow"), nil, "msg_slow"))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Headers["Retry-After"] == "" {
+		t.Fatalf("%d %v %s: want 503 with Retry-After", resp.StatusCode, resp.Headers, resp.Body)
 	}
 }

@@ -78,6 +78,11 @@ type Source struct {
 	TimestampTolerance Duration `json:"timestamp_tolerance,omitempty"`
 	// MaxBodyBytes is the largest body accepted (413 beyond it). Default DefaultMaxBodyBytes.
 	MaxBodyBytes int `json:"max_body_bytes,omitempty"`
+	// DeliveryTimeout is how long the provider waits for an answer before it counts the delivery
+	// failed and retries. The receiver answers 503 before then when DynamoDB is slow (a late
+	// 200 is a retry, and a retry storm); the stack sizes the receiver's timeout and its
+	// latency alarm by the tightest one. Default per scheme (DeliveryTimeouts).
+	DeliveryTimeout Duration `json:"delivery_timeout,omitempty"`
 	// ReplayGuard is "body" or "off". With "body", the body's SHA-256 is claimed in the same
 	// write as the event id (dedup.Event.GuardBody), so a signed body re-sent under a forged
 	// event id runs nothing. Default: "body" when the signature does not cover the event id
@@ -95,6 +100,19 @@ const (
 	UnknownTypesClaim  = "claim"
 	UnknownTypesIgnore = "ignore"
 )
+
+// DeliveryTimeouts are the schemes' providers' delivery timeouts, as documented:
+//   - github: "GitHub expects a response within 10 seconds" (docs.github.com, Handling webhook
+//     deliveries / Best practices: respond within 10 seconds);
+//   - shopify: Shopify waits 5 seconds for a response (shopify.dev, webhooks best practices);
+//   - standard-webhooks: the Svix-operated senders time out after 15 seconds (docs.svix.com,
+//     retries); Standard Webhooks itself sets no number;
+//   - stripe: Stripe publishes no number; 10 seconds is a conservative bound;
+//   - hmac-sha256: unknown provider: 10 seconds.
+var DeliveryTimeouts = map[string]time.Duration{
+	"github": 10 * time.Second, "shopify": 5 * time.Second, "standard-webhooks": 15 * time.Second,
+	"stripe": 10 * time.Second, "hmac-sha256": 10 * time.Second,
+}
 
 // The values of Source.ReplayGuard.
 const (

@@ -33,6 +33,11 @@ func TestTheExampleFileLoadsWithPresetsFilledIn(t *testing.T) {
 	if r["stripe"].Effective() != 60*24*time.Hour || r["shop"].Effective() != 72*time.Hour+30*24*time.Hour+dedup.DefaultMargin {
 		t.Fatalf("retentions %+v", r)
 	}
+	// Delivery timeouts: the scheme's provider's, unless the file names one.
+	if gh.DeliveryTimeout != Duration(10*time.Second) || f.Sources["shop"].DeliveryTimeout != Duration(15*time.Second) ||
+		f.Sources["partner"].DeliveryTimeout != Duration(20*time.Second) {
+		t.Fatalf("delivery timeouts %v %v, want the presets and partner's own 20s", gh.DeliveryTimeout, f.Sources["shop"].DeliveryTimeout)
+	}
 	// Presets are copied, not shared: editing one source cannot change another.
 	shop.EventID.Header = "changed"
 	if Presets["standard-webhooks"].EventID.Header != "webhook-id" {
@@ -61,6 +66,8 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"no retry horizon", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}]}}}`, "sources.s.retry_horizon"},
 		{"retention shorter than horizon + redrive", `{"sources":{"s":{` + ok + `,"keep":"7d"}}}`, "shorter than its retry horizon + redrive window"},
 		{"a body limit over Lambda's", `{"sources":{"s":{` + ok + `,"max_body_bytes":7000000}}}`, "sources.s.max_body_bytes"},
+		{"a delivery timeout over API Gateway's", `{"sources":{"s":{` + ok + `,"delivery_timeout":"30s"}}}`, "sources.s.delivery_timeout"},
+		{"a delivery timeout with no room to answer", `{"sources":{"s":{` + ok + `,"delivery_timeout":"1s"}}}`, "sources.s.delivery_timeout"},
 		{"a target without a URL", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"timeout":"5s"}}}`, "targets.email.url"},
 		{"a target with a relative URL", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"/send"}}}`, "targets.email.url"},
 		{"a header replacing the idempotency key", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"idempotency-key":"k"}}}}`, "targets.email.headers.idempotency-key"},

@@ -193,6 +193,13 @@ func (s *Source) validate(at string) error {
 	if s.MaxBodyBytes == 0 {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if s.DeliveryTimeout == 0 {
+		s.DeliveryTimeout = Duration(DeliveryTimeouts[s.Scheme])
+	}
+	if d := time.Duration(s.DeliveryTimeout); d < 2*time.Second || d > 29*time.Second {
+		// 29 s: API Gateway's integration timeout; under 2 s there is no room to answer at all.
+		return &FieldError{Field: at + ".delivery_timeout", Reason: "must be between 2s and 29s (API Gateway's limit)"}
+	}
 	switch s.UnknownTypes {
 	case "":
 		s.UnknownTypes = UnknownTypesClaim
