@@ -142,6 +142,11 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 	w.alarm(alarmSpec{id: "SweeperHeartbeat", description: "The sweeper has not run for 10 minutes: nothing re-drives what the stream and retry paths leave behind, and the parked gauge is stale",
 		metric: w.ours("SweepRuns", "Sum", 10*time.Minute), threshold: 1, below: true, m: 1, n: 1, missing: breaching})
 
+	if len(cfg.AuditPrefixes) > 0 {
+		w.alarm(alarmSpec{id: "EffectsWithoutClaim", description: "The leak audit found effect records no claim wrote: something writes them outside oncehook's transaction (the sweeper's log names each key)",
+			metric: w.ours("EffectsWithoutClaim", "Sum", five), threshold: 0, m: 1, n: 1, missing: notBreaching})
+	}
+
 	// The receiver, per source.
 	for _, name := range file.Names() {
 		src := []string{"source", name}
@@ -216,6 +221,7 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 		graph("sweeps", w.ours("SweepRuns", "Sum", five), w.ours("SweepRedriven", "Sum", five), w.ours("SweepSettled", "Sum", five),
 			w.ours("SweepFailures", "Sum", five), w.ours("SweepDeferred", "Sum", five), w.ours("SweepIncomplete", "Sum", five)),
 		graph("parked claims", w.ours("ParkedClaims", "Maximum", five)),
+		graph("leak audit", w.ours("EffectsAudited", "Sum", five), w.ours("EffectsWithoutClaim", "Sum", five)),
 		graph("outbox iterator age (ms)", aws("AWS/Lambda", "IteratorAge", "Maximum", five, map[string]*string{"FunctionName": worker.FunctionName()})),
 	})
 	dash := awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{Widgets: &rows})

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -26,14 +27,18 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53targets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -101,10 +106,49 @@ type Props struct {
 	// flood cannot take the account's concurrency from the outbox and the sweeper. (A new
 	// account's unreserved minimum of 100 leaves little to reserve.)
 	ReceiverReservedConcurrency float64
+	// SecretsKeys are the customer-managed KMS keys the sources file's secrets and SecureString
+	// parameters are encrypted under: the receiver may decrypt with them through Secrets Manager
+	// and SSM only (kms:ViaService). Secrets under the AWS managed keys need none.
+	SecretsKeys []awskms.IKey
+	// TableEncryption and TableKey choose the table's encryption, as in awsdynamodb.TableProps:
+	// AWS owned (the default), AWS managed, or customer managed (TableKey, or a new key with
+	// rotation). Claims and effect records hold payload fields: an email, an address. With a
+	// customer-managed key each function may use it for the table.
+	TableEncryption awsdynamodb.TableEncryption
+	TableKey        awskms.IKey
+	// SourceThrottles overrides ThrottleRate and ThrottleBurst for a source's own route (each
+	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
+	// allowance. Only with the construct's own API.
+	SourceThrottles map[string]Throttle
+	// Domain serves the webhook API on a custom domain, so that the URL each provider is
+	// configured with survives replacing the API. Only with the construct's own API.
+	Domain *Domain
+	// AuditPrefixes turns on the leak audit: each sweep reads the next AuditSample items
+	// (default 100) of the table and counts records under these partition-key prefixes (the
+	// ones only put effects write: ORDER#) that no claim wrote (EffectsWithoutClaim, alarmed).
+	// See dedup.Auditor.
+	AuditPrefixes []string
+	AuditSample   int
 	// UnreservedSweeper leaves the sweeper without its reserved concurrency of 1, for an account
 	// whose concurrency quota has nothing to reserve (a new account's 10). Its lock item still
 	// keeps two runs from overlapping; the reservation keeps a second one from even starting.
 	UnreservedSweeper bool
+}
+
+// Throttle is a steady rate (requests per second) and a burst.
+type Throttle struct {
+	Rate, Burst float64
+}
+
+// Domain is a custom domain for the webhook API.
+type Domain struct {
+	// Name is the domain name, such as hooks.example.com (required).
+	Name string
+	// Certificate is an ACM certificate covering Name, in the stack's region (required).
+	Certificate awscertificatemanager.ICertificate
+	// Zone, when set, gets an alias A record for Name pointing at the API; otherwise point a
+	// CNAME at Oncehook.DomainTarget yourself.
+	Zone awsroute53.IHostedZone
 }
 
 // Oncehook is a deployed oncehook: its resources are fields, to grant and extend with ordinary
@@ -114,8 +158,13 @@ type Oncehook struct {
 	Table                     awsdynamodb.Table
 	Receiver, Outbox, Sweeper awslambda.Function
 	Api                       awsapigatewayv2.HttpApi
-	// WebhookUrl is POST <api>/hooks/{source}.
-	WebhookUrl *string
+	// WebhookUrl is <base>/hooks/{source}, the base the custom domain when there is one;
+	// WebhookUrls has it per source, the URL to give each provider.
+	WebhookUrl  *string
+	WebhookUrls map[string]*string
+	// DomainTarget is the regional host name a custom domain's DNS record points at (nil
+	// without Props.Domain).
+	DomainTarget *string
 	// RetryQueue wakes retried intents; FailureQueue takes the stream records and wake-ups that
 	// exhausted their retries.
 	RetryQueue, FailureQueue awssqs.Queue
@@ -170,6 +219,16 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 	if cfg.GoModuleDir == "" {
 		cfg.GoModuleDir = "."
+	}
+	if cfg.TableKey != nil && cfg.TableEncryption != awsdynamodb.TableEncryption_CUSTOMER_MANAGED {
+		return nil, errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
+	}
+	if len(cfg.AuditPrefixes) > 0 || cfg.AuditSample != 0 {
+		a := dedup.Auditor{Prefixes: cfg.AuditPrefixes, Sample: cfg.AuditSample}
+		var inv *dedup.InvalidError
+		if err := a.Validate(); errors.As(err, &inv) {
+			return nil, fmt.Errorf("Props.Audit%s: %s", inv.Field, inv.Reason) // Props.AuditPrefixes[1], Props.AuditSample
+		}
 	}
 	if cfg.MetricsNamespace == "" {
 		cfg.MetricsNamespace = DefaultNamespace
@@ -238,6 +297,8 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		},
 		DeletionProtection: jsii.Bool(!cfg.Local),
 		RemovalPolicy:      removal,
+		Encryption:         cfg.TableEncryption,
+		EncryptionKey:      cfg.TableKey,
 	})
 	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:      jsii.String(dedup.PendingIndex),
@@ -277,7 +338,17 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 	receiver := function(c, "Receiver", cfg, code["receiver"], env, receiverTimeout(file).Seconds())
 	worker := function(c, "Outbox", cfg, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
-	sweeper := function(c, "Sweeper", cfg, code["sweeper"], outboxEnv, 300)
+	sweeperEnv := map[string]string{}
+	for k, v := range outboxEnv {
+		sweeperEnv[k] = v
+	}
+	if len(cfg.AuditPrefixes) > 0 {
+		sweeperEnv["AUDIT_PREFIXES"] = strings.Join(cfg.AuditPrefixes, ",")
+		if cfg.AuditSample > 0 {
+			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.AuditSample)
+		}
+	}
+	sweeper := function(c, "Sweeper", cfg, code["sweeper"], sweeperEnv, 300)
 	if cfg.ReceiverReservedConcurrency > 0 {
 		receiver.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(cfg.ReceiverReservedConcurrency))
 	}
@@ -296,35 +367,26 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	allow(worker, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
 	allow(sweeper, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
 	allow(sweeper, []string{"dynamodb:Query"}, jsii.String(*table.TableArn()+"/index/"+dedup.PendingIndex))
-	grantSecrets(stack, file, receiver)
-
-	api := cfg.HttpApi
-	if api == nil {
-		api = awsapigatewayv2.NewHttpApi(c, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
-			Description: jsii.String("oncehook webhook receiver"),
-		})
-		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
-			Retention:     awslogs.RetentionDays_ONE_MONTH,
-			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-		})
-		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
-		stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
-			DestinationArn: accessLogs.LogGroupArn(),
-			Format: jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","routeKey":"$context.routeKey",` +
-				`"status":"$context.status","latency":"$context.responseLatency","integrationError":"$context.integrationErrorMessage"}`),
-		})
-		stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
-			ThrottlingRateLimit:  jsii.Number(cfg.ThrottleRate),
-			ThrottlingBurstLimit: jsii.Number(cfg.ThrottleBurst),
-		})
+	if len(cfg.AuditPrefixes) > 0 {
+		allow(sweeper, []string{"dynamodb:Scan"}, table.TableArn()) // the leak audit's sample
 	}
-	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path:        jsii.String("/hooks/{source}"),
-		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
-		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ReceiverIntegration"), receiver, nil),
-	})
+	grantSecrets(stack, file, receiver, cfg.SecretsKeys)
+	if key := table.EncryptionKey(); key != nil {
+		for _, fn := range []awslambda.Function{receiver, worker, sweeper} {
+			key.GrantEncryptDecrypt(fn)
+		}
+	}
+
+	api, base, err := webhookAPI(c, cfg, file, receiver, o)
+	if err != nil {
+		return nil, err
+	}
 	o.Api = api
-	o.WebhookUrl = jsii.String(*api.ApiEndpoint() + "/hooks/{source}")
+	o.WebhookUrl = jsii.String(base + "/hooks/{source}")
+	o.WebhookUrls = map[string]*string{}
+	for _, name := range file.Names() {
+		o.WebhookUrls[name] = jsii.String(base + "/hooks/" + name)
+	}
 
 	worker.AddEventSource(awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
@@ -366,8 +428,93 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 	o.AlarmTopic = topic
 	o.Alarms, o.Dashboard = alarms(c, cfg, file, cfg.MetricsNamespace, topic, table, api, receiver, worker, sweeper, dlq)
-	suppress(api, cfg.HttpApi == nil, dlq, worker, receiver, worker, sweeper)
+	suppress(api, dlq, worker, receiver, worker, sweeper)
 	return o, nil
+}
+
+// accessLogFormat is one JSON line per request: who sent it, to which route, what API Gateway
+// and the receiver answered, how long each took, and why an integration failed.
+const accessLogFormat = `{"requestId":"$context.requestId","requestTime":"$context.requestTime","ip":"$context.identity.sourceIp",` +
+	`"userAgent":"$context.identity.userAgent","method":"$context.httpMethod","path":"$context.path","routeKey":"$context.routeKey",` +
+	`"protocol":"$context.protocol","status":"$context.status","responseLength":"$context.responseLength","latency":"$context.responseLatency",` +
+	`"integrationStatus":"$context.integrationStatus","integrationLatency":"$context.integrationLatency",` +
+	`"error":"$context.error.message","integrationError":"$context.integrationErrorMessage"}`
+
+// webhookAPI adds one route per source, POST /hooks/<name>, to the API (a request for any other
+// source is answered 404 by API Gateway, without starting the receiver) and returns it with
+// the base URL the providers are given.
+func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver awslambda.Function, o *Oncehook) (awsapigatewayv2.HttpApi, string, error) {
+	for _, name := range sortedKeys(cfg.SourceThrottles) {
+		th := cfg.SourceThrottles[name]
+		if file.Sources[name] == nil {
+			return nil, "", fmt.Errorf("Props.SourceThrottles: %q is not a source of the sources file", name)
+		}
+		if th.Rate <= 0 || th.Burst <= 0 {
+			return nil, "", fmt.Errorf("Props.SourceThrottles[%q]: Rate and Burst must both be positive", name)
+		}
+	}
+	if cfg.Domain != nil && (cfg.Domain.Name == "" || cfg.Domain.Certificate == nil) {
+		return nil, "", errors.New("Props.Domain: Name and Certificate are required")
+	}
+	api := cfg.HttpApi
+	if api != nil {
+		if cfg.Domain != nil || len(cfg.SourceThrottles) > 0 {
+			return nil, "", errors.New("Props.Domain and Props.SourceThrottles configure the construct's own API: with Props.HttpApi, map domains and set route throttling on that API")
+		}
+	} else {
+		var mapping *awsapigatewayv2.DomainMappingOptions
+		if d := cfg.Domain; d != nil {
+			dn := awsapigatewayv2.NewDomainName(c, jsii.String("Domain"), &awsapigatewayv2.DomainNameProps{
+				DomainName: jsii.String(d.Name), Certificate: d.Certificate, SecurityPolicy: awsapigatewayv2.SecurityPolicy_TLS_1_2,
+			})
+			mapping = &awsapigatewayv2.DomainMappingOptions{DomainName: dn}
+			o.DomainTarget = dn.RegionalDomainName()
+			if d.Zone != nil {
+				awsroute53.NewARecord(c, jsii.String("DomainRecord"), &awsroute53.ARecordProps{
+					Zone: d.Zone, RecordName: jsii.String(d.Name),
+					Target: awsroute53.RecordTarget_FromAlias(awsroute53targets.NewApiGatewayv2DomainProperties(dn.RegionalDomainName(), dn.RegionalHostedZoneId())),
+				})
+			}
+		}
+		api = awsapigatewayv2.NewHttpApi(c, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
+			Description:          jsii.String("oncehook webhook receiver"),
+			DefaultDomainMapping: mapping,
+		})
+		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+			Retention:     awslogs.RetentionDays_ONE_MONTH,
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		})
+		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
+		stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+			DestinationArn: accessLogs.LogGroupArn(),
+			Format:         jsii.String(accessLogFormat),
+		})
+		stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
+			ThrottlingRateLimit:  jsii.Number(cfg.ThrottleRate),
+			ThrottlingBurstLimit: jsii.Number(cfg.ThrottleBurst),
+		})
+		if len(cfg.SourceThrottles) > 0 {
+			settings := map[string]any{}
+			for name, th := range cfg.SourceThrottles {
+				// CloudFormation's own keys: RouteSettings is a JSON map, which jsii passes as is.
+				settings["POST /hooks/"+name] = map[string]any{"ThrottlingRateLimit": th.Rate, "ThrottlingBurstLimit": th.Burst}
+			}
+			stage.SetRouteSettings(settings)
+		}
+	}
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ReceiverIntegration"), receiver, nil)
+	for _, name := range file.Names() {
+		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String("/hooks/" + name),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+			Integration: integration,
+		})
+	}
+	base := *api.ApiEndpoint()
+	if cfg.Domain != nil {
+		base = "https://" + cfg.Domain.Name
+	}
+	return api, base, nil
 }
 
 // deployable refuses, for a stack on AWS, a sources file that only works on a developer's
@@ -427,7 +574,7 @@ func validNamespace(ns string) bool {
 }
 
 // reservedEnv are the variables the construct sets itself.
-var reservedEnv = map[string]bool{"TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
+var reservedEnv = map[string]bool{"AUDIT_PREFIXES": true, "AUDIT_SAMPLE": true, "TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
 	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true}
 
 func compactJSON(b []byte) []byte {
@@ -494,36 +641,68 @@ func allow(fn awslambda.Function, actions []string, resources ...*string) {
 
 // grantSecrets lets the receiver read exactly the secrets the sources file names, by reference:
 // the stack never sees a secret's value. (Secrets referenced by "env" are for local runs; the
-// stack does not set them.)
-func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function) {
+// stack does not set them.) Customer-managed keys the secrets are under may decrypt for it
+// only through Secrets Manager and SSM.
+func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function, keys []awskms.IKey) {
 	var sm, ps []string
 	for _, name := range f.Names() {
 		for _, ref := range f.Sources[name].Secrets {
 			switch {
 			case ref.SecretsManager != "":
-				sm = append(sm, secretArn(stack, ref.SecretsManager))
+				sm = append(sm, secretArns(stack, ref.SecretsManager)...)
 			case ref.SSM != "":
-				ps = append(ps, fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), trimSlash(ref.SSM)))
+				ps = append(ps, parameterArn(stack, ref.SSM))
 			}
 		}
 	}
 	sort.Strings(sm)
 	sort.Strings(ps)
 	if len(sm) > 0 {
-		allow(fn, []string{"secretsmanager:GetSecretValue"}, *jsii.Strings(sm...)...)
+		allow(fn, []string{"secretsmanager:GetSecretValue"}, *jsii.Strings(slices.Compact(sm)...)...)
 	}
 	if len(ps) > 0 {
-		allow(fn, []string{"ssm:GetParameter"}, *jsii.Strings(ps...)...)
+		allow(fn, []string{"ssm:GetParameter"}, *jsii.Strings(slices.Compact(ps)...)...)
+	}
+	if len(keys) > 0 {
+		var arns []*string
+		for _, k := range keys {
+			arns = append(arns, k.KeyArn())
+		}
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("kms:Decrypt"),
+			Resources: &arns,
+			Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": []any{
+				fmt.Sprintf("secretsmanager.%s.amazonaws.com", *stack.Region()), fmt.Sprintf("ssm.%s.amazonaws.com", *stack.Region()),
+			}}},
+		}))
 	}
 }
 
-// secretArn accepts a full ARN or a name; a name matches any of Secrets Manager's six-character
-// suffixes.
-func secretArn(stack awscdk.Stack, ref string) string {
-	if len(ref) > 4 && ref[:4] == "arn:" {
+// secretArns is the resources a Secrets Manager reference may read: a name matches any of the
+// six-character suffixes Secrets Manager appends; an ARN may be complete (with the suffix) or
+// partial (without it), which cannot be told apart, so both are granted.
+func secretArns(stack awscdk.Stack, ref string) []string {
+	if strings.HasPrefix(ref, "arn:") {
+		return []string{ref, ref + "-??????"}
+	}
+	return []string{fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s-??????", *stack.Partition(), *stack.Region(), *stack.Account(), ref)}
+}
+
+// parameterArn is the resource an SSM reference reads: a name, or an ARN, either with a
+// version or label selector (name:3, name:live), which IAM does not see.
+func parameterArn(stack awscdk.Stack, ref string) string {
+	if strings.HasPrefix(ref, "arn:") {
+		if i := strings.Index(ref, ":parameter/"); i >= 0 {
+			name := ref[i+len(":parameter/"):]
+			if j := strings.IndexByte(name, ':'); j >= 0 {
+				name = name[:j]
+			}
+			return ref[:i] + ":parameter/" + name
+		}
 		return ref
 	}
-	return fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s-??????", *stack.Partition(), *stack.Region(), *stack.Account(), ref)
+	name, _, _ := strings.Cut(ref, ":") // parameter names have no colons
+	return fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), trimSlash(name))
 }
 
 func trimSlash(s string) string {

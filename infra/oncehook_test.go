@@ -121,13 +121,48 @@ func TestFunctionsAreGoOnGraviton(t *testing.T) {
 	})
 }
 
-func TestTheReceiverIsBehindPostHooksSource(t *testing.T) {
-	must(t, func() {
-		synth.tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), props(map[string]any{"RouteKey": "POST /hooks/{source}"}))
-	})
-	must(t, func() {
-		synth.tpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(1))
-	})
+// TestEachSourceHasItsOwnRoute: POST /hooks/<name> per source of the file and no catch-all, so
+// API Gateway answers any other source 404 without starting the receiver.
+func TestEachSourceHasItsOwnRoute(t *testing.T) {
+	var keys []string
+	for _, res := range *synth.tpl.FindResources(jsii.String("AWS::ApiGatewayV2::Route"), nil) {
+		keys = append(keys, (*res)["Properties"].(map[string]any)["RouteKey"].(string))
+	}
+	sort.Strings(keys)
+	if got := strings.Join(keys, ", "); got != "POST /hooks/github, POST /hooks/shop, POST /hooks/stripe" {
+		t.Errorf("routes %s, want one POST per source", got)
+	}
+	for name, url := range synth.o.WebhookUrls {
+		if !strings.HasSuffix(*url, "/hooks/"+name) {
+			t.Errorf("WebhookUrls[%s] = %s", name, *url)
+		}
+	}
+	if len(synth.o.WebhookUrls) != 3 {
+		t.Errorf("%d webhook URLs, want one per source", len(synth.o.WebhookUrls))
+	}
+}
+
+// TestTheAccessLogSaysWhoCalledWhatAndWhatWasAnswered: one JSON object per request, with the
+// fields an investigation needs.
+func TestTheAccessLogSaysWhoCalledWhatAndWhatWasAnswered(t *testing.T) {
+	for _, res := range *synth.tpl.FindResources(jsii.String("AWS::ApiGatewayV2::Stage"), nil) {
+		settings := (*res)["Properties"].(map[string]any)["AccessLogSettings"].(map[string]any)
+		var line map[string]string
+		if err := json.Unmarshal([]byte(settings["Format"].(string)), &line); err != nil {
+			t.Fatalf("the access log format is not a JSON object: %v", err)
+		}
+		for field, variable := range map[string]string{"ip": "$context.identity.sourceIp", "userAgent": "$context.identity.userAgent",
+			"path": "$context.path", "routeKey": "$context.routeKey", "status": "$context.status", "latency": "$context.responseLatency",
+			"integrationStatus": "$context.integrationStatus", "integrationLatency": "$context.integrationLatency",
+			"error": "$context.error.message", "integrationError": "$context.integrationErrorMessage", "requestId": "$context.requestId"} {
+			if line[field] != variable {
+				t.Errorf("access log %s = %q, want %s", field, line[field], variable)
+			}
+		}
+		if settings["DestinationArn"] == nil {
+			t.Error("the access log has no destination")
+		}
+	}
 }
 
 func TestTheStreamMappingRetriesBoundedlyAndReportsItemFailures(t *testing.T) {

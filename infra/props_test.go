@@ -6,13 +6,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -145,7 +150,7 @@ func TestTheFloodGuardsAndAnExistingApi(t *testing.T) {
 	must(t, func() { tpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Api"), jsii.Number(1)) })
 	must(t, func() {
 		tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), props(map[string]any{
-			"RouteKey": "POST /hooks/{source}", "ApiId": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^TheirApi"))},
+			"RouteKey": "POST /hooks/shop", "ApiId": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^TheirApi"))},
 		}))
 	})
 }
@@ -217,5 +222,257 @@ func TestALocalStackLeavesOutOnlyTheMetricMathAlarms(t *testing.T) {
 	}
 	if math == 0 || len(local) == 0 {
 		t.Fatalf("%d metric-math alarms, %d on the Local stack: the templates were not read", math, len(local))
+	}
+}
+
+// TestACustomDomainCarriesTheWebhookURLs: the domain, its mapping to the API's default stage
+// and, given a zone, its alias record; every URL handed to providers is on the domain.
+func TestACustomDomainCarriesTheWebhookURLs(t *testing.T) {
+	var o *Oncehook
+	tpl, err := synthesizeWith(func(stack awscdk.Stack) *Props {
+		p := prebuilt("arm64")
+		p.Domain = &Domain{
+			Name:        "hooks.example.com",
+			Certificate: awscertificatemanager.Certificate_FromCertificateArn(stack, jsii.String("Cert"), jsii.String("arn:aws:acm:us-east-1:111111111111:certificate/abc")),
+			Zone:        awsroute53.HostedZone_FromHostedZoneAttributes(stack, jsii.String("Zone"), &awsroute53.HostedZoneAttributes{HostedZoneId: jsii.String("Z123"), ZoneName: jsii.String("example.com")}),
+		}
+		return p
+	}, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, func() {
+		tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::DomainName"), props(map[string]any{
+			"DomainName": "hooks.example.com",
+			"DomainNameConfigurations": []any{assertions.Match_ObjectLike(props(map[string]any{
+				"CertificateArn": "arn:aws:acm:us-east-1:111111111111:certificate/abc", "SecurityPolicy": "TLS_1_2", "EndpointType": "REGIONAL",
+			}))},
+		}))
+	})
+	must(t, func() {
+		tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::ApiMapping"), props(map[string]any{"Stage": "$default"}))
+	})
+	must(t, func() {
+		tpl.HasResourceProperties(jsii.String("AWS::Route53::RecordSet"), props(map[string]any{"Name": "hooks.example.com.", "Type": "A", "HostedZoneId": "Z123"}))
+	})
+	if *o.WebhookUrls["shop"] != "https://hooks.example.com/hooks/shop" || *o.WebhookUrl != "https://hooks.example.com/hooks/{source}" {
+		t.Errorf("webhook URLs %s, %s: not on the domain", *o.WebhookUrls["shop"], *o.WebhookUrl)
+	}
+}
+
+func TestASourceCanHaveItsOwnThrottle(t *testing.T) {
+	p := prebuilt("arm64")
+	p.SourceThrottles = map[string]Throttle{"github": {Rate: 50, Burst: 100}}
+	tpl, err := synthesize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, func() {
+		tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), props(map[string]any{
+			"DefaultRouteSettings": map[string]any{"ThrottlingRateLimit": 1000, "ThrottlingBurstLimit": 2000},
+			"RouteSettings":        map[string]any{"POST /hooks/github": map[string]any{"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100}},
+		}))
+	})
+}
+
+func TestAPIPropsThatCannotWorkFailTheSynth(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(awscdk.Stack, *Props)
+		want string
+	}{
+		{"a throttle for a source the file lacks", func(_ awscdk.Stack, p *Props) { p.SourceThrottles = map[string]Throttle{"paypal": {1, 1}} }, `"paypal" is not a source`},
+		{"a throttle of zero", func(_ awscdk.Stack, p *Props) { p.SourceThrottles = map[string]Throttle{"shop": {Rate: 10}} }, `SourceThrottles["shop"]`},
+		{"a domain without a certificate", func(_ awscdk.Stack, p *Props) { p.Domain = &Domain{Name: "hooks.example.com"} }, "Props.Domain"},
+		{"a domain on an API of the application's", func(s awscdk.Stack, p *Props) {
+			p.HttpApi = awsapigatewayv2.NewHttpApi(s, jsii.String("Mine"), nil)
+			p.Domain = &Domain{Name: "h.example.com", Certificate: awscertificatemanager.Certificate_FromCertificateArn(s, jsii.String("C"), jsii.String("arn:aws:acm:us-east-1:1:certificate/x"))}
+		}, "with Props.HttpApi"},
+	} {
+		_, err := synthesizeWith(func(s awscdk.Stack) *Props { p := prebuilt("arm64"); c.set(s, p); return p }, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// synthesizeWith is synthesize for props that need the stack (certificates, zones); it keeps
+// the construct in *o when o is not nil.
+func synthesizeWith(build func(awscdk.Stack) *Props, o **Oncehook) (tpl assertions.Template, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("S"), nil)
+	n := New(stack, "Oncehook", build(stack))
+	if o != nil {
+		*o = n
+	}
+	return assertions.Template_FromStack(stack, nil), nil
+}
+
+// policyPairs is every "action resource" an inline policy of the role logicalPrefix grants.
+func policyPairs(tpl assertions.Template, rolePrefix string) (pairs []string, conditions []any) {
+	for _, res := range *tpl.FindResources(jsii.String("AWS::IAM::Policy"), nil) {
+		p := (*res)["Properties"].(map[string]any)
+		if !strings.HasPrefix(render(p["Roles"].([]any)[0]), rolePrefix) {
+			continue
+		}
+		for _, st := range asSlice(p["PolicyDocument"].(map[string]any)["Statement"]) {
+			st := st.(map[string]any)
+			for _, a := range listOf(st["Action"]) {
+				for _, r := range listOf(st["Resource"]) {
+					pairs = append(pairs, render(a)+" "+render(r))
+					if st["Condition"] != nil {
+						conditions = append(conditions, st["Condition"])
+					}
+				}
+			}
+		}
+	}
+	return pairs, conditions
+}
+
+// TestSecretReferencesOfEveryFormGrantTheRightResources: names, complete and partial ARNs,
+// SSM ARNs and version or label selectors each grant the resource IAM will see, and a
+// customer-managed key decrypts only through Secrets Manager and SSM.
+func TestSecretReferencesOfEveryFormGrantTheRightResources(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.json")
+	const secrets = `[{"secretsmanager":"hooks/shop"},` +
+		`{"secretsmanager":"arn:aws:secretsmanager:eu-west-1:222222222222:secret:hooks/full-AbCdEf"},` +
+		`{"secretsmanager":"arn:aws:secretsmanager:eu-west-1:222222222222:secret:hooks/partial"},` +
+		`{"ssm":"/hooks/plain"},{"ssm":"/hooks/versioned:3"},{"ssm":"hooks-label:live"},` +
+		`{"ssm":"arn:aws:ssm:eu-west-1:222222222222:parameter/hooks/shared:2"}]`
+	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":`+secrets+`,"retry_horizon":"3d","redrive_window":"30d"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
+		p := prebuilt("arm64")
+		p.SourcesFile = file
+		p.SecretsKeys = []awskms.IKey{awskms.Key_FromKeyArn(s, jsii.String("K"), jsii.String("arn:aws:kms:eu-west-1:222222222222:key/1234"))}
+		return p
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, conditions := policyPairs(tpl, "OncehookReceiverRole")
+	const here = "arn:${AWS::Partition}:%s:${AWS::Region}:${AWS::AccountId}:"
+	want := []string{
+		"secretsmanager:GetSecretValue " + fmt.Sprintf(here, "secretsmanager") + "secret:hooks/shop-??????",
+		"secretsmanager:GetSecretValue arn:aws:secretsmanager:eu-west-1:222222222222:secret:hooks/full-AbCdEf",
+		"secretsmanager:GetSecretValue arn:aws:secretsmanager:eu-west-1:222222222222:secret:hooks/full-AbCdEf-??????",
+		"secretsmanager:GetSecretValue arn:aws:secretsmanager:eu-west-1:222222222222:secret:hooks/partial",
+		"secretsmanager:GetSecretValue arn:aws:secretsmanager:eu-west-1:222222222222:secret:hooks/partial-??????",
+		"ssm:GetParameter " + fmt.Sprintf(here, "ssm") + "parameter/hooks/plain",
+		"ssm:GetParameter " + fmt.Sprintf(here, "ssm") + "parameter/hooks/versioned",
+		"ssm:GetParameter " + fmt.Sprintf(here, "ssm") + "parameter/hooks-label",
+		"ssm:GetParameter arn:aws:ssm:eu-west-1:222222222222:parameter/hooks/shared",
+		"kms:Decrypt arn:aws:kms:eu-west-1:222222222222:key/1234",
+	}
+	have := map[string]bool{}
+	for _, p := range pairs {
+		have[p] = true
+	}
+	for _, w := range want {
+		if !have[w] {
+			t.Errorf("the receiver may not %s", w)
+		}
+	}
+	for _, p := range pairs {
+		if strings.HasPrefix(p, "secretsmanager:") || strings.HasPrefix(p, "ssm:") || strings.HasPrefix(p, "kms:") {
+			if !slices.Contains(want, p) {
+				t.Errorf("the receiver may also %s", p)
+			}
+		}
+	}
+	via := fmt.Sprint(conditions)
+	if len(conditions) != 1 || !strings.Contains(via, "kms:ViaService") || !strings.Contains(via, "secretsmanager.") || !strings.Contains(via, "ssm.") {
+		t.Errorf("the key's grant has conditions %v, want kms:ViaService Secrets Manager and SSM", conditions)
+	}
+}
+
+// TestTheTableCanBeUnderACustomerManagedKey: the table's SSE names the key, and each function
+// may use it (the stream's records are read under it too).
+func TestTheTableCanBeUnderACustomerManagedKey(t *testing.T) {
+	tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
+		p := prebuilt("arm64")
+		p.TableEncryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
+		p.TableKey = awskms.NewKey(s, jsii.String("TableKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		return p
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, func() {
+		tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), props(map[string]any{
+			"SSESpecification": map[string]any{"SSEEnabled": true, "SSEType": "KMS", "KMSMasterKeyId": map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^TableKey")), "Arn"}}},
+		}))
+	})
+	for _, fn := range []string{"Receiver", "Outbox", "Sweeper"} {
+		pairs, _ := policyPairs(tpl, "Oncehook"+fn+"Role")
+		if !slices.Contains(pairs, "kms:Decrypt TableKey.Arn") || !slices.Contains(pairs, "kms:GenerateDataKey* TableKey.Arn") {
+			t.Errorf("%s may not use the table's key: %v", fn, pairs)
+		}
+	}
+	// The default: AWS owned, no key, no grants.
+	if pairs, _ := policyPairs(synth.tpl, "Oncehook"); slices.ContainsFunc(pairs, func(p string) bool { return strings.HasPrefix(p, "kms:") }) {
+		t.Error("a KMS grant without a customer-managed key")
+	}
+	p := prebuilt("arm64")
+	p.TableKey = awskms.Key_FromKeyArn(awscdk.NewStack(awscdk.NewApp(nil), jsii.String("K"), nil), jsii.String("K"), jsii.String("arn:aws:kms:us-east-1:1:key/x"))
+	if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.TableKey") {
+		t.Errorf("a key without CUSTOMER_MANAGED: got %v", err)
+	}
+}
+
+// TestTheLeakAuditRunsWithTheSweeperWhenAskedFor: the sweeper gets the prefixes, may Scan the
+// table (and only then), and EffectsWithoutClaim is alarmed; prefixes that cannot work fail
+// the synth, naming the prop.
+func TestTheLeakAuditRunsWithTheSweeperWhenAskedFor(t *testing.T) {
+	p := prebuilt("arm64")
+	p.AuditPrefixes, p.AuditSample = []string{"ORDER#", "SHIPMENT#"}, 40
+	tpl, err := synthesize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, func() {
+		tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), props(map[string]any{
+			"Description": "oncehook sweeper",
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(props(map[string]any{"AUDIT_PREFIXES": "ORDER#,SHIPMENT#", "AUDIT_SAMPLE": "40"}))},
+		}))
+	})
+	if pairs, _ := policyPairs(tpl, "OncehookSweeperRole"); !slices.Contains(pairs, "dynamodb:Scan OncehookTable.Arn") {
+		t.Errorf("the sweeper may not scan: %v", pairs)
+	}
+	for _, role := range []string{"OncehookReceiverRole", "OncehookOutboxRole"} {
+		if pairs, _ := policyPairs(tpl, role); slices.ContainsFunc(pairs, func(p string) bool { return strings.HasPrefix(p, "dynamodb:Scan") }) {
+			t.Errorf("%s may scan", role)
+		}
+	}
+	found := false
+	for id, res := range *tpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+		if strings.HasPrefix(id, "OncehookEffectsWithoutClaim") {
+			found = (*res)["Properties"].(map[string]any)["MetricName"] == "EffectsWithoutClaim"
+		}
+	}
+	if !found {
+		t.Error("no EffectsWithoutClaim alarm")
+	}
+	// Without prefixes (the default stack), no audit, no scan, no alarm.
+	if pairs, _ := policyPairs(synth.tpl, "OncehookSweeperRole"); slices.Contains(pairs, "dynamodb:Scan OncehookTable.Arn") {
+		t.Error("the sweeper may scan without an audit")
+	}
+	for _, c := range []struct {
+		prefixes []string
+		sample   int
+		want     string
+	}{{[]string{"ORDER#", "EVT#"}, 0, "Props.AuditPrefixes[1]"}, {[]string{"ORDER#"}, 5000, "Props.AuditSample"}, {nil, 50, "Props.AuditPrefixes"}} {
+		p := prebuilt("arm64")
+		p.AuditPrefixes, p.AuditSample = c.prefixes, c.sample
+		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %d: got %v, want %s", c.prefixes, c.sample, err, c.want)
+		}
 	}
 }

@@ -25,6 +25,9 @@
 //	MAX_ATTEMPTS            outbox, sweeper: failed attempts before parking (default 10)
 //	RETRY_QUEUE_URL         outbox, sweeper: the SQS queue that wakes retries at their due time
 //	SWEEP_MIN_AGE_SECONDS   sweeper: claims younger than this are left alone (default 120)
+//	AUDIT_PREFIXES          sweeper: partition-key prefixes of put-effect records, comma-
+//	                        separated: each sweep then audits the next AUDIT_SAMPLE items
+//	                        (default 100) for records written outside a claim (dedup.Auditor)
 //	AWS_ENDPOINT_URL        an emulator's endpoint, for local runs
 //
 // NewReceiver, NewWorker and NewSweeper build the same things without starting them, for a
@@ -278,7 +281,18 @@ func NewSweeper(env *Env, executors map[string]outbox.Executor) (*outbox.Sweeper
 	if err != nil {
 		return nil, err
 	}
-	return &outbox.Sweeper{Worker: w, MinAge: time.Duration(minAge) * time.Second}, nil
+	s := &outbox.Sweeper{Worker: w, MinAge: time.Duration(minAge) * time.Second}
+	if prefixes := os.Getenv("AUDIT_PREFIXES"); prefixes != "" {
+		sample, err := envInt("AUDIT_SAMPLE", 100)
+		if err != nil {
+			return nil, err
+		}
+		s.Audit = &dedup.Auditor{Client: env.DynamoDB, Table: env.Table, Prefixes: strings.Split(prefixes, ","), Sample: sample}
+		if err := s.Audit.Validate(); err != nil {
+			return nil, fmt.Errorf("AUDIT_PREFIXES, AUDIT_SAMPLE: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // NewReceiver builds the receiver with the planners register adds, refusing (with the name)

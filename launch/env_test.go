@@ -108,6 +108,35 @@ func TestTheWorkersStartWithoutReadingSecrets(t *testing.T) {
 	}
 }
 
+// TestTheSweeperAuditsWhenAskedAndRefusesAnAuditThatCannotWork: AUDIT_PREFIXES turns the leak
+// audit on; a prefix in the claims' key space, or a sample over the limit, stops the start.
+func TestTheSweeperAuditsWhenAskedAndRefusesAnAuditThatCannotWork(t *testing.T) {
+	awstest.Config(t)
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"ssm":"/s"}],"retry_horizon":"3d"}}}`)
+	env, err := Load(context.Background(), Needs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSweeper(env, nil)
+	if err != nil || s.Audit != nil {
+		t.Fatalf("%v, %v: no audit unless asked", s, err)
+	}
+	t.Setenv("AUDIT_PREFIXES", "ORDER#,SHIPMENT#")
+	t.Setenv("AUDIT_SAMPLE", "50")
+	if s, err = NewSweeper(env, nil); err != nil || s.Audit == nil || strings.Join(s.Audit.Prefixes, " ") != "ORDER# SHIPMENT#" || s.Audit.Sample != 50 {
+		t.Fatalf("%+v, %v", s, err)
+	}
+	for _, bad := range [][2]string{{"ORDER#,EVT#shop", "50"}, {"ORDER#", "5000"}, {"ORDER#", "many"}} {
+		t.Setenv("AUDIT_PREFIXES", bad[0])
+		t.Setenv("AUDIT_SAMPLE", bad[1])
+		if _, err := NewSweeper(env, nil); err == nil || !strings.Contains(err.Error(), "AUDIT_") {
+			t.Errorf("%v: got %v, want the setting named", bad, err)
+		}
+	}
+}
+
 func TestStartRefusesPlannersAndTargetsThatCannotRun(t *testing.T) {
 	awstest.Config(t)
 	t.Setenv("TABLE_NAME", "t")

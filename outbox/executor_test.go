@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -140,6 +141,7 @@ func TestTheWorkerAndSweeperWriteExactlyTheirMetricCatalog(t *testing.T) {
 		m.Intent("email", o, time.Millisecond)
 	}
 	m.Sweep(outbox.SweepReport{Summary: outbox.Summary{}})
+	m.Sweep(outbox.SweepReport{Summary: outbox.Summary{}, Audit: &dedup.AuditReport{}})
 	m.Sweep(outbox.SweepReport{Skipped: true})
 	got := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {

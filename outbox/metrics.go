@@ -34,7 +34,8 @@ func EmittedMetrics() []emf.Metric {
 	for _, n := range []string{"IntentsDone", "IntentsRetried", "IntentsParked", "LeaseLost", "RetryNotScheduled", "ExecutionLatency"} {
 		out = append(out, emf.Metric{Name: n, Dimensions: byTarget})
 	}
-	for _, n := range []string{"SweepRuns", "ParkedClaims", "SweepRedriven", "SweepSettled", "SweepFailures", "SweepDeferred", "SweepIncomplete"} {
+	for _, n := range []string{"SweepRuns", "ParkedClaims", "SweepRedriven", "SweepSettled", "SweepFailures", "SweepDeferred", "SweepIncomplete",
+		"EffectsAudited", "EffectsWithoutClaim"} {
 		out = append(out, emf.Metric{Name: n})
 	}
 	return out
@@ -67,7 +68,8 @@ func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 
 // Sweep reports one run: SweepRuns (1, the heartbeat, skipped runs included), ParkedClaims (the
 // parked alarm's gauge: claims with at least one parked intent), SweepRedriven, SweepSettled,
-// SweepFailures, SweepDeferred and SweepIncomplete (1 when the run stopped early).
+// SweepFailures, SweepDeferred and SweepIncomplete (1 when the run stopped early); with an
+// audit, EffectsAudited and EffectsWithoutClaim (the leak alarm's metric).
 func (m *EMFMetrics) Sweep(r SweepReport) {
 	d := emf.New(m.namespace, time.Now())
 	d.Add("SweepRuns", 1, emf.Count)
@@ -82,6 +84,10 @@ func (m *EMFMetrics) Sweep(r SweepReport) {
 			incomplete = 1
 		}
 		d.Add("SweepIncomplete", incomplete, emf.Count)
+		if r.Audit != nil {
+			d.Add("EffectsAudited", float64(r.Audit.Effects), emf.Count)
+			d.Add("EffectsWithoutClaim", float64(r.Audit.WithoutClaimCount), emf.Count)
+		}
 	}
 	m.write(d)
 }

@@ -35,6 +35,9 @@ type Sweeper struct {
 	MinAge time.Duration
 	// Concurrency bounds the claims swept at once. Default 32.
 	Concurrency int
+	// Audit, when set, samples effect records for ones written outside a claim after each
+	// sweep that has time left (dedup.Auditor): the leak audit, on the sweeper's schedule.
+	Audit *dedup.Auditor
 }
 
 // The sweeper's lock item. Its key is in the claims' key space (EVT#), which effect records
@@ -57,6 +60,8 @@ type SweepReport struct {
 	Incomplete bool
 	// Skipped is true when another run held the lock: this one did nothing.
 	Skipped bool
+	// Audit is the leak audit's report, when one ran.
+	Audit *dedup.AuditReport
 }
 
 // Run sweeps the due shards of the pending index once. Its report reaches Metrics even when
@@ -109,6 +114,17 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	qerr := s.walk(ctx, cutoff, keys, &rep, &mu)
 	close(keys)
 	wg.Wait()
+	if s.Audit != nil && s.hasTime(ctx) {
+		a, err := s.Audit.Run(ctx)
+		if err != nil {
+			return rep, errors.Join(qerr, err)
+		}
+		rep.Audit = &a
+		for _, k := range a.WithoutClaim {
+			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "effect record without a claim (written outside oncehook's transaction)",
+				slog.String("pk", k.PK), slog.String("sk", k.SK))
+		}
+	}
 	return rep, qerr
 }
 

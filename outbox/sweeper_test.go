@@ -1,10 +1,13 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
@@ -186,5 +190,37 @@ func BenchmarkSweep10kDueRetries(b *testing.B) {
 		b.ReportMetric(float64(done)/time.Since(start).Seconds(), "intents/s")
 		b.ReportMetric(float64(done)/claims, "drained")
 		b.Logf("%d claims: %d done in %s (incomplete %v, deferred %d, failures %d)", claims, done, time.Since(start).Round(time.Millisecond), rep.Incomplete, rep.Deferred, rep.Failures)
+	}
+}
+
+// TestASweepRunsTheLeakAuditAndLogsWhatItFinds: with an Auditor, each sweep that has time
+// left audits the next sample and reports and logs a record written outside a claim.
+func TestASweepRunsTheLeakAuditAndLogsWhatItFinds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "ORDER#rogue"}, "sk": &types.AttributeValueMemberS{Value: "ORDER"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s := &outbox.Sweeper{
+		Worker: e.worker(func(c *outbox.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }),
+		Audit:  &dedup.Auditor{Client: e.client, Table: e.table, Prefixes: []string{"ORDER#"}},
+	}
+	rep, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Audit == nil || rep.Audit.WithoutClaimCount != 1 || rep.Audit.WithoutClaim[0].PK != "ORDER#rogue" {
+		t.Fatalf("audit %+v, want the rogue order", rep.Audit)
+	}
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"effect record without a claim`) || !strings.Contains(logs.String(), `"pk":"ORDER#rogue"`) {
+		t.Fatalf("log %s: the leak was not logged with its key", logs.String())
+	}
+	// Without an Auditor, no audit and no report of one.
+	s.Audit = nil
+	if rep, err := s.Run(context.Background()); err != nil || rep.Audit != nil {
+		t.Fatalf("%+v, %v", rep.Audit, err)
 	}
 }

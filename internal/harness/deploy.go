@@ -146,34 +146,48 @@ func (d *Deployment) Sweep(ctx context.Context) error {
 func (d *Deployment) InjectedFaults(ctx context.Context, logs *cloudwatchlogs.Client, since time.Time) (map[string]map[faults.Kind]int, error) {
 	out := map[string]map[faults.Kind]int{}
 	for _, role := range Roles {
-		cfg, err := d.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(d.Functions[role])})
+		out[role] = map[faults.Kind]int{}
+		lines, err := d.LogLines(ctx, logs, role, since, `"`+faults.LogLine+`"`)
 		if err != nil {
 			return nil, err
 		}
-		group := "/aws/lambda/" + d.Functions[role]
-		if cfg.LoggingConfig != nil && aws.ToString(cfg.LoggingConfig.LogGroup) != "" {
-			group = aws.ToString(cfg.LoggingConfig.LogGroup)
+		for _, l := range lines {
+			var line struct {
+				Msg  string `json:"msg"`
+				Kind string `json:"kind"`
+			}
+			if json.Unmarshal([]byte(l), &line) == nil && line.Msg == faults.LogLine {
+				out[role][faults.Kind(line.Kind)]++
+			}
 		}
-		out[role] = map[faults.Kind]int{}
-		p := cloudwatchlogs.NewFilterLogEventsPaginator(logs, &cloudwatchlogs.FilterLogEventsInput{
-			LogGroupName:  aws.String(group),
-			FilterPattern: aws.String(`"` + faults.LogLine + `"`),
-			StartTime:     aws.Int64(since.UnixMilli()),
-		})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("%s's logs (%s): %w", role, group, err)
-			}
-			for _, ev := range page.Events {
-				var line struct {
-					Msg  string `json:"msg"`
-					Kind string `json:"kind"`
-				}
-				if json.Unmarshal([]byte(aws.ToString(ev.Message)), &line) == nil && line.Msg == faults.LogLine {
-					out[role][faults.Kind(line.Kind)]++
-				}
-			}
+	}
+	return out, nil
+}
+
+// LogLines returns what a role's function logged since a time that matches a CloudWatch Logs
+// filter pattern, read from its log group as on AWS.
+func (d *Deployment) LogLines(ctx context.Context, logs *cloudwatchlogs.Client, role string, since time.Time, pattern string) ([]string, error) {
+	cfg, err := d.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(d.Functions[role])})
+	if err != nil {
+		return nil, err
+	}
+	group := "/aws/lambda/" + d.Functions[role]
+	if cfg.LoggingConfig != nil && aws.ToString(cfg.LoggingConfig.LogGroup) != "" {
+		group = aws.ToString(cfg.LoggingConfig.LogGroup)
+	}
+	var out []string
+	p := cloudwatchlogs.NewFilterLogEventsPaginator(logs, &cloudwatchlogs.FilterLogEventsInput{
+		LogGroupName:  aws.String(group),
+		FilterPattern: aws.String(pattern),
+		StartTime:     aws.Int64(since.UnixMilli()),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s's logs (%s): %w", role, group, err)
+		}
+		for _, ev := range page.Events {
+			out = append(out, aws.ToString(ev.Message))
 		}
 	}
 	return out, nil

@@ -27,9 +27,11 @@ func main() {
 		Outbox:      oncehook.Code{GoPackage: "./cmd/outbox"},
 		Sweeper:     oncehook.Code{GoPackage: "./cmd/sweeper"},
 		Targets:     []string{"crm"}, // served by executors.CRM
-		Environment: map[string]string{"CRM_URL": crm},
-		Local:       local,
-		X86:         local && runtime.GOARCH == "amd64",
+		// Orders and pushes are written only by put effects: any without claimed_by leaked.
+		AuditPrefixes: []string{"ORDER#", "PUSH#"},
+		Environment:   map[string]string{"CRM_URL": crm},
+		Local:         local,
+		X86:           local && runtime.GOARCH == "amd64",
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{Value: webhooks.WebhookUrl})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: webhooks.Table.TableName()})
