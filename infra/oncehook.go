@@ -356,10 +356,13 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		sweeper.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
 	}
 	o.Receiver, o.Outbox, o.Sweeper = receiver, worker, sweeper
-	retries.GrantSendMessages(worker)
-	retries.GrantSendMessages(sweeper)
+	// SendMessage only (GrantSendMessages adds GetQueueAttributes and GetQueueUrl, which the
+	// scheduler never calls: it is given the queue's URL).
+	allow(worker, []string{"sqs:SendMessage"}, retries.QueueArn())
+	allow(sweeper, []string{"sqs:SendMessage"}, retries.QueueArn())
 
-	// Least privilege: each function gets exactly the item actions its code issues. The
+	// Least privilege: each function gets exactly the actions its code issues (recorded from
+	// its requests in launch/testdata/calls.json, which the IAM test holds these to). The
 	// receiver's transaction puts the claim, its body guard and put effects (PutItem) and
 	// applies update effects (UpdateItem); it reads a claim on a duplicate (GetItem). The
 	// outbox and the sweeper lease and record (UpdateItem) and read a woken or swept claim.

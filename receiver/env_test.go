@@ -227,21 +227,21 @@ func (e *env) request(source string, body string, hdr http.Header, id string) ev
 }
 
 // apigw shapes a request the way API Gateway's HTTP API hands it to Lambda (payload v2):
-// lower-cased header names, the route's path parameter, the body as a string.
+// lower-cased header names, the stack's route for the source (no path parameters), the body as
+// a string.
 func apigw(source, body string, hdr http.Header) events.APIGatewayV2HTTPRequest {
 	headers := map[string]string{"content-type": "application/json", "host": "abc123.execute-api.eu-west-1.amazonaws.com"}
 	for k, v := range hdr {
 		headers[strings.ToLower(k)] = strings.Join(v, ",")
 	}
 	return events.APIGatewayV2HTTPRequest{
-		Version:        "2.0",
-		RouteKey:       "POST /hooks/{source}",
-		RawPath:        "/hooks/" + source,
-		Headers:        headers,
-		PathParameters: map[string]string{"source": source},
-		Body:           body,
+		Version:  "2.0",
+		RouteKey: "POST /hooks/" + source, // the stack's route for the source
+		RawPath:  "/hooks/" + source,
+		Headers:  headers,
+		Body:     body,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RouteKey:  "POST /hooks/{source}",
+			RouteKey:  "POST /hooks/" + source,
 			Stage:     "$default",
 			RequestID: fmt.Sprintf("req-%d", time.Now().UnixNano()),
 			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/hooks/" + source, Protocol: "HTTP/1.1"},

@@ -387,8 +387,9 @@ func (h *Handler) commitError(d *delivery, err error) events.APIGatewayV2HTTPRes
 	}
 }
 
-// sourceName reads {source} from the route, or from the path for a function URL, which has
-// no route parameters.
+// sourceName reads the source from the path: the stack's routes are one per source (POST
+// /hooks/<name>, no path parameters), as is a function URL's; an application's own API may
+// route POST /hooks/{source} instead.
 func sourceName(req events.APIGatewayV2HTTPRequest) string {
 	if s := req.PathParameters["source"]; s != "" {
 		return s

@@ -173,7 +173,12 @@ func TestErrorStatuses(t *testing.T) {
 		}, 401, ""},
 		{"an unknown source is a 404", func() events.APIGatewayV2HTTPRequest {
 			r := e.request("stripe", good, nil, "")
-			r.PathParameters["source"], r.RawPath = "nobody", "/hooks/nobody"
+			r.RawPath = "/hooks/nobody"
+			return r
+		}, 404, "source"},
+		{"an unknown source on an application's own {source} route is a 404", func() events.APIGatewayV2HTTPRequest {
+			r := e.request("stripe", good, nil, "")
+			r.RouteKey, r.PathParameters = "POST /hooks/{source}", map[string]string{"source": "nobody"}
 			return r
 		}, 404, "source"},
 		{"a GET is a 405", func() events.APIGatewayV2HTTPRequest {
@@ -215,5 +220,17 @@ func TestErrorStatuses(t *testing.T) {
 	}
 	if n := len(e.items()); n != 0 {
 		t.Fatalf("%d items written by refused deliveries, want none", n)
+	}
+}
+
+// TestAnApplicationsOwnSourceRouteWorksToo: an application that mounts the receiver on its own
+// API under a {source} route, at a path of its own, gets the source from the path parameter.
+func TestAnApplicationsOwnSourceRouteWorksToo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.request("stripe", `{"id":"evt_own_route","type":"order.paid","data":{"order_id":"ord_own_route"}}`, nil, "")
+	r.RouteKey, r.RawPath, r.PathParameters = "POST /v1/inbound/{source}", "/v1/inbound/stripe", map[string]string{"source": "stripe"}
+	if resp := e.post(r); resp.StatusCode != 200 || resp.Body != `{"received":true,"duplicate":false}` {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
 	}
 }

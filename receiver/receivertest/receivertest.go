@@ -151,14 +151,13 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 		headers[strings.ToLower(k)] = strings.Join(v, ",")
 	}
 	req := events.APIGatewayV2HTTPRequest{
-		Version:        "2.0",
-		RouteKey:       "POST /hooks/{source}",
-		RawPath:        "/hooks/" + source,
-		Headers:        headers,
-		PathParameters: map[string]string{"source": source},
-		Body:           string(body),
+		Version:  "2.0",
+		RouteKey: "POST /hooks/" + source, // the stack's route for the source: no path parameters
+		RawPath:  "/hooks/" + source,
+		Headers:  headers,
+		Body:     string(body),
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RouteKey:  "POST /hooks/{source}",
+			RouteKey:  "POST /hooks/" + source,
 			Stage:     "$default",
 			RequestID: freshID("req_"),
 			TimeEpoch: o.at.UnixMilli(),
