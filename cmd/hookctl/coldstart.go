@@ -18,10 +18,7 @@ package main
 // the emulator's DynamoDB, without the emulator's API Gateway and Lambda layers. -baseline B
 // times B raw PutItems at the same concurrency first (the same baseline as storm -baseline).
 //
-// The Runtime API contract is aws-lambda-go's (lambda/runtime_api_client.go, invoke_loop.go):
-// GET /2018-06-01/runtime/invocation/next answers 200 with the event and the
-// Lambda-Runtime-Aws-Request-Id and Lambda-Runtime-Deadline-Ms (epoch ms) headers; the result
-// is POSTed to .../invocation/<id>/response (or /error) and must be answered 202.
+// The Runtime API and the processes are internal/lambdart's.
 
 import (
 	"bytes"
@@ -32,22 +29,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/oncehook/oncehook/internal/harness"
+	"github.com/oncehook/oncehook/internal/lambdart"
 	"github.com/oncehook/oncehook/sources"
 	"github.com/oncehook/oncehook/webhook"
 )
@@ -217,10 +209,9 @@ func (fn *coldFunction) event(run string, i, copy int) ([]byte, error) {
 	}
 	path := "/hooks/" + fn.source
 	return json.Marshal(events.APIGatewayV2HTTPRequest{
-		Version: "2.0", RouteKey: "POST /hooks/{source}", RawPath: path, Headers: headers,
-		PathParameters: map[string]string{"source": fn.source},
+		Version: "2.0", RouteKey: "POST " + path, RawPath: path, Headers: headers,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RequestID: fmt.Sprintf("%s-%d-%d", run, i, copy), Stage: "$default", RouteKey: "POST /hooks/{source}",
+			RequestID: fmt.Sprintf("%s-%d-%d", run, i, copy), Stage: "$default", RouteKey: "POST " + path,
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: http.MethodPost, Path: path, Protocol: "HTTP/1.1", SourceIP: "127.0.0.1"},
 		},
 		Body: string(body),
@@ -233,42 +224,42 @@ type coldRun struct {
 
 // coldRun starts one fresh process on its own Runtime API and times its first two events.
 func (fn *coldFunction) coldRun(ctx context.Context, run string, n int) (coldRun, error) {
-	api, err := startRuntimeAPI()
+	api, err := lambdart.Start()
 	if err != nil {
 		return coldRun{}, err
 	}
-	defer api.close()
-	var invs [2]*invocation
+	defer api.Close()
+	var invs [2]*lambdart.Invocation
 	for k := range invs {
 		payload, err := fn.event(run, 2*n+k, 0)
 		if err != nil {
 			return coldRun{}, err
 		}
-		invs[k] = newInvocation(fmt.Sprintf("%s-%d-%d", run, n, k), payload)
+		invs[k] = lambdart.NewInvocation(fmt.Sprintf("%s-%d-%d", run, n, k), payload)
 	}
-	p, err := fn.start(api.addr)
+	p, err := lambdart.StartProcess(fn.bootstrap, fn.env, api.Addr)
 	if err != nil {
 		return coldRun{}, err
 	}
-	defer p.stop()
+	defer p.Stop()
 	var r coldRun
 	for k, inv := range invs {
-		api.queue <- inv
-		if err := p.await(ctx, inv, fn.timeout); err != nil {
+		api.Queue <- inv
+		if err := p.Await(ctx, inv, fn.timeout); err != nil {
 			return coldRun{}, err
 		}
-		if err := inv.accepted(); err != nil {
-			return coldRun{}, fmt.Errorf("%w; its output:\n%s", err, p.out.tail())
+		if err := accepted(inv); err != nil {
+			return coldRun{}, fmt.Errorf("%w; its output:\n%s", err, p.Output())
 		}
 		if k == 0 {
-			first := api.firstPoll()
-			r.init, r.first = first.Sub(p.started), inv.answered.Sub(first)
+			first := api.FirstPoll()
+			r.init, r.first = first.Sub(p.Started), inv.Answered.Sub(first)
 		} else {
-			r.warm = inv.answered.Sub(inv.served)
+			r.warm = inv.Answered.Sub(inv.Served)
 		}
 	}
-	p.stop()
-	r.cpu = p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
+	p.Stop()
+	r.cpu = p.CPU()
 	return r, nil
 }
 
@@ -283,28 +274,28 @@ func (fn *coldFunction) throughputRun(ctx context.Context, c *cli, run string, f
 		}
 		fmt.Fprintf(c.stdout, "baseline: %d raw PutItems at concurrency %d: %.0f/s\n", f.baseline, conc, rawRate)
 	}
-	api, err := startRuntimeAPI()
+	api, err := lambdart.Start()
 	if err != nil {
 		return err
 	}
-	defer api.close()
-	procs := make([]*coldProcess, 0, conc)
+	defer api.Close()
+	procs := make([]*lambdart.Process, 0, conc)
 	defer func() {
 		for _, p := range procs {
-			p.stop()
+			p.Stop()
 		}
 	}()
 	for range conc {
-		p, err := fn.start(api.addr)
+		p, err := lambdart.StartProcess(fn.bootstrap, fn.env, api.Addr)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, p)
 	}
 	deadline := time.Now().Add(fn.timeout)
-	for api.polls.Load() < int64(conc) {
+	for api.Polls() < int64(conc) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d processes reached /next within %s; one's output:\n%s", api.polls.Load(), conc, fn.timeout, procs[0].out.tail())
+			return fmt.Errorf("%d of %d processes reached /next within %s; one's output:\n%s", api.Polls(), conc, fn.timeout, procs[0].Output())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -312,21 +303,21 @@ func (fn *coldFunction) throughputRun(ctx context.Context, c *cli, run string, f
 	// after the cold runs' ids (2 per run), so every event of this run is new.
 	first := 2 * f.runs
 	total := f.throughput * f.copies
-	invs := make([]*invocation, 0, total)
+	invs := make([]*lambdart.Invocation, 0, total)
 	for i := range f.throughput {
 		for k := range f.copies {
 			payload, err := fn.event(run, first+i, k)
 			if err != nil {
 				return err
 			}
-			invs = append(invs, newInvocation(fmt.Sprintf("%s-w%d-%d", run, i, k), payload))
+			invs = append(invs, lambdart.NewInvocation(fmt.Sprintf("%s-w%d-%d", run, i, k), payload))
 		}
 	}
 	start := time.Now()
 	go func() {
 		for _, inv := range invs {
 			select {
-			case api.queue <- inv:
+			case api.Queue <- inv:
 			case <-ctx.Done():
 				return
 			}
@@ -336,20 +327,20 @@ func (fn *coldFunction) throughputRun(ctx context.Context, c *cli, run string, f
 	lat := make([]time.Duration, 0, total)
 	for _, inv := range invs {
 		select {
-		case <-inv.done:
+		case <-inv.Done:
 		case <-time.After(fn.timeout):
-			return fmt.Errorf("invocation %s: no response within %s", inv.id, fn.timeout)
+			return fmt.Errorf("invocation %s: no response within %s", inv.ID, fn.timeout)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		lat = append(lat, inv.answered.Sub(inv.served))
+		lat = append(lat, inv.Answered.Sub(inv.Served))
 		switch {
-		case inv.status == http.StatusOK && harness.IsDuplicate([]byte(inv.body)):
+		case inv.Status == http.StatusOK && harness.IsDuplicate([]byte(inv.Body)):
 			duplicates++
-		case inv.status == http.StatusOK:
+		case inv.Status == http.StatusOK:
 			accepted++
 		default:
-			other[inv.status]++
+			other[inv.Status]++
 		}
 	}
 	elapsed := time.Since(start)
@@ -367,185 +358,12 @@ func (fn *coldFunction) throughputRun(ctx context.Context, c *cli, run string, f
 	return nil
 }
 
-// runtimeAPI is a minimal Lambda Runtime API: /next hands out queued invocations, /response
-// and /error complete them.
-type runtimeAPI struct {
-	addr  string
-	srv   *http.Server
-	queue chan *invocation
-	polls atomic.Int64
-
-	mu       sync.Mutex
-	first    time.Time
-	inflight map[string]*invocation
-}
-
-type invocation struct {
-	id       string
-	payload  []byte
-	done     chan struct{}
-	served   time.Time // when /next handed it out
-	answered time.Time // when its result was POSTed
-	failed   bool      // POSTed to /error
-	status   int
-	body     string
-	raw      []byte
-}
-
-func newInvocation(id string, payload []byte) *invocation {
-	return &invocation{id: id, payload: payload, done: make(chan struct{})}
-}
-
 // accepted checks that the function answered 200 and not duplicate.
-func (inv *invocation) accepted() error {
-	if inv.failed || inv.status != http.StatusOK || harness.IsDuplicate([]byte(inv.body)) {
-		return fmt.Errorf("the event was not handled as new: %s", bytes.TrimSpace(inv.raw))
+func accepted(inv *lambdart.Invocation) error {
+	if inv.Failed || inv.Status != http.StatusOK || harness.IsDuplicate([]byte(inv.Body)) {
+		return fmt.Errorf("the event was not handled as new: %s", bytes.TrimSpace(inv.Raw))
 	}
 	return nil
-}
-
-func startRuntimeAPI() (*runtimeAPI, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	a := &runtimeAPI{addr: ln.Addr().String(), queue: make(chan *invocation), inflight: map[string]*invocation{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", a.next)
-	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", a.result(false))
-	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", a.result(true))
-	mux.HandleFunc("POST /2018-06-01/runtime/init/error", func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusAccepted) // the process exits next; its output says why
-	})
-	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = a.srv.Serve(ln) }()
-	return a, nil
-}
-
-func (a *runtimeAPI) close() { _ = a.srv.Close() }
-
-func (a *runtimeAPI) firstPoll() time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.first
-}
-
-func (a *runtimeAPI) next(w http.ResponseWriter, r *http.Request) {
-	now := time.Now()
-	a.mu.Lock()
-	if a.first.IsZero() {
-		a.first = now
-	}
-	a.mu.Unlock()
-	a.polls.Add(1)
-	var inv *invocation
-	select {
-	case inv = <-a.queue:
-	case <-r.Context().Done():
-		return
-	}
-	a.mu.Lock()
-	a.inflight[inv.id] = inv
-	inv.served = time.Now()
-	a.mu.Unlock()
-	w.Header().Set("Lambda-Runtime-Aws-Request-Id", inv.id)
-	w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10))
-	w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:000000000000:function:oncehook-receiver-coldstart")
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(inv.payload)
-}
-
-func (a *runtimeAPI) result(failed bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 6<<20))
-		now := time.Now()
-		a.mu.Lock()
-		inv, ok := a.inflight[r.PathValue("id")]
-		delete(a.inflight, r.PathValue("id"))
-		a.mu.Unlock()
-		if !ok || err != nil {
-			http.Error(w, `{"errorMessage":"Invalid request ID","errorType":"InvalidRequestID"}`, http.StatusBadRequest)
-			return
-		}
-		inv.answered, inv.failed, inv.raw = now, failed, body
-		var resp events.APIGatewayV2HTTPResponse
-		if !failed && json.Unmarshal(body, &resp) == nil {
-			inv.status, inv.body = resp.StatusCode, resp.Body
-		}
-		w.WriteHeader(http.StatusAccepted)
-		close(inv.done)
-	}
-}
-
-// coldProcess is one running bootstrap.
-type coldProcess struct {
-	cmd     *exec.Cmd
-	out     *tailBuffer
-	started time.Time
-	exited  chan struct{}
-	once    sync.Once
-}
-
-func (fn *coldFunction) start(addr string) (*coldProcess, error) {
-	cmd := exec.Command(fn.bootstrap)
-	cmd.Dir = filepath.Dir(fn.bootstrap)
-	cmd.Env = append(append([]string(nil), fn.env...), "AWS_LAMBDA_RUNTIME_API="+addr)
-	p := &coldProcess{cmd: cmd, out: &tailBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	p.started = time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	return p, nil
-}
-
-// await waits for inv's result, or for the process to exit without one.
-func (p *coldProcess) await(ctx context.Context, inv *invocation, timeout time.Duration) error {
-	select {
-	case <-inv.done:
-		return nil
-	case <-p.exited:
-		select {
-		case <-inv.done:
-			return nil
-		default:
-		}
-		return fmt.Errorf("the process exited (%s) before answering; its output:\n%s", p.cmd.ProcessState, p.out.tail())
-	case <-time.After(timeout):
-		return fmt.Errorf("no response within %s; its output:\n%s", timeout, p.out.tail())
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (p *coldProcess) stop() {
-	p.once.Do(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-}
-
-// tailBuffer keeps the last 8 KiB a process wrote, for error messages.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > 8<<10 {
-		b.buf = append([]byte(nil), b.buf[len(b.buf)-8<<10:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) tail() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
 
 // quantile returns the q-quantile (nearest rank) of sorted ds.
