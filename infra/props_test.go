@@ -22,18 +22,13 @@ import (
 )
 
 // synthesize runs New in a stack of its own and returns its template, or the refusal.
-func synthesize(props *Props, before ...func(awscdk.Stack)) (tpl assertions.Template, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
+func synthesize(props *Props, before ...func(awscdk.Stack)) (assertions.Template, error) {
+	return synthesizeWith(func(stack awscdk.Stack) *Props {
+		for _, f := range before {
+			f(stack)
 		}
-	}()
-	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("S"), nil)
-	for _, f := range before {
-		f(stack)
-	}
-	New(stack, "Oncehook", props)
-	return assertions.Template_FromStack(stack, nil), nil
+		return props
+	}, nil)
 }
 
 func prebuilt(arch string) *Props {
@@ -296,8 +291,9 @@ func TestAPIPropsThatCannotWorkFailTheSynth(t *testing.T) {
 	}
 }
 
-// synthesizeWith is synthesize for props that need the stack (certificates, zones); it keeps
-// the construct in *o when o is not nil.
+// synthesizeWith runs New in a stack of its own with the props build makes in it (certificates
+// and zones need the stack), keeping the construct in *o when o is not nil, and returns the
+// template or the refusal.
 func synthesizeWith(build func(awscdk.Stack) *Props, o **Oncehook) (tpl assertions.Template, err error) {
 	defer func() {
 		if r := recover(); r != nil {
