@@ -154,8 +154,13 @@ func parseTime(v string) time.Time {
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return t
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 && n < 1<<34 {
-		return time.Unix(n, 0)
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+		switch {
+		case n < 1<<34: // Unix seconds (until the year 2514)
+			return time.Unix(n, 0)
+		case n >= 1e12 && n < 1e15: // Unix milliseconds (Linear's webhookTimestamp)
+			return time.UnixMilli(n)
+		}
 	}
 	return time.Time{}
 }

@@ -251,6 +251,15 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 	}
 
+	if c, ok := src.scheme.(webhook.Challenger); ok {
+		// A provider proving the endpoint (Slack's url_verification, Twitch's callback
+		// verification): signed, answered with its challenge, nothing claimed.
+		if answer, ctype, ok := c.Challenge(hdr, raw); ok {
+			d.errKind = "challenge"
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: map[string]string{"Content-Type": ctype}, Body: string(answer)}
+		}
+	}
+
 	var at [maxPaths]span // where the values read from the body lie; on the stack
 	ev, err := src.read.extract(name, hdr, raw, text, at[:])
 	if err != nil {

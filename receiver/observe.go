@@ -120,7 +120,7 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		doc.Count("TooOld", bySource)
 	case "ignored":
 		doc.Count("UnknownType", bySource)
-	case "":
+	case "", "challenge":
 	default:
 		doc.Count("Rejected", bySource)
 	}

@@ -50,7 +50,7 @@ type Target struct {
 
 // Source is one provider's configuration.
 type Source struct {
-	// Scheme names the signature scheme: standard-webhooks, stripe, github, shopify, hmac-sha256.
+	// Scheme names the signature scheme: one of Schemes.
 	Scheme string `json:"scheme"`
 	// Secrets lists where the signing secrets come from. Several at once allow rotation: a
 	// delivery signed by any of them is accepted.
@@ -109,9 +109,17 @@ const (
 //     retries); Standard Webhooks itself sets no number;
 //   - stripe: Stripe publishes no number; 10 seconds is a conservative bound;
 //   - hmac-sha256: unknown provider: 10 seconds.
+//   - svix: 15 seconds (docs.svix.com/retries);
+//   - slack: 3 seconds (api.slack.com/apis/events-api);
+//   - paddle: 5 seconds (developer.paddle.com/webhooks/respond-to-webhooks);
+//   - pagerduty: 5 seconds (developer-docs, webhooks/02-Behavior.md);
+//   - linear: 5 seconds (linear.app/developers/webhooks);
+//   - twitch: "a few seconds": 3 seconds.
 var DeliveryTimeouts = map[string]time.Duration{
 	"github": 10 * time.Second, "shopify": 5 * time.Second, "standard-webhooks": 15 * time.Second,
 	"stripe": 10 * time.Second, "hmac-sha256": 10 * time.Second,
+	"svix": 15 * time.Second, "slack": 3 * time.Second, "paddle": 5 * time.Second,
+	"pagerduty": 5 * time.Second, "linear": 5 * time.Second, "twitch": 3 * time.Second,
 }
 
 // The values of Source.ReplayGuard.
@@ -131,7 +139,15 @@ func (s *Source) IDSigned() bool {
 	if l.JSON != "" {
 		return true
 	}
-	return s.Scheme == "standard-webhooks" && strings.EqualFold(l.Header, "webhook-id")
+	switch s.Scheme {
+	case "standard-webhooks":
+		return strings.EqualFold(l.Header, "webhook-id")
+	case "svix":
+		return strings.EqualFold(l.Header, "svix-id")
+	case "twitch":
+		return strings.EqualFold(l.Header, "Twitch-Eventsub-Message-Id")
+	}
+	return false
 }
 
 // TimeSigned reports whether the event's time is read from the signed body (an occurred_at

@@ -2,11 +2,13 @@ package sources
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/webhook"
 )
 
 func TestTheExampleFileLoadsWithPresetsFilledIn(t *testing.T) {
@@ -63,7 +65,8 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a locator with both places", `{"sources":{"s":{` + ok + `,"event_id":{"json":"id","header":"X-Id"}}}}`, "sources.s.event_id"},
 		{"a bad JSON path", `{"sources":{"s":{` + ok + `,"event_type":{"json":"data..type"}}}}`, "sources.s.event_type.json"},
 		{"a bad duration", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3 days"}}}`, "invalid duration"},
-		{"no retry horizon", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}]}}}`, "sources.s.retry_horizon"},
+		{"no retry horizon where the provider documents none", `{"sources":{"s":{"scheme":"github","secrets":[{"env":"S"}]}}}`, "sources.s.retry_horizon: is required"},
+		{"a negative retry horizon", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"-1h"}}}`, "sources.s.retry_horizon"},
 		{"retention shorter than horizon + redrive", `{"sources":{"s":{` + ok + `,"keep":"7d"}}}`, "shorter than its retry horizon + redrive window"},
 		{"a body limit over Lambda's", `{"sources":{"s":{` + ok + `,"max_body_bytes":7000000}}}`, "sources.s.max_body_bytes"},
 		{"a delivery timeout over API Gateway's", `{"sources":{"s":{` + ok + `,"delivery_timeout":"30s"}}}`, "sources.s.delivery_timeout"},
@@ -112,5 +115,75 @@ func TestDurations(t *testing.T) {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Fatalf("ParseDuration(%q) accepted", bad)
 		}
+	}
+}
+
+// TestEveryProviderPresetLoadsWithItsDocumentedDefaults: a source naming only its scheme and
+// secret gets the provider's locators, retry horizon and delivery timeout, and a replay guard
+// exactly where its event id is not signed.
+func TestEveryProviderPresetLoadsWithItsDocumentedDefaults(t *testing.T) {
+	t.Parallel()
+	f, err := Parse([]byte(`{"sources":{
+		"clerk":  {"scheme":"svix","secrets":[{"env":"S"}]},
+		"slack":  {"scheme":"slack","secrets":[{"env":"S"}]},
+		"paddle": {"scheme":"paddle","secrets":[{"env":"S"}]},
+		"pd":     {"scheme":"pagerduty","secrets":[{"env":"S"}]},
+		"linear": {"scheme":"linear","secrets":[{"env":"S"}]},
+		"twitch": {"scheme":"twitch","secrets":[{"env":"S"}],"retry_horizon":"1h"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, id, typ, guard string
+		horizon, timeout     time.Duration
+	}{
+		{"clerk", "header svix-id", "json type", ReplayGuardOff, 28 * time.Hour, 15 * time.Second},
+		{"slack", "json event_id", "json event.type", ReplayGuardOff, 10 * time.Minute, 3 * time.Second},
+		{"paddle", "json event_id", "json event_type", ReplayGuardOff, 72 * time.Hour, 5 * time.Second},
+		{"pd", "json event.id", "json event.event_type", ReplayGuardOff, 48 * time.Hour, 5 * time.Second},
+		{"linear", "header Linear-Delivery", "header Linear-Event", ReplayGuardBody, 8 * time.Hour, 5 * time.Second},
+		{"twitch", "header Twitch-Eventsub-Message-Id", "header Twitch-Eventsub-Subscription-Type", ReplayGuardOff, time.Hour, 3 * time.Second},
+	} {
+		s := f.Sources[c.name]
+		loc := func(l *Locator) string {
+			if l.Header != "" {
+				return "header " + l.Header
+			}
+			return "json " + l.JSON
+		}
+		if loc(s.EventID) != c.id || loc(s.EventType) != c.typ || s.ReplayGuard != c.guard ||
+			time.Duration(s.RetryHorizon) != c.horizon || time.Duration(s.DeliveryTimeout) != c.timeout {
+			t.Errorf("%s: id %s, type %s, guard %s, horizon %v, timeout %v; want %+v", c.name, loc(s.EventID), loc(s.EventType), s.ReplayGuard,
+				time.Duration(s.RetryHorizon), time.Duration(s.DeliveryTimeout), c)
+		}
+	}
+}
+
+// TestTheProvidersExampleLoads: examples/sources.providers.json, one source per scheme, is a
+// valid file and covers every scheme.
+func TestTheProvidersExampleLoads(t *testing.T) {
+	t.Parallel()
+	f, err := Load("../examples/sources.providers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, s := range f.Sources {
+		seen[s.Scheme] = true
+	}
+	for _, scheme := range Schemes {
+		if !seen[scheme] {
+			t.Errorf("no %s source in the example", scheme)
+		}
+	}
+}
+
+// TestEverySchemeIsOneTheVerifierKnows: the sources file accepts exactly the schemes
+// webhook.New makes.
+func TestEverySchemeIsOneTheVerifierKnows(t *testing.T) {
+	t.Parallel()
+	a, b := slices.Sorted(slices.Values(Schemes)), slices.Sorted(slices.Values(webhook.Names))
+	if !slices.Equal(a, b) {
+		t.Fatalf("sources.Schemes %v, webhook.Names %v", a, b)
 	}
 }

@@ -23,11 +23,13 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // Schemes are the signature schemes a source can name.
-var Schemes = []string{"standard-webhooks", "stripe", "github", "shopify", "hmac-sha256"}
+var Schemes = []string{"standard-webhooks", "svix", "stripe", "github", "shopify", "slack", "paddle", "pagerduty", "linear", "twitch", "hmac-sha256"}
 
-// Preset is where a provider puts its event id, type, delivery id and event time.
+// Preset is where a provider puts its event id, type, delivery id and event time, and how long
+// it retries a failed delivery when it documents that.
 type Preset struct {
 	EventID, EventType, DeliveryID, OccurredAt *Locator
+	RetryHorizon                               time.Duration
 }
 
 // Presets are the documented locations per scheme, used where a source sets none:
@@ -44,10 +46,62 @@ var Presets = map[string]Preset{
 		EventType:  &Locator{JSON: "type"},
 		OccurredAt: &Locator{JSON: "timestamp"},
 	},
+	// svix-id is signed and kept on every attempt; the schedule (immediately, 5 s, 5 min,
+	// 30 min, 2 h, 5 h, 10 h, 10 h) ends about 27.6 h after the first attempt
+	// (docs.svix.com/retries). The body's time field is each sender's own.
+	"svix": {
+		EventID:      &Locator{Header: "svix-id"},
+		EventType:    &Locator{JSON: "type"},
+		RetryHorizon: 28 * time.Hour,
+	},
+	// Stripe attempts delivery for up to three days in live mode (docs.stripe.com/webhooks).
 	"stripe": {
-		EventID:    &Locator{JSON: "id"},
-		EventType:  &Locator{JSON: "type"},
-		OccurredAt: &Locator{JSON: "created"},
+		EventID:      &Locator{JSON: "id"},
+		EventType:    &Locator{JSON: "type"},
+		OccurredAt:   &Locator{JSON: "created"},
+		RetryHorizon: 72 * time.Hour,
+	},
+	// The Events API envelope: event_id is kept on retries, which come after about 1 and 5
+	// minutes (api.slack.com/apis/events-api, "Retries").
+	"slack": {
+		EventID:      &Locator{JSON: "event_id"},
+		EventType:    &Locator{JSON: "event.type"},
+		OccurredAt:   &Locator{JSON: "event_time"},
+		RetryHorizon: 10 * time.Minute,
+	},
+	// Paddle Billing retries a live notification up to 60 times over 3 days
+	// (developer.paddle.com/webhooks/respond-to-webhooks); notification_id is per destination.
+	"paddle": {
+		EventID:      &Locator{JSON: "event_id"},
+		EventType:    &Locator{JSON: "event_type"},
+		DeliveryID:   &Locator{JSON: "notification_id"},
+		OccurredAt:   &Locator{JSON: "occurred_at"},
+		RetryHorizon: 72 * time.Hour,
+	},
+	// PagerDuty v3 retries for up to 48 hours (developer-docs, webhooks/02-Behavior.md); the
+	// signed event.id is the key, X-Webhook-Id (per webhook, kept on attempts) the delivery id.
+	"pagerduty": {
+		EventID:      &Locator{JSON: "event.id"},
+		EventType:    &Locator{JSON: "event.event_type"},
+		DeliveryID:   &Locator{Header: "X-Webhook-Id"},
+		OccurredAt:   &Locator{JSON: "event.occurred_at"},
+		RetryHorizon: 48 * time.Hour,
+	},
+	// Linear's payload has no event id: Linear-Delivery identifies the payload (Linear does not
+	// say a retry keeps it; the body guard, on by default since the header is unsigned, refuses
+	// a byte-identical body under another id). Retries come after 1 min, 1 h and 6 h
+	// (linear.app/developers/webhooks); webhookTimestamp is in milliseconds.
+	"linear": {
+		EventID:      &Locator{Header: "Linear-Delivery"},
+		EventType:    &Locator{Header: "Linear-Event"},
+		OccurredAt:   &Locator{JSON: "webhookTimestamp"},
+		RetryHorizon: 8 * time.Hour,
+	},
+	// Twitch-Eventsub-Message-Id is signed and kept when Twitch resends; Twitch documents no
+	// retry horizon (dev.twitch.tv/docs/eventsub/handling-webhook-events).
+	"twitch": {
+		EventID:   &Locator{Header: "Twitch-Eventsub-Message-Id"},
+		EventType: &Locator{Header: "Twitch-Eventsub-Subscription-Type"},
 	},
 	"github": {
 		EventID:    &Locator{Header: "X-GitHub-Delivery", ScopeHeader: "X-GitHub-Hook-ID"},
@@ -156,6 +210,12 @@ func (s *Source) validate(at string) error {
 	}
 
 	p := Presets[s.Scheme]
+	if s.RetryHorizon == 0 {
+		s.RetryHorizon = Duration(p.RetryHorizon)
+		if p.RetryHorizon == 0 {
+			return &FieldError{Field: at + ".retry_horizon", Reason: "is required: the " + s.Scheme + " scheme's provider documents no retry horizon to default to"}
+		}
+	}
 	s.EventID = orPreset(s.EventID, p.EventID)
 	s.EventType = orPreset(s.EventType, p.EventType)
 	s.DeliveryID = orPreset(s.DeliveryID, p.DeliveryID)

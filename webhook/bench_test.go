@@ -16,6 +16,12 @@ var benchSchemes = []struct {
 	{GitHub, Options{}},
 	{Shopify, Options{}},
 	{HMACSHA256, Options{Header: "X-Signature", Prefix: "sha256="}},
+	{Svix, Options{}},
+	{Slack, Options{}},
+	{Paddle, Options{}},
+	{PagerDuty, Options{}},
+	{Linear, Options{}},
+	{Twitch, Options{}},
 }
 
 // benchmarkVerify verifies one signed 2 KB delivery per iteration, as the receiver's hot path

@@ -19,12 +19,23 @@ import (
 //     The legacy SHA-1 X-Hub-Signature is never read.
 //   - Shopify: X-Shopify-Hmac-Sha256: <base64>
 //     (https://shopify.dev/docs/apps/build/webhooks/verify-deliveries).
+//   - PagerDuty (v3 webhooks): X-PagerDuty-Signature: v1=<hex>[,v1=<hex>...], one per active
+//     secret while it is rotated; other versions are skipped
+//     (https://developer.pagerduty.com/docs/webhooks-overview#verifying-signatures).
+//   - Linear: Linear-Signature: <hex>
+//     (https://linear.app/developers/webhooks#securing-webhooks).
 
 // GitHubHeader is the header carrying GitHub's SHA-256 signature.
 const GitHubHeader = "X-Hub-Signature-256"
 
 // ShopifyHeader is the header carrying Shopify's signature, in net/http's canonical form.
 const ShopifyHeader = "X-Shopify-Hmac-Sha256"
+
+// PagerDutyHeader and LinearHeader carry PagerDuty's and Linear's signatures.
+const (
+	PagerDutyHeader = "X-Pagerduty-Signature"
+	LinearHeader    = "Linear-Signature"
+)
 
 // The encodings of the generic scheme's digest (Options.Encoding).
 const (
@@ -39,6 +50,7 @@ type bodyScheme struct {
 	header   string
 	prefix   string
 	encoding string
+	list     string // when set, the header is a list of signatures separated by it (PagerDuty)
 	ring     *keyring
 }
 
@@ -76,10 +88,31 @@ func (s *bodyScheme) Verify(h http.Header, body []byte, secrets []string, _ time
 		return reject(s.name, reason, s.header, detail)
 	}
 	var sigs signatures
-	if detail := parseBodySignature(v, s.prefix, s.encoding, &sigs.sig[0]); detail != "" {
-		return reject(s.name, ReasonMalformedHeader, s.header, detail)
+	if s.list == "" {
+		if detail := parseBodySignature(v, s.prefix, s.encoding, &sigs.sig[0]); detail != "" {
+			return reject(s.name, ReasonMalformedHeader, s.header, detail)
+		}
+		sigs.n = 1
+	} else {
+		for rest, more := v, true; more; {
+			var item string
+			item, rest, more = strings.Cut(rest, s.list)
+			item = trimSpace(item)
+			if !strings.HasPrefix(item, s.prefix) {
+				continue // another version
+			}
+			if sigs.n == maxSignatures {
+				return reject(s.name, ReasonMalformedHeader, s.header, "too many signatures")
+			}
+			if detail := parseBodySignature(item, s.prefix, s.encoding, &sigs.sig[sigs.n]); detail != "" {
+				return reject(s.name, ReasonMalformedHeader, s.header, detail)
+			}
+			sigs.n++
+		}
+		if sigs.n == 0 {
+			return reject(s.name, ReasonNoMatch, s.header, "there is no "+strings.TrimSuffix(s.prefix, "=")+" signature")
+		}
 	}
-	sigs.n = 1
 	if !s.ring.anySecret(secrets, &sigs, body) {
 		return reject(s.name, ReasonNoMatch, s.header, "")
 	}

@@ -1,6 +1,8 @@
 // Package webhook verifies webhook signatures over the raw body, in constant time, for the
-// schemes oncehook receives: Standard Webhooks, Stripe, GitHub, Shopify and a configurable
-// HMAC-SHA256 header.
+// schemes oncehook receives (Names): Standard Webhooks and its Svix header form, Stripe, GitHub,
+// Shopify, Slack, Paddle, PagerDuty, Linear, Twitch EventSub, and a configurable HMAC-SHA256
+// header. Schemes whose providers send control messages (Slack's and Twitch's challenges)
+// implement Challenger.
 //
 // A receiver makes one Scheme per source with New, checks its secrets once with CheckSecrets,
 // then calls Verify with the request's headers, the body exactly as received, the source's

@@ -34,3 +34,20 @@ func Example() {
 	// <nil>
 	// true true
 }
+
+// A provider's control message: Slack proves an endpoint with a signed url_verification whose
+// challenge must come back. Verify first, then ask the scheme.
+func ExampleChallenger() {
+	s, _ := webhook.New(webhook.Slack, webhook.Options{})
+	body := []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	h := http.Header{}
+	_ = s.Sign(h, body, "slack-signing-secret", "", time.Now())
+	if err := s.Verify(h, body, []string{"slack-signing-secret"}, time.Now()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if answer, contentType, ok := s.(webhook.Challenger).Challenge(h, body); ok {
+		fmt.Println(contentType, string(answer))
+	}
+	// Output: text/plain 3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P
+}

@@ -154,3 +154,76 @@ func FuzzGenericSignature(f *testing.F) {
 	fuzzBodyScheme(f, s, "X-Signature", "v1=", EncodingBase64,
 		"v1=sJ5U011xTCOr6ShN5Ww/c5UDicLew0ItHSoe0GLNuZg=", "v1=", "sJ5U011xTCOr6ShN5Ww/c5UDicLew0ItHSoe0GLNuZg=")
 }
+
+func FuzzPagerDutySignature(f *testing.F) {
+	s := mustNew(f, PagerDuty, Options{})
+	body := []byte(testBody)
+	good := signedHeader(f, s, PagerDutyHeader, "", body)
+	for _, seed := range []string{good, "v2=abc," + good, good + ",v1=" + strings.Repeat("0", 64), strings.Repeat(good+",", 9), ",,", "v1=", ""} {
+		f.Add(seed, body)
+	}
+	f.Fuzz(func(t *testing.T, v string, body []byte) {
+		err := s.Verify(http.Header{PagerDutyHeader: {v}}, body, []string{fuzzSecret}, clock)
+		if err != nil {
+			checkRejection(t, err, PagerDuty)
+			return
+		}
+		want := "v1=" + hex.EncodeToString(refMAC([]byte(fuzzSecret), body))
+		if !strings.Contains(strings.ToLower(v), want) {
+			t.Fatalf("accepted %q for body %q without the MAC %s", v, body, want)
+		}
+	})
+}
+
+func FuzzLinearSignature(f *testing.F) {
+	fuzzBodyScheme(f, mustNew(f, Linear, Options{}), LinearHeader, "", EncodingHex, strings.Repeat("g", 64))
+}
+
+// FuzzTimestampedSignatures fuzzes Slack's, Paddle's and Twitch's headers with the MAC of each
+// scheme's own signed string, computed here.
+func FuzzTimestampedSignatures(f *testing.F) {
+	slack, paddle, twitch := mustNew(f, Slack, Options{}), mustNew(f, Paddle, Options{}), mustNew(f, Twitch, Options{})
+	body := []byte(testBody)
+	sign := func(s Scheme, id string) http.Header {
+		h := http.Header{}
+		if err := s.Sign(h, body, fuzzSecret, id, clock); err != nil {
+			f.Fatal(err)
+		}
+		return h
+	}
+	sh, ph, th := sign(slack, ""), sign(paddle, ""), sign(twitch, "msg-1")
+	f.Add(sh.Get(SlackSignatureHeader), sh.Get(SlackTimestampHeader), "", body)
+	f.Add(ph.Get(PaddleHeader), "", "", body)
+	f.Add(ph.Get(PaddleHeader)+";h1="+strings.Repeat("a", 64), "", "", body)
+	f.Add("ts=1;ts=2;h1=", "", "", body)
+	f.Add(th.Get(TwitchSignatureHeader), th.Get(TwitchTimestampHeader), "msg-1", body)
+	f.Add(th.Get(TwitchSignatureHeader), "2023-13-45T99:00:00Z", "msg-1", body)
+	f.Fuzz(func(t *testing.T, sig, ts, id string, body []byte) {
+		// Slack
+		if err := slack.Verify(http.Header{SlackSignatureHeader: {sig}, SlackTimestampHeader: {ts}}, body, []string{fuzzSecret}, clock); err != nil {
+			checkRejection(t, err, Slack)
+		} else if want := "v0=" + hex.EncodeToString(refMAC([]byte(fuzzSecret), append([]byte("v0:"+ts+":"), body...))); strings.ToLower(sig) != want {
+			t.Fatalf("slack accepted %q at %q for %q, want %s", sig, ts, body, want)
+		}
+		// Paddle: the timestamp is in the header
+		if err := paddle.Verify(http.Header{PaddleHeader: {sig}}, body, []string{fuzzSecret}, clock); err != nil {
+			checkRejection(t, err, Paddle)
+		} else {
+			var pts string
+			var sigs signatures
+			if parseSignedList(sig, ';', "ts", "h1", &pts, &sigs) != "" {
+				t.Fatalf("paddle accepted %q, which does not parse", sig)
+			}
+			if want := "h1=" + hex.EncodeToString(refMAC([]byte(fuzzSecret), append([]byte(pts+":"), body...))); !strings.Contains(strings.ToLower(sig), want) {
+				t.Fatalf("paddle accepted %q for %q without %s", sig, body, want)
+			}
+		}
+		// Twitch
+		h := http.Header{TwitchSignatureHeader: {sig}, TwitchTimestampHeader: {ts}, TwitchIDHeader: {id}}
+		if err := twitch.Verify(h, body, []string{fuzzSecret}, clock); err != nil {
+			checkRejection(t, err, Twitch)
+		} else if want := "sha256=" + hex.EncodeToString(refMAC([]byte(fuzzSecret), append([]byte(id+ts), body...))); strings.ToLower(sig) != want {
+			t.Fatalf("twitch accepted %q at %q id %q for %q, want %s", sig, ts, id, body, want)
+		}
+	})
+}

@@ -23,6 +23,8 @@ type fixture struct {
 	Body    string            `json:"body"`
 	Now     int64             `json:"now"`
 	Headers map[string]string `json:"headers"`
+	// VerifyOnly says why Sign cannot reproduce the vector (several signatures in one header).
+	VerifyOnly string `json:"verify_only"`
 }
 
 func (f fixture) header() http.Header {

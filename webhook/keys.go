@@ -30,6 +30,7 @@ const maxKeys = 32
 type keyring struct {
 	scheme string
 	decode func(secret string) ([]byte, error)
+	sep    string // what follows each signed field before the body: "." for most schemes
 	keys   atomic.Pointer[map[string]*key]
 	mu     sync.Mutex // serialises writers of keys
 }
@@ -37,6 +38,7 @@ type keyring struct {
 // key is one prepared secret, or the reason it is unusable.
 type key struct {
 	err  error // an *InvalidError without the index; see keyring.check
+	sep  string
 	pool sync.Pool
 }
 
@@ -48,7 +50,7 @@ type macState struct {
 }
 
 func newKeyring(scheme string, decode func(string) ([]byte, error)) *keyring {
-	r := &keyring{scheme: scheme, decode: decode}
+	r := &keyring{scheme: scheme, decode: decode, sep: "."}
 	m := map[string]*key{}
 	r.keys.Store(&m)
 	return r
@@ -88,7 +90,7 @@ func (r *keyring) prepare(secret string) *key {
 	if len(raw) == 0 {
 		return &key{err: &InvalidError{Scheme: r.scheme, Reason: "the secret decodes to no bytes"}}
 	}
-	k := &key{}
+	k := &key{sep: r.sep}
 	k.pool.New = func() any { return &macState{h: hmac.New(sha256.New, raw)} }
 	return k
 }
@@ -110,7 +112,9 @@ func (r *keyring) check(secrets []string) error {
 	return nil
 }
 
-// mac sets out to HMAC-SHA256(key, f1 "." f2 "." ... body): each field is followed by a full stop.
+// mac sets out to HMAC-SHA256(key, f1 sep f2 sep ... body): each field is followed by the
+// ring's separator (a full stop for Standard Webhooks and Stripe, a colon for Slack and Paddle,
+// nothing for Twitch).
 // The fields are copied into the pooled scratch buffer so that nothing escapes to the heap.
 func (k *key) mac(out *[sha256.Size]byte, body []byte, fields ...string) {
 	st := k.pool.Get().(*macState)
@@ -119,7 +123,7 @@ func (k *key) mac(out *[sha256.Size]byte, body []byte, fields ...string) {
 		st.scratch = st.scratch[:0]
 		for _, f := range fields {
 			st.scratch = append(st.scratch, f...)
-			st.scratch = append(st.scratch, '.')
+			st.scratch = append(st.scratch, k.sep...)
 		}
 		st.h.Write(st.scratch)
 	}

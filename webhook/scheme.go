@@ -20,7 +20,24 @@ const (
 	Shopify = "shopify"
 	// HMACSHA256 names the generic scheme: an HMAC-SHA256 of the body in a configured header.
 	HMACSHA256 = "hmac-sha256"
+	// Svix names Standard Webhooks under Svix's header names (svix-id, svix-timestamp,
+	// svix-signature): Clerk, Resend, OpenAI and the other senders Svix runs.
+	Svix = "svix"
+	// Slack names Slack's scheme (X-Slack-Signature: v0=..., X-Slack-Request-Timestamp).
+	Slack = "slack"
+	// Paddle names Paddle Billing's scheme (Paddle-Signature: ts=...;h1=...).
+	Paddle = "paddle"
+	// PagerDuty names PagerDuty's v3 webhooks scheme (X-PagerDuty-Signature: v1=...[,v1=...]).
+	PagerDuty = "pagerduty"
+	// Linear names Linear's scheme (Linear-Signature).
+	Linear = "linear"
+	// Twitch names Twitch EventSub's scheme (Twitch-Eventsub-Message-Signature over the message
+	// id, timestamp and body).
+	Twitch = "twitch"
 )
+
+// Names lists every scheme New accepts.
+var Names = []string{StandardWebhooks, Svix, Stripe, GitHub, Shopify, Slack, Paddle, PagerDuty, Linear, Twitch, HMACSHA256}
 
 // Scheme verifies (and, for tests and the CLI, produces) one provider's webhook signatures.
 // A Scheme is safe for concurrent use.
@@ -62,31 +79,40 @@ type Options struct {
 	Prefix string
 }
 
-// New returns the named scheme: "standard-webhooks", "stripe", "github", "shopify",
-// "hmac-sha256". Unknown names or bad options give an *InvalidError naming the field.
+// New returns the named scheme (one of Names). Unknown names or bad options give an
+// *InvalidError naming the field.
 func New(name string, opts Options) (Scheme, error) {
 	switch name {
-	case StandardWebhooks, Stripe:
+	case StandardWebhooks, Svix, Stripe, Slack, Paddle, Twitch:
 		if err := onlyTolerance(name, opts); err != nil {
 			return nil, err
 		}
-		if name == Stripe {
+		switch name {
+		case Stripe:
 			return newStripe(opts.Tolerance), nil
+		case Slack, Paddle, Twitch:
+			return newTimestamped(name, opts.Tolerance), nil
 		}
-		return newStandard(opts.Tolerance), nil
-	case GitHub, Shopify:
+		return newStandard(name, opts.Tolerance), nil
+	case GitHub, Shopify, PagerDuty, Linear:
 		if err := noOptions(name, opts); err != nil {
 			return nil, err
 		}
-		if name == GitHub {
+		switch name {
+		case GitHub:
 			return newBodyScheme(GitHub, GitHubHeader, "sha256=", EncodingHex), nil
+		case PagerDuty:
+			s := newBodyScheme(PagerDuty, PagerDutyHeader, "v1=", EncodingHex)
+			s.list = ","
+			return s, nil
+		case Linear:
+			return newBodyScheme(Linear, LinearHeader, "", EncodingHex), nil
 		}
 		return newBodyScheme(Shopify, ShopifyHeader, "", EncodingBase64), nil
 	case HMACSHA256:
 		return newGeneric(opts)
 	}
-	return nil, &InvalidError{Field: "name", Reason: "unknown scheme " + quote(name) +
-		`; want "standard-webhooks", "stripe", "github", "shopify" or "hmac-sha256"`}
+	return nil, &InvalidError{Field: "name", Reason: "unknown scheme " + quote(name) + "; want one of " + strings.Join(Names, ", ")}
 }
 
 func onlyTolerance(name string, opts Options) error {

@@ -17,7 +17,10 @@ func TestNewRefusesBadOptionsNamingTheField(t *testing.T) {
 		opts   Options
 		field  string
 	}{
-		{"an unknown scheme is refused", "svix", Options{}, "name"},
+		{"an unknown scheme is refused", "paypal", Options{}, "name"},
+		{"PagerDuty takes no tolerance: it signs no timestamp", PagerDuty, Options{Tolerance: time.Minute}, "Tolerance"},
+		{"a negative Slack tolerance is refused", Slack, Options{Tolerance: -time.Second}, "Tolerance"},
+		{"Twitch takes no Header", Twitch, Options{Header: "X-Sig"}, "Header"},
 		{"an empty scheme name is refused", "", Options{}, "name"},
 		{"scheme names are case-sensitive", "Stripe", Options{}, "name"},
 		{"a negative Stripe tolerance is refused", Stripe, Options{Tolerance: -time.Second}, "Tolerance"},
@@ -62,6 +65,7 @@ func TestNewAcceptsEveryDocumentedScheme(t *testing.T) {
 		{Shopify, Options{}},
 		{HMACSHA256, Options{Header: "X-Signature"}},
 		{HMACSHA256, Options{Header: "x-hook-sig", Encoding: EncodingBase64, Prefix: "sha256="}},
+		{Svix, Options{}}, {Slack, Options{Tolerance: time.Minute}}, {Paddle, Options{}}, {PagerDuty, Options{}}, {Linear, Options{}}, {Twitch, Options{}},
 	} {
 		t.Run(c.name+" is made and named", func(t *testing.T) {
 			t.Parallel()

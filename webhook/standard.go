@@ -46,19 +46,34 @@ const DefaultStandardTolerance = 5 * time.Minute
 // StandardSecretPrefix marks a serialized Standard Webhooks symmetric secret.
 const StandardSecretPrefix = "whsec_"
 
+// Svix, which runs many providers' webhooks (Clerk, Resend, OpenAI and others), sends the same
+// scheme under its own header names (https://docs.svix.com/receiving/verifying-payloads/how-manual).
+const (
+	SvixIDHeader        = "Svix-Id"
+	SvixTimestampHeader = "Svix-Timestamp"
+	SvixSignatureHeader = "Svix-Signature"
+)
+
 type standardScheme struct {
-	tolerance time.Duration
-	ring      *keyring
+	name                          string
+	idHeader, tsHeader, sigHeader string
+	tolerance                     time.Duration
+	ring                          *keyring
 }
 
-func newStandard(tolerance time.Duration) *standardScheme {
+func newStandard(name string, tolerance time.Duration) *standardScheme {
 	if tolerance == 0 {
 		tolerance = DefaultStandardTolerance
 	}
-	return &standardScheme{tolerance: tolerance, ring: newKeyring(StandardWebhooks, decodeStandardSecret)}
+	s := &standardScheme{name: name, tolerance: tolerance, ring: newKeyring(name, decodeStandardSecret),
+		idHeader: StandardIDHeader, tsHeader: StandardTimestampHeader, sigHeader: StandardSignatureHeader}
+	if name == Svix {
+		s.idHeader, s.tsHeader, s.sigHeader = SvixIDHeader, SvixTimestampHeader, SvixSignatureHeader
+	}
+	return s
 }
 
-func (s *standardScheme) Name() string { return StandardWebhooks }
+func (s *standardScheme) Name() string { return s.name }
 
 // decodeStandardSecret decodes "whsec_<base64>" or a bare "<base64>" into the key bytes.
 func decodeStandardSecret(secret string) ([]byte, error) {
@@ -101,57 +116,57 @@ func (s *standardScheme) Verify(h http.Header, body []byte, secrets []string, no
 	if err := s.ring.check(secrets); err != nil {
 		return err
 	}
-	id, reason, detail := header(h, StandardIDHeader)
+	id, reason, detail := header(h, s.idHeader)
 	if reason != "" {
-		return reject(StandardWebhooks, reason, StandardIDHeader, detail)
+		return reject(s.name, reason, s.idHeader, detail)
 	}
-	ts, reason, detail := header(h, StandardTimestampHeader)
+	ts, reason, detail := header(h, s.tsHeader)
 	if reason != "" {
-		return reject(StandardWebhooks, reason, StandardTimestampHeader, detail)
+		return reject(s.name, reason, s.tsHeader, detail)
 	}
-	sigHeader, reason, detail := header(h, StandardSignatureHeader)
+	sigHeader, reason, detail := header(h, s.sigHeader)
 	if reason != "" {
-		return reject(StandardWebhooks, reason, StandardSignatureHeader, detail)
+		return reject(s.name, reason, s.sigHeader, detail)
 	}
 	unix, ok := parseUnix(ts)
 	if !ok {
-		return reject(StandardWebhooks, ReasonMalformedHeader, StandardTimestampHeader,
+		return reject(s.name, ReasonMalformedHeader, s.tsHeader,
 			"the timestamp is not a Unix time in seconds")
 	}
 	if detail := timestampDetail(unix, now, s.tolerance); detail != "" {
-		return reject(StandardWebhooks, ReasonTimestamp, StandardTimestampHeader, detail)
+		return reject(s.name, ReasonTimestamp, s.tsHeader, detail)
 	}
 	var sigs signatures
 	if detail := parseStandardSignature(sigHeader, &sigs); detail != "" {
-		return reject(StandardWebhooks, ReasonMalformedHeader, StandardSignatureHeader, detail)
+		return reject(s.name, ReasonMalformedHeader, s.sigHeader, detail)
 	}
 	if sigs.n == 0 {
-		return reject(StandardWebhooks, ReasonNoMatch, StandardSignatureHeader, "there is no v1 signature")
+		return reject(s.name, ReasonNoMatch, s.sigHeader, "there is no v1 signature")
 	}
 	if !s.ring.anySecret(secrets, &sigs, body, id, ts) {
-		return reject(StandardWebhooks, ReasonNoMatch, StandardSignatureHeader, "")
+		return reject(s.name, ReasonNoMatch, s.sigHeader, "")
 	}
 	return nil
 }
 
 func (s *standardScheme) Sign(h http.Header, body []byte, secret string, id string, now time.Time) error {
 	if h == nil {
-		return nilHeader(StandardWebhooks)
+		return nilHeader(s.name)
 	}
 	if id == "" {
-		return &InvalidError{Scheme: StandardWebhooks, Field: "id", Reason: "the message id is signed and must not be empty"}
+		return &InvalidError{Scheme: s.name, Field: "id", Reason: "the message id is signed and must not be empty"}
 	}
 	if now.Unix() < 0 {
-		return &InvalidError{Scheme: StandardWebhooks, Field: "now", Reason: "the time is before 1970"}
+		return &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
 	}
 	ts := strconv.FormatInt(now.Unix(), 10)
 	sum, err := s.ring.sign(secret, body, id, ts)
 	if err != nil {
 		return err
 	}
-	h.Set(StandardIDHeader, id)
-	h.Set(StandardTimestampHeader, ts)
-	h.Set(StandardSignatureHeader, "v1,"+base64.StdEncoding.EncodeToString(sum[:]))
+	h.Set(s.idHeader, id)
+	h.Set(s.tsHeader, ts)
+	h.Set(s.sigHeader, "v1,"+base64.StdEncoding.EncodeToString(sum[:]))
 	return nil
 }
 

@@ -47,36 +47,47 @@ type stripeSignature struct {
 // parseStripeSignature parses a Stripe-Signature value into p, or says why it is malformed.
 // Exactly one t is required; v1 values must be 64 hex digits; other keys are skipped.
 func parseStripeSignature(v string, p *stripeSignature) (detail string) {
-	seenT := false
+	if detail := parseSignedList(v, ',', "t", "v1", &p.t, &p.sigs); detail != "" {
+		return detail
+	}
+	unix, ok := parseUnix(p.t)
+	if !ok {
+		return "the timestamp is not a Unix time in seconds"
+	}
+	p.unix = unix
+	return ""
+}
+
+// parseSignedList parses the "<tsKey>=<time><sep><sigKey>=<hex>[<sep><sigKey>=<hex>...]" form
+// Stripe (t, v1, ",") and Paddle (ts, h1, ";") use: exactly one timestamp, up to maxSignatures
+// signatures of 64 hex digits, other keys skipped so a provider can add some.
+func parseSignedList(v string, sep byte, tsKey, sigKey string, ts *string, sigs *signatures) (detail string) {
+	seenTS := false
 	for rest, more := v, true; more; {
 		var elem string
-		elem, rest, more = strings.Cut(rest, ",")
+		elem, rest, more = strings.Cut(rest, string(sep))
 		k, val, ok := strings.Cut(trimSpace(elem), "=")
 		if !ok {
 			return "an element is not a key=value pair"
 		}
 		switch k {
-		case "t":
-			if seenT {
+		case tsKey:
+			if seenTS {
 				return "the timestamp is repeated"
 			}
-			seenT = true
-			unix, ok := parseUnix(val)
-			if !ok {
-				return "the timestamp is not a Unix time in seconds"
+			seenTS = true
+			*ts = val
+		case sigKey:
+			if sigs.n == maxSignatures {
+				return "too many " + sigKey + " signatures"
 			}
-			p.t, p.unix = val, unix
-		case "v1":
-			if p.sigs.n == maxSignatures {
-				return "too many v1 signatures"
+			if !decodeHex(val, &sigs.sig[sigs.n]) {
+				return "a " + sigKey + " signature is not 64 hex digits"
 			}
-			if !decodeHex(val, &p.sigs.sig[p.sigs.n]) {
-				return "a v1 signature is not 64 hex digits"
-			}
-			p.sigs.n++
+			sigs.n++
 		}
 	}
-	if !seenT {
+	if !seenTS {
 		return "there is no timestamp"
 	}
 	return ""

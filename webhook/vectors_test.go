@@ -9,7 +9,7 @@ import (
 func TestPublishedAndComputedVectors(t *testing.T) {
 	t.Parallel()
 	for _, f := range loadFixtures(t, "vectors.json") {
-		t.Run(f.Name+" verifies and is reproduced by Sign", func(t *testing.T) {
+		t.Run(f.Name, func(t *testing.T) {
 			t.Parallel()
 			s := mustNew(t, f.Scheme, f.Options)
 			now := time.Unix(f.Now, 0)
@@ -18,6 +18,9 @@ func TestPublishedAndComputedVectors(t *testing.T) {
 			}
 			if err := s.Verify(f.header(), []byte(f.Body+" "), []string{f.Secret}, now); err == nil {
 				t.Fatal("Verify accepted the vector with one byte appended to the body")
+			}
+			if f.VerifyOnly != "" {
+				return
 			}
 			got := http.Header{}
 			if err := s.Sign(got, []byte(f.Body), f.Secret, f.ID, now); err != nil {
@@ -69,5 +72,52 @@ func TestDocumentedStandardHeaderKeepsOnlyItsV1(t *testing.T) {
 	}
 	if sigs.n != 1 {
 		t.Fatalf("kept %d signatures, want the single v1 (the v1a is asymmetric)", sigs.n)
+	}
+}
+
+// TestPaddlesPlaceholderSignatureIsMalformed: the Python SDK's own multi-h1 vector carries
+// "h1=dummy", which its lenient parser skips; ours refuses a value that is not a digest, as it
+// does for every scheme (Paddle itself sends only digests).
+func TestPaddlesPlaceholderSignatureIsMalformed(t *testing.T) {
+	t.Parallel()
+	s := mustNew(t, Paddle, Options{})
+	h := http.Header{PaddleHeader: {"ts=1696195954;h1=dummy;h1=d96299976a6eb066f484d7fde011ac56fc32b38fc9940bc419d6e537fdc6ef02"}}
+	err := s.Verify(h, []byte("hello-world"), []string{"pdl_ntf_01hbpjmytsa32fhr36nqgc3kgb_WvRO0eL4Bj9rgYYIBZY6wZhG4EHy9jzh"}, time.Unix(1696195954, 0))
+	wantReason(t, err, Paddle, ReasonMalformedHeader)
+}
+
+// TestChallengesAreAnsweredOnlyForTheirOwnShape: Slack's url_verification and Twitch's
+// webhook_callback_verification are answered with their challenge; an event is not a challenge.
+func TestChallengesAreAnsweredOnlyForTheirOwnShape(t *testing.T) {
+	t.Parallel()
+	slack := mustNew(t, Slack, Options{}).(Challenger)
+	twitch := mustNew(t, Twitch, Options{}).(Challenger)
+	for _, c := range []struct {
+		name   string
+		s      Challenger
+		h      http.Header
+		body   string
+		answer string
+	}{
+		// https://api.slack.com/events/url_verification
+		{"slack's url_verification", slack, nil, `{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"},
+		{"a slack event", slack, nil, `{"type":"event_callback","event_id":"Ev1","event":{"type":"message","text":"url_verification"}}`, ""},
+		{"a slack body naming url_verification elsewhere", slack, nil, `{"type":"event_callback","challenge":"x","event":{"text":"\"url_verification\""}}`, ""},
+		// https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#responding-to-a-challenge-request
+		{"twitch's callback verification", twitch, http.Header{TwitchTypeHeader: {"webhook_callback_verification"}}, `{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4"}}`, "pogchamp-kappa-360noscope-vohiyo"},
+		{"a twitch notification", twitch, http.Header{TwitchTypeHeader: {"notification"}}, `{"challenge":"x","subscription":{}}`, ""},
+		{"a twitch revocation, acknowledged", twitch, http.Header{TwitchTypeHeader: {"revocation"}}, `{"subscription":{"status":"authorization_revoked"}}`, "-"},
+	} {
+		answer, ctype, ok := c.s.Challenge(c.h, []byte(c.body))
+		if c.answer == "-" { // acknowledged with an empty answer
+			c.answer = ""
+			if !ok || len(answer) != 0 {
+				t.Errorf("%s: %q %v, want an empty acknowledgement", c.name, answer, ok)
+			}
+			continue
+		}
+		if ok != (c.answer != "") || string(answer) != c.answer || (ok && ctype != "text/plain") {
+			t.Errorf("%s: %q %q %v, want %q", c.name, answer, ctype, ok, c.answer)
+		}
 	}
 }

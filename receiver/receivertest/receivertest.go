@@ -71,6 +71,12 @@ var providerHeaders = map[string]http.Header{
 	webhook.Shopify:          {"User-Agent": {"Shopify-Captain-Hook"}, "X-Shopify-Api-Version": {"2026-07"}, "X-Shopify-Shop-Domain": {"example.myshopify.com"}},
 	webhook.Stripe:           {"User-Agent": {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"}},
 	webhook.StandardWebhooks: {"User-Agent": {"Svix-Webhooks/1.76.1"}},
+	webhook.Svix:             {"User-Agent": {"Svix-Webhooks/1.76.1"}},
+	webhook.Slack:            {"User-Agent": {"Slackbot 1.0 (+https://api.slack.com/robots)"}},
+	webhook.Paddle:           {"User-Agent": {"Paddle"}},
+	webhook.PagerDuty:        {"User-Agent": {"PagerDuty-Webhook/V3.0"}},
+	webhook.Linear:           {"User-Agent": {"Linear-Webhook"}},
+	webhook.Twitch:           {"User-Agent": {"Twitch-Eventsub-Webhook"}, "Twitch-Eventsub-Message-Type": {"notification"}},
 }
 
 var counter struct {
