@@ -3,6 +3,7 @@ package dedup_test
 import (
 	"context"
 	"log"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,4 +27,34 @@ func ExampleAuditor() {
 	for _, k := range rep.WithoutClaim {
 		log.Printf("written outside a claim: %s %s", k.PK, k.SK)
 	}
+}
+
+// A batch (SendGrid posts an array of events, each with its own id): each event is claimed as
+// its own, in as few transactions as DynamoDB's limits allow, and a redelivered batch runs only
+// the events not seen.
+func ExampleStore_CommitBatch() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := dedup.New(dynamodb.NewFromConfig(cfg), dedup.Config{
+		Table:   "webhooks",
+		Sources: map[string]dedup.Retention{"sendgrid": {RetryHorizon: 24 * time.Hour, RedriveWindow: 7 * 24 * time.Hour}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	evs := []dedup.Event{
+		{Source: "sendgrid", ID: "sg_1", Type: "delivered", Payload: []byte(`{"sg_event_id":"sg_1","event":"delivered"}`)},
+		{Source: "sendgrid", ID: "sg_2", Type: "open", Payload: []byte(`{"sg_event_id":"sg_2","event":"open"}`)},
+	}
+	plans := make([]dedup.Plan, len(evs)) // claims only
+	results, calls, err := store.CommitBatch(context.Background(), evs, plans)
+	if err != nil {
+		log.Fatal(err) // a 503 for the provider: its redelivery is safe
+	}
+	for i, r := range results {
+		log.Printf("%s: %s", evs[i].ID, r.Outcome)
+	}
+	log.Printf("%d DynamoDB calls", calls)
 }

@@ -28,6 +28,7 @@ type request struct {
 	expires time.Time
 	effects []types.TransactWriteItem // nil for the single-PutItem path
 	guard   *types.Put                // the body guard, for Event.GuardBody: always a transaction
+	bytes   int                       // the claim's and the effects' size, for packing a batch
 }
 
 // bodyCondition admits a body guard when no unexpired one holds the body. (A redelivery of the
@@ -203,6 +204,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		req.effects = effects
 		size = n
 	}
+	req.bytes = size + claimSize
 	if req.effects != nil && size+claimSize > MaxTransactionBytes {
 		return nil, &LimitError{Limit: "transaction size", What: "plan", Got: size + claimSize, Max: MaxTransactionBytes}
 	}

@@ -507,9 +507,14 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 	}
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ReceiverIntegration"), receiver, nil)
 	for _, name := range file.Names() {
+		methods := []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}
+		if file.Sources[name].Scheme == "intercom" {
+			// Intercom checks a new endpoint with a HEAD before it sends anything.
+			methods = append(methods, awsapigatewayv2.HttpMethod_HEAD)
+		}
 		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 			Path:        jsii.String("/hooks/" + name),
-			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+			Methods:     &methods,
 			Integration: integration,
 		})
 	}

@@ -472,3 +472,28 @@ func TestTheLeakAuditRunsWithTheSweeperWhenAskedFor(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryProviderSchemeSynthesizes: the example with one source of every scheme deploys;
+// Intercom's source also answers the HEAD Intercom checks a new endpoint with, and a public-key
+// source (Discord, SendGrid) is granted no secret.
+func TestEveryProviderSchemeSynthesizes(t *testing.T) {
+	p := prebuilt("arm64")
+	p.SourcesFile = "../examples/sources.providers.json"
+	tpl, err := synthesize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := map[string]bool{}
+	for _, res := range *tpl.FindResources(jsii.String("AWS::ApiGatewayV2::Route"), nil) {
+		routes[(*res)["Properties"].(map[string]any)["RouteKey"].(string)] = true
+	}
+	if !routes["HEAD /hooks/intercom"] || !routes["POST /hooks/intercom"] || routes["HEAD /hooks/stripe"] || !routes["POST /hooks/sendgrid"] {
+		t.Fatalf("routes %v: want POST for every source and HEAD for intercom alone", routes)
+	}
+	pairs, _ := policyPairs(tpl, "OncehookReceiverRole")
+	for _, pair := range pairs {
+		if strings.Contains(pair, "discord") || strings.Contains(pair, "sendgrid") {
+			t.Errorf("the receiver is granted %s: a public-key source has no secret", pair)
+		}
+	}
+}

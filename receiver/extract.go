@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -30,6 +31,10 @@ type reader struct {
 	slot     [4]int
 	planners map[string]plannerAt // by event type
 	paths    jsonPaths
+	// form: the body is a form, located by form key; formJSON: the body is a form whose
+	// formJSON field holds the JSON payload.
+	form     bool
+	formJSON string
 }
 
 // plannerAt is a registered planner with the index in paths of each field it reads.
@@ -41,7 +46,10 @@ type plannerAt struct {
 func newReader(src *sources.Source, planners map[string]planner) (*reader, error) {
 	r := &reader{eventID: canonicalHeaders(src.EventID), eventType: canonicalHeaders(src.EventType),
 		deliveryID: canonicalHeaders(src.DeliveryID), occurredAt: canonicalHeaders(src.OccurredAt),
-		planners: make(map[string]plannerAt, len(planners))}
+		planners: make(map[string]plannerAt, len(planners)), form: src.Body == sources.BodyForm}
+	if key, ok := src.FormPayload(); ok {
+		r.formJSON = key
+	}
 	var paths []string
 	slots := map[string]int{}
 	slotOf := func(path string) int {
@@ -60,7 +68,7 @@ func newReader(src *sources.Source, planners map[string]planner) (*reader, error
 	}
 	for typ, p := range planners {
 		at := plannerAt{planner: p}
-		if p.fields != nil {
+		if p.fields != nil && !r.form { // a form's fields are read by key, in plan
 			for _, f := range p.fields.names {
 				at.slots = append(at.slots, slotOf(f))
 			}
@@ -86,21 +94,62 @@ func canonicalHeaders(l *sources.Locator) *sources.Locator {
 	return &c
 }
 
+// payload returns what the locators and planners read: the body itself, or for a "form:<key>"
+// source the JSON in that form field; and a form body's fields.
+func (r *reader) payload(raw []byte, text string) ([]byte, string, url.Values, error) {
+	if !r.form && r.formJSON == "" {
+		return raw, text, nil, nil
+	}
+	form, err := url.ParseQuery(string(raw))
+	if err != nil {
+		return nil, "", nil, &fieldError{field: "body", reason: "is not form-encoded"}
+	}
+	if r.form {
+		return raw, text, form, nil
+	}
+	vs := form[r.formJSON]
+	if len(vs) != 1 {
+		return nil, "", nil, &fieldError{field: "body", reason: "has no single " + strconv.Quote(r.formJSON) + " field holding the payload"}
+	}
+	return []byte(vs[0]), vs[0], nil, nil
+}
+
+// formValue is the single value of a form key; a repeated key is ambiguous and refused.
+func formValue(form url.Values, key string) (string, error) {
+	vs := form[key]
+	switch len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+		return vs[0], nil
+	}
+	return "", &fieldError{field: "body", reason: "repeats the form key " + strconv.Quote(key)}
+}
+
 // extract builds the dedup event from a verified delivery: one pass over the body checks it is
 // a JSON object and finds, in at, every value the source's configuration and planners read.
-// at must have room for maxPaths spans; text is raw as a string, or "" (see scalar).
-func (r *reader) extract(name string, h http.Header, raw []byte, text string, at []span) (dedup.Event, error) {
-	if !r.paths.scan(raw, at) {
+// at must have room for maxPaths spans; text is raw as a string, or "" (see scalar). A form
+// body (form non-nil) is read by key instead.
+func (r *reader) extract(name string, h http.Header, raw []byte, text string, at []span, form url.Values) (dedup.Event, error) {
+	if form == nil && !r.paths.scan(raw, at) {
 		return dedup.Event{}, &fieldError{field: "body", reason: "is not a JSON object"}
 	}
+	var formErr error
 	get := func(loc *sources.Locator, slot int) (string, bool) {
 		if loc == nil {
 			return "", false
 		}
 		var v string
-		if slot >= 0 {
+		switch {
+		case loc.Form != "":
+			var err error
+			if v, err = formValue(form, loc.Form); err != nil {
+				formErr = err
+				return "", false
+			}
+		case slot >= 0:
 			v = scalar(raw, text, at[slot])
-		} else {
+		default:
 			v = h.Get(loc.Header)
 		}
 		if v == "" {
@@ -118,21 +167,31 @@ func (r *reader) extract(name string, h http.Header, raw []byte, text string, at
 	ev := dedup.Event{Source: name, Payload: raw}
 	var ok bool
 	if ev.ID, ok = get(r.eventID, r.slot[0]); !ok {
-		return ev, &fieldError{field: "event_id", reason: "is missing (expected at " + r.eventID.String() + ")"}
+		return ev, orFormError(formErr, &fieldError{field: "event_id", reason: "is missing (expected at " + r.eventID.String() + ")"})
 	}
 	if ev.Type, ok = get(r.eventType, r.slot[1]); !ok {
-		return ev, &fieldError{field: "event_type", reason: "is missing (expected at " + r.eventType.String() + ")"}
+		return ev, orFormError(formErr, &fieldError{field: "event_type", reason: "is missing (expected at " + r.eventType.String() + ")"})
 	}
 	ev.DeliveryID, _ = get(r.deliveryID, r.slot[2])
 	if v, ok := get(r.occurredAt, r.slot[3]); ok {
 		ev.OccurredAt = parseTime(v) // informational: an unreadable time is left out, not refused
 	}
+	if formErr != nil {
+		return ev, formErr
+	}
 	return ev, nil
+}
+
+func orFormError(formErr, err error) error {
+	if formErr != nil {
+		return formErr
+	}
+	return err
 }
 
 // plan runs the planner registered for the event's type, if any (known reports which), with
 // the fields it declared, read from at by extract.
-func (r *reader) plan(ctx context.Context, ev dedup.Event, text string, at []span) (plan dedup.Plan, known bool, err error) {
+func (r *reader) plan(ctx context.Context, ev dedup.Event, text string, at []span, form url.Values) (plan dedup.Plan, known bool, err error) {
 	p, ok := r.planners[ev.Type]
 	if !ok {
 		return dedup.Plan{}, false, nil
@@ -141,7 +200,14 @@ func (r *reader) plan(ctx context.Context, ev dedup.Event, text string, at []spa
 		plan, err = p.p(ctx, ev)
 		return plan, true, err
 	}
-	vals := make([]string, len(p.slots))
+	vals := make([]string, len(p.fields.names))
+	if form != nil {
+		for i, key := range p.fields.names {
+			if vals[i], err = formValue(form, key); err != nil {
+				return dedup.Plan{}, true, &PayloadError{Field: key, Reason: "is repeated"}
+			}
+		}
+	}
 	for i, slot := range p.slots {
 		vals[i] = scalar(ev.Payload, text, at[slot])
 	}

@@ -96,7 +96,9 @@ type source struct {
 	name   string
 	conf   *sources.Source
 	scheme webhook.Scheme
-	read   *reader
+	// signedURL is set for the schemes that sign the URL they call (Twilio, Square).
+	signedURL webhook.URLVerifier
+	read      *reader
 	// guardBody claims the body with the event id (the signature does not cover the id);
 	// timeSigned refuses deliveries whose signed time is older than keep, the retention.
 	guardBody, timeSigned bool
@@ -104,6 +106,9 @@ type source struct {
 	// answerWithin is how long after the request arrived the commit must be done: the
 	// provider's delivery timeout less a second for the answer to travel.
 	answerWithin time.Duration
+	// noContent answers accepted deliveries with 204 and no body, which Discord requires of
+	// webhook events.
+	noContent bool
 }
 
 // New validates cfg and builds a Handler. Every source's scheme is built here, so a bad
@@ -148,7 +153,7 @@ func New(cfg Config) (*Handler, error) {
 	for _, name := range cfg.Sources.Names() {
 		h.maxBody = max(h.maxBody, cfg.Sources.Sources[name].MaxBodyBytes)
 		conf := cfg.Sources.Sources[name]
-		opts := webhook.Options{Tolerance: time.Duration(conf.TimestampTolerance)}
+		opts := webhook.Options{Tolerance: time.Duration(conf.TimestampTolerance), URL: conf.URL}
 		if conf.HMAC != nil {
 			opts.Header, opts.Encoding, opts.Prefix = conf.HMAC.Header, conf.HMAC.Encoding, conf.HMAC.Prefix
 		}
@@ -167,9 +172,10 @@ func New(cfg Config) (*Handler, error) {
 			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
 		}
 		ret, _ := cfg.Store.Retention(name)
-		h.sources[name] = &source{name: name, conf: conf, scheme: scheme, read: read,
+		signedURL, _ := scheme.(webhook.URLVerifier)
+		h.sources[name] = &source{name: name, conf: conf, scheme: scheme, signedURL: signedURL, read: read,
 			guardBody: conf.ReplayGuard == sources.ReplayGuardBody, timeSigned: conf.TimeSigned(), keep: ret.Effective(),
-			answerWithin: time.Duration(conf.DeliveryTimeout) - time.Second}
+			answerWithin: time.Duration(conf.DeliveryTimeout) - time.Second, noContent: conf.Scheme == "discord"}
 	}
 	return h, nil
 }
@@ -200,12 +206,22 @@ type delivery struct {
 	commitTime  time.Duration
 	bodyBytes   int
 	secretRetry bool
+	batch       *batchResult // for a batch source's delivery
 
 	droppedDeliveryID bool
 }
 
 func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest, d *delivery) events.APIGatewayV2HTTPResponse {
 	start := time.Now()
+	if m := req.RequestContext.HTTP.Method; m == http.MethodHead {
+		// Intercom checks a new endpoint with a HEAD: answered for a known source, nothing read.
+		if _, ok := h.sources[sourceName(req)]; ok {
+			d.source, d.errKind = sourceName(req), "head"
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK}
+		}
+		d.errKind = "unknown_source"
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNotFound}
+	}
 	if m := req.RequestContext.HTTP.Method; m != "" && m != http.MethodPost {
 		d.errKind = "method"
 		r := reply(http.StatusMethodNotAllowed, "method "+m+" is not allowed; deliveries are POSTed", "")
@@ -233,12 +249,18 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 
 	hdr := header(req.Headers)
 	now := h.now()
-	if err := src.scheme.Verify(hdr, raw, h.secrets.Get(name), now); err != nil {
+	verify := func() error {
+		if src.signedURL != nil {
+			return src.signedURL.VerifyURL(src.url(req, hdr), hdr, raw, h.secrets.Get(name), now)
+		}
+		return src.scheme.Verify(hdr, raw, h.secrets.Get(name), now)
+	}
+	if err := verify(); err != nil {
 		// The secret may have been rotated since this instance started: re-read it (the
 		// refresh is rate-limited) and try once more before refusing.
 		if changed, rerr := h.secrets.Refresh(ctx, name); rerr == nil && changed {
 			d.secretRetry = true
-			err = src.scheme.Verify(hdr, raw, h.secrets.Get(name), now)
+			err = verify()
 		}
 		if errors.Is(err, webhook.ErrInvalid) {
 			// A secret we hold is unusable (empty, not base64): our fault, not the sender's.
@@ -254,41 +276,30 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if c, ok := src.scheme.(webhook.Challenger); ok {
 		// A provider proving the endpoint (Slack's url_verification, Twitch's callback
 		// verification): signed, answered with its challenge, nothing claimed.
-		if answer, ctype, ok := c.Challenge(hdr, raw); ok {
+		if answer, ctype, ok := c.Challenge(hdr, raw, h.secrets.Get(name)); ok {
 			d.errKind = "challenge"
+			if ctype == "" && len(answer) == 0 {
+				return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent}
+			}
 			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: map[string]string{"Content-Type": ctype}, Body: string(answer)}
 		}
 	}
 
+	if src.conf.Batch {
+		return h.handleBatch(ctx, d, src, hdr, raw, now, start)
+	}
 	var at [maxPaths]span // where the values read from the body lie; on the stack
-	ev, err := src.read.extract(name, hdr, raw, text, at[:])
-	if err != nil {
-		d.err, d.errKind = err, "bad_request"
-		var fe *fieldError
-		if errors.As(err, &fe) {
-			return reply(http.StatusBadRequest, err.Error(), fe.field)
-		}
-		return reply(http.StatusBadRequest, err.Error(), "")
+	var ev dedup.Event
+	raw, text, form, err := src.read.payload(raw, text)
+	if err == nil {
+		ev, err = src.read.extract(name, hdr, raw, text, at[:], form)
 	}
-	if dedup.ValidateDeliveryID(ev.DeliveryID) != nil {
-		// Informational only: an unusable delivery id must not cost the event.
-		ev.DeliveryID, d.droppedDeliveryID = "", true
-	}
-	ev.GuardBody = src.guardBody
-	if src.timeSigned && !ev.OccurredAt.IsZero() && now.Sub(ev.OccurredAt) > src.keep {
-		// Past the retention the event's claim may be gone: a replay of this signed body
-		// could not be told from a new event, so it is refused rather than run again.
-		d.event, d.errKind = ev, "too_old"
-		return reply(http.StatusBadRequest, fmt.Sprintf("occurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
-			ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(src.keep)), "occurred_at")
-	}
-	// Checked here as well as in Commit, so the planner never sees an unusable event.
-	if err := ev.Validate(); err != nil {
-		return h.commitError(d, err)
+	if resp, ok := h.admit(d, src, &ev, err, now, ""); !ok {
+		return resp
 	}
 	d.event = ev
 
-	plan, known, err := src.read.plan(ctx, ev, text, at[:])
+	plan, known, err := src.read.plan(ctx, ev, text, at[:], form)
 	d.knownType = known
 	if err != nil {
 		return h.planError(ctx, d, err)
@@ -321,12 +332,67 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.commitError(d, err)
 	}
 	d.result, d.committed = res, true
+	if src.noContent {
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent}
+	}
 	if res.Outcome == dedup.OutcomeDuplicate || res.Outcome == dedup.OutcomeReplay {
 		// A replay is answered as a duplicate: its body's event is durably accepted under its
 		// first id, and a refusal would only make a provider (or an attacker) try again.
 		return okDuplicate()
 	}
 	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"duplicate":false}`}
+}
+
+// admit checks an event located in a verified delivery (err: why it could not be located) as
+// every path does before planning it, and returns the refusal unless ok. at prefixes the fields
+// named ("events[3]." in a batch).
+func (h *Handler) admit(d *delivery, src *source, ev *dedup.Event, err error, now time.Time, at string) (resp events.APIGatewayV2HTTPResponse, ok bool) {
+	if err != nil {
+		d.err, d.errKind = err, "bad_request"
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return reply(http.StatusBadRequest, at+err.Error(), at+fe.field), false
+		}
+		return reply(http.StatusBadRequest, at+err.Error(), ""), false
+	}
+	if dedup.ValidateDeliveryID(ev.DeliveryID) != nil {
+		// Informational only: an unusable delivery id must not cost the event.
+		ev.DeliveryID, d.droppedDeliveryID = "", true
+	}
+	ev.GuardBody = src.guardBody
+	if src.timeSigned && !ev.OccurredAt.IsZero() && now.Sub(ev.OccurredAt) > src.keep {
+		// Past the retention the event's claim may be gone: a replay of this signed body
+		// could not be told from a new event, so it is refused rather than run again.
+		d.event, d.errKind = *ev, "too_old"
+		return reply(http.StatusBadRequest, fmt.Sprintf("%soccurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
+			at, ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(src.keep)), at+"occurred_at"), false
+	}
+	// Checked here as well as in Commit, so the planner never sees an unusable event.
+	if err := ev.Validate(); err != nil {
+		var ie *dedup.InvalidError
+		if at != "" && errors.As(err, &ie) {
+			err = &dedup.InvalidError{Field: at + ie.Field, Reason: ie.Reason}
+		}
+		return h.commitError(d, err), false
+	}
+	return resp, true
+}
+
+// url is the URL a URL-signing provider called: the source's configured url, else rebuilt from
+// the request as API Gateway passes it (https, the Host header, the raw path and query).
+func (s *source) url(req events.APIGatewayV2HTTPRequest, h http.Header) string {
+	if s.conf.URL != "" {
+		return s.conf.URL
+	}
+	host := h.Get("Host")
+	if host == "" {
+		host = req.RequestContext.DomainName
+	}
+	u := "https://" + host + req.RawPath
+	if req.RawQueryString != "" {
+		u += "?" + req.RawQueryString
+	}
+	return u
 }
 
 // UnknownTargetError is a plan whose intent names a target the deployment's outbox does not

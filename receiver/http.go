@@ -28,15 +28,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, reply(http.StatusBadRequest, "the body could not be read", "body"))
 		return
 	}
-	headers := make(map[string]string, len(r.Header))
+	headers := make(map[string]string, len(r.Header)+1)
 	for k, v := range r.Header {
 		headers[strings.ToLower(k)] = strings.Join(v, ",")
 	}
+	headers["host"] = r.Host // net/http keeps it out of r.Header
 	resp, _ := h.Handle(r.Context(), events.APIGatewayV2HTTPRequest{
-		Version: "2.0",
-		RawPath: r.URL.Path,
-		Headers: headers,
-		Body:    string(body), // the bytes as sent: a Go string holds any bytes
+		Version:        "2.0",
+		RawPath:        r.URL.EscapedPath(),
+		RawQueryString: r.URL.RawQuery,
+		Headers:        headers,
+		Body:           string(body), // the bytes as sent: a Go string holds any bytes
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			RequestID: r.Header.Get("X-Request-Id"),
 			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, SourceIP: r.RemoteAddr},

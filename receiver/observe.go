@@ -55,7 +55,12 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 			slog.String("delivery_id", d.event.DeliveryID),
 		)
 	}
-	if d.committed {
+	if d.batch != nil {
+		attrs = append(attrs, d.batch.attrs()...)
+		if d.committed {
+			attrs = append(attrs, slog.Float64("commit_ms", ms(d.commitTime)))
+		}
+	} else if d.committed {
 		attrs = append(attrs,
 			slog.String("outcome", d.result.Outcome.String()),
 			slog.Float64("commit_ms", ms(d.commitTime)),
@@ -97,6 +102,14 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		level = slog.LevelWarn
 	}
 	h.log.LogAttrs(ctx, level, msg, attrs...)
+	if d.batch != nil && h.log.Enabled(ctx, slog.LevelDebug) {
+		for i, ev := range d.batch.events {
+			if i < len(d.batch.results) {
+				h.log.LogAttrs(ctx, slog.LevelDebug, "batch event", slog.String("source", d.source), slog.String("request_id", d.requestID),
+					slog.String("event_id", ev.ID), slog.String("event_type", ev.Type), slog.String("outcome", d.batch.results[i].Outcome.String()))
+			}
+		}
+	}
 
 	doc := documents.Get().(*emf.Document)
 	defer documents.Put(doc)
@@ -120,33 +133,73 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		doc.Count("TooOld", bySource)
 	case "ignored":
 		doc.Count("UnknownType", bySource)
-	case "", "challenge":
+	case "", "challenge", "head":
 	default:
 		doc.Count("Rejected", bySource)
 	}
 	if d.committed {
-		switch d.result.Outcome {
-		case dedup.OutcomeAccepted:
-			doc.Count("Accepted", bySource, byType)
-		case dedup.OutcomeDuplicate:
-			doc.Count("Duplicate", bySource, byType)
-		case dedup.OutcomeAbsorbed:
-			doc.Count("BackstopAbsorbed", bySource, byType)
-		case dedup.OutcomeReplay:
-			doc.Count("ReplayRefused", bySource)
-		}
-		if d.result.PayloadMismatch {
-			doc.Count("PayloadMismatch", bySource)
-		}
-		if d.result.Recovered {
-			doc.Count("LostResponseRecovered", bySource)
-		}
-		if !d.knownType {
-			doc.Count("UnknownType", bySource)
+		if d.batch == nil {
+			countOutcome(doc, d.result, d.knownType)
 		}
 		doc.Add("CommitLatency", ms(d.commitTime), emf.Milliseconds, bySource)
 	}
 	_, _ = doc.WriteTo(h.metrics)
+	if d.batch != nil && d.committed {
+		// One document per event of a batch: each has its own type.
+		for i, res := range d.batch.results {
+			doc.Reset(h.namespace, time.Now())
+			doc.Set("source", d.source)
+			typ := "other"
+			if d.batch.known[i] {
+				typ = d.batch.events[i].Type
+			}
+			doc.Set("event_type", typ)
+			countOutcome(doc, res, d.batch.known[i])
+			_, _ = doc.WriteTo(h.metrics)
+		}
+	}
+}
+
+// countOutcome counts one committed event's outcome.
+func countOutcome(doc *emf.Document, res dedup.Result, knownType bool) {
+	switch res.Outcome {
+	case dedup.OutcomeAccepted:
+		doc.Count("Accepted", bySource, byType)
+	case dedup.OutcomeDuplicate:
+		doc.Count("Duplicate", bySource, byType)
+	case dedup.OutcomeAbsorbed:
+		doc.Count("BackstopAbsorbed", bySource, byType)
+	case dedup.OutcomeReplay:
+		doc.Count("ReplayRefused", bySource)
+	}
+	if res.PayloadMismatch {
+		doc.Count("PayloadMismatch", bySource)
+	}
+	if res.Recovered {
+		doc.Count("LostResponseRecovered", bySource)
+	}
+	if !knownType {
+		doc.Count("UnknownType", bySource)
+	}
+}
+
+// attrs summarises a batch for its delivery's log line.
+func (b *batchResult) attrs() []slog.Attr {
+	var n [dedup.OutcomeReplay + 1]int
+	for _, r := range b.results {
+		if r.Outcome <= dedup.OutcomeReplay {
+			n[r.Outcome]++
+		}
+	}
+	return []slog.Attr{
+		slog.Int("events", len(b.events)),
+		slog.Int("accepted", n[dedup.OutcomeAccepted]),
+		slog.Int("duplicates", n[dedup.OutcomeDuplicate]),
+		slog.Int("replays", n[dedup.OutcomeReplay]),
+		slog.Int("absorbed", n[dedup.OutcomeAbsorbed]),
+		slog.Int("ignored", b.ignored),
+		slog.Int("dynamodb_calls", b.calls),
+	}
 }
 
 // documents recycles EMF documents: one is written per delivery.

@@ -108,6 +108,11 @@ func NewSecrets(ctx context.Context, f *File, r *Resolver, minRefresh time.Durat
 		fetched:    make(map[string]time.Time, len(f.Sources)),
 	}
 	for _, name := range f.Names() {
+		if keys := f.Sources[name].PublicKeys; len(keys) > 0 {
+			// A public-key scheme's keys are in the file: nothing to fetch or refresh.
+			s.values[name] = keys
+			continue
+		}
 		vals, err := r.Resolve(ctx, f.Sources[name].Secrets)
 		if err != nil {
 			return nil, fmt.Errorf("sources.%s: %w", name, err)
@@ -131,7 +136,7 @@ func (s *Secrets) Get(source string) []string {
 func (s *Secrets) Refresh(ctx context.Context, source string) (bool, error) {
 	s.mu.Lock()
 	last, ok := s.fetched[source]
-	if !ok || s.now().Sub(last) < s.minRefresh {
+	if !ok || len(s.refs[source]) == 0 || s.now().Sub(last) < s.minRefresh {
 		s.mu.Unlock()
 		return false, nil
 	}

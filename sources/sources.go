@@ -54,7 +54,28 @@ type Source struct {
 	Scheme string `json:"scheme"`
 	// Secrets lists where the signing secrets come from. Several at once allow rotation: a
 	// delivery signed by any of them is accepted.
-	Secrets []SecretRef `json:"secrets"`
+	Secrets []SecretRef `json:"secrets,omitempty"`
+	// PublicKeys are the provider's public keys, for the schemes that sign with a private key
+	// (discord: hex Ed25519; sendgrid: base64 DER ECDSA), in place of Secrets: they are not
+	// secret, so they live in the file. Several allow rotation.
+	PublicKeys []string `json:"public_keys,omitempty"`
+	// URL is the URL the provider calls, exactly as configured there, for the schemes that sign
+	// it (twilio, square). Unset, the receiver rebuilds it from each request: https://, the
+	// Host header, the raw path and the raw query string. Set it whenever the provider's URL is
+	// not what API Gateway sees (a custom domain with an API mapping path, a CDN or a proxy in
+	// front, a container behind plain HTTP).
+	URL string `json:"url,omitempty"`
+	// Body is the body's format: "json" (the default; "form" for twilio), "form"
+	// (application/x-www-form-urlencoded, located by form key), or "form:<key>" (a form whose
+	// <key> field holds the JSON payload, as Slack's interactivity and slash commands send;
+	// locators, planners' fields and Event.Payload then read that JSON).
+	Body string `json:"body,omitempty"`
+	// Batch says the body is a JSON array of events, each with its own id (SendGrid's Event
+	// Webhook): each is claimed and planned as its own event, its locators read from it, in as
+	// few writes as DynamoDB's limits allow (dedup.Store.CommitBatch), and the delivery gets
+	// 200 once every event is durably claimed. Locators must be JSON paths: a header cannot
+	// tell a batch's events apart. Always true for sendgrid.
+	Batch bool `json:"batch,omitempty"`
 	// HMAC configures the generic hmac-sha256 scheme (ignored by the others).
 	HMAC *HMAC `json:"hmac,omitempty"`
 
@@ -114,12 +135,20 @@ const (
 //   - paddle: 5 seconds (developer.paddle.com/webhooks/respond-to-webhooks);
 //   - pagerduty: 5 seconds (developer-docs, webhooks/02-Behavior.md);
 //   - linear: 5 seconds (linear.app/developers/webhooks);
-//   - twitch: "a few seconds": 3 seconds.
+//   - twitch: "a few seconds": 3 seconds;
+//   - zoom: 3 seconds (developers.zoom.us/docs/api/webhooks);
+//   - intercom: 5 seconds (developers.intercom.com, webhook notifications);
+//   - twilio: 15 seconds for all attempts, 5 s to connect (the connection overrides' defaults);
+//   - square: 10 seconds (developer.squareup.com/docs/webhooks/troubleshooting);
+//   - discord: 3 seconds (discord.com/developers/docs/events/webhook-events);
+//   - sendgrid: SendGrid publishes no number: 10 seconds.
 var DeliveryTimeouts = map[string]time.Duration{
 	"github": 10 * time.Second, "shopify": 5 * time.Second, "standard-webhooks": 15 * time.Second,
 	"stripe": 10 * time.Second, "hmac-sha256": 10 * time.Second,
 	"svix": 15 * time.Second, "slack": 3 * time.Second, "paddle": 5 * time.Second,
 	"pagerduty": 5 * time.Second, "linear": 5 * time.Second, "twitch": 3 * time.Second,
+	"zoom": 3 * time.Second, "intercom": 5 * time.Second, "twilio": 15 * time.Second,
+	"square": 10 * time.Second, "discord": 3 * time.Second, "sendgrid": 10 * time.Second,
 }
 
 // The values of Source.ReplayGuard.
@@ -136,8 +165,8 @@ func (s *Source) IDSigned() bool {
 	if l == nil || l.ScopeHeader != "" {
 		return false
 	}
-	if l.JSON != "" {
-		return true
+	if l.JSON != "" || l.Form != "" {
+		return true // in the body, which every scheme signs
 	}
 	switch s.Scheme {
 	case "standard-webhooks":
@@ -153,7 +182,30 @@ func (s *Source) IDSigned() bool {
 // TimeSigned reports whether the event's time is read from the signed body (an occurred_at
 // JSON locator): then a delivery older than the retention can be refused, since past it the
 // event's claim may be gone and a replay could not be told from a new event.
-func (s *Source) TimeSigned() bool { return s.OccurredAt != nil && s.OccurredAt.JSON != "" }
+func (s *Source) TimeSigned() bool {
+	return s.OccurredAt != nil && (s.OccurredAt.JSON != "" || s.OccurredAt.Form != "")
+}
+
+// The values of Source.Body.
+const (
+	BodyJSON = "json"
+	BodyForm = "form"
+	// BodyFormPrefix starts "form:<key>", a form whose <key> field holds the JSON payload.
+	BodyFormPrefix = "form:"
+)
+
+// FormPayload returns the form key holding the JSON payload when Body is "form:<key>".
+func (s *Source) FormPayload() (string, bool) {
+	key, ok := strings.CutPrefix(s.Body, BodyFormPrefix)
+	return key, ok && key != ""
+}
+
+// PublicKeyScheme reports whether the scheme verifies with the provider's public keys
+// (public_keys) rather than shared secrets.
+func PublicKeyScheme(scheme string) bool { return scheme == "discord" || scheme == "sendgrid" }
+
+// URLScheme reports whether the scheme signs the URL the provider called (url).
+func URLScheme(scheme string) bool { return scheme == "twilio" || scheme == "square" }
 
 // DefaultMaxBodyBytes is the body limit when a source sets none: far above ordinary webhook
 // payloads, far below Lambda's 6 MB request limit.
@@ -185,19 +237,23 @@ func (r SecretRef) String() string {
 	return "(empty)"
 }
 
-// Locator says where a value lives in a delivery: a header, or a dot-separated path into the
-// JSON body. ScopeHeader, when set, prefixes the value with that header's value and ':' (GitHub
-// delivery GUIDs are scoped by the hook that sent them).
+// Locator says where a value lives in a delivery: a header, a dot-separated path into the
+// JSON body, or a form key of a form body. ScopeHeader, when set, prefixes the value with that
+// header's value and ':' (GitHub delivery GUIDs are scoped by the hook that sent them).
 type Locator struct {
 	Header      string `json:"header,omitempty"`
 	JSON        string `json:"json,omitempty"`
+	Form        string `json:"form,omitempty"`
 	ScopeHeader string `json:"scope_header,omitempty"`
 }
 
 func (l *Locator) String() string {
 	s := "json:" + l.JSON
-	if l.Header != "" {
+	switch {
+	case l.Header != "":
 		s = "header:" + l.Header
+	case l.Form != "":
+		s = "form:" + l.Form
 	}
 	if l.ScopeHeader != "" {
 		s = "header:" + l.ScopeHeader + " + " + s

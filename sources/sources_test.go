@@ -78,6 +78,22 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a header that is not a header name", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X Api":"1"}}}}`, "targets.email.headers.X Api"},
 		{"a header value with a newline", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X-Api":"1\r\nX-Evil: 1"}}}}`, "targets.email.headers.X-Api"},
 		{"trailing content", `{"sources":{"s":{` + ok + `}}} {}`, "content after"},
+		// Public keys, signed URLs, form bodies, batches.
+		{"secrets for a public-key scheme", `{"sources":{"s":{"scheme":"discord","secrets":[{"env":"S"}],"event_id":{"json":"event.data.id"}}}}`, "sources.s.secrets: the discord scheme verifies with the provider's public keys"},
+		{"no public key for a public-key scheme", `{"sources":{"s":{"scheme":"sendgrid"}}}`, "sources.s.public_keys"},
+		{"an empty public key", `{"sources":{"s":{"scheme":"sendgrid","public_keys":[""]}}}`, "sources.s.public_keys[0]"},
+		{"public keys for an HMAC scheme", `{"sources":{"s":{` + ok + `,"public_keys":["k"]}}}`, "sources.s.public_keys"},
+		{"a url for a scheme that signs none", `{"sources":{"s":{` + ok + `,"url":"https://h.example/hooks/s"}}}`, "sources.s.url: only the schemes that sign the URL"},
+		{"a relative url", `{"sources":{"s":{"scheme":"square","secrets":[{"env":"S"}],"url":"/hooks/s"}}}`, "sources.s.url"},
+		{"a url with a fragment", `{"sources":{"s":{"scheme":"square","secrets":[{"env":"S"}],"url":"https://h.example/hooks/s#x"}}}`, "sources.s.url"},
+		{"an unknown body format", `{"sources":{"s":{` + ok + `,"body":"xml"}}}`, "sources.s.body"},
+		{"a form key for a JSON body", `{"sources":{"s":{` + ok + `,"event_id":{"form":"id"}}}}`, "sources.s.event_id.form"},
+		{"a JSON path for a form body", `{"sources":{"s":{` + ok + `,"body":"form"}}}`, "sources.s.event_id.json"},
+		{"twilio without a type", `{"sources":{"s":{"scheme":"twilio","secrets":[{"env":"S"}]}}}`, "sources.s.event_type: is required"},
+		{"zoom without an id", `{"sources":{"s":{"scheme":"zoom","secrets":[{"env":"S"}]}}}`, "sources.s.event_id: is required"},
+		{"discord without an id", `{"sources":{"s":{"scheme":"discord","public_keys":["k"]}}}`, "sources.s.event_id: is required"},
+		{"a batch located by a header", `{"sources":{"s":{` + ok + `,"batch":true,"event_id":{"header":"X-Id"}}}}`, "sources.s.event_id: a batch's events cannot be told apart by a header"},
+		{"a batch of forms", `{"sources":{"s":{` + ok + `,"batch":true,"body":"form","event_id":{"form":"id"},"event_type":{"form":"t"}}}}`, "sources.s.batch"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,5 +201,38 @@ func TestEverySchemeIsOneTheVerifierKnows(t *testing.T) {
 	a, b := slices.Sorted(slices.Values(Schemes)), slices.Sorted(slices.Values(webhook.Names))
 	if !slices.Equal(a, b) {
 		t.Fatalf("sources.Schemes %v, webhook.Names %v", a, b)
+	}
+}
+
+// TestTheNewShapesDefaults: twilio's body is a form, a sendgrid source is a batch, a
+// public-key source's keys are its secrets for the receiver, and a form:<key> body names the
+// key that holds its JSON.
+func TestTheNewShapesDefaults(t *testing.T) {
+	t.Parallel()
+	f, err := Parse([]byte(`{"sources":{
+  "twilio":   {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"}},
+  "sendgrid": {"scheme":"sendgrid","public_keys":["pk1","pk2"]},
+  "actions":  {"scheme":"slack","secrets":[{"env":"S"}],"body":"form:payload","event_id":{"json":"trigger_id"},"event_type":{"json":"type"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tw := f.Sources["twilio"]; tw.Body != BodyForm || tw.EventID.Header != "I-Twilio-Idempotency-Token" || tw.IDSigned() || tw.ReplayGuard != ReplayGuardBody {
+		t.Fatalf("twilio: %+v", tw)
+	}
+	if sg := f.Sources["sendgrid"]; !sg.Batch || sg.EventID.JSON != "sg_event_id" || !sg.IDSigned() || sg.ReplayGuard != ReplayGuardOff {
+		t.Fatalf("sendgrid: %+v", sg)
+	}
+	if key, ok := f.Sources["actions"].FormPayload(); !ok || key != "payload" {
+		t.Fatalf("form payload %q %v", key, ok)
+	}
+	secrets, err := NewSecrets(t.Context(), f, &Resolver{Getenv: func(string) string { return "s" }}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := secrets.Get("sendgrid"); !slices.Equal(got, []string{"pk1", "pk2"}) {
+		t.Fatalf("sendgrid's keys %v", got)
+	}
+	if changed, err := secrets.Refresh(t.Context(), "sendgrid"); changed || err != nil {
+		t.Fatalf("refreshing public keys: %v %v", changed, err)
 	}
 }

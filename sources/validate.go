@@ -23,7 +23,7 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // Schemes are the signature schemes a source can name.
-var Schemes = []string{"standard-webhooks", "svix", "stripe", "github", "shopify", "slack", "paddle", "pagerduty", "linear", "twitch", "hmac-sha256"}
+var Schemes = []string{"standard-webhooks", "svix", "stripe", "github", "shopify", "slack", "zoom", "paddle", "pagerduty", "linear", "intercom", "twilio", "square", "discord", "sendgrid", "twitch", "hmac-sha256"}
 
 // Preset is where a provider puts its event id, type, delivery id and event time, and how long
 // it retries a failed delivery when it documents that.
@@ -102,6 +102,65 @@ var Presets = map[string]Preset{
 	"twitch": {
 		EventID:   &Locator{Header: "Twitch-Eventsub-Message-Id"},
 		EventType: &Locator{Header: "Twitch-Eventsub-Subscription-Type"},
+	},
+	// Zoom's payload carries no event id (event, event_ts in milliseconds, payload), and
+	// x-zm-trackingid names a request, not the event: the source must locate one (for example
+	// payload.object.uuid for a meeting's events, one source per event family). Zoom retries 3
+	// times, 5, 25 and 85 minutes after the first attempt (developers.zoom.us, "Webhook
+	// delays").
+	"zoom": {
+		EventType:    &Locator{JSON: "event"},
+		OccurredAt:   &Locator{JSON: "event_ts"},
+		RetryHorizon: 90 * time.Minute,
+	},
+	// Intercom's notification id ("notif_...") names the notification and is kept on its one
+	// retry, a minute later (developers.intercom.com, webhook models: "retried only once after
+	// 1 minute"); created_at is Unix seconds. Pings (topic "ping", id null) are acknowledged.
+	"intercom": {
+		EventID:      &Locator{JSON: "id"},
+		EventType:    &Locator{JSON: "topic"},
+		OccurredAt:   &Locator{JSON: "created_at"},
+		RetryHorizon: 5 * time.Minute,
+	},
+	// Twilio's I-Twilio-Idempotency-Token is the same on a callback's retries; Twilio's own
+	// reference does not describe it, and it is not signed, so the body guard is on (a
+	// callback's body names its SID and status). Twilio retries within a callback's 15 s
+	// budget by default, up to 5 times if the URL's #rc= asks
+	// (twilio.com/docs/usage/webhooks/webhooks-connection-overrides); Event Streams, which
+	// retries for 4 hours, is a different product. The event type depends on the product
+	// (SmsStatus, MessageStatus, CallStatus): the source names it.
+	"twilio": {
+		EventID:      &Locator{Header: "I-Twilio-Idempotency-Token"},
+		RetryHorizon: time.Hour,
+	},
+	// Square's event_id is signed (in the body) and is its documented idempotency value;
+	// failed deliveries are retried for up to 72 hours after the event
+	// (developer.squareup.com/docs/webhooks/troubleshooting, and the delivery SLA page).
+	"square": {
+		EventID:      &Locator{JSON: "event_id"},
+		EventType:    &Locator{JSON: "type"},
+		OccurredAt:   &Locator{JSON: "created_at"},
+		RetryHorizon: 72 * time.Hour,
+	},
+	// Discord's webhook events carry no event id (an envelope of version, application_id,
+	// type, and event {type, timestamp, data}): the source must locate one in event.data where
+	// its event types have one (an entitlement's id). Discord retries for up to 10 minutes
+	// (discord.com/developers/docs/events/webhook-events). Interactions are not webhooks: their
+	// answer is the interaction's response, which the receiver does not make.
+	"discord": {
+		EventType:    &Locator{JSON: "event.type"},
+		OccurredAt:   &Locator{JSON: "event.timestamp"},
+		RetryHorizon: 10 * time.Minute,
+	},
+	// SendGrid posts a batch (set batch: true), each event with its own sg_event_id, "unique
+	// for every event" and the documented key for duplicates; it retries a failed post for up
+	// to 24 hours (twilio.com/docs/sendgrid/for-developers/tracking-events/event).
+	"sendgrid": {
+		EventID:      &Locator{JSON: "sg_event_id"},
+		EventType:    &Locator{JSON: "event"},
+		DeliveryID:   &Locator{JSON: "sg_message_id"},
+		OccurredAt:   &Locator{JSON: "timestamp"},
+		RetryHorizon: 24 * time.Hour,
 	},
 	"github": {
 		EventID:    &Locator{Header: "X-GitHub-Delivery", ScopeHeader: "X-GitHub-Hook-ID"},
@@ -194,8 +253,8 @@ func (s *Source) validate(at string) error {
 			return &FieldError{Field: at + ".hmac.encoding", Reason: fmt.Sprintf("%q is not hex or base64", e)}
 		}
 	}
-	if len(s.Secrets) == 0 {
-		return &FieldError{Field: at + ".secrets", Reason: "is empty; a source without a secret cannot be verified"}
+	if err := s.validateKeys(at); err != nil {
+		return err
 	}
 	for i, r := range s.Secrets {
 		n := 0
@@ -215,6 +274,9 @@ func (s *Source) validate(at string) error {
 		if p.RetryHorizon == 0 {
 			return &FieldError{Field: at + ".retry_horizon", Reason: "is required: the " + s.Scheme + " scheme's provider documents no retry horizon to default to"}
 		}
+	}
+	if err := s.validateBody(at); err != nil {
+		return err
 	}
 	s.EventID = orPreset(s.EventID, p.EventID)
 	s.EventType = orPreset(s.EventType, p.EventType)
@@ -236,8 +298,16 @@ func (s *Source) validate(at string) error {
 			}
 			continue
 		}
-		if (l.loc.Header == "") == (l.loc.JSON == "") {
-			return &FieldError{Field: at + "." + l.field, Reason: "set exactly one of header, json"}
+		if n := nonEmpty(l.loc.Header, l.loc.JSON, l.loc.Form); n != 1 {
+			return &FieldError{Field: at + "." + l.field, Reason: "set exactly one of header, json, form"}
+		}
+		switch {
+		case l.loc.Form != "" && s.Body != BodyForm:
+			return &FieldError{Field: at + "." + l.field + ".form", Reason: `locates a form key, and the body is ` + s.Body + `: set "body": "form"`}
+		case s.Batch && (l.loc.JSON == "" || l.loc.ScopeHeader != ""):
+			return &FieldError{Field: at + "." + l.field, Reason: "a batch's events cannot be told apart by a header: locate it in each event with a json path"}
+		case l.loc.JSON != "" && s.Body == BodyForm:
+			return &FieldError{Field: at + "." + l.field + ".json", Reason: `locates a JSON path, and the body is a form: locate a form key, or set "body": "form:<key>" for a form field holding JSON`}
 		}
 		if strings.HasPrefix(l.loc.JSON, ".") || strings.HasSuffix(l.loc.JSON, ".") || strings.Contains(l.loc.JSON, "..") {
 			return &FieldError{Field: at + "." + l.field + ".json", Reason: fmt.Sprintf("%q is not a dot-separated path", l.loc.JSON)}
@@ -278,6 +348,75 @@ func (s *Source) validate(at string) error {
 		return &FieldError{Field: at + ".replay_guard", Reason: fmt.Sprintf("%q is not %q or %q", s.ReplayGuard, ReplayGuardBody, ReplayGuardOff)}
 	}
 	return nil
+}
+
+// validateKeys checks the source's secrets, or its public keys for a public-key scheme.
+func (s *Source) validateKeys(at string) error {
+	if PublicKeyScheme(s.Scheme) {
+		if len(s.Secrets) > 0 {
+			return &FieldError{Field: at + ".secrets", Reason: "the " + s.Scheme + " scheme verifies with the provider's public keys: list them in public_keys"}
+		}
+		if len(s.PublicKeys) == 0 {
+			return &FieldError{Field: at + ".public_keys", Reason: "is empty; the " + s.Scheme + " scheme verifies with the provider's public keys"}
+		}
+		for i, k := range s.PublicKeys {
+			if k == "" || len(k) > 512 {
+				return &FieldError{Field: fmt.Sprintf("%s.public_keys[%d]", at, i), Reason: "must be a public key of at most 512 characters"}
+			}
+		}
+		return nil
+	}
+	if len(s.PublicKeys) > 0 {
+		return &FieldError{Field: at + ".public_keys", Reason: "only the public-key schemes (discord, sendgrid) take it; the " + s.Scheme + " scheme verifies with secrets"}
+	}
+	if len(s.Secrets) == 0 {
+		return &FieldError{Field: at + ".secrets", Reason: "is empty; a source without a secret cannot be verified"}
+	}
+	return nil
+}
+
+// validateBody checks url, body and batch, and fills the body's default.
+func (s *Source) validateBody(at string) error {
+	if s.URL != "" {
+		if !URLScheme(s.Scheme) {
+			return &FieldError{Field: at + ".url", Reason: "only the schemes that sign the URL (twilio, square) take it"}
+		}
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" || u.User != nil ||
+			!strings.HasPrefix(s.URL, u.Scheme+"://") {
+			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q is not an absolute http(s) URL (lower-case scheme, no user or fragment)", s.URL)}
+		}
+	}
+	if s.Body == "" {
+		s.Body = BodyJSON
+		if s.Scheme == "twilio" {
+			s.Body = BodyForm
+		}
+	}
+	if s.Scheme == "sendgrid" {
+		s.Batch = true // SendGrid posts nothing but batches
+	}
+	if s.Batch && s.Body != BodyJSON {
+		return &FieldError{Field: at + ".batch", Reason: "a batch is a JSON array: the body must be json"}
+	}
+	key, formJSON := s.FormPayload()
+	switch {
+	case s.Body == BodyJSON || s.Body == BodyForm:
+	case formJSON && key != "":
+	default:
+		return &FieldError{Field: at + ".body", Reason: fmt.Sprintf(`%q is not "json", "form" or "form:<key>"`, s.Body)}
+	}
+	return nil
+}
+
+func nonEmpty(vs ...string) int {
+	n := 0
+	for _, v := range vs {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func orPreset(l, preset *Locator) *Locator {

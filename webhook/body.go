@@ -1,10 +1,13 @@
 package webhook
 
 import (
-	"crypto/sha256"
+	"bytes"
+	"crypto/sha1"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,6 +27,10 @@ import (
 //     (https://developer.pagerduty.com/docs/webhooks-overview#verifying-signatures).
 //   - Linear: Linear-Signature: <hex>
 //     (https://linear.app/developers/webhooks#securing-webhooks).
+//   - Intercom: X-Hub-Signature: sha1=<hex HMAC-SHA1> with the app's client secret
+//     (https://developers.intercom.com/docs/references/webhooks/webhook-models#signed-notifications).
+//     SHA-1 is what Intercom sends; HMAC-SHA1 is not broken by SHA-1's collisions (an HMAC's
+//     security rests on the compression function being a PRF, RFC 6151 §2).
 
 // GitHubHeader is the header carrying GitHub's SHA-256 signature.
 const GitHubHeader = "X-Hub-Signature-256"
@@ -31,10 +38,12 @@ const GitHubHeader = "X-Hub-Signature-256"
 // ShopifyHeader is the header carrying Shopify's signature, in net/http's canonical form.
 const ShopifyHeader = "X-Shopify-Hmac-Sha256"
 
-// PagerDutyHeader and LinearHeader carry PagerDuty's and Linear's signatures.
+// PagerDutyHeader, LinearHeader and IntercomHeader carry PagerDuty's, Linear's and Intercom's
+// signatures.
 const (
 	PagerDutyHeader = "X-Pagerduty-Signature"
 	LinearHeader    = "Linear-Signature"
+	IntercomHeader  = "X-Hub-Signature"
 )
 
 // The encodings of the generic scheme's digest (Options.Encoding).
@@ -59,22 +68,36 @@ func newBodyScheme(name, header, prefix, encoding string) *bodyScheme {
 		ring: newKeyring(name, rawSecret)}
 }
 
+// sha1Digests makes s sign with HMAC-SHA1 (Intercom, Twilio).
+func (s *bodyScheme) sha1Digests() *bodyScheme {
+	s.ring.hash, s.ring.size = sha1.New, sha1.Size
+	return s
+}
+
 func (s *bodyScheme) Name() string { return s.name }
 
+// digestName names a digest by its length, for error details.
+func digestName(size int) string {
+	if size == sha1.Size {
+		return "SHA-1"
+	}
+	return "SHA-256"
+}
+
 // parseBodySignature decodes prefix + encoded digest into dst, or says why it is malformed.
-func parseBodySignature(v, prefix, encoding string, dst *[sha256.Size]byte) (detail string) {
+func parseBodySignature(v, prefix, encoding string, dst []byte) (detail string) {
 	digest, ok := strings.CutPrefix(v, prefix)
 	if !ok {
 		return "the value does not start with the expected prefix"
 	}
 	if encoding == EncodingBase64 {
 		if !decodeBase64(digest, dst) {
-			return "the signature is not a base64 SHA-256 digest"
+			return "the signature is not a base64 " + digestName(len(dst)) + " digest"
 		}
 		return ""
 	}
 	if !decodeHex(digest, dst) {
-		return "the signature is not 64 hex digits"
+		return "the signature is not " + strconv.Itoa(2*len(dst)) + " hex digits"
 	}
 	return ""
 }
@@ -89,7 +112,7 @@ func (s *bodyScheme) Verify(h http.Header, body []byte, secrets []string, _ time
 	}
 	var sigs signatures
 	if s.list == "" {
-		if detail := parseBodySignature(v, s.prefix, s.encoding, &sigs.sig[0]); detail != "" {
+		if detail := parseBodySignature(v, s.prefix, s.encoding, sigs.sig[0][:s.ring.size]); detail != "" {
 			return reject(s.name, ReasonMalformedHeader, s.header, detail)
 		}
 		sigs.n = 1
@@ -104,7 +127,7 @@ func (s *bodyScheme) Verify(h http.Header, body []byte, secrets []string, _ time
 			if sigs.n == maxSignatures {
 				return reject(s.name, ReasonMalformedHeader, s.header, "too many signatures")
 			}
-			if detail := parseBodySignature(item, s.prefix, s.encoding, &sigs.sig[sigs.n]); detail != "" {
+			if detail := parseBodySignature(item, s.prefix, s.encoding, sigs.sig[sigs.n][:s.ring.size]); detail != "" {
 				return reject(s.name, ReasonMalformedHeader, s.header, detail)
 			}
 			sigs.n++
@@ -129,12 +152,25 @@ func (s *bodyScheme) Sign(h http.Header, body []byte, secret string, _ string, _
 	}
 	var digest string
 	if s.encoding == EncodingBase64 {
-		digest = base64.StdEncoding.EncodeToString(sum[:])
+		digest = base64.StdEncoding.EncodeToString(sum[:s.ring.size])
 	} else {
-		digest = hex.EncodeToString(sum[:])
+		digest = hex.EncodeToString(sum[:s.ring.size])
 	}
 	h.Set(s.header, s.prefix+digest)
 	return nil
 }
 
 func (s *bodyScheme) checkSecrets(secrets []string) error { return s.ring.check(secrets) }
+
+// Challenge acknowledges Intercom's pings (topic "ping", with a null id), which every
+// subscription receives and which are not events.
+func (s *bodyScheme) Challenge(_ http.Header, body []byte, _ []string) ([]byte, string, bool) {
+	if s.name != Intercom || !bytes.Contains(body, []byte(`"ping"`)) {
+		return nil, "", false
+	}
+	var n struct{ Type, Topic string }
+	if json.Unmarshal(body, &n) != nil || n.Type != "notification_event" || n.Topic != "ping" {
+		return nil, "", false
+	}
+	return nil, "text/plain", true
+}

@@ -20,6 +20,9 @@ const (
 	// ReasonMalformedHeader means a header is present but not of the scheme's form (repeated,
 	// bad syntax, a signature of the wrong length or alphabet, too many signatures).
 	ReasonMalformedHeader = "malformed header"
+	// ReasonMalformedBody means a scheme that signs the body's fields (Twilio's form
+	// parameters) could not read them, or the body is not the one the signed URL names.
+	ReasonMalformedBody = "malformed body"
 	// ReasonTimestamp means the signed timestamp is older, or further in the future, than the
 	// scheme's tolerance allows.
 	ReasonTimestamp = "timestamp outside tolerance"

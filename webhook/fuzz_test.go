@@ -25,7 +25,7 @@ func checkRejection(t *testing.T, err error, scheme string) {
 		t.Fatalf("Verify returned %v, want a *SignatureError from %s", err, scheme)
 	}
 	switch se.Reason {
-	case ReasonMissingHeader, ReasonMalformedHeader, ReasonTimestamp, ReasonNoMatch:
+	case ReasonMissingHeader, ReasonMalformedHeader, ReasonMalformedBody, ReasonTimestamp, ReasonNoMatch:
 	default:
 		t.Fatalf("undocumented reason %q", se.Reason)
 	}
@@ -115,7 +115,11 @@ func fuzzBodyScheme(f *testing.F, s Scheme, name, prefix, encoding string, seeds
 	f.Add(good, []byte(testBody[1:]))
 	f.Fuzz(func(t *testing.T, v string, body []byte) {
 		var sig [32]byte
-		if detail := parseBodySignature(v, prefix, encoding, &sig); detail == "" && !strings.HasPrefix(v, prefix) {
+		size := 32
+		if s.Name() == Intercom {
+			size = 20 // SHA-1
+		}
+		if detail := parseBodySignature(v, prefix, encoding, sig[:size]); detail == "" && !strings.HasPrefix(v, prefix) {
 			t.Fatalf("parsed %q without its prefix %q", v, prefix)
 		}
 		err := s.Verify(http.Header{name: {v}}, body, []string{fuzzSecret}, clock)
@@ -124,6 +128,9 @@ func fuzzBodyScheme(f *testing.F, s Scheme, name, prefix, encoding string, seeds
 			return
 		}
 		mac := refMAC([]byte(fuzzSecret), body)
+		if s.Name() == Intercom {
+			mac = refMAC1([]byte(fuzzSecret), body)
+		}
 		if encoding == EncodingBase64 {
 			if want := prefix + base64.StdEncoding.EncodeToString(mac); v != want {
 				t.Fatalf("accepted %q for body %q, want exactly %q", v, body, want)

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,10 @@ type fixture struct {
 	Headers map[string]string `json:"headers"`
 	// VerifyOnly says why Sign cannot reproduce the vector (several signatures in one header).
 	VerifyOnly string `json:"verify_only"`
+	// PublicKey is what Verify takes for a public-key scheme, in place of Secret; PrivateKey,
+	// what Sign takes to reproduce the vector.
+	PublicKey  string `json:"public_key"`
+	PrivateKey string `json:"private_key"`
 }
 
 func (f fixture) header() http.Header {
@@ -64,6 +69,13 @@ func mustNew(t testing.TB, name string, opts Options) Scheme {
 // pooled keys, for the tests' own expectations.
 func refMAC(key, msg []byte) []byte {
 	m := hmac.New(sha256.New, key)
+	m.Write(msg)
+	return m.Sum(nil)
+}
+
+// refMAC1 is HMAC-SHA1, for Intercom's and Twilio's expectations.
+func refMAC1(key, msg []byte) []byte {
+	m := hmac.New(sha1.New, key)
 	m.Write(msg)
 	return m.Sum(nil)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"hash"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,18 +32,53 @@ type keyring struct {
 	scheme string
 	decode func(secret string) ([]byte, error)
 	sep    string // what follows each signed field before the body: "." for most schemes
-	keys   atomic.Pointer[map[string]*key]
-	mu     sync.Mutex // serialises writers of keys
+	hash   func() hash.Hash
+	size   int // the digest's length: sha256.Size, or sha1.Size for the SHA-1 schemes
+	keys   cache[*key]
+}
+
+// cache is a bounded copy-on-write map from configured strings to what they prepare into,
+// read with one atomic load and one map lookup (no lock, no allocation).
+type cache[V any] struct {
+	m  atomic.Pointer[map[string]V]
+	mu sync.Mutex // serialises writers of m
+}
+
+// get returns what s prepared into, preparing it on first use.
+func (c *cache[V]) get(s string, prepare func(string) V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[s]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[string]V
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	if v, ok := old[s]; ok {
+		return v
+	}
+	v := prepare(s)
+	next := make(map[string]V, len(old)+1)
+	if len(old) < maxKeys {
+		maps.Copy(next, old)
+	}
+	next[s] = v
+	c.m.Store(&next)
+	return v
 }
 
 // key is one prepared secret, or the reason it is unusable.
 type key struct {
 	err  error // an *InvalidError without the index; see keyring.check
 	sep  string
+	size int
 	pool sync.Pool
 }
 
-// macState is one keyed HMAC-SHA256 with its scratch space, reused through key.pool.
+// macState is one keyed HMAC with its scratch space, reused through key.pool.
 type macState struct {
 	h       hash.Hash
 	scratch []byte // the signed prefix (id, timestamp, separators) before the body
@@ -50,34 +86,11 @@ type macState struct {
 }
 
 func newKeyring(scheme string, decode func(string) ([]byte, error)) *keyring {
-	r := &keyring{scheme: scheme, decode: decode, sep: "."}
-	m := map[string]*key{}
-	r.keys.Store(&m)
-	return r
+	return &keyring{scheme: scheme, decode: decode, sep: ".", hash: sha256.New, size: sha256.Size}
 }
 
 // get returns the prepared key for secret, preparing it on first use.
-func (r *keyring) get(secret string) *key {
-	if k, ok := (*r.keys.Load())[secret]; ok {
-		return k
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old := *r.keys.Load()
-	if k, ok := old[secret]; ok {
-		return k
-	}
-	k := r.prepare(secret)
-	next := make(map[string]*key, len(old)+1)
-	if len(old) < maxKeys {
-		for s, v := range old {
-			next[s] = v
-		}
-	}
-	next[secret] = k
-	r.keys.Store(&next)
-	return k
-}
+func (r *keyring) get(secret string) *key { return r.keys.get(secret, r.prepare) }
 
 func (r *keyring) prepare(secret string) *key {
 	if secret == "" {
@@ -90,8 +103,8 @@ func (r *keyring) prepare(secret string) *key {
 	if len(raw) == 0 {
 		return &key{err: &InvalidError{Scheme: r.scheme, Reason: "the secret decodes to no bytes"}}
 	}
-	k := &key{sep: r.sep}
-	k.pool.New = func() any { return &macState{h: hmac.New(sha256.New, raw)} }
+	k := &key{sep: r.sep, size: r.size}
+	k.pool.New = func() any { return &macState{h: hmac.New(r.hash, raw)} }
 	return k
 }
 
@@ -112,7 +125,7 @@ func (r *keyring) check(secrets []string) error {
 	return nil
 }
 
-// mac sets out to HMAC-SHA256(key, f1 sep f2 sep ... body): each field is followed by the
+// mac sets out to HMAC(key, f1 sep f2 sep ... body), its first size bytes (the rest zero): each field is followed by the
 // ring's separator (a full stop for Standard Webhooks and Stripe, a colon for Slack and Paddle,
 // nothing for Twitch).
 // The fields are copied into the pooled scratch buffer so that nothing escapes to the heap.
@@ -129,11 +142,12 @@ func (k *key) mac(out *[sha256.Size]byte, body []byte, fields ...string) {
 	}
 	st.h.Write(body)
 	st.h.Sum(st.sum[:0])
-	*out = st.sum
+	*out = st.sum // a SHA-1 sum leaves the tail zero
 	k.pool.Put(st)
 }
 
-// signatures holds the candidate signatures parsed from one header, decoded, on the stack.
+// signatures holds the candidate signatures parsed from one header, decoded, on the stack; a
+// SHA-1 digest fills the first sha1.Size bytes of its slot.
 type signatures struct {
 	sig [maxSignatures][sha256.Size]byte
 	n   int
@@ -143,11 +157,12 @@ type signatures struct {
 // mode adds a v0 (not kept). More is hostile, and is refused as malformed.
 const maxSignatures = 8
 
-// matches reports, in constant time over the candidates, whether sum equals any of them.
-func (s *signatures) matches(sum *[sha256.Size]byte) bool {
+// matches reports, in constant time over the candidates, whether the first size bytes of sum
+// equal any of them.
+func (s *signatures) matches(sum *[sha256.Size]byte, size int) bool {
 	eq := 0
 	for i := 0; i < s.n; i++ {
-		eq |= subtle.ConstantTimeCompare(sum[:], s.sig[i][:])
+		eq |= subtle.ConstantTimeCompare(sum[:size], s.sig[i][:size])
 	}
 	return eq == 1
 }
@@ -158,7 +173,7 @@ func (r *keyring) anySecret(secrets []string, sigs *signatures, body []byte, fie
 	var sum [sha256.Size]byte
 	for _, s := range secrets {
 		r.get(s).mac(&sum, body, fields...)
-		if sigs.matches(&sum) {
+		if sigs.matches(&sum, r.size) {
 			return true
 		}
 	}

@@ -60,9 +60,10 @@ func timestampDetail(ts int64, now time.Time, tolerance time.Duration) string {
 	return ""
 }
 
-// decodeHex decodes exactly 64 hex digits (either case) into dst.
-func decodeHex(s string, dst *[sha256.Size]byte) bool {
-	if len(s) != 2*sha256.Size {
+// decodeHex decodes exactly 2*len(dst) hex digits (either case) into dst: 64 for a SHA-256
+// digest, 40 for SHA-1.
+func decodeHex(s string, dst []byte) bool {
+	if len(s) != 2*len(dst) {
 		return false
 	}
 	for i := range dst {
@@ -92,22 +93,23 @@ func fromHex(c byte) (byte, bool) {
 // has exactly one encoding.
 var b64 = base64.StdEncoding.Strict()
 
-// b64Len is the length of a padded base64 SHA-256 digest.
+// b64Len is the length of a padded base64 SHA-256 digest, the longest we decode.
 const b64Len = (sha256.Size + 2) / 3 * 4
 
-// decodeBase64 decodes exactly one padded standard-base64 SHA-256 digest (44 characters) into dst.
-func decodeBase64(s string, dst *[sha256.Size]byte) bool {
-	if len(s) != b64Len {
+// decodeBase64 decodes exactly one padded standard-base64 digest of len(dst) bytes (44
+// characters for SHA-256, 28 for SHA-1) into dst.
+func decodeBase64(s string, dst []byte) bool {
+	if len(s) != (len(dst)+2)/3*4 || len(s) > b64Len {
 		return false
 	}
 	var src [b64Len]byte
-	copy(src[:], s)
+	n := copy(src[:], s)
 	var out [sha256.Size + 1]byte
-	n, err := b64.Decode(out[:], src[:])
-	if err != nil || n != sha256.Size {
+	m, err := b64.Decode(out[:], src[:n])
+	if err != nil || m != len(dst) {
 		return false // also catches '\r' and '\n', which the decoder skips
 	}
-	copy(dst[:], out[:sha256.Size])
+	copy(dst, out[:m])
 	return true
 }
 

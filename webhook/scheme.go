@@ -25,19 +25,32 @@ const (
 	Svix = "svix"
 	// Slack names Slack's scheme (X-Slack-Signature: v0=..., X-Slack-Request-Timestamp).
 	Slack = "slack"
+	// Zoom names Zoom's scheme (X-Zm-Signature: v0=..., X-Zm-Request-Timestamp).
+	Zoom = "zoom"
 	// Paddle names Paddle Billing's scheme (Paddle-Signature: ts=...;h1=...).
 	Paddle = "paddle"
 	// PagerDuty names PagerDuty's v3 webhooks scheme (X-PagerDuty-Signature: v1=...[,v1=...]).
 	PagerDuty = "pagerduty"
 	// Linear names Linear's scheme (Linear-Signature).
 	Linear = "linear"
+	// Intercom names Intercom's scheme (X-Hub-Signature: sha1=..., HMAC-SHA1 of the body).
+	Intercom = "intercom"
+	// Twilio names Twilio's scheme (X-Twilio-Signature over the URL and the form parameters).
+	Twilio = "twilio"
+	// Square names Square's scheme (X-Square-Hmacsha256-Signature over the notification URL
+	// and the body).
+	Square = "square"
+	// Discord names Discord's scheme (X-Signature-Ed25519 with the application's public key).
+	Discord = "discord"
+	// SendGrid names SendGrid's signed Event Webhook (ECDSA P-256 with SendGrid's public key).
+	SendGrid = "sendgrid"
 	// Twitch names Twitch EventSub's scheme (Twitch-Eventsub-Message-Signature over the message
 	// id, timestamp and body).
 	Twitch = "twitch"
 )
 
 // Names lists every scheme New accepts.
-var Names = []string{StandardWebhooks, Svix, Stripe, GitHub, Shopify, Slack, Paddle, PagerDuty, Linear, Twitch, HMACSHA256}
+var Names = []string{StandardWebhooks, Svix, Stripe, GitHub, Shopify, Slack, Zoom, Paddle, PagerDuty, Linear, Intercom, Twilio, Square, Discord, SendGrid, Twitch, HMACSHA256}
 
 // Scheme verifies (and, for tests and the CLI, produces) one provider's webhook signatures.
 // A Scheme is safe for concurrent use.
@@ -68,6 +81,10 @@ type Options struct {
 	// DefaultStandardTolerance). It must not be set for the schemes without a timestamp.
 	Tolerance time.Duration
 
+	// URL is the URL the provider calls, exactly as configured there, for the schemes that
+	// sign it ("twilio", "square"; see URLVerifier), and only for them.
+	URL string
+
 	// Header, Encoding and Prefix configure the generic "hmac-sha256" scheme only.
 
 	// Header is the header carrying the signature, e.g. "X-Signature" (required).
@@ -83,18 +100,18 @@ type Options struct {
 // *InvalidError naming the field.
 func New(name string, opts Options) (Scheme, error) {
 	switch name {
-	case StandardWebhooks, Svix, Stripe, Slack, Paddle, Twitch:
+	case StandardWebhooks, Svix, Stripe, Slack, Zoom, Paddle, Twitch:
 		if err := onlyTolerance(name, opts); err != nil {
 			return nil, err
 		}
 		switch name {
 		case Stripe:
 			return newStripe(opts.Tolerance), nil
-		case Slack, Paddle, Twitch:
+		case Slack, Zoom, Paddle, Twitch:
 			return newTimestamped(name, opts.Tolerance), nil
 		}
 		return newStandard(name, opts.Tolerance), nil
-	case GitHub, Shopify, PagerDuty, Linear:
+	case GitHub, Shopify, PagerDuty, Linear, Intercom:
 		if err := noOptions(name, opts); err != nil {
 			return nil, err
 		}
@@ -107,8 +124,20 @@ func New(name string, opts Options) (Scheme, error) {
 			return s, nil
 		case Linear:
 			return newBodyScheme(Linear, LinearHeader, "", EncodingHex), nil
+		case Intercom:
+			return newBodyScheme(Intercom, IntercomHeader, "sha1=", EncodingHex).sha1Digests(), nil
 		}
 		return newBodyScheme(Shopify, ShopifyHeader, "", EncodingBase64), nil
+	case Discord, SendGrid:
+		if err := onlyTolerance(name, opts); err != nil {
+			return nil, err
+		}
+		return newPublicKeyScheme(name, opts.Tolerance), nil
+	case Twilio, Square:
+		if err := noOptions(name, Options{Tolerance: opts.Tolerance, Header: opts.Header, Encoding: opts.Encoding, Prefix: opts.Prefix}); err != nil {
+			return nil, err
+		}
+		return newURLScheme(name, opts.URL)
 	case HMACSHA256:
 		return newGeneric(opts)
 	}
@@ -130,6 +159,9 @@ func noOptions(name string, opts Options) error {
 }
 
 func genericFieldsUnset(name string, opts Options) error {
+	if opts.URL != "" {
+		return &InvalidError{Scheme: name, Field: "URL", Reason: "only the schemes that sign the URL (twilio, square) take it"}
+	}
 	for _, f := range [...]struct{ field, value string }{
 		{"Header", opts.Header}, {"Encoding", opts.Encoding}, {"Prefix", opts.Prefix},
 	} {
@@ -141,7 +173,7 @@ func genericFieldsUnset(name string, opts Options) error {
 }
 
 func newGeneric(opts Options) (Scheme, error) {
-	if err := noOptions(HMACSHA256, Options{Tolerance: opts.Tolerance}); err != nil {
+	if err := noOptions(HMACSHA256, Options{Tolerance: opts.Tolerance, URL: opts.URL}); err != nil {
 		return nil, err
 	}
 	if opts.Header == "" {

@@ -148,10 +148,10 @@ func TestKeyringStartsOverWhenFull(t *testing.T) {
 			t.Fatal(k.err)
 		}
 	}
-	if n := len(*r.keys.Load()); n > maxKeys {
+	if n := len(*r.keys.m.Load()); n > maxKeys {
 		t.Fatalf("the keyring holds %d keys, want at most %d", n, maxKeys)
 	}
-	if _, held := (*r.keys.Load())["k"]; held {
+	if _, held := (*r.keys.m.Load())["k"]; held {
 		t.Fatal("the first key is still held: the ring did not start over")
 	}
 	again := r.get("k")

@@ -104,7 +104,7 @@ func parseStandardSignature(v string, sigs *signatures) (detail string) {
 		if sigs.n == maxSignatures {
 			return "too many v1 signatures"
 		}
-		if !decodeBase64(sig, &sigs.sig[sigs.n]) {
+		if !decodeBase64(sig, sigs.sig[sigs.n][:]) {
 			return "a v1 signature is not a base64 SHA-256 digest"
 		}
 		sigs.n++

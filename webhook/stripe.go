@@ -81,7 +81,7 @@ func parseSignedList(v string, sep byte, tsKey, sigKey string, ts *string, sigs 
 			if sigs.n == maxSignatures {
 				return "too many " + sigKey + " signatures"
 			}
-			if !decodeHex(val, &sigs.sig[sigs.n]) {
+			if !decodeHex(val, sigs.sig[sigs.n][:]) {
 				return "a " + sigKey + " signature is not 64 hex digits"
 			}
 			sigs.n++

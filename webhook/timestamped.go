@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -9,12 +11,15 @@ import (
 	"time"
 )
 
-// Slack, Paddle and Twitch sign a timestamp (and Twitch a message id) with the body, each with
+// Slack, Zoom, Paddle and Twitch sign a timestamp (and Twitch a message id) with the body, each with
 // HMAC-SHA256, hex-encoded, keyed with the secret as written:
 //
 //   - Slack: HMAC("v0:" + X-Slack-Request-Timestamp + ":" + body), sent as
 //     X-Slack-Signature: v0=<hex>
 //     (https://api.slack.com/authentication/verifying-requests-from-slack).
+//   - Zoom: the same construction as Slack's, as X-Zm-Signature: v0=<hex> and
+//     X-Zm-Request-Timestamp
+//     (https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events).
 //   - Paddle Billing: HMAC(ts + ":" + body), sent as Paddle-Signature: ts=<unix>;h1=<hex>, with
 //     one h1 per active secret while it is rotated
 //     (https://developer.paddle.com/webhooks/signature-verification).
@@ -31,12 +36,15 @@ const (
 	TwitchIDHeader        = "Twitch-Eventsub-Message-Id"
 	TwitchTimestampHeader = "Twitch-Eventsub-Message-Timestamp"
 	TwitchTypeHeader      = "Twitch-Eventsub-Message-Type"
+	ZoomSignatureHeader   = "X-Zm-Signature"
+	ZoomTimestampHeader   = "X-Zm-Request-Timestamp"
 )
 
-// The providers' own tolerances: Slack's guide rejects requests over five minutes old, Paddle's
-// SDKs allow five seconds, Twitch's guide ten minutes.
+// The providers' own tolerances: Slack's guide rejects requests over five minutes old (Zoom's
+// sample apps follow it), Paddle's SDKs allow five seconds, Twitch's guide ten minutes.
 const (
 	DefaultSlackTolerance  = 5 * time.Minute
+	DefaultZoomTolerance   = 5 * time.Minute
 	DefaultPaddleTolerance = 5 * time.Second
 	DefaultTwitchTolerance = 10 * time.Minute
 )
@@ -58,6 +66,9 @@ func newTimestamped(name string, tolerance time.Duration) *timestamped {
 	switch name {
 	case Slack:
 		s.sigHeader, s.tsHeader, s.version, s.sigPrefix, s.tolerance = SlackSignatureHeader, SlackTimestampHeader, "v0", "v0=", DefaultSlackTolerance
+		s.ring.sep = ":"
+	case Zoom:
+		s.sigHeader, s.tsHeader, s.version, s.sigPrefix, s.tolerance = ZoomSignatureHeader, ZoomTimestampHeader, "v0", "v0=", DefaultZoomTolerance
 		s.ring.sep = ":"
 	case Paddle:
 		s.sigHeader, s.tolerance = PaddleHeader, DefaultPaddleTolerance
@@ -102,7 +113,7 @@ func (s *timestamped) Verify(h http.Header, body []byte, secrets []string, now t
 			return reject(s.name, ReasonMalformedHeader, s.sigHeader, detail)
 		}
 	} else {
-		if detail := parseBodySignature(v, s.sigPrefix, EncodingHex, &sigs.sig[0]); detail != "" {
+		if detail := parseBodySignature(v, s.sigPrefix, EncodingHex, sigs.sig[0][:]); detail != "" {
 			return reject(s.name, ReasonMalformedHeader, s.sigHeader, detail)
 		}
 		sigs.n = 1
@@ -185,9 +196,34 @@ func (s *timestamped) checkSecrets(secrets []string) error { return s.ring.check
 
 // Challenge answers Slack's url_verification and Twitch's webhook_callback_verification (a
 // signed request that asks the endpoint to echo its challenge before events are sent to it),
-// and acknowledges Twitch's revocation messages.
-func (s *timestamped) Challenge(h http.Header, body []byte) ([]byte, string, bool) {
+// Zoom's endpoint.url_validation (whose answer proves the secret), and acknowledges Twitch's
+// revocation messages.
+func (s *timestamped) Challenge(h http.Header, body []byte, secrets []string) ([]byte, string, bool) {
 	switch s.name {
+	case Zoom:
+		if !bytes.Contains(body, []byte(`"endpoint.url_validation"`)) {
+			return nil, "", false
+		}
+		var c struct {
+			Event   string
+			Payload struct{ PlainToken string }
+		}
+		if json.Unmarshal(body, &c) != nil || c.Event != "endpoint.url_validation" || c.Payload.PlainToken == "" {
+			return nil, "", false
+		}
+		secret, ok := s.signedBy(h, body, secrets)
+		if !ok {
+			return nil, "", false
+		}
+		// https://developers.zoom.us/docs/api/webhooks/#validate-your-webhook-endpoint:
+		// encryptedToken is the hex HMAC-SHA256 of plainToken keyed with the secret token.
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte(c.Payload.PlainToken))
+		answer, _ := json.Marshal(struct {
+			PlainToken     string `json:"plainToken"`
+			EncryptedToken string `json:"encryptedToken"`
+		}{c.Payload.PlainToken, hex.EncodeToString(m.Sum(nil))})
+		return answer, "application/json", true
 	case Slack:
 		if !bytes.Contains(body, []byte(`"url_verification"`)) {
 			return nil, "", false // the hot path: no JSON decoding for events
@@ -216,13 +252,30 @@ func (s *timestamped) Challenge(h http.Header, body []byte) ([]byte, string, boo
 	return nil, "", false
 }
 
+// signedBy returns the secret, of secrets, that signed the delivery (a Zoom challenge's answer
+// is keyed with it, so a rotation in progress answers with the secret Zoom holds).
+func (s *timestamped) signedBy(h http.Header, body []byte, secrets []string) (string, bool) {
+	now := time.Now()
+	if ts, err := strconv.ParseInt(h.Get(s.tsHeader), 10, 64); err == nil {
+		now = time.Unix(ts, 0) // the timestamp was checked by Verify
+	}
+	for _, secret := range secrets {
+		if s.Verify(h, body, []string{secret}, now) == nil {
+			return secret, true
+		}
+	}
+	return "", false
+}
+
 // Challenger is a scheme whose provider sends control messages besides events: a signed
-// challenge whose answer must echo a value from it before events are sent (Slack's
-// url_verification, Twitch's webhook_callback_verification), or a notice to acknowledge
-// (Twitch's revocation). The receiver asks it once the signature is verified, and answers one
-// without claiming anything.
+// challenge whose answer must echo a value from it, or prove the secret, before events are sent
+// (Slack's url_verification, Twitch's webhook_callback_verification, Zoom's
+// endpoint.url_validation), or a notice to acknowledge (Twitch's revocation, Intercom's
+// pings, Discord's PING). The receiver asks
+// it once the signature is verified, and answers one without claiming anything.
 type Challenger interface {
 	// Challenge returns the answer's body and content type when the delivery is a control
-	// message.
-	Challenge(h http.Header, body []byte) (answer []byte, contentType string, ok bool)
+	// message: an empty answer without a content type asks for 204 No Content (Discord's
+	// PING). secrets are those the delivery was verified with.
+	Challenge(h http.Header, body []byte, secrets []string) (answer []byte, contentType string, ok bool)
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -13,17 +14,21 @@ func TestPublishedAndComputedVectors(t *testing.T) {
 			t.Parallel()
 			s := mustNew(t, f.Scheme, f.Options)
 			now := time.Unix(f.Now, 0)
-			if err := s.Verify(f.header(), []byte(f.Body), []string{f.Secret}, now); err != nil {
+			keys, signWith := []string{f.Secret}, f.Secret
+			if f.PublicKey != "" {
+				keys, signWith = []string{f.PublicKey}, f.PrivateKey
+			}
+			if err := s.Verify(f.header(), []byte(f.Body), keys, now); err != nil {
 				t.Fatalf("Verify: %v (source: %s)", err, f.Source)
 			}
-			if err := s.Verify(f.header(), []byte(f.Body+" "), []string{f.Secret}, now); err == nil {
+			if err := s.Verify(f.header(), []byte(f.Body+" "), keys, now); err == nil {
 				t.Fatal("Verify accepted the vector with one byte appended to the body")
 			}
 			if f.VerifyOnly != "" {
 				return
 			}
 			got := http.Header{}
-			if err := s.Sign(got, []byte(f.Body), f.Secret, f.ID, now); err != nil {
+			if err := s.Sign(got, []byte(f.Body), signWith, f.ID, now); err != nil {
 				t.Fatalf("Sign: %v", err)
 			}
 			want := f.header()
@@ -92,6 +97,9 @@ func TestChallengesAreAnsweredOnlyForTheirOwnShape(t *testing.T) {
 	t.Parallel()
 	slack := mustNew(t, Slack, Options{}).(Challenger)
 	twitch := mustNew(t, Twitch, Options{}).(Challenger)
+	zoom := mustNew(t, Zoom, Options{}).(Challenger)
+	intercom := mustNew(t, Intercom, Options{}).(Challenger)
+	discord := mustNew(t, Discord, Options{}).(Challenger)
 	for _, c := range []struct {
 		name   string
 		s      Challenger
@@ -99,6 +107,19 @@ func TestChallengesAreAnsweredOnlyForTheirOwnShape(t *testing.T) {
 		body   string
 		answer string
 	}{
+		// Elastic Beats' test of its Zoom CRC answer (crc_test.go), secret "secretValueTest", and
+		// the answer Zoom's Rivet SDK computed for the secret "zm_test_secret_token_0123456789".
+		{"zoom's url_validation (Elastic Beats)", zoom, zoomSigned(t, "secretValueTest", zoomChallenge(1654503849680)), zoomChallenge(1654503849680),
+			`{"plainToken":"qgg8vlvZRS6UYooatFL8Aw","encryptedToken":"70c1f2e2e6ca2d39297490d1f9142c7d701415ea8e6151f6562a08fa657a40ff"}`},
+		{"zoom's url_validation (Rivet)", zoom, zoomSigned(t, "zm_test_secret_token_0123456789", zoomChallenge(1700000100456)), zoomChallenge(1700000100456),
+			`{"plainToken":"qgg8vlvZRS6UYooatFL8Aw","encryptedToken":"14267c6d20912e258116695d1266eb3fed8ddfa141030d291b4a8bee9510c2ad"}`},
+		{"zoom's url_validation signed by no secret held", zoom, zoomSigned(t, "another", zoomChallenge(1)), zoomChallenge(1), ""},
+		{"a zoom event", zoom, zoomSigned(t, "secretValueTest", `{"event":"meeting.started","payload":{}}`), `{"event":"meeting.started","payload":{}}`, ""},
+		{"an intercom ping", intercom, nil, `{"type":"notification_event","id":null,"topic":"ping","data":{"item":{"type":"ping"}}}`, "-"},
+		{"an intercom notification", intercom, nil, `{"type":"notification_event","id":"notif_1","topic":"conversation.user.created","data":{"item":{"type":"ping"}}}`, ""},
+		{"discord's webhook-event PING", discord, nil, `{"version":1,"application_id":"1234560123453231555","type":0}`, "-"},
+		{"a discord webhook event", discord, nil, `{"version":1,"application_id":"1","type":1,"event":{"type":"APPLICATION_AUTHORIZED"}}`, ""},
+		{"a discord interaction PING (not a webhook event)", discord, nil, `{"type":1,"id":"1","application_id":"1"}`, ""},
 		// https://api.slack.com/events/url_verification
 		{"slack's url_verification", slack, nil, `{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"},
 		{"a slack event", slack, nil, `{"type":"event_callback","event_id":"Ev1","event":{"type":"message","text":"url_verification"}}`, ""},
@@ -108,7 +129,7 @@ func TestChallengesAreAnsweredOnlyForTheirOwnShape(t *testing.T) {
 		{"a twitch notification", twitch, http.Header{TwitchTypeHeader: {"notification"}}, `{"challenge":"x","subscription":{}}`, ""},
 		{"a twitch revocation, acknowledged", twitch, http.Header{TwitchTypeHeader: {"revocation"}}, `{"subscription":{"status":"authorization_revoked"}}`, "-"},
 	} {
-		answer, ctype, ok := c.s.Challenge(c.h, []byte(c.body))
+		answer, ctype, ok := c.s.Challenge(c.h, []byte(c.body), []string{"zm_test_secret_token_0123456789", "secretValueTest"})
 		if c.answer == "-" { // acknowledged with an empty answer
 			c.answer = ""
 			if !ok || len(answer) != 0 {
@@ -116,8 +137,26 @@ func TestChallengesAreAnsweredOnlyForTheirOwnShape(t *testing.T) {
 			}
 			continue
 		}
-		if ok != (c.answer != "") || string(answer) != c.answer || (ok && ctype != "text/plain") {
+		wantType := "text/plain"
+		if c.s == zoom {
+			wantType = "application/json"
+		}
+		if ok != (c.answer != "") || string(answer) != c.answer || (ok && ctype != wantType) {
 			t.Errorf("%s: %q %q %v, want %q", c.name, answer, ctype, ok, c.answer)
 		}
 	}
+}
+
+func zoomChallenge(eventTS int64) string {
+	return fmt.Sprintf(`{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":%d,"event":"endpoint.url_validation"}`, eventTS)
+}
+
+// zoomSigned signs body as Zoom would with secret: the challenge is answered only for a
+// request one of the held secrets signed.
+func zoomSigned(t *testing.T, secret, body string) http.Header {
+	h := http.Header{}
+	if err := mustNew(t, Zoom, Options{}).Sign(h, []byte(body), secret, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -285,6 +285,10 @@ func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, 
 	if err != nil {
 		return nil, err
 	}
+	if len(src.Secrets) == 0 {
+		// discord, sendgrid: the provider signs with a private key the operator does not hold.
+		return nil, fmt.Errorf("source %q verifies with the provider's public keys: hookctl holds no private key to sign its deliveries", source)
+	}
 	secrets, err := r.Resolve(ctx, src.Secrets[:1])
 	if err != nil {
 		return nil, err

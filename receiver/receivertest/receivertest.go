@@ -8,6 +8,10 @@
 //	req, _ := receivertest.Request(f, "stripe", "whsec_test", body)
 //	resp, _ := h.Handle(ctx, req)
 //	plan := rec.Last().Plan // its effects' keys, items and conditions, its intents
+//
+// For a public-key source (discord, sendgrid), the secret given to Request and NewHandler is
+// the private key whose public key the sources file lists: Request signs with it, the handler
+// verifies with the file's public_keys.
 package receivertest
 
 import (
@@ -36,6 +40,7 @@ type options struct {
 	at                               time.Time
 	headers                          http.Header
 	base64                           bool
+	url                              string // what HTTPRequest sends to, for a URL-signing source
 }
 
 // WithEventID sets the event id where the source reads it from a header (GitHub's
@@ -77,7 +82,17 @@ var providerHeaders = map[string]http.Header{
 	webhook.PagerDuty:        {"User-Agent": {"PagerDuty-Webhook/V3.0"}},
 	webhook.Linear:           {"User-Agent": {"Linear-Webhook"}},
 	webhook.Twitch:           {"User-Agent": {"Twitch-Eventsub-Webhook"}, "Twitch-Eventsub-Message-Type": {"notification"}},
+	webhook.Zoom:             {"User-Agent": {"Zoom Marketplace/1.0a"}},
+	webhook.Intercom:         {"User-Agent": {"Intercom-Webhooks-Client/1.0"}},
+	webhook.Twilio:           {"User-Agent": {"TwilioProxy/1.1"}},
+	webhook.Square:           {"User-Agent": {"Square Connect v2"}},
+	webhook.Discord:          {"User-Agent": {"Discord-Webhook/1.0 (+https://discord.com)"}},
+	webhook.SendGrid:         {"User-Agent": {"SendGrid Event API"}},
 }
+
+// Host is the host of the API Gateway endpoint Request's requests are addressed to; a
+// URL-signing source without a url is signed over https://Host/hooks/<source>.
+const Host = "abc123.execute-api.eu-west-1.amazonaws.com"
 
 var counter struct {
 	sync.Mutex
@@ -105,6 +120,9 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 		opt(&o)
 	}
 	h := http.Header{"Content-Type": {"application/json"}}
+	if src.Body != sources.BodyJSON && src.Body != "" {
+		h.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	for k, v := range providerHeaders[src.Scheme] {
 		h[k] = append([]string(nil), v...)
 	}
@@ -149,10 +167,22 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 	if err != nil {
 		return events.APIGatewayV2HTTPRequest{}, err
 	}
-	if err := scheme.Sign(h, body, secret, id, o.at); err != nil {
+	if u, ok := scheme.(webhook.URLVerifier); ok {
+		url := src.URL
+		if url == "" {
+			url = o.url
+		}
+		if url == "" {
+			url = "https://" + Host + "/hooks/" + source
+		}
+		err = u.SignURL(url, h, body, secret, id, o.at)
+	} else {
+		err = scheme.Sign(h, body, secret, id, o.at)
+	}
+	if err != nil {
 		return events.APIGatewayV2HTTPRequest{}, err
 	}
-	headers := map[string]string{"host": "abc123.execute-api.eu-west-1.amazonaws.com", "content-length": fmt.Sprint(len(body))}
+	headers := map[string]string{"host": Host, "content-length": fmt.Sprint(len(body))}
 	for k, v := range h {
 		headers[strings.ToLower(k)] = strings.Join(v, ",")
 	}
@@ -178,9 +208,10 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 	return req, nil
 }
 
-// HTTPRequest is Request as a *http.Request to url (a server around receiver.Handler.ServeHTTP).
+// HTTPRequest is Request as a *http.Request to url (a server around receiver.Handler.ServeHTTP,
+// a deployed stack); a URL-signing source without a url of its own is signed over url.
 func HTTPRequest(f *sources.File, source, secret, url string, body []byte, opts ...Option) (*http.Request, error) {
-	r, err := Request(f, source, secret, body, opts...)
+	r, err := Request(f, source, secret, body, append(opts, func(o *options) { o.url = url })...)
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +311,9 @@ func NewHandler(f *sources.File, secrets map[string]string, register func(*recei
 			return nil, nil, fmt.Errorf("receivertest: no secret for source %q", name)
 		}
 		s[name] = []string{secret}
+		if keys := f.Sources[name].PublicKeys; len(keys) > 0 {
+			s[name] = keys // secret is the private key Request signs with
+		}
 	}
 	planners := receiver.NewPlanners()
 	if register != nil {

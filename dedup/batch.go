@@ -1,0 +1,227 @@
+package dedup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// CommitBatch commits events delivered together (SendGrid posts an array of events): each is
+// claimed under its own id with its own plan, exactly as Commit would, so a redelivered batch
+// that overlaps an earlier one runs only the events not seen. The events are written in as few
+// TransactWriteItems as DynamoDB's limits allow (MaxTransactionActions, MaxTransactionBytes per
+// call), each call all-or-nothing; an event whose claim is taken is answered from the
+// cancellation (a duplicate, a replay, or its effects absorbed) and the call is retried without
+// it. Two events of one batch with the same id are one event: the later is a duplicate.
+//
+// results[i] is evs[i]'s, for every event that is durably claimed; err is as Commit's, and
+// when it is set, some events may be claimed and others not: the provider's redelivery of the
+// batch finds the claimed ones duplicates. Calls in each result counts the calls made for that
+// event alone; calls is every DynamoDB request the batch issued. Nothing is written when an
+// event or plan is invalid (the error names its index).
+func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (results []Result, calls int, err error) {
+	if len(evs) != len(plans) {
+		return nil, 0, &InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
+	}
+	start, now := time.Now(), s.now()
+	reqs := make([]*request, len(evs))
+	first := map[string]int{} // claim key -> index of its first event in the batch
+	for i := range evs {
+		if err := evs[i].Validate(); err != nil {
+			return nil, 0, batchError(i, err)
+		}
+		ret, ok := s.sources[evs[i].Source]
+		if !ok {
+			return nil, 0, &InvalidError{Field: fmt.Sprintf("events[%d].source", i), Reason: fmt.Sprintf("%q is not configured", evs[i].Source)}
+		}
+		if reqs[i], err = s.buildRequest(&evs[i], &plans[i], ret.Effective(), now); err != nil {
+			return nil, 0, batchError(i, err)
+		}
+		if _, seen := first[ClaimKey(evs[i].Source, evs[i].ID)]; !seen {
+			first[ClaimKey(evs[i].Source, evs[i].ID)] = i
+		}
+	}
+	results = make([]Result, len(evs))
+	var pending []int
+	for i := range evs {
+		if first[ClaimKey(evs[i].Source, evs[i].ID)] == i {
+			pending = append(pending, i)
+		}
+	}
+	for len(pending) > 0 && err == nil {
+		chunk := pack(reqs, pending)
+		pending = pending[len(chunk):]
+		var n int
+		n, err = s.commitChunk(ctx, reqs, chunk, results)
+		calls += n
+	}
+	for i := range evs {
+		if j := first[ClaimKey(evs[i].Source, evs[i].ID)]; j != i && results[j].Outcome != 0 {
+			results[i] = Result{Outcome: OutcomeDuplicate, FirstDeliveryID: evs[j].DeliveryID}
+		}
+		s.observer.ObserveCommit(ctx, Report{Source: evs[i].Source, EventType: evs[i].Type, EventID: evs[i].ID,
+			DeliveryID: evs[i].DeliveryID, Result: results[i], Latency: time.Since(start), Err: errIfUnset(results[i], err)})
+	}
+	return results, calls, err
+}
+
+func batchError(i int, err error) error {
+	var ie *InvalidError
+	if errors.As(err, &ie) {
+		return &InvalidError{Field: fmt.Sprintf("events[%d].%s", i, ie.Field), Reason: ie.Reason}
+	}
+	return fmt.Errorf("events[%d]: %w", i, err)
+}
+
+func errIfUnset(r Result, err error) error {
+	if r.Outcome == 0 && err == nil {
+		return errors.New("dedup: not committed")
+	}
+	if r.Outcome != 0 {
+		return nil
+	}
+	return err
+}
+
+// pack returns the longest prefix of pending whose actions fit one transaction.
+func pack(reqs []*request, pending []int) []int {
+	actions, bytes := 0, 0
+	for n, i := range pending {
+		a := actionsOf(reqs[i])
+		if n > 0 && (actions+a > MaxTransactionActions || bytes+reqs[i].bytes > MaxTransactionBytes) {
+			return pending[:n]
+		}
+		actions, bytes = actions+a, bytes+reqs[i].bytes
+	}
+	return pending
+}
+
+func actionsOf(r *request) int {
+	n := 1 + len(r.effects)
+	if r.guard != nil {
+		n++
+	}
+	return n
+}
+
+// commitChunk writes the events of chunk in one transaction, retried without the events the
+// cancellation settles, until every one is settled or an error stops it. A chunk of one is
+// committed as Commit would (a plan without effects is then one PutItem).
+func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, results []Result) (calls int, err error) {
+	for attempt := 1; len(chunk) > 0; {
+		if len(chunk) == 1 {
+			i := chunk[0]
+			if reqs[i].effects == nil && reqs[i].guard == nil {
+				results[i], err = s.put(ctx, reqs[i])
+			} else {
+				results[i], err = s.transact(ctx, reqs[i])
+			}
+			return calls + results[i].Calls, err
+		}
+		calls++
+		_, err := s.api.TransactWriteItems(ctx, batchInput(reqs, chunk, s.tablePtr, attempt))
+		if err == nil {
+			for _, i := range chunk {
+				results[i] = Result{Outcome: OutcomeAccepted, ExpiresAt: reqs[i].expires}
+			}
+			return calls, nil
+		}
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			return calls, classify("TransactWriteItems", err)
+		}
+		reasons := tce.CancellationReasons
+		if len(reasons) != batchActions(reqs, chunk) {
+			return calls, fmt.Errorf("dedup: %d cancellation reasons for %d actions: %w", len(reasons), batchActions(reqs, chunk), err)
+		}
+		var retry []int
+		conflict := false
+		for _, i := range chunk {
+			req := reqs[i]
+			mine := reasons[:actionsOf(req)]
+			reasons = reasons[actionsOf(req):]
+			if allNone(mine) {
+				retry = append(retry, i) // cancelled for another event's sake
+				continue
+			}
+			c := readCancellation(mine, len(req.effects), req.guard != nil)
+			var res Result
+			switch c.kind {
+			case claimTaken:
+				res, err = s.taken(ctx, req, c.old, Result{})
+			case bodyTaken:
+				res = replay(c.old, Result{})
+			case effectRefused:
+				res, err = s.absorb(ctx, req, c.refused, Result{})
+			case conflicted:
+				conflict = true
+				retry = append(retry, i)
+				continue
+			case throttled:
+				return calls, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: tce}
+			default:
+				return calls, fmt.Errorf("dedup: transaction cancelled: %s: %w", c.detail, tce)
+			}
+			calls += res.Calls
+			if err != nil {
+				return calls, err
+			}
+			results[i] = res
+		}
+		if len(retry) == len(chunk) && !conflict {
+			return calls, fmt.Errorf("dedup: transaction cancelled with no reason for any event: %w", tce)
+		}
+		if conflict {
+			if attempt > s.retries {
+				return calls, &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: tce}
+			}
+			if err := s.sleep(ctx, attempt); err != nil {
+				return calls, classify("TransactWriteItems", err)
+			}
+			attempt++
+		}
+		chunk = retry
+	}
+	return calls, nil
+}
+
+func allNone(reasons []types.CancellationReason) bool {
+	for _, r := range reasons {
+		if c := code(r); c != "None" && c != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func batchActions(reqs []*request, chunk []int) int {
+	n := 0
+	for _, i := range chunk {
+		n += actionsOf(reqs[i])
+	}
+	return n
+}
+
+// batchInput is the transaction of chunk's events, each one's actions as transactInput lays
+// them out. Its token is derived from the events' own: an SDK retry of a call that landed is
+// answered as the call was (DynamoDB's idempotency window), and another chunk or attempt gets
+// another token.
+func batchInput(reqs []*request, chunk []int, table *string, attempt int) *dynamodb.TransactWriteItemsInput {
+	items := make([]types.TransactWriteItem, 0, batchActions(reqs, chunk))
+	h := sha256.New()
+	for _, i := range chunk {
+		items = append(items, reqs[i].transactInput(table, attempt).TransactItems...)
+		h.Write([]byte(reqs[i].token))
+	}
+	return &dynamodb.TransactWriteItemsInput{
+		TransactItems:      items,
+		ClientRequestToken: aws.String(requestToken(hex.EncodeToString(h.Sum(nil)[:16]), attempt)), // at most 36 characters
+	}
+}

@@ -1,0 +1,219 @@
+package dedup_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+)
+
+// batchOf is a SendGrid-like batch: events from..to-1 of one delivery, each with its own plan.
+func batchOf(from, to int, plan func(int) dedup.Plan) ([]dedup.Event, []dedup.Plan) {
+	var evs []dedup.Event
+	var plans []dedup.Plan
+	for i := from; i < to; i++ {
+		evs, plans = append(evs, orderEvent(i)), append(plans, plan(i))
+	}
+	return evs, plans
+}
+
+func outcomes(rs []dedup.Result) []dedup.Outcome {
+	out := make([]dedup.Outcome, len(rs))
+	for i, r := range rs {
+		out[i] = r.Outcome
+	}
+	return out
+}
+
+// TestABatchClaimsEachEventOnceInOneWrite: a batch is one transaction; its redelivery, which
+// overlaps it and brings one event more, runs only that event.
+func TestABatchClaimsEachEventOnceInOneWrite(t *testing.T) {
+	t.Parallel()
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			evs, plans := batchOf(1, 4, p.plan)
+			rs, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
+			if err != nil || calls != 1 || e.counter.Calls("TransactWriteItems") != 1 {
+				t.Fatalf("%v, %d calls (%d transactions), %v; want one transaction", outcomes(rs), calls, e.counter.Calls("TransactWriteItems"), err)
+			}
+			for i, r := range rs {
+				if r.Outcome != dedup.OutcomeAccepted || r.ExpiresAt.IsZero() || e.claim(t, "shop", evs[i].ID) == nil {
+					t.Fatalf("event %d: %+v, want accepted and claimed", i, r)
+				}
+			}
+			// SendGrid's next batch repeats events 2 and 3 and brings 4.
+			e.counter.Reset()
+			evs, plans = batchOf(2, 5, p.plan)
+			rs, calls, err = e.store.CommitBatch(context.Background(), evs, plans)
+			want := []dedup.Outcome{dedup.OutcomeDuplicate, dedup.OutcomeDuplicate, dedup.OutcomeAccepted}
+			if err != nil || fmt.Sprint(outcomes(rs)) != fmt.Sprint(want) {
+				t.Fatalf("redelivered batch: %v, %v; want %v", outcomes(rs), err, want)
+			}
+			// The cancelled transaction, then event 4 alone as Commit writes it.
+			if calls != 2 || e.counter.Total() != 2 {
+				t.Fatalf("%d calls (%d counted), want 2", calls, e.counter.Total())
+			}
+			if n := e.count(t, dedup.ClaimPrefix); n != 4 {
+				t.Fatalf("%d claims, want 4", n)
+			}
+			if p.op == "TransactWriteItems" && e.count(t, "ORDER#") != 4 {
+				t.Fatalf("%d shipments, want 4: one per event", e.count(t, "ORDER#"))
+			}
+		})
+	}
+}
+
+// TestABatchOverTheTransactionLimitIsWrittenInChunks: 150 claim-only events (one action each)
+// need two transactions of at most 100 actions; 60 events of 2 actions, two of 50 and 10.
+func TestABatchOverTheTransactionLimitIsWrittenInChunks(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		n      int
+		plan   func(int) dedup.Plan
+		writes int
+	}{
+		{"150 claims", 150, claimOnly, 2},
+		{"60 claims with a shipment each", 60, orderPlan, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			evs, plans := batchOf(0, c.n, c.plan)
+			rs, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
+			if err != nil || calls != c.writes {
+				t.Fatalf("%d calls, %v; want %d", calls, err, c.writes)
+			}
+			for i, r := range rs {
+				if r.Outcome != dedup.OutcomeAccepted {
+					t.Fatalf("event %d: %v", i, r.Outcome)
+				}
+			}
+			if n := e.count(t, dedup.ClaimPrefix); n != c.n {
+				t.Fatalf("%d claims, want %d", n, c.n)
+			}
+		})
+	}
+}
+
+// TestOneIDTwiceInABatchIsOneEvent: DynamoDB refuses a transaction that writes one item twice;
+// the batch's second copy of an id is answered as a duplicate of the first.
+func TestOneIDTwiceInABatchIsOneEvent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	evs, plans := batchOf(1, 3, orderPlan)
+	evs, plans = append(evs, orderEvent(1)), append(plans, orderPlan(1))
+	rs, _, err := e.store.CommitBatch(context.Background(), evs, plans)
+	want := []dedup.Outcome{dedup.OutcomeAccepted, dedup.OutcomeAccepted, dedup.OutcomeDuplicate}
+	if err != nil || fmt.Sprint(outcomes(rs)) != fmt.Sprint(want) {
+		t.Fatalf("%v, %v; want %v", outcomes(rs), err, want)
+	}
+	if e.count(t, dedup.ClaimPrefix) != 2 || e.count(t, "ORDER#") != 2 {
+		t.Fatal("want two claims and two shipments")
+	}
+}
+
+// TestABatchEventWhoseEffectIsRefusedIsAbsorbedAlone: event 2's shipment exists already (an
+// earlier event shipped the order): event 2 is absorbed, the others are accepted.
+func TestABatchEventWhoseEffectIsRefusedIsAbsorbedAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	if _, err := e.store.Commit(context.Background(), orderEvent(900), orderPlan(2)); err != nil { // ships ord_000002
+		t.Fatal(err)
+	}
+	evs, plans := batchOf(1, 4, orderPlan)
+	rs, _, err := e.store.CommitBatch(context.Background(), evs, plans)
+	want := []dedup.Outcome{dedup.OutcomeAccepted, dedup.OutcomeAbsorbed, dedup.OutcomeAccepted}
+	if err != nil || fmt.Sprint(outcomes(rs)) != fmt.Sprint(want) {
+		t.Fatalf("%v, %v; want %v", outcomes(rs), err, want)
+	}
+	if c := e.claim(t, "shop", evs[1].ID); c == nil || len(c.Intents) != 0 {
+		t.Fatalf("absorbed claim %+v: want it claimed without intents", c)
+	}
+	if e.count(t, "ORDER#") != 3 {
+		t.Fatalf("%d shipments, want 3", e.count(t, "ORDER#"))
+	}
+}
+
+// TestConcurrentCopiesOfABatchClaimEachEventOnce: SendGrid's redrive and the original batch
+// arrive together; every event is accepted by exactly one of them.
+func TestConcurrentCopiesOfABatchClaimEachEventOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const copies, n = 4, 20
+	var mu sync.Mutex
+	accepted := map[int]int{}
+	var wg sync.WaitGroup
+	for range copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			evs, plans := batchOf(0, n, orderPlan)
+			rs, _, err := e.store.CommitBatch(context.Background(), evs, plans)
+			if err != nil && !errors.Is(err, dedup.ErrUnavailable) {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, r := range rs {
+				if r.Outcome == dedup.OutcomeAccepted {
+					accepted[i]++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if accepted[i] > 1 {
+			t.Fatalf("event %d accepted %d times", i, accepted[i])
+		}
+	}
+	if e.count(t, dedup.ClaimPrefix) != n || e.count(t, "ORDER#") != n {
+		t.Fatalf("%d claims, %d shipments; want %d of each", e.count(t, dedup.ClaimPrefix), e.count(t, "ORDER#"), n)
+	}
+}
+
+// TestALostBatchResponseIsStillAccepted: the transaction landed, its answer was lost, the SDK
+// retried: every event is still reported accepted (by the engine's token idempotency, or by
+// each claim's own commit token), and nothing is written twice.
+func TestALostBatchResponseIsStillAccepted(t *testing.T) {
+	t.Parallel()
+	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "TransactWriteItems", N: 1}
+	e := newEnv(t, nil, awstest.WithTransport(lose))
+	evs, plans := batchOf(1, 4, orderPlan)
+	rs, _, err := e.store.CommitBatch(context.Background(), evs, plans)
+	if err != nil || lose.Lost() != 1 {
+		t.Fatalf("%v (%d lost)", err, lose.Lost())
+	}
+	for i, r := range rs {
+		if r.Outcome != dedup.OutcomeAccepted {
+			t.Fatalf("event %d: %v after a lost response, want accepted", i, r.Outcome)
+		}
+	}
+	if e.count(t, dedup.ClaimPrefix) != 3 || e.count(t, "ORDER#") != 3 {
+		t.Fatal("want three claims and three shipments")
+	}
+}
+
+// TestAnInvalidEventInABatchWritesNothing names the event's index.
+func TestAnInvalidEventInABatchWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	evs, plans := batchOf(1, 4, orderPlan)
+	evs[2].ID = ""
+	_, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
+	var ie *dedup.InvalidError
+	if !errors.As(err, &ie) || ie.Field != "events[2].event_id" || calls != 0 {
+		t.Fatalf("%v (%d calls), want an InvalidError naming events[2].event_id and no call", err, calls)
+	}
+	if len(e.items(t)) != 0 {
+		t.Fatal("an invalid batch wrote something")
+	}
+}

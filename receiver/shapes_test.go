@@ -1,0 +1,405 @@
+package receiver_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/receiver/receivertest"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// discordSeed is RFC 8032's first Ed25519 test key (section 7.1, TEST 1); its public key is
+// the one the sources below list.
+const (
+	discordSeed   = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"
+	discordPublic = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
+)
+
+// sendgridKey is a P-256 key made for the test run: its public half goes in the sources file,
+// its private half signs (receivertest's secret for a public-key source).
+func sendgridKey(t *testing.T) (public, private string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	priv, _ := x509.MarshalPKCS8PrivateKey(k)
+	return base64.StdEncoding.EncodeToString(pub), base64.StdEncoding.EncodeToString(priv)
+}
+
+// shapesFile has a source of each new delivery shape: form bodies, signed URLs, public keys,
+// batches.
+func shapesFile(t *testing.T) (*sources.File, map[string]string) {
+	t.Helper()
+	sgPublic, sgPrivate := sendgridKey(t)
+	f, err := sources.Parse([]byte(fmt.Sprintf(`{"sources":{
+  "zoom":     {"scheme":"zoom","secrets":[{"env":"S"}],"event_id":{"json":"payload.object.uuid"}},
+  "intercom": {"scheme":"intercom","secrets":[{"env":"S"}]},
+  "square":   {"scheme":"square","secrets":[{"env":"S"}]},
+  "twilio":   {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"},"url":"https://hooks.example.com/twilio/sms?tenant=acme"},
+  "twilio-rebuilt": {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"}},
+  "slack-actions":  {"scheme":"slack","secrets":[{"env":"S"}],"body":"form:payload","event_id":{"json":"trigger_id"},"event_type":{"json":"type"}},
+  "discord":  {"scheme":"discord","public_keys":[%q],"event_id":{"json":"event.data.id"}},
+  "sendgrid": {"scheme":"sendgrid","public_keys":[%q]}}}`, discordPublic, sgPublic)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, map[string]string{"zoom": "zoom-secret-token", "intercom": "intercom-client-secret", "square": "square-signature-key",
+		"twilio": "twilio-auth-token", "twilio-rebuilt": "twilio-auth-token", "slack-actions": "slack-signing-secret",
+		"discord": discordSeed, "sendgrid": sgPrivate}
+}
+
+// TestEachNewShapeClaimsItsEventOnce: a delivery of each shape, signed as its provider signs
+// it, is claimed under the id its source locates, once; its retry is a duplicate.
+func TestEachNewShapeClaimsItsEventOnce(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	now := time.Now().UTC()
+	cases := []struct {
+		source, body, id, typ string
+		opts                  []receivertest.Option
+	}{
+		{"zoom", fmt.Sprintf(`{"event":"meeting.started","event_ts":%d,"payload":{"account_id":"AAAAAABBBB","object":{"uuid":"4444AAAiAAAAAiAiAiiAii==","id":"123456789","topic":"My Meeting"}}}`, now.UnixMilli()),
+			"4444AAAiAAAAAiAiAiiAii==", "meeting.started", nil},
+		{"intercom", fmt.Sprintf(`{"type":"notification_event","app_id":"abc123","data":{"type":"notification_event_data","item":{"type":"conversation","id":"147"}},"id":"notif_ccd8a4d2-c53c-4e61-b4a4-7f9a8a5d3d4c","topic":"conversation.user.created","delivery_attempts":1,"created_at":%d}`, now.Unix()),
+			"notif_ccd8a4d2-c53c-4e61-b4a4-7f9a8a5d3d4c", "conversation.user.created", nil},
+		{"square", fmt.Sprintf(`{"merchant_id":"6SSW7HV8K2ST5","type":"payment.updated","event_id":"1a7c3e94-5b2d-4f8a-9e61-0c3d7b2a5f18","created_at":%q,"data":{"type":"payment","id":"hYy9pRFVxpDsO1FB05SunFWUe9JZY"}}`, now.Format(time.RFC3339Nano)),
+			"1a7c3e94-5b2d-4f8a-9e61-0c3d7b2a5f18", "payment.updated", nil},
+		{"twilio", "MessageSid=SM3f1c2b6a9d8e47f0a1b2c3d4e5f60718&MessageStatus=delivered&To=%2B14155550123&From=%2B14155550199&AccountSid=AC0123456789abcdef0123456789abcdef",
+			"0e9f3c1a-idem-token", "delivered", []receivertest.Option{receivertest.WithEventID("0e9f3c1a-idem-token")}},
+		{"twilio-rebuilt", "MessageSid=SM3f1c2b6a9d8e47f0a1b2c3d4e5f60718&MessageStatus=sent&To=%2B14155550123",
+			"1f0a4d2b-idem-token", "sent", []receivertest.Option{receivertest.WithEventID("1f0a4d2b-idem-token")}},
+		{"slack-actions", "payload=" + url.QueryEscape(`{"type":"block_actions","trigger_id":"13345224609.738474920.8088930838d88f008e0","user":{"id":"U0CA5"},"actions":[{"action_id":"approve","value":"ord_1"}]}`),
+			"13345224609.738474920.8088930838d88f008e0", "block_actions", nil},
+		{"discord", fmt.Sprintf(`{"version":1,"application_id":"1234560123453231555","type":1,"event":{"type":"ENTITLEMENT_CREATE","timestamp":%q,"data":{"id":"1083816790848053248","sku_id":"1088510058284990888","user_id":"1088605110638227537"}}}`, now.Format(time.RFC3339)),
+			"1083816790848053248", "ENTITLEMENT_CREATE", nil},
+	}
+	h, rec, err := receivertest.NewHandler(f, secrets, func(p *receiver.Planners) {
+		for _, c := range cases {
+			p.Handle(c.source, c.typ, func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil })
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.source, func(t *testing.T) {
+			for i := range 2 {
+				req, err := receivertest.Request(f, c.source, secrets[c.source], []byte(c.body), c.opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, _ := h.Handle(context.Background(), req)
+				ok := resp.StatusCode == 200 && strings.Contains(resp.Body, fmt.Sprintf(`"duplicate":%v`, i == 1))
+				if c.source == "discord" {
+					ok = resp.StatusCode == 204 && resp.Body == "" // what Discord requires of webhook events
+				}
+				if !ok {
+					t.Fatalf("delivery %d: %d %s", i, resp.StatusCode, resp.Body)
+				}
+			}
+			got := rec.Last().Event
+			if got.Source != c.source || got.ID != c.id || got.Type != c.typ {
+				t.Fatalf("claimed %s %q %q, want %q %q", got.Source, got.ID, got.Type, c.id, c.typ)
+			}
+			if c.source == "slack-actions" && !strings.HasPrefix(string(got.Payload), `{"type":"block_actions"`) {
+				t.Fatalf("payload %q: want the JSON of the form's payload field", got.Payload)
+			}
+			// Signed with another key, the same delivery is refused.
+			other := "not-the-secret"
+			if c.source == "discord" {
+				other = strings.Repeat("11", 32)
+			}
+			forged, _ := receivertest.Request(f, c.source, other, []byte(c.body), c.opts...)
+			if resp, _ := h.Handle(context.Background(), forged); resp.StatusCode != 401 {
+				t.Fatalf("signed with another key: %d %s", resp.StatusCode, resp.Body)
+			}
+		})
+	}
+}
+
+// TestASignedURLIsTheOneTheProviderCalled: Twilio signs the URL; the receiver rebuilds it from
+// the Host header, the path and the query when the source configures none. A delivery whose
+// URL differs from the one signed (another host, another query) is refused.
+func TestASignedURLIsTheOneTheProviderCalled(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	h, rec, err := receivertest.NewHandler(f, secrets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "MessageSid=SM1&MessageStatus=sent"
+	req, err := receivertest.Request(f, "twilio-rebuilt", secrets["twilio-rebuilt"], []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(r *events.APIGatewayV2HTTPRequest)
+		status int
+	}{
+		{"another host", func(r *events.APIGatewayV2HTTPRequest) { r.Headers["host"] = "evil.example.com" }, 401},
+		{"a query added", func(r *events.APIGatewayV2HTTPRequest) { r.RawQueryString = "tenant=other" }, 401},
+		{"a form field added", func(r *events.APIGatewayV2HTTPRequest) { r.Body += "&Extra=1" }, 401},
+		{"as signed", func(*events.APIGatewayV2HTTPRequest) {}, 200},
+	} {
+		r := req
+		r.Headers = map[string]string{}
+		for k, v := range req.Headers {
+			r.Headers[k] = v
+		}
+		c.change(&r)
+		if resp, _ := h.Handle(context.Background(), r); resp.StatusCode != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, resp.StatusCode, resp.Body, c.status)
+		}
+	}
+	if n := len(rec.All()); n != 1 {
+		t.Fatalf("%d claims, want 1", n)
+	}
+}
+
+// TestAFormBodysRepeatedIDIsRefused: a form key the source locates must appear once (twice, it
+// is ambiguous), a form must be one, and a form's JSON payload field must hold the id: else 400,
+// and nothing is claimed.
+func TestAFormBodysRepeatedIDIsRefused(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	h, rec, err := receivertest.NewHandler(f, secrets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ source, body string }{
+		{"twilio", "MessageStatus=sent&MessageStatus=delivered"},
+		{"twilio", "MessageSid=SM1"}, // no type
+		{"slack-actions", "%zz=1"},   // not a form: Slack signs the bytes, so this reaches the reader
+		{"slack-actions", "payload=1&payload=2"},
+		{"slack-actions", "payload=" + url.QueryEscape(`{"type":"block_actions"}`)}, // no trigger_id
+	} {
+		req, err := receivertest.Request(f, c.source, secrets[c.source], []byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := h.Handle(context.Background(), req)
+		if resp.StatusCode != 400 {
+			t.Errorf("%s %q: %d %s, want 400", c.source, c.body, resp.StatusCode, resp.Body)
+		}
+	}
+	if len(rec.All()) != 0 {
+		t.Fatal("a refused form was claimed")
+	}
+}
+
+// TestProviderControlMessagesClaimNothing: Zoom's url_validation gets the encrypted token
+// (Elastic Beats' published vector: secret secretValueTest), Intercom's ping and Discord's PING
+// are acknowledged (Discord's with 204), Intercom's HEAD check gets 200.
+func TestProviderControlMessagesClaimNothing(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	secrets["zoom"] = "secretValueTest"
+	h, rec, err := receivertest.NewHandler(f, secrets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		source, body string
+		status       int
+		answer       string
+	}{
+		{"zoom", `{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}`, 200,
+			`{"plainToken":"qgg8vlvZRS6UYooatFL8Aw","encryptedToken":"70c1f2e2e6ca2d39297490d1f9142c7d701415ea8e6151f6562a08fa657a40ff"}`},
+		{"intercom", `{"type":"notification_event","app_id":"abc123","data":{"type":"notification_event_data","item":{"type":"ping","message":"something something interzen"}},"links":{},"id":null,"topic":"ping","delivery_status":null,"delivery_attempts":1,"delivered_at":0,"first_sent_at":1700000000,"created_at":1700000000,"self":null}`, 200, ""},
+		{"discord", `{"version":1,"application_id":"1234560123453231555","type":0}`, 204, ""},
+	} {
+		req, err := receivertest.Request(f, c.source, secrets[c.source], []byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := h.Handle(context.Background(), req)
+		if resp.StatusCode != c.status || resp.Body != c.answer {
+			t.Errorf("%s: %d %s, want %d %s", c.source, resp.StatusCode, resp.Body, c.status, c.answer)
+		}
+	}
+	head, _ := receivertest.Request(f, "intercom", secrets["intercom"], nil)
+	head.RequestContext.HTTP.Method = http.MethodHead
+	if resp, _ := h.Handle(context.Background(), head); resp.StatusCode != 200 {
+		t.Errorf("HEAD: %d", resp.StatusCode)
+	}
+	if n := len(rec.All()); n != 0 {
+		t.Fatalf("%d claims: a control message claims nothing", n)
+	}
+}
+
+// sgEvent is one SendGrid event as its Event Webhook posts it.
+func sgEvent(id, event string, at time.Time) string {
+	return fmt.Sprintf(`{"email":"example@test.com","timestamp":%d,"smtp-id":"<14c5d75ce93.dfd.64b469@ismtpd-555>","event":%q,"category":"cat facts","sg_event_id":%q,"sg_message_id":"14c5d75ce93.dfd.64b469.filter0001.16648.5515E0B88.0"}`, at.Unix(), event, id)
+}
+
+func sgBatch(evs ...string) []byte { return []byte("[" + strings.Join(evs, ",\r\n") + "]\r\n") }
+
+// staticKeys hands each source its keys, never refreshed.
+type staticKeys map[string][]string
+
+func (s staticKeys) Get(source string) []string                    { return s[source] }
+func (s staticKeys) Refresh(context.Context, string) (bool, error) { return false, nil }
+
+// TestASendGridBatchClaimsEachEventOnce runs batches through the real store: the first batch
+// is one transaction; the next, overlapping it, claims only the new event; each planner sees
+// one event.
+func TestASendGridBatchClaimsEachEventOnce(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	client := awstest.Client(t)
+	table := awstest.Table(t, client)
+	counter := awstest.NewCounter(client)
+	store, err := dedup.New(counter, dedup.Config{Table: table, Sources: f.Retentions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := map[string]int{}
+	planners := receiver.NewPlanners()
+	for _, typ := range []string{"delivered", "open", "bounce"} {
+		planners.Handle("sendgrid", typ, func(_ context.Context, ev dedup.Event) (dedup.Plan, error) {
+			planned[ev.ID]++
+			if !json.Valid(ev.Payload) || !strings.Contains(string(ev.Payload), ev.ID) {
+				return dedup.Plan{}, fmt.Errorf("payload %q is not the event's own", ev.Payload)
+			}
+			return dedup.Plan{Intents: []dedup.Intent{{Name: "record", Target: "crm", Payload: []byte(`{}`)}}}, nil
+		})
+	}
+	keys := staticKeys{}
+	for _, n := range f.Names() {
+		keys[n] = []string{secrets[n]}
+		if pk := f.Sources[n].PublicKeys; len(pk) > 0 {
+			keys[n] = pk
+		}
+	}
+	var metrics bytes.Buffer
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: keys, Store: store, Planners: planners, Metrics: &metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	post := func(body []byte) events.APIGatewayV2HTTPResponse {
+		t.Helper()
+		req, err := receivertest.Request(f, "sendgrid", secrets["sendgrid"], body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := h.Handle(context.Background(), req)
+		return resp
+	}
+	resp := post(sgBatch(sgEvent("sg_1", "delivered", now), sgEvent("sg_2", "open", now), sgEvent("sg_3", "bounce", now)))
+	if resp.StatusCode != 200 || resp.Body != `{"received":true,"events":3,"duplicates":0,"ignored":0}` || counter.Calls("TransactWriteItems") != 1 {
+		t.Fatalf("first batch: %d %s, %d transactions", resp.StatusCode, resp.Body, counter.Calls("TransactWriteItems"))
+	}
+	resp = post(sgBatch(sgEvent("sg_2", "open", now), sgEvent("sg_3", "bounce", now), sgEvent("sg_4", "delivered", now)))
+	if resp.StatusCode != 200 || resp.Body != `{"received":true,"events":3,"duplicates":2,"ignored":0}` {
+		t.Fatalf("overlapping batch: %d %s", resp.StatusCode, resp.Body)
+	}
+	// Each event is counted under its own type: 4 accepted, 2 duplicates, in one document each.
+	counts := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(metrics.String()), "\n") {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []string{"Received", "Accepted", "Duplicate"} {
+			if v, ok := doc[m].(float64); ok {
+				counts[m+" "+doc["event_type"].(string)] += v
+			}
+		}
+	}
+	if want := map[string]float64{"Received other": 2, "Accepted delivered": 2, "Accepted open": 1, "Accepted bounce": 1,
+		"Duplicate open": 1, "Duplicate bounce": 1}; fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Fatalf("metrics %v, want %v", counts, want)
+	}
+	for _, id := range []string{"sg_1", "sg_2", "sg_3", "sg_4"} {
+		if ok, err := store.Claimed(context.Background(), "sendgrid", id); err != nil || !ok {
+			t.Fatalf("%s not claimed: %v", id, err)
+		}
+	}
+
+	// One event without its id: the batch is refused, naming it, and nothing of it is written.
+	before := len(awstest.Items(t, client, table))
+	resp = post(sgBatch(sgEvent("sg_5", "open", now), strings.Replace(sgEvent("x", "open", now), `"sg_event_id":"x",`, "", 1)))
+	if resp.StatusCode != 400 || !strings.Contains(resp.Body, `"field":"events[1].event_id"`) {
+		t.Fatalf("batch with a bad event: %d %s", resp.StatusCode, resp.Body)
+	}
+	if after := len(awstest.Items(t, client, table)); after != before {
+		t.Fatalf("%d items after a refused batch, %d before", after, before)
+	}
+	// Not an array: 400.
+	if resp := post([]byte(sgEvent("sg_6", "open", now))); resp.StatusCode != 400 {
+		t.Fatalf("an object for a batch: %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// TestServeHTTPVerifiesASignedURL: behind plain net/http, a URL-signing source names its
+// public URL (the container cannot know the scheme the provider used).
+func TestServeHTTPVerifiesASignedURL(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	h, rec, err := receivertest.NewHandler(f, secrets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, err := receivertest.HTTPRequest(f, "twilio", secrets["twilio"], srv.URL+"/hooks/twilio", []byte("MessageSid=SM9&MessageStatus=sent"),
+		receivertest.WithEventID("idem-9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || rec.Last().Event.ID != "idem-9" {
+		t.Fatalf("%d, claimed %q", resp.StatusCode, rec.Last().Event.ID)
+	}
+}
+
+// TestABatchThroughAStoreWithoutCommitBatch: the test kit's recorder commits a batch's events
+// one Commit at a time, with the same answers.
+func TestABatchThroughAStoreWithoutCommitBatch(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	h, rec, err := receivertest.NewHandler(f, secrets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i, want := range []string{`"events":2,"duplicates":0`, `"events":2,"duplicates":1`} {
+		body := sgBatch(sgEvent("sg_a", "open", now), sgEvent([]string{"sg_b", "sg_c"}[i], "delivered", now))
+		req, err := receivertest.Request(f, "sendgrid", secrets["sendgrid"], body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, _ := h.Handle(context.Background(), req); resp.StatusCode != 200 || !strings.Contains(resp.Body, want) {
+			t.Fatalf("batch %d: %d %s, want %s", i, resp.StatusCode, resp.Body, want)
+		}
+	}
+	if n := len(rec.All()); n != 3 {
+		t.Fatalf("%d events recorded, want 3", n)
+	}
+}

@@ -1,0 +1,246 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Discord and SendGrid sign with a private key and publish the public one, so a receiver holds
+// nothing secret: Verify's secrets are the provider's public keys, and Sign's secret (for tests)
+// is a private key.
+//
+//   - Discord: X-Signature-Ed25519: hex(Ed25519(timestamp + body)), X-Signature-Timestamp;
+//     the application's public key in hex, 32 bytes
+//     (https://discord.com/developers/docs/interactions/overview#setting-up-an-endpoint-validating-security-request-headers).
+//     Sign takes the private key's 32-byte seed in hex.
+//   - SendGrid's signed Event Webhook: X-Twilio-Email-Event-Webhook-Signature: base64(DER
+//     ECDSA P-256 signature of SHA-256(timestamp + body)),
+//     X-Twilio-Email-Event-Webhook-Timestamp; the public key is base64 DER (SubjectPublicKeyInfo),
+//     as SendGrid shows it
+//     (https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features).
+//     Sign takes a base64 DER PKCS #8 private key.
+
+// The headers of the public-key schemes, in net/http's canonical form.
+const (
+	DiscordSignatureHeader  = "X-Signature-Ed25519"
+	DiscordTimestampHeader  = "X-Signature-Timestamp"
+	SendGridSignatureHeader = "X-Twilio-Email-Event-Webhook-Signature"
+	SendGridTimestampHeader = "X-Twilio-Email-Event-Webhook-Timestamp"
+)
+
+// The public-key schemes' tolerances. Discord and SendGrid document none, and neither their
+// libraries check the timestamp; five minutes, as the HMAC schemes, bounds a captured request's
+// replay window.
+const (
+	DefaultDiscordTolerance  = 5 * time.Minute
+	DefaultSendGridTolerance = 5 * time.Minute
+)
+
+// PublicKeyScheme is a Scheme whose provider signs with a private key (Discord, SendGrid):
+// the secrets Verify and CheckSecrets take are its public keys, which need not be kept secret.
+type PublicKeyScheme interface {
+	Scheme
+	// PublicKeys reports that the scheme's keys are public ones; it always returns true.
+	PublicKeys() bool
+}
+
+type publicKeyScheme struct {
+	name      string
+	sigHeader string
+	tsHeader  string
+	tolerance time.Duration
+	keys      pubring
+}
+
+func newPublicKeyScheme(name string, tolerance time.Duration) *publicKeyScheme {
+	s := &publicKeyScheme{name: name}
+	switch name {
+	case Discord:
+		s.sigHeader, s.tsHeader, s.tolerance = DiscordSignatureHeader, DiscordTimestampHeader, DefaultDiscordTolerance
+		s.keys.parse = parseEd25519Public
+	case SendGrid:
+		s.sigHeader, s.tsHeader, s.tolerance = SendGridSignatureHeader, SendGridTimestampHeader, DefaultSendGridTolerance
+		s.keys.parse = parseECDSAPublic
+	}
+	if tolerance != 0 {
+		s.tolerance = tolerance
+	}
+	return s
+}
+
+func (s *publicKeyScheme) Name() string     { return s.name }
+func (s *publicKeyScheme) PublicKeys() bool { return true }
+
+func (s *publicKeyScheme) checkSecrets(keys []string) error { return s.keys.check(s.name, keys) }
+
+// maxSignatureLen bounds the signature header: an Ed25519 signature is 128 hex digits, a DER
+// P-256 ECDSA one at most 72 bytes (96 base64 characters).
+const maxSignatureLen = 128
+
+func (s *publicKeyScheme) Verify(h http.Header, body []byte, keys []string, now time.Time) error {
+	if err := s.keys.check(s.name, keys); err != nil {
+		return err
+	}
+	sig, reason, detail := header(h, s.sigHeader)
+	if reason != "" {
+		return reject(s.name, reason, s.sigHeader, detail)
+	}
+	ts, reason, detail := header(h, s.tsHeader)
+	if reason != "" {
+		return reject(s.name, reason, s.tsHeader, detail)
+	}
+	unix, ok := parseUnix(ts)
+	if !ok {
+		return reject(s.name, ReasonMalformedHeader, s.tsHeader, "the timestamp is not a Unix time in seconds")
+	}
+	if detail := timestampDetail(unix, now, s.tolerance); detail != "" {
+		return reject(s.name, ReasonTimestamp, s.tsHeader, detail)
+	}
+	if len(sig) > maxSignatureLen {
+		return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is too long")
+	}
+	msg := make([]byte, 0, len(ts)+len(body))
+	msg = append(append(msg, ts...), body...)
+	switch s.name {
+	case Discord:
+		var raw [ed25519.SignatureSize]byte
+		if n, err := hex.Decode(raw[:], []byte(sig)); err != nil || n != len(raw) || len(sig) != 2*len(raw) {
+			return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is not 128 hex digits")
+		}
+		for _, k := range keys {
+			if ed25519.Verify(s.keys.get(k).key.(ed25519.PublicKey), msg, raw[:]) {
+				return nil
+			}
+		}
+	case SendGrid:
+		raw, err := base64.StdEncoding.DecodeString(sig)
+		if err != nil || len(raw) == 0 {
+			return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is not base64")
+		}
+		sum := sha256.Sum256(msg)
+		for _, k := range keys {
+			if ecdsa.VerifyASN1(s.keys.get(k).key.(*ecdsa.PublicKey), sum[:], raw) {
+				return nil
+			}
+		}
+	}
+	return reject(s.name, ReasonNoMatch, s.sigHeader, "")
+}
+
+func (s *publicKeyScheme) Sign(h http.Header, body []byte, privateKey string, _ string, now time.Time) error {
+	if h == nil {
+		return nilHeader(s.name)
+	}
+	if now.Unix() < 0 {
+		return &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	msg := append([]byte(ts), body...)
+	var sig string
+	switch s.name {
+	case Discord:
+		seed, err := hex.DecodeString(privateKey)
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return &InvalidError{Scheme: s.name, Field: "secret", Reason: "want the Ed25519 private key's 32-byte seed in hex"}
+		}
+		sig = hex.EncodeToString(ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg))
+	case SendGrid:
+		der, err := base64.StdEncoding.DecodeString(privateKey)
+		var key any
+		if err == nil {
+			key, err = x509.ParsePKCS8PrivateKey(der)
+		}
+		ec, ok := key.(*ecdsa.PrivateKey)
+		if err != nil || !ok {
+			return &InvalidError{Scheme: s.name, Field: "secret", Reason: "want an ECDSA private key as base64 DER PKCS #8"}
+		}
+		sum := sha256.Sum256(msg)
+		der, err = ecdsa.SignASN1(rand.Reader, ec, sum[:])
+		if err != nil {
+			return err
+		}
+		sig = base64.StdEncoding.EncodeToString(der)
+	}
+	h.Set(s.sigHeader, sig)
+	h.Set(s.tsHeader, ts)
+	return nil
+}
+
+// Challenge acknowledges Discord's webhook-event PING (type 0), which Discord sends to prove
+// the endpoint and expects answered with 204 and no body: the answer is empty, of no content
+// type.
+func (s *publicKeyScheme) Challenge(_ http.Header, body []byte, _ []string) ([]byte, string, bool) {
+	if s.name != Discord || !bytes.Contains(body, []byte(`"version"`)) {
+		return nil, "", false
+	}
+	var p struct {
+		Version *int
+		Type    *int
+	}
+	if json.Unmarshal(body, &p) != nil || p.Version == nil || p.Type == nil || *p.Type != 0 {
+		return nil, "", false
+	}
+	return nil, "", true
+}
+
+func parseEd25519Public(s string) (any, error) {
+	raw, err := hex.DecodeString(s)
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		return nil, errors.New("the public key is not 32 bytes in hex (the application's public key, as Discord shows it)")
+	}
+	return ed25519.PublicKey(raw), nil
+}
+
+func parseECDSAPublic(s string) (any, error) {
+	der, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, errors.New("the public key is not base64 (the verification key, as SendGrid shows it)")
+	}
+	key, err := x509.ParsePKIXPublicKey(der)
+	ec, ok := key.(*ecdsa.PublicKey)
+	if err != nil || !ok {
+		return nil, errors.New("the public key is not a DER ECDSA public key")
+	}
+	return ec, nil
+}
+
+// pubring caches parsed public keys by their configured text, as keyring does secrets.
+type pubring struct {
+	parse func(string) (any, error)
+	keys  cache[pubkey]
+}
+
+type pubkey struct {
+	key any
+	err error
+}
+
+func (r *pubring) get(s string) pubkey { return r.keys.get(s, r.prepare) }
+
+func (r *pubring) prepare(s string) pubkey {
+	key, err := r.parse(s)
+	return pubkey{key: key, err: err}
+}
+
+func (r *pubring) check(scheme string, keys []string) error {
+	if len(keys) == 0 {
+		return &InvalidError{Scheme: scheme, Field: "secrets", Reason: "no public key given"}
+	}
+	for i, s := range keys {
+		if k := r.get(s); k.err != nil {
+			return &InvalidError{Scheme: scheme, Field: "secrets[" + strconv.Itoa(i) + "]", Reason: k.err.Error()}
+		}
+	}
+	return nil
+}
