@@ -88,7 +88,8 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a url with a fragment", `{"sources":{"s":{"scheme":"square","secrets":[{"env":"S"}],"url":"https://h.example/hooks/s#x"}}}`, "sources.s.url"},
 		{"an unknown body format", `{"sources":{"s":{` + ok + `,"body":"xml"}}}`, "sources.s.body"},
 		{"a form key for a JSON body", `{"sources":{"s":{` + ok + `,"event_id":{"form":"id"}}}}`, "sources.s.event_id.form"},
-		{"a JSON path for a form body", `{"sources":{"s":{` + ok + `,"body":"form"}}}`, "sources.s.event_id.json"},
+		{"a JSON path for a form body", `{"sources":{"s":{` + ok + `,"body":"form","event_id":{"json":"id"}}}}`, "sources.s.event_id.json"},
+		{"a preset that cannot read a form", `{"sources":{"s":{` + ok + `,"body":"form"}}}`, "sources.s.event_id: is required: the stripe preset's json:id cannot be read from this source's body (form)"},
 		{"twilio without a type", `{"sources":{"s":{"scheme":"twilio","secrets":[{"env":"S"}]}}}`, "sources.s.event_type: is required"},
 		{"zoom without an id", `{"sources":{"s":{"scheme":"zoom","secrets":[{"env":"S"}]}}}`, "sources.s.event_id: is required"},
 		{"discord without an id", `{"sources":{"s":{"scheme":"discord","public_keys":["k"]}}}`, "sources.s.event_id: is required"},
@@ -212,7 +213,8 @@ func TestTheNewShapesDefaults(t *testing.T) {
 	f, err := Parse([]byte(`{"sources":{
   "twilio":   {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"}},
   "sendgrid": {"scheme":"sendgrid","public_keys":["pk1","pk2"]},
-  "actions":  {"scheme":"slack","secrets":[{"env":"S"}],"body":"form:payload","event_id":{"json":"trigger_id"},"event_type":{"json":"type"}}}}`))
+  "actions":  {"scheme":"slack","secrets":[{"env":"S"}],"body":"form:payload","event_id":{"json":"trigger_id"},"event_type":{"json":"type"}},
+  "commands": {"scheme":"slack","secrets":[{"env":"S"}],"body":"form","event_id":{"form":"trigger_id"},"event_type":{"form":"command"}}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +223,9 @@ func TestTheNewShapesDefaults(t *testing.T) {
 	}
 	if sg := f.Sources["sendgrid"]; !sg.Batch || sg.EventID.JSON != "sg_event_id" || !sg.IDSigned() || sg.ReplayGuard != ReplayGuardOff {
 		t.Fatalf("sendgrid: %+v", sg)
+	}
+	if c := f.Sources["commands"]; c.OccurredAt != nil {
+		t.Fatalf("slash commands: the Events API's JSON event_time was kept for a form: %v", c.OccurredAt)
 	}
 	if key, ok := f.Sources["actions"].FormPayload(); !ok || key != "payload" {
 		t.Fatalf("form payload %q %v", key, ok)

@@ -278,21 +278,33 @@ func (s *Source) validate(at string) error {
 	if err := s.validateBody(at); err != nil {
 		return err
 	}
-	s.EventID = orPreset(s.EventID, p.EventID)
-	s.EventType = orPreset(s.EventType, p.EventType)
-	s.DeliveryID = orPreset(s.DeliveryID, p.DeliveryID)
-	s.OccurredAt = orPreset(s.OccurredAt, p.OccurredAt)
+	// A preset locator that cannot apply to the body (a JSON path for a form, a header for a
+	// batch's events) is left out: a required one must then be located by the source.
+	fits := func(l *Locator) *Locator {
+		if l == nil || (s.Body == BodyForm && l.JSON != "") || (s.Batch && l.JSON == "") {
+			return nil
+		}
+		return l
+	}
+	s.EventID = orPreset(s.EventID, fits(p.EventID))
+	s.EventType = orPreset(s.EventType, fits(p.EventType))
+	s.DeliveryID = orPreset(s.DeliveryID, fits(p.DeliveryID))
+	s.OccurredAt = orPreset(s.OccurredAt, fits(p.OccurredAt))
 	for _, l := range []struct {
 		field    string
 		loc      *Locator
 		required bool
+		preset   *Locator
 	}{
-		{"event_id", s.EventID, true},
-		{"event_type", s.EventType, true},
-		{"delivery_id", s.DeliveryID, false},
-		{"occurred_at", s.OccurredAt, false},
+		{"event_id", s.EventID, true, p.EventID},
+		{"event_type", s.EventType, true, p.EventType},
+		{"delivery_id", s.DeliveryID, false, p.DeliveryID},
+		{"occurred_at", s.OccurredAt, false, p.OccurredAt},
 	} {
 		if l.loc == nil {
+			if l.required && l.preset != nil {
+				return &FieldError{Field: at + "." + l.field, Reason: "is required: the " + s.Scheme + " preset's " + l.preset.String() + " cannot be read from this source's body (" + s.bodyKind() + ")"}
+			}
 			if l.required {
 				return &FieldError{Field: at + "." + l.field, Reason: "is required: the " + s.Scheme + " scheme has no default location"}
 			}
@@ -407,6 +419,14 @@ func (s *Source) validateBody(at string) error {
 		return &FieldError{Field: at + ".body", Reason: fmt.Sprintf(`%q is not "json", "form" or "form:<key>"`, s.Body)}
 	}
 	return nil
+}
+
+// bodyKind names the body's shape for error messages.
+func (s *Source) bodyKind() string {
+	if s.Batch {
+		return "a batch"
+	}
+	return s.Body
 }
 
 func nonEmpty(vs ...string) int {
