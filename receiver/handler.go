@@ -185,6 +185,16 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	start := time.Now()
 	d := &delivery{requestID: req.RequestContext.RequestID, source: "unknown"}
 	resp := h.handle(ctx, req, d)
+	if resp.StatusCode == http.StatusBadRequest {
+		if src := h.sources[d.source]; src != nil && src.conf.Scheme == "slack" {
+			// A body we refuse will be refused again: Slack stops retrying on this header
+			// (api.slack.com/apis/events-api, "Retries").
+			if resp.Headers == nil {
+				resp.Headers = map[string]string{}
+			}
+			resp.Headers["X-Slack-No-Retry"] = "1"
+		}
+	}
 	d.status = resp.StatusCode
 	d.latency = time.Since(start)
 	h.observe(ctx, d)

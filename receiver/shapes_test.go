@@ -202,6 +202,10 @@ func TestAFormBodysRepeatedIDIsRefused(t *testing.T) {
 		if resp.StatusCode != 400 {
 			t.Errorf("%s %q: %d %s, want 400", c.source, c.body, resp.StatusCode, resp.Body)
 		}
+		// Slack is told not to retry what will be refused again; other providers get no such header.
+		if got := resp.Headers["X-Slack-No-Retry"]; (got == "1") != (c.source == "slack-actions") {
+			t.Errorf("%s: X-Slack-No-Retry %q", c.source, got)
+		}
 	}
 	if len(rec.All()) != 0 {
 		t.Fatal("a refused form was claimed")

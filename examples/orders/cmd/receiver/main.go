@@ -1,6 +1,7 @@
 // Command receiver is the reference application's receiver: oncehook's receiver with the
-// orders planner for the local stack's source ("shop"). The local stack (make run, make test)
-// deploys it; an application's own receiver is the same few lines with its planners.
+// orders planner for the local stack's sources ("shop", and "shop-batch", which posts batches).
+// The local stack (make run, make test) deploys it; an application's own receiver is the same
+// few lines with its planners.
 package main
 
 import (
@@ -10,5 +11,8 @@ import (
 )
 
 func main() {
-	launch.Receiver(func(p *receiver.Planners) { orders.Register(p, "shop") })
+	launch.Receiver(func(p *receiver.Planners) {
+		orders.Register(p, "shop")
+		orders.Register(p, "shop-batch")
+	})
 }
