@@ -28,6 +28,7 @@ const (
 	AttrCommitToken   = "commit_token"
 	AttrOutcome       = "outcome"
 	AttrEffects       = "effects"
+	AttrEffectTable   = "table" // in an effects entry: the table of an effect In another one
 	AttrAbsorbed      = "absorbed"
 	AttrIntents       = "intents"
 	AttrPendingShard  = "pending_shard" // sparse GSI hash key: a due shard while intents are open, a parked shard after
@@ -212,10 +213,12 @@ type ClaimIntent struct {
 	LeaseOwner    string `dynamodbav:"lease_owner,omitempty"`
 }
 
-// EffectKey is the key of an effect record the claim's transaction wrote.
+// EffectKey is the key of an effect record the claim's transaction wrote: in the claims' own
+// table (Table "") its pk and sk, in another its key attributes' values as text.
 type EffectKey struct {
-	PK string `dynamodbav:"pk"`
-	SK string `dynamodbav:"sk"`
+	Table string `dynamodbav:"table,omitempty"`
+	PK    string `dynamodbav:"pk"`
+	SK    string `dynamodbav:"sk"`
 }
 
 // UnmarshalClaim decodes a claim item.

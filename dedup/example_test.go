@@ -2,11 +2,14 @@ package dedup_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
 )
@@ -57,4 +60,25 @@ func ExampleStore_CommitBatch() {
 		log.Printf("%s: %s", evs[i].ID, r.Outcome)
 	}
 	log.Printf("%d DynamoDB calls", calls)
+}
+
+// Effects in the application's own tables join the claim's transaction: here an order record
+// in "orders" (written once per order), a ledger line, and a check that the account is open.
+// The tables are declared with their keys in Config.Tables.
+func ExampleEffect_In() {
+	orderID := &types.AttributeValueMemberS{Value: "ord_42"}
+	plan := dedup.Plan{Effects: []dedup.Effect{
+		dedup.PutEffect(map[string]types.AttributeValue{"order_id": orderID, "status": &types.AttributeValueMemberS{Value: "paid"}}).In("orders").IfAbsent(),
+		dedup.UpdateEffect(map[string]types.AttributeValue{"account": &types.AttributeValueMemberS{Value: "acct_7"}},
+			expression.Add(expression.Name("balance"), expression.Value(100))).In("ledger"),
+		dedup.CheckEffect(map[string]types.AttributeValue{"account": &types.AttributeValueMemberS{Value: "acct_7"}},
+			expression.Name("status").Equal(expression.Value("open"))).In("ledger"),
+	}}
+	for _, e := range plan.Effects {
+		fmt.Println(e.Table(), e.IsUpdate(), e.IsCheck())
+	}
+	// Output:
+	// orders false false
+	// ledger true false
+	// ledger false true
 }

@@ -18,14 +18,19 @@ type Plan struct {
 	Intents []Intent
 }
 
-// Effect is one local record written with the claim: a whole-item Put or an Update of an
-// existing item (an account credit, a counter). Build one with PutEffect or UpdateEffect.
+// Effect is one local record written with the claim: a whole-item Put, an Update of an
+// existing item (an account credit, a counter), a Delete, or a Check that writes nothing but
+// must hold. Build one with PutEffect, UpdateEffect, DeleteEffect or CheckEffect; by default it
+// writes the claims' own table, and In names another.
 type Effect struct {
 	item      map[string]types.AttributeValue
 	key       map[string]types.AttributeValue
 	update    *expression.UpdateBuilder
 	condition *expression.ConditionBuilder
 	absent    bool
+	del       bool   // DeleteEffect
+	check     bool   // CheckEffect
+	table     string // In: another table of Config.Tables
 }
 
 // PutEffect writes item, which must hold the table's string keys pk and sk. The claim's key
@@ -39,6 +44,31 @@ func PutEffect(item map[string]types.AttributeValue) Effect {
 func UpdateEffect(key map[string]types.AttributeValue, update expression.UpdateBuilder) Effect {
 	return Effect{key: key, update: &update}
 }
+
+// DeleteEffect deletes the item at key (a reservation released, a draft discarded). The claim
+// lists the key.
+func DeleteEffect(key map[string]types.AttributeValue) Effect {
+	return Effect{key: key, del: true}
+}
+
+// CheckEffect writes nothing: the transaction goes ahead only when cond holds on the item at
+// key (a DynamoDB ConditionCheck), for a rule kept in another record (an account is open, a
+// product is in stock). When only such conditions fail, the event is absorbed, as with If.
+func CheckEffect(key map[string]types.AttributeValue, cond expression.ConditionBuilder) Effect {
+	return Effect{key: key, condition: &cond, check: true}
+}
+
+// In returns a copy of e that writes table, an application's own table of the same account
+// and Region named in Config.Tables with its key schema, in the same transaction as the claim:
+// key attributes are the table's own (not pk and sk), IfAbsent tests its partition key, and a
+// put item still gets claimed_by, so the record can be traced to its event.
+func (e Effect) In(table string) Effect {
+	e.table = table
+	return e
+}
+
+// Table returns the table e writes: "" for the claims' own, or the one In named.
+func (e Effect) Table() string { return e.table }
 
 // If returns a copy of e that is written only when cond holds: the business rule that backs
 // up the claim (one shipment per order). When only such a condition fails, the event is
@@ -58,15 +88,27 @@ func (e Effect) IfAbsent() Effect {
 // IsUpdate reports whether e updates an item (UpdateEffect) rather than putting a whole one.
 func (e Effect) IsUpdate() bool { return e.update != nil }
 
-// Key returns the pk and sk of the item e writes ("" when e lacks them; Commit refuses it).
+// IsDelete and IsCheck report a DeleteEffect and a CheckEffect.
+func (e Effect) IsDelete() bool { return e.del }
+func (e Effect) IsCheck() bool  { return e.check }
+
+// Key returns the pk and sk of the item e writes in the claims' own table ("" when e lacks
+// them; Commit refuses it). An effect In another table has that table's key attributes: read
+// them from KeyItem.
 func (e Effect) Key() (pk, sk string) {
-	src := e.item
-	if e.update != nil {
-		src = e.key
-	}
+	src := e.KeyItem()
 	pk, _ = keyString(src, AttrPK)
 	sk, _ = keyString(src, AttrSK)
 	return pk, sk
+}
+
+// KeyItem returns the attributes that hold e's key: the put item's, or the key given to
+// UpdateEffect, DeleteEffect or CheckEffect (not a copy: do not modify it).
+func (e Effect) KeyItem() map[string]types.AttributeValue {
+	if e.item != nil {
+		return e.item
+	}
+	return e.key
 }
 
 // Item returns a copy of the item a put effect writes, as the planner built it (Commit adds

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -271,38 +272,67 @@ func validIntentName(field func(string) string, s string) error {
 func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]types.TransactWriteItem, types.AttributeValue, int, error) {
 	items := make([]types.TransactWriteItem, 0, len(effects))
 	keys := make([]types.AttributeValue, 0, len(effects))
-	type key struct{ pk, sk string }
+	type key struct{ table, pk, sk string }
 	var few [8]key
 	seen := few[:0] // a plan has a few effects: a scan beats a map, and this stays on the stack
 	total := 0
 	for i, e := range effects {
 		what := func() string { return "effects[" + strconv.Itoa(i) + "]" } // on errors only
-		src := e.item
-		if e.update != nil {
-			src = e.key
+		kinds := 0
+		for _, k := range []bool{e.item != nil, e.update != nil, e.del, e.check} {
+			if k {
+				kinds++
+			}
 		}
-		if (e.item == nil) == (e.update == nil) {
-			return nil, nil, 0, &InvalidError{Field: what(), Reason: "must be built with PutEffect or UpdateEffect"}
+		if kinds != 1 || (e.item == nil && e.key == nil) {
+			return nil, nil, 0, &InvalidError{Field: what(), Reason: "must be built with PutEffect, UpdateEffect, DeleteEffect or CheckEffect"}
 		}
-		if e.absent && e.condition != nil {
+		if e.absent && e.condition != nil && !e.check {
 			return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "IfAbsent and If cannot be combined; put both in one If"}
 		}
-		pk, sk, err := effectKey(what, src)
+		// Where the effect goes, and which attributes hold its key there.
+		table, pkName, skName := s.tablePtr, AttrPK, AttrSK
+		if e.table != "" {
+			t, ok := s.tables[e.table]
+			if !ok {
+				return nil, nil, 0, &InvalidError{Field: what() + ".table", Reason: fmt.Sprintf("%q is not one of the store's tables (Config.Tables)", e.table)}
+			}
+			table, pkName, skName = t.name, t.PartitionKey, t.SortKey
+		}
+		src := e.KeyItem()
+		var pk, sk string
+		var err error
+		if e.table == "" {
+			pk, sk, err = effectKey(what, src)
+		} else {
+			pk, sk, err = otherKey(what, src, pkName, skName)
+		}
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		for j, k := range seen {
-			if k == (key{pk, sk}) {
+			if k == (key{e.table, pk, sk}) {
 				return nil, nil, 0, &InvalidError{Field: what(), Reason: fmt.Sprintf("writes the same item as effects[%d]; a transaction may touch an item once", j)}
 			}
 		}
-		seen = append(seen, key{pk, sk})
-		keys = append(keys, vals.mapOf(map[string]types.AttributeValue{AttrPK: vals.str(pk), AttrSK: vals.str(sk)}))
+		seen = append(seen, key{e.table, pk, sk})
+		recorded := map[string]types.AttributeValue{AttrPK: vals.str(pk), AttrSK: vals.str(sk)}
+		if e.table != "" {
+			recorded[AttrEffectTable] = vals.str(e.table)
+		}
+		keys = append(keys, vals.mapOf(recorded))
+		// The key alone, as Update, Delete and ConditionCheck take it.
+		itemKey := map[string]types.AttributeValue{pkName: src[pkName]}
+		if skName != "" {
+			itemKey[skName] = src[skName]
+		}
 
-		var cond *string
-		var names map[string]string
-		var values map[string]types.AttributeValue
-		if e.update == nil {
+		cond, names, values, err := s.effectCondition(e, pkName)
+		if err != nil {
+			return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
+		}
+		switch {
+		case e.item != nil:
 			item := make(map[string]types.AttributeValue, len(e.item)+1)
 			n := 0 // sized in the copy rather than by iterating it again
 			for k, v := range e.item {
@@ -315,47 +345,84 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 				return nil, nil, 0, &LimitError{Limit: "item size", What: what(), Got: n, Max: MaxItemBytes}
 			}
 			total += n
-			if e.absent {
-				cond = absentCondition
-			}
-			if e.condition != nil {
-				expr, err := expression.NewBuilder().WithCondition(*e.condition).Build()
-				if err != nil {
-					return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
-				}
-				cond, names, values = expr.Condition(), expr.Names(), expr.Values()
-			}
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
-				TableName:                 s.tablePtr,
+				TableName:                 table,
 				Item:                      item,
 				ConditionExpression:       cond,
 				ExpressionAttributeNames:  names,
 				ExpressionAttributeValues: values,
 			}})
-			continue
+		case e.del:
+			total += itemSize(itemKey) + itemSize(values)
+			items = append(items, types.TransactWriteItem{Delete: &types.Delete{
+				TableName:                 table,
+				Key:                       itemKey,
+				ConditionExpression:       cond,
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: values,
+			}})
+		case e.check:
+			if e.condition == nil {
+				return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "a check needs a condition"}
+			}
+			total += itemSize(itemKey) + itemSize(values)
+			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+				TableName:                 table,
+				Key:                       itemKey,
+				ConditionExpression:       cond,
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: values,
+			}})
+		default:
+			b := expression.NewBuilder().WithUpdate(*e.update)
+			if c := s.builtCondition(e, pkName); c != nil {
+				b = b.WithCondition(*c)
+			}
+			expr, err := b.Build()
+			if err != nil {
+				return nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
+			}
+			total += itemSize(itemKey) + itemSize(expr.Values())
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName:                 table,
+				Key:                       itemKey,
+				UpdateExpression:          expr.Update(),
+				ConditionExpression:       expr.Condition(),
+				ExpressionAttributeNames:  expr.Names(),
+				ExpressionAttributeValues: expr.Values(),
+			}})
 		}
-		b := expression.NewBuilder().WithUpdate(*e.update)
-		if e.absent {
-			b = b.WithCondition(expression.AttributeNotExists(expression.Name(AttrPK)))
-		}
-		if e.condition != nil {
-			b = b.WithCondition(*e.condition)
-		}
-		expr, err := b.Build()
-		if err != nil {
-			return nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
-		}
-		total += itemSize(e.key) + itemSize(expr.Values())
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName:                 s.tablePtr,
-			Key:                       map[string]types.AttributeValue{AttrPK: vals.str(pk), AttrSK: vals.str(sk)},
-			UpdateExpression:          expr.Update(),
-			ConditionExpression:       expr.Condition(),
-			ExpressionAttributeNames:  expr.Names(),
-			ExpressionAttributeValues: expr.Values(),
-		}})
 	}
 	return items, &types.AttributeValueMemberL{Value: keys}, total, nil
+}
+
+// effectCondition is a put's, delete's or check's condition: IfAbsent on the table's partition
+// key, or the built If. (An update builds its condition with its update expression.)
+func (s *Store) effectCondition(e Effect, pkName string) (cond *string, names map[string]string, values map[string]types.AttributeValue, err error) {
+	if e.update != nil {
+		return nil, nil, nil, nil
+	}
+	if e.absent && e.condition == nil && pkName == AttrPK {
+		return absentCondition, nil, nil, nil // the common case, without the builder's cost
+	}
+	c := s.builtCondition(e, pkName)
+	if c == nil {
+		return nil, nil, nil, nil
+	}
+	expr, err := expression.NewBuilder().WithCondition(*c).Build()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return expr.Condition(), expr.Names(), expr.Values(), nil
+}
+
+// builtCondition is e's condition as a builder: IfAbsent on pkName, or If's.
+func (s *Store) builtCondition(e Effect, pkName string) *expression.ConditionBuilder {
+	if e.absent && e.condition == nil {
+		c := expression.AttributeNotExists(expression.Name(pkName))
+		return &c
+	}
+	return e.condition
 }
 
 var absentCondition = aws.String("attribute_not_exists(pk)")
@@ -381,6 +448,43 @@ func effectKey(what func() string, item map[string]types.AttributeValue) (pk, sk
 		return "", "", &LimitError{Limit: "sort key size", What: what(), Got: len(sk), Max: MaxSortKeyBytes}
 	}
 	return pk, sk, nil
+}
+
+// otherKey checks an effect's key in another table: the table's key attributes present,
+// scalars, within DynamoDB's key limits. It returns them as text, for the claim's list.
+func otherKey(what func() string, item map[string]types.AttributeValue, pkName, skName string) (pk, sk string, err error) {
+	pk, ok := keyText(item[pkName])
+	if !ok {
+		return "", "", &InvalidError{Field: what() + "." + pkName, Reason: "must be a non-empty string, number or binary (the table's partition key)"}
+	}
+	if len(pk) > MaxPartitionKeyBytes {
+		return "", "", &LimitError{Limit: "partition key size", What: what(), Got: len(pk), Max: MaxPartitionKeyBytes}
+	}
+	if skName == "" {
+		return pk, "", nil
+	}
+	sk, ok = keyText(item[skName])
+	if !ok {
+		return "", "", &InvalidError{Field: what() + "." + skName, Reason: "must be a non-empty string, number or binary (the table's sort key)"}
+	}
+	if len(sk) > MaxSortKeyBytes {
+		return "", "", &LimitError{Limit: "sort key size", What: what(), Got: len(sk), Max: MaxSortKeyBytes}
+	}
+	return pk, sk, nil
+}
+
+// keyText is a key attribute's value as text: a string as it is, a number as written, binary
+// in base64.
+func keyText(v types.AttributeValue) (string, bool) {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value, v.Value != ""
+	case *types.AttributeValueMemberN:
+		return v.Value, v.Value != ""
+	case *types.AttributeValueMemberB:
+		return base64.StdEncoding.EncodeToString(v.Value), len(v.Value) > 0
+	}
+	return "", false
 }
 
 func (r *request) putInput(table *string) *dynamodb.PutItemInput {

@@ -82,7 +82,7 @@ func TestClaimRoundTrip(t *testing.T) {
 		// sha256sum of the body, computed outside the code under test.
 		PayloadSHA256: "620020a2907e24bb9a7b4a4b5751be342456a51df777cb7f4e5139cec2f892cb", PayloadBytes: 19,
 		ExpiresAt: now.Add(47 * day).Unix(), CommitToken: req.token, Outcome: "accepted",
-		Effects: []EffectKey{{"ORDER#ord_4211", "SHIPMENT"}, {"ORDER#ord_4211", "STATUS"}, {"CUSTOMER#cus_9", "STATS"}},
+		Effects: []EffectKey{{PK: "ORDER#ord_4211", SK: "SHIPMENT"}, {PK: "ORDER#ord_4211", SK: "STATUS"}, {PK: "CUSTOMER#cus_9", SK: "STATS"}},
 		Intents: map[string]ClaimIntent{
 			"email.send":        {Target: "email", Payload: []byte(`{"template":"order-paid","to":"cus_9"}`), Status: IntentPending},
 			"fulfilment.create": {Target: "http:fulfilment", Payload: []byte(`{"order_id":"ord_4211"}`), Status: IntentPending},

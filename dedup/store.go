@@ -39,10 +39,23 @@ type Config struct {
 	ConflictRetries int
 	// ConflictBackoff is the base of the jittered backoff between those tries. Default 20 ms.
 	ConflictBackoff time.Duration
+	// Tables are the application's other tables that effects may write (Effect.In), by the
+	// name planners use, with their key schemas: same account and Region, written in the
+	// claim's transaction.
+	Tables map[string]TableKeys
 	// PendingShards is how many hash keys the pending index spreads claims with intents over:
 	// PendingShards (16) when zero, at most MaxPendingShards. The outbox's sweeper must read
 	// the same count, and it may only ever grow (see DueShard).
 	PendingShards int
+}
+
+// TableKeys is another table: its name in DynamoDB (the Config.Tables key when empty; a table
+// ARN also serves), its partition key attribute and its sort key attribute ("" for a table
+// without one). Key values may be strings, numbers or binary.
+type TableKeys struct {
+	Name         string
+	PartitionKey string
+	SortKey      string
 }
 
 // MaxConflictRetries bounds Config.ConflictRetries; NoConflictRetries disables retries.
@@ -95,6 +108,18 @@ func (c *Config) Validate() error {
 	if c.ConflictBackoff < 0 || c.ConflictBackoff > time.Second {
 		return &InvalidError{Field: "conflict_backoff", Reason: "must be between 0 (default 20ms) and 1s"}
 	}
+	for name, k := range c.Tables {
+		switch {
+		case name == "" || len(name) > 255:
+			return &InvalidError{Field: "tables", Reason: fmt.Sprintf("%q is not a table name", name)}
+		case name == c.Table || k.Name == c.Table:
+			return &InvalidError{Field: "tables." + name, Reason: "is the claims' own table: its effects need no Effect.In"}
+		case k.PartitionKey == "":
+			return &InvalidError{Field: "tables." + name + ".partition_key", Reason: "is empty"}
+		case k.SortKey == k.PartitionKey:
+			return &InvalidError{Field: "tables." + name + ".sort_key", Reason: "is the partition key"}
+		}
+	}
 	if c.PendingShards < 1 || c.PendingShards > MaxPendingShards {
 		return &InvalidError{Field: "pending_shards", Reason: fmt.Sprintf("must be between 1 and %d", MaxPendingShards)}
 	}
@@ -112,7 +137,14 @@ type Store struct {
 	retries  int
 	backoff  time.Duration
 	shards   int
+	tables   map[string]otherTable
 	nowVals  atomic.Pointer[nowValues]
+}
+
+// otherTable is a configured table of Config.Tables, with its name shared by every request.
+type otherTable struct {
+	TableKeys
+	name *string
 }
 
 // New validates cfg and returns a Store writing through api. A configuration that would let
@@ -130,6 +162,14 @@ func New(api API, cfg Config) (*Store, error) {
 	for k, v := range cfg.Sources {
 		sources[k] = v
 	}
+	tables := make(map[string]otherTable, len(cfg.Tables))
+	for name, k := range cfg.Tables {
+		physical := k.Name
+		if physical == "" {
+			physical = name
+		}
+		tables[name] = otherTable{TableKeys: k, name: aws.String(physical)}
+	}
 	return &Store{
 		api:      api,
 		table:    cfg.Table,
@@ -140,6 +180,7 @@ func New(api API, cfg Config) (*Store, error) {
 		retries:  cfg.ConflictRetries,
 		backoff:  cfg.ConflictBackoff,
 		shards:   cfg.PendingShards,
+		tables:   tables,
 	}, nil
 }
 

@@ -374,6 +374,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		allow(sweeper, []string{"dynamodb:Scan"}, table.TableArn()) // the leak audit's sample
 	}
 	grantSecrets(stack, file, receiver, cfg.SecretsKeys)
+	grantTables(stack, file, receiver)
 	if key := table.EncryptionKey(); key != nil {
 		for _, fn := range []awslambda.Function{receiver, worker, sweeper} {
 			key.GrantEncryptDecrypt(fn)
@@ -645,6 +646,24 @@ func allow(fn awslambda.Function, actions []string, resources ...*string) {
 		Actions:   jsii.Strings(actions...),
 		Resources: &resources,
 	}))
+}
+
+// grantTables lets the receiver do to each of the application's own tables (the sources
+// file's tables) exactly what its effects do there, in the claim's transaction.
+func grantTables(stack awscdk.Stack, f *sources.File, fn awslambda.Function) {
+	for _, name := range sortedKeys(f.Tables) {
+		t := f.Tables[name]
+		var actions []string
+		for _, a := range t.Actions {
+			actions = append(actions, sources.TableActions[a])
+		}
+		slices.Sort(actions)
+		arn := t.PhysicalName(name)
+		if !strings.HasPrefix(arn, "arn:") {
+			arn = fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *stack.Partition(), *stack.Region(), *stack.Account(), arn)
+		}
+		allow(fn, slices.Compact(actions), jsii.String(arn))
+	}
 }
 
 // grantSecrets lets the receiver read exactly the secrets the sources file names, by reference:

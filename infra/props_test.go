@@ -497,3 +497,45 @@ func TestEveryProviderSchemeSynthesizes(t *testing.T) {
 		}
 	}
 }
+
+// TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo: each table of the sources file's
+// tables gets exactly the actions its effects need, on that table alone, for the receiver only.
+func TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.json")
+	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
+	  "tables":{"orders":{"name":"Orders-prod","partition_key":"order_id","actions":["put","check"]},
+	            "ledger":{"name":"arn:aws:dynamodb:eu-west-1:222222222222:table/Ledger","partition_key":"account","sort_key":"seq","actions":["update"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := prebuilt("arm64")
+	p.SourcesFile = file
+	tpl, err := synthesize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, _ := policyPairs(tpl, "OncehookReceiverRole")
+	var got []string
+	for _, pair := range pairs {
+		if strings.Contains(pair, "Orders-prod") || strings.Contains(pair, "Ledger") {
+			got = append(got, pair)
+		}
+	}
+	slices.Sort(got)
+	want := []string{
+		"dynamodb:ConditionCheckItem arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/Orders-prod",
+		"dynamodb:PutItem arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/Orders-prod",
+		"dynamodb:UpdateItem arn:aws:dynamodb:eu-west-1:222222222222:table/Ledger",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the receiver's grants on the application's tables:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, role := range []string{"OncehookOutboxRole", "OncehookSweeperRole"} {
+		pairs, _ := policyPairs(tpl, role)
+		for _, pair := range pairs {
+			if strings.Contains(pair, "Orders-prod") || strings.Contains(pair, "Ledger") {
+				t.Errorf("%s is granted %s: only the receiver writes effects", role, pair)
+			}
+		}
+	}
+}

@@ -123,7 +123,7 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := dedup.New(db, dedup.Config{Table: table, Sources: file.Retentions(), PendingShards: shards})
+	store, err := dedup.New(db, dedup.Config{Table: table, Sources: file.Retentions(), Tables: file.DedupTables(), PendingShards: shards})
 	if err != nil {
 		return nil, err
 	}

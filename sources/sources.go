@@ -38,6 +38,44 @@ type File struct {
 	Sources map[string]*Source `json:"sources"`
 	// Targets configures the outbox worker's built-in HTTP executor, per intent target.
 	Targets map[string]*Target `json:"targets,omitempty"`
+	// Tables are the application's own DynamoDB tables that planners' effects write in the
+	// claim's transaction (dedup.Effect.In), by the name planners use.
+	Tables map[string]*Table `json:"tables,omitempty"`
+}
+
+// Table is one of the application's own tables: its name in DynamoDB (the key it is listed
+// under when empty), its key attributes, and what effects do to it, which is what the stack
+// grants the receiver on it.
+type Table struct {
+	Name         string   `json:"name,omitempty"`
+	PartitionKey string   `json:"partition_key"`
+	SortKey      string   `json:"sort_key,omitempty"`
+	Actions      []string `json:"actions"` // put, update, delete, check
+}
+
+// The values of Table.Actions, and the DynamoDB actions each needs.
+var TableActions = map[string]string{
+	"put": "dynamodb:PutItem", "update": "dynamodb:UpdateItem", "delete": "dynamodb:DeleteItem", "check": "dynamodb:ConditionCheckItem",
+}
+
+// DedupTables returns the tables as the dedup core takes them.
+func (f *File) DedupTables() map[string]dedup.TableKeys {
+	if len(f.Tables) == 0 {
+		return nil
+	}
+	m := make(map[string]dedup.TableKeys, len(f.Tables))
+	for name, t := range f.Tables {
+		m[name] = dedup.TableKeys{Name: t.PhysicalName(name), PartitionKey: t.PartitionKey, SortKey: t.SortKey}
+	}
+	return m
+}
+
+// PhysicalName is the table's name in DynamoDB.
+func (t *Table) PhysicalName(listedAs string) string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return listedAs
 }
 
 // Target is where the outbox worker POSTs one target's intents, with the event's

@@ -78,6 +78,12 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a header that is not a header name", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X Api":"1"}}}}`, "targets.email.headers.X Api"},
 		{"a header value with a newline", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X-Api":"1\r\nX-Evil: 1"}}}}`, "targets.email.headers.X-Api"},
 		{"trailing content", `{"sources":{"s":{` + ok + `}}} {}`, "content after"},
+		// The application's own tables.
+		{"a table without its partition key", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"actions":["put"]}}}`, "tables.orders.partition_key"},
+		{"a table without actions", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"partition_key":"id"}}}`, "tables.orders.actions"},
+		{"a table with an unknown action", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"partition_key":"id","actions":["scan"]}}}`, "tables.orders.actions[0]"},
+		{"a table with a bad name", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"name":"Orders table","partition_key":"id","actions":["put"]}}}`, "tables.orders.name"},
+		{"a sort key that is the partition key", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"partition_key":"id","sort_key":"id","actions":["put"]}}}`, "tables.orders.sort_key"},
 		// Public keys, signed URLs, form bodies, batches.
 		{"secrets for a public-key scheme", `{"sources":{"s":{"scheme":"discord","secrets":[{"env":"S"}],"event_id":{"json":"event.data.id"}}}}`, "sources.s.secrets: the discord scheme verifies with the provider's public keys"},
 		{"no public key for a public-key scheme", `{"sources":{"s":{"scheme":"sendgrid"}}}`, "sources.s.public_keys"},
@@ -239,5 +245,22 @@ func TestTheNewShapesDefaults(t *testing.T) {
 	}
 	if changed, err := secrets.Refresh(t.Context(), "sendgrid"); changed || err != nil {
 		t.Fatalf("refreshing public keys: %v %v", changed, err)
+	}
+}
+
+// TestTablesBecomeTheStoresTables: the sources file's tables, by the name planners use, with
+// their physical names and keys.
+func TestTablesBecomeTheStoresTables(t *testing.T) {
+	t.Parallel()
+	f, err := Parse([]byte(`{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"30d"}},
+  "tables":{"orders":{"name":"Orders-prod","partition_key":"order_id","actions":["put","check"]},
+            "ledger":{"partition_key":"account","sort_key":"seq","actions":["update"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.DedupTables()
+	want := map[string]dedup.TableKeys{"orders": {Name: "Orders-prod", PartitionKey: "order_id"}, "ledger": {Name: "ledger", PartitionKey: "account", SortKey: "seq"}}
+	if len(got) != 2 || got["orders"] != want["orders"] || got["ledger"] != want["ledger"] {
+		t.Fatalf("%+v, want %+v", got, want)
 	}
 }

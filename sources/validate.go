@@ -2,8 +2,10 @@ package sources
 
 import (
 	"fmt"
+	"maps"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -199,6 +201,26 @@ func (f *File) Validate() error {
 			return err
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(f.Tables)) {
+		t, at := f.Tables[name], "tables."+name
+		switch {
+		case t == nil:
+			return &FieldError{Field: at, Reason: "is null"}
+		case !validTableName(t.PhysicalName(name)):
+			return &FieldError{Field: at + ".name", Reason: fmt.Sprintf("%q is not a DynamoDB table name or ARN", t.PhysicalName(name))}
+		case t.PartitionKey == "":
+			return &FieldError{Field: at + ".partition_key", Reason: "is required"}
+		case t.SortKey == t.PartitionKey:
+			return &FieldError{Field: at + ".sort_key", Reason: "is the partition key"}
+		case len(t.Actions) == 0:
+			return &FieldError{Field: at + ".actions", Reason: "is empty; list what effects do to the table: put, update, delete, check"}
+		}
+		for i, a := range t.Actions {
+			if TableActions[a] == "" {
+				return &FieldError{Field: fmt.Sprintf("%s.actions[%d]", at, i), Reason: fmt.Sprintf("%q is not put, update, delete or check", a)}
+			}
+		}
+	}
 	for name, tg := range f.Targets {
 		at := "targets." + name
 		if tg == nil {
@@ -226,6 +248,22 @@ func (f *File) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validTableName accepts DynamoDB's table names (3-255 of a-z A-Z 0-9 _ - .) and table ARNs.
+func validTableName(s string) bool {
+	if strings.HasPrefix(s, "arn:") {
+		return strings.Contains(s, ":table/")
+	}
+	if len(s) < 3 || len(s) > 255 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func sortedHeaders(m map[string]string) []string {

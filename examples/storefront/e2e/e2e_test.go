@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,6 +134,21 @@ func TestTheStorefrontEndToEnd(t *testing.T) {
 		}
 		return string(b), nil
 	}
+	db := dynamodb.NewFromConfig(cfg)
+	ordersOf := func() int { // the customer's order count in the storefront's own table
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("storefront-customers"), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"email": &types.AttributeValueMemberS{Value: "ada@example.com"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := out.Item["orders"].(*types.AttributeValueMemberN)
+		if n == nil {
+			return 0
+		}
+		v, _ := strconv.Atoi(n.Value)
+		return v
+	}
+	ordersBefore := ordersOf()
 	for _, d := range deliveries {
 		// Each delivered twice at once, with the same (signed or header) id: a concurrent double.
 		type answer struct {
@@ -164,7 +180,9 @@ func TestTheStorefrontEndToEnd(t *testing.T) {
 		t.Fatalf("a replay under a forged id: %s %v", got, err)
 	}
 
-	db := dynamodb.NewFromConfig(cfg)
+	if got := ordersOf() - ordersBefore; got != 1 {
+		t.Fatalf("the customer's order count moved by %d, want 1: one checkout, delivered twice at once", got)
+	}
 	for _, key := range [][2]string{{"ORDER#" + session, "CHECKOUT"}, {"PUSH#octo-org/storefront#" + sha, "PUSH"}} {
 		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key[0]}, "sk": &types.AttributeValueMemberS{Value: key[1]}}})

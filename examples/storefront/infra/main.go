@@ -7,6 +7,7 @@ import (
 	"runtime"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/jsii-runtime-go"
 
 	oncehook "github.com/oncehook/oncehook/infra"
@@ -21,6 +22,14 @@ func main() {
 		sourcesFile, crm = "sources.local.json", "http://127.0.0.1:8033/customers"
 	}
 	stack := awscdk.NewStack(app, jsii.String("Storefront"), nil)
+	// The storefront's own table, which checkouts update in the claim's transaction (the
+	// sources file's tables.customers: the construct grants the receiver what it lists).
+	customers := awsdynamodb.NewTable(stack, jsii.String("Customers"), &awsdynamodb.TableProps{
+		TableName:     jsii.String("storefront-customers"),
+		PartitionKey:  &awsdynamodb.Attribute{Name: jsii.String("email"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:   awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
 	webhooks := oncehook.New(stack, "Webhooks", &oncehook.Props{
 		SourcesFile: sourcesFile,
 		Receiver:    oncehook.Code{GoPackage: "./cmd/receiver"},
@@ -36,6 +45,7 @@ func main() {
 	awscdk.NewCfnOutput(stack, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{Value: webhooks.WebhookUrl})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: webhooks.Table.TableName()})
 	awscdk.NewCfnOutput(stack, jsii.String("ApiId"), &awscdk.CfnOutputProps{Value: webhooks.Api.ApiId()})
+	awscdk.NewCfnOutput(stack, jsii.String("CustomersTable"), &awscdk.CfnOutputProps{Value: customers.TableName()})
 	app.Synth(nil)
 	os.Exit(0)
 }

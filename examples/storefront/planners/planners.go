@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -18,6 +19,10 @@ const (
 	Stripe = "stripe"
 	GitHub = "github"
 )
+
+// Customers is the storefront's own table of customers (by email), which checkouts update in
+// the claim's transaction: the sources file's tables.customers.
+const Customers = "customers"
 
 // The outbox targets its intents use: "fulfilment" and "ci" are HTTP targets of the sources
 // file; "crm" is served by the application's own executor (package executors).
@@ -36,7 +41,8 @@ func Register(p *receiver.Planners) {
 var checkoutFields = receiver.NewFields("data.object.id", "data.object.customer_details.email", "data.object.amount_total")
 
 // Checkout records the order once per checkout session (ORDER#<session> / CHECKOUT, written
-// only if absent), asks fulfilment to ship it and the CRM to record the customer.
+// only if absent), counts it on the customer in the storefront's own customers table, asks
+// fulfilment to ship it and the CRM to record the customer.
 func Checkout(_ context.Context, ev dedup.Event, f []string) (dedup.Plan, error) {
 	session, email, amount := f[0], f[1], f[2]
 	if session == "" {
@@ -49,10 +55,17 @@ func Checkout(_ context.Context, ev dedup.Event, f []string) (dedup.Plan, error)
 		"amount":   &types.AttributeValueMemberN{Value: orZero(amount)},
 		"event_id": &types.AttributeValueMemberS{Value: ev.ID},
 	}).IfAbsent()
+	effects := []dedup.Effect{order}
+	if email != "" {
+		// The customer's order count: in the application's table, in the same write as the
+		// claim, so a redelivery can never count an order twice.
+		effects = append(effects, dedup.UpdateEffect(map[string]types.AttributeValue{"email": &types.AttributeValueMemberS{Value: email}},
+			expression.Add(expression.Name("orders"), expression.Value(1)).Set(expression.Name("last_order"), expression.Value(session))).In(Customers))
+	}
 	ship, _ := json.Marshal(map[string]string{"order": session})
 	crm, _ := json.Marshal(map[string]string{"email": email, "order": session})
 	return dedup.Plan{
-		Effects: []dedup.Effect{order},
+		Effects: effects,
 		Intents: []dedup.Intent{
 			{Name: "fulfilment.ship", Target: TargetFulfilment, Payload: ship},
 			{Name: "crm.customer", Target: TargetCRM, Payload: crm},

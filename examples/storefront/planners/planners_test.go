@@ -32,8 +32,11 @@ func TestACompletedCheckoutRecordsTheOrderAndAsksForFulfilmentAndTheCRM(t *testi
 		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
 	}
 	plan := rec.Last().Plan
-	if len(plan.Effects) != 1 || len(plan.Intents) != 2 {
+	if len(plan.Effects) != 2 || len(plan.Intents) != 2 {
 		t.Fatalf("plan %+v", plan)
+	}
+	if c := plan.Effects[1]; c.Table() != planners.Customers || !c.IsUpdate() || c.KeyItem()["email"] == nil {
+		t.Fatalf("customer effect %+v: want an update of customers by email", c)
 	}
 	if pk, sk := plan.Effects[0].Key(); pk != "ORDER#cs_test_a1" || sk != "CHECKOUT" {
 		t.Fatalf("effect key %s / %s", pk, sk)
