@@ -375,6 +375,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 	grantSecrets(stack, file, receiver, cfg.SecretsKeys)
 	grantTables(stack, file, receiver)
+	grantTargets(stack, file, worker, sweeper)
 	if key := table.EncryptionKey(); key != nil {
 		for _, fn := range []awslambda.Function{receiver, worker, sweeper} {
 			key.GrantEncryptDecrypt(fn)
@@ -538,6 +539,9 @@ func deployable(f *sources.File, cfg Props) error {
 		}
 	}
 	for _, name := range sortedKeys(f.Targets) {
+		if f.Targets[name].Type != sources.TargetHTTP {
+			continue // an AWS resource, reached through its service's API
+		}
 		u, err := url.Parse(f.Targets[name].URL)
 		if err != nil {
 			return fmt.Errorf("targets.%s.url: %w", name, err)
@@ -646,6 +650,42 @@ func allow(fn awslambda.Function, actions []string, resources ...*string) {
 		Actions:   jsii.Strings(actions...),
 		Resources: &resources,
 	}))
+}
+
+// targetActions are the calls each AWS target type's executor makes (outbox/targets).
+var targetActions = map[string][]string{
+	sources.TargetSQS:           {"sqs:SendMessage"},
+	sources.TargetSNS:           {"sns:Publish"},
+	sources.TargetEventBridge:   {"events:PutEvents"},
+	sources.TargetStepFunctions: {"states:StartExecution"},
+	sources.TargetLambda:        {"lambda:InvokeFunction"},
+}
+
+// grantTargets lets the outbox and the sweeper (which runs what the outbox left behind) call
+// each AWS target of the sources file, and nothing else of its service.
+func grantTargets(stack awscdk.Stack, f *sources.File, fns ...awslambda.Function) {
+	for _, name := range sortedKeys(f.Targets) {
+		t := f.Targets[name]
+		actions, ok := targetActions[t.Type]
+		if !ok {
+			continue
+		}
+		arn := t.ARN
+		if t.Type == sources.TargetEventBridge && !strings.HasPrefix(arn, "arn:") {
+			arn = fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), arn)
+		}
+		resources := []*string{jsii.String(arn)}
+		if t.Type == sources.TargetStepFunctions {
+			// A retry that meets ExecutionAlreadyExists reads the execution to compare inputs.
+			execution := strings.Replace(arn, ":stateMachine:", ":execution:", 1) + ":*"
+			for _, fn := range fns {
+				allow(fn, []string{"states:DescribeExecution"}, jsii.String(execution))
+			}
+		}
+		for _, fn := range fns {
+			allow(fn, actions, resources...)
+		}
+	}
 }
 
 // grantTables lets the receiver do to each of the application's own tables (the sources

@@ -539,3 +539,49 @@ func TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo(t *testing.T) {
 		}
 	}
 }
+
+// TestAWSTargetsAreGrantedTheirOneCall: each AWS target of the sources file gives the outbox
+// and the sweeper its service's one call on that resource (and Step Functions the read of its
+// executions), the receiver nothing.
+func TestAWSTargetsAreGrantedTheirOneCall(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.json")
+	const acct = "arn:aws:%s:eu-west-1:222222222222:%s"
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
+	  "targets":{"q":{"type":"sqs","arn":%q,"group_id":"g"},"n":{"type":"sns","arn":%q},"e":{"type":"eventbridge"},
+	             "s":{"type":"stepfunctions","arn":%q},"l":{"type":"lambda","arn":%q,"invocation":"request-response"}}}`,
+		fmt.Sprintf(acct, "sqs", "orders.fifo"), fmt.Sprintf(acct, "sns", "alerts"), fmt.Sprintf(acct, "states", "stateMachine:fulfil"), fmt.Sprintf(acct, "lambda", "function:crm"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := prebuilt("arm64")
+	p.SourcesFile = file
+	tpl, err := synthesize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"events:PutEvents arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default",
+		"lambda:InvokeFunction arn:aws:lambda:eu-west-1:222222222222:function:crm",
+		"sns:Publish arn:aws:sns:eu-west-1:222222222222:alerts",
+		"sqs:SendMessage arn:aws:sqs:eu-west-1:222222222222:orders.fifo",
+		"states:DescribeExecution arn:aws:states:eu-west-1:222222222222:execution:fulfil:*",
+		"states:StartExecution arn:aws:states:eu-west-1:222222222222:stateMachine:fulfil",
+	}
+	for _, role := range []string{"OncehookOutboxRole", "OncehookSweeperRole", "OncehookReceiverRole"} {
+		pairs, _ := policyPairs(tpl, role)
+		var got []string
+		for _, pair := range pairs {
+			if strings.Contains(pair, "222222222222") || strings.Contains(pair, "event-bus") {
+				got = append(got, pair)
+			}
+		}
+		slices.Sort(got)
+		expect := want
+		if role == "OncehookReceiverRole" {
+			expect = nil
+		}
+		if strings.Join(got, "\n") != strings.Join(expect, "\n") {
+			t.Errorf("%s:\n%s\nwant\n%s", role, strings.Join(got, "\n"), strings.Join(expect, "\n"))
+		}
+	}
+}

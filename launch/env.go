@@ -51,12 +51,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/outbox/targets"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -201,12 +206,58 @@ func NewLogger(level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l}))
 }
 
-// HTTPExecutors builds the outbox's HTTP executors from the sources file's targets.
+// HTTPExecutors builds the outbox's HTTP executors from the sources file's http targets.
 func HTTPExecutors(f *sources.File) map[string]outbox.Executor {
 	client := &http.Client{Transport: http.DefaultTransport}
 	m := make(map[string]outbox.Executor, len(f.Targets))
 	for name, t := range f.Targets {
-		m[name] = &outbox.HTTPExecutor{URL: t.URL, Client: client, Timeout: time.Duration(t.Timeout), Headers: t.Headers}
+		if t.Type == sources.TargetHTTP || t.Type == "" {
+			m[name] = &outbox.HTTPExecutor{URL: t.URL, Client: client, Timeout: time.Duration(t.Timeout), Headers: t.Headers}
+		}
+	}
+	return m
+}
+
+// TargetExecutors builds every built-in executor the sources file's targets name: HTTP, and
+// the AWS services' (package outbox/targets), whose clients use cfg.
+func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor {
+	m := HTTPExecutors(f)
+	var (
+		sqsc *sqs.Client
+		snsc *sns.Client
+		ebc  *eventbridge.Client
+		sfnc *sfn.Client
+		lamc *lambda.Client
+	)
+	for name, t := range f.Targets {
+		timeout := time.Duration(t.Timeout)
+		switch t.Type {
+		case sources.TargetSQS:
+			if sqsc == nil {
+				sqsc = sqs.NewFromConfig(cfg)
+			}
+			m[name] = &targets.SQS{Client: sqsc, QueueURL: t.QueueURL(), GroupID: t.GroupID, Timeout: timeout}
+		case sources.TargetSNS:
+			if snsc == nil {
+				snsc = sns.NewFromConfig(cfg)
+			}
+			m[name] = &targets.SNS{Client: snsc, TopicARN: t.ARN, GroupID: t.GroupID, Timeout: timeout}
+		case sources.TargetEventBridge:
+			if ebc == nil {
+				ebc = eventbridge.NewFromConfig(cfg)
+			}
+			m[name] = &targets.EventBridge{Client: ebc, Bus: t.ARN, Source: t.Source, DetailType: t.DetailType, Timeout: timeout}
+		case sources.TargetStepFunctions:
+			if sfnc == nil {
+				sfnc = sfn.NewFromConfig(cfg)
+			}
+			m[name] = &targets.StepFunctions{Client: sfnc, StateMachineARN: t.ARN, Timeout: timeout}
+		case sources.TargetLambda:
+			if lamc == nil {
+				lamc = lambda.NewFromConfig(cfg)
+			}
+			m[name] = &targets.Lambda{Client: lamc, Function: t.ARN, Synchronous: t.Invocation == "request-response", Timeout: timeout}
+		}
 	}
 	return m
 }
@@ -239,7 +290,7 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 	if err != nil {
 		return nil, err
 	}
-	all := HTTPExecutors(env.Sources)
+	all := TargetExecutors(env.Sources, env.AWS)
 	for name, x := range executors {
 		if x == nil {
 			return nil, fmt.Errorf("the executor for target %q is nil", name)

@@ -7,11 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/outbox/targets"
 	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // These tests set process environment variables, so they do not run in parallel.
@@ -215,5 +220,37 @@ func TestABundledSourcesFileMustBeTheOneTheStackWasSynthesizedWith(t *testing.T)
 	t.Setenv("ONCEHOOK_SOURCES_SHA256", "68b7562d46a5e54dd0bab5dc45b09d0629376342083dd4369992b92c4ced818f")
 	if _, err := Load(context.Background(), Needs{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEachTargetTypeGetsItsExecutor: the sources file's targets become the executors of their
+// types, configured from the file.
+func TestEachTargetTypeGetsItsExecutor(t *testing.T) {
+	f, err := sources.Parse([]byte(`{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"30d"}},
+  "targets":{"h":{"url":"https://e.example/send"},"q":{"type":"sqs","arn":"arn:aws:sqs:eu-west-1:222222222222:orders.fifo","group_id":"g"},
+             "n":{"type":"sns","arn":"arn:aws:sns:eu-west-1:222222222222:alerts"},"e":{"type":"eventbridge","detail_type":"Shipped"},
+             "s":{"type":"stepfunctions","arn":"arn:aws:states:eu-west-1:222222222222:stateMachine:fulfil"},
+             "l":{"type":"lambda","arn":"arn:aws:lambda:eu-west-1:222222222222:function:crm","invocation":"request-response","timeout":"30s"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := TargetExecutors(f, aws.Config{Region: "eu-west-1"})
+	if x, ok := m["h"].(*outbox.HTTPExecutor); !ok || x.URL != "https://e.example/send" {
+		t.Errorf("h: %#v", m["h"])
+	}
+	if x, ok := m["q"].(*targets.SQS); !ok || x.QueueURL != "https://sqs.eu-west-1.amazonaws.com/222222222222/orders.fifo" || x.GroupID != "g" {
+		t.Errorf("q: %#v", m["q"])
+	}
+	if x, ok := m["n"].(*targets.SNS); !ok || x.TopicARN != "arn:aws:sns:eu-west-1:222222222222:alerts" {
+		t.Errorf("n: %#v", m["n"])
+	}
+	if x, ok := m["e"].(*targets.EventBridge); !ok || x.Bus != "default" || x.DetailType != "Shipped" {
+		t.Errorf("e: %#v", m["e"])
+	}
+	if x, ok := m["s"].(*targets.StepFunctions); !ok || x.StateMachineARN == "" {
+		t.Errorf("s: %#v", m["s"])
+	}
+	if x, ok := m["l"].(*targets.Lambda); !ok || !x.Synchronous || x.Timeout != 30*time.Second {
+		t.Errorf("l: %#v", m["l"])
 	}
 }

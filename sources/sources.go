@@ -36,7 +36,8 @@ import (
 // File is a parsed sources file.
 type File struct {
 	Sources map[string]*Source `json:"sources"`
-	// Targets configures the outbox worker's built-in HTTP executor, per intent target.
+	// Targets configures the outbox worker's built-in executors, per intent target: HTTP, or
+	// an AWS service (Target.Type).
 	Targets map[string]*Target `json:"targets,omitempty"`
 	// Tables are the application's own DynamoDB tables that planners' effects write in the
 	// claim's transaction (dedup.Effect.In), by the name planners use.
@@ -78,12 +79,46 @@ func (t *Table) PhysicalName(listedAs string) string {
 	return listedAs
 }
 
-// Target is where the outbox worker POSTs one target's intents, with the event's
-// idempotency key in the Idempotency-Key header.
+// Target is where the outbox worker sends one target's intents, each with its event's
+// idempotency key: an HTTP POST (the Idempotency-Key header), or an AWS service (package
+// outbox/targets says how each passes the key).
 type Target struct {
-	URL     string            `json:"url"`
+	// Type is "http" (the default), "sqs", "sns", "eventbridge", "stepfunctions" or "lambda".
+	Type    string            `json:"type,omitempty"`
+	URL     string            `json:"url,omitempty"`     // http
 	Timeout Duration          `json:"timeout,omitempty"` // per call; default 10 s
-	Headers map[string]string `json:"headers,omitempty"` // static headers (no secrets: the file is not secret)
+	Headers map[string]string `json:"headers,omitempty"` // http: static headers (no secrets: the file is not secret)
+	// ARN is the AWS resource: the queue (sqs), topic (sns), event bus (eventbridge; a name
+	// such as "default" serves too), state machine (stepfunctions) or function (lambda).
+	ARN string `json:"arn,omitempty"`
+	// GroupID is a FIFO queue's or topic's message group; default one group per event.
+	GroupID string `json:"group_id,omitempty"`
+	// Source and DetailType name an EventBridge target's events; default "oncehook" and the
+	// intent's name.
+	Source     string `json:"source,omitempty"`
+	DetailType string `json:"detail_type,omitempty"`
+	// Invocation is a Lambda target's: "event" (the default: Lambda queues the call) or
+	// "request-response" (the outbox waits, and retries a function error).
+	Invocation string `json:"invocation,omitempty"`
+}
+
+// The values of Target.Type.
+const (
+	TargetHTTP          = "http"
+	TargetSQS           = "sqs"
+	TargetSNS           = "sns"
+	TargetEventBridge   = "eventbridge"
+	TargetStepFunctions = "stepfunctions"
+	TargetLambda        = "lambda"
+)
+
+// QueueURL is an SQS target's queue URL, from its ARN (arn:aws:sqs:<region>:<account>:<name>).
+func (t *Target) QueueURL() string {
+	p := strings.Split(t.ARN, ":")
+	if len(p) != 6 {
+		return ""
+	}
+	return fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", p[3], p[4], p[5])
 }
 
 // Source is one provider's configuration.

@@ -78,6 +78,14 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a header that is not a header name", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X Api":"1"}}}}`, "targets.email.headers.X Api"},
 		{"a header value with a newline", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X-Api":"1\r\nX-Evil: 1"}}}}`, "targets.email.headers.X-Api"},
 		{"trailing content", `{"sources":{"s":{` + ok + `}}} {}`, "content after"},
+		// AWS targets.
+		{"an unknown target type", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"kafka","arn":"x"}}}`, "targets.t.type"},
+		{"an sqs target with a url", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"sqs","url":"https://q.example"}}}`, "targets.t: url and headers are for http targets"},
+		{"an sqs target with a topic's ARN", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"sqs","arn":"arn:aws:sns:eu-west-1:1:t"}}}`, "targets.t.arn"},
+		{"a state machine target with a function's ARN", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"stepfunctions","arn":"arn:aws:lambda:eu-west-1:1:function:f"}}}`, "targets.t.arn"},
+		{"a group for a standard queue", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"sqs","arn":"arn:aws:sqs:eu-west-1:1:q","group_id":"g"}}}`, "targets.t.group_id"},
+		{"an unknown invocation", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"lambda","arn":"arn:aws:lambda:eu-west-1:1:function:f","invocation":"sync"}}}`, "targets.t.invocation"},
+		{"an arn for an http target", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"url":"https://e.example","arn":"arn:aws:sqs:eu-west-1:1:q"}}}`, "targets.t: an http target takes url"},
 		// The application's own tables.
 		{"a table without its partition key", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"actions":["put"]}}}`, "tables.orders.partition_key"},
 		{"a table without actions", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"partition_key":"id"}}}`, "tables.orders.actions"},
@@ -262,5 +270,27 @@ func TestTablesBecomeTheStoresTables(t *testing.T) {
 	want := map[string]dedup.TableKeys{"orders": {Name: "Orders-prod", PartitionKey: "order_id"}, "ledger": {Name: "ledger", PartitionKey: "account", SortKey: "seq"}}
 	if len(got) != 2 || got["orders"] != want["orders"] || got["ledger"] != want["ledger"] {
 		t.Fatalf("%+v, want %+v", got, want)
+	}
+}
+
+// TestAWSTargetsLoad: each type with its resource; an EventBridge target defaults to the
+// default bus; an SQS target's queue URL comes from its ARN.
+func TestAWSTargetsLoad(t *testing.T) {
+	t.Parallel()
+	f, err := Parse([]byte(`{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"30d"}},
+  "targets":{"q":{"type":"sqs","arn":"arn:aws:sqs:eu-west-1:222222222222:orders.fifo","group_id":"g"},
+             "e":{"type":"eventbridge","detail_type":"OrderShipped"},
+             "h":{"url":"https://e.example/send"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := f.Targets["q"]; q.QueueURL() != "https://sqs.eu-west-1.amazonaws.com/222222222222/orders.fifo" {
+		t.Fatalf("queue url %q", q.QueueURL())
+	}
+	if e := f.Targets["e"]; e.ARN != "default" || e.Type != TargetEventBridge {
+		t.Fatalf("eventbridge target %+v", e)
+	}
+	if h := f.Targets["h"]; h.Type != TargetHTTP {
+		t.Fatalf("http target %+v", h)
 	}
 }

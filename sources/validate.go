@@ -221,10 +221,22 @@ func (f *File) Validate() error {
 			}
 		}
 	}
-	for name, tg := range f.Targets {
-		at := "targets." + name
+	for _, name := range slices.Sorted(maps.Keys(f.Targets)) {
+		tg, at := f.Targets[name], "targets."+name
 		if tg == nil {
 			return &FieldError{Field: at, Reason: "is null"}
+		}
+		if tg.Type == "" {
+			tg.Type = TargetHTTP
+		}
+		if tg.Type != TargetHTTP {
+			if err := tg.validateAWS(at); err != nil {
+				return err
+			}
+			continue
+		}
+		if tg.ARN != "" || tg.GroupID != "" || tg.Source != "" || tg.DetailType != "" || tg.Invocation != "" {
+			return &FieldError{Field: at, Reason: "an http target takes url, timeout and headers only"}
 		}
 		u, err := url.Parse(tg.URL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -248,6 +260,59 @@ func (f *File) Validate() error {
 		}
 	}
 	return nil
+}
+
+// arnKinds are the ARN service and resource prefix each AWS target type names.
+var arnKinds = map[string][2]string{
+	TargetSQS: {"sqs", ""}, TargetSNS: {"sns", ""}, TargetEventBridge: {"events", "event-bus/"},
+	TargetStepFunctions: {"states", "stateMachine:"}, TargetLambda: {"lambda", "function:"},
+}
+
+// validateAWS checks an AWS target: a known type, the ARN of its kind of resource, and only
+// the fields its type takes.
+func (t *Target) validateAWS(at string) error {
+	kind, ok := arnKinds[t.Type]
+	if !ok {
+		return &FieldError{Field: at + ".type", Reason: fmt.Sprintf("%q is not http, sqs, sns, eventbridge, stepfunctions or lambda", t.Type)}
+	}
+	if t.URL != "" || len(t.Headers) > 0 {
+		return &FieldError{Field: at, Reason: "url and headers are for http targets; an " + t.Type + " target names its resource by arn"}
+	}
+	if t.Type == TargetEventBridge && t.ARN == "" {
+		t.ARN = "default"
+	}
+	p := strings.SplitN(t.ARN, ":", 6)
+	named := t.Type == TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") && validBusName(t.ARN)
+	if !named && (len(p) != 6 || p[0] != "arn" || p[2] != kind[0] || !strings.HasPrefix(p[5], kind[1]) || len(p[5]) == len(kind[1])) {
+		return &FieldError{Field: at + ".arn", Reason: fmt.Sprintf("%q is not the ARN of a %s resource (arn:aws:%s:<region>:<account>:%s...)", t.ARN, t.Type, kind[0], kind[1])}
+	}
+	if time.Duration(t.Timeout) < 0 || time.Duration(t.Timeout) > 10*time.Minute {
+		return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
+	}
+	fifo := strings.HasSuffix(t.ARN, ".fifo")
+	switch {
+	case t.GroupID != "" && !((t.Type == TargetSQS || t.Type == TargetSNS) && fifo):
+		return &FieldError{Field: at + ".group_id", Reason: "is for FIFO queues and topics (their ARN ends in .fifo)"}
+	case (t.Source != "" || t.DetailType != "") && t.Type != TargetEventBridge:
+		return &FieldError{Field: at, Reason: "source and detail_type are for eventbridge targets"}
+	case t.Invocation != "" && t.Type != TargetLambda:
+		return &FieldError{Field: at + ".invocation", Reason: "is for lambda targets"}
+	case t.Invocation != "" && t.Invocation != "event" && t.Invocation != "request-response":
+		return &FieldError{Field: at + ".invocation", Reason: fmt.Sprintf("%q is not event or request-response", t.Invocation)}
+	}
+	return nil
+}
+
+func validBusName(s string) bool {
+	if s == "" || len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-/", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // validTableName accepts DynamoDB's table names (3-255 of a-z A-Z 0-9 _ - .) and table ARNs.

@@ -1,0 +1,257 @@
+package targets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/oncehook/oncehook/outbox"
+)
+
+// DefaultTimeout bounds one service call when an executor's Timeout is not set.
+const DefaultTimeout = 10 * time.Second
+
+func timeout(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return DefaultTimeout
+}
+
+// The clients' calls the executors make (*sqs.Client and the others satisfy them).
+type (
+	SQSAPI interface {
+		SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	}
+	SNSAPI interface {
+		Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
+	}
+	EventBridgeAPI interface {
+		PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+	}
+	StepFunctionsAPI interface {
+		StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
+		DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+	}
+	LambdaAPI interface {
+		Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+	}
+)
+
+// attributes are the message attributes SQS and SNS messages carry besides the body.
+func attributes(t outbox.Task) map[string]string {
+	return map[string]string{"idempotency_key": t.IdempotencyKey, "source": t.Source, "event_id": t.EventID,
+		"event_type": t.EventType, "intent": t.Intent}
+}
+
+// groupID is a FIFO message's group: the configured one, else the event's own (messages of
+// one event keep their order; events do not wait for each other).
+func groupID(configured string, t outbox.Task) string {
+	if configured != "" {
+		return configured
+	}
+	return hashedKey(t.Source + ":" + t.EventID)
+}
+
+// SQS sends each intent's payload as one message to a queue. A FIFO queue (its URL ends in
+// ".fifo") deduplicates on the key's hash for five minutes and orders by GroupID; a standard
+// queue delivers at least once, so its consumer deduplicates on the idempotency_key attribute.
+type SQS struct {
+	Client   SQSAPI
+	QueueURL string
+	// GroupID is a FIFO queue's MessageGroupId; default one group per event.
+	GroupID string
+	Timeout time.Duration // per call; default DefaultTimeout
+}
+
+// MaxDuration is the longest one call takes (outbox.Bounded).
+func (x *SQS) MaxDuration() time.Duration { return timeout(x.Timeout) }
+
+// Execute sends the message.
+func (x *SQS) Execute(ctx context.Context, t outbox.Task) error {
+	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
+	defer cancel()
+	attrs := map[string]sqstypes.MessageAttributeValue{}
+	for k, v := range attributes(t) {
+		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(x.QueueURL), MessageBody: aws.String(string(t.Payload)), MessageAttributes: attrs}
+	if strings.HasSuffix(x.QueueURL, ".fifo") {
+		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
+		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
+	}
+	_, err := x.Client.SendMessage(ctx, in)
+	return classify("SQS SendMessage "+x.QueueURL, err)
+}
+
+// SNS publishes each intent's payload to a topic. A FIFO topic (its ARN ends in ".fifo")
+// deduplicates on the key's hash and orders by GroupID; a standard topic's subscribers
+// deduplicate on the idempotency_key attribute.
+type SNS struct {
+	Client   SNSAPI
+	TopicARN string
+	GroupID  string        // a FIFO topic's MessageGroupId; default one group per event
+	Timeout  time.Duration // per call; default DefaultTimeout
+}
+
+// MaxDuration is the longest one call takes (outbox.Bounded).
+func (x *SNS) MaxDuration() time.Duration { return timeout(x.Timeout) }
+
+// Execute publishes the message.
+func (x *SNS) Execute(ctx context.Context, t outbox.Task) error {
+	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
+	defer cancel()
+	attrs := map[string]snstypes.MessageAttributeValue{}
+	for k, v := range attributes(t) {
+		attrs[k] = snstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	in := &sns.PublishInput{TopicArn: aws.String(x.TopicARN), Message: aws.String(string(t.Payload)), MessageAttributes: attrs}
+	if strings.HasSuffix(x.TopicARN, ".fifo") {
+		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
+		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
+	}
+	_, err := x.Client.Publish(ctx, in)
+	return classify("SNS Publish "+x.TopicARN, err)
+}
+
+// EventBridge puts each intent as one event on a bus, its detail the Envelope. An entry the
+// bus refused (PutEvents' FailedEntryCount) is retried: it was not put.
+type EventBridge struct {
+	Client EventBridgeAPI
+	Bus    string // name or ARN; "default" when empty
+	// Source and DetailType name the event; default "oncehook" and the intent's name.
+	Source, DetailType string
+	Timeout            time.Duration // per call; default DefaultTimeout
+}
+
+// MaxDuration is the longest one call takes (outbox.Bounded).
+func (x *EventBridge) MaxDuration() time.Duration { return timeout(x.Timeout) }
+
+// Execute puts the event.
+func (x *EventBridge) Execute(ctx context.Context, t outbox.Task) error {
+	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
+	defer cancel()
+	detail, err := envelope(t)
+	if err != nil {
+		return err
+	}
+	bus, source, detailType := x.Bus, x.Source, x.DetailType
+	if bus == "" {
+		bus = "default"
+	}
+	if source == "" {
+		source = "oncehook"
+	}
+	if detailType == "" {
+		detailType = t.Intent
+	}
+	out, err := x.Client.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		EventBusName: aws.String(bus), Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(detail)),
+	}}})
+	if err != nil {
+		return classify("EventBridge PutEvents "+bus, err)
+	}
+	if out.FailedEntryCount > 0 {
+		code, msg := "", ""
+		if len(out.Entries) > 0 {
+			code, msg = aws.ToString(out.Entries[0].ErrorCode), aws.ToString(out.Entries[0].ErrorMessage)
+		}
+		return fmt.Errorf("EventBridge PutEvents %s: the entry failed: %s %s", bus, code, msg)
+	}
+	return nil
+}
+
+// StepFunctions starts one execution per intent, named after the key's hash, with the payload
+// as its input. A standard state machine refuses a second execution of one name for 90 days:
+// a retry meets ExecutionAlreadyExists (or, while the first runs, is answered as it was), and
+// counts as done when the existing execution has the same input, permanent when it has another.
+type StepFunctions struct {
+	Client          StepFunctionsAPI
+	StateMachineARN string
+	Timeout         time.Duration // per call; default DefaultTimeout
+}
+
+// MaxDuration is the longest one Execute takes (outbox.Bounded): a start and a describe.
+func (x *StepFunctions) MaxDuration() time.Duration { return 2 * timeout(x.Timeout) }
+
+// ExecutionName is the execution an intent starts: 32 hex digits of its key's SHA-256.
+func ExecutionName(idempotencyKey string) string { return hashedKey(idempotencyKey)[:32] }
+
+// Execute starts the execution.
+func (x *StepFunctions) Execute(ctx context.Context, t outbox.Task) error {
+	if !jsonValid(t.Payload) {
+		return outbox.Permanent(errors.New("the intent's payload is not JSON: a state machine's input must be"))
+	}
+	name := ExecutionName(t.IdempotencyKey)
+	cctx, cancel := context.WithTimeout(ctx, timeout(x.Timeout))
+	_, err := x.Client.StartExecution(cctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload))})
+	cancel()
+	var exists *sfntypes.ExecutionAlreadyExists
+	if !errors.As(err, &exists) {
+		return classify("Step Functions StartExecution "+x.StateMachineARN, err)
+	}
+	// A state machine's execution ARN is its ARN with ":stateMachine:" made ":execution:" and
+	// the name appended.
+	arn := strings.Replace(x.StateMachineARN, ":stateMachine:", ":execution:", 1) + ":" + name
+	dctx, cancel := context.WithTimeout(ctx, timeout(x.Timeout))
+	defer cancel()
+	d, derr := x.Client.DescribeExecution(dctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+	if derr != nil {
+		return classify("Step Functions DescribeExecution "+arn, derr)
+	}
+	if sameJSON(aws.ToString(d.Input), string(t.Payload)) {
+		return nil // our earlier attempt started it
+	}
+	return outbox.Permanent(fmt.Errorf("Step Functions: execution %s exists with another input", arn))
+}
+
+// Lambda invokes a function with the intent's Envelope: asynchronously ("Event": Lambda queues
+// it, and retries a failed run itself) or synchronously ("RequestResponse": a function error
+// is retried by the outbox).
+type Lambda struct {
+	Client   LambdaAPI
+	Function string // name or ARN
+	// Synchronous invokes RequestResponse and waits for the function; the default is Event.
+	Synchronous bool
+	Timeout     time.Duration // per call; default DefaultTimeout (a synchronous call waits for the function)
+}
+
+// MaxDuration is the longest one call takes (outbox.Bounded).
+func (x *Lambda) MaxDuration() time.Duration { return timeout(x.Timeout) }
+
+// Execute invokes the function.
+func (x *Lambda) Execute(ctx context.Context, t outbox.Task) error {
+	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
+	defer cancel()
+	payload, err := envelope(t)
+	if err != nil {
+		return err
+	}
+	kind := lambdatypes.InvocationTypeEvent
+	if x.Synchronous {
+		kind = lambdatypes.InvocationTypeRequestResponse
+	}
+	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload})
+	if err != nil {
+		return classify("Lambda Invoke "+x.Function, err)
+	}
+	if out.FunctionError != nil {
+		// The function ran and failed: retried, and parked after the worker's attempts.
+		return fmt.Errorf("Lambda Invoke %s: function error %s: %.200s", x.Function, aws.ToString(out.FunctionError), out.Payload)
+	}
+	return nil
+}

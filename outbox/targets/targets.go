@@ -1,0 +1,114 @@
+// Package targets is the outbox's built-in executors for AWS services: SQS, SNS, EventBridge,
+// Step Functions and Lambda. Each passes the intent's idempotency key the way its service
+// understands it, and classifies the service's errors as the worker needs them: throttling,
+// server faults, timeouts and transport failures are retried; validation, access denied and
+// not-found are permanent (the intent parks for an operator).
+//
+//	service          the idempotency key                                  a second attempt
+//	SQS FIFO         MessageDeduplicationId = sha256(key), 5-minute window  dropped by SQS
+//	SQS standard     message attribute idempotency_key                     the consumer's dedup
+//	SNS FIFO         MessageDeduplicationId = sha256(key)                  dropped by SNS
+//	SNS standard     message attribute idempotency_key                     the subscriber's dedup
+//	EventBridge      detail.idempotency_key, with the event id             the rule target's dedup
+//	Step Functions   execution name = sha256(key)[:32] in hex              ExecutionAlreadyExists:
+//	                                                                       done if same input
+//	Lambda           the envelope's idempotency_key (Powertools can key on it) the function's dedup
+//
+// EventBridge and Lambda receive the intent wrapped in an Envelope, so the function or rule
+// sees the key and the event it came from; SQS and SNS carry the payload as the message body
+// and the rest as message attributes; Step Functions gets the payload as the execution input.
+package targets
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+
+	"github.com/oncehook/oncehook/outbox"
+)
+
+// Envelope is what EventBridge rules and Lambda functions receive: the intent's payload with
+// the key to deduplicate on and the event it came from.
+type Envelope struct {
+	IdempotencyKey string          `json:"idempotency_key"`
+	Source         string          `json:"source"`
+	EventID        string          `json:"event_id"`
+	EventType      string          `json:"event_type"`
+	Intent         string          `json:"intent"`
+	Payload        json.RawMessage `json:"payload"`
+}
+
+// envelope wraps t, refusing (permanently) a payload that is not JSON: the services take JSON.
+func envelope(t outbox.Task) ([]byte, error) {
+	if !json.Valid(t.Payload) {
+		return nil, outbox.Permanent(errors.New("the intent's payload is not JSON"))
+	}
+	b, err := json.Marshal(Envelope{IdempotencyKey: t.IdempotencyKey, Source: t.Source, EventID: t.EventID,
+		EventType: t.EventType, Intent: t.Intent, Payload: t.Payload})
+	if err != nil {
+		return nil, outbox.Permanent(err)
+	}
+	return b, nil
+}
+
+// hashedKey is the key's SHA-256 in hex (64 characters): what fits the services' id fields
+// (SQS and SNS deduplication ids: 128 characters of a restricted alphabet; execution names:
+// 80), whatever the event id holds.
+func hashedKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// classify turns a service call's error into the worker's terms: nil, retried, or Permanent.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("%s: %w", op, err)
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return err // a timeout or a transport failure: the call may not have happened; retried
+	}
+	code := ae.ErrorCode()
+	if _, ok := retry.DefaultThrottleErrorCodes[code]; ok {
+		return err
+	}
+	if _, ok := retry.DefaultRetryableErrorCodes[code]; ok {
+		return err
+	}
+	var re *awshttp.ResponseError
+	status := 0
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	switch {
+	case ae.ErrorFault() == smithy.FaultServer || status >= 500:
+		return err
+	case ae.ErrorFault() == smithy.FaultClient || status >= 400:
+		return outbox.Permanent(err) // validation, access denied, not found: no retry fixes it
+	}
+	return err
+}
+
+func jsonValid(b []byte) bool { return json.Valid(b) }
+
+// sameJSON reports whether a and b are the same JSON value (Step Functions may store the input
+// re-serialized).
+func sameJSON(a, b string) bool {
+	if a == b {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}
