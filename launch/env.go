@@ -258,6 +258,9 @@ func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor
 			}
 			m[name] = &targets.Lambda{Client: lamc, Function: t.ARN, Synchronous: t.Invocation == "request-response", Timeout: timeout}
 		}
+		if t.Delivery == sources.AtMostOnce {
+			m[name] = outbox.AtMostOnce(m[name])
+		}
 	}
 	return m
 }

@@ -227,7 +227,7 @@ func TestABundledSourcesFileMustBeTheOneTheStackWasSynthesizedWith(t *testing.T)
 // types, configured from the file.
 func TestEachTargetTypeGetsItsExecutor(t *testing.T) {
 	f, err := sources.Parse([]byte(`{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"30d"}},
-  "targets":{"h":{"url":"https://e.example/send"},"q":{"type":"sqs","arn":"arn:aws:sqs:eu-west-1:222222222222:orders.fifo","group_id":"g"},
+  "targets":{"h":{"url":"https://e.example/send"},"m":{"url":"https://smtp-gateway.example/send","delivery":"at-most-once"},"q":{"type":"sqs","arn":"arn:aws:sqs:eu-west-1:222222222222:orders.fifo","group_id":"g"},
              "n":{"type":"sns","arn":"arn:aws:sns:eu-west-1:222222222222:alerts"},"e":{"type":"eventbridge","detail_type":"Shipped"},
              "s":{"type":"stepfunctions","arn":"arn:aws:states:eu-west-1:222222222222:stateMachine:fulfil"},
              "l":{"type":"lambda","arn":"arn:aws:lambda:eu-west-1:222222222222:function:crm","invocation":"request-response","timeout":"30s"}}}`))
@@ -237,6 +237,9 @@ func TestEachTargetTypeGetsItsExecutor(t *testing.T) {
 	m := TargetExecutors(f, aws.Config{Region: "eu-west-1"})
 	if x, ok := m["h"].(*outbox.HTTPExecutor); !ok || x.URL != "https://e.example/send" {
 		t.Errorf("h: %#v", m["h"])
+	}
+	if outbox.IsAtMostOnce(m["h"]) || !outbox.IsAtMostOnce(m["m"]) {
+		t.Errorf("at-most-once: h %v, m %v; want only m", outbox.IsAtMostOnce(m["h"]), outbox.IsAtMostOnce(m["m"]))
 	}
 	if x, ok := m["q"].(*targets.SQS); !ok || x.QueueURL != "https://sqs.eu-west-1.amazonaws.com/222222222222/orders.fifo" || x.GroupID != "g" {
 		t.Errorf("q: %#v", m["q"])

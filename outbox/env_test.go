@@ -277,3 +277,10 @@ func (e *env) readmittable(id string) (commit func()) {
 		}
 	}
 }
+
+// diesAfterTheCall is a client option under which every write recording an outcome fails, as
+// if the function died between the downstream call and the record.
+func diesAfterTheCall() func(*dynamodb.Options) {
+	return awstest.WithTransport(&awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 500,
+		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`, Match: "#st = :status"})
+}

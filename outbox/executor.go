@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 )
@@ -50,6 +51,52 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &pe)
 }
 
+// NotSentError marks a failure the downstream cannot have acted on: the connection was refused,
+// or the service turned the request away unprocessed (throttling). An at-most-once intent may
+// be tried again after one; after any other failure it parks.
+type NotSentError struct{ Err error }
+
+func (e *NotSentError) Error() string { return e.Err.Error() }
+func (e *NotSentError) Unwrap() error { return e.Err }
+
+// NotSent marks err as one the downstream cannot have acted on.
+func NotSent(err error) error { return &NotSentError{Err: err} }
+
+// IsNotSent reports whether err was marked NotSent.
+func IsNotSent(err error) bool {
+	var ns *NotSentError
+	return errors.As(err, &ns)
+}
+
+// AtMostOnce wraps an executor whose downstream has no idempotency key of its own (SMTP, a
+// legacy API): its intents are called at most once. The lease before the call records the
+// attempt as under way; an attempt that never recorded its outcome (its worker stopped
+// mid-call) parks instead of being called again, and so does a failure that may have reached
+// the downstream: only a NotSent error is retried. A parked intent is a person's decision
+// (check the downstream, then hookctl redrive if it was not sent). Use at-least-once, the
+// default, wherever the downstream deduplicates: it never needs a person.
+func AtMostOnce(x Executor) Executor {
+	if b, ok := x.(Bounded); ok {
+		return &atMostOnceBounded{atMostOnce{x}, b}
+	}
+	return &atMostOnce{x}
+}
+
+type atMostOnce struct{ Executor }
+
+func (atMostOnce) deliversAtMostOnce() {}
+
+type atMostOnceBounded struct {
+	atMostOnce
+	Bounded
+}
+
+// IsAtMostOnce reports whether x was wrapped by AtMostOnce.
+func IsAtMostOnce(x Executor) bool {
+	_, ok := x.(interface{ deliversAtMostOnce() })
+	return ok
+}
+
 // HTTPExecutor POSTs the intent's payload as JSON to URL with the Idempotency-Key header.
 //
 // How it classifies the answer, and why:
@@ -60,6 +107,8 @@ func IsPermanent(err error) bool {
 //	                          request with the same key is still in flight (our earlier attempt
 //	                          that timed out); the next attempt gets that request's answer
 //	timeouts, transport errors retried
+//	429, a refused connection retried, and marked NotSent: an at-most-once intent (AtMostOnce)
+//	                          is retried after them too, and parked after any other failure
 //	3xx                       permanent, never followed: a followed 301/302/303 turns the POST into
 //	                          a GET without a body (an HTTP->HTTPS hop, a login page) whose 2xx
 //	                          would record an effect that never happened; 307/308 would send the
@@ -130,6 +179,10 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 	client.CheckRedirect = noRedirects
 	resp, err := client.Do(req)
 	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return NotSent(fmt.Errorf("POST %s: %w", x.URL, err)) // no connection, no request
+		}
 		return fmt.Errorf("POST %s: %w", x.URL, err)
 	}
 	defer resp.Body.Close()
@@ -147,8 +200,9 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 			se.Location = "(no Location)"
 		}
 		return Permanent(se)
-	case code == http.StatusRequestTimeout, code == http.StatusConflict, code == http.StatusTooEarly,
-		code == http.StatusTooManyRequests, code >= 500:
+	case code == http.StatusTooManyRequests:
+		return NotSent(se) // rate limited: turned away before it was processed
+	case code == http.StatusRequestTimeout, code == http.StatusConflict, code == http.StatusTooEarly, code >= 500:
 		return se
 	default:
 		return Permanent(se)

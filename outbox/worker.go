@@ -291,11 +291,15 @@ type lease struct {
 	// the margin. It is computed from before the lease request was sent, so a slow lease
 	// write (SDK retries) shortens the call rather than letting it outlive the lease.
 	ends time.Time
+	// stranded is an at-most-once intent whose earlier attempt was leased and never recorded
+	// (its worker stopped mid-call): not leased again, but to be parked, as it may be sent.
+	stranded bool
 }
 
 // run takes one intent through lease, execution and record.
 func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (string, error) {
-	l, err := w.lease(ctx, claim, name)
+	amo := IsAtMostOnce(w.cfg.Executors[claim.Intents[name].Target])
+	l, err := w.lease(ctx, claim, name, amo)
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
@@ -303,9 +307,13 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	exec, ok := w.cfg.Executors[in.Target]
 	start := time.Now()
 	var execErr error
-	if !ok {
+	switch {
+	case !ok:
 		execErr = Permanent(fmt.Errorf("no executor for target %q", in.Target))
-	} else {
+	case l.stranded:
+		execErr = Permanent(fmt.Errorf("at-most-once: attempt %d was under way when its worker stopped, and may have been sent; "+
+			"not sent again (check the downstream, then redrive if it was not)", l.attempt))
+	default:
 		// The call must end before the lease does (or another worker could take it meanwhile)
 		// and before the invocation does (or nothing could record it).
 		ends := l.ends
@@ -322,6 +330,10 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 		cancel()
 	}
 	latency := time.Since(start)
+	if amo && execErr != nil && !IsNotSent(execErr) && !IsPermanent(execErr) {
+		// The call may have reached the downstream: an at-most-once intent is not sent again.
+		execErr = Permanent(fmt.Errorf("at-most-once: %w (it may have reached the downstream: not sent again)", execErr))
+	}
 
 	outcome := OutcomeDone
 	var next time.Time
@@ -412,18 +424,25 @@ func (w *Worker) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dyn
 // a new claim). It also removes the claim's wake marker, so that this write's stream record
 // does not invoke the worker again. It returns nil when another worker has the intent or it
 // is no longer due.
-func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string) (*lease, error) {
+//
+// An at-most-once intent (amo) is leased only while pending: one running under an expired
+// lease had its call under way when its worker stopped, so it comes back stranded, to be
+// parked under the attempt it was leased at (the park is fenced on it, so one worker does it).
+func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (*lease, error) {
 	sent := time.Now() // before now: the lease as written never ends before sent + Lease
 	now := w.cfg.Now()
 	owner := strconv.FormatUint(rand.Uint64(), 36)
+	pending := "(intents.#n.#st = :pending AND (attribute_not_exists(intents.#n.next_attempt_at) OR intents.#n.next_attempt_at <= :now))"
+	cond := "commit_token = :commit AND (" + pending + " OR (intents.#n.#st = :running AND intents.#n.lease_until < :now))"
+	if amo {
+		cond = "commit_token = :commit AND " + pending // DynamoDB refuses redundant parentheses
+	}
 	out, err := w.update(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(w.cfg.Table),
 		Key:       claimKey(claim.PK),
 		UpdateExpression: aws.String("SET intents.#n.#st = :running, intents.#n.lease_until = :until, " +
 			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE " + dedup.AttrWake),
-		ConditionExpression: aws.String("commit_token = :commit AND (" +
-			"(intents.#n.#st = :pending AND (attribute_not_exists(intents.#n.next_attempt_at) OR intents.#n.next_attempt_at <= :now)) OR " +
-			"(intents.#n.#st = :running AND intents.#n.lease_until < :now))"),
+		ConditionExpression:      aws.String(cond),
 		ExpressionAttributeNames: intentNames(name),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":running": str(dedup.IntentRunning),
@@ -443,8 +462,13 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string) (*l
 		// Either another worker holds it, or the SDK retried our own lease whose answer was
 		// lost: then the stored intent is running under our owner token, and it is ours.
 		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
-			if in := held.Intents[name]; in.Status == dedup.IntentRunning && in.LeaseOwner == owner {
+			in := held.Intents[name]
+			if in.Status == dedup.IntentRunning && in.LeaseOwner == owner {
 				l.attempt, l.claim = in.Attempts, held
+				return l, nil
+			}
+			if amo && in.Status == dedup.IntentRunning && in.LeaseUntil < now.UnixMilli() && held.CommitToken == claim.CommitToken {
+				l.attempt, l.owner, l.claim, l.stranded = in.Attempts, in.LeaseOwner, held, true
 				return l, nil
 			}
 		}

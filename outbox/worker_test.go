@@ -105,9 +105,7 @@ func TestACrashAfterTheDownstreamCallIsAbsorbedByTheIdempotencyKey(t *testing.T)
 	recs := e.records()
 	// The worker reaches the downstream, then cannot record "done": every UpdateItem after the
 	// leases fails, as if the function died between the call and the write.
-	inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 500,
-		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`, Match: "#st = :status"}
-	crashing := e.worker(nil, awstest.WithTransport(inject))
+	crashing := e.worker(nil, diesAfterTheCall())
 	resp, _ := crashing.HandleStream(context.Background(), batch(recs))
 	if len(resp.BatchItemFailures) != len(recs) {
 		t.Fatalf("%d batch failures, want every record (%d): nothing could be recorded", len(resp.BatchItemFailures), len(recs))

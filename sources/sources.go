@@ -100,7 +100,18 @@ type Target struct {
 	// Invocation is a Lambda target's: "event" (the default: Lambda queues the call) or
 	// "request-response" (the outbox waits, and retries a function error).
 	Invocation string `json:"invocation,omitempty"`
+	// Delivery is "at-least-once" (the default: a crash between the call and its record sends
+	// again, and the downstream's dedup absorbs it) or "at-most-once", for a downstream with no
+	// idempotency key at all: an attempt that may have been sent is never sent again, and
+	// parks for a person instead (outbox.AtMostOnce).
+	Delivery string `json:"delivery,omitempty"`
 }
+
+// The values of Target.Delivery.
+const (
+	AtLeastOnce = "at-least-once"
+	AtMostOnce  = "at-most-once"
+)
 
 // The values of Target.Type.
 const (

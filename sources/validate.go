@@ -229,6 +229,13 @@ func (f *File) Validate() error {
 		if tg.Type == "" {
 			tg.Type = TargetHTTP
 		}
+		switch tg.Delivery {
+		case "":
+			tg.Delivery = AtLeastOnce
+		case AtLeastOnce, AtMostOnce:
+		default:
+			return &FieldError{Field: at + ".delivery", Reason: fmt.Sprintf("%q is not %q or %q", tg.Delivery, AtLeastOnce, AtMostOnce)}
+		}
 		if tg.Type != TargetHTTP {
 			if err := tg.validateAWS(at); err != nil {
 				return err

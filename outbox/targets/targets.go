@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -73,11 +74,15 @@ func classify(op string, err error) error {
 	err = fmt.Errorf("%s: %w", op, err)
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
-		return err // a timeout or a transport failure: the call may not have happened; retried
+		var dial *net.OpError
+		if errors.As(err, &dial) && dial.Op == "dial" {
+			return outbox.NotSent(err) // no connection: nothing reached the service
+		}
+		return err // a timeout or a transport failure: the call may have happened; retried
 	}
 	code := ae.ErrorCode()
 	if _, ok := retry.DefaultThrottleErrorCodes[code]; ok {
-		return err
+		return outbox.NotSent(err) // turned away before it was processed
 	}
 	if _, ok := retry.DefaultRetryableErrorCodes[code]; ok {
 		return err
