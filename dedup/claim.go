@@ -211,6 +211,9 @@ type ClaimIntent struct {
 	FinishedAt    string `dynamodbav:"finished_at,omitempty"`
 	AttemptsBase  int    `dynamodbav:"attempts_base,omitempty"`
 	LeaseOwner    string `dynamodbav:"lease_owner,omitempty"`
+	// Sent is what the executor's call produced, when it says (a message id, an execution
+	// ARN): recorded as the intent is done.
+	Sent string `dynamodbav:"sent,omitempty"`
 }
 
 // EffectKey is the key of an effect record the claim's transaction wrote: in the claims' own

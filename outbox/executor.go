@@ -30,6 +30,22 @@ type Executor interface {
 	Execute(ctx context.Context, t Task) error
 }
 
+// Reporter is an Executor that says what its call produced (a message id, an execution ARN):
+// the worker calls ExecuteReport instead of Execute and records sent on the intent as it
+// finishes it (hookctl inspect shows it).
+type Reporter interface {
+	Executor
+	ExecuteReport(ctx context.Context, t Task) (sent string, err error)
+}
+
+// execute runs x, with what it reports when it is a Reporter.
+func execute(ctx context.Context, x Executor, t Task) (string, error) {
+	if r, ok := x.(Reporter); ok {
+		return r.ExecuteReport(ctx, t)
+	}
+	return "", x.Execute(ctx, t)
+}
+
 // ExecutorFunc adapts a function to Executor.
 type ExecutorFunc func(ctx context.Context, t Task) error
 
@@ -85,6 +101,11 @@ func AtMostOnce(x Executor) Executor {
 type atMostOnce struct{ Executor }
 
 func (atMostOnce) deliversAtMostOnce() {}
+
+// ExecuteReport passes the wrapped executor's report on.
+func (x atMostOnce) ExecuteReport(ctx context.Context, t Task) (string, error) {
+	return execute(ctx, x.Executor, t)
+}
 
 type atMostOnceBounded struct {
 	atMostOnce

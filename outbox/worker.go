@@ -291,6 +291,8 @@ type lease struct {
 	// the margin. It is computed from before the lease request was sent, so a slow lease
 	// write (SDK retries) shortens the call rather than letting it outlive the lease.
 	ends time.Time
+	// sent is what the call produced, recorded with done.
+	sent string
 	// stranded is an at-most-once intent whose earlier attempt was leased and never recorded
 	// (its worker stopped mid-call): not leased again, but to be parked, as it may be sent.
 	stranded bool
@@ -307,6 +309,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	exec, ok := w.cfg.Executors[in.Target]
 	start := time.Now()
 	var execErr error
+	var sent string // what the executor says it sent, when it is a Reporter
 	switch {
 	case !ok:
 		execErr = Permanent(fmt.Errorf("no executor for target %q", in.Target))
@@ -321,7 +324,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 			ends = d.Add(-w.cfg.Margin)
 		}
 		callCtx, cancel := context.WithDeadline(ctx, ends)
-		execErr = exec.Execute(callCtx, Task{
+		sent, execErr = execute(callCtx, exec, Task{
 			Source: claim.Source, EventID: claim.EventID, EventType: claim.EventType,
 			Intent: name, Target: in.Target, Payload: in.Payload,
 			IdempotencyKey: dedup.IdempotencyKey(claim.Source, claim.EventID, name),
@@ -339,6 +342,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	var next time.Time
 	switch {
 	case execErr == nil:
+		l.sent = sent
 		err = w.finish(ctx, l, dedup.IntentDone, "")
 	case IsPermanent(execErr) || l.attempt-in.AttemptsBase >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
@@ -550,6 +554,10 @@ func (w *Worker) finishInput(l *lease, status, msg string) *dynamodb.UpdateItemI
 	if msg != "" {
 		set = append(set, "intents.#n.last_error = :err")
 		values[":err"] = str(truncate(msg))
+	}
+	if l.sent != "" && status == dedup.IntentDone {
+		set = append(set, "intents.#n.sent = :sent")
+		values[":sent"] = str(truncate(l.sent))
 	}
 	cond := fence
 	if others, shard, leaves := indexAfter(l.claim, l.name, status); leaves {

@@ -37,6 +37,10 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(w, "expires\t%s\n", time.Unix(cl.ExpiresAt, 0).UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "payload\t%d bytes, sha256 %s\n", cl.PayloadBytes, cl.PayloadSHA256)
 	for _, k := range cl.Effects {
+		if k.Table != "" {
+			fmt.Fprintf(w, "effect\t%s: %s / %s\n", k.Table, k.PK, orDash(k.SK))
+			continue
+		}
 		fmt.Fprintf(w, "effect\t%s / %s\n", k.PK, k.SK)
 	}
 	for _, i := range cl.Absorbed {
@@ -48,10 +52,21 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	}
 	fmt.Fprintln(c.stdout)
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "INTENT\tTARGET\tSTATUS\tATTEMPTS\tLAST ERROR")
+	// A target's type and delivery come from the sources file, when it can be read.
+	kinds := map[string]string{}
+	if f, err := c.sources(); err == nil {
+		for name, t := range f.Targets {
+			kinds[name] = " (" + t.Type
+			if t.Delivery == sources.AtMostOnce {
+				kinds[name] += ", at-most-once"
+			}
+			kinds[name] += ")"
+		}
+	}
+	fmt.Fprintln(w, "INTENT\tTARGET\tSTATUS\tATTEMPTS\tSENT\tLAST ERROR")
 	for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
 		in := cl.Intents[name]
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", name, in.Target, in.Status, in.Attempts, orDash(in.LastError))
+		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", name, in.Target, kinds[in.Target], in.Status, in.Attempts, orDash(in.Sent), orDash(in.LastError))
 	}
 	return w.Flush()
 }

@@ -242,3 +242,34 @@ func TestStormRefusesBadFaults(t *testing.T) {
 		t.Errorf("faults without an emulator: %d %s", code, errOut)
 	}
 }
+
+// TestInspectShowsWhatWasSentAndTheTargetsKind: a done intent's recorded message id, and its
+// target's type and delivery from the sources file.
+func TestInspectShowsWhatWasSentAndTheTargetsKind(t *testing.T) {
+	client, table := testTable(t)
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_s", Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "fulfil", Target: "orders", Payload: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table),
+		Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", "evt_s")}, "sk": &types.AttributeValueMemberS{Value: dedup.ClaimSK}},
+		UpdateExpression:          aws.String("SET intents.fulfil.#st = :done, intents.fulfil.sent = :sent"),
+		ExpressionAttributeNames:  map[string]string{"#st": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: "done"}, ":sent": &types.AttributeValueMemberS{Value: "message 5fea7756-0ea4-451a-a703-a558b933e274"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"1d"}},
+	  "targets":{"orders":{"type":"sqs","arn":"arn:aws:sqs:us-east-1:000000000000:orders.fifo","delivery":"at-most-once"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := hookctl(t, "", "inspect", "-table", table, "-sources", file, "shop", "evt_s")
+	if code != 0 || !strings.Contains(out, "orders (sqs, at-most-once)") || !strings.Contains(out, "message 5fea7756-0ea4-451a-a703-a558b933e274") {
+		t.Fatalf("inspect: %d\n%s%s", code, out, errOut)
+	}
+}

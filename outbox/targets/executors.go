@@ -83,6 +83,12 @@ func (x *SQS) MaxDuration() time.Duration { return timeout(x.Timeout) }
 
 // Execute sends the message.
 func (x *SQS) Execute(ctx context.Context, t outbox.Task) error {
+	_, err := x.ExecuteReport(ctx, t)
+	return err
+}
+
+// ExecuteReport sends the message and reports its id (outbox.Reporter).
+func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
 	attrs := map[string]sqstypes.MessageAttributeValue{}
@@ -94,8 +100,11 @@ func (x *SQS) Execute(ctx context.Context, t outbox.Task) error {
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
 		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
 	}
-	_, err := x.Client.SendMessage(ctx, in)
-	return classify("SQS SendMessage "+x.QueueURL, err)
+	out, err := x.Client.SendMessage(ctx, in)
+	if err != nil {
+		return "", classify("SQS SendMessage "+x.QueueURL, err)
+	}
+	return "message " + aws.ToString(out.MessageId), nil
 }
 
 // SNS publishes each intent's payload to a topic. A FIFO topic (its ARN ends in ".fifo")
@@ -113,6 +122,12 @@ func (x *SNS) MaxDuration() time.Duration { return timeout(x.Timeout) }
 
 // Execute publishes the message.
 func (x *SNS) Execute(ctx context.Context, t outbox.Task) error {
+	_, err := x.ExecuteReport(ctx, t)
+	return err
+}
+
+// ExecuteReport publishes the message and reports its id (outbox.Reporter).
+func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
 	attrs := map[string]snstypes.MessageAttributeValue{}
@@ -124,8 +139,11 @@ func (x *SNS) Execute(ctx context.Context, t outbox.Task) error {
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
 		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
 	}
-	_, err := x.Client.Publish(ctx, in)
-	return classify("SNS Publish "+x.TopicARN, err)
+	out, err := x.Client.Publish(ctx, in)
+	if err != nil {
+		return "", classify("SNS Publish "+x.TopicARN, err)
+	}
+	return "message " + aws.ToString(out.MessageId), nil
 }
 
 // EventBridge puts each intent as one event on a bus, its detail the Envelope. An entry the
@@ -143,11 +161,17 @@ func (x *EventBridge) MaxDuration() time.Duration { return timeout(x.Timeout) }
 
 // Execute puts the event.
 func (x *EventBridge) Execute(ctx context.Context, t outbox.Task) error {
+	_, err := x.ExecuteReport(ctx, t)
+	return err
+}
+
+// ExecuteReport puts the event and reports its id (outbox.Reporter).
+func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
 	detail, err := envelope(t)
 	if err != nil {
-		return err
+		return "", err
 	}
 	bus, source, detailType := x.Bus, x.Source, x.DetailType
 	if bus == "" {
@@ -163,16 +187,20 @@ func (x *EventBridge) Execute(ctx context.Context, t outbox.Task) error {
 		EventBusName: aws.String(bus), Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(detail)),
 	}}})
 	if err != nil {
-		return classify("EventBridge PutEvents "+bus, err)
+		return "", classify("EventBridge PutEvents "+bus, err)
 	}
 	if out.FailedEntryCount > 0 {
 		code, msg := "", ""
 		if len(out.Entries) > 0 {
 			code, msg = aws.ToString(out.Entries[0].ErrorCode), aws.ToString(out.Entries[0].ErrorMessage)
 		}
-		return fmt.Errorf("EventBridge PutEvents %s: the entry failed: %s %s", bus, code, msg)
+		return "", fmt.Errorf("EventBridge PutEvents %s: the entry failed: %s %s", bus, code, msg)
 	}
-	return nil
+	id := ""
+	if len(out.Entries) > 0 {
+		id = aws.ToString(out.Entries[0].EventId)
+	}
+	return "event " + id, nil
 }
 
 // StepFunctions starts one execution per intent, named after the key's hash, with the payload
@@ -193,16 +221,25 @@ func ExecutionName(idempotencyKey string) string { return hashedKey(idempotencyK
 
 // Execute starts the execution.
 func (x *StepFunctions) Execute(ctx context.Context, t outbox.Task) error {
+	_, err := x.ExecuteReport(ctx, t)
+	return err
+}
+
+// ExecuteReport starts the execution and reports its ARN (outbox.Reporter).
+func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
 	if !jsonValid(t.Payload) {
-		return outbox.Permanent(errors.New("the intent's payload is not JSON: a state machine's input must be"))
+		return "", outbox.Permanent(errors.New("the intent's payload is not JSON: a state machine's input must be"))
 	}
 	name := ExecutionName(t.IdempotencyKey)
 	cctx, cancel := context.WithTimeout(ctx, timeout(x.Timeout))
-	_, err := x.Client.StartExecution(cctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload))})
+	out, err := x.Client.StartExecution(cctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload))})
 	cancel()
 	var exists *sfntypes.ExecutionAlreadyExists
+	if err == nil {
+		return "execution " + aws.ToString(out.ExecutionArn), nil
+	}
 	if !errors.As(err, &exists) {
-		return classify("Step Functions StartExecution "+x.StateMachineARN, err)
+		return "", classify("Step Functions StartExecution "+x.StateMachineARN, err)
 	}
 	// A state machine's execution ARN is its ARN with ":stateMachine:" made ":execution:" and
 	// the name appended.
@@ -211,12 +248,12 @@ func (x *StepFunctions) Execute(ctx context.Context, t outbox.Task) error {
 	defer cancel()
 	d, derr := x.Client.DescribeExecution(dctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 	if derr != nil {
-		return classify("Step Functions DescribeExecution "+arn, derr)
+		return "", classify("Step Functions DescribeExecution "+arn, derr)
 	}
 	if sameJSON(aws.ToString(d.Input), string(t.Payload)) {
-		return nil // our earlier attempt started it
+		return "execution " + arn, nil // our earlier attempt started it
 	}
-	return outbox.Permanent(fmt.Errorf("Step Functions: execution %s exists with another input", arn))
+	return "", outbox.Permanent(fmt.Errorf("Step Functions: execution %s exists with another input", arn))
 }
 
 // Lambda invokes a function with the intent's Envelope: asynchronously ("Event": Lambda queues
@@ -235,11 +272,17 @@ func (x *Lambda) MaxDuration() time.Duration { return timeout(x.Timeout) }
 
 // Execute invokes the function.
 func (x *Lambda) Execute(ctx context.Context, t outbox.Task) error {
+	_, err := x.ExecuteReport(ctx, t)
+	return err
+}
+
+// ExecuteReport invokes the function and reports how Lambda answered (outbox.Reporter).
+func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
 	payload, err := envelope(t)
 	if err != nil {
-		return err
+		return "", err
 	}
 	kind := lambdatypes.InvocationTypeEvent
 	if x.Synchronous {
@@ -247,11 +290,11 @@ func (x *Lambda) Execute(ctx context.Context, t outbox.Task) error {
 	}
 	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload})
 	if err != nil {
-		return classify("Lambda Invoke "+x.Function, err)
+		return "", classify("Lambda Invoke "+x.Function, err)
 	}
 	if out.FunctionError != nil {
 		// The function ran and failed: retried, and parked after the worker's attempts.
-		return fmt.Errorf("Lambda Invoke %s: function error %s: %.200s", x.Function, aws.ToString(out.FunctionError), out.Payload)
+		return "", fmt.Errorf("Lambda Invoke %s: function error %s: %.200s", x.Function, aws.ToString(out.FunctionError), out.Payload)
 	}
-	return nil
+	return fmt.Sprintf("invoked (%s, status %d)", kind, out.StatusCode), nil
 }
