@@ -1,12 +1,17 @@
 package targets_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -324,4 +330,92 @@ func compact(b []byte) string {
 		return string(b)
 	}
 	return buf.String()
+}
+
+// function builds testdata/fn for the emulator's Lambda and creates it.
+func function(t *testing.T, c *lambda.Client) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", filepath.Join(dir, "bootstrap"), "./testdata/fn")
+	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	var zipped bytes.Buffer
+	zw := zip.NewWriter(&zipped)
+	bin, err := os.ReadFile(filepath.Join(dir, "bootstrap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := zw.CreateHeader(&zip.FileHeader{Name: "bootstrap", Method: zip.Deflate, ExternalAttrs: 0o755 << 16})
+	_, _ = f.Write(bin)
+	_ = zw.Close()
+	arch := lambdatypes.ArchitectureArm64
+	if runtime.GOARCH == "amd64" {
+		arch = lambdatypes.ArchitectureX8664
+	}
+	name := unique("oncehook-fn-")
+	if _, err := c.CreateFunction(context.Background(), &lambda.CreateFunctionInput{FunctionName: aws.String(name), Runtime: lambdatypes.RuntimeProvidedal2023,
+		Handler: aws.String("bootstrap"), Role: aws.String("arn:aws:iam::000000000000:role/oncehook-test"), Architectures: []lambdatypes.Architecture{arch},
+		Code: &lambdatypes.FunctionCode{ZipFile: zipped.Bytes()}, Timeout: aws.Int32(10)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = c.DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
+	})
+	waiter := lambda.NewFunctionActiveV2Waiter(c)
+	if err := waiter.Wait(context.Background(), &lambda.GetFunctionInput{FunctionName: aws.String(name)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestALambdaTargetRunsTheFunction: a real function on the emulator, invoked both ways; its
+// error in request-response is retried, not done.
+func TestALambdaTargetRunsTheFunction(t *testing.T) {
+	t.Parallel()
+	c := lambda.NewFromConfig(awstest.Config(t))
+	name := function(t, c)
+	sync := &targets.Lambda{Client: c, Function: name, Synchronous: true, Timeout: 30 * time.Second}
+	sent, err := sync.ExecuteReport(context.Background(), task("evt_11", "crm"))
+	if err != nil || !strings.Contains(sent, "RequestResponse") {
+		t.Fatalf("request-response: %q, %v", sent, err)
+	}
+	failing := task("evt_11", "crm")
+	failing.Payload = []byte(`{"fail":true}`)
+	if err := sync.Execute(context.Background(), failing); err == nil || outbox.IsPermanent(err) || !strings.Contains(err.Error(), "asked to fail") {
+		t.Fatalf("a function error: %v, want retried with its message", err)
+	}
+	async := &targets.Lambda{Client: c, Function: name}
+	if sent, err := async.ExecuteReport(context.Background(), task("evt_12", "crm")); err != nil || !strings.Contains(sent, "status 202") {
+		t.Fatalf("event: %q, %v", sent, err)
+	}
+}
+
+// TestAFIFOTopicDeliversEachIntentOnce: a FIFO topic and its FIFO queue subscriber deliver an
+// intent published three times once: its deduplication id, the key's hash, travels with it.
+func TestAFIFOTopicDeliversEachIntentOnce(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	sq, sn := sqs.NewFromConfig(cfg), sns.NewFromConfig(cfg)
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-topic-") + ".fifo"),
+		Attributes: map[string]string{"FifoTopic": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = sn.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
+	url, arn := queue(t, sq, unique("oncehook-fsub-")+".fifo")
+	if _, err := sn.Subscribe(context.Background(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(arn),
+		Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	x := &targets.SNS{Client: sn, TopicARN: *topic.TopicArn}
+	for range 3 {
+		if err := x.Execute(context.Background(), task("evt_13", "notify")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if msgs := drain(t, sq, url); len(msgs) != 1 {
+		t.Fatalf("%d messages, want 1", len(msgs))
+	}
 }
