@@ -222,3 +222,60 @@ func TestTablesThatCannotWorkAreRefusedAtNew(t *testing.T) {
 		}
 	}
 }
+
+// TestTheAuditSamplesAnApplicationsOwnTable: orders written by effects In the application's
+// table carry claimed_by; two written behind the Store's back do not. Runs of 4 items each,
+// their cursor kept in oncehook's table (the application's holds nothing of ours), cover the
+// whole table and find exactly the two.
+func TestTheAuditSamplesAnApplicationsOwnTable(t *testing.T) {
+	t.Parallel()
+	e := newTablesEnv(t)
+	ctx := context.Background()
+	for i := range 10 {
+		plan := dedup.Plan{Effects: []dedup.Effect{
+			dedup.PutEffect(map[string]types.AttributeValue{"order_id": s(fmt.Sprintf("ord_%d", i))}).In(e.orders),
+		}}
+		if _, err := e.store.Commit(ctx, orderEvent(i), plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"ord_leak_1", "ord_leak_2"} {
+		if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.orders), Item: map[string]types.AttributeValue{"order_id": s(id)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &dedup.Auditor{Client: e.client, Table: e.table, Audited: e.orders, PartitionKey: "order_id", Sample: 4}
+	found := map[string]bool{}
+	effects := 0
+	for run := 0; ; run++ {
+		if run == 10 {
+			t.Fatal("the audit never wrapped")
+		}
+		rep, err := a.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Read > 4 {
+			t.Fatalf("run %d read %d items, want at most 4", run, rep.Read)
+		}
+		effects += rep.Effects
+		for _, k := range rep.WithoutClaim {
+			if k.Table != e.orders {
+				t.Fatalf("%+v: want the key named with its table", k)
+			}
+			found[k.PK] = true
+		}
+		if rep.Wrapped {
+			break
+		}
+	}
+	if effects != 12 || len(found) != 2 || !found["ord_leak_1"] || !found["ord_leak_2"] {
+		t.Fatalf("judged %d, found %v; want 12 judged and the two leaks", effects, found)
+	}
+	if n := e.count(t, dedup.AuditCursorPK+"#"+e.orders); n != 1 {
+		t.Fatalf("%d cursor items for the table in oncehook's, want its own one", n)
+	}
+	if _, err := (&dedup.Auditor{Client: e.client, Table: e.table, Audited: e.orders}).Run(ctx); err == nil {
+		t.Fatal("an audited table without its partition key was accepted")
+	}
+}

@@ -374,7 +374,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		allow(sweeper, []string{"dynamodb:Scan"}, table.TableArn()) // the leak audit's sample
 	}
 	grantSecrets(stack, file, receiver, cfg.SecretsKeys)
-	grantTables(stack, file, receiver)
+	grantTables(stack, file, receiver, sweeper)
 	grantTargets(stack, file, worker, sweeper)
 	if key := table.EncryptionKey(); key != nil {
 		for _, fn := range []awslambda.Function{receiver, worker, sweeper} {
@@ -689,8 +689,9 @@ func grantTargets(stack awscdk.Stack, f *sources.File, fns ...awslambda.Function
 }
 
 // grantTables lets the receiver do to each of the application's own tables (the sources
-// file's tables) exactly what its effects do there, in the claim's transaction.
-func grantTables(stack awscdk.Stack, f *sources.File, fn awslambda.Function) {
+// file's tables) exactly what its effects do there, in the claim's transaction, and the
+// sweeper sample the audited ones.
+func grantTables(stack awscdk.Stack, f *sources.File, fn, sweeper awslambda.Function) {
 	for _, name := range sortedKeys(f.Tables) {
 		t := f.Tables[name]
 		var actions []string
@@ -703,6 +704,9 @@ func grantTables(stack awscdk.Stack, f *sources.File, fn awslambda.Function) {
 			arn = fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *stack.Partition(), *stack.Region(), *stack.Account(), arn)
 		}
 		allow(fn, slices.Compact(actions), jsii.String(arn))
+		if t.Audit {
+			allow(sweeper, []string{"dynamodb:Scan"}, jsii.String(arn)) // the leak audit's sample
+		}
 	}
 }
 

@@ -504,7 +504,7 @@ func TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "s.json")
 	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
-	  "tables":{"orders":{"name":"Orders-prod","partition_key":"order_id","actions":["put","check"]},
+	  "tables":{"orders":{"name":"Orders-prod","partition_key":"order_id","actions":["put","check"],"audit":true},
 	            "ledger":{"name":"arn:aws:dynamodb:eu-west-1:222222222222:table/Ledger","partition_key":"account","sort_key":"seq","actions":["update"]}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -530,12 +530,15 @@ func TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the receiver's grants on the application's tables:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	for _, role := range []string{"OncehookOutboxRole", "OncehookSweeperRole"} {
+	for role, allowed := range map[string]string{"OncehookOutboxRole": "", "OncehookSweeperRole": "dynamodb:Scan arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/Orders-prod"} {
 		pairs, _ := policyPairs(tpl, role)
 		for _, pair := range pairs {
-			if strings.Contains(pair, "Orders-prod") || strings.Contains(pair, "Ledger") {
-				t.Errorf("%s is granted %s: only the receiver writes effects", role, pair)
+			if (strings.Contains(pair, "Orders-prod") || strings.Contains(pair, "Ledger")) && pair != allowed {
+				t.Errorf("%s is granted %s: only the receiver writes effects, and the sweeper reads only audited tables", role, pair)
 			}
+		}
+		if allowed != "" && !slices.Contains(pairs, allowed) {
+			t.Errorf("%s is not granted %s for the audited table", role, allowed)
 		}
 	}
 }

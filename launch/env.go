@@ -40,6 +40,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -345,6 +346,18 @@ func NewSweeper(env *Env, executors map[string]outbox.Executor) (*outbox.Sweeper
 		if err := s.Audit.Validate(); err != nil {
 			return nil, fmt.Errorf("AUDIT_PREFIXES, AUDIT_SAMPLE: %w", err)
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(env.Sources.Tables)) {
+		t := env.Sources.Tables[name]
+		if !t.Audit {
+			continue
+		}
+		sample, err := envInt("AUDIT_SAMPLE", 100)
+		if err != nil {
+			return nil, err
+		}
+		s.AuditTables = append(s.AuditTables, &dedup.Auditor{Client: env.DynamoDB, Table: env.Table, Sample: sample,
+			Audited: t.PhysicalName(name), PartitionKey: t.PartitionKey, SortKey: t.SortKey})
 	}
 	return s, nil
 }

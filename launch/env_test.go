@@ -257,3 +257,26 @@ func TestEachTargetTypeGetsItsExecutor(t *testing.T) {
 		t.Errorf("l: %#v", m["l"])
 	}
 }
+
+// TestTheSweeperAuditsTheTablesMarkedForIt: a table of the sources file with audit is sampled
+// by its own auditor, with its keys; one without is not.
+func TestTheSweeperAuditsTheTablesMarkedForIt(t *testing.T) {
+	awstest.Config(t)
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"ssm":"/s"}],"retry_horizon":"3d"}},
+	  "tables":{"orders":{"name":"Orders-prod","partition_key":"order_id","actions":["put"],"audit":true},
+	            "ledger":{"partition_key":"account","sort_key":"seq","actions":["update"]}}}`)
+	t.Setenv("AUDIT_SAMPLE", "25")
+	env, err := Load(context.Background(), Needs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSweeper(env, nil)
+	if err != nil || s.Audit != nil || len(s.AuditTables) != 1 {
+		t.Fatalf("%+v, %v: want one table audit and no own-table audit", s, err)
+	}
+	if a := s.AuditTables[0]; a.Audited != "Orders-prod" || a.PartitionKey != "order_id" || a.Table != "t" || a.Sample != 25 {
+		t.Fatalf("auditor %+v", a)
+	}
+}

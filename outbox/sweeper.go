@@ -38,6 +38,9 @@ type Sweeper struct {
 	// Audit, when set, samples effect records for ones written outside a claim after each
 	// sweep that has time left (dedup.Auditor): the leak audit, on the sweeper's schedule.
 	Audit *dedup.Auditor
+	// AuditTables audit the application's own tables the same way, after Audit (each an
+	// Auditor with Audited set); their findings join the same report.
+	AuditTables []*dedup.Auditor
 }
 
 // The sweeper's lock item. Its key is in the claims' key space (EVT#), which effect records
@@ -114,15 +117,28 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	qerr := s.walk(ctx, cutoff, keys, &rep, &mu)
 	close(keys)
 	wg.Wait()
-	if s.Audit != nil && s.hasTime(ctx) {
-		a, err := s.Audit.Run(ctx)
+	audits := s.AuditTables
+	if s.Audit != nil {
+		audits = append([]*dedup.Auditor{s.Audit}, audits...)
+	}
+	for _, auditor := range audits {
+		if !s.hasTime(ctx) {
+			break
+		}
+		a, err := auditor.Run(ctx)
 		if err != nil {
 			return rep, errors.Join(qerr, err)
 		}
-		rep.Audit = &a
+		if rep.Audit == nil {
+			rep.Audit = &dedup.AuditReport{Wrapped: a.Wrapped}
+		}
+		rep.Audit.Read += a.Read
+		rep.Audit.Effects += a.Effects
+		rep.Audit.WithoutClaimCount += a.WithoutClaimCount
+		rep.Audit.WithoutClaim = append(rep.Audit.WithoutClaim, a.WithoutClaim...)
 		for _, k := range a.WithoutClaim {
 			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "effect record without a claim (written outside oncehook's transaction)",
-				slog.String("pk", k.PK), slog.String("sk", k.SK))
+				slog.String("table", k.Table), slog.String("pk", k.PK), slog.String("sk", k.SK))
 		}
 	}
 	return rep, qerr

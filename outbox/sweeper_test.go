@@ -218,8 +218,27 @@ func TestASweepRunsTheLeakAuditAndLogsWhatItFinds(t *testing.T) {
 	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"effect record without a claim`) || !strings.Contains(logs.String(), `"pk":"ORDER#rogue"`) {
 		t.Fatalf("log %s: the leak was not logged with its key", logs.String())
 	}
+	// An application's own table audited as well: its leak joins the same report, with its table.
+	app := "app-orders-" + strings.ReplaceAll(e.table, "oncehook-test-", "")
+	if _, err := e.client.CreateTable(context.Background(), &dynamodb.CreateTableInput{TableName: aws.String(app), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("order_id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("order_id"), KeyType: types.KeyTypeHash}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = e.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(app)})
+	})
+	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(app), Item: map[string]types.AttributeValue{
+		"order_id": &types.AttributeValueMemberS{Value: "ord_rogue"}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.AuditTables = []*dedup.Auditor{{Client: e.client, Table: e.table, Audited: app, PartitionKey: "order_id"}}
+	rep, err = s.Run(context.Background())
+	if err != nil || rep.Audit == nil || rep.Audit.WithoutClaimCount != 2 || !strings.Contains(logs.String(), `"table":"`+app+`","pk":"ord_rogue"`) {
+		t.Fatalf("%+v, %v: want both leaks, the application's named with its table", rep.Audit, err)
+	}
 	// Without an Auditor, no audit and no report of one.
-	s.Audit = nil
+	s.Audit, s.AuditTables = nil, nil
 	if rep, err := s.Run(context.Background()); err != nil || rep.Audit != nil {
 		t.Fatalf("%+v, %v", rep.Audit, err)
 	}

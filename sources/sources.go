@@ -52,6 +52,10 @@ type Table struct {
 	PartitionKey string   `json:"partition_key"`
 	SortKey      string   `json:"sort_key,omitempty"`
 	Actions      []string `json:"actions"` // put, update, delete, check
+	// Audit has the sweeper sample the table for records written outside a claim (no
+	// claimed_by), as it does oncehook's own (dedup.Auditor): for a table only put effects
+	// write. The stack grants the sweeper dynamodb:Scan on it.
+	Audit bool `json:"audit,omitempty"`
 }
 
 // The values of Table.Actions, and the DynamoDB actions each needs.
