@@ -90,17 +90,44 @@ func errIfUnset(r Result, err error) error {
 	return err
 }
 
-// pack returns the longest prefix of pending whose actions fit one transaction.
+// pack returns the longest prefix of pending whose actions fit one transaction: within its
+// limits, and touching no item twice (DynamoDB refuses that outright: two events updating one
+// counter go in turn, each seeing the other's write, as Commit would write them).
 func pack(reqs []*request, pending []int) []int {
 	actions, bytes := 0, 0
+	seen := map[string]bool{}
 	for n, i := range pending {
-		a := actionsOf(reqs[i])
-		if n > 0 && (actions+a > MaxTransactionActions || bytes+reqs[i].bytes > MaxTransactionBytes) {
+		a, touched := actionsOf(reqs[i]), touches(reqs[i])
+		clash := false
+		for _, k := range touched {
+			clash = clash || seen[k]
+		}
+		if n > 0 && (clash || actions+a > MaxTransactionActions || bytes+reqs[i].bytes > MaxTransactionBytes) {
 			return pending[:n]
+		}
+		for _, k := range touched {
+			seen[k] = true
 		}
 		actions, bytes = actions+a, bytes+reqs[i].bytes
 	}
 	return pending
+}
+
+// touches lists the items besides its claim that a request writes or checks: its body guard
+// and its effects (as the claim records them, with their tables).
+func touches(r *request) []string {
+	var out []string
+	if r.guard != nil {
+		out = append(out, "\x00guard\x00"+attrString(r.guard.Item, AttrPK))
+	}
+	if l, ok := r.claim[AttrEffects].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			if m, ok := v.(*types.AttributeValueMemberM); ok {
+				out = append(out, attrString(m.Value, AttrEffectTable)+"\x00"+attrString(m.Value, AttrPK)+"\x00"+attrString(m.Value, AttrSK))
+			}
+		}
+	}
+	return out
 }
 
 func actionsOf(r *request) int {

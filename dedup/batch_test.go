@@ -7,6 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
 )
@@ -215,5 +220,30 @@ func TestAnInvalidEventInABatchWritesNothing(t *testing.T) {
 	}
 	if len(e.items(t)) != 0 {
 		t.Fatal("an invalid batch wrote something")
+	}
+}
+
+// TestBatchEventsThatTouchOneItemAreWrittenInTurn: two events of a batch updating one counter
+// (SendGrid sends several events of one message) cannot share a transaction, which may touch
+// an item once: they are written one after the other, and the counter counts both.
+func TestBatchEventsThatTouchOneItemAreWrittenInTurn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	counter := func(int) dedup.Plan {
+		return dedup.Plan{Effects: []dedup.Effect{dedup.UpdateEffect(map[string]types.AttributeValue{"pk": s("COUNTER#x"), "sk": s("N")},
+			expression.Add(expression.Name("n"), expression.Value(1)))}}
+	}
+	evs, plans := batchOf(1, 4, counter)
+	rs, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
+	if err != nil || fmt.Sprint(outcomes(rs)) != fmt.Sprint([]dedup.Outcome{dedup.OutcomeAccepted, dedup.OutcomeAccepted, dedup.OutcomeAccepted}) {
+		t.Fatalf("%v, %v", outcomes(rs), err)
+	}
+	if calls != 3 {
+		t.Fatalf("%d calls, want 3: one write per event that touches the counter", calls)
+	}
+	out, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": s("COUNTER#x"), "sk": s("N")}})
+	if err != nil || out.Item["n"].(*types.AttributeValueMemberN).Value != "3" {
+		t.Fatalf("counter %v, %v; want 3", out.Item, err)
 	}
 }

@@ -206,6 +206,9 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		size = n
 	}
 	req.bytes = size + claimSize
+	if req.guard != nil {
+		req.bytes += itemSize(req.guard.Item)
+	}
 	if req.effects != nil && size+claimSize > MaxTransactionBytes {
 		return nil, &LimitError{Limit: "transaction size", What: "plan", Got: size + claimSize, Max: MaxTransactionBytes}
 	}

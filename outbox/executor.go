@@ -21,6 +21,10 @@ type Task struct {
 	// downstream's own dedup is what makes a retry after a lost "done" harmless.
 	IdempotencyKey string
 	Attempt        int
+	// AtMostOnce is set when the target is at-most-once (AtMostOnce): the executor must send
+	// the call once, with no retry of its own (no transport replay, no SDK retry), so that a
+	// failure it reports is the only attempt there was.
+	AtMostOnce bool
 }
 
 // Executor runs intents for one target. An error is retried (with backoff, up to the
@@ -190,6 +194,11 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
+	if t.AtMostOnce {
+		// net/http replays a request with an Idempotency-Key on a reused connection that broke
+		// after the request was written; without GetBody it cannot.
+		req.GetBody = nil
+	}
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "oncehook-outbox")
 	}

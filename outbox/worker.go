@@ -329,6 +329,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 			Intent: name, Target: in.Target, Payload: in.Payload,
 			IdempotencyKey: dedup.IdempotencyKey(claim.Source, claim.EventID, name),
 			Attempt:        l.attempt,
+			AtMostOnce:     amo,
 		})
 		cancel()
 	}

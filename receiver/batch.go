@@ -42,7 +42,11 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 	}
 	b := &batchResult{}
 	d.batch = b
+	// b.events, b.known and b.results are in the batch's order; the events to write, with
+	// their plans, are listed with their place in it.
+	var toWrite []dedup.Event
 	var plans []dedup.Plan
+	var places []int
 	var at [maxPaths]span
 	for i, elem := range elems {
 		ev, err := src.read.extract(src.name, hdr, elem, "", at[:], nil)
@@ -72,20 +76,21 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 				}
 			}
 		}
-		b.events, b.known = append(b.events, ev), append(b.known, known)
-		plans = append(plans, plan)
+		places = append(places, len(b.events))
+		b.events, b.known, b.results = append(b.events, ev), append(b.known, known), append(b.results, dedup.Result{})
+		toWrite, plans = append(toWrite, ev), append(plans, plan)
 	}
 	d.event = dedup.Event{}
 
-	// The events settled above (claimed before, planner refusing) lead b.results; the rest
-	// are committed now.
-	settled := len(b.results)
 	commitStart := time.Now()
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
-	results, calls, err := h.commitBatch(cctx, b.events[settled:], plans)
+	results, calls, err := h.commitBatch(cctx, toWrite, plans)
 	cancel()
 	d.commitTime = time.Since(commitStart)
-	b.results, b.calls = append(b.results, results...), calls
+	b.calls = calls
+	for i, r := range results {
+		b.results[places[i]] = r
+	}
 	if err != nil {
 		if errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit) {
 			return h.planError(ctx, d, err)

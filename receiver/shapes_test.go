@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
@@ -405,5 +408,67 @@ func TestABatchThroughAStoreWithoutCommitBatch(t *testing.T) {
 	}
 	if n := len(rec.All()); n != 3 {
 		t.Fatalf("%d events recorded, want 3", n)
+	}
+}
+
+// TestABatchEventClaimedBeforeWhosePlannerNowFailsKeepsTheOthersInStep: an event of the batch
+// claimed earlier, whose planner now refuses it, is a duplicate; the events around it are
+// committed with their own plans (the review's case: [new, old] once paired the new event's
+// plan with the old one and dropped the new).
+func TestABatchEventClaimedBeforeWhosePlannerNowFailsKeepsTheOthersInStep(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	client := awstest.Client(t)
+	table := awstest.Table(t, client)
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: f.Retentions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := false
+	planners := receiver.NewPlanners()
+	planners.Handle("sendgrid", "open", func(_ context.Context, ev dedup.Event) (dedup.Plan, error) {
+		if refuse && ev.ID == "sg_old" {
+			return dedup.Plan{}, &receiver.PayloadError{Field: "email", Reason: "is no longer accepted"}
+		}
+		return dedup.Plan{Intents: []dedup.Intent{{Name: "record-" + ev.ID, Target: "crm", Payload: []byte(`{}`)}}}, nil
+	})
+	keys := staticKeys{}
+	for _, n := range f.Names() {
+		keys[n] = []string{secrets[n]}
+		if pk := f.Sources[n].PublicKeys; len(pk) > 0 {
+			keys[n] = pk
+		}
+	}
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: keys, Store: store, Planners: planners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	post := func(body []byte) events.APIGatewayV2HTTPResponse {
+		req, err := receivertest.Request(f, "sendgrid", secrets["sendgrid"], body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := h.Handle(context.Background(), req)
+		return resp
+	}
+	if resp := post(sgBatch(sgEvent("sg_old", "open", now))); resp.StatusCode != 200 {
+		t.Fatalf("first: %d %s", resp.StatusCode, resp.Body)
+	}
+	refuse = true
+	resp := post(sgBatch(sgEvent("sg_new", "open", now), sgEvent("sg_old", "open", now), sgEvent("sg_newer", "open", now)))
+	if resp.StatusCode != 200 || resp.Body != `{"received":true,"events":3,"duplicates":1,"ignored":0}` {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+	}
+	for _, id := range []string{"sg_new", "sg_newer"} {
+		out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: dedup.ClaimKey("sendgrid", id)}, "sk": &types.AttributeValueMemberS{Value: dedup.ClaimSK}}})
+		if err != nil || out.Item == nil {
+			t.Fatalf("%s not claimed: %v", id, err)
+		}
+		c, _ := dedup.UnmarshalClaim(out.Item)
+		if _, ok := c.Intents["record-"+id]; !ok || len(c.Intents) != 1 {
+			t.Fatalf("%s claimed with intents %v, want its own plan", id, c.Intents)
+		}
 	}
 }

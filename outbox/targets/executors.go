@@ -100,7 +100,11 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) 
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
 		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
 	}
-	out, err := x.Client.SendMessage(ctx, in)
+	var opts []func(*sqs.Options)
+	if t.AtMostOnce {
+		opts = append(opts, func(o *sqs.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one send
+	}
+	out, err := x.Client.SendMessage(ctx, in, opts...)
 	if err != nil {
 		return "", classify("SQS SendMessage "+x.QueueURL, err)
 	}
@@ -139,7 +143,11 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) 
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
 		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
 	}
-	out, err := x.Client.Publish(ctx, in)
+	var opts []func(*sns.Options)
+	if t.AtMostOnce {
+		opts = append(opts, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
+	}
+	out, err := x.Client.Publish(ctx, in, opts...)
 	if err != nil {
 		return "", classify("SNS Publish "+x.TopicARN, err)
 	}
@@ -183,9 +191,13 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (string,
 	if detailType == "" {
 		detailType = t.Intent
 	}
+	var opts []func(*eventbridge.Options)
+	if t.AtMostOnce {
+		opts = append(opts, func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 })
+	}
 	out, err := x.Client.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		EventBusName: aws.String(bus), Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(detail)),
-	}}})
+	}}}, opts...)
 	if err != nil {
 		return "", classify("EventBridge PutEvents "+bus, err)
 	}
@@ -288,7 +300,11 @@ func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (string, erro
 	if x.Synchronous {
 		kind = lambdatypes.InvocationTypeRequestResponse
 	}
-	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload})
+	var opts []func(*lambda.Options)
+	if t.AtMostOnce {
+		opts = append(opts, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
+	}
+	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload}, opts...)
 	if err != nil {
 		return "", classify("Lambda Invoke "+x.Function, err)
 	}

@@ -14,6 +14,10 @@
 //	                                                                       done if same input
 //	Lambda           the envelope's idempotency_key (Powertools can key on it) the function's dedup
 //
+// For an at-most-once target (Task.AtMostOnce) each call is sent once, without the SDK's own
+// retries, so the one failure reported is the only attempt (Step Functions needs no such care:
+// a second start of one execution name never runs it twice).
+//
 // EventBridge and Lambda receive the intent wrapped in an Envelope, so the function or rule
 // sees the key and the event it came from; SQS and SNS carry the payload as the message body
 // and the rest as message attributes; Step Functions gets the payload as the execution input.

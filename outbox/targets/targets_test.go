@@ -419,3 +419,28 @@ func TestAFIFOTopicDeliversEachIntentOnce(t *testing.T) {
 		t.Fatalf("%d messages, want 1", len(msgs))
 	}
 }
+
+// TestAnAtMostOnceCallIsSentOnce: a 500 the SDK would retry within one call (the request may
+// have been acted on) comes back as it is for an at-most-once target, after one send.
+func TestAnAtMostOnceCallIsSentOnce(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	url, _ := queue(t, sqs.NewFromConfig(cfg), unique("oncehook-amo-"))
+	for _, amo := range []bool{false, true} {
+		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "SendMessage", N: 1, Status: 500,
+			Body: `{"__type":"com.amazonaws.sqs#InternalError","message":"boom"}`}
+		x := &targets.SQS{Client: sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.HTTPClient = &http.Client{Transport: inject} }), QueueURL: url}
+		tk := task("evt_14", "ship")
+		tk.AtMostOnce = amo
+		err := x.Execute(context.Background(), tk)
+		if amo && (err == nil || outbox.IsNotSent(err)) {
+			t.Fatalf("at-most-once: %v, want the 500 itself, not marked NotSent", err)
+		}
+		if !amo && err != nil {
+			t.Fatalf("at-least-once: %v, want the SDK's retry to succeed", err)
+		}
+		if inject.Injected() != 1 {
+			t.Fatalf("%d injected", inject.Injected())
+		}
+	}
+}
