@@ -113,10 +113,10 @@ func pack(reqs []*request, pending []int) []int {
 	return pending
 }
 
-// touches lists the items besides its claim that a request writes or checks: its body guard
-// and its effects (as the claim records them, with their tables).
+// touches lists the items a request writes or checks: its claim, its body guard and its
+// effects (as the claim records them, with their tables).
 func touches(r *request) []string {
-	var out []string
+	out := []string{"\x00claim\x00" + attrString(r.claim, AttrPK)}
 	if r.guard != nil {
 		out = append(out, "\x00guard\x00"+attrString(r.guard.Item, AttrPK))
 	}

@@ -114,10 +114,10 @@ func TestOneIDTwiceInABatchIsOneEvent(t *testing.T) {
 	e := newEnv(t, nil)
 	evs, plans := batchOf(1, 3, orderPlan)
 	evs, plans = append(evs, orderEvent(1)), append(plans, orderPlan(1))
-	rs, _, err := e.store.CommitBatch(context.Background(), evs, plans)
+	rs, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
 	want := []dedup.Outcome{dedup.OutcomeAccepted, dedup.OutcomeAccepted, dedup.OutcomeDuplicate}
-	if err != nil || fmt.Sprint(outcomes(rs)) != fmt.Sprint(want) {
-		t.Fatalf("%v, %v; want %v", outcomes(rs), err, want)
+	if err != nil || fmt.Sprint(outcomes(rs)) != fmt.Sprint(want) || calls != 1 {
+		t.Fatalf("%v in %d calls, %v; want %v in one", outcomes(rs), calls, err, want)
 	}
 	if e.count(t, dedup.ClaimPrefix) != 2 || e.count(t, "ORDER#") != 2 {
 		t.Fatal("want two claims and two shipments")
