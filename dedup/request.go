@@ -330,7 +330,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			itemKey[skName] = src[skName]
 		}
 
-		cond, names, values, err := s.effectCondition(e, pkName)
+		cond, names, values, err := effectCondition(e, pkName)
 		if err != nil {
 			return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
 		}
@@ -378,7 +378,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			}})
 		default:
 			b := expression.NewBuilder().WithUpdate(*e.update)
-			if c := s.builtCondition(e, pkName); c != nil {
+			if c := builtCondition(e, pkName); c != nil {
 				b = b.WithCondition(*c)
 			}
 			expr, err := b.Build()
@@ -401,14 +401,14 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 
 // effectCondition is a put's, delete's or check's condition: IfAbsent on the table's partition
 // key, or the built If. (An update builds its condition with its update expression.)
-func (s *Store) effectCondition(e Effect, pkName string) (cond *string, names map[string]string, values map[string]types.AttributeValue, err error) {
+func effectCondition(e Effect, pkName string) (cond *string, names map[string]string, values map[string]types.AttributeValue, err error) {
 	if e.update != nil {
 		return nil, nil, nil, nil
 	}
 	if e.absent && e.condition == nil && pkName == AttrPK {
 		return absentCondition, nil, nil, nil // the common case, without the builder's cost
 	}
-	c := s.builtCondition(e, pkName)
+	c := builtCondition(e, pkName)
 	if c == nil {
 		return nil, nil, nil, nil
 	}
@@ -420,7 +420,7 @@ func (s *Store) effectCondition(e Effect, pkName string) (cond *string, names ma
 }
 
 // builtCondition is e's condition as a builder: IfAbsent on pkName, or If's.
-func (s *Store) builtCondition(e Effect, pkName string) *expression.ConditionBuilder {
+func builtCondition(e Effect, pkName string) *expression.ConditionBuilder {
 	if e.absent && e.condition == nil {
 		c := expression.AttributeNotExists(expression.Name(pkName))
 		return &c

@@ -31,6 +31,16 @@ func synthesize(props *Props, before ...func(awscdk.Stack)) (assertions.Template
 	}, nil)
 }
 
+// sourcesFile writes a sources file for one test and returns its path.
+func sourcesFile(t *testing.T, content string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "sources.json")
+	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 func prebuilt(arch string) *Props {
 	d := synth.bootstraps[arch]
 	return &Props{SourcesFile: "../examples/sources.json", Receiver: Code{Dir: d}, Outbox: Code{Dir: d}, Sweeper: Code{Dir: d}}
@@ -334,16 +344,12 @@ func policyPairs(tpl assertions.Template, rolePrefix string) (pairs []string, co
 // SSM ARNs and version or label selectors each grant the resource IAM will see, and a
 // customer-managed key decrypts only through Secrets Manager and SSM.
 func TestSecretReferencesOfEveryFormGrantTheRightResources(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "s.json")
 	const secrets = `[{"secretsmanager":"hooks/shop"},` +
 		`{"secretsmanager":"arn:aws:secretsmanager:eu-west-1:222222222222:secret:hooks/full-AbCdEf"},` +
 		`{"secretsmanager":"arn:aws:secretsmanager:eu-west-1:222222222222:secret:hooks/partial"},` +
 		`{"ssm":"/hooks/plain"},{"ssm":"/hooks/versioned:3"},{"ssm":"hooks-label:live"},` +
 		`{"ssm":"arn:aws:ssm:eu-west-1:222222222222:parameter/hooks/shared:2"}]`
-	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":`+secrets+`,"retry_horizon":"3d","redrive_window":"30d"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := sourcesFile(t, `{"sources":{"shop":{"scheme":"stripe","secrets":`+secrets+`,"retry_horizon":"3d","redrive_window":"30d"}}}`)
 	tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
 		p := prebuilt("arm64")
 		p.SourcesFile = file
@@ -501,15 +507,10 @@ func TestEveryProviderSchemeSynthesizes(t *testing.T) {
 // TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo: each table of the sources file's
 // tables gets exactly the actions its effects need, on that table alone, for the receiver only.
 func TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "s.json")
-	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
-	  "tables":{"orders":{"name":"Orders-prod","partition_key":"order_id","actions":["put","check"],"audit":true},
-	            "ledger":{"name":"arn:aws:dynamodb:eu-west-1:222222222222:table/Ledger","partition_key":"account","sort_key":"seq","actions":["update"]}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	p := prebuilt("arm64")
-	p.SourcesFile = file
+	p.SourcesFile = sourcesFile(t, `{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
+	  "tables":{"orders":{"name":"Orders-prod","partition_key":"order_id","actions":["put","check"],"audit":true},
+	            "ledger":{"name":"arn:aws:dynamodb:eu-west-1:222222222222:table/Ledger","partition_key":"account","sort_key":"seq","actions":["update"]}}}`)
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)
@@ -547,17 +548,12 @@ func TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo(t *testing.T) {
 // and the sweeper its service's one call on that resource (and Step Functions the read of its
 // executions), the receiver nothing.
 func TestAWSTargetsAreGrantedTheirOneCall(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "s.json")
 	const acct = "arn:aws:%s:eu-west-1:222222222222:%s"
-	if err := os.WriteFile(file, []byte(fmt.Sprintf(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
+	p := prebuilt("arm64")
+	p.SourcesFile = sourcesFile(t, fmt.Sprintf(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
 	  "targets":{"q":{"type":"sqs","arn":%q,"group_id":"g"},"n":{"type":"sns","arn":%q},"e":{"type":"eventbridge"},
 	             "s":{"type":"stepfunctions","arn":%q},"l":{"type":"lambda","arn":%q,"invocation":"request-response"}}}`,
-		fmt.Sprintf(acct, "sqs", "orders.fifo"), fmt.Sprintf(acct, "sns", "alerts"), fmt.Sprintf(acct, "states", "stateMachine:fulfil"), fmt.Sprintf(acct, "lambda", "function:crm"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := prebuilt("arm64")
-	p.SourcesFile = file
+		fmt.Sprintf(acct, "sqs", "orders.fifo"), fmt.Sprintf(acct, "sns", "alerts"), fmt.Sprintf(acct, "states", "stateMachine:fulfil"), fmt.Sprintf(acct, "lambda", "function:crm")))
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)

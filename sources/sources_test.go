@@ -295,3 +295,25 @@ func TestAWSTargetsLoad(t *testing.T) {
 		t.Fatalf("http target %+v", h)
 	}
 }
+
+// TestTheSchemeKindsAgreeWithTheVerifier: the sources file's notion of which schemes take
+// public keys and which sign the URL is the verifier's own (webhook.PublicKeyScheme,
+// webhook.URLVerifier), scheme by scheme.
+func TestTheSchemeKindsAgreeWithTheVerifier(t *testing.T) {
+	t.Parallel()
+	for _, name := range webhook.Names {
+		opts := webhook.Options{}
+		if name == webhook.HMACSHA256 {
+			opts.Header = "X-Signature"
+		}
+		s, err := webhook.New(name, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, public := s.(webhook.PublicKeyScheme)
+		_, signsURL := s.(webhook.URLVerifier)
+		if PublicKeyScheme(name) != public || URLScheme(name) != signsURL {
+			t.Errorf("%s: sources says public keys %v, signed URL %v; the verifier %v, %v", name, PublicKeyScheme(name), URLScheme(name), public, signsURL)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -239,7 +240,7 @@ func (x *StepFunctions) Execute(ctx context.Context, t outbox.Task) error {
 
 // ExecuteReport starts the execution and reports its ARN (outbox.Reporter).
 func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
-	if !jsonValid(t.Payload) {
+	if !json.Valid(t.Payload) {
 		return "", outbox.Permanent(errors.New("the intent's payload is not JSON: a state machine's input must be"))
 	}
 	name := ExecutionName(t.IdempotencyKey)

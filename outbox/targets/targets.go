@@ -105,8 +105,6 @@ func classify(op string, err error) error {
 	return err
 }
 
-func jsonValid(b []byte) bool { return json.Valid(b) }
-
 // sameJSON reports whether a and b are the same JSON value (Step Functions may store the input
 // re-serialized).
 func sameJSON(a, b string) bool {
