@@ -40,6 +40,12 @@ type Event struct {
 	// replay (OutcomeReplay) and nothing is written. The event id stays the dedup key: the
 	// body guard only refuses what the key would have let through.
 	GuardBody bool
+	// Guard is what the body guard claims when GuardBody is set, in place of the payload:
+	// what the provider's signature covers, as the provider canonicalises it, and anything
+	// unsigned the source chooses to tell events apart by (webhook.SignedContent; Twilio's
+	// URL and sorted fields, Shopify's topic and body). Nil means the payload. Only its
+	// SHA-256 is stored.
+	Guard []byte
 }
 
 // Validate reports the first field of e that cannot be claimed, as an *InvalidError.

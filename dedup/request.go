@@ -1,7 +1,9 @@
 package dedup
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -36,13 +38,14 @@ type request struct {
 // same event finds its claim taken first: index 0 answers duplicate whatever the guard says.)
 const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now"
 
-// bodyGuard is the item that claims the body for ev: its key, the event id holding it, the
-// claim's expiry (TTL) and the claim it belongs to.
-func bodyGuard(table *string, ev *Event, claimPK, payloadSHA256, expiresAt string, now int64) *types.Put {
+// bodyGuard is the item that claims the body for ev (guarded: the hex SHA-256 of Event.Guard,
+// or of the payload): its key, the event id holding it, the claim's expiry (TTL) and the claim
+// it belongs to.
+func bodyGuard(table *string, ev *Event, claimPK, guarded, expiresAt string, now int64) *types.Put {
 	return &types.Put{
 		TableName: table,
 		Item: map[string]types.AttributeValue{
-			AttrPK:        str(ClaimKey(ev.Source, payloadSHA256)),
+			AttrPK:        str(ClaimKey(ev.Source, guarded)),
 			AttrSK:        str(BodySK),
 			AttrEventID:   str(ev.ID),
 			AttrExpiresAt: &types.AttributeValueMemberN{Value: expiresAt},
@@ -193,7 +196,12 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	}
 	req := &request{claim: claim, token: t.token, expires: expires, nowVals: s.nowValues(now)}
 	if ev.GuardBody {
-		req.guard = bodyGuard(s.tablePtr, ev, pk, t.payloadSHA256, t.expiresAt, now.Unix())
+		guarded := t.payloadSHA256
+		if ev.Guard != nil {
+			sum := sha256.Sum256(ev.Guard)
+			guarded = hex.EncodeToString(sum[:])
+		}
+		req.guard = bodyGuard(s.tablePtr, ev, pk, guarded, t.expiresAt, now.Unix())
 	}
 	size := 0
 	if len(plan.Effects) > 0 {

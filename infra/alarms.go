@@ -164,7 +164,7 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 			}), threshold: 5, m: 3, n: 5, missing: notBreaching})
 		w.alarm(alarmSpec{id: "UnknownTypes-" + name, description: "Events from " + name + " of types no planner is registered for: a planner missing or misnamed (unknown_types says whether they were claimed empty)",
 			metric: w.ours("UnknownType", "Sum", five, src...), threshold: 0, m: 1, n: 1, missing: notBreaching})
-		if file.Sources[name].ReplayGuard == sources.ReplayGuardBody {
+		if file.Sources[name].Guarded() {
 			w.alarm(alarmSpec{id: "ReplayRefused-" + name, description: "A signed body from " + name + " came again under another event id: a captured delivery replayed (or the provider sent one fact twice)",
 				metric: w.ours("ReplayRefused", "Sum", five, src...), threshold: 0, m: 1, n: 1, missing: notBreaching})
 		}

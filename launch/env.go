@@ -28,6 +28,8 @@
 //	AUDIT_PREFIXES          sweeper: partition-key prefixes of put-effect records, comma-
 //	                        separated: each sweep then audits the next AUDIT_SAMPLE items
 //	                        (default 100) for records written outside a claim (dedup.Auditor)
+//	ONCEHOOK_TRUSTED_HOSTS  NewHTTPReceiver: the hosts whose Host header may stand for the URL a
+//	                        URL-signing source (twilio, square) without a url was called at
 //	AWS_ENDPOINT_URL        an emulator's endpoint, for local runs
 //
 // NewReceiver, NewWorker and NewSweeper build the same things without starting them, for a
@@ -366,6 +368,10 @@ func NewSweeper(env *Env, executors map[string]outbox.Executor) (*outbox.Sweeper
 // planners for a source the sources file does not have, and plans whose intents name a target
 // the deployment does not serve (KnownTargets).
 func NewReceiver(env *Env, register func(*receiver.Planners)) (*receiver.Handler, error) {
+	return newReceiver(env, register, nil)
+}
+
+func newReceiver(env *Env, register func(*receiver.Planners), trusted []string) (*receiver.Handler, error) {
 	if env.Secrets == nil {
 		return nil, fmt.Errorf("launch: the receiver needs its secrets: Load with Needs{Secrets: true}")
 	}
@@ -374,15 +380,37 @@ func NewReceiver(env *Env, register func(*receiver.Planners)) (*receiver.Handler
 		register(planners)
 	}
 	return receiver.New(receiver.Config{
-		Sources:   env.Sources,
-		Secrets:   env.Secrets,
-		Store:     env.Store,
-		Planners:  planners,
-		Targets:   env.KnownTargets(),
-		Logger:    env.Logger,
-		Metrics:   os.Stdout,
-		Namespace: os.Getenv("METRICS_NAMESPACE"),
+		Sources:      env.Sources,
+		Secrets:      env.Secrets,
+		Store:        env.Store,
+		Planners:     planners,
+		Targets:      env.KnownTargets(),
+		Logger:       env.Logger,
+		Metrics:      os.Stdout,
+		Namespace:    os.Getenv("METRICS_NAMESPACE"),
+		TrustedHosts: trusted,
 	})
+}
+
+// NewHTTPReceiver is NewReceiver for a program that serves the receiver over net/http (a
+// container): it trusts the Host header of the hosts ONCEHOOK_TRUSTED_HOSTS lists (comma-
+// separated) for the sources that sign the URL they call and set no url, and refuses to start
+// (receiver.Handler.CheckHTTP) when such a source could not be verified.
+func NewHTTPReceiver(env *Env, register func(*receiver.Planners)) (http.Handler, error) {
+	var trusted []string
+	for _, host := range strings.Split(os.Getenv("ONCEHOOK_TRUSTED_HOSTS"), ",") {
+		if host = strings.TrimSpace(host); host != "" {
+			trusted = append(trusted, host)
+		}
+	}
+	h, err := newReceiver(env, register, trusted)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.CheckHTTP(); err != nil {
+		return nil, fmt.Errorf("launch: %w (ONCEHOOK_TRUSTED_HOSTS)", err)
+	}
+	return h, nil
 }
 
 // envInt reads a positive integer; unset means def, anything else is refused.

@@ -280,3 +280,29 @@ func TestTheSweeperAuditsTheTablesMarkedForIt(t *testing.T) {
 		t.Fatalf("auditor %+v", a)
 	}
 }
+
+// TestAnHTTPReceiverRefusesASignedURLItCannotKnow: served over net/http, a Twilio source with no
+// url can only be verified at a trusted host; without one the receiver does not start.
+func TestAnHTTPReceiverRefusesASignedURLItCannotKnow(t *testing.T) {
+	awstest.Config(t)
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"sms":{"scheme":"twilio","secrets":[{"env":"LAUNCH_SECRET"}],"event_type":{"form":"MessageStatus"},"redrive_window":"1d"}}}`)
+	t.Setenv("LAUNCH_SECRET", "s")
+	env, err := Load(context.Background(), Needs{Secrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ONCEHOOK_TRUSTED_HOSTS", "")
+	if _, err := NewHTTPReceiver(env, nil); err == nil || !strings.Contains(err.Error(), "sources.sms") || !strings.Contains(err.Error(), "ONCEHOOK_TRUSTED_HOSTS") {
+		t.Fatalf("got %v, want the source and the setting named", err)
+	}
+	t.Setenv("ONCEHOOK_TRUSTED_HOSTS", "hooks.example.com, sms.example.com")
+	if _, err := NewHTTPReceiver(env, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ONCEHOOK_TRUSTED_HOSTS", "https://hooks.example.com")
+	if _, err := NewHTTPReceiver(env, nil); err == nil || !strings.Contains(err.Error(), "TrustedHosts") {
+		t.Fatalf("a URL for a host: got %v", err)
+	}
+}

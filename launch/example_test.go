@@ -33,13 +33,14 @@ func ExampleOutbox() {
 	})
 }
 
-// The receiver outside Lambda: the same handler, served by net/http in a container.
-func ExampleNewReceiver() {
+// The receiver outside Lambda: the same handler, served by net/http in a container
+// (ONCEHOOK_TRUSTED_HOSTS names the public host a Twilio or Square source is called at).
+func ExampleNewHTTPReceiver() {
 	env, err := launch.Load(context.Background(), launch.Needs{Secrets: true})
 	if err != nil {
 		os.Exit(1)
 	}
-	h, err := launch.NewReceiver(env, nil)
+	h, err := launch.NewHTTPReceiver(env, nil)
 	if err != nil {
 		os.Exit(1)
 	}

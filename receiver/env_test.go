@@ -67,6 +67,13 @@ type envOption func(*envConfig)
 
 type envConfig struct {
 	clientOpts []func(*dynamodb.Options)
+	sources    string            // the sources file; testSourcesJSON when empty
+	secrets    map[string]string // more env variables its secrets resolve from
+}
+
+// withSources runs the env on another sources file, whose env secrets resolve from secrets.
+func withSources(file string, secrets map[string]string) envOption {
+	return func(c *envConfig) { c.sources, c.secrets = file, secrets }
 }
 
 func withClient(opt func(*dynamodb.Options)) envOption {
@@ -84,7 +91,13 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	for k, v := range testSecrets {
 		e.secrets[k] = v
 	}
-	file, err := sources.Parse([]byte(testSourcesJSON))
+	for k, v := range cfg.secrets {
+		e.secrets[k] = v
+	}
+	if cfg.sources == "" {
+		cfg.sources = testSourcesJSON
+	}
+	file, err := sources.Parse([]byte(cfg.sources))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +73,10 @@ type Config struct {
 	Namespace string
 	// Now is the clock for signature timestamps; time.Now when nil.
 	Now func() time.Time
+	// TrustedHosts are the hosts ServeHTTP may take a URL-signing source's URL from (the Host
+	// header, when it names one of them), for a source that sets no url. Unused by Handle,
+	// which takes the domain API Gateway served the request on.
+	TrustedHosts []string
 	// Targets, when set, are the intent targets the deployment's outbox serves (the sources
 	// file's targets and the application's own executors'). A plan whose intent names another
 	// target is refused before anything is written (500, naming it), instead of parking the
@@ -89,7 +94,9 @@ type Handler struct {
 	now       func() time.Time
 	targets   map[string]bool // nil: any target
 	namespace string
-	maxBody   int // the largest body any source accepts, for ServeHTTP
+	maxBody   int             // the largest body any source accepts, for ServeHTTP
+	trusted   map[string]bool // Config.TrustedHosts, lower-cased
+	names     []string        // the sources, sorted
 }
 
 type source struct {
@@ -99,10 +106,13 @@ type source struct {
 	// signedURL is set for the schemes that sign the URL they call (Twilio, Square).
 	signedURL webhook.URLVerifier
 	read      *reader
-	// guardBody claims the body with the event id (the signature does not cover the id);
-	// timeSigned refuses deliveries whose signed time is older than keep, the retention.
-	guardBody, timeSigned bool
-	keep                  time.Duration
+	// guard is the source's replay guard (sources.ReplayGuard*): whether what the signature
+	// covers is claimed with the event id (the signature does not cover the id), and whether
+	// with the type; timeSigned refuses deliveries whose signed time is older than keep, the
+	// retention.
+	guard      string
+	timeSigned bool
+	keep       time.Duration
 	// answerWithin is how long after the request arrived the commit must be done: the
 	// provider's delivery timeout less a second for the answer to travel.
 	answerWithin time.Duration
@@ -144,6 +154,16 @@ func New(cfg Config) (*Handler, error) {
 	if h.namespace == "" {
 		h.namespace = Namespace
 	}
+	h.names = cfg.Sources.Names()
+	for _, host := range cfg.TrustedHosts {
+		if host == "" || strings.ContainsAny(host, "/:@ ") {
+			return nil, fmt.Errorf("receiver: TrustedHosts: %q is not a host name (no scheme, port or path)", host)
+		}
+		if h.trusted == nil {
+			h.trusted = map[string]bool{}
+		}
+		h.trusted[strings.ToLower(host)] = true
+	}
 	if cfg.Targets != nil {
 		h.targets = make(map[string]bool, len(cfg.Targets))
 		for _, t := range cfg.Targets {
@@ -174,7 +194,7 @@ func New(cfg Config) (*Handler, error) {
 		ret, _ := cfg.Store.Retention(name)
 		signedURL, _ := scheme.(webhook.URLVerifier)
 		h.sources[name] = &source{name: name, conf: conf, scheme: scheme, signedURL: signedURL, read: read,
-			guardBody: conf.ReplayGuard == sources.ReplayGuardBody, timeSigned: conf.TimeSigned(), keep: ret.Effective(),
+			guard: conf.ReplayGuard, timeSigned: conf.TimeSigned(), keep: ret.Effective(),
 			answerWithin: time.Duration(conf.DeliveryTimeout) - time.Second, noContent: conf.Scheme == "discord"}
 	}
 	return h, nil
@@ -182,8 +202,14 @@ func New(cfg Config) (*Handler, error) {
 
 // Handle answers one API Gateway HTTP API (payload v2) or Lambda function URL request.
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return h.serve(ctx, req, false), nil
+}
+
+// serve is Handle; untrustedHost says ServeHTTP left the domain out because the request's Host
+// is not among Config.TrustedHosts.
+func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, untrustedHost bool) events.APIGatewayV2HTTPResponse {
 	start := time.Now()
-	d := &delivery{requestID: req.RequestContext.RequestID, source: "unknown"}
+	d := &delivery{requestID: boundedID(req.RequestContext.RequestID), source: "unknown", untrustedHost: untrustedHost}
 	resp := h.handle(ctx, req, d)
 	if resp.StatusCode == http.StatusBadRequest {
 		if src := h.sources[d.source]; src != nil && src.conf.Scheme == "slack" {
@@ -198,7 +224,22 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	d.status = resp.StatusCode
 	d.latency = time.Since(start)
 	h.observe(ctx, d)
-	return resp, nil
+	return resp
+}
+
+// maxRequestIDLen bounds the request id logged: over ServeHTTP it is the sender's X-Request-Id,
+// logged before anything is verified.
+const maxRequestIDLen = 128
+
+// boundedID is a request id fit to log: at most maxRequestIDLen bytes of printable ASCII, the
+// rest cut and marked.
+func boundedID(id string) string {
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x21 || c > 0x7e || i == maxRequestIDLen {
+			return id[:i] + "…"
+		}
+	}
+	return id
 }
 
 // delivery is what one request did, for the log line and the metrics.
@@ -219,6 +260,7 @@ type delivery struct {
 	batch       *batchResult // for a batch source's delivery
 
 	droppedDeliveryID bool
+	untrustedHost     bool // over ServeHTTP, a Host not among Config.TrustedHosts
 }
 
 func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest, d *delivery) events.APIGatewayV2HTTPResponse {
@@ -259,9 +301,23 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 
 	hdr := header(req.Headers)
 	now := h.now()
+	var signedURL string
+	if src.signedURL != nil {
+		u, err := src.url(req)
+		if err != nil && d.untrustedHost {
+			// Sent to a host this deployment does not answer for: not a URL the provider signed.
+			d.err, d.errKind = err, "signature"
+			return reply(http.StatusUnauthorized, "signature verification failed", "")
+		}
+		if err != nil {
+			d.err, d.errKind = err, "internal"
+			return reply(http.StatusInternalServerError, "internal error", "")
+		}
+		signedURL = u
+	}
 	verify := func() error {
 		if src.signedURL != nil {
-			return src.signedURL.VerifyURL(src.url(req, hdr), hdr, raw, h.secrets.Get(name), now)
+			return src.signedURL.VerifyURL(signedURL, hdr, raw, h.secrets.Get(name), now)
 		}
 		return src.scheme.Verify(hdr, raw, h.secrets.Get(name), now)
 	}
@@ -282,6 +338,18 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return reply(http.StatusUnauthorized, "signature verification failed", "")
 		}
 	}
+
+	if hc, ok := src.scheme.(webhook.HeaderChecker); ok {
+		// What the receiver acts on comes from the signed body; an unsigned header that says
+		// otherwise is refused rather than believed or ignored.
+		if err := hc.CheckHeaders(hdr, raw); err != nil {
+			d.err, d.errKind = err, "bad_request"
+			var me *webhook.HeaderMismatchError
+			errors.As(err, &me)
+			return reply(http.StatusBadRequest, err.Error(), me.Header)
+		}
+	}
+	signed := raw // what the signature covers, before a form:<key> source's payload replaces raw
 
 	if c, ok := src.scheme.(webhook.Challenger); ok {
 		// A provider proving the endpoint (Slack's url_verification, Twitch's callback
@@ -306,6 +374,10 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	if resp, ok := h.admit(d, src, &ev, err, now, ""); !ok {
 		return resp
+	}
+	if err := src.guardContent(&ev, signedURL, signed); err != nil {
+		d.err, d.errKind = err, "bad_request"
+		return reply(http.StatusBadRequest, "body cannot be read as the signature covers it", "body")
 	}
 	d.event = ev
 
@@ -369,7 +441,7 @@ func (h *Handler) admit(d *delivery, src *source, ev *dedup.Event, err error, no
 		// Informational only: an unusable delivery id must not cost the event.
 		ev.DeliveryID, d.droppedDeliveryID = "", true
 	}
-	ev.GuardBody = src.guardBody
+	ev.GuardBody = src.guard != sources.ReplayGuardOff
 	if src.timeSigned && !ev.OccurredAt.IsZero() && now.Sub(ev.OccurredAt) > src.keep {
 		// Past the retention the event's claim may be gone: a replay of this signed body
 		// could not be told from a new event, so it is refused rather than run again.
@@ -388,21 +460,62 @@ func (h *Handler) admit(d *delivery, src *source, ev *dedup.Event, err error, no
 	return resp, true
 }
 
-// url is the URL a URL-signing provider called: the source's configured url, else rebuilt from
-// the request as API Gateway passes it (https, the Host header, the raw path and query).
-func (s *source) url(req events.APIGatewayV2HTTPRequest, h http.Header) string {
-	if s.conf.URL != "" {
-		return s.conf.URL
+// url is the URL a URL-signing provider called: the source's configured url, else
+// https://<the domain API Gateway served the request on><the raw path, stage included>, and
+// then the request's own query string (signed: the provider appends to it, as Twilio's
+// bodySHA256). Never the Host header, which the sender writes: a delivery captured for one
+// deployment must not verify at another that shares the provider's account-wide key.
+func (s *source) url(req events.APIGatewayV2HTTPRequest) (string, error) {
+	u := s.conf.URL
+	if u == "" {
+		if req.RequestContext.DomainName == "" {
+			return "", &NoSignedURLError{Source: s.name, Scheme: s.conf.Scheme}
+		}
+		u = "https://" + req.RequestContext.DomainName + req.RawPath
 	}
-	host := h.Get("Host")
-	if host == "" {
-		host = req.RequestContext.DomainName
-	}
-	u := "https://" + host + req.RawPath
 	if req.RawQueryString != "" {
 		u += "?" + req.RawQueryString
 	}
-	return u
+	return u, nil
+}
+
+// NoSignedURLError is a delivery to a source whose scheme signs the URL it calls (twilio,
+// square) when the receiver cannot know that URL: the source sets no url, and the request
+// names no domain the receiver trusts (API Gateway's RequestContext.DomainName; over
+// ServeHTTP, a Host in Config.TrustedHosts). It is answered 500: the configuration is at fault.
+type NoSignedURLError struct {
+	Source, Scheme string
+}
+
+func (e *NoSignedURLError) Error() string {
+	return fmt.Sprintf("receiver: sources.%s: %s signs the URL it calls, and this request does not say which: set the source's url (the URL configured at %s), or over ServeHTTP list the host in Config.TrustedHosts", e.Source, e.Scheme, e.Scheme)
+}
+
+// guardContent sets what ev's body guard claims, when the source guards: what the signature
+// covers, as the provider canonicalises it (signed, the raw body, for the schemes that sign
+// it; Twilio's URL and sorted fields; Square's URL and body), with the type before it for
+// "body+type". Left nil when that is the payload itself, which the store then hashes.
+func (s *source) guardContent(ev *dedup.Event, signedURL string, signed []byte) error {
+	if s.guard == sources.ReplayGuardOff {
+		return nil
+	}
+	content := signed
+	if s.signedURL != nil {
+		c, err := webhook.SignedContent(s.scheme, signedURL, signed)
+		if err != nil {
+			return err
+		}
+		content = c
+	}
+	if s.guard == sources.ReplayGuardBodyAndType {
+		// A type never holds a NUL (dedup.Event.Validate): the two parts cannot be confused.
+		content = append(append([]byte("type\x00"+ev.Type), 0), content...)
+	}
+	if len(content) == len(ev.Payload) && (len(content) == 0 || &content[0] == &ev.Payload[0]) {
+		return nil
+	}
+	ev.Guard = content
+	return nil
 }
 
 // UnknownTargetError is a plan whose intent names a target the deployment's outbox does not
@@ -558,7 +671,11 @@ func reply(status int, msg, field string) events.APIGatewayV2HTTPResponse {
 
 // HandleV1 answers a REST API (payload format 1.0) request by translating it to the v2 shape:
 // the same statuses and the same work. Multi-value headers are joined with commas, as the
-// HTTP API does.
+// HTTP API does. The path is the one the client called, the stage included
+// (RequestContext.Path), and the domain API Gateway's: a URL-signing source verifies against
+// them. Payload 1.0 carries the query string decoded, not as sent: it is re-encoded with its
+// parameters sorted, so a URL-signing source behind a REST API should be called at a URL
+// whose query has at most one parameter (Twilio's bodySHA256), or set its url.
 func (h *Handler) HandleV1(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	headers := make(map[string]string, len(req.Headers)+len(req.MultiValueHeaders))
 	for k, v := range req.Headers {
@@ -567,16 +684,30 @@ func (h *Handler) HandleV1(ctx context.Context, req events.APIGatewayProxyReques
 	for k, vs := range req.MultiValueHeaders {
 		headers[strings.ToLower(k)] = strings.Join(vs, ",")
 	}
+	path := req.RequestContext.Path // with the stage, as the client called it
+	if path == "" {
+		path = req.Path
+	}
+	query := url.Values{}
+	for k, v := range req.QueryStringParameters {
+		query[k] = []string{v}
+	}
+	for k, vs := range req.MultiValueQueryStringParameters {
+		query[k] = vs
+	}
 	resp, err := h.Handle(ctx, events.APIGatewayV2HTTPRequest{
 		Version:         "1.0",
-		RawPath:         req.Path,
+		RawPath:         path,
+		RawQueryString:  query.Encode(),
 		Headers:         headers,
 		PathParameters:  req.PathParameters,
 		Body:            req.Body,
 		IsBase64Encoded: req.IsBase64Encoded,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RequestID: req.RequestContext.RequestID,
-			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: req.HTTPMethod, Path: req.Path},
+			DomainName: req.RequestContext.DomainName,
+			Stage:      req.RequestContext.Stage,
+			RequestID:  req.RequestContext.RequestID,
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: req.HTTPMethod, Path: path},
 		},
 	})
 	return events.APIGatewayProxyResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, err

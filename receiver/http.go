@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 
@@ -17,6 +18,10 @@ import (
 // joined with commas). Mount it where the provider's URL points:
 //
 //	http.Handle("/hooks/", h)
+//
+// A source whose scheme signs the URL it calls (twilio, square) needs its url, or the hosts it
+// is called at in Config.TrustedHosts: the Host header is the sender's to write, and is used
+// only when trusted (CheckHTTP refuses, at start, a handler that has neither).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.maxBody)))
 	var tooLarge *http.MaxBytesError
@@ -33,17 +38,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		headers[strings.ToLower(k)] = strings.Join(v, ",")
 	}
 	headers["host"] = r.Host // net/http keeps it out of r.Header
-	resp, _ := h.Handle(r.Context(), events.APIGatewayV2HTTPRequest{
+	domain := h.trustedHost(r.Host)
+	resp := h.serve(r.Context(), events.APIGatewayV2HTTPRequest{
 		Version:        "2.0",
 		RawPath:        r.URL.EscapedPath(),
 		RawQueryString: r.URL.RawQuery,
 		Headers:        headers,
 		Body:           string(body), // the bytes as sent: a Go string holds any bytes
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RequestID: r.Header.Get("X-Request-Id"),
-			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, SourceIP: r.RemoteAddr},
+			DomainName: domain,
+			RequestID:  r.Header.Get("X-Request-Id"),
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, SourceIP: r.RemoteAddr},
 		},
-	})
+	}, domain == "" && len(h.trusted) > 0)
 	writeResponse(w, resp)
 }
 
@@ -53,4 +60,32 @@ func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) 
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.WriteString(w, resp.Body)
+}
+
+// trustedHost is host when Config.TrustedHosts lists it (any case, without a port), else "".
+func (h *Handler) trustedHost(host string) string {
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		host = name
+	}
+	host = strings.ToLower(host)
+	if h.trusted[host] {
+		return host
+	}
+	return ""
+}
+
+// CheckHTTP reports whether ServeHTTP can verify every source: it returns a
+// *NoSignedURLError for the first source whose scheme signs the URL it calls (twilio, square)
+// that sets no url while Config.TrustedHosts is empty. Call it before serving (launch's
+// NewHTTPReceiver does), so such a deployment does not start instead of answering 500.
+func (h *Handler) CheckHTTP() error {
+	if len(h.trusted) > 0 {
+		return nil
+	}
+	for _, name := range h.names {
+		if src := h.sources[name]; src.signedURL != nil && src.conf.URL == "" {
+			return &NoSignedURLError{Source: name, Scheme: src.conf.Scheme}
+		}
+	}
+	return nil
 }

@@ -125,7 +125,7 @@ func TestSchemesThatSignTheirIDKeepTheOneCallFastPath(t *testing.T) {
 	e := newEnv(t)
 	for name, want := range map[string]string{
 		"shop": sources.ReplayGuardOff, "stripe": sources.ReplayGuardOff, "partner": sources.ReplayGuardOff,
-		"github": sources.ReplayGuardBody, "shopify": sources.ReplayGuardBody,
+		"github": sources.ReplayGuardBody, "shopify": sources.ReplayGuardBodyAndType,
 	} {
 		if got := e.file.Sources[name].ReplayGuard; got != want {
 			t.Errorf("%s: replay_guard %q, want %q by default", name, got, want)

@@ -58,7 +58,7 @@ func shapesFile(t *testing.T) (*sources.File, map[string]string) {
   "zoom":     {"scheme":"zoom","secrets":[{"env":"S"}],"event_id":{"json":"payload.object.uuid"}},
   "intercom": {"scheme":"intercom","secrets":[{"env":"S"}]},
   "square":   {"scheme":"square","secrets":[{"env":"S"}]},
-  "twilio":   {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"},"url":"https://hooks.example.com/twilio/sms?tenant=acme"},
+  "twilio":   {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"},"url":"https://hooks.example.com/twilio/sms"},
   "twilio-rebuilt": {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"}},
   "slack-actions":  {"scheme":"slack","secrets":[{"env":"S"}],"body":"form:payload","event_id":{"json":"trigger_id"},"event_type":{"json":"type"}},
   "discord":  {"scheme":"discord","public_keys":[%q],"event_id":{"json":"event.data.id"}},
@@ -88,7 +88,7 @@ func TestEachNewShapeClaimsItsEventOnce(t *testing.T) {
 		{"square", fmt.Sprintf(`{"merchant_id":"6SSW7HV8K2ST5","type":"payment.updated","event_id":"1a7c3e94-5b2d-4f8a-9e61-0c3d7b2a5f18","created_at":%q,"data":{"type":"payment","id":"hYy9pRFVxpDsO1FB05SunFWUe9JZY"}}`, now.Format(time.RFC3339Nano)),
 			"1a7c3e94-5b2d-4f8a-9e61-0c3d7b2a5f18", "payment.updated", nil},
 		{"twilio", "MessageSid=SM3f1c2b6a9d8e47f0a1b2c3d4e5f60718&MessageStatus=delivered&To=%2B14155550123&From=%2B14155550199&AccountSid=AC0123456789abcdef0123456789abcdef",
-			"0e9f3c1a-idem-token", "delivered", []receivertest.Option{receivertest.WithEventID("0e9f3c1a-idem-token")}},
+			"0e9f3c1a-idem-token", "delivered", []receivertest.Option{receivertest.WithEventID("0e9f3c1a-idem-token"), receivertest.WithQuery("tenant=acme")}},
 		{"twilio-rebuilt", "MessageSid=SM3f1c2b6a9d8e47f0a1b2c3d4e5f60718&MessageStatus=sent&To=%2B14155550123",
 			"1f0a4d2b-idem-token", "sent", []receivertest.Option{receivertest.WithEventID("1f0a4d2b-idem-token")}},
 		{"slack-actions", "payload=" + url.QueryEscape(`{"type":"block_actions","trigger_id":"13345224609.738474920.8088930838d88f008e0","user":{"id":"U0CA5"},"actions":[{"action_id":"approve","value":"ord_1"}]}`),
@@ -141,7 +141,7 @@ func TestEachNewShapeClaimsItsEventOnce(t *testing.T) {
 }
 
 // TestASignedURLIsTheOneTheProviderCalled: Twilio signs the URL; the receiver rebuilds it from
-// the Host header, the path and the query when the source configures none. A delivery whose
+// the domain API Gateway served, the path and the query when the source configures none. A delivery whose
 // URL differs from the one signed (another host, another query) is refused.
 func TestASignedURLIsTheOneTheProviderCalled(t *testing.T) {
 	t.Parallel()
@@ -160,10 +160,11 @@ func TestASignedURLIsTheOneTheProviderCalled(t *testing.T) {
 		change func(r *events.APIGatewayV2HTTPRequest)
 		status int
 	}{
-		{"another host", func(r *events.APIGatewayV2HTTPRequest) { r.Headers["host"] = "evil.example.com" }, 401},
+		{"another domain", func(r *events.APIGatewayV2HTTPRequest) { r.RequestContext.DomainName = "evil.example.com" }, 401},
 		{"a query added", func(r *events.APIGatewayV2HTTPRequest) { r.RawQueryString = "tenant=other" }, 401},
 		{"a form field added", func(r *events.APIGatewayV2HTTPRequest) { r.Body += "&Extra=1" }, 401},
 		{"as signed", func(*events.APIGatewayV2HTTPRequest) {}, 200},
+		{"another Host header, which is not what the URL is rebuilt from", func(r *events.APIGatewayV2HTTPRequest) { r.Headers["host"] = "evil.example.com" }, 200},
 	} {
 		r := req
 		r.Headers = map[string]string{}

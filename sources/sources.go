@@ -147,11 +147,12 @@ type Source struct {
 	// (discord: hex Ed25519; sendgrid: base64 DER ECDSA), in place of Secrets: they are not
 	// secret, so they live in the file. Several allow rotation.
 	PublicKeys []string `json:"public_keys,omitempty"`
-	// URL is the URL the provider calls, exactly as configured there, for the schemes that sign
-	// it (twilio, square). Unset, the receiver rebuilds it from each request: https://, the
-	// Host header, the raw path and the raw query string. Set it whenever the provider's URL is
-	// not what API Gateway sees (a custom domain with an API mapping path, a CDN or a proxy in
-	// front, a container behind plain HTTP).
+	// URL is the URL the provider calls, as configured there up to its path, for the schemes
+	// that sign it (twilio, square); the query string is each request's own, as signed.
+	// Unset, the receiver rebuilds it from each request: https://, the domain API Gateway
+	// served it on (never the Host header, which the sender writes), the raw path (a named
+	// stage included). Set it whenever the provider's URL is not what API Gateway sees (a
+	// custom domain with an API mapping path, a CDN or a proxy in front, a container).
 	URL string `json:"url,omitempty"`
 	// Body is the body's format: "json" (the default; "form" for twilio), "form"
 	// (application/x-www-form-urlencoded, located by form key), or "form:<key>" (a form whose
@@ -192,10 +193,15 @@ type Source struct {
 	// 200 is a retry, and a retry storm); the stack sizes the receiver's timeout and its
 	// latency alarm by the tightest one. Default per scheme (DeliveryTimeouts).
 	DeliveryTimeout Duration `json:"delivery_timeout,omitempty"`
-	// ReplayGuard is "body" or "off". With "body", the body's SHA-256 is claimed in the same
-	// write as the event id (dedup.Event.GuardBody), so a signed body re-sent under a forged
-	// event id runs nothing. Default: "body" when the signature does not cover the event id
-	// (IDSigned), "off" when it does (Standard Webhooks' webhook-id, a body field).
+	// ReplayGuard is "body", "body+type" or "off". With "body", what the signature covers
+	// (webhook.SignedContent: the body, or Twilio's URL and sorted fields) is claimed in the
+	// same write as the event id (dedup.Event.GuardBody), so a signed delivery re-sent under a
+	// forged event id runs nothing, whatever type it claims to be. "body+type" claims the signed
+	// content together with the event type, for a provider that sends one body under several
+	// unsigned types (Shopify's fan-out of one action to several topics): a copy under another
+	// type is then a new event. Default: "body+type" for shopify; "body" for other sources
+	// whose signature does not cover the event id (IDSigned); "off" when it does (Standard
+	// Webhooks' webhook-id, a body field).
 	ReplayGuard string `json:"replay_guard,omitempty"`
 	// UnknownTypes is what the receiver does with an event type no planner is registered for:
 	// "claim" (the default) claims it with an empty plan, so its redeliveries stay duplicates
@@ -241,16 +247,28 @@ var DeliveryTimeouts = map[string]time.Duration{
 
 // The values of Source.ReplayGuard.
 const (
-	ReplayGuardBody = "body"
-	ReplayGuardOff  = "off"
+	ReplayGuardBody        = "body"
+	ReplayGuardBodyAndType = "body+type"
+	ReplayGuardOff         = "off"
 )
+
+// Guarded reports whether the source claims its deliveries' signed content with their event id
+// (ReplayGuard "body" or "body+type").
+func (s *Source) Guarded() bool {
+	return s.ReplayGuard == ReplayGuardBody || s.ReplayGuard == ReplayGuardBodyAndType
+}
 
 // IDSigned reports whether the signature covers the event id (and its scope): an id read from
 // the body is signed by every scheme, a header only by a scheme that signs it (Standard
-// Webhooks signs webhook-id). Unsigned, a captured delivery can be re-sent under any id.
+// Webhooks signs webhook-id). Unsigned, a captured delivery can be re-sent under any id. A
+// Twilio form field is not a signed id: Twilio signs names and values run together, so a field
+// can swallow the ones after it and still verify (webhook.SignsFields).
 func (s *Source) IDSigned() bool {
 	l := s.EventID
 	if l == nil || l.ScopeHeader != "" {
+		return false
+	}
+	if l.Form != "" && s.Scheme == "twilio" {
 		return false
 	}
 	if l.JSON != "" || l.Form != "" {

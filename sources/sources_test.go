@@ -173,8 +173,8 @@ func TestEveryProviderPresetLoadsWithItsDocumentedDefaults(t *testing.T) {
 		{"slack", "json event_id", "json event.type", ReplayGuardOff, 10 * time.Minute, 3 * time.Second},
 		{"paddle", "json event_id", "json event_type", ReplayGuardOff, 72 * time.Hour, 5 * time.Second},
 		{"pd", "json event.id", "json event.event_type", ReplayGuardOff, 48 * time.Hour, 5 * time.Second},
-		{"linear", "header Linear-Delivery", "header Linear-Event", ReplayGuardBody, 8 * time.Hour, 5 * time.Second},
-		{"twitch", "header Twitch-Eventsub-Message-Id", "header Twitch-Eventsub-Subscription-Type", ReplayGuardOff, time.Hour, 3 * time.Second},
+		{"linear", "header Linear-Delivery", "json type", ReplayGuardBody, 8 * time.Hour, 5 * time.Second},
+		{"twitch", "header Twitch-Eventsub-Message-Id", "json subscription.type", ReplayGuardOff, time.Hour, 3 * time.Second},
 	} {
 		s := f.Sources[c.name]
 		loc := func(l *Locator) string {

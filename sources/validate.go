@@ -95,15 +95,16 @@ var Presets = map[string]Preset{
 	// (linear.app/developers/webhooks); webhookTimestamp is in milliseconds.
 	"linear": {
 		EventID:      &Locator{Header: "Linear-Delivery"},
-		EventType:    &Locator{Header: "Linear-Event"},
+		EventType:    &Locator{JSON: "type"}, // signed; Linear-Event repeats it, unsigned, and is held to it
 		OccurredAt:   &Locator{JSON: "webhookTimestamp"},
 		RetryHorizon: 8 * time.Hour,
 	},
 	// Twitch-Eventsub-Message-Id is signed and kept when Twitch resends; Twitch documents no
 	// retry horizon (dev.twitch.tv/docs/eventsub/handling-webhook-events).
 	"twitch": {
-		EventID:   &Locator{Header: "Twitch-Eventsub-Message-Id"},
-		EventType: &Locator{Header: "Twitch-Eventsub-Subscription-Type"},
+		EventID: &Locator{Header: "Twitch-Eventsub-Message-Id"},
+		// Signed; Twitch-Eventsub-Subscription-Type repeats it, unsigned, and is held to it.
+		EventType: &Locator{JSON: "subscription.type"},
 	},
 	// Zoom's payload carries no event id (event, event_ts in milliseconds, payload), and
 	// x-zm-trackingid names a request, not the event: the source must locate one (for example
@@ -462,12 +463,21 @@ func (s *Source) validate(at string) error {
 	switch s.ReplayGuard {
 	case "":
 		s.ReplayGuard = ReplayGuardOff
-		if !s.IDSigned() {
+		switch {
+		case s.Scheme == "shopify" && !s.IDSigned():
+			// One merchant action fans out to several topics, each its own webhook id, possibly
+			// with equal bodies: each topic's event is its own (docs/receiver.md, the trade-off).
+			s.ReplayGuard = ReplayGuardBodyAndType
+		case !s.IDSigned():
 			s.ReplayGuard = ReplayGuardBody
 		}
-	case ReplayGuardBody, ReplayGuardOff:
+	case ReplayGuardBody, ReplayGuardBodyAndType, ReplayGuardOff:
 	default:
-		return &FieldError{Field: at + ".replay_guard", Reason: fmt.Sprintf("%q is not %q or %q", s.ReplayGuard, ReplayGuardBody, ReplayGuardOff)}
+		return &FieldError{Field: at + ".replay_guard", Reason: fmt.Sprintf("%q is not %q, %q or %q", s.ReplayGuard, ReplayGuardBody, ReplayGuardBodyAndType, ReplayGuardOff)}
+	}
+	if s.ReplayGuard == ReplayGuardOff && s.Scheme == "twilio" && !s.IDSigned() {
+		// Twilio's ids are never signed: without the guard a captured callback replays without limit.
+		return &FieldError{Field: at + ".replay_guard", Reason: `cannot be "off" for twilio: its event id is not signed (a header, or a form field Twilio signs without delimiters), so the guard is what refuses a captured callback's replays`}
 	}
 	return nil
 }
@@ -507,6 +517,11 @@ func (s *Source) validateBody(at string) error {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" || u.User != nil ||
 			!strings.HasPrefix(s.URL, u.Scheme+"://") {
 			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q is not an absolute http(s) URL (lower-case scheme, no user or fragment)", s.URL)}
+		}
+		if strings.Contains(s.URL, "?") {
+			// The provider signs the query it calls with, which it may extend (Twilio appends
+			// bodySHA256): the receiver takes it from each request, as signed.
+			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q has a query string: give the URL up to its path; the query is read from each request, where the provider signed it", s.URL)}
 		}
 	}
 	if s.Body == "" {

@@ -234,20 +234,21 @@ func (s *timestamped) Challenge(h http.Header, body []byte, secrets []string) ([
 		}
 		return []byte(c.Challenge), "text/plain", true
 	case Twitch:
-		switch h.Get(TwitchTypeHeader) {
-		case "revocation":
+		// What the message is comes from the signed body; Twitch-Eventsub-Message-Type, unsigned,
+		// is only held to it (CheckHeaders).
+		m, ok := readTwitch(body)
+		if !ok {
+			return nil, "", false
+		}
+		switch m.kind() {
+		case TwitchRevocation:
 			// The subscription is gone (its user revoked it, or too many deliveries failed):
 			// acknowledged, and nothing to claim.
 			return nil, "text/plain", true
-		case "webhook_callback_verification":
-		default:
-			return nil, "", false
+		case TwitchVerification:
+			return []byte(m.Challenge), "text/plain", true
 		}
-		var c struct{ Challenge string }
-		if json.Unmarshal(body, &c) != nil || c.Challenge == "" {
-			return nil, "", false
-		}
-		return []byte(c.Challenge), "text/plain", true
+		return nil, "", false
 	}
 	return nil, "", false
 }

@@ -126,7 +126,9 @@ func TestChallengesAreAnsweredOnlyForTheirOwnShape(t *testing.T) {
 		{"a slack body naming url_verification elsewhere", slack, nil, `{"type":"event_callback","challenge":"x","event":{"text":"\"url_verification\""}}`, ""},
 		// https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#responding-to-a-challenge-request
 		{"twitch's callback verification", twitch, http.Header{TwitchTypeHeader: {"webhook_callback_verification"}}, `{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4"}}`, "pogchamp-kappa-360noscope-vohiyo"},
-		{"a twitch notification", twitch, http.Header{TwitchTypeHeader: {"notification"}}, `{"challenge":"x","subscription":{}}`, ""},
+		{"a twitch notification", twitch, http.Header{TwitchTypeHeader: {"notification"}}, `{"subscription":{"type":"channel.follow","status":"enabled"},"event":{"user_id":"1234"}}`, ""},
+		{"a twitch notification whose unsigned header says revocation", twitch, http.Header{TwitchTypeHeader: {"revocation"}}, `{"subscription":{"type":"channel.follow","status":"enabled"},"event":{"user_id":"1234"}}`, ""},
+		{"a twitch challenge whose unsigned header says notification", twitch, http.Header{TwitchTypeHeader: {"notification"}}, `{"challenge":"x","subscription":{}}`, "x"},
 		{"a twitch revocation, acknowledged", twitch, http.Header{TwitchTypeHeader: {"revocation"}}, `{"subscription":{"status":"authorization_revoked"}}`, "-"},
 	} {
 		answer, ctype, ok := c.s.Challenge(c.h, []byte(c.body), []string{"zm_test_secret_token_0123456789", "secretValueTest"})

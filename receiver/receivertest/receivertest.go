@@ -41,7 +41,12 @@ type options struct {
 	headers                          http.Header
 	base64                           bool
 	url                              string // what HTTPRequest sends to, for a URL-signing source
+	query                            string // the raw query string the request is sent with
 }
+
+// WithQuery sends the request with the raw query string q (no "?"), as the provider calls the
+// URL: a URL-signing scheme (Twilio, Square) signs it.
+func WithQuery(q string) Option { return func(o *options) { o.query = q } }
 
 // WithEventID sets the event id where the source reads it from a header (GitHub's
 // X-GitHub-Delivery, Shopify's X-Shopify-Webhook-Id, Standard Webhooks' webhook-id). An id read
@@ -175,6 +180,9 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 		if url == "" {
 			url = "https://" + Host + "/hooks/" + source
 		}
+		if o.query != "" {
+			url += "?" + o.query
+		}
 		err = u.SignURL(url, h, body, secret, id, o.at)
 	} else {
 		err = scheme.Sign(h, body, secret, id, o.at)
@@ -187,16 +195,18 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 		headers[strings.ToLower(k)] = strings.Join(v, ",")
 	}
 	req := events.APIGatewayV2HTTPRequest{
-		Version:  "2.0",
-		RouteKey: "POST /hooks/" + source, // the stack's route for the source: no path parameters
-		RawPath:  "/hooks/" + source,
-		Headers:  headers,
-		Body:     string(body),
+		Version:        "2.0",
+		RouteKey:       "POST /hooks/" + source, // the stack's route for the source: no path parameters
+		RawPath:        "/hooks/" + source,
+		RawQueryString: o.query,
+		Headers:        headers,
+		Body:           string(body),
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RouteKey:  "POST /hooks/" + source,
-			Stage:     "$default",
-			RequestID: freshID("req_"),
-			TimeEpoch: o.at.UnixMilli(),
+			DomainName: Host,
+			RouteKey:   "POST /hooks/" + source,
+			Stage:      "$default",
+			RequestID:  freshID("req_"),
+			TimeEpoch:  o.at.UnixMilli(),
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
 				Method: http.MethodPost, Path: "/hooks/" + source, Protocol: "HTTP/1.1", SourceIP: "192.0.2.44", UserAgent: h.Get("User-Agent"),
 			},
@@ -211,7 +221,8 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 // HTTPRequest is Request as a *http.Request to url (a server around receiver.Handler.ServeHTTP,
 // a deployed stack); a URL-signing source without a url of its own is signed over url.
 func HTTPRequest(f *sources.File, source, secret, url string, body []byte, opts ...Option) (*http.Request, error) {
-	r, err := Request(f, source, secret, body, append(opts, func(o *options) { o.url = url })...)
+	base, query, _ := strings.Cut(url, "?")
+	r, err := Request(f, source, secret, body, append(opts, func(o *options) { o.url, o.query = base, query })...)
 	if err != nil {
 		return nil, err
 	}
