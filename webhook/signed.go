@@ -181,3 +181,51 @@ func (s *bodyScheme) CheckHeaders(h http.Header, body []byte) error {
 	}
 	return nil
 }
+
+// Coverage is what one scheme's signature covers. Everything a delivery carries outside it
+// (every other header, the query string of a scheme that does not sign the URL, the form's
+// encoding for Twilio) can be changed by whoever holds a captured delivery, and must not decide
+// what a receiver does. The receiver's property test holds each scheme to its Coverage: changing
+// a covered part breaks the signature, changing anything else does not.
+type Coverage struct {
+	// Signature is the header carrying the signature.
+	Signature string
+	// Body: the raw body, byte for byte. False for Twilio, which signs its form's fields
+	// decoded (Fields), or a JSON body's SHA-256 as the URL's bodySHA256.
+	Body bool
+	// Fields: the form fields' decoded names and values, sorted and run together (Twilio).
+	Fields bool
+	// URL: the URL called, query string included (Twilio, Square).
+	URL bool
+	// Headers are the other headers signed (a timestamp, a message id), canonical names.
+	Headers []string
+}
+
+// Covers returns what s's signature covers.
+func Covers(s Scheme) Coverage {
+	switch s := s.(type) {
+	case *standardScheme:
+		return Coverage{Signature: s.sigHeader, Body: true, Headers: []string{s.idHeader, s.tsHeader}}
+	case *stripeScheme:
+		return Coverage{Signature: StripeHeader, Body: true} // its timestamp is in Stripe-Signature
+	case *timestamped:
+		c := Coverage{Signature: s.sigHeader, Body: true}
+		if s.idHeader != "" {
+			c.Headers = append(c.Headers, s.idHeader)
+		}
+		if s.tsHeader != "" {
+			c.Headers = append(c.Headers, s.tsHeader)
+		}
+		return c
+	case *bodyScheme:
+		return Coverage{Signature: s.header, Body: true}
+	case *publicKeyScheme:
+		return Coverage{Signature: s.sigHeader, Body: true, Headers: []string{s.tsHeader}}
+	case *urlScheme:
+		if s.name == Twilio {
+			return Coverage{Signature: s.header, Fields: true, URL: true}
+		}
+		return Coverage{Signature: s.header, Body: true, URL: true}
+	}
+	return Coverage{}
+}
