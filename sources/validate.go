@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/webhook"
 )
 
 // FieldError names the field of a sources file that is wrong, e.g.
@@ -200,6 +201,11 @@ func (f *File) Validate() error {
 		}
 		if err := s.Retention().Validate(name); err != nil {
 			return err
+		}
+		if tol := time.Duration(s.TimestampTolerance); tol >= s.Retention().Effective() {
+			// Past its claim's expiry, a delivery still inside the tolerance would verify and
+			// claim again: a replay the dedup key no longer remembers.
+			return &FieldError{Field: at + ".timestamp_tolerance", Reason: fmt.Sprintf("%s is not shorter than the retention (%s): a delivery would still verify after its claim expired", Duration(tol), Duration(s.Retention().Effective()))}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tables)) {
@@ -439,6 +445,9 @@ func (s *Source) validate(at string) error {
 
 	if time.Duration(s.TimestampTolerance) < 0 {
 		return &FieldError{Field: at + ".timestamp_tolerance", Reason: "must not be negative"}
+	}
+	if time.Duration(s.TimestampTolerance) > webhook.MaxTolerance {
+		return &FieldError{Field: at + ".timestamp_tolerance", Reason: "must be at most 24h: a captured delivery verifies for as long as the tolerance"}
 	}
 	if s.MaxBodyBytes < 0 || s.MaxBodyBytes > maxBody {
 		return &FieldError{Field: at + ".max_body_bytes", Reason: fmt.Sprintf("must be between 0 (default %d) and %d, Lambda's request limit", DefaultMaxBodyBytes, maxBody)}

@@ -144,9 +144,17 @@ func New(name string, opts Options) (Scheme, error) {
 	return nil, &InvalidError{Field: "name", Reason: "unknown scheme " + quote(name) + "; want one of " + strings.Join(Names, ", ")}
 }
 
+// MaxTolerance is the largest Options.Tolerance New accepts. A tolerance is how long a
+// captured delivery verifies for; past a day it no longer allows for clock skew or a provider's
+// queueing, only for replays (a receiver's dedup claim must also outlive it).
+const MaxTolerance = 24 * time.Hour
+
 func onlyTolerance(name string, opts Options) error {
 	if opts.Tolerance < 0 {
 		return &InvalidError{Scheme: name, Field: "Tolerance", Reason: "must not be negative"}
+	}
+	if opts.Tolerance > MaxTolerance {
+		return &InvalidError{Scheme: name, Field: "Tolerance", Reason: "must be at most " + MaxTolerance.String() + ": a captured delivery verifies for as long as the tolerance"}
 	}
 	return genericFieldsUnset(name, opts)
 }

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -119,7 +118,7 @@ func (m *twitchMessage) kind() string {
 	switch {
 	case m.Challenge != "":
 		return TwitchVerification
-	case len(m.Event) > 0 && !bytes.Equal(m.Event, []byte("null")):
+	case len(m.Event) > 0 && string(m.Event) != "null": // not a secret: JSON's null
 		return TwitchNotification
 	case m.Subscription.Status != "" && m.Subscription.Status != "enabled":
 		return TwitchRevocation
