@@ -17,6 +17,9 @@
 //	                        separated: the outbox refuses to start without an executor for each,
 //	                        and the receiver refuses a plan whose intent names a target that is
 //	                        neither these nor a target of the sources file
+//	ONCEHOOK_SECRETS_MAX_AGE receiver: how long a source's secrets are used before they are read
+//	                        again (default 5m, at least 1m): the longest a secret revoked at its
+//	                        store keeps verifying on a warm instance
 //	LOG_LEVEL               debug, info (default), warn, error
 //	METRICS_NAMESPACE       the CloudWatch namespace of the EMF metrics (default oncehook)
 //	PENDING_SHARDS          the pending index's shard count (default 16)
@@ -119,10 +122,16 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 	db := dynamodb.NewFromConfig(cfg, dbOpts...)
 	var secrets *sources.Secrets
 	if needs.Secrets {
+		maxAge := sources.DefaultMaxAge
+		if v := os.Getenv("ONCEHOOK_SECRETS_MAX_AGE"); v != "" {
+			if maxAge, err = sources.ParseDuration(v); err != nil || maxAge < SecretRefresh {
+				return nil, fmt.Errorf("ONCEHOOK_SECRETS_MAX_AGE=%q: want a duration of at least %s (5m, 1h)", v, SecretRefresh)
+			}
+		}
 		secrets, err = sources.NewSecrets(ctx, file, &sources.Resolver{
 			SecretsManager: secretsmanager.NewFromConfig(cfg),
 			SSM:            ssm.NewFromConfig(cfg),
-		}, SecretRefresh)
+		}, SecretRefresh, sources.MaxAge(maxAge))
 		if err != nil {
 			return nil, err
 		}

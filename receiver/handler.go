@@ -59,6 +59,14 @@ type Secrets interface {
 	Refresh(ctx context.Context, source string) (bool, error)
 }
 
+// StaleSecrets is Secrets that age: RefreshStale re-reads a source's secrets once they are
+// older than the implementation's maximum age, so a secret revoked at its store stops
+// verifying within that time. The receiver calls it before verifying each delivery; an error
+// (the old values kept) is counted as SecretRefreshFailed. *sources.Secrets satisfies it.
+type StaleSecrets interface {
+	RefreshStale(ctx context.Context, source string) error
+}
+
 // Config wires a Handler.
 type Config struct {
 	Sources  *sources.File
@@ -260,7 +268,8 @@ type delivery struct {
 	batch       *batchResult // for a batch source's delivery
 
 	droppedDeliveryID bool
-	untrustedHost     bool // over ServeHTTP, a Host not among Config.TrustedHosts
+	untrustedHost     bool  // over ServeHTTP, a Host not among Config.TrustedHosts
+	secretRefreshErr  error // the secrets' re-read at their maximum age failed
 }
 
 func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest, d *delivery) events.APIGatewayV2HTTPResponse {
@@ -314,6 +323,12 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return reply(http.StatusInternalServerError, "internal error", "")
 		}
 		signedURL = u
+	}
+	if stale, ok := h.secrets.(StaleSecrets); ok {
+		if err := stale.RefreshStale(ctx, name); err != nil {
+			// The values held are kept: a store that cannot be read must not stop deliveries.
+			d.secretRefreshErr = err
+		}
 	}
 	verify := func() error {
 		if src.signedURL != nil {

@@ -3,6 +3,7 @@ package receiver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/oncehook/oncehook/emf"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // emitted reads the (metric, dimensions) pairs of every EMF document in a metrics buffer.
@@ -81,7 +83,17 @@ func TestTheReceiverWritesExactlyItsMetricCatalog(t *testing.T) {
 	lose := newEnv(t, withClient(awstest.WithTransport(&awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "PutItem", N: 1})))
 	lose.post(lose.request("shop", `{"type":"order.refunded"}`, nil, "msg_m7"))
 
-	got := emitted(t, e.metricsText()+"\n"+throttle.metricsText()+"\n"+lose.metricsText())
+	// SecretRefreshFailed needs the secrets' store to fail at their maximum age.
+	stale := newEnv(t)
+	h, err := receiver.New(receiver.Config{Sources: stale.file, Secrets: failingStale{stale.secretsStore()}, Store: stale.store,
+		Planners: receiver.NewPlanners(), Metrics: lockedWriter{&stale.mu, &stale.metrics}, Now: stale.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.handler = h
+	stale.post(stale.request("shop", `{"type":"order.refunded"}`, nil, "msg_m8"))
+
+	got := emitted(t, e.metricsText()+"\n"+throttle.metricsText()+"\n"+lose.metricsText()+"\n"+stale.metricsText())
 	want := map[string]bool{}
 	for _, m := range receiver.EmittedMetrics() {
 		want[key(m)] = true
@@ -102,4 +114,11 @@ func TestTheReceiverWritesExactlyItsMetricCatalog(t *testing.T) {
 	if len(missing) > 0 || len(extra) > 0 {
 		t.Fatalf("catalog but never written: %v\nwritten but not in the catalog: %v", missing, extra)
 	}
+}
+
+// failingStale is secrets whose store fails every re-read at their maximum age.
+type failingStale struct{ *sources.Secrets }
+
+func (failingStale) RefreshStale(context.Context, string) error {
+	return errors.New("secret secretsmanager:oncehook/shop: the store is unreachable")
 }

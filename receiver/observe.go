@@ -19,7 +19,7 @@ const Namespace = "oncehook"
 func EmittedMetrics() []emf.Metric {
 	var out []emf.Metric
 	for _, n := range []string{"Received", "SignatureRejected", "Unavailable", "Failed", "Rejected", "TooOld", "UnknownType",
-		"ReplayRefused", "PayloadMismatch", "LostResponseRecovered", "CommitLatency"} {
+		"ReplayRefused", "PayloadMismatch", "LostResponseRecovered", "CommitLatency", "SecretRefreshFailed"} {
 		out = append(out, emf.Metric{Name: n, Dimensions: bySource})
 	}
 	for _, n := range []string{"Accepted", "Duplicate", "BackstopAbsorbed"} {
@@ -94,11 +94,14 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	if d.err != nil {
 		attrs = append(attrs, slog.String("error", d.err.Error()))
 	}
+	if d.secretRefreshErr != nil {
+		attrs = append(attrs, slog.String("secret_refresh_error", d.secretRefreshErr.Error()))
+	}
 	level, msg := slog.LevelInfo, "delivery"
 	switch {
 	case d.status >= 500:
 		level = slog.LevelError
-	case d.status >= 400, d.result.PayloadMismatch, d.result.Outcome == dedup.OutcomeReplay:
+	case d.status >= 400, d.result.PayloadMismatch, d.result.Outcome == dedup.OutcomeReplay, d.secretRefreshErr != nil:
 		level = slog.LevelWarn
 	}
 	h.log.LogAttrs(ctx, level, msg, attrs...)
@@ -121,6 +124,9 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	}
 	doc.Set("event_type", typ)
 	doc.Count("Received", bySource)
+	if d.secretRefreshErr != nil {
+		doc.Count("SecretRefreshFailed", bySource)
+	}
 	switch d.errKind {
 	case "signature":
 		doc.Count("SignatureRejected", bySource)

@@ -391,3 +391,49 @@ func TestNothingUnverifiedIsLoggedWhole(t *testing.T) {
 		}
 	}
 }
+
+// A secret revoked at its store stops verifying on a warm instance within the secrets' maximum
+// age; a store that cannot be read keeps the secrets held, and says so (SecretRefreshFailed).
+func TestARevokedSecretStopsVerifyingWithinItsMaxAge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	secrets, err := sources.NewSecrets(context.Background(), e.file, &sources.Resolver{Getenv: e.getenv}, time.Minute,
+		sources.MaxAge(5*time.Minute), sources.Clock(e.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: secrets, Store: e.store, Planners: receiver.NewPlanners(),
+		Logger: slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, &e.logs}, nil)), Metrics: lockedWriter{&e.mu, &e.metrics}, Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.handler = h
+	old := e.getenv("STRIPE_SECRET")
+	signed := func(secret, id string) events.APIGatewayV2HTTPRequest {
+		body := `{"id":"` + id + `","type":"charge.succeeded","created":` + strconv.FormatInt(e.clock().Unix(), 10) + `}`
+		hdr := http.Header{}
+		s, _ := webhook.New(webhook.Stripe, webhook.Options{})
+		if err := s.Sign(hdr, []byte(body), secret, "", e.clock()); err != nil {
+			t.Fatal(err)
+		}
+		return apigw("stripe", body, hdr)
+	}
+	expectAnswer(t, "signed with the secret", e.post(signed(old, "evt_r1")), 200, accepted)
+	e.mu.Lock()
+	e.secrets["STRIPE_SECRET"] = "whsec_rotated_after_a_leak"
+	e.mu.Unlock()
+	e.advance(4 * time.Minute)
+	expectAnswer(t, "signed with the revoked secret, within the maximum age", e.post(signed(old, "evt_r2")), 200, accepted)
+	e.advance(time.Minute + time.Second)
+	expectAnswer(t, "signed with the revoked secret, past the maximum age", e.post(signed(old, "evt_r3")), 401, "")
+	expectAnswer(t, "signed with the new secret", e.post(signed("whsec_rotated_after_a_leak", "evt_r4")), 200, accepted)
+
+	e.mu.Lock()
+	e.secrets["STRIPE_SECRET"] = "" // the store cannot give it
+	e.mu.Unlock()
+	e.advance(6 * time.Minute)
+	expectAnswer(t, "while the store fails", e.post(signed("whsec_rotated_after_a_leak", "evt_r5")), 200, accepted)
+	if !strings.Contains(e.metricsText(), `"SecretRefreshFailed":1`) || !strings.Contains(e.logsText(), `"secret_refresh_error"`) {
+		t.Fatalf("the failed re-read was not counted and logged:\n%s", e.logsText())
+	}
+}

@@ -81,14 +81,17 @@ func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
 	return "", fmt.Errorf("empty reference")
 }
 
-// Secrets holds each source's resolved secrets for the life of a function instance, and
+// Secrets holds each source's resolved secrets for the life of a function instance. It
 // re-reads a source's secrets on demand (after a signature failure) at most once per
 // MinRefresh, so a rotation is picked up without a redeploy and a flood of forged requests
-// cannot turn into a flood of Secrets Manager calls.
+// cannot turn into a flood of Secrets Manager calls; and, with MaxAge, once they are older than
+// that (RefreshStale), so a secret revoked at its store stops verifying on a warm instance
+// within MaxAge.
 type Secrets struct {
 	resolver   *Resolver
 	refs       map[string][]SecretRef
 	minRefresh time.Duration
+	maxAge     time.Duration
 	now        func() time.Time
 
 	mu      sync.RWMutex
@@ -96,9 +99,23 @@ type Secrets struct {
 	fetched map[string]time.Time
 }
 
+// A SecretsOption configures NewSecrets.
+type SecretsOption func(*Secrets)
+
+// MaxAge makes RefreshStale re-read a source's secrets once they were read longer than d ago
+// (0, the default, never). DefaultMaxAge is what the functions use.
+func MaxAge(d time.Duration) SecretsOption { return func(s *Secrets) { s.maxAge = d } }
+
+// Clock sets the clock the refresh intervals are measured on (time.Now by default).
+func Clock(now func() time.Time) SecretsOption { return func(s *Secrets) { s.now = now } }
+
+// DefaultMaxAge is how long the functions use a source's secrets before reading them again: the
+// longest a secret revoked at its store keeps verifying on a warm instance.
+const DefaultMaxAge = 5 * time.Minute
+
 // NewSecrets resolves every source's secrets now: a function whose secrets cannot be read
 // does not start.
-func NewSecrets(ctx context.Context, f *File, r *Resolver, minRefresh time.Duration) (*Secrets, error) {
+func NewSecrets(ctx context.Context, f *File, r *Resolver, minRefresh time.Duration, opts ...SecretsOption) (*Secrets, error) {
 	s := &Secrets{
 		resolver:   r,
 		refs:       make(map[string][]SecretRef, len(f.Sources)),
@@ -106,6 +123,9 @@ func NewSecrets(ctx context.Context, f *File, r *Resolver, minRefresh time.Durat
 		now:        time.Now,
 		values:     make(map[string][]string, len(f.Sources)),
 		fetched:    make(map[string]time.Time, len(f.Sources)),
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	for _, name := range f.Names() {
 		if keys := f.Sources[name].PublicKeys; len(keys) > 0 {
@@ -132,11 +152,33 @@ func (s *Secrets) Get(source string) []string {
 }
 
 // Refresh re-reads the source's secrets unless they were read within MinRefresh. It reports
-// whether the values changed.
+// whether the values changed. A failed read keeps the values held.
 func (s *Secrets) Refresh(ctx context.Context, source string) (bool, error) {
+	return s.refresh(ctx, source, s.minRefresh)
+}
+
+// RefreshStale re-reads the source's secrets when they were read more than MaxAge ago. A
+// failed read keeps the values held (a store that cannot be reached must not stop deliveries)
+// and is returned, for the caller to count; the next try is MaxAge later. Without MaxAge it
+// does nothing.
+func (s *Secrets) RefreshStale(ctx context.Context, source string) error {
+	if s.maxAge <= 0 {
+		return nil
+	}
+	s.mu.RLock()
+	last, ok := s.fetched[source]
+	s.mu.RUnlock()
+	if !ok || s.now().Sub(last) < s.maxAge {
+		return nil
+	}
+	_, err := s.refresh(ctx, source, s.maxAge)
+	return err
+}
+
+func (s *Secrets) refresh(ctx context.Context, source string, within time.Duration) (bool, error) {
 	s.mu.Lock()
 	last, ok := s.fetched[source]
-	if !ok || len(s.refs[source]) == 0 || s.now().Sub(last) < s.minRefresh {
+	if !ok || len(s.refs[source]) == 0 || s.now().Sub(last) < within {
 		s.mu.Unlock()
 		return false, nil
 	}

@@ -99,3 +99,43 @@ func TestRefreshIsRateLimited(t *testing.T) {
 		t.Fatalf("%d reads of the secret, want 1 (the start) within the refresh interval", calls)
 	}
 }
+
+// TestSecretsAreReadAgainAtTheirMaxAge: with MaxAge, a source's secrets are read again once
+// they are that old, and not before; a failed read keeps the values held, is returned, and is
+// not retried until MaxAge has passed again.
+func TestSecretsAreReadAgainAtTheirMaxAge(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	value, reads := "v1", 0
+	f, _ := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[{"env":"S"}]}}}`))
+	r := &sources.Resolver{Getenv: func(string) string { reads++; return value }}
+	secrets, err := sources.NewSecrets(context.Background(), f, r, time.Minute, sources.MaxAge(5*time.Minute), sources.Clock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := func(want string, wantReads int, wantErr bool) {
+		t.Helper()
+		err := secrets.RefreshStale(context.Background(), "shop")
+		if (err != nil) != wantErr || reads != wantReads || strings.Join(secrets.Get("shop"), ",") != want {
+			t.Fatalf("at %s: err %v, %d reads, secrets %q; want err=%v, %d reads, %q", now.Format("15:04:05"), err, reads, secrets.Get("shop"), wantErr, wantReads, want)
+		}
+	}
+	value = "v2" // revoked at the store
+	now = now.Add(5*time.Minute - time.Second)
+	stale("v1", 1, false) // younger than MaxAge: not read
+	now = now.Add(time.Second)
+	stale("v2", 2, false) // MaxAge old: read, the revoked value gone
+	value = ""            // the store fails
+	now = now.Add(5 * time.Minute)
+	stale("v2", 3, true) // kept, and the failure said
+	stale("v2", 3, false)
+	now = now.Add(5 * time.Minute)
+	value = "v3"
+	stale("v3", 4, false)
+
+	never, _ := sources.NewSecrets(context.Background(), f, r, time.Minute)
+	before := reads
+	if err := never.RefreshStale(context.Background(), "shop"); err != nil || reads != before {
+		t.Fatal("without MaxAge, RefreshStale read the secrets")
+	}
+}
