@@ -122,3 +122,7 @@ func (c *callCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o 
 	*c.n++
 	return c.client.GetItem(ctx, in, o...)
 }
+func (c *callCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	*c.n++
+	return c.client.BatchGetItem(ctx, in, o...)
+}

@@ -55,12 +55,19 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 			pending = append(pending, i)
 		}
 	}
+	probed := false
 	for len(pending) > 0 && err == nil {
 		chunk := pack(reqs, pending)
 		pending = pending[len(chunk):]
 		var n int
 		n, err = s.commitChunk(ctx, reqs, chunk, results)
 		calls += n
+		if err == nil && !probed && len(pending) > 0 && anyDuplicate(results, chunk) {
+			// A redelivery: read what is claimed already rather than write it again (probe.go).
+			probed = true
+			pending, n, err = s.skipClaimed(ctx, reqs, pending, results, now.Unix())
+			calls += n
+		}
 	}
 	for i := range evs {
 		if j := first[ClaimKey(evs[i].Source, evs[i].ID)]; j != i && results[j].Outcome != 0 {
@@ -70,6 +77,15 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 			DeliveryID: evs[i].DeliveryID, Result: results[i], Latency: time.Since(start), Err: errIfUnset(results[i], err)})
 	}
 	return results, calls, err
+}
+
+func anyDuplicate(results []Result, chunk []int) bool {
+	for _, i := range chunk {
+		if results[i].Outcome == OutcomeDuplicate {
+			return true
+		}
+	}
+	return false
 }
 
 func batchError(i int, err error) error {

@@ -247,3 +247,46 @@ func TestBatchEventsThatTouchOneItemAreWrittenInTurn(t *testing.T) {
 		t.Fatalf("counter %v, %v; want 3", out.Item, err)
 	}
 }
+
+// TestARedeliveredBatchWritesOnlyWhatTheLastAttemptDidNot: the attempt before claimed most of a
+// large batch and its provider gave up; the redelivery must not spend a cancelled transaction
+// on every chunk already claimed (that is how the first attempt ran out of time, and the retry
+// would too): once a chunk comes back claimed, the rest is read, and only the unclaimed events
+// are written.
+func TestARedeliveredBatchWritesOnlyWhatTheLastAttemptDidNot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	none := func(int) dedup.Plan { return dedup.Plan{} }
+	evs, plans := batchOf(1, 301, none) // the first attempt got three chunks in
+	if _, _, err := e.store.CommitBatch(context.Background(), evs, plans); err != nil {
+		t.Fatal(err)
+	}
+	e.counter.Reset()
+	evs, plans = batchOf(1, 451, none) // the whole batch again: five chunks
+	rs, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		want := dedup.OutcomeAccepted
+		if i < 300 {
+			want = dedup.OutcomeDuplicate
+		}
+		if r.Outcome != want {
+			t.Fatalf("event %d: %v, want %v", i+1, r.Outcome, want)
+		}
+	}
+	// The first chunk's cancelled transaction; the other 350 claims read in 4 BatchGetItem;
+	// the 150 new events in 2 transactions. Without the read: 5 transactions, 3 of them cancelled.
+	if tx, reads := e.counter.Calls("TransactWriteItems"), e.counter.Calls("BatchGetItem"); tx != 3 || reads != 4 || calls != 7 {
+		t.Fatalf("%d transactions and %d batch reads (%d calls), want 3 and 4", tx, reads, calls)
+	}
+	if n := e.count(t, dedup.ClaimPrefix); n != 450 {
+		t.Fatalf("%d claims, want 450", n)
+	}
+	// A redelivery of a batch wholly claimed: one cancelled transaction and the reads.
+	e.counter.Reset()
+	if _, _, err := e.store.CommitBatch(context.Background(), evs, plans); err != nil || e.counter.Calls("TransactWriteItems") != 1 {
+		t.Fatalf("%v, %d transactions, want the first chunk's only", err, e.counter.Calls("TransactWriteItems"))
+	}
+}

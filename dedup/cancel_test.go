@@ -91,6 +91,11 @@ func (s *scripted) TransactWriteItems(context.Context, *dynamodb.TransactWriteIt
 	return &dynamodb.TransactWriteItemsOutput{}, err
 }
 
+func (s *scripted) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	s.calls = append(s.calls, "BatchGetItem")
+	return &dynamodb.BatchGetItemOutput{}, nil
+}
+
 func (s *scripted) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	s.calls = append(s.calls, "GetItem")
 	return s.get, nil

@@ -25,6 +25,9 @@ func (nopAPI) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsIn
 func (nopAPI) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	panic("unexpected call")
 }
+func (nopAPI) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	panic("unexpected call")
+}
 
 func testStore(t testing.TB) *Store {
 	st, err := New(nopAPI{}, Config{Table: "t", Sources: map[string]Retention{"shop": {RetryHorizon: 3 * day, RedriveWindow: 30 * day}}})

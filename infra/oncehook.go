@@ -364,9 +364,10 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	// Least privilege: each function gets exactly the actions its code issues (recorded from
 	// its requests in launch/testdata/calls.json, which the IAM test holds these to). The
 	// receiver's transaction puts the claim, its body guard and put effects (PutItem) and
-	// applies update effects (UpdateItem); it reads a claim on a duplicate (GetItem). The
+	// applies update effects (UpdateItem); it reads a claim on a duplicate (GetItem) and, on a
+	// redelivered batch, the claims still to write (BatchGetItem). The
 	// outbox and the sweeper lease and record (UpdateItem) and read a woken or swept claim.
-	allow(receiver, []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
+	allow(receiver, []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"}, table.TableArn())
 	allow(worker, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
 	allow(sweeper, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
 	allow(sweeper, []string{"dynamodb:Query"}, jsii.String(*table.TableArn()+"/index/"+dedup.PendingIndex))

@@ -278,7 +278,7 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssuesOnExactlyItsResources(t *testi
 		here  = "arn:${AWS::Partition}:%s:${AWS::Region}:${AWS::AccountId}:"
 	)
 	resources := map[string][]string{
-		"dynamodb:GetItem": {table}, "dynamodb:PutItem": {table}, "dynamodb:UpdateItem": {table},
+		"dynamodb:GetItem": {table}, "dynamodb:BatchGetItem": {table}, "dynamodb:PutItem": {table}, "dynamodb:UpdateItem": {table},
 		"dynamodb:Query":  {table + "/index/pending"},
 		"sqs:SendMessage": {"OncehookOutboxRetries.Arn"},
 		// examples/sources.json's secrets.

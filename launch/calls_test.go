@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -132,7 +133,8 @@ func TestTheAWSCallsEachFunctionMakes(t *testing.T) {
 	})
 	file, err := sources.Parse([]byte(`{"sources":{
 		"shop":   {"scheme":"standard-webhooks","secrets":[{"secretsmanager":"` + name + `"}],"retry_horizon":"3d"},
-		"github": {"scheme":"github","secrets":[{"ssm":"/` + name + `"}],"retry_horizon":"1h"}},
+		"github": {"scheme":"github","secrets":[{"ssm":"/` + name + `"}],"retry_horizon":"1h"},
+		"bulk":   {"scheme":"standard-webhooks","secrets":[{"secretsmanager":"` + name + `"}],"retry_horizon":"1h","batch":true,"event_id":{"json":"id"},"event_type":{"json":"type"}}},
 		"targets":{"email":{"url":"http://127.0.0.1:1/unused"}}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +170,7 @@ func TestTheAWSCallsEachFunctionMakes(t *testing.T) {
 		planners.Handle("shop", "ping", func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil })
 		planners.Handle("shop", "order.refused", func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, errors.New("refused") })
 		planners.Handle("github", "push", func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil })
+		planners.Handle("bulk", "ping", func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil })
 		h, err := receiver.New(receiver.Config{Sources: file, Secrets: secrets, Store: store, Planners: planners, Logger: quiet, Metrics: io.Discard})
 		if err != nil {
 			t.Fatal(err)
@@ -198,6 +201,18 @@ func TestTheAWSCallsEachFunctionMakes(t *testing.T) {
 		}
 		post("github", "github-secret", `{"ref":"refs/heads/main"}`, `"duplicate":false`, receivertest.WithEventID("guid-1"), receivertest.WithEventType("push"), receivertest.WithScope("1"))
 		post("github", "github-secret", `{"ref":"refs/heads/main"}`, `"duplicate":true`, receivertest.WithEventID("guid-forged"), receivertest.WithEventType("push"), receivertest.WithScope("1"))
+		// A batch redelivered: once a chunk finds its claims taken, the rest are read (BatchGetItem).
+		var batch strings.Builder
+		batch.WriteString("[")
+		for i := range 120 {
+			if i > 0 {
+				batch.WriteString(",")
+			}
+			fmt.Fprintf(&batch, `{"id":"b%d","type":"ping"}`, i)
+		}
+		batch.WriteString("]")
+		post("bulk", shop, batch.String(), `"duplicates":0,`, receivertest.WithEventID("msg_calls_batch"))
+		post("bulk", shop, batch.String(), `"duplicates":120,`, receivertest.WithEventID("msg_calls_batch"))
 		got["receiver"] = rec.actions()
 	}
 

@@ -32,6 +32,9 @@ func (noIO) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInpu
 func (noIO) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	return &dynamodb.GetItemOutput{}, nil
 }
+func (noIO) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return &dynamodb.BatchGetItemOutput{}, nil
+}
 
 // BenchmarkHandle is the receiver's hot path without I/O for a 2 KB Standard Webhooks
 // delivery: header conversion, signature verification, locating id and type, planning,

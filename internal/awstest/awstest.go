@@ -174,6 +174,11 @@ func (c *Counter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 	return c.API.TransactWriteItems(ctx, in, optFns...)
 }
 
+func (c *Counter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.add("BatchGetItem")
+	return c.API.BatchGetItem(ctx, in, optFns...)
+}
+
 func (c *Counter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	c.add("GetItem")
 	return c.API.GetItem(ctx, in, optFns...)

@@ -1,0 +1,87 @@
+package dedup
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// A redelivered batch must get further than the attempt before it. That attempt may have
+// claimed most of the batch before its provider gave up waiting; written again chunk by chunk,
+// every claimed chunk costs a cancelled transaction (its write capacity and a round trip), and
+// the retry runs out of time where the first did, for ever. So once a chunk comes back with a
+// claim already taken, the rest of the batch is read first, in parallel BatchGetItem calls
+// (cheaper than cancelled writes, and one round trip for the lot), and only the events not yet
+// claimed are written.
+
+// maxBatchGetKeys is BatchGetItem's limit; probeParallel bounds the calls in flight.
+const (
+	maxBatchGetKeys = 100
+	probeParallel   = 8
+)
+
+// skipClaimed settles, from what it reads, every event of pending whose claim is already held
+// (unexpired), as a cancelled transaction would have (a duplicate; our own write, recovered),
+// and returns the events still to write. Keys DynamoDB leaves unprocessed, and every key of a
+// failed call, stay pending: the transactions then decide them.
+func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int, results []Result, now int64) (rest []int, calls int, err error) {
+	var groups [][]int
+	for start := 0; start < len(pending); start += maxBatchGetKeys {
+		groups = append(groups, pending[start:min(start+maxBatchGetKeys, len(pending))])
+	}
+	found := make([]map[string]map[string]types.AttributeValue, len(groups)) // per group: claim pk -> item
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, probeParallel)
+	for g, group := range groups {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			keys := make([]map[string]types.AttributeValue, len(group))
+			for k, i := range group {
+				keys[k] = map[string]types.AttributeValue{AttrPK: reqs[i].claim[AttrPK], AttrSK: str(ClaimSK)}
+			}
+			out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+				RequestItems: map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
+			})
+			if err != nil {
+				return // the transactions decide these
+			}
+			items := map[string]map[string]types.AttributeValue{}
+			for _, it := range out.Responses[s.table] {
+				items[attrString(it, AttrPK)] = it
+			}
+			found[g] = items
+		}()
+	}
+	wg.Wait()
+	calls = len(groups)
+	for g, group := range groups {
+		for _, i := range group {
+			old := found[g][attrString(reqs[i].claim, AttrPK)]
+			if old == nil || !unexpired(old, now) {
+				rest = append(rest, i)
+				continue
+			}
+			if results[i], err = s.taken(ctx, reqs[i], old, Result{}); err != nil {
+				return nil, calls, err
+			}
+		}
+	}
+	return rest, calls, nil
+}
+
+// unexpired reports whether a claim still holds its id: the claim condition admits a new one
+// once expires_at < now.
+func unexpired(item map[string]types.AttributeValue, now int64) bool {
+	n, ok := item[AttrExpiresAt].(*types.AttributeValueMemberN)
+	if !ok {
+		return true // not ours to judge: the transaction's condition will
+	}
+	exp, err := strconv.ParseInt(n.Value, 10, 64)
+	return err != nil || exp >= now
+}
