@@ -40,6 +40,10 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 		d.err, d.errKind = err, "bad_request"
 		return reply(http.StatusBadRequest, "body is not a JSON array of events", "body")
 	}
+	if limit := src.conf.MaxBatchEvents; limit > 0 && len(elems) > limit {
+		d.errKind = "batch_too_large"
+		return reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("batch of %d events; this source accepts at most %d (max_batch_events)", len(elems), limit), "body")
+	}
 	b := &batchResult{}
 	d.batch = b
 	// b.events, b.known and b.results are in the batch's order; the events to write, with

@@ -323,7 +323,7 @@ func TestASendGridBatchClaimsEachEventOnce(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Body != `{"received":true,"events":3,"duplicates":2,"ignored":0}` {
 		t.Fatalf("overlapping batch: %d %s", resp.StatusCode, resp.Body)
 	}
-	// Each event is counted under its own type: 4 accepted, 2 duplicates, in one document each.
+	// Each event is counted under its own type: 4 accepted, 2 duplicates.
 	counts := map[string]float64{}
 	for _, line := range strings.Split(strings.TrimSpace(metrics.String()), "\n") {
 		var doc map[string]any

@@ -165,6 +165,11 @@ type Source struct {
 	// 200 once every event is durably claimed. Locators must be JSON paths: a header cannot
 	// tell a batch's events apart. Always true for sendgrid.
 	Batch bool `json:"batch,omitempty"`
+	// MaxBatchEvents is the most events a batch delivery may hold (413 beyond it, nothing
+	// written): a delivery's events are claimed within its provider's timeout, so a batch the
+	// receiver cannot write in time would be retried, and refused, for ever. Only with batch.
+	// Default DefaultMaxBatchEvents.
+	MaxBatchEvents int `json:"max_batch_events,omitempty"`
 	// HMAC configures the generic hmac-sha256 scheme (ignored by the others).
 	HMAC *HMAC `json:"hmac,omitempty"`
 
@@ -316,6 +321,11 @@ func URLScheme(scheme string) bool { return scheme == "twilio" || scheme == "squ
 // DefaultMaxBodyBytes is the body limit when a source sets none: far above ordinary webhook
 // payloads, far below Lambda's 6 MB request limit.
 const DefaultMaxBodyBytes = 1 << 20
+
+// DefaultMaxBatchEvents is a batch source's event limit when it sets none: twice what a
+// SendGrid batch holds at its 768 KB flush size with events of ordinary size, and 50
+// transactions of DynamoDB's 100 items, written well within a delivery timeout.
+const DefaultMaxBatchEvents = 5000
 
 // HMAC configures the generic hmac-sha256 scheme.
 type HMAC struct {

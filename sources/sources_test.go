@@ -113,6 +113,8 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a tolerance as long as the retention", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"1h","redrive_window":"1h","keep":"3h","timestamp_tolerance":"3h"}}}`, "sources.s.timestamp_tolerance: 3h0m0s is not shorter than the retention"},
 		{"a url with a query", `{"sources":{"s":{"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"T"},"url":"https://h.example/hooks/s?a=1"}}}`, "sources.s.url: \"https://h.example/hooks/s?a=1\" has a query string"},
 		{"twilio without its guard", `{"sources":{"s":{"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"T"},"replay_guard":"off"}}}`, "sources.s.replay_guard: cannot be \"off\" for twilio"},
+		{"a batch limit without a batch", `{"sources":{"s":{` + ok + `,"max_batch_events":10}}}`, "sources.s.max_batch_events: only a batch source"},
+		{"a negative batch limit", `{"sources":{"s":{"scheme":"sendgrid","public_keys":["k"],"max_batch_events":-1}}}`, "sources.s.max_batch_events: must not be negative"},
 		{"a batch of forms", `{"sources":{"s":{` + ok + `,"batch":true,"body":"form","event_id":{"form":"id"},"event_type":{"form":"t"}}}}`, "sources.s.batch"},
 	}
 	for _, c := range cases {

@@ -545,6 +545,14 @@ func (s *Source) validateBody(at string) error {
 	if s.Batch && s.Body != BodyJSON {
 		return &FieldError{Field: at + ".batch", Reason: "a batch is a JSON array: the body must be json"}
 	}
+	switch {
+	case s.MaxBatchEvents < 0:
+		return &FieldError{Field: at + ".max_batch_events", Reason: fmt.Sprintf("must not be negative (0: the default, %d)", DefaultMaxBatchEvents)}
+	case s.MaxBatchEvents > 0 && !s.Batch:
+		return &FieldError{Field: at + ".max_batch_events", Reason: "only a batch source (batch: true) takes it"}
+	case s.MaxBatchEvents == 0 && s.Batch:
+		s.MaxBatchEvents = DefaultMaxBatchEvents
+	}
 	key, formJSON := s.FormPayload()
 	switch {
 	case s.Body == BodyJSON || s.Body == BodyForm:
