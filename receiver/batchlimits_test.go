@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -147,4 +149,59 @@ func TestABatchWritesItsMetricsPerTypeNotPerEvent(t *testing.T) {
 			t.Fatalf("%d events: metrics\n  %v\nwant\n  %v", n, sum, want)
 		}
 	}
+}
+
+// countingWriter counts the bytes and lines (EMF documents) written to it.
+type countingWriter struct{ bytes, lines int }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.bytes += len(p)
+	w.lines += bytes.Count(p, []byte("\n"))
+	return len(p), nil
+}
+
+// BenchmarkASendGridBatch is a 1 MB SendGrid batch (about 3,000 events of three planned types
+// and two others) through the receiver without I/O, reporting the EMF it writes per delivery:
+//
+//	go test ./receiver -run '^$' -bench SendGridBatch -benchmem
+func BenchmarkASendGridBatch(b *testing.B) {
+	public, private := sendgridKey(b)
+	f, err := sources.Parse([]byte(fmt.Sprintf(`{"sources":{"sendgrid":{"scheme":"sendgrid","public_keys":[%q]}}}`, public)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := dedup.New(noIO{}, dedup.Config{Table: "t", Sources: f.Retentions()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	planners := receiver.NewPlanners()
+	for _, typ := range []string{"delivered", "open", "bounce"} {
+		planners.Handle("sendgrid", typ, func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil })
+	}
+	var metrics countingWriter
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: staticKeys{"sendgrid": {public}}, Store: store, Planners: planners,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: &metrics})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for len(typedBatch("sg", n+100, "delivered")) < 1_000_000 {
+		n += 100
+	}
+	body := typedBatch("sg", n, "delivered", "open", "bounce", "spamreport", "dropped")
+	req, err := receivertest.Request(f, "sendgrid", private, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp, _ := h.Handle(ctx, req); resp.StatusCode != 200 {
+			b.Fatalf("%d %s", resp.StatusCode, resp.Body)
+		}
+	}
+	b.ReportMetric(float64(n), "events/op")
+	b.ReportMetric(float64(metrics.bytes)/float64(b.N), "emf-bytes/op")
+	b.ReportMetric(float64(metrics.lines)/float64(b.N), "emf-docs/op")
 }

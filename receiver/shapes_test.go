@@ -38,7 +38,7 @@ const (
 
 // sendgridKey is a P-256 key made for the test run: its public half goes in the sources file,
 // its private half signs (receivertest's secret for a public-key source).
-func sendgridKey(t *testing.T) (public, private string) {
+func sendgridKey(t testing.TB) (public, private string) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
