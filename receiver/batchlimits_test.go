@@ -32,10 +32,10 @@ type batchEnv struct {
 	items   func() int
 }
 
-func newBatchEnv(t *testing.T, limit int) *batchEnv {
+func newBatchEnv(t *testing.T, limit int, unknownTypes string) *batchEnv {
 	t.Helper()
 	public, private := sendgridKey(t)
-	f, err := sources.Parse([]byte(fmt.Sprintf(`{"sources":{"sendgrid":{"scheme":"sendgrid","public_keys":[%q],"max_batch_events":%d}}}`, public, limit)))
+	f, err := sources.Parse([]byte(fmt.Sprintf(`{"sources":{"sendgrid":{"scheme":"sendgrid","public_keys":[%q],"max_batch_events":%d,"unknown_types":%q}}}`, public, limit, unknownTypes)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func typedBatch(prefix string, n int, types ...string) []byte {
 // written; one at the limit is claimed.
 func TestABatchOverItsSourcesLimitIsRefusedWhole(t *testing.T) {
 	t.Parallel()
-	e := newBatchEnv(t, 20)
+	e := newBatchEnv(t, 20, "claim")
 	resp := e.post(typedBatch("over", 21, "open"))
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(resp.Body, "21 events") ||
 		!strings.Contains(resp.Body, "max_batch_events") || !strings.Contains(resp.Body, "20") {
@@ -102,7 +102,7 @@ func TestABatchOverItsSourcesLimitIsRefusedWhole(t *testing.T) {
 // any other is "other"), whatever its size, and their counts add up to its events.
 func TestABatchWritesItsMetricsPerTypeNotPerEvent(t *testing.T) {
 	t.Parallel()
-	e := newBatchEnv(t, 0)
+	e := newBatchEnv(t, 0, "claim")
 	types := []string{"delivered", "open", "bounce", "spamreport", "dropped"} // the last two: "other"
 	for _, n := range []int{5, 250} {
 		e.metrics.Reset()
@@ -204,4 +204,28 @@ func BenchmarkASendGridBatch(b *testing.B) {
 	b.ReportMetric(float64(n), "events/op")
 	b.ReportMetric(float64(metrics.bytes)/float64(b.N), "emf-bytes/op")
 	b.ReportMetric(float64(metrics.lines)/float64(b.N), "emf-docs/op")
+}
+
+// TestEventsABatchIgnoresAreCountedAsUnknownTypes: with unknown_types "ignore", a batch's
+// events of unplanned types are left unclaimed and counted, once each, as UnknownType.
+func TestEventsABatchIgnoresAreCountedAsUnknownTypes(t *testing.T) {
+	t.Parallel()
+	e := newBatchEnv(t, 0, "ignore")
+	resp := e.post(typedBatch("ign", 10, "open", "spamreport")) // 5 planned, 5 ignored
+	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"ignored":5`) {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+	}
+	unknown := 0.0
+	for _, line := range strings.Split(strings.TrimSpace(e.metrics.String()), "\n") {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := doc["UnknownType"].(float64); ok {
+			unknown += v
+		}
+	}
+	if unknown != 5 {
+		t.Fatalf("UnknownType %v, want 5", unknown)
+	}
 }
