@@ -457,20 +457,21 @@ func (h *Handler) admit(d *delivery, src *source, ev *dedup.Event, err error, no
 		ev.DeliveryID, d.droppedDeliveryID = "", true
 	}
 	ev.GuardBody = src.guard != sources.ReplayGuardOff
-	if src.timeSigned && !ev.OccurredAt.IsZero() && now.Sub(ev.OccurredAt) > src.keep {
-		// Past the retention the event's claim may be gone: a replay of this signed body
-		// could not be told from a new event, so it is refused rather than run again.
-		d.event, d.errKind = *ev, "too_old"
-		return reply(http.StatusBadRequest, fmt.Sprintf("%soccurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
-			at, ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(src.keep)), at+"occurred_at"), false
-	}
-	// Checked here as well as in Commit, so the planner never sees an unusable event.
+	// Checked here as well as in Commit, so the planner never sees an unusable event, and
+	// before anything of the event is logged.
 	if err := ev.Validate(); err != nil {
 		var ie *dedup.InvalidError
 		if at != "" && errors.As(err, &ie) {
 			err = &dedup.InvalidError{Field: at + ie.Field, Reason: ie.Reason}
 		}
 		return h.commitError(d, err), false
+	}
+	if src.timeSigned && !ev.OccurredAt.IsZero() && now.Sub(ev.OccurredAt) > src.keep {
+		// Past the retention the event's claim may be gone: a replay of this signed body
+		// could not be told from a new event, so it is refused rather than run again.
+		d.event, d.errKind = *ev, "too_old"
+		return reply(http.StatusBadRequest, fmt.Sprintf("%soccurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
+			at, ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(src.keep)), at+"occurred_at"), false
 	}
 	return resp, true
 }
