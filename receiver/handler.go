@@ -524,8 +524,15 @@ func (s *source) guardContent(ev *dedup.Event, signedURL string, signed []byte) 
 		content = c
 	}
 	if s.guard == sources.ReplayGuardBodyAndType {
-		// A type never holds a NUL (dedup.Event.Validate): the two parts cannot be confused.
-		content = append(append([]byte("type\x00"+ev.Type), 0), content...)
+		// The type is unsigned: only one a planner is registered for keys the guard, so a
+		// body is claimed at most once per planned type and once for all others, whatever
+		// types a sender invents. A type never holds a NUL (dedup.Event.Validate): the two
+		// parts cannot be confused.
+		typ := ""
+		if _, planned := s.read.planners[ev.Type]; planned {
+			typ = ev.Type
+		}
+		content = append(append([]byte("type\x00"+typ), 0), content...)
 	}
 	if len(content) == len(ev.Payload) && (len(content) == 0 || &content[0] == &ev.Payload[0]) {
 		return nil
