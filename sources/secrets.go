@@ -2,15 +2,19 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 )
 
 // SecretsManagerAPI is the part of the Secrets Manager client the resolver uses.
@@ -46,6 +50,39 @@ func (r *Resolver) Resolve(ctx context.Context, refs []SecretRef) ([]string, err
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// resolveHeld is Resolve for a re-read: a reference its store says no longer exists (deleted,
+// or scheduled for deletion) is revoked and left out, rather than failing the re-read, which
+// would keep the revoked value held for the life of the instance. Any other failure fails it.
+// At start a missing secret stays an error (Resolve): it is a misconfiguration.
+func (r *Resolver) resolveHeld(ctx context.Context, refs []SecretRef) ([]string, error) {
+	out := make([]string, 0, len(refs))
+	for _, ref := range refs {
+		v, err := r.resolve(ctx, ref)
+		if err != nil {
+			if revoked(err) {
+				continue
+			}
+			return nil, fmt.Errorf("secret %s: %w", ref, err)
+		}
+		if v == "" {
+			continue // emptied: revoked too
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// revoked reports whether err is a secret store's answer that the secret is gone: Secrets
+// Manager's ResourceNotFoundException or a secret scheduled for deletion, SSM's
+// ParameterNotFound.
+func revoked(err error) bool {
+	var nf *smtypes.ResourceNotFoundException
+	var pnf *ssmtypes.ParameterNotFound
+	var ire *smtypes.InvalidRequestException
+	return errors.As(err, &nf) || errors.As(err, &pnf) ||
+		(errors.As(err, &ire) && strings.Contains(strings.ToLower(ire.ErrorMessage()), "deletion"))
 }
 
 func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
@@ -85,7 +122,7 @@ func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
 // re-reads a source's secrets on demand (after a signature failure) at most once per
 // MinRefresh, so a rotation is picked up without a redeploy and a flood of forged requests
 // cannot turn into a flood of Secrets Manager calls; and, with MaxAge, once they are older than
-// that (RefreshStale), so a secret revoked at its store stops verifying on a warm instance
+// that (RefreshStale), so a secret revoked at its store (deleted, emptied or replaced) stops verifying on a warm instance
 // within MaxAge.
 type Secrets struct {
 	resolver   *Resolver
@@ -185,7 +222,7 @@ func (s *Secrets) refresh(ctx context.Context, source string, within time.Durati
 	s.fetched[source] = s.now() // claim the refresh before the slow call
 	s.mu.Unlock()
 
-	vals, err := s.resolver.Resolve(ctx, s.refs[source])
+	vals, err := s.resolver.resolveHeld(ctx, s.refs[source])
 	if err != nil {
 		return false, err
 	}

@@ -2,6 +2,7 @@ package sources_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -107,8 +108,9 @@ func TestSecretsAreReadAgainAtTheirMaxAge(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	value, reads := "v1", 0
-	f, _ := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[{"env":"S"}]}}}`))
-	r := &sources.Resolver{Getenv: func(string) string { reads++; return value }}
+	var fail error
+	f, _ := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[{"secretsmanager":"s"}]}}}`))
+	r := &sources.Resolver{SecretsManager: smFunc(func() (string, error) { reads++; return value, fail })}
 	secrets, err := sources.NewSecrets(context.Background(), f, r, time.Minute, sources.MaxAge(5*time.Minute), sources.Clock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
@@ -124,13 +126,13 @@ func TestSecretsAreReadAgainAtTheirMaxAge(t *testing.T) {
 	now = now.Add(5*time.Minute - time.Second)
 	stale("v1", 1, false) // younger than MaxAge: not read
 	now = now.Add(time.Second)
-	stale("v2", 2, false) // MaxAge old: read, the revoked value gone
-	value = ""            // the store fails
+	stale("v2", 2, false)                 // MaxAge old: read, the revoked value gone
+	fail = errors.New("connection reset") // the store fails
 	now = now.Add(5 * time.Minute)
 	stale("v2", 3, true) // kept, and the failure said
 	stale("v2", 3, false)
 	now = now.Add(5 * time.Minute)
-	value = "v3"
+	value, fail = "v3", nil
 	stale("v3", 4, false)
 
 	never, _ := sources.NewSecrets(context.Background(), f, r, time.Minute)
@@ -138,4 +140,15 @@ func TestSecretsAreReadAgainAtTheirMaxAge(t *testing.T) {
 	if err := never.RefreshStale(context.Background(), "shop"); err != nil || reads != before {
 		t.Fatal("without MaxAge, RefreshStale read the secrets")
 	}
+}
+
+// smFunc is a Secrets Manager answering every read with what its function returns.
+type smFunc func() (string, error)
+
+func (f smFunc) GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	v, err := f()
+	if err != nil {
+		return nil, err
+	}
+	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(v)}, nil
 }
