@@ -10,10 +10,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/receiver"
@@ -397,18 +400,24 @@ func TestNothingUnverifiedIsLoggedWhole(t *testing.T) {
 func TestARevokedSecretStopsVerifyingWithinItsMaxAge(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	secrets, err := sources.NewSecrets(context.Background(), e.file, &sources.Resolver{Getenv: e.getenv}, time.Minute,
+	file, err := sources.Parse([]byte(`{"sources": {
+  "stripe": {"scheme": "stripe", "secrets": [{"secretsmanager": "stripe-signing"}], "retry_horizon": "3d", "redrive_window": "30d"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := "whsec_before_a_leak"
+	store := &failingSecretsManager{value: old}
+	secrets, err := sources.NewSecrets(context.Background(), file, &sources.Resolver{SecretsManager: store}, time.Minute,
 		sources.MaxAge(5*time.Minute), sources.Clock(e.clock))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: secrets, Store: e.store, Planners: receiver.NewPlanners(),
+	h, err := receiver.New(receiver.Config{Sources: file, Secrets: secrets, Store: e.store, Planners: receiver.NewPlanners(),
 		Logger: slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, &e.logs}, nil)), Metrics: lockedWriter{&e.mu, &e.metrics}, Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.handler = h
-	old := e.getenv("STRIPE_SECRET")
 	signed := func(secret, id string) events.APIGatewayV2HTTPRequest {
 		body := `{"id":"` + id + `","type":"charge.succeeded","created":` + strconv.FormatInt(e.clock().Unix(), 10) + `}`
 		hdr := http.Header{}
@@ -419,21 +428,49 @@ func TestARevokedSecretStopsVerifyingWithinItsMaxAge(t *testing.T) {
 		return apigw("stripe", body, hdr)
 	}
 	expectAnswer(t, "signed with the secret", e.post(signed(old, "evt_r1")), 200, accepted)
-	e.mu.Lock()
-	e.secrets["STRIPE_SECRET"] = "whsec_rotated_after_a_leak"
-	e.mu.Unlock()
+	store.set("whsec_rotated_after_a_leak", nil)
 	e.advance(4 * time.Minute)
 	expectAnswer(t, "signed with the revoked secret, within the maximum age", e.post(signed(old, "evt_r2")), 200, accepted)
 	e.advance(time.Minute + time.Second)
 	expectAnswer(t, "signed with the revoked secret, past the maximum age", e.post(signed(old, "evt_r3")), 401, "")
 	expectAnswer(t, "signed with the new secret", e.post(signed("whsec_rotated_after_a_leak", "evt_r4")), 200, accepted)
 
-	e.mu.Lock()
-	e.secrets["STRIPE_SECRET"] = "" // the store cannot give it
-	e.mu.Unlock()
+	store.set("whsec_rotated_after_a_leak", errors.New("the store is throttling"))
 	e.advance(6 * time.Minute)
 	expectAnswer(t, "while the store fails", e.post(signed("whsec_rotated_after_a_leak", "evt_r5")), 200, accepted)
 	if !strings.Contains(e.metricsText(), `"SecretRefreshFailed":1`) || !strings.Contains(e.logsText(), `"secret_refresh_error"`) {
 		t.Fatalf("the failed re-read was not counted and logged:\n%s", e.logsText())
 	}
+
+	// Emptied at the store: revoked, not a failure. With no secret left the source can verify
+	// nothing; that is the operator's to fix, so it answers 500 (the provider retries, and the
+	// deliveries land once a secret is set) and the log says why.
+	store.set("", nil)
+	e.advance(6 * time.Minute)
+	expectAnswer(t, "signed with an emptied secret, past the maximum age", e.post(signed("whsec_rotated_after_a_leak", "evt_r6")), 500, "")
+	if !strings.Contains(e.logsText(), "no secret given") {
+		t.Fatalf("a source left with no secret does not say so:\n%s", e.logsText())
+	}
+}
+
+// failingSecretsManager answers every read with its value, or its error when set.
+type failingSecretsManager struct {
+	mu    sync.Mutex
+	value string
+	err   error
+}
+
+func (f *failingSecretsManager) set(value string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.value, f.err = value, err
+}
+
+func (f *failingSecretsManager) GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(f.value)}, nil
 }
