@@ -82,3 +82,23 @@ func ExampleEffect_In() {
 	// ledger true false
 	// ledger false true
 }
+
+// Check gives the refusal Commit would give, without a call: here an effect in a table the
+// store was not configured with. (A test kit's store never needs a DynamoDB client: this API
+// is never called.)
+func ExampleStore_Check() {
+	type noCalls struct{ dedup.API }
+	store, err := dedup.New(noCalls{}, dedup.Config{Table: "claims",
+		Sources: map[string]dedup.Retention{"stripe": {RetryHorizon: 72 * time.Hour, RedriveWindow: 30 * 24 * time.Hour}},
+		Tables:  map[string]dedup.TableKeys{"orders": {PartitionKey: "order_id"}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ev := dedup.Event{Source: "stripe", ID: "evt_1", Type: "checkout.session.completed"}
+	order := map[string]types.AttributeValue{"order_id": &types.AttributeValueMemberS{Value: "ord_42"}}
+	fmt.Println(store.Check(ev, dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(order).In("orders")}}))
+	fmt.Println(store.Check(ev, dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(order).In("orderz")}}))
+	// Output:
+	// <nil>
+	// dedup: effects[0].table "orderz" is not one of the store's tables (Config.Tables)
+}
