@@ -102,3 +102,38 @@ func ExampleStore_Check() {
 	// <nil>
 	// dedup: effects[0].table "orderz" is not one of the store's tables (Config.Tables)
 }
+
+// Effects from the application's own structs: PutEffectOf marshals the row with the SDK's
+// attributevalue (its dynamodbav tags), KeyOf a key for an update, a delete or a check.
+func ExamplePutEffectOf() {
+	type order struct {
+		OrderID string `dynamodbav:"order_id"`
+		Status  string `dynamodbav:"status"`
+		Total   int64  `dynamodbav:"total"`
+		Note    string `dynamodbav:"note,omitempty"`
+	}
+	put, err := dedup.PutEffectOf(order{OrderID: "ord_42", Status: "paid", Total: 1200})
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := dedup.KeyOf(struct {
+		Account string `dynamodbav:"account"`
+	}{"acct_7"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	plan := dedup.Plan{Effects: []dedup.Effect{
+		put.In("orders").IfAbsent(),
+		dedup.UpdateEffect(key, expression.Add(expression.Name("balance"), expression.Value(1200))).In("ledger"),
+	}}
+	item := plan.Effects[0].Item()
+	fmt.Println(len(item), item["order_id"].(*types.AttributeValueMemberS).Value, item["total"].(*types.AttributeValueMemberN).Value)
+	fmt.Println(plan.Effects[1].KeyItem()["account"].(*types.AttributeValueMemberS).Value)
+
+	_, err = dedup.PutEffectOf([]string{"not", "an", "item"})
+	fmt.Println(err)
+	// Output:
+	// 3 ord_42 1200
+	// acct_7
+	// dedup: item is []string; want a struct or a map
+}
