@@ -50,3 +50,22 @@ func ExampleDeliver() {
 	// refused 500
 	// true effects[0].table
 }
+
+// A planner's test reads an effect's condition as the store sends it: in the team's "orders"
+// table, IfAbsent tests order_id, the table's partition key (Effect.Condition, which does not
+// know the table's keys, refuses to guess).
+func ExampleRecorder_Condition() {
+	f, _ := sources.Parse([]byte(`{"sources": {"stripe": {"scheme": "stripe", "secrets": [{"env": "S"}], "retry_horizon": "3d", "redrive_window": "30d"}},
+	  "tables": {"orders": {"partition_key": "order_id", "actions": ["put"]}}}`))
+	rec := receivertest.NewRecorder(f)
+	put, _ := dedup.PutEffectOf(struct {
+		OrderID string `dynamodbav:"order_id"`
+	}{"ord_42"})
+	expr, names, _, err := rec.Condition(put.In("orders").IfAbsent())
+	fmt.Println(expr, names, err)
+	_, _, _, err = put.In("orders").IfAbsent().Condition()
+	fmt.Println(err != nil)
+	// Output:
+	// attribute_not_exists (#0) map[#0:order_id] <nil>
+	// true
+}

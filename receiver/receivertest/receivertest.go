@@ -33,6 +33,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/launch"
 	"github.com/oncehook/oncehook/outbox"
@@ -296,6 +298,17 @@ func (r *Recorder) Commit(_ context.Context, ev dedup.Event, plan dedup.Plan) (d
 	r.seen[k] = true
 	r.all = append(r.all, Committed{Event: ev, Plan: plan})
 	return dedup.Result{Outcome: dedup.OutcomeAccepted, Calls: 1}, nil
+}
+
+// Condition returns e's condition as the launched receiver's store sends it to DynamoDB
+// (dedup.Store.Condition): for an effect In one of the sources file's tables, IfAbsent tests
+// that table's partition key. A Recorder whose configuration the store refused returns that
+// error.
+func (r *Recorder) Condition(e dedup.Effect) (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
+	if r.err != nil {
+		return "", nil, nil, r.err
+	}
+	return r.store.Condition(e)
 }
 
 // Claimed reports whether the event was committed.

@@ -21,8 +21,11 @@ import (
 // or by CommitBatch), so that a refusal added anywhere in dedup is classified here.
 var commitFiles = map[string]bool{"event.go": true, "request.go": true, "commit.go": true, "plan.go": true, "limits.go": true, "claim.go": true}
 
-// configFiles hold refusals of a configuration or of a batch, not of one delivery's plan.
-var configFiles = map[string]bool{"store.go": true, "retention.go": true, "audit.go": true, "batch.go": true}
+// configFiles hold refusals of a configuration or of a batch, not of one delivery's plan, and
+// of the helpers a planner or its test calls itself (PutEffectOf, KeyOf, Condition): those are
+// the same code in a test and in production, and Commit never gives them.
+var configFiles = map[string]bool{"store.go": true, "retention.go": true, "audit.go": true, "batch.go": true,
+	"marshal.go": true, "condition.go": true}
 
 // unreachable are commit-time refusals no plan built through the public API can reach, with
 // the reason; the store keeps them as a backstop.
