@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -136,4 +137,25 @@ func ExamplePutEffectOf() {
 	// 3 ord_42 1200
 	// acct_7
 	// dedup: item is []string; want a struct or a map
+}
+
+// The record an event changes, from the team's struct: each attribute it marshals to is SET,
+// the item's others are left as they are.
+func ExampleUpdateEffectOf() {
+	type orderKey struct {
+		OrderID string `dynamodbav:"order_id"`
+	}
+	type paid struct {
+		Status string `dynamodbav:"status"`
+		PaidAt string `dynamodbav:"paid_at"`
+		Note   string `dynamodbav:"note,omitempty"` // empty: left as it is
+	}
+	upd, err := dedup.UpdateEffectOf(orderKey{"ord_42"}, paid{Status: "paid", PaidAt: "2026-12-04T21:00:00Z"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	expr, names, _, _ := upd.In("orders").Update()
+	fmt.Println(strings.TrimSpace(expr), names)
+	// Output:
+	// SET #0 = :0, #1 = :1 map[#0:paid_at #1:status]
 }

@@ -138,3 +138,72 @@ func TestPutEffectOfRoundTripsThroughDynamoDB(t *testing.T) {
 		t.Fatalf("a refused plan was claimed: %v %v", claimed, err)
 	}
 }
+
+type orderStatus struct {
+	Status  string            `dynamodbav:"status"`
+	Total   int64             `dynamodbav:"total"`
+	Note    string            `dynamodbav:"note,omitempty"`
+	Dotted  string            `dynamodbav:"a.b"`
+	Tags    map[string]string `dynamodbav:"tags"`
+	Shipped []string          `dynamodbav:"shipped,stringset"`
+}
+
+// UpdateEffectOf sets each attribute of the struct on the item DynamoDB holds, the others left
+// as they were: committed twice over the emulator, with omitempty keeping a field, a dotted
+// name kept as one attribute (not a path), and a key attribute in the struct refused.
+func TestUpdateEffectOfThroughDynamoDB(t *testing.T) {
+	t.Parallel()
+	e := newTablesEnv(t)
+	ctx := context.Background()
+	key := struct {
+		OrderID string `dynamodbav:"order_id"`
+	}{"ord_1"}
+	put, _ := dedup.PutEffectOf(orderRow{OrderID: "ord_1", Total: 1, Note: "keep", Ship: address{City: "Oslo"}})
+	if _, err := e.store.Commit(ctx, orderEvent(1), dedup.Plan{Effects: []dedup.Effect{put.In(e.orders)}}); err != nil {
+		t.Fatal(err)
+	}
+	set := orderStatus{Status: "paid", Total: 1200, Dotted: "d", Tags: map[string]string{"k": "v"}, Shipped: []string{"x", "y"}}
+	upd, err := dedup.UpdateEffectOf(key, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := dedup.UpdateEffectOf(key, set)
+	x1, _, _, _ := upd.Update()
+	x2, _, _, _ := again.Update()
+	if x1 != x2 {
+		t.Fatalf("two builds of one update differ: %q, %q", x1, x2)
+	}
+	if res, err := e.store.Commit(ctx, orderEvent(2), dedup.Plan{Effects: []dedup.Effect{upd.In(e.orders)}}); err != nil || res.Outcome != dedup.OutcomeAccepted {
+		t.Fatal(res, err)
+	}
+	items := e.itemsIn(t, e.orders)
+	if len(items) != 1 {
+		t.Fatalf("%d items", len(items))
+	}
+	var got struct {
+		orderStatus
+		Ship address `dynamodbav:"ship"`
+	}
+	if err := attributevalue.UnmarshalMap(items[0], &got); err != nil {
+		t.Fatal(err)
+	}
+	want := set
+	want.Note = "keep"
+	if !reflect.DeepEqual(got.orderStatus, want) || got.Ship.City != "Oslo" {
+		t.Fatalf("after the update: %+v, want %+v and the ship kept", got, want)
+	}
+	if _, nested := items[0]["a"]; nested {
+		t.Fatal("a dotted name was written as a path")
+	}
+
+	var ie *dedup.InvalidError
+	if _, err := dedup.UpdateEffectOf(key, map[string]any{"order_id": "ord_2", "status": "x"}); !errors.As(err, &ie) || ie.Field != "set.order_id" {
+		t.Fatalf("a key in set: %v", err)
+	}
+	if _, err := dedup.UpdateEffectOf(key, 7); !errors.As(err, &ie) || ie.Field != "set" {
+		t.Fatalf("set 7: %v", err)
+	}
+	if _, err := dedup.UpdateEffectOf("ord_1", set); !errors.As(err, &ie) || ie.Field != "key" {
+		t.Fatalf("key a string: %v", err)
+	}
+}
