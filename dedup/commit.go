@@ -36,14 +36,7 @@ func (s *Store) Commit(ctx context.Context, ev Event, plan Plan) (Result, error)
 }
 
 func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, error) {
-	if err := ev.Validate(); err != nil {
-		return Result{}, err
-	}
-	ret, ok := s.sources[ev.Source]
-	if !ok {
-		return Result{}, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", ev.Source)}
-	}
-	req, err := s.buildRequest(ev, plan, ret.Effective(), s.now())
+	req, err := s.prepare(ev, plan)
 	if err != nil {
 		return Result{}, err
 	}
@@ -51,6 +44,26 @@ func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, erro
 		return s.put(ctx, req)
 	}
 	return s.transact(ctx, req)
+}
+
+// Check returns the refusal Commit would give ev and plan before any call (an *InvalidError or
+// a *LimitError, naming the field or the limit), or nil when Commit would send the write. It
+// makes no call: a test kit (receivertest) refuses with it exactly what the store refuses.
+func (s *Store) Check(ev Event, plan Plan) error {
+	_, err := s.prepare(&ev, &plan)
+	return err
+}
+
+// prepare validates ev and plan and builds their write: every refusal that costs no call.
+func (s *Store) prepare(ev *Event, plan *Plan) (*request, error) {
+	if err := ev.Validate(); err != nil {
+		return nil, err
+	}
+	ret, ok := s.sources[ev.Source]
+	if !ok {
+		return nil, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", ev.Source)}
+	}
+	return s.buildRequest(ev, plan, ret.Effective(), s.now())
 }
 
 // put is the fast path: a plan with no effect records is one conditional PutItem of the claim,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -81,4 +82,80 @@ func ExampleEffect_In() {
 	// orders false false
 	// ledger true false
 	// ledger false true
+}
+
+// Check gives the refusal Commit would give, without a call: here an effect in a table the
+// store was not configured with. (A test kit's store never needs a DynamoDB client: this API
+// is never called.)
+func ExampleStore_Check() {
+	type noCalls struct{ dedup.API }
+	store, err := dedup.New(noCalls{}, dedup.Config{Table: "claims",
+		Sources: map[string]dedup.Retention{"stripe": {RetryHorizon: 72 * time.Hour, RedriveWindow: 30 * 24 * time.Hour}},
+		Tables:  map[string]dedup.TableKeys{"orders": {PartitionKey: "order_id"}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ev := dedup.Event{Source: "stripe", ID: "evt_1", Type: "checkout.session.completed"}
+	order := map[string]types.AttributeValue{"order_id": &types.AttributeValueMemberS{Value: "ord_42"}}
+	fmt.Println(store.Check(ev, dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(order).In("orders")}}))
+	fmt.Println(store.Check(ev, dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(order).In("orderz")}}))
+	// Output:
+	// <nil>
+	// dedup: effects[0].table "orderz" is not one of the store's tables (Config.Tables)
+}
+
+// Effects from the application's own structs: PutEffectOf marshals the row with the SDK's
+// attributevalue (its dynamodbav tags), KeyOf a key for an update, a delete or a check.
+func ExamplePutEffectOf() {
+	type order struct {
+		OrderID string `dynamodbav:"order_id"`
+		Status  string `dynamodbav:"status"`
+		Total   int64  `dynamodbav:"total"`
+		Note    string `dynamodbav:"note,omitempty"`
+	}
+	put, err := dedup.PutEffectOf(order{OrderID: "ord_42", Status: "paid", Total: 1200})
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := dedup.KeyOf(struct {
+		Account string `dynamodbav:"account"`
+	}{"acct_7"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	plan := dedup.Plan{Effects: []dedup.Effect{
+		put.In("orders").IfAbsent(),
+		dedup.UpdateEffect(key, expression.Add(expression.Name("balance"), expression.Value(1200))).In("ledger"),
+	}}
+	item := plan.Effects[0].Item()
+	fmt.Println(len(item), item["order_id"].(*types.AttributeValueMemberS).Value, item["total"].(*types.AttributeValueMemberN).Value)
+	fmt.Println(plan.Effects[1].KeyItem()["account"].(*types.AttributeValueMemberS).Value)
+
+	_, err = dedup.PutEffectOf([]string{"not", "an", "item"})
+	fmt.Println(err)
+	// Output:
+	// 3 ord_42 1200
+	// acct_7
+	// dedup: item is []string; want a struct or a map
+}
+
+// The record an event changes, from the team's struct: each attribute it marshals to is SET,
+// the item's others are left as they are.
+func ExampleUpdateEffectOf() {
+	type orderKey struct {
+		OrderID string `dynamodbav:"order_id"`
+	}
+	type paid struct {
+		Status string `dynamodbav:"status"`
+		PaidAt string `dynamodbav:"paid_at"`
+		Note   string `dynamodbav:"note,omitempty"` // empty: left as it is
+	}
+	upd, err := dedup.UpdateEffectOf(orderKey{"ord_42"}, paid{Status: "paid", PaidAt: "2026-12-04T21:00:00Z"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	expr, names, _, _ := upd.In("orders").Update()
+	fmt.Println(strings.TrimSpace(expr), names)
+	// Output:
+	// SET #0 = :0, #1 = :1 map[#0:paid_at #1:status]
 }

@@ -124,23 +124,6 @@ func (e Effect) Item() map[string]types.AttributeValue {
 	return out
 }
 
-// Condition returns the effect's own condition as DynamoDB will evaluate it, with its
-// expression attribute names and values: "attribute_not_exists(pk)" for IfAbsent, the built
-// If expression, or "" when e has none.
-func (e Effect) Condition() (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
-	switch {
-	case e.absent && e.condition == nil:
-		return *absentCondition, nil, nil, nil
-	case e.condition == nil:
-		return "", nil, nil, nil
-	}
-	x, err := expression.NewBuilder().WithCondition(*e.condition).Build()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	return aws.ToString(x.Condition()), x.Names(), x.Values(), nil
-}
-
 // Update returns an update effect's update expression with its names and values ("" for a put).
 func (e Effect) Update() (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
 	if e.update == nil {

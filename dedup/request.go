@@ -413,6 +413,11 @@ func effectCondition(e Effect, pkName string) (cond *string, names map[string]st
 	if e.update != nil {
 		return nil, nil, nil, nil
 	}
+	return conditionOf(e, pkName)
+}
+
+// conditionOf is e's condition, IfAbsent testing pkName, built alone.
+func conditionOf(e Effect, pkName string) (cond *string, names map[string]string, values map[string]types.AttributeValue, err error) {
 	if e.absent && e.condition == nil && pkName == AttrPK {
 		return absentCondition, nil, nil, nil // the common case, without the builder's cost
 	}

@@ -279,15 +279,17 @@ func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor
 
 // KnownTargets is every intent target the deployment serves: the sources file's HTTP targets
 // and the application's own (ONCEHOOK_TARGETS).
-func (env *Env) KnownTargets() []string {
-	names := slices.Collect(func(yield func(string) bool) {
-		for n := range env.Sources.Targets {
-			if !yield(n) {
-				return
-			}
-		}
-	})
-	names = append(names, env.Targets...)
+func (env *Env) KnownTargets() []string { return KnownTargets(env.Sources, env.Targets) }
+
+// KnownTargets is the receiver's Config.Targets for a sources file and the targets the
+// application's own executors serve, sorted: nil (any target) when there are none. The
+// launched receiver and receivertest both take their targets from it.
+func KnownTargets(f *sources.File, own []string) []string {
+	var names []string
+	for n := range f.Targets {
+		names = append(names, n)
+	}
+	names = append(names, own...)
 	slices.Sort(names)
 	return slices.Compact(names)
 }

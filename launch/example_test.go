@@ -2,6 +2,7 @@ package launch_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/oncehook/oncehook/launch"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // An application's receiver function: its main.go is this call, with its planners.
@@ -46,4 +48,16 @@ func ExampleNewHTTPReceiver() {
 	}
 	http.Handle("/hooks/", h)
 	_ = http.ListenAndServe(":8080", nil)
+}
+
+// The intent targets a receiver accepts: the sources file's and the application's own
+// executors'. receivertest.NewHandler takes its targets from the same function.
+func ExampleKnownTargets() {
+	f, err := sources.Parse([]byte(`{"sources": {"stripe": {"scheme": "stripe", "secrets": [{"env": "S"}], "retry_horizon": "3d", "redrive_window": "30d"}},
+	  "targets": {"fulfilment": {"url": "https://fulfilment.example.com/ship"}}}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(launch.KnownTargets(f, []string{"email"}))
+	// Output: [email fulfilment]
 }

@@ -4,10 +4,16 @@
 // DynamoDB, so a planner's test sees the plan the receiver would commit.
 //
 //	f, _ := sources.Load("sources.json")
-//	h, rec, _ := receivertest.NewHandler(f, map[string]string{"stripe": "whsec_test"}, myapp.Register)
+//	h, rec, _ := receivertest.NewHandler(f, map[string]string{"stripe": "whsec_test"}, myapp.Register,
+//		receivertest.WithExecutors(myapp.Executors()))
 //	req, _ := receivertest.Request(f, "stripe", "whsec_test", body)
-//	resp, _ := h.Handle(ctx, req)
+//	resp, _ := receivertest.Deliver(ctx, h, req) // resp.Outcome: Accepted, Duplicate, Refused...
 //	plan := rec.Last().Plan // its effects' keys, items and conditions, its intents
+//
+// The kit refuses what production refuses, with the same answer and the same typed error: the
+// Recorder checks every commit with a real dedup.Store configured from the sources file
+// (dedup.Store.Check), and the handler is the real receiver with the launched receiver's intent
+// targets (launch.KnownTargets: the file's and the executors').
 //
 // For a public-key source (discord, sendgrid), the secret given to Request and NewHandler is
 // the private key whose public key the sources file lists: Request signs with it, the handler
@@ -17,6 +23,7 @@ package receivertest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,7 +33,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/launch"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
 	"github.com/oncehook/oncehook/webhook"
@@ -245,20 +256,37 @@ type Committed struct {
 }
 
 // Recorder stands in for the dedup store: it records what the receiver commits and answers as
-// DynamoDB would for one process's deliveries (accepted the first time, duplicate after).
+// DynamoDB would for one process's deliveries (accepted the first time, duplicate after). It
+// refuses what the store refuses, with the store's own error: every commit is first checked by
+// a real dedup.Store configured as the launched receiver's is (the sources file's retentions
+// and tables), which makes no call (dedup.Store.Check).
 type Recorder struct {
-	file *sources.File
-	mu   sync.Mutex
-	all  []Committed
-	seen map[string]bool
+	file  *sources.File
+	store *dedup.Store
+	err   error // the store's configuration error, returned by every Commit
+	mu    sync.Mutex
+	all   []Committed
+	seen  map[string]bool
 }
 
 // NewRecorder records commits for the sources of f.
-func NewRecorder(f *sources.File) *Recorder { return &Recorder{file: f, seen: map[string]bool{}} }
+func NewRecorder(f *sources.File) *Recorder {
+	r := &Recorder{file: f, seen: map[string]bool{}}
+	// The same configuration launch.Load gives the store; the table name is never sent.
+	r.store, r.err = dedup.New(noAPI{}, dedup.Config{Table: "receivertest", Sources: f.Retentions(), Tables: f.DedupTables()})
+	return r
+}
 
-// Commit records the plan of an event not seen before.
+// noAPI is the DynamoDB API of the Recorder's store, which only checks: it is never called.
+type noAPI struct{ dedup.API }
+
+// Commit records the plan of an event not seen before, after the store's own checks: a plan
+// the store refuses is refused here with the same *dedup.InvalidError or *dedup.LimitError.
 func (r *Recorder) Commit(_ context.Context, ev dedup.Event, plan dedup.Plan) (dedup.Result, error) {
-	if err := ev.Validate(); err != nil {
+	if r.err != nil {
+		return dedup.Result{}, r.err
+	}
+	if err := r.store.Check(ev, plan); err != nil {
 		return dedup.Result{}, err
 	}
 	r.mu.Lock()
@@ -270,6 +298,17 @@ func (r *Recorder) Commit(_ context.Context, ev dedup.Event, plan dedup.Plan) (d
 	r.seen[k] = true
 	r.all = append(r.all, Committed{Event: ev, Plan: plan})
 	return dedup.Result{Outcome: dedup.OutcomeAccepted, Calls: 1}, nil
+}
+
+// Condition returns e's condition as the launched receiver's store sends it to DynamoDB
+// (dedup.Store.Condition): for an effect In one of the sources file's tables, IfAbsent tests
+// that table's partition key. A Recorder whose configuration the store refused returns that
+// error.
+func (r *Recorder) Condition(e dedup.Effect) (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
+	if r.err != nil {
+		return "", nil, nil, r.err
+	}
+	return r.store.Condition(e)
 }
 
 // Claimed reports whether the event was committed.
@@ -311,10 +350,40 @@ type staticSecrets map[string][]string
 func (s staticSecrets) Get(source string) []string                    { return s[source] }
 func (s staticSecrets) Refresh(context.Context, string) (bool, error) { return false, nil }
 
+// A HandlerOption adjusts NewHandler.
+type HandlerOption func(*handlerOptions)
+
+type handlerOptions struct{ own []string }
+
+// WithExecutors gives the handler the targets of the application's own executors (the map it
+// hands launch.Outbox), besides the sources file's: a plan whose intent names a target neither
+// serves is refused, as the launched receiver refuses it (receiver.UnknownTargetError).
+func WithExecutors(executors map[string]outbox.Executor) HandlerOption {
+	return func(o *handlerOptions) {
+		for name := range executors {
+			o.own = append(o.own, name)
+		}
+	}
+}
+
+// WithTargets is WithExecutors by the targets' names (ONCEHOOK_TARGETS).
+func WithTargets(names ...string) HandlerOption {
+	return func(o *handlerOptions) { o.own = append(o.own, names...) }
+}
+
 // NewHandler builds the real receiver over a Recorder, with the planners register adds and
-// one secret per source (secrets[source]; every source of f needs one).
-func NewHandler(f *sources.File, secrets map[string]string, register func(*receiver.Planners)) (*receiver.Handler, *Recorder, error) {
+// one secret per source (secrets[source]; every source of f needs one). Its intent targets are
+// the launched receiver's (launch.KnownTargets): the sources file's, and the executors'
+// WithExecutors gives; with neither, any target is accepted, as in production.
+func NewHandler(f *sources.File, secrets map[string]string, register func(*receiver.Planners), opts ...HandlerOption) (*receiver.Handler, *Recorder, error) {
+	var o handlerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	rec := NewRecorder(f)
+	if rec.err != nil {
+		return nil, nil, rec.err
+	}
 	s := staticSecrets{}
 	for _, name := range f.Names() {
 		secret, ok := secrets[name]
@@ -330,6 +399,84 @@ func NewHandler(f *sources.File, secrets map[string]string, register func(*recei
 	if register != nil {
 		register(planners)
 	}
-	h, err := receiver.New(receiver.Config{Sources: f, Secrets: s, Store: rec, Planners: planners})
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: s, Store: rec, Planners: planners, Targets: launch.KnownTargets(f, o.own)})
 	return h, rec, err
+}
+
+// Outcome is what the receiver's answer says became of a delivery.
+type Outcome int
+
+const (
+	// Accepted: the event was claimed now, its plan committed.
+	Accepted Outcome = iota + 1
+	// Duplicate: the event was claimed before; nothing was written.
+	Duplicate
+	// Ignored: answered 200 without a claim (an unknown type the source ignores).
+	Ignored
+	// Answered: a 2xx that is the provider's handshake (a URL verification, a ping's reply).
+	Answered
+	// Refused: any other status; nothing was written, and Reason says why.
+	Refused
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Accepted:
+		return "accepted"
+	case Duplicate:
+		return "duplicate"
+	case Ignored:
+		return "ignored"
+	case Answered:
+		return "answered"
+	case Refused:
+		return "refused"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Response is the receiver's answer, read: what became of the delivery, the status, and for a
+// refusal the reason and the field the receiver names.
+type Response struct {
+	Outcome Outcome
+	Status  int
+	Reason  string // the error the receiver answered with ("" unless Refused)
+	Field   string // the field it names, when it names one
+}
+
+// Read reads the receiver's answer to one delivery.
+func Read(resp events.APIGatewayV2HTTPResponse) Response {
+	r := Response{Status: resp.StatusCode}
+	var body struct {
+		Received  bool   `json:"received"`
+		Duplicate bool   `json:"duplicate"`
+		Ignored   bool   `json:"ignored"`
+		Error     string `json:"error"`
+		Field     string `json:"field"`
+	}
+	_ = json.Unmarshal([]byte(resp.Body), &body) // a handshake's body may be anything
+	switch {
+	case resp.StatusCode == http.StatusNoContent && resp.Body == "":
+		r.Outcome = Accepted // Discord's answer to an accepted event
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		r.Outcome, r.Reason, r.Field = Refused, body.Error, body.Field
+		if r.Reason == "" {
+			r.Reason = resp.Body
+		}
+	case body.Received && body.Ignored:
+		r.Outcome = Ignored
+	case body.Received && body.Duplicate:
+		r.Outcome = Duplicate
+	case body.Received:
+		r.Outcome = Accepted
+	default:
+		r.Outcome = Answered
+	}
+	return r
+}
+
+// Deliver runs req through h and reads the answer.
+func Deliver(ctx context.Context, h *receiver.Handler, req events.APIGatewayV2HTTPRequest) (Response, error) {
+	resp, err := h.Handle(ctx, req)
+	return Read(resp), err
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"example.com/storefront/executors"
 	"example.com/storefront/planners"
 	"github.com/oncehook/oncehook/receiver/receivertest"
 	"github.com/oncehook/oncehook/sources"
@@ -17,7 +18,7 @@ var secrets = map[string]string{"stripe": "whsec_test_storefront", "github": "gh
 func TestACompletedCheckoutRecordsTheOrderAndAsksForFulfilmentAndTheCRM(t *testing.T) {
 	raw, _ := os.ReadFile("../sources.json")
 	f, _ := sources.Parse(raw)
-	h, rec, err := receivertest.NewHandler(f, secrets, planners.Register)
+	h, rec, err := receivertest.NewHandler(f, secrets, planners.Register, receivertest.WithExecutors(executors.All()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestACompletedCheckoutRecordsTheOrderAndAsksForFulfilmentAndTheCRM(t *testi
 func TestAPushAsksCIToBuildTheCommit(t *testing.T) {
 	raw, _ := os.ReadFile("../sources.json")
 	f, _ := sources.Parse(raw)
-	h, rec, _ := receivertest.NewHandler(f, secrets, planners.Register)
+	h, rec, _ := receivertest.NewHandler(f, secrets, planners.Register, receivertest.WithExecutors(executors.All()))
 	req, _ := receivertest.Request(f, "github", secrets["github"],
 		[]byte(`{"ref":"refs/heads/main","after":"59b20b8d5c6ff8d09518454d4dd8b7b30f095ab5","repository":{"full_name":"octo-org/octo-repo"}}`),
 		receivertest.WithEventType("push"))
@@ -76,7 +77,7 @@ func TestAPushAsksCIToBuildTheCommit(t *testing.T) {
 func TestAPushWithoutACommitIsRefusedNamingTheField(t *testing.T) {
 	raw, _ := os.ReadFile("../sources.json")
 	f, _ := sources.Parse(raw)
-	h, rec, _ := receivertest.NewHandler(f, secrets, planners.Register)
+	h, rec, _ := receivertest.NewHandler(f, secrets, planners.Register, receivertest.WithExecutors(executors.All()))
 	req, _ := receivertest.Request(f, "github", secrets["github"], []byte(`{"ref":"refs/heads/main"}`), receivertest.WithEventType("push"))
 	if resp, _ := h.Handle(context.Background(), req); resp.StatusCode != 400 || len(rec.All()) != 0 {
 		t.Fatalf("%d %s", resp.StatusCode, resp.Body)

@@ -1,0 +1,55 @@
+package receiver_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/receiver/receivertest"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// A typed planner: the verified body is decoded into the team's struct, and a field of the
+// wrong JSON type is a 400 naming it (nothing claimed), not a zero value.
+func ExampleHandleJSON() {
+	type session struct {
+		Data struct {
+			Object struct {
+				ID     string `json:"id"`
+				Amount int64  `json:"amount_total"`
+			} `json:"object"`
+		} `json:"data"`
+	}
+	type order struct {
+		PK     string `dynamodbav:"pk"`
+		SK     string `dynamodbav:"sk"`
+		Amount int64  `dynamodbav:"amount"`
+	}
+	register := func(ps *receiver.Planners) {
+		receiver.HandleJSON(ps, "stripe", "checkout.session.completed", func(_ context.Context, _ dedup.Event, s session) (dedup.Plan, error) {
+			put, err := dedup.PutEffectOf(order{PK: "ORDER#" + s.Data.Object.ID, SK: "CHECKOUT", Amount: s.Data.Object.Amount})
+			return dedup.Plan{Effects: []dedup.Effect{put.IfAbsent()}}, err
+		})
+	}
+	f, _ := sources.Parse([]byte(`{"sources": {"stripe": {"scheme": "stripe", "secrets": [{"env": "S"}], "retry_horizon": "3d", "redrive_window": "30d"}}}`))
+	h, rec, err := receivertest.NewHandler(f, map[string]string{"stripe": "whsec_test"}, register)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, body := range []string{
+		`{"id":"evt_1","type":"checkout.session.completed","data":{"object":{"id":"cs_1","amount_total":1200}}}`,
+		`{"id":"evt_2","type":"checkout.session.completed","data":{"object":{"id":"cs_2","amount_total":"1200"}}}`,
+	} {
+		req, _ := receivertest.Request(f, "stripe", "whsec_test", []byte(body))
+		resp, _ := receivertest.Deliver(context.Background(), h, req)
+		fmt.Printf("%s %d %q\n", resp.Outcome, resp.Status, resp.Field)
+	}
+	item := rec.Last().Plan.Effects[0].Item()
+	fmt.Println(len(item), rec.Last().Event.ID)
+	// Output:
+	// accepted 200 ""
+	// refused 400 "data.object.amount_total"
+	// 3 evt_1
+}

@@ -1,0 +1,62 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// HandleJSON registers p for events of eventType from source, with the verified body decoded
+// into a T by encoding/json (T's json tags, matched as encoding/json matches them; fields the
+// body lacks keep their zero value, and fields T lacks are ignored, as providers add them). A
+// body that does not decode into T is the payload's fault: a *PayloadError (400, nothing
+// claimed) naming the field's path ("data.object.amount_total") and the kind of JSON value it
+// held, never the value itself, and p is not run. A field that must be present is p's to check
+// (return a *PayloadError naming it). For a planner that reads a few fields of a large body,
+// HandleFields reads them in the receiver's own pass instead. For sources whose body is JSON: a
+// form-encoded body (Twilio) is refused as not JSON.
+//
+// It is a function, not a method of Planners, because Go methods take no type parameters.
+func HandleJSON[T any](ps *Planners, source, eventType string, p func(ctx context.Context, ev dedup.Event, v T) (dedup.Plan, error)) {
+	if p == nil {
+		ps.Handle(source, eventType, nil) // reported by New, as for Handle
+		return
+	}
+	ps.Handle(source, eventType, func(ctx context.Context, ev dedup.Event) (dedup.Plan, error) {
+		var v T
+		if err := decodeJSON(ev.Payload, &v); err != nil {
+			return dedup.Plan{}, err
+		}
+		return p(ctx, ev, v)
+	})
+}
+
+// decodeJSON decodes exactly one JSON value into v, blaming the field a type mismatch is in.
+func decodeJSON(payload []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(payload))
+	err := d.Decode(v)
+	if err == nil {
+		if _, extra := d.Token(); extra != io.EOF {
+			return &PayloadError{Field: "body", Reason: "holds more than one JSON value"}
+		}
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		// te.Value is "number 1e999" for a number: keep the kind, so a hostile body's value never
+		// reaches the answer or the log.
+		kind, _, _ := strings.Cut(te.Value, " ")
+		return &PayloadError{Field: field, Reason: fmt.Sprintf("is a JSON %s, want %s", kind, te.Type)}
+	}
+	return &PayloadError{Field: "body", Reason: "is not valid JSON: " + err.Error()}
+}
