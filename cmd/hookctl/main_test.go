@@ -165,8 +165,13 @@ func TestUsage(t *testing.T) {
 
 func TestStormRequiresASourceAndAURL(t *testing.T) {
 	t.Parallel()
-	if code, _, errOut := hookctl(t, "", "storm", "-events", "3", "shop"); code != 1 || !strings.Contains(errOut, "want [flags] <source> <url>") {
+	if code, _, errOut := hookctl(t, "", "storm", "-events", "3"); code != 1 || !strings.Contains(errOut, "want [flags] <source> [url]") {
 		t.Fatalf("%d %s", code, errOut)
+	}
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`), 0o600)
+	if code, _, errOut := hookctl(t, "", "storm", "-stack", "none", "-sources", file, "-events", "3", "shop"); code != 1 || !strings.Contains(errOut, "want <url>") {
+		t.Fatalf("no url and no local stack: %d %s", code, errOut)
 	}
 }
 
