@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// printedCommands returns the commands a deploy printed: every line indented by four spaces
+// (hookctl deploy-local indents its commands so, and nothing else), a trailing backslash
+// continuing a command on the next line.
+func printedCommands(out string) []string {
+	var cmds []string
+	var cur strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if cur.Len() == 0 && (!strings.HasPrefix(line, "    ") || strings.TrimSpace(line) == "") {
+			continue
+		}
+		part := strings.TrimSpace(line)
+		if strings.HasSuffix(part, `\`) {
+			cur.WriteString(strings.TrimSpace(strings.TrimSuffix(part, `\`)) + " ")
+			continue
+		}
+		cur.WriteString(part)
+		cmds = append(cmds, cur.String())
+		cur.Reset()
+	}
+	return cmds
+}
+
+// inNewShell runs a printed command as it is pasted into a new terminal on the same machine:
+// bash, in dir, with only PATH and HOME.
+func inNewShell(t *testing.T, dir, command string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", command)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// TestTheCommandsMakeRunPrintsWorkInANewShell runs what `make run` printed (the deploy's own
+// output, which make test keeps in ONCEHOOK_DEPLOY_OUTPUT), exactly as printed, in a new shell
+// with nothing but PATH and HOME: the signed delivery is accepted, the same again is a
+// duplicate, and inspect shows the claim's email intent done, sent once to the downstream.
+func TestTheCommandsMakeRunPrintsWorkInANewShell(t *testing.T) {
+	s := deployed(t) // and the email target's downstream, on 127.0.0.1:8025
+	path := os.Getenv("ONCEHOOK_DEPLOY_OUTPUT")
+	if path == "" {
+		if os.Getenv("ONCEHOOK_E2E") == "required" {
+			t.Fatal("ONCEHOOK_DEPLOY_OUTPUT is not set: make test sets it to what localstack/deploy printed")
+		}
+		t.Skip("no deploy output: make test sets ONCEHOOK_DEPLOY_OUTPUT")
+	}
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var send, inspect string
+	for _, c := range printedCommands(string(out)) {
+		switch {
+		case strings.Contains(c, " send ") && send == "":
+			send = c
+		case strings.Contains(c, " inspect ") && inspect == "":
+			inspect = c
+		}
+	}
+	if send == "" || inspect == "" {
+		t.Fatalf("the deploy printed no send and inspect commands:\n%s", out)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const note = "hookctl: the local stack recorded in .oncehook/stack.env (" // all it may say on stderr
+	quiet := func(what, stderr string) {
+		for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+			if line != "" && !strings.HasPrefix(line, note) {
+				t.Errorf("%s wrote on stderr: %q", what, line)
+			}
+		}
+	}
+	for i, want := range []string{`"duplicate":false`, `"duplicate":true`} {
+		stdout, stderr, err := inNewShell(t, root, send)
+		if err != nil || !strings.Contains(stdout, "200 OK") || !strings.Contains(stdout, want) {
+			t.Fatalf("send %d, %s:\n%v\nstdout %s\nstderr %s\nwant 200 and %s", i+1, send, err, stdout, stderr, want)
+		}
+		quiet("send", stderr)
+	}
+	fields := strings.Fields(inspect)
+	id := fields[len(fields)-1]
+	eventually(t, "inspect shows the email intent done", func() (bool, string) {
+		stdout, stderr, err := inNewShell(t, root, inspect)
+		quiet("inspect", stderr)
+		var line string
+		for _, l := range strings.Split(stdout, "\n") {
+			if strings.HasPrefix(l, "email.send ") {
+				line = l
+			}
+		}
+		return err == nil && strings.Contains(stdout, "EVT#shop#"+id) && strings.Contains(line, " done "),
+			fmt.Sprintf("%v:\n%s%s", err, stdout, stderr)
+	})
+	if keys, calls := s.down.Seen("shop:" + id + ":"); keys != 1 || calls != 1 {
+		t.Fatalf("the downstream saw %d keys in %d calls for %s, want the email once", keys, calls, id)
+	}
+}
+
+func TestPrintedCommands(t *testing.T) {
+	t.Parallel()
+	out := "==> step\n  table  x\n\nshop: try:\n\n    echo '{}' | bin/hookctl send -id m shop\n    bin/hookctl \\\n      inspect shop m\n"
+	got := printedCommands(out)
+	if len(got) != 2 || got[0] != "echo '{}' | bin/hookctl send -id m shop" || got[1] != "bin/hookctl inspect shop m" {
+		t.Fatalf("%q", got)
+	}
+}
+
+// TestASignedURLThroughTheEmulatorsPathForm: Twilio signs the URL it calls, and the receiver
+// rebuilds it from what API Gateway hands it; hookctl send signs over that URL for the
+// emulator's path form (http://127.0.0.1:4566/_aws/execute-api/<api-id>/hooks/sms), so the local
+// stack's sms source accepts its deliveries, and the second as a duplicate.
+func TestASignedURLThroughTheEmulatorsPathForm(t *testing.T) {
+	deployed(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := fmt.Sprintf("echo 'MessageSid=SM%[1]s&MessageStatus=delivered' | bin/hookctl send -id tok_%[1]s sms", runID(9))
+	for i, want := range []string{`"duplicate":false`, `"duplicate":true`} {
+		stdout, stderr, err := inNewShell(t, root, send)
+		if err != nil || !strings.Contains(stdout, "200 OK") || !strings.Contains(stdout, want) {
+			t.Fatalf("send %d, %s: %v\nstdout %s\nstderr %s\nwant 200 and %s", i+1, send, err, stdout, stderr, want)
+		}
+	}
+}
