@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -143,6 +144,26 @@ func findStack(named string, isNamed bool) (*stack, error) {
 	return s, nil
 }
 
+// answers reports whether something accepts connections at endpoint's host and port.
+func answers(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443"}[u.Scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(u.Hostname(), port), 2*time.Second)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
 // isLocal reports whether endpoint is on this machine (an emulator): loopback or *.localhost.
 func isLocal(endpoint string) bool {
 	u, err := url.Parse(endpoint)
@@ -226,6 +247,12 @@ func (c *cli) config(ctx context.Context) (aws.Config, error) {
 	}
 	c.noteStack()
 	opts, local := c.awsOptions()
+	if endpoint, from := c.endpoint(); local {
+		// A stopped emulator is one line too, not the SDK's retries of a refused connection.
+		if err := answers(endpoint); err != nil {
+			return aws.Config{}, fmt.Errorf("nothing answers on %s (%s): is the emulator running? (make run or make up starts it, in oncehook's folder)", endpoint, from)
+		}
+	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)

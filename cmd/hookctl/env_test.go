@@ -195,6 +195,24 @@ func TestTheLocalStackIsFoundInTheProjectFolder(t *testing.T) {
 	}
 }
 
+// TestAStoppedEmulatorIsOneLine: the folder's stack names an emulator that is not running (make
+// run was stopped): one line saying so, not the SDK's retries of a refused connection.
+func TestAStoppedEmulatorIsOneLine(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeStack(filepath.Join(dir, StackFile), "a stopped one", map[string]string{
+		"AWS_ENDPOINT_URL": "http://127.0.0.1:1", stackTable: "t", stackSources: filepath.Join(dir, "none.json"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	imds, _ := metadataService(t)
+	code, _, errOut := process(t, dir, cleanEnv(t, imds), "", "inspect", "shop", "msg_1")
+	want := "hookctl: the local stack recorded in .oncehook/stack.env (http://127.0.0.1:1)\n" +
+		"hookctl inspect: nothing answers on http://127.0.0.1:1 (.oncehook/stack.env): is the emulator running? (make run or make up starts it, in oncehook's folder)\n"
+	if code != 1 || errOut != want {
+		t.Fatalf("exit %d, stderr %q, want %q", code, errOut, want)
+	}
+}
+
 // TestAStackFileIsWhatAShellReads: the stack file's values, quoted where they need it, read
 // back the same by hookctl and by a shell sourcing it.
 func TestAStackFileIsWhatAShellReads(t *testing.T) {
