@@ -120,10 +120,7 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 		opts = append(opts, receivertest.WithHeader(name, value))
 	}
 
-	secret, err := c.signingSecret(ctx, src, source, f)
-	if err != nil {
-		return nil, err
-	}
+	// The URL signed, for the schemes that sign one.
 	signed := target
 	switch {
 	case !sources.URLScheme(src.Scheme) && f.signedURL != "":
@@ -133,9 +130,16 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	case f.signedURL != "":
 		signed = f.signedURL
 	case sources.URLScheme(src.Scheme):
-		if signed, err = rebuiltURL(target); err != nil {
+		rebuilt, err := rebuiltURL(target)
+		if err != nil {
 			return nil, err
 		}
+		signed = rebuilt
+	}
+	// Last, once every flag is known to fit: resolving the secret may call AWS.
+	secret, err := c.signingSecret(ctx, src, source, f)
+	if err != nil {
+		return nil, err
 	}
 	req, err := receivertest.HTTPRequest(file, source, secret, signed, body, opts...)
 	if err != nil {
@@ -194,9 +198,12 @@ func (c *cli) signingSecret(ctx context.Context, src *sources.Source, source str
 	if len(src.Secrets) == 0 {
 		return "", fmt.Errorf("source %s lists no secrets", source)
 	}
-	r, err := c.resolver(ctx)
-	if err != nil {
-		return "", err
+	r := &sources.Resolver{} // an environment variable needs no AWS
+	if src.Secrets[0].Env == "" {
+		var err error
+		if r, err = c.resolver(ctx); err != nil {
+			return "", err
+		}
 	}
 	secrets, err := r.Resolve(ctx, src.Secrets[:1])
 	if err != nil {
