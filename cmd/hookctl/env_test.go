@@ -241,3 +241,24 @@ func TestAStackFileIsWhatAShellReads(t *testing.T) {
 		}
 	}
 }
+
+// TestSendWithAnEnvironmentSecretNeedsNoAWS: a source whose secret is an environment variable
+// is signed for with no AWS configuration at all, in a new shell.
+func TestSendWithAnEnvironmentSecretNeedsNoAWS(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Webhook-Signature") == "" {
+			http.Error(w, "unsigned", http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"received":true,"duplicate":false}`))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"SHOP_SECRET"}],"retry_horizon":"1d"}}}`), 0o600)
+	imds, hits := metadataService(t)
+	code, out, errOut := process(t, dir, cleanEnv(t, imds, "SHOP_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "{}", "send", "-sources", file, "shop", srv.URL+"/hooks/shop")
+	if code != 0 || !strings.HasPrefix(out, "200 OK") || errOut != "" || hits.Load() != 0 {
+		t.Fatalf("exit %d, %d metadata requests\nstdout %s\nstderr %q", code, hits.Load(), out, errOut)
+	}
+}
