@@ -55,7 +55,12 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 	}{
 		{"no sources", `{"sources":{}}`, "sources"},
 		{"an unknown top-level field", `{"source":{}}`, "unknown field"},
-		{"a typo in a field name", `{"sources":{"s":{` + ok + `,"redrive_windw":"1d"}}}`, "unknown field"},
+		{"a typo in a field name", `{"sources":{"s":{` + ok + `,"redrive_windw":"1d"}}}`, `sources.s: unknown field "redrive_windw"`},
+		{"secret for secrets", `{"sources":{"stripe":{"scheme":"stripe","secret":"whsec_x","retry_horizon":"3d"}}}`, `sources.stripe: unknown field "secret"`},
+		{"an unknown field in a secret", `{"sources":{"s":{"scheme":"stripe","secrets":[{"secrets_manager":"x"}],"retry_horizon":"3d"}}}`, `sources.s: unknown field "secrets_manager"`},
+		{"a bad duration, named", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":3}}}`, `sources.s: want a duration string`},
+		{"an unknown field in a target", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"uri":"http://x"}}}`, `targets.email: unknown field "uri"`},
+		{"an unknown field in a table", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"partition":"pk"}}}`, `tables.orders: unknown field "partition"`},
 		{"an unknown scheme", `{"sources":{"s":{"scheme":"paypal","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`, "sources.s.scheme"},
 		{"a source name with a capital", `{"sources":{"Shop":{` + ok + `}}}`, "sources.Shop"},
 		{"no secrets", `{"sources":{"s":{"scheme":"stripe","retry_horizon":"1d"}}}`, "sources.s.secrets"},
