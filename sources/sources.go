@@ -44,6 +44,8 @@ type File struct {
 	// Tables are the application's own DynamoDB tables that planners' effects write in the
 	// claim's transaction (dedup.Effect.In), by the name planners use.
 	Tables map[string]*Table `json:"tables,omitempty"`
+
+	warnings []Warning
 }
 
 // Table is one of the application's own tables: its name in DynamoDB (the key it is listed
@@ -442,11 +444,48 @@ func Parse(b []byte) (*File, error) {
 			return nil, err
 		}
 	}
+	preset := map[string]bool{} // retry horizons the file leaves to the scheme's preset
+	for name, src := range f.Sources {
+		preset[name] = src != nil && src.RetryHorizon == 0
+	}
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	for _, name := range f.Names() {
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(raw.Sources[name], &keys) // decoded above
+		if _, ok := keys["redrive_window"]; ok {
+			continue
+		}
+		if _, ok := keys["keep"]; ok {
+			continue // the team chose the retention itself
+		}
+		src := f.Sources[name]
+		horizon := src.RetryHorizon.String()
+		if preset[name] {
+			horizon += ", the " + src.Scheme + " preset's"
+		}
+		f.warnings = append(f.warnings, Warning{Field: "sources." + name + ".redrive_window", Reason: fmt.Sprintf(
+			"not set, so claims are kept %s (retry horizon %s, + %s): a redrive or replay of an older event runs it again; "+
+				"set how old an event the provider can resend (\"0d\" if none)",
+			Duration(src.Retention().Effective()), horizon, Duration(dedup.DefaultMargin))})
+	}
 	return &f, nil
 }
+
+// Warning is configuration that works but rests on a default the file did not choose, named
+// by its field: the receiver logs each at start, the CDK app's synth and hookctl print them.
+type Warning struct {
+	Field  string
+	Reason string
+}
+
+func (w Warning) String() string { return w.Field + ": " + w.Reason }
+
+// Warnings are the file's warnings, from Parse or Load: today, each source whose retention
+// rests on a redrive window it does not set (a Stripe source without redrive_window keeps its
+// claims 17 days, and a redrive of older events would run them again).
+func (f *File) Warnings() []Warning { return f.warnings }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields and trailing content.
 func decodeStrict(b []byte, v any) error {

@@ -322,3 +322,40 @@ func TestTheSchemeKindsAgreeWithTheVerifier(t *testing.T) {
 		}
 	}
 }
+
+// A retention that rests on a default nobody chose is said where the file is loaded: a source
+// without redrive_window keeps its claims for the retry horizon + the margin only, so a redrive
+// of older events would run them again. One chosen (even "0d"), or a keep of its own, is not.
+func TestRetentionOnADefaultIsWarned(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, source string
+		warn         string // "" for none
+	}{
+		{"stripe without redrive_window", `"scheme":"stripe","secrets":[{"env":"S"}]`, "sources.s.redrive_window: not set"},
+		{"its retry horizon named as the preset's", `"scheme":"stripe","secrets":[{"env":"S"}]`, "3d, the stripe preset's"},
+		{"a horizon of its own, no redrive window", `"scheme":"github","secrets":[{"env":"S"}],"retry_horizon":"1h"`, "sources.s.redrive_window: not set"},
+		{"a redrive window chosen", `"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"30d"`, ""},
+		{"no redrive, chosen", `"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"0d"`, ""},
+		{"a keep of its own", `"scheme":"stripe","secrets":[{"env":"S"}],"keep":"90d"`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := Parse([]byte(`{"sources":{"s":{` + c.source + `}}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all []string
+			for _, w := range f.Warnings() {
+				all = append(all, w.String())
+			}
+			got := strings.Join(all, "\n")
+			if c.warn == "" && got != "" {
+				t.Fatalf("warned %q", got)
+			}
+			if !strings.Contains(got, c.warn) {
+				t.Fatalf("warnings %q, want one with %q", got, c.warn)
+			}
+		})
+	}
+}

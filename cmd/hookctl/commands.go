@@ -111,6 +111,9 @@ func checkRetention(ctx context.Context, c *cli, args []string) error {
 			sources.Duration(r.Needed()), sources.Duration(r.Effective()))
 	}
 	w.Flush()
+	for _, w := range f.Warnings() {
+		fmt.Fprintln(c.stderr, "warning:", w)
+	}
 	if c.table == "" {
 		return nil
 	}

@@ -174,6 +174,9 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		return errNoConstruct
 	}
 	for _, k := range found {
+		for _, w := range k.sources.Warnings() {
+			fmt.Fprintf(c.stderr, "warning: stack %s: %s\n", k.stack, w)
+		}
 		if k.sourcesPath == "" { // inline in ONCEHOOK_SOURCES: a file, for hookctl
 			k.sourcesPath = filepath.Join(f.dir, k.stack+"."+k.receiver+".sources.json")
 			if err := os.WriteFile(k.sourcesPath, k.sourcesBytes, 0o644); err != nil {

@@ -123,6 +123,14 @@ func TestCheckRetention(t *testing.T) {
 	if code, _, errOut := hookctl(t, "", "check-retention", "-sources", short); code != 1 || !strings.Contains(errOut, `"stripe"`) {
 		t.Fatalf("short: %d %s", code, errOut)
 	}
+	if _, _, errOut := hookctl(t, "", "check-retention", "-sources", good); strings.Contains(errOut, "warning") {
+		t.Fatalf("good: warned %s", errOut)
+	}
+	unset := filepath.Join(dir, "unset.json")
+	os.WriteFile(unset, []byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}]}}}`), 0o600)
+	if code, _, errOut := hookctl(t, "", "check-retention", "-sources", unset); code != 0 || !strings.Contains(errOut, "warning: sources.stripe.redrive_window: not set, so claims are kept 17d") {
+		t.Fatalf("unset: %d %s", code, errOut)
+	}
 }
 
 func TestSendSignsLikeTheProvider(t *testing.T) {
