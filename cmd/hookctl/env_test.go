@@ -73,7 +73,7 @@ func TestWithoutAnEndpointOrCredentialsItSaysWhatToDo(t *testing.T) {
 	imds, hits := metadataService(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sources.json")
-	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"secretsmanager":"oncehook-local/shop"}],"retry_horizon":"1d"}}}`), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"secretsmanager":"oncehook-local/shop"}],"retry_horizon":"1d","redrive_window":"0d"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
@@ -157,7 +157,7 @@ func TestTheLocalStackIsFoundInTheProjectFolder(t *testing.T) {
 	table := commitClaim(t, "shop", "evt_here")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sources.json")
-	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"S"}],"retry_horizon":"1d","redrive_window":"0d"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	path := writeLocalStack(t, dir, table, file)
@@ -255,7 +255,7 @@ func TestSendWithAnEnvironmentSecretNeedsNoAWS(t *testing.T) {
 	defer srv.Close()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sources.json")
-	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"SHOP_SECRET"}],"retry_horizon":"1d"}}}`), 0o600)
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"SHOP_SECRET"}],"retry_horizon":"1d","redrive_window":"0d"}}}`), 0o600)
 	imds, hits := metadataService(t)
 	code, out, errOut := process(t, dir, cleanEnv(t, imds, "SHOP_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "{}", "send", "-sources", file, "shop", srv.URL+"/hooks/shop")
 	if code != 0 || !strings.HasPrefix(out, "200 OK") || errOut != "" || hits.Load() != 0 {
