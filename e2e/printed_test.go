@@ -139,3 +139,75 @@ func TestASignedURLThroughTheEmulatorsPathForm(t *testing.T) {
 		}
 	}
 }
+
+// docCommands returns the commands of the first ```sh block after the line of doc that
+// contains marker, a trailing backslash continuing a command on the next line, and a trailing
+// "# comment" dropped.
+func docCommands(t *testing.T, doc, marker string) []string {
+	t.Helper()
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	start := -1
+	for i, l := range lines {
+		if strings.Contains(l, marker) {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		t.Fatalf("%s has no %q: the test and the doc disagree", doc, marker)
+	}
+	var block []string
+	in := false
+	for _, l := range lines[start:] {
+		switch {
+		case !in && strings.TrimSpace(l) == "```sh":
+			in = true
+		case in && strings.TrimSpace(l) == "```":
+			return printedCommands("    " + strings.Join(block, "\n    "))
+		case in:
+			if i := strings.Index(l, "   #"); i >= 0 {
+				l = l[:i]
+			}
+			block = append(block, l)
+		}
+	}
+	t.Fatalf("%s: no ```sh block after %q", doc, marker)
+	return nil
+}
+
+// TestTheLocalStackCommandsOfTheHookctlDoc runs what docs/hookctl.md tells a user to run against
+// the local stack, as printed, in a new shell from the repository's folder: parked lists what is
+// parked (or says nothing is) and check-retention passes on the deployed sources file and table.
+// The block's storm needs port 8025, which these tests' downstream holds: the storm's own checks
+// run in e2e/faults_test.go and cmd/hookctl's tests.
+func TestTheLocalStackCommandsOfTheHookctlDoc(t *testing.T) {
+	deployed(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, c := range docCommands(t, filepath.Join(root, "docs", "hookctl.md"), "For the local stack (after `make run`") {
+		if strings.Contains(c, " storm ") {
+			continue
+		}
+		stdout, stderr, err := inNewShell(t, root, c)
+		if err != nil {
+			t.Fatalf("%s: %v\nstdout %s\nstderr %s", c, err, stdout, stderr)
+		}
+		if strings.Contains(c, "check-retention") && (!strings.Contains(stdout, "shop ") || !strings.Contains(stdout, "TTL")) {
+			t.Errorf("%s:\nstdout %s\nstderr %s\nwant the shop source and the table's TTL", c, stdout, stderr)
+		}
+		if strings.Contains(stderr, "warning") || strings.Contains(stderr, "WARN") {
+			t.Errorf("%s wrote a warning on stderr: %s", c, stderr)
+		}
+		ran++
+	}
+	if ran < 2 {
+		t.Fatalf("ran %d commands of docs/hookctl.md's local stack block, want parked and check-retention", ran)
+	}
+}
