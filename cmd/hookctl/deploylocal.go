@@ -569,6 +569,15 @@ func minimalExample(name string, src *sources.Source) example {
 	header(src.EventID, id, "-id")
 	header(src.EventType, eventType, "-type")
 	e.id = id
+	if src.ReplayGuard == sources.ReplayGuardBody {
+		// The receiver claims the body's hash as well (the signature does not cover the id):
+		// the id in the body too, so the next deploy's example into the same emulator is new.
+		if src.Body == sources.BodyForm {
+			form.Set("OncehookTestId", id)
+		} else {
+			obj["oncehook_test_id"] = id
+		}
+	}
 	js, _ := json.Marshal(obj)
 	if src.Batch {
 		js = append(append([]byte("["), js...), ']')

@@ -307,6 +307,11 @@ func TestTheMinimalExampleOfEverySourceIsAccepted(t *testing.T) {
 			if got := rec.Last().Event; got.ID != want || got.Type != "oncehook.test" {
 				t.Fatalf("claimed %q of type %q, want %q of type oncehook.test", got.ID, got.Type, want)
 			}
+			// The next deploy's example, into the same emulator, is a new event: where the body's
+			// hash is claimed too (the signature does not cover the id), its body is new as well.
+			if next := minimalExample("src", f.Sources["src"]); f.Sources["src"].ReplayGuard == sources.ReplayGuardBody && next.body == e.body {
+				t.Fatalf("two deploys print the same body %s for a source whose replay guard claims the body: the second deploy's first send is a duplicate", e.body)
+			}
 		})
 	}
 }
