@@ -93,6 +93,9 @@ test: vet up test-infra test-example
 # construct from its own packages, deployed to the emulator by hookctl deploy-local as a team
 # deploys its own, and driven end to end, the commands the deploy printed included.
 STOREFRONT := examples/storefront
+# The docs' local deploy of a team's app, run as printed with bin/hookctl and the pinned cdklocal
+# first on PATH (where a team has its own).
+DEPLOY_LOCAL := hookctl deploy-local -app 'go run ./infra' -c local=true
 test-example: hookctl
 	@echo "==> $(STOREFRONT): go vet, planner tests"
 	@cd $(STOREFRONT) && go vet ./... && go test $(GO_TEST_FLAGS) ./planners/...
@@ -101,12 +104,16 @@ test-example: hookctl
 	  http://127.*|http://localhost*) ;; \
 	  *) echo "==> $$endpoint is not local: the storefront's end-to-end test skips"; exit 0;; \
 	esac; \
-	echo "==> $(STOREFRONT): hookctl deploy-local to $$endpoint (its output in .cache/storefront-deploy.log)"; \
-	(cd $(STOREFRONT) && $(AWS_ENV) ../../bin/hookctl deploy-local -cdk "$(CURDIR)/localstack/cdk local" -app "go run ./infra" -c local=true) \
+	echo "==> $(STOREFRONT): $(DEPLOY_LOCAL), as the README prints it, to $$endpoint (its output in .cache/storefront-deploy.log)"; \
+	for doc in README.md docs/own-module.md docs/hookctl.md; do \
+	  grep -qF -- "$(DEPLOY_LOCAL)" $$doc || { echo "$$doc no longer prints $(DEPLOY_LOCAL): make test-example runs what the docs print"; exit 1; }; \
+	done; \
+	localstack/cdk local --version > /dev/null; \
+	(cd $(STOREFRONT) && PATH="$(CURDIR)/bin:$(CACHE)/node/node_modules/.bin:$$PATH" CDK_DISABLE_CLI_TELEMETRY=true $(AWS_ENV) $(DEPLOY_LOCAL)) \
 	  > $(CACHE)/storefront-deploy.log 2>&1 || { tail -n 40 $(CACHE)/storefront-deploy.log; exit 1; }; \
-	echo "==> $(STOREFRONT): end to end, and the commands its deploy printed"; \
+	echo "==> $(STOREFRONT): end to end, and the commands its deploy printed (hookctl on PATH, as it was for the deploy)"; \
 	cd $(STOREFRONT) && set -a && . .oncehook/stack.env && set +a && \
-	  STOREFRONT_E2E=required STOREFRONT_URL="$$ONCEHOOK_WEBHOOK_URL" STOREFRONT_TABLE="$$TABLE_NAME" \
+	  PATH="$(CURDIR)/bin:$$PATH" STOREFRONT_E2E=required STOREFRONT_URL="$$ONCEHOOK_WEBHOOK_URL" STOREFRONT_TABLE="$$TABLE_NAME" \
 	  STOREFRONT_DEPLOY_OUTPUT=$(CACHE)/storefront-deploy.log go test $(GO_TEST_FLAGS) ./e2e/...
 
 # The CDK app is its own module (infra/go.mod), so the functions never link the CDK. Its tests
