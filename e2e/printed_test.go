@@ -211,3 +211,39 @@ func TestTheLocalStackCommandsOfTheHookctlDoc(t *testing.T) {
 		t.Fatalf("ran %d commands of docs/hookctl.md's local stack block, want parked and check-retention", ran)
 	}
 }
+
+// TestTheREADMEsSampleCommandsWork runs the send and inspect lines of the README's sample of
+// what `make run` prints, as printed, in a new shell from the repository's folder: the send is
+// accepted (a duplicate from the second on: its id is the README's, the same every run), the
+// same again is a duplicate, and inspect shows the claim.
+func TestTheREADMEsSampleCommandsWork(t *testing.T) {
+	deployed(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sample, ok := strings.Cut(string(b), "Try it from this folder, in any shell")
+	sample, _, ended := strings.Cut(sample, "==> the downstream")
+	if !ok || !ended {
+		t.Fatal("README.md has no sample of make run's output from \"Try it from this folder, in any shell\" to \"==> the downstream\"")
+	}
+	cmds := printedCommands(sample)
+	if len(cmds) != 2 || !strings.Contains(cmds[0], " send ") || !strings.Contains(cmds[1], " inspect ") {
+		t.Fatalf("README.md's sample prints %q, want a send and an inspect", cmds)
+	}
+	for i, want := range []string{`"received":true`, `"duplicate":true`} {
+		stdout, stderr, err := inNewShell(t, root, cmds[0])
+		if err != nil || !strings.Contains(stdout, "200 OK") || !strings.Contains(stdout, want) {
+			t.Fatalf("send %d, %s: %v\nstdout %s\nstderr %s\nwant 200 and %s", i+1, cmds[0], err, stdout, stderr, want)
+		}
+	}
+	fields := strings.Fields(cmds[1])
+	stdout, stderr, err := inNewShell(t, root, cmds[1])
+	if claim := "EVT#shop#" + fields[len(fields)-1]; err != nil || !strings.Contains(stdout, claim) {
+		t.Fatalf("%s: %v\nstdout %s\nstderr %s\nwant the claim %s", cmds[1], err, stdout, stderr, claim)
+	}
+}
