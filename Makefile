@@ -73,6 +73,10 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@go vet ./...
 
+# docs/hookctl.md's storm against the local stack: its downstream takes 8025, which the e2e
+# tests' own holds, so it runs after them.
+DOC_STORM := bin/hookctl storm -events 200 -copies 4 -downstream 127.0.0.1:8025 shop
+
 # On a local endpoint the whole stack is deployed first, and the end-to-end tests (e2e/) run
 # against it; on any other endpoint they skip.
 test: vet up test-infra test-example
@@ -86,7 +90,13 @@ test: vet up test-infra test-example
 	  *) echo "==> $$endpoint is not local: the end-to-end tests will skip";; \
 	esac; \
 	echo "==> go test ./... against $$endpoint"; \
-	$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...
+	$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...; \
+	case "$$endpoint" in \
+	  http://127.*|http://localhost*) \
+	    grep -qF -- "$(DOC_STORM)" docs/hookctl.md || { echo "docs/hookctl.md no longer prints $(DOC_STORM): make test runs what the docs print"; exit 1; }; \
+	    echo "==> docs/hookctl.md's storm, as printed, in a shell with only PATH and HOME (8025 is free again)"; \
+	    env -i PATH="$$PATH" HOME="$$HOME" bash -c '$(DOC_STORM)';; \
+	esac
 
 # The standalone example (examples/storefront, a module of its own that depends on oncehook as
 # a team would): vet, its planner tests, and, on a local endpoint, its stack built by the

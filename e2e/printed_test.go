@@ -182,8 +182,8 @@ func docCommands(t *testing.T, doc, marker string) []string {
 // TestTheLocalStackCommandsOfTheHookctlDoc runs what docs/hookctl.md tells a user to run against
 // the local stack, as printed, in a new shell from the repository's folder: parked lists what is
 // parked (or says nothing is) and check-retention passes on the deployed sources file and table.
-// The block's storm needs port 8025, which these tests' downstream holds: the storm's own checks
-// run in e2e/faults_test.go and cmd/hookctl's tests.
+// The block's storm needs port 8025, which these tests' downstream holds: make test runs it
+// after them, as printed.
 func TestTheLocalStackCommandsOfTheHookctlDoc(t *testing.T) {
 	deployed(t)
 	root, err := filepath.Abs("..")
