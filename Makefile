@@ -1,6 +1,7 @@
 # oncehook: an exactly-once webhook consumer on AWS Lambda + DynamoDB.
 #
-#   make run    the whole stack in the local emulator (no AWS account): deploy, print the URL
+#   make run    the whole stack in the local emulator (no AWS account): deploy, print the URLs
+#               and the commands to try it with, in any shell (bin/hookctl)
 #   make test   start the local emulator, vet, and run every test against it
 #
 # Everything either command installs (Go modules, the emulator) is pinned by this repository
@@ -24,7 +25,7 @@ AWS_ENV := AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} \
 
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
-.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy
+.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy hookctl
 
 # Lambda binaries for provided.al2023: dist/<function>/bootstrap (the stack bundles the
 # sources file with each). ARCH=arm64 for AWS; the host's architecture by default, for the
@@ -47,7 +48,12 @@ build:
 	done
 
 help:
-	@sed -n '3,5p' Makefile | sed 's/^# *//'
+	@sed -n '3,5p' Makefile | sed 's/^#   //'
+	@echo "also: demo, hookctl (bin/hookctl), up, down, build, synth, deploy, unit, bench, test-moto, test-example, clean"
+
+# The operator's CLI, which the local deploys' printed commands run (docs/hookctl.md).
+hookctl:
+	@go build -o bin/hookctl ./cmd/hookctl
 
 up:
 	@localstack/up
@@ -67,6 +73,10 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@go vet ./...
 
+# docs/hookctl.md's storm against the local stack: its downstream takes 8025, which the e2e
+# tests' own holds, so it runs after them.
+DOC_STORM := bin/hookctl storm -events 200 -copies 4 -downstream 127.0.0.1:8025 shop
+
 # On a local endpoint the whole stack is deployed first, and the end-to-end tests (e2e/) run
 # against it; on any other endpoint they skip.
 test: vet up test-infra test-example
@@ -75,17 +85,28 @@ test: vet up test-infra test-example
 	  http://127.*|http://localhost*) \
 	    echo "==> deploying the stack to $$endpoint (localstack/deploy; log in .cache/deploy.log)"; \
 	    $(AWS_ENV) localstack/deploy > .cache/deploy.log 2>&1 || { tail -n 40 .cache/deploy.log; exit 1; }; \
-	    set -a; . .cache/stack.env; set +a; export ONCEHOOK_E2E=required;; \
+	    set -a; . .oncehook/stack.env; set +a; \
+	    export ONCEHOOK_E2E=required ONCEHOOK_DEPLOY_OUTPUT=$(CURDIR)/.cache/deploy.log;; \
 	  *) echo "==> $$endpoint is not local: the end-to-end tests will skip";; \
 	esac; \
 	echo "==> go test ./... against $$endpoint"; \
-	$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...
+	$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...; \
+	case "$$endpoint" in \
+	  http://127.*|http://localhost*) \
+	    grep -qF -- "$(DOC_STORM)" docs/hookctl.md || { echo "docs/hookctl.md no longer prints $(DOC_STORM): make test runs what the docs print"; exit 1; }; \
+	    echo "==> docs/hookctl.md's storm, as printed, in a shell with only PATH and HOME (8025 is free again)"; \
+	    env -i PATH="$$PATH" HOME="$$HOME" bash -c '$(DOC_STORM)';; \
+	esac
 
 # The standalone example (examples/storefront, a module of its own that depends on oncehook as
 # a team would): vet, its planner tests, and, on a local endpoint, its stack built by the
-# construct from its own packages, deployed to the emulator and driven end to end.
+# construct from its own packages, deployed to the emulator by hookctl deploy-local as a team
+# deploys its own, and driven end to end, the commands the deploy printed included.
 STOREFRONT := examples/storefront
-test-example:
+# The docs' local deploy of a team's app, run as printed with bin/hookctl and the pinned cdklocal
+# first on PATH (where a team has its own).
+DEPLOY_LOCAL := hookctl deploy-local -app 'go run ./infra' -c local=true
+test-example: hookctl
 	@echo "==> $(STOREFRONT): go vet, planner tests"
 	@cd $(STOREFRONT) && go vet ./... && go test $(GO_TEST_FLAGS) ./planners/...
 	@endpoint=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)}; \
@@ -93,17 +114,17 @@ test-example:
 	  http://127.*|http://localhost*) ;; \
 	  *) echo "==> $$endpoint is not local: the storefront's end-to-end test skips"; exit 0;; \
 	esac; \
-	echo "==> $(STOREFRONT): deploying its stack to $$endpoint (log in .cache/storefront-deploy.log)"; \
-	$(AWS_ENV) AWS_ENDPOINT_URL_S3=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} AWS_DEFAULT_REGION=$${AWS_REGION:-us-east-1} \
-	  bash -c 'cd $(STOREFRONT) && ../../localstack/cdk local bootstrap aws://000000000000/$${AWS_REGION:-us-east-1} --app "go run ./infra" -c local=true \
-	    --output $(CACHE)/storefront.out && ../../localstack/cdk local deploy --app "go run ./infra" -c local=true --require-approval never \
-	    --outputs-file $(CACHE)/storefront-outputs.json --output $(CACHE)/storefront.out' > $(CACHE)/storefront-deploy.log 2>&1 \
-	  || { tail -n 40 $(CACHE)/storefront-deploy.log; exit 1; }; \
-	api=$$(python3 -c 'import json;print(json.load(open("$(CACHE)/storefront-outputs.json"))["Storefront"]["ApiId"])'); \
-	url="$$endpoint/_aws/execute-api/$$api/hooks/{source}"; \
-	table=$$(python3 -c 'import json;print(json.load(open("$(CACHE)/storefront-outputs.json"))["Storefront"]["TableName"])'); \
-	echo "==> $(STOREFRONT): end to end against $$url"; \
-	cd $(STOREFRONT) && $(AWS_ENV) STOREFRONT_E2E=required STOREFRONT_URL="$$url" STOREFRONT_TABLE="$$table" go test $(GO_TEST_FLAGS) ./e2e/...
+	echo "==> $(STOREFRONT): $(DEPLOY_LOCAL), as the README prints it, to $$endpoint (its output in .cache/storefront-deploy.log)"; \
+	for doc in README.md docs/own-module.md docs/hookctl.md; do \
+	  grep -qF -- "$(DEPLOY_LOCAL)" $$doc || { echo "$$doc no longer prints $(DEPLOY_LOCAL): make test-example runs what the docs print"; exit 1; }; \
+	done; \
+	localstack/cdk local --version > /dev/null; \
+	(cd $(STOREFRONT) && PATH="$(CURDIR)/bin:$(CACHE)/node/node_modules/.bin:$$PATH" CDK_DISABLE_CLI_TELEMETRY=true $(AWS_ENV) $(DEPLOY_LOCAL)) \
+	  > $(CACHE)/storefront-deploy.log 2>&1 || { tail -n 40 $(CACHE)/storefront-deploy.log; exit 1; }; \
+	echo "==> $(STOREFRONT): end to end, and the commands its deploy printed (hookctl on PATH, as it was for the deploy)"; \
+	cd $(STOREFRONT) && set -a && . .oncehook/stack.env && set +a && \
+	  PATH="$(CURDIR)/bin:$$PATH" STOREFRONT_E2E=required STOREFRONT_URL="$$ONCEHOOK_WEBHOOK_URL" STOREFRONT_TABLE="$$TABLE_NAME" \
+	  STOREFRONT_DEPLOY_OUTPUT=$(CACHE)/storefront-deploy.log go test $(GO_TEST_FLAGS) ./e2e/...
 
 # The CDK app is its own module (infra/go.mod), so the functions never link the CDK. Its tests
 # synthesize the stack (the CDK runs on Node through jsii) and assert the template and cdk-nag.
@@ -141,4 +162,4 @@ test-moto:
 	@localstack/moto go test $(GO_TEST_FLAGS) -skip '$(MOTO_SKIP)' ./dedup/
 
 clean: down
-	rm -rf $(CACHE) bin dist
+	rm -rf $(CACHE) bin dist .oncehook $(STOREFRONT)/.oncehook

@@ -25,7 +25,7 @@ import (
 	"github.com/oncehook/oncehook/webhook"
 )
 
-// demoSecret is the local stack's signing secret (localstack/stack puts it in Secrets Manager).
+// demoSecret is the local stack's signing secret (localstack/secrets.local.json, which localstack/deploy puts in Secrets Manager).
 const demoSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 type stack struct {

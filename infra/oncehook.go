@@ -198,6 +198,10 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
 	}
+	for _, w := range file.Warnings() {
+		// Shown by cdk synth and cdk deploy; the stack still builds (cdk --strict refuses it).
+		awscdk.Annotations_Of(scope).AddWarningV2(jsii.String("oncehook:sources:"+w.Field), jsii.String(props.SourcesFile+": "+w.String()), nil)
+	}
 	cfg := *props
 	if cfg.DuplicateSpike == 0 {
 		cfg.DuplicateSpike = 500

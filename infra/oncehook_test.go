@@ -593,3 +593,24 @@ func TestCdkNagFindsNoUnsuppressedErrors(t *testing.T) {
 		}
 	}
 }
+
+// A sources file whose retention rests on a default nobody chose (a Stripe source without
+// redrive_window) still synthesizes, with a warning naming the field on the construct's scope;
+// a file that chooses has none.
+func TestSynthWarnsOfARetentionOnADefault(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, redrive string
+		warned        bool
+	}{{"unset", "", true}, {"chosen", `,"redrive_window":"30d"`, false}} {
+		file := filepath.Join(dir, c.name+".json")
+		os.WriteFile(file, []byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"secretsmanager":"s"}]`+c.redrive+`}}}`), 0o644)
+		stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("W"+c.name), nil)
+		New(stack, "Oncehook", &Props{SourcesFile: file, Receiver: Code{Dir: synth.bootstraps["arm64"]},
+			Outbox: Code{Dir: synth.bootstraps["arm64"]}, Sweeper: Code{Dir: synth.bootstraps["arm64"]}})
+		found := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("sources.stripe.redrive_window: not set")))
+		if got := len(*found) > 0; got != c.warned {
+			t.Errorf("%s: warned %v, want %v", c.name, got, c.warned)
+		}
+	}
+}

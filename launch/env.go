@@ -152,6 +152,9 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 		logger.Info("source configured", "source", name, "scheme", file.Sources[name].Scheme,
 			"retention", file.Sources[name].Retention().String(), "replay_guard", file.Sources[name].ReplayGuard)
 	}
+	for _, w := range file.Warnings() {
+		logger.Warn("sources file: "+w.Reason, "field", w.Field)
+	}
 	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger,
 		PendingShards: shards, Targets: targets}, nil
 }

@@ -24,7 +24,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +44,8 @@ type File struct {
 	// Tables are the application's own DynamoDB tables that planners' effects write in the
 	// claim's transaction (dedup.Effect.In), by the name planners use.
 	Tables map[string]*Table `json:"tables,omitempty"`
+
+	warnings []Warning
 }
 
 // Table is one of the application's own tables: its name in DynamoDB (the key it is listed
@@ -440,20 +444,105 @@ func Load(path string) (*File, error) {
 
 // Parse reads and validates a sources file's content. Unknown fields are errors: a typo in
 // "redrive_window" must not silently become zero.
+// A decoding error names the entry it is in ("sources.stripe: unknown field \"secret\""):
+// each source, target and table is decoded on its own, since encoding/json names neither the
+// map key nor the field of an unknown field.
 func Parse(b []byte) (*File, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var f File
-	if err := dec.Decode(&f); err != nil {
+	var raw struct {
+		Sources map[string]json.RawMessage `json:"sources"`
+		Targets map[string]json.RawMessage `json:"targets"`
+		Tables  map[string]json.RawMessage `json:"tables"`
+	}
+	if err := decodeStrict(b, &raw); err != nil {
 		return nil, fmt.Errorf("invalid sources file: %w", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("invalid sources file: content after the top-level object")
+	f := File{Sources: make(map[string]*Source, len(raw.Sources))}
+	if err := decodeEntries("sources", raw.Sources, f.Sources); err != nil {
+		return nil, err
+	}
+	if raw.Targets != nil {
+		f.Targets = make(map[string]*Target, len(raw.Targets))
+		if err := decodeEntries("targets", raw.Targets, f.Targets); err != nil {
+			return nil, err
+		}
+	}
+	if raw.Tables != nil {
+		f.Tables = make(map[string]*Table, len(raw.Tables))
+		if err := decodeEntries("tables", raw.Tables, f.Tables); err != nil {
+			return nil, err
+		}
+	}
+	preset := map[string]bool{} // retry horizons the file leaves to the scheme's preset
+	for name, src := range f.Sources {
+		preset[name] = src != nil && src.RetryHorizon == 0
 	}
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	for _, name := range f.Names() {
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(raw.Sources[name], &keys) // decoded above
+		if _, ok := keys["redrive_window"]; ok {
+			continue
+		}
+		if _, ok := keys["keep"]; ok {
+			continue // the team chose the retention itself
+		}
+		src := f.Sources[name]
+		horizon := src.RetryHorizon.String()
+		if preset[name] {
+			horizon += ", the " + src.Scheme + " preset's"
+		}
+		f.warnings = append(f.warnings, Warning{Field: "sources." + name + ".redrive_window", Reason: fmt.Sprintf(
+			"not set, so claims are kept %s (retry horizon %s, + %s): a redrive or replay of an older event runs it again; "+
+				"set how old an event the provider can resend (\"0d\" if none)",
+			Duration(src.Retention().Effective()), horizon, Duration(dedup.DefaultMargin))})
+	}
 	return &f, nil
+}
+
+// Warning is configuration that works but rests on a default the file did not choose, named
+// by its field: the receiver logs each at start, the CDK app's synth and hookctl print them.
+type Warning struct {
+	Field  string
+	Reason string
+}
+
+func (w Warning) String() string { return w.Field + ": " + w.Reason }
+
+// Warnings are the file's warnings, from Parse or Load: today, each source whose retention
+// rests on a redrive window it does not set (a Stripe source without redrive_window keeps its
+// claims 17 days, and a redrive of older events would run them again).
+func (f *File) Warnings() []Warning { return f.warnings }
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing content.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("content after the top-level object")
+	}
+	return nil
+}
+
+// decodeEntries decodes each entry of one of the file's maps, in name order, into out; an
+// error names the entry (sources.<name>) and drops encoding/json's "json: " prefix.
+func decodeEntries[T any](section string, raw map[string]json.RawMessage, out map[string]*T) error {
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		if bytes.Equal(bytes.TrimSpace(raw[name]), []byte("null")) {
+			out[name] = nil // Validate names it
+			continue
+		}
+		v := new(T)
+		if err := decodeStrict(raw[name], v); err != nil {
+			return &FieldError{Field: section + "." + name, Reason: strings.TrimPrefix(err.Error(), "json: ")}
+		}
+		out[name] = v
+	}
+	return nil
 }
 
 // Names returns the source names in order.

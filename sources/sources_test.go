@@ -55,7 +55,12 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 	}{
 		{"no sources", `{"sources":{}}`, "sources"},
 		{"an unknown top-level field", `{"source":{}}`, "unknown field"},
-		{"a typo in a field name", `{"sources":{"s":{` + ok + `,"redrive_windw":"1d"}}}`, "unknown field"},
+		{"a typo in a field name", `{"sources":{"s":{` + ok + `,"redrive_windw":"1d"}}}`, `sources.s: unknown field "redrive_windw"`},
+		{"secret for secrets", `{"sources":{"stripe":{"scheme":"stripe","secret":"whsec_x","retry_horizon":"3d"}}}`, `sources.stripe: unknown field "secret"`},
+		{"an unknown field in a secret", `{"sources":{"s":{"scheme":"stripe","secrets":[{"secrets_manager":"x"}],"retry_horizon":"3d"}}}`, `sources.s: unknown field "secrets_manager"`},
+		{"a bad duration, named", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":3}}}`, `sources.s: want a duration string`},
+		{"an unknown field in a target", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"uri":"http://x"}}}`, `targets.email: unknown field "uri"`},
+		{"an unknown field in a table", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"partition":"pk"}}}`, `tables.orders: unknown field "partition"`},
 		{"an unknown scheme", `{"sources":{"s":{"scheme":"paypal","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`, "sources.s.scheme"},
 		{"a source name with a capital", `{"sources":{"Shop":{` + ok + `}}}`, "sources.Shop"},
 		{"no secrets", `{"sources":{"s":{"scheme":"stripe","retry_horizon":"1d"}}}`, "sources.s.secrets"},
@@ -321,5 +326,42 @@ func TestTheSchemeKindsAgreeWithTheVerifier(t *testing.T) {
 		if PublicKeyScheme(name) != public || URLScheme(name) != signsURL {
 			t.Errorf("%s: sources says public keys %v, signed URL %v; the verifier %v, %v", name, PublicKeyScheme(name), URLScheme(name), public, signsURL)
 		}
+	}
+}
+
+// A retention that rests on a default nobody chose is said where the file is loaded: a source
+// without redrive_window keeps its claims for the retry horizon + the margin only, so a redrive
+// of older events would run them again. One chosen (even "0d"), or a keep of its own, is not.
+func TestRetentionOnADefaultIsWarned(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, source string
+		warn         string // "" for none
+	}{
+		{"stripe without redrive_window", `"scheme":"stripe","secrets":[{"env":"S"}]`, "sources.s.redrive_window: not set"},
+		{"its retry horizon named as the preset's", `"scheme":"stripe","secrets":[{"env":"S"}]`, "3d, the stripe preset's"},
+		{"a horizon of its own, no redrive window", `"scheme":"github","secrets":[{"env":"S"}],"retry_horizon":"1h"`, "sources.s.redrive_window: not set"},
+		{"a redrive window chosen", `"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"30d"`, ""},
+		{"no redrive, chosen", `"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"0d"`, ""},
+		{"a keep of its own", `"scheme":"stripe","secrets":[{"env":"S"}],"keep":"90d"`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := Parse([]byte(`{"sources":{"s":{` + c.source + `}}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all []string
+			for _, w := range f.Warnings() {
+				all = append(all, w.String())
+			}
+			got := strings.Join(all, "\n")
+			if c.warn == "" && got != "" {
+				t.Fatalf("warned %q", got)
+			}
+			if !strings.Contains(got, c.warn) {
+				t.Fatalf("warnings %q, want one with %q", got, c.warn)
+			}
+		})
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -25,13 +25,19 @@ var errHelp = errors.New("help")
 // cli is what every command gets: its flags' values and its streams. AWS clients are made
 // on first use, so commands that need none work without credentials.
 type cli struct {
-	sourcesPath, table, id string
-	pendingShards          int
-	storm                  stormFlags
-	replay                 replayFlags
-	audit                  auditFlags
-	stdin                  io.Reader
-	stdout, stderr         io.Writer
+	sourcesPath, table string
+	pendingShards      int
+	scope              string
+	send               sendFlags
+	storm              stormFlags
+	replay             replayFlags
+	audit              auditFlags
+	deploy             deployFlags
+	stdin              io.Reader
+	stdout, stderr     io.Writer
+
+	stack *stack // the local stack file in use, if any
+	noted bool   // noteStack has spoken
 
 	aws *aws.Config
 	db  *dynamodb.Client
@@ -41,12 +47,11 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	def := os.Getenv("ONCEHOOK_SOURCES_FILE")
-	if def == "" {
-		def = "examples/sources.json"
-	}
-	fs.StringVar(&c.sourcesPath, "sources", def, "the deployment's sources file")
-	fs.StringVar(&c.table, "table", os.Getenv("TABLE_NAME"), "the DynamoDB table")
+	var stackPath string
+	fs.StringVar(&c.sourcesPath, "sources", "", "the deployment's sources file (default $ONCEHOOK_SOURCES_FILE, else the local stack's)")
+	fs.StringVar(&c.table, "table", "", "the DynamoDB table (default $TABLE_NAME, else the local stack's)")
+	fs.StringVar(&stackPath, "stack", "", "the stack file a local deploy wrote (default $ONCEHOOK_STACK, else "+StackFile+" in this folder\n"+
+		"unless AWS_ENDPOINT_URL names another endpoint, or AWS_PROFILE or AWS_ACCESS_KEY_ID is set; \"none\": none)")
 	shards := dedup.PendingShards
 	if n, err := strconv.Atoi(os.Getenv("PENDING_SHARDS")); err == nil && n > 0 {
 		shards = n
@@ -54,7 +59,10 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 	fs.IntVar(&c.pendingShards, "pending-shards", shards, "the pending index's shard count, as deployed (default $PENDING_SHARDS or 16)")
 	switch name {
 	case "send":
-		fs.StringVar(&c.id, "id", "", "the message id, for schemes that sign one (Standard Webhooks' webhook-id)")
+		c.send.define(fs)
+	case "inspect", "redrive":
+		fs.StringVar(&c.scope, "scope", "", "for a source whose ids a header scopes (GitHub: the hook's id, X-GitHub-Hook-ID), the scope of an\n"+
+			"<event_id> given as the provider shows it (GitHub's delivery GUID): the claim's id is <scope>:<event_id>")
 	case "storm":
 		c.storm.define(fs)
 	case "replay":
@@ -64,6 +72,8 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 	case "audit":
 		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
 		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")
+	case "deploy-local":
+		c.deploy.define(fs)
 	}
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: hookctl "+usage)
@@ -75,24 +85,38 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 		}
 		return nil, nil, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	stackNamed := set["stack"]
+	if name != "deploy-local" { // it writes the stack file; it reads none
+		var err error
+		if c.stack, err = findStack(stackPath, stackNamed); err != nil {
+			fmt.Fprintln(stderr, "hookctl "+name+":", err)
+			return nil, nil, err
+		}
+	}
+	// Flags, given even empty, beat the environment, which beats a stack file found here; a
+	// stack file named beats the environment.
+	named := c.stack != nil && !c.stack.discovered
+	pick := func(env, key string) string {
+		if named && c.stack.get(key) != "" {
+			return c.stack.get(key)
+		}
+		return or(os.Getenv(env), c.stack.get(key))
+	}
+	if !set["sources"] {
+		c.sourcesPath = pick("ONCEHOOK_SOURCES_FILE", stackSources)
+	}
+	if !set["table"] {
+		c.table = pick("TABLE_NAME", stackTable)
+	}
 	return c, fs.Args(), nil
 }
 
-func (c *cli) config(ctx context.Context) (aws.Config, error) {
-	if c.aws == nil {
-		cfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return aws.Config{}, err
-		}
-		c.aws = &cfg
-	}
-	return *c.aws, nil
-}
+// noStack ends the errors that a local deploy's stack file would have prevented.
+const noStack = " (or run hookctl in the project folder, where a local deploy recorded its stack in " + StackFile + ")"
 
 func (c *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
-	if c.table == "" {
-		return nil, errors.New("no table: pass -table or set TABLE_NAME")
-	}
 	if c.db == nil {
 		cfg, err := c.config(ctx)
 		if err != nil {
@@ -100,10 +124,21 @@ func (c *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
 		}
 		c.db = dynamodb.NewFromConfig(cfg)
 	}
+	if c.table == "" {
+		return nil, errors.New("no table: pass -table or set TABLE_NAME" + noStack)
+	}
 	return c.db, nil
 }
 
-func (c *cli) sources() (*sources.File, error) { return sources.Load(c.sourcesPath) }
+func (c *cli) sources() (*sources.File, error) {
+	if c.sourcesPath == "" {
+		return nil, errors.New("no sources file: pass -sources or set ONCEHOOK_SOURCES_FILE" + noStack)
+	}
+	if c.sourcesPath == c.stack.get(stackSources) {
+		c.noteStack()
+	}
+	return sources.Load(c.sourcesPath)
+}
 
 func (c *cli) resolver(ctx context.Context) (*sources.Resolver, error) {
 	cfg, err := c.config(ctx)
@@ -113,11 +148,25 @@ func (c *cli) resolver(ctx context.Context) (*sources.Resolver, error) {
 	return &sources.Resolver{SecretsManager: secretsmanager.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}, nil
 }
 
-// claim reads one claim, consistently.
+// claim reads the claim of one of source's events, consistently. id is the claim's event id
+// or, for a source whose ids a header scopes (GitHub's <hook-id>:<delivery GUID>), the
+// provider's own id: with -scope it is read as <scope>:<id>; without, the table's claims of the
+// source are scanned for it (said on stderr, with the scope to pass next time).
 func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error) {
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return nil, err
+	}
+	scoped := false
+	if f, err := c.sources(); err == nil && f.Sources[source] != nil {
+		l := f.Sources[source].EventID
+		scoped = l != nil && l.ScopeHeader != ""
+	}
+	if c.scope != "" {
+		if strings.Contains(id, ":") {
+			return nil, fmt.Errorf("-scope %s with the scoped id %q: give the provider's id alone, or drop -scope", c.scope, id)
+		}
+		id = c.scope + ":" + id
 	}
 	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(c.table),
@@ -127,8 +176,47 @@ func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error
 	if err != nil {
 		return nil, err
 	}
-	if out.Item == nil {
+	item := out.Item
+	if item == nil && scoped && c.scope == "" && !strings.Contains(id, ":") {
+		if item, err = c.scanScoped(ctx, db, source, id); err != nil {
+			return nil, err
+		}
+	}
+	if item == nil {
 		return nil, fmt.Errorf("no claim for %s %s in %s", source, id, c.table)
 	}
-	return dedup.UnmarshalClaim(out.Item)
+	return dedup.UnmarshalClaim(item)
+}
+
+// scanScoped finds the claim of source whose id is <any scope>:id. A scan reads the table (its
+// cost grows with it); the note says which scope to pass to read the claim directly.
+func (c *cli) scanScoped(ctx context.Context, db *dynamodb.Client, source, id string) (map[string]types.AttributeValue, error) {
+	suffix := ":" + id
+	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{
+		TableName:                aws.String(c.table),
+		ConsistentRead:           aws.Bool(true),
+		FilterExpression:         aws.String("begins_with(#pk, :source) AND contains(#pk, :id) AND #sk = :claim"),
+		ExpressionAttributeNames: map[string]string{"#pk": dedup.AttrPK, "#sk": dedup.AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":source": &types.AttributeValueMemberS{Value: dedup.ClaimKey(source, "")},
+			":id":     &types.AttributeValueMemberS{Value: suffix},
+			":claim":  &types.AttributeValueMemberS{Value: dedup.ClaimSK},
+		},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range page.Items {
+			pk, _ := item[dedup.AttrPK].(*types.AttributeValueMemberS)
+			if pk == nil || !strings.HasSuffix(pk.Value, suffix) {
+				continue
+			}
+			scope := strings.TrimSuffix(strings.TrimPrefix(pk.Value, dedup.ClaimKey(source, "")), suffix)
+			fmt.Fprintf(c.stderr, "hookctl: %s's ids are <scope>:<id>; found %s:%s by scanning the table (pass -scope %s to read it directly)\n", source, scope, id, scope)
+			return item, nil
+		}
+	}
+	return nil, nil
 }

@@ -96,7 +96,8 @@ func coldstart(ctx context.Context, c *cli, args []string) error {
 	}
 	run := fmt.Sprintf("cold%d", time.Now().UnixMilli())
 	fmt.Fprintf(c.stdout, "bootstrap %s: %.1f MB (%d bytes)\n", args[0], float64(st.Size())/(1<<20), st.Size())
-	fmt.Fprintf(c.stdout, "secret from %s; table %s; AWS_ENDPOINT_URL=%s\n", fn.secretFrom, c.table, orDash(os.Getenv("AWS_ENDPOINT_URL")))
+	endpoint, _ := c.endpoint()
+	fmt.Fprintf(c.stdout, "secret from %s; table %s; AWS_ENDPOINT_URL=%s\n", fn.secretFrom, c.table, orDash(endpoint))
 	fmt.Fprintf(c.stdout, "run %s\n", run)
 
 	var cold []coldRun
@@ -179,7 +180,7 @@ func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartF
 	if fn.scheme, err = webhook.New("standard-webhooks", webhook.Options{}); err != nil {
 		return nil, err
 	}
-	for _, kv := range os.Environ() {
+	for _, kv := range c.childEnv() { // with the local stack's endpoint, when it is in use
 		switch strings.SplitN(kv, "=", 2)[0] {
 		case "ONCEHOOK_SOURCES_FILE", "ONCEHOOK_SOURCES", "TABLE_NAME", "AWS_LAMBDA_RUNTIME_API", "_LAMBDA_SERVER_PORT":
 			continue

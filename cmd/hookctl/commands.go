@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -114,6 +111,9 @@ func checkRetention(ctx context.Context, c *cli, args []string) error {
 			sources.Duration(r.Needed()), sources.Duration(r.Effective()))
 	}
 	w.Flush()
+	for _, w := range f.Warnings() {
+		fmt.Fprintln(c.stderr, "warning:", w)
+	}
 	if c.table == "" {
 		return nil
 	}
@@ -130,33 +130,6 @@ func checkRetention(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("table %s: TTL is not enabled on %s", c.table, dedup.AttrExpiresAt)
 	}
 	fmt.Fprintf(c.stdout, "table %s: TTL enabled on %s\n", c.table, dedup.AttrExpiresAt)
-	return nil
-}
-
-func send(ctx context.Context, c *cli, args []string) error {
-	if len(args) != 2 {
-		return errors.New("want <source> <url>, with the body on stdin")
-	}
-	sender, err := c.sender(ctx, args[0], args[1])
-	if err != nil {
-		return err
-	}
-	body, err := io.ReadAll(io.LimitReader(c.stdin, 6<<20))
-	if err != nil {
-		return err
-	}
-	id := c.id
-	if id == "" {
-		id = fmt.Sprintf("msg_%d", time.Now().UnixNano())
-	}
-	status, resp, err := sender.Send(ctx, id, body, false)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "%d %s\n%s\n", status, http.StatusText(status), bytes.TrimSpace(resp))
-	if status != http.StatusOK {
-		return fmt.Errorf("%d %s", status, http.StatusText(status))
-	}
 	return nil
 }
 

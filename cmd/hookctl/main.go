@@ -1,19 +1,24 @@
-// Command hookctl is the operator's CLI for an oncehook deployment, local or on AWS. It talks
-// to AWS through the standard credentials chain and AWS_ENDPOINT_URL, like the functions.
+// Command hookctl is the operator's CLI for an oncehook deployment, local or on AWS.
 //
+//	hookctl deploy-local [flags] [stack...]     deploy a CDK app using the construct to the local emulator
+//	hookctl send <source> [url]                 sign a body (stdin) as the provider would, POST it
 //	hookctl inspect <source> <event_id>         the claim, its effects and its intents
 //	hookctl redrive <source> <event_id> [intent] put parked intents back to pending
 //	hookctl parked                              every parked intent, with its last error
 //	hookctl check-retention                     each source's retention against its provider
-//	hookctl send <source> <url>                 sign a body (stdin) as the provider would, POST it
-//	hookctl storm <source> <url>                N events x K concurrent copies, then verify
-//	hookctl replay <source> <url> <file.jsonl>  send recorded deliveries, rate-limited (a redrive)
+//	hookctl storm <source> [url]                N events x K concurrent copies, then verify
+//	hookctl replay <source> [url] <file.jsonl>  send recorded deliveries, rate-limited (a redrive)
 //	hookctl audit                               effect records without a claim (leaks)
 //	hookctl backfill <source> <file>            claim ids processed before dedup was switched on
+//	hookctl keygen discord|sendgrid             a key pair to test a public-key source with
 //	hookctl coldstart <bootstrap>               the receiver binary's cold start under a local Runtime API
 //
-// Common flags: -sources (default $ONCEHOOK_SOURCES_FILE or examples/sources.json) and -table
-// (default $TABLE_NAME).
+// It talks to AWS through the standard credentials chain, without the EC2 instance metadata
+// service unless AWS_EC2_METADATA_DISABLED=false asks for it. In a folder where a local deploy
+// recorded its stack (.oncehook/stack.env: make run, hookctl deploy-local), it talks to that
+// stack, with the emulator's dummy credentials, unless the environment points elsewhere.
+// Common flags: -sources (default $ONCEHOOK_SOURCES_FILE), -table (default $TABLE_NAME),
+// -stack (default $ONCEHOOK_STACK or .oncehook/stack.env); docs/hookctl.md has the rest.
 package main
 
 import (
@@ -29,15 +34,17 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"inspect":         {"inspect <source> <event_id>", inspect},
-	"redrive":         {"redrive <source> <event_id> [intent]", redrive},
+	"deploy-local":    {deployUsage, deployLocal},
+	"inspect":         {"inspect [-scope S] <source> <event_id>", inspect},
+	"redrive":         {"redrive [-scope S] <source> <event_id> [intent]", redrive},
 	"parked":          {"parked", parked},
 	"check-retention": {"check-retention", checkRetention},
-	"send":            {"send [-id msg_id] <source> <url>   (body on stdin)", send},
-	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> <url>", storm},
-	"replay":          {"replay [-rate N -copies K -shuffle] <source> <url> <file.jsonl>", replay},
+	"send":            {"send [-id ID -type T -delivery D -scope S -header 'N: v' -key K -secret S -signed-url U] <source> [url]   (body on stdin)", send},
+	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> [url]", storm},
+	"replay":          {"replay [-rate N -copies K -shuffle] <source> [url] <file.jsonl>", replay},
 	"audit":           {"audit [-prefix P -sample N]", audit},
 	"backfill":        {"backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill},
+	"keygen":          {"keygen discord|sendgrid", keygen},
 	"coldstart":       {coldstartUsage, coldstart},
 }
 
@@ -77,9 +84,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"inspect", "redrive", "parked", "check-retention", "send", "storm", "replay", "audit", "backfill", "coldstart"} {
+	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "parked", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
-	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE or examples/sources.json), -table NAME (default $TABLE_NAME)")
+	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE), -table NAME (default $TABLE_NAME), -stack FILE (default\n"+
+		"$ONCEHOOK_STACK, else "+StackFile+" in this folder: a local deploy's stack, its endpoint, table, sources and URLs)")
 	fmt.Fprintln(w, "Each command takes -h for its own help.")
 }

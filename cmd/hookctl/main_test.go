@@ -123,6 +123,14 @@ func TestCheckRetention(t *testing.T) {
 	if code, _, errOut := hookctl(t, "", "check-retention", "-sources", short); code != 1 || !strings.Contains(errOut, `"stripe"`) {
 		t.Fatalf("short: %d %s", code, errOut)
 	}
+	if _, _, errOut := hookctl(t, "", "check-retention", "-sources", good); strings.Contains(errOut, "warning") {
+		t.Fatalf("good: warned %s", errOut)
+	}
+	unset := filepath.Join(dir, "unset.json")
+	os.WriteFile(unset, []byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}]}}}`), 0o600)
+	if code, _, errOut := hookctl(t, "", "check-retention", "-sources", unset); code != 0 || !strings.Contains(errOut, "warning: sources.stripe.redrive_window: not set, so claims are kept 17d") {
+		t.Fatalf("unset: %d %s", code, errOut)
+	}
 }
 
 func TestSendSignsLikeTheProvider(t *testing.T) {
@@ -165,8 +173,13 @@ func TestUsage(t *testing.T) {
 
 func TestStormRequiresASourceAndAURL(t *testing.T) {
 	t.Parallel()
-	if code, _, errOut := hookctl(t, "", "storm", "-events", "3", "shop"); code != 1 || !strings.Contains(errOut, "want [flags] <source> <url>") {
+	if code, _, errOut := hookctl(t, "", "storm", "-events", "3"); code != 1 || !strings.Contains(errOut, "want [flags] <source> [url]") {
 		t.Fatalf("%d %s", code, errOut)
+	}
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`), 0o600)
+	if code, _, errOut := hookctl(t, "", "storm", "-stack", "none", "-sources", file, "-events", "3", "shop"); code != 1 || !strings.Contains(errOut, "want <url>") {
+		t.Fatalf("no url and no local stack: %d %s", code, errOut)
 	}
 }
 

@@ -81,8 +81,11 @@ func backfill(ctx context.Context, c *cli, args []string) error {
 // replay sends deliveries from a JSON-lines file ({"id": ..., "body": {...}}), rate-limited,
 // optionally several copies each and shuffled: a provider's redrive, simulated.
 func replay(ctx context.Context, c *cli, args []string) error {
+	if len(args) == 2 { // no url: the local stack's
+		args = []string{args[0], "", args[1]}
+	}
 	if len(args) != 3 {
-		return errors.New("want <source> <url> <file.jsonl>")
+		return errors.New("want <source> [url] <file.jsonl>")
 	}
 	sender, err := c.sender(ctx, args[0], args[1])
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/internal/harness"
+	"github.com/oncehook/oncehook/sources"
 	"github.com/oncehook/oncehook/webhook"
 )
 
@@ -62,10 +63,13 @@ func (f *stormFlags) define(fs *flag.FlagSet) {
 }
 
 func storm(ctx context.Context, c *cli, args []string) error {
-	if len(args) != 2 {
-		return errors.New("want [flags] <source> <url>")
+	if len(args) < 1 || len(args) > 2 {
+		return errors.New("want [flags] <source> [url]")
 	}
-	source, url := args[0], args[1]
+	source, url := args[0], ""
+	if len(args) == 2 {
+		url = args[1]
+	}
 	f := c.storm
 	spec, err := faults.Parse(f.faults)
 	if err != nil {
@@ -74,7 +78,7 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	if (spec.DynamoDBOn() || f.sweep > 0) && c.table == "" {
 		return errors.New("-faults with dynamodb faults and -sweep need -table (the deployed functions are found by their table)")
 	}
-	if spec.DynamoDBOn() && os.Getenv("AWS_ENDPOINT_URL") == "" {
+	if endpoint, _ := c.endpoint(); spec.DynamoDBOn() && endpoint == "" {
 		return errors.New("-faults: DynamoDB faults are injected into the deployed functions, and only on an emulator (AWS_ENDPOINT_URL is not set)")
 	}
 	if !spec.Downstream.Zero() && f.downstream == "" {
@@ -271,7 +275,8 @@ func (c *cli) verifyIntents(ctx context.Context, source, run, keyPrefix string, 
 	return problems
 }
 
-// sender builds a harness.Sender for a source of the sources file, with its first secret.
+// sender builds a harness.Sender for a source of the sources file, with its first secret, to
+// url (the local stack's URL for the source when url is "").
 func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, error) {
 	f, err := c.sources()
 	if err != nil {
@@ -279,17 +284,18 @@ func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, 
 	}
 	src, ok := f.Sources[source]
 	if !ok {
-		return nil, fmt.Errorf("no source %q in %s", source, c.sourcesPath)
+		return nil, fmt.Errorf("no source %q in %s (its sources: %s)", source, c.sourcesPath, strings.Join(f.Names(), ", "))
 	}
-	r, err := c.resolver(ctx)
-	if err != nil {
-		return nil, err
+	if url == "" {
+		if url, err = c.webhookURL(source, nil); err != nil {
+			return nil, err
+		}
 	}
-	if len(src.Secrets) == 0 {
+	if sources.PublicKeyScheme(src.Scheme) {
 		// discord, sendgrid: the provider signs with a private key the operator does not hold.
-		return nil, fmt.Errorf("source %q verifies with the provider's public keys: hookctl holds no private key to sign its deliveries", source)
+		return nil, fmt.Errorf("source %q verifies with the provider's public keys: storm and replay sign with shared secrets (hookctl send -key signs one delivery)", source)
 	}
-	secrets, err := r.Resolve(ctx, src.Secrets[:1])
+	secret, err := c.signingSecret(ctx, src, source, sendFlags{})
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +307,7 @@ func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, 
 	if err != nil {
 		return nil, err
 	}
-	return &harness.Sender{URL: url, Scheme: scheme, Secret: secrets[0], File: f, Source: source,
+	return &harness.Sender{URL: url, Scheme: scheme, Secret: secret, File: f, Source: source,
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}, nil
 }
 

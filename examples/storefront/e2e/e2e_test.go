@@ -1,13 +1,14 @@
 // Package e2e drives the storefront deployed to an emulator: signed Stripe and GitHub
 // deliveries in (each twice, at once, and a GitHub replay under a forged delivery id), the
 // records in the table and the calls of the three downstreams (fulfilment, CI, and the CRM
-// behind the storefront's own executor) checked. Run by the repository's `make test`, which
-// deploys the stack first and sets STOREFRONT_URL and STOREFRONT_TABLE.
+// behind the storefront's own executor) checked; and the commands the deploy printed, run as
+// printed in a new shell. Run by the repository's `make test`, which deploys the stack first
+// with hookctl deploy-local (which puts the secrets its sources file names) and sets
+// STOREFRONT_URL, STOREFRONT_TABLE and STOREFRONT_DEPLOY_OUTPUT.
 package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,14 +25,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/receiver/receivertest"
 	"github.com/oncehook/oncehook/sources"
 )
-
-var secrets = map[string]string{"stripe": "whsec_storefront_local", "github": "gh-storefront-local"}
 
 // downstream counts the calls it gets per idempotency key (the header the caller names).
 type downstream struct {
@@ -80,23 +79,6 @@ func TestTheStorefrontEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The secrets the sources file names, in the emulator's Secrets Manager.
-	sm := secretsmanager.NewFromConfig(cfg)
-	for source, value := range secrets {
-		name := aws.String("storefront-local/" + source)
-		_, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: name, SecretString: aws.String(value)})
-		var exists *smtypes.ResourceExistsException
-		if errors.As(err, &exists) {
-			_, err = sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: name, SecretString: aws.String(value)})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	fulfilment := serve(t, "127.0.0.1:8031", "Idempotency-Key")
-	ci := serve(t, "127.0.0.1:8032", "Idempotency-Key")
-	crm := serve(t, "127.0.0.1:8033", "X-Request-Key")
-
 	raw, err := os.ReadFile("../sources.local.json")
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +87,21 @@ func TestTheStorefrontEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The secrets the sources file names, as the deploy put them in the emulator (and as the
+	// receiver reads them).
+	resolver := &sources.Resolver{SecretsManager: secretsmanager.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}
+	secrets := map[string]string{}
+	for _, name := range f.Names() {
+		s, err := resolver.Resolve(ctx, f.Sources[name].Secrets[:1])
+		if err != nil {
+			t.Fatalf("source %s's secret (hookctl deploy-local puts it): %v", name, err)
+		}
+		secrets[name] = s[0]
+	}
+	fulfilment := serve(t, "127.0.0.1:8031", "Idempotency-Key")
+	ci := serve(t, "127.0.0.1:8032", "Idempotency-Key")
+	crm := serve(t, "127.0.0.1:8033", "X-Request-Key")
+
 	run := fmt.Sprint(time.Now().UnixNano())
 	session := "cs_e2e_" + run
 	sha := fmt.Sprintf("%040s", run)
