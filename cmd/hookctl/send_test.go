@@ -78,7 +78,15 @@ func TestSendDeliversEverySchemeAsTheReceiverVerifiesIt(t *testing.T) {
 				key = strings.TrimSpace(key[:strings.Index(key, "\n")])
 				secretJSON = `"public_keys":["` + public + `"]`
 			}
-			raw := `{"sources":{"src":{"scheme":"` + scheme + `",` + tc.source + secretJSON + `,"retry_horizon":"1h","redrive_window":"1d"}}}`
+			// The listener first: a source whose scheme signs the URL is configured with the
+			// URL the provider calls (ServeHTTP never takes it from the sender's Host).
+			srv := httptest.NewUnstartedServer(nil)
+			defer srv.Close()
+			urlJSON := ""
+			if sources.URLScheme(scheme) {
+				urlJSON = `"url":"http://` + srv.Listener.Addr().String() + `/hooks/src",`
+			}
+			raw := `{"sources":{"src":{"scheme":"` + scheme + `",` + tc.source + urlJSON + secretJSON + `,"retry_horizon":"1h","redrive_window":"1d"}}}`
 			file := filepath.Join(t.TempDir(), "sources.json")
 			if err := os.WriteFile(file, []byte(raw), 0o600); err != nil {
 				t.Fatal(err)
@@ -93,8 +101,8 @@ func TestSendDeliversEverySchemeAsTheReceiverVerifiesIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(h)
-			defer srv.Close()
+			srv.Config.Handler = h
+			srv.Start()
 			src := f.Sources["src"]
 
 			id := "evt_" + strings.ReplaceAll(scheme, "-", "_") + "_1"
