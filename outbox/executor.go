@@ -89,11 +89,37 @@ func IsNotSent(err error) bool {
 	return errors.As(err, &ns)
 }
 
+// DeduplicatedError marks a failure that may have reached the downstream, after which a retry
+// still cannot act twice: the downstream itself refuses a second effect for the idempotency key
+// (a Step Functions standard workflow starts one execution per name). An at-most-once intent
+// is retried after one, as after NotSent.
+type DeduplicatedError struct{ Err error }
+
+func (e *DeduplicatedError) Error() string { return e.Err.Error() }
+func (e *DeduplicatedError) Unwrap() error { return e.Err }
+
+// Deduplicated marks err as one after which the downstream's own deduplication makes a retry safe.
+func Deduplicated(err error) error { return &DeduplicatedError{Err: err} }
+
+// IsDeduplicated reports whether err was marked Deduplicated.
+func IsDeduplicated(err error) bool {
+	var de *DeduplicatedError
+	return errors.As(err, &de)
+}
+
+// Checker is an Executor that knows configurations it cannot serve. New calls Check with
+// whether the target is at-most-once (AtMostOnce) and refuses the target with its error: an
+// asynchronous Lambda invocation, which Lambda's own queue retries and may deliver twice,
+// cannot be at-most-once.
+type Checker interface {
+	Check(atMostOnce bool) error
+}
+
 // AtMostOnce wraps an executor whose downstream has no idempotency key of its own (SMTP, a
 // legacy API): its intents are called at most once. The lease before the call records the
 // attempt as under way; an attempt that never recorded its outcome (its worker stopped
 // mid-call) parks instead of being called again, and so does a failure that may have reached
-// the downstream: only a NotSent error is retried. A parked intent is a person's decision
+// the downstream: only a NotSent or Deduplicated error is retried. A parked intent is a person's decision
 // (check the downstream, then hookctl redrive if it was not sent). Use at-least-once, the
 // default, wherever the downstream deduplicates: it never needs a person.
 func AtMostOnce(x Executor) Executor {
@@ -106,6 +132,8 @@ func AtMostOnce(x Executor) Executor {
 type atMostOnce struct{ Executor }
 
 func (atMostOnce) deliversAtMostOnce() {}
+
+func (x atMostOnce) unwrap() Executor { return x.Executor }
 
 // ExecuteReport passes the wrapped executor's report on.
 func (x atMostOnce) ExecuteReport(ctx context.Context, t Task) (string, error) {
@@ -276,8 +304,9 @@ func TraceWrites(ctx context.Context) (context.Context, *WriteTrace) {
 	}), w
 }
 
-// Wrote reports whether any request under the trace's context wrote anything.
-func (w *WriteTrace) Wrote() bool { return w.wrote.Load() }
+// Wrote reports whether any request under the trace's context wrote anything. A nil trace
+// knows nothing, and answers true: "may have been sent".
+func (w *WriteTrace) Wrote() bool { return w == nil || w.wrote.Load() }
 
 // NotSentUnlessWritten marks err NotSent when no request under the trace wrote anything, and
 // returns it as it is otherwise (nil stays nil).

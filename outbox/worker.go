@@ -144,7 +144,20 @@ func New(api API, cfg Config) (*Worker, error) {
 		return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s must be longer than the margin %s", cfg.Lease, cfg.Margin)}
 	}
 	for _, name := range sortedTargets(cfg.Executors) {
-		if b, ok := cfg.Executors[name].(Bounded); ok && cfg.Lease < b.MaxDuration()+cfg.Margin {
+		x := cfg.Executors[name]
+		if x == nil {
+			return nil, &ConfigError{Field: "Executors", Reason: fmt.Sprintf("has no executor for target %q (nil)", name)}
+		}
+		inner := x
+		if u, ok := x.(interface{ unwrap() Executor }); ok {
+			inner = u.unwrap()
+		}
+		if c, ok := inner.(Checker); ok {
+			if err := c.Check(IsAtMostOnce(x)); err != nil {
+				return nil, &ConfigError{Field: "Executors", Reason: fmt.Sprintf("target %q: %v", name, err)}
+			}
+		}
+		if b, ok := x.(Bounded); ok && cfg.Lease < b.MaxDuration()+cfg.Margin {
 			return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s is shorter than target %q's timeout %s plus the %s margin: "+
 				"a call could outlive its lease and run twice at once", cfg.Lease, name, b.MaxDuration(), cfg.Margin)}
 		}
@@ -334,7 +347,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 		cancel()
 	}
 	latency := time.Since(start)
-	if amo && execErr != nil && !IsNotSent(execErr) && !IsPermanent(execErr) {
+	if amo && execErr != nil && !IsNotSent(execErr) && !IsDeduplicated(execErr) && !IsPermanent(execErr) {
 		// The call may have reached the downstream: an at-most-once intent is not sent again.
 		execErr = Permanent(fmt.Errorf("at-most-once: %w (it may have reached the downstream: not sent again)", execErr))
 	}
