@@ -157,7 +157,7 @@ func New(api API, cfg Config) (*Worker, error) {
 				return nil, &ConfigError{Field: "Executors", Reason: fmt.Sprintf("target %q: %v", name, err)}
 			}
 		}
-		if b, ok := x.(Bounded); ok && cfg.Lease < b.MaxDuration()+cfg.Margin {
+		if b, ok := x.(Bounded); ok && cfg.Lease < MinLease(b.MaxDuration(), cfg.Margin) {
 			return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s is shorter than target %q's timeout %s plus the %s margin: "+
 				"a call could outlive its lease and run twice at once", cfg.Lease, name, b.MaxDuration(), cfg.Margin)}
 		}
