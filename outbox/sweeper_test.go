@@ -22,7 +22,21 @@ import (
 	"github.com/oncehook/oncehook/outbox"
 )
 
+// TestTwoSweepsNeverRunAtOnce, with a context without a deadline and with one: Lambda always
+// gives a deadline, which sizes the lock's expiry.
 func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
+	t.Parallel()
+	t.Run("no deadline", func(t *testing.T) { twoSweeps(t, context.Background) })
+	t.Run("a deadline", func(t *testing.T) {
+		twoSweeps(t, func() context.Context {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			t.Cleanup(cancel)
+			return ctx
+		})
+	})
+}
+
+func twoSweeps(t *testing.T, newCtx func() context.Context) {
 	t.Parallel()
 	e := newEnv(t)
 	e.commitOne("evt_lock")
@@ -31,7 +45,7 @@ func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
 	first := &outbox.Sweeper{Worker: e.worker(func(c *outbox.Config) { c.Executors["email"] = hold })}
 	done := make(chan outbox.Summary)
 	go func() {
-		rep, err := first.Run(context.Background())
+		rep, err := first.Run(newCtx())
 		if err != nil {
 			t.Error(err)
 		}
@@ -40,7 +54,7 @@ func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
 	hold.await(t, done)
 	var m countingMetrics
 	second := &outbox.Sweeper{Worker: e.worker(func(c *outbox.Config) { c.Metrics = &m })}
-	rep, err := second.Run(context.Background())
+	rep, err := second.Run(newCtx())
 	if err != nil || !rep.Skipped || rep.Claims != 0 || m.sweeps != 1 {
 		t.Fatalf("second sweep while the first runs: %+v, %v, %d reports; want it skipped, and reported", rep, err, m.sweeps)
 	}
@@ -49,7 +63,7 @@ func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
 		t.Fatalf("first sweep: %v", sum)
 	}
 	// The lock is released: the next run runs.
-	if rep, err := second.Run(context.Background()); err != nil || rep.Skipped {
+	if rep, err := second.Run(newCtx()); err != nil || rep.Skipped {
 		t.Fatalf("a sweep after the first ended: %+v, %v", rep, err)
 	}
 }
