@@ -98,6 +98,25 @@ var mutations = []mutation{
 	{"sweeper lock: it lasts the run's deadline (the path Lambda takes)", "outbox/sweeper.go",
 		`		until = now.Add(time.Until(d))`, `		until = now.Add(0 * time.Until(d))`,
 		"./outbox", "TestTwoSweepsNeverRunAtOnce"},
+	{"batch: a chunk within 4 MB, application tables' puts counted", "dedup/batch.go",
+		`bytes+reqs[i].bytes > MaxTransactionBytes`, `bytes+reqs[i].bytes > 4*MaxTransactionBytes`,
+		"./dedup", "TestABatchChunkStaysWithinEveryTransactionLimit"},
+	{"batch: a body guard counted in its event's actions", "dedup/batch.go",
+		`	if r.guard != nil {
+		n++
+	}`, `	if r.guard != nil {
+		n += 0
+	}`,
+		"./dedup", "TestABatchChunkStaysWithinEveryTransactionLimit"},
+	{"batch: conflicts retried ConflictRetries times, then unavailable", "dedup/batch.go",
+		`			if attempt > s.retries {`, `			if attempt > s.retries+1 {`,
+		"./dedup", "TestABatchUnderTransactionConflictRetriesAndThenGivesUp"},
+	{"batch: one item however its key or table is written", "dedup/request.go",
+		`		return "N" + canonicalNumber(v.Value)`, `		return "N" + v.Value`,
+		"./dedup", "TestOneItemIsOneItemHoweverItsKeyIsWritten"},
+	{"config: the claims table refused as an application table by ARN", "dedup/store.go",
+		`	if strings.HasPrefix(s, "arn:") {`, `	if strings.HasPrefix(s, "no arn:") {`,
+		"./dedup", "TestTheClaimsTableIsRefusedAsAnApplicationTableUnderEveryName"},
 	{"claim: room for the worker's longest bookkeeping (a done's sent next to a last error)", "dedup/claim.go",
 		`const IntentBookkeepingBytes = 1280`, `const IntentBookkeepingBytes = 768`,
 		"./outbox", "TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite"},
