@@ -654,10 +654,12 @@ func allow(fn awslambda.Function, actions []string, resources ...*string) {
 
 // targetActions are the calls each AWS target type's executor makes (outbox/targets).
 var targetActions = map[string][]string{
-	sources.TargetSQS:           {"sqs:SendMessage"},
-	sources.TargetSNS:           {"sns:Publish"},
-	sources.TargetEventBridge:   {"events:PutEvents"},
-	sources.TargetStepFunctions: {"states:StartExecution"},
+	sources.TargetSQS:         {"sqs:SendMessage"},
+	sources.TargetSNS:         {"sns:Publish"},
+	sources.TargetEventBridge: {"events:PutEvents"},
+	// DescribeStateMachine: the executor reads the machine's type (standard or express) once,
+	// and acts on it; without it every start would fail as access denied and park.
+	sources.TargetStepFunctions: {"states:StartExecution", "states:DescribeStateMachine"},
 	sources.TargetLambda:        {"lambda:InvokeFunction"},
 }
 

@@ -552,7 +552,7 @@ func TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo(t *testing.T) {
 
 // TestAWSTargetsAreGrantedTheirOneCall: each AWS target of the sources file gives the outbox
 // and the sweeper its service's one call on that resource (and Step Functions the read of its
-// executions), the receiver nothing.
+// type, which the executor acts on, and of its executions), the receiver nothing.
 func TestAWSTargetsAreGrantedTheirOneCall(t *testing.T) {
 	const acct = "arn:aws:%s:eu-west-1:222222222222:%s"
 	p := prebuilt("arm64")
@@ -570,6 +570,7 @@ func TestAWSTargetsAreGrantedTheirOneCall(t *testing.T) {
 		"sns:Publish arn:aws:sns:eu-west-1:222222222222:alerts",
 		"sqs:SendMessage arn:aws:sqs:eu-west-1:222222222222:orders.fifo",
 		"states:DescribeExecution arn:aws:states:eu-west-1:222222222222:execution:fulfil:*",
+		"states:DescribeStateMachine arn:aws:states:eu-west-1:222222222222:stateMachine:fulfil",
 		"states:StartExecution arn:aws:states:eu-west-1:222222222222:stateMachine:fulfil",
 	}
 	for _, role := range []string{"OncehookOutboxRole", "OncehookSweeperRole", "OncehookReceiverRole"} {
