@@ -130,20 +130,14 @@ func pack(reqs []*request, pending []int) []int {
 }
 
 // touches lists the items a request writes or checks: its claim, its body guard and its
-// effects (as the claim records them, with their tables).
+// effects (each as itemID names it: one item however its key is written, whatever its
+// table's name).
 func touches(r *request) []string {
 	out := []string{"\x00claim\x00" + attrString(r.claim, AttrPK)}
 	if r.guard != nil {
 		out = append(out, "\x00guard\x00"+attrString(r.guard.Item, AttrPK))
 	}
-	if l, ok := r.claim[AttrEffects].(*types.AttributeValueMemberL); ok {
-		for _, v := range l.Value {
-			if m, ok := v.(*types.AttributeValueMemberM); ok {
-				out = append(out, attrString(m.Value, AttrEffectTable)+"\x00"+attrString(m.Value, AttrPK)+"\x00"+attrString(m.Value, AttrSK))
-			}
-		}
-	}
-	return out
+	return append(out, r.touched...)
 }
 
 func actionsOf(r *request) int {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -288,5 +290,98 @@ func TestARedeliveredBatchWritesOnlyWhatTheLastAttemptDidNot(t *testing.T) {
 	e.counter.Reset()
 	if _, _, err := e.store.CommitBatch(context.Background(), evs, plans); err != nil || e.counter.Calls("TransactWriteItems") != 1 {
 		t.Fatalf("%v, %d transactions, want the first chunk's only", err, e.counter.Calls("TransactWriteItems"))
+	}
+}
+
+// TestABatchChunkStaysWithinEveryTransactionLimit: no chunk of a batch may exceed DynamoDB's
+// 100 actions or 4 MB (it would be refused whole, on every redelivery). The bytes count puts
+// into the application's own tables, and the actions count each event's body guard.
+func TestABatchChunkStaysWithinEveryTransactionLimit(t *testing.T) {
+	t.Parallel()
+	t.Run("12 events each putting 390 KB into an application table", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, nil)
+		app := awstest.Table(t, e.client)
+		e = newEnvWithClient(t, e, awstest.BaseTransport(), func(c *dedup.Config) {
+			c.Tables = map[string]dedup.TableKeys{"app": {Name: app, PartitionKey: "pk", SortKey: "sk"}}
+		})
+		blob := strings.Repeat("b", 390*1024)
+		evs, plans := batchOf(0, 12, func(i int) dedup.Plan {
+			return dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("BLOB#%d", i)}, "sk": &types.AttributeValueMemberS{Value: "X"},
+				"blob": &types.AttributeValueMemberS{Value: blob}}).In("app")}}
+		})
+		rs, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
+		if err != nil || calls != 2 {
+			t.Fatalf("%d calls, %v; want 2 transactions of under 4 MB", calls, err)
+		}
+		for i, r := range rs {
+			if r.Outcome != dedup.OutcomeAccepted {
+				t.Fatalf("event %d: %v", i, r.Outcome)
+			}
+		}
+		if n := len(awstest.Items(t, e.client, app)); n != 12 {
+			t.Fatalf("%d application items, want 12", n)
+		}
+	})
+	t.Run("40 guarded events with a shipment each: 120 actions", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, nil)
+		evs, plans := batchOf(0, 40, orderPlan)
+		for i := range evs {
+			evs[i].GuardBody = true
+			evs[i].Payload = []byte(fmt.Sprintf(`{"order":%d}`, i))
+		}
+		rs, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
+		if err != nil || calls != 2 {
+			t.Fatalf("%d calls, %v; want 2 transactions of at most 100 actions", calls, err)
+		}
+		for i, r := range rs {
+			if r.Outcome != dedup.OutcomeAccepted {
+				t.Fatalf("event %d: %v", i, r.Outcome)
+			}
+		}
+	})
+}
+
+// TestABatchUnderTransactionConflictRetriesAndThenGivesUp: a conflict cancels a batch's
+// transaction (another writer on one of its items); the batch is retried, the events
+// cancelled for the conflicting one's sake with it, and after Config.ConflictRetries it is
+// unavailable with nothing written.
+func TestABatchUnderTransactionConflictRetriesAndThenGivesUp(t *testing.T) {
+	t.Parallel()
+	// Two events of a claim and a shipment each: four actions, the first one conflicting.
+	const conflict4 = `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict, None, None, None]","CancellationReasons":[{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item."},{"Code":"None"},{"Code":"None"},{"Code":"None"}]}`
+	for _, c := range []struct {
+		name      string
+		conflicts int
+		calls     int
+		accepted  bool
+	}{
+		{"a conflict that clears", 2, 3, true},
+		{"a conflict that persists", -1, 3, false}, // the first call and ConflictRetries (2) more
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "TransactWriteItems", N: c.conflicts, Status: 400, Body: conflict4}
+			e := newEnvWithClient(t, newEnv(t, nil), inject, func(cfg *dedup.Config) { cfg.ConflictBackoff = time.Millisecond; cfg.ConflictRetries = 2 })
+			evs, plans := batchOf(0, 2, orderPlan)
+			rs, calls, err := e.store.CommitBatch(context.Background(), evs, plans)
+			if calls != c.calls {
+				t.Fatalf("%d calls, want %d", calls, c.calls)
+			}
+			if !c.accepted {
+				if !errors.Is(err, dedup.ErrUnavailable) {
+					t.Fatalf("%v, want ErrUnavailable", err)
+				}
+				if n := len(e.items(t)); n != 0 {
+					t.Fatalf("%d items written, want none", n)
+				}
+				return
+			}
+			if err != nil || rs[0].Outcome != dedup.OutcomeAccepted || rs[1].Outcome != dedup.OutcomeAccepted {
+				t.Fatalf("%v, %v; want both accepted", outcomes(rs), err)
+			}
+		})
 	}
 }

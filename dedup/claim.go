@@ -83,12 +83,14 @@ const (
 const MaxIntents = 50
 
 // IntentBookkeepingBytes is the room Commit keeps free in the claim, per intent, for what the
-// outbox worker adds later: lease_until, lease_owner, next_attempt_at, finished_at,
-// attempts_base, a growing attempt count and a last_error of up to 515 bytes (about 680 bytes
-// in all, rounded up). A claim that would not leave it is refused with a *LimitError:
-// DynamoDB refuses a write that takes an item over 400 KB, and a lease that can never be
-// written would leave the intent unrunnable forever.
-const IntentBookkeepingBytes = 768
+// outbox worker adds later. The longest is a done after earlier failures: the last_error of a
+// failed attempt (up to 515 bytes) stays next to what the call sent (up to 515 bytes), with
+// finished_at, lease_owner, attempts_base and a growing attempt count (about 1,130 bytes in
+// all; a lease adds lease_until and next_attempt_at, but never with sent), rounded up for the
+// claim's parked shard name. A claim that would not leave it is refused with a *LimitError:
+// DynamoDB refuses a write that takes an item over 400 KB, and a lease or a done that can never
+// be written would leave the intent unrunnable, or called again after every lease expiry.
+const IntentBookkeepingBytes = 1280
 
 // Intent statuses. Commit writes every intent as pending; the outbox worker moves them on.
 const (

@@ -32,6 +32,7 @@ type request struct {
 	effects []types.TransactWriteItem // nil for the single-PutItem path
 	guard   *types.Put                // the body guard, for Event.GuardBody: always a transaction
 	bytes   int                       // the claim's and the effects' size, for packing a batch
+	touched []string                  // itemID of each effect's item, for packing a batch
 }
 
 // bodyCondition admits a body guard when no unexpired one holds the body. (A redelivery of the
@@ -205,10 +206,11 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	}
 	size := 0
 	if len(plan.Effects) > 0 {
-		effects, keys, n, err := s.effectItems(vals, pk, plan.Effects)
+		effects, keys, ids, n, err := s.effectItems(vals, pk, plan.Effects)
 		if err != nil {
 			return nil, err
 		}
+		req.touched = ids
 		set(AttrEffects, keys)
 		req.effects = effects
 		size = n
@@ -280,12 +282,10 @@ func validIntentName(field func(string) string, s string) error {
 
 // effectItems builds the transaction's effect actions. It returns them, the list of their
 // keys for the claim, and their size for the transaction limit.
-func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]types.TransactWriteItem, types.AttributeValue, int, error) {
+func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]types.TransactWriteItem, types.AttributeValue, []string, int, error) {
 	items := make([]types.TransactWriteItem, 0, len(effects))
 	keys := make([]types.AttributeValue, 0, len(effects))
-	type key struct{ table, pk, sk string }
-	var few [8]key
-	seen := few[:0] // a plan has a few effects: a scan beats a map, and this stays on the stack
+	ids := make([]string, 0, len(effects)) // a plan has a few effects: a scan beats a map
 	total := 0
 	for i, e := range effects {
 		what := func() string { return "effects[" + strconv.Itoa(i) + "]" } // on errors only
@@ -296,17 +296,17 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			}
 		}
 		if kinds != 1 || (e.item == nil && e.key == nil) {
-			return nil, nil, 0, &InvalidError{Field: what(), Reason: "must be built with PutEffect, UpdateEffect, DeleteEffect or CheckEffect"}
+			return nil, nil, nil, 0, &InvalidError{Field: what(), Reason: "must be built with PutEffect, UpdateEffect, DeleteEffect or CheckEffect"}
 		}
 		if e.absent && e.condition != nil && !e.check {
-			return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "IfAbsent and If cannot be combined; put both in one If"}
+			return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "IfAbsent and If cannot be combined; put both in one If"}
 		}
 		// Where the effect goes, and which attributes hold its key there.
 		table, pkName, skName := s.tablePtr, AttrPK, AttrSK
 		if e.table != "" {
 			t, ok := s.tables[e.table]
 			if !ok {
-				return nil, nil, 0, &InvalidError{Field: what() + ".table", Reason: fmt.Sprintf("%q is not one of the store's tables (Config.Tables)", e.table)}
+				return nil, nil, nil, 0, &InvalidError{Field: what() + ".table", Reason: fmt.Sprintf("%q is not one of the store's tables (Config.Tables)", e.table)}
 			}
 			table, pkName, skName = t.name, t.PartitionKey, t.SortKey
 		}
@@ -319,14 +319,16 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			pk, sk, err = otherKey(what, src, pkName, skName)
 		}
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, nil, 0, err
 		}
-		for j, k := range seen {
-			if k == (key{e.table, pk, sk}) {
-				return nil, nil, 0, &InvalidError{Field: what(), Reason: fmt.Sprintf("writes the same item as effects[%d]; a transaction may touch an item once", j)}
+		// One item however its key is written ("1" and "1.0") and whichever name its table has.
+		id := itemID(aws.ToString(table), src[pkName], src[skName])
+		for j, k := range ids {
+			if k == id {
+				return nil, nil, nil, 0, &InvalidError{Field: what(), Reason: fmt.Sprintf("writes the same item as effects[%d]; a transaction may touch an item once", j)}
 			}
 		}
-		seen = append(seen, key{e.table, pk, sk})
+		ids = append(ids, id)
 		recorded := map[string]types.AttributeValue{AttrPK: vals.str(pk), AttrSK: vals.str(sk)}
 		if e.table != "" {
 			recorded[AttrEffectTable] = vals.str(e.table)
@@ -340,7 +342,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 
 		cond, names, values, err := effectCondition(e, pkName)
 		if err != nil {
-			return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
+			return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
 		}
 		switch {
 		case e.item != nil:
@@ -353,7 +355,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			item[AttrClaimedBy] = vals.str(claimPK)
 			n += len(AttrClaimedBy) + len(claimPK)
 			if n > MaxItemBytes {
-				return nil, nil, 0, &LimitError{Limit: "item size", What: what(), Got: n, Max: MaxItemBytes}
+				return nil, nil, nil, 0, &LimitError{Limit: "item size", What: what(), Got: n, Max: MaxItemBytes}
 			}
 			total += n
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
@@ -374,7 +376,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			}})
 		case e.check:
 			if e.condition == nil {
-				return nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "a check needs a condition"}
+				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "a check needs a condition"}
 			}
 			total += itemSize(itemKey) + itemSize(values)
 			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
@@ -391,7 +393,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			}
 			expr, err := b.Build()
 			if err != nil {
-				return nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
+				return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
 			}
 			total += itemSize(itemKey) + itemSize(expr.Values())
 			items = append(items, types.TransactWriteItem{Update: &types.Update{
@@ -404,7 +406,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			}})
 		}
 	}
-	return items, &types.AttributeValueMemberL{Value: keys}, total, nil
+	return items, &types.AttributeValueMemberL{Value: keys}, ids, total, nil
 }
 
 // effectCondition is a put's, delete's or check's condition: IfAbsent on the table's partition
@@ -530,4 +532,58 @@ func (r *request) transactInput(table *string, attempt int) *dynamodb.TransactWr
 		TransactItems:      items,
 		ClientRequestToken: aws.String(requestToken(r.token, attempt)),
 	}
+}
+
+// itemID identifies an item as DynamoDB does: its table by name (an ARN reduced to it) and its
+// key's values by type, a number by its value ("1", "1.0", "10E-1" and "+1" are one key).
+func itemID(table string, pk, sk types.AttributeValue) string {
+	return tableName(table) + "\x00" + keyID(pk) + "\x00" + keyID(sk)
+}
+
+func keyID(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return "S" + v.Value
+	case *types.AttributeValueMemberN:
+		return "N" + canonicalNumber(v.Value)
+	case *types.AttributeValueMemberB:
+		return "B" + string(v.Value)
+	}
+	return ""
+}
+
+// canonicalNumber writes a DynamoDB number one way: its significant digits and exponent
+// ("1.20e1" and "012" are both "12e0"). Text that is not a number is kept as it is (DynamoDB
+// refuses it anyway).
+func canonicalNumber(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	m := strings.TrimLeft(s, "+-")
+	exp := 0
+	if i := strings.IndexAny(m, "eE"); i >= 0 {
+		e, err := strconv.Atoi(m[i+1:])
+		if err != nil {
+			return s
+		}
+		m, exp = m[:i], e
+	}
+	if i := strings.IndexByte(m, '.'); i >= 0 {
+		exp -= len(m) - i - 1
+		m = m[:i] + m[i+1:]
+	}
+	for _, c := range m {
+		if c < '0' || c > '9' {
+			return s
+		}
+	}
+	m = strings.TrimLeft(m, "0")
+	if m == "" {
+		return "0"
+	}
+	for strings.HasSuffix(m, "0") {
+		m, exp = m[:len(m)-1], exp+1
+	}
+	if neg {
+		m = "-" + m
+	}
+	return m + "e" + strconv.Itoa(exp)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -114,7 +115,7 @@ func (c *Config) Validate() error {
 		switch {
 		case name == "" || len(name) > 255:
 			return &InvalidError{Field: "tables", Reason: fmt.Sprintf("%q is not a table name", name)}
-		case name == c.Table || k.Name == c.Table:
+		case tableName(name) == tableName(c.Table) || tableName(k.Name) == tableName(c.Table):
 			return &InvalidError{Field: "tables." + name, Reason: "is the claims' own table: its effects need no Effect.In"}
 		case k.PartitionKey == "":
 			return &InvalidError{Field: "tables." + name + ".partition_key", Reason: "is empty"}
@@ -147,6 +148,17 @@ type Store struct {
 type otherTable struct {
 	TableKeys
 	name *string
+}
+
+// tableName is a table's name, an ARN's (arn:aws:dynamodb:region:account:table/NAME) reduced
+// to it: Config.Tables are of the claims' account and Region, so one name is one table.
+func tableName(s string) string {
+	if strings.HasPrefix(s, "arn:") {
+		if i := strings.LastIndex(s, ":table/"); i >= 0 {
+			return s[i+len(":table/"):]
+		}
+	}
+	return s
 }
 
 // New validates cfg and returns a Store writing through api. A configuration that would let

@@ -141,6 +141,11 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 		metric: w.ours("ParkedClaims", "Maximum", five), threshold: 0, m: 1, n: 1, missing: ignore})
 	w.alarm(alarmSpec{id: "SweeperHeartbeat", description: "The sweeper has not run for 10 minutes: nothing re-drives what the stream and retry paths leave behind, and the parked gauge is stale",
 		metric: w.ours("SweepRuns", "Sum", 10*time.Minute), threshold: 1, below: true, m: 1, n: 1, missing: breaching})
+	// A deferral is the run's clock running out, which the next run or the outbox function
+	// (the sweeper hands it the intent) takes over; a deferral in every run for 15 minutes is
+	// an intent no function gets to.
+	w.alarm(alarmSpec{id: "SweepDeferred", description: "Every sweep for 15 minutes deferred intents it had no time for: a target slower than the sweeper's timeout, or a backlog; they run only when something runs them (docs/operations.md)",
+		metric: w.ours("SweepDeferred", "Sum", five), threshold: 0, m: 3, n: 3, missing: notBreaching})
 
 	if len(cfg.AuditPrefixes) > 0 {
 		w.alarm(alarmSpec{id: "EffectsWithoutClaim", description: "The leak audit found effect records no claim wrote: something writes them outside oncehook's transaction (the sweeper's log names each key)",

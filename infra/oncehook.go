@@ -255,9 +255,9 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			return nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
 		}
 	}
-	timings, err := outboxTimings(file)
+	timings, err := outboxTimings(file, cfg.Targets)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: %w", err)
+		return nil, err // an *outbox.ConfigError, which names the outbox
 	}
 	arm64 := !cfg.X86
 	staging, err := os.MkdirTemp("", "oncehook-code-")
@@ -352,7 +352,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.AuditSample)
 		}
 	}
-	sweeper := function(c, "Sweeper", cfg, code["sweeper"], sweeperEnv, 300)
+	sweeper := function(c, "Sweeper", cfg, code["sweeper"], sweeperEnv, timings.SweeperTimeout.Seconds())
 	if cfg.ReceiverReservedConcurrency > 0 {
 		receiver.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(cfg.ReceiverReservedConcurrency))
 	}
@@ -659,10 +659,12 @@ func allow(fn awslambda.Function, actions []string, resources ...*string) {
 
 // targetActions are the calls each AWS target type's executor makes (outbox/targets).
 var targetActions = map[string][]string{
-	sources.TargetSQS:           {"sqs:SendMessage"},
-	sources.TargetSNS:           {"sns:Publish"},
-	sources.TargetEventBridge:   {"events:PutEvents"},
-	sources.TargetStepFunctions: {"states:StartExecution"},
+	sources.TargetSQS:         {"sqs:SendMessage"},
+	sources.TargetSNS:         {"sns:Publish"},
+	sources.TargetEventBridge: {"events:PutEvents"},
+	// DescribeStateMachine: the executor reads the machine's type (standard or express) once,
+	// and acts on it; without it every start would fail as access denied and park.
+	sources.TargetStepFunctions: {"states:StartExecution", "states:DescribeStateMachine"},
 	sources.TargetLambda:        {"lambda:InvokeFunction"},
 }
 
@@ -794,24 +796,19 @@ const (
 	outboxConcurrency = 8
 )
 
-// outboxTimings derives the outbox function's lease and timeout from the slowest target and
-// checks them against each other (outbox.CheckTimings), so the synth fails on timings that
-// cannot work, naming the target.
-func outboxTimings(f *sources.File) (outbox.Timings, error) {
-	t := outbox.Timings{BatchSize: outboxBatchSize, Concurrency: outboxConcurrency, MaxCall: outbox.DefaultHTTPTimeout, Margin: outbox.DefaultMargin}
-	slowest := ""
-	for _, name := range sortedKeys(f.Targets) {
-		if d := time.Duration(f.Targets[name].Timeout); d > t.MaxCall {
-			t.MaxCall, slowest = d, name
-		}
+// outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
+// targets' timeouts with outbox.PlanTimings, the computation the functions' start applies too,
+// so the synth fails on timings that cannot work, naming the target. The application's own
+// targets (Props.Targets) get the default timeout: the synth cannot see their executors.
+func outboxTimings(f *sources.File, custom []string) (outbox.Timings, error) {
+	calls := map[string]time.Duration{}
+	for _, name := range custom {
+		calls[name] = 0
 	}
-	t.Lease = max(outbox.DefaultLease, t.MaxCall+t.Margin)
-	t.FunctionTimeout = max(time.Minute, t.NeededFunctionTimeout())
-	if t.FunctionTimeout > 15*time.Minute {
-		return t, fmt.Errorf("target %q's timeout %s: a batch of %d records %d at a time would need a %s function, over Lambda's 15 minutes",
-			slowest, t.MaxCall, t.BatchSize, t.Concurrency, t.NeededFunctionTimeout())
+	for name, t := range f.Targets {
+		calls[name] = time.Duration(t.Timeout)
 	}
-	return t, outbox.CheckTimings(t)
+	return outbox.PlanTimings(outboxBatchSize, outboxConcurrency, calls)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -395,13 +395,13 @@ func TestAlarmsCoverTheFailureSignals(t *testing.T) {
 	all := alarmsByID(t)
 	// Per source (shop, stripe, github): duplicate spike, signature rejections, failing
 	// receiver, unknown types; a replay alarm for github (its id is unsigned); and the rest.
-	for _, name := range []string{"OutboxDlqNotEmpty", "OutboxIteratorAge", "ParkedIntents", "SweeperHeartbeat", "Api5xx", "ReceiverLatency",
+	for _, name := range []string{"OutboxDlqNotEmpty", "OutboxIteratorAge", "ParkedIntents", "SweeperHeartbeat", "SweepDeferred", "Api5xx", "ReceiverLatency",
 		"ReceiverErrors", "OutboxErrors", "SweeperErrors", "ReceiverThrottles", "OutboxThrottles", "SweeperThrottles", "TableThrottled", "PendingIndexThrottled",
 		"DuplicateSpikeshop", "SignatureRejectedstripe", "ReceiverFailinggithub", "UnknownTypesshop", "ReplayRefusedgithub"} {
 		alarmNamed(t, all, name)
 	}
-	if len(all) != 14+4*3+1 {
-		t.Errorf("%d alarms, want %d", len(all), 14+4*3+1)
+	if len(all) != 15+4*3+1 {
+		t.Errorf("%d alarms, want %d", len(all), 15+4*3+1)
 	}
 	for id := range all {
 		if strings.HasPrefix(id, "OncehookReplayRefused") && !strings.HasPrefix(id, "OncehookReplayRefusedgithub") {

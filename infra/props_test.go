@@ -1,14 +1,17 @@
 package infra
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -18,7 +21,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/outbox"
 )
 
 // synthesize runs New in a stack of its own and returns its template, or the refusal.
@@ -546,7 +552,7 @@ func TestTheApplicationsOwnTablesAreGrantedWhatTheirEffectsDo(t *testing.T) {
 
 // TestAWSTargetsAreGrantedTheirOneCall: each AWS target of the sources file gives the outbox
 // and the sweeper its service's one call on that resource (and Step Functions the read of its
-// executions), the receiver nothing.
+// type, which the executor acts on, and of its executions), the receiver nothing.
 func TestAWSTargetsAreGrantedTheirOneCall(t *testing.T) {
 	const acct = "arn:aws:%s:eu-west-1:222222222222:%s"
 	p := prebuilt("arm64")
@@ -564,6 +570,7 @@ func TestAWSTargetsAreGrantedTheirOneCall(t *testing.T) {
 		"sns:Publish arn:aws:sns:eu-west-1:222222222222:alerts",
 		"sqs:SendMessage arn:aws:sqs:eu-west-1:222222222222:orders.fifo",
 		"states:DescribeExecution arn:aws:states:eu-west-1:222222222222:execution:fulfil:*",
+		"states:DescribeStateMachine arn:aws:states:eu-west-1:222222222222:stateMachine:fulfil",
 		"states:StartExecution arn:aws:states:eu-west-1:222222222222:stateMachine:fulfil",
 	}
 	for _, role := range []string{"OncehookOutboxRole", "OncehookSweeperRole", "OncehookReceiverRole"} {
@@ -584,3 +591,58 @@ func TestAWSTargetsAreGrantedTheirOneCall(t *testing.T) {
 		}
 	}
 }
+
+// TestTheSynthSizesEveryFunctionForTheSlowestTargetAsTheWorkerChecksIt: the lease and both
+// functions' timeouts come from outbox.PlanTimings over the targets' timeouts, the computation
+// the worker's start checks: a Step Functions target of 30 s (over 27.5 s, where a lease sized
+// from twice the timeout once failed the start) synthesizes, the worker accepts the lease the
+// stack passes, and the sweeper's timeout fits that target's call with its margins. A target
+// whose calls no outbox function could run a batch of is refused, naming it.
+func TestTheSynthSizesEveryFunctionForTheSlowestTargetAsTheWorkerChecksIt(t *testing.T) {
+	for _, timeout := range []string{"28s", "30s", "55s", "60s"} {
+		t.Run(timeout, func(t *testing.T) {
+			p := prebuilt("arm64")
+			p.SourcesFile = sourcesFile(t, fmt.Sprintf(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
+			  "targets":{"s":{"type":"stepfunctions","arn":"arn:aws:states:eu-west-1:222222222222:stateMachine:fulfil","timeout":%q}}}`, timeout))
+			tpl, err := synthesize(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := time.ParseDuration(timeout)
+			fns := map[string]map[string]any{}
+			for _, res := range *tpl.FindResources(jsii.String("AWS::Lambda::Function"), nil) {
+				props := (*res)["Properties"].(map[string]any)
+				fns[fmt.Sprint(props["Description"])] = props
+			}
+			outboxFn, sweeperFn := fns["oncehook outbox"], fns["oncehook sweeper"]
+			lease, err := strconv.Atoi(fmt.Sprint(outboxFn["Environment"].(map[string]any)["Variables"].(map[string]any)["LEASE_SECONDS"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The Step Functions executor's longest call is its Timeout (outbox/targets; that
+			// package's SDK clients are not this module's dependencies).
+			x := boundedExecutor(d)
+			if _, err := outbox.New(&dynamodb.Client{}, outbox.Config{Table: "t", Lease: time.Duration(lease) * time.Second, Executors: map[string]outbox.Executor{"s": x}}); err != nil {
+				t.Fatalf("LEASE_SECONDS=%d: the worker refuses the lease the stack gives it: %v", lease, err)
+			}
+			if got := time.Duration(sweeperFn["Timeout"].(float64)) * time.Second; got < x.MaxDuration()+3*outbox.DefaultMargin || got < outbox.DefaultSweeperTimeout {
+				t.Fatalf("sweeper timeout %s cannot run a %s call with its margins", got, x.MaxDuration())
+			}
+			if got := time.Duration(outboxFn["Timeout"].(float64)) * time.Second; got < 13*(d+outbox.DefaultMargin)+outbox.DefaultMargin {
+				t.Fatalf("outbox timeout %s cannot run a batch of 100 records 8 at a time", got)
+			}
+		})
+	}
+	p := prebuilt("arm64")
+	p.SourcesFile = sourcesFile(t, `{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
+	  "targets":{"slow":{"type":"http","url":"https://example.com/x","timeout":"10m"}}}`)
+	if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), `"slow"`) {
+		t.Fatalf("%v: want the synth refused, naming the slow target", err)
+	}
+}
+
+// boundedExecutor is an executor whose calls take up to its duration (outbox.Bounded).
+type boundedExecutor time.Duration
+
+func (boundedExecutor) Execute(context.Context, outbox.Task) error { return nil }
+func (b boundedExecutor) MaxDuration() time.Duration               { return time.Duration(b) }

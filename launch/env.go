@@ -299,7 +299,8 @@ func KnownTargets(f *sources.File, own []string) []string {
 
 // NewWorker builds the outbox worker the outbox and sweeper functions share: the sources
 // file's HTTP targets plus executors (which may add targets or replace a built-in one), from
-// LEASE_SECONDS, MAX_ATTEMPTS and RETRY_QUEUE_URL. Every target in ONCEHOOK_TARGETS must have
+// LEASE_SECONDS, MAX_ATTEMPTS and RETRY_QUEUE_URL. An executor that replaces an at-most-once
+// target of the file keeps its semantics: it is wrapped in outbox.AtMostOnce. Every target in ONCEHOOK_TARGETS must have
 // an executor, or it refuses, naming the target.
 func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, error) {
 	lease, err := envInt("LEASE_SECONDS", 60)
@@ -314,6 +315,12 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 	for name, x := range executors {
 		if x == nil {
 			return nil, fmt.Errorf("the executor for target %q is nil", name)
+		}
+		if t := env.Sources.Targets[name]; t != nil && t.Delivery == sources.AtMostOnce && !outbox.IsAtMostOnce(x) {
+			// The sources file promises at most once for this target: an executor of the
+			// application's replaces how it is called, never that promise.
+			x = outbox.AtMostOnce(x)
+			env.Logger.Info("the application's executor serves an at-most-once target: wrapped in outbox.AtMostOnce", "target", name)
 		}
 		all[name] = x
 	}

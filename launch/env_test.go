@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
@@ -305,4 +308,55 @@ func TestAnHTTPReceiverRefusesASignedURLItCannotKnow(t *testing.T) {
 	if _, err := NewHTTPReceiver(env, nil); err == nil || !strings.Contains(err.Error(), "TrustedHosts") {
 		t.Fatalf("a URL for a host: got %v", err)
 	}
+}
+
+// TestAnApplicationExecutorForAnAtMostOnceTargetKeepsItsSemantics: the sources file makes
+// "mail" at-most-once; the application registers its own executor for it (not wrapped in
+// outbox.AtMostOnce). The file's promise holds: a failure that may have reached the downstream
+// parks the intent instead of sending it again.
+func TestAnApplicationExecutorForAnAtMostOnceTargetKeepsItsSemantics(t *testing.T) {
+	db := awstest.Client(t)
+	table := awstest.Table(t, db)
+	t.Setenv("TABLE_NAME", table)
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	t.Setenv("ONCEHOOK_TARGETS", "")
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"ssm":"/s"}],"retry_horizon":"3d"}},
+	  "targets":{"mail":{"url":"https://smtp-gateway.example/send","delivery":"at-most-once"}}}`)
+	env, err := Load(context.Background(), Needs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	w, err := NewWorker(env, map[string]outbox.Executor{"mail": outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+		calls++
+		return errors.New("connection reset by peer") // after the request went out
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_mail", Type: "t", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "welcome", Target: "mail", Payload: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	claim := readClaim(t, db, table, "evt_mail")
+	if _, err := w.Process(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	if in := readClaim(t, db, table, "evt_mail").Intents["welcome"]; in.Status != dedup.IntentParked || calls != 1 {
+		t.Fatalf("%+v after %d calls: want parked after one, as the file's at-most-once says", in, calls)
+	}
+}
+
+func readClaim(t *testing.T, db *dynamodb.Client, table, id string) *dedup.Claim {
+	t.Helper()
+	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", id)}, "sk": &types.AttributeValueMemberS{Value: dedup.ClaimSK}}})
+	if err != nil || out.Item == nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+	c, err := dedup.UnmarshalClaim(out.Item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

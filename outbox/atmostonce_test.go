@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -120,5 +121,81 @@ func TestAnAtMostOnceIntentIsRetriedWhenTheConnectionWasRefused(t *testing.T) {
 				t.Fatalf("%s: %+v", name, in)
 			}
 		}
+	}
+}
+
+// TestASecondWorkerDoesNotParkAnAtMostOnceIntentItsWorkerCanStillRecord: worker A's call has
+// ended at its lease's end less the margin, and A is writing what it got. Another worker that
+// sees the lease just expired (a clock a little ahead, a slow record) must leave it to A, not
+// park it as stranded: A records it done.
+func TestASecondWorkerDoesNotParkAnAtMostOnceIntentItsWorkerCanStillRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_amo_grace")
+	slow := newBlocking()
+	a := e.worker(func(c *outbox.Config) { c.Executors["email"] = outbox.AtMostOnce(slow) })
+	done := make(chan outbox.Summary)
+	go func() {
+		sum, _ := a.Process(context.Background(), e.claim("evt_amo_grace"))
+		done <- sum
+	}()
+	slow.await(t, done)
+	e.advance(5*time.Second + 100*time.Millisecond) // past lease_until, within the margin
+	b := e.worker(e.atMostOnce(nil))
+	if sum, err := b.Process(context.Background(), e.claim("evt_amo_grace")); err != nil || sum[outbox.OutcomeParked] != 0 {
+		t.Fatalf("second worker: %v, %v: it parked an intent whose worker may still record it", sum, err)
+	}
+	slow.release(nil)
+	if sum := <-done; sum[outbox.OutcomeDone] != 1 {
+		t.Fatalf("first worker: %v, want done", sum)
+	}
+	if in := e.claim("evt_amo_grace").Intents["email.send"]; in.Status != dedup.IntentDone {
+		t.Fatalf("%+v: want done", in)
+	}
+	if _, _, total := e.down.snapshot(); total != 0 {
+		t.Fatalf("the second worker called the downstream %d times", total)
+	}
+}
+
+// TestALateDoneReplacesAStrandedParkSoARedriveCannotSendItAgain: worker A's call outlives its
+// lease by far (an executor that ignores its deadline), the sweeper parks the intent as
+// stranded ("may have been sent"), then A's call returns success. A records the truth, done,
+// over the stranded park of its own attempt, so an operator's redrive is refused instead of
+// sending the intent a second time.
+func TestALateDoneReplacesAStrandedParkSoARedriveCannotSendItAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_amo_late")
+	slow := newBlocking()
+	a := e.worker(func(c *outbox.Config) { c.Executors["email"] = outbox.AtMostOnce(slow) })
+	done := make(chan outbox.Summary)
+	go func() {
+		sum, _ := a.Process(context.Background(), e.claim("evt_amo_late"))
+		done <- sum
+	}()
+	slow.await(t, done)
+	e.advance(10 * time.Minute)
+	if _, err := (&outbox.Sweeper{Worker: e.worker(e.atMostOnce(nil))}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if in := e.claim("evt_amo_late").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, "may have been sent") {
+		t.Fatalf("%+v: want it parked as stranded", in)
+	}
+	slow.release(nil)
+	if sum := <-done; sum[outbox.OutcomeDone] != 1 {
+		t.Fatalf("first worker: %v, want its done recorded", sum)
+	}
+	c := e.claim("evt_amo_late")
+	if in := c.Intents["email.send"]; in.Status != dedup.IntentDone || in.Attempts != 1 {
+		t.Fatalf("%+v: want done at attempt 1", in)
+	}
+	if c.PendingShard != "" {
+		t.Fatalf("a claim with every intent done is under %q", c.PendingShard)
+	}
+	if err := outbox.Redrive(context.Background(), e.client, e.table, c, "email.send", e.now()); !errors.Is(err, outbox.ErrNotParked) {
+		t.Fatalf("redrive: %v, want ErrNotParked: the intent was sent", err)
+	}
+	if _, _, total := e.down.snapshot(); total != 0 {
+		t.Fatalf("%d more downstream calls", total)
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 )
 
@@ -88,11 +89,37 @@ func IsNotSent(err error) bool {
 	return errors.As(err, &ns)
 }
 
+// DeduplicatedError marks a failure that may have reached the downstream, after which a retry
+// still cannot act twice: the downstream itself refuses a second effect for the idempotency key
+// (a Step Functions standard workflow starts one execution per name). An at-most-once intent
+// is retried after one, as after NotSent.
+type DeduplicatedError struct{ Err error }
+
+func (e *DeduplicatedError) Error() string { return e.Err.Error() }
+func (e *DeduplicatedError) Unwrap() error { return e.Err }
+
+// Deduplicated marks err as one after which the downstream's own deduplication makes a retry safe.
+func Deduplicated(err error) error { return &DeduplicatedError{Err: err} }
+
+// IsDeduplicated reports whether err was marked Deduplicated.
+func IsDeduplicated(err error) bool {
+	var de *DeduplicatedError
+	return errors.As(err, &de)
+}
+
+// Checker is an Executor that knows configurations it cannot serve. New calls Check with
+// whether the target is at-most-once (AtMostOnce) and refuses the target with its error: an
+// asynchronous Lambda invocation, which Lambda's own queue retries and may deliver twice,
+// cannot be at-most-once.
+type Checker interface {
+	Check(atMostOnce bool) error
+}
+
 // AtMostOnce wraps an executor whose downstream has no idempotency key of its own (SMTP, a
 // legacy API): its intents are called at most once. The lease before the call records the
 // attempt as under way; an attempt that never recorded its outcome (its worker stopped
 // mid-call) parks instead of being called again, and so does a failure that may have reached
-// the downstream: only a NotSent error is retried. A parked intent is a person's decision
+// the downstream: only a NotSent or Deduplicated error is retried. A parked intent is a person's decision
 // (check the downstream, then hookctl redrive if it was not sent). Use at-least-once, the
 // default, wherever the downstream deduplicates: it never needs a person.
 func AtMostOnce(x Executor) Executor {
@@ -105,6 +132,8 @@ func AtMostOnce(x Executor) Executor {
 type atMostOnce struct{ Executor }
 
 func (atMostOnce) deliversAtMostOnce() {}
+
+func (x atMostOnce) unwrap() Executor { return x.Executor }
 
 // ExecuteReport passes the wrapped executor's report on.
 func (x atMostOnce) ExecuteReport(ctx context.Context, t Task) (string, error) {
@@ -132,8 +161,10 @@ func IsAtMostOnce(x Executor) bool {
 //	                          request with the same key is still in flight (our earlier attempt
 //	                          that timed out); the next attempt gets that request's answer
 //	timeouts, transport errors retried
-//	429, a refused connection retried, and marked NotSent: an at-most-once intent (AtMostOnce)
-//	                          is retried after them too, and parked after any other failure
+//	429, a failure before any retried, and marked NotSent: an at-most-once intent (AtMostOnce)
+//	of the request was written is retried after them too, and parked after any other failure
+//	(no connection, a refused (a reset after the request was written is "may have been sent",
+//	or timed-out dial)        whatever error it surfaces as: see WriteTrace)
 //	3xx                       permanent, never followed: a followed 301/302/303 turns the POST into
 //	                          a GET without a body (an HTTP->HTTPS hop, a login page) whose 2xx
 //	                          would record an effect that never happened; 307/308 would send the
@@ -141,6 +172,9 @@ func IsAtMostOnce(x Executor) bool {
 //	other 4xx                 permanent: the request itself is wrong; parked for an operator
 //
 // Every non-2xx answer is a *StatusError (wrapped in a *PermanentError when permanent).
+//
+// For an at-most-once task the request is sent once: net/http does not replay it on a reused
+// connection that broke (see Execute), and the caller's transport must not retry either.
 type HTTPExecutor struct {
 	URL     string
 	Client  *http.Client  // http.DefaultClient's transport when nil; its redirect policy is never used
@@ -195,9 +229,12 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
 	if t.AtMostOnce {
-		// net/http replays a request with an Idempotency-Key on a reused connection that broke
-		// after the request was written; without GetBody it cannot.
-		req.GetBody = nil
+		// net/http replays a request that carries an Idempotency-Key on a reused connection that
+		// broke after it was written, whenever it can rewind the body (GetBody) or there is no
+		// body at all (http.NoBody, which an empty payload gets). A body it can neither rewind
+		// nor take for empty is sent once. The price: an empty payload goes out as an empty
+		// chunked body rather than Content-Length: 0.
+		req.Body, req.GetBody, req.ContentLength = onceBody{bytes.NewReader(t.Payload)}, nil, int64(len(t.Payload))
 	}
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "oncehook-outbox")
@@ -207,13 +244,12 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 		client = *x.Client // a copy: the caller's client keeps its own redirect policy
 	}
 	client.CheckRedirect = noRedirects
-	resp, err := client.Do(req)
+	traced, writes := TraceWrites(ctx)
+	resp, err := client.Do(req.WithContext(traced))
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return NotSent(fmt.Errorf("POST %s: %w", x.URL, err)) // no connection, no request
-		}
-		return fmt.Errorf("POST %s: %w", x.URL, err)
+		// Where it failed decides, not what the error says: a refused dial after a replay of a
+		// request the server had read is still a request that was sent.
+		return writes.NotSentUnlessWritten(fmt.Errorf("POST %s: %w", x.URL, err))
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
@@ -237,4 +273,46 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 	default:
 		return Permanent(se)
 	}
+}
+
+// onceBody is a request body net/http can neither rewind nor take for empty, so it never
+// replays the request (see HTTPExecutor.Execute).
+type onceBody struct{ *bytes.Reader }
+
+func (onceBody) Close() error { return nil }
+
+// WriteTrace records whether an HTTP request made under its context (TraceWrites) wrote any of
+// itself to a connection. Until one did, a failure cannot have reached the downstream (no
+// connection, a refused or timed-out dial, a TLS handshake that failed); once one did, the
+// downstream may have read it, whatever error comes back: a reset, a dial refused for a replay
+// of it, a timeout. Executors use it to classify by where a call failed rather than by what
+// the error says.
+type WriteTrace struct{ wrote atomic.Bool }
+
+// TraceWrites returns ctx with a net/http client trace (composed with any ctx already has)
+// that records in the WriteTrace whether a request made under it, on any attempt, wrote the
+// first of its headers. Every client built on net/http honours it, the AWS SDK's included,
+// across its own retries. The first header counts even while it is only buffered: erring on the
+// side of "may have been sent".
+func TraceWrites(ctx context.Context) (context.Context, *WriteTrace) {
+	w := &WriteTrace{}
+	mark := func() { w.wrote.Store(true) }
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaderField: func(string, []string) { mark() },
+		WroteHeaders:     mark,
+		WroteRequest:     func(httptrace.WroteRequestInfo) { mark() },
+	}), w
+}
+
+// Wrote reports whether any request under the trace's context wrote anything. A nil trace
+// knows nothing, and answers true: "may have been sent".
+func (w *WriteTrace) Wrote() bool { return w == nil || w.wrote.Load() }
+
+// NotSentUnlessWritten marks err NotSent when no request under the trace wrote anything, and
+// returns it as it is otherwise (nil stays nil).
+func (w *WriteTrace) NotSentUnlessWritten(err error) error {
+	if err == nil || w.Wrote() || IsNotSent(err) {
+		return err
+	}
+	return NotSent(err)
 }

@@ -176,30 +176,3 @@ func TestTheWorkerAndSweeperWriteExactlyTheirMetricCatalog(t *testing.T) {
 		t.Fatalf("written %v\ncatalog %v", got, want)
 	}
 }
-
-// bodyRecorder records whether a request could be replayed by net/http (its GetBody).
-type bodyRecorder struct{ replayable []bool }
-
-func (b *bodyRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	b.replayable = append(b.replayable, r.GetBody != nil)
-	return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
-}
-
-// TestAnAtMostOnceRequestCannotBeReplayedByTheTransport: net/http re-sends a request carrying an
-// Idempotency-Key on a reused connection that broke after writing it; for an at-most-once
-// target that would be a second send, so the request has no GetBody.
-func TestAnAtMostOnceRequestCannotBeReplayedByTheTransport(t *testing.T) {
-	t.Parallel()
-	rec := &bodyRecorder{}
-	x := &outbox.HTTPExecutor{URL: "http://127.0.0.1:1/send", Client: &http.Client{Transport: rec}}
-	for _, amo := range []bool{false, true} {
-		tk := task()
-		tk.AtMostOnce = amo
-		if err := x.Execute(context.Background(), tk); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(rec.replayable) != 2 || !rec.replayable[0] || rec.replayable[1] {
-		t.Fatalf("replayable %v, want [true false]: at-least-once may be replayed, at-most-once not", rec.replayable)
-	}
-}

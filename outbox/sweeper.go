@@ -61,6 +61,9 @@ type SweepReport struct {
 	// Incomplete is true when the run stopped before reading every due shard to its end.
 	Deferred   int
 	Incomplete bool
+	// HandedOff counts the deferred claims whose intent the run had no time for and handed
+	// to the outbox function instead, through a wake-up due now (Config.Scheduler).
+	HandedOff int
 	// Skipped is true when another run held the lock: this one did nothing.
 	Skipped bool
 	// Audit is the leak audit's report, when one ran.
@@ -88,6 +91,7 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 		return rep, nil
 	}
 	defer s.unlock(owner)
+	s.checkDeadline(ctx)
 
 	if rep.Parked, err = s.countParked(ctx); err != nil {
 		return rep, err
@@ -232,6 +236,31 @@ func (s *Sweeper) hasTime(ctx context.Context) bool {
 	return time.Until(d) >= need+2*w.cfg.Margin
 }
 
+// checkDeadline says, once per run, when the run's whole deadline cannot fit a target's call
+// and the margins around it: every intent of that target would be deferred by every run of a
+// sweeper this short. outbox.PlanTimings sizes the stack's sweeper so that it never happens.
+func (s *Sweeper) checkDeadline(ctx context.Context) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	w := s.Worker
+	left := time.Until(d)
+	for _, name := range sortedTargets(w.cfg.Executors) {
+		need := w.callBudget(name) + 3*w.cfg.Margin
+		if left >= need {
+			continue
+		}
+		then := "they are handed to the outbox function"
+		if w.cfg.Scheduler == nil {
+			then = "with no Scheduler to hand them to, they wait for the stream path alone"
+		}
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelError, fmt.Sprintf("sweep: this run cannot run target %q's intents (its calls take up to %s, the run has %s): %s; "+
+			"give the sweeper the timeout outbox.PlanTimings derives", name, w.callBudget(name), left.Round(time.Millisecond), then),
+			slog.String("target", name))
+	}
+}
+
 // sweepOne reads the claim itself (the index holds keys only, and may lag) and runs what is due,
 // or settles a claim with nothing open.
 func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) {
@@ -276,6 +305,18 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 			rep.Failures++
 		}
 	})
+	if errors.Is(err, ErrNoTime) && w.cfg.Scheduler != nil {
+		// The run had no time for one of its intents (its target's calls are longer than what
+		// is left, perhaps longer than any run of this sweeper): the outbox function, whose
+		// timeout fits the slowest target, runs it now rather than a next run that may be as
+		// short. The wake-up is idempotent: it reads the claim and leases what is still due.
+		if serr := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now()); serr == nil {
+			count(func() { rep.HandedOff++ })
+		} else {
+			w.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sweep: a deferred claim could not be handed to the outbox",
+				slog.String("event_id", claim.EventID), slog.String("error", serr.Error()))
+		}
+	}
 	if err != nil && !errors.Is(err, ErrNoTime) {
 		w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "sweep: claim not processed",
 			slog.String("event_id", claim.EventID), slog.String("error", err.Error()))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -21,7 +22,21 @@ import (
 	"github.com/oncehook/oncehook/outbox"
 )
 
+// TestTwoSweepsNeverRunAtOnce, with a context without a deadline and with one: Lambda always
+// gives a deadline, which sizes the lock's expiry.
 func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
+	t.Parallel()
+	t.Run("no deadline", func(t *testing.T) { twoSweeps(t, context.Background) })
+	t.Run("a deadline", func(t *testing.T) {
+		twoSweeps(t, func() context.Context {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			t.Cleanup(cancel)
+			return ctx
+		})
+	})
+}
+
+func twoSweeps(t *testing.T, newCtx func() context.Context) {
 	t.Parallel()
 	e := newEnv(t)
 	e.commitOne("evt_lock")
@@ -30,7 +45,7 @@ func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
 	first := &outbox.Sweeper{Worker: e.worker(func(c *outbox.Config) { c.Executors["email"] = hold })}
 	done := make(chan outbox.Summary)
 	go func() {
-		rep, err := first.Run(context.Background())
+		rep, err := first.Run(newCtx())
 		if err != nil {
 			t.Error(err)
 		}
@@ -39,7 +54,7 @@ func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
 	hold.await(t, done)
 	var m countingMetrics
 	second := &outbox.Sweeper{Worker: e.worker(func(c *outbox.Config) { c.Metrics = &m })}
-	rep, err := second.Run(context.Background())
+	rep, err := second.Run(newCtx())
 	if err != nil || !rep.Skipped || rep.Claims != 0 || m.sweeps != 1 {
 		t.Fatalf("second sweep while the first runs: %+v, %v, %d reports; want it skipped, and reported", rep, err, m.sweeps)
 	}
@@ -48,7 +63,7 @@ func TestTwoSweepsNeverRunAtOnce(t *testing.T) {
 		t.Fatalf("first sweep: %v", sum)
 	}
 	// The lock is released: the next run runs.
-	if rep, err := second.Run(context.Background()); err != nil || rep.Skipped {
+	if rep, err := second.Run(newCtx()); err != nil || rep.Skipped {
 		t.Fatalf("a sweep after the first ended: %+v, %v", rep, err)
 	}
 }
@@ -241,5 +256,59 @@ func TestASweepRunsTheLeakAuditAndLogsWhatItFinds(t *testing.T) {
 	s.Audit, s.AuditTables = nil, nil
 	if rep, err := s.Run(context.Background()); err != nil || rep.Audit != nil {
 		t.Fatalf("%+v, %v", rep.Audit, err)
+	}
+}
+
+// TestASweepWithoutTimeForASlowTargetHandsItsIntentToTheOutbox: the sweeper's run has time for
+// the fast target's calls, not for the slow one's. The slow intent is not deferred to a next
+// run that would be as short (stranded, if its stream record and wake-up were lost): it is
+// handed to the outbox function through a wake-up due now, which runs it. The run also says,
+// naming the target, that its timeout cannot run it.
+func TestASweepWithoutTimeForASlowTargetHandsItsIntentToTheOutbox(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_sweep_fast")
+	e.commitOne("evt_sweep_slow", dedup.Intent{Name: "report", Target: "slow", Payload: []byte(`{}`)})
+	e.advance(5 * time.Minute)
+	var mu sync.Mutex
+	var woken []string
+	var logs bytes.Buffer
+	w := e.worker(func(c *outbox.Config) {
+		c.Margin = 200 * time.Millisecond
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: e.down.URL, Timeout: 300 * time.Millisecond}
+		c.Executors["slow"] = &outbox.HTTPExecutor{URL: e.down.URL, Timeout: 4 * time.Second}
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		c.Scheduler = schedulerFunc(func(_ context.Context, pk string, due time.Time) error {
+			mu.Lock()
+			defer mu.Unlock()
+			woken = append(woken, pk)
+			return nil
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rep, err := (&outbox.Sweeper{Worker: w}).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Summary[outbox.OutcomeDone] != 1 || rep.Deferred != 1 || rep.HandedOff != 1 {
+		t.Fatalf("%+v: want the fast intent done, the slow one deferred and handed off", rep)
+	}
+	mu.Lock()
+	handed := append([]string(nil), woken...)
+	mu.Unlock()
+	if len(handed) != 1 || handed[0] != dedup.ClaimKey("shop", "evt_sweep_slow") {
+		t.Fatalf("wake-ups %v: want the slow claim's", handed)
+	}
+	if !strings.Contains(logs.String(), `cannot run target \"slow\"`) {
+		t.Fatalf("log %s: want the run to name the target its timeout cannot run", logs.String())
+	}
+	// The outbox function takes the wake-up, with the time its timeout gives it.
+	body := fmt.Sprintf(`{"pk":%q,"due":%d}`, handed[0], e.now().UnixMilli())
+	if resp, err := w.HandleRetries(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: body}}}); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%+v, %v", resp, err)
+	}
+	if in := e.claim("evt_sweep_slow").Intents["report"]; in.Status != dedup.IntentDone || in.Attempts != 1 {
+		t.Fatalf("%+v: want the slow intent done by the outbox", in)
 	}
 }

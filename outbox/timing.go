@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -9,15 +10,29 @@ import (
 
 // Timings are the settings of a deployment that bound each other: how many stream records one
 // invocation gets and runs at once, how long one call may take, how long a lease lasts, and how
-// long the function may run. CheckTimings is the one rule; the CDK stack applies it at synth.
+// long the outbox and sweeper functions may run. PlanTimings derives them from the targets'
+// calls and CheckTimings is the one rule they obey: the CDK stack applies both at synth and
+// passes the lease to the functions (LEASE_SECONDS), whose start (New) checks it with the same
+// MinLease.
 type Timings struct {
 	BatchSize       int           // stream records per invocation
 	Concurrency     int           // records run at once (Config.Concurrency)
-	MaxCall         time.Duration // the slowest target's timeout
+	MaxCall         time.Duration // the slowest target's longest call (its executor's MaxDuration)
+	Slowest         string        // that target, for the errors that name it
 	Lease           time.Duration
 	Margin          time.Duration // Config.Margin; DefaultMargin when zero
-	FunctionTimeout time.Duration
+	FunctionTimeout time.Duration // the outbox function's
+	// SweeperTimeout is the sweeper function's: it must run the slowest target's intent, since
+	// the sweeper is the safety net of every target (zero: no sweeper to check).
+	SweeperTimeout time.Duration
 }
+
+// DefaultSweeperTimeout is the sweeper function's timeout unless a target needs longer: long
+// enough to drain a backlog (docs/capacity.md), short against its 2-minute schedule.
+const DefaultSweeperTimeout = 5 * time.Minute
+
+// MaxFunctionTimeout is Lambda's longest function timeout.
+const MaxFunctionTimeout = 15 * time.Minute
 
 // NeededFunctionTimeout is the shortest function timeout that runs a whole batch of
 // single-intent records, each call taking MaxCall, within one invocation.
@@ -27,6 +42,14 @@ func (t Timings) NeededFunctionTimeout() time.Duration {
 	return time.Duration(rounds)*(t.MaxCall+margin) + margin
 }
 
+// NeededSweeperTimeout is the shortest sweeper timeout that can run the slowest target's intent:
+// its call with the margin the worker keeps for recording it (Process takes no lease with less
+// left), and two margins for what a run does first (its lock, the parked count, the first
+// index page, the claim's read).
+func (t Timings) NeededSweeperTimeout() time.Duration {
+	return t.MaxCall + 3*t.margin()
+}
+
 func (t Timings) margin() time.Duration {
 	if t.Margin == 0 {
 		return DefaultMargin
@@ -34,22 +57,79 @@ func (t Timings) margin() time.Duration {
 	return t.Margin
 }
 
+// MinLease is the shortest lease that covers a call of up to call plus margin: a call that
+// could outlive its lease could run twice at once. New and CheckTimings both apply it.
+func MinLease(call, margin time.Duration) time.Duration { return call + margin }
+
+// PlanTimings derives a deployment's timings from the longest call of each of its targets (by
+// name; zero means the default, DefaultHTTPTimeout, which is every built-in executor's, and the
+// fair guess for an application's executor the caller cannot see), for a
+// stream batch of batchSize records run concurrency at a time, with DefaultMargin: the lease
+// (DefaultLease, or the slowest call plus the margin), the outbox function's timeout (at least a
+// minute, or what a whole batch needs) and the sweeper's (DefaultSweeperTimeout, or what the
+// slowest call needs). Timings that would need a function over Lambda's 15 minutes are refused
+// with a *ConfigError naming the slowest target; the result passes CheckTimings.
+func PlanTimings(batchSize, concurrency int, calls map[string]time.Duration) (Timings, error) {
+	t := Timings{BatchSize: batchSize, Concurrency: concurrency, Margin: DefaultMargin}
+	names := make([]string, 0, len(calls))
+	for name := range calls {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		d := calls[name]
+		if d == 0 {
+			d = DefaultHTTPTimeout
+		}
+		if d > t.MaxCall {
+			t.MaxCall, t.Slowest = d, name
+		}
+	}
+	if t.MaxCall == 0 {
+		t.MaxCall = DefaultHTTPTimeout // no targets yet: what the first one gets by default
+	}
+	if batchSize <= 0 || concurrency <= 0 {
+		return t, &ConfigError{Field: "BatchSize", Reason: "and Concurrency must be positive"}
+	}
+	t.Lease = max(DefaultLease, MinLease(t.MaxCall, t.Margin))
+	t.FunctionTimeout = max(time.Minute, t.NeededFunctionTimeout())
+	t.SweeperTimeout = max(DefaultSweeperTimeout, t.NeededSweeperTimeout())
+	field := "targets"
+	if t.Slowest != "" {
+		field = fmt.Sprintf("target %q's timeout", t.Slowest)
+	}
+	switch {
+	case t.FunctionTimeout > MaxFunctionTimeout:
+		return t, &ConfigError{Field: field, Reason: fmt.Sprintf("%s: a batch of %d records %d at a time would need a %s outbox function, over Lambda's 15 minutes; lower the batch size or the timeout",
+			t.MaxCall, t.BatchSize, t.Concurrency, t.NeededFunctionTimeout())}
+	case t.SweeperTimeout > MaxFunctionTimeout:
+		return t, &ConfigError{Field: field, Reason: fmt.Sprintf("%s: the sweeper, every target's safety net, would need %s to run it, over Lambda's 15 minutes",
+			t.MaxCall, t.NeededSweeperTimeout())}
+	}
+	return t, CheckTimings(t)
+}
+
 // CheckTimings reports, as a *ConfigError naming the setting, timings that cannot work: a lease
 // shorter than a call plus the margin (the call could outlive it, and a second worker run the
-// intent at the same time), or a function timeout shorter than a batch needs (the invocation
-// would hand back records every time, and they would reach the on-failure queue instead of
-// running). The worker never takes a lease it cannot finish, so a short timeout is not unsafe,
-// only stuck.
+// intent at the same time); an outbox function timeout shorter than a batch needs (the
+// invocation would hand back records every time, and they would reach the on-failure queue
+// instead of running); a sweeper timeout too short for the slowest target's call (the sweeper
+// would defer that target's intents on every run, and one whose stream record and wake-up were
+// lost would never run). The worker never takes a lease it cannot finish, so a short timeout
+// is not unsafe, only stuck.
 func CheckTimings(t Timings) error {
 	margin := t.margin()
 	switch {
 	case t.BatchSize <= 0 || t.Concurrency <= 0:
 		return &ConfigError{Field: "BatchSize", Reason: "and Concurrency must be positive"}
-	case t.Lease < t.MaxCall+margin:
+	case t.Lease < MinLease(t.MaxCall, margin):
 		return &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s is shorter than the slowest target's timeout %s plus the %s margin", t.Lease, t.MaxCall, margin)}
 	case t.FunctionTimeout < t.NeededFunctionTimeout():
 		return &ConfigError{Field: "FunctionTimeout", Reason: fmt.Sprintf("%s cannot run a batch of %d records %d at a time with calls of up to %s: it needs %s; lower the batch size or the targets' timeouts",
 			t.FunctionTimeout, t.BatchSize, t.Concurrency, t.MaxCall, t.NeededFunctionTimeout())}
+	case t.SweeperTimeout != 0 && t.SweeperTimeout < t.NeededSweeperTimeout():
+		return &ConfigError{Field: "SweeperTimeout", Reason: fmt.Sprintf("%s cannot run the slowest target's call of up to %s with its margins: it needs %s",
+			t.SweeperTimeout, t.MaxCall, t.NeededSweeperTimeout())}
 	}
 	return nil
 }

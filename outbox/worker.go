@@ -144,7 +144,20 @@ func New(api API, cfg Config) (*Worker, error) {
 		return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s must be longer than the margin %s", cfg.Lease, cfg.Margin)}
 	}
 	for _, name := range sortedTargets(cfg.Executors) {
-		if b, ok := cfg.Executors[name].(Bounded); ok && cfg.Lease < b.MaxDuration()+cfg.Margin {
+		x := cfg.Executors[name]
+		if x == nil {
+			return nil, &ConfigError{Field: "Executors", Reason: fmt.Sprintf("has no executor for target %q (nil)", name)}
+		}
+		inner := x
+		if u, ok := x.(interface{ unwrap() Executor }); ok {
+			inner = u.unwrap()
+		}
+		if c, ok := inner.(Checker); ok {
+			if err := c.Check(IsAtMostOnce(x)); err != nil {
+				return nil, &ConfigError{Field: "Executors", Reason: fmt.Sprintf("target %q: %v", name, err)}
+			}
+		}
+		if b, ok := x.(Bounded); ok && cfg.Lease < MinLease(b.MaxDuration(), cfg.Margin) {
 			return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s is shorter than target %q's timeout %s plus the %s margin: "+
 				"a call could outlive its lease and run twice at once", cfg.Lease, name, b.MaxDuration(), cfg.Margin)}
 		}
@@ -296,6 +309,9 @@ type lease struct {
 	// stranded is an at-most-once intent whose earlier attempt was leased and never recorded
 	// (its worker stopped mid-call): not leased again, but to be parked, as it may be sent.
 	stranded bool
+	// overStranded is set when our done is to replace another worker's stranded park of our
+	// own attempt (the fence is then the park, not our lease).
+	overStranded bool
 }
 
 // run takes one intent through lease, execution and record.
@@ -334,7 +350,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 		cancel()
 	}
 	latency := time.Since(start)
-	if amo && execErr != nil && !IsNotSent(execErr) && !IsPermanent(execErr) {
+	if amo && execErr != nil && !IsNotSent(execErr) && !IsDeduplicated(execErr) && !IsPermanent(execErr) {
 		// The call may have reached the downstream: an at-most-once intent is not sent again.
 		execErr = Permanent(fmt.Errorf("at-most-once: %w (it may have reached the downstream: not sent again)", execErr))
 	}
@@ -430,9 +446,11 @@ func (w *Worker) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dyn
 // does not invoke the worker again. It returns nil when another worker has the intent or it
 // is no longer due.
 //
-// An at-most-once intent (amo) is leased only while pending: one running under an expired
-// lease had its call under way when its worker stopped, so it comes back stranded, to be
-// parked under the attempt it was leased at (the park is fenced on it, so one worker does it).
+// An at-most-once intent (amo) is leased only while pending: one running under a lease that
+// expired (a margin ago: its worker may still be recording) had its call under way when its
+// worker stopped, so it comes back stranded, to be parked under the attempt it was leased at
+// (the park is fenced on it, so one worker does it). Should that worker record done after all,
+// its done replaces the stranded park (finish).
 func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (*lease, error) {
 	sent := time.Now() // before now: the lease as written never ends before sent + Lease
 	now := w.cfg.Now()
@@ -472,7 +490,10 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 				l.attempt, l.claim = in.Attempts, held
 				return l, nil
 			}
-			if amo && in.Status == dedup.IntentRunning && in.LeaseUntil < now.UnixMilli() && held.CommitToken == claim.CommitToken {
+			// Stranded only once the lease has been over for a margin too: until then its worker
+			// may still be recording what its call got (the call ended a margin before the
+			// lease), and a clock a little ahead must not park what is about to be done.
+			if amo && in.Status == dedup.IntentRunning && in.LeaseUntil+w.cfg.Margin.Milliseconds() < now.UnixMilli() && held.CommitToken == claim.CommitToken {
 				l.attempt, l.owner, l.claim, l.stranded = in.Attempts, in.LeaseOwner, held, true
 				return l, nil
 			}
@@ -493,6 +514,10 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 // (an older worker cannot finish a re-admitted claim's intent), the intent still running, and
 // still at the attempt we leased (a newer lease has incremented it).
 const fence = "commit_token = :commit AND intents.#n.#st = :running AND intents.#n.attempts = :attempt"
+
+// strandedFence is the condition of a done that replaces a stranded park of the attempt we
+// leased: the same incarnation, parked at our attempt, our owner still on it (see finish).
+const strandedFence = "commit_token = :commit AND intents.#n.#st = :parked AND intents.#n.attempts = :attempt AND intents.#n.lease_owner = :owner"
 
 func fenceValues(l *lease) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
@@ -529,6 +554,14 @@ func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) error
 				// Our lease holds; another intent changed since we saw it. Again, as it is now.
 				l.claim = held
 				continue
+			case status == dedup.IntentDone && !l.stranded && !l.overStranded && h.Status == dedup.IntentParked &&
+				h.Attempts == l.attempt && h.LeaseOwner == l.owner && held.CommitToken == l.claim.CommitToken:
+				// Another worker parked our attempt as stranded ("may have been sent") while our
+				// call outlived the lease (only a stranded park leaves our owner and attempt on a
+				// park). It was sent, and succeeded: done is the truth, and keeps an operator from
+				// redriving it into a second send. Again, fenced on that park.
+				l.claim, l.overStranded = held, true
+				continue
 			default:
 				return errLeaseLost
 			}
@@ -561,6 +594,14 @@ func (w *Worker) finishInput(l *lease, status, msg string) *dynamodb.UpdateItemI
 		values[":sent"] = str(truncate(l.sent))
 	}
 	cond := fence
+	if l.overStranded {
+		cond = strandedFence
+		values[":parked"] = str(dedup.IntentParked)
+		values[":owner"] = str(l.owner)
+		delete(values, ":running")
+		set = append(set, "intents.#n.last_error = :err")
+		values[":err"] = str("parked as stranded while its call was under way; its worker then recorded it done")
+	}
 	if others, shard, leaves := indexAfter(l.claim, l.name, status); leaves {
 		for i, other := range others {
 			ph := "#o" + strconv.Itoa(i)

@@ -422,3 +422,47 @@ func TestALostLeaseResponseStillRunsTheIntent(t *testing.T) {
 	}
 	e.exactlyOnce(keys)
 }
+
+// TestARedrivenIntentStillFailingGetsItsWholeBudgetAgain: the downstream is still broken after
+// the redrive; the intent is retried MaxAttempts times again before it parks, not parked at its
+// first failure.
+func TestARedrivenIntentStillFailingGetsItsWholeBudgetAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_budget")
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusServiceUnavailable, 0 }
+	const budget = 3
+	w := e.worker(func(c *outbox.Config) { c.MaxAttempts = budget })
+	sweeper := &outbox.Sweeper{Worker: w}
+	run := func() {
+		t.Helper()
+		e.advance(3 * time.Minute) // past the backoff and the sweeper's minimum age
+		if _, err := sweeper.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.HandleStream(context.Background(), batch(e.records()))
+	for range budget {
+		run()
+	}
+	if in := e.claim("evt_budget").Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != budget {
+		t.Fatalf("%+v: want parked after %d attempts", in, budget)
+	}
+	if err := outbox.Redrive(context.Background(), e.client, e.table, e.claim("evt_budget"), "email.send", e.now()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= budget; i++ {
+		run()
+		in := e.claim("evt_budget").Intents["email.send"]
+		want := dedup.IntentPending
+		if i == budget {
+			want = dedup.IntentParked
+		}
+		if in.Status != want || in.Attempts != budget+i {
+			t.Fatalf("failure %d after the redrive: %+v, want %s at attempt %d", i, in, want, budget+i)
+		}
+	}
+	if calls, _, _ := e.down.snapshot(); calls["shop:evt_budget:email.send"] != 2*budget {
+		t.Fatalf("%d calls, want %d: one budget before the redrive, one after", calls["shop:evt_budget:email.send"], 2*budget)
+	}
+}

@@ -106,7 +106,8 @@ type Target struct {
 	Source     string `json:"source,omitempty"`
 	DetailType string `json:"detail_type,omitempty"`
 	// Invocation is a Lambda target's: "event" (the default: Lambda queues the call) or
-	// "request-response" (the outbox waits, and retries a function error).
+	// "request-response" (the outbox waits, and retries a function error). An at-most-once
+	// Lambda target must be request-response: Lambda's queue retries events itself.
 	Invocation string `json:"invocation,omitempty"`
 	// Delivery is "at-least-once" (the default: a crash between the call and its record sends
 	// again, and the downstream's dedup absorbs it) or "at-most-once", for a downstream with no

@@ -91,6 +91,8 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a state machine target with a function's ARN", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"stepfunctions","arn":"arn:aws:lambda:eu-west-1:1:function:f"}}}`, "targets.t.arn"},
 		{"a group for a standard queue", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"sqs","arn":"arn:aws:sqs:eu-west-1:1:q","group_id":"g"}}}`, "targets.t.group_id"},
 		{"an unknown invocation", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"lambda","arn":"arn:aws:lambda:eu-west-1:1:function:f","invocation":"sync"}}}`, "targets.t.invocation"},
+		{"an asynchronous lambda at most once", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"lambda","arn":"arn:aws:lambda:eu-west-1:1:function:f","delivery":"at-most-once"}}}`, "targets.t.invocation: an asynchronous invocation (event, the default) cannot be at-most-once"},
+		{"an event lambda at most once", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"lambda","arn":"arn:aws:lambda:eu-west-1:1:function:f","invocation":"event","delivery":"at-most-once"}}}`, "targets.t.invocation"},
 		{"an arn for an http target", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"url":"https://e.example","arn":"arn:aws:sqs:eu-west-1:1:q"}}}`, "targets.t: an http target takes url"},
 		// The application's own tables.
 		{"a table without its partition key", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"actions":["put"]}}}`, "tables.orders.partition_key"},

@@ -313,6 +313,10 @@ func (t *Target) validateAWS(at string) error {
 		return &FieldError{Field: at + ".invocation", Reason: "is for lambda targets"}
 	case t.Invocation != "" && t.Invocation != "event" && t.Invocation != "request-response":
 		return &FieldError{Field: at + ".invocation", Reason: fmt.Sprintf("%q is not event or request-response", t.Invocation)}
+	case t.Type == TargetLambda && t.Invocation != "request-response" && t.Delivery == AtMostOnce:
+		// Lambda's event queue retries a failed run twice and may deliver an event more than
+		// once: a call it accepted is not one run (outbox/targets.Lambda.Check).
+		return &FieldError{Field: at + ".invocation", Reason: "an asynchronous invocation (event, the default) cannot be at-most-once: Lambda retries it and may deliver it twice; use request-response"}
 	}
 	return nil
 }

@@ -1,9 +1,12 @@
 // Command mutate checks that every fence and condition expression in dedup/ and outbox/ is
 // guarded by a test that fails without it. For each mutation below it edits one file (removes
 // or weakens the condition), runs the tests named for it, records whether they failed, and puts
-// the file back. It prints the table docs/design.md keeps.
+// the file back. It prints the table docs/design.md keeps. A kill counts only when a test that
+// passed on the unmutated tree fails under the mutation, and fails again when re-run: on a
+// loaded machine a test can fail for its load alone.
 //
 //	go run ./internal/mutate          (the emulator up: make up; AWS_ENDPOINT_URL set as make test sets it)
+//	go run ./internal/mutate -only 'sweeper lock'   (the mutations whose guard contains the text)
 //
 // A mutation that no test kills exits 1.
 package main
@@ -11,6 +14,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,9 +95,36 @@ var mutations = []mutation{
 	{"sweeper lock: one run at a time", "outbox/sweeper.go",
 		`ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR lock_until < :now OR lock_owner = :owner"),`, `ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR :now = :now OR lock_owner = :owner"),`,
 		"./outbox", "TestTwoSweepsNeverRunAtOnce"},
+	{"sweeper lock: it lasts the run's deadline (the path Lambda takes)", "outbox/sweeper.go",
+		`		until = now.Add(time.Until(d))`, `		until = now.Add(0 * time.Until(d))`,
+		"./outbox", "TestTwoSweepsNeverRunAtOnce"},
+	{"batch: a chunk within 4 MB, application tables' puts counted", "dedup/batch.go",
+		`bytes+reqs[i].bytes > MaxTransactionBytes`, `bytes+reqs[i].bytes > 4*MaxTransactionBytes`,
+		"./dedup", "TestABatchChunkStaysWithinEveryTransactionLimit"},
+	{"batch: a body guard counted in its event's actions", "dedup/batch.go",
+		`	if r.guard != nil {
+		n++
+	}`, `	if r.guard != nil {
+		n += 0
+	}`,
+		"./dedup", "TestABatchChunkStaysWithinEveryTransactionLimit"},
+	{"batch: conflicts retried ConflictRetries times, then unavailable", "dedup/batch.go",
+		`			if attempt > s.retries {`, `			if attempt > s.retries+1 {`,
+		"./dedup", "TestABatchUnderTransactionConflictRetriesAndThenGivesUp"},
+	{"batch: one item however its key or table is written", "dedup/request.go",
+		`		return "N" + canonicalNumber(v.Value)`, `		return "N" + v.Value`,
+		"./dedup", "TestOneItemIsOneItemHoweverItsKeyIsWritten"},
+	{"config: the claims table refused as an application table by ARN", "dedup/store.go",
+		`	if strings.HasPrefix(s, "arn:") {`, `	if strings.HasPrefix(s, "no arn:") {`,
+		"./dedup", "TestTheClaimsTableIsRefusedAsAnApplicationTableUnderEveryName"},
+	{"claim: room for the worker's longest bookkeeping (a done's sent next to a last error)", "dedup/claim.go",
+		`const IntentBookkeepingBytes = 1280`, `const IntentBookkeepingBytes = 768`,
+		"./outbox", "TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite"},
 }
 
 func main() {
+	only := flag.String("only", "", "run only the mutations whose guard contains this text")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if os.Getenv("AWS_ENDPOINT_URL") == "" {
@@ -104,13 +135,16 @@ func main() {
 	fmt.Println("|---|---|---|")
 	survived := 0
 	for _, m := range mutations {
-		killed, err := try(ctx, m)
+		if !strings.Contains(m.guard, *only) {
+			continue
+		}
+		killedBy, err := try(ctx, m)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mutate:", err)
 			os.Exit(2)
 		}
-		verdict := "`" + strings.ReplaceAll(m.run, "|", "`, `") + "`"
-		if !killed {
+		verdict := "`" + strings.Join(killedBy, "`, `") + "`"
+		if len(killedBy) == 0 {
 			verdict = "**SURVIVED**: no test fails without it"
 			survived++
 		}
@@ -121,29 +155,95 @@ func main() {
 	}
 }
 
-// try applies m, runs its tests and restores the file, whatever happens.
-func try(ctx context.Context, m mutation) (killed bool, err error) {
+// try runs m's tests on the unmutated tree, applies m, runs them again and restores the file,
+// whatever happens. It returns the tests that killed m: those that passed unmutated and failed
+// under the mutation twice (a run and its re-run), so that a test failing under the machine's
+// load alone is not counted as a kill.
+func try(ctx context.Context, m mutation) (killedBy []string, err error) {
 	orig, err := os.ReadFile(m.file)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if n := bytes.Count(orig, []byte(m.from)); n != 1 {
-		return false, fmt.Errorf("%s: the mutation's text occurs %d times (want once): %q", m.file, n, m.from)
+		return nil, fmt.Errorf("%s: the mutation's text occurs %d times (want once): %q", m.file, n, m.from)
+	}
+	baseline, err := runTests(ctx, m.pkg, m.run)
+	if err != nil {
+		return nil, fmt.Errorf("%s: unmutated: %w", m.guard, err)
+	}
+	if len(baseline) > 0 { // once more: load alone fails some tests
+		if baseline, err = runTests(ctx, m.pkg, exact(baseline)); err != nil {
+			return nil, fmt.Errorf("%s: unmutated: %w", m.guard, err)
+		}
 	}
 	if err := os.WriteFile(m.file, bytes.Replace(orig, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
-		return false, err
+		return nil, err
 	}
 	defer os.WriteFile(m.file, orig, 0o644)
+	first, err := runTests(ctx, m.pkg, m.run)
+	if err != nil {
+		return nil, fmt.Errorf("%s: mutated: %w", m.guard, err)
+	}
+	var second []string
+	if len(first) > 0 {
+		if second, err = runTests(ctx, m.pkg, exact(first)); err != nil {
+			return nil, fmt.Errorf("%s: mutated, re-run: %w", m.guard, err)
+		}
+	}
+	return judge(baseline, first, second), nil
+}
+
+// judge names the tests that kill a mutation: failed in the mutated run and its re-run, and
+// not failing on the unmutated tree (a test that fails without the mutation proves nothing).
+func judge(baseline, first, second []string) []string {
+	broken := map[string]bool{}
+	for _, t := range baseline {
+		broken[t] = true
+	}
+	again := map[string]bool{}
+	for _, t := range second {
+		again[t] = true
+	}
+	var killed []string
+	for _, t := range first {
+		if again[t] && !broken[t] {
+			killed = append(killed, t)
+		}
+	}
+	return killed
+}
+
+// runTests runs pkg's tests matching run and returns the top-level tests that failed. A run
+// that did not build, or failed with no test failing, is an error.
+func runTests(ctx context.Context, pkg, run string) ([]string, error) {
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(tctx, "go", "test", "-count=1", "-run", m.run, m.pkg)
-	out, err := cmd.CombinedOutput()
-	switch {
-	case err == nil:
-		return false, nil
-	case strings.Contains(string(out), "--- FAIL"):
-		return true, nil
-	default:
-		return false, fmt.Errorf("%s: the mutated code did not build or its tests did not run:\n%s", m.guard, out)
+	out, err := exec.CommandContext(tctx, "go", "test", "-count=1", "-run", run, pkg).CombinedOutput()
+	failed := failedTests(out)
+	if err != nil && len(failed) == 0 {
+		return nil, fmt.Errorf("the code did not build or its tests did not run:\n%s", out)
 	}
+	return failed, nil
 }
+
+// failedTests reads the top-level test names of go test's "--- FAIL: " lines.
+func failedTests(out []byte) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "--- FAIL: ")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, " ")
+		name, _, _ = strings.Cut(name, "/")
+		if name != "" && !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// exact is a -run pattern for exactly these top-level tests.
+func exact(names []string) string { return "^(" + strings.Join(names, "|") + ")$" }

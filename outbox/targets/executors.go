@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,6 +48,7 @@ type (
 	StepFunctionsAPI interface {
 		StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
 		DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+		DescribeStateMachine(ctx context.Context, in *sfn.DescribeStateMachineInput, optFns ...func(*sfn.Options)) (*sfn.DescribeStateMachineOutput, error)
 	}
 	LambdaAPI interface {
 		Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
@@ -105,9 +107,10 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) 
 	if t.AtMostOnce {
 		opts = append(opts, func(o *sqs.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one send
 	}
+	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.SendMessage(ctx, in, opts...)
 	if err != nil {
-		return "", classify("SQS SendMessage "+x.QueueURL, err)
+		return "", classify("SQS SendMessage "+x.QueueURL, err, writes)
 	}
 	return "message " + aws.ToString(out.MessageId), nil
 }
@@ -148,9 +151,10 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) 
 	if t.AtMostOnce {
 		opts = append(opts, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
 	}
+	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.Publish(ctx, in, opts...)
 	if err != nil {
-		return "", classify("SNS Publish "+x.TopicARN, err)
+		return "", classify("SNS Publish "+x.TopicARN, err, writes)
 	}
 	return "message " + aws.ToString(out.MessageId), nil
 }
@@ -196,11 +200,12 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (string,
 	if t.AtMostOnce {
 		opts = append(opts, func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 })
 	}
+	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		EventBusName: aws.String(bus), Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(detail)),
 	}}}, opts...)
 	if err != nil {
-		return "", classify("EventBridge PutEvents "+bus, err)
+		return "", classify("EventBridge PutEvents "+bus, err, writes)
 	}
 	if out.FailedEntryCount > 0 {
 		code, msg := "", ""
@@ -217,17 +222,29 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (string,
 }
 
 // StepFunctions starts one execution per intent, named after the key's hash, with the payload
-// as its input. A standard state machine refuses a second execution of one name for 90 days:
-// a retry meets ExecutionAlreadyExists (or, while the first runs, is answered as it was), and
-// counts as done when the existing execution has the same input, permanent when it has another.
+// as its input. It reads its state machine's type once (DescribeStateMachine) and acts on it:
+//
+//   - STANDARD: a second execution of one name is refused for 90 days, so a retry meets
+//     ExecutionAlreadyExists (or, while the first runs, is answered as it was) and counts as done
+//     when the existing execution has the same input, permanent when it has another. A failure
+//     after the start may have been sent is still safe to retry, also at most once
+//     (outbox.Deduplicated).
+//   - EXPRESS: Step Functions does not manage idempotency for express workflows: every start
+//     runs, whatever its name. At least once, the workflow deduplicates on its execution name
+//     ($$.Execution.Name, the key's hash); at most once, a failure that may have been sent parks.
 type StepFunctions struct {
 	Client          StepFunctionsAPI
 	StateMachineARN string
-	Timeout         time.Duration // per call; default DefaultTimeout
+	// Timeout bounds one Execute, whatever it calls (the type's read the first time, the start,
+	// and on a repeated name the existing execution's read); default DefaultTimeout.
+	Timeout time.Duration
+
+	mu      sync.Mutex
+	express *bool // the machine's type, once read
 }
 
-// MaxDuration is the longest one Execute takes (outbox.Bounded): a start and a describe.
-func (x *StepFunctions) MaxDuration() time.Duration { return 2 * timeout(x.Timeout) }
+// MaxDuration is the longest one Execute takes (outbox.Bounded): its Timeout.
+func (x *StepFunctions) MaxDuration() time.Duration { return timeout(x.Timeout) }
 
 // ExecutionName is the execution an intent starts: 32 hex digits of its key's SHA-256.
 func ExecutionName(idempotencyKey string) string { return hashedKey(idempotencyKey)[:32] }
@@ -238,33 +255,69 @@ func (x *StepFunctions) Execute(ctx context.Context, t outbox.Task) error {
 	return err
 }
 
+// isExpress reads the state machine's type, once (a failed read is tried again next time).
+func (x *StepFunctions) isExpress(ctx context.Context) (bool, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.express != nil {
+		return *x.express, nil
+	}
+	d, err := x.Client.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(x.StateMachineARN)})
+	if err != nil {
+		return false, err
+	}
+	express := d.Type == sfntypes.StateMachineTypeExpress
+	x.express = &express
+	return express, nil
+}
+
 // ExecuteReport starts the execution and reports its ARN (outbox.Reporter).
 func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
 	if !json.Valid(t.Payload) {
 		return "", outbox.Permanent(errors.New("the intent's payload is not JSON: a state machine's input must be"))
 	}
+	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
+	defer cancel()
+	express, err := x.isExpress(ctx)
+	if err != nil {
+		// Nothing was started: whatever the read's failure, the execution was not sent.
+		if err = classify("Step Functions DescribeStateMachine "+x.StateMachineARN, err, nil); !outbox.IsPermanent(err) {
+			err = outbox.NotSent(err)
+		}
+		return "", err
+	}
+	kind := "execution "
+	if express {
+		kind = "express execution "
+	}
 	name := ExecutionName(t.IdempotencyKey)
-	cctx, cancel := context.WithTimeout(ctx, timeout(x.Timeout))
-	out, err := x.Client.StartExecution(cctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload))})
-	cancel()
+	var opts []func(*sfn.Options)
+	if t.AtMostOnce {
+		opts = append(opts, func(o *sfn.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one start
+	}
+	sctx, writes := outbox.TraceWrites(ctx)
+	out, err := x.Client.StartExecution(sctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload))}, opts...)
 	var exists *sfntypes.ExecutionAlreadyExists
 	if err == nil {
-		return "execution " + aws.ToString(out.ExecutionArn), nil
+		return kind + aws.ToString(out.ExecutionArn), nil
 	}
 	if !errors.As(err, &exists) {
-		return "", classify("Step Functions StartExecution "+x.StateMachineARN, err)
+		err = classify("Step Functions StartExecution "+x.StateMachineARN, err, writes)
+		if !express && !outbox.IsPermanent(err) && !outbox.IsNotSent(err) {
+			err = outbox.Deduplicated(err) // the name holds a standard workflow to one execution
+		}
+		return "", err
 	}
 	// A state machine's execution ARN is its ARN with ":stateMachine:" made ":execution:" and
 	// the name appended.
 	arn := strings.Replace(x.StateMachineARN, ":stateMachine:", ":execution:", 1) + ":" + name
-	dctx, cancel := context.WithTimeout(ctx, timeout(x.Timeout))
-	defer cancel()
-	d, derr := x.Client.DescribeExecution(dctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+	d, derr := x.Client.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 	if derr != nil {
-		return "", classify("Step Functions DescribeExecution "+arn, derr)
+		// Only a read: an at-most-once retry still meets the same name.
+		return "", outbox.Deduplicated(classify("Step Functions DescribeExecution "+arn, derr, nil))
 	}
 	if sameJSON(aws.ToString(d.Input), string(t.Payload)) {
-		return "execution " + arn, nil // our earlier attempt started it
+		return kind + arn, nil // our earlier attempt started it
 	}
 	return "", outbox.Permanent(fmt.Errorf("Step Functions: execution %s exists with another input", arn))
 }
@@ -282,6 +335,16 @@ type Lambda struct {
 
 // MaxDuration is the longest one call takes (outbox.Bounded).
 func (x *Lambda) MaxDuration() time.Duration { return timeout(x.Timeout) }
+
+// Check refuses an asynchronous invocation as an at-most-once target (outbox.Checker): Lambda
+// queues the event and retries a function error twice itself, and may deliver an event more
+// than once, so a call it accepted is not one run.
+func (x *Lambda) Check(atMostOnce bool) error {
+	if atMostOnce && !x.Synchronous {
+		return fmt.Errorf("lambda %s: an asynchronous invocation (event) cannot be at-most-once: Lambda retries and may deliver it twice; invoke it request-response", x.Function)
+	}
+	return nil
+}
 
 // Execute invokes the function.
 func (x *Lambda) Execute(ctx context.Context, t outbox.Task) error {
@@ -303,11 +366,15 @@ func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (string, erro
 	}
 	var opts []func(*lambda.Options)
 	if t.AtMostOnce {
+		if err := x.Check(true); err != nil {
+			return "", outbox.Permanent(err) // never sent: outbox.New refuses this pair up front
+		}
 		opts = append(opts, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
 	}
+	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload}, opts...)
 	if err != nil {
-		return "", classify("Lambda Invoke "+x.Function, err)
+		return "", classify("Lambda Invoke "+x.Function, err, writes)
 	}
 	if out.FunctionError != nil {
 		// The function ran and failed: retried, and parked after the worker's attempts.

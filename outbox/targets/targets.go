@@ -15,8 +15,13 @@
 //	Lambda           the envelope's idempotency_key (Powertools can key on it) the function's dedup
 //
 // For an at-most-once target (Task.AtMostOnce) each call is sent once, without the SDK's own
-// retries, so the one failure reported is the only attempt (Step Functions needs no such care:
-// a second start of one execution name never runs it twice).
+// retries, so the one failure reported is the only attempt; a failure is NotSent only when
+// none of the request was written (outbox.TraceWrites). A Step Functions executor reads its
+// state machine's type: a standard workflow starts one execution per name, so a failure after
+// the start may have been sent is still safe to retry (outbox.Deduplicated); an express
+// workflow does not manage idempotency at all, and a second start runs again. An asynchronous
+// Lambda invocation cannot be at-most-once (Lambda's own queue retries it, and may deliver an
+// event twice): outbox.New refuses the pair.
 //
 // EventBridge and Lambda receive the intent wrapped in an Envelope, so the function or rule
 // sees the key and the event it came from; SQS and SNS carry the payload as the message body
@@ -29,7 +34,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -70,19 +74,19 @@ func hashedKey(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// classify turns a service call's error into the worker's terms: nil, retried, or Permanent.
-func classify(op string, err error) error {
+// classify turns a service call's error into the worker's terms: nil, retried, NotSent or
+// Permanent. writes is the call's WriteTrace: a transport failure is NotSent only when none of
+// the request was written, whatever the error says (a dial refused for a second attempt of a
+// request the service had read is still a request that was sent).
+func classify(op string, err error, writes *outbox.WriteTrace) error {
 	if err == nil {
 		return nil
 	}
 	err = fmt.Errorf("%s: %w", op, err)
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
-		var dial *net.OpError
-		if errors.As(err, &dial) && dial.Op == "dial" {
-			return outbox.NotSent(err) // no connection: nothing reached the service
-		}
-		return err // a timeout or a transport failure: the call may have happened; retried
+		// A timeout or a transport failure: the call may have happened unless nothing was written.
+		return writes.NotSentUnlessWritten(err)
 	}
 	code := ae.ErrorCode()
 	if _, ok := retry.DefaultThrottleErrorCodes[code]; ok {
