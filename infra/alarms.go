@@ -162,6 +162,16 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 					"unavailable": w.ours("Unavailable", "Sum", minute, src...), "failed": w.ours("Failed", "Sum", minute, src...)},
 				Label: jsii.String("503 and 500 %"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
 			}), threshold: 5, m: 3, n: 5, missing: notBreaching})
+		// The rate above judges only 10 deliveries a minute and more: under that, a count. A
+		// provider retries a failed delivery within the hour (docs/operations.md), so a
+		// source failing everything fails twice in an hour at any volume; one 503 does not page.
+		w.alarm(alarmSpec{id: "DeliveriesFailing-" + name, description: "Two or more 5-minute periods in the last hour with deliveries from " + name + " answered 503 or 500, at any volume: the provider retries, then disables the endpoint",
+			metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String("FILL(unavailable, 0) + FILL(failed, 0)"),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{
+					"unavailable": w.ours("Unavailable", "Sum", five, src...), "failed": w.ours("Failed", "Sum", five, src...)},
+				Label: jsii.String("503 and 500"), Period: awscdk.Duration_Minutes(jsii.Number(5)),
+			}), threshold: 0, m: 2, n: 12, missing: notBreaching})
 		w.alarm(alarmSpec{id: "UnknownTypes-" + name, description: "Events from " + name + " of types no planner is registered for: a planner missing or misnamed (unknown_types says whether they were claimed empty)",
 			metric: w.ours("UnknownType", "Sum", five, src...), threshold: 0, m: 1, n: 1, missing: notBreaching})
 		if file.Sources[name].ReplayGuard == sources.ReplayGuardBody {
@@ -169,11 +179,30 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 				metric: w.ours("ReplayRefused", "Sum", five, src...), threshold: 0, m: 1, n: 1, missing: notBreaching})
 		}
 	}
+	// A downstream that fails: intents retry with backoff for about half an hour before they
+	// park (ParkedIntents). Most of a target's attempts retried for 15 minutes pages first.
+	outageTargets := append(sortedKeys(file.Targets), cfg.Targets...)
+	slices.Sort(outageTargets)
+	for _, t := range slices.Compact(outageTargets) {
+		tgt := []string{"target", t}
+		w.alarm(alarmSpec{id: "TargetRetrying-" + t, description: "Over half of the attempts at target " + t + " are retried, for 15 minutes: the downstream is failing; its intents park in about 30 minutes",
+			metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String("IF(FILL(retried, 0) + FILL(done, 0) > 0, 100 * FILL(retried, 0) / (FILL(retried, 0) + FILL(done, 0)), 0)"),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{
+					"retried": w.ours("IntentsRetried", "Sum", five, tgt...), "done": w.ours("IntentsDone", "Sum", five, tgt...)},
+				Label: jsii.String("retried %"), Period: awscdk.Duration_Minutes(jsii.Number(5)),
+			}), threshold: 50, m: 3, n: 3, missing: notBreaching})
+	}
 	// The platform under them.
 	apiDims := map[string]*string{"ApiId": api.ApiId()}
 	w.alarm(alarmSpec{id: "Api5xx", description: "Over 1% of requests to the webhook API are answered 5xx (the receiver failing, throttled, or timing out)",
 		metric:    rate("5xx %", aws("AWS/ApiGateway", "5xx", "Sum", minute, apiDims), aws("AWS/ApiGateway", "Count", "Sum", minute, apiDims), 10, minute),
 		threshold: 1, m: 3, n: 5, missing: notBreaching})
+	w.alarm(alarmSpec{id: "Api5xxCount", description: "Two or more 5-minute periods in the last hour with requests to the webhook API answered 5xx, at any volume (Api5xx judges only 10 a minute and more)",
+		metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("FILL(errors, 0)"), UsingMetrics: &map[string]awscloudwatch.IMetric{"errors": aws("AWS/ApiGateway", "5xx", "Sum", five, apiDims)},
+			Label: jsii.String("5xx"), Period: awscdk.Duration_Minutes(jsii.Number(5)),
+		}), threshold: 0, m: 2, n: 12, missing: notBreaching})
 	w.alarm(alarmSpec{id: "ReceiverLatency", description: fmt.Sprintf("The receiver's p99 duration is over 80%% of the tightest provider timeout (%s): deliveries are about to be retried as failures", tightest),
 		metric:    aws("AWS/Lambda", "Duration", "p99", minute, map[string]*string{"FunctionName": receiverFn.FunctionName()}),
 		threshold: 0.8 * float64(tightest.Milliseconds()), m: 3, n: 5, missing: notBreaching})

@@ -98,10 +98,19 @@ type Props struct {
 	// AlarmTopic receives every alarm's ALARM and OK; default a new topic (Oncehook.AlarmTopic),
 	// to subscribe whoever is on call.
 	AlarmTopic awssns.ITopic
+	// AlarmEmails and AlarmHttpsEndpoints subscribe the alarm topic (the construct's own or
+	// AlarmTopic): each address gets every ALARM and OK once it confirms the subscription. A
+	// stack with neither and no AlarmTopic synthesizes with a warning: its alarms reach nobody.
+	AlarmEmails, AlarmHttpsEndpoints []string
 	// MetricsNamespace is the CloudWatch namespace the functions write their metrics in and the
 	// alarms read: one per deployment, so that staging and production in one account do not feed
-	// each other's alarms. Default DefaultNamespace.
+	// each other's alarms. Default DefaultNamespace + "/" + the construct's path
+	// ("oncehook/Production/Webhooks"), unique per construct instance in an account and Region.
 	MetricsNamespace string
+	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
+	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
+	// cannot take the account's concurrency from the receiver. Default 5.
+	RetryConcurrency float64
 	// ReceiverReservedConcurrency caps the receiver's concurrent executions (0: no cap), so a
 	// flood cannot take the account's concurrency from the outbox and the sweeper. (A new
 	// account's unreserved minimum of 100 leaves little to reserve.)
@@ -172,6 +181,9 @@ type Oncehook struct {
 	Dashboard                awscloudwatch.Dashboard
 	// AlarmTopic is where the alarms send their ALARM and OK (Props.AlarmTopic, or a new one).
 	AlarmTopic awssns.ITopic
+	// MetricsNamespace is the namespace the functions write their metrics in and the alarms
+	// read (Props.MetricsNamespace or its default).
+	MetricsNamespace string
 	// Sources is the sources file as validated at synth.
 	Sources *sources.File
 }
@@ -230,11 +242,24 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			return nil, fmt.Errorf("Props.Audit%s: %s", inv.Field, inv.Reason) // Props.AuditPrefixes[1], Props.AuditSample
 		}
 	}
-	if cfg.MetricsNamespace == "" {
-		cfg.MetricsNamespace = DefaultNamespace
-	}
-	if !validNamespace(cfg.MetricsNamespace) {
+	if cfg.MetricsNamespace != "" && !validNamespace(cfg.MetricsNamespace) {
 		return nil, fmt.Errorf("Props.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.MetricsNamespace)
+	}
+	if cfg.RetryConcurrency == 0 {
+		cfg.RetryConcurrency = 5
+	}
+	if cfg.RetryConcurrency < 2 || cfg.RetryConcurrency > 1000 {
+		return nil, fmt.Errorf("Props.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.RetryConcurrency)
+	}
+	for i, e := range cfg.AlarmEmails {
+		if at := strings.LastIndexByte(e, '@'); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
+			return nil, fmt.Errorf("Props.AlarmEmails[%d] %q: not an email address", i, e)
+		}
+	}
+	for i, e := range cfg.AlarmHttpsEndpoints {
+		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, fmt.Errorf("Props.AlarmHttpsEndpoints[%d] %q: must be an https:// URL", i, e)
+		}
 	}
 	if !cfg.Local {
 		if err := deployable(file, cfg); err != nil {
@@ -281,6 +306,10 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	o := &Oncehook{Construct: c, Sources: file}
 	stack := awscdk.Stack_Of(c)
+	if cfg.MetricsNamespace == "" {
+		cfg.MetricsNamespace = defaultNamespace(*c.Node().Path())
+	}
+	o.MetricsNamespace = cfg.MetricsNamespace
 
 	removal := awscdk.RemovalPolicy_RETAIN
 	if cfg.Local {
@@ -366,7 +395,8 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	// receiver's transaction puts the claim, its body guard and put effects (PutItem) and
 	// applies update effects (UpdateItem); it reads a claim on a duplicate (GetItem). The
 	// outbox and the sweeper lease and record (UpdateItem) and read a woken or swept claim.
-	allow(receiver, []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
+	// Effects on the table itself may be of every kind the API accepts (ownTableActions).
+	allow(receiver, ownTableActions(), table.TableArn())
 	allow(worker, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
 	allow(sweeper, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
 	allow(sweeper, []string{"dynamodb:Query"}, jsii.String(*table.TableArn()+"/index/"+dedup.PendingIndex))
@@ -377,8 +407,14 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	grantTables(stack, file, receiver, sweeper)
 	grantTargets(stack, file, worker, sweeper)
 	if key := table.EncryptionKey(); key != nil {
+		// Through DynamoDB only (the table's items and its stream), as the secrets' keys are
+		// through Secrets Manager and SSM: the key itself decrypts nothing else for them.
 		for _, fn := range []awslambda.Function{receiver, worker, sweeper} {
-			key.GrantEncryptDecrypt(fn)
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:    jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"),
+				Resources:  jsii.Strings(*key.KeyArn()),
+				Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("dynamodb.%s.amazonaws.com", *stack.Region())}},
+			}))
 		}
 	}
 
@@ -411,7 +447,15 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(retries, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(cfg.RetryConcurrency),
 	}))
+	// The sweeper's runs are asynchronous: Lambda's defaults (2 retries, kept 6 hours) would
+	// queue throttled runs behind its reserved concurrency of 1. A run that could not start is
+	// dropped; the next comes in 2 minutes.
+	sweeper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+		RetryAttempts: jsii.Number(0),
+		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
+	})
 
 	awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("re-drive outbox intents the stream path left behind"),
@@ -428,11 +472,26 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key, and an
 		// alarm notification carries names and states, no secrets (suppress.go).
 		t := awssns.NewTopic(c, jsii.String("Alarms"), &awssns.TopicProps{DisplayName: jsii.String("oncehook alarms"), EnforceSSL: jsii.Bool(true)})
+		// A topic policy replaces SNS's default one, whose Allow is what lets CloudWatch
+		// publish: without this statement (EnforceSSL's policy has only a Deny) alarms fire
+		// and no message is sent. Only this account's alarms.
+		t.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("CloudWatchAlarmsPublish"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+			Actions:    jsii.Strings("sns:Publish"),
+			Resources:  jsii.Strings(*t.TopicArn()),
+			Conditions: &map[string]any{
+				"ArnLike":      map[string]any{"aws:SourceArn": fmt.Sprintf("arn:%s:cloudwatch:%s:%s:alarm:*", *stack.Partition(), *stack.Region(), *stack.Account())},
+				"StringEquals": map[string]any{"aws:SourceAccount": *stack.Account()},
+			},
+		}))
 		suppressTopic(t)
 		topic = t
 	}
 	o.AlarmTopic = topic
+	subscribe(c, topic, cfg)
 	o.Alarms, o.Dashboard = alarms(c, cfg, file, cfg.MetricsNamespace, topic, table, api, receiver, worker, sweeper, dlq)
+	outputs(c, stack, o)
 	suppress(api, dlq, worker, receiver, worker, sweeper)
 	return o, nil
 }
@@ -574,12 +633,74 @@ func receiverTimeout(f *sources.File) time.Duration {
 	return t
 }
 
+// defaultNamespace is DefaultNamespace and the construct's path, each character CloudWatch
+// does not take in a namespace replaced with "_".
+func defaultNamespace(path string) string {
+	ns := []rune(DefaultNamespace + "/" + path)
+	for i, r := range ns {
+		if !namespaceRune(r) {
+			ns[i] = '_'
+		}
+	}
+	if len(ns) > 255 {
+		ns = ns[:255]
+	}
+	return string(ns)
+}
+
+func namespaceRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)
+}
+
+// ownTableActions are the DynamoDB actions the receiver's transaction needs on oncehook's own
+// table: the claim and its body guard (PutItem), a duplicate's claim (GetItem), and an effect of
+// each kind the API accepts (dedup.PutEffect, UpdateEffect, DeleteEffect, CheckEffect:
+// sources.TableActions), which a planner may write there as well as in its own tables.
+func ownTableActions() []string {
+	actions := []string{"dynamodb:GetItem", "dynamodb:PutItem"}
+	for _, a := range sources.TableActions {
+		actions = append(actions, a)
+	}
+	slices.Sort(actions)
+	return slices.Compact(actions)
+}
+
+// subscribe subscribes Props.AlarmEmails and Props.AlarmHttpsEndpoints to the alarm topic, and
+// warns at synth when nothing is: the alarms would fire into a topic nobody reads.
+func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
+	for i, e := range cfg.AlarmEmails {
+		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmEmail%d", i)), &awssns.SubscriptionProps{
+			Topic: topic, Protocol: awssns.SubscriptionProtocol_EMAIL, Endpoint: jsii.String(e),
+		})
+	}
+	for i, e := range cfg.AlarmHttpsEndpoints {
+		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmHttps%d", i)), &awssns.SubscriptionProps{
+			Topic: topic, Protocol: awssns.SubscriptionProtocol_HTTPS, Endpoint: jsii.String(e),
+		})
+	}
+	if cfg.AlarmTopic == nil && len(cfg.AlarmEmails) == 0 && len(cfg.AlarmHttpsEndpoints) == 0 {
+		awscdk.Annotations_Of(c).AddWarningV2(jsii.String("oncehook:unsubscribed"),
+			jsii.String("nothing is subscribed to the alarm topic: set Props.AlarmEmails, Props.AlarmHttpsEndpoints or Props.AlarmTopic, or subscribe Oncehook.AlarmTopic, or the alarms reach nobody"), nil)
+	}
+}
+
+// outputs are what an operator looks up after a deploy: the topic to subscribe, the queue
+// that takes what gave up, the dashboard.
+func outputs(c constructs.Construct, stack awscdk.Stack, o *Oncehook) {
+	awscdk.NewCfnOutput(c, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: o.AlarmTopic.TopicArn(), Description: jsii.String("oncehook: the topic every alarm sends its ALARM and OK to")})
+	awscdk.NewCfnOutput(c, jsii.String("FailureQueueUrl"), &awscdk.CfnOutputProps{Value: o.FailureQueue.QueueUrl(), Description: jsii.String("oncehook: stream records and wake-ups that exhausted their retries")})
+	awscdk.NewCfnOutput(c, jsii.String("DashboardUrl"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(fmt.Sprintf("https://%s.console.aws.amazon.com/cloudwatch/home?region=%s#dashboards:name=%s", *stack.Region(), *stack.Region(), *o.Dashboard.DashboardName())),
+		Description: jsii.String("oncehook: the dashboard"),
+	})
+}
+
 func validNamespace(ns string) bool {
 	if ns == "" || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
 		return false
 	}
 	for _, r := range ns {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)) {
+		if !namespaceRune(r) {
 			return false
 		}
 	}
