@@ -69,8 +69,12 @@ type Props struct {
 	// Local marks a throwaway stack on an emulator: the table is destroyed with it and has no
 	// deletion protection.
 	Local bool
-	// MemorySize of each function in MB. Default 256.
+	// MemorySize of each function in MB (128 to 10,240). Default 256; ReceiverFunction and
+	// the like set one function's.
 	MemorySize float64
+	// ReceiverFunction, OutboxFunction and SweeperFunction set one function's memory,
+	// architecture and reserved concurrency over the defaults above.
+	ReceiverFunction, OutboxFunction, SweeperFunction FunctionOptions
 	// Environment is added to every function's environment (it cannot replace oncehook's own).
 	Environment map[string]string
 	// Targets are the intent targets the application's own executors serve (its outbox and
@@ -107,6 +111,23 @@ type Props struct {
 	// each other's alarms. Default DefaultNamespace + "/" + the construct's path
 	// ("oncehook/Production/Webhooks"), unique per construct instance in an account and Region.
 	MetricsNamespace string
+	// StreamParallelization is the stream mapping's parallelization factor (1 to 10): batches
+	// of one shard processed at once, for an event rate one worker per shard cannot keep up
+	// with (OutboxIteratorAge). Default 2.
+	StreamParallelization float64
+	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
+	// 100. The outbox function's timeout is derived from it and the slowest target's timeout,
+	// so a batch that could not run within Lambda's 15 minutes fails the synth.
+	StreamBatchSize float64
+	// LogRetention is how long the functions' and the API's log groups keep their lines.
+	// Default one month.
+	LogRetention awslogs.RetentionDays
+	// LogRemoval is what becomes of those log groups when the stack deletes them. Default
+	// DESTROY (the lines expire anyway); RETAIN for an audit trail that outlives the stack.
+	LogRemoval awscdk.RemovalPolicy
+	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
+	// role send its segments); default none.
+	Tracing awslambda.Tracing
 	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
 	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
 	// cannot take the account's concurrency from the receiver. Default 5.
@@ -125,6 +146,11 @@ type Props struct {
 	// customer-managed key each function may use it for the table.
 	TableEncryption awsdynamodb.TableEncryption
 	TableKey        awskms.IKey
+	// TableLogicalID keeps the table's CloudFormation logical id. The id follows the
+	// construct's path, so renaming or moving the construct would replace the table (a new,
+	// empty one: its dedup history lost, a redrive run again); set this to the id the table
+	// has in the deployed template ("WebhooksTable1A2B3C4D") and the same table stays.
+	TableLogicalID string
 	// SourceThrottles overrides ThrottleRate and ThrottleBurst for a source's own route (each
 	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
 	// allowance. Only with the construct's own API.
@@ -142,6 +168,18 @@ type Props struct {
 	// whose concurrency quota has nothing to reserve (a new account's 10). Its lock item still
 	// keeps two runs from overlapping; the reservation keeps a second one from even starting.
 	UnreservedSweeper bool
+}
+
+// FunctionOptions are one function's settings over the construct-wide ones.
+type FunctionOptions struct {
+	// MemorySize in MB (128 to 10,240); default Props.MemorySize.
+	MemorySize float64
+	// Architecture, default Props.X86's (arm64 unless X86). The function's code must be built
+	// for it: a prebuilt bootstrap of another architecture fails the synth.
+	Architecture awslambda.Architecture
+	// ReservedConcurrency caps the function's concurrent executions (0: no cap). Not for the
+	// sweeper, which has 1 (Props.UnreservedSweeper removes it).
+	ReservedConcurrency float64
 }
 
 // Throttle is a steady rate (requests per second) and a burst.
@@ -184,6 +222,11 @@ type Oncehook struct {
 	// MetricsNamespace is the namespace the functions write their metrics in and the alarms
 	// read (Props.MetricsNamespace or its default).
 	MetricsNamespace string
+	// StreamMapping is the outbox's mapping on the table's stream, SweepSchedule the sweeper's
+	// rule, AccessLogs the API's access-log group (nil with Props.HttpApi).
+	StreamMapping awslambdaeventsources.DynamoEventSource
+	SweepSchedule awsevents.Rule
+	AccessLogs    awslogs.LogGroup
 	// Sources is the sources file as validated at synth.
 	Sources *sources.File
 }
@@ -232,6 +275,9 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if cfg.GoModuleDir == "" {
 		cfg.GoModuleDir = "."
 	}
+	if id := cfg.TableLogicalID; id != "" && !logicalID(id) {
+		return nil, fmt.Errorf("Props.TableLogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
+	}
 	if cfg.TableKey != nil && cfg.TableEncryption != awsdynamodb.TableEncryption_CUSTOMER_MANAGED {
 		return nil, errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
 	}
@@ -244,6 +290,27 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 	if cfg.MetricsNamespace != "" && !validNamespace(cfg.MetricsNamespace) {
 		return nil, fmt.Errorf("Props.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.MetricsNamespace)
+	}
+	if cfg.StreamParallelization == 0 {
+		cfg.StreamParallelization = 2
+	}
+	if cfg.StreamParallelization < 1 || cfg.StreamParallelization > 10 || cfg.StreamParallelization != float64(int(cfg.StreamParallelization)) {
+		return nil, fmt.Errorf("Props.StreamParallelization %g: must be a whole number between 1 and 10", cfg.StreamParallelization)
+	}
+	if cfg.StreamBatchSize == 0 {
+		cfg.StreamBatchSize = outboxBatchSize
+	}
+	if cfg.StreamBatchSize < 1 || cfg.StreamBatchSize > 10000 || cfg.StreamBatchSize != float64(int(cfg.StreamBatchSize)) {
+		return nil, fmt.Errorf("Props.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.StreamBatchSize)
+	}
+	if cfg.LogRetention == "" {
+		cfg.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if cfg.LogRemoval == "" {
+		cfg.LogRemoval = awscdk.RemovalPolicy_DESTROY
+	}
+	if err := checkFunctions(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.RetryConcurrency == 0 {
 		cfg.RetryConcurrency = 5
@@ -276,11 +343,10 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			return nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
 		}
 	}
-	timings, err := outboxTimings(file)
+	timings, err := outboxTimings(file, int(cfg.StreamBatchSize))
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	arm64 := !cfg.X86
 	staging, err := os.MkdirTemp("", "oncehook-code-")
 	if err != nil {
 		return nil, err
@@ -290,7 +356,9 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		name string
 		c    Code
 		def  string
-	}{{"receiver", cfg.Receiver, ReceiverPackage}, {"outbox", cfg.Outbox, OutboxPackage}, {"sweeper", cfg.Sweeper, SweeperPackage}} {
+		opts FunctionOptions
+	}{{"receiver", cfg.Receiver, ReceiverPackage, cfg.ReceiverFunction}, {"outbox", cfg.Outbox, OutboxPackage, cfg.OutboxFunction}, {"sweeper", cfg.Sweeper, SweeperPackage, cfg.SweeperFunction}} {
+		arm64 := *f.opts.Architecture.Name() == *awslambda.Architecture_ARM_64().Name()
 		c := f.c
 		if c.GoPackage == "" && c.Dir == "" && c.Lambda == nil {
 			c = Code{GoPackage: f.def}
@@ -329,6 +397,9 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		Encryption:         cfg.TableEncryption,
 		EncryptionKey:      cfg.TableKey,
 	})
+	if cfg.TableLogicalID != "" {
+		table.Node().DefaultChild().(awsdynamodb.CfnTable).OverrideLogicalId(jsii.String(cfg.TableLogicalID))
+	}
 	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:      jsii.String(dedup.PendingIndex),
 		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPendingShard), Type: awsdynamodb.AttributeType_STRING},
@@ -365,8 +436,8 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	for k, v := range env {
 		outboxEnv[k] = v
 	}
-	receiver := function(c, "Receiver", cfg, code["receiver"], env, receiverTimeout(file).Seconds())
-	worker := function(c, "Outbox", cfg, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
+	receiver := function(c, "Receiver", cfg, cfg.ReceiverFunction, code["receiver"], env, receiverTimeout(file).Seconds())
+	worker := function(c, "Outbox", cfg, cfg.OutboxFunction, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
 	sweeperEnv := map[string]string{}
 	for k, v := range outboxEnv {
 		sweeperEnv[k] = v
@@ -377,10 +448,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.AuditSample)
 		}
 	}
-	sweeper := function(c, "Sweeper", cfg, code["sweeper"], sweeperEnv, 300)
-	if cfg.ReceiverReservedConcurrency > 0 {
-		receiver.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(cfg.ReceiverReservedConcurrency))
-	}
+	sweeper := function(c, "Sweeper", cfg, cfg.SweeperFunction, code["sweeper"], sweeperEnv, 300)
 	if !cfg.UnreservedSweeper {
 		sweeper.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
 	}
@@ -429,7 +497,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		o.WebhookUrls[name] = jsii.String(base + "/hooks/" + name)
 	}
 
-	worker.AddEventSource(awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
+	stream := awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
 		BatchSize:               jsii.Number(float64(timings.BatchSize)),
 		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
@@ -437,13 +505,15 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		ReportBatchItemFailures: jsii.Bool(true),
 		RetryAttempts:           jsii.Number(5),
 		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(6)),
-		ParallelizationFactor:   jsii.Number(2),
+		ParallelizationFactor:   jsii.Number(cfg.StreamParallelization),
 		OnFailure:               awslambdaeventsources.NewSqsDlq(dlq),
 		// Only records that hand the worker due work (outbox.StreamFilterPatterns): a new
 		// claim with intents, a re-admitted or re-driven one. The worker's own writes, TTL
 		// REMOVEs and effect records never invoke the function.
 		Filters: streamFilters(),
-	}))
+	})
+	worker.AddEventSource(stream)
+	o.StreamMapping = stream
 	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(retries, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -457,7 +527,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
 	})
 
-	awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
+	o.SweepSchedule = awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("re-drive outbox intents the stream path left behind"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(2))),
 		// A run that could not start is not worth starting late: the next one comes soon.
@@ -545,9 +615,10 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			DefaultDomainMapping: mapping,
 		})
 		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
-			Retention:     awslogs.RetentionDays_ONE_MONTH,
-			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+			Retention:     cfg.LogRetention,
+			RemovalPolicy: cfg.LogRemoval,
 		})
+		o.AccessLogs = accessLogs
 		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
 		stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
 			DestinationArn: accessLogs.LogGroupArn(),
@@ -695,6 +766,18 @@ func outputs(c constructs.Construct, stack awscdk.Stack, o *Oncehook) {
 	})
 }
 
+func logicalID(id string) bool {
+	if id == "" || len(id) > 255 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 func validNamespace(ns string) bool {
 	if ns == "" || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
 		return false
@@ -721,14 +804,10 @@ func compactJSON(b []byte) []byte {
 
 // function defines one Lambda, with its own log group and role, tagged with its role in the
 // deployment (oncehook:function) so tools find it without its name.
-func function(scope constructs.Construct, id string, cfg Props, code staged, env map[string]string, timeoutSeconds float64) awslambda.Function {
-	arch := awslambda.Architecture_ARM_64()
-	if cfg.X86 {
-		arch = awslambda.Architecture_X86_64()
-	}
+func function(scope constructs.Construct, id string, cfg Props, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) awslambda.Function {
 	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
-		Retention:     awslogs.RetentionDays_ONE_MONTH,
-		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		Retention:     cfg.LogRetention,
+		RemovalPolicy: cfg.LogRemoval,
 	})
 	name := strings.ToLower(id)
 	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
@@ -750,15 +829,19 @@ func function(scope constructs.Construct, id string, cfg Props, code staged, env
 	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
 		Role:         role,
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: arch,
+		Architecture: opts.Architecture,
 		Handler:      jsii.String("bootstrap"),
 		Code:         code.code,
-		MemorySize:   jsii.Number(cfg.MemorySize),
+		MemorySize:   jsii.Number(opts.MemorySize),
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSeconds)),
 		Environment:  &vars,
 		LogGroup:     logs,
 		Description:  jsii.String("oncehook " + name),
+		Tracing:      cfg.Tracing,
 	})
+	if opts.ReservedConcurrency > 0 {
+		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(opts.ReservedConcurrency))
+	}
 	awscdk.Tags_Of(fn).Add(jsii.String(FunctionTag), jsii.String(name), nil)
 	return fn
 }
@@ -904,6 +987,45 @@ func trimSlash(s string) string {
 	return s
 }
 
+// checkFunctions fills in each function's options from the construct-wide ones and refuses
+// what Lambda would: memory outside 128-10,240 MB, a negative reservation, a second one for the
+// sweeper or the receiver.
+func checkFunctions(cfg *Props) error {
+	if cfg.MemorySize < 128 || cfg.MemorySize > 10240 {
+		return fmt.Errorf("Props.MemorySize %g: must be between 128 and 10240 MB", cfg.MemorySize)
+	}
+	if cfg.ReceiverReservedConcurrency != 0 {
+		if cfg.ReceiverFunction.ReservedConcurrency != 0 {
+			return errors.New("Props.ReceiverFunction.ReservedConcurrency: set it or Props.ReceiverReservedConcurrency, not both")
+		}
+		cfg.ReceiverFunction.ReservedConcurrency = cfg.ReceiverReservedConcurrency
+	}
+	if cfg.SweeperFunction.ReservedConcurrency != 0 {
+		return errors.New("Props.SweeperFunction.ReservedConcurrency: the sweeper runs one at a time (reserved 1); Props.UnreservedSweeper removes the reservation")
+	}
+	for _, f := range []struct {
+		name string
+		o    *FunctionOptions
+	}{{"ReceiverFunction", &cfg.ReceiverFunction}, {"OutboxFunction", &cfg.OutboxFunction}, {"SweeperFunction", &cfg.SweeperFunction}} {
+		if f.o.MemorySize == 0 {
+			f.o.MemorySize = cfg.MemorySize
+		}
+		if f.o.MemorySize < 128 || f.o.MemorySize > 10240 {
+			return fmt.Errorf("Props.%s.MemorySize %g: must be between 128 and 10240 MB", f.name, f.o.MemorySize)
+		}
+		if f.o.ReservedConcurrency < 0 || f.o.ReservedConcurrency != float64(int(f.o.ReservedConcurrency)) {
+			return fmt.Errorf("Props.%s.ReservedConcurrency %g: must be a whole number, 0 for no reservation", f.name, f.o.ReservedConcurrency)
+		}
+		if f.o.Architecture == nil {
+			f.o.Architecture = awslambda.Architecture_ARM_64()
+			if cfg.X86 {
+				f.o.Architecture = awslambda.Architecture_X86_64()
+			}
+		}
+	}
+	return nil
+}
+
 // The outbox's stream batch and the concurrency its worker runs it at (outbox.Config's default).
 const (
 	outboxBatchSize   = 100
@@ -913,8 +1035,8 @@ const (
 // outboxTimings derives the outbox function's lease and timeout from the slowest target and
 // checks them against each other (outbox.CheckTimings), so the synth fails on timings that
 // cannot work, naming the target.
-func outboxTimings(f *sources.File) (outbox.Timings, error) {
-	t := outbox.Timings{BatchSize: outboxBatchSize, Concurrency: outboxConcurrency, MaxCall: outbox.DefaultHTTPTimeout, Margin: outbox.DefaultMargin}
+func outboxTimings(f *sources.File, batch int) (outbox.Timings, error) {
+	t := outbox.Timings{BatchSize: batch, Concurrency: outboxConcurrency, MaxCall: outbox.DefaultHTTPTimeout, Margin: outbox.DefaultMargin}
 	slowest := ""
 	for _, name := range sortedKeys(f.Targets) {
 		if d := time.Duration(f.Targets[name].Timeout); d > t.MaxCall {
@@ -924,8 +1046,12 @@ func outboxTimings(f *sources.File) (outbox.Timings, error) {
 	t.Lease = max(outbox.DefaultLease, t.MaxCall+t.Margin)
 	t.FunctionTimeout = max(time.Minute, t.NeededFunctionTimeout())
 	if t.FunctionTimeout > 15*time.Minute {
-		return t, fmt.Errorf("target %q's timeout %s: a batch of %d records %d at a time would need a %s function, over Lambda's 15 minutes",
-			slowest, t.MaxCall, t.BatchSize, t.Concurrency, t.NeededFunctionTimeout())
+		call := "calls of up to " + t.MaxCall.String()
+		if slowest != "" {
+			call = fmt.Sprintf("target %q's timeout %s", slowest, t.MaxCall)
+		}
+		return t, fmt.Errorf("%s: a batch of %d records (Props.StreamBatchSize) %d at a time would need a %s function, over Lambda's 15 minutes",
+			call, t.BatchSize, t.Concurrency, t.NeededFunctionTimeout())
 	}
 	return t, outbox.CheckTimings(t)
 }

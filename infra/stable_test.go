@@ -1,9 +1,14 @@
 package infra
 
 import (
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
 )
 
 // TestTheLogicalIDsOfWhatHoldsStateAreStable pins the logical ids of the resources whose
@@ -12,8 +17,8 @@ import (
 // subscriptions), the log groups, the API (the URL every provider is configured with) and the
 // stream mapping (a new one starts again at TRIM_HORIZON). A refactor of the construct that
 // changes one of these ids replaces that resource on the next deploy; the ids follow the
-// construct's path, so renaming the construct does too (Props.ExistingTable adopts the old
-// table then: docs/stack.md).
+// construct's path, so renaming the construct does too (Props.TableLogicalID keeps the old
+// table's then: docs/stack.md).
 func TestTheLogicalIDsOfWhatHoldsStateAreStable(t *testing.T) {
 	pinned := map[string]string{
 		"OncehookTable897AE32D":                                             "AWS::DynamoDB::Table",
@@ -60,4 +65,51 @@ func uniqueTypes(m map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// TestARenamedConstructKeepsItsTable: renamed, the construct's table would get a new logical
+// id, which CloudFormation replaces (a new, empty table: every redrive runs again). With
+// Props.TableLogicalID the old id is kept, and nothing else of the table changes; an id
+// CloudFormation would refuse fails the synth naming the prop.
+func TestARenamedConstructKeepsItsTable(t *testing.T) {
+	tableID := func(tpl map[string]any) []string {
+		var ids []string
+		for id, res := range tpl["Resources"].(map[string]any) {
+			if res.(map[string]any)["Type"] == "AWS::DynamoDB::Table" {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	before := tableID(*synth.tpl.ToJSON())
+	if len(before) != 1 {
+		t.Fatalf("tables %v", before)
+	}
+	p := prebuilt("arm64")
+	renamed := func(p *Props) assertions.Template {
+		stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("S"), nil)
+		New(stack, "Webhooks", p) // was "Oncehook"
+		return assertions.Template_FromStack(stack, nil)
+	}
+	tpl := renamed(p)
+	if got := tableID(*tpl.ToJSON()); got[0] == before[0] {
+		t.Fatalf("the renamed construct's table kept %s without the prop: the test shows nothing", got[0])
+	}
+	p.TableLogicalID = before[0]
+	tpl = renamed(p)
+	if got := tableID(*tpl.ToJSON()); len(got) != 1 || got[0] != before[0] {
+		t.Errorf("with TableLogicalID %s the table is %v", before[0], got)
+	}
+	was := (*synth.tpl.ToJSON())["Resources"].(map[string]any)[before[0]].(map[string]any)["Properties"].(map[string]any)
+	now := (*tpl.ToJSON())["Resources"].(map[string]any)[before[0]].(map[string]any)["Properties"].(map[string]any)
+	if !reflect.DeepEqual(was, now) {
+		t.Errorf("the adopted table's properties changed:\n was %v\n now %v", was, now)
+	}
+	for _, bad := range []string{"Old-Table", "has space", strings.Repeat("A", 256)} {
+		p := prebuilt("arm64")
+		p.TableLogicalID = bad
+		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.TableLogicalID") {
+			t.Errorf("TableLogicalID %q: got %v", bad, err)
+		}
+	}
 }
