@@ -106,8 +106,9 @@ test-example:
 	cd $(STOREFRONT) && $(AWS_ENV) STOREFRONT_E2E=required STOREFRONT_URL="$$url" STOREFRONT_TABLE="$$table" go test $(GO_TEST_FLAGS) ./e2e/...
 
 # The CDK app is its own module (infra/go.mod), so the functions never link the CDK. Its tests
-# synthesize the stack (the CDK runs on Node through jsii) and assert the template, cdk-nag and
-# cfn-lint (pinned in localstack/requirements-lint.txt, installed into .cache/lint-venv).
+# synthesize the stack (the CDK runs on Node through jsii) and assert the template, cdk-nag,
+# cfn-lint and checkov (pinned in localstack/requirements-lint.txt, installed into
+# .cache/lint-venv).
 LINT_VENV := $(CACHE)/lint-venv
 LINT_REQ := localstack/requirements-lint.txt
 test-infra:
@@ -117,8 +118,8 @@ test-infra:
 	  python3 -m venv $(LINT_VENV) && $(LINT_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(LINT_REQ); \
 	  echo "$$want" > $(LINT_VENV)/.requirements.sha256; \
 	fi
-	@echo "==> go test ./infra/... (CDK assertions, cdk-nag, cfn-lint)"
-	@cd infra && go vet ./... && ONCEHOOK_CFN_LINT=$(LINT_VENV)/bin/cfn-lint go test $(GO_TEST_FLAGS) ./... 2>&1 | sed '/^!!/d'
+	@echo "==> go test ./infra/... (CDK assertions, cdk-nag, cfn-lint, checkov)"
+	@cd infra && go vet ./... && ONCEHOOK_CFN_LINT=$(LINT_VENV)/bin/cfn-lint ONCEHOOK_CHECKOV=$(LINT_VENV)/bin/checkov go test $(GO_TEST_FLAGS) ./... 2>&1 | sed '/^!!/d'
 
 # The CloudFormation template and assets for AWS (arm64), in cdk.out/. SOURCES names the
 # deployment's sources file: there is no default, so nothing is deployed by accident.

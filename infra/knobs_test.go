@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
@@ -148,4 +149,47 @@ func TestKnobsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQueuesAndLogsCanBeUnderACustomerManagedKey: with Props.QueueKey both queues are under it
+// and whoever sends to them may use it; with Props.LogKey every log group is, and the key lets
+// CloudWatch Logs use it for this account's log groups only.
+func TestQueuesAndLogsCanBeUnderACustomerManagedKey(t *testing.T) {
+	var queueKey, logKey awskms.Key
+	tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
+		p := prebuilt("arm64")
+		queueKey = awskms.NewKey(s, jsii.String("QueueKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		logKey = awskms.NewKey(s, jsii.String("LogKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		p.QueueKey, p.LogKey = queueKey, logKey
+		return p
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyRef := func(prefix string) any {
+		return map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^" + prefix)), "Arn"}}
+	}
+	must(t, func() {
+		tpl.ResourcePropertiesCountIs(jsii.String("AWS::SQS::Queue"), props(map[string]any{"KmsMasterKeyId": keyRef("QueueKey")}), jsii.Number(2))
+		tpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), props(map[string]any{"KmsKeyId": keyRef("LogKey")}), jsii.Number(4))
+		tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), props(map[string]any{"KeyPolicy": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+			assertions.Match_ObjectLike(props(map[string]any{
+				// logs.<region>.amazonaws.com, the region a token here
+				"Principal": map[string]any{"Service": map[string]any{"Fn::Join": []any{"", []any{"logs.", map[string]any{"Ref": "AWS::Region"}, ".amazonaws.com"}}}},
+				"Condition": map[string]any{"ArnLike": map[string]any{"kms:EncryptionContext:aws:logs:arn": assertions.Match_AnyValue()}},
+			})),
+		})}}))
+	})
+	for _, prefix := range []string{"OncehookOutboxRole", "OncehookSweeperRole"} {
+		pairs, _ := policyPairs(tpl, prefix)
+		all := strings.Join(pairs, "\n")
+		if !strings.Contains(all, "kms:GenerateDataKey QueueKey") && !strings.Contains(all, "kms:GenerateDataKey* QueueKey") {
+			t.Errorf("%s cannot send to a queue under the key: %v", prefix, pairs)
+		}
+	}
+	// Without the props, the queues keep SQS's own encryption and the logs CloudWatch's.
+	must(t, func() {
+		synth.tpl.AllResourcesProperties(jsii.String("AWS::SQS::Queue"), props(map[string]any{"SqsManagedSseEnabled": true}))
+		synth.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), props(map[string]any{"KmsKeyId": assertions.Match_AnyValue()}), jsii.Number(0))
+	})
 }

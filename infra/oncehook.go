@@ -125,6 +125,14 @@ type Props struct {
 	// LogRemoval is what becomes of those log groups when the stack deletes them. Default
 	// DESTROY (the lines expire anyway); RETAIN for an audit trail that outlives the stack.
 	LogRemoval awscdk.RemovalPolicy
+	// QueueKey puts the retry and failure queues under a customer-managed KMS key (default
+	// SQS's own encryption); the functions that send to them may use it through SQS.
+	QueueKey awskms.IKey
+	// LogKey puts every log group (the functions' and the API's) under a customer-managed KMS
+	// key (default CloudWatch Logs' own encryption). A key defined in the app is given the
+	// statement that lets CloudWatch Logs use it for this account's log groups; an imported
+	// key's policy must have it already.
+	LogKey awskms.IKey
 	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
 	// role send its segments); default none.
 	Tracing awslambda.Tracing
@@ -410,18 +418,35 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 
 	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
 	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
+	queueEncryption := awssqs.QueueEncryption_SQS_MANAGED
+	if cfg.QueueKey != nil {
+		queueEncryption = awssqs.QueueEncryption_KMS
+	}
 	dlq := awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		EnforceSSL:      jsii.Bool(true),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		EnforceSSL:          jsii.Bool(true),
+		Encryption:          queueEncryption,
+		EncryptionMasterKey: cfg.QueueKey,
 	})
 	retries := awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
-		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
-		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
-		EnforceSSL:        jsii.Bool(true),
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
-		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+		VisibilityTimeout:   awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
+		EnforceSSL:          jsii.Bool(true),
+		Encryption:          queueEncryption,
+		EncryptionMasterKey: cfg.QueueKey,
+		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
+	if cfg.LogKey != nil {
+		// CloudWatch Logs encrypts with the key itself, for log groups of this account only.
+		cfg.LogKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(fmt.Sprintf("logs.%s.amazonaws.com", *stack.Region())), nil)},
+			Actions:    jsii.Strings("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
+			Resources:  jsii.Strings("*"),
+			Conditions: &map[string]any{"ArnLike": map[string]any{
+				"kms:EncryptionContext:aws:logs:arn": fmt.Sprintf("arn:%s:logs:%s:%s:log-group:*", *stack.Partition(), *stack.Region(), *stack.Account()),
+			}},
+		}), jsii.Bool(true))
+	}
 	o.RetryQueue, o.FailureQueue = retries, dlq
 
 	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards),
@@ -457,6 +482,16 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	// scheduler never calls: it is given the queue's URL).
 	allow(worker, []string{"sqs:SendMessage"}, retries.QueueArn())
 	allow(sweeper, []string{"sqs:SendMessage"}, retries.QueueArn())
+	if cfg.QueueKey != nil {
+		// Sending to a queue under a customer-managed key encrypts with it, through SQS only.
+		for _, fn := range []awslambda.Function{worker, sweeper} {
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
+				Resources:  jsii.Strings(*cfg.QueueKey.KeyArn()),
+				Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("sqs.%s.amazonaws.com", *stack.Region())}},
+			}))
+		}
+	}
 
 	// Least privilege: each function gets exactly the actions its code issues (recorded from
 	// its requests in launch/testdata/calls.json, which the IAM test holds these to). The
@@ -617,6 +652,7 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
 			Retention:     cfg.LogRetention,
 			RemovalPolicy: cfg.LogRemoval,
+			EncryptionKey: cfg.LogKey,
 		})
 		o.AccessLogs = accessLogs
 		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
@@ -808,6 +844,7 @@ func function(scope constructs.Construct, id string, cfg Props, opts FunctionOpt
 	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
 		Retention:     cfg.LogRetention,
 		RemovalPolicy: cfg.LogRemoval,
+		EncryptionKey: cfg.LogKey,
 	})
 	name := strings.ToLower(id)
 	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
