@@ -250,18 +250,73 @@ func New(scope constructs.Construct, id string, props *Props) *Oncehook {
 }
 
 func build(scope constructs.Construct, id string, props *Props) (*Oncehook, error) {
+	cfg, file, raw, err := configure(props)
+	if err != nil {
+		return nil, err
+	}
+	timings, err := outboxTimings(file, int(cfg.StreamBatchSize))
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	code, err := stageCode(cfg, raw)
+	if err != nil {
+		return nil, err
+	}
+
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	o := &Oncehook{Construct: c, Sources: file}
+	stack := awscdk.Stack_Of(c)
+	if cfg.MetricsNamespace == "" {
+		cfg.MetricsNamespace = defaultNamespace(*c.Node().Path())
+	}
+	o.MetricsNamespace = cfg.MetricsNamespace
+
+	o.Table = newTable(c, cfg)
+
+	o.RetryQueue, o.FailureQueue = newQueues(c, cfg, timings)
+	if cfg.LogKey != nil {
+		allowLogs(stack, cfg.LogKey)
+	}
+
+	o.Receiver, o.Outbox, o.Sweeper = newFunctions(c, cfg, file, code, timings, o.Table, o.RetryQueue)
+	grantAll(stack, cfg, file, o.Table, o.RetryQueue, o.Receiver, o.Outbox, o.Sweeper)
+
+	api, base, err := webhookAPI(c, cfg, file, o.Receiver, o)
+	if err != nil {
+		return nil, err
+	}
+	o.Api = api
+	o.WebhookUrl = jsii.String(base + "/hooks/{source}")
+	o.WebhookUrls = map[string]*string{}
+	for _, name := range file.Names() {
+		o.WebhookUrls[name] = jsii.String(base + "/hooks/" + name)
+	}
+
+	o.StreamMapping, o.SweepSchedule = triggers(c, cfg, timings, o.Table, o.FailureQueue, o.RetryQueue, o.Outbox, o.Sweeper)
+
+	o.AlarmTopic = alarmTopic(c, stack, cfg)
+	subscribe(c, o.AlarmTopic, cfg)
+	o.Alarms, o.Dashboard = alarms(c, cfg, file, cfg.MetricsNamespace, o.AlarmTopic, o.Table, api, o.Receiver, o.Outbox, o.Sweeper, o.FailureQueue)
+	outputs(c, stack, o)
+	suppress(api, o.FailureQueue, o.Outbox, o.Receiver, o.Outbox, o.Sweeper)
+	return o, nil
+}
+
+// configure reads and validates the sources file and the props, filling in the defaults:
+// everything that cannot work is refused here, before a resource is defined.
+func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err error) {
 	if props == nil || props.SourcesFile == "" {
-		return nil, errors.New("Props.SourcesFile is required")
+		return cfg, nil, nil, errors.New("Props.SourcesFile is required")
 	}
-	raw, err := os.ReadFile(props.SourcesFile)
+	raw, err = os.ReadFile(props.SourcesFile)
 	if err != nil {
-		return nil, fmt.Errorf("Props.SourcesFile: %w", err)
+		return cfg, nil, nil, fmt.Errorf("Props.SourcesFile: %w", err)
 	}
-	file, err := sources.Parse(raw)
+	file, err = sources.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
+		return cfg, nil, nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
 	}
-	cfg := *props
+	cfg = *props
 	if cfg.DuplicateSpike == 0 {
 		cfg.DuplicateSpike = 500
 	}
@@ -269,7 +324,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		cfg.PendingShards = dedup.PendingShards
 	}
 	if cfg.PendingShards < 1 || cfg.PendingShards > dedup.MaxPendingShards {
-		return nil, fmt.Errorf("Props.PendingShards %d: must be between 1 and %d", cfg.PendingShards, dedup.MaxPendingShards)
+		return cfg, nil, nil, fmt.Errorf("Props.PendingShards %d: must be between 1 and %d", cfg.PendingShards, dedup.MaxPendingShards)
 	}
 	if cfg.MemorySize == 0 {
 		cfg.MemorySize = 256
@@ -284,32 +339,32 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		cfg.GoModuleDir = "."
 	}
 	if id := cfg.TableLogicalID; id != "" && !logicalID(id) {
-		return nil, fmt.Errorf("Props.TableLogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
+		return cfg, nil, nil, fmt.Errorf("Props.TableLogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
 	}
 	if cfg.TableKey != nil && cfg.TableEncryption != awsdynamodb.TableEncryption_CUSTOMER_MANAGED {
-		return nil, errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
+		return cfg, nil, nil, errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
 	}
 	if len(cfg.AuditPrefixes) > 0 || cfg.AuditSample != 0 {
 		a := dedup.Auditor{Prefixes: cfg.AuditPrefixes, Sample: cfg.AuditSample}
 		var inv *dedup.InvalidError
 		if err := a.Validate(); errors.As(err, &inv) {
-			return nil, fmt.Errorf("Props.Audit%s: %s", inv.Field, inv.Reason) // Props.AuditPrefixes[1], Props.AuditSample
+			return cfg, nil, nil, fmt.Errorf("Props.Audit%s: %s", inv.Field, inv.Reason) // Props.AuditPrefixes[1], Props.AuditSample
 		}
 	}
 	if cfg.MetricsNamespace != "" && !validNamespace(cfg.MetricsNamespace) {
-		return nil, fmt.Errorf("Props.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.MetricsNamespace)
+		return cfg, nil, nil, fmt.Errorf("Props.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.MetricsNamespace)
 	}
 	if cfg.StreamParallelization == 0 {
 		cfg.StreamParallelization = 2
 	}
 	if cfg.StreamParallelization < 1 || cfg.StreamParallelization > 10 || cfg.StreamParallelization != float64(int(cfg.StreamParallelization)) {
-		return nil, fmt.Errorf("Props.StreamParallelization %g: must be a whole number between 1 and 10", cfg.StreamParallelization)
+		return cfg, nil, nil, fmt.Errorf("Props.StreamParallelization %g: must be a whole number between 1 and 10", cfg.StreamParallelization)
 	}
 	if cfg.StreamBatchSize == 0 {
 		cfg.StreamBatchSize = outboxBatchSize
 	}
 	if cfg.StreamBatchSize < 1 || cfg.StreamBatchSize > 10000 || cfg.StreamBatchSize != float64(int(cfg.StreamBatchSize)) {
-		return nil, fmt.Errorf("Props.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.StreamBatchSize)
+		return cfg, nil, nil, fmt.Errorf("Props.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.StreamBatchSize)
 	}
 	if cfg.LogRetention == "" {
 		cfg.LogRetention = awslogs.RetentionDays_ONE_MONTH
@@ -318,43 +373,44 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		cfg.LogRemoval = awscdk.RemovalPolicy_DESTROY
 	}
 	if err := checkFunctions(&cfg); err != nil {
-		return nil, err
+		return cfg, nil, nil, err
 	}
 	if cfg.RetryConcurrency == 0 {
 		cfg.RetryConcurrency = 5
 	}
 	if cfg.RetryConcurrency < 2 || cfg.RetryConcurrency > 1000 {
-		return nil, fmt.Errorf("Props.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.RetryConcurrency)
+		return cfg, nil, nil, fmt.Errorf("Props.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.RetryConcurrency)
 	}
 	for i, e := range cfg.AlarmEmails {
 		if at := strings.LastIndexByte(e, '@'); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
-			return nil, fmt.Errorf("Props.AlarmEmails[%d] %q: not an email address", i, e)
+			return cfg, nil, nil, fmt.Errorf("Props.AlarmEmails[%d] %q: not an email address", i, e)
 		}
 	}
 	for i, e := range cfg.AlarmHttpsEndpoints {
 		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" {
-			return nil, fmt.Errorf("Props.AlarmHttpsEndpoints[%d] %q: must be an https:// URL", i, e)
+			return cfg, nil, nil, fmt.Errorf("Props.AlarmHttpsEndpoints[%d] %q: must be an https:// URL", i, e)
 		}
 	}
 	if !cfg.Local {
 		if err := deployable(file, cfg); err != nil {
-			return nil, err
+			return cfg, nil, nil, err
 		}
 	}
 	for _, t := range cfg.Targets {
 		if file.Targets[t] != nil {
-			return nil, fmt.Errorf("Props.Targets: %q is also an HTTP target of the sources file", t)
+			return cfg, nil, nil, fmt.Errorf("Props.Targets: %q is also an HTTP target of the sources file", t)
 		}
 	}
 	for k := range cfg.Environment {
 		if reservedEnv[k] {
-			return nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
+			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
 		}
 	}
-	timings, err := outboxTimings(file, int(cfg.StreamBatchSize))
-	if err != nil {
-		return nil, fmt.Errorf("outbox: %w", err)
-	}
+	return cfg, file, raw, nil
+}
+
+// stageCode builds or checks each function's code, with the sources file beside it.
+func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 	staging, err := os.MkdirTemp("", "oncehook-code-")
 	if err != nil {
 		return nil, err
@@ -378,15 +434,11 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			return nil, err
 		}
 	}
+	return code, nil
+}
 
-	c := constructs.NewConstruct(scope, jsii.String(id))
-	o := &Oncehook{Construct: c, Sources: file}
-	stack := awscdk.Stack_Of(c)
-	if cfg.MetricsNamespace == "" {
-		cfg.MetricsNamespace = defaultNamespace(*c.Node().Path())
-	}
-	o.MetricsNamespace = cfg.MetricsNamespace
-
+// newTable is the design's table: claims, effect records and the pending index.
+func newTable(c constructs.Construct, cfg Props) awsdynamodb.Table {
 	removal := awscdk.RemovalPolicy_RETAIN
 	if cfg.Local {
 		removal = awscdk.RemovalPolicy_DESTROY
@@ -414,21 +466,25 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPendingSince), Type: awsdynamodb.AttributeType_NUMBER},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
-	o.Table = table
+	return table
+}
 
+// newQueues are the retry queue that wakes retried intents and the failure queue that takes
+// what exhausted its retries.
+func newQueues(c constructs.Construct, cfg Props, timings outbox.Timings) (retries, dlq awssqs.Queue) {
 	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
 	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
 	queueEncryption := awssqs.QueueEncryption_SQS_MANAGED
 	if cfg.QueueKey != nil {
 		queueEncryption = awssqs.QueueEncryption_KMS
 	}
-	dlq := awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
+	dlq = awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
 		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
 		EnforceSSL:          jsii.Bool(true),
 		Encryption:          queueEncryption,
 		EncryptionMasterKey: cfg.QueueKey,
 	})
-	retries := awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
+	retries = awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
 		VisibilityTimeout:   awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
 		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
 		EnforceSSL:          jsii.Bool(true),
@@ -436,19 +492,25 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		EncryptionMasterKey: cfg.QueueKey,
 		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
-	if cfg.LogKey != nil {
-		// CloudWatch Logs encrypts with the key itself, for log groups of this account only.
-		cfg.LogKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(fmt.Sprintf("logs.%s.amazonaws.com", *stack.Region())), nil)},
-			Actions:    jsii.Strings("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
-			Resources:  jsii.Strings("*"),
-			Conditions: &map[string]any{"ArnLike": map[string]any{
-				"kms:EncryptionContext:aws:logs:arn": fmt.Sprintf("arn:%s:logs:%s:%s:log-group:*", *stack.Partition(), *stack.Region(), *stack.Account()),
-			}},
-		}), jsii.Bool(true))
-	}
-	o.RetryQueue, o.FailureQueue = retries, dlq
+	return retries, dlq
+}
 
+// allowLogs lets CloudWatch Logs encrypt with key, for log groups of this account only.
+func allowLogs(stack awscdk.Stack, key awskms.IKey) {
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(fmt.Sprintf("logs.%s.amazonaws.com", *stack.Region())), nil)},
+		Actions:    jsii.Strings("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"ArnLike": map[string]any{
+			"kms:EncryptionContext:aws:logs:arn": fmt.Sprintf("arn:%s:logs:%s:%s:log-group:*", *stack.Partition(), *stack.Region(), *stack.Account()),
+		}},
+	}), jsii.Bool(true))
+}
+
+// newFunctions are the receiver, the outbox worker and the sweeper, each with its own role and
+// log group, and the environment that points them at the table and the retry queue.
+func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code map[string]staged, timings outbox.Timings,
+	table awsdynamodb.Table, retries awssqs.Queue) (receiver, worker, sweeper awslambda.Function) {
 	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards),
 		"METRICS_NAMESPACE": cfg.MetricsNamespace}
 	if len(cfg.Targets) > 0 {
@@ -461,8 +523,8 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	for k, v := range env {
 		outboxEnv[k] = v
 	}
-	receiver := function(c, "Receiver", cfg, cfg.ReceiverFunction, code["receiver"], env, receiverTimeout(file).Seconds())
-	worker := function(c, "Outbox", cfg, cfg.OutboxFunction, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
+	receiver = function(c, "Receiver", cfg, cfg.ReceiverFunction, code["receiver"], env, receiverTimeout(file).Seconds())
+	worker = function(c, "Outbox", cfg, cfg.OutboxFunction, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
 	sweeperEnv := map[string]string{}
 	for k, v := range outboxEnv {
 		sweeperEnv[k] = v
@@ -473,11 +535,15 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.AuditSample)
 		}
 	}
-	sweeper := function(c, "Sweeper", cfg, cfg.SweeperFunction, code["sweeper"], sweeperEnv, 300)
+	sweeper = function(c, "Sweeper", cfg, cfg.SweeperFunction, code["sweeper"], sweeperEnv, 300)
 	if !cfg.UnreservedSweeper {
 		sweeper.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
 	}
-	o.Receiver, o.Outbox, o.Sweeper = receiver, worker, sweeper
+	return receiver, worker, sweeper
+}
+
+// grantAll gives each function's role exactly what its code does, on exactly its resources.
+func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, table awsdynamodb.Table, retries awssqs.Queue, receiver, worker, sweeper awslambda.Function) {
 	// SendMessage only (GrantSendMessages adds GetQueueAttributes and GetQueueUrl, which the
 	// scheduler never calls: it is given the queue's URL).
 	allow(worker, []string{"sqs:SendMessage"}, retries.QueueArn())
@@ -520,18 +586,12 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			}))
 		}
 	}
+}
 
-	api, base, err := webhookAPI(c, cfg, file, receiver, o)
-	if err != nil {
-		return nil, err
-	}
-	o.Api = api
-	o.WebhookUrl = jsii.String(base + "/hooks/{source}")
-	o.WebhookUrls = map[string]*string{}
-	for _, name := range file.Names() {
-		o.WebhookUrls[name] = jsii.String(base + "/hooks/" + name)
-	}
-
+// triggers are what runs the outbox (the table's stream, the retry queue) and the sweeper (a
+// schedule).
+func triggers(c constructs.Construct, cfg Props, timings outbox.Timings, table awsdynamodb.Table, dlq, retries awssqs.Queue,
+	worker, sweeper awslambda.Function) (awslambdaeventsources.DynamoEventSource, awsevents.Rule) {
 	stream := awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
 		BatchSize:               jsii.Number(float64(timings.BatchSize)),
@@ -548,7 +608,6 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		Filters: streamFilters(),
 	})
 	worker.AddEventSource(stream)
-	o.StreamMapping = stream
 	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(retries, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -562,7 +621,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
 	})
 
-	o.SweepSchedule = awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
+	schedule := awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("re-drive outbox intents the stream path left behind"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(2))),
 		// A run that could not start is not worth starting late: the next one comes soon.
@@ -571,7 +630,11 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
 		})},
 	})
+	return stream, schedule
+}
 
+// alarmTopic is Props.AlarmTopic, or a new topic this account's alarms may publish to.
+func alarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns.ITopic {
 	topic := cfg.AlarmTopic
 	if topic == nil {
 		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key, and an
@@ -593,12 +656,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		suppressTopic(t)
 		topic = t
 	}
-	o.AlarmTopic = topic
-	subscribe(c, topic, cfg)
-	o.Alarms, o.Dashboard = alarms(c, cfg, file, cfg.MetricsNamespace, topic, table, api, receiver, worker, sweeper, dlq)
-	outputs(c, stack, o)
-	suppress(api, dlq, worker, receiver, worker, sweeper)
-	return o, nil
+	return topic
 }
 
 // accessLogFormat is one JSON line per request: who sent it, to which route, what API Gateway
