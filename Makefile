@@ -127,10 +127,20 @@ test-example: hookctl
 	  STOREFRONT_DEPLOY_OUTPUT=$(CACHE)/storefront-deploy.log go test $(GO_TEST_FLAGS) ./e2e/...
 
 # The CDK app is its own module (infra/go.mod), so the functions never link the CDK. Its tests
-# synthesize the stack (the CDK runs on Node through jsii) and assert the template and cdk-nag.
+# synthesize the stack (the CDK runs on Node through jsii) and assert the template, cdk-nag,
+# cfn-lint and checkov (pinned in localstack/requirements-lint.txt, installed into
+# .cache/lint-venv).
+LINT_VENV := $(CACHE)/lint-venv
+LINT_REQ := localstack/requirements-lint.txt
 test-infra:
-	@echo "==> go test ./infra/... (CDK assertions and cdk-nag)"
-	@cd infra && go vet ./... && go test $(GO_TEST_FLAGS) ./... 2>&1 | sed '/^!!/d'
+	@want=$$(sha256sum $(LINT_REQ) | cut -d' ' -f1); \
+	if [ ! -x $(LINT_VENV)/bin/cfn-lint ] || [ "$$(cat $(LINT_VENV)/.requirements.sha256 2>/dev/null)" != "$$want" ]; then \
+	  echo "==> installing $$(grep -v '^#' $(LINT_REQ) | tr '\n' ' ')into $(LINT_VENV)"; \
+	  python3 -m venv $(LINT_VENV) && $(LINT_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(LINT_REQ); \
+	  echo "$$want" > $(LINT_VENV)/.requirements.sha256; \
+	fi
+	@echo "==> go test ./infra/... (CDK assertions, cdk-nag, cfn-lint, checkov)"
+	@cd infra && go vet ./... && ONCEHOOK_CFN_LINT=$(LINT_VENV)/bin/cfn-lint ONCEHOOK_CHECKOV=$(LINT_VENV)/bin/checkov go test $(GO_TEST_FLAGS) ./... 2>&1 | sed '/^!!/d'
 
 # The CloudFormation template and assets for AWS (arm64), in cdk.out/. SOURCES names the
 # deployment's sources file: there is no default, so nothing is deployed by accident.

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -167,6 +168,16 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 					"unavailable": w.ours("Unavailable", "Sum", minute, src...), "failed": w.ours("Failed", "Sum", minute, src...)},
 				Label: jsii.String("503 and 500 %"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
 			}), threshold: 5, m: 3, n: 5, missing: notBreaching})
+		// The rate above judges only 10 deliveries a minute and more: under that, a count. A
+		// provider retries a failed delivery within the hour (docs/operations.md), so a
+		// source failing everything fails twice in an hour at any volume; one 503 does not page.
+		w.alarm(alarmSpec{id: "DeliveriesFailing-" + name, description: "Two or more 5-minute periods in the last hour with deliveries from " + name + " answered 503 or 500, at any volume: the provider retries, then disables the endpoint",
+			metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String("FILL(unavailable, 0) + FILL(failed, 0)"),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{
+					"unavailable": w.ours("Unavailable", "Sum", five, src...), "failed": w.ours("Failed", "Sum", five, src...)},
+				Label: jsii.String("503 and 500"), Period: awscdk.Duration_Minutes(jsii.Number(5)),
+			}), threshold: 0, m: 2, n: 12, missing: notBreaching})
 		w.alarm(alarmSpec{id: "UnknownTypes-" + name, description: "Events from " + name + " of types no planner is registered for: a planner missing or misnamed (unknown_types says whether they were claimed empty)",
 			metric: w.ours("UnknownType", "Sum", five, src...), threshold: 0, m: 1, n: 1, missing: notBreaching})
 		if file.Sources[name].Guarded() {
@@ -174,11 +185,30 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 				metric: w.ours("ReplayRefused", "Sum", five, src...), threshold: 0, m: 1, n: 1, missing: notBreaching})
 		}
 	}
+	// A downstream that fails: intents retry with backoff for about half an hour before they
+	// park (ParkedIntents). Most of a target's attempts retried for 15 minutes pages first.
+	outageTargets := append(sortedKeys(file.Targets), cfg.Targets...)
+	slices.Sort(outageTargets)
+	for _, t := range slices.Compact(outageTargets) {
+		tgt := []string{"target", t}
+		w.alarm(alarmSpec{id: "TargetRetrying-" + t, description: "Over half of the attempts at target " + t + " are retried, for 15 minutes: the downstream is failing; its intents park in about 30 minutes",
+			metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String("IF(FILL(retried, 0) + FILL(done, 0) > 0, 100 * FILL(retried, 0) / (FILL(retried, 0) + FILL(done, 0)), 0)"),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{
+					"retried": w.ours("IntentsRetried", "Sum", five, tgt...), "done": w.ours("IntentsDone", "Sum", five, tgt...)},
+				Label: jsii.String("retried %"), Period: awscdk.Duration_Minutes(jsii.Number(5)),
+			}), threshold: 50, m: 3, n: 3, missing: notBreaching})
+	}
 	// The platform under them.
 	apiDims := map[string]*string{"ApiId": api.ApiId()}
 	w.alarm(alarmSpec{id: "Api5xx", description: "Over 1% of requests to the webhook API are answered 5xx (the receiver failing, throttled, or timing out)",
 		metric:    rate("5xx %", aws("AWS/ApiGateway", "5xx", "Sum", minute, apiDims), aws("AWS/ApiGateway", "Count", "Sum", minute, apiDims), 10, minute),
 		threshold: 1, m: 3, n: 5, missing: notBreaching})
+	w.alarm(alarmSpec{id: "Api5xxCount", description: "Two or more 5-minute periods in the last hour with requests to the webhook API answered 5xx, at any volume (Api5xx judges only 10 a minute and more)",
+		metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("FILL(errors, 0)"), UsingMetrics: &map[string]awscloudwatch.IMetric{"errors": aws("AWS/ApiGateway", "5xx", "Sum", five, apiDims)},
+			Label: jsii.String("5xx"), Period: awscdk.Duration_Minutes(jsii.Number(5)),
+		}), threshold: 0, m: 2, n: 12, missing: notBreaching})
 	w.alarm(alarmSpec{id: "ReceiverLatency", description: fmt.Sprintf("The receiver's p99 duration is over 80%% of the tightest provider timeout (%s): deliveries are about to be retried as failures", tightest),
 		metric:    aws("AWS/Lambda", "Duration", "p99", minute, map[string]*string{"FunctionName": receiverFn.FunctionName()}),
 		threshold: 0.8 * float64(tightest.Milliseconds()), m: 3, n: 5, missing: notBreaching})
@@ -197,18 +227,44 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 	w.alarm(alarmSpec{id: "PendingIndexThrottled", description: "DynamoDB throttles the pending index, which throttles the table's writes too: raise PendingShards (docs/capacity.md)",
 		metric: aws("AWS/DynamoDB", "WriteThrottleEvents", "Sum", minute, indexDims), threshold: 0, m: 2, n: 3, missing: notBreaching})
 
-	// The dashboard: the same metrics, by source and by target.
+	// The dashboard: every alarm's state first, then the platform, then the same metrics as
+	// the alarms, by source and by target.
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
 	}
 	var rows []*[]awscloudwatch.IWidget
+	// An alarm status widget shows at most 100 alarms.
+	for i := 0; i < len(w.alarms); i += 100 {
+		var shown []interfacesawscloudwatch.IAlarmRef
+		for _, a := range w.alarms[i:min(i+100, len(w.alarms))] {
+			shown = append(shown, a)
+		}
+		rows = append(rows, &[]awscloudwatch.IWidget{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+			Title: jsii.String("alarms"), Alarms: &shown, Width: jsii.Number(24),
+			SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
+		})})
+	}
+	var errs, throttles, durations []awscloudwatch.IMetric
+	for _, fn := range []awslambda.Function{receiverFn, worker, sweeper} {
+		dims := map[string]*string{"FunctionName": fn.FunctionName()}
+		errs = append(errs, aws("AWS/Lambda", "Errors", "Sum", five, dims))
+		throttles = append(throttles, aws("AWS/Lambda", "Throttles", "Sum", five, dims))
+		durations = append(durations, aws("AWS/Lambda", "Duration", "p99", five, dims))
+	}
+	rows = append(rows, &[]awscloudwatch.IWidget{
+		graph("function errors", errs...), graph("function throttles", throttles...), graph("function duration p99 (ms)", durations...),
+	}, &[]awscloudwatch.IWidget{
+		graph("API 4xx and 5xx", aws("AWS/ApiGateway", "4xx", "Sum", five, apiDims), aws("AWS/ApiGateway", "5xx", "Sum", five, apiDims)),
+		graph("API latency (ms)", aws("AWS/ApiGateway", "Latency", "p50", five, apiDims), aws("AWS/ApiGateway", "Latency", "p99", five, apiDims)),
+		graph("failure queue depth", dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")})),
+	})
 	for _, name := range file.Names() {
 		src := []string{"source", name}
 		rows = append(rows, &[]awscloudwatch.IWidget{
 			graph(name+": deliveries", w.ours("Received", "Sum", five, src...), w.ours("Accepted", "Sum", five, src...), w.ours("Duplicate", "Sum", five, src...),
 				w.ours("BackstopAbsorbed", "Sum", five, src...)),
 			graph(name+": refused", w.ours("SignatureRejected", "Sum", five, src...), w.ours("Rejected", "Sum", five, src...), w.ours("Unavailable", "Sum", five, src...),
-				w.ours("Failed", "Sum", five, src...), w.ours("ReplayRefused", "Sum", five, src...)),
+				w.ours("Failed", "Sum", five, src...), w.ours("ReplayRefused", "Sum", five, src...), w.ours("UnknownType", "Sum", five, src...)),
 			graph(name+": commit latency (ms)", w.ours("CommitLatency", "p50", five, src...), w.ours("CommitLatency", "p99", five, src...)),
 		})
 	}
@@ -222,13 +278,16 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 			graph(t+": call latency (ms)", w.ours("ExecutionLatency", "p50", five, tgt...), w.ours("ExecutionLatency", "p99", five, tgt...)),
 		})
 	}
-	rows = append(rows, &[]awscloudwatch.IWidget{
+	last := []awscloudwatch.IWidget{
 		graph("sweeps", w.ours("SweepRuns", "Sum", five), w.ours("SweepRedriven", "Sum", five), w.ours("SweepSettled", "Sum", five),
 			w.ours("SweepFailures", "Sum", five), w.ours("SweepDeferred", "Sum", five), w.ours("SweepIncomplete", "Sum", five)),
 		graph("parked claims", w.ours("ParkedClaims", "Maximum", five)),
-		graph("leak audit", w.ours("EffectsAudited", "Sum", five), w.ours("EffectsWithoutClaim", "Sum", five)),
 		graph("outbox iterator age (ms)", aws("AWS/Lambda", "IteratorAge", "Maximum", five, map[string]*string{"FunctionName": worker.FunctionName()})),
-	})
+	}
+	if len(cfg.AuditPrefixes) > 0 {
+		last = append(last, graph("leak audit", w.ours("EffectsAudited", "Sum", five), w.ours("EffectsWithoutClaim", "Sum", five)))
+	}
+	rows = append(rows, &last)
 	dash := awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{Widgets: &rows})
 	return w.alarms, dash
 }

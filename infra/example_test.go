@@ -3,6 +3,8 @@ package infra_test
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/jsii-runtime-go"
 
@@ -27,5 +29,25 @@ func ExampleNew() {
 	o.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String("oncall@example.com"), nil))
 	awscdk.NewCfnOutput(stack, jsii.String("StripeUrl"), &awscdk.CfnOutputProps{Value: o.WebhookUrls["stripe"]})
 	awscdk.NewCfnOutput(stack, jsii.String("DnsTarget"), &awscdk.CfnOutputProps{Value: o.DomainTarget})
+	app.Synth(nil)
+}
+
+// A platform team's settings: a busier stream, the receiver with more memory and capped, the
+// outbox on x86 (its code built for it), traces, logs kept a year and beyond the stack, and
+// the table kept across a rename of the construct (from "Webhooks" to "Hooks").
+func ExampleFunctionOptions() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("Webhooks"), nil)
+	infra.New(stack, "Hooks", &infra.Props{
+		SourcesFile:           "sources.json",
+		StreamParallelization: 4,
+		StreamBatchSize:       50,
+		ReceiverFunction:      infra.FunctionOptions{MemorySize: 512, ReservedConcurrency: 200},
+		OutboxFunction:        infra.FunctionOptions{Architecture: awslambda.Architecture_X86_64()},
+		Tracing:               awslambda.Tracing_ACTIVE,
+		LogRetention:          awslogs.RetentionDays_ONE_YEAR,
+		LogRemoval:            awscdk.RemovalPolicy_RETAIN,
+		TableLogicalID:        "WebhooksTable897AE32D",
+	})
 	app.Synth(nil)
 }

@@ -69,8 +69,12 @@ type Props struct {
 	// Local marks a throwaway stack on an emulator: the table is destroyed with it and has no
 	// deletion protection.
 	Local bool
-	// MemorySize of each function in MB. Default 256.
+	// MemorySize of each function in MB (128 to 10,240). Default 256; ReceiverFunction and
+	// the like set one function's.
 	MemorySize float64
+	// ReceiverFunction, OutboxFunction and SweeperFunction set one function's memory,
+	// architecture and reserved concurrency over the defaults above.
+	ReceiverFunction, OutboxFunction, SweeperFunction FunctionOptions
 	// Environment is added to every function's environment (it cannot replace oncehook's own).
 	Environment map[string]string
 	// Targets are the intent targets the application's own executors serve (its outbox and
@@ -98,10 +102,44 @@ type Props struct {
 	// AlarmTopic receives every alarm's ALARM and OK; default a new topic (Oncehook.AlarmTopic),
 	// to subscribe whoever is on call.
 	AlarmTopic awssns.ITopic
+	// AlarmEmails and AlarmHttpsEndpoints subscribe the alarm topic (the construct's own or
+	// AlarmTopic): each address gets every ALARM and OK once it confirms the subscription. A
+	// stack with neither and no AlarmTopic synthesizes with a warning: its alarms reach nobody.
+	AlarmEmails, AlarmHttpsEndpoints []string
 	// MetricsNamespace is the CloudWatch namespace the functions write their metrics in and the
 	// alarms read: one per deployment, so that staging and production in one account do not feed
-	// each other's alarms. Default DefaultNamespace.
+	// each other's alarms. Default DefaultNamespace + "/" + the construct's path
+	// ("oncehook/Production/Webhooks"), unique per construct instance in an account and Region.
 	MetricsNamespace string
+	// StreamParallelization is the stream mapping's parallelization factor (1 to 10): batches
+	// of one shard processed at once, for an event rate one worker per shard cannot keep up
+	// with (OutboxIteratorAge). Default 2.
+	StreamParallelization float64
+	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
+	// 100. The outbox function's timeout is derived from it and the slowest target's timeout,
+	// so a batch that could not run within Lambda's 15 minutes fails the synth.
+	StreamBatchSize float64
+	// LogRetention is how long the functions' and the API's log groups keep their lines.
+	// Default one month.
+	LogRetention awslogs.RetentionDays
+	// LogRemoval is what becomes of those log groups when the stack deletes them. Default
+	// DESTROY (the lines expire anyway); RETAIN for an audit trail that outlives the stack.
+	LogRemoval awscdk.RemovalPolicy
+	// QueueKey puts the retry and failure queues under a customer-managed KMS key (default
+	// SQS's own encryption); the functions that send to them may use it through SQS.
+	QueueKey awskms.IKey
+	// LogKey puts every log group (the functions' and the API's) under a customer-managed KMS
+	// key (default CloudWatch Logs' own encryption). A key defined in the app is given the
+	// statement that lets CloudWatch Logs use it for this account's log groups; an imported
+	// key's policy must have it already.
+	LogKey awskms.IKey
+	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
+	// role send its segments); default none.
+	Tracing awslambda.Tracing
+	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
+	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
+	// cannot take the account's concurrency from the receiver. Default 5.
+	RetryConcurrency float64
 	// ReceiverReservedConcurrency caps the receiver's concurrent executions (0: no cap), so a
 	// flood cannot take the account's concurrency from the outbox and the sweeper. (A new
 	// account's unreserved minimum of 100 leaves little to reserve.)
@@ -116,6 +154,11 @@ type Props struct {
 	// customer-managed key each function may use it for the table.
 	TableEncryption awsdynamodb.TableEncryption
 	TableKey        awskms.IKey
+	// TableLogicalID keeps the table's CloudFormation logical id. The id follows the
+	// construct's path, so renaming or moving the construct would replace the table (a new,
+	// empty one: its dedup history lost, a redrive run again); set this to the id the table
+	// has in the deployed template ("WebhooksTable1A2B3C4D") and the same table stays.
+	TableLogicalID string
 	// SourceThrottles overrides ThrottleRate and ThrottleBurst for a source's own route (each
 	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
 	// allowance. Only with the construct's own API.
@@ -133,6 +176,18 @@ type Props struct {
 	// whose concurrency quota has nothing to reserve (a new account's 10). Its lock item still
 	// keeps two runs from overlapping; the reservation keeps a second one from even starting.
 	UnreservedSweeper bool
+}
+
+// FunctionOptions are one function's settings over the construct-wide ones.
+type FunctionOptions struct {
+	// MemorySize in MB (128 to 10,240); default Props.MemorySize.
+	MemorySize float64
+	// Architecture, default Props.X86's (arm64 unless X86). The function's code must be built
+	// for it: a prebuilt bootstrap of another architecture fails the synth.
+	Architecture awslambda.Architecture
+	// ReservedConcurrency caps the function's concurrent executions (0: no cap). Not for the
+	// sweeper, which has 1 (Props.UnreservedSweeper removes it).
+	ReservedConcurrency float64
 }
 
 // Throttle is a steady rate (requests per second) and a burst.
@@ -172,6 +227,14 @@ type Oncehook struct {
 	Dashboard                awscloudwatch.Dashboard
 	// AlarmTopic is where the alarms send their ALARM and OK (Props.AlarmTopic, or a new one).
 	AlarmTopic awssns.ITopic
+	// MetricsNamespace is the namespace the functions write their metrics in and the alarms
+	// read (Props.MetricsNamespace or its default).
+	MetricsNamespace string
+	// StreamMapping is the outbox's mapping on the table's stream, SweepSchedule the sweeper's
+	// rule, AccessLogs the API's access-log group (nil with Props.HttpApi).
+	StreamMapping awslambdaeventsources.DynamoEventSource
+	SweepSchedule awsevents.Rule
+	AccessLogs    awslogs.LogGroup
 	// Sources is the sources file as validated at synth.
 	Sources *sources.File
 }
@@ -187,22 +250,77 @@ func New(scope constructs.Construct, id string, props *Props) *Oncehook {
 }
 
 func build(scope constructs.Construct, id string, props *Props) (*Oncehook, error) {
-	if props == nil || props.SourcesFile == "" {
-		return nil, errors.New("Props.SourcesFile is required")
-	}
-	raw, err := os.ReadFile(props.SourcesFile)
+	cfg, file, raw, err := configure(props)
 	if err != nil {
-		return nil, fmt.Errorf("Props.SourcesFile: %w", err)
-	}
-	file, err := sources.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
+		return nil, err
 	}
 	for _, w := range file.Warnings() {
 		// Shown by cdk synth and cdk deploy; the stack still builds (cdk --strict refuses it).
 		awscdk.Annotations_Of(scope).AddWarningV2(jsii.String("oncehook:sources:"+w.Field), jsii.String(props.SourcesFile+": "+w.String()), nil)
 	}
-	cfg := *props
+	timings, err := outboxTimings(file, cfg.Targets, int(cfg.StreamBatchSize))
+	if err != nil {
+		return nil, err // an *outbox.ConfigError, which names the outbox's setting
+	}
+	code, err := stageCode(cfg, raw)
+	if err != nil {
+		return nil, err
+	}
+
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	o := &Oncehook{Construct: c, Sources: file}
+	stack := awscdk.Stack_Of(c)
+	if cfg.MetricsNamespace == "" {
+		cfg.MetricsNamespace = defaultNamespace(*c.Node().Path())
+	}
+	o.MetricsNamespace = cfg.MetricsNamespace
+
+	o.Table = newTable(c, cfg)
+
+	o.RetryQueue, o.FailureQueue = newQueues(c, cfg, timings)
+	if cfg.LogKey != nil {
+		allowLogs(stack, cfg.LogKey)
+	}
+
+	o.Receiver, o.Outbox, o.Sweeper = newFunctions(c, cfg, file, code, timings, o.Table, o.RetryQueue)
+	grantAll(stack, cfg, file, o.Table, o.RetryQueue, o.Receiver, o.Outbox, o.Sweeper)
+
+	api, base, err := webhookAPI(c, cfg, file, o.Receiver, o)
+	if err != nil {
+		return nil, err
+	}
+	o.Api = api
+	o.WebhookUrl = jsii.String(base + "/hooks/{source}")
+	o.WebhookUrls = map[string]*string{}
+	for _, name := range file.Names() {
+		o.WebhookUrls[name] = jsii.String(base + "/hooks/" + name)
+	}
+
+	o.StreamMapping, o.SweepSchedule = triggers(c, cfg, timings, o.Table, o.FailureQueue, o.RetryQueue, o.Outbox, o.Sweeper)
+
+	o.AlarmTopic = alarmTopic(c, stack, cfg)
+	subscribe(c, o.AlarmTopic, cfg)
+	o.Alarms, o.Dashboard = alarms(c, cfg, file, cfg.MetricsNamespace, o.AlarmTopic, o.Table, api, o.Receiver, o.Outbox, o.Sweeper, o.FailureQueue)
+	outputs(c, stack, o)
+	suppress(api, o.FailureQueue, o.Outbox, o.Receiver, o.Outbox, o.Sweeper)
+	return o, nil
+}
+
+// configure reads and validates the sources file and the props, filling in the defaults:
+// everything that cannot work is refused here, before a resource is defined.
+func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err error) {
+	if props == nil || props.SourcesFile == "" {
+		return cfg, nil, nil, errors.New("Props.SourcesFile is required")
+	}
+	raw, err = os.ReadFile(props.SourcesFile)
+	if err != nil {
+		return cfg, nil, nil, fmt.Errorf("Props.SourcesFile: %w", err)
+	}
+	file, err = sources.Parse(raw)
+	if err != nil {
+		return cfg, nil, nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
+	}
+	cfg = *props
 	if cfg.DuplicateSpike == 0 {
 		cfg.DuplicateSpike = 500
 	}
@@ -210,7 +328,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		cfg.PendingShards = dedup.PendingShards
 	}
 	if cfg.PendingShards < 1 || cfg.PendingShards > dedup.MaxPendingShards {
-		return nil, fmt.Errorf("Props.PendingShards %d: must be between 1 and %d", cfg.PendingShards, dedup.MaxPendingShards)
+		return cfg, nil, nil, fmt.Errorf("Props.PendingShards %d: must be between 1 and %d", cfg.PendingShards, dedup.MaxPendingShards)
 	}
 	if cfg.MemorySize == 0 {
 		cfg.MemorySize = 256
@@ -224,42 +342,79 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if cfg.GoModuleDir == "" {
 		cfg.GoModuleDir = "."
 	}
+	if id := cfg.TableLogicalID; id != "" && !logicalID(id) {
+		return cfg, nil, nil, fmt.Errorf("Props.TableLogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
+	}
 	if cfg.TableKey != nil && cfg.TableEncryption != awsdynamodb.TableEncryption_CUSTOMER_MANAGED {
-		return nil, errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
+		return cfg, nil, nil, errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
 	}
 	if len(cfg.AuditPrefixes) > 0 || cfg.AuditSample != 0 {
 		a := dedup.Auditor{Prefixes: cfg.AuditPrefixes, Sample: cfg.AuditSample}
 		var inv *dedup.InvalidError
 		if err := a.Validate(); errors.As(err, &inv) {
-			return nil, fmt.Errorf("Props.Audit%s: %s", inv.Field, inv.Reason) // Props.AuditPrefixes[1], Props.AuditSample
+			return cfg, nil, nil, fmt.Errorf("Props.Audit%s: %s", inv.Field, inv.Reason) // Props.AuditPrefixes[1], Props.AuditSample
 		}
 	}
-	if cfg.MetricsNamespace == "" {
-		cfg.MetricsNamespace = DefaultNamespace
+	if cfg.MetricsNamespace != "" && !validNamespace(cfg.MetricsNamespace) {
+		return cfg, nil, nil, fmt.Errorf("Props.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.MetricsNamespace)
 	}
-	if !validNamespace(cfg.MetricsNamespace) {
-		return nil, fmt.Errorf("Props.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.MetricsNamespace)
+	if cfg.StreamParallelization == 0 {
+		cfg.StreamParallelization = 2
+	}
+	if cfg.StreamParallelization < 1 || cfg.StreamParallelization > 10 || cfg.StreamParallelization != float64(int(cfg.StreamParallelization)) {
+		return cfg, nil, nil, fmt.Errorf("Props.StreamParallelization %g: must be a whole number between 1 and 10", cfg.StreamParallelization)
+	}
+	if cfg.StreamBatchSize == 0 {
+		cfg.StreamBatchSize = outboxBatchSize
+	}
+	if cfg.StreamBatchSize < 1 || cfg.StreamBatchSize > 10000 || cfg.StreamBatchSize != float64(int(cfg.StreamBatchSize)) {
+		return cfg, nil, nil, fmt.Errorf("Props.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.StreamBatchSize)
+	}
+	if cfg.LogRetention == "" {
+		cfg.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if cfg.LogRemoval == "" {
+		cfg.LogRemoval = awscdk.RemovalPolicy_DESTROY
+	}
+	if err := checkFunctions(&cfg); err != nil {
+		return cfg, nil, nil, err
+	}
+	if cfg.RetryConcurrency == 0 {
+		cfg.RetryConcurrency = 5
+	}
+	if cfg.RetryConcurrency < 2 || cfg.RetryConcurrency > 1000 {
+		return cfg, nil, nil, fmt.Errorf("Props.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.RetryConcurrency)
+	}
+	for i, e := range cfg.AlarmEmails {
+		if at := strings.LastIndexByte(e, '@'); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
+			return cfg, nil, nil, fmt.Errorf("Props.AlarmEmails[%d] %q: not an email address", i, e)
+		}
+	}
+	for i, e := range cfg.AlarmHttpsEndpoints {
+		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" {
+			return cfg, nil, nil, fmt.Errorf("Props.AlarmHttpsEndpoints[%d] %q: must be an https:// URL", i, e)
+		}
 	}
 	if !cfg.Local {
 		if err := deployable(file, cfg); err != nil {
-			return nil, err
+			return cfg, nil, nil, err
 		}
 	}
 	for _, t := range cfg.Targets {
 		if file.Targets[t] != nil {
-			return nil, fmt.Errorf("Props.Targets: %q is also an HTTP target of the sources file", t)
+			return cfg, nil, nil, fmt.Errorf("Props.Targets: %q is also an HTTP target of the sources file", t)
 		}
 	}
 	for k := range cfg.Environment {
 		if reservedEnv[k] {
-			return nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
+			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
 		}
 	}
-	timings, err := outboxTimings(file, cfg.Targets)
-	if err != nil {
-		return nil, err // an *outbox.ConfigError, which names the outbox
-	}
-	arm64 := !cfg.X86
+	return cfg, file, raw, nil
+}
+
+// stageCode builds or checks each function's code, with the sources file beside it.
+func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 	staging, err := os.MkdirTemp("", "oncehook-code-")
 	if err != nil {
 		return nil, err
@@ -269,7 +424,9 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		name string
 		c    Code
 		def  string
-	}{{"receiver", cfg.Receiver, ReceiverPackage}, {"outbox", cfg.Outbox, OutboxPackage}, {"sweeper", cfg.Sweeper, SweeperPackage}} {
+		opts FunctionOptions
+	}{{"receiver", cfg.Receiver, ReceiverPackage, cfg.ReceiverFunction}, {"outbox", cfg.Outbox, OutboxPackage, cfg.OutboxFunction}, {"sweeper", cfg.Sweeper, SweeperPackage, cfg.SweeperFunction}} {
+		arm64 := *f.opts.Architecture.Name() == *awslambda.Architecture_ARM_64().Name()
 		c := f.c
 		if c.GoPackage == "" && c.Dir == "" && c.Lambda == nil {
 			c = Code{GoPackage: f.def}
@@ -281,11 +438,11 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			return nil, err
 		}
 	}
+	return code, nil
+}
 
-	c := constructs.NewConstruct(scope, jsii.String(id))
-	o := &Oncehook{Construct: c, Sources: file}
-	stack := awscdk.Stack_Of(c)
-
+// newTable is the design's table: claims, effect records and the pending index.
+func newTable(c constructs.Construct, cfg Props) awsdynamodb.Table {
 	removal := awscdk.RemovalPolicy_RETAIN
 	if cfg.Local {
 		removal = awscdk.RemovalPolicy_DESTROY
@@ -304,30 +461,60 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		Encryption:         cfg.TableEncryption,
 		EncryptionKey:      cfg.TableKey,
 	})
+	if cfg.TableLogicalID != "" {
+		table.Node().DefaultChild().(awsdynamodb.CfnTable).OverrideLogicalId(jsii.String(cfg.TableLogicalID))
+	}
 	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:      jsii.String(dedup.PendingIndex),
 		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPendingShard), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPendingSince), Type: awsdynamodb.AttributeType_NUMBER},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
-	o.Table = table
+	return table
+}
 
+// newQueues are the retry queue that wakes retried intents and the failure queue that takes
+// what exhausted its retries.
+func newQueues(c constructs.Construct, cfg Props, timings outbox.Timings) (retries, dlq awssqs.Queue) {
 	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
 	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
-	dlq := awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		EnforceSSL:      jsii.Bool(true),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+	queueEncryption := awssqs.QueueEncryption_SQS_MANAGED
+	if cfg.QueueKey != nil {
+		queueEncryption = awssqs.QueueEncryption_KMS
+	}
+	dlq = awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		EnforceSSL:          jsii.Bool(true),
+		Encryption:          queueEncryption,
+		EncryptionMasterKey: cfg.QueueKey,
 	})
-	retries := awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
-		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
-		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
-		EnforceSSL:        jsii.Bool(true),
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
-		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+	retries = awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
+		VisibilityTimeout:   awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
+		EnforceSSL:          jsii.Bool(true),
+		Encryption:          queueEncryption,
+		EncryptionMasterKey: cfg.QueueKey,
+		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
-	o.RetryQueue, o.FailureQueue = retries, dlq
+	return retries, dlq
+}
 
+// allowLogs lets CloudWatch Logs encrypt with key, for log groups of this account only.
+func allowLogs(stack awscdk.Stack, key awskms.IKey) {
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(fmt.Sprintf("logs.%s.amazonaws.com", *stack.Region())), nil)},
+		Actions:    jsii.Strings("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"ArnLike": map[string]any{
+			"kms:EncryptionContext:aws:logs:arn": fmt.Sprintf("arn:%s:logs:%s:%s:log-group:*", *stack.Partition(), *stack.Region(), *stack.Account()),
+		}},
+	}), jsii.Bool(true))
+}
+
+// newFunctions are the receiver, the outbox worker and the sweeper, each with its own role and
+// log group, and the environment that points them at the table and the retry queue.
+func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code map[string]staged, timings outbox.Timings,
+	table awsdynamodb.Table, retries awssqs.Queue) (receiver, worker, sweeper awslambda.Function) {
 	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards),
 		"METRICS_NAMESPACE": cfg.MetricsNamespace}
 	if len(cfg.Targets) > 0 {
@@ -340,8 +527,8 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	for k, v := range env {
 		outboxEnv[k] = v
 	}
-	receiver := function(c, "Receiver", cfg, code["receiver"], env, receiverTimeout(file).Seconds())
-	worker := function(c, "Outbox", cfg, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
+	receiver = function(c, "Receiver", cfg, cfg.ReceiverFunction, code["receiver"], env, receiverTimeout(file).Seconds())
+	worker = function(c, "Outbox", cfg, cfg.OutboxFunction, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
 	sweeperEnv := map[string]string{}
 	for k, v := range outboxEnv {
 		sweeperEnv[k] = v
@@ -352,18 +539,29 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.AuditSample)
 		}
 	}
-	sweeper := function(c, "Sweeper", cfg, code["sweeper"], sweeperEnv, timings.SweeperTimeout.Seconds())
-	if cfg.ReceiverReservedConcurrency > 0 {
-		receiver.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(cfg.ReceiverReservedConcurrency))
-	}
+	sweeper = function(c, "Sweeper", cfg, cfg.SweeperFunction, code["sweeper"], sweeperEnv, timings.SweeperTimeout.Seconds())
 	if !cfg.UnreservedSweeper {
 		sweeper.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
 	}
-	o.Receiver, o.Outbox, o.Sweeper = receiver, worker, sweeper
+	return receiver, worker, sweeper
+}
+
+// grantAll gives each function's role exactly what its code does, on exactly its resources.
+func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, table awsdynamodb.Table, retries awssqs.Queue, receiver, worker, sweeper awslambda.Function) {
 	// SendMessage only (GrantSendMessages adds GetQueueAttributes and GetQueueUrl, which the
 	// scheduler never calls: it is given the queue's URL).
 	allow(worker, []string{"sqs:SendMessage"}, retries.QueueArn())
 	allow(sweeper, []string{"sqs:SendMessage"}, retries.QueueArn())
+	if cfg.QueueKey != nil {
+		// Sending to a queue under a customer-managed key encrypts with it, through SQS only.
+		for _, fn := range []awslambda.Function{worker, sweeper} {
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
+				Resources:  jsii.Strings(*cfg.QueueKey.KeyArn()),
+				Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("sqs.%s.amazonaws.com", *stack.Region())}},
+			}))
+		}
+	}
 
 	// Least privilege: each function gets exactly the actions its code issues (recorded from
 	// its requests in launch/testdata/calls.json, which the IAM test holds these to). The
@@ -371,7 +569,8 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	// applies update effects (UpdateItem); it reads a claim on a duplicate (GetItem) and, on a
 	// redelivered batch, the claims still to write (BatchGetItem). The
 	// outbox and the sweeper lease and record (UpdateItem) and read a woken or swept claim.
-	allow(receiver, []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"}, table.TableArn())
+	// Effects on the table itself may be of every kind the API accepts (ownTableActions).
+	allow(receiver, append(ownTableActions(), "dynamodb:BatchGetItem"), table.TableArn())
 	allow(worker, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
 	allow(sweeper, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, table.TableArn())
 	allow(sweeper, []string{"dynamodb:Query"}, jsii.String(*table.TableArn()+"/index/"+dedup.PendingIndex))
@@ -382,23 +581,23 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	grantTables(stack, file, receiver, sweeper)
 	grantTargets(stack, file, worker, sweeper)
 	if key := table.EncryptionKey(); key != nil {
+		// Through DynamoDB only (the table's items and its stream), as the secrets' keys are
+		// through Secrets Manager and SSM: the key itself decrypts nothing else for them.
 		for _, fn := range []awslambda.Function{receiver, worker, sweeper} {
-			key.GrantEncryptDecrypt(fn)
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:    jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"),
+				Resources:  jsii.Strings(*key.KeyArn()),
+				Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("dynamodb.%s.amazonaws.com", *stack.Region())}},
+			}))
 		}
 	}
+}
 
-	api, base, err := webhookAPI(c, cfg, file, receiver, o)
-	if err != nil {
-		return nil, err
-	}
-	o.Api = api
-	o.WebhookUrl = jsii.String(base + "/hooks/{source}")
-	o.WebhookUrls = map[string]*string{}
-	for _, name := range file.Names() {
-		o.WebhookUrls[name] = jsii.String(base + "/hooks/" + name)
-	}
-
-	worker.AddEventSource(awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
+// triggers are what runs the outbox (the table's stream, the retry queue) and the sweeper (a
+// schedule).
+func triggers(c constructs.Construct, cfg Props, timings outbox.Timings, table awsdynamodb.Table, dlq, retries awssqs.Queue,
+	worker, sweeper awslambda.Function) (awslambdaeventsources.DynamoEventSource, awsevents.Rule) {
+	stream := awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
 		BatchSize:               jsii.Number(float64(timings.BatchSize)),
 		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
@@ -406,19 +605,28 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		ReportBatchItemFailures: jsii.Bool(true),
 		RetryAttempts:           jsii.Number(5),
 		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(6)),
-		ParallelizationFactor:   jsii.Number(2),
+		ParallelizationFactor:   jsii.Number(cfg.StreamParallelization),
 		OnFailure:               awslambdaeventsources.NewSqsDlq(dlq),
 		// Only records that hand the worker due work (outbox.StreamFilterPatterns): a new
 		// claim with intents, a re-admitted or re-driven one. The worker's own writes, TTL
 		// REMOVEs and effect records never invoke the function.
 		Filters: streamFilters(),
-	}))
+	})
+	worker.AddEventSource(stream)
 	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(retries, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(cfg.RetryConcurrency),
 	}))
+	// The sweeper's runs are asynchronous: Lambda's defaults (2 retries, kept 6 hours) would
+	// queue throttled runs behind its reserved concurrency of 1. A run that could not start is
+	// dropped; the next comes in 2 minutes.
+	sweeper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+		RetryAttempts: jsii.Number(0),
+		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
+	})
 
-	awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
+	schedule := awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("re-drive outbox intents the stream path left behind"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(2))),
 		// A run that could not start is not worth starting late: the next one comes soon.
@@ -427,19 +635,33 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
 		})},
 	})
+	return stream, schedule
+}
 
+// alarmTopic is Props.AlarmTopic, or a new topic this account's alarms may publish to.
+func alarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns.ITopic {
 	topic := cfg.AlarmTopic
 	if topic == nil {
 		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key, and an
 		// alarm notification carries names and states, no secrets (suppress.go).
 		t := awssns.NewTopic(c, jsii.String("Alarms"), &awssns.TopicProps{DisplayName: jsii.String("oncehook alarms"), EnforceSSL: jsii.Bool(true)})
+		// A topic policy replaces SNS's default one, whose Allow is what lets CloudWatch
+		// publish: without this statement (EnforceSSL's policy has only a Deny) alarms fire
+		// and no message is sent. Only this account's alarms.
+		t.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("CloudWatchAlarmsPublish"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+			Actions:    jsii.Strings("sns:Publish"),
+			Resources:  jsii.Strings(*t.TopicArn()),
+			Conditions: &map[string]any{
+				"ArnLike":      map[string]any{"aws:SourceArn": fmt.Sprintf("arn:%s:cloudwatch:%s:%s:alarm:*", *stack.Partition(), *stack.Region(), *stack.Account())},
+				"StringEquals": map[string]any{"aws:SourceAccount": *stack.Account()},
+			},
+		}))
 		suppressTopic(t)
 		topic = t
 	}
-	o.AlarmTopic = topic
-	o.Alarms, o.Dashboard = alarms(c, cfg, file, cfg.MetricsNamespace, topic, table, api, receiver, worker, sweeper, dlq)
-	suppress(api, dlq, worker, receiver, worker, sweeper)
-	return o, nil
+	return topic
 }
 
 // accessLogFormat is one JSON line per request: who sent it, to which route, what API Gateway
@@ -491,9 +713,11 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			DefaultDomainMapping: mapping,
 		})
 		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
-			Retention:     awslogs.RetentionDays_ONE_MONTH,
-			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+			Retention:     cfg.LogRetention,
+			RemovalPolicy: cfg.LogRemoval,
+			EncryptionKey: cfg.LogKey,
 		})
+		o.AccessLogs = accessLogs
 		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
 		stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
 			DestinationArn: accessLogs.LogGroupArn(),
@@ -579,12 +803,86 @@ func receiverTimeout(f *sources.File) time.Duration {
 	return t
 }
 
+// defaultNamespace is DefaultNamespace and the construct's path, each character CloudWatch
+// does not take in a namespace replaced with "_".
+func defaultNamespace(path string) string {
+	ns := []rune(DefaultNamespace + "/" + path)
+	for i, r := range ns {
+		if !namespaceRune(r) {
+			ns[i] = '_'
+		}
+	}
+	if len(ns) > 255 {
+		ns = ns[:255]
+	}
+	return string(ns)
+}
+
+func namespaceRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)
+}
+
+// ownTableActions are the DynamoDB actions the receiver's transaction needs on oncehook's own
+// table: the claim and its body guard (PutItem), a duplicate's claim (GetItem), and an effect of
+// each kind the API accepts (dedup.PutEffect, UpdateEffect, DeleteEffect, CheckEffect:
+// sources.TableActions), which a planner may write there as well as in its own tables.
+func ownTableActions() []string {
+	actions := []string{"dynamodb:GetItem", "dynamodb:PutItem"}
+	for _, a := range sources.TableActions {
+		actions = append(actions, a)
+	}
+	slices.Sort(actions)
+	return slices.Compact(actions)
+}
+
+// subscribe subscribes Props.AlarmEmails and Props.AlarmHttpsEndpoints to the alarm topic, and
+// warns at synth when nothing is: the alarms would fire into a topic nobody reads.
+func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
+	for i, e := range cfg.AlarmEmails {
+		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmEmail%d", i)), &awssns.SubscriptionProps{
+			Topic: topic, Protocol: awssns.SubscriptionProtocol_EMAIL, Endpoint: jsii.String(e),
+		})
+	}
+	for i, e := range cfg.AlarmHttpsEndpoints {
+		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmHttps%d", i)), &awssns.SubscriptionProps{
+			Topic: topic, Protocol: awssns.SubscriptionProtocol_HTTPS, Endpoint: jsii.String(e),
+		})
+	}
+	if cfg.AlarmTopic == nil && len(cfg.AlarmEmails) == 0 && len(cfg.AlarmHttpsEndpoints) == 0 {
+		awscdk.Annotations_Of(c).AddWarningV2(jsii.String("oncehook:unsubscribed"),
+			jsii.String("nothing is subscribed to the alarm topic: set Props.AlarmEmails, Props.AlarmHttpsEndpoints or Props.AlarmTopic, or subscribe Oncehook.AlarmTopic, or the alarms reach nobody"), nil)
+	}
+}
+
+// outputs are what an operator looks up after a deploy: the topic to subscribe, the queue
+// that takes what gave up, the dashboard.
+func outputs(c constructs.Construct, stack awscdk.Stack, o *Oncehook) {
+	awscdk.NewCfnOutput(c, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: o.AlarmTopic.TopicArn(), Description: jsii.String("oncehook: the topic every alarm sends its ALARM and OK to")})
+	awscdk.NewCfnOutput(c, jsii.String("FailureQueueUrl"), &awscdk.CfnOutputProps{Value: o.FailureQueue.QueueUrl(), Description: jsii.String("oncehook: stream records and wake-ups that exhausted their retries")})
+	awscdk.NewCfnOutput(c, jsii.String("DashboardUrl"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(fmt.Sprintf("https://%s.console.aws.amazon.com/cloudwatch/home?region=%s#dashboards:name=%s", *stack.Region(), *stack.Region(), *o.Dashboard.DashboardName())),
+		Description: jsii.String("oncehook: the dashboard"),
+	})
+}
+
+func logicalID(id string) bool {
+	if id == "" || len(id) > 255 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 func validNamespace(ns string) bool {
 	if ns == "" || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
 		return false
 	}
 	for _, r := range ns {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)) {
+		if !namespaceRune(r) {
 			return false
 		}
 	}
@@ -605,14 +903,11 @@ func compactJSON(b []byte) []byte {
 
 // function defines one Lambda, with its own log group and role, tagged with its role in the
 // deployment (oncehook:function) so tools find it without its name.
-func function(scope constructs.Construct, id string, cfg Props, code staged, env map[string]string, timeoutSeconds float64) awslambda.Function {
-	arch := awslambda.Architecture_ARM_64()
-	if cfg.X86 {
-		arch = awslambda.Architecture_X86_64()
-	}
+func function(scope constructs.Construct, id string, cfg Props, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) awslambda.Function {
 	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
-		Retention:     awslogs.RetentionDays_ONE_MONTH,
-		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		Retention:     cfg.LogRetention,
+		RemovalPolicy: cfg.LogRemoval,
+		EncryptionKey: cfg.LogKey,
 	})
 	name := strings.ToLower(id)
 	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
@@ -634,15 +929,19 @@ func function(scope constructs.Construct, id string, cfg Props, code staged, env
 	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
 		Role:         role,
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: arch,
+		Architecture: opts.Architecture,
 		Handler:      jsii.String("bootstrap"),
 		Code:         code.code,
-		MemorySize:   jsii.Number(cfg.MemorySize),
+		MemorySize:   jsii.Number(opts.MemorySize),
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSeconds)),
 		Environment:  &vars,
 		LogGroup:     logs,
 		Description:  jsii.String("oncehook " + name),
+		Tracing:      cfg.Tracing,
 	})
+	if opts.ReservedConcurrency > 0 {
+		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(opts.ReservedConcurrency))
+	}
 	awscdk.Tags_Of(fn).Add(jsii.String(FunctionTag), jsii.String(name), nil)
 	return fn
 }
@@ -790,6 +1089,45 @@ func trimSlash(s string) string {
 	return s
 }
 
+// checkFunctions fills in each function's options from the construct-wide ones and refuses
+// what Lambda would: memory outside 128-10,240 MB, a negative reservation, a second one for the
+// sweeper or the receiver.
+func checkFunctions(cfg *Props) error {
+	if cfg.MemorySize < 128 || cfg.MemorySize > 10240 {
+		return fmt.Errorf("Props.MemorySize %g: must be between 128 and 10240 MB", cfg.MemorySize)
+	}
+	if cfg.ReceiverReservedConcurrency != 0 {
+		if cfg.ReceiverFunction.ReservedConcurrency != 0 {
+			return errors.New("Props.ReceiverFunction.ReservedConcurrency: set it or Props.ReceiverReservedConcurrency, not both")
+		}
+		cfg.ReceiverFunction.ReservedConcurrency = cfg.ReceiverReservedConcurrency
+	}
+	if cfg.SweeperFunction.ReservedConcurrency != 0 {
+		return errors.New("Props.SweeperFunction.ReservedConcurrency: the sweeper runs one at a time (reserved 1); Props.UnreservedSweeper removes the reservation")
+	}
+	for _, f := range []struct {
+		name string
+		o    *FunctionOptions
+	}{{"ReceiverFunction", &cfg.ReceiverFunction}, {"OutboxFunction", &cfg.OutboxFunction}, {"SweeperFunction", &cfg.SweeperFunction}} {
+		if f.o.MemorySize == 0 {
+			f.o.MemorySize = cfg.MemorySize
+		}
+		if f.o.MemorySize < 128 || f.o.MemorySize > 10240 {
+			return fmt.Errorf("Props.%s.MemorySize %g: must be between 128 and 10240 MB", f.name, f.o.MemorySize)
+		}
+		if f.o.ReservedConcurrency < 0 || f.o.ReservedConcurrency != float64(int(f.o.ReservedConcurrency)) {
+			return fmt.Errorf("Props.%s.ReservedConcurrency %g: must be a whole number, 0 for no reservation", f.name, f.o.ReservedConcurrency)
+		}
+		if f.o.Architecture == nil {
+			f.o.Architecture = awslambda.Architecture_ARM_64()
+			if cfg.X86 {
+				f.o.Architecture = awslambda.Architecture_X86_64()
+			}
+		}
+	}
+	return nil
+}
+
 // The outbox's stream batch and the concurrency its worker runs it at (outbox.Config's default).
 const (
 	outboxBatchSize   = 100
@@ -797,10 +1135,11 @@ const (
 )
 
 // outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
-// targets' timeouts with outbox.PlanTimings, the computation the functions' start applies too,
-// so the synth fails on timings that cannot work, naming the target. The application's own
-// targets (Props.Targets) get the default timeout: the synth cannot see their executors.
-func outboxTimings(f *sources.File, custom []string) (outbox.Timings, error) {
+// targets' timeouts and the stream batch with outbox.PlanTimings, the computation the
+// functions' start applies too, so the synth fails on timings that cannot work, naming the
+// target or the batch. The application's own targets (Props.Targets) get the default timeout:
+// the synth cannot see their executors.
+func outboxTimings(f *sources.File, custom []string, batch int) (outbox.Timings, error) {
 	calls := map[string]time.Duration{}
 	for _, name := range custom {
 		calls[name] = 0
@@ -808,7 +1147,11 @@ func outboxTimings(f *sources.File, custom []string) (outbox.Timings, error) {
 	for name, t := range f.Targets {
 		calls[name] = time.Duration(t.Timeout)
 	}
-	return outbox.PlanTimings(outboxBatchSize, outboxConcurrency, calls)
+	t, err := outbox.PlanTimings(batch, outboxConcurrency, calls)
+	if err != nil && t.FunctionTimeout > outbox.MaxFunctionTimeout && batch != outboxBatchSize {
+		return t, fmt.Errorf("Props.StreamBatchSize %d: %w", batch, err)
+	}
+	return t, err
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // One synth serves every test: starting the jsii runtime and synthesizing take seconds.
@@ -278,7 +280,7 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssuesOnExactlyItsResources(t *testi
 		here  = "arn:${AWS::Partition}:%s:${AWS::Region}:${AWS::AccountId}:"
 	)
 	resources := map[string][]string{
-		"dynamodb:GetItem": {table}, "dynamodb:BatchGetItem": {table}, "dynamodb:PutItem": {table}, "dynamodb:UpdateItem": {table},
+		"dynamodb:GetItem": {table}, "dynamodb:BatchGetItem": {table}, "dynamodb:PutItem": {table}, "dynamodb:UpdateItem": {table}, "dynamodb:DeleteItem": {table}, "dynamodb:ConditionCheckItem": {table},
 		"dynamodb:Query":  {table + "/index/pending"},
 		"sqs:SendMessage": {"OncehookOutboxRetries.Arn"},
 		// examples/sources.json's secrets.
@@ -301,6 +303,13 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssuesOnExactlyItsResources(t *testi
 		}
 		logs := "Oncehook" + strings.ToUpper(role[:1]) + role[1:] + "Logs.Arn:*"
 		want[id] = append(want[id], "logs:CreateLogStream "+logs, "logs:PutLogEvents "+logs)
+	}
+	// The receiver may also write an effect of every kind the API accepts on the table, whether
+	// or not the reference application's planners use it (TestTheReceiverMayWriteEveryEffectKind...).
+	for _, a := range sortedKeys(sources.TableActions) {
+		if pair := sources.TableActions[a] + " " + table; !slices.Contains(want["OncehookReceiverRole"], pair) {
+			want["OncehookReceiverRole"] = append(want["OncehookReceiverRole"], pair)
+		}
 	}
 	// And what Lambda itself does with the outbox's role: read the stream, consume the retry
 	// queue, send given-up records to the on-failure queue (the event sources' own grants).
@@ -400,8 +409,14 @@ func TestAlarmsCoverTheFailureSignals(t *testing.T) {
 		"DuplicateSpikeshop", "SignatureRejectedstripe", "ReceiverFailinggithub", "UnknownTypesshop", "ReplayRefusedgithub"} {
 		alarmNamed(t, all, name)
 	}
-	if len(all) != 15+4*3+1 {
-		t.Errorf("%d alarms, want %d", len(all), 15+4*3+1)
+	// And a count of failed deliveries per source, a count of the API's 5xx, and a retry
+	// alarm per target.
+	for _, name := range []string{"DeliveriesFailingshop", "DeliveriesFailingstripe", "DeliveriesFailinggithub", "Api5xxCount"} {
+		alarmNamed(t, all, name)
+	}
+	targets := len(synth.o.Sources.Targets)
+	if want := 16 + 5*3 + 1 + targets; len(all) != want {
+		t.Errorf("%d alarms, want %d", len(all), want)
 	}
 	for id := range all {
 		if strings.HasPrefix(id, "OncehookReplayRefused") && !strings.HasPrefix(id, "OncehookReplayRefusedgithub") {
@@ -556,7 +571,7 @@ func TestEveryChartedAndAlarmedMetricIsOneTheFunctionsWrite(t *testing.T) {
 	emitted := catalog()
 	checked := 0
 	check := func(where string, m [3]string) {
-		if m[0] != DefaultNamespace {
+		if m[0] != synth.o.MetricsNamespace {
 			return // AWS's own metrics (Lambda, API Gateway, DynamoDB, SQS)
 		}
 		checked++

@@ -179,8 +179,16 @@ var Presets = map[string]Preset{
 	},
 }
 
-// maxBody is Lambda's synchronous request payload limit.
-const maxBody = 6 * 1024 * 1024
+// maxBody is the largest body that can reach the receiver: Lambda takes a synchronous request
+// of at most lambdaPayload bytes, and API Gateway hands it the body inside a JSON event
+// (headers, up to 10 KiB for an HTTP API, and the request context: envelope covers them),
+// base64-encoded when it is not text (4 bytes for every 3). A limit above it could never be
+// reached: the delivery fails at API Gateway, 413 never answered by the receiver.
+const (
+	lambdaPayload = 6 * 1024 * 1024
+	envelope      = 64 * 1024
+	maxBody       = (lambdaPayload - envelope) / 4 * 3
+)
 
 // Validate checks every source and fills the locators a source leaves to its scheme's preset.
 func (f *File) Validate() error {
@@ -454,7 +462,7 @@ func (s *Source) validate(at string) error {
 		return &FieldError{Field: at + ".timestamp_tolerance", Reason: "must be at most 24h: a captured delivery verifies for as long as the tolerance"}
 	}
 	if s.MaxBodyBytes < 0 || s.MaxBodyBytes > maxBody {
-		return &FieldError{Field: at + ".max_body_bytes", Reason: fmt.Sprintf("must be between 0 (default %d) and %d, Lambda's request limit", DefaultMaxBodyBytes, maxBody)}
+		return &FieldError{Field: at + ".max_body_bytes", Reason: fmt.Sprintf("must be between 0 (default %d) and %d, the largest body that fits Lambda's request limit once API Gateway has wrapped and base64-encoded it", DefaultMaxBodyBytes, maxBody)}
 	}
 	if s.MaxBodyBytes == 0 {
 		s.MaxBodyBytes = DefaultMaxBodyBytes

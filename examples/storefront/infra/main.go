@@ -23,12 +23,22 @@ func main() {
 	}
 	stack := awscdk.NewStack(app, jsii.String("Storefront"), nil)
 	// The storefront's own table, which checkouts update in the claim's transaction (the
-	// sources file's tables.customers: the construct grants the receiver what it lists).
+	// sources file's tables.customers: the construct grants the receiver what it lists). Its
+	// balances are business data: point-in-time recovery, and kept when the stack is deleted
+	// (destroyed only on the emulator, so a local deploy can be repeated).
+	removal := awscdk.RemovalPolicy_RETAIN
+	if local {
+		removal = awscdk.RemovalPolicy_DESTROY
+	}
 	customers := awsdynamodb.NewTable(stack, jsii.String("Customers"), &awsdynamodb.TableProps{
-		TableName:     jsii.String("storefront-customers"),
-		PartitionKey:  &awsdynamodb.Attribute{Name: jsii.String("email"), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:   awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		TableName:    jsii.String("storefront-customers"),
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("email"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(!local),
+		RemovalPolicy:      removal,
 	})
 	webhooks := oncehook.New(stack, "Webhooks", &oncehook.Props{
 		SourcesFile: sourcesFile,
@@ -39,8 +49,11 @@ func main() {
 		// Orders and pushes are written only by put effects: any without claimed_by leaked.
 		AuditPrefixes: []string{"ORDER#", "PUSH#"},
 		Environment:   map[string]string{"CRM_URL": crm},
-		Local:         local,
-		X86:           local && runtime.GOARCH == "amd64",
+		// Whoever is on call (-c alarm-email=...); without it the synth warns that the
+		// alarms reach nobody.
+		AlarmEmails: alarmEmails(app),
+		Local:       local,
+		X86:         local && runtime.GOARCH == "amd64",
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{Value: webhooks.WebhookUrl})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: webhooks.Table.TableName()})
@@ -48,4 +61,11 @@ func main() {
 	awscdk.NewCfnOutput(stack, jsii.String("CustomersTable"), &awscdk.CfnOutputProps{Value: customers.TableName()})
 	app.Synth(nil)
 	os.Exit(0)
+}
+
+func alarmEmails(app awscdk.App) []string {
+	if e, ok := app.Node().TryGetContext(jsii.String("alarm-email")).(string); ok && e != "" {
+		return []string{e}
+	}
+	return nil
 }
