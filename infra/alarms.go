@@ -180,6 +180,12 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 			}), threshold: 0, m: 2, n: 12, missing: notBreaching})
 		w.alarm(alarmSpec{id: "UnknownTypes-" + name, description: "Events from " + name + " of types no planner is registered for: a planner missing or misnamed (unknown_types says whether they were claimed empty)",
 			metric: w.ours("UnknownType", "Sum", five, src...), threshold: 0, m: 1, n: 1, missing: notBreaching})
+		if readsAStore(file.Sources[name]) {
+			// A failed re-read keeps the values held (deliveries go on), so a secret revoked at
+			// the store keeps verifying until one succeeds: ten minutes of failures pages.
+			w.alarm(alarmSpec{id: "SecretRefreshFailed-" + name, description: "The receiver could not re-read " + name + "'s secrets from Secrets Manager or SSM: it keeps the values it holds, so a secret revoked there still verifies (its log's secret_refresh_error says why: permissions, throttling, a key)",
+				metric: w.ours("SecretRefreshFailed", "Sum", five, src...), threshold: 0, m: 2, n: 3, missing: notBreaching})
+		}
 		if file.Sources[name].Guarded() {
 			w.alarm(alarmSpec{id: "ReplayRefused-" + name, description: "A signed body from " + name + " came again under another event id: a captured delivery replayed (or the provider sent one fact twice)",
 				metric: w.ours("ReplayRefused", "Sum", five, src...), threshold: 0, m: 1, n: 1, missing: notBreaching})
@@ -290,4 +296,15 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 	rows = append(rows, &last)
 	dash := awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{Widgets: &rows})
 	return w.alarms, dash
+}
+
+// readsAStore reports whether a source's secrets are re-read from a store (Secrets Manager,
+// SSM) at their maximum age; environment variables and public keys never change under it.
+func readsAStore(s *sources.Source) bool {
+	for _, ref := range s.Secrets {
+		if ref.SecretsManager != "" || ref.SSM != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -414,8 +414,12 @@ func TestAlarmsCoverTheFailureSignals(t *testing.T) {
 	for _, name := range []string{"DeliveriesFailingshop", "DeliveriesFailingstripe", "DeliveriesFailinggithub", "Api5xxCount"} {
 		alarmNamed(t, all, name)
 	}
+	// And a failed re-read of each source's secrets from its store (all three read one).
+	for _, name := range []string{"SecretRefreshFailedshop", "SecretRefreshFailedstripe", "SecretRefreshFailedgithub"} {
+		alarmNamed(t, all, name)
+	}
 	targets := len(synth.o.Sources.Targets)
-	if want := 16 + 5*3 + 1 + targets; len(all) != want {
+	if want := 16 + 6*3 + 1 + targets; len(all) != want {
 		t.Errorf("%d alarms, want %d", len(all), want)
 	}
 	for id := range all {
@@ -626,6 +630,39 @@ func TestSynthWarnsOfARetentionOnADefault(t *testing.T) {
 		found := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("sources.stripe.redrive_window: not set")))
 		if got := len(*found) > 0; got != c.warned {
 			t.Errorf("%s: warned %v, want %v", c.name, got, c.warned)
+		}
+	}
+}
+
+// A source whose secrets come from a store (Secrets Manager, SSM) has an alarm on their re-read
+// failing, which keeps the values held (so a revoked secret verifies on); a source whose secrets
+// are environment variables or public keys reads no store, and has none.
+func TestASecretRefreshAlarmForEverySourceThatReadsAStore(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{
+  "sm":  {"scheme":"stripe","secrets":[{"secretsmanager":"s"}],"retry_horizon":"1h","redrive_window":"1d"},
+  "ssm": {"scheme":"github","secrets":[{"env":"G"},{"ssm":"/g"}],"retry_horizon":"1h","redrive_window":"1d"},
+  "env": {"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"1h","redrive_window":"1d"},
+  "pk":  {"scheme":"discord","public_keys":["`+strings.Repeat("ab", 32)+`"],"event_id":{"json":"id"},"event_type":{"json":"type"},"retry_horizon":"1h","redrive_window":"1d"}}}`), 0o644)
+	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("Refresh"), nil)
+	o := New(stack, "Oncehook", &Props{SourcesFile: file, AllowEnvSecrets: true, Environment: map[string]string{"S": "s", "G": "g"}, Receiver: Code{Dir: synth.bootstraps["arm64"]},
+		Outbox: Code{Dir: synth.bootstraps["arm64"]}, Sweeper: Code{Dir: synth.bootstraps["arm64"]}})
+	got := map[string]bool{}
+	for _, a := range o.Alarms {
+		if id := *a.Node().Id(); strings.HasPrefix(id, "SecretRefreshFailed-") {
+			got[strings.TrimPrefix(id, "SecretRefreshFailed-")] = true
+		}
+	}
+	if !got["sm"] || !got["ssm"] || got["env"] || got["pk"] || len(got) != 2 {
+		t.Fatalf("secret refresh alarms for %v, want sm and ssm only", got)
+	}
+	tpl := assertions.Template_FromStack(stack, nil)
+	for _, res := range *tpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+		p := (*res)["Properties"].(map[string]any)
+		if name, _ := p["MetricName"].(string); name == "SecretRefreshFailed" {
+			if p["TreatMissingData"] != "notBreaching" || len(p["AlarmActions"].([]any)) == 0 {
+				t.Fatalf("the secret refresh alarm does not page, or pages on silence: %v", p)
+			}
 		}
 	}
 }
