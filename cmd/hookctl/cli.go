@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
@@ -119,16 +118,5 @@ func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error
 	if err != nil {
 		return nil, err
 	}
-	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(c.table),
-		Key:            map[string]types.AttributeValue{dedup.AttrPK: &types.AttributeValueMemberS{Value: dedup.ClaimKey(source, id)}, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK}},
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if out.Item == nil {
-		return nil, fmt.Errorf("no claim for %s %s in %s", source, id, c.table)
-	}
-	return dedup.UnmarshalClaim(out.Item)
+	return dedup.GetClaim(ctx, db, c.table, source, id)
 }
