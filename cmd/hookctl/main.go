@@ -11,6 +11,7 @@
 //	hookctl audit                               effect records without a claim (leaks)
 //	hookctl backfill <source> <file>            claim ids processed before dedup was switched on
 //	hookctl coldstart <bootstrap>               the receiver binary's cold start under a local Runtime API
+//	hookctl console                             the operator console, a web UI (package console)
 //
 // Common flags: -sources (default $ONCEHOOK_SOURCES_FILE or examples/sources.json) and -table
 // (default $TABLE_NAME).
@@ -39,6 +40,7 @@ var commands = map[string]command{
 	"audit":           {"audit [-prefix P -sample N]", audit},
 	"backfill":        {"backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill},
 	"coldstart":       {coldstartUsage, coldstart},
+	"console":         {consoleUsage, consoleCmd},
 }
 
 func main() {
@@ -77,7 +79,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"inspect", "redrive", "parked", "check-retention", "send", "storm", "replay", "audit", "backfill", "coldstart"} {
+	for _, name := range []string{"inspect", "redrive", "parked", "check-retention", "send", "storm", "replay", "audit", "backfill", "coldstart", "console"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE or examples/sources.json), -table NAME (default $TABLE_NAME)")
