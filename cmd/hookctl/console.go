@@ -9,11 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
 	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -30,11 +33,7 @@ func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.token, "token", os.Getenv("ONCEHOOK_CONSOLE_TOKEN"), "required of every request when set (default $ONCEHOOK_CONSOLE_TOKEN)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (redrive)")
 	fs.BoolVar(&f.showPayloads, "show-payloads", false, "show intent payloads and effect records' values")
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "operator"
-	}
-	fs.StringVar(&f.operator, "operator", user+" (hookctl console)", "who redrives are recorded as done by")
+	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
 	fs.BoolVar(&f.metrics, "metrics", false, "chart deliveries and intents from the stack's CloudWatch metrics")
 	fs.StringVar(&f.namespace, "metrics-namespace", "oncehook", "the stack's metrics namespace")
 	fs.IntVar(&f.maxReads, "max-reads", 500, "claims one page reads from the pending index at most")
@@ -93,4 +92,23 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// operator names the person running hookctl for a redrive's record (redriven_by): $USER and
+// the tool, bounded and printable as outbox.RedriveBy requires.
+func operator(tool string) string {
+	user := strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, os.Getenv("USER"))
+	if user == "" {
+		user = "operator"
+	}
+	suffix := " (" + tool + ")"
+	if max := dedup.MaxRedrivenBy - len(suffix); len(user) > max {
+		user = strings.ToValidUTF8(user[:max], "")
+	}
+	return user + suffix
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 )
 
 func TestConsoleRefusesAnUnsafeAddressOrATableNotOncehooks(t *testing.T) {
@@ -65,5 +67,48 @@ func TestConsoleServesTheEventPage(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d after the context ended", code)
+	}
+}
+
+// hookctl redrive records who ran it ($USER) on the intent, as the console does.
+func TestRedriveRecordsWhoRanIt(t *testing.T) {
+	client, table := testTable(t)
+	t.Setenv("USER", "ada")
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := store.Commit(ctx, dedup.Event{Source: "shop", ID: "evt_refused", Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.New(client, outbox.Config{Table: table, Executors: map[string]outbox.Executor{
+		"email": outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return outbox.Permanent(errors.New("422")) })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dedup.GetClaim(ctx, client, table, "shop", "evt_refused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Process(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := hookctl(t, "", "redrive", "-table", table, "shop", "evt_refused"); code != 0 || !strings.Contains(out, "re-drove email.send") {
+		t.Fatalf("redrive: %d %s %s", code, out, errOut)
+	}
+	c, _ = dedup.GetClaim(ctx, client, table, "shop", "evt_refused")
+	if in := c.Intents["email.send"]; in.RedrivenBy != "ada (hookctl redrive)" || in.RedrivenAt == "" {
+		t.Fatalf("%+v: want the redrive recorded as ada's", in)
+	}
+}
+
+func TestOperatorIsBoundedAndPrintable(t *testing.T) {
+	for user, want := range map[string]string{"": "operator (x)", "ada\n": "ada (x)", strings.Repeat("é", 40): strings.Repeat("é", 30) + " (x)"} {
+		t.Setenv("USER", user)
+		if got := operator("x"); got != want || outbox.ValidRedrivenBy(got) != nil {
+			t.Errorf("USER %q: %q, want %q", user, got, want)
+		}
 	}
 }
