@@ -47,11 +47,13 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// API is the part of the DynamoDB client the console uses: key lookups, index queries, the
-// redrive's update and the table's description. *dynamodb.Client implements it.
+// API is the part of the DynamoDB client the console uses: key lookups (GetItem,
+// BatchGetItem), index queries, the redrive's update and the table's description. It has no
+// Scan. *dynamodb.Client implements it.
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }

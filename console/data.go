@@ -150,15 +150,15 @@ type targetLoad struct {
 
 // loads reads the claims under the due shards (and the parked ones when withParked) and
 // counts their intents per target.
-func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoad, claims int, more bool, err error) {
+func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoad, cls []*dedup.Claim, more bool, err error) {
 	due, parked := dedup.ShardNames(c.cfg.PendingShards)
 	shards := due
 	if withParked {
 		shards = append(slices.Clone(due), parked...)
 	}
-	cls, more, err := c.indexed(ctx, shards)
+	cls, more, err = c.indexed(ctx, shards)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, nil, false, err
 	}
 	now := c.cfg.Now().UnixMilli()
 	by := map[string]*targetLoad{}
@@ -201,7 +201,7 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 	for _, name := range slices.Sorted(maps.Keys(by)) {
 		rows = append(rows, by[name])
 	}
-	return rows, len(cls), more, nil
+	return rows, cls, more, nil
 }
 
 // recent lists a source's most recent claims in the pending index (those with intents open or

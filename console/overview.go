@@ -24,12 +24,12 @@ var (
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	loads, n, more, err := c.loads(ctx, true)
+	loads, cls, more, err := c.loads(ctx, true)
 	if err != nil {
 		c.awsFail(w, r, "reading the pending index", err)
 		return
 	}
-	v := overviewView{Claims: n, More: more}
+	v := overviewView{Claims: len(cls), More: more}
 	now := chart{Title: "Open and parked intents per target, now (pending index)", Series: loadSeries}
 	for _, l := range loads {
 		now.Rows = append(now.Rows, chartRow{Label: l.Target, Values: []float64{float64(l.Due), float64(l.Waiting), float64(l.Running), float64(l.Parked)}})
@@ -46,7 +46,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Charts = append(v.Charts, now)
 	if !v.FromMetrics {
-		v.Charts = append(v.Charts, c.indexSourceChart(r, loads))
+		v.Charts = append(v.Charts, c.indexSourceChart(cls))
 	}
 	c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: v})
 }
@@ -99,14 +99,8 @@ func (c *Console) metricCharts(r *http.Request, loads []*targetLoad) ([]chart, e
 
 // indexSourceChart: without metrics, the claims in the pending index per source, by how long
 // ago they entered it.
-func (c *Console) indexSourceChart(r *http.Request, _ []*targetLoad) chart {
+func (c *Console) indexSourceChart(cls []*dedup.Claim) chart {
 	ch := chart{Title: "Claims with open or parked intents per source, by when they entered the index", Series: []series{{"last hour", "s0"}, {"last day", "s1"}, {"older", "s2"}}}
-	due, parked := dedup.ShardNames(c.cfg.PendingShards)
-	keys, _, err := c.indexKeys(r.Context(), append(due, parked...), "", false, c.cfg.MaxIndexReads*10)
-	if err != nil {
-		c.cfg.Logger.Error("console: index keys", "error", err)
-		return ch
-	}
 	now := c.cfg.Now()
 	counts := map[string][]float64{}
 	var order []string
@@ -114,22 +108,18 @@ func (c *Console) indexSourceChart(r *http.Request, _ []*targetLoad) chart {
 		counts[s] = make([]float64, 3)
 		order = append(order, s)
 	}
-	for _, k := range keys {
-		s, _, ok := splitClaimPK(k.PK)
-		if !ok {
-			continue
+	for _, cl := range cls {
+		if counts[cl.Source] == nil {
+			counts[cl.Source] = make([]float64, 3)
+			order = append(order, cl.Source)
 		}
-		if counts[s] == nil {
-			counts[s] = make([]float64, 3)
-			order = append(order, s)
-		}
-		switch age := now.Sub(k.Since); {
+		switch age := now.Sub(time.UnixMilli(cl.PendingSince)); {
 		case age <= time.Hour:
-			counts[s][0]++
+			counts[cl.Source][0]++
 		case age <= 24*time.Hour:
-			counts[s][1]++
+			counts[cl.Source][1]++
 		default:
-			counts[s][2]++
+			counts[cl.Source][2]++
 		}
 	}
 	for _, s := range order {

@@ -622,12 +622,12 @@ type backlogView struct {
 }
 
 func (c *Console) backlog(w http.ResponseWriter, r *http.Request) {
-	rows, n, more, err := c.loads(r.Context(), false)
+	rows, cls, more, err := c.loads(r.Context(), false)
 	if err != nil {
 		c.awsFail(w, r, "reading the pending index", err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "backlog", page{Title: "Backlog", Nav: "backlog", Data: backlogView{Rows: rows, Claims: n, More: more, Now: c.cfg.Now()}})
+	c.render(w, r, http.StatusOK, "backlog", page{Title: "Backlog", Nav: "backlog", Data: backlogView{Rows: rows, Claims: len(cls), More: more, Now: c.cfg.Now()}})
 }
 
 type auditView struct {
