@@ -102,7 +102,9 @@ func newEnv(t *testing.T) *env {
 	if e.store, err = dedup.New(client, dedup.Config{Table: e.table, Sources: f.Retentions()}); err != nil {
 		t.Fatal(err)
 	}
-	exec := &outbox.HTTPExecutor{URL: e.down.URL, Timeout: 5 * time.Second}
+	// The executor's URL carries a path and a query as a webhook URL's secret would: errors
+	// quote it, and no page may show more than its host.
+	exec := &outbox.HTTPExecutor{URL: e.down.URL + "/hooks/SECRET-URL-PATH?token=SECRET-URL-QUERY", Timeout: 5 * time.Second}
 	if e.worker, err = outbox.New(client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
 		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
 		t.Fatal(err)

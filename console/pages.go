@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,9 +200,39 @@ func ago(t time.Time) string {
 	}
 	d := time.Since(t).Round(time.Second)
 	if d < 0 {
-		return "in " + (-d).String()
+		return "in " + span(-d)
 	}
-	return d.String() + " ago"
+	return span(d) + " ago"
+}
+
+// span is a duration as a person reads it: seconds to hours as Go writes them, days past two.
+func span(d time.Duration) string {
+	if d >= 48*time.Hour {
+		return strconv.Itoa(int(d/(24*time.Hour))) + " days"
+	}
+	return d.String()
+}
+
+// urlInText finds URLs in an error message.
+var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
+
+// redact shows a URL in an error by its scheme and host only: a target's path and query may
+// hold a secret (a webhook URL's token), and userinfo is one.
+func redact(msg string) string {
+	return urlInText.ReplaceAllStringFunc(msg, func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return "[url]"
+		}
+		out := u.Scheme + "://" + u.Hostname()
+		if p := u.Port(); p != "" {
+			out += ":" + p
+		}
+		if len(raw) > len(out) {
+			out += "/…"
+		}
+		return out
+	})
 }
 
 func epochMillis(s string) time.Time {
@@ -404,7 +435,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	in := cl.Intents[name]
 	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
-		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: in.LastError,
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: redact(in.LastError),
 		Attempts: in.Attempts, Budget: in.Attempts - in.AttemptsBase, PayloadBytes: len(in.Payload),
 		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
 	if c.cfg.ShowPayloads {
