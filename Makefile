@@ -25,7 +25,7 @@ AWS_ENV := AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} \
 
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
-.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy hookctl
+.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy hookctl browser
 
 # Lambda binaries for provided.al2023: dist/<function>/bootstrap (the stack bundles the
 # sources file with each). ARCH=arm64 for AWS; the host's architecture by default, for the
@@ -60,6 +60,10 @@ up:
 
 down:
 	@localstack/down
+
+# Debian's Chromium (apt, as root), for the console's browser test: without it that test skips.
+browser:
+	@localstack/browser
 
 run: up
 	@$(AWS_ENV) localstack/run

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -44,6 +46,8 @@ type Auditor struct {
 	// SortKey its key attributes ("" for a table without a sort key).
 	Audited               string
 	PartitionKey, SortKey string
+	// Now is the clock the recorded result is stamped with (LastAudit). Default time.Now.
+	Now func() time.Time
 }
 
 // The audit's cursor item: in the claims' key space with an empty source, like the sweeper's
@@ -151,18 +155,91 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 			rep.WithoutClaim = append(rep.WithoutClaim, Key{Table: a.Audited, PK: pk, SK: sk})
 		}
 	}
-	move := &dynamodb.UpdateItemInput{TableName: aws.String(a.Table), Key: cursorKey, UpdateExpression: aws.String("REMOVE cursor_pk, cursor_sk")}
+	// The cursor moves, and records this run's result for readers (LastAudit), in one write.
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	keys := make([]types.AttributeValue, 0, len(rep.WithoutClaim))
+	for _, k := range rep.WithoutClaim {
+		keys = append(keys, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"pk": str(k.PK), "sk": str(k.SK)}})
+	}
+	set := []string{"last_run_at = :at", "last_read = :read", "last_effects = :effects", "last_without_claim = :without", "last_keys = :keys", "last_wrapped = :wrapped"}
+	values := map[string]types.AttributeValue{
+		":at": str(now().UTC().Format(time.RFC3339)), ":read": num(int64(rep.Read)), ":effects": num(int64(rep.Effects)),
+		":without": num(int64(rep.WithoutClaimCount)), ":keys": &types.AttributeValueMemberL{Value: keys},
+	}
+	var remove []string
 	if len(out.LastEvaluatedKey) == 0 {
 		rep.Wrapped = true
+		remove = []string{"cursor_pk", "cursor_sk"}
 	} else if sk, ok := out.LastEvaluatedKey[skName]; ok && skName != "" {
-		move.UpdateExpression = aws.String("SET cursor_pk = :pk, cursor_sk = :sk")
-		move.ExpressionAttributeValues = map[string]types.AttributeValue{":pk": out.LastEvaluatedKey[pkName], ":sk": sk}
+		set = append(set, "cursor_pk = :pk", "cursor_sk = :sk")
+		values[":pk"], values[":sk"] = out.LastEvaluatedKey[pkName], sk
 	} else {
-		move.UpdateExpression = aws.String("SET cursor_pk = :pk REMOVE cursor_sk")
-		move.ExpressionAttributeValues = map[string]types.AttributeValue{":pk": out.LastEvaluatedKey[pkName]}
+		set = append(set, "cursor_pk = :pk")
+		values[":pk"] = out.LastEvaluatedKey[pkName]
+		remove = []string{"cursor_sk"}
 	}
+	values[":wrapped"] = &types.AttributeValueMemberBOOL{Value: rep.Wrapped}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	move := &dynamodb.UpdateItemInput{TableName: aws.String(a.Table), Key: cursorKey, UpdateExpression: aws.String(expr), ExpressionAttributeValues: values}
 	if _, err := a.Client.UpdateItem(ctx, move); err != nil {
 		return rep, fmt.Errorf("audit cursor: %w", err)
 	}
 	return rep, nil
+}
+
+// AuditRecord is the result of an Auditor's last run, as it recorded it on its cursor.
+type AuditRecord struct {
+	// Audited is the audited table ("" for oncehook's own).
+	Audited string
+	At      time.Time
+	Read    int
+	Effects int
+	// WithoutClaim counts the run's records without a claim; Keys are the first 20.
+	WithoutClaim int
+	Keys         []Key
+	Wrapped      bool
+}
+
+// LastAudit reads the last result an Auditor recorded for a table (audited: "" for oncehook's
+// own, else the Auditor's Audited), by the cursor's key in table: one GetItem. It returns nil
+// and no error when no audit has run there.
+func LastAudit(ctx context.Context, api GetItemAPI, table, audited string) (*AuditRecord, error) {
+	pk := AuditCursorPK
+	if audited != "" {
+		pk += "#" + audited
+	}
+	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+		Key: map[string]types.AttributeValue{AttrPK: str(pk), AttrSK: str(AuditCursorSK)}})
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := out.Item["last_run_at"]; !ok {
+		return nil, nil
+	}
+	var item struct {
+		At      string `dynamodbav:"last_run_at"`
+		Read    int    `dynamodbav:"last_read"`
+		Effects int    `dynamodbav:"last_effects"`
+		Without int    `dynamodbav:"last_without_claim"`
+		Keys    []struct {
+			PK string `dynamodbav:"pk"`
+			SK string `dynamodbav:"sk"`
+		} `dynamodbav:"last_keys"`
+		Wrapped bool `dynamodbav:"last_wrapped"`
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
+		return nil, fmt.Errorf("audit record %s: %w", pk, err)
+	}
+	rec := &AuditRecord{Audited: audited, Read: item.Read, Effects: item.Effects, WithoutClaim: item.Without, Wrapped: item.Wrapped}
+	rec.At, _ = time.Parse(time.RFC3339, item.At)
+	for _, k := range item.Keys {
+		rec.Keys = append(rec.Keys, Key{Table: audited, PK: k.PK, SK: k.SK})
+	}
+	return rec, nil
 }

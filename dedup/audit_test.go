@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -135,5 +136,42 @@ func TestAnAuditThatCannotWorkIsRefused(t *testing.T) {
 		if err := c.a.Validate(); !errors.As(err, &inv) || inv.Field != c.field {
 			t.Errorf("%+v: got %v, want an InvalidError naming %s", c.a, err, c.field)
 		}
+	}
+}
+
+// Each audit run records its result on its cursor, in the cursor's own write, for readers
+// (LastAudit): what it read, judged and found, and when.
+func TestAnAuditRunRecordsItsResultForReaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if rec, err := dedup.LastAudit(ctx, e.client, e.table, ""); rec != nil || err != nil {
+		t.Fatalf("before any run: %+v, %v; want none", rec, err)
+	}
+	for _, pk := range []string{"ORDER#rogue-1", "ORDER#rogue-2"} {
+		if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "ORDER"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 12, 4, 21, 0, 0, 0, time.UTC)
+	calls := &auditCalls{AuditAPI: e.client, calls: map[string]int{}}
+	a := &dedup.Auditor{Client: calls, Table: e.table, Prefixes: []string{"ORDER#"}, Sample: 100, Now: func() time.Time { return at }}
+	rep, err := a.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.calls["UpdateItem"] != 1 {
+		t.Fatalf("calls %v: the record rides the cursor's one write", calls.calls)
+	}
+	rec, err := dedup.LastAudit(ctx, e.client, e.table, "")
+	if err != nil || rec == nil {
+		t.Fatalf("%+v, %v", rec, err)
+	}
+	if !rec.At.Equal(at) || rec.Read != rep.Read || rec.Effects != 2 || rec.WithoutClaim != 2 || len(rec.Keys) != 2 || rec.Keys[0].SK != "ORDER" || !rec.Wrapped {
+		t.Fatalf("recorded %+v, want the run's %+v at %s", rec, rep, at)
+	}
+	if rec, err := dedup.LastAudit(ctx, e.client, e.table, "AppTable"); rec != nil || err != nil {
+		t.Fatalf("another table's record: %+v, %v; want none", rec, err)
 	}
 }

@@ -30,6 +30,7 @@ const (
 	AttrEffects       = "effects"
 	AttrEffectTable   = "table" // in an effects entry: the table of an effect In another one
 	AttrAbsorbed      = "absorbed"
+	AttrBodyGuard     = "body_guard" // on a claim whose event guards its body: the hex SHA-256 its guard item is keyed by
 	AttrIntents       = "intents"
 	AttrPendingShard  = "pending_shard" // sparse GSI hash key: a due shard while intents are open, a parked shard after
 	AttrPendingSince  = "pending_since" // sparse GSI range key, epoch milliseconds
@@ -55,6 +56,10 @@ const (
 	// AttrIntentLeaseOwner identifies the lease holder, so a worker whose lease request was
 	// retried after a lost response recognises its own lease.
 	AttrIntentLeaseOwner = "lease_owner"
+	// Written by an operator's redrive (outbox.RedriveBy): who re-drove the intent last, and
+	// when (RFC 3339).
+	AttrIntentRedrivenBy = "redriven_by"
+	AttrIntentRedrivenAt = "redriven_at"
 )
 
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
@@ -83,14 +88,19 @@ const (
 const MaxIntents = 50
 
 // IntentBookkeepingBytes is the room Commit keeps free in the claim, per intent, for what the
-// outbox worker adds later. The longest is a done after earlier failures: the last_error of a
-// failed attempt (up to 515 bytes) stays next to what the call sent (up to 515 bytes), with
-// finished_at, lease_owner, attempts_base and a growing attempt count (about 1,130 bytes in
-// all; a lease adds lease_until and next_attempt_at, but never with sent), rounded up for the
-// claim's parked shard name. A claim that would not leave it is refused with a *LimitError:
-// DynamoDB refuses a write that takes an item over 400 KB, and a lease or a done that can never
-// be written would leave the intent unrunnable, or called again after every lease expiry.
-const IntentBookkeepingBytes = 1280
+// outbox worker and an operator's redrive add later. The longest is a done after earlier
+// failures: the last_error of a failed attempt (up to 515 bytes) stays next to what the call
+// sent (up to 515 bytes), with finished_at, lease_owner, attempts_base, a growing attempt
+// count and the last redrive's record (redriven_by, up to MaxRedrivenBy bytes, and
+// redriven_at): about 1,240 bytes in all (a lease adds lease_until and next_attempt_at, but
+// never with sent), rounded up for the claim's parked shard name. A claim that would not leave
+// it is refused with a *LimitError: DynamoDB refuses a write that takes an item over 400 KB,
+// and a lease or a done that can never be written would leave the intent unrunnable, or called
+// again after every lease expiry.
+const IntentBookkeepingBytes = 1408
+
+// MaxRedrivenBy bounds ClaimIntent.RedrivenBy, who re-drove the intent last.
+const MaxRedrivenBy = 64
 
 // Intent statuses. Commit writes every intent as pending; the outbox worker moves them on.
 const (
@@ -169,25 +179,28 @@ var dueNames, _ = ShardNames(256)
 // handling). Commit writes it field by field rather than through attributevalue, which keeps
 // the hot path free of reflection; TestClaimRoundTrip keeps the two in step.
 type Claim struct {
-	PK            string                 `dynamodbav:"pk"`
-	SK            string                 `dynamodbav:"sk"`
-	Source        string                 `dynamodbav:"source"`
-	EventID       string                 `dynamodbav:"event_id"`
-	EventType     string                 `dynamodbav:"event_type"`
-	DeliveryID    string                 `dynamodbav:"delivery_id,omitempty"`
-	ReceivedAt    time.Time              `dynamodbav:"received_at"`
-	OccurredAt    time.Time              `dynamodbav:"occurred_at,omitempty"`
-	PayloadSHA256 string                 `dynamodbav:"payload_sha256"`
-	PayloadBytes  int                    `dynamodbav:"payload_bytes"`
-	ExpiresAt     int64                  `dynamodbav:"expires_at"`
-	CommitToken   string                 `dynamodbav:"commit_token"`
-	Outcome       string                 `dynamodbav:"outcome"`
-	Effects       []EffectKey            `dynamodbav:"effects,omitempty"`
-	Absorbed      []int                  `dynamodbav:"absorbed,omitempty"`
-	Intents       map[string]ClaimIntent `dynamodbav:"intents,omitempty"`
-	PendingShard  string                 `dynamodbav:"pending_shard,omitempty"`
-	PendingSince  int64                  `dynamodbav:"pending_since,omitempty"`
-	Wake          int64                  `dynamodbav:"wake,omitempty"`
+	PK            string      `dynamodbav:"pk"`
+	SK            string      `dynamodbav:"sk"`
+	Source        string      `dynamodbav:"source"`
+	EventID       string      `dynamodbav:"event_id"`
+	EventType     string      `dynamodbav:"event_type"`
+	DeliveryID    string      `dynamodbav:"delivery_id,omitempty"`
+	ReceivedAt    time.Time   `dynamodbav:"received_at"`
+	OccurredAt    time.Time   `dynamodbav:"occurred_at,omitempty"`
+	PayloadSHA256 string      `dynamodbav:"payload_sha256"`
+	PayloadBytes  int         `dynamodbav:"payload_bytes"`
+	ExpiresAt     int64       `dynamodbav:"expires_at"`
+	CommitToken   string      `dynamodbav:"commit_token"`
+	Outcome       string      `dynamodbav:"outcome"`
+	Effects       []EffectKey `dynamodbav:"effects,omitempty"`
+	Absorbed      []int       `dynamodbav:"absorbed,omitempty"`
+	// BodyGuard is the hex SHA-256 the event's body guard is keyed by (ClaimKey(Source,
+	// BodyGuard) / BodySK), for an event committed with GuardBody.
+	BodyGuard    string                 `dynamodbav:"body_guard,omitempty"`
+	Intents      map[string]ClaimIntent `dynamodbav:"intents,omitempty"`
+	PendingShard string                 `dynamodbav:"pending_shard,omitempty"`
+	PendingSince int64                  `dynamodbav:"pending_since,omitempty"`
+	Wake         int64                  `dynamodbav:"wake,omitempty"`
 }
 
 // Open reports whether any intent is pending or running.
@@ -216,6 +229,10 @@ type ClaimIntent struct {
 	// Sent is what the executor's call produced, when it says (a message id, an execution
 	// ARN): recorded as the intent is done.
 	Sent string `dynamodbav:"sent,omitempty"`
+	// RedrivenBy and RedrivenAt record the last operator's redrive: who (as the operator's
+	// tool named them) and when, RFC 3339.
+	RedrivenBy string `dynamodbav:"redriven_by,omitempty"`
+	RedrivenAt string `dynamodbav:"redriven_at,omitempty"`
 }
 
 // EffectKey is the key of an effect record the claim's transaction wrote: in the claims' own

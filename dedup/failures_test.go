@@ -254,7 +254,7 @@ func TestEveryLimitIsRefusedBeforeAnyCall(t *testing.T) {
 	for i := range tooMany {
 		tooMany[i] = dedup.Intent{Name: fmt.Sprintf("i%d", i), Target: "t"}
 	}
-	// 50 intents of 7.6 KB: 380 KB of claim, under 400 KB, but not with the 1,280 bytes per
+	// 50 intents of 7.6 KB: 380 KB of claim, under 400 KB, but not with the IntentBookkeepingBytes per
 	// intent the worker's lease, retry and finish add later (DynamoDB would refuse those
 	// writes forever, and the intents would never run).
 	crowded := make([]dedup.Intent, dedup.MaxIntents)

@@ -155,10 +155,10 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	expires := now.Add(keep)
 	t := formatClaim(ev, now, expires, rand.Uint64())
 	pk := t.pk // at most 4+64+1+512 bytes: validation keeps it under 2048
-	// 12 strings, 4 numbers and a map at most in the claim itself; 2 strings, a number and a
+	// 13 strings, 4 numbers and a map at most in the claim itself; 2 strings, a number and a
 	// map per intent; 4 strings and a map at most per effect.
-	vals := newValues(12+2*len(plan.Intents)+4*len(plan.Effects), 4+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
-	claim := make(map[string]types.AttributeValue, 17) // every attribute a claim can have
+	vals := newValues(13+2*len(plan.Intents)+4*len(plan.Effects), 4+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
+	claim := make(map[string]types.AttributeValue, 19) // every attribute a claim can have
 	// Sized as it is built: iterating the map again to size it cost more.
 	claimSize := 0
 	set := func(name string, v types.AttributeValue) {
@@ -202,6 +202,9 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 			sum := sha256.Sum256(ev.Guard)
 			guarded = hex.EncodeToString(sum[:])
 		}
+		// The claim names its guard: what the guard hashes (Event.Guard) is not stored, so
+		// a reader could not find the guard item from the claim otherwise.
+		set(AttrBodyGuard, vals.str(guarded))
 		req.guard = bodyGuard(s.tablePtr, ev, pk, guarded, t.expiresAt, now.Unix())
 	}
 	size := 0

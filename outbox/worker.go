@@ -37,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -787,6 +788,35 @@ var ErrNotParked = errors.New("outbox: intent is not parked")
 // back). It puts the claim back among the due work and sets its wake marker, so the claim's
 // MODIFY record brings it to the worker; the sweeper would too.
 func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time) error {
+	return redrive(ctx, api, table, claim, intent, now, "")
+}
+
+// RedriveBy is Redrive that also records on the intent who re-drove it (redriven_by: by,
+// printable, 1 to dedup.MaxRedrivenBy bytes) and when (redriven_at, now), in the same write:
+// an operator's tool names the person or the credentials acting. An invalid by is a
+// *dedup.InvalidError and nothing is written.
+func RedriveBy(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time, by string) error {
+	if err := ValidRedrivenBy(by); err != nil {
+		return err
+	}
+	return redrive(ctx, api, table, claim, intent, now, by)
+}
+
+// ValidRedrivenBy reports whether by can be recorded as who re-drove an intent: 1 to
+// dedup.MaxRedrivenBy bytes of printable UTF-8.
+func ValidRedrivenBy(by string) error {
+	if by == "" || len(by) > dedup.MaxRedrivenBy || !utf8.ValidString(by) {
+		return &dedup.InvalidError{Field: "redriven_by", Reason: fmt.Sprintf("must be 1 to %d bytes of UTF-8", dedup.MaxRedrivenBy)}
+	}
+	for _, r := range by {
+		if !unicode.IsPrint(r) {
+			return &dedup.InvalidError{Field: "redriven_by", Reason: "must not contain control characters"}
+		}
+	}
+	return nil
+}
+
+func redrive(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time, by string) error {
 	in, ok := claim.Intents[intent]
 	if !ok {
 		return fmt.Errorf("outbox: claim %s has no intent %q", claim.PK, intent)
@@ -800,21 +830,28 @@ func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 	case shard == "":
 		shard = dedup.PendingShard(claim.PK)
 	}
+	set := "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
+		"pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now"
+	values := map[string]types.AttributeValue{
+		":pending":  str(dedup.IntentPending),
+		":parked":   str(dedup.IntentParked),
+		":attempts": num(int64(in.Attempts)),
+		":now":      num(now.UnixMilli()),
+		":shard":    str(shard),
+		":since":    num(now.UnixMilli()),
+	}
+	if by != "" {
+		set += ", intents.#n." + dedup.AttrIntentRedrivenBy + " = :by, intents.#n." + dedup.AttrIntentRedrivenAt + " = :at"
+		values[":by"] = str(by)
+		values[":at"] = str(now.UTC().Format(time.RFC3339))
+	}
 	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(table),
-		Key:       claimKey(claim.PK),
-		UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
-			"pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now REMOVE intents.#n.finished_at"),
-		ConditionExpression:      aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),
-		ExpressionAttributeNames: intentNames(intent),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pending":  str(dedup.IntentPending),
-			":parked":   str(dedup.IntentParked),
-			":attempts": num(int64(in.Attempts)),
-			":now":      num(now.UnixMilli()),
-			":shard":    str(shard),
-			":since":    num(now.UnixMilli()),
-		},
+		TableName:                           aws.String(table),
+		Key:                                 claimKey(claim.PK),
+		UpdateExpression:                    aws.String(set + " REMOVE intents.#n.finished_at"),
+		ConditionExpression:                 aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),
+		ExpressionAttributeNames:            intentNames(intent),
+		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -464,5 +465,40 @@ func TestARedrivenIntentStillFailingGetsItsWholeBudgetAgain(t *testing.T) {
 	}
 	if calls, _, _ := e.down.snapshot(); calls["shop:evt_budget:email.send"] != 2*budget {
 		t.Fatalf("%d calls, want %d: one budget before the redrive, one after", calls["shop:evt_budget:email.send"], 2*budget)
+	}
+}
+
+// RedriveBy records who re-drove an intent and when, in the redrive's own write; an invalid
+// name writes nothing; Redrive records no one.
+func TestARedriveByRecordsWhoAndWhen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit(1)
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusUnprocessableEntity, 0 }
+	w := e.worker(nil)
+	w.HandleStream(context.Background(), batch(e.records()))
+	claim := e.claims()[0]
+	for _, bad := range []string{"", strings.Repeat("a", dedup.MaxRedrivenBy+1), "ada\nroot", "\xff"} {
+		var inv *dedup.InvalidError
+		if err := outbox.RedriveBy(context.Background(), e.client, e.table, claim, "email.send", e.now(), bad); !errors.As(err, &inv) || inv.Field != "redriven_by" {
+			t.Fatalf("by %q: %v, want an InvalidError naming redriven_by", bad, err)
+		}
+	}
+	if in := e.claims()[0].Intents["email.send"]; in.Status != dedup.IntentParked {
+		t.Fatalf("an invalid redrive wrote: %+v", in)
+	}
+	at := e.now()
+	if err := outbox.RedriveBy(context.Background(), e.client, e.table, claim, "email.send", at, "ada (console)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Redrive(context.Background(), e.client, e.table, claim, "fulfilment.create", at); err != nil {
+		t.Fatal(err)
+	}
+	after := e.claims()[0]
+	if in := after.Intents["email.send"]; in.Status != dedup.IntentPending || in.RedrivenBy != "ada (console)" || in.RedrivenAt != at.UTC().Format(time.RFC3339) {
+		t.Fatalf("%+v: want it pending, re-driven by ada at %s", in, at)
+	}
+	if in := after.Intents["fulfilment.create"]; in.Status != dedup.IntentPending || in.RedrivenBy != "" || in.RedrivenAt != "" {
+		t.Fatalf("%+v: Redrive records no one", in)
 	}
 }

@@ -33,6 +33,7 @@ type cli struct {
 	replay             replayFlags
 	audit              auditFlags
 	deploy             deployFlags
+	console            consoleFlags
 	stdin              io.Reader
 	stdout, stderr     io.Writer
 
@@ -69,6 +70,8 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 		fs.IntVar(&c.replay.rate, "rate", 50, "deliveries per second")
 		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
 		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
+	case "console":
+		c.console.define(fs)
 	case "audit":
 		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
 		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")

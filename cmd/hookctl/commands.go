@@ -86,7 +86,7 @@ func redrive(ctx context.Context, c *cli, args []string) error {
 		if len(args) == 2 && cl.Intents[name].Status != dedup.IntentParked {
 			continue
 		}
-		if err := outbox.Redrive(ctx, db, c.table, cl, name, time.Now()); err != nil {
+		if err := outbox.RedriveBy(ctx, db, c.table, cl, name, time.Now(), operator("hookctl redrive")); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		fmt.Fprintf(c.stdout, "re-drove %s (%s)\n", name, dedup.IdempotencyKey(cl.Source, cl.EventID, name))
@@ -157,38 +157,14 @@ func parked(ctx context.Context, c *cli, args []string) error {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SOURCE\tEVENT ID\tINTENT\tTARGET\tATTEMPTS\tPARKED AT\tLAST ERROR")
 	n := 0
-	_, shards := dedup.ShardNames(c.pendingShards)
-	for _, shard := range shards {
-		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
-			TableName:                 aws.String(c.table),
-			IndexName:                 aws.String(dedup.PendingIndex),
-			KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
-		})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return err
-			}
-			for _, key := range page.Items {
-				out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), ConsistentRead: aws.Bool(true),
-					Key: map[string]types.AttributeValue{dedup.AttrPK: key[dedup.AttrPK], dedup.AttrSK: key[dedup.AttrSK]}})
-				if err != nil {
-					return err
-				}
-				if out.Item == nil {
-					continue
-				}
-				cl, err := dedup.UnmarshalClaim(out.Item)
-				if err != nil {
-					return err
-				}
-				for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
-					if in := cl.Intents[name]; in.Status == dedup.IntentParked {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cl.Source, cl.EventID, name, in.Target, in.Attempts, orDash(in.FinishedAt), orDash(in.LastError))
-						n++
-					}
-				}
+	for cl, err := range outbox.ParkedClaims(ctx, db, c.table, c.pendingShards) {
+		if err != nil {
+			return err
+		}
+		for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
+			if in := cl.Intents[name]; in.Status == dedup.IntentParked {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cl.Source, cl.EventID, name, in.Target, in.Attempts, orDash(in.FinishedAt), orDash(in.LastError))
+				n++
 			}
 		}
 	}

@@ -12,6 +12,7 @@
 //	hookctl backfill <source> <file>            claim ids processed before dedup was switched on
 //	hookctl keygen discord|sendgrid             a key pair to test a public-key source with
 //	hookctl coldstart <bootstrap>               the receiver binary's cold start under a local Runtime API
+//	hookctl console                             the operator console, a web UI (package console)
 //
 // It talks to AWS through the standard credentials chain, without the EC2 instance metadata
 // service unless AWS_EC2_METADATA_DISABLED=false asks for it. In a folder where a local deploy
@@ -46,6 +47,7 @@ var commands = map[string]command{
 	"backfill":        {"backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill},
 	"keygen":          {"keygen discord|sendgrid", keygen},
 	"coldstart":       {coldstartUsage, coldstart},
+	"console":         {consoleUsage, consoleCmd},
 }
 
 func main() {
@@ -84,7 +86,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "parked", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart"} {
+	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "parked", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart", "console"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE), -table NAME (default $TABLE_NAME), -stack FILE (default\n"+

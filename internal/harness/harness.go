@@ -331,6 +331,7 @@ type Downstream struct {
 	rates   faults.Rates
 	rnd     func() float64
 	onCall  func(key string)
+	refused map[string]bool
 	srv     *http.Server
 }
 
@@ -365,6 +366,17 @@ func (d *Downstream) OnCall(f func(key string)) {
 	d.onCall = f
 }
 
+// Refuse makes every call for key answer 422 without applying it (a Reject, counted as one),
+// until Refuse(key, false): one chosen intent is parked, whatever else runs.
+func (d *Downstream) Refuse(key string, on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.refused == nil {
+		d.refused = map[string]bool{}
+	}
+	d.refused[key] = on
+}
+
 func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	_, _ = io.Copy(io.Discard, r.Body)
@@ -379,6 +391,9 @@ func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
 	kind := faults.None
 	if !d.rates.Zero() && d.rnd != nil {
 		kind = d.rates.Pick(d.rnd())
+	}
+	if d.refused[key] {
+		kind = faults.Reject
 	}
 	if kind != faults.None {
 		if d.faulted[key] == nil {

@@ -90,7 +90,7 @@ var mutations = []mutation{
 		`		cond += " AND intents." + ph + ".#st = " + statusValue(c.Intents[n].Status, values)`, `		_ = ph`,
 		"./outbox", "TestASettleNeverHidesAReDrivenIntent"},
 	{"redrive: only a parked intent", "outbox/worker.go",
-		`ConditionExpression:      aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),`, `ConditionExpression:      aws.String("intents.#n.attempts = :attempts AND :parked = :parked"),`,
+		`ConditionExpression:                 aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),`, `ConditionExpression:                 aws.String("intents.#n.attempts = :attempts AND :parked = :parked"),`,
 		"./outbox", "TestAnOperatorRedriveGivesAParkedIntentAFreshBudget"},
 	{"sweeper lock: one run at a time", "outbox/sweeper.go",
 		`ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR lock_until < :now OR lock_owner = :owner"),`, `ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR :now = :now OR lock_owner = :owner"),`,

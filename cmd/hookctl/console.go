@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
+)
+
+const consoleUsage = "console [-addr 127.0.0.1:8030 -token T -read-only -show-payloads -operator NAME -metrics]"
+
+type consoleFlags struct {
+	addr, token, operator, namespace string
+	readOnly, showPayloads, metrics  bool
+	maxReads                         int
+}
+
+func (f *consoleFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8030", "where to listen: a loopback address, or any with -token")
+	fs.StringVar(&f.token, "token", os.Getenv("ONCEHOOK_CONSOLE_TOKEN"), "required of every request when set (default $ONCEHOOK_CONSOLE_TOKEN)")
+	fs.BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (redrive)")
+	fs.BoolVar(&f.showPayloads, "show-payloads", false, "show intent payloads and effect records' values")
+	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
+	fs.BoolVar(&f.metrics, "metrics", false, "chart deliveries and intents from the stack's CloudWatch metrics")
+	fs.StringVar(&f.namespace, "metrics-namespace", "oncehook", "the stack's metrics namespace")
+	fs.IntVar(&f.maxReads, "max-reads", 500, "claims one page reads from the pending index at most")
+}
+
+// consoleCmd serves the operator console (package console) until interrupted.
+func consoleCmd(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 0 {
+		return errors.New("takes no arguments")
+	}
+	f := c.console
+	if err := console.CheckAddr(f.addr, f.token); err != nil {
+		return err
+	}
+	db, err := c.dynamo(ctx)
+	if err != nil {
+		return err
+	}
+	if err := console.CheckTable(ctx, db, c.table); err != nil {
+		return err
+	}
+	cfg := console.Config{DynamoDB: db, Table: c.table, PendingShards: c.pendingShards, ReadOnly: f.readOnly,
+		ShowPayloads: f.showPayloads, Token: f.token, Operator: f.operator, MaxIndexReads: f.maxReads}
+	var file *sources.File
+	if file, err = c.sources(); err != nil {
+		fmt.Fprintf(c.stderr, "hookctl console: no sources file (%v): sources are not checked by name\n", err)
+	} else {
+		cfg.Sources = file
+	}
+	if f.metrics {
+		awsCfg, err := c.config(ctx)
+		if err != nil {
+			return err
+		}
+		cfg.Metrics = &console.CloudWatch{Client: cloudwatch.NewFromConfig(awsCfg), Namespace: f.namespace}
+	}
+	h, err := console.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	fmt.Fprintf(c.stdout, "oncehook console for %s on http://%s/ (Ctrl-C stops it)\n", c.table, ln.Addr())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// operator names the person running hookctl for a redrive's record (redriven_by): $USER and
+// the tool, bounded and printable as outbox.RedriveBy requires.
+func operator(tool string) string {
+	user := strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, os.Getenv("USER"))
+	if user == "" {
+		user = "operator"
+	}
+	suffix := " (" + tool + ")"
+	if max := dedup.MaxRedrivenBy - len(suffix); len(user) > max {
+		user = strings.ToValidUTF8(user[:max], "")
+	}
+	return user + suffix
+}

@@ -1,0 +1,322 @@
+// Package console is oncehook's operator console: a web UI over a deployment's table, run by
+// the operator against their own stack with their own AWS credentials (hookctl console), or
+// mounted by a team in a server of their own. It is an http.Handler:
+//
+//	c, err := console.New(console.Config{DynamoDB: dynamodb.NewFromConfig(cfg), Table: table, Sources: file})
+//	http.ListenAndServe("127.0.0.1:8030", c)
+//
+// Pages: the event page (/events/{source}/{id}: the claim, its effects, each intent's
+// timeline, the body guard), search (/events?source=&id=), the parked intents with redrive
+// (/parked), the backlog per target (/backlog), an overview of charts (/) and the leak audit's
+// last result (/audit). Every page is built from key lookups and queries of the pending index,
+// never a Scan, and bounded (Config.MaxIndexReads).
+//
+// It is safe by default: every response carries a Content-Security-Policy that allows no
+// script at all; every state-changing request is a POST carrying a CSRF token bound to a
+// cookie, and is refused cross-origin; ReadOnly hides and refuses every action; intent
+// payloads and effect values are shown only with ShowPayloads; nothing from the sources file
+// but names, types and deliveries is rendered (never a secret reference, a URL or a header).
+// Without a Token it answers only requests addressed to a loopback host (a DNS-rebinding
+// page cannot reach it); with one, every request must present it (a login form sets a
+// cookie, or an Authorization: Bearer header). CheckAddr is the rule a server should apply
+// before listening: loopback only, unless a token is set.
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// API is the part of the DynamoDB client the console uses: key lookups (GetItem,
+// BatchGetItem), index queries, the redrive's update and the table's description. It has no
+// Scan. *dynamodb.Client implements it.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// Config configures a Console.
+type Config struct {
+	DynamoDB API
+	// Table is the deployment's table (hookctl's -table).
+	Table string
+	// Sources is the deployment's sources file, optional: with it, an unknown source is
+	// refused by name, search by id alone tries every source, the overview lists every source
+	// and target, and targets show their type and delivery.
+	Sources *sources.File
+	// PendingShards is the pending index's shard count as deployed. Default dedup.PendingShards.
+	PendingShards int
+	// ReadOnly hides every action and refuses every POST but the login.
+	ReadOnly bool
+	// ShowPayloads shows intent payloads and the values of effect records in oncehook's
+	// table. Off, only their sizes and keys are shown.
+	ShowPayloads bool
+	// Token, when set, is required of every request. Without it, only requests addressed to a
+	// loopback host are answered.
+	Token string
+	// Operator is who a redrive is recorded as done by (the intent's redriven_by), 1 to
+	// dedup.MaxRedrivenBy printable bytes. Default "console".
+	Operator string
+	// Metrics, when set, draws the overview's charts from the stack's metrics (CloudWatch);
+	// otherwise they are drawn from the pending index.
+	Metrics Metrics
+	// MaxIndexReads bounds the claims one page reads from the pending index. Default 500.
+	MaxIndexReads int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives what a page could not show a person (an AWS error's details). Default:
+	// discarded.
+	Logger *slog.Logger
+}
+
+// Console is the operator console's http.Handler.
+type Console struct {
+	cfg     Config
+	mux     *http.ServeMux
+	key     []byte // signs CSRF and login cookies; per process
+	handler http.Handler
+
+	mu      sync.Mutex
+	tableOK bool
+}
+
+// New checks cfg and returns the console. It makes no AWS call: the table is checked on the
+// first request (and by CheckTable, which a command should call at start).
+func New(cfg Config) (*Console, error) {
+	if cfg.DynamoDB == nil {
+		return nil, &dedup.InvalidError{Field: "DynamoDB", Reason: "is required"}
+	}
+	if cfg.Table == "" {
+		return nil, &dedup.InvalidError{Field: "Table", Reason: "is required"}
+	}
+	if cfg.PendingShards == 0 {
+		cfg.PendingShards = dedup.PendingShards
+	}
+	if cfg.PendingShards < 0 || cfg.PendingShards > dedup.MaxPendingShards {
+		return nil, &dedup.InvalidError{Field: "PendingShards", Reason: fmt.Sprintf("must be between 1 and %d", dedup.MaxPendingShards)}
+	}
+	if cfg.Operator == "" {
+		cfg.Operator = "console"
+	}
+	if err := outbox.ValidRedrivenBy(cfg.Operator); err != nil {
+		return nil, &dedup.InvalidError{Field: "Operator", Reason: strings.TrimPrefix(err.Error(), "dedup: redriven_by ")}
+	}
+	if cfg.MaxIndexReads == 0 {
+		cfg.MaxIndexReads = 500
+	}
+	if cfg.MaxIndexReads < 0 {
+		return nil, &dedup.InvalidError{Field: "MaxIndexReads", Reason: "must be positive"}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32)}
+	rand.Read(c.key)
+	c.routes()
+	// Cross-origin POSTs are refused by the browser's own Sec-Fetch-Site/Origin headers
+	// before the CSRF token is even looked at.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusForbidden, "Cross-origin request refused", "This request came from another site. Use the console's own pages.")
+	}))
+	c.handler = c.guard(cop.Handler(c.mux))
+	return c, nil
+}
+
+// ServeHTTP serves the console.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// CheckAddr is the listening rule: an address on a loopback interface, or, with a token, any.
+// It names what to do when addr cannot be served that way.
+func CheckAddr(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("console: address %q: %w", addr, err)
+	}
+	if loopbackHost(host) || token != "" {
+		return nil
+	}
+	return fmt.Errorf("console: %s is not a loopback address: set a token (-token or ONCEHOOK_CONSOLE_TOKEN) to serve it", addr)
+}
+
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// ErrNotOncehookTable is what CheckTable's error matches when the table exists but is not
+// shaped as oncehook's.
+var ErrNotOncehookTable = errors.New("not an oncehook table")
+
+// CheckTable reports whether table is an oncehook table: pk/sk string keys and the pending
+// index over pending_shard. One DescribeTable call.
+func CheckTable(ctx context.Context, api API, table string) error {
+	out, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	var nf *types.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return fmt.Errorf("table %s does not exist (check -table and the region)", table)
+	}
+	if err != nil {
+		return fmt.Errorf("table %s: %w", table, err)
+	}
+	t := out.Table
+	keys := map[string]types.KeyType{}
+	for _, k := range t.KeySchema {
+		keys[aws.ToString(k.AttributeName)] = k.KeyType
+	}
+	if keys[dedup.AttrPK] != types.KeyTypeHash || keys[dedup.AttrSK] != types.KeyTypeRange || len(keys) != 2 {
+		return fmt.Errorf("table %s is %w: its key is not pk (hash) + sk (range)", table, ErrNotOncehookTable)
+	}
+	for _, g := range t.GlobalSecondaryIndexes {
+		if aws.ToString(g.IndexName) != dedup.PendingIndex {
+			continue
+		}
+		for _, k := range g.KeySchema {
+			if aws.ToString(k.AttributeName) == dedup.AttrPendingShard && k.KeyType == types.KeyTypeHash {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("table %s is %w: it has no %q index over %s", table, ErrNotOncehookTable, dedup.PendingIndex, dedup.AttrPendingShard)
+}
+
+func (c *Console) checkTable(ctx context.Context) error {
+	c.mu.Lock()
+	ok := c.tableOK
+	c.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := CheckTable(ctx, c.cfg.DynamoDB, c.cfg.Table); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.tableOK = true
+	c.mu.Unlock()
+	return nil
+}
+
+const (
+	csrfCookie  = "oncehook_csrf"
+	loginCookie = "oncehook_console"
+)
+
+// csp allows no script, no inline style, nothing from elsewhere: the pages are HTML and SVG
+// with one stylesheet of their own.
+const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// guard applies what every request gets: the security headers, the host or token check, the
+// table check, and a page instead of a stack trace when a handler panics.
+func (c *Console) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				c.cfg.Logger.Error("console: page failed", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				c.fail(w, r, http.StatusInternalServerError, "Internal error", "The page failed; the console's log has the details.")
+			}
+		}()
+		if c.cfg.Token == "" {
+			host := r.Host
+			if h, _, err := net.SplitHostPort(r.Host); err == nil {
+				host = h
+			}
+			if !loopbackHost(host) {
+				c.fail(w, r, http.StatusMisdirectedRequest, "Not a loopback host",
+					"This console has no token, so it answers only requests addressed to 127.0.0.1, ::1 or localhost.")
+				return
+			}
+		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" && !c.authorized(r) {
+			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in"})
+			return
+		}
+		if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
+			if err := c.checkTable(r.Context()); err != nil {
+				status := http.StatusBadGateway
+				if errors.Is(err, ErrNotOncehookTable) {
+					status = http.StatusInternalServerError
+				}
+				c.cfg.Logger.Error("console: table check", "error", err)
+				c.fail(w, r, status, "The table cannot be read as oncehook's", err.Error())
+				return
+			}
+		}
+		if c.eventRoute(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *Console) sign(what, v string) string {
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte(what + "\x00" + v))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func (c *Console) authorized(r *http.Request) bool {
+	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return subtle.ConstantTimeCompare([]byte(auth), []byte(c.cfg.Token)) == 1
+	}
+	ck, err := r.Cookie(loginCookie)
+	return err == nil && hmac.Equal([]byte(ck.Value), []byte(c.sign("login", c.cfg.Token)))
+}
+
+// csrf returns the request's CSRF token, setting its cookie on the response when the request
+// has none: the token is the cookie's value signed with the console's key, so a form's token
+// proves it was read from this console by the cookie's holder.
+func (c *Console) csrf(w http.ResponseWriter, r *http.Request) string {
+	ck, err := r.Cookie(csrfCookie)
+	if err != nil || len(ck.Value) != 32 {
+		b := make([]byte, 16)
+		rand.Read(b)
+		ck = &http.Cookie{Name: csrfCookie, Value: hex.EncodeToString(b), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+		http.SetCookie(w, ck)
+	}
+	return c.sign("csrf", ck.Value)
+}
+
+func (c *Console) csrfOK(r *http.Request) bool {
+	ck, err := r.Cookie(csrfCookie)
+	if err != nil || len(ck.Value) != 32 {
+		return false
+	}
+	return hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(c.sign("csrf", ck.Value)))
+}

@@ -1,0 +1,103 @@
+package console_test
+
+import (
+	"html"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
+)
+
+func TestTheEventPageTellsTheClaimEffectsIntentsAndGuard(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("gh", "dlv-1", true)
+	e.down.setRefuse(key("gh", "dlv-1", "crm.update"), true)
+	e.drain()
+	b := e.serve(nil)
+	page := b.get("/events/gh/dlv-1")
+	if page.Status != http.StatusOK {
+		t.Fatalf("%d\n%s", page.Status, page.Body)
+	}
+	cl := e.claim("gh", "dlv-1")
+	mustContain(t, page, "order.paid", cl.CommitToken, cl.PayloadSHA256, "ORDER#dlv-1", "PAID",
+		`id="intent-email.send" data-status="done"`, `id="intent-crm.update" data-status="parked"`,
+		html.EscapeString(key("gh", "dlv-1", "email.send")), "422", "order unknown to the warehouse",
+		"held by this event", dedup.ClaimKey("gh", cl.BodyGuard))
+	// Payloads and effect values are hidden by default; a parked intent has its action.
+	mustNotContain(t, page, "PAYLOAD-VALUE")
+	mustContain(t, page, `action="/redrive"`)
+	for _, s := range neverRendered {
+		mustNotContain(t, page, s)
+	}
+
+	shown := e.serve(func(c *console.Config) { c.ShowPayloads = true }).get("/events/gh/dlv-1")
+	mustContain(t, shown, "PAYLOAD-VALUE-ada@example.com", "PAYLOAD-VALUE-total-4200")
+}
+
+func TestSearchFindsAnEventByItsIDWithOrWithoutTheSource(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_1", false)
+	b := e.serve(nil)
+	for _, q := range []string{"source=shop&id=evt_1", "id=evt_1", "id=+evt_1+"} {
+		r := b.get("/events?" + q)
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/events/shop/evt_1" {
+			t.Fatalf("%s: %d %q, want a redirect to the event", q, r.Status, r.Header.Get("Location"))
+		}
+	}
+	recent := b.get("/events?source=shop")
+	mustContain(t, recent, `href="/events/shop/evt_1"`)
+	if r := b.get("/events?id=evt_none"); r.Status != http.StatusNotFound {
+		t.Fatalf("an unknown id: %d, want 404", r.Status)
+	}
+}
+
+func TestBadInputGetsAClearPageWithTheRightStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.serve(nil)
+	cases := []struct {
+		path   string
+		status int
+		says   string
+	}{
+		{"/events/nosuch/evt_1", http.StatusNotFound, "not in the sources file"},
+		{"/events/Not%20A%20Source/evt_1", http.StatusBadRequest, "a source is 1 to"},
+		{"/events/shop/evt%0A1", http.StatusBadRequest, "event_id"},
+		{"/events/shop/evt%001", http.StatusBadRequest, "event_id"},
+		{"/events/shop/" + strings.Repeat("x", 600), http.StatusBadRequest, "event_id"},
+		{"/events/shop/evt_missing", http.StatusNotFound, "no claim"},
+		{"/events?source=shop&id=a%07b", http.StatusBadRequest, "event_id"},
+		{"/parked?source=NOPE", http.StatusBadRequest, "a source is 1 to"},
+		{"/nowhere", http.StatusNotFound, "no page"},
+		{"/redrive", http.StatusMethodNotAllowed, "POST only"},
+	}
+	for _, c := range cases {
+		r := b.get(c.path)
+		if r.Status != c.status || !strings.Contains(r.Body, c.says) || !strings.Contains(r.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("%s: %d %q, want %d saying %q", c.path, r.Status, r.Header.Get("Content-Type"), c.status, c.says)
+		}
+		if strings.Contains(r.Body, "goroutine") || strings.Contains(r.Body, ".go:") {
+			t.Errorf("%s: a stack trace on the page", c.path)
+		}
+	}
+}
+
+func TestEveryPageCarriesTheSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.serve(nil)
+	for _, p := range []string{"/", "/events", "/parked", "/backlog", "/audit", "/events/shop/none", "/nowhere"} {
+		r := b.get(p)
+		csp := r.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") || r.Header.Get("X-Frame-Options") != "DENY" || r.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: headers %v", p, r.Header)
+		}
+		if strings.Contains(r.Body, "<script") {
+			t.Errorf("%s has a script", p)
+		}
+	}
+}

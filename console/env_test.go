@@ -1,0 +1,270 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// testSources names a secret reference, a target URL and a header that must never appear on
+// a page.
+const testSources = `{
+  "sources": {
+    "shop": {"scheme": "standard-webhooks", "secrets": [{"secretsmanager": "console-test/SECRET-REF-shop"}], "retry_horizon": "72h", "redrive_window": "30d"},
+    "gh": {"scheme": "github", "secrets": [{"env": "SECRET_ENV_GH"}], "retry_horizon": "72h", "redrive_window": "30d"}
+  },
+  "targets": {
+    "email": {"url": "http://127.0.0.1:1/SECRET-URL-PATH", "headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}},
+    "crm": {"url": "http://127.0.0.1:1/crm"}
+  }
+}`
+
+// neverRendered are the values of testSources no page may show.
+var neverRendered = []string{"SECRET-REF", "SECRET_ENV", "SECRET-URL", "SECRET-HEADER"}
+
+// downstream is a real HTTP server the outbox calls: it applies each Idempotency-Key once
+// and refuses (422) the keys refuse names, until told otherwise.
+type downstream struct {
+	*httptest.Server
+	mu      sync.Mutex
+	applied map[string]int
+	calls   map[string]int
+	refuse  map[string]bool
+}
+
+func newDownstream(t *testing.T) *downstream {
+	d := &downstream{applied: map[string]int{}, calls: map[string]int{}, refuse: map[string]bool{}}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.calls[key]++
+		if d.refuse[key] {
+			http.Error(w, "order unknown to the warehouse", http.StatusUnprocessableEntity)
+			return
+		}
+		d.applied[key]++
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *downstream) setRefuse(key string, on bool) {
+	d.mu.Lock()
+	d.refuse[key] = on
+	d.mu.Unlock()
+}
+
+func (d *downstream) appliedCount(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.applied[key]
+}
+
+type env struct {
+	t      *testing.T
+	client *dynamodb.Client
+	table  string
+	store  *dedup.Store
+	file   *sources.File
+	down   *downstream
+	worker *outbox.Worker
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	client := awstest.Client(t)
+	e := &env{t: t, client: client, table: awstest.Table(t, client), down: newDownstream(t)}
+	f, err := sources.Parse([]byte(testSources))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	if e.store, err = dedup.New(client, dedup.Config{Table: e.table, Sources: f.Retentions()}); err != nil {
+		t.Fatal(err)
+	}
+	// The executor's URL carries a path and a query as a webhook URL's secret would: errors
+	// quote it, and no page may show more than its host.
+	exec := &outbox.HTTPExecutor{URL: e.down.URL + "/hooks/SECRET-URL-PATH?token=SECRET-URL-QUERY", Timeout: 5 * time.Second}
+	if e.worker, err = outbox.New(client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// commit claims one event with a put effect and two intents (email, crm).
+func (e *env) commit(source, id string, guard bool) {
+	e.t.Helper()
+	_, err := e.store.Commit(context.Background(), dedup.Event{Source: source, ID: id, Type: "order.paid", Payload: []byte(`{"order":"` + id + `"}`), GuardBody: guard},
+		dedup.Plan{
+			Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "ORDER#" + id}, "sk": &types.AttributeValueMemberS{Value: "PAID"},
+				"total": &types.AttributeValueMemberS{Value: "PAYLOAD-VALUE-total-4200"}})},
+			Intents: []dedup.Intent{
+				{Name: "email.send", Target: "email", Payload: []byte(`{"to":"PAYLOAD-VALUE-ada@example.com"}`)},
+				{Name: "crm.update", Target: "crm", Payload: []byte(`{"order":"PAYLOAD-VALUE-crm"}`)},
+			},
+		})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// drain runs the worker over the table's stream, as Lambda would.
+func (e *env) drain() {
+	e.t.Helper()
+	if resp, err := e.worker.HandleStream(context.Background(), events.DynamoDBEvent{Records: awstest.StreamRecords(e.t, e.client, e.table)}); err != nil || len(resp.BatchItemFailures) != 0 {
+		e.t.Fatalf("worker: %v %v", resp.BatchItemFailures, err)
+	}
+}
+
+func (e *env) claim(source, id string) *dedup.Claim {
+	e.t.Helper()
+	c, err := dedup.GetClaim(context.Background(), e.client, e.table, source, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// serve starts the console over the env's table on a real loopback server.
+func (e *env) serve(configure func(*console.Config)) *browser {
+	e.t.Helper()
+	cfg := console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Operator: "ada (test)"}
+	if configure != nil {
+		configure(&cfg)
+	}
+	h, err := console.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	e.t.Cleanup(srv.Close)
+	return newBrowser(e.t, srv.URL)
+}
+
+// browser is an HTTP client that keeps cookies and does not follow redirects, like a person's
+// browser seen one request at a time.
+type browser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+func (b *browser) do(req *http.Request) response {
+	b.t.Helper()
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: string(body)}
+}
+
+func (b *browser) get(path string) response {
+	b.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, b.base+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return b.do(req)
+}
+
+func (b *browser) post(path string, form url.Values, header ...string) response {
+	b.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, b.base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return b.do(req)
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// csrf is the token of a page's forms.
+func csrf(t *testing.T, page response) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(page.Body)
+	if m == nil {
+		t.Fatalf("no CSRF token on the page:\n%s", page.Body)
+	}
+	return m[1]
+}
+
+var refField = regexp.MustCompile(`name="ref" value="([^"]+)"`)
+
+// refs are the intent references of a page's redrive forms, unescaped as a browser would send
+// them.
+func refs(page response) []string {
+	var out []string
+	for _, m := range refField.FindAllStringSubmatch(page.Body, -1) {
+		out = append(out, htmlUnescape(m[1]))
+	}
+	return out
+}
+
+func htmlUnescape(s string) string {
+	return strings.NewReplacer("&amp;", "&", "&#43;", "+", "&#34;", `"`, "&#39;", "'", "&lt;", "<", "&gt;", ">").Replace(s)
+}
+
+func mustContain(t *testing.T, r response, what ...string) {
+	t.Helper()
+	for _, w := range what {
+		if !strings.Contains(r.Body, w) {
+			t.Fatalf("page (%d) lacks %q:\n%s", r.Status, w, r.Body)
+		}
+	}
+}
+
+func mustNotContain(t *testing.T, r response, what ...string) {
+	t.Helper()
+	for _, w := range what {
+		if strings.Contains(r.Body, w) {
+			t.Fatalf("page (%d) shows %q:\n%s", r.Status, w, r.Body)
+		}
+	}
+}
+
+func key(source, id, intent string) string { return dedup.IdempotencyKey(source, id, intent) }
+
+func serveHandler(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

@@ -1,0 +1,44 @@
+package console_test
+
+import (
+	"context"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// A team mounts the console in a server of its own: read-only, behind its own path and
+// token, over the deployment's table and sources file.
+func Example() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	file, err := sources.Load("sources.json")
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := console.New(console.Config{
+		DynamoDB: dynamodb.NewFromConfig(cfg),
+		Table:    "Oncehook-TableCD117FA1-9A30AD6036C4C",
+		Sources:  file,
+		ReadOnly: true,
+		Token:    "a long random token from your secret store",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr := "0.0.0.0:8030"
+	if err := console.CheckAddr(addr, "a long random token from your secret store"); err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{Addr: addr, Handler: c, ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}

@@ -1,0 +1,726 @@
+package console
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"maps"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+)
+
+//go:embed templates/*.html static/console.css
+var files embed.FS
+
+var pageNames = []string{"overview", "search", "recent", "event", "parked", "confirm", "redriven", "backlog", "audit", "login", "error"}
+
+var templates = func() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"eventURL": eventURL,
+		"ts": func(t time.Time) string {
+			if t.IsZero() {
+				return "-"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		},
+		"ago": ago,
+		"split": func(pk string) []string {
+			s, id, _ := splitClaimPK(pk)
+			return []string{s, id}
+		},
+		"quote": strconv.Quote,
+		"dash": func(s string) string {
+			if s == "" {
+				return "-"
+			}
+			return s
+		},
+	}
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html"))
+	}
+	return out
+}()
+
+// page is what every template gets.
+type page struct {
+	Title    string
+	Nav      string
+	CSRF     string
+	ReadOnly bool
+	Payloads bool
+	Table    string
+	Sources  []string
+	Data     any
+	// Error pages.
+	Status int
+	Detail string
+}
+
+func (c *Console) routes() {
+	c.mux.HandleFunc("/{$}", c.only(http.MethodGet, c.overview))
+	c.mux.HandleFunc("/events", c.only(http.MethodGet, c.search))
+	// /events/{source}/{id} is routed by eventRoute, before the mux: the mux cleans paths
+	// (an id "a//b" or ".." would be redirected elsewhere), and ids are any printable text.
+	c.mux.HandleFunc("/parked", c.only(http.MethodGet, c.parkedPage))
+	c.mux.HandleFunc("/redrive", c.only(http.MethodPost, c.redrive))
+	c.mux.HandleFunc("/backlog", c.only(http.MethodGet, c.backlog))
+	c.mux.HandleFunc("/audit", c.only(http.MethodGet, c.audit))
+	c.mux.HandleFunc("/login", c.login)
+	c.mux.HandleFunc("/static/console.css", c.only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		w.Header().Set("Cache-Control", "max-age=300")
+		b, _ := files.ReadFile("static/console.css")
+		w.Write(b)
+	}))
+	c.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "No such page", "The console has no page at "+strconv.Quote(r.URL.Path)+".")
+	})
+}
+
+// only answers other methods with a page (the mux's own 405 is plain text).
+func (c *Console) only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", method)
+			c.fail(w, r, http.StatusMethodNotAllowed, "Method not allowed", "This page answers "+method+" only.")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// render executes a page into a buffer first, so that a template error is a clean 500 and
+// never half a page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	p.CSRF = c.csrf(w, r)
+	p.ReadOnly = c.cfg.ReadOnly
+	p.Payloads = c.cfg.ShowPayloads
+	p.Table = c.cfg.Table
+	p.Sources = c.sourceNames()
+	var buf bytes.Buffer
+	if err := templates[name].Execute(&buf, p); err != nil {
+		c.cfg.Logger.Error("console: template", "page", name, "error", err)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintln(w, "internal error: the page could not be rendered")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
+	c.render(w, r, status, "error", page{Title: title, Status: status, Detail: detail})
+}
+
+// awsFail is the page for an AWS call that failed: the operator sees what failed, the log the
+// error itself.
+func (c *Console) awsFail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	c.cfg.Logger.Error("console: "+what, "error", err)
+	c.fail(w, r, http.StatusBadGateway, "DynamoDB did not answer", what+": "+err.Error())
+}
+
+func (c *Console) sourceNames() []string {
+	if c.cfg.Sources == nil {
+		return nil
+	}
+	return c.cfg.Sources.Names()
+}
+
+// eventURL is an event page's address: /events/{source}/{id}, the id path-escaped ('/' too).
+// An id that is a dot segment ("." or "..") goes in the query instead, since browsers and
+// proxies resolve dot segments in a path whatever their escaping.
+func eventURL(source, id string) string {
+	if id == "." || id == ".." || id == "" {
+		return "/events/" + url.PathEscape(source) + "/?id=" + url.QueryEscape(id)
+	}
+	return "/events/" + url.PathEscape(source) + "/" + url.PathEscape(id)
+}
+
+// eventRoute serves /events/{source}/{id} from the escaped path itself, and /events/{source}
+// as that source's recent events.
+func (c *Console) eventRoute(w http.ResponseWriter, r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/events/")
+	if !ok {
+		return false
+	}
+	c.only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		srcEsc, idEsc, hasID := strings.Cut(rest, "/")
+		source, err1 := url.PathUnescape(srcEsc)
+		id, err2 := url.PathUnescape(idEsc)
+		if err1 != nil || err2 != nil {
+			c.fail(w, r, http.StatusBadRequest, "Unreadable address", "The event's address is not valid percent-encoding.")
+			return
+		}
+		if !hasID {
+			q := url.Values{"source": {source}}
+			r.URL.RawQuery = q.Encode()
+			c.search(w, r)
+			return
+		}
+		if id == "" {
+			id = r.URL.Query().Get("id")
+		}
+		c.event(w, r, source, id)
+	})(w, r)
+	return true
+}
+
+// redirect answers 303 to a path of the console as it is, uncleaned (http.Redirect would
+// clean it, resolving an id's dot segments).
+func redirect(w http.ResponseWriter, to string) {
+	w.Header().Set("Location", to)
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := time.Since(t).Round(time.Second)
+	if d < 0 {
+		return "in " + span(-d)
+	}
+	return span(d) + " ago"
+}
+
+// span is a duration as a person reads it: seconds to hours as Go writes them, days past two.
+func span(d time.Duration) string {
+	if d >= 48*time.Hour {
+		return strconv.Itoa(int(d/(24*time.Hour))) + " days"
+	}
+	return d.String()
+}
+
+// urlInText finds URLs in an error message.
+var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
+
+// redact shows a URL in an error by its scheme and host only: a target's path and query may
+// hold a secret (a webhook URL's token), and userinfo is one.
+func redact(msg string) string {
+	return urlInText.ReplaceAllStringFunc(msg, func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return "[url]"
+		}
+		out := u.Scheme + "://" + u.Hostname()
+		if p := u.Port(); p != "" {
+			out += ":" + p
+		}
+		if len(raw) > len(out) {
+			out += "/…"
+		}
+		return out
+	})
+}
+
+func epochMillis(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return time.UnixMilli(n)
+}
+
+func epochSeconds(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return time.Unix(n, 0)
+}
+
+// checkSource answers a source a person typed: its syntax (400) and, with a sources file,
+// whether the deployment has it (404).
+func (c *Console) checkSource(w http.ResponseWriter, r *http.Request, source string) bool {
+	if err := dedup.ValidateSourceName("source", source); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "Not a source name", fmt.Sprintf("source %s: a source is 1 to %d characters of a-z, 0-9, - and _.", strconv.Quote(source), dedup.MaxSourceLen))
+		return false
+	}
+	if c.cfg.Sources != nil {
+		if _, ok := c.cfg.Sources.Sources[source]; !ok {
+			c.fail(w, r, http.StatusNotFound, "Unknown source", fmt.Sprintf("source %s is not in the sources file; it names %s.", strconv.Quote(source), strings.Join(c.sourceNames(), ", ")))
+			return false
+		}
+	}
+	return true
+}
+
+// checkID answers an event id a person typed: printable UTF-8, at most dedup.MaxEventIDBytes.
+func (c *Console) checkID(w http.ResponseWriter, r *http.Request, id string) bool {
+	ev := dedup.Event{Source: "x", ID: id, Type: "x"}
+	if err := ev.Validate(); err != nil {
+		var inv *dedup.InvalidError
+		reason := err.Error()
+		if errors.As(err, &inv) {
+			reason = inv.Field + " " + inv.Reason
+		}
+		c.fail(w, r, http.StatusBadRequest, "Not an event id", fmt.Sprintf("%s (got %s).", reason, strconv.Quote(clip(id, 80))))
+		return false
+	}
+	return true
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// --- search and the event page ---
+
+type searchView struct {
+	Source, ID string
+	Matches    []indexEntry
+}
+
+func (c *Console) search(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	source, id := strings.TrimSpace(q.Get("source")), q.Get("id")
+	// A pasted id often brings a space or a line end along; an id may also really end in a
+	// space. The id as given is used when it is valid and claimed, else the trimmed one.
+	if trimmed := strings.TrimSpace(id); trimmed != id {
+		if trimmed == "" || (&dedup.Event{Source: "x", ID: id, Type: "x"}).Validate() != nil || !c.claimed(r, source, id) {
+			id = trimmed
+		}
+	}
+	switch {
+	case source != "" && id != "":
+		if !c.checkSource(w, r, source) || !c.checkID(w, r, id) {
+			return
+		}
+		redirect(w, eventURL(source, id))
+	case id != "":
+		// An id alone: a key lookup per source of the sources file.
+		if !c.checkID(w, r, id) {
+			return
+		}
+		if c.cfg.Sources == nil {
+			c.fail(w, r, http.StatusBadRequest, "Which source?", "Without the sources file the console cannot try every source: name the source too.")
+			return
+		}
+		var found []indexEntry
+		for _, s := range c.sourceNames() {
+			cl, err := dedup.GetClaim(r.Context(), c.cfg.DynamoDB, c.cfg.Table, s, id)
+			if isNoClaim(err) {
+				continue
+			}
+			if err != nil {
+				c.awsFail(w, r, "reading the claim", err)
+				return
+			}
+			found = append(found, indexEntry{PK: cl.PK, Since: cl.ReceivedAt})
+		}
+		switch len(found) {
+		case 0:
+			c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("No source has a claim for %s: it was never accepted, or its claim expired after its retention.", strconv.Quote(id)))
+		case 1:
+			s, _, _ := splitClaimPK(found[0].PK)
+			redirect(w, eventURL(s, id))
+		default:
+			c.render(w, r, http.StatusOK, "recent", page{Title: "Events " + id, Nav: "events", Data: searchView{ID: id, Matches: found}})
+		}
+	case source != "":
+		if !c.checkSource(w, r, source) {
+			return
+		}
+		keys, _, err := c.recent(r.Context(), source, 50)
+		if err != nil {
+			c.awsFail(w, r, "reading the pending index", err)
+			return
+		}
+		c.render(w, r, http.StatusOK, "recent", page{Title: "Recent events of " + source, Nav: "events", Data: searchView{Source: source, Matches: keys}})
+	default:
+		c.render(w, r, http.StatusOK, "search", page{Title: "Find an event", Nav: "events"})
+	}
+}
+
+type eventView struct {
+	Source, ID  string
+	Claim       *dedup.Claim
+	Incarnation string
+	Expires     time.Time
+	Effects     []effectView
+	Intents     []intentView
+	Guard       *guardView
+	Guarded     bool // the source guards bodies, but this claim names no guard
+}
+
+type effectView struct {
+	Table, PK, SK string
+	Value         string
+	Missing       bool
+}
+
+type intentView struct {
+	Name, Target, Kind, Status string
+	Key, Sent, LastError       string
+	Attempts, Budget           int
+	Payload                    string
+	PayloadBytes               int
+	RedrivenBy, RedrivenAt     string
+	Steps                      []step
+	Ref                        string
+}
+
+type step struct {
+	At     time.Time
+	What   string
+	Detail string
+}
+
+func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id string) {
+	if !c.checkSource(w, r, source) || !c.checkID(w, r, id) {
+		return
+	}
+	ctx := r.Context()
+	cl, err := dedup.GetClaim(ctx, c.cfg.DynamoDB, c.cfg.Table, source, id)
+	if isNoClaim(err) {
+		c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("%s has no claim for %s: the event was never accepted, or its claim expired after the source's retention.", source, strconv.Quote(id)))
+		return
+	}
+	if err != nil {
+		c.awsFail(w, r, "reading the claim", err)
+		return
+	}
+	v := eventView{Source: source, ID: id, Claim: cl, Incarnation: cl.CommitToken, Expires: time.Unix(cl.ExpiresAt, 0)}
+	for _, k := range cl.Effects {
+		e := effectView{Table: k.Table, PK: k.PK, SK: k.SK}
+		if c.cfg.ShowPayloads && k.Table == "" {
+			item, err := c.effectValue(ctx, k)
+			if err != nil {
+				c.awsFail(w, r, "reading an effect record", err)
+				return
+			}
+			e.Missing = item == nil
+			e.Value = itemJSON(item)
+		}
+		v.Effects = append(v.Effects, e)
+	}
+	if v.Guard, err = c.bodyGuard(ctx, cl); err != nil {
+		c.awsFail(w, r, "reading the body guard", err)
+		return
+	}
+	if c.cfg.Sources != nil && v.Guard == nil {
+		if s := c.cfg.Sources.Sources[source]; s != nil && s.Guarded() {
+			v.Guarded = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
+		v.Intents = append(v.Intents, c.intentView(cl, name))
+	}
+	c.render(w, r, http.StatusOK, "event", page{Title: source + " " + id, Nav: "events", Data: v})
+}
+
+func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
+	in := cl.Intents[name]
+	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: redact(in.LastError),
+		Attempts: in.Attempts, Budget: in.Attempts - in.AttemptsBase, PayloadBytes: len(in.Payload),
+		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
+	if c.cfg.ShowPayloads {
+		v.Payload = text(in.Payload)
+	}
+	if in.Status == dedup.IntentParked {
+		v.Ref = encodeRef(cl.Source, cl.EventID, name)
+	}
+	v.Steps = append(v.Steps, step{At: cl.ReceivedAt, What: "claimed", Detail: "committed with the claim, pending"})
+	if t, err := time.Parse(time.RFC3339, in.RedrivenAt); err == nil {
+		v.Steps = append(v.Steps, step{At: t, What: "re-driven", Detail: "by " + in.RedrivenBy + ", with a fresh attempt budget from attempt " + strconv.Itoa(in.AttemptsBase)})
+	}
+	switch in.Status {
+	case dedup.IntentPending:
+		if in.NextAttemptAt != 0 {
+			what := "next attempt due"
+			if in.Attempts > 0 {
+				what = "retry due"
+			}
+			v.Steps = append(v.Steps, step{At: time.UnixMilli(in.NextAttemptAt), What: what, Detail: fmt.Sprintf("after %d attempts", in.Attempts)})
+		}
+	case dedup.IntentRunning:
+		v.Steps = append(v.Steps, step{At: time.UnixMilli(in.LeaseUntil), What: "attempt " + strconv.Itoa(in.Attempts) + " leased until", Detail: "a worker holds it; another may take it after the lease"})
+	case dedup.IntentDone, dedup.IntentParked:
+		if t, err := time.Parse(time.RFC3339Nano, in.FinishedAt); err == nil {
+			d := fmt.Sprintf("after %d attempts", in.Attempts)
+			if in.Sent != "" {
+				d += "; sent " + in.Sent
+			}
+			v.Steps = append(v.Steps, step{At: t, What: in.Status, Detail: d})
+		}
+	}
+	slices.SortStableFunc(v.Steps, func(a, b step) int { return a.At.Compare(b.At) })
+	return v
+}
+
+// targetKind is a target's type and delivery from the sources file: never its URL, ARN or
+// headers.
+func (c *Console) targetKind(target string) string {
+	if c.cfg.Sources == nil {
+		return ""
+	}
+	t := c.cfg.Sources.Targets[target]
+	if t == nil {
+		return ""
+	}
+	k := t.Type
+	if k == "" {
+		k = "http"
+	}
+	if t.Delivery == sources.AtMostOnce {
+		k += ", at-most-once"
+	}
+	return k
+}
+
+func text(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return "hex " + hex.EncodeToString(b)
+}
+
+func itemJSON(item map[string]types.AttributeValue) string {
+	if item == nil {
+		return ""
+	}
+	var m map[string]any
+	if err := attributevalue.UnmarshalMap(item, &m); err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	b, _ := json.MarshalIndent(m, "", "  ")
+	return string(b)
+}
+
+// --- parked and redrive ---
+
+type parkedView struct {
+	Filter  parkedFilter
+	Rows    []parkedRow
+	More    bool
+	Targets []string
+}
+
+func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := parkedFilter{Source: q.Get("source"), Target: q.Get("target"), Error: q.Get("error")}
+	if f.Source != "" && !c.checkSource(w, r, f.Source) {
+		return
+	}
+	if len(f.Target) > 256 || len(f.Error) > 256 {
+		c.fail(w, r, http.StatusBadRequest, "Filter too long", "target and error filters are at most 256 bytes.")
+		return
+	}
+	rows, more, err := c.parked(r.Context(), f)
+	if err != nil {
+		c.awsFail(w, r, "reading the parked intents", err)
+		return
+	}
+	v := parkedView{Filter: f, Rows: rows, More: more}
+	if c.cfg.Sources != nil {
+		v.Targets = slices.Sorted(maps.Keys(c.cfg.Sources.Targets))
+	}
+	c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
+}
+
+// A ref names one intent in a form: its source, event id and name, URL-encoded.
+func encodeRef(source, id, intent string) string {
+	return url.Values{"s": {source}, "e": {id}, "i": {intent}}.Encode()
+}
+
+type ref struct{ Source, EventID, Intent, Value string }
+
+func decodeRef(v string) (ref, error) {
+	q, err := url.ParseQuery(v)
+	if err != nil || len(q["s"]) != 1 || len(q["e"]) != 1 || len(q["i"]) != 1 {
+		return ref{}, errors.New("not an intent reference")
+	}
+	r := ref{Source: q.Get("s"), EventID: q.Get("e"), Intent: q.Get("i"), Value: v}
+	ev := dedup.Event{Source: r.Source, ID: r.EventID, Type: "x"}
+	if err := ev.Validate(); err != nil {
+		return ref{}, err
+	}
+	if r.Intent == "" || len(r.Intent) > 256 {
+		return ref{}, errors.New("intent name is empty or too long")
+	}
+	return r, nil
+}
+
+// maxRedrive bounds one redrive request.
+const maxRedrive = 200
+
+type redriveResult struct {
+	ref
+	OK     bool
+	Result string
+}
+
+func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.ReadOnly {
+		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives nothing.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "Unreadable form", err.Error())
+		return
+	}
+	if !c.csrfOK(r) {
+		c.fail(w, r, http.StatusForbidden, "Form expired", "The form's CSRF token is missing or wrong: reload the page and try again.")
+		return
+	}
+	values := r.PostForm["ref"]
+	if len(values) == 0 {
+		c.fail(w, r, http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to re-drive.")
+		return
+	}
+	if len(values) > maxRedrive {
+		c.fail(w, r, http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; re-drive at most %d at once.", len(values), maxRedrive))
+		return
+	}
+	refs := make([]ref, 0, len(values))
+	for _, v := range values {
+		rf, err := decodeRef(v)
+		if err != nil {
+			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
+			return
+		}
+		if !c.checkSource(w, r, rf.Source) {
+			return
+		}
+		refs = append(refs, rf)
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		c.render(w, r, http.StatusOK, "confirm", page{Title: "Re-drive " + strconv.Itoa(len(refs)) + " intents?", Nav: "parked", Data: refs})
+		return
+	}
+	ctx := r.Context()
+	results := make([]redriveResult, 0, len(refs))
+	for _, rf := range refs {
+		res := redriveResult{ref: rf}
+		cl, err := dedup.GetClaim(ctx, c.cfg.DynamoDB, c.cfg.Table, rf.Source, rf.EventID)
+		switch {
+		case isNoClaim(err):
+			res.Result = "no claim (expired?)"
+		case err != nil:
+			c.cfg.Logger.Error("console: redrive read", "error", err)
+			res.Result = "could not read the claim: " + err.Error()
+		case !hasIntent(cl, rf.Intent):
+			res.Result = "the claim has no such intent"
+		default:
+			err = outbox.RedriveBy(ctx, c.cfg.DynamoDB, c.cfg.Table, cl, rf.Intent, c.cfg.Now(), c.cfg.Operator)
+			switch {
+			case err == nil:
+				res.OK, res.Result = true, "re-driven by "+c.cfg.Operator+"; idempotency key "+dedup.IdempotencyKey(rf.Source, rf.EventID, rf.Intent)
+			case errors.Is(err, outbox.ErrNotParked):
+				res.Result = "not parked any more (re-driven already, or running)"
+			default:
+				c.cfg.Logger.Error("console: redrive", "error", err)
+				res.Result = "failed: " + err.Error()
+			}
+		}
+		results = append(results, res)
+	}
+	c.render(w, r, http.StatusOK, "redriven", page{Title: "Re-drive", Nav: "parked", Data: results})
+}
+
+// --- backlog, overview, audit, login ---
+
+type backlogView struct {
+	Rows   []*targetLoad
+	Claims int
+	More   bool
+	Now    time.Time
+}
+
+func (c *Console) backlog(w http.ResponseWriter, r *http.Request) {
+	rows, cls, more, err := c.loads(r.Context(), false)
+	if err != nil {
+		c.awsFail(w, r, "reading the pending index", err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "backlog", page{Title: "Backlog", Nav: "backlog", Data: backlogView{Rows: rows, Claims: len(cls), More: more, Now: c.cfg.Now()}})
+}
+
+type auditView struct {
+	Records []*dedup.AuditRecord
+	Never   []string
+}
+
+func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
+	recs, never, err := c.audits(r.Context())
+	if err != nil {
+		c.awsFail(w, r, "reading the audit's record", err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "audit", page{Title: "Leak audit", Nav: "audit", Data: auditView{Records: recs, Never: never}})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		c.render(w, r, http.StatusOK, "login", page{Title: "Sign in"})
+	case http.MethodPost:
+		if c.cfg.Token == "" {
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 4096)
+		if err := r.ParseForm(); err != nil || !tokenEqual(r.PostFormValue("token"), c.cfg.Token) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Detail: "That is not the console's token."})
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: c.sign("login", c.cfg.Token), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		c.fail(w, r, http.StatusMethodNotAllowed, "Method not allowed", "The login page answers GET and POST.")
+	}
+}
+
+func hasIntent(cl *dedup.Claim, name string) bool {
+	_, ok := cl.Intents[name]
+	return ok
+}
+
+func tokenEqual(got, want string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// claimed reports whether source (or, when it is "", any source of the sources file) has a
+// claim for id; a failed read counts as no.
+func (c *Console) claimed(r *http.Request, source, id string) bool {
+	names := []string{source}
+	if source == "" {
+		names = c.sourceNames()
+	}
+	for _, s := range names {
+		if dedup.ValidateSourceName("source", s) != nil {
+			continue
+		}
+		if _, err := dedup.GetClaim(r.Context(), c.cfg.DynamoDB, c.cfg.Table, s, id); err == nil {
+			return true
+		}
+	}
+	return false
+}

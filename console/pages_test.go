@@ -1,0 +1,245 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+)
+
+func TestTheBacklogCountsDueIntentsAndTheOldestPerTarget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i := range 3 {
+		e.commit("shop", fmt.Sprintf("evt_due_%d", i), false) // the stream never ran: all due
+	}
+	b := e.serve(nil)
+	page := b.get("/backlog")
+	for _, target := range []string{"email", "crm"} {
+		row := regexp.MustCompile(`data-target="` + target + `"><td>` + target + `</td><td class="num">(\d+)</td>`).FindStringSubmatch(page.Body)
+		if row == nil || row[1] != "3" {
+			t.Fatalf("%s: %v, want 3 due\n%s", target, row, page.Body)
+		}
+	}
+	mustContain(t, page, "evt_due_0")
+	e.drain()
+	mustContain(t, b.get("/backlog"), `data-target="email"><td>email</td><td class="num">0</td>`)
+}
+
+func TestTheOverviewChartsTheIndexWithoutMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_a", false)
+	e.commit("shop", "evt_b", false)
+	e.commit("gh", "evt_c", false)
+	e.down.setRefuse(key("shop", "evt_a", "crm.update"), true)
+	e.drain()
+	e.commit("shop", "evt_d", false) // due, not run
+	page := e.serve(nil).get("/")
+	if page.Status != http.StatusOK || strings.Count(page.Body, "<svg") != 2 {
+		t.Fatalf("%d, want two charts:\n%s", page.Status, page.Body)
+	}
+	// crm: evt_d due, evt_a parked; email: evt_d due.
+	mustContain(t, page, `data-label="crm"`, `>1 / 0 / 0 / 1</text>`, `data-label="email"`, `>1 / 0 / 0 / 0</text>`)
+	// Per source: shop has evt_a (parked) and evt_d (due) in the index, gh nothing.
+	mustContain(t, page, `data-label="shop"`, `>2 / 0 / 0</text>`, `data-label="gh"`, `>0 / 0 / 0</text>`)
+}
+
+// fixedMetrics answers Sums from a map of "Name/Value" to a total.
+type fixedMetrics map[string]float64
+
+func (m fixedMetrics) Sums(_ context.Context, start, end time.Time, qs []console.MetricQuery) ([]float64, error) {
+	out := make([]float64, len(qs))
+	scale := 1.0
+	if end.Sub(start) > time.Hour {
+		scale = 10 // the day has ten times the hour
+	}
+	for i, q := range qs {
+		out[i] = m[q.Name+"/"+q.Value] * scale
+	}
+	return out, nil
+}
+
+func TestTheOverviewChartsTheStacksMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := fixedMetrics{"Accepted/shop": 40, "Duplicate/shop": 7, "ReplayRefused/shop": 1, "Failed/shop": 2, "Unavailable/shop": 3, "IntentsDone/email": 39, "IntentsParked/email": 1}
+	page := e.serve(func(c *console.Config) { c.Metrics = m }).get("/")
+	mustContain(t, page, "Deliveries per source, last hour", `>40 / 7 / 1 / 5</text>`, `>400 / 70 / 10 / 50</text>`, "Intents per target, last day", `>390 / 0 / 10</text>`)
+}
+
+func TestTheAuditPageShowsTheLastRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.serve(nil)
+	mustContain(t, b.get("/audit"), "no audit has run")
+	ctx := context.Background()
+	if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "ORDER#rogue"}, "sk": &types.AttributeValueMemberS{Value: "PAID"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_1", false)
+	a := &dedup.Auditor{Client: e.client, Table: e.table, Prefixes: []string{"ORDER#"}}
+	if _, err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page := b.get("/audit")
+	mustContain(t, page, `class="leak"`, `<td class="num">2</td><td class="num">1</td>`, "ORDER#rogue / PAID")
+}
+
+// Without a token only loopback hosts are answered (a DNS-rebinding page names its own host);
+// with one, nothing is answered without it.
+func TestAccessIsLoopbackOnlyOrByToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	open := e.serve(nil)
+	req, _ := http.NewRequest(http.MethodGet, open.base+"/", nil)
+	req.Host = "attacker.example:8030"
+	if r := open.do(req); r.Status != http.StatusMisdirectedRequest {
+		t.Fatalf("a foreign Host without a token: %d", r.Status)
+	}
+	for _, host := range []string{"localhost:8030", "[::1]:8030", "127.0.0.1"} {
+		req, _ := http.NewRequest(http.MethodGet, open.base+"/events", nil)
+		req.Host = host
+		if r := open.do(req); r.Status != http.StatusOK {
+			t.Errorf("Host %s: %d", host, r.Status)
+		}
+	}
+
+	b := e.serve(func(c *console.Config) { c.Token = "tok-3f9a" })
+	for _, p := range []string{"/", "/events/shop/evt_1", "/parked", "/backlog", "/audit"} {
+		if r := b.get(p); r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, `action="/login"`) {
+			t.Fatalf("%s without the token: %d", p, r.Status)
+		}
+	}
+	if r := b.post("/login", url.Values{"token": {"wrong"}}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %d", r.Status)
+	}
+	if r := b.post("/login", url.Values{"token": {"tok-3f9a"}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("the token: %d", r.Status)
+	}
+	if r := b.get("/parked"); r.Status != http.StatusOK {
+		t.Fatalf("after signing in: %d", r.Status)
+	}
+	bearer := newBrowser(t, b.base)
+	req, _ = http.NewRequest(http.MethodGet, b.base+"/backlog", nil)
+	req.Header.Set("Authorization", "Bearer tok-3f9a")
+	req.Host = "console.internal:8030" // any host, with the token
+	if r := bearer.do(req); r.Status != http.StatusOK {
+		t.Fatalf("a bearer token: %d", r.Status)
+	}
+}
+
+func TestCheckAddrServesLoopbackOnlyWithoutAToken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		addr, token string
+		ok          bool
+	}{
+		{"127.0.0.1:8030", "", true}, {"[::1]:8030", "", true}, {"localhost:8030", "", true},
+		{"0.0.0.0:8030", "", false}, {":8030", "", false}, {"10.0.0.5:8030", "", false}, {"0.0.0.0:8030", "t", true}, {"nonsense", "", false},
+	} {
+		if err := console.CheckAddr(c.addr, c.token); (err == nil) != c.ok {
+			t.Errorf("%s (token %q): %v", c.addr, c.token, err)
+		}
+	}
+}
+
+func TestATableThatIsNotOncehooksGetsAClearPage(t *testing.T) {
+	t.Parallel()
+	client := awstest.Client(t)
+	ctx := context.Background()
+	other := fmt.Sprintf("not-oncehook-%d", rand.Uint64())
+	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(other), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)})
+	})
+	for table, want := range map[string]int{other: http.StatusInternalServerError, "no-such-table-" + other: http.StatusBadGateway} {
+		h, err := console.New(console.Config{DynamoDB: client, Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBrowser(t, "")
+		srv := serveHandler(t, h)
+		b.base = srv
+		r := b.get("/events/shop/evt_1")
+		if r.Status != want || !strings.Contains(r.Body, table) {
+			t.Errorf("%s: %d, want %d naming the table:\n%s", table, r.Status, want, r.Body)
+		}
+		if err := console.CheckTable(ctx, client, table); err == nil {
+			t.Errorf("CheckTable(%s) passed", table)
+		}
+	}
+}
+
+// Event ids are any printable UTF-8: generated ones, with the characters that matter in a URL
+// and in HTML, are committed, found by search, and shown on their page, escaped.
+func TestAnyEventIDIsFoundAndShownEscaped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(26, 1))
+	alphabet := []rune("ab/%?#&=+ .-_~<>\"'\\é日🙂;:@!$*()[]{}|^`")
+	ids := []string{"..", ".", "a/../b", "/lead", "trail/", "%2F", "a//b", "<script>x</script>", "a b"}
+	for range 40 {
+		var sb strings.Builder
+		for range 1 + rng.IntN(24) {
+			sb.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		ids = append(ids, sb.String())
+	}
+	for _, id := range ids {
+		e.commit("shop", id, false)
+	}
+	b := e.serve(nil)
+	for _, id := range ids {
+		r := b.get("/events?source=shop&id=" + url.QueryEscape(id))
+		if r.Status != http.StatusSeeOther {
+			t.Fatalf("search %q: %d\n%s", id, r.Status, r.Body)
+		}
+		page := b.get(r.Header.Get("Location"))
+		if page.Status != http.StatusOK {
+			t.Fatalf("%q at %s: %d\n%s", id, r.Header.Get("Location"), page.Status, page.Body)
+		}
+		shown := regexp.MustCompile(`id="event-id">([^<]*)<`).FindStringSubmatch(page.Body)
+		if shown == nil || htmlUnescape(shown[1]) != id || !utf8.ValidString(shown[1]) {
+			t.Fatalf("%q at %s shown as %v\n%s", id, r.Header.Get("Location"), shown, page.Body[:min(len(page.Body), 3000)])
+		}
+		mustNotContain(t, page, "<script>x")
+	}
+}
+
+// No page shows a secret reference, a target's URL or a header, whatever it lists.
+func TestNoPageRendersASecret(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_1", false)
+	e.down.setRefuse(key("shop", "evt_1", "email.send"), true)
+	e.drain()
+	b := e.serve(func(c *console.Config) { c.ShowPayloads = true })
+	for _, p := range []string{"/", "/events", "/events?source=shop", "/events/shop/evt_1", "/parked", "/backlog", "/audit", "/events/nosuch/x"} {
+		r := b.get(p)
+		for _, s := range neverRendered {
+			if strings.Contains(r.Body, s) {
+				t.Errorf("%s shows %q", p, s)
+			}
+		}
+	}
+}

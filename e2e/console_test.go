@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/harness"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// chromium finds Debian's Chromium ($CONSOLE_CHROMIUM, or chromium on PATH). Without one the
+// browser test skips with the command that installs it, unless CONSOLE_BROWSER=required (CI).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CONSOLE_CHROMIUM"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	const install = "no Chromium: install Debian's with localstack/browser (apt-get, as root), or set CONSOLE_CHROMIUM"
+	if os.Getenv("CONSOLE_BROWSER") == "required" {
+		t.Fatal(install)
+	}
+	t.Skip(install)
+	return ""
+}
+
+// The console in a real browser, over the deployed stack: an event sent through the stack is
+// found from the search box with its intent done; an intent parked by the downstream's refusal
+// is re-driven from the Parked page and the downstream applies it once; the overview's chart
+// shows the index's numbers. CONSOLE_SCREENSHOTS=dir saves the pages as PNGs (docs/console).
+func TestTheConsoleInABrowser(t *testing.T) {
+	s := deployed(t)
+	exe := chromium(t)
+	file, err := sources.Load(filepath.Join("..", "localstack", "sources.local.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := console.New(console.Config{DynamoDB: s.db, Table: s.table, Sources: file, Operator: "e2e (browser)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1200, 900))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 5*time.Minute) // a hung browser ends the test, not the suite
+	defer cancel()
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			dir := os.Getenv("CONSOLE_SCREENSHOTS")
+			if dir == "" {
+				return nil
+			}
+			var png []byte
+			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+		})
+	}
+
+	run := runID(0)
+	// 1. An event through the stack, found from the search box, its intent done.
+	id, body := harness.Order(run, 1)
+	if status, resp, err := s.sender.Send(context.Background(), id, body, false); err != nil || status != 200 {
+		t.Fatalf("send: %d %s %v", status, resp, err)
+	}
+	s.waitIntent(t, id, dedup.IntentDone)
+	var status string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/events"),
+		chromedp.SendKeys(`#id`, id, chromedp.ByQuery),
+		chromedp.Click(`#find`, chromedp.ByQuery),
+		chromedp.WaitVisible(`[id="intent-email.send"]`, chromedp.ByQuery),
+		chromedp.AttributeValue(`[id="intent-email.send"]`, "data-status", &status, nil, chromedp.ByQuery),
+		shot("event"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if status != dedup.IntentDone {
+		t.Fatalf("the event page shows the intent %q, want done", status)
+	}
+
+	// 2. An intent the downstream refuses is parked; the overview charts it.
+	parkedID, body := harness.Order(run, 2)
+	key := dedup.IdempotencyKey("shop", parkedID, "email.send")
+	s.down.Refuse(key, true)
+	if status, resp, err := s.sender.Send(context.Background(), parkedID, body, false); err != nil || status != 200 {
+		t.Fatalf("send: %d %s %v", status, resp, err)
+	}
+	s.waitIntent(t, parkedID, dedup.IntentParked)
+	parkedEmail := 0
+	for c, err := range outbox.ParkedClaims(context.Background(), s.db, s.table, dedup.PendingShards) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range c.Intents {
+			if in.Target == "email" && in.Status == dedup.IntentParked {
+				parkedEmail++
+			}
+		}
+	}
+	var chart string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(`svg.chart`, chromedp.ByQuery),
+		chromedp.OuterHTML(`g.row[data-label="email"]`, &chart, chromedp.ByQuery),
+		shot("overview"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// due / waiting / running / parked
+	if m := regexp.MustCompile(`>(\d+) / (\d+) / (\d+) / (\d+)</text>`).FindStringSubmatch(chart); m == nil || m[4] != fmt.Sprint(parkedEmail) {
+		t.Fatalf("the email row %q, want %d parked", chart, parkedEmail)
+	}
+
+	// 3. Re-driven from the Parked page, through the confirmation; then applied once.
+	s.down.Refuse(key, false)
+	var result string
+	box := fmt.Sprintf(`input[name="ref"][value*="e=%s&"]`, parkedID)
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/parked?source=shop"),
+		chromedp.WaitVisible(box, chromedp.ByQuery),
+		shot("parked"),
+		chromedp.Click(box, chromedp.ByQuery),
+		chromedp.Click(`#redrive-selected`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#confirm-redrive`, chromedp.ByQuery),
+		chromedp.Click(`#confirm-redrive`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#results`, chromedp.ByQuery),
+		chromedp.Text(`#results`, &result, chromedp.ByQuery),
+		shot("redriven"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(result, parkedID) || !strings.Contains(result, "re-driven by e2e (browser)") {
+		t.Fatalf("results: %s", result)
+	}
+	s.waitIntent(t, parkedID, dedup.IntentDone)
+	eventually(t, "the re-driven intent applied once", func() (bool, string) {
+		st := s.down.Stats(key)
+		return st.Applied == 1 && st.Repeats == 0, fmt.Sprintf("%+v", st)
+	})
+	c, err := dedup.GetClaim(context.Background(), s.db, s.table, "shop", parkedID)
+	if err != nil || c.Intents["email.send"].RedrivenBy != "e2e (browser)" {
+		t.Fatalf("%+v %v: want the redrive recorded", c, err)
+	}
+}
+
+// waitIntent waits until the event's email intent has the status.
+func (s *stack) waitIntent(t *testing.T, id, status string) {
+	t.Helper()
+	eventually(t, id+" email.send "+status, func() (bool, string) {
+		c, err := dedup.GetClaim(context.Background(), s.db, s.table, "shop", id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return c.Intents["email.send"].Status == status, c.Intents["email.send"].Status
+	})
+}

@@ -1,0 +1,108 @@
+package outbox
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// IndexAPI is the part of the DynamoDB client a reader of the pending index uses.
+type IndexAPI interface {
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// ParkedClaims yields the claims with parked intents: those under the pending index's parked
+// shards (where the outbox puts a claim once nothing in it is open and something is parked),
+// shard by shard, oldest first within a shard, read consistently by their keys (the index
+// holds keys only), 100 to a BatchGetItem. A claim gone between the query and the read is skipped. It stops at the
+// first error, which it yields. shards is the deployment's shard count (dedup.PendingShards
+// unless configured). This is the list the ParkedIntents alarm points to.
+func ParkedClaims(ctx context.Context, api IndexAPI, table string, shards int) iter.Seq2[*dedup.Claim, error] {
+	return func(yield func(*dedup.Claim, error) bool) {
+		_, parked := dedup.ShardNames(shards)
+		for _, shard := range parked {
+			for c, err := range IndexedClaims(ctx, api, table, shard) {
+				if !yield(c, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// IndexedClaims yields the claims under one hash key of the pending index (a due shard "P<n>"
+// or a parked one "parked-<n>"), oldest first, read consistently by their keys, 100 to a
+// BatchGetItem (keys it leaves unprocessed are asked again). A claim gone between the query and
+// the read is skipped. It stops at the first error, which it yields.
+func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.Seq2[*dedup.Claim, error] {
+	return func(yield func(*dedup.Claim, error) bool) {
+		p := dynamodb.NewQueryPaginator(api, &dynamodb.QueryInput{
+			TableName:                 aws.String(table),
+			IndexName:                 aws.String(dedup.PendingIndex),
+			KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for first := 0; first < len(page.Items); first += 100 {
+				keys := page.Items[first:min(first+100, len(page.Items))]
+				items, err := batchGet(ctx, api, table, keys)
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				for _, key := range keys {
+					item, ok := items[key[dedup.AttrPK].(*types.AttributeValueMemberS).Value]
+					if !ok {
+						continue
+					}
+					c, err := dedup.UnmarshalClaim(item)
+					if !yield(c, err) || err != nil {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// batchGet reads claims by their index keys, consistently, by pk.
+func batchGet(ctx context.Context, api IndexAPI, table string, keys []map[string]types.AttributeValue) (map[string]map[string]types.AttributeValue, error) {
+	req := make([]map[string]types.AttributeValue, 0, len(keys))
+	for _, k := range keys {
+		req = append(req, map[string]types.AttributeValue{dedup.AttrPK: k[dedup.AttrPK], dedup.AttrSK: k[dedup.AttrSK]})
+	}
+	out := make(map[string]map[string]types.AttributeValue, len(keys))
+	for attempt := 0; len(req) > 0; attempt++ {
+		if attempt > 0 {
+			select { // unprocessed keys: the table is throttling, so back off before asking again
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
+			}
+		}
+		resp, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			table: {Keys: req, ConsistentRead: aws.Bool(true)}}})
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range resp.Responses[table] {
+			if pk, ok := item[dedup.AttrPK].(*types.AttributeValueMemberS); ok {
+				out[pk.Value] = item
+			}
+		}
+		req = resp.UnprocessedKeys[table].Keys
+	}
+	return out, nil
+}
