@@ -569,6 +569,11 @@ func minimalExample(name string, src *sources.Source) example {
 	header(src.EventID, id, "-id")
 	header(src.EventType, eventType, "-type")
 	e.id = id
+	if src.Scheme == webhook.Twitch {
+		// A notification is a body with an event (webhook.TwitchMessageKind): the receiver
+		// reads the message's kind from the signed body, not from the header send writes.
+		obj["event"] = map[string]any{}
+	}
 	if src.ReplayGuard == sources.ReplayGuardBody {
 		// The receiver claims the body's hash as well (the signature does not cover the id):
 		// the id in the body too, so the next deploy's example into the same emulator is new.

@@ -279,7 +279,14 @@ func TestTheMinimalExampleOfEverySourceIsAccepted(t *testing.T) {
 			continue // printed as how to make a key pair, not as a command
 		}
 		t.Run(scheme, func(t *testing.T) {
-			raw := `{"sources":{"src":{"scheme":"` + scheme + `",` + schemeCases[scheme].source + `"secrets":[{"env":"HOOKCTL_SEND_SECRET"}],"retry_horizon":"1h","redrive_window":"1d"}}}`
+			// A source whose scheme signs the URL is configured with the URL the provider calls.
+			srv := httptest.NewUnstartedServer(nil)
+			defer srv.Close()
+			urlJSON := ""
+			if sources.URLScheme(scheme) {
+				urlJSON = `"url":"http://` + srv.Listener.Addr().String() + `/hooks/src",`
+			}
+			raw := `{"sources":{"src":{"scheme":"` + scheme + `",` + schemeCases[scheme].source + urlJSON + `"secrets":[{"env":"HOOKCTL_SEND_SECRET"}],"retry_horizon":"1h","redrive_window":"1d"}}}`
 			file := filepath.Join(t.TempDir(), "sources.json")
 			os.WriteFile(file, []byte(raw), 0o600)
 			f, err := sources.Load(file)
@@ -292,8 +299,8 @@ func TestTheMinimalExampleOfEverySourceIsAccepted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(h)
-			defer srv.Close()
+			srv.Config.Handler = h
+			srv.Start()
 			e := minimalExample("src", f.Sources["src"])
 			args := append(append([]string{"send", "-stack", "none", "-sources", file}, e.flags...), "src", srv.URL+"/hooks/src")
 			code, out, errOut := hookctl(t, e.body+"\n", args...)
