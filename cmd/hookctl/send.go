@@ -59,7 +59,8 @@ func (f *sendFlags) define(fs *flag.FlagSet) {
 		"of them, as hookctl keygen prints it, or @FILE holding it")
 	fs.StringVar(&f.secret, "secret", "", "sign with this secret (or @FILE) instead of the source's first, resolved as the receiver does")
 	fs.StringVar(&f.signedURL, "signed-url", "", "for a source that signs the URL (twilio, square) and sets no url: the URL to sign, as the receiver\n"+
-		"rebuilds it; default the URL posted to, as https, without the emulator's /_aws/execute-api/<id> prefix")
+		"rebuilds it; default the URL posted to, as https, and on the emulator's path form /_aws/execute-api/<id>/...\n"+
+		"the domain MiniStack reports, https://<id>.execute-api.localhost/...")
 	fs.Var(&f.headers, "header", "add a header, 'Name: value' (repeatable)")
 }
 
@@ -155,9 +156,11 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 }
 
 // rebuiltURL is the URL a receiver rebuilds from a request POSTed to target (the receiver's
-// source.url): https, the Host header, the raw path and query as API Gateway hands them to
-// Lambda. On the emulator's path form, http://127.0.0.1:4566/_aws/execute-api/<api>/hooks/x,
-// the path the function sees starts after the API id (and a $default stage).
+// source.url): https, the domain API Gateway served it on (RequestContext.DomainName), the raw
+// path and query as API Gateway hands them to Lambda. On the emulator's path form,
+// http://127.0.0.1:4566/_aws/execute-api/<api>/hooks/x, the domain is the one MiniStack reports,
+// <api>.execute-api.localhost, and the path the function sees starts after the API id (and a
+// $default stage); another engine's domain is given with -signed-url.
 func rebuiltURL(target string) (string, error) {
 	u, err := url.Parse(target)
 	if err != nil || u.Host == "" {
@@ -166,16 +169,16 @@ func rebuiltURL(target string) (string, error) {
 	u.Scheme = "https"
 	if m := executeAPIPath.FindStringSubmatch(u.EscapedPath()); m != nil {
 		u.RawPath, u.Path = "", ""
-		p, err := url.PathUnescape(m[1])
+		p, err := url.PathUnescape(m[2])
 		if err != nil {
 			return "", err
 		}
-		u.Path = p
+		u.Host, u.Path = m[1]+".execute-api.localhost", p
 	}
 	return u.String(), nil
 }
 
-var executeAPIPath = regexp.MustCompile(`^/_aws/execute-api/[^/]+(?:/\$default)?(/.*)$`)
+var executeAPIPath = regexp.MustCompile(`^/_aws/execute-api/([^/]+)(?:/\$default)?(/.*)$`)
 
 // signingSecret is what signs source's deliveries: -key for a public-key scheme, -secret, or
 // the source's first secret, resolved as the receiver resolves it.

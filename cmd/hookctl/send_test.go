@@ -185,12 +185,12 @@ func TestSendRefusesAFlagTheSourceWouldNotRead(t *testing.T) {
 }
 
 // TestRebuiltURL: what the receiver rebuilds from a request posted to a URL: https, and on the
-// emulator's path form the path the function sees.
+// emulator's path form the domain the emulator reports and the path the function sees.
 func TestRebuiltURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"http://127.0.0.1:4566/_aws/execute-api/a1b2c3/hooks/sms":          "https://127.0.0.1:4566/hooks/sms",
-		"http://127.0.0.1:4566/_aws/execute-api/a1b2c3/$default/hooks/sms": "https://127.0.0.1:4566/hooks/sms",
+		"http://127.0.0.1:4566/_aws/execute-api/a1b2c3/hooks/sms":          "https://a1b2c3.execute-api.localhost/hooks/sms",
+		"http://127.0.0.1:4566/_aws/execute-api/a1b2c3/$default/hooks/sms": "https://a1b2c3.execute-api.localhost/hooks/sms",
 		"http://127.0.0.1:8080/hooks/sms?rc=5":                             "https://127.0.0.1:8080/hooks/sms?rc=5",
 		"https://abc.execute-api.eu-west-1.amazonaws.com/hooks/sms":        "https://abc.execute-api.eu-west-1.amazonaws.com/hooks/sms",
 	} {
