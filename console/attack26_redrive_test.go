@@ -4,11 +4,15 @@ package console_test
 // happen, and fails while it does.
 
 import (
+	"context"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 )
 
 // A confirmation is the operator's decision about the parked intent they were shown. Sent
@@ -49,4 +53,34 @@ func results(r response) string {
 		return r.Body
 	}
 	return r.Body[i:min(len(r.Body), i+600)]
+}
+
+// Two redrives of one parked intent made in the same millisecond (two operators, the console
+// and hookctl redrive, or a clock coarser than a millisecond): one re-drove it, the other
+// found it pending. The other must say so, not report that it re-drove it: the intent's record
+// names the first operator only.
+func TestARedriveThatFoundTheIntentAlreadyRedrivenSaysSo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_twice", false)
+	e.down.setRefuse(key("shop", "evt_twice", "email.send"), true)
+	e.drain()
+	now := time.Now().Truncate(time.Millisecond)
+	b := e.serve(func(c *console.Config) { c.Now = func() time.Time { return now } })
+
+	// Someone else re-drives it first, at the same millisecond.
+	cl := e.claim("shop", "evt_twice")
+	if err := outbox.RedriveBy(context.Background(), e.client, e.table, cl, "email.send", now, "bob (hookctl)"); err != nil {
+		t.Fatal(err)
+	}
+	// The console's confirmation of the page it showed before.
+	form := url.Values{"ref": {"s=shop&e=evt_twice&i=email.send"}, "csrf": {csrf(t, b.get("/parked"))}, "confirm": {"yes"}}
+	page := b.post("/redrive", form)
+	in := e.claim("shop", "evt_twice").Intents["email.send"]
+	if in.RedrivenBy != "bob (hookctl)" {
+		t.Fatalf("the record: %+v", in)
+	}
+	if strings.Contains(page.Body, "re-driven by ada") || !strings.Contains(page.Body, "not parked any more") {
+		t.Fatalf("the console reports a redrive it did not make (the record says %q):\n%s", in.RedrivenBy, results(page))
+	}
 }
