@@ -1,0 +1,78 @@
+package console_test
+
+// Findings of a security review of the console (attack26): each test names what must never
+// happen, and fails while it does.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/oncehook/oncehook/console"
+)
+
+// scanCounter counts the index items the console's queries read (ScannedCount: what
+// DynamoDB evaluates and bills, before a filter).
+type scanCounter struct {
+	*dynamodb.Client
+	mu      sync.Mutex
+	scanned int
+	queries int
+}
+
+func (s *scanCounter) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := s.Client.Query(ctx, in, optFns...)
+	if err == nil {
+		s.mu.Lock()
+		s.scanned += int(out.ScannedCount)
+		s.queries++
+		s.mu.Unlock()
+	}
+	return out, err
+}
+
+// "At most -max-reads claims per page": the recent events of a source read the pending index
+// with a filter on the source, and count only the keys that pass it, so a source with little in
+// the index reads all of it, every shard to its end, whatever MaxIndexReads says. In an outage
+// (a target down, the index holding every claim of the last hours) that is the page the
+// operator opens, and it reads the whole index.
+func TestTheRecentEventsOfASourceReadAtMostMaxIndexReadsOfTheIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const claims, maxReads = 120, 10
+	for i := range claims {
+		e.commit("shop", fmt.Sprintf("evt_busy_%03d", i), false) // all due: all in the index
+	}
+	counter := &scanCounter{Client: e.client}
+	cfg := console.Config{DynamoDB: counter, Table: e.table, Sources: e.file, MaxIndexReads: maxReads}
+	h, err := console.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	if r := b.get("/backlog"); r.Status != http.StatusOK {
+		t.Fatalf("backlog: %d", r.Status)
+	}
+	counter.mu.Lock()
+	backlog := counter.scanned
+	counter.scanned, counter.queries = 0, 0
+	counter.mu.Unlock()
+	if backlog == 0 {
+		t.Fatal("the emulator reports no ScannedCount: this test cannot measure")
+	}
+
+	r := b.get("/events?source=gh") // gh has nothing in the index
+	if r.Status != http.StatusOK {
+		t.Fatalf("recent events of gh: %d\n%s", r.Status, r.Body)
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if counter.scanned > 2*maxReads {
+		t.Fatalf("the recent events of a source read %d index items in %d queries with MaxIndexReads %d (the backlog page read %d): the whole index, not a bounded page",
+			counter.scanned, counter.queries, maxReads, backlog)
+	}
+}
