@@ -4,12 +4,19 @@ package console_test
 // happen, and fails while it does.
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
 )
@@ -42,5 +49,47 @@ func TestAnErrorEchoingTheTargetsPathDoesNotShowIt(t *testing.T) {
 		r := b.get(p)
 		mustContain(t, r, "evt_echo")
 		mustNotContain(t, r, "SECRET-URL")
+	}
+}
+
+// fakeTable is an oncehook-shaped table whose reads fail with an AWS error naming the
+// operator's identity, as AccessDeniedException does.
+type fakeTable struct{ console.API }
+
+var errDenied = errors.New("operation error DynamoDB: GetItem, https response error StatusCode: 400, RequestID: R1, " +
+	"api error AccessDeniedException: User: arn:aws:iam::123456789012:user/SECRET-IAM-USER is not authorized to perform: dynamodb:GetItem")
+
+func (fakeTable) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(dedup.AttrSK), KeyType: types.KeyTypeRange}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndexDescription{{IndexName: aws.String(dedup.PendingIndex),
+			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPendingShard), KeyType: types.KeyTypeHash}}}},
+	}}, nil
+}
+
+func (fakeTable) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return nil, errDenied
+}
+
+func (fakeTable) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return nil, errDenied
+}
+
+// docs/console.md: "an AWS error (502, the details in the log)", and awsFail's comment: "the
+// operator sees what failed, the log the error itself". The page shows the error itself: the
+// account, the IAM identity and the request id reach whoever can load a page.
+func TestAnAWSErrorsDetailsGoToTheLogNotThePage(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	for _, p := range []string{"/events/shop/evt_x", "/parked", "/backlog"} {
+		r := b.get(p)
+		if r.Status != http.StatusBadGateway {
+			t.Fatalf("%s: %d, want 502", p, r.Status)
+		}
+		mustNotContain(t, r, "SECRET-IAM-USER", "123456789012")
 	}
 }
