@@ -93,3 +93,18 @@ func TestAnAWSErrorsDetailsGoToTheLogNotThePage(t *testing.T) {
 		mustNotContain(t, r, "SECRET-IAM-USER", "123456789012")
 	}
 }
+
+// A visitor without the token gets the sign-in page and nothing of the deployment: the
+// layout around it names the table (the stack's name) and the console's modes.
+func TestTheSignInPageShowsNothingOfTheDeployment(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", Token: "a-long-enough-token-0123456789", ShowPayloads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newBrowser(t, serveHandler(t, h)).get("/")
+	if r.Status != http.StatusUnauthorized {
+		t.Fatalf("%d, want 401", r.Status)
+	}
+	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
+}
