@@ -108,3 +108,25 @@ func TestTheSignInPageShowsNothingOfTheDeployment(t *testing.T) {
 	}
 	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
 }
+
+// "A DNS-rebinding page cannot reach a console on a laptop": it cannot act, but it reads the
+// 421 answer (the page's own origin, rebound to 127.0.0.1, made the request), and that page's
+// layout names the table (the stack's name) and the console's modes.
+func TestTheAnswerToAForeignHostShowsNothingOfTheDeployment(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", ShowPayloads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	req, err := http.NewRequest(http.MethodGet, b.base+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebound.attacker.example:8030"
+	r := b.do(req)
+	if r.Status != http.StatusMisdirectedRequest {
+		t.Fatalf("%d, want 421", r.Status)
+	}
+	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
+}
