@@ -5,7 +5,10 @@ package console_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // A confirmation is the operator's decision about the parked intent they were shown. Sent
@@ -82,5 +86,52 @@ func TestARedriveThatFoundTheIntentAlreadyRedrivenSaysSo(t *testing.T) {
 	}
 	if strings.Contains(page.Body, "re-driven by ada") || !strings.Contains(page.Body, "not parked any more") {
 		t.Fatalf("the console reports a redrive it did not make (the record says %q):\n%s", in.RedrivenBy, results(page))
+	}
+}
+
+// An at-most-once intent parked after a 503 may have been applied: docs/outbox.md makes its
+// redrive "a person's call: check the downstream". The Parked page's "Re-drive all shown"
+// selects it with the rest, and neither the list nor the confirmation says which of the
+// intents are at-most-once and may have been sent: one confirmation of a batch of 422s sends
+// it again.
+func TestTheRedriveConfirmationNamesAnAtMostOnceIntentThatMayHaveBeenSent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f, err := sources.Parse([]byte(strings.Replace(testSources, `"headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}`,
+		`"headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}, "delivery": "at-most-once"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Targets["email"].Delivery != sources.AtMostOnce {
+		t.Fatal("setup: email is not at-most-once")
+	}
+	e.file = f
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable) // it may have applied it, all the same
+	}))
+	t.Cleanup(busy.Close)
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unknown order", http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(refuse.Close)
+	email := outbox.AtMostOnce(&outbox.HTTPExecutor{URL: busy.URL, Timeout: 5 * time.Second})
+	crm := &outbox.HTTPExecutor{URL: refuse.URL, Timeout: 5 * time.Second}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": email, "crm": crm},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_amo", false)
+	e.drain()
+	cl := e.claim("shop", "evt_amo")
+	if cl.Intents["email.send"].Status != dedup.IntentParked || cl.Intents["crm.update"].Status != dedup.IntentParked {
+		t.Fatalf("setup: %+v, want both parked", cl.Intents)
+	}
+	b := e.serve(nil)
+	page := b.get("/parked")
+	all := regexp.MustCompile(`(?s)<form method="post" action="/redrive" class="inline">(.*?)</form>`).FindString(page.Body)
+	confirm := b.post("/redrive", url.Values{"ref": refs(response{Body: all}), "csrf": {csrf(t, page)}})
+	mustContain(t, confirm, `id="confirm-redrive"`, "email.send", "crm.update")
+	if !strings.Contains(confirm.Body, "at-most-once") {
+		t.Fatalf("the confirmation of a batch holding an at-most-once intent that may have been sent does not say so:\n%s", confirm.Body)
 	}
 }
