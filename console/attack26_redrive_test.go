@@ -5,6 +5,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -133,5 +134,38 @@ func TestTheRedriveConfirmationNamesAnAtMostOnceIntentThatMayHaveBeenSent(t *tes
 	mustContain(t, confirm, `id="confirm-redrive"`, "email.send", "crm.update")
 	if !strings.Contains(confirm.Body, "at-most-once") {
 		t.Fatalf("the confirmation of a batch holding an at-most-once intent that may have been sent does not say so:\n%s", confirm.Body)
+	}
+}
+
+// The Parked page offers "Re-drive all N shown" for every row it shows (up to MaxIndexReads
+// claims, each with its parked intents), and the redrive refuses more than 200 at once: past
+// 200 parked intents (an outage of one target is exactly that) the button answers 400.
+func TestRedriveAllShownWorksForEveryPageTheParkedPageShows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unknown order", http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(refuse.Close)
+	exec := &outbox.HTTPExecutor{URL: refuse.URL, Timeout: 5 * time.Second}
+	var err error
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 101 {
+		e.commit("shop", fmt.Sprintf("evt_outage_%03d", i), false)
+	}
+	e.drain() // 202 parked intents
+	b := e.serve(nil)
+	page := b.get("/parked")
+	all := regexp.MustCompile(`(?s)<form method="post" action="/redrive" class="inline">(.*?)</form>`).FindString(page.Body)
+	selected := refs(response{Body: all})
+	if len(selected) != 202 {
+		t.Fatalf("setup: the page shows %d, want 202", len(selected))
+	}
+	confirm := b.post("/redrive", url.Values{"ref": selected, "csrf": {csrf(t, page)}})
+	if confirm.Status != http.StatusOK || !strings.Contains(confirm.Body, `id="confirm-redrive"`) {
+		t.Fatalf("Re-drive all %d shown: %d\n%s", len(selected), confirm.Status, confirm.Body)
 	}
 }
