@@ -7,12 +7,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
 )
 
 // scanCounter counts the index items the console's queries read (ScannedCount: what
@@ -74,5 +76,41 @@ func TestTheRecentEventsOfASourceReadAtMostMaxIndexReadsOfTheIndex(t *testing.T)
 	if counter.scanned > 2*maxReads {
 		t.Fatalf("the recent events of a source read %d index items in %d queries with MaxIndexReads %d (the backlog page read %d): the whole index, not a bounded page",
 			counter.scanned, counter.queries, maxReads, backlog)
+	}
+}
+
+// "A source alone lists its most recent claims": the recent events read the shards in order,
+// newest first within each, and stop at MaxIndexReads, so the newest claims of a later shard
+// are never read once an earlier shard holds MaxIndexReads of the source's claims.
+func TestTheRecentEventsOfASourceIncludeItsNewestClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const maxReads = 10
+	idIn := func(shard string, from int) (string, int) {
+		for i := from; ; i++ {
+			id := fmt.Sprintf("evt_recent_%d", i)
+			if dedup.PendingShard(dedup.ClaimKey("shop", id)) == shard {
+				return id, i + 1
+			}
+		}
+	}
+	next := 0
+	for range 2 * maxReads {
+		var id string
+		id, next = idIn("P0", next)
+		e.commit("shop", id, false)
+	}
+	newest, _ := idIn("P15", next)
+	e.commit("shop", newest, false) // the newest claim of shop, in the last due shard
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: maxReads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newBrowser(t, serveHandler(t, h)).get("/events?source=shop")
+	if r.Status != http.StatusOK {
+		t.Fatalf("%d\n%s", r.Status, r.Body)
+	}
+	if !strings.Contains(r.Body, ">"+newest+"<") {
+		t.Fatalf("the most recent events of shop lack its newest claim %s", newest)
 	}
 }
