@@ -19,6 +19,7 @@ import (
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // A target's token is often in its URL's path (a Slack or Discord webhook URL). The console
@@ -32,7 +33,15 @@ func TestAnErrorEchoingTheTargetsPathDoesNotShowIt(t *testing.T) {
 		http.Error(w, "Cannot POST "+r.URL.RequestURI(), http.StatusNotFound)
 	}))
 	t.Cleanup(echo.Close)
-	exec := &outbox.HTTPExecutor{URL: echo.URL + "/hooks/SECRET-URL-PATH?token=SECRET-URL-QUERY", Timeout: 5 * time.Second}
+	target := echo.URL + "/hooks/SECRET-URL-PATH?token=SECRET-URL-QUERY"
+	// The sources file names the URL the executor calls, as a deployment's does: a console
+	// that knows it has all it needs to hide it.
+	f, err := sources.Parse([]byte(strings.ReplaceAll(testSources, "http://127.0.0.1:1/SECRET-URL-PATH", target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	exec := &outbox.HTTPExecutor{URL: target, Timeout: 5 * time.Second}
 	w, err := outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
 		Backoff: func(int) time.Duration { return time.Hour }})
 	if err != nil {
