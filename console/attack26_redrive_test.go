@@ -161,8 +161,8 @@ func TestRedriveAllShownWorksForEveryPageTheParkedPageShows(t *testing.T) {
 	page := b.get("/parked")
 	all := regexp.MustCompile(`(?s)<form method="post" action="/redrive" class="inline">(.*?)</form>`).FindString(page.Body)
 	selected := refs(response{Body: all})
-	if rows := strings.Count(page.Body, `class="parked-row"`); rows != 202 && len(selected) == 0 {
-		t.Fatalf("setup: the page shows %d parked intents and no \"Re-drive all shown\"", rows)
+	if len(selected) == 0 {
+		t.Fatalf("setup: the page shows %d parked intents and no \"Re-drive all shown\"", strings.Count(page.Body, `class="parked-row"`))
 	}
 	confirm := b.post("/redrive", url.Values{"ref": selected, "csrf": {csrf(t, page)}})
 	if confirm.Status != http.StatusOK || !strings.Contains(confirm.Body, `id="confirm-redrive"`) {
