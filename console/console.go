@@ -16,8 +16,8 @@
 // cookie, and is refused cross-origin; ReadOnly hides and refuses every action; intent
 // payloads and effect values are shown only with ShowPayloads; nothing from the sources file
 // but names, types and deliveries is rendered (never a secret reference, a URL or a header).
-// Without a Token it answers only requests addressed to a loopback host (a DNS-rebinding
-// page cannot reach it); with one, every request must present it (a login form sets a
+// Without a Token it answers only requests from a loopback peer addressed to a loopback host
+// (neither a remote client nor a DNS-rebinding page can reach it); with one, every request must present it (a login form sets a
 // cookie, or an Authorization: Bearer header). CheckAddr is the rule a server should apply
 // before listening: loopback only, unless a token is set.
 package console
@@ -74,8 +74,8 @@ type Config struct {
 	// ShowPayloads shows intent payloads and the values of effect records in oncehook's
 	// table. Off, only their sizes and keys are shown.
 	ShowPayloads bool
-	// Token, when set, is required of every request. Without it, only requests addressed to a
-	// loopback host are answered.
+	// Token, when set, is required of every request. Without it, only requests from a
+	// loopback peer (RemoteAddr) addressed to a loopback host are answered.
 	Token string
 	// Operator is who a redrive is recorded as done by (the intent's redriven_by), 1 to
 	// dedup.MaxRedrivenBy printable bytes. Default "console".
@@ -173,6 +173,16 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// loopbackPeer reports whether a request's RemoteAddr is a loopback IP (a hostname never is).
+func loopbackPeer(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // ErrNotOncehookTable is what CheckTable's error matches when the table exists but is not
 // shaped as oncehook's.
 var ErrNotOncehookTable = errors.New("not an oncehook table")
@@ -261,6 +271,13 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			if !loopbackHost(host) {
 				c.fail(w, r, http.StatusMisdirectedRequest, "Not a loopback host",
 					"This console has no token, so it answers only requests addressed to 127.0.0.1, ::1 or localhost.")
+				return
+			}
+			// The Host header is the client's to write: it stops a DNS-rebinding page, not a
+			// remote peer. Without a token, the peer itself must be on loopback too.
+			if !loopbackPeer(r.RemoteAddr) {
+				c.fail(w, r, http.StatusForbidden, "Not a loopback client",
+					"This console has no token, so it answers only clients on this machine.")
 				return
 			}
 		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" && !c.authorized(r) {
