@@ -130,7 +130,7 @@ func (c *Console) parked(ctx context.Context, f parkedFilter) (rows []parkedRow,
 			}
 			r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
 				ParkedAt: in.FinishedAt, LastError: redact(in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
-				Ref: encodeRef(cl.Source, cl.EventID, name)}
+				Ref: encodeRef(cl, name)}
 			if f.match(r) {
 				rows = append(rows, r)
 			}
@@ -291,3 +291,44 @@ func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, e
 var errNoClaim = dedup.ErrNoClaim
 
 func isNoClaim(err error) bool { return errors.Is(err, errNoClaim) }
+
+// readClaims reads claims by pk, consistently, 100 to a BatchGetItem (keys it leaves
+// unprocessed are asked again, after a pause): a pk without a claim is absent from the map.
+func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*dedup.Claim, error) {
+	out := make(map[string]*dedup.Claim, len(pks))
+	seen := map[string]bool{}
+	var keys []map[string]types.AttributeValue
+	for _, pk := range pks {
+		if !seen[pk] {
+			seen[pk] = true
+			keys = append(keys, map[string]types.AttributeValue{dedup.AttrPK: &types.AttributeValueMemberS{Value: pk}, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK}})
+		}
+	}
+	for len(keys) > 0 {
+		req := keys[:min(100, len(keys))]
+		keys = keys[len(req):]
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				select { // unprocessed keys: the table is throttling, so back off before asking again
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
+				}
+			}
+			resp, err := c.cfg.DynamoDB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+				c.cfg.Table: {Keys: req, ConsistentRead: aws.Bool(true)}}})
+			if err != nil {
+				return nil, err
+			}
+			for _, item := range resp.Responses[c.cfg.Table] {
+				cl, err := dedup.UnmarshalClaim(item)
+				if err != nil {
+					return nil, err
+				}
+				out[cl.PK] = cl
+			}
+			req = resp.UnprocessedKeys[c.cfg.Table].Keys
+		}
+	}
+	return out, nil
+}

@@ -23,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -442,7 +441,7 @@ func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 		v.Payload = text(in.Payload)
 	}
 	if in.Status == dedup.IntentParked {
-		v.Ref = encodeRef(cl.Source, cl.EventID, name)
+		v.Ref = encodeRef(cl, name)
 	}
 	v.Steps = append(v.Steps, step{At: cl.ReceivedAt, What: "claimed", Detail: "committed with the claim, pending"})
 	if t, err := time.Parse(time.RFC3339, in.RedrivenAt); err == nil {
@@ -511,138 +510,6 @@ func itemJSON(item map[string]types.AttributeValue) string {
 	return string(b)
 }
 
-// --- parked and redrive ---
-
-type parkedView struct {
-	Filter  parkedFilter
-	Rows    []parkedRow
-	More    bool
-	Targets []string
-}
-
-func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := parkedFilter{Source: q.Get("source"), Target: q.Get("target"), Error: q.Get("error")}
-	if f.Source != "" && !c.checkSource(w, r, f.Source) {
-		return
-	}
-	if len(f.Target) > 256 || len(f.Error) > 256 {
-		c.fail(w, r, http.StatusBadRequest, "Filter too long", "target and error filters are at most 256 bytes.")
-		return
-	}
-	rows, more, err := c.parked(r.Context(), f)
-	if err != nil {
-		c.awsFail(w, r, "reading the parked intents", err)
-		return
-	}
-	v := parkedView{Filter: f, Rows: rows, More: more}
-	if c.cfg.Sources != nil {
-		v.Targets = slices.Sorted(maps.Keys(c.cfg.Sources.Targets))
-	}
-	c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
-}
-
-// A ref names one intent in a form: its source, event id and name, URL-encoded.
-func encodeRef(source, id, intent string) string {
-	return url.Values{"s": {source}, "e": {id}, "i": {intent}}.Encode()
-}
-
-type ref struct{ Source, EventID, Intent, Value string }
-
-func decodeRef(v string) (ref, error) {
-	q, err := url.ParseQuery(v)
-	if err != nil || len(q["s"]) != 1 || len(q["e"]) != 1 || len(q["i"]) != 1 {
-		return ref{}, errors.New("not an intent reference")
-	}
-	r := ref{Source: q.Get("s"), EventID: q.Get("e"), Intent: q.Get("i"), Value: v}
-	ev := dedup.Event{Source: r.Source, ID: r.EventID, Type: "x"}
-	if err := ev.Validate(); err != nil {
-		return ref{}, err
-	}
-	if r.Intent == "" || len(r.Intent) > 256 {
-		return ref{}, errors.New("intent name is empty or too long")
-	}
-	return r, nil
-}
-
-// maxRedrive bounds one redrive request.
-const maxRedrive = 200
-
-type redriveResult struct {
-	ref
-	OK     bool
-	Result string
-}
-
-func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.ReadOnly {
-		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives nothing.")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-	if err := r.ParseForm(); err != nil {
-		c.fail(w, r, http.StatusBadRequest, "Unreadable form", err.Error())
-		return
-	}
-	if !c.csrfOK(r) {
-		c.fail(w, r, http.StatusForbidden, "Form expired", "The form's CSRF token is missing or wrong: reload the page and try again.")
-		return
-	}
-	values := r.PostForm["ref"]
-	if len(values) == 0 {
-		c.fail(w, r, http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to re-drive.")
-		return
-	}
-	if len(values) > maxRedrive {
-		c.fail(w, r, http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; re-drive at most %d at once.", len(values), maxRedrive))
-		return
-	}
-	refs := make([]ref, 0, len(values))
-	for _, v := range values {
-		rf, err := decodeRef(v)
-		if err != nil {
-			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
-			return
-		}
-		if !c.checkSource(w, r, rf.Source) {
-			return
-		}
-		refs = append(refs, rf)
-	}
-	if r.PostFormValue("confirm") != "yes" {
-		c.render(w, r, http.StatusOK, "confirm", page{Title: "Re-drive " + strconv.Itoa(len(refs)) + " intents?", Nav: "parked", Data: refs})
-		return
-	}
-	ctx := r.Context()
-	results := make([]redriveResult, 0, len(refs))
-	for _, rf := range refs {
-		res := redriveResult{ref: rf}
-		cl, err := dedup.GetClaim(ctx, c.cfg.DynamoDB, c.cfg.Table, rf.Source, rf.EventID)
-		switch {
-		case isNoClaim(err):
-			res.Result = "no claim (expired?)"
-		case err != nil:
-			c.cfg.Logger.Error("console: redrive read", "error", err)
-			res.Result = "could not read the claim: " + err.Error()
-		case !hasIntent(cl, rf.Intent):
-			res.Result = "the claim has no such intent"
-		default:
-			err = outbox.RedriveBy(ctx, c.cfg.DynamoDB, c.cfg.Table, cl, rf.Intent, c.cfg.Now(), c.cfg.Operator)
-			switch {
-			case err == nil:
-				res.OK, res.Result = true, "re-driven by "+c.cfg.Operator+"; idempotency key "+dedup.IdempotencyKey(rf.Source, rf.EventID, rf.Intent)
-			case errors.Is(err, outbox.ErrNotParked):
-				res.Result = "not parked any more (re-driven already, or running)"
-			default:
-				c.cfg.Logger.Error("console: redrive", "error", err)
-				res.Result = "failed: " + err.Error()
-			}
-		}
-		results = append(results, res)
-	}
-	c.render(w, r, http.StatusOK, "redriven", page{Title: "Re-drive", Nav: "parked", Data: results})
-}
-
 // --- backlog, overview, audit, login ---
 
 type backlogView struct {
@@ -696,11 +563,6 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		c.fail(w, r, http.StatusMethodNotAllowed, "Method not allowed", "The login page answers GET and POST.")
 	}
-}
-
-func hasIntent(cl *dedup.Claim, name string) bool {
-	_, ok := cl.Intents[name]
-	return ok
 }
 
 func tokenEqual(got, want string) bool {
