@@ -4,13 +4,28 @@ package console_test
 // happen, and fails while it does.
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/oncehook/oncehook/console"
 )
+
+// The token is all that guards a console on a non-loopback address, and /login takes
+// unlimited guesses: a token a person can guess in a few tries is a configuration that cannot
+// work, and should be refused where it is configured.
+func TestCheckAddrRefusesAGuessableTokenOnANonLoopbackAddress(t *testing.T) {
+	for _, token := range []string{"x", "1234", " ", "password"} {
+		if err := console.CheckAddr("0.0.0.0:8030", token); err == nil {
+			t.Errorf("CheckAddr(0.0.0.0:8030, %q) accepted it", token)
+		}
+	}
+}
 
 // Without a token the console's only guard is the Host header, which the client writes: a
 // console mounted on a listener other clients can reach (console.New takes any; CheckAddr is
@@ -32,5 +47,56 @@ func TestWithoutATokenARemotePeerIsNotAnsweredWhateverItsHostHeader(t *testing.T
 	h.ServeHTTP(rec, req)
 	if rec.Code == http.StatusOK || strings.Contains(rec.Body.String(), "evt_remote") {
 		t.Fatalf("a remote peer without a token was answered %d by naming localhost:\n%.400s", rec.Code, rec.Body.String())
+	}
+}
+
+// /login and the Authorization header take guesses at the token: past a few, the console
+// stops evaluating them for a while (429, even for the right token, so a guess past the bound
+// learns nothing), and a visitor already signed in is not affected.
+func TestGuessesAtTheTokenAreBounded(t *testing.T) {
+	t.Parallel()
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newEnv(t)
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Token: token, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveHandler(t, h)
+	signedIn := newBrowser(t, base)
+	if r := signedIn.post("/login", url.Values{"token": {token}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("signing in: %d", r.Status)
+	}
+	guesser := newBrowser(t, base)
+	refused := 0
+	for i := range 100 {
+		var r response
+		if i%2 == 0 {
+			r = guesser.post("/login", url.Values{"token": {fmt.Sprintf("guess-%d", i)}})
+		} else {
+			req, _ := http.NewRequest(http.MethodGet, base+"/audit", nil)
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer guess-%d", i))
+			r = guesser.do(req)
+		}
+		if r.Status == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused < 80 {
+		t.Fatalf("%d of 100 guesses refused unevaluated, want all but a few", refused)
+	}
+	if r := guesser.post("/login", url.Values{"token": {token}}); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("the right token past the bound: %d, want 429 (not evaluated)", r.Status)
+	}
+	if r := signedIn.get("/audit"); r.Status != http.StatusOK {
+		t.Fatalf("a signed-in visitor during the guessing: %d", r.Status)
+	}
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	if r := guesser.post("/login", url.Values{"token": {token}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("the right token an hour later: %d, want 303", r.Status)
 	}
 }
