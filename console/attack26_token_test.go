@@ -4,7 +4,10 @@ package console_test
 // happen, and fails while it does.
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -98,5 +101,64 @@ func TestGuessesAtTheTokenAreBounded(t *testing.T) {
 	mu.Unlock()
 	if r := guesser.post("/login", url.Values{"token": {token}}); r.Status != http.StatusSeeOther {
 		t.Fatalf("the right token an hour later: %d, want 303", r.Status)
+	}
+}
+
+// The token rule's space: every generated shape passes; every short or guessable one is
+// refused for a non-loopback address, and a loopback address takes any.
+func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(30, 2))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	var strong []string
+	for range 200 {
+		strong = append(strong, hex.EncodeToString(random(16)), hex.EncodeToString(random(32)),
+			base64.RawURLEncoding.EncodeToString(random(18)), base64.StdEncoding.EncodeToString(random(24)))
+		u := random(16)
+		strong = append(strong, fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:]))
+	}
+	for _, tok := range strong {
+		if err := console.CheckAddr("0.0.0.0:8030", tok); err != nil {
+			t.Fatalf("a generated token %q refused: %v", tok, err)
+		}
+	}
+	weak := []string{"", " ", "x", "1234", "password", "hunter2", strings.Repeat("a", 100), strings.Repeat("ab", 40),
+		strings.Repeat("abcd", 20), strings.Repeat("password", 3), "123456789012345678901234", strings.Repeat(" ", 64),
+		hex.EncodeToString(random(11)), // 22 characters: too short
+		strings.Repeat("0", 63) + "1"}
+	for _, tok := range weak {
+		if err := console.CheckAddr("0.0.0.0:8030", tok); err == nil {
+			t.Errorf("CheckAddr(0.0.0.0:8030, %q) accepted it", tok)
+		}
+		if err := console.CheckAddr("[::1]:8030", tok); err != nil {
+			t.Errorf("CheckAddr([::1]:8030, %q): %v, want loopback served with any token", tok, err)
+		}
+	}
+}
+
+// A console mounted by a team on a listener of its own, behind a weak token, answers no peer
+// other than loopback, whatever it presents: CheckAddr's rule, per request.
+func TestAWeakTokenGuardsOnlyLoopbackPeers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Token: "1234"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for peer, want := range map[string]int{"203.0.113.7:40000": http.StatusForbidden, "127.0.0.1:40000": http.StatusOK} {
+		req := httptest.NewRequest(http.MethodGet, "/audit", nil)
+		req.Header.Set("Authorization", "Bearer 1234")
+		req.RemoteAddr = peer
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("peer %s with the weak token: %d, want %d", peer, rec.Code, want)
+		}
 	}
 }

@@ -17,9 +17,10 @@
 // payloads and effect values are shown only with ShowPayloads; nothing from the sources file
 // but names, types and deliveries is rendered (never a secret reference, a URL or a header).
 // Without a Token it answers only requests from a loopback peer addressed to a loopback host
-// (neither a remote client nor a DNS-rebinding page can reach it); with one, every request must present it (a login form sets a
-// cookie, or an Authorization: Bearer header). CheckAddr is the rule a server should apply
-// before listening: loopback only, unless a token is set.
+// (neither a remote client nor a DNS-rebinding page can reach it); with one, every request
+// must present it (a login form sets a cookie, or an Authorization: Bearer header), guesses at
+// it are bounded, and a weak one guards loopback peers only. CheckAddr is the rule a server
+// should apply before listening: loopback only, unless a strong token is set.
 package console
 
 import (
@@ -32,8 +33,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +44,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/time/rate"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
@@ -74,7 +78,8 @@ type Config struct {
 	// ShowPayloads shows intent payloads and the values of effect records in oncehook's
 	// table. Off, only their sizes and keys are shown.
 	ShowPayloads bool
-	// Token, when set, is required of every request. Without it, only requests from a
+	// Token, when set, is required of every request; a token CheckAddr would refuse for a
+	// non-loopback address guards loopback peers only. Without it, only requests from a
 	// loopback peer (RemoteAddr) addressed to a loopback host are answered.
 	Token string
 	// Operator is who a redrive is recorded as done by (the intent's redriven_by), 1 to
@@ -101,7 +106,19 @@ type Console struct {
 
 	mu      sync.Mutex
 	tableOK bool
+
+	// guesses bounds the presented tokens the console compares with its own (guess).
+	guessMu sync.Mutex
+	guesses *rate.Limiter
 }
+
+// Guesses at the token (a /login form, an Authorization header) are compared at most
+// guessBurst at once and then one per guessEvery: past that, none is compared, the right one
+// neither, until the bound allows again.
+const (
+	guessBurst = 10
+	guessEvery = 6 * time.Second
+)
 
 // New checks cfg and returns the console. It makes no AWS call: the table is checked on the
 // first request (and by CheckTable, which a command should call at start).
@@ -136,7 +153,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32)}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst)}
 	rand.Read(c.key)
 	c.routes()
 	// Cross-origin POSTs are refused by the browser's own Sec-Fetch-Site/Origin headers
@@ -152,17 +169,56 @@ func New(cfg Config) (*Console, error) {
 // ServeHTTP serves the console.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
-// CheckAddr is the listening rule: an address on a loopback interface, or, with a token, any.
-// It names what to do when addr cannot be served that way.
+// CheckAddr is the listening rule: an address on a loopback interface, or, with a strong
+// token, any. A token guards a non-loopback address only when it has at least MinTokenBytes
+// bytes and about 80 bits by an estimate from its characters' variety (a generated token
+// passes; a word, a short number or a repeated pattern does not). It names what to do when
+// addr cannot be served that way.
 func CheckAddr(addr, token string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("console: address %q: %w", addr, err)
 	}
-	if loopbackHost(host) || token != "" {
+	if loopbackHost(host) {
 		return nil
 	}
-	return fmt.Errorf("console: %s is not a loopback address: set a token (-token or ONCEHOOK_CONSOLE_TOKEN) to serve it", addr)
+	if token == "" {
+		return fmt.Errorf("console: %s is not a loopback address: set a token (-token or ONCEHOOK_CONSOLE_TOKEN) to serve it", addr)
+	}
+	if !strongToken(token) {
+		return fmt.Errorf("console: %s is not a loopback address, and the token is guessable: use at least %d random characters (openssl rand -hex 32)", addr, MinTokenBytes)
+	}
+	return nil
+}
+
+// MinTokenBytes is the shortest token that guards a console other machines can reach
+// (CheckAddr).
+const MinTokenBytes = 24
+
+// minTokenBits is the least a token's estimated entropy may be for CheckAddr: the bits of its
+// alphabet (the distinct characters it uses) for its first character and for each character
+// that makes a pair of neighbours not seen before in it. It measures variety, not randomness:
+// it refuses the guessable shapes (a character repeated, a short alphabet or word cycled, a
+// count) and lets every generated token through; the bound on guesses covers the rest.
+const minTokenBits = 80
+
+func strongToken(token string) bool {
+	if len(token) < MinTokenBytes {
+		return false
+	}
+	var chars [256]bool
+	distinct := 0
+	pairs := map[[2]byte]bool{}
+	for i := 0; i < len(token); i++ {
+		if !chars[token[i]] {
+			chars[token[i]] = true
+			distinct++
+		}
+		if i > 0 {
+			pairs[[2]byte{token[i-1], token[i]}] = true
+		}
+	}
+	return float64(1+len(pairs))*math.Log2(float64(max(distinct, 2))) >= minTokenBits
 }
 
 func loopbackHost(host string) bool {
@@ -280,9 +336,22 @@ func (c *Console) guard(next http.Handler) http.Handler {
 					"This console has no token, so it answers only clients on this machine.")
 				return
 			}
-		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" && !c.authorized(r) {
-			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in"})
-			return
+		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
+			switch c.authorized(r) {
+			case guessLimited:
+				c.tooManyGuesses(w, r)
+				return
+			case guessWrong:
+				c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in"})
+				return
+			}
+			if !strongToken(c.cfg.Token) && !loopbackPeer(r.RemoteAddr) {
+				// CheckAddr is the rule for a listener; a console mounted elsewhere gets it
+				// here, per request.
+				c.fail(w, r, http.StatusForbidden, "Not a loopback client",
+					"This console's token is too weak to guard it from other machines: it answers only clients on this machine.")
+				return
+			}
 		}
 		if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			if err := c.checkTable(r.Context()); err != nil {
@@ -308,12 +377,47 @@ func (c *Console) sign(what, v string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-func (c *Console) authorized(r *http.Request) bool {
+// The answers to a presented token.
+const (
+	guessRight = iota
+	guessWrong
+	guessLimited // not compared: past the bound on guesses
+)
+
+// authorized reports whether r carries the token: as a bearer token (a guess, bounded) or as
+// the login cookie (an HMAC under the console's key: not a guess at the token).
+func (c *Console) authorized(r *http.Request) int {
 	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return subtle.ConstantTimeCompare([]byte(auth), []byte(c.cfg.Token)) == 1
+		return c.guess(auth)
 	}
 	ck, err := r.Cookie(loginCookie)
-	return err == nil && hmac.Equal([]byte(ck.Value), []byte(c.sign("login", c.cfg.Token)))
+	if err == nil && hmac.Equal([]byte(ck.Value), []byte(c.sign("login", c.cfg.Token))) {
+		return guessRight
+	}
+	return guessWrong
+}
+
+// guess compares a presented token with the console's, within the bound on guesses: only a
+// wrong one spends it, so an operator's scripts with the right token are never limited, and
+// past the bound nothing is compared (the answer says nothing of the token).
+func (c *Console) guess(presented string) int {
+	c.guessMu.Lock()
+	defer c.guessMu.Unlock()
+	now := c.cfg.Now()
+	if c.guesses.TokensAt(now) < 1 {
+		return guessLimited
+	}
+	if subtle.ConstantTimeCompare([]byte(presented), []byte(c.cfg.Token)) == 1 {
+		return guessRight
+	}
+	c.guesses.AllowN(now, 1)
+	return guessWrong
+}
+
+func (c *Console) tooManyGuesses(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(guessEvery/time.Second)))
+	c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
+		Detail: "Too many wrong tokens: the console compares no more for a while. Try again in a minute."})
 }
 
 // csrf returns the request's CSRF token, setting its cookie on the response when the request

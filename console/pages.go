@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
@@ -552,8 +551,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 4096)
-		if err := r.ParseForm(); err != nil || !tokenEqual(r.PostFormValue("token"), c.cfg.Token) {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if err := r.ParseForm(); err != nil {
+			c.render(w, r, http.StatusBadRequest, "login", page{Title: "Sign in", Detail: "The form could not be read."})
+			return
+		}
+		switch c.guess(r.PostFormValue("token")) {
+		case guessLimited:
+			c.tooManyGuesses(w, r)
+			return
+		case guessWrong:
 			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Detail: "That is not the console's token."})
 			return
 		}
@@ -563,10 +569,6 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		c.fail(w, r, http.StatusMethodNotAllowed, "Method not allowed", "The login page answers GET and POST.")
 	}
-}
-
-func tokenEqual(got, want string) bool {
-	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 // claimed reports whether source (or, when it is "", any source of the sources file) has a

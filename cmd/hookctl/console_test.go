@@ -21,6 +21,7 @@ func TestConsoleRefusesAnUnsafeAddressOrATableNotOncehooks(t *testing.T) {
 		says string
 	}{
 		{[]string{"console", "-table", table, "-addr", "0.0.0.0:0"}, "not a loopback address: set a token"},
+		{[]string{"console", "-table", table, "-addr", "0.0.0.0:0", "-token", "1234"}, "the token is guessable"},
 		{[]string{"console", "-table", "no-such-table-console", "-addr", "127.0.0.1:0"}, "does not exist"},
 		{[]string{"console", "-addr", "127.0.0.1:0", "extra"}, "takes no arguments"},
 	} {
