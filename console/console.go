@@ -88,7 +88,8 @@ type Config struct {
 	// Metrics, when set, draws the overview's charts from the stack's metrics (CloudWatch);
 	// otherwise they are drawn from the pending index.
 	Metrics Metrics
-	// MaxIndexReads bounds the claims one page reads from the pending index. Default 500.
+	// MaxIndexReads bounds the entries of the pending index one page reads, as DynamoDB
+	// counts what a query evaluates (before a filter), and so the claims it reads. Default 500.
 	MaxIndexReads int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time

@@ -290,6 +290,11 @@ func clip(s string, n int) string {
 type searchView struct {
 	Source, ID string
 	Matches    []indexEntry
+	// Partial: the read bound (Reads entries of the index) stopped the recent events before
+	// they were known to be the newest; they are, for the claims after Cutoff (when set).
+	Partial bool
+	Cutoff  time.Time
+	Reads   int
 }
 
 func (c *Console) search(w http.ResponseWriter, r *http.Request) {
@@ -342,12 +347,13 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 		if !c.checkSource(w, r, source) {
 			return
 		}
-		keys, _, err := c.recent(r.Context(), source, 50)
+		keys, partial, cutoff, err := c.recent(r.Context(), source, 50)
 		if err != nil {
 			c.awsFail(w, r, "reading the pending index", err)
 			return
 		}
-		c.render(w, r, http.StatusOK, "recent", page{Title: "Recent events of " + source, Nav: "events", Data: searchView{Source: source, Matches: keys}})
+		c.render(w, r, http.StatusOK, "recent", page{Title: "Recent events of " + source, Nav: "events",
+			Data: searchView{Source: source, Matches: keys, Partial: partial, Cutoff: cutoff, Reads: c.cfg.MaxIndexReads}})
 	default:
 		c.render(w, r, http.StatusOK, "search", page{Title: "Find an event", Nav: "events"})
 	}

@@ -36,7 +36,7 @@ func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
 	fs.BoolVar(&f.metrics, "metrics", false, "chart deliveries and intents from the stack's CloudWatch metrics")
 	fs.StringVar(&f.namespace, "metrics-namespace", "oncehook", "the stack's metrics namespace")
-	fs.IntVar(&f.maxReads, "max-reads", 500, "claims one page reads from the pending index at most")
+	fs.IntVar(&f.maxReads, "max-reads", 500, "entries of the pending index one page reads at most (and so the claims it reads)")
 }
 
 // consoleCmd serves the operator console (package console) until interrupted.
