@@ -136,9 +136,11 @@ func TestNoEncodingOfATargetsSecretShowsInAnError(t *testing.T) {
 				msgs = append(msgs, shape(encoders[enc](p)))
 			}
 		}
-		// Cut by the worker's truncation (512 bytes, then "…") at every length from 4 bytes.
+		// Cut by the worker's truncation (the stored error, "permanent: " and the message, is
+		// cut at 512 bytes, then "…") keeping every length of the piece from 4 bytes (fewer
+		// tell nothing of a secret, and are shown).
 		for keep := 4; keep < len(p); keep++ {
-			msgs = append(msgs, strings.Repeat("x", 512-keep)+p)
+			msgs = append(msgs, strings.Repeat("x", 512-len("permanent: ")-keep)+p)
 		}
 	}
 	byKey := map[string]string{}

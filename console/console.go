@@ -105,6 +105,7 @@ type Console struct {
 	key     []byte // signs CSRF and login cookies; per process
 	handler http.Handler
 
+	red     *redactor
 	mu      sync.Mutex
 	tableOK bool
 
@@ -154,7 +155,8 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst)}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
+		red: newRedactor(cfg.Sources)}
 	rand.Read(c.key)
 	c.routes()
 	// Cross-origin POSTs are refused by the browser's own Sec-Fetch-Site/Origin headers

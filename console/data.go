@@ -155,7 +155,7 @@ func (c *Console) parked(ctx context.Context, f parkedFilter) (rows []parkedRow,
 				continue
 			}
 			r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
-				ParkedAt: in.FinishedAt, LastError: redact(in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
+				ParkedAt: in.FinishedAt, LastError: c.redact(in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
 				Ref: encodeRef(cl, name)}
 			if f.match(r) {
 				rows = append(rows, r)

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,28 +208,6 @@ func span(d time.Duration) string {
 		return strconv.Itoa(int(d/(24*time.Hour))) + " days"
 	}
 	return d.String()
-}
-
-// urlInText finds URLs in an error message.
-var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
-
-// redact shows a URL in an error by its scheme and host only: a target's path and query may
-// hold a secret (a webhook URL's token), and userinfo is one.
-func redact(msg string) string {
-	return urlInText.ReplaceAllStringFunc(msg, func(raw string) string {
-		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" {
-			return "[url]"
-		}
-		out := u.Scheme + "://" + u.Hostname()
-		if p := u.Port(); p != "" {
-			out += ":" + p
-		}
-		if len(raw) > len(out) {
-			out += "/…"
-		}
-		return out
-	})
 }
 
 func epochMillis(s string) time.Time {
@@ -439,7 +416,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	in := cl.Intents[name]
 	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
-		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: redact(in.LastError),
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.redact(in.LastError),
 		Attempts: in.Attempts, Budget: in.Attempts - in.AttemptsBase, PayloadBytes: len(in.Payload),
 		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
 	if c.cfg.ShowPayloads {
