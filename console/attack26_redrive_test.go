@@ -172,7 +172,9 @@ func TestAnAtMostOnceIntentThatMayHaveBeenSentIsFlaggedAndNotPreselected(t *test
 		if !strings.Contains(row, "may have been sent") {
 			t.Fatalf("%s: the at-most-once row does not say it may have been sent:\n%s", name, page.Body)
 		}
-		confirm := b.post("/redrive", url.Values{"ref": refs(page), "csrf": {csrf(t, page)}})
+		all := regexp.MustCompile(`(?s)<form method="post" action="/redrive" class="inline">(.*?)</form>`).FindString(page.Body)
+		mustContain(t, response{Body: all}, "1 of them at-most-once")
+		confirm := b.post("/redrive", url.Values{"ref": refs(response{Body: all}), "csrf": {csrf(t, page)}})
 		ticked := regexp.MustCompile(`name="ref" value="([^"]+)"[^>]* checked`).FindAllStringSubmatch(confirm.Body, -1)
 		if len(ticked) != 1 || !strings.Contains(ticked[0][1], "i=crm.update") {
 			t.Fatalf("%s: ticked %v, want only crm.update (the at-most-once intent left for a person):\n%s", name, ticked, confirm.Body)

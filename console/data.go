@@ -127,6 +127,7 @@ type parkedRow struct {
 	ParkedAt, LastError             string
 	RedrivenBy, RedrivenAt          string
 	Ref                             string // the form value naming it for a redrive
+	AtMostOnce, MaySent             bool   // see Console.caution
 }
 
 type parkedFilter struct{ Source, Target, Error string }
@@ -138,6 +139,8 @@ func (f parkedFilter) match(r parkedRow) bool {
 
 // parked lists the parked intents under the parked shards (where the outbox puts a claim once
 // nothing in it is open and something is parked: the list hookctl parked shows), filtered.
+// At most maxRedrive rows are listed (the most one redrive takes, so that "all shown" is
+// always one): past them, more is set.
 func (c *Console) parked(ctx context.Context, f parkedFilter) (rows []parkedRow, more bool, err error) {
 	_, shards := dedup.ShardNames(c.cfg.PendingShards)
 	prefix := ""
@@ -157,9 +160,14 @@ func (c *Console) parked(ctx context.Context, f parkedFilter) (rows []parkedRow,
 			r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
 				ParkedAt: in.FinishedAt, LastError: c.redact(in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
 				Ref: encodeRef(cl, name)}
-			if f.match(r) {
-				rows = append(rows, r)
+			r.AtMostOnce, r.MaySent = c.caution(in)
+			if !f.match(r) {
+				continue
 			}
+			if len(rows) == maxRedrive {
+				return rows, true, nil
+			}
+			rows = append(rows, r)
 		}
 	}
 	return rows, more, nil

@@ -362,6 +362,7 @@ type intentView struct {
 	RedrivenBy, RedrivenAt     string
 	Steps                      []step
 	Ref                        string
+	MaySent                    bool // see Console.caution
 }
 
 type step struct {
@@ -424,6 +425,7 @@ func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	}
 	if in.Status == dedup.IntentParked {
 		v.Ref = encodeRef(cl, name)
+		_, v.MaySent = c.caution(in)
 	}
 	v.Steps = append(v.Steps, step{At: cl.ReceivedAt, What: "claimed", Detail: "committed with the claim, pending"})
 	if t, err := time.Parse(time.RFC3339, in.RedrivenAt); err == nil {

@@ -8,9 +8,11 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // --- parked and redrive ---
@@ -20,6 +22,10 @@ type parkedView struct {
 	Rows    []parkedRow
 	More    bool
 	Targets []string
+	// Cautious counts the rows that are at-most-once (left unticked by the confirmation).
+	Cautious int
+	Max      int // the rows listed at most (maxRedrive)
+	Reads    int // the index entries read at most (MaxIndexReads)
 }
 
 func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
@@ -37,7 +43,12 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
 		c.awsFail(w, r, "reading the parked intents", err)
 		return
 	}
-	v := parkedView{Filter: f, Rows: rows, More: more}
+	v := parkedView{Filter: f, Rows: rows, More: more, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
+	for _, row := range rows {
+		if row.AtMostOnce {
+			v.Cautious++
+		}
+	}
 	if c.cfg.Sources != nil {
 		v.Targets = slices.Sorted(maps.Keys(c.cfg.Sources.Targets))
 	}
@@ -101,7 +112,25 @@ func isHex(s string) bool {
 	return true
 }
 
-// maxRedrive bounds one redrive request.
+// maySentMarker starts the error the outbox records when it parks an at-most-once intent whose
+// call may have reached the downstream (outbox/worker.go, run: after a failure that may have
+// been sent, or a stranded attempt), after the "permanent: " of its PermanentError.
+const maySentMarker = "at-most-once: "
+
+// caution reports whether an intent is at-most-once (its target's delivery in the sources
+// file) and whether it may have been sent (the outbox parked it saying so): either is a
+// person's call to re-drive, after checking the downstream, and is never preselected.
+func (c *Console) caution(in dedup.ClaimIntent) (atMostOnce, maySent bool) {
+	if c.cfg.Sources != nil {
+		if t := c.cfg.Sources.Targets[in.Target]; t != nil && t.Delivery == sources.AtMostOnce {
+			atMostOnce = true
+		}
+	}
+	maySent = strings.HasPrefix(strings.TrimPrefix(in.LastError, "permanent: "), maySentMarker)
+	return atMostOnce || maySent, maySent
+}
+
+// maxRedrive bounds one redrive request, and the rows the Parked page lists.
 const maxRedrive = 200
 
 // maxRedriveBody bounds a redrive form: maxRedrive refs of the longest ids and intent names,
@@ -120,8 +149,10 @@ type confirmRow struct {
 	// Changed: parked, but not in the state the list showed (parked again since, or claimed
 	// again): shown, and left unticked.
 	Changed bool
-	Note    string
-	Ref     string // the ref of the state shown here
+	// AtMostOnce, MaySent: see Console.caution; left unticked.
+	AtMostOnce, MaySent bool
+	Note                string
+	Ref                 string // the ref of the state shown here
 }
 
 type redriveResult struct {
@@ -266,10 +297,16 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, refs []ref, cl
 				break
 			}
 			row.Parked, row.Ref = true, encodeRef(cl, rf.Intent)
+			row.AtMostOnce, row.MaySent = c.caution(in)
 			parked++
-			if rf.Seen && (rf.Attempts != in.Attempts || rf.Commit != cl.CommitToken) {
+			switch {
+			case rf.Seen && (rf.Attempts != in.Attempts || rf.Commit != cl.CommitToken):
 				row.Changed = true
 				row.Note = "changed since the list was read (parked again, or claimed again): look at it before ticking it"
+			case row.MaySent:
+				row.Note = "at-most-once, and may have been sent: check the downstream before ticking it"
+			case row.AtMostOnce:
+				row.Note = "at-most-once: a second call is not absorbed by the downstream; check it before ticking it"
 			}
 		}
 		rows = append(rows, row)
