@@ -4,6 +4,7 @@ package console_test
 // happen, and fails while it does.
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -179,5 +180,64 @@ func TestAnAtMostOnceIntentThatMayHaveBeenSentIsFlaggedAndNotPreselected(t *test
 		if len(ticked) != 1 || !strings.Contains(ticked[0][1], "i=crm.update") {
 			t.Fatalf("%s: ticked %v, want only crm.update (the at-most-once intent left for a person):\n%s", name, ticked, confirm.Body)
 		}
+	}
+}
+
+// Two redrives of one parked intent made in the same millisecond (two operators, the console
+// and hookctl redrive, or a clock coarser than a millisecond): one re-drove it, the other
+// found it pending. The other must say so, not report that it re-drove it: the intent's record
+// names the first operator only.
+func TestARedriveThatFoundTheIntentAlreadyRedrivenSaysSo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_twice", false)
+	e.down.setRefuse(key("shop", "evt_twice", "email.send"), true)
+	e.drain()
+	now := time.Now().Truncate(time.Millisecond)
+	b := e.serve(func(c *console.Config) { c.Now = func() time.Time { return now } })
+
+	// Someone else re-drives it first, at the same millisecond.
+	cl := e.claim("shop", "evt_twice")
+	if err := outbox.RedriveBy(context.Background(), e.client, e.table, cl, "email.send", now, "bob (hookctl)"); err != nil {
+		t.Fatal(err)
+	}
+	// The console's confirmation of the page it showed before.
+	form := url.Values{"ref": {"s=shop&e=evt_twice&i=email.send"}, "csrf": {csrf(t, b.get("/parked"))}, "confirm": {"yes"}}
+	page := b.post("/redrive", form)
+	in := e.claim("shop", "evt_twice").Intents["email.send"]
+	if in.RedrivenBy != "bob (hookctl)" {
+		t.Fatalf("the record: %+v", in)
+	}
+	if strings.Contains(page.Body, "re-driven by ada") || !strings.Contains(page.Body, "not parked any more") {
+		t.Fatalf("the console reports a redrive it did not make (the record says %q):\n%s", in.RedrivenBy, results(page))
+	}
+}
+
+// The same, with the form as the console serves it (the state shown in its ref): the
+// redrive's conditional write then fails on the other operator's redrive, and outbox's check
+// for its own lost response must not take that same-millisecond redrive for its own.
+func TestARedriveConfirmedAsShownThatFoundItAlreadyRedrivenSaysSo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_twice_shown", false)
+	e.down.setRefuse(key("shop", "evt_twice_shown", "email.send"), true)
+	e.drain()
+	now := time.Now().Truncate(time.Millisecond)
+	b := e.serve(func(c *console.Config) { c.Now = func() time.Time { return now } })
+	list := b.get("/parked")
+	confirm := b.post("/redrive", url.Values{"ref": refs(list)[:1], "csrf": {csrf(t, list)}})
+	form := url.Values{"ref": refs(confirm), "csrf": {csrf(t, confirm)}, "confirm": {"yes"}}
+	// Someone else re-drives it between the confirmation and its submission, at the same
+	// millisecond.
+	if err := outbox.RedriveBy(context.Background(), e.client, e.table, e.claim("shop", "evt_twice_shown"), "email.send", now, "bob (hookctl)"); err != nil {
+		t.Fatal(err)
+	}
+	page := b.post("/redrive", form)
+	in := e.claim("shop", "evt_twice_shown").Intents["email.send"]
+	if in.RedrivenBy != "bob (hookctl)" {
+		t.Fatalf("the record: %+v", in)
+	}
+	if strings.Contains(page.Body, "re-driven by ada") || !strings.Contains(page.Body, "not parked any more") {
+		t.Fatalf("the console reports a redrive it did not make (the record says %q):\n%s", in.RedrivenBy, results(page))
 	}
 }

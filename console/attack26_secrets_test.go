@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -17,8 +19,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
@@ -63,6 +70,85 @@ func TestAnErrorEchoingTheTargetsPathDoesNotShowIt(t *testing.T) {
 		mustContain(t, r, "evt_echo")
 		mustNotContain(t, r, "SECRET-URL")
 	}
+}
+
+// fakeTable is an oncehook-shaped table whose reads fail with an AWS error naming the
+// operator's identity, as AccessDeniedException does.
+type fakeTable struct{ console.API }
+
+var errDenied = errors.New("operation error DynamoDB: GetItem, https response error StatusCode: 400, RequestID: R1, " +
+	"api error AccessDeniedException: User: arn:aws:iam::123456789012:user/SECRET-IAM-USER is not authorized to perform: dynamodb:GetItem")
+
+func (fakeTable) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(dedup.AttrSK), KeyType: types.KeyTypeRange}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndexDescription{{IndexName: aws.String(dedup.PendingIndex),
+			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPendingShard), KeyType: types.KeyTypeHash}}}},
+	}}, nil
+}
+
+func (fakeTable) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return nil, errDenied
+}
+
+func (fakeTable) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return nil, errDenied
+}
+
+// docs/console.md: "an AWS error (502, the details in the log)", and awsFail's comment: "the
+// operator sees what failed, the log the error itself". The page shows the error itself: the
+// account, the IAM identity and the request id reach whoever can load a page.
+func TestAnAWSErrorsDetailsGoToTheLogNotThePage(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	for _, p := range []string{"/events/shop/evt_x", "/parked", "/backlog"} {
+		r := b.get(p)
+		if r.Status != http.StatusBadGateway {
+			t.Fatalf("%s: %d, want 502", p, r.Status)
+		}
+		mustNotContain(t, r, "SECRET-IAM-USER", "123456789012")
+	}
+}
+
+// A visitor without the token gets the sign-in page and nothing of the deployment: the
+// layout around it names the table (the stack's name) and the console's modes.
+func TestTheSignInPageShowsNothingOfTheDeployment(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", Token: "a-long-enough-token-0123456789", ShowPayloads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newBrowser(t, serveHandler(t, h)).get("/")
+	if r.Status != http.StatusUnauthorized {
+		t.Fatalf("%d, want 401", r.Status)
+	}
+	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
+}
+
+// "A DNS-rebinding page cannot reach a console on a laptop": it cannot act, but it reads the
+// 421 answer (the page's own origin, rebound to 127.0.0.1, made the request), and that page's
+// layout names the table (the stack's name) and the console's modes.
+func TestTheAnswerToAForeignHostShowsNothingOfTheDeployment(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", ShowPayloads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	req, err := http.NewRequest(http.MethodGet, b.base+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebound.attacker.example:8030"
+	r := b.do(req)
+	if r.Status != http.StatusMisdirectedRequest {
+		t.Fatalf("%d, want 421", r.Status)
+	}
+	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
 }
 
 // secretTarget is a target URL whose every secret part (userinfo, path segments, query
@@ -177,4 +263,179 @@ func TestNoEncodingOfATargetsSecretShowsInAnError(t *testing.T) {
 		check(fmt.Sprintf("the event page of %q", msgs[i]), r)
 	}
 	check("the parked page", b.get("/parked"))
+}
+
+// deniedAt is the env's table with the named operations failing as AccessDeniedException does.
+type deniedAt struct {
+	*dynamodb.Client
+	ops map[string]bool
+}
+
+func (d deniedAt) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	if d.ops["DescribeTable"] {
+		return nil, errDenied
+	}
+	return d.Client.DescribeTable(ctx, in, o...)
+}
+
+func (d deniedAt) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if d.ops["UpdateItem"] {
+		return nil, errDenied
+	}
+	return d.Client.UpdateItem(ctx, in, o...)
+}
+
+func (d deniedAt) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if d.ops["BatchGetItem"] {
+		return nil, errDenied
+	}
+	return d.Client.BatchGetItem(ctx, in, o...)
+}
+
+type deniedMetrics struct{}
+
+func (deniedMetrics) Sums(context.Context, time.Time, time.Time, []console.MetricQuery) ([]float64, error) {
+	return nil, errDenied
+}
+
+// Every place an AWS call can fail shows what failed and where to look, never the error's
+// details (the account, the identity, the request id), which go to the log: the table check,
+// the overview's metrics, a confirmation's read, a redrive's write.
+func TestNoPageShowsAnAWSErrorsDetails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_denied", false)
+	e.down.setRefuse(key("shop", "evt_denied", "email.send"), true)
+	e.drain()
+	var log strings.Builder
+	var mu sync.Mutex
+	serve := func(ops ...string) *browser {
+		d := deniedAt{Client: e.client, ops: map[string]bool{}}
+		for _, op := range ops {
+			d.ops[op] = true
+		}
+		return e.serve(func(c *console.Config) {
+			c.DynamoDB = d
+			c.Metrics = deniedMetrics{}
+			c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))
+		})
+	}
+	check := func(where string, r response, status int) {
+		t.Helper()
+		if r.Status != status {
+			t.Fatalf("%s: %d, want %d\n%s", where, r.Status, status, r.Body)
+		}
+		mustNotContain(t, r, "SECRET-IAM-USER", "123456789012", "RequestID")
+	}
+	check("the table check", serve("DescribeTable").get("/parked"), http.StatusBadGateway)
+	check("the overview's metrics", serve().get("/"), http.StatusOK)
+	b := serve("BatchGetItem", "UpdateItem")
+	list := b.get("/parked")
+	check("a confirmation's read", b.post("/redrive", url.Values{"ref": refs(list)[:1], "csrf": {csrf(t, list)}}), http.StatusBadGateway)
+	b = serve("UpdateItem")
+	list = b.get("/parked")
+	confirm := b.post("/redrive", url.Values{"ref": refs(list)[:1], "csrf": {csrf(t, list)}})
+	done := b.post("/redrive", url.Values{"ref": refs(confirm), "csrf": {csrf(t, confirm)}, "confirm": {"yes"}})
+	check("a redrive's write", done, http.StatusOK)
+	mustContain(t, done, "failed")
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(log.String(), "SECRET-IAM-USER"); n < 4 {
+		t.Fatalf("the log has %d of the 4 errors' details:\n%s", n, log.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Whatever a visitor without access gets (the sign-in page, a wrong token, too many guesses,
+// a foreign host, a remote peer) names nothing of the deployment: not the table (the stack),
+// not the console's modes, not the sources, and sets no cookie but the login's.
+func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const table = "Oncehook-OncehookTable-SECRET-STACK"
+	secret := []string{"SECRET-STACK", "read-only", "payloads shown", "shop", "/parked", "/backlog"}
+	mk := func(token string) http.Handler {
+		h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: table, Token: token, ReadOnly: true, ShowPayloads: true, Sources: e.file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	withToken, without := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("")
+	weak := mk("1234")
+	type visit struct {
+		h            http.Handler
+		method, path string
+		host, peer   string
+		body, bearer string
+		status       int
+	}
+	visits := map[string]visit{
+		"the sign-in page":          {withToken, "GET", "/login", "", "", "", "", http.StatusOK},
+		"a page without the token":  {withToken, "GET", "/parked", "", "", "", "", http.StatusUnauthorized},
+		"a wrong token":             {withToken, "POST", "/login", "", "", "token=nope", "", http.StatusUnauthorized},
+		"a wrong bearer":            {withToken, "GET", "/", "", "", "", "nope", http.StatusUnauthorized},
+		"no such page":              {withToken, "GET", "/nowhere", "", "", "", "", http.StatusUnauthorized},
+		"a foreign host":            {without, "GET", "/", "rebound.attacker.example:8030", "", "", "", http.StatusMisdirectedRequest},
+		"a remote peer":             {without, "GET", "/", "localhost", "203.0.113.7:40000", "", "", http.StatusForbidden},
+		"a remote peer, weak token": {weak, "GET", "/", "", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
+	}
+	for name, v := range visits {
+		var body io.Reader
+		if v.body != "" {
+			body = strings.NewReader(v.body)
+		}
+		req := httptest.NewRequest(v.method, v.path, body)
+		if v.body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if v.host != "" {
+			req.Host = v.host
+		}
+		if v.peer != "" {
+			req.RemoteAddr = v.peer
+		}
+		if v.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+v.bearer)
+		}
+		rec := httptest.NewRecorder()
+		v.h.ServeHTTP(rec, req)
+		if rec.Code != v.status {
+			t.Errorf("%s: %d, want %d", name, rec.Code, v.status)
+		}
+		for _, s := range secret {
+			if strings.Contains(rec.Body.String(), s) {
+				t.Errorf("%s shows %q:\n%s", name, s, rec.Body.String())
+			}
+		}
+		if c := rec.Header().Values("Set-Cookie"); len(c) != 0 {
+			t.Errorf("%s sets cookies %v", name, c)
+		}
+	}
+	// Past the bound on guesses too.
+	for range 20 {
+		req := httptest.NewRequest("POST", "/login", strings.NewReader("token=nope"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := httptest.NewRecorder()
+		withToken.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			for _, s := range secret {
+				if strings.Contains(rec.Body.String(), s) {
+					t.Fatalf("the 429 shows %q", s)
+				}
+			}
+			return
+		}
+	}
+	t.Fatal("no 429 after 20 wrong tokens")
 }

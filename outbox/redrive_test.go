@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -72,5 +73,41 @@ func TestARedriveOfAnIntentParkedAgainSinceItWasReadWritesNothing(t *testing.T) 
 	}
 	if in := e.claims()[0].Intents["email.send"]; in.Status != dedup.IntentParked || in.RedrivenBy != "bob (hookctl)" {
 		t.Fatalf("%+v: want it parked, bob's redrive the last", in)
+	}
+}
+
+// A redrive recognises its own write by a nonce of its own, not by the time: the SDK's retry
+// after a lost response finds the intent pending with that nonce and reports the redrive
+// done; a redrive that finds another's, made in the same millisecond from the same claim (two
+// operators, hookctl and the console, a coarse clock), reports ErrNotParked, and the record
+// names the other.
+func TestARedriveTellsItsOwnLostWriteFromAnothersInTheSameMillisecond(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusUnprocessableEntity, 0 }
+	w := e.worker(nil)
+	e.commit(1)
+	w.HandleStream(context.Background(), batch(e.records()))
+	shown := e.claims()[0]
+	now := e.now().Truncate(time.Millisecond)
+
+	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 1}
+	lossy := awstest.Client(t, awstest.WithTransport(lose))
+	if err := outbox.RedriveBy(context.Background(), lossy, e.table, shown, "email.send", now, "ada (console)"); err != nil {
+		t.Fatalf("a redrive whose answer was lost: %v, want its own write recognised", err)
+	}
+	if lose.Lost() != 1 {
+		t.Fatal("no response was lost")
+	}
+	if err := outbox.RedriveBy(context.Background(), e.client, e.table, shown, "fulfilment.create", now, "ada (console)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, intent := range []string{"email.send", "fulfilment.create"} {
+		if err := outbox.RedriveBy(context.Background(), e.client, e.table, shown, intent, now, "bob (hookctl)"); err != outbox.ErrNotParked {
+			t.Fatalf("%s: a second redrive in the same millisecond: %v, want ErrNotParked", intent, err)
+		}
+		if in := e.claims()[0].Intents[intent]; in.Status != dedup.IntentPending || in.RedrivenBy != "ada (console)" {
+			t.Fatalf("%s: %+v, want it pending, ada's redrive the record", intent, in)
+		}
 	}
 }
