@@ -268,25 +268,30 @@ func TestNoEncodingOfATargetsSecretShowsInAnError(t *testing.T) {
 // deniedAt is the env's table with the named operations failing as AccessDeniedException does.
 type deniedAt struct {
 	*dynamodb.Client
-	ops map[string]bool
+	ops *sync.Map // operation name: true
+}
+
+func (d deniedAt) denied(op string) bool {
+	_, ok := d.ops.Load(op)
+	return ok
 }
 
 func (d deniedAt) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	if d.ops["DescribeTable"] {
+	if d.denied("DescribeTable") {
 		return nil, errDenied
 	}
 	return d.Client.DescribeTable(ctx, in, o...)
 }
 
 func (d deniedAt) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if d.ops["UpdateItem"] {
+	if d.denied("UpdateItem") {
 		return nil, errDenied
 	}
 	return d.Client.UpdateItem(ctx, in, o...)
 }
 
 func (d deniedAt) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if d.ops["BatchGetItem"] {
+	if d.denied("BatchGetItem") {
 		return nil, errDenied
 	}
 	return d.Client.BatchGetItem(ctx, in, o...)
@@ -309,11 +314,13 @@ func TestNoPageShowsAnAWSErrorsDetails(t *testing.T) {
 	e.drain()
 	var log strings.Builder
 	var mu sync.Mutex
-	serve := func(ops ...string) *browser {
-		d := deniedAt{Client: e.client, ops: map[string]bool{}}
-		for _, op := range ops {
-			d.ops[op] = true
+	var ops *sync.Map // what fails, from now on
+	serve := func(failing ...string) *browser {
+		ops = &sync.Map{}
+		for _, op := range failing {
+			ops.Store(op, true)
 		}
+		d := deniedAt{Client: e.client, ops: ops}
 		return e.serve(func(c *console.Config) {
 			c.DynamoDB = d
 			c.Metrics = deniedMetrics{}
@@ -329,8 +336,9 @@ func TestNoPageShowsAnAWSErrorsDetails(t *testing.T) {
 	}
 	check("the table check", serve("DescribeTable").get("/parked"), http.StatusBadGateway)
 	check("the overview's metrics", serve().get("/"), http.StatusOK)
-	b := serve("BatchGetItem", "UpdateItem")
+	b := serve()
 	list := b.get("/parked")
+	ops.Store("BatchGetItem", true)
 	check("a confirmation's read", b.post("/redrive", url.Values{"ref": refs(list)[:1], "csrf": {csrf(t, list)}}), http.StatusBadGateway)
 	b = serve("UpdateItem")
 	list = b.get("/parked")

@@ -242,6 +242,13 @@ func loopbackPeer(remote string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// noTableError is CheckTable's answer for a table that does not exist.
+type noTableError struct{ table string }
+
+func (e *noTableError) Error() string {
+	return fmt.Sprintf("table %s does not exist (check -table and the region)", e.table)
+}
+
 // ErrNotOncehookTable is what CheckTable's error matches when the table exists but is not
 // shaped as oncehook's.
 var ErrNotOncehookTable = errors.New("not an oncehook table")
@@ -252,7 +259,7 @@ func CheckTable(ctx context.Context, api API, table string) error {
 	out, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
-		return fmt.Errorf("table %s does not exist (check -table and the region)", table)
+		return &noTableError{table}
 	}
 	if err != nil {
 		return fmt.Errorf("table %s: %w", table, err)
@@ -329,14 +336,14 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			}
 			if !loopbackHost(host) {
 				c.fail(w, r, http.StatusMisdirectedRequest, "Not a loopback host",
-					"This console has no token, so it answers only requests addressed to 127.0.0.1, ::1 or localhost.")
+					"This console answers only requests addressed to 127.0.0.1, ::1 or localhost.")
 				return
 			}
 			// The Host header is the client's to write: it stops a DNS-rebinding page, not a
 			// remote peer. Without a token, the peer itself must be on loopback too.
 			if !loopbackPeer(r.RemoteAddr) {
 				c.fail(w, r, http.StatusForbidden, "Not a loopback client",
-					"This console has no token, so it answers only clients on this machine.")
+					"This console answers only clients on this machine.")
 				return
 			}
 		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
@@ -352,18 +359,27 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				// CheckAddr is the rule for a listener; a console mounted elsewhere gets it
 				// here, per request.
 				c.fail(w, r, http.StatusForbidden, "Not a loopback client",
-					"This console's token is too weak to guard it from other machines: it answers only clients on this machine.")
+					"This console answers only clients on this machine.")
 				return
 			}
 		}
+		if c.cfg.Token == "" || (r.URL.Path != "/login" && r.URL.Path != "/static/console.css") {
+			// Past the access checks: the pages may name the deployment (render).
+			r = r.WithContext(context.WithValue(r.Context(), accessKey{}, true))
+		}
 		if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			if err := c.checkTable(r.Context()); err != nil {
-				status := http.StatusBadGateway
-				if errors.Is(err, ErrNotOncehookTable) {
-					status = http.StatusInternalServerError
+				var none *noTableError
+				switch {
+				case errors.Is(err, ErrNotOncehookTable):
+					c.cfg.Logger.Error("console: table check", "error", err)
+					c.fail(w, r, http.StatusInternalServerError, "The table cannot be read as oncehook's", err.Error())
+				case errors.As(err, &none):
+					c.cfg.Logger.Error("console: table check", "error", err)
+					c.fail(w, r, http.StatusBadGateway, "The table cannot be read as oncehook's", err.Error())
+				default:
+					c.fail(w, r, http.StatusBadGateway, "The table cannot be read as oncehook's", c.logged(r, "describing table "+c.cfg.Table, err)+".")
 				}
-				c.cfg.Logger.Error("console: table check", "error", err)
-				c.fail(w, r, status, "The table cannot be read as oncehook's", err.Error())
 				return
 			}
 		}
@@ -372,6 +388,17 @@ func (c *Console) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// accessKey marks, in a request's context, a request that passed the access checks (the
+// token, or loopback without one).
+type accessKey struct{}
+
+// hasAccess reports whether r passed the access checks: a page for one that did not (the
+// sign-in page, a refusal) names nothing of the deployment.
+func hasAccess(r *http.Request) bool {
+	ok, _ := r.Context().Value(accessKey{}).(bool)
+	return ok
 }
 
 func (c *Console) sign(what, v string) string {

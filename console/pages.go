@@ -2,6 +2,8 @@ package console
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
@@ -71,6 +74,9 @@ type page struct {
 	// Error pages.
 	Status int
 	Detail string
+	// Public: the page of a request without access (the sign-in page, a refusal): nothing of
+	// the deployment on it.
+	Public bool
 }
 
 func (c *Console) routes() {
@@ -108,12 +114,19 @@ func (c *Console) only(method string, h http.HandlerFunc) http.HandlerFunc {
 
 // render executes a page into a buffer first, so that a template error is a clean 500 and
 // never half a page.
+//
+// A request that has not passed the access checks gets the page bare (Public): no table, no
+// modes, no sources, no navigation, no CSRF cookie.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
-	p.CSRF = c.csrf(w, r)
-	p.ReadOnly = c.cfg.ReadOnly
-	p.Payloads = c.cfg.ShowPayloads
-	p.Table = c.cfg.Table
-	p.Sources = c.sourceNames()
+	if hasAccess(r) {
+		p.CSRF = c.csrf(w, r)
+		p.ReadOnly = c.cfg.ReadOnly
+		p.Payloads = c.cfg.ShowPayloads
+		p.Table = c.cfg.Table
+		p.Sources = c.sourceNames()
+	} else {
+		p.Public = true
+	}
 	var buf bytes.Buffer
 	if err := templates[name].Execute(&buf, p); err != nil {
 		c.cfg.Logger.Error("console: template", "page", name, "error", err)
@@ -134,8 +147,26 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, title
 // awsFail is the page for an AWS call that failed: the operator sees what failed, the log the
 // error itself.
 func (c *Console) awsFail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	c.cfg.Logger.Error("console: "+what, "error", err)
-	c.fail(w, r, http.StatusBadGateway, "DynamoDB did not answer", what+": "+err.Error())
+	c.fail(w, r, http.StatusBadGateway, "DynamoDB did not answer", c.logged(r, what, err)+".")
+}
+
+// logged logs an AWS call's failure under a reference and returns what a page may say of it:
+// what failed, the AWS error code when there is one, and the reference. Never the error's
+// text: it names the account, the IAM identity and the request id.
+func (c *Console) logged(r *http.Request, what string, err error) string {
+	var b [4]byte
+	rand.Read(b[:])
+	ref := hex.EncodeToString(b[:])
+	c.cfg.Logger.Error("console: "+what, "error", err, "ref", ref, "path", r.URL.Path)
+	out := what + " failed"
+	var api smithy.APIError
+	switch {
+	case errors.As(err, &api):
+		out += " (" + api.ErrorCode() + ")"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		out += " (cancelled, or out of time)"
+	}
+	return out + "; the console's log has the details, reference " + ref
 }
 
 func (c *Console) sourceNames() []string {

@@ -270,8 +270,7 @@ func (c *Console) redriveSeen(r *http.Request, cl *dedup.Claim, rf ref) (bool, s
 			return false, "not parked any more (re-driven already, or running)"
 		}
 	default:
-		c.cfg.Logger.Error("console: redrive", "error", err)
-		return false, "failed: " + err.Error()
+		return false, "failed: " + c.logged(r, "the redrive", err)
 	}
 }
 

@@ -834,9 +834,13 @@ func redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 	case shard == "":
 		shard = dedup.PendingShard(claim.PK)
 	}
+	// The nonce is how this call recognises its own write after a lost answer (below): the
+	// time cannot tell it from another redrive made in the same millisecond.
+	nonce := fmt.Sprintf("%016x", rand.Uint64())
 	set := "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
-		"pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now"
+		"intents.#n." + dedup.AttrIntentRedriveID + " = :rid, pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now"
 	values := map[string]types.AttributeValue{
+		":rid":      str(nonce),
 		":pending":  str(dedup.IntentPending),
 		":parked":   str(dedup.IntentParked),
 		":attempts": num(int64(in.Attempts)),
@@ -865,11 +869,11 @@ func redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		// A retry of our own redrive after a lost response finds it pending, due now, with
-		// the budget reset at these attempts: done, not an error.
+		// A retry of our own redrive after a lost response finds it pending with our nonce:
+		// done, not an error. Another's redrive (same attempts, maybe the same millisecond)
+		// has its own nonce: ErrNotParked.
 		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
-			if h := held.Intents[intent]; h.Status == dedup.IntentPending && h.Attempts == in.Attempts &&
-				h.AttemptsBase == in.Attempts && h.NextAttemptAt == now.UnixMilli() {
+			if h := held.Intents[intent]; h.Status == dedup.IntentPending && h.RedriveID == nonce {
 				return nil
 			}
 		}
