@@ -162,3 +162,41 @@ func TestAWeakTokenGuardsOnlyLoopbackPeers(t *testing.T) {
 		}
 	}
 }
+
+// The login cookie expires: in the browser (Max-Age) and at the console, which signs its end
+// into it, so a copied cookie stops working too.
+func TestTheLoginCookieExpires(t *testing.T) {
+	t.Parallel()
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	e := newEnv(t)
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Token: token, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	r := b.post("/login", url.Values{"token": {token}})
+	var login *http.Cookie
+	for _, c := range (&http.Response{Header: r.Header}).Cookies() {
+		if c.Name == "oncehook_console" {
+			login = c
+		}
+	}
+	if login == nil || login.MaxAge <= 0 || login.MaxAge > 24*3600 {
+		t.Fatalf("the login cookie %+v: want a Max-Age of at most a day", login)
+	}
+	if r := b.get("/audit"); r.Status != http.StatusOK {
+		t.Fatalf("signed in: %d", r.Status)
+	}
+	mu.Lock()
+	now = now.Add(time.Duration(login.MaxAge)*time.Second + time.Minute)
+	mu.Unlock()
+	// A browser would have dropped it; one copied elsewhere is sent all the same.
+	req, _ := http.NewRequest(http.MethodGet, b.base+"/audit", nil)
+	req.AddCookie(&http.Cookie{Name: login.Name, Value: login.Value})
+	if r := newBrowser(t, b.base).do(req); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the login cookie past its end: %d, want 401", r.Status)
+	}
+}

@@ -80,7 +80,7 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := consoleServer(h)
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -111,4 +111,9 @@ func operator(tool string) string {
 		user = strings.ToValidUTF8(user[:max], "")
 	}
 	return user + suffix
+}
+
+// consoleServer is the http.Server hookctl console serves h with.
+func consoleServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 }

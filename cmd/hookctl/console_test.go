@@ -113,3 +113,19 @@ func TestOperatorIsBoundedAndPrintable(t *testing.T) {
 		}
 	}
 }
+
+// The console's server bounds how long a client may hold a connection at every stage: its
+// headers, its body, the answer, an idle keep-alive, and the size of its headers. Without
+// them a client that sends slowly (or not at all) keeps a connection and a goroutine forever.
+func TestTheConsolesServerBoundsEveryStageOfAConnection(t *testing.T) {
+	srv := consoleServer(http.NotFoundHandler())
+	for name, d := range map[string]time.Duration{"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
+		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout} {
+		if d <= 0 {
+			t.Errorf("%s is not set", name)
+		}
+	}
+	if srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes > http.DefaultMaxHeaderBytes {
+		t.Errorf("MaxHeaderBytes %d, want set, at most the default", srv.MaxHeaderBytes)
+	}
+}
