@@ -420,11 +420,30 @@ func (c *Console) authorized(r *http.Request) int {
 	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		return c.guess(auth)
 	}
-	ck, err := r.Cookie(loginCookie)
-	if err == nil && hmac.Equal([]byte(ck.Value), []byte(c.sign("login", c.cfg.Token))) {
+	if ck, err := r.Cookie(loginCookie); err == nil && c.loginValid(ck.Value) {
 		return guessRight
 	}
 	return guessWrong
+}
+
+// loginFor is how long a sign-in lasts: the login cookie's Max-Age, and the end the console
+// signs into it (a copied cookie stops working then too).
+const loginFor = 12 * time.Hour
+
+// loginValue is the login cookie's value: its end (Unix seconds) and an HMAC of the token and
+// that end under the console's key.
+func (c *Console) loginValue() string {
+	end := strconv.FormatInt(c.cfg.Now().Add(loginFor).Unix(), 10)
+	return end + "." + c.sign("login", c.cfg.Token+"\x00"+end)
+}
+
+func (c *Console) loginValid(v string) bool {
+	end, mac, ok := strings.Cut(v, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(c.sign("login", c.cfg.Token+"\x00"+end))) {
+		return false
+	}
+	n, err := strconv.ParseInt(end, 10, 64)
+	return err == nil && c.cfg.Now().Unix() < n
 }
 
 // guess compares a presented token with the console's, within the bound on guesses: only a

@@ -579,7 +579,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Detail: "That is not the console's token."})
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: c.sign("login", c.cfg.Token), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: c.loginValue(), Path: "/", MaxAge: int(loginFor / time.Second),
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, POST")

@@ -113,7 +113,10 @@ func operator(tool string) string {
 	return user + suffix
 }
 
-// consoleServer is the http.Server hookctl console serves h with.
+// consoleServer is the http.Server hookctl console serves h with: every stage of a connection
+// bounded, so a client that sends slowly or not at all cannot hold it. The write bound leaves
+// room for the slowest page, a redrive of 200 intents.
 func consoleServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 }
