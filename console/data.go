@@ -318,7 +318,9 @@ func (c *Console) recent(ctx context.Context, source string, limit int) (keys []
 			} // else a shard was not read at all: nothing is sure (cutoff zero)
 			break
 		}
-		if err := read(best, min(left, 25)); err != nil {
+		// A few at a time: a read past the next shard's frontier spends the bound on entries
+		// the list may not need.
+		if err := read(best, min(left, max(first, 4))); err != nil {
 			return nil, false, time.Time{}, err
 		}
 	}

@@ -47,9 +47,11 @@ func newRedactor(f *sources.File) *redactor {
 			pieces = append(pieces, urlSecrets(t.URL)...)
 		}
 		for _, v := range t.Headers {
-			pieces = append(pieces, v)
+			if secretLike(v) {
+				pieces = append(pieces, v)
+			}
 			if i := strings.LastIndexByte(v, ' '); i >= 0 && secretLike(v[i+1:]) {
-				pieces = append(pieces, v[i+1:])
+				pieces = append(pieces, v[i+1:]) // the credential of "Bearer <token>"
 			}
 		}
 	}

@@ -94,12 +94,15 @@ func decodeRef(v string) (ref, error) {
 		if err != nil || n < 0 || strconv.Itoa(n) != q.Get("a") {
 			return ref{}, errors.New("the attempt count is not a number")
 		}
-		r.Seen, r.Attempts = true, n
+		r.Attempts = n
 	}
 	if c := q.Get("c"); len(c) > 64 || !isHex(c) {
 		return ref{}, errors.New("the incarnation is not a commit token")
 	}
 	r.Commit = q.Get("c")
+	// Seen only with both: the redrive's condition then names the attempt and the incarnation.
+	_, hasA := q["a"]
+	r.Seen = hasA && r.Commit != ""
 	return r, nil
 }
 
