@@ -161,6 +161,18 @@ func TestAWeakTokenGuardsOnlyLoopbackPeers(t *testing.T) {
 			t.Errorf("peer %s with the weak token: %d, want %d", peer, rec.Code, want)
 		}
 	}
+	// Nor does a remote peer's sign-in take a guess: the right token and a wrong one get the
+	// same answer.
+	for _, tok := range []string{"1234", "4321"} {
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("token="+tok))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = "203.0.113.7:40000"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusForbidden || len(rec.Header().Values("Set-Cookie")) != 0 {
+			t.Errorf("a remote sign-in with %q: %d %v, want 403 and no cookie", tok, rec.Code, rec.Header().Values("Set-Cookie"))
+		}
+	}
 }
 
 // The login cookie expires: in the browser (Max-Age) and at the console, which signs its end

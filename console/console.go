@@ -346,6 +346,12 @@ func (c *Console) guard(next http.Handler) http.Handler {
 					"This console answers only clients on this machine.")
 				return
 			}
+		} else if !strongToken(c.cfg.Token) && !loopbackPeer(r.RemoteAddr) {
+			// CheckAddr is the rule for a listener; a console mounted elsewhere gets it here,
+			// per request, before any guess at the token is taken (/login included).
+			c.fail(w, r, http.StatusForbidden, "Not a loopback client",
+				"This console answers only clients on this machine.")
+			return
 		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			switch c.authorized(r) {
 			case guessLimited:
@@ -353,13 +359,6 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				return
 			case guessWrong:
 				c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in"})
-				return
-			}
-			if !strongToken(c.cfg.Token) && !loopbackPeer(r.RemoteAddr) {
-				// CheckAddr is the rule for a listener; a console mounted elsewhere gets it
-				// here, per request.
-				c.fail(w, r, http.StatusForbidden, "Not a loopback client",
-					"This console answers only clients on this machine.")
 				return
 			}
 		}
