@@ -26,6 +26,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/chromedp/chromedp v0.14.2
 	golang.org/x/net v0.63.0
+	golang.org/x/time v0.16.0
 )
 
 require (

@@ -151,7 +151,8 @@ func TestCheckAddrServesLoopbackOnlyWithoutAToken(t *testing.T) {
 		ok          bool
 	}{
 		{"127.0.0.1:8030", "", true}, {"[::1]:8030", "", true}, {"localhost:8030", "", true},
-		{"0.0.0.0:8030", "", false}, {":8030", "", false}, {"10.0.0.5:8030", "", false}, {"0.0.0.0:8030", "t", true}, {"nonsense", "", false},
+		{"0.0.0.0:8030", "", false}, {":8030", "", false}, {"10.0.0.5:8030", "", false}, {"nonsense", "", false},
+		{"0.0.0.0:8030", "t", false}, {"0.0.0.0:8030", "4f1c9a7e2b8d6035e1a9c4f7b2d8e063", true}, {"127.0.0.1:8030", "t", true},
 	} {
 		if err := console.CheckAddr(c.addr, c.token); (err == nil) != c.ok {
 			t.Errorf("%s (token %q): %v", c.addr, c.token, err)

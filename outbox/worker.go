@@ -786,7 +786,11 @@ var ErrNotParked = errors.New("outbox: intent is not parked")
 // Redrive is the operator's action on a parked intent: back to pending, due now, with a fresh
 // attempt budget (counted from its current attempts, which as the fencing token never go
 // back). It puts the claim back among the due work and sets its wake marker, so the claim's
-// MODIFY record brings it to the worker; the sweeper would too.
+// MODIFY record brings it to the worker; the sweeper would too. The write is conditional on
+// the intent being parked as claim shows it: at claim's attempt count for it and, when claim
+// has one, in claim's incarnation (its commit token). A claim read earlier (the page an
+// operator confirmed) re-drives nothing, ErrNotParked, once the intent has run again since
+// or the event has been claimed again.
 func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time) error {
 	return redrive(ctx, api, table, claim, intent, now, "")
 }
@@ -830,9 +834,13 @@ func redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 	case shard == "":
 		shard = dedup.PendingShard(claim.PK)
 	}
+	// The nonce is how this call recognises its own write after a lost answer (below): the
+	// time cannot tell it from another redrive made in the same millisecond.
+	nonce := fmt.Sprintf("%016x", rand.Uint64())
 	set := "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
-		"pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now"
+		"intents.#n." + dedup.AttrIntentRedriveID + " = :rid, pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now"
 	values := map[string]types.AttributeValue{
+		":rid":      str(nonce),
 		":pending":  str(dedup.IntentPending),
 		":parked":   str(dedup.IntentParked),
 		":attempts": num(int64(in.Attempts)),
@@ -845,22 +853,27 @@ func redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 		values[":by"] = str(by)
 		values[":at"] = str(now.UTC().Format(time.RFC3339))
 	}
+	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
+	if claim.CommitToken != "" {
+		cond += " AND " + dedup.AttrCommitToken + " = :commit"
+		values[":commit"] = str(claim.CommitToken)
+	}
 	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(table),
 		Key:                                 claimKey(claim.PK),
 		UpdateExpression:                    aws.String(set + " REMOVE intents.#n.finished_at"),
-		ConditionExpression:                 aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),
+		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            intentNames(intent),
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		// A retry of our own redrive after a lost response finds it pending, due now, with
-		// the budget reset at these attempts: done, not an error.
+		// A retry of our own redrive after a lost response finds it pending with our nonce:
+		// done, not an error. Another's redrive (same attempts, maybe the same millisecond)
+		// has its own nonce: ErrNotParked.
 		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
-			if h := held.Intents[intent]; h.Status == dedup.IntentPending && h.Attempts == in.Attempts &&
-				h.AttemptsBase == in.Attempts && h.NextAttemptAt == now.UnixMilli() {
+			if h := held.Intents[intent]; h.Status == dedup.IntentPending && h.RedriveID == nonce {
 				return nil
 			}
 		}
