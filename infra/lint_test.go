@@ -30,7 +30,8 @@ var cfnLintIgnored = map[string]string{
 // pinned in localstack/requirements-lint.txt; make test-infra installs it under .cache/ and
 // sets ONCEHOOK_CFN_LINT) on the default template and on one for each prop that adds
 // resources: a custom domain with its record, a customer-managed table key, secrets keys, the
-// leak audit, per-function settings and tracing, a local stack. Then checkov on the same.
+// leak audit, per-function settings and tracing, an adopted table, a local stack. Then checkov
+// on the same.
 func TestCfnLintPassesOnEverySynthesizedTemplate(t *testing.T) {
 	bin := os.Getenv("ONCEHOOK_CFN_LINT")
 	if bin == "" {
@@ -84,6 +85,11 @@ func TestCfnLintPassesOnEverySynthesizedTemplate(t *testing.T) {
 			p.AlarmEmails = []string{"oncall@example.com"}
 			p.AlarmHttpsEndpoints = []string{"https://pager.example.com/hook"}
 			p.TableLogicalID = "AdoptedTable"
+			return p
+		},
+		"adopted": func(s awscdk.Stack) *Props {
+			p := prebuilt("arm64")
+			p.ExistingTable = claimsTable(s, "Claims", nil, nil)
 			return p
 		},
 		"local": func(s awscdk.Stack) *Props {

@@ -159,6 +159,20 @@ type Props struct {
 	// empty one: its dedup history lost, a redrive run again); set this to the id the table
 	// has in the deployed template ("WebhooksTable1A2B3C4D") and the same table stays.
 	TableLogicalID string
+	// ExistingTable adopts a table the construct does not create: one of another stack (a
+	// stateful stack that outlives this one), one defined beside the construct, or one created
+	// outside CloudFormation and imported with awsdynamodb.Table_FromTableAttributes (with its
+	// TableStreamArn, and EncryptionKey when it is under a customer-managed key). The stream
+	// mapping, every grant, the alarms, the dashboard and the outputs are then on it, and no
+	// table is created. It must be what oncehook's code needs: key pk (string, partition) and
+	// sk (string, sort), a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, TTL on expires_at, and
+	// the pending index (partition key pending_shard, string; sort key pending_since, number;
+	// keys projected at least), in the stack's account and Region. The synth refuses a table
+	// without a stream ARN and, for a table defined in the app, any of these it does not have;
+	// an imported table's settings cannot be read at synth, and the team keeps them
+	// (docs/stack.md, "Adopting a table"). Not with TableLogicalID, TableEncryption or
+	// TableKey, which configure the table the construct creates.
+	ExistingTable awsdynamodb.ITable
 	// SourceThrottles overrides ThrottleRate and ThrottleBurst for a source's own route (each
 	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
 	// allowance. Only with the construct's own API.
@@ -210,7 +224,8 @@ type Domain struct {
 // CDK calls (Table.GrantReadData(fn), Outbox.AddEnvironment(...)).
 type Oncehook struct {
 	constructs.Construct
-	Table                     awsdynamodb.Table
+	// Table is the table the construct created, or Props.ExistingTable.
+	Table                     awsdynamodb.ITable
 	Receiver, Outbox, Sweeper awslambda.Function
 	Api                       awsapigatewayv2.HttpApi
 	// WebhookUrl is <base>/hooks/{source}, the base the custom domain when there is one;
@@ -275,7 +290,14 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 	o.MetricsNamespace = cfg.MetricsNamespace
 
-	o.Table = newTable(c, cfg)
+	if cfg.ExistingTable != nil {
+		if err := adopt(c, stack, cfg.ExistingTable); err != nil {
+			return nil, err
+		}
+		o.Table = cfg.ExistingTable
+	} else {
+		o.Table = newTable(c, cfg)
+	}
 
 	o.RetryQueue, o.FailureQueue = newQueues(c, cfg, timings)
 	if cfg.LogKey != nil {
@@ -344,6 +366,16 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 	}
 	if id := cfg.TableLogicalID; id != "" && !logicalID(id) {
 		return cfg, nil, nil, fmt.Errorf("Props.TableLogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
+	}
+	if cfg.ExistingTable != nil {
+		switch {
+		case cfg.TableLogicalID != "":
+			return cfg, nil, nil, errors.New("Props.TableLogicalID: keeps the id of the table the construct creates, and with Props.ExistingTable it creates none")
+		case cfg.TableEncryption != "" || cfg.TableKey != nil:
+			return cfg, nil, nil, errors.New("Props.TableEncryption and Props.TableKey: configure the table the construct creates, and with Props.ExistingTable it creates none (an imported table's key is given with it: awsdynamodb.TableAttributes.EncryptionKey)")
+		case cfg.ExistingTable.TableStreamArn() == nil:
+			return cfg, nil, nil, errors.New("Props.ExistingTable: has no stream, and the outbox runs on the table's stream: give the table a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, and import it with awsdynamodb.Table_FromTableAttributes and its TableStreamArn")
+		}
 	}
 	if cfg.TableKey != nil && cfg.TableEncryption != awsdynamodb.TableEncryption_CUSTOMER_MANAGED {
 		return cfg, nil, nil, errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
@@ -514,7 +546,7 @@ func allowLogs(stack awscdk.Stack, key awskms.IKey) {
 // newFunctions are the receiver, the outbox worker and the sweeper, each with its own role and
 // log group, and the environment that points them at the table and the retry queue.
 func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code map[string]staged, timings outbox.Timings,
-	table awsdynamodb.Table, retries awssqs.Queue) (receiver, worker, sweeper awslambda.Function) {
+	table awsdynamodb.ITable, retries awssqs.Queue) (receiver, worker, sweeper awslambda.Function) {
 	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards),
 		"METRICS_NAMESPACE": cfg.MetricsNamespace}
 	if len(cfg.Targets) > 0 {
@@ -547,7 +579,7 @@ func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code ma
 }
 
 // grantAll gives each function's role exactly what its code does, on exactly its resources.
-func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, table awsdynamodb.Table, retries awssqs.Queue, receiver, worker, sweeper awslambda.Function) {
+func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, table awsdynamodb.ITable, retries awssqs.Queue, receiver, worker, sweeper awslambda.Function) {
 	// SendMessage only (GrantSendMessages adds GetQueueAttributes and GetQueueUrl, which the
 	// scheduler never calls: it is given the queue's URL).
 	allow(worker, []string{"sqs:SendMessage"}, retries.QueueArn())
@@ -595,7 +627,7 @@ func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, table awsdynamo
 
 // triggers are what runs the outbox (the table's stream, the retry queue) and the sweeper (a
 // schedule).
-func triggers(c constructs.Construct, cfg Props, timings outbox.Timings, table awsdynamodb.Table, dlq, retries awssqs.Queue,
+func triggers(c constructs.Construct, cfg Props, timings outbox.Timings, table awsdynamodb.ITable, dlq, retries awssqs.Queue,
 	worker, sweeper awslambda.Function) (awslambdaeventsources.DynamoEventSource, awsevents.Rule) {
 	stream := awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
@@ -854,9 +886,10 @@ func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
 	}
 }
 
-// outputs are what an operator looks up after a deploy: the topic to subscribe, the queue
-// that takes what gave up, the dashboard.
+// outputs are what an operator looks up after a deploy: the table (created or adopted), the
+// topic to subscribe, the queue that takes what gave up, the dashboard.
 func outputs(c constructs.Construct, stack awscdk.Stack, o *Oncehook) {
+	awscdk.NewCfnOutput(c, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: o.Table.TableName(), Description: jsii.String("oncehook: the table of claims, effect records and the outbox")})
 	awscdk.NewCfnOutput(c, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: o.AlarmTopic.TopicArn(), Description: jsii.String("oncehook: the topic every alarm sends its ALARM and OK to")})
 	awscdk.NewCfnOutput(c, jsii.String("FailureQueueUrl"), &awscdk.CfnOutputProps{Value: o.FailureQueue.QueueUrl(), Description: jsii.String("oncehook: stream records and wake-ups that exhausted their retries")})
 	awscdk.NewCfnOutput(c, jsii.String("DashboardUrl"), &awscdk.CfnOutputProps{

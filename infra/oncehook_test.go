@@ -357,6 +357,9 @@ func render(v any) string {
 		if att, ok := v["Fn::GetAtt"].([]any); ok {
 			return unhash(att[0].(string)) + "." + att[1].(string)
 		}
+		if imp, ok := v["Fn::ImportValue"]; ok {
+			return "import:" + render(imp)
+		}
 		if j, ok := v["Fn::Join"].([]any); ok {
 			var parts []string
 			for _, p := range asSlice(j[1]) {
