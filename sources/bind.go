@@ -54,7 +54,14 @@ func (f *File) Bound() bool {
 // refuses, naming the field, a binding for a name the file does not have or names literally,
 // a value that is not a resolved name (an unresolved CDK token), and a bound entry that no
 // binding names. On an error the file is left as it was.
-func (f *File) Bind(b Bindings) error {
+func (f *File) Bind(b Bindings) error { return f.bind(b, true) }
+
+// CheckBindings checks the bindings it is given as Bind does, without changing the file and
+// without requiring one for every bound entry: what a CDK app can check at synth of the names
+// it already knows (an imported resource's), before CloudFormation resolves the others.
+func (f *File) CheckBindings(b Bindings) error { return f.bind(b, false) }
+
+func (f *File) bind(b Bindings, apply bool) error {
 	tables := map[string]*Table{}
 	for _, name := range slices.Sorted(maps.Keys(b.Tables)) {
 		at, v := "tables."+name, b.Tables[name]
@@ -91,6 +98,9 @@ func (f *File) Bind(b Bindings) error {
 			return err
 		}
 		targets[name] = &c
+	}
+	if !apply {
+		return nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tables)) {
 		if t := f.Tables[name]; t != nil && t.Bound && !t.resolved && tables[name] == nil {

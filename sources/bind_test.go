@@ -49,6 +49,9 @@ func TestBoundEntriesTakeTheirNamesFromTheBindings(t *testing.T) {
 		t.Fatalf("a bound target before Bind has an ARN: %q", f.Targets["e"].ARN)
 	}
 	b := resolvedBindings()
+	if err := f.CheckBindings(Bindings{Targets: map[string]string{"n": b.Targets["n"]}}); err != nil || f.Targets["n"].ARN != "" {
+		t.Fatalf("CheckBindings of one binding: %v, ARN %q: want it accepted and the file unchanged", err, f.Targets["n"].ARN)
+	}
 	if err := f.Bind(b); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +110,7 @@ func TestBindRefusesWhatCannotWork(t *testing.T) {
 		want  string
 	}{
 		{"a bound table no binding names", func(b *Bindings) { delete(b.Tables, "orders") }, "tables.orders", "no binding names it"},
-		{"a bound target no binding names", func(b *Bindings) { delete(b.Targets, "sf") }, "targets.sf", "StateMachineBindings"},
+		{"a bound target no binding names", func(b *Bindings) { delete(b.Targets, "sf") }, "targets.sf", "no binding names it: bind it in the CDK app (infra's Props.StateMachineBindings)"},
 		{"a binding for a table the file does not have", func(b *Bindings) { b.Tables["invoices"] = "Invoices" }, "tables.invoices", "no such table"},
 		{"a binding for a target the file does not have", func(b *Bindings) { b.Targets["crm"] = "arn:aws:sqs:us-east-1:1:crm" }, "targets.crm", "no such target"},
 		{"a binding for a literal table", func(b *Bindings) { b.Tables["ledger"] = "Other" }, "tables.ledger", `names the table itself ("Ledger")`},
@@ -134,6 +137,15 @@ func TestBindRefusesWhatCannotWork(t *testing.T) {
 			}
 			if f.Tables["orders"].PhysicalName("orders") != "" || f.Targets["q"].ARN != "" || f.Tables["ledger"].Name != "Ledger" {
 				t.Fatal("a refused Bind changed the file")
+			}
+			// CheckBindings refuses the same, except a bound entry left without a binding.
+			err = f.CheckBindings(b)
+			if strings.Contains(c.want, "no binding names it") {
+				if err != nil {
+					t.Fatalf("CheckBindings: %v, want nothing required of the entries it is not given", err)
+				}
+			} else if !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Reason, c.want) {
+				t.Fatalf("CheckBindings: got %v, want %s refused with %q", err, c.field, c.want)
 			}
 		})
 	}

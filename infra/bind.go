@@ -1,0 +1,203 @@
+package infra
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	cdkenv "github.com/aws/aws-cdk-go/awscdk/v2/interfaces"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/sources"
+)
+
+// bindings are the sources file's bound tables and targets with the resources Props binds
+// them to: what the grants are on and the functions are told (ONCEHOOK_BINDINGS).
+type bindings struct {
+	tables  map[string]awsdynamodb.ITable
+	targets map[string]*boundTarget
+}
+
+// boundTarget is a target's bound resource as the construct uses it.
+type boundTarget struct {
+	arn  *string
+	key  awskms.IKey // the queue's or topic's customer-managed key, which sending uses
+	fifo *bool       // a queue's or topic's
+	env  *cdkenv.ResourceEnvironment
+}
+
+type targetKind struct {
+	typ      string
+	bindings map[string]*boundTarget // nil for a nil resource, which checkBindings refuses
+}
+
+// targetBindings are Props' target bindings by the target type each serves.
+func targetBindings(cfg Props) []targetKind {
+	kinds := []targetKind{{typ: sources.TargetSQS}, {typ: sources.TargetSNS}, {typ: sources.TargetEventBridge},
+		{typ: sources.TargetStepFunctions}, {typ: sources.TargetLambda}}
+	for i := range kinds {
+		kinds[i].bindings = map[string]*boundTarget{}
+	}
+	for name, q := range cfg.QueueBindings {
+		if kinds[0].bindings[name] = nil; q != nil {
+			kinds[0].bindings[name] = &boundTarget{arn: q.QueueArn(), key: q.EncryptionMasterKey(), fifo: q.Fifo(), env: q.Env()}
+		}
+	}
+	for name, t := range cfg.TopicBindings {
+		if kinds[1].bindings[name] = nil; t != nil {
+			kinds[1].bindings[name] = &boundTarget{arn: t.TopicArn(), key: t.MasterKey(), fifo: t.Fifo(), env: t.Env()}
+		}
+	}
+	for name, bus := range cfg.EventBusBindings {
+		if kinds[2].bindings[name] = nil; bus != nil {
+			kinds[2].bindings[name] = &boundTarget{arn: bus.EventBusArn(), env: bus.Env()}
+		}
+	}
+	for name, m := range cfg.StateMachineBindings {
+		if kinds[3].bindings[name] = nil; m != nil {
+			kinds[3].bindings[name] = &boundTarget{arn: m.StateMachineArn(), env: m.Env()}
+		}
+	}
+	for name, fn := range cfg.FunctionBindings {
+		if kinds[4].bindings[name] = nil; fn != nil {
+			kinds[4].bindings[name] = &boundTarget{arn: fn.FunctionArn(), env: fn.Env()}
+		}
+	}
+	return kinds
+}
+
+// checkBindings holds Props' bindings to the sources file: every binding is for a bound entry
+// of the file, of the resource kind its type calls for; every bound entry has one; what the
+// synth can know of the resource (its Region, a FIFO queue for a group_id, a name or ARN that
+// is not a token) is what the runtime needs. What only the resolved names show is refused at
+// start (launch: sources.File.Bind).
+func checkBindings(stack awscdk.Stack, cfg Props, f *sources.File) (*bindings, error) {
+	b := &bindings{tables: map[string]awsdynamodb.ITable{}, targets: map[string]*boundTarget{}}
+	for _, name := range sortedKeys(cfg.TableBindings) {
+		table, prop := cfg.TableBindings[name], fmt.Sprintf("Props.TableBindings[%q]", name)
+		t := f.Tables[name]
+		switch {
+		case table == nil:
+			return nil, fmt.Errorf("%s: is nil", prop)
+		case t == nil:
+			return nil, fmt.Errorf("%s: the sources file has no table %q (tables.%s)", prop, name, name)
+		case !t.Bound:
+			return nil, fmt.Errorf(`%s: tables.%s names its table itself (%q): mark it "bound": true without a name, or drop the binding`, prop, name, t.PhysicalName(name))
+		case cfg.ExistingTable != nil && (table == cfg.ExistingTable || awscdk.Token_CompareStrings(table.TableName(), cfg.ExistingTable.TableName()) == awscdk.TokenComparison_SAME()):
+			return nil, fmt.Errorf("%s: is Props.ExistingTable, oncehook's own table: effects there are the claims table's own, with no Effect.In and no entry in the sources file's tables", prop)
+		}
+		if err := sameEnv(stack, table.Env(), table.TableArn(), true); err != nil {
+			return nil, fmt.Errorf("%s: %w: effects are written in the claim's transaction, which DynamoDB runs in one account and Region", prop, err)
+		}
+		if physical := table.TableName(); !*awscdk.Token_IsUnresolved(physical) { // imported by name: known at synth
+			if err := f.CheckBindings(sources.Bindings{Tables: map[string]string{name: *physical}}); err != nil {
+				return nil, fmt.Errorf("%s: %w", prop, err)
+			}
+		}
+		b.tables[name] = table
+	}
+	for _, k := range targetBindings(cfg) {
+		prop := sources.BindingProps[k.typ]
+		for _, name := range sortedKeys(k.bindings) {
+			bt, at := k.bindings[name], fmt.Sprintf("Props.%s[%q]", prop, name)
+			t := f.Targets[name]
+			switch {
+			case bt == nil:
+				return nil, fmt.Errorf("%s: is nil", at)
+			case t == nil:
+				return nil, fmt.Errorf("%s: the sources file has no target %q (targets.%s)", at, name, name)
+			case t.Type == sources.TargetHTTP:
+				return nil, fmt.Errorf("%s: targets.%s is an http target, which names its url: only AWS targets are bound", at, name)
+			case t.Type != k.typ:
+				return nil, fmt.Errorf("%s: targets.%s is a %s target: bind it in Props.%s", at, name, t.Type, sources.BindingProps[t.Type])
+			case !t.Bound:
+				return nil, fmt.Errorf(`%s: targets.%s names its resource itself (%q): mark it "bound": true without an arn, or drop the binding`, at, name, t.ARN)
+			case t.GroupID != "" && bt.fifo != nil && !*bt.fifo:
+				return nil, fmt.Errorf("%s: targets.%s.group_id is for a FIFO queue or topic, and the bound one is not (one imported by a token ARN: say Fifo in its attributes)", at, name)
+			case b.targets[name] != nil:
+				return nil, fmt.Errorf("%s: targets.%s is bound twice", at, name)
+			}
+			// The executors' clients are in the functions' Region; the account may differ (a
+			// resource policy lets this one call).
+			if err := sameEnv(stack, bt.env, bt.arn, false); err != nil {
+				return nil, fmt.Errorf("%s: %w: the outbox calls its targets in its own Region", at, err)
+			}
+			if !*awscdk.Token_IsUnresolved(bt.arn) { // imported by ARN: known at synth
+				if err := f.CheckBindings(sources.Bindings{Targets: map[string]string{name: *bt.arn}}); err != nil {
+					return nil, fmt.Errorf("%s: %w", at, err)
+				}
+			}
+			b.targets[name] = bt
+		}
+	}
+	for _, name := range sortedKeys(f.Tables) {
+		if t := f.Tables[name]; t != nil && t.Bound && b.tables[name] == nil {
+			return nil, fmt.Errorf(`tables.%s: is "bound", and no Props.TableBindings entry binds it to a table`, name)
+		}
+	}
+	for _, name := range sortedKeys(f.Targets) {
+		if t := f.Targets[name]; t != nil && t.Bound && b.targets[name] == nil {
+			return nil, fmt.Errorf(`targets.%s: is "bound", and no Props.%s entry binds it to a resource`, name, sources.BindingProps[t.Type])
+		}
+	}
+	return b, nil
+}
+
+// sameEnv refuses a resource whose Region (and account, when account is set) the synth knows
+// to differ from the stack's: from its environment, or from its ARN when that is not a token.
+func sameEnv(stack awscdk.Stack, env *cdkenv.ResourceEnvironment, arn *string, account bool) error {
+	where := []*cdkenv.ResourceEnvironment{env}
+	if arn != nil && !*awscdk.Token_IsUnresolved(arn) && strings.HasPrefix(*arn, "arn:") {
+		p := awscdk.Arn_Split(arn, awscdk.ArnFormat_SLASH_RESOURCE_NAME)
+		where = append(where, &cdkenv.ResourceEnvironment{Account: p.Account, Region: p.Region})
+	}
+	for _, e := range where {
+		if e == nil {
+			continue
+		}
+		if awscdk.Token_CompareStrings(e.Region, stack.Region()) == awscdk.TokenComparison_DIFFERENT() ||
+			account && awscdk.Token_CompareStrings(e.Account, stack.Account()) == awscdk.TokenComparison_DIFFERENT() {
+			return fmt.Errorf("is in account %s, Region %s, and the stack in %s, %s", *e.Account, *e.Region, *stack.Account(), *stack.Region())
+		}
+	}
+	return nil
+}
+
+// env is ONCEHOOK_BINDINGS: the bound tables' names and targets' ARNs, as JSON CloudFormation
+// completes at deploy (sources.Bindings); "" without bindings.
+func (b *bindings) env(stack awscdk.Stack) string {
+	if b == nil || len(b.tables)+len(b.targets) == 0 {
+		return ""
+	}
+	v := map[string]any{}
+	if len(b.tables) > 0 {
+		tables := map[string]any{}
+		for name, t := range b.tables {
+			tables[name] = t.TableName()
+		}
+		v["tables"] = tables
+	}
+	if len(b.targets) > 0 {
+		targets := map[string]any{}
+		for name, t := range b.targets {
+			targets[name] = t.arn
+		}
+		v["targets"] = targets
+	}
+	return *stack.ToJsonString(v, nil)
+}
+
+// executionArn is the ARN of a state machine's executions (arn:...:execution:<name>:*), which
+// a retry's DescribeExecution reads, for a literal ARN or a token.
+func executionArn(stack awscdk.Stack, machine *string) *string {
+	if !*awscdk.Token_IsUnresolved(machine) {
+		return jsii.String(strings.Replace(*machine, ":stateMachine:", ":execution:", 1) + ":*")
+	}
+	p := awscdk.Arn_Split(machine, awscdk.ArnFormat_COLON_RESOURCE_NAME)
+	return stack.FormatArn(&awscdk.ArnComponents{
+		Partition: p.Partition, Region: p.Region, Account: p.Account, Service: jsii.String("states"),
+		Resource: jsii.String("execution"), ResourceName: jsii.String(*p.ResourceName + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+}
