@@ -412,3 +412,51 @@ func TestBindingsThatCannotWorkFailTheSynthNamingThePropAndTheField(t *testing.T
 		})
 	}
 }
+
+// TestAResourceTheSynthCannotPlaceIsWarnedOf: in a stack with no account and Region of its own,
+// a bound or adopted resource imported by an ARN that names an account or Region cannot be
+// checked against the stack's: the synth warns, naming the prop (a table must be in the
+// stack's account and Region, a target in its Region).
+func TestAResourceTheSynthCannotPlaceIsWarnedOf(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(s awscdk.Stack, p *Props)
+		want string // "" for no warning
+	}{
+		{"a bound table imported by an ARN", func(s awscdk.Stack, p *Props) {
+			p.TableBindings["customers"] = awsdynamodb.Table_FromTableArn(s, jsii.String("X"), jsii.String("arn:aws:dynamodb:us-east-1:222222222222:table/customers"))
+		}, `Props.TableBindings["customers"]: is in account 222222222222, Region us-east-1`},
+		{"a bound queue imported by an ARN", func(s awscdk.Stack, p *Props) {
+			p.QueueBindings["q"] = awssqs.Queue_FromQueueArn(s, jsii.String("X"), jsii.String("arn:aws:sqs:eu-west-1:222222222222:audit"))
+		}, `Props.QueueBindings["q"]: is in account 222222222222, Region eu-west-1`},
+		{"an adopted table imported by an ARN", func(s awscdk.Stack, p *Props) {
+			p.ExistingTable = awsdynamodb.Table_FromTableAttributes(s, jsii.String("Claims"), &awsdynamodb.TableAttributes{
+				TableArn:       jsii.String("arn:aws:dynamodb:us-east-1:222222222222:table/claims"),
+				TableStreamArn: jsii.String("arn:aws:dynamodb:us-east-1:222222222222:table/claims/stream/x"),
+			})
+		}, `Props.ExistingTable: is in account 222222222222, Region us-east-1`},
+		{"a bound table imported by name", func(s awscdk.Stack, p *Props) {
+			p.TableBindings["customers"] = awsdynamodb.Table_FromTableName(s, jsii.String("X"), jsii.String("customers"))
+		}, ""},
+		{"the app's own resources", func(awscdk.Stack, *Props) {}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			app := awscdk.NewApp(nil)
+			s := awscdk.NewStack(app, jsii.String("S"), nil)
+			p := prebuilt("arm64")
+			p.SourcesFile = sourcesFile(t, boundSourcesFile)
+			p.AlarmEmails = []string{"oncall@example.com"}
+			defineResources(s).bind(p)
+			c.set(s, p)
+			New(s, "Oncehook", p)
+			msgs := assertions.Annotations_FromStack(s).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("not known at synth")))
+			var got []string
+			for _, m := range *msgs {
+				got = append(got, fmt.Sprint(m.Entry.Data))
+			}
+			if c.want == "" && len(got) > 0 || c.want != "" && (len(got) != 1 || !strings.Contains(got[0], c.want)) {
+				t.Fatalf("warnings %q, want %q", got, c.want)
+			}
+		})
+	}
+}
