@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	cdkenv "github.com/aws/aws-cdk-go/awscdk/v2/interfaces"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/sources"
@@ -73,7 +74,7 @@ func targetBindings(cfg Props) []targetKind {
 // synth can know of the resource (its Region, a FIFO queue for a group_id, a name or ARN that
 // is not a token) is what the runtime needs. What only the resolved names show is refused at
 // start (launch: sources.File.Bind).
-func checkBindings(stack awscdk.Stack, cfg Props, f *sources.File) (*bindings, error) {
+func checkBindings(scope constructs.Construct, stack awscdk.Stack, cfg Props, f *sources.File) (*bindings, error) {
 	b := &bindings{tables: map[string]awsdynamodb.ITable{}, targets: map[string]*boundTarget{}}
 	for _, name := range sortedKeys(cfg.TableBindings) {
 		table, prop := cfg.TableBindings[name], fmt.Sprintf("Props.TableBindings[%q]", name)
@@ -88,8 +89,8 @@ func checkBindings(stack awscdk.Stack, cfg Props, f *sources.File) (*bindings, e
 		case cfg.ExistingTable != nil && (table == cfg.ExistingTable || awscdk.Token_CompareStrings(table.TableName(), cfg.ExistingTable.TableName()) == awscdk.TokenComparison_SAME()):
 			return nil, fmt.Errorf("%s: is Props.ExistingTable, oncehook's own table: effects there are the claims table's own, with no Effect.In and no entry in the sources file's tables", prop)
 		}
-		if err := sameEnv(stack, table.Env(), table.TableArn(), true); err != nil {
-			return nil, fmt.Errorf("%s: %w: effects are written in the claim's transaction, which DynamoDB runs in one account and Region", prop, err)
+		if err := placed(scope, stack, prop, "effects are written in the claim's transaction, which DynamoDB runs in one account and Region", true, table.Env(), table.TableArn()); err != nil {
+			return nil, err
 		}
 		if physical := table.TableName(); !*awscdk.Token_IsUnresolved(physical) { // imported by name: known at synth
 			if err := f.CheckBindings(sources.Bindings{Tables: map[string]string{name: *physical}}); err != nil {
@@ -121,8 +122,8 @@ func checkBindings(stack awscdk.Stack, cfg Props, f *sources.File) (*bindings, e
 			}
 			// The executors' clients are in the functions' Region; the account may differ (a
 			// resource policy lets this one call).
-			if err := sameEnv(stack, bt.env, bt.arn, false); err != nil {
-				return nil, fmt.Errorf("%s: %w: the outbox calls its targets in its own Region", at, err)
+			if err := placed(scope, stack, at, "the outbox calls its targets in its own Region", false, bt.env, bt.arn); err != nil {
+				return nil, err
 			}
 			if !*awscdk.Token_IsUnresolved(bt.arn) { // imported by ARN: known at synth
 				if err := f.CheckBindings(sources.Bindings{Targets: map[string]string{name: *bt.arn}}); err != nil {
@@ -145,21 +146,42 @@ func checkBindings(stack awscdk.Stack, cfg Props, f *sources.File) (*bindings, e
 	return b, nil
 }
 
-// sameEnv refuses a resource whose Region (and account, when account is set) the synth knows
-// to differ from the stack's: from its environment, or from its ARN when that is not a token.
-func sameEnv(stack awscdk.Stack, env *cdkenv.ResourceEnvironment, arn *string, account bool) error {
+// placed checks where a resource is against the stack: from its environment, and from its
+// ARNs when they are not tokens (an imported resource's). Its Region (and account, with
+// account) known to differ from the stack's is an error; known while the stack's is not (a
+// stack without an env of its own), a warning on scope, naming prop: the synth cannot tell.
+func placed(scope constructs.Construct, stack awscdk.Stack, prop, why string, account bool, env *cdkenv.ResourceEnvironment, arns ...*string) error {
 	where := []*cdkenv.ResourceEnvironment{env}
-	if arn != nil && !*awscdk.Token_IsUnresolved(arn) && strings.HasPrefix(*arn, "arn:") {
-		p := awscdk.Arn_Split(arn, awscdk.ArnFormat_SLASH_RESOURCE_NAME)
-		where = append(where, &cdkenv.ResourceEnvironment{Account: p.Account, Region: p.Region})
+	for _, arn := range arns {
+		if arn != nil && !*awscdk.Token_IsUnresolved(arn) && strings.HasPrefix(*arn, "arn:") {
+			p := awscdk.Arn_Split(arn, awscdk.ArnFormat_SLASH_RESOURCE_NAME)
+			where = append(where, &cdkenv.ResourceEnvironment{Account: p.Account, Region: p.Region})
+		}
 	}
+	unknown := false
 	for _, e := range where {
 		if e == nil {
 			continue
 		}
-		if awscdk.Token_CompareStrings(e.Region, stack.Region()) == awscdk.TokenComparison_DIFFERENT() ||
-			account && awscdk.Token_CompareStrings(e.Account, stack.Account()) == awscdk.TokenComparison_DIFFERENT() {
-			return fmt.Errorf("is in account %s, Region %s, and the stack in %s, %s", *e.Account, *e.Region, *stack.Account(), *stack.Region())
+		pairs := [][2]*string{{e.Region, stack.Region()}}
+		if account {
+			pairs = append(pairs, [2]*string{e.Account, stack.Account()})
+		}
+		for _, p := range pairs {
+			switch awscdk.Token_CompareStrings(p[0], p[1]) {
+			case awscdk.TokenComparison_DIFFERENT():
+				return fmt.Errorf("%s: is in account %s, Region %s, and the stack in %s, %s: %s", prop, *e.Account, *e.Region, *stack.Account(), *stack.Region(), why)
+			case awscdk.TokenComparison_ONE_UNRESOLVED():
+				if !*awscdk.Token_IsUnresolved(p[0]) {
+					unknown = true
+				}
+			}
+		}
+		if unknown {
+			awscdk.Annotations_Of(scope).AddWarningV2(jsii.String("oncehook:placement:"+prop), jsii.String(fmt.Sprintf(
+				"%s: is in account %s, Region %s, and the stack's are not known at synth (a stack without an env): %s; deploy the stack to that account and Region, or import the resource by name",
+				prop, *e.Account, *e.Region, why)), nil)
+			return nil
 		}
 	}
 	return nil

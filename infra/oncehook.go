@@ -299,7 +299,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if err != nil {
 		return nil, err // an *outbox.ConfigError, which names the outbox's setting
 	}
-	bound, err := checkBindings(awscdk.Stack_Of(scope), cfg, file)
+	bound, err := checkBindings(scope, awscdk.Stack_Of(scope), cfg, file)
 	if err != nil {
 		return nil, err
 	}

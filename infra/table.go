@@ -7,7 +7,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
-	cdkenv "github.com/aws/aws-cdk-go/awscdk/v2/interfaces"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -26,20 +25,9 @@ const adoptedNeeds = "key pk (string, partition) and sk (string, sort); a stream
 // table cannot be read at synth: the synth says so (cdk synth's info), and docs/stack.md says
 // what the team must have set.
 func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) error {
-	// Where the table is: its environment, and those its ARNs name (an imported table's).
-	where := []*cdkenv.ResourceEnvironment{t.Env()}
-	for _, arn := range []*string{t.TableArn(), t.TableStreamArn()} {
-		if arn != nil && !*awscdk.Token_IsUnresolved(arn) {
-			p := awscdk.Arn_Split(arn, awscdk.ArnFormat_SLASH_RESOURCE_NAME)
-			where = append(where, &cdkenv.ResourceEnvironment{Account: p.Account, Region: p.Region})
-		}
-	}
-	for _, env := range where {
-		if awscdk.Token_CompareStrings(env.Account, stack.Account()) == awscdk.TokenComparison_DIFFERENT() ||
-			awscdk.Token_CompareStrings(env.Region, stack.Region()) == awscdk.TokenComparison_DIFFERENT() {
-			return fmt.Errorf("Props.ExistingTable: is in account %s, Region %s, and the stack in %s, %s: the outbox's stream mapping and the receiver's transactions need the table in the stack's account and Region",
-				*env.Account, *env.Region, *stack.Account(), *stack.Region())
-		}
+	if err := placed(c, stack, "Props.ExistingTable", "the outbox's stream mapping and the receiver's transactions need the table in the stack's account and Region",
+		true, t.Env(), t.TableArn(), t.TableStreamArn()); err != nil {
+		return err
 	}
 	l1, ok := t.Node().DefaultChild().(awscdk.CfnResource)
 	if !ok || (*l1.CfnResourceType() != "AWS::DynamoDB::Table" && *l1.CfnResourceType() != "AWS::DynamoDB::GlobalTable") {
