@@ -390,6 +390,15 @@ func TestBindingsThatCannotWorkFailTheSynthNamingThePropAndTheField(t *testing.T
 			func(awscdk.Stack, appResources, *Props) {}, `targets.q.arn: is required: the ARN of the sqs resource, or "bound": true`},
 		{"a file entry both literal and bound", strings.Replace(boundSourcesFile, `"q":{"type":"sqs","bound":true}`, `"q":{"type":"sqs","bound":true,"arn":"arn:aws:sqs:us-east-1:1:q"}`, 1),
 			func(awscdk.Stack, appResources, *Props) {}, `targets.q.arn: is set, and the target is bound`},
+		{"a bound table of another partition key", "", func(s awscdk.Stack, _ appResources, p *Props) {
+			p.TableBindings["customers"] = awsdynamodb.NewTable(s, jsii.String("X"), &awsdynamodb.TableProps{
+				PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("id"), Type: awsdynamodb.AttributeType_STRING}})
+		}, `Props.TableBindings["customers"]: tables.customers.partition_key is "email", and the bound table's partition key is "id"`},
+		{"a bound table with a sort key the file does not name", "", func(s awscdk.Stack, _ appResources, p *Props) {
+			p.TableBindings["customers"] = awsdynamodb.NewTableV2(s, jsii.String("X"), &awsdynamodb.TablePropsV2{
+				PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("email"), Type: awsdynamodb.AttributeType_STRING},
+				SortKey:      &awsdynamodb.Attribute{Name: jsii.String("since"), Type: awsdynamodb.AttributeType_NUMBER}})
+		}, `Props.TableBindings["customers"]: tables.customers.sort_key is "", and the bound table's sort key is "since"`},
 		{"the bindings' variable set by hand", "", func(_ awscdk.Stack, _ appResources, p *Props) {
 			p.Environment = map[string]string{"ONCEHOOK_BINDINGS": "{}"}
 		}, `Props.Environment: ONCEHOOK_BINDINGS is set by the construct`},
