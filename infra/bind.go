@@ -89,6 +89,13 @@ func checkBindings(scope constructs.Construct, stack awscdk.Stack, cfg Props, f 
 		case cfg.ExistingTable != nil && (table == cfg.ExistingTable || awscdk.Token_CompareStrings(table.TableName(), cfg.ExistingTable.TableName()) == awscdk.TokenComparison_SAME()):
 			return nil, fmt.Errorf("%s: is Props.ExistingTable, oncehook's own table: effects there are the claims table's own, with no Effect.In and no entry in the sources file's tables", prop)
 		}
+		if pk, sk, known := tableKey(table); known && (pk != t.PartitionKey || sk != t.SortKey) {
+			field, want, got, key := "partition_key", t.PartitionKey, pk, "partition key"
+			if pk == t.PartitionKey {
+				field, want, got, key = "sort_key", t.SortKey, sk, "sort key"
+			}
+			return nil, fmt.Errorf("%s: tables.%s.%s is %q, and the bound table's %s is %q: effects would be keyed by attributes the table does not have", prop, name, field, want, key, got)
+		}
 		if err := placed(scope, stack, prop, "effects are written in the claim's transaction, which DynamoDB runs in one account and Region", true, table.Env(), table.TableArn()); err != nil {
 			return nil, err
 		}

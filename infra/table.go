@@ -29,8 +29,8 @@ func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) err
 		true, t.Env(), t.TableArn(), t.TableStreamArn()); err != nil {
 		return err
 	}
-	l1, ok := t.Node().DefaultChild().(awscdk.CfnResource)
-	if !ok || (*l1.CfnResourceType() != "AWS::DynamoDB::Table" && *l1.CfnResourceType() != "AWS::DynamoDB::GlobalTable") {
+	l1 := tableResource(t)
+	if l1 == nil {
 		awscdk.Annotations_Of(c).AddInfo(jsii.String("oncehook: Props.ExistingTable is imported, and its settings cannot be read at synth: it must have " + adoptedNeeds + " (docs/stack.md, \"Adopting a table\")"))
 		return nil
 	}
@@ -42,25 +42,73 @@ func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) err
 
 type keyElement struct{ AttributeName, KeyType string }
 
+// tableProps are a table resource's properties as the synth resolves them, by the L1's own
+// (camelCase) names; get reads one into into, reporting false for a property set from a token
+// (a parameter, an import), which CloudFormation decides and the synth cannot judge. An absent
+// property leaves into as it is.
+type tableProps map[string]json.RawMessage
+
+func readTableProps(stack awscdk.Stack, r awscdk.CfnResource) tableProps {
+	var props tableProps
+	if b, err := json.Marshal(stack.Resolve(r.CfnProperties())); err != nil || json.Unmarshal(b, &props) != nil {
+		return nil
+	}
+	return props
+}
+
+func (props tableProps) get(name string, into any) bool {
+	for k, v := range props {
+		if strings.EqualFold(k, name) {
+			if strings.Contains(string(v), `"Ref"`) || strings.Contains(string(v), `"Fn::`) {
+				return false
+			}
+			return json.Unmarshal(v, into) == nil
+		}
+	}
+	return props != nil
+}
+
+// tableResource is t's AWS::DynamoDB::Table or GlobalTable (TableV2) when t is defined in the
+// app; nil for an imported table, whose settings the synth cannot read.
+func tableResource(t awsdynamodb.ITable) awscdk.CfnResource {
+	l1, ok := t.Node().DefaultChild().(awscdk.CfnResource)
+	if !ok || (*l1.CfnResourceType() != "AWS::DynamoDB::Table" && *l1.CfnResourceType() != "AWS::DynamoDB::GlobalTable") {
+		return nil
+	}
+	return l1
+}
+
+// tableKey is a table's partition and sort key attribute names ("" for no sort key), when the
+// synth can read them.
+func tableKey(t awsdynamodb.ITable) (partition, sort string, known bool) {
+	l1 := tableResource(t)
+	if l1 == nil {
+		return "", "", false
+	}
+	var keys []keyElement
+	if !readTableProps(awscdk.Stack_Of(t), l1).get("keySchema", &keys) || len(keys) == 0 {
+		return "", "", false
+	}
+	for _, k := range keys {
+		switch k.KeyType {
+		case "HASH":
+			partition = k.AttributeName
+		case "RANGE":
+			sort = k.AttributeName
+		}
+	}
+	return partition, sort, true
+}
+
 // tableProblems lists what the table's resource (AWS::DynamoDB::Table, or GlobalTable for a
 // TableV2) lacks of oncehook's needs, read from its properties as the synth resolves them. A
 // property set from a token (a parameter, an import) cannot be read at synth and is not judged.
 func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
-	var props map[string]json.RawMessage
-	if b, err := json.Marshal(stack.Resolve(r.CfnProperties())); err != nil || json.Unmarshal(b, &props) != nil {
+	props := readTableProps(stack, r)
+	if props == nil {
 		return nil
 	}
-	get := func(name string, into any) bool {
-		for k, v := range props { // the L1s' own (camelCase) property names
-			if strings.EqualFold(k, name) {
-				if strings.Contains(string(v), `"Ref"`) || strings.Contains(string(v), `"Fn::`) {
-					return false // a token: CloudFormation decides
-				}
-				return json.Unmarshal(v, into) == nil
-			}
-		}
-		return true // absent: into stays empty
-	}
+	get := props.get
 	var (
 		keys  []keyElement
 		attrs []struct{ AttributeName, AttributeType string }
