@@ -117,6 +117,11 @@ func TestAnAdoptedTableIsTheOneEverythingUses(t *testing.T) {
 		{"a table of another stack", func(app awscdk.App, _ awscdk.Stack) awsdynamodb.ITable {
 			return claimsTable(awscdk.NewStack(app, jsii.String("State"), nil), "Claims", nil, nil)
 		}, 0, "import:State:ExportsOutput"},
+		{"a table of another stack, under a customer-managed key", func(app awscdk.App, _ awscdk.Stack) awsdynamodb.ITable {
+			return claimsTable(awscdk.NewStack(app, jsii.String("State"), nil), "Claims", func(t *awsdynamodb.TableProps) {
+				t.Encryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
+			}, nil)
+		}, 0, "import:State:ExportsOutput"},
 		{"a TableV2 of another stack", func(app awscdk.App, _ awscdk.Stack) awsdynamodb.ITable {
 			return awsdynamodb.NewTableV2(awscdk.NewStack(app, jsii.String("State"), nil), jsii.String("Claims"), &awsdynamodb.TablePropsV2{
 				PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/infra"
@@ -82,6 +83,27 @@ func ExampleProps_existingTable() {
 		SourcesFile:   "sources.json",
 		Receiver:      infra.Code{GoPackage: "./cmd/receiver"},
 		ExistingTable: claims, // a cross-stack reference: the stream mapping, grants and alarms are on it
+	})
+	app.Synth(nil)
+}
+
+// A sources file that names none of the app's resources: its customers table and its audit
+// queue are "bound" ({"bound": true} in place of a name or an ARN), and the app binds them to
+// what it defines. The grants are on these resources, and the functions are handed the names
+// CloudFormation gives them (ONCEHOOK_BINDINGS), so one file serves every account and stage.
+func ExampleProps_tableBindings() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("Shop"), nil)
+	customers := awsdynamodb.NewTable(stack, jsii.String("Customers"), &awsdynamodb.TableProps{
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("email"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+	})
+	audit := awssqs.NewQueue(stack, jsii.String("Audit"), &awssqs.QueueProps{EnforceSSL: jsii.Bool(true)})
+	infra.New(stack, "Webhooks", &infra.Props{
+		SourcesFile:   "sources.json", // "tables": {"customers": {"bound": true, ...}}, "targets": {"audit": {"type": "sqs", "bound": true}}
+		Receiver:      infra.Code{GoPackage: "./cmd/receiver"},
+		TableBindings: map[string]awsdynamodb.ITable{"customers": customers},
+		QueueBindings: map[string]awssqs.IQueue{"audit": audit},
 	})
 	app.Synth(nil)
 }
