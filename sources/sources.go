@@ -74,7 +74,10 @@ var TableActions = map[string]string{
 	"put": "dynamodb:PutItem", "update": "dynamodb:UpdateItem", "delete": "dynamodb:DeleteItem", "check": "dynamodb:ConditionCheckItem",
 }
 
-// DedupTables returns the tables as the dedup core takes them.
+// DedupTables returns the tables as the dedup core takes them. A bound table File.Bind has not
+// named goes without a name (the store then knows it by the name planners use, which is what a
+// store that writes nothing, receivertest's, needs); launch binds the file before it builds
+// the store, and refuses to start with a bound table left unnamed.
 func (f *File) DedupTables() map[string]dedup.TableKeys {
 	if len(f.Tables) == 0 {
 		return nil
