@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/outbox/targets"
 )
 
@@ -141,5 +142,45 @@ func TestTheFunctionsActOnTheBoundTableAndQueue(t *testing.T) {
 	s, err := NewSweeper(env, nil)
 	if err != nil || len(s.AuditTables) != 1 || s.AuditTables[0].Audited != customers {
 		t.Fatalf("the sweeper's audits %+v, %v: want the bound table's", s, err)
+	}
+}
+
+// TestEveryBoundTargetTypeGetsItsExecutorOnTheBoundResource: a bound target of every AWS type,
+// bound at start, is served by its type's executor on exactly the ARN the deployment resolved,
+// as a literal one is on the file's.
+func TestEveryBoundTargetTypeGetsItsExecutorOnTheBoundResource(t *testing.T) {
+	awstest.Config(t)
+	const acct = "arn:aws:%s:us-east-1:111111111111:%s"
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	t.Setenv("ONCEHOOK_TARGETS", "")
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"ssm":"/s"}],"retry_horizon":"3d","redrive_window":"30d"}},
+	  "targets":{"q":{"type":"sqs","bound":true,"group_id":"g"},"n":{"type":"sns","bound":true},"e":{"type":"eventbridge","bound":true,"detail_type":"Shipped"},
+	             "s":{"type":"stepfunctions","bound":true},"l":{"type":"lambda","bound":true,"invocation":"request-response","delivery":"at-most-once"}}}`)
+	b := map[string]string{"q": fmt.Sprintf(acct, "sqs", "orders.fifo"), "n": fmt.Sprintf(acct, "sns", "alerts"), "e": fmt.Sprintf(acct, "events", "event-bus/shop"),
+		"s": fmt.Sprintf(acct, "states", "stateMachine:fulfil"), "l": fmt.Sprintf(acct, "lambda", "function:crm")}
+	t.Setenv("ONCEHOOK_BINDINGS", fmt.Sprintf(`{"targets":{"q":%q,"n":%q,"e":%q,"s":%q,"l":%q}}`, b["q"], b["n"], b["e"], b["s"], b["l"]))
+	env, err := Load(context.Background(), Needs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := TargetExecutors(env.Sources, env.AWS)
+	if x, ok := m["q"].(*targets.SQS); !ok || x.QueueURL != "https://sqs.us-east-1.amazonaws.com/111111111111/orders.fifo" || x.GroupID != "g" {
+		t.Errorf("q: %#v", m["q"])
+	}
+	if x, ok := m["n"].(*targets.SNS); !ok || x.TopicARN != b["n"] {
+		t.Errorf("n: %#v", m["n"])
+	}
+	if x, ok := m["e"].(*targets.EventBridge); !ok || x.Bus != b["e"] || x.DetailType != "Shipped" {
+		t.Errorf("e: %#v", m["e"])
+	}
+	if x, ok := m["s"].(*targets.StepFunctions); !ok || x.StateMachineARN != b["s"] {
+		t.Errorf("s: %#v", m["s"])
+	}
+	if !outbox.IsAtMostOnce(m["l"]) {
+		t.Errorf("l: %#v, want the file's at-most-once kept", m["l"])
+	}
+	if got := strings.Join(env.KnownTargets(), ","); got != "e,l,n,q,s" {
+		t.Errorf("the receiver's targets %s", got)
 	}
 }
