@@ -180,7 +180,8 @@ type Props struct {
 	// audits), on that table and its customer-managed key, and the functions are handed its
 	// name as CloudFormation resolves it (ONCEHOOK_BINDINGS, applied by launch at start). So
 	// one sources file serves every account and stage, and the table needs no fixed physical
-	// name. A bound table is in the stack's account and Region, and is not ExistingTable.
+	// name. A bound table is in the stack's account and Region, has the key the file's entry
+	// names (checked at synth for a table defined in the app), and is not ExistingTable.
 	TableBindings map[string]awsdynamodb.ITable
 	// QueueBindings, TopicBindings, EventBusBindings, StateMachineBindings and
 	// FunctionBindings bind the sources file's AWS targets marked "bound": true (which name
