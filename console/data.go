@@ -376,7 +376,8 @@ func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, e
 	names := []string{""}
 	if c.cfg.Sources != nil {
 		for _, name := range slices.Sorted(maps.Keys(c.cfg.Sources.Tables)) {
-			if t := c.cfg.Sources.Tables[name]; t.Audit {
+			// A bound table not bound here has no name ("" would read as oncehook's own).
+			if t := c.cfg.Sources.Tables[name]; t.Audit && t.PhysicalName(name) != "" {
 				names = append(names, t.PhysicalName(name))
 			}
 		}

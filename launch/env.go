@@ -13,6 +13,11 @@
 //	ONCEHOOK_SOURCES        the sources file's JSON, inline; or
 //	ONCEHOOK_SOURCES_FILE   its path (default: sources.json beside the binary)
 //	ONCEHOOK_SOURCES_SHA256 the file's SHA-256, when the stack bundled it: any other file is refused
+//	ONCEHOOK_BINDINGS       the names and ARNs of the file's bound tables and targets, as JSON
+//	                        (sources.Bindings; the stack sets it from its bindings, resolved by
+//	                        CloudFormation): a bound entry without one, a binding for an entry
+//	                        the file does not bind, or a value that is not a name or ARN of its
+//	                        kind refuses the start
 //	ONCEHOOK_TARGETS        intent targets served by the application's own executors, comma-
 //	                        separated: the outbox refuses to start without an executor for each,
 //	                        and the receiver refuses a plan whose intent names a target that is
@@ -175,6 +180,22 @@ func customTargets(v string) ([]string, error) {
 }
 
 func loadSources() (*sources.File, error) {
+	f, err := readSources()
+	if err != nil {
+		return nil, err
+	}
+	// What the deployment resolved for the file's bound tables and targets.
+	b, err := sources.ParseBindings([]byte(os.Getenv("ONCEHOOK_BINDINGS")))
+	if err != nil {
+		return nil, fmt.Errorf("ONCEHOOK_BINDINGS: %w", err)
+	}
+	if err := f.Bind(b); err != nil {
+		return nil, fmt.Errorf("ONCEHOOK_BINDINGS: %w", err)
+	}
+	return f, nil
+}
+
+func readSources() (*sources.File, error) {
 	if inline := os.Getenv("ONCEHOOK_SOURCES"); inline != "" {
 		f, err := sources.Parse([]byte(inline))
 		if err != nil {
