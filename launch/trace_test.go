@@ -394,3 +394,32 @@ func TestTraceLogsNamesTheSpanOfALine(t *testing.T) {
 	}
 
 }
+
+// BenchmarkFlushOfADeliverysSpans is what tracing on adds to each invocation after the
+// handler: the export of a delivery's four spans, OTLP/HTTP to a collector on loopback (as a
+// collector layer listens on localhost), before the answer leaves.
+func BenchmarkFlushOfADeliverysSpans(b *testing.B) {
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer col.Close()
+	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
+	exp, err := newOTLPExporter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	tracer := tr.Provider.Tracer(receiver.TracerName)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, root := tracer.Start(context.Background(), receiver.SpanDelivery, trace.WithAttributes(attribute.String("oncehook.source", "shop")))
+		for _, step := range []string{receiver.SpanVerify, receiver.SpanPlan, receiver.SpanCommit} {
+			_, s := tracer.Start(ctx, step)
+			s.End()
+		}
+		root.End()
+		tr.Flush(ctx)
+	}
+}
