@@ -33,6 +33,9 @@
 //	                        (default 100) for records written outside a claim (dedup.Auditor)
 //	ONCEHOOK_TRUSTED_HOSTS  NewHTTPReceiver: the hosts whose Host header may stand for the URL a
 //	                        URL-signing source (twilio, square) without a url was called at
+//	OTEL_TRACES_EXPORTER    otlp turns OpenTelemetry tracing on, exporting OTLP over HTTP to
+//	                        OTEL_EXPORTER_OTLP_ENDPOINT (default a collector on localhost:4318);
+//	                        unset or none is off (TracingFromEnv has the other OTEL_ variables)
 //	AWS_ENDPOINT_URL        an emulator's endpoint, for local runs
 //
 // NewReceiver, NewWorker and NewSweeper build the same things without starting them, for a
