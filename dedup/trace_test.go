@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -173,6 +174,30 @@ func TestAStoredTraceContextThatCannotBeReadIsIgnored(t *testing.T) {
 	} {
 		if sc := (&dedup.Claim{Trace: b}).TraceContext(); sc.IsValid() {
 			t.Errorf("%s: read as %v, want none", name, sc)
+		}
+	}
+}
+
+// TestATraceAttributeOfAnotherTypeNeverMakesAClaimUnreadable: a claim whose trace attribute is
+// not binary (written by hand, by a tool, by a later release) is read with no context, as a
+// malformed one is: a claim that could not be read would never run its intents.
+func TestATraceAttributeOfAnotherTypeNeverMakesAClaimUnreadable(t *testing.T) {
+	t.Parallel()
+	for _, v := range []types.AttributeValue{
+		&types.AttributeValueMemberS{Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		&types.AttributeValueMemberN{Value: "5"},
+		&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}},
+		&types.AttributeValueMemberBOOL{Value: true},
+		&types.AttributeValueMemberL{},
+		&types.AttributeValueMemberBS{Value: [][]byte{{1}}},
+	} {
+		c, err := dedup.UnmarshalClaim(map[string]types.AttributeValue{
+			dedup.AttrPK: &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", "evt_1")}, dedup.AttrTrace: v,
+			dedup.AttrIntents: &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"email.send": &types.AttributeValueMemberM{
+				Value: map[string]types.AttributeValue{dedup.AttrIntentStatus: &types.AttributeValueMemberS{Value: dedup.IntentPending}}}}},
+		})
+		if err != nil || c.TraceContext().IsValid() || c.Intents["email.send"].Status != dedup.IntentPending {
+			t.Errorf("trace %T: %v, %v", v, c, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -404,4 +405,41 @@ func TestTheLargestClaimWithATraceContextHasRoomForItsBookkeeping(t *testing.T) 
 	process("a retried failure", dedup.IntentPending)
 	e.advance(time.Minute)
 	process("done with a long report", dedup.IntentDone)
+}
+
+// TestAClaimWhoseTraceCannotBeReadStillRuns: a claim whose trace attribute was written as a
+// string (by hand, by a tool) runs its intent from its stream record as any other: a trace
+// context never decides whether work runs.
+func TestAClaimWhoseTraceCannotBeReadStillRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, tp := recorder()
+	commitTraced(t, e, tp, "evt_tr_5")
+	if _, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(e.table), Key: key(dedup.ClaimKey("shop", "evt_tr_5")),
+		UpdateExpression:          aws.String("SET #t = :t"),
+		ExpressionAttributeNames:  map[string]string{"#t": dedup.AttrTrace},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	down := newHeard(t)
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second}
+		c.TracerProvider = tp
+	})
+	var batch events.DynamoDBEvent
+	for _, r := range e.records() {
+		if r.EventName == "MODIFY" {
+			batch.Records = append(batch.Records, r) // the claim as the hand edit left it (its wake marker still on)
+		}
+	}
+	if resp, err := w.HandleStream(context.Background(), batch); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	if n := len(down.calls()); n != 1 {
+		t.Fatalf("%d calls: want the intent run", n)
+	}
+	if in := e.claim("evt_tr_5").Intents["email.send"]; in.Status != dedup.IntentDone {
+		t.Fatalf("intent %+v: want it done", in)
+	}
 }
