@@ -203,7 +203,7 @@ type Claim struct {
 	Wake         int64                  `dynamodbav:"wake,omitempty"`
 	// Trace is the span context the claim was committed under, for a claim with intents
 	// committed with a span in its context (see TraceContext).
-	Trace []byte `dynamodbav:"trace,omitempty"`
+	Trace StoredTrace `dynamodbav:"trace,omitempty"`
 }
 
 // Open reports whether any intent is pending or running.

@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -41,6 +42,20 @@ func traceValue(ctx context.Context) []byte {
 	copy(b[17:25], sid[:])
 	b[25] = byte(sc.TraceFlags() & trace.FlagsSampled)
 	return b
+}
+
+// StoredTrace is a claim's trace attribute as stored: 26 bytes, or nil. Only a binary value is
+// read; any other (written by hand, by a tool) is read as none, never as an error: a claim
+// that could not be read would never run its intents, and a trace context decides nothing.
+type StoredTrace []byte
+
+// UnmarshalDynamoDBAttributeValue reads a binary attribute, and anything else as nothing.
+func (t *StoredTrace) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	*t = nil
+	if b, ok := av.(*types.AttributeValueMemberB); ok && len(b.Value) > 0 {
+		*t = append(StoredTrace(nil), b.Value...)
+	}
+	return nil
 }
 
 // TraceContext is the span context the claim was committed under, as a remote parent for the
