@@ -32,6 +32,7 @@ import (
 // (TestTheExporterWritesWhatOpenTelemetrysWrites holds it to otlptracehttp's output).
 type otlpExporter struct {
 	url     string
+	shown   string // url without its userinfo, for logs and errors
 	headers map[string]string
 	gzip    bool
 	client  *http.Client
@@ -56,9 +57,11 @@ func newOTLPExporter() (*otlpExporter, error) {
 	} else if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
 		x.url = strings.TrimSuffix(v, "/") + "/v1/traces"
 	}
-	if u, err := url.Parse(x.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %q is not an http(s) URL", x.url)
+	u, err := url.Parse(x.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: not an http(s) URL")
 	}
+	x.shown = u.Redacted()
 	// OTEL_EXPORTER_OTLP_HEADERS first, the traces' own over it.
 	for _, n := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
 		for _, pair := range strings.Split(os.Getenv(n), ",") {
@@ -118,12 +121,12 @@ func (x *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	}
 	resp, err := x.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("OTLP export to %s: %w", x.url, err)
+		return fmt.Errorf("OTLP export: %w", err) // net/http's error names the URL, its password stripped
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("OTLP export to %s: %s: %q", x.url, resp.Status, msg)
+		return fmt.Errorf("OTLP export to %s: %s: %q", x.shown, resp.Status, msg)
 	}
 	return nil
 }

@@ -91,7 +91,7 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("opentelemetry: "+err.Error(), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	}))
-	logger.Info("tracing on: OTLP over HTTP", "endpoint", exp.url)
+	logger.Info("tracing on: OTLP over HTTP", "endpoint", exp.shown)
 	return &Tracing{Provider: tp}, nil
 }
 

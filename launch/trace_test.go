@@ -423,3 +423,23 @@ func BenchmarkFlushOfADeliverysSpans(b *testing.B) {
 		tr.Flush(ctx)
 	}
 }
+
+// TestAnEndpointsCredentialsAreNeverLogged: an endpoint with a password in it (a vendor's
+// intake) is logged, and named in an export's failure, without it.
+func TestAnEndpointsCredentialsAreNeverLogged(t *testing.T) {
+	resetOtel(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://team:s3cr3t-key@127.0.0.1:1")
+	var logs bytes.Buffer
+	tr, err := TracingFromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tr.Provider.Tracer("t").Start(context.Background(), "s")
+	span.End()
+	exp, _ := newOTLPExporter()
+	failed := exp.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)})
+	if failed == nil || strings.Contains(failed.Error(), "s3cr3t") || strings.Contains(logs.String(), "s3cr3t") || !strings.Contains(logs.String(), "127.0.0.1:1") {
+		t.Fatalf("logged %s; the export's error: %v", logs.String(), failed)
+	}
+}

@@ -31,8 +31,11 @@ const MaxValue = 512
 // tracestate for W3C Trace Context), each value at most MaxValue bytes of printable ASCII;
 // nil when the propagator writes nothing (tracing off, or no span context in ctx).
 func Fields(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() { // tracing off: no span, and nothing more asked
+		return nil
+	}
 	prop := otel.GetTextMapPropagator()
-	if len(prop.Fields()) == 0 || !trace.SpanContextFromContext(ctx).IsValid() {
+	if len(prop.Fields()) == 0 {
 		return nil
 	}
 	carrier := propagation.MapCarrier{}
