@@ -205,6 +205,9 @@ type Claim struct {
 	PendingShard string                 `dynamodbav:"pending_shard,omitempty"`
 	PendingSince int64                  `dynamodbav:"pending_since,omitempty"`
 	Wake         int64                  `dynamodbav:"wake,omitempty"`
+	// Trace is the span context the claim was committed under, for a claim with intents
+	// committed with a span in its context (see TraceContext).
+	Trace StoredTrace `dynamodbav:"trace,omitempty"`
 }
 
 // Open reports whether any intent is pending or running.

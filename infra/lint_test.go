@@ -81,6 +81,7 @@ func TestCfnLintPassesOnEverySynthesizedTemplate(t *testing.T) {
 			p := prebuilt("arm64")
 			p.AuditPrefixes = []string{"ORDER#"}
 			p.Tracing = awslambda.Tracing_ACTIVE
+			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, XRay: true}
 			p.StreamParallelization, p.StreamBatchSize = 10, 10
 			p.ReceiverFunction = FunctionOptions{MemorySize: 1024, ReservedConcurrency: 50}
 			p.AlarmEmails = []string{"oncall@example.com"}

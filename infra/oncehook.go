@@ -137,6 +137,9 @@ type Props struct {
 	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
 	// role send its segments); default none.
 	Tracing awslambda.Tracing
+	// OpenTelemetry turns on the functions' OpenTelemetry traces, exported to a collector
+	// layer or an OTLP endpoint (see OpenTelemetry); default off.
+	OpenTelemetry *OpenTelemetry
 	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
 	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
 	// cannot take the account's concurrency from the receiver. Default 5.
@@ -332,6 +335,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 
 	o.Receiver, o.Outbox, o.Sweeper = newFunctions(c, cfg, file, code, timings, o.Table, o.RetryQueue, bound.env(stack))
+	telemetry(c, cfg, o.Receiver, o.Outbox, o.Sweeper)
 	grantAll(stack, cfg, file, bound, o.Table, o.RetryQueue, o.Receiver, o.Outbox, o.Sweeper)
 
 	api, base, err := webhookAPI(c, cfg, file, o.Receiver, o)
@@ -468,6 +472,9 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 		if reservedEnv[k] {
 			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
 		}
+	}
+	if err := checkTelemetry(&cfg); err != nil {
+		return cfg, nil, nil, err
 	}
 	return cfg, file, raw, nil
 }

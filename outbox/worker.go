@@ -43,6 +43,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/dedup"
 )
@@ -86,6 +87,10 @@ type Config struct {
 	Logger       *slog.Logger
 	// Metrics receives EMF documents (stdout in Lambda); none when nil.
 	Metrics Metrics
+	// TracerProvider, when set, traces each intent's turn (SpanIntent, with its lease, call and
+	// finish) as a child of the span its claim was committed under, and each sweep; nil is
+	// tracing off, at no cost. See trace.go.
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults of Config.
@@ -115,8 +120,9 @@ func (nopMetrics) Sweep(SweepReport)                    {}
 
 // Worker runs intents.
 type Worker struct {
-	api API
-	cfg Config
+	api    API
+	cfg    Config
+	tracer trace.Tracer // nil: tracing off
 }
 
 // ConfigError names the setting of a Worker that cannot work.
@@ -193,7 +199,7 @@ func New(api API, cfg Config) (*Worker, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	return &Worker{api: api, cfg: cfg}, nil
+	return &Worker{api: api, cfg: cfg, tracer: newTracer(cfg.TracerProvider)}, nil
 }
 
 func sortedTargets(m map[string]Executor) []string {
@@ -258,7 +264,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 			errs = append(errs, fmt.Errorf("intent %s: %w", name, ErrNoTime))
 			continue
 		}
-		outcome, err := w.run(ctx, claim, name)
+		outcome, err := w.traceIntent(ctx, claim, name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("intent %s: %w", name, err))
 			continue
@@ -318,7 +324,7 @@ type lease struct {
 // run takes one intent through lease, execution and record.
 func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (string, error) {
 	amo := IsAtMostOnce(w.cfg.Executors[claim.Intents[name].Target])
-	l, err := w.lease(ctx, claim, name, amo)
+	l, err := w.traceLease(ctx, claim, name, amo)
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
@@ -341,7 +347,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 			ends = d.Add(-w.cfg.Margin)
 		}
 		callCtx, cancel := context.WithDeadline(ctx, ends)
-		sent, execErr = execute(callCtx, exec, Task{
+		sent, execErr = w.traceCall(callCtx, exec, Task{
 			Source: claim.Source, EventID: claim.EventID, EventType: claim.EventType,
 			Intent: name, Target: in.Target, Payload: in.Payload,
 			IdempotencyKey: dedup.IdempotencyKey(claim.Source, claim.EventID, name),
@@ -361,13 +367,13 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	switch {
 	case execErr == nil:
 		l.sent = sent
-		err = w.finish(ctx, l, dedup.IntentDone, "")
+		err = w.traceFinish(ctx, l, dedup.IntentDone, "")
 	case IsPermanent(execErr) || l.attempt-in.AttemptsBase >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
-		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())
+		err = w.traceFinish(ctx, l, dedup.IntentParked, execErr.Error())
 	default:
 		outcome = OutcomeRetry
-		next, err = w.retry(ctx, l, execErr.Error())
+		next, err = w.traceRetry(ctx, l, execErr.Error())
 	}
 	if errors.Is(err, errLeaseLost) {
 		// Our lease expired and a newer attempt owns the intent now; it records the result.
