@@ -1,0 +1,36 @@
+package launch
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// startTracing runs TracingFromEnv with env set over every OTLP variable (the others unset).
+func startTracing(t *testing.T, env map[string]string) (*Tracing, error) {
+	t.Helper()
+	resetOtel(t)
+	for _, v := range []string{"OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_TIMEOUT",
+		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
+		t.Setenv(v, env[v])
+	}
+	return TracingFromEnv(context.Background(), slog.New(slog.DiscardHandler))
+}
+
+// TestAMalformedOTLPHeaderIsRefusedWithoutQuotingItsValue: a vendor's key lives in
+// OTEL_EXPORTER_OTLP_HEADERS; a header written wrong (a colon for the '=', a stray '%') is
+// refused at start naming the variable, and the refusal, which the function logs as it exits,
+// never holds the key.
+func TestAMalformedOTLPHeaderIsRefusedWithoutQuotingItsValue(t *testing.T) {
+	for _, h := range []string{"Authorization: Bearer s3cr3t-key", "Authorization=Basic s3cr3t-key%zz", "x-api-key=ok,api-key s3cr3t-key"} {
+		_, err := startTracing(t, map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_HEADERS": h})
+		if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_HEADERS") {
+			t.Fatalf("%q: %v, want a refusal naming OTEL_EXPORTER_OTLP_HEADERS", h, err)
+		}
+		if strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%q: the refusal quotes the header's secret: %v", h, err)
+		}
+	}
+}
