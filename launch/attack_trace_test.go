@@ -34,3 +34,18 @@ func TestAMalformedOTLPHeaderIsRefusedWithoutQuotingItsValue(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOTLPHeaderThatCannotBeSentIsRefusedAtStart: a header name or value net/http refuses to
+// send (a space in the name, a line break decoded from the value) would fail every export,
+// silently but for a warning each time; it is refused at start, naming the variable.
+func TestAnOTLPHeaderThatCannotBeSentIsRefusedAtStart(t *testing.T) {
+	for _, h := range []string{"api key=abc", "x-api-key=abc%0D%0AX-Injected: 1", "x-api-key=abc%00"} {
+		tr, err := startTracing(t, map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_HEADERS": h})
+		if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_HEADERS") {
+			if tr != nil {
+				_ = tr.Shutdown(context.Background())
+			}
+			t.Errorf("%q: %v, want a refusal naming OTEL_EXPORTER_OTLP_HEADERS", h, err)
+		}
+	}
+}
