@@ -49,3 +49,13 @@ func TestAnOTLPHeaderThatCannotBeSentIsRefusedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestAMalformedTracesEndpointIsRefusedNamingItsOwnVariable: the refusal names the variable
+// that holds the malformed value, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, not the base one the
+// deployment did not set.
+func TestAMalformedTracesEndpointIsRefusedNamingItsOwnVariable(t *testing.T) {
+	_, err := startTracing(t, map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "localhost:4318/v1/traces"})
+	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+		t.Fatalf("%v, want a refusal naming OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", err)
+	}
+}
