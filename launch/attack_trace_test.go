@@ -59,3 +59,21 @@ func TestAMalformedTracesEndpointIsRefusedNamingItsOwnVariable(t *testing.T) {
 		t.Fatalf("%v, want a refusal naming OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", err)
 	}
 }
+
+// TestASamplerThatCannotBeHonouredIsRefusedAtStart: OTEL_TRACES_SAMPLER (_ARG) is one of the
+// variables launch reads (docs/operations.md); a sampler it does not know, or a ratio that is
+// not one, is refused at start naming the variable, not replaced by sampling every delivery.
+func TestASamplerThatCannotBeHonouredIsRefusedAtStart(t *testing.T) {
+	for _, c := range []struct{ sampler, arg, want string }{
+		{"parentbased_traceidratio_typo", "0.1", "OTEL_TRACES_SAMPLER"},
+		{"parentbased_traceidratio", "ten percent", "OTEL_TRACES_SAMPLER_ARG"},
+	} {
+		tr, err := startTracing(t, map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": c.sampler, "OTEL_TRACES_SAMPLER_ARG": c.arg})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			if tr != nil {
+				_ = tr.Shutdown(context.Background())
+			}
+			t.Errorf("%s %q: %v, want a refusal naming %s", c.sampler, c.arg, err, c.want)
+		}
+	}
+}
