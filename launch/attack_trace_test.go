@@ -77,3 +77,17 @@ func TestASamplerThatCannotBeHonouredIsRefusedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestTheTracesOwnProtocolWinsOverTheGeneralOne: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, when set,
+// is the traces' protocol (the _TRACES_ variable first, as launch reads every other): a
+// deployment whose metrics or logs go over gRPC (OTEL_EXPORTER_OTLP_PROTOCOL=grpc) and whose
+// traces say http/protobuf starts, tracing on.
+func TestTheTracesOwnProtocolWinsOverTheGeneralOne(t *testing.T) {
+	resetOtel(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+	tr, err := startTracing(t, map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+	if err != nil || tr.TracerProvider() == nil {
+		t.Fatalf("%+v %v: want tracing on over http/protobuf", tr, err)
+	}
+	_ = tr.Shutdown(context.Background())
+}
