@@ -1,0 +1,73 @@
+package console_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/smithy-go"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/outbox/targets"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// deniedSNS answers Publish as SNS does when the outbox's role lacks sns:Publish on the topic:
+// the error names the account and the IAM identity (role and session).
+type deniedSNS struct{}
+
+func (deniedSNS) Publish(context.Context, *sns.PublishInput, ...func(*sns.Options)) (*sns.PublishOutput, error) {
+	return nil, &smithy.OperationError{ServiceID: "SNS", OperationName: "Publish", Err: &smithy.GenericAPIError{Code: "AuthorizationError",
+		Message: "User: arn:aws:sts::123456789012:assumed-role/Oncehook-OutboxRole-SECRETROLE/Oncehook-Outbox-SECRETSESSION " +
+			"is not authorized to perform: SNS:Publish on resource: arn:aws:sns:us-east-1:123456789012:orders", Fault: smithy.FaultClient}}
+}
+
+// docs/console.md keeps an AWS error's text off the page ("the error itself, which names the
+// account, the IAM identity and the request id, only in the log") and the sources file's ARNs
+// too (a target is shown by its name, type and delivery). An intent whose AWS target failed
+// has the service's error as its last error, and the event, Parked and confirmation pages
+// show it as it is: the target's ARN from the sources file, the account, the outbox's role
+// and session. Here, a topic that does not exist (the emulator's own answer) and a role
+// without sns:Publish.
+func TestAnAWSTargetsErrorShowsNeitherTheAccountNorTheIdentity(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const missingTopic = "arn:aws:sns:us-east-1:123456789012:SECRET-TOPIC-missing"
+	f, err := sources.Parse([]byte(strings.Replace(strings.Replace(testSources,
+		`"email": {"url": "http://127.0.0.1:1/SECRET-URL-PATH", "headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}}`,
+		`"email": {"type": "sns", "arn": "`+missingTopic+`"}`, 1),
+		`"crm": {"url": "http://127.0.0.1:1/crm"}`, `"crm": {"type": "sns", "arn": "arn:aws:sns:us-east-1:123456789012:orders"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	emulator := &targets.SNS{Client: sns.NewFromConfig(awstest.Config(t)), TopicARN: missingTopic, Timeout: 5 * time.Second}
+	denied := &targets.SNS{Client: deniedSNS{}, TopicARN: "arn:aws:sns:us-east-1:123456789012:orders"}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": emulator, "crm": denied},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_aws", false)
+	e.drain()
+	cl := e.claim("shop", "evt_aws")
+	for _, name := range []string{"email.send", "crm.update"} {
+		if in := cl.Intents[name]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, "123456789012") {
+			t.Fatalf("setup: %s %+v, want parked with the service's error", name, in)
+		}
+	}
+	t.Logf("last errors: %q, %q", cl.Intents["email.send"].LastError, cl.Intents["crm.update"].LastError)
+	b := e.serve(nil)
+	confirm := b.post("/redrive", map[string][]string{"csrf": {csrf(t, b.get("/parked"))}, "ref": refs(b.get("/parked"))})
+	for where, r := range map[string]response{"event page": b.get("/events/shop/evt_aws"), "parked page": b.get("/parked"), "confirmation": confirm} {
+		mustContain(t, r, "evt_aws")
+		for _, s := range []string{"123456789012", "SECRET-TOPIC", "SECRETROLE", "SECRETSESSION"} {
+			if strings.Contains(r.Body, s) {
+				t.Errorf("the %s shows %q", where, s)
+			}
+		}
+	}
+}
