@@ -2,6 +2,9 @@ package console_test
 
 import (
 	"context"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +72,42 @@ func TestAnAWSTargetsErrorShowsNeitherTheAccountNorTheIdentity(t *testing.T) {
 				t.Errorf("the %s shows %q", where, s)
 			}
 		}
+	}
+}
+
+// A target URL's userinfo is a secret the redactor knows, as configured and in every
+// escaping. Go's HTTP client does not send it as written: it sends it as the Authorization
+// header, "Basic " and the base64 of user:password. A downstream that quotes the header it
+// refused (many a 401 does) puts that in last_error, and the pages show it: the password,
+// one base64 decoding away.
+func TestATargetsPasswordIsNotShownAsTheBasicCredentialSentForIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unsupported authorization: "+r.Header.Get("Authorization"), http.StatusUnauthorized)
+	}))
+	t.Cleanup(refuse.Close)
+	target := strings.Replace(refuse.URL, "http://", "http://ops:pw-Qz7Pass9@", 1) + "/hooks/in"
+	f, err := sources.Parse([]byte(strings.ReplaceAll(testSources, "http://127.0.0.1:1/SECRET-URL-PATH", target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	exec := &outbox.HTTPExecutor{URL: target, Timeout: 5 * time.Second}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	credential := base64.StdEncoding.EncodeToString([]byte("ops:pw-Qz7Pass9"))
+	e.commit("shop", "evt_basic", false)
+	e.drain()
+	if in := e.claim("shop", "evt_basic").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, credential) {
+		t.Fatalf("setup: %+v, want parked with the credential the downstream quoted", in)
+	}
+	b := e.serve(nil)
+	for _, p := range []string{"/events/shop/evt_basic", "/parked"} {
+		r := b.get(p)
+		mustContain(t, r, "evt_basic", "unsupported authorization")
+		mustNotContain(t, r, credential, "Qz7Pass9")
 	}
 }
