@@ -1,0 +1,49 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/console"
+)
+
+// A guessable token guards loopback only (CheckAddr allows it there; the console refuses
+// remote peers with it). Loopback without a token refuses a request addressed to a foreign
+// host (421): that is what stops a DNS-rebinding page, whose requests come from the
+// operator's own browser, a loopback peer. With a weak token that check is gone: a rebinding
+// page, same-origin with itself, takes its guesses at the token (the bound allows 10 at once,
+// then one every 6 seconds: a short token falls in hours) and, once right, signs in, reads
+// every page and the CSRF token, and re-drives. Setting a weak token makes a laptop's console
+// easier to reach than setting none.
+func TestAConsoleWithAGuessableTokenAnswersNoForeignHost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_rebound", false)
+	const weak = "tok-3f9a"
+	if console.CheckAddr("0.0.0.0:8030", weak) == nil {
+		t.Fatalf("setup: %q is a strong token", weak)
+	}
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: weak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	const rebound = "rebound.attacker.example:8030"
+	asPage := func(req *http.Request) *http.Request {
+		req.Host = rebound
+		req.Header.Set("Origin", "http://"+rebound)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		return req
+	}
+	req, _ := http.NewRequest(http.MethodPost, b.base+"/login", strings.NewReader(url.Values{"token": {weak}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if r := b.do(asPage(req)); r.Status != http.StatusMisdirectedRequest {
+		t.Errorf("a sign-in addressed to %s: %d, want 421", rebound, r.Status)
+	}
+	req, _ = http.NewRequest(http.MethodGet, b.base+"/events/shop/evt_rebound", nil)
+	if r := b.do(asPage(req)); r.Status != http.StatusMisdirectedRequest || strings.Contains(r.Body, "evt_rebound") {
+		t.Errorf("the event page addressed to %s, signed in: %d, want 421 and nothing of the event", rebound, r.Status)
+	}
+}
