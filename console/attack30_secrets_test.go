@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -109,5 +110,40 @@ func TestATargetsPasswordIsNotShownAsTheBasicCredentialSentForIt(t *testing.T) {
 		r := b.get(p)
 		mustContain(t, r, "evt_basic", "unsupported authorization")
 		mustNotContain(t, r, credential, "Qz7Pass9")
+	}
+}
+
+// Without ShowPayloads an intent's payload is shown by its size only. A downstream that
+// refuses a request quotes it back as often as not (a validation error naming the field and
+// its value, a body echoed whole), and the outbox keeps the answer's first bytes as
+// last_error: the event page, the Parked page and the confirmation show the payload there.
+// The console holds the payload it hides, so it can hide it there too.
+func TestAPayloadQuotedBackInAnErrorIsNotShownWithoutShowPayloads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		http.Error(w, `{"error":"invalid recipient","request":`+string(body)+`}`, http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(echo.Close)
+	exec := &outbox.HTTPExecutor{URL: echo.URL + "/hooks/in", Timeout: 5 * time.Second}
+	var err error
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_echoed", false)
+	e.drain()
+	if in := e.claim("shop", "evt_echoed").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, "PAYLOAD-VALUE") {
+		t.Fatalf("setup: %+v, want parked with the payload the downstream quoted", in)
+	}
+	b := e.serve(nil)
+	parked := b.get("/parked")
+	confirm := b.post("/redrive", map[string][]string{"csrf": {csrf(t, parked)}, "ref": refs(parked)})
+	for where, r := range map[string]response{"event page": b.get("/events/shop/evt_echoed"), "parked page": parked, "confirmation": confirm} {
+		mustContain(t, r, "evt_echoed", "invalid recipient")
+		if strings.Contains(r.Body, "PAYLOAD-VALUE") {
+			t.Errorf("the %s shows the payload without ShowPayloads", where)
+		}
 	}
 }
