@@ -47,3 +47,23 @@ func TestAConsoleWithAGuessableTokenAnswersNoForeignHost(t *testing.T) {
 		t.Errorf("the event page addressed to %s, signed in: %d, want 421 and nothing of the event", rebound, r.Status)
 	}
 }
+
+// docs/console.md: a token guards an address other machines can reach only if it is strong,
+// "so a word, a number, a repeated or cycled pattern is refused at start". The estimate counts
+// distinct neighbouring pairs, so any string of 24 or more characters that does not repeat
+// itself passes: the alphabet, a keyboard row, the best-known passphrase there is, the
+// project's own name and the year. Each is among an attacker's first guesses, and the bound on
+// guesses (10 a minute) lets a list of thousands through in a day.
+func TestCheckAddrRefusesWellKnownGuessableTokens(t *testing.T) {
+	t.Parallel()
+	for _, tok := range []string{
+		"abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789abcdefghijklmn",
+		"qwertyuiopasdfghjklzxcvbnm", "1qaz2wsx3edc4rfv5tgb6yhn",
+		"correcthorsebatterystaple", "the-quick-brown-fox-jumps", "ThisIsMyConsolePassword!",
+		"oncehook-console-token-2026",
+	} {
+		if err := console.CheckAddr("0.0.0.0:8030", tok); err == nil {
+			t.Errorf("CheckAddr(0.0.0.0:8030, %q) takes it as strong", tok)
+		}
+	}
+}
