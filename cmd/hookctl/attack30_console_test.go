@@ -4,8 +4,19 @@ package main
 // fails while it does not.
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 )
 
 // The token guards the console; ONCEHOOK_CONSOLE_TOKEN is how docs/console.md says to give it
@@ -24,4 +35,72 @@ func TestTheConsolesUsageDoesNotPrintTheTokenFromTheEnvironment(t *testing.T) {
 			t.Errorf("%v prints the console's token:\n%s%s", args, out, errOut)
 		}
 	}
+}
+
+// hookctl console -sources FILE with a file it cannot read (a typo, or a field this hookctl
+// does not know yet: sources.Parse is strict) says so on one line of stderr and serves
+// without it. Without the sources file the console knows none of the targets' secrets, so an
+// error quoting a target's path ("Cannot POST /hooks/<token>") is shown whole, and no target
+// is flagged at-most-once. A file the operator named must be read, or the console must not
+// start: as it refuses a table that is not oncehook's.
+func TestConsoleRefusesToStartWithoutTheSourcesFileItWasGiven(t *testing.T) {
+	client, table := testTable(t)
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := store.Commit(ctx, dedup.Event{Source: "shop", ID: "evt_echo", Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.New(client, outbox.Config{Table: table, Executors: map[string]outbox.Executor{
+		"email": outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			return outbox.Permanent(errors.New(`POST https://hooks.example.test/…: 404 Not Found: "Cannot POST /hooks/T0KEN-SECRET-9x"`))
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dedup.GetClaim(ctx, client, table, "shop", "evt_echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Process(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// The deployment's file, with a field a newer release added to its target.
+	path := filepath.Join(t.TempDir(), "sources.json")
+	if err := os.WriteFile(path, []byte(`{"sources": {"shop": {"scheme": "stripe", "secrets": [{"env": "S"}], "redrive_window": "30d"}},
+	  "targets": {"email": {"url": "https://hooks.example.test/hooks/T0KEN-SECRET-9x", "max_in_flight": 4}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	outR, outW := io.Pipe()
+	var errOut strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		code := run(runCtx, []string{"console", "-table", table, "-sources", path, "-addr", "127.0.0.1:0"}, strings.NewReader(""), outW, &errOut)
+		outW.Close()
+		done <- code
+	}()
+	line, _ := bufio.NewReader(outR).ReadString('\n')
+	if !strings.Contains(line, "http://") {
+		if code := <-done; code == 0 {
+			t.Fatalf("exit 0 without serving: %s", errOut.String())
+		}
+		return // refused: what must hold
+	}
+	go io.Copy(io.Discard, outR)
+	base := line[strings.Index(line, "http://"):strings.LastIndex(line, "/")]
+	resp, err := http.Get(base + "/events/shop/evt_echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	<-done
+	t.Errorf("hookctl console started without the sources file it was given (stderr: %q); the event page (%d) shows the target's token: %v",
+		strings.TrimSpace(errOut.String()), resp.StatusCode, strings.Contains(string(body), "T0KEN-SECRET"))
 }
