@@ -147,3 +147,49 @@ func TestAPayloadQuotedBackInAnErrorIsNotShownWithoutShowPayloads(t *testing.T) 
 		}
 	}
 }
+
+// The outbox keeps the first 256 bytes of a downstream's answer in its error, quoted
+// (outbox.StatusError), and cuts there without a mark. The redactor reads a cut-off secret
+// only at the end of a message the worker truncated ("…"), so a target's token that the
+// answer's 256th byte cuts is shown up to that byte: here all but its last characters, inside
+// the quotes, wherever the downstream's framework puts the path (a JSON error's "path" after
+// a long message).
+func TestATokenCutByTheAnswersSnippetIsNotShownInPart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const token = "Qz7tokenValue9xLongEnoughToCut"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		head := `{"status":404,"error":"Not Found","message":"No handler for this route` // then padding, then the path
+		tail := `","path":"` + r.URL.Path + `"}`
+		// Place the answer's 256th byte 8 bytes before the token's end.
+		pad := 256 - len(head) - (len(tail) - len(`"}`) - 8)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, head+strings.Repeat(".", pad)+tail)
+	}))
+	t.Cleanup(echo.Close)
+	target := echo.URL + "/hooks/T0Qz7SECRa/" + token
+	f, err := sources.Parse([]byte(strings.ReplaceAll(testSources, "http://127.0.0.1:1/SECRET-URL-PATH", target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	exec := &outbox.HTTPExecutor{URL: target, Timeout: 5 * time.Second}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_snippet", false)
+	e.drain()
+	cut := token[:len(token)-8]
+	in := e.claim("shop", "evt_snippet").Intents["email.send"]
+	if _, quoted, _ := strings.Cut(in.LastError, "404 Not Found: "); in.Status != dedup.IntentParked || !strings.HasSuffix(quoted, cut+`"`) {
+		t.Fatalf("setup: %q, want parked with the answer's snippet ending in the token cut", in.LastError)
+	}
+	b := e.serve(nil)
+	for _, p := range []string{"/events/shop/evt_snippet", "/parked"} {
+		r := b.get(p)
+		mustContain(t, r, "evt_snippet", "No handler for this route")
+		mustNotContain(t, r, token[:4+len(token)/2])
+	}
+}
