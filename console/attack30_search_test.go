@@ -35,3 +35,20 @@ func TestAGitHubDeliverysGUIDIsNotSaidToHaveNeverBeenAccepted(t *testing.T) {
 		}
 	}
 }
+
+// An address whose path is not valid percent-encoding gets 400 ("Unreadable address"); one
+// whose query is not is read as if the unreadable parameter were absent: a search for an id
+// lists the source's recent events instead, and the Parked page filtered by an unreadable
+// source lists every source's parked intents, with "Re-drive all shown" for them, as if no
+// filter had been asked for.
+func TestAnUnreadableQueryGetsAClearPageNotAnotherOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_1", false)
+	b := e.serve(nil)
+	for _, p := range []string{"/events?source=shop&id=evt%ZZ1", "/events?id=%ZZ", "/parked?source=sh%ZZop", "/parked?source=shop&error=%G0"} {
+		if r := b.get(p); r.Status != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", p, r.Status)
+		}
+	}
+}
