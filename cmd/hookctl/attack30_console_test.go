@@ -11,9 +11,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
@@ -103,4 +108,69 @@ func TestConsoleRefusesToStartWithoutTheSourcesFileItWasGiven(t *testing.T) {
 	<-done
 	t.Errorf("hookctl console started without the sources file it was given (stderr: %q); the event page (%d) shows the target's token: %v",
 		strings.TrimSpace(errOut.String()), resp.StatusCode, strings.Contains(string(body), "T0KEN-SECRET"))
+}
+
+// A page whose AWS call failed says what failed, the error's code, and "the console's log has
+// the details, reference <ref>" (docs/console.md: the error itself only in the log, under that
+// reference). hookctl console gives the console no Logger, so its log is discarded: the
+// reference names nothing anywhere, and the operator has no way to the error.
+func TestConsoleLogsTheErrorAPageGivesAReferenceFor(t *testing.T) {
+	client, table := testTable(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	outR, outW := io.Pipe()
+	var errOut lockedBuilder
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"console", "-table", table, "-addr", "127.0.0.1:0"}, strings.NewReader(""), outW, &errOut)
+		outW.Close()
+		done <- code
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, outR)
+	base := line[strings.Index(line, "http://"):strings.LastIndex(line, "/")]
+	get := func(p string) string {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	get("/audit") // the table is checked once, on the first page
+	// The table goes away under the console (deleted, or the credentials lose access).
+	if _, err := client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
+		t.Fatal(err)
+	}
+	page := get("/events/shop/evt_1")
+	m := regexp.MustCompile(`reference ([0-9a-f]{8})`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("setup: the page gives no reference:\n%s", page)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(errOut.String(), m[1]) {
+		t.Errorf("the page names reference %s; hookctl console's output has no such entry:\n%s", m[1], errOut.String())
+	}
+}
+
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
