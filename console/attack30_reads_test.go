@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -58,5 +59,25 @@ func TestAPageGivesUpOnAThrottledTableByItself(t *testing.T) {
 	defer api.mu.Unlock()
 	if api.calls >= api.giveUp {
 		t.Fatalf("the backlog page asked BatchGetItem %d times for one claim and was still asking when the request was ended (%d)", api.calls, rec.Code)
+	}
+}
+
+// MaxIndexReads (hookctl console -max-reads) is taken whatever its size, and given to each
+// query as its Limit, an int32: past 2^31-1 it wraps (negative here) and every index page
+// answers 502 ("DynamoDB did not answer", a ValidationException). A bound the console cannot
+// apply is refused when the console is made.
+func TestAMaxIndexReadsAQueryCannotCarryIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_1", false)
+	for _, n := range []int{1 << 31, math.MaxInt} {
+		h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: n})
+		if err != nil {
+			continue // refused: what must hold
+		}
+		b := newBrowser(t, serveHandler(t, h))
+		if r := b.get("/backlog"); r.Status != http.StatusOK {
+			t.Errorf("MaxIndexReads %d taken, and the backlog answers %d", n, r.Status)
+		}
 	}
 }
