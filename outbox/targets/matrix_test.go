@@ -214,10 +214,9 @@ var awsRows = []*awsRow{
 		}},
 }
 
-// newMatrixEnv creates the table and every service's resource on the emulator.
-func newMatrixEnv(t *testing.T) *matrixEnv {
+// newWorkerEnv creates a claims table and a store over it, on the emulator.
+func newWorkerEnv(t *testing.T) *matrixEnv {
 	t.Helper()
-	ctx := context.Background()
 	m := &matrixEnv{t: t, cfg: awstest.Config(t), endpoint: os.Getenv("AWS_ENDPOINT_URL"), counts: map[string]map[string]int{}}
 	m.cfg.Logger = logging.Nop{} // a cut answer makes the SDK warn about the connection it cannot reuse
 	m.db = awstest.Client(t)
@@ -227,6 +226,15 @@ func newMatrixEnv(t *testing.T) *matrixEnv {
 		t.Fatal(err)
 	}
 	m.store = store
+	return m
+}
+
+// newMatrixEnv creates the table and every service's resource on the emulator.
+func newMatrixEnv(t *testing.T) *matrixEnv {
+	t.Helper()
+	ctx := context.Background()
+	m := newWorkerEnv(t)
+	var err error
 	m.sq, m.sfc, m.lc = sqs.NewFromConfig(m.cfg), sfn.NewFromConfig(m.cfg), lambda.NewFromConfig(m.cfg)
 	m.queueStd, _ = queue(t, m.sq, unique("oncehook-matrix-"))
 	m.queueFIFO, _ = queue(t, m.sq, unique("oncehook-matrix-")+".fifo")
@@ -392,32 +400,39 @@ func drainKeys(t *testing.T, c *sqs.Client, url string, key func(sqstypes.Messag
 	if until != "" {
 		quiet = 3 // runs of earlier asynchronous invocations may land after the sentinel's
 	}
-	for empty := 0; empty < quiet || (until != "" && got[until] == 0); {
+	drainQueue(t, c, url, quiet, func() bool { return until != "" && got[until] == 0 }, func(msg sqstypes.Message) { got[key(msg)]++ })
+	return got
+}
+
+// drainQueue receives and deletes every message of a queue (a FIFO queue's next message of a
+// group comes once the one before it is deleted), handing each to seen, until quiet long polls
+// in a row come back empty and more reports nothing more to wait for.
+func drainQueue(t *testing.T, c *sqs.Client, url string, quiet int, more func() bool, seen func(sqstypes.Message)) {
+	for empty := 0; empty < quiet || more(); {
 		out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
-			WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}, VisibilityTimeout: 300})
+			WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}, VisibilityTimeout: 300,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameMessageDeduplicationId}})
 		if err != nil {
 			t.Error(err)
-			return got
+			return
 		}
 		if len(out.Messages) == 0 {
-			empty++
-			if empty > 120 {
-				t.Errorf("%s: %q never arrived", url, until)
-				return got
+			if empty++; empty > 120 {
+				t.Errorf("%s: what was waited for never arrived", url)
+				return
 			}
 			continue
 		}
 		var entries []sqstypes.DeleteMessageBatchRequestEntry
 		for i, msg := range out.Messages {
-			got[key(msg)]++
+			seen(msg)
 			entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: msg.ReceiptHandle})
 		}
 		if _, err := c.DeleteMessageBatch(context.Background(), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries}); err != nil {
 			t.Error(err)
-			return got
+			return
 		}
 	}
-	return got
 }
 
 // seen is how many times the service shows the intent of event id.
