@@ -96,9 +96,10 @@ type Config struct {
 	// Fault is what happens to the calls Match accepts (to every connection, for Refuse and
 	// ResetHandshake).
 	Fault Fault
-	// Choose, when set, draws the fault for each connection instead of Fault (a randomized
-	// schedule). It may not return Refuse.
-	Choose func() Fault
+	// Choose, when set, draws the fault for each connection instead of Fault, and the answer
+	// for Answer and ActThenAnswer (Answer when its Status is 0): a randomized schedule. It
+	// may not return Refuse.
+	Choose func() (Fault, Reply)
 	// Match picks the requests a request-level fault applies to (nil: every request); the
 	// others are forwarded untouched. Operation names a request's operation.
 	Match func(r *http.Request, body []byte) bool
@@ -148,7 +149,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil || up.Host == "" {
 		return nil, fmt.Errorf("faultproxy: upstream %q is not a URL", cfg.Upstream)
 	}
-	if cfg.Choose == nil && cfg.Fault == Refuse && cfg.Pass < 0 {
+	if cfg.Pass < 0 {
 		return nil, fmt.Errorf("faultproxy: Pass %d", cfg.Pass)
 	}
 	cert, pool, err := certificate()
@@ -243,9 +244,12 @@ func (p *Proxy) accept() {
 		p.open[c] = true
 		p.handlers.Add(1)
 		p.mu.Unlock()
-		fault := p.cfg.Fault
+		fault, reply := p.cfg.Fault, p.cfg.Answer
 		if p.cfg.Choose != nil {
-			fault = p.cfg.Choose()
+			var r Reply
+			if fault, r = p.cfg.Choose(); r.Status != 0 {
+				reply = r
+			}
 		}
 		if fault.connectionLevel() && n < p.cfg.Pass {
 			fault = Forward
@@ -263,7 +267,7 @@ func (p *Proxy) accept() {
 				delete(p.open, c)
 				p.mu.Unlock()
 			}()
-			p.serve(c, fault)
+			p.serve(c, fault, reply)
 		}()
 		if p.cfg.Choose == nil && p.cfg.Fault == Refuse && n+1 >= p.cfg.Pass {
 			return
@@ -293,7 +297,7 @@ func reset(c net.Conn) {
 	c.Close()
 }
 
-func (p *Proxy) serve(raw net.Conn, fault Fault) {
+func (p *Proxy) serve(raw net.Conn, fault Fault, reply Reply) {
 	if fault == ResetHandshake {
 		_ = raw.SetReadDeadline(time.Now().Add(time.Minute))
 		var b [1]byte
@@ -319,7 +323,7 @@ func (p *Proxy) serve(raw net.Conn, fault Fault) {
 		fault = Forward
 	}
 	if fault == Answer {
-		_ = writeReply(c, p.cfg.Answer)
+		_ = writeReply(c, reply)
 		return
 	}
 	status, header, answer, err := p.roundTrip(req, body)
@@ -338,7 +342,7 @@ func (p *Proxy) serve(raw net.Conn, fault Fault) {
 		_, _ = c.Write(append(head, answer[:len(answer)/2]...))
 		reset(raw)
 	case ActThenAnswer:
-		_ = writeReply(c, p.cfg.Answer)
+		_ = writeReply(c, reply)
 	case Hold:
 		_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
 		_, _ = io.Copy(io.Discard, c) // until the client gives up and closes

@@ -134,3 +134,30 @@ func TestOperationNamesEveryProtocolsCall(t *testing.T) {
 		}
 	}
 }
+
+func TestChooseDrawsEachConnectionsFault(t *testing.T) {
+	t.Parallel()
+	up, n := upstream(t)
+	draws := []struct {
+		fault Fault
+		reply Reply
+	}{{Answer, Reply{Status: 429, Body: "slow down"}}, {ResetAfterRequest, Reply{}}, {Forward, Reply{}}}
+	var i atomic.Int32
+	p := Start(t, Config{Upstream: up, Choose: func() (Fault, Reply) {
+		d := draws[int(i.Add(1)-1)%len(draws)]
+		return d.fault, d.reply
+	}})
+	if status, body, _, err := call(p, 2*time.Second, "S.Op"); err != nil || status != 429 || body != "slow down" {
+		t.Fatalf("the first: %d %q %v", status, body, err)
+	}
+	if _, _, _, err := call(p, 2*time.Second, "S.Op"); err == nil {
+		t.Fatal("the second was not reset")
+	}
+	if status, _, _, err := call(p, 2*time.Second, "S.Op"); err != nil || status != 200 {
+		t.Fatalf("the third: %d %v", status, err)
+	}
+	p.Wait()
+	if n.Load() != 2 {
+		t.Fatalf("the service answered %d, want 2", n.Load())
+	}
+}
