@@ -646,7 +646,7 @@ func checkDocTable(t *testing.T, begin, end, table string) {
 }
 
 // TestEveryServicesThrottlingIsNotSent: each throttling error a service answers (its own
-// codes, not only the SDK's list), made by the failure proxy in the service's shape without
+// codes, not only the SDK's list, and a 429 whatever its code), made by the failure proxy in the service's shape without
 // forwarding the call: the call was turned away, so it is NotSent (an at-most-once intent is
 // retried) and never permanent (an at-least-once intent is not parked).
 func TestEveryServicesThrottlingIsNotSent(t *testing.T) {
@@ -664,6 +664,9 @@ func TestEveryServicesThrottlingIsNotSent(t *testing.T) {
 		"EventBridge":    {{"ThrottlingException", 400}},
 		"Step Functions": {{"ThrottlingException", 400}, {"KmsThrottlingException", 400}, {"ExecutionLimitExceeded", 400}},
 		"Lambda":         {{"TooManyRequestsException", 429}, {"EC2ThrottledException", 502}},
+	}
+	for s := range throttles {
+		throttles[s] = append(throttles[s], errorCode{"AnyCodeAt429", 429}) // a 429 whatever its code
 	}
 	for _, r := range awsRows {
 		service := r.name[:strings.LastIndexByte(r.name+" ", ' ')]
