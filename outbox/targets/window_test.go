@@ -29,8 +29,8 @@ import (
 // and idempotency_key attribute, on which the consumer deduplicates beyond the window.
 func TestAFIFOTargetDeduplicatesForFiveMinutesOnly(t *testing.T) {
 	t.Parallel()
+	m := newWorkerEnv(t) // the claims on the shared emulator (skipped in -short mode)
 	emu := emuclock.Start(t, "sqs,sns")
-	m := newWorkerEnv(t)
 	ecfg := m.cfg.Copy()
 	ecfg.BaseEndpoint = aws.String(emu.URL)
 	sq, sn := sqs.NewFromConfig(ecfg), sns.NewFromConfig(ecfg)
