@@ -17,9 +17,10 @@
 // payloads and effect values are shown only with ShowPayloads; nothing from the sources file
 // but names, types and deliveries is rendered (never a secret reference, a URL or a header).
 // Without a Token it answers only requests from a loopback peer addressed to a loopback host
-// (neither a remote client nor a DNS-rebinding page can reach it); with one, every request must present it (a login form sets a
-// cookie, or an Authorization: Bearer header). CheckAddr is the rule a server should apply
-// before listening: loopback only, unless a token is set.
+// (neither a remote client nor a DNS-rebinding page can reach it); with one, every request
+// must present it (a login form sets a cookie, or an Authorization: Bearer header), guesses at
+// it are bounded, and a weak one guards loopback peers only. CheckAddr is the rule a server
+// should apply before listening: loopback only, unless a strong token is set.
 package console
 
 import (
@@ -32,8 +33,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +44,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/time/rate"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
@@ -74,7 +78,8 @@ type Config struct {
 	// ShowPayloads shows intent payloads and the values of effect records in oncehook's
 	// table. Off, only their sizes and keys are shown.
 	ShowPayloads bool
-	// Token, when set, is required of every request. Without it, only requests from a
+	// Token, when set, is required of every request; a token CheckAddr would refuse for a
+	// non-loopback address guards loopback peers only. Without it, only requests from a
 	// loopback peer (RemoteAddr) addressed to a loopback host are answered.
 	Token string
 	// Operator is who a redrive is recorded as done by (the intent's redriven_by), 1 to
@@ -83,7 +88,8 @@ type Config struct {
 	// Metrics, when set, draws the overview's charts from the stack's metrics (CloudWatch);
 	// otherwise they are drawn from the pending index.
 	Metrics Metrics
-	// MaxIndexReads bounds the claims one page reads from the pending index. Default 500.
+	// MaxIndexReads bounds the entries of the pending index one page reads, as DynamoDB
+	// counts what a query evaluates (before a filter), and so the claims it reads. Default 500.
 	MaxIndexReads int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -99,9 +105,22 @@ type Console struct {
 	key     []byte // signs CSRF and login cookies; per process
 	handler http.Handler
 
+	red     *redactor
 	mu      sync.Mutex
 	tableOK bool
+
+	// guesses bounds the presented tokens the console compares with its own (guess).
+	guessMu sync.Mutex
+	guesses *rate.Limiter
 }
+
+// Guesses at the token (a /login form, an Authorization header) are compared at most
+// guessBurst at once and then one per guessEvery: past that, none is compared, the right one
+// neither, until the bound allows again.
+const (
+	guessBurst = 10
+	guessEvery = 6 * time.Second
+)
 
 // New checks cfg and returns the console. It makes no AWS call: the table is checked on the
 // first request (and by CheckTable, which a command should call at start).
@@ -136,7 +155,8 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32)}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
+		red: newRedactor(cfg.Sources)}
 	rand.Read(c.key)
 	c.routes()
 	// Cross-origin POSTs are refused by the browser's own Sec-Fetch-Site/Origin headers
@@ -152,17 +172,56 @@ func New(cfg Config) (*Console, error) {
 // ServeHTTP serves the console.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
-// CheckAddr is the listening rule: an address on a loopback interface, or, with a token, any.
-// It names what to do when addr cannot be served that way.
+// CheckAddr is the listening rule: an address on a loopback interface, or, with a strong
+// token, any. A token guards a non-loopback address only when it has at least MinTokenBytes
+// bytes and about 80 bits by an estimate from its characters' variety (a generated token
+// passes; a word, a short number or a repeated pattern does not). It names what to do when
+// addr cannot be served that way.
 func CheckAddr(addr, token string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("console: address %q: %w", addr, err)
 	}
-	if loopbackHost(host) || token != "" {
+	if loopbackHost(host) {
 		return nil
 	}
-	return fmt.Errorf("console: %s is not a loopback address: set a token (-token or ONCEHOOK_CONSOLE_TOKEN) to serve it", addr)
+	if token == "" {
+		return fmt.Errorf("console: %s is not a loopback address: set a token (-token or ONCEHOOK_CONSOLE_TOKEN) to serve it", addr)
+	}
+	if !strongToken(token) {
+		return fmt.Errorf("console: %s is not a loopback address, and the token is guessable: use at least %d random characters (openssl rand -hex 32)", addr, MinTokenBytes)
+	}
+	return nil
+}
+
+// MinTokenBytes is the shortest token that guards a console other machines can reach
+// (CheckAddr).
+const MinTokenBytes = 24
+
+// minTokenBits is the least a token's estimated entropy may be for CheckAddr: the bits of its
+// alphabet (the distinct characters it uses) for its first character and for each character
+// that makes a pair of neighbours not seen before in it. It measures variety, not randomness:
+// it refuses the guessable shapes (a character repeated, a short alphabet or word cycled, a
+// count) and lets every generated token through; the bound on guesses covers the rest.
+const minTokenBits = 80
+
+func strongToken(token string) bool {
+	if len(token) < MinTokenBytes {
+		return false
+	}
+	var chars [256]bool
+	distinct := 0
+	pairs := map[[2]byte]bool{}
+	for i := 0; i < len(token); i++ {
+		if !chars[token[i]] {
+			chars[token[i]] = true
+			distinct++
+		}
+		if i > 0 {
+			pairs[[2]byte{token[i-1], token[i]}] = true
+		}
+	}
+	return float64(1+len(pairs))*math.Log2(float64(max(distinct, 2))) >= minTokenBits
 }
 
 func loopbackHost(host string) bool {
@@ -183,6 +242,13 @@ func loopbackPeer(remote string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// noTableError is CheckTable's answer for a table that does not exist.
+type noTableError struct{ table string }
+
+func (e *noTableError) Error() string {
+	return fmt.Sprintf("table %s does not exist (check -table and the region)", e.table)
+}
+
 // ErrNotOncehookTable is what CheckTable's error matches when the table exists but is not
 // shaped as oncehook's.
 var ErrNotOncehookTable = errors.New("not an oncehook table")
@@ -193,7 +259,7 @@ func CheckTable(ctx context.Context, api API, table string) error {
 	out, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
-		return fmt.Errorf("table %s does not exist (check -table and the region)", table)
+		return &noTableError{table}
 	}
 	if err != nil {
 		return fmt.Errorf("table %s: %w", table, err)
@@ -270,28 +336,49 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			}
 			if !loopbackHost(host) {
 				c.fail(w, r, http.StatusMisdirectedRequest, "Not a loopback host",
-					"This console has no token, so it answers only requests addressed to 127.0.0.1, ::1 or localhost.")
+					"This console answers only requests addressed to 127.0.0.1, ::1 or localhost.")
 				return
 			}
 			// The Host header is the client's to write: it stops a DNS-rebinding page, not a
 			// remote peer. Without a token, the peer itself must be on loopback too.
 			if !loopbackPeer(r.RemoteAddr) {
 				c.fail(w, r, http.StatusForbidden, "Not a loopback client",
-					"This console has no token, so it answers only clients on this machine.")
+					"This console answers only clients on this machine.")
 				return
 			}
-		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" && !c.authorized(r) {
-			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in"})
+		} else if !strongToken(c.cfg.Token) && !loopbackPeer(r.RemoteAddr) {
+			// CheckAddr is the rule for a listener; a console mounted elsewhere gets it here,
+			// per request, before any guess at the token is taken (/login included).
+			c.fail(w, r, http.StatusForbidden, "Not a loopback client",
+				"This console answers only clients on this machine.")
 			return
+		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
+			switch c.authorized(r) {
+			case guessLimited:
+				c.tooManyGuesses(w, r)
+				return
+			case guessWrong:
+				c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in"})
+				return
+			}
+		}
+		if c.cfg.Token == "" || (r.URL.Path != "/login" && r.URL.Path != "/static/console.css") {
+			// Past the access checks: the pages may name the deployment (render).
+			r = r.WithContext(context.WithValue(r.Context(), accessKey{}, true))
 		}
 		if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			if err := c.checkTable(r.Context()); err != nil {
-				status := http.StatusBadGateway
-				if errors.Is(err, ErrNotOncehookTable) {
-					status = http.StatusInternalServerError
+				var none *noTableError
+				switch {
+				case errors.Is(err, ErrNotOncehookTable):
+					c.cfg.Logger.Error("console: table check", "error", err)
+					c.fail(w, r, http.StatusInternalServerError, "The table cannot be read as oncehook's", err.Error())
+				case errors.As(err, &none):
+					c.cfg.Logger.Error("console: table check", "error", err)
+					c.fail(w, r, http.StatusBadGateway, "The table cannot be read as oncehook's", err.Error())
+				default:
+					c.fail(w, r, http.StatusBadGateway, "The table cannot be read as oncehook's", c.logged(r, "describing table "+c.cfg.Table, err)+".")
 				}
-				c.cfg.Logger.Error("console: table check", "error", err)
-				c.fail(w, r, status, "The table cannot be read as oncehook's", err.Error())
 				return
 			}
 		}
@@ -302,18 +389,83 @@ func (c *Console) guard(next http.Handler) http.Handler {
 	})
 }
 
+// accessKey marks, in a request's context, a request that passed the access checks (the
+// token, or loopback without one).
+type accessKey struct{}
+
+// hasAccess reports whether r passed the access checks: a page for one that did not (the
+// sign-in page, a refusal) names nothing of the deployment.
+func hasAccess(r *http.Request) bool {
+	ok, _ := r.Context().Value(accessKey{}).(bool)
+	return ok
+}
+
 func (c *Console) sign(what, v string) string {
 	m := hmac.New(sha256.New, c.key)
 	m.Write([]byte(what + "\x00" + v))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-func (c *Console) authorized(r *http.Request) bool {
+// The answers to a presented token.
+const (
+	guessRight = iota
+	guessWrong
+	guessLimited // not compared: past the bound on guesses
+)
+
+// authorized reports whether r carries the token: as a bearer token (a guess, bounded) or as
+// the login cookie (an HMAC under the console's key: not a guess at the token).
+func (c *Console) authorized(r *http.Request) int {
 	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return subtle.ConstantTimeCompare([]byte(auth), []byte(c.cfg.Token)) == 1
+		return c.guess(auth)
 	}
-	ck, err := r.Cookie(loginCookie)
-	return err == nil && hmac.Equal([]byte(ck.Value), []byte(c.sign("login", c.cfg.Token)))
+	if ck, err := r.Cookie(loginCookie); err == nil && c.loginValid(ck.Value) {
+		return guessRight
+	}
+	return guessWrong
+}
+
+// loginFor is how long a sign-in lasts: the login cookie's Max-Age, and the end the console
+// signs into it (a copied cookie stops working then too).
+const loginFor = 12 * time.Hour
+
+// loginValue is the login cookie's value: its end (Unix seconds) and an HMAC of the token and
+// that end under the console's key.
+func (c *Console) loginValue() string {
+	end := strconv.FormatInt(c.cfg.Now().Add(loginFor).Unix(), 10)
+	return end + "." + c.sign("login", c.cfg.Token+"\x00"+end)
+}
+
+func (c *Console) loginValid(v string) bool {
+	end, mac, ok := strings.Cut(v, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(c.sign("login", c.cfg.Token+"\x00"+end))) {
+		return false
+	}
+	n, err := strconv.ParseInt(end, 10, 64)
+	return err == nil && c.cfg.Now().Unix() < n
+}
+
+// guess compares a presented token with the console's, within the bound on guesses: only a
+// wrong one spends it, so an operator's scripts with the right token are never limited, and
+// past the bound nothing is compared (the answer says nothing of the token).
+func (c *Console) guess(presented string) int {
+	c.guessMu.Lock()
+	defer c.guessMu.Unlock()
+	now := c.cfg.Now()
+	if c.guesses.TokensAt(now) < 1 {
+		return guessLimited
+	}
+	if subtle.ConstantTimeCompare([]byte(presented), []byte(c.cfg.Token)) == 1 {
+		return guessRight
+	}
+	c.guesses.AllowN(now, 1)
+	return guessWrong
+}
+
+func (c *Console) tooManyGuesses(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(guessEvery/time.Second)))
+	c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
+		Detail: "Too many wrong tokens: the console compares no more for a while. Try again in a minute."})
 }
 
 // csrf returns the request's CSRF token, setting its cookie on the response when the request

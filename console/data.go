@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/outbox"
 )
 
 // indexEntry is one key of the pending index: a claim's pk and when it entered its shard.
@@ -34,61 +33,88 @@ func splitClaimPK(pk string) (source, id string, ok bool) {
 	return strings.Cut(rest, "#")
 }
 
-// indexKeys reads the keys under the given shards of the pending index, newest first within
-// a shard when newest is set, at most limit in all (more reports whether any were left), each
-// with a pk starting with prefix when one is given (a filter on the index's projected key).
-func (c *Console) indexKeys(ctx context.Context, shards []string, prefix string, newest bool, limit int) (keys []indexEntry, more bool, err error) {
-	for _, shard := range shards {
-		in := &dynamodb.QueryInput{
-			TableName:                 aws.String(c.cfg.Table),
-			IndexName:                 aws.String(dedup.PendingIndex),
-			KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
-			ScanIndexForward:          aws.Bool(!newest),
-		}
-		if prefix != "" {
-			in.FilterExpression = aws.String("begins_with(" + dedup.AttrPK + ", :p)")
-			in.ExpressionAttributeValues[":p"] = &types.AttributeValueMemberS{Value: prefix}
-		}
-		p := dynamodb.NewQueryPaginator(c.cfg.DynamoDB, in)
-		for p.HasMorePages() {
-			if len(keys) >= limit {
-				return keys, true, nil
-			}
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, false, err
-			}
-			for _, item := range page.Items {
-				if len(keys) >= limit {
-					return keys, true, nil
-				}
-				e := indexEntry{Parked: dedup.IsParkedShard(shard)}
-				if v, ok := item[dedup.AttrPK].(*types.AttributeValueMemberS); ok {
-					e.PK = v.Value
-				}
-				if v, ok := item[dedup.AttrPendingSince].(*types.AttributeValueMemberN); ok {
-					e.Since = epochMillis(v.Value)
-				}
-				keys = append(keys, e)
-			}
-		}
+// shardRead is one Query of a shard of the pending index: at most limit entries evaluated
+// (the filter, when prefix is given, keeps those whose pk starts with it), newest first when
+// newest is set, from start (nil: the shard's first). It returns what was evaluated (the
+// budget it spent), the entries kept, and where the next read starts (nil: the shard is read
+// to its end).
+func (c *Console) shardRead(ctx context.Context, shard, prefix string, newest bool, start map[string]types.AttributeValue, limit int) (
+	entries []indexEntry, next map[string]types.AttributeValue, spent int, err error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(c.cfg.Table),
+		IndexName:                 aws.String(dedup.PendingIndex),
+		KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
+		ScanIndexForward:          aws.Bool(!newest),
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(limit)),
 	}
-	return keys, false, nil
+	if prefix != "" {
+		in.FilterExpression = aws.String("begins_with(" + dedup.AttrPK + ", :p)")
+		in.ExpressionAttributeValues[":p"] = &types.AttributeValueMemberS{Value: prefix}
+	}
+	out, err := c.cfg.DynamoDB.Query(ctx, in)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for _, item := range out.Items {
+		entries = append(entries, entryOf(shard, item))
+	}
+	// A page that evaluated nothing but says there is more would never end a loop: count it
+	// as one.
+	spent = max(int(out.ScannedCount), len(out.Items), min(1, len(out.LastEvaluatedKey)))
+	return entries, out.LastEvaluatedKey, spent, nil
 }
 
-// indexed reads the claims under shards, at most MaxIndexReads (more: some were left), with
-// outbox.IndexedClaims: the code hookctl parked reads them with.
-func (c *Console) indexed(ctx context.Context, shards []string) (claims []*dedup.Claim, more bool, err error) {
-	for _, shard := range shards {
-		for cl, err := range outbox.IndexedClaims(ctx, c.cfg.DynamoDB, c.cfg.Table, shard) {
+func entryOf(shard string, item map[string]types.AttributeValue) indexEntry {
+	e := indexEntry{Parked: dedup.IsParkedShard(shard)}
+	if v, ok := item[dedup.AttrPK].(*types.AttributeValueMemberS); ok {
+		e.PK = v.Value
+	}
+	if v, ok := item[dedup.AttrPendingSince].(*types.AttributeValueMemberN); ok {
+		e.Since = epochMillis(v.Value)
+	}
+	return e
+}
+
+// indexed reads the claims under shards, oldest first within each, shard by shard, at most
+// MaxIndexReads index entries in all (and the claims they name, 100 to a consistent
+// BatchGetItem); more reports that some were left unread. With prefix, only the claims whose
+// pk starts with it are read (the index's filter: the entries it evaluates count all the same).
+func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (claims []*dedup.Claim, more bool, err error) {
+	left := c.cfg.MaxIndexReads
+	for i, shard := range shards {
+		var start map[string]types.AttributeValue
+		for {
+			if left == 0 {
+				return claims, true, nil
+			}
+			entries, next, spent, err := c.shardRead(ctx, shard, prefix, false, start, left)
 			if err != nil {
 				return nil, false, err
 			}
-			if len(claims) == c.cfg.MaxIndexReads {
-				return claims, true, nil
+			left = max(0, left-spent)
+			if len(entries) > 0 {
+				pks := make([]string, len(entries))
+				for j, e := range entries {
+					pks[j] = e.PK
+				}
+				read, err := c.readClaims(ctx, pks)
+				if err != nil {
+					return nil, false, err
+				}
+				for _, pk := range pks {
+					if cl := read[pk]; cl != nil { // gone between the query and the read: skipped
+						claims = append(claims, cl)
+					}
+				}
 			}
-			claims = append(claims, cl)
+			if start = next; start == nil {
+				break
+			}
+		}
+		if left == 0 && i < len(shards)-1 {
+			return claims, true, nil
 		}
 	}
 	return claims, false, nil
@@ -101,6 +127,7 @@ type parkedRow struct {
 	ParkedAt, LastError             string
 	RedrivenBy, RedrivenAt          string
 	Ref                             string // the form value naming it for a redrive
+	AtMostOnce, MaySent             bool   // see Console.caution
 }
 
 type parkedFilter struct{ Source, Target, Error string }
@@ -110,30 +137,37 @@ func (f parkedFilter) match(r parkedRow) bool {
 		(f.Error == "" || strings.Contains(strings.ToLower(r.LastError), strings.ToLower(f.Error)))
 }
 
-// parked lists the parked intents under the parked shards (outbox.ParkedClaims, as hookctl
-// parked), filtered.
+// parked lists the parked intents under the parked shards (where the outbox puts a claim once
+// nothing in it is open and something is parked: the list hookctl parked shows), filtered.
+// At most maxRedrive rows are listed (the most one redrive takes, so that "all shown" is
+// always one): past them, more is set.
 func (c *Console) parked(ctx context.Context, f parkedFilter) (rows []parkedRow, more bool, err error) {
-	read := 0
-	for cl, err := range outbox.ParkedClaims(ctx, c.cfg.DynamoDB, c.cfg.Table, c.cfg.PendingShards) {
-		if err != nil {
-			return nil, false, err
-		}
-		if read == c.cfg.MaxIndexReads {
-			more = true
-			break
-		}
-		read++
+	_, shards := dedup.ShardNames(c.cfg.PendingShards)
+	prefix := ""
+	if f.Source != "" {
+		prefix = dedup.ClaimKey(f.Source, "")
+	}
+	cls, more, err := c.indexed(ctx, shards, prefix)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, cl := range cls {
 		for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
 			in := cl.Intents[name]
 			if in.Status != dedup.IntentParked {
 				continue
 			}
 			r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
-				ParkedAt: in.FinishedAt, LastError: redact(in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
-				Ref: encodeRef(cl.Source, cl.EventID, name)}
-			if f.match(r) {
-				rows = append(rows, r)
+				ParkedAt: in.FinishedAt, LastError: c.redact(in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
+				Ref: encodeRef(cl, name)}
+			r.AtMostOnce, r.MaySent = c.caution(in)
+			if !f.match(r) {
+				continue
 			}
+			if len(rows) == maxRedrive {
+				return rows, true, nil
+			}
+			rows = append(rows, r)
 		}
 	}
 	return rows, more, nil
@@ -156,7 +190,7 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 	if withParked {
 		shards = append(slices.Clone(due), parked...)
 	}
-	cls, more, err = c.indexed(ctx, shards)
+	cls, more, err = c.indexed(ctx, shards, "")
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -204,19 +238,94 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 	return rows, cls, more, nil
 }
 
-// recent lists a source's most recent claims in the pending index (those with intents open or
-// parked), newest first.
-func (c *Console) recent(ctx context.Context, source string, limit int) ([]indexEntry, bool, error) {
+// recent lists a source's most recent claims in the pending index (those with intents open
+// or parked), newest first, at most limit, reading at most MaxIndexReads index entries. The
+// shards are merged: each is read newest first, a little at a time, and the next read goes to
+// the shard whose unread entries may be the newest, until limit claims are known to be newer
+// than anything unread. When the bound stops it first, partial is set and the list is exact
+// only for claims that entered the index after cutoff (older ones may be missing; a zero
+// cutoff: a shard was not read at all).
+func (c *Console) recent(ctx context.Context, source string, limit int) (keys []indexEntry, partial bool, cutoff time.Time, err error) {
 	due, parked := dedup.ShardNames(c.cfg.PendingShards)
-	keys, more, err := c.indexKeys(ctx, append(due, parked...), dedup.ClaimKey(source, ""), true, c.cfg.MaxIndexReads)
-	if err != nil {
-		return nil, false, err
+	type cursor struct {
+		shard    string
+		start    map[string]types.AttributeValue
+		read     bool      // read at least once: frontier is known
+		frontier time.Time // its unread entries entered the index at or before this
+		done     bool
+	}
+	var cursors []*cursor
+	for _, s := range append(due, parked...) {
+		cursors = append(cursors, &cursor{shard: s})
+	}
+	left := c.cfg.MaxIndexReads
+	prefix := dedup.ClaimKey(source, "")
+	read := func(cur *cursor, n int) error {
+		entries, next, spent, err := c.shardRead(ctx, cur.shard, prefix, true, cur.start, n)
+		if err != nil {
+			return err
+		}
+		left = max(0, left-spent)
+		keys = append(keys, entries...)
+		cur.read, cur.start = true, next
+		if next == nil {
+			cur.done = true
+		} else if v, ok := next[dedup.AttrPendingSince].(*types.AttributeValueMemberN); ok {
+			cur.frontier = epochMillis(v.Value)
+		}
+		return nil
+	}
+	// First a few of each shard's newest, so that every shard has a frontier; then more of the
+	// shard that may hold the newest unread entries.
+	first := max(1, c.cfg.MaxIndexReads/(2*len(cursors)))
+	for _, cur := range cursors {
+		if left == 0 {
+			break
+		}
+		if err := read(cur, min(first, left)); err != nil {
+			return nil, false, time.Time{}, err
+		}
+	}
+	for {
+		var best *cursor
+		for _, cur := range cursors {
+			if cur.done {
+				continue
+			}
+			if best == nil || !cur.read || (best.read && cur.frontier.After(best.frontier)) {
+				best = cur
+			}
+			if !best.read {
+				break
+			}
+		}
+		if best == nil {
+			break // every shard read to its end
+		}
+		newer := 0
+		for _, k := range keys {
+			if best.read && k.Since.After(best.frontier) {
+				newer++
+			}
+		}
+		if newer >= limit {
+			break // the newest limit are known
+		}
+		if left == 0 {
+			partial = true
+			if best.read {
+				cutoff = best.frontier
+			} // else a shard was not read at all: nothing is sure (cutoff zero)
+			break
+		}
+		// A few at a time: a read past the next shard's frontier spends the bound on entries
+		// the list may not need.
+		if err := read(best, min(left, max(first, 4))); err != nil {
+			return nil, false, time.Time{}, err
+		}
 	}
 	sort.SliceStable(keys, func(i, j int) bool { return keys[i].Since.After(keys[j].Since) })
-	if len(keys) > limit {
-		keys, more = keys[:limit], true
-	}
-	return keys, more, nil
+	return keys[:min(limit, len(keys))], partial, cutoff, nil
 }
 
 // bodyGuard reads the claim's body guard, when it names one.
@@ -267,7 +376,8 @@ func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, e
 	names := []string{""}
 	if c.cfg.Sources != nil {
 		for _, name := range slices.Sorted(maps.Keys(c.cfg.Sources.Tables)) {
-			if t := c.cfg.Sources.Tables[name]; t.Audit {
+			// A bound table not bound here has no name ("" would read as oncehook's own).
+			if t := c.cfg.Sources.Tables[name]; t.Audit && t.PhysicalName(name) != "" {
 				names = append(names, t.PhysicalName(name))
 			}
 		}
@@ -291,3 +401,44 @@ func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, e
 var errNoClaim = dedup.ErrNoClaim
 
 func isNoClaim(err error) bool { return errors.Is(err, errNoClaim) }
+
+// readClaims reads claims by pk, consistently, 100 to a BatchGetItem (keys it leaves
+// unprocessed are asked again, after a pause): a pk without a claim is absent from the map.
+func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*dedup.Claim, error) {
+	out := make(map[string]*dedup.Claim, len(pks))
+	seen := map[string]bool{}
+	var keys []map[string]types.AttributeValue
+	for _, pk := range pks {
+		if !seen[pk] {
+			seen[pk] = true
+			keys = append(keys, map[string]types.AttributeValue{dedup.AttrPK: &types.AttributeValueMemberS{Value: pk}, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK}})
+		}
+	}
+	for len(keys) > 0 {
+		req := keys[:min(100, len(keys))]
+		keys = keys[len(req):]
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				select { // unprocessed keys: the table is throttling, so back off before asking again
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
+				}
+			}
+			resp, err := c.cfg.DynamoDB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+				c.cfg.Table: {Keys: req, ConsistentRead: aws.Bool(true)}}})
+			if err != nil {
+				return nil, err
+			}
+			for _, item := range resp.Responses[c.cfg.Table] {
+				cl, err := dedup.UnmarshalClaim(item)
+				if err != nil {
+					return nil, err
+				}
+				out[cl.PK] = cl
+			}
+			req = resp.UnprocessedKeys[c.cfg.Table].Keys
+		}
+	}
+	return out, nil
+}

@@ -37,8 +37,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.Metrics != nil {
 		charts, err := c.metricCharts(r, loads)
 		if err != nil {
-			c.cfg.Logger.Error("console: metrics", "error", err)
-			v.MetricsErr = err.Error()
+			v.MetricsErr = c.logged(r, "reading the metrics", err)
 		} else {
 			v.FromMetrics = true
 			v.Charts = charts

@@ -2,7 +2,8 @@ package console
 
 import (
 	"bytes"
-	"crypto/subtle"
+	"context"
+	"crypto/rand"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
@@ -12,7 +13,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,9 +21,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -74,6 +74,9 @@ type page struct {
 	// Error pages.
 	Status int
 	Detail string
+	// Public: the page of a request without access (the sign-in page, a refusal): nothing of
+	// the deployment on it.
+	Public bool
 }
 
 func (c *Console) routes() {
@@ -111,12 +114,19 @@ func (c *Console) only(method string, h http.HandlerFunc) http.HandlerFunc {
 
 // render executes a page into a buffer first, so that a template error is a clean 500 and
 // never half a page.
+//
+// A request that has not passed the access checks gets the page bare (Public): no table, no
+// modes, no sources, no navigation, no CSRF cookie.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
-	p.CSRF = c.csrf(w, r)
-	p.ReadOnly = c.cfg.ReadOnly
-	p.Payloads = c.cfg.ShowPayloads
-	p.Table = c.cfg.Table
-	p.Sources = c.sourceNames()
+	if hasAccess(r) {
+		p.CSRF = c.csrf(w, r)
+		p.ReadOnly = c.cfg.ReadOnly
+		p.Payloads = c.cfg.ShowPayloads
+		p.Table = c.cfg.Table
+		p.Sources = c.sourceNames()
+	} else {
+		p.Public = true
+	}
 	var buf bytes.Buffer
 	if err := templates[name].Execute(&buf, p); err != nil {
 		c.cfg.Logger.Error("console: template", "page", name, "error", err)
@@ -137,8 +147,26 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, title
 // awsFail is the page for an AWS call that failed: the operator sees what failed, the log the
 // error itself.
 func (c *Console) awsFail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	c.cfg.Logger.Error("console: "+what, "error", err)
-	c.fail(w, r, http.StatusBadGateway, "DynamoDB did not answer", what+": "+err.Error())
+	c.fail(w, r, http.StatusBadGateway, "DynamoDB did not answer", c.logged(r, what, err)+".")
+}
+
+// logged logs an AWS call's failure under a reference and returns what a page may say of it:
+// what failed, the AWS error code when there is one, and the reference. Never the error's
+// text: it names the account, the IAM identity and the request id.
+func (c *Console) logged(r *http.Request, what string, err error) string {
+	var b [4]byte
+	rand.Read(b[:])
+	ref := hex.EncodeToString(b[:])
+	c.cfg.Logger.Error("console: "+what, "error", err, "ref", ref, "path", r.URL.Path)
+	out := what + " failed"
+	var api smithy.APIError
+	switch {
+	case errors.As(err, &api):
+		out += " (" + api.ErrorCode() + ")"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		out += " (cancelled, or out of time)"
+	}
+	return out + "; the console's log has the details, reference " + ref
 }
 
 func (c *Console) sourceNames() []string {
@@ -213,28 +241,6 @@ func span(d time.Duration) string {
 	return d.String()
 }
 
-// urlInText finds URLs in an error message.
-var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
-
-// redact shows a URL in an error by its scheme and host only: a target's path and query may
-// hold a secret (a webhook URL's token), and userinfo is one.
-func redact(msg string) string {
-	return urlInText.ReplaceAllStringFunc(msg, func(raw string) string {
-		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" {
-			return "[url]"
-		}
-		out := u.Scheme + "://" + u.Hostname()
-		if p := u.Port(); p != "" {
-			out += ":" + p
-		}
-		if len(raw) > len(out) {
-			out += "/…"
-		}
-		return out
-	})
-}
-
 func epochMillis(s string) time.Time {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return time.UnixMilli(n)
@@ -292,6 +298,11 @@ func clip(s string, n int) string {
 type searchView struct {
 	Source, ID string
 	Matches    []indexEntry
+	// Partial: the read bound (Reads entries of the index) stopped the recent events before
+	// they were known to be the newest; they are, for the claims after Cutoff (when set).
+	Partial bool
+	Cutoff  time.Time
+	Reads   int
 }
 
 func (c *Console) search(w http.ResponseWriter, r *http.Request) {
@@ -344,12 +355,13 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 		if !c.checkSource(w, r, source) {
 			return
 		}
-		keys, _, err := c.recent(r.Context(), source, 50)
+		keys, partial, cutoff, err := c.recent(r.Context(), source, 50)
 		if err != nil {
 			c.awsFail(w, r, "reading the pending index", err)
 			return
 		}
-		c.render(w, r, http.StatusOK, "recent", page{Title: "Recent events of " + source, Nav: "events", Data: searchView{Source: source, Matches: keys}})
+		c.render(w, r, http.StatusOK, "recent", page{Title: "Recent events of " + source, Nav: "events",
+			Data: searchView{Source: source, Matches: keys, Partial: partial, Cutoff: cutoff, Reads: c.cfg.MaxIndexReads}})
 	default:
 		c.render(w, r, http.StatusOK, "search", page{Title: "Find an event", Nav: "events"})
 	}
@@ -381,6 +393,7 @@ type intentView struct {
 	RedrivenBy, RedrivenAt     string
 	Steps                      []step
 	Ref                        string
+	MaySent                    bool // see Console.caution
 }
 
 type step struct {
@@ -435,14 +448,15 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	in := cl.Intents[name]
 	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
-		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: redact(in.LastError),
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.redact(in.LastError),
 		Attempts: in.Attempts, Budget: in.Attempts - in.AttemptsBase, PayloadBytes: len(in.Payload),
 		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
 	if c.cfg.ShowPayloads {
 		v.Payload = text(in.Payload)
 	}
 	if in.Status == dedup.IntentParked {
-		v.Ref = encodeRef(cl.Source, cl.EventID, name)
+		v.Ref = encodeRef(cl, name)
+		_, v.MaySent = c.caution(in)
 	}
 	v.Steps = append(v.Steps, step{At: cl.ReceivedAt, What: "claimed", Detail: "committed with the claim, pending"})
 	if t, err := time.Parse(time.RFC3339, in.RedrivenAt); err == nil {
@@ -511,138 +525,6 @@ func itemJSON(item map[string]types.AttributeValue) string {
 	return string(b)
 }
 
-// --- parked and redrive ---
-
-type parkedView struct {
-	Filter  parkedFilter
-	Rows    []parkedRow
-	More    bool
-	Targets []string
-}
-
-func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := parkedFilter{Source: q.Get("source"), Target: q.Get("target"), Error: q.Get("error")}
-	if f.Source != "" && !c.checkSource(w, r, f.Source) {
-		return
-	}
-	if len(f.Target) > 256 || len(f.Error) > 256 {
-		c.fail(w, r, http.StatusBadRequest, "Filter too long", "target and error filters are at most 256 bytes.")
-		return
-	}
-	rows, more, err := c.parked(r.Context(), f)
-	if err != nil {
-		c.awsFail(w, r, "reading the parked intents", err)
-		return
-	}
-	v := parkedView{Filter: f, Rows: rows, More: more}
-	if c.cfg.Sources != nil {
-		v.Targets = slices.Sorted(maps.Keys(c.cfg.Sources.Targets))
-	}
-	c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
-}
-
-// A ref names one intent in a form: its source, event id and name, URL-encoded.
-func encodeRef(source, id, intent string) string {
-	return url.Values{"s": {source}, "e": {id}, "i": {intent}}.Encode()
-}
-
-type ref struct{ Source, EventID, Intent, Value string }
-
-func decodeRef(v string) (ref, error) {
-	q, err := url.ParseQuery(v)
-	if err != nil || len(q["s"]) != 1 || len(q["e"]) != 1 || len(q["i"]) != 1 {
-		return ref{}, errors.New("not an intent reference")
-	}
-	r := ref{Source: q.Get("s"), EventID: q.Get("e"), Intent: q.Get("i"), Value: v}
-	ev := dedup.Event{Source: r.Source, ID: r.EventID, Type: "x"}
-	if err := ev.Validate(); err != nil {
-		return ref{}, err
-	}
-	if r.Intent == "" || len(r.Intent) > 256 {
-		return ref{}, errors.New("intent name is empty or too long")
-	}
-	return r, nil
-}
-
-// maxRedrive bounds one redrive request.
-const maxRedrive = 200
-
-type redriveResult struct {
-	ref
-	OK     bool
-	Result string
-}
-
-func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.ReadOnly {
-		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives nothing.")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-	if err := r.ParseForm(); err != nil {
-		c.fail(w, r, http.StatusBadRequest, "Unreadable form", err.Error())
-		return
-	}
-	if !c.csrfOK(r) {
-		c.fail(w, r, http.StatusForbidden, "Form expired", "The form's CSRF token is missing or wrong: reload the page and try again.")
-		return
-	}
-	values := r.PostForm["ref"]
-	if len(values) == 0 {
-		c.fail(w, r, http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to re-drive.")
-		return
-	}
-	if len(values) > maxRedrive {
-		c.fail(w, r, http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; re-drive at most %d at once.", len(values), maxRedrive))
-		return
-	}
-	refs := make([]ref, 0, len(values))
-	for _, v := range values {
-		rf, err := decodeRef(v)
-		if err != nil {
-			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
-			return
-		}
-		if !c.checkSource(w, r, rf.Source) {
-			return
-		}
-		refs = append(refs, rf)
-	}
-	if r.PostFormValue("confirm") != "yes" {
-		c.render(w, r, http.StatusOK, "confirm", page{Title: "Re-drive " + strconv.Itoa(len(refs)) + " intents?", Nav: "parked", Data: refs})
-		return
-	}
-	ctx := r.Context()
-	results := make([]redriveResult, 0, len(refs))
-	for _, rf := range refs {
-		res := redriveResult{ref: rf}
-		cl, err := dedup.GetClaim(ctx, c.cfg.DynamoDB, c.cfg.Table, rf.Source, rf.EventID)
-		switch {
-		case isNoClaim(err):
-			res.Result = "no claim (expired?)"
-		case err != nil:
-			c.cfg.Logger.Error("console: redrive read", "error", err)
-			res.Result = "could not read the claim: " + err.Error()
-		case !hasIntent(cl, rf.Intent):
-			res.Result = "the claim has no such intent"
-		default:
-			err = outbox.RedriveBy(ctx, c.cfg.DynamoDB, c.cfg.Table, cl, rf.Intent, c.cfg.Now(), c.cfg.Operator)
-			switch {
-			case err == nil:
-				res.OK, res.Result = true, "re-driven by "+c.cfg.Operator+"; idempotency key "+dedup.IdempotencyKey(rf.Source, rf.EventID, rf.Intent)
-			case errors.Is(err, outbox.ErrNotParked):
-				res.Result = "not parked any more (re-driven already, or running)"
-			default:
-				c.cfg.Logger.Error("console: redrive", "error", err)
-				res.Result = "failed: " + err.Error()
-			}
-		}
-		results = append(results, res)
-	}
-	c.render(w, r, http.StatusOK, "redriven", page{Title: "Re-drive", Nav: "parked", Data: results})
-}
-
 // --- backlog, overview, audit, login ---
 
 type backlogView struct {
@@ -685,26 +567,25 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 4096)
-		if err := r.ParseForm(); err != nil || !tokenEqual(r.PostFormValue("token"), c.cfg.Token) {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if err := r.ParseForm(); err != nil {
+			c.render(w, r, http.StatusBadRequest, "login", page{Title: "Sign in", Detail: "The form could not be read."})
+			return
+		}
+		switch c.guess(r.PostFormValue("token")) {
+		case guessLimited:
+			c.tooManyGuesses(w, r)
+			return
+		case guessWrong:
 			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Detail: "That is not the console's token."})
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: c.sign("login", c.cfg.Token), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: c.loginValue(), Path: "/", MaxAge: int(loginFor / time.Second),
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		c.fail(w, r, http.StatusMethodNotAllowed, "Method not allowed", "The login page answers GET and POST.")
 	}
-}
-
-func hasIntent(cl *dedup.Claim, name string) bool {
-	_, ok := cl.Intents[name]
-	return ok
-}
-
-func tokenEqual(got, want string) bool {
-	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 // claimed reports whether source (or, when it is "", any source of the sources file) has a

@@ -19,6 +19,7 @@ import (
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/sources"
 )
 
 func TestTheBacklogCountsDueIntentsAndTheOldestPerTarget(t *testing.T) {
@@ -151,7 +152,8 @@ func TestCheckAddrServesLoopbackOnlyWithoutAToken(t *testing.T) {
 		ok          bool
 	}{
 		{"127.0.0.1:8030", "", true}, {"[::1]:8030", "", true}, {"localhost:8030", "", true},
-		{"0.0.0.0:8030", "", false}, {":8030", "", false}, {"10.0.0.5:8030", "", false}, {"0.0.0.0:8030", "t", true}, {"nonsense", "", false},
+		{"0.0.0.0:8030", "", false}, {":8030", "", false}, {"10.0.0.5:8030", "", false}, {"nonsense", "", false},
+		{"0.0.0.0:8030", "t", false}, {"0.0.0.0:8030", "4f1c9a7e2b8d6035e1a9c4f7b2d8e063", true}, {"127.0.0.1:8030", "t", true},
 	} {
 		if err := console.CheckAddr(c.addr, c.token); (err == nil) != c.ok {
 			t.Errorf("%s (token %q): %v", c.addr, c.token, err)
@@ -241,5 +243,22 @@ func TestNoPageRendersASecret(t *testing.T) {
 				t.Errorf("%s shows %q", p, s)
 			}
 		}
+	}
+}
+
+// TestABoundTableTheConsoleCannotNameIsNotShownAsOncehooks: a sources file's audited table that
+// is "bound" has no name until a deployment binds it (the functions' ONCEHOOK_BINDINGS); the
+// console, which is not given the bindings, must not read it as oncehook's own table's audit.
+func TestABoundTableTheConsoleCannotNameIsNotShownAsOncehooks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f, err := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"30d"}},
+	  "tables":{"customers":{"bound":true,"partition_key":"email","actions":["update"],"audit":true}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := e.serve(func(c *console.Config) { c.Sources = f }).get("/audit")
+	if n := strings.Count(page.Body, "oncehook's</td>"); n != 1 {
+		t.Fatalf("oncehook's own table is listed %d times:\n%s", n, page.Body)
 	}
 }

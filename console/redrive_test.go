@@ -1,13 +1,18 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 )
 
 // An intent parked by the downstream's refusal is listed with its error, filtered, and
@@ -144,4 +149,45 @@ func TestARedriveOfHostileReferencesIsRefused(t *testing.T) {
 	if in := e.claim("shop", "evt_refused").Intents["email.send"]; in.Status != dedup.IntentParked {
 		t.Fatalf("a refused request re-drove: %+v", in)
 	}
+}
+
+// The confirmation shows each selected intent as the table holds it now and carries that
+// state: an intent parked again since the list was read is shown with its new attempt count,
+// left unticked, and a form naming an intent without the state it was shown in re-drives
+// nothing.
+func TestTheConfirmationShowsWhatItWillRedriveAsItIsNow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_moved", false)
+	e.down.setRefuse(key("shop", "evt_moved", "email.send"), true)
+	e.drain()
+	b := e.serve(nil)
+	list := b.get("/parked")
+	listed := refs(list)[:1] // its checkbox (the "all shown" form names it too)
+	if len(refs(list)) != 2 {
+		t.Fatalf("setup: %v", listed)
+	}
+	// Someone else re-drives it; it is parked again, one attempt later.
+	if err := outbox.RedriveBy(context.Background(), e.client, e.table, e.claim("shop", "evt_moved"), "email.send", time.Now(), "bob (hookctl)"); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	now := e.claim("shop", "evt_moved").Intents["email.send"]
+	confirm := b.post("/redrive", url.Values{"ref": listed, "csrf": {csrf(t, list)}})
+	mustContain(t, confirm, `class="confirm-row changed"`, "changed since the list was read", `<td class="num">`+strconv.Itoa(now.Attempts)+`</td>`)
+	if regexp.MustCompile(`name="ref" value="[^"]*"[^>]* checked`).MatchString(confirm.Body) {
+		t.Fatalf("an intent changed since the list is ticked:\n%s", confirm.Body)
+	}
+	shown := refs(confirm)
+	if len(shown) != 1 || shown[0] == listed[0] || !strings.Contains(shown[0], "a="+strconv.Itoa(now.Attempts)) {
+		t.Fatalf("the confirmation's ref %v does not carry the state it shows (attempt %d)", shown, now.Attempts)
+	}
+	// Without the state: nothing re-driven.
+	stateless := b.post("/redrive", url.Values{"ref": {"s=shop&e=evt_moved&i=email.send"}, "csrf": {csrf(t, list)}, "confirm": {"yes"}})
+	mustContain(t, stateless, "does not say which parked state you confirmed")
+	if in := e.claim("shop", "evt_moved").Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != now.Attempts {
+		t.Fatalf("a ref without its state re-drove: %+v", in)
+	}
+	// Ticked and confirmed as shown: re-driven.
+	mustContain(t, b.post("/redrive", url.Values{"ref": shown, "csrf": {csrf(t, confirm)}, "confirm": {"yes"}}), "re-driven by ada (test)")
 }

@@ -31,6 +31,7 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 		return nil, 0, &InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
 	}
 	start, now := time.Now(), s.now()
+	tc := traceValue(ctx) // one span committed them all
 	reqs := make([]*request, len(evs))
 	first := map[string]int{} // claim key -> index of its first event in the batch
 	for i := range evs {
@@ -41,7 +42,7 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 		if !ok {
 			return nil, 0, &InvalidError{Field: fmt.Sprintf("events[%d].source", i), Reason: fmt.Sprintf("%q is not configured", evs[i].Source)}
 		}
-		if reqs[i], err = s.buildRequest(&evs[i], &plans[i], ret.Effective(), now); err != nil {
+		if reqs[i], err = s.buildRequest(&evs[i], &plans[i], ret.Effective(), now, tc); err != nil {
 			return nil, 0, batchError(i, err)
 		}
 		if _, seen := first[ClaimKey(evs[i].Source, evs[i].ID)]; !seen {

@@ -60,6 +60,10 @@ const (
 	// when (RFC 3339).
 	AttrIntentRedrivenBy = "redriven_by"
 	AttrIntentRedrivenAt = "redriven_at"
+	// AttrIntentRedriveID is the last redrive's nonce: how a redrive whose answer was lost
+	// recognises its own write when the SDK sends it again (and not another's, made in the
+	// same millisecond).
+	AttrIntentRedriveID = "redrive_id"
 )
 
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
@@ -91,8 +95,8 @@ const MaxIntents = 50
 // outbox worker and an operator's redrive add later. The longest is a done after earlier
 // failures: the last_error of a failed attempt (up to 515 bytes) stays next to what the call
 // sent (up to 515 bytes), with finished_at, lease_owner, attempts_base, a growing attempt
-// count and the last redrive's record (redriven_by, up to MaxRedrivenBy bytes, and
-// redriven_at): about 1,240 bytes in all (a lease adds lease_until and next_attempt_at, but
+// count and the last redrive's record (redriven_by, up to MaxRedrivenBy bytes, redriven_at
+// and its 16-byte redrive_id): about 1,270 bytes in all (a lease adds lease_until and next_attempt_at, but
 // never with sent), rounded up for the claim's parked shard name. A claim that would not leave
 // it is refused with a *LimitError: DynamoDB refuses a write that takes an item over 400 KB,
 // and a lease or a done that can never be written would leave the intent unrunnable, or called
@@ -201,6 +205,9 @@ type Claim struct {
 	PendingShard string                 `dynamodbav:"pending_shard,omitempty"`
 	PendingSince int64                  `dynamodbav:"pending_since,omitempty"`
 	Wake         int64                  `dynamodbav:"wake,omitempty"`
+	// Trace is the span context the claim was committed under, for a claim with intents
+	// committed with a span in its context (see TraceContext).
+	Trace StoredTrace `dynamodbav:"trace,omitempty"`
 }
 
 // Open reports whether any intent is pending or running.
@@ -233,6 +240,8 @@ type ClaimIntent struct {
 	// tool named them) and when, RFC 3339.
 	RedrivenBy string `dynamodbav:"redriven_by,omitempty"`
 	RedrivenAt string `dynamodbav:"redriven_at,omitempty"`
+	// RedriveID is the last redrive's nonce (AttrIntentRedriveID).
+	RedriveID string `dynamodbav:"redrive_id,omitempty"`
 }
 
 // EffectKey is the key of an effect record the claim's transaction wrote: in the claims' own

@@ -36,7 +36,7 @@ func (s *Store) Commit(ctx context.Context, ev Event, plan Plan) (Result, error)
 }
 
 func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, error) {
-	req, err := s.prepare(ev, plan)
+	req, err := s.prepare(ev, plan, traceValue(ctx))
 	if err != nil {
 		return Result{}, err
 	}
@@ -50,12 +50,13 @@ func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, erro
 // a *LimitError, naming the field or the limit), or nil when Commit would send the write. It
 // makes no call: a test kit (receivertest) refuses with it exactly what the store refuses.
 func (s *Store) Check(ev Event, plan Plan) error {
-	_, err := s.prepare(&ev, &plan)
+	_, err := s.prepare(&ev, &plan, nil)
 	return err
 }
 
-// prepare validates ev and plan and builds their write: every refusal that costs no call.
-func (s *Store) prepare(ev *Event, plan *Plan) (*request, error) {
+// prepare validates ev and plan and builds their write, with the trace context tc on the
+// claim: every refusal that costs no call.
+func (s *Store) prepare(ev *Event, plan *Plan, tc []byte) (*request, error) {
 	if err := ev.Validate(); err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func (s *Store) prepare(ev *Event, plan *Plan) (*request, error) {
 	if !ok {
 		return nil, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", ev.Source)}
 	}
-	return s.buildRequest(ev, plan, ret.Effective(), s.now())
+	return s.buildRequest(ev, plan, ret.Effective(), s.now(), tc)
 }
 
 // put is the fast path: a plan with no effect records is one conditional PutItem of the claim,

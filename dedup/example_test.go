@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/dedup"
 )
@@ -158,4 +159,39 @@ func ExampleUpdateEffectOf() {
 	fmt.Println(strings.TrimSpace(expr), names)
 	// Output:
 	// SET #0 = :0, #1 = :1 map[#0:paid_at #1:status]
+}
+
+// The claim of an event with intents keeps the span context it was committed under, for the
+// outbox to continue the trace from (the receiver commits under its commit span).
+func ExampleClaim_TraceContext() {
+	var written map[string]types.AttributeValue
+	api := putRecorder{put: func(in *dynamodb.PutItemInput) { written = in.Item }}
+	store, err := dedup.New(api, dedup.Config{Table: "claims",
+		Sources: map[string]dedup.Retention{"stripe": {RetryHorizon: 72 * time.Hour, RedriveWindow: 30 * 24 * time.Hour}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	_, err = store.Commit(ctx, dedup.Event{Source: "stripe", ID: "evt_1", Type: "checkout.session.completed"},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "fulfil", Target: "fulfilment", Payload: []byte(`{}`)}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	claim, _ := dedup.UnmarshalClaim(written)
+	sc := claim.TraceContext()
+	fmt.Println(len(claim.Trace), sc.TraceID(), sc.SpanID(), sc.IsSampled(), sc.IsRemote())
+	// Output: 26 4bf92f3577b34da6a3ce929d0e0e4736 00f067aa0ba902b7 true true
+}
+
+// putRecorder is a DynamoDB client that accepts every PutItem and shows it to put.
+type putRecorder struct {
+	dedup.API
+	put func(*dynamodb.PutItemInput)
+}
+
+func (p putRecorder) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	p.put(in)
+	return &dynamodb.PutItemOutput{}, nil
 }

@@ -59,16 +59,16 @@ func TestOneItemIsOneItemHoweverItsKeyIsWritten(t *testing.T) {
 			return &Event{Source: "shop", ID: id, Type: "t", Payload: []byte(`{}`)}
 		}
 		what := fmt.Sprintf("seed %d: %s in %s, %s in %s", seed, a, ta, b, tb)
-		_, err := st.buildRequest(ev("e1"), &Plan{Effects: []Effect{effect(ta, a), effect(tb, b)}}, time.Hour, time.Now())
+		_, err := st.buildRequest(ev("e1"), &Plan{Effects: []Effect{effect(ta, a), effect(tb, b)}}, time.Hour, time.Now(), nil)
 		var ie *InvalidError
 		if !errors.As(err, &ie) || ie.Field != "effects[1]" {
 			t.Fatalf("%s, in one plan: %v, want effects[1] refused as the same item", what, err)
 		}
-		r1, err := st.buildRequest(ev("e1"), &Plan{Effects: []Effect{effect(ta, a)}}, time.Hour, time.Now())
+		r1, err := st.buildRequest(ev("e1"), &Plan{Effects: []Effect{effect(ta, a)}}, time.Hour, time.Now(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r2, err := st.buildRequest(ev("e2"), &Plan{Effects: []Effect{effect(tb, b)}}, time.Hour, time.Now())
+		r2, err := st.buildRequest(ev("e2"), &Plan{Effects: []Effect{effect(tb, b)}}, time.Hour, time.Now(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestOneItemIsOneItemHoweverItsKeyIsWritten(t *testing.T) {
 			t.Fatalf("%s, two events: one transaction of %d events, want each in its own", what, len(chunk))
 		}
 		// Another number is another item: the two share a transaction.
-		r3, err := st.buildRequest(ev("e3"), &Plan{Effects: []Effect{effect(tb, fmt.Sprint(n+1))}}, time.Hour, time.Now())
+		r3, err := st.buildRequest(ev("e3"), &Plan{Effects: []Effect{effect(tb, fmt.Sprint(n+1))}}, time.Hour, time.Now(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

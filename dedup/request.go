@@ -143,8 +143,9 @@ func (s *Store) nowValues(now time.Time) map[string]types.AttributeValue {
 }
 
 // buildRequest turns an event and its plan into the write, checking every DynamoDB limit it
-// could hit so that a refusal costs no round trip and leaves nothing written.
-func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time.Time) (*request, error) {
+// could hit so that a refusal costs no round trip and leaves nothing written. tc is the trace
+// context to store on a claim with intents (traceValue; nil for none).
+func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time.Time, tc []byte) (*request, error) {
 	guarded := 0
 	if ev.GuardBody {
 		guarded = 1
@@ -158,7 +159,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	// 13 strings, 4 numbers and a map at most in the claim itself; 2 strings, a number and a
 	// map per intent; 4 strings and a map at most per effect.
 	vals := newValues(13+2*len(plan.Intents)+4*len(plan.Effects), 4+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
-	claim := make(map[string]types.AttributeValue, 19) // every attribute a claim can have
+	claim := make(map[string]types.AttributeValue, 20) // every attribute a claim can have
 	// Sized as it is built: iterating the map again to size it cost more.
 	claimSize := 0
 	set := func(name string, v types.AttributeValue) {
@@ -194,6 +195,12 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		set(AttrPendingShard, vals.str(DueShard(pk, s.shards)))
 		set(AttrPendingSince, vals.num(t.pendingSince))
 		set(AttrWake, vals.num(t.pendingSince))
+		// Its room is counted whether or not there is a context to store: see TraceContextBytes.
+		if tc != nil {
+			set(AttrTrace, &types.AttributeValueMemberB{Value: tc})
+		} else {
+			claimSize += TraceContextBytes
+		}
 	}
 	req := &request{claim: claim, token: t.token, expires: expires, nowVals: s.nowValues(now)}
 	if ev.GuardBody {

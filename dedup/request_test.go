@@ -71,7 +71,7 @@ func TestClaimRoundTrip(t *testing.T) {
 	st := testStore(t)
 	now := time.Date(2026, 8, 25, 9, 14, 4, 123456789, time.UTC)
 	ev := sampleEvent([]byte(`{"id":"evt_8f2c1a"}`))
-	req, err := st.buildRequest(ev, samplePlan(), 47*day, now)
+	req, err := st.buildRequest(ev, samplePlan(), 47*day, now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func BenchmarkBuildRequest(b *testing.B) {
 			if err := ev.Validate(); err != nil {
 				b.Fatal(err)
 			}
-			req, err := st.buildRequest(ev, plan, 47*day, now)
+			req, err := st.buildRequest(ev, plan, 47*day, now, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -205,7 +205,7 @@ func BenchmarkBuildRequest(b *testing.B) {
 			if err := ev.Validate(); err != nil {
 				b.Fatal(err)
 			}
-			req, err := st.buildRequest(ev, plan, 47*day, now)
+			req, err := st.buildRequest(ev, plan, 47*day, now, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -95,13 +95,13 @@ func TestWriteUnitsPerEvent(t *testing.T) {
 	now := time.Now()
 
 	putPlan := &Plan{Intents: samplePlan().Intents}
-	put, err := st.buildRequest(ev, putPlan, 47*day, now)
+	put, err := st.buildRequest(ev, putPlan, 47*day, now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fast := writeUnits(documentedSize(put.claim), false)
 
-	tx, err := st.buildRequest(ev, samplePlan(), 47*day, now)
+	tx, err := st.buildRequest(ev, samplePlan(), 47*day, now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func rate(label string, part, whole awscloudwatch.IMetric, minimum float64, peri
 // dashboard of the metrics the functions actually write. docs/operations.md says what to do
 // when each fires.
 func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace string, topic awssns.ITopic,
-	table awsdynamodb.Table, api awsapigatewayv2.HttpApi, receiverFn, worker, sweeper awslambda.Function, dlq awssqs.Queue) ([]awscloudwatch.Alarm, awscloudwatch.Dashboard) {
+	table awsdynamodb.ITable, api awsapigatewayv2.HttpApi, receiverFn, worker, sweeper awslambda.Function, dlq awssqs.Queue) ([]awscloudwatch.Alarm, awscloudwatch.Dashboard) {
 	w := &watch{scope: scope, cfg: cfg, namespace: namespace, topic: topic}
 	const minute, five = time.Minute, 5 * time.Minute
 	notBreaching, breaching, ignore := awscloudwatch.TreatMissingData_NOT_BREACHING, awscloudwatch.TreatMissingData_BREACHING, awscloudwatch.TreatMissingData_IGNORE

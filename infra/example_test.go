@@ -3,9 +3,11 @@ package infra_test
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/infra"
@@ -48,6 +50,60 @@ func ExampleFunctionOptions() {
 		LogRetention:          awslogs.RetentionDays_ONE_YEAR,
 		LogRemoval:            awscdk.RemovalPolicy_RETAIN,
 		TableLogicalID:        "WebhooksTable897AE32D",
+	})
+	app.Synth(nil)
+}
+
+// A table that outlives the webhook stack: a stateful stack holds it (retained, protected,
+// with what oncehook needs), and the construct adopts it. Renaming or moving the construct, or
+// replacing the whole webhook stack, leaves the table and its dedup history where they are.
+func ExampleProps_existingTable() {
+	app := awscdk.NewApp(nil)
+	state := awscdk.NewStack(app, jsii.String("WebhooksState"), nil)
+	claims := awsdynamodb.NewTable(state, jsii.String("Claims"), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:             &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String("expires_at"),
+		Stream:              awsdynamodb.StreamViewType_NEW_IMAGE,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(true),
+		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
+	})
+	claims.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String("pending"),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("pending_shard"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String("pending_since"), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
+	stack := awscdk.NewStack(app, jsii.String("Webhooks"), nil)
+	infra.New(stack, "Webhooks", &infra.Props{
+		SourcesFile:   "sources.json",
+		Receiver:      infra.Code{GoPackage: "./cmd/receiver"},
+		ExistingTable: claims, // a cross-stack reference: the stream mapping, grants and alarms are on it
+	})
+	app.Synth(nil)
+}
+
+// A sources file that names none of the app's resources: its customers table and its audit
+// queue are "bound" ({"bound": true} in place of a name or an ARN), and the app binds them to
+// what it defines. The grants are on these resources, and the functions are handed the names
+// CloudFormation gives them (ONCEHOOK_BINDINGS), so one file serves every account and stage.
+func ExampleProps_tableBindings() {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("Shop"), nil)
+	customers := awsdynamodb.NewTable(stack, jsii.String("Customers"), &awsdynamodb.TableProps{
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("email"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+	})
+	audit := awssqs.NewQueue(stack, jsii.String("Audit"), &awssqs.QueueProps{EnforceSSL: jsii.Bool(true)})
+	infra.New(stack, "Webhooks", &infra.Props{
+		SourcesFile:   "sources.json", // "tables": {"customers": {"bound": true, ...}}, "targets": {"audit": {"type": "sqs", "bound": true}}
+		Receiver:      infra.Code{GoPackage: "./cmd/receiver"},
+		TableBindings: map[string]awsdynamodb.ITable{"customers": customers},
+		QueueBindings: map[string]awssqs.IQueue{"audit": audit},
 	})
 	app.Synth(nil)
 }

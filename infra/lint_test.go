@@ -30,7 +30,8 @@ var cfnLintIgnored = map[string]string{
 // pinned in localstack/requirements-lint.txt; make test-infra installs it under .cache/ and
 // sets ONCEHOOK_CFN_LINT) on the default template and on one for each prop that adds
 // resources: a custom domain with its record, a customer-managed table key, secrets keys, the
-// leak audit, per-function settings and tracing, a local stack. Then checkov on the same.
+// leak audit, per-function settings and tracing, an adopted table, tables and targets bound to
+// the app's resources, a local stack. Then checkov on the same.
 func TestCfnLintPassesOnEverySynthesizedTemplate(t *testing.T) {
 	bin := os.Getenv("ONCEHOOK_CFN_LINT")
 	if bin == "" {
@@ -41,6 +42,7 @@ func TestCfnLintPassesOnEverySynthesizedTemplate(t *testing.T) {
 		dir = keep // to read them, or run another tool on them
 	}
 	var files []string
+	boundSources := sourcesFile(t, boundSourcesFile)
 	write := func(name string, tpl map[string]any) {
 		b, err := json.MarshalIndent(tpl, "", " ")
 		if err != nil {
@@ -79,11 +81,23 @@ func TestCfnLintPassesOnEverySynthesizedTemplate(t *testing.T) {
 			p := prebuilt("arm64")
 			p.AuditPrefixes = []string{"ORDER#"}
 			p.Tracing = awslambda.Tracing_ACTIVE
+			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, XRay: true}
 			p.StreamParallelization, p.StreamBatchSize = 10, 10
 			p.ReceiverFunction = FunctionOptions{MemorySize: 1024, ReservedConcurrency: 50}
 			p.AlarmEmails = []string{"oncall@example.com"}
 			p.AlarmHttpsEndpoints = []string{"https://pager.example.com/hook"}
 			p.TableLogicalID = "AdoptedTable"
+			return p
+		},
+		"adopted": func(s awscdk.Stack) *Props {
+			p := prebuilt("arm64")
+			p.ExistingTable = claimsTable(s, "Claims", nil, nil)
+			return p
+		},
+		"bound": func(s awscdk.Stack) *Props {
+			p := prebuilt("arm64")
+			p.SourcesFile = boundSources
+			defineResources(s).bind(p)
 			return p
 		},
 		"local": func(s awscdk.Stack) *Props {

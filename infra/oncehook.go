@@ -41,6 +41,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53targets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -136,6 +137,9 @@ type Props struct {
 	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
 	// role send its segments); default none.
 	Tracing awslambda.Tracing
+	// OpenTelemetry turns on the functions' OpenTelemetry traces, exported to a collector
+	// layer or an OTLP endpoint (see OpenTelemetry); default off.
+	OpenTelemetry *OpenTelemetry
 	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
 	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
 	// cannot take the account's concurrency from the receiver. Default 5.
@@ -159,6 +163,42 @@ type Props struct {
 	// empty one: its dedup history lost, a redrive run again); set this to the id the table
 	// has in the deployed template ("WebhooksTable1A2B3C4D") and the same table stays.
 	TableLogicalID string
+	// ExistingTable adopts a table the construct does not create: one of another stack (a
+	// stateful stack that outlives this one), one defined beside the construct, or one created
+	// outside CloudFormation and imported with awsdynamodb.Table_FromTableAttributes (with its
+	// TableStreamArn, and EncryptionKey when it is under a customer-managed key). The stream
+	// mapping, every grant, the alarms, the dashboard and the outputs are then on it, and no
+	// table is created. It must be what oncehook's code needs: key pk (string, partition) and
+	// sk (string, sort), a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, TTL on expires_at, and
+	// the pending index (partition key pending_shard, string; sort key pending_since, number;
+	// keys projected at least), in the stack's account and Region. The synth refuses a table
+	// without a stream ARN and, for a table defined in the app, any of these it does not have;
+	// an imported table's settings cannot be read at synth, and the team keeps them
+	// (docs/stack.md, "Adopting a table"). Not with TableLogicalID, TableEncryption or
+	// TableKey, which configure the table the construct creates.
+	ExistingTable awsdynamodb.ITable
+	// TableBindings bind the sources file's tables marked "bound": true (which name no table)
+	// to tables the app defines or imports, by the name the file lists them under: the
+	// receiver is granted what each table's actions need (and the sweeper Scan where it
+	// audits), on that table and its customer-managed key, and the functions are handed its
+	// name as CloudFormation resolves it (ONCEHOOK_BINDINGS, applied by launch at start). So
+	// one sources file serves every account and stage, and the table needs no fixed physical
+	// name. A bound table is in the stack's account and Region, has the key the file's entry
+	// names (checked at synth for a table defined in the app), and is not ExistingTable.
+	TableBindings map[string]awsdynamodb.ITable
+	// QueueBindings, TopicBindings, EventBusBindings, StateMachineBindings and
+	// FunctionBindings bind the sources file's AWS targets marked "bound": true (which name
+	// no arn) to resources the app defines or imports, by target type (sqs, sns, eventbridge,
+	// stepfunctions, lambda): the outbox and the sweeper are granted the target's calls on
+	// that resource (and a queue's or topic's customer-managed key through its service), and
+	// are handed its ARN (ONCEHOOK_BINDINGS). The synth refuses a binding for a name the file
+	// does not have, or names literally, or of another type; a bound entry without a binding;
+	// a resource in another Region; a standard queue or topic for a target with a group_id.
+	QueueBindings        map[string]awssqs.IQueue
+	TopicBindings        map[string]awssns.ITopic
+	EventBusBindings     map[string]awsevents.IEventBus
+	StateMachineBindings map[string]awsstepfunctions.IStateMachine
+	FunctionBindings     map[string]awslambda.IFunction
 	// SourceThrottles overrides ThrottleRate and ThrottleBurst for a source's own route (each
 	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
 	// allowance. Only with the construct's own API.
@@ -210,7 +250,8 @@ type Domain struct {
 // CDK calls (Table.GrantReadData(fn), Outbox.AddEnvironment(...)).
 type Oncehook struct {
 	constructs.Construct
-	Table                     awsdynamodb.Table
+	// Table is the table the construct created, or Props.ExistingTable.
+	Table                     awsdynamodb.ITable
 	Receiver, Outbox, Sweeper awslambda.Function
 	Api                       awsapigatewayv2.HttpApi
 	// WebhookUrl is <base>/hooks/{source}, the base the custom domain when there is one;
@@ -262,6 +303,10 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if err != nil {
 		return nil, err // an *outbox.ConfigError, which names the outbox's setting
 	}
+	bound, err := checkBindings(scope, awscdk.Stack_Of(scope), cfg, file)
+	if err != nil {
+		return nil, err
+	}
 	code, err := stageCode(cfg, raw)
 	if err != nil {
 		return nil, err
@@ -275,15 +320,23 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	}
 	o.MetricsNamespace = cfg.MetricsNamespace
 
-	o.Table = newTable(c, cfg)
+	if cfg.ExistingTable != nil {
+		if err := adopt(c, stack, cfg.ExistingTable); err != nil {
+			return nil, err
+		}
+		o.Table = cfg.ExistingTable
+	} else {
+		o.Table = newTable(c, cfg)
+	}
 
 	o.RetryQueue, o.FailureQueue = newQueues(c, cfg, timings)
 	if cfg.LogKey != nil {
 		allowLogs(stack, cfg.LogKey)
 	}
 
-	o.Receiver, o.Outbox, o.Sweeper = newFunctions(c, cfg, file, code, timings, o.Table, o.RetryQueue)
-	grantAll(stack, cfg, file, o.Table, o.RetryQueue, o.Receiver, o.Outbox, o.Sweeper)
+	o.Receiver, o.Outbox, o.Sweeper = newFunctions(c, cfg, file, code, timings, o.Table, o.RetryQueue, bound.env(stack))
+	telemetry(c, cfg, o.Receiver, o.Outbox, o.Sweeper)
+	grantAll(stack, cfg, file, bound, o.Table, o.RetryQueue, o.Receiver, o.Outbox, o.Sweeper)
 
 	api, base, err := webhookAPI(c, cfg, file, o.Receiver, o)
 	if err != nil {
@@ -344,6 +397,16 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 	}
 	if id := cfg.TableLogicalID; id != "" && !logicalID(id) {
 		return cfg, nil, nil, fmt.Errorf("Props.TableLogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
+	}
+	if cfg.ExistingTable != nil {
+		switch {
+		case cfg.TableLogicalID != "":
+			return cfg, nil, nil, errors.New("Props.TableLogicalID: keeps the id of the table the construct creates, and with Props.ExistingTable it creates none")
+		case cfg.TableEncryption != "" || cfg.TableKey != nil:
+			return cfg, nil, nil, errors.New("Props.TableEncryption and Props.TableKey: configure the table the construct creates, and with Props.ExistingTable it creates none (an imported table's key is given with it: awsdynamodb.TableAttributes.EncryptionKey)")
+		case cfg.ExistingTable.TableStreamArn() == nil:
+			return cfg, nil, nil, errors.New("Props.ExistingTable: has no stream, and the outbox runs on the table's stream: give the table a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, and import it with awsdynamodb.Table_FromTableAttributes and its TableStreamArn")
+		}
 	}
 	if cfg.TableKey != nil && cfg.TableEncryption != awsdynamodb.TableEncryption_CUSTOMER_MANAGED {
 		return cfg, nil, nil, errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
@@ -409,6 +472,9 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 		if reservedEnv[k] {
 			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
 		}
+	}
+	if err := checkTelemetry(&cfg); err != nil {
+		return cfg, nil, nil, err
 	}
 	return cfg, file, raw, nil
 }
@@ -514,9 +580,12 @@ func allowLogs(stack awscdk.Stack, key awskms.IKey) {
 // newFunctions are the receiver, the outbox worker and the sweeper, each with its own role and
 // log group, and the environment that points them at the table and the retry queue.
 func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code map[string]staged, timings outbox.Timings,
-	table awsdynamodb.Table, retries awssqs.Queue) (receiver, worker, sweeper awslambda.Function) {
+	table awsdynamodb.ITable, retries awssqs.Queue, bindings string) (receiver, worker, sweeper awslambda.Function) {
 	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards),
 		"METRICS_NAMESPACE": cfg.MetricsNamespace}
+	if bindings != "" {
+		env["ONCEHOOK_BINDINGS"] = bindings // every function binds the whole file at start
+	}
 	if len(cfg.Targets) > 0 {
 		env["ONCEHOOK_TARGETS"] = strings.Join(cfg.Targets, ",")
 	}
@@ -547,7 +616,7 @@ func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code ma
 }
 
 // grantAll gives each function's role exactly what its code does, on exactly its resources.
-func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, table awsdynamodb.Table, retries awssqs.Queue, receiver, worker, sweeper awslambda.Function) {
+func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, table awsdynamodb.ITable, retries awssqs.Queue, receiver, worker, sweeper awslambda.Function) {
 	// SendMessage only (GrantSendMessages adds GetQueueAttributes and GetQueueUrl, which the
 	// scheduler never calls: it is given the queue's URL).
 	allow(worker, []string{"sqs:SendMessage"}, retries.QueueArn())
@@ -578,8 +647,8 @@ func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, table awsdynamo
 		allow(sweeper, []string{"dynamodb:Scan"}, table.TableArn()) // the leak audit's sample
 	}
 	grantSecrets(stack, file, receiver, cfg.SecretsKeys)
-	grantTables(stack, file, receiver, sweeper)
-	grantTargets(stack, file, worker, sweeper)
+	grantTables(stack, file, bound, receiver, sweeper)
+	grantTargets(stack, file, bound, worker, sweeper)
 	if key := table.EncryptionKey(); key != nil {
 		// Through DynamoDB only (the table's items and its stream), as the secrets' keys are
 		// through Secrets Manager and SSM: the key itself decrypts nothing else for them.
@@ -595,7 +664,7 @@ func grantAll(stack awscdk.Stack, cfg Props, file *sources.File, table awsdynamo
 
 // triggers are what runs the outbox (the table's stream, the retry queue) and the sweeper (a
 // schedule).
-func triggers(c constructs.Construct, cfg Props, timings outbox.Timings, table awsdynamodb.Table, dlq, retries awssqs.Queue,
+func triggers(c constructs.Construct, cfg Props, timings outbox.Timings, table awsdynamodb.ITable, dlq, retries awssqs.Queue,
 	worker, sweeper awslambda.Function) (awslambdaeventsources.DynamoEventSource, awsevents.Rule) {
 	stream := awslambdaeventsources.NewDynamoEventSource(table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
@@ -854,9 +923,10 @@ func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
 	}
 }
 
-// outputs are what an operator looks up after a deploy: the topic to subscribe, the queue
-// that takes what gave up, the dashboard.
+// outputs are what an operator looks up after a deploy: the table (created or adopted), the
+// topic to subscribe, the queue that takes what gave up, the dashboard.
 func outputs(c constructs.Construct, stack awscdk.Stack, o *Oncehook) {
+	awscdk.NewCfnOutput(c, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: o.Table.TableName(), Description: jsii.String("oncehook: the table of claims, effect records and the outbox")})
 	awscdk.NewCfnOutput(c, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: o.AlarmTopic.TopicArn(), Description: jsii.String("oncehook: the topic every alarm sends its ALARM and OK to")})
 	awscdk.NewCfnOutput(c, jsii.String("FailureQueueUrl"), &awscdk.CfnOutputProps{Value: o.FailureQueue.QueueUrl(), Description: jsii.String("oncehook: stream records and wake-ups that exhausted their retries")})
 	awscdk.NewCfnOutput(c, jsii.String("DashboardUrl"), &awscdk.CfnOutputProps{
@@ -891,7 +961,7 @@ func validNamespace(ns string) bool {
 
 // reservedEnv are the variables the construct sets itself.
 var reservedEnv = map[string]bool{"AUDIT_PREFIXES": true, "AUDIT_SAMPLE": true, "TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
-	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true}
+	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true, "ONCEHOOK_BINDINGS": true}
 
 func compactJSON(b []byte) []byte {
 	var buf bytes.Buffer
@@ -968,36 +1038,49 @@ var targetActions = map[string][]string{
 }
 
 // grantTargets lets the outbox and the sweeper (which runs what the outbox left behind) call
-// each AWS target of the sources file, and nothing else of its service.
-func grantTargets(stack awscdk.Stack, f *sources.File, fns ...awslambda.Function) {
+// each AWS target of the sources file, and nothing else of its service: the resource its ARN
+// names, or the one Props binds it to (with the queue's or topic's customer-managed key, which
+// sending encrypts with, through that service only).
+func grantTargets(stack awscdk.Stack, f *sources.File, bound *bindings, fns ...awslambda.Function) {
 	for _, name := range sortedKeys(f.Targets) {
 		t := f.Targets[name]
 		actions, ok := targetActions[t.Type]
 		if !ok {
 			continue
 		}
-		arn := t.ARN
-		if t.Type == sources.TargetEventBridge && !strings.HasPrefix(arn, "arn:") {
-			arn = fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), arn)
+		arn := jsii.String(t.ARN)
+		if b := bound.targets[name]; t.Bound && b != nil {
+			arn = b.arn
+			if b.key != nil {
+				service := map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type]
+				for _, fn := range fns {
+					fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+						Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
+						Resources:  jsii.Strings(*b.key.KeyArn()),
+						Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("%s.%s.amazonaws.com", service, *stack.Region())}},
+					}))
+				}
+			}
+		} else if t.Type == sources.TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") {
+			arn = jsii.String(fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.ARN))
 		}
-		resources := []*string{jsii.String(arn)}
 		if t.Type == sources.TargetStepFunctions {
 			// A retry that meets ExecutionAlreadyExists reads the execution to compare inputs.
-			execution := strings.Replace(arn, ":stateMachine:", ":execution:", 1) + ":*"
 			for _, fn := range fns {
-				allow(fn, []string{"states:DescribeExecution"}, jsii.String(execution))
+				allow(fn, []string{"states:DescribeExecution"}, executionArn(stack, arn))
 			}
 		}
 		for _, fn := range fns {
-			allow(fn, actions, resources...)
+			allow(fn, actions, arn)
 		}
 	}
 }
 
 // grantTables lets the receiver do to each of the application's own tables (the sources
-// file's tables) exactly what its effects do there, in the claim's transaction, and the
-// sweeper sample the audited ones.
-func grantTables(stack awscdk.Stack, f *sources.File, fn, sweeper awslambda.Function) {
+// file's tables: named, or bound by Props.TableBindings) exactly what its effects do there, in
+// the claim's transaction, and the sweeper sample the audited ones; a bound table's
+// customer-managed key is usable for that through DynamoDB only.
+func grantTables(stack awscdk.Stack, f *sources.File, bound *bindings, fn, sweeper awslambda.Function) {
 	for _, name := range sortedKeys(f.Tables) {
 		t := f.Tables[name]
 		var actions []string
@@ -1005,13 +1088,26 @@ func grantTables(stack awscdk.Stack, f *sources.File, fn, sweeper awslambda.Func
 			actions = append(actions, sources.TableActions[a])
 		}
 		slices.Sort(actions)
-		arn := t.PhysicalName(name)
-		if !strings.HasPrefix(arn, "arn:") {
-			arn = fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *stack.Partition(), *stack.Region(), *stack.Account(), arn)
+		var arn *string
+		if b := bound.tables[name]; t.Bound && b != nil {
+			arn = b.TableArn()
+			if key := b.EncryptionKey(); key != nil {
+				via := map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("dynamodb.%s.amazonaws.com", *stack.Region())}}
+				fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+					Actions: jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"), Resources: jsii.Strings(*key.KeyArn()), Conditions: &via,
+				}))
+				if t.Audit {
+					sweeper.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+						Actions: jsii.Strings("kms:Decrypt"), Resources: jsii.Strings(*key.KeyArn()), Conditions: &via,
+					}))
+				}
+			}
+		} else if arn = jsii.String(t.PhysicalName(name)); !strings.HasPrefix(*arn, "arn:") {
+			arn = jsii.String(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *stack.Partition(), *stack.Region(), *stack.Account(), *arn))
 		}
-		allow(fn, slices.Compact(actions), jsii.String(arn))
+		allow(fn, slices.Compact(actions), arn)
 		if t.Audit {
-			allow(sweeper, []string{"dynamodb:Scan"}, jsii.String(arn)) // the leak audit's sample
+			allow(sweeper, []string{"dynamodb:Scan"}, arn) // the leak audit's sample
 		}
 	}
 }

@@ -357,6 +357,15 @@ func render(v any) string {
 		if att, ok := v["Fn::GetAtt"].([]any); ok {
 			return unhash(att[0].(string)) + "." + att[1].(string)
 		}
+		if sel, ok := v["Fn::Select"].([]any); ok {
+			return fmt.Sprintf("select(%v,%s)", sel[0], render(sel[1]))
+		}
+		if sp, ok := v["Fn::Split"].([]any); ok {
+			return fmt.Sprintf("split(%s,%s)", render(sp[0]), render(sp[1]))
+		}
+		if imp, ok := v["Fn::ImportValue"]; ok {
+			return "import:" + render(imp)
+		}
 		if j, ok := v["Fn::Join"].([]any); ok {
 			var parts []string
 			for _, p := range asSlice(j[1]) {

@@ -246,7 +246,7 @@ func TestTheAlarmsReachSomeone(t *testing.T) {
 		})
 	}
 	outputs := render(*tpl.FindOutputs(jsii.String("*"), nil))
-	for _, want := range []string{"AlarmTopicArn", "FailureQueueUrl", "DashboardUrl"} {
+	for _, want := range []string{"TableName", "AlarmTopicArn", "FailureQueueUrl", "DashboardUrl"} {
 		if !strings.Contains(outputs, want) {
 			t.Errorf("no output %s: %s", want, outputs)
 		}

@@ -13,6 +13,11 @@
 //	ONCEHOOK_SOURCES        the sources file's JSON, inline; or
 //	ONCEHOOK_SOURCES_FILE   its path (default: sources.json beside the binary)
 //	ONCEHOOK_SOURCES_SHA256 the file's SHA-256, when the stack bundled it: any other file is refused
+//	ONCEHOOK_BINDINGS       the names and ARNs of the file's bound tables and targets, as JSON
+//	                        (sources.Bindings; the stack sets it from its bindings, resolved by
+//	                        CloudFormation): a bound entry without one, a binding for an entry
+//	                        the file does not bind, or a value that is not a name or ARN of its
+//	                        kind refuses the start
 //	ONCEHOOK_TARGETS        intent targets served by the application's own executors, comma-
 //	                        separated: the outbox refuses to start without an executor for each,
 //	                        and the receiver refuses a plan whose intent names a target that is
@@ -33,6 +38,9 @@
 //	                        (default 100) for records written outside a claim (dedup.Auditor)
 //	ONCEHOOK_TRUSTED_HOSTS  NewHTTPReceiver: the hosts whose Host header may stand for the URL a
 //	                        URL-signing source (twilio, square) without a url was called at
+//	OTEL_TRACES_EXPORTER    otlp turns OpenTelemetry tracing on, exporting OTLP over HTTP to
+//	                        OTEL_EXPORTER_OTLP_ENDPOINT (default a collector on localhost:4318);
+//	                        unset or none is off (TracingFromEnv has the other OTEL_ variables)
 //	AWS_ENDPOINT_URL        an emulator's endpoint, for local runs
 //
 // NewReceiver, NewWorker and NewSweeper build the same things without starting them, for a
@@ -89,6 +97,8 @@ type Env struct {
 	PendingShards int
 	// Targets are the intent targets the application's own executors serve (ONCEHOOK_TARGETS).
 	Targets []string
+	// Tracing is the functions' OpenTelemetry tracing (OTEL_TRACES_EXPORTER; TracingFromEnv).
+	Tracing *Tracing
 }
 
 // Needs says what a function needs beyond the table and the sources file.
@@ -102,6 +112,10 @@ type Needs struct {
 func Load(ctx context.Context, needs Needs) (*Env, error) {
 	logger := NewLogger(os.Getenv("LOG_LEVEL"))
 	slog.SetDefault(logger)
+	tracing, err := TracingFromEnv(ctx, logger)
+	if err != nil {
+		return nil, err
+	}
 
 	table := os.Getenv("TABLE_NAME")
 	if table == "" {
@@ -156,7 +170,7 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 		logger.Warn("sources file: "+w.Reason, "field", w.Field)
 	}
 	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger,
-		PendingShards: shards, Targets: targets}, nil
+		PendingShards: shards, Targets: targets, Tracing: tracing}, nil
 }
 
 func customTargets(v string) ([]string, error) {
@@ -175,6 +189,22 @@ func customTargets(v string) ([]string, error) {
 }
 
 func loadSources() (*sources.File, error) {
+	f, err := readSources()
+	if err != nil {
+		return nil, err
+	}
+	// What the deployment resolved for the file's bound tables and targets.
+	b, err := sources.ParseBindings([]byte(os.Getenv("ONCEHOOK_BINDINGS")))
+	if err != nil {
+		return nil, fmt.Errorf("ONCEHOOK_BINDINGS: %w", err)
+	}
+	if err := f.Bind(b); err != nil {
+		return nil, fmt.Errorf("ONCEHOOK_BINDINGS: %w", err)
+	}
+	return f, nil
+}
+
+func readSources() (*sources.File, error) {
 	if inline := os.Getenv("ONCEHOOK_SOURCES"); inline != "" {
 		f, err := sources.Parse([]byte(inline))
 		if err != nil {
@@ -207,7 +237,8 @@ func loadSources() (*sources.File, error) {
 	return f, nil
 }
 
-// NewLogger returns a JSON logger on stdout at the named level (info when empty or unknown).
+// NewLogger returns a JSON logger on stdout at the named level (info when empty or unknown),
+// whose lines written under a span carry its trace_id and span_id (TraceLogs).
 func NewLogger(level string) *slog.Logger {
 	var l slog.Level
 	switch strings.ToLower(level) {
@@ -218,7 +249,7 @@ func NewLogger(level string) *slog.Logger {
 	case "error":
 		l = slog.LevelError
 	}
-	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l}))
+	return slog.New(TraceLogs(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l})))
 }
 
 // HTTPExecutors builds the outbox's HTTP executors from the sources file's http targets.
@@ -334,14 +365,15 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 		sched = &outbox.SQSScheduler{API: sqs.NewFromConfig(env.AWS), QueueURL: url}
 	}
 	w, err := outbox.New(env.DynamoDB, outbox.Config{
-		Table:         env.Table,
-		Executors:     all,
-		Lease:         time.Duration(lease) * time.Second,
-		MaxAttempts:   attempts,
-		Scheduler:     sched,
-		PendingShards: env.PendingShards,
-		Logger:        env.Logger,
-		Metrics:       outbox.NewEMFMetrics(os.Stdout, os.Getenv("METRICS_NAMESPACE")),
+		Table:          env.Table,
+		Executors:      all,
+		Lease:          time.Duration(lease) * time.Second,
+		MaxAttempts:    attempts,
+		Scheduler:      sched,
+		PendingShards:  env.PendingShards,
+		Logger:         env.Logger,
+		Metrics:        outbox.NewEMFMetrics(os.Stdout, os.Getenv("METRICS_NAMESPACE")),
+		TracerProvider: env.Tracing.TracerProvider(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w (LEASE_SECONDS=%d)", err, lease)
@@ -401,15 +433,16 @@ func newReceiver(env *Env, register func(*receiver.Planners), trusted []string) 
 		register(planners)
 	}
 	return receiver.New(receiver.Config{
-		Sources:      env.Sources,
-		Secrets:      env.Secrets,
-		Store:        env.Store,
-		Planners:     planners,
-		Targets:      env.KnownTargets(),
-		Logger:       env.Logger,
-		Metrics:      os.Stdout,
-		Namespace:    os.Getenv("METRICS_NAMESPACE"),
-		TrustedHosts: trusted,
+		Sources:        env.Sources,
+		Secrets:        env.Secrets,
+		Store:          env.Store,
+		Planners:       planners,
+		Targets:        env.KnownTargets(),
+		Logger:         env.Logger,
+		Metrics:        os.Stdout,
+		Namespace:      os.Getenv("METRICS_NAMESPACE"),
+		TrustedHosts:   trusted,
+		TracerProvider: env.Tracing.TracerProvider(),
 	})
 }
 

@@ -3,8 +3,11 @@ package launch_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/launch"
@@ -60,4 +63,37 @@ func ExampleKnownTargets() {
 	}
 	fmt.Println(launch.KnownTargets(f, []string{"email"}))
 	// Output: [email fulfilment]
+}
+
+// Every line a function logs under a span names it, so a line leads to its trace and a
+// trace to its lines: here a planner's line, written under the delivery's span.
+func ExampleTraceLogs() {
+	noTime := func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}
+	log := slog.New(launch.TraceLogs(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime})))
+	span := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:  trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}})
+	log.InfoContext(trace.ContextWithSpanContext(context.Background(), span), "order planned", "order_id", "ord_42")
+	log.InfoContext(context.Background(), "no span, no ids")
+	// Output:
+	// {"level":"INFO","msg":"order planned","order_id":"ord_42","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}
+	// {"level":"INFO","msg":"no span, no ids"}
+}
+
+// A program that serves the receiver itself turns tracing on as the functions do, with
+// OTEL_TRACES_EXPORTER=otlp (and OTEL_EXPORTER_OTLP_ENDPOINT), and exports what is left
+// before it exits. Load does this; Env.Tracing is the result.
+func ExampleTracingFromEnv() {
+	tracing, err := launch.TracingFromEnv(context.Background(), slog.Default())
+	if err != nil {
+		slog.Error("tracing", "error", err) // the message names the variable at fault
+		os.Exit(1)
+	}
+	defer func() { _ = tracing.Shutdown(context.Background()) }()
+	fmt.Println(tracing.TracerProvider() != nil) // on or off, as the environment says
 }

@@ -2,10 +2,14 @@ package launch
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver"
@@ -18,7 +22,7 @@ func Receiver(register func(*receiver.Planners)) {
 	env := mustLoad("receiver", Needs{Secrets: true})
 	h, err := NewReceiver(env, register)
 	exitOn("receiver", err)
-	lambda.Start(h.Handle)
+	lambda.Start(flushed(env.Tracing, h.Handle))
 }
 
 // Outbox starts the outbox Lambda, on the table's stream and the retry queue, with the
@@ -28,7 +32,7 @@ func Outbox(executors map[string]outbox.Executor) {
 	env := mustLoad("outbox", Needs{})
 	w, err := NewWorker(env, executors)
 	exitOn("outbox", err)
-	lambda.Start(w.Handle)
+	lambda.Start(invocation(env.Tracing, "outbox", outboxTrigger, trace.SpanKindConsumer, w.Handle))
 }
 
 // Sweeper starts the scheduled sweeper Lambda, with the same executors as Outbox. It does not
@@ -37,7 +41,8 @@ func Sweeper(executors map[string]outbox.Executor) {
 	env := mustLoad("sweeper", Needs{})
 	s, err := NewSweeper(env, executors)
 	exitOn("sweeper", err)
-	lambda.Start(s.Run)
+	run := func(ctx context.Context, _ json.RawMessage) (outbox.SweepReport, error) { return s.Run(ctx) }
+	lambda.Start(invocation(env.Tracing, "sweeper", func(json.RawMessage) attribute.KeyValue { return semconv.FaaSTriggerTimer }, trace.SpanKindServer, run))
 }
 
 func mustLoad(function string, needs Needs) *Env {

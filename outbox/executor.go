@@ -215,8 +215,19 @@ func (x *HTTPExecutor) MaxDuration() time.Duration {
 // noRedirects makes a client hand back a 3xx as it is.
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// Execute sends one request.
+// Execute sends one request. With tracing on (a recording span in ctx), the request is a client
+// span of its own, and carries its trace context in the headers the global propagator writes
+// (W3C traceparent and tracestate): added to the static Headers, never over one of them, nor
+// over Idempotency-Key.
 func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
+	ctx, span := startHTTPCall(ctx, x.URL)
+	err := x.post(ctx, t)
+	endHTTPCall(span, err)
+	return err
+}
+
+// post is Execute's request.
+func (x *HTTPExecutor) post(ctx context.Context, t Task) error {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.URL, bytes.NewReader(t.Payload))
@@ -226,6 +237,7 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 	for k, v := range x.Headers {
 		req.Header.Set(k, v)
 	}
+	injectHeaders(ctx, req.Header)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
 	if t.AtMostOnce {
@@ -252,6 +264,7 @@ func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 		return writes.NotSentUnlessWritten(fmt.Errorf("POST %s: %w", x.URL, err))
 	}
 	defer resp.Body.Close()
+	recordStatus(ctx, resp.StatusCode)
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
 	code := resp.StatusCode

@@ -43,6 +43,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/dedup"
 )
@@ -86,6 +87,10 @@ type Config struct {
 	Logger       *slog.Logger
 	// Metrics receives EMF documents (stdout in Lambda); none when nil.
 	Metrics Metrics
+	// TracerProvider, when set, traces each intent's turn (SpanIntent, with its lease, call and
+	// finish) as a child of the span its claim was committed under, and each sweep; nil is
+	// tracing off, at no cost. See trace.go.
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults of Config.
@@ -115,8 +120,9 @@ func (nopMetrics) Sweep(SweepReport)                    {}
 
 // Worker runs intents.
 type Worker struct {
-	api API
-	cfg Config
+	api    API
+	cfg    Config
+	tracer trace.Tracer // nil: tracing off
 }
 
 // ConfigError names the setting of a Worker that cannot work.
@@ -193,7 +199,7 @@ func New(api API, cfg Config) (*Worker, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	return &Worker{api: api, cfg: cfg}, nil
+	return &Worker{api: api, cfg: cfg, tracer: newTracer(cfg.TracerProvider)}, nil
 }
 
 func sortedTargets(m map[string]Executor) []string {
@@ -258,7 +264,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 			errs = append(errs, fmt.Errorf("intent %s: %w", name, ErrNoTime))
 			continue
 		}
-		outcome, err := w.run(ctx, claim, name)
+		outcome, err := w.traceIntent(ctx, claim, name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("intent %s: %w", name, err))
 			continue
@@ -318,7 +324,7 @@ type lease struct {
 // run takes one intent through lease, execution and record.
 func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (string, error) {
 	amo := IsAtMostOnce(w.cfg.Executors[claim.Intents[name].Target])
-	l, err := w.lease(ctx, claim, name, amo)
+	l, err := w.traceLease(ctx, claim, name, amo)
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
@@ -341,7 +347,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 			ends = d.Add(-w.cfg.Margin)
 		}
 		callCtx, cancel := context.WithDeadline(ctx, ends)
-		sent, execErr = execute(callCtx, exec, Task{
+		sent, execErr = w.traceCall(callCtx, exec, Task{
 			Source: claim.Source, EventID: claim.EventID, EventType: claim.EventType,
 			Intent: name, Target: in.Target, Payload: in.Payload,
 			IdempotencyKey: dedup.IdempotencyKey(claim.Source, claim.EventID, name),
@@ -361,13 +367,13 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	switch {
 	case execErr == nil:
 		l.sent = sent
-		err = w.finish(ctx, l, dedup.IntentDone, "")
+		err = w.traceFinish(ctx, l, dedup.IntentDone, "")
 	case IsPermanent(execErr) || l.attempt-in.AttemptsBase >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
-		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())
+		err = w.traceFinish(ctx, l, dedup.IntentParked, execErr.Error())
 	default:
 		outcome = OutcomeRetry
-		next, err = w.retry(ctx, l, execErr.Error())
+		next, err = w.traceRetry(ctx, l, execErr.Error())
 	}
 	if errors.Is(err, errLeaseLost) {
 		// Our lease expired and a newer attempt owns the intent now; it records the result.
@@ -786,7 +792,11 @@ var ErrNotParked = errors.New("outbox: intent is not parked")
 // Redrive is the operator's action on a parked intent: back to pending, due now, with a fresh
 // attempt budget (counted from its current attempts, which as the fencing token never go
 // back). It puts the claim back among the due work and sets its wake marker, so the claim's
-// MODIFY record brings it to the worker; the sweeper would too.
+// MODIFY record brings it to the worker; the sweeper would too. The write is conditional on
+// the intent being parked as claim shows it: at claim's attempt count for it and, when claim
+// has one, in claim's incarnation (its commit token). A claim read earlier (the page an
+// operator confirmed) re-drives nothing, ErrNotParked, once the intent has run again since
+// or the event has been claimed again.
 func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time) error {
 	return redrive(ctx, api, table, claim, intent, now, "")
 }
@@ -830,9 +840,13 @@ func redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 	case shard == "":
 		shard = dedup.PendingShard(claim.PK)
 	}
+	// The nonce is how this call recognises its own write after a lost answer (below): the
+	// time cannot tell it from another redrive made in the same millisecond.
+	nonce := fmt.Sprintf("%016x", rand.Uint64())
 	set := "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
-		"pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now"
+		"intents.#n." + dedup.AttrIntentRedriveID + " = :rid, pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now"
 	values := map[string]types.AttributeValue{
+		":rid":      str(nonce),
 		":pending":  str(dedup.IntentPending),
 		":parked":   str(dedup.IntentParked),
 		":attempts": num(int64(in.Attempts)),
@@ -845,22 +859,27 @@ func redrive(ctx context.Context, api API, table string, claim *dedup.Claim, int
 		values[":by"] = str(by)
 		values[":at"] = str(now.UTC().Format(time.RFC3339))
 	}
+	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
+	if claim.CommitToken != "" {
+		cond += " AND " + dedup.AttrCommitToken + " = :commit"
+		values[":commit"] = str(claim.CommitToken)
+	}
 	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(table),
 		Key:                                 claimKey(claim.PK),
 		UpdateExpression:                    aws.String(set + " REMOVE intents.#n.finished_at"),
-		ConditionExpression:                 aws.String("intents.#n.#st = :parked AND intents.#n.attempts = :attempts"),
+		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            intentNames(intent),
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		// A retry of our own redrive after a lost response finds it pending, due now, with
-		// the budget reset at these attempts: done, not an error.
+		// A retry of our own redrive after a lost response finds it pending with our nonce:
+		// done, not an error. Another's redrive (same attempts, maybe the same millisecond)
+		// has its own nonce: ErrNotParked.
 		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
-			if h := held.Intents[intent]; h.Status == dedup.IntentPending && h.Attempts == in.Attempts &&
-				h.AttemptsBase == in.Attempts && h.NextAttemptAt == now.UnixMilli() {
+			if h := held.Intents[intent]; h.Status == dedup.IntentPending && h.RedriveID == nonce {
 				return nil
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
@@ -52,12 +53,14 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 	var plans []dedup.Plan
 	var places []int
 	var at [maxPaths]span
+	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal) // one span for the batch's events
+	defer func() { planning.end(nil) }()                                 // on a refusal; ended before the commit otherwise
 	for i, elem := range elems {
 		ev, err := src.read.extract(src.name, hdr, elem, "", at[:], nil)
 		if resp, ok := h.admit(d, src, &ev, err, now, "events["+strconv.Itoa(i)+"]."); !ok {
 			return resp
 		}
-		plan, known, err := src.read.plan(ctx, ev, "", at[:], nil)
+		plan, known, err := src.read.plan(pctx, ev, "", at[:], nil)
 		if err != nil {
 			d.event = ev
 			if resp := h.planError(ctx, d, err); resp.StatusCode != http.StatusOK {
@@ -85,10 +88,19 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 		toWrite, plans = append(toWrite, ev), append(plans, plan)
 	}
 	d.event = dedup.Event{}
+	if planning.recording() {
+		planning.span.SetAttributes(AttrEvents.Int(len(elems)))
+	}
+	planning.end(nil)
+	planning = step{}
 
 	commitStart := time.Now()
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
+	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
 	results, calls, err := h.commitBatch(cctx, toWrite, plans)
+	if committing.recording() {
+		committing.end(err, AttrEvents.Int(len(toWrite)), AttrDynamoDBCalls.Int(calls))
+	}
 	cancel()
 	d.commitTime = time.Since(commitStart)
 	b.calls = calls

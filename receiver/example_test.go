@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/receiver/receivertest"
@@ -52,4 +56,46 @@ func ExampleHandleJSON() {
 	// accepted 200 ""
 	// refused 400 "data.object.amount_total"
 	// 3 evt_1
+}
+
+// tracedStore is a Committer that says whether a commit ran under a span, as the dedup store
+// sees it (the span context it stores on the claim).
+type tracedStore struct{ receiver.Committer }
+
+func (s tracedStore) Commit(ctx context.Context, ev dedup.Event, plan dedup.Plan) (dedup.Result, error) {
+	fmt.Println("commit under a span:", trace.SpanContextFromContext(ctx).IsValid())
+	return s.Committer.Commit(ctx, ev, plan)
+}
+
+// With a TracerProvider, each delivery is a trace: a server span with verify, plan and commit
+// under it, and the commit's span context is what the store keeps on the claim, where the
+// outbox's spans continue it. (launch sets the provider when OTEL_TRACES_EXPORTER is otlp.)
+func ExampleConfig_tracerProvider() {
+	f, _ := sources.Parse([]byte(`{"sources": {"stripe": {"scheme": "stripe", "secrets": [{"env": "S"}], "retry_horizon": "3d", "redrive_window": "30d"}}}`))
+	spans := tracetest.NewSpanRecorder()
+	_, rec, err := receivertest.NewHandler(f, map[string]string{"stripe": "whsec_test"}, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	secrets, _ := sources.NewSecrets(context.Background(), f, &sources.Resolver{Getenv: func(string) string { return "whsec_test" }}, 0)
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: secrets, Store: tracedStore{rec}, Planners: receiver.NewPlanners(),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req, _ := receivertest.Request(f, "stripe", "whsec_test", []byte(`{"id":"evt_1","type":"checkout.session.completed","data":{}}`))
+	resp, _ := h.Handle(context.Background(), req)
+	fmt.Println(resp.StatusCode)
+	for _, s := range spans.Ended() {
+		fmt.Println(s.Name(), s.SpanKind())
+	}
+	// Output:
+	// commit under a span: true
+	// 200
+	// verify internal
+	// plan internal
+	// commit internal
+	// POST /hooks/{source} server
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 
 	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/trace"
 )
+
+// ParseTraceparent is how the receiver reads a provider's traceparent, for the fuzz target.
+func ParseTraceparent(h string) (trace.SpanContext, bool) { return parseTraceparent(h) }
 
 // HandleUnobserved is Handle without the log line and the metrics: what BenchmarkHandle
 // measures as the hot path the issue names (verify, parse, plan, build the request).

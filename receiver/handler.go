@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
@@ -90,6 +92,13 @@ type Config struct {
 	// target is refused before anything is written (500, naming it), instead of parking the
 	// intent later for want of an executor.
 	Targets []string
+	// TracerProvider, when set, gives each delivery an OpenTelemetry trace: a server span
+	// (SpanDelivery) with a span for each step (verify, plan, commit), and the commit's span
+	// context stored on the claim, where the outbox's spans continue it. The trace is the
+	// delivery's own: a provider's traceparent is recorded as a link, never as the parent.
+	// Nil is tracing off, at no cost (no span is started). launch sets it when
+	// OTEL_TRACES_EXPORTER is otlp; otel.GetTracerProvider() is the global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Handler answers webhook deliveries.
@@ -105,6 +114,7 @@ type Handler struct {
 	maxBody   int             // the largest body any source accepts, for ServeHTTP
 	trusted   map[string]bool // Config.TrustedHosts, lower-cased
 	names     []string        // the sources, sorted
+	tracer    trace.Tracer    // nil: tracing off
 }
 
 type source struct {
@@ -157,6 +167,9 @@ func New(cfg Config) (*Handler, error) {
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
 		now:     cfg.Now,
+	}
+	if cfg.TracerProvider != nil {
+		h.tracer = cfg.TracerProvider.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
 	}
 	h.namespace = cfg.Namespace
 	if h.namespace == "" {
@@ -218,6 +231,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, untrustedHost bool) events.APIGatewayV2HTTPResponse {
 	start := time.Now()
 	d := &delivery{requestID: boundedID(req.RequestContext.RequestID), source: "unknown", untrustedHost: untrustedHost}
+	ctx, span, traced := h.startDelivery(ctx, req)
 	resp := h.handle(ctx, req, d)
 	if resp.StatusCode == http.StatusBadRequest {
 		if src := h.sources[d.source]; src != nil && src.conf.Scheme == "slack" {
@@ -232,6 +246,9 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	d.status = resp.StatusCode
 	d.latency = time.Since(start)
 	h.observe(ctx, d)
+	if traced {
+		endDelivery(span, d)
+	}
 	return resp
 }
 
@@ -336,7 +353,9 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 		return src.scheme.Verify(hdr, raw, h.secrets.Get(name), now)
 	}
-	if err := verify(); err != nil {
+	_, verifying := h.startStep(ctx, SpanVerify, trace.SpanKindInternal)
+	err := verify()
+	if err != nil {
 		// The secret may have been rotated since this instance started: re-read it (the
 		// refresh is rate-limited) and try once more before refusing.
 		if changed, rerr := h.secrets.Refresh(ctx, name); rerr == nil && changed {
@@ -345,14 +364,17 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 		if errors.Is(err, webhook.ErrInvalid) {
 			// A secret we hold is unusable (empty, not base64): our fault, not the sender's.
+			verifying.end(err)
 			d.err, d.errKind = err, "internal"
 			return reply(http.StatusInternalServerError, "internal error", "")
 		}
 		if err != nil {
+			verifying.end(err)
 			d.err, d.errKind = err, "signature"
 			return reply(http.StatusUnauthorized, "signature verification failed", "")
 		}
 	}
+	verifying.end(nil)
 
 	if hc, ok := src.scheme.(webhook.HeaderChecker); ok {
 		// What the receiver acts on comes from the signed body; an unsigned header that says
@@ -396,7 +418,11 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	d.event = ev
 
-	plan, known, err := src.read.plan(ctx, ev, text, at[:], form)
+	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal)
+	plan, known, err := src.read.plan(pctx, ev, text, at[:], form)
+	if planning.recording() {
+		planning.end(err, AttrEventType.String(ev.Type), AttrEffects.Int(len(plan.Effects)), AttrIntents.Int(len(plan.Intents)))
+	}
 	d.knownType = known
 	if err != nil {
 		return h.planError(ctx, d, err)
@@ -418,7 +444,11 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	// Answer 503 before the provider gives up: a slow write past its timeout would be taken
 	// for a failure anyway, and retried.
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
+	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claim's
 	res, err := h.store.Commit(cctx, ev, plan)
+	if committing.recording() {
+		committing.end(err, commitAttrs(&plan, res)...)
+	}
 	cancel()
 	d.commitTime = time.Since(commitStart)
 	if err != nil {

@@ -38,3 +38,40 @@ func ExampleFieldError() {
 	// sources.stripe
 	// sources.stripe: unknown field "secret"
 }
+
+// A sources file that names no physical table or queue: its entries are "bound", and the
+// deployment's names (infra hands the functions ONCEHOOK_BINDINGS, with what CloudFormation
+// resolved; launch binds them at start) are given with Bind, which checks each as a literal.
+func ExampleFile_Bind() {
+	f, err := sources.Parse([]byte(`{
+	  "sources": {"stripe": {"scheme": "stripe", "secrets": [{"secretsmanager": "prod/stripe"}], "redrive_window": "30d"}},
+	  "tables":  {"customers": {"bound": true, "partition_key": "email", "actions": ["update"]}},
+	  "targets": {"audit": {"type": "sqs", "bound": true}}
+	}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, err := sources.ParseBindings([]byte(`{"tables": {"customers": "Storefront-Customers1A2B3C"},
+	  "targets": {"audit": "arn:aws:sqs:us-east-1:111111111111:Storefront-Audit4D5E6F"}}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := f.Bind(b); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(f.Tables["customers"].PhysicalName("customers"))
+	fmt.Println(f.Targets["audit"].QueueURL())
+	// A binding of the wrong kind is refused, naming the field.
+	g, _ := sources.Parse([]byte(`{
+	  "sources": {"stripe": {"scheme": "stripe", "secrets": [{"secretsmanager": "prod/stripe"}], "redrive_window": "30d"}},
+	  "targets": {"audit": {"type": "sqs", "bound": true}}
+	}`))
+	fmt.Println(g.Bind(sources.Bindings{Targets: map[string]string{"audit": "arn:aws:sns:us-east-1:111111111111:alerts"}}))
+	// Output:
+	// Storefront-Customers1A2B3C
+	// https://sqs.us-east-1.amazonaws.com/111111111111/Storefront-Audit4D5E6F
+	// targets.audit.arn: "arn:aws:sns:us-east-1:111111111111:alerts" is not the ARN of a sqs resource (arn:aws:sqs:<region>:<account>:...)
+}

@@ -49,10 +49,15 @@ type File struct {
 }
 
 // Table is one of the application's own tables: its name in DynamoDB (the key it is listed
-// under when empty), its key attributes, and what effects do to it, which is what the stack
-// grants the receiver on it.
+// under when empty), or "bound" to a table the CDK app defines, its key attributes, and what
+// effects do to it, which is what the stack grants the receiver on it.
 type Table struct {
-	Name         string   `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Bound says the table's name is not in the file: the CDK app binds the entry to a table
+	// it defines or imports (infra's Props.TableBindings), grants on that table, and hands the
+	// functions its name (ONCEHOOK_BINDINGS), which launch applies with File.Bind at start.
+	// A bound table has no name.
+	Bound        bool     `json:"bound,omitempty"`
 	PartitionKey string   `json:"partition_key"`
 	SortKey      string   `json:"sort_key,omitempty"`
 	Actions      []string `json:"actions"` // put, update, delete, check
@@ -60,6 +65,8 @@ type Table struct {
 	// claimed_by), as it does oncehook's own (dedup.Auditor): for a table only put effects
 	// write. The stack grants the sweeper dynamodb:Scan on it.
 	Audit bool `json:"audit,omitempty"`
+
+	resolved bool // Bound, and given its name by File.Bind
 }
 
 // The values of Table.Actions, and the DynamoDB actions each needs.
@@ -67,7 +74,10 @@ var TableActions = map[string]string{
 	"put": "dynamodb:PutItem", "update": "dynamodb:UpdateItem", "delete": "dynamodb:DeleteItem", "check": "dynamodb:ConditionCheckItem",
 }
 
-// DedupTables returns the tables as the dedup core takes them.
+// DedupTables returns the tables as the dedup core takes them. A bound table File.Bind has not
+// named goes without a name (the store then knows it by the name planners use, which is what a
+// store that writes nothing, receivertest's, needs); launch binds the file before it builds
+// the store, and refuses to start with a bound table left unnamed.
 func (f *File) DedupTables() map[string]dedup.TableKeys {
 	if len(f.Tables) == 0 {
 		return nil
@@ -79,9 +89,10 @@ func (f *File) DedupTables() map[string]dedup.TableKeys {
 	return m
 }
 
-// PhysicalName is the table's name in DynamoDB.
+// PhysicalName is the table's name in DynamoDB: its name, the name it is listed under, or,
+// for a bound table, the name File.Bind gave it ("" until then).
 func (t *Table) PhysicalName(listedAs string) string {
-	if t.Name != "" {
+	if t.Name != "" || t.Bound {
 		return t.Name
 	}
 	return listedAs
@@ -99,6 +110,12 @@ type Target struct {
 	// ARN is the AWS resource: the queue (sqs), topic (sns), event bus (eventbridge; a name
 	// such as "default" serves too), state machine (stepfunctions) or function (lambda).
 	ARN string `json:"arn,omitempty"`
+	// Bound says the ARN is not in the file: the CDK app binds the target to a resource it
+	// defines or imports (infra's Props.QueueBindings, TopicBindings, EventBusBindings,
+	// StateMachineBindings or FunctionBindings, by Type), grants on that resource, and hands
+	// the functions its ARN (ONCEHOOK_BINDINGS), which launch applies with File.Bind at start.
+	// Only AWS targets are bound; a bound target has no arn.
+	Bound bool `json:"bound,omitempty"`
 	// GroupID is a FIFO queue's or topic's message group; default one group per event.
 	GroupID string `json:"group_id,omitempty"`
 	// Source and DetailType name an EventBridge target's events; default "oncehook" and the
@@ -114,6 +131,8 @@ type Target struct {
 	// idempotency key at all: an attempt that may have been sent is never sent again, and
 	// parks for a person instead (outbox.AtMostOnce).
 	Delivery string `json:"delivery,omitempty"`
+
+	resolved bool // Bound, and given its ARN by File.Bind
 }
 
 // The values of Target.Delivery.

@@ -221,7 +221,9 @@ func (f *File) Validate() error {
 		switch {
 		case t == nil:
 			return &FieldError{Field: at, Reason: "is null"}
-		case !validTableName(t.PhysicalName(name)):
+		case t.Bound && t.Name != "" && !t.resolved:
+			return &FieldError{Field: at + ".name", Reason: "is set, and the table is bound: a bound table takes its name from the CDK app (infra's Props.TableBindings); set name or bound, not both"}
+		case !t.Bound && !validTableName(t.PhysicalName(name)):
 			return &FieldError{Field: at + ".name", Reason: fmt.Sprintf("%q is not a DynamoDB table name or ARN", t.PhysicalName(name))}
 		case t.PartitionKey == "":
 			return &FieldError{Field: at + ".partition_key", Reason: "is required"}
@@ -257,6 +259,9 @@ func (f *File) Validate() error {
 			}
 			continue
 		}
+		if tg.Bound {
+			return &FieldError{Field: at + ".bound", Reason: "only AWS targets (sqs, sns, eventbridge, stepfunctions, lambda) are bound; an http target names its url"}
+		}
 		if tg.ARN != "" || tg.GroupID != "" || tg.Source != "" || tg.DetailType != "" || tg.Invocation != "" {
 			return &FieldError{Field: at, Reason: "an http target takes url, timeout and headers only"}
 		}
@@ -284,6 +289,13 @@ func (f *File) Validate() error {
 	return nil
 }
 
+// BindingProps names, per AWS target type, the prop of infra's Props that binds a target of
+// that type to a resource of the CDK app.
+var BindingProps = map[string]string{
+	TargetSQS: "QueueBindings", TargetSNS: "TopicBindings", TargetEventBridge: "EventBusBindings",
+	TargetStepFunctions: "StateMachineBindings", TargetLambda: "FunctionBindings",
+}
+
 // arnKinds are the ARN service and resource prefix each AWS target type names.
 var arnKinds = map[string][2]string{
 	TargetSQS: {"sqs", ""}, TargetSNS: {"sns", ""}, TargetEventBridge: {"events", "event-bus/"},
@@ -300,18 +312,27 @@ func (t *Target) validateAWS(at string) error {
 	if t.URL != "" || len(t.Headers) > 0 {
 		return &FieldError{Field: at, Reason: "url and headers are for http targets; an " + t.Type + " target names its resource by arn"}
 	}
-	if t.Type == TargetEventBridge && t.ARN == "" {
+	// A bound target's ARN comes from the CDK app (File.Bind): what depends on it is checked
+	// then, and at synth.
+	unbound := t.Bound && !t.resolved
+	switch {
+	case unbound && t.ARN != "":
+		return &FieldError{Field: at + ".arn", Reason: fmt.Sprintf("is set, and the target is bound: a bound target takes its ARN from the CDK app (infra's Props.%s); set arn or bound, not both", BindingProps[t.Type])}
+	case unbound:
+	case t.ARN == "" && t.Type == TargetEventBridge:
 		t.ARN = "default"
+	case t.ARN == "":
+		return &FieldError{Field: at + ".arn", Reason: fmt.Sprintf(`is required: the ARN of the %s resource, or "bound": true for one the CDK app binds (infra's Props.%s)`, t.Type, BindingProps[t.Type])}
 	}
 	p := strings.SplitN(t.ARN, ":", 6)
 	named := t.Type == TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") && validBusName(t.ARN)
-	if !named && (len(p) != 6 || p[0] != "arn" || p[2] != kind[0] || !strings.HasPrefix(p[5], kind[1]) || len(p[5]) == len(kind[1])) {
+	if !unbound && !named && (len(p) != 6 || p[0] != "arn" || p[2] != kind[0] || !strings.HasPrefix(p[5], kind[1]) || len(p[5]) == len(kind[1])) {
 		return &FieldError{Field: at + ".arn", Reason: fmt.Sprintf("%q is not the ARN of a %s resource (arn:aws:%s:<region>:<account>:%s...)", t.ARN, t.Type, kind[0], kind[1])}
 	}
 	if time.Duration(t.Timeout) < 0 || time.Duration(t.Timeout) > 10*time.Minute {
 		return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
 	}
-	fifo := strings.HasSuffix(t.ARN, ".fifo")
+	fifo := strings.HasSuffix(t.ARN, ".fifo") || unbound // a bound queue's or topic's: at synth and at File.Bind
 	switch {
 	case t.GroupID != "" && !((t.Type == TargetSQS || t.Type == TargetSNS) && fifo):
 		return &FieldError{Field: at + ".group_id", Reason: "is for FIFO queues and topics (their ARN ends in .fifo)"}

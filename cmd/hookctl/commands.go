@@ -33,6 +33,9 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(w, "first delivery\t%s at %s\n", orDash(cl.DeliveryID), cl.ReceivedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "expires\t%s\n", time.Unix(cl.ExpiresAt, 0).UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "payload\t%d bytes, sha256 %s\n", cl.PayloadBytes, cl.PayloadSHA256)
+	if sc := cl.TraceContext(); sc.IsValid() {
+		fmt.Fprintf(w, "trace\t%s (committed under span %s)\n", sc.TraceID(), sc.SpanID())
+	}
 	for _, k := range cl.Effects {
 		if k.Table != "" {
 			fmt.Fprintf(w, "effect\t%s: %s / %s\n", k.Table, k.PK, orDash(k.SK))

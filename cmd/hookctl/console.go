@@ -36,7 +36,7 @@ func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
 	fs.BoolVar(&f.metrics, "metrics", false, "chart deliveries and intents from the stack's CloudWatch metrics")
 	fs.StringVar(&f.namespace, "metrics-namespace", "oncehook", "the stack's metrics namespace")
-	fs.IntVar(&f.maxReads, "max-reads", 500, "claims one page reads from the pending index at most")
+	fs.IntVar(&f.maxReads, "max-reads", 500, "entries of the pending index one page reads at most (and so the claims it reads)")
 }
 
 // consoleCmd serves the operator console (package console) until interrupted.
@@ -80,7 +80,7 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := consoleServer(h)
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -111,4 +111,12 @@ func operator(tool string) string {
 		user = strings.ToValidUTF8(user[:max], "")
 	}
 	return user + suffix
+}
+
+// consoleServer is the http.Server hookctl console serves h with: every stage of a connection
+// bounded, so a client that sends slowly or not at all cannot hold it. The write bound leaves
+// room for the slowest page, a redrive of 200 intents.
+func consoleServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 }

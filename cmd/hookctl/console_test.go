@@ -21,6 +21,7 @@ func TestConsoleRefusesAnUnsafeAddressOrATableNotOncehooks(t *testing.T) {
 		says string
 	}{
 		{[]string{"console", "-table", table, "-addr", "0.0.0.0:0"}, "not a loopback address: set a token"},
+		{[]string{"console", "-table", table, "-addr", "0.0.0.0:0", "-token", "1234"}, "the token is guessable"},
 		{[]string{"console", "-table", "no-such-table-console", "-addr", "127.0.0.1:0"}, "does not exist"},
 		{[]string{"console", "-addr", "127.0.0.1:0", "extra"}, "takes no arguments"},
 	} {
@@ -110,5 +111,21 @@ func TestOperatorIsBoundedAndPrintable(t *testing.T) {
 		if got := operator("x"); got != want || outbox.ValidRedrivenBy(got) != nil {
 			t.Errorf("USER %q: %q, want %q", user, got, want)
 		}
+	}
+}
+
+// The console's server bounds how long a client may hold a connection at every stage: its
+// headers, its body, the answer, an idle keep-alive, and the size of its headers. Without
+// them a client that sends slowly (or not at all) keeps a connection and a goroutine forever.
+func TestTheConsolesServerBoundsEveryStageOfAConnection(t *testing.T) {
+	srv := consoleServer(http.NotFoundHandler())
+	for name, d := range map[string]time.Duration{"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
+		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout} {
+		if d <= 0 {
+			t.Errorf("%s is not set", name)
+		}
+	}
+	if srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes > http.DefaultMaxHeaderBytes {
+		t.Errorf("MaxHeaderBytes %d, want set, at most the default", srv.MaxHeaderBytes)
 	}
 }

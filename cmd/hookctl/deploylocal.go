@@ -663,6 +663,9 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 			where := t.URL
 			if t.Type != "" && t.Type != sources.TargetHTTP {
 				where = t.Type + " " + t.ARN
+				if t.Bound && t.ARN == "" {
+					where = t.Type + ", bound by the CDK app (ONCEHOOK_BINDINGS)"
+				}
 			}
 			fmt.Fprintf(w, "  target   %-*s  %s\n", width, name, where)
 		}

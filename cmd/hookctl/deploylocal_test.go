@@ -384,3 +384,23 @@ func TestWhatDeployLocalPrints(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployLocalSaysABoundTargetIsBound: a target the sources file binds to a resource of the
+// CDK app has no ARN in the file: the deploy says it is bound, never an empty ARN.
+func TestDeployLocalSaysABoundTargetIsBound(t *testing.T) {
+	t.Parallel()
+	f, err := sources.Parse([]byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"secretsmanager":"s/stripe"}],"redrive_window":"1d"}},
+		"targets":{"audit":{"type":"sqs","bound":true},"ship":{"type":"sqs","arn":"arn:aws:sqs:us-east-1:000000000000:ship"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &construct{stack: "App", routes: []string{"stripe"}, sources: f, sourcesPath: "/x/sources.json"}
+	d := []deployedConstruct{{construct: k, table: "App-Table", api: "a1b2", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}}
+	var b strings.Builder
+	printDeployed(&b, "http://127.0.0.1:4566", ".oncehook/stack.env", ".oncehook", d, nil, nil)
+	for _, w := range []string{"target   audit   sqs, bound by the CDK app (ONCEHOOK_BINDINGS)\n", "target   ship    sqs arn:aws:sqs:us-east-1:000000000000:ship\n"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("no %q in\n%s", w, b.String())
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
@@ -283,6 +284,31 @@ func TestInspectShowsWhatWasSentAndTheTargetsKind(t *testing.T) {
 	}
 	code, out, errOut := hookctl(t, "", "inspect", "-table", table, "-sources", file, "shop", "evt_s")
 	if code != 0 || !strings.Contains(out, "orders (sqs, at-most-once)") || !strings.Contains(out, "message 5fea7756-0ea4-451a-a703-a558b933e274") {
+		t.Fatalf("inspect: %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestInspectNamesTheTraceOfAClaim: a claim committed under a span shows its trace id, to look
+// the event's trace up by; one committed without shows no trace line.
+func TestInspectNamesTheTraceOfAClaim(t *testing.T) {
+	client, table := testTable(t)
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	traced := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid}))
+	for id, ctx := range map[string]context.Context{"evt_traced": traced, "evt_plain": context.Background()} {
+		if _, err := store.Commit(ctx, dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)},
+			dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, errOut := hookctl(t, "", "inspect", "-table", table, "shop", "evt_traced"); code != 0 || !strings.Contains(out, "trace           4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Fatalf("inspect: %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := hookctl(t, "", "inspect", "-table", table, "shop", "evt_plain"); code != 0 || strings.Contains(out, "trace ") {
 		t.Fatalf("inspect: %d\n%s%s", code, out, errOut)
 	}
 }

@@ -331,6 +331,7 @@ type Downstream struct {
 	rates   faults.Rates
 	rnd     func() float64
 	onCall  func(key string)
+	onHead  func(key string, h http.Header)
 	refused map[string]bool
 	srv     *http.Server
 }
@@ -366,6 +367,14 @@ func (d *Downstream) OnCall(f func(key string)) {
 	d.onCall = f
 }
 
+// OnHeaders makes every call hand its headers to f (nil: none) before it is answered (and
+// before a fault is drawn for it): a test reads what a call carried (its traceparent).
+func (d *Downstream) OnHeaders(f func(key string, h http.Header)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.onHead = f
+}
+
 // Refuse makes every call for key answer 422 without applying it (a Reject, counted as one),
 // until Refuse(key, false): one chosen intent is parked, whatever else runs.
 func (d *Downstream) Refuse(key string, on bool) {
@@ -381,8 +390,11 @@ func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	_, _ = io.Copy(io.Discard, r.Body)
 	d.mu.Lock()
-	onCall := d.onCall
+	onCall, onHead := d.onCall, d.onHead
 	d.mu.Unlock()
+	if onHead != nil {
+		onHead(key, r.Header.Clone())
+	}
 	if onCall != nil {
 		onCall(key)
 	}

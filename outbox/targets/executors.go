@@ -17,9 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
-	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/outbox"
 )
@@ -91,14 +92,17 @@ func (x *SQS) Execute(ctx context.Context, t outbox.Task) error {
 }
 
 // ExecuteReport sends the message and reports its id (outbox.Reporter).
-func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
+func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
+	ctx, span := startCall(ctx, "SQS", "SendMessage", trace.SpanKindProducer, sqsAttrs(x.QueueURL)...)
+	defer func() { endCall(span, sent, err) }()
 	attrs := map[string]sqstypes.MessageAttributeValue{}
-	for k, v := range attributes(t) {
+	for k, v := range messageFields(ctx, attributes(t)) {
 		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
-	in := &sqs.SendMessageInput{QueueUrl: aws.String(x.QueueURL), MessageBody: aws.String(string(t.Payload)), MessageAttributes: attrs}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(x.QueueURL), MessageBody: aws.String(string(t.Payload)), MessageAttributes: attrs,
+		MessageSystemAttributes: sqsSystemAttributes(ctx)}
 	if strings.HasSuffix(x.QueueURL, ".fifo") {
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
 		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
@@ -112,6 +116,7 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) 
 	if err != nil {
 		return "", classify("SQS SendMessage "+x.QueueURL, err, writes)
 	}
+	setMessageID(ctx, aws.ToString(out.MessageId))
 	return "message " + aws.ToString(out.MessageId), nil
 }
 
@@ -135,13 +140,12 @@ func (x *SNS) Execute(ctx context.Context, t outbox.Task) error {
 }
 
 // ExecuteReport publishes the message and reports its id (outbox.Reporter).
-func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
+func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
-	attrs := map[string]snstypes.MessageAttributeValue{}
-	for k, v := range attributes(t) {
-		attrs[k] = snstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-	}
+	ctx, span := startCall(ctx, "SNS", "Publish", trace.SpanKindProducer, snsAttrs(x.TopicARN)...)
+	defer func() { endCall(span, sent, err) }()
+	attrs := snsAttributes(messageFields(ctx, attributes(t)))
 	in := &sns.PublishInput{TopicArn: aws.String(x.TopicARN), Message: aws.String(string(t.Payload)), MessageAttributes: attrs}
 	if strings.HasSuffix(x.TopicARN, ".fifo") {
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
@@ -151,11 +155,13 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) 
 	if t.AtMostOnce {
 		opts = append(opts, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
 	}
+	opts = snsTraceHeader(ctx, opts)
 	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.Publish(ctx, in, opts...)
 	if err != nil {
 		return "", classify("SNS Publish "+x.TopicARN, err, writes)
 	}
+	setMessageID(ctx, aws.ToString(out.MessageId))
 	return "message " + aws.ToString(out.MessageId), nil
 }
 
@@ -179,16 +185,18 @@ func (x *EventBridge) Execute(ctx context.Context, t outbox.Task) error {
 }
 
 // ExecuteReport puts the event and reports its id (outbox.Reporter).
-func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
+func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
-	detail, err := envelope(t)
-	if err != nil {
-		return "", err
-	}
 	bus, source, detailType := x.Bus, x.Source, x.DetailType
 	if bus == "" {
 		bus = "default"
+	}
+	ctx, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(bus))
+	defer func() { endCall(span, sent, err) }()
+	detail, err := envelope(ctx, t)
+	if err != nil {
+		return "", err
 	}
 	if source == "" {
 		source = "oncehook"
@@ -203,6 +211,7 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (string,
 	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		EventBusName: aws.String(bus), Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(detail)),
+		TraceHeader: optional(xray(ctx)),
 	}}}, opts...)
 	if err != nil {
 		return "", classify("EventBridge PutEvents "+bus, err, writes)
@@ -272,7 +281,9 @@ func (x *StepFunctions) isExpress(ctx context.Context) (bool, error) {
 }
 
 // ExecuteReport starts the execution and reports its ARN (outbox.Reporter).
-func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
+func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
+	ctx, span := startCall(ctx, "SFN", "StartExecution", trace.SpanKindClient, semconv.AWSStepFunctionsStateMachineARN(x.StateMachineARN))
+	defer func() { endCall(span, sent, err) }()
 	if !json.Valid(t.Payload) {
 		return "", outbox.Permanent(errors.New("the intent's payload is not JSON: a state machine's input must be"))
 	}
@@ -296,7 +307,8 @@ func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (strin
 		opts = append(opts, func(o *sfn.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one start
 	}
 	sctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.StartExecution(sctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload))}, opts...)
+	out, err := x.Client.StartExecution(sctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload)),
+		TraceHeader: optional(xray(ctx))}, opts...)
 	var exists *sfntypes.ExecutionAlreadyExists
 	if err == nil {
 		return kind + aws.ToString(out.ExecutionArn), nil
@@ -353,10 +365,12 @@ func (x *Lambda) Execute(ctx context.Context, t outbox.Task) error {
 }
 
 // ExecuteReport invokes the function and reports how Lambda answered (outbox.Reporter).
-func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
+func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
-	payload, err := envelope(t)
+	ctx, span := startCall(ctx, "Lambda", "Invoke", trace.SpanKindClient, lambdaAttrs(x.Function)...)
+	defer func() { endCall(span, sent, err) }()
+	payload, err := envelope(ctx, t)
 	if err != nil {
 		return "", err
 	}
@@ -371,6 +385,7 @@ func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (string, erro
 		}
 		opts = append(opts, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
 	}
+	opts = lambdaTraceHeader(ctx, opts)
 	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload}, opts...)
 	if err != nil {

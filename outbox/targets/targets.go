@@ -29,6 +29,7 @@
 package targets
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -40,6 +41,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 
+	"github.com/oncehook/oncehook/internal/tracecontext"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -52,15 +54,21 @@ type Envelope struct {
 	EventType      string          `json:"event_type"`
 	Intent         string          `json:"intent"`
 	Payload        json.RawMessage `json:"payload"`
+	// Traceparent and Tracestate are the call's W3C trace context, with tracing on (absent
+	// otherwise): a function or a rule's target continues the intent's trace from them. They
+	// change from attempt to attempt; deduplicate on IdempotencyKey, never on the envelope.
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
 }
 
 // envelope wraps t, refusing (permanently) a payload that is not JSON: the services take JSON.
-func envelope(t outbox.Task) ([]byte, error) {
+func envelope(ctx context.Context, t outbox.Task) ([]byte, error) {
 	if !json.Valid(t.Payload) {
 		return nil, outbox.Permanent(errors.New("the intent's payload is not JSON"))
 	}
+	tc := tracecontext.Fields(ctx)
 	b, err := json.Marshal(Envelope{IdempotencyKey: t.IdempotencyKey, Source: t.Source, EventID: t.EventID,
-		EventType: t.EventType, Intent: t.Intent, Payload: t.Payload})
+		EventType: t.EventType, Intent: t.Intent, Payload: t.Payload, Traceparent: tc["traceparent"], Tracestate: tc["tracestate"]})
 	if err != nil {
 		return nil, outbox.Permanent(err)
 	}

@@ -1,10 +1,12 @@
 // Package e2e drives the storefront deployed to an emulator: signed Stripe and GitHub
 // deliveries in (each twice, at once, and a GitHub replay under a forged delivery id), the
-// records in the table and the calls of the three downstreams (fulfilment, CI, and the CRM
-// behind the storefront's own executor) checked; and the commands the deploy printed, run as
-// printed in a new shell. Run by the repository's `make test`, which deploys the stack first
-// with hookctl deploy-local (which puts the secrets its sources file names) and sets
-// STOREFRONT_URL, STOREFRONT_TABLE and STOREFRONT_DEPLOY_OUTPUT.
+// records in oncehook's table and in the storefront's own customers table (bound: found by the
+// name the deployed functions were handed, as CloudFormation gave it), and the calls of the
+// three downstreams (fulfilment, CI, and the CRM behind the storefront's own executor)
+// checked; and the commands the deploy printed, run as printed in a new shell. Run by the
+// repository's `make test`, which deploys the stack first with hookctl deploy-local (which
+// puts the secrets its sources file names) and sets STOREFRONT_URL, STOREFRONT_TABLE and
+// STOREFRONT_DEPLOY_OUTPUT.
 package e2e
 
 import (
@@ -24,12 +26,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/receiver/receivertest"
 	"github.com/oncehook/oncehook/sources"
+
+	"example.com/storefront/planners"
 )
 
 // downstream counts the calls it gets per idempotency key (the header the caller names).
@@ -132,8 +137,9 @@ func TestTheStorefrontEndToEnd(t *testing.T) {
 		return string(b), nil
 	}
 	db := dynamodb.NewFromConfig(cfg)
+	customers := customersTable(t, ctx, cfg, table)
 	ordersOf := func() int { // the customer's order count in the storefront's own table
-		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("storefront-customers"), ConsistentRead: aws.Bool(true),
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(customers), ConsistentRead: aws.Bool(true),
 			Key: map[string]types.AttributeValue{"email": &types.AttributeValueMemberS{Value: "ada@example.com"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -215,6 +221,46 @@ func TestTheStorefrontEndToEnd(t *testing.T) {
 			t.Errorf("calls %v, want %s exactly once", calls, key)
 		}
 	}
+}
+
+// customersTable is the storefront's customers table as the deployed functions were handed it:
+// the sources file names no table (tables.customers is "bound"), the CDK app binds it to the
+// table it defines, and CloudFormation named that. Each of the three functions of the stack
+// (those on its oncehook table) is handed the same name in ONCEHOOK_BINDINGS, and the table is
+// there.
+func customersTable(t *testing.T, ctx context.Context, cfg aws.Config, table string) string {
+	t.Helper()
+	names := map[string]int{}
+	p := lambda.NewListFunctionsPaginator(lambda.NewFromConfig(cfg), &lambda.ListFunctionsInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fn := range page.Functions {
+			if fn.Environment == nil || fn.Environment.Variables["TABLE_NAME"] != table {
+				continue
+			}
+			b, err := sources.ParseBindings([]byte(fn.Environment.Variables["ONCEHOOK_BINDINGS"]))
+			if err != nil {
+				t.Fatalf("%s's ONCEHOOK_BINDINGS: %v", aws.ToString(fn.FunctionName), err)
+			}
+			names[b.Tables[planners.Customers]]++
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("the functions on %s were handed the customers tables %v: want one name, the same for the three", table, names)
+	}
+	for name, n := range names {
+		if n != 3 || name == "" || name == planners.Customers {
+			t.Fatalf("the customers table %q, handed to %d functions: want the name CloudFormation gave it, for all three", name, n)
+		}
+		if _, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err != nil {
+			t.Fatalf("the bound customers table %s: %v", name, err)
+		}
+		return name
+	}
+	return ""
 }
 
 // done reports whether a claim item has intents and every one is done.

@@ -22,16 +22,18 @@ func main() {
 		sourcesFile, crm = "sources.local.json", "http://127.0.0.1:8033/customers"
 	}
 	stack := awscdk.NewStack(app, jsii.String("Storefront"), nil)
-	// The storefront's own table, which checkouts update in the claim's transaction (the
-	// sources file's tables.customers: the construct grants the receiver what it lists). Its
-	// balances are business data: point-in-time recovery, and kept when the stack is deleted
-	// (destroyed only on the emulator, so a local deploy can be repeated).
+	// The storefront's own table, which checkouts update in the claim's transaction. The
+	// sources file lists it as tables.customers, "bound": it names no table, and TableBindings
+	// below binds it to this one, so CloudFormation names it (one sources file for every
+	// account and stage): the construct grants the receiver what the file's entry lists on it
+	// and hands the functions its name. Its balances are business data: point-in-time
+	// recovery, and kept when the stack is deleted (destroyed only on the emulator, so a local
+	// deploy can be repeated).
 	removal := awscdk.RemovalPolicy_RETAIN
 	if local {
 		removal = awscdk.RemovalPolicy_DESTROY
 	}
 	customers := awsdynamodb.NewTable(stack, jsii.String("Customers"), &awsdynamodb.TableProps{
-		TableName:    jsii.String("storefront-customers"),
 		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("email"), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
@@ -46,6 +48,8 @@ func main() {
 		Outbox:      oncehook.Code{GoPackage: "./cmd/outbox"},
 		Sweeper:     oncehook.Code{GoPackage: "./cmd/sweeper"},
 		Targets:     []string{"crm"}, // served by executors.CRM
+		// The sources file's tables.customers is this table, whatever CloudFormation names it.
+		TableBindings: map[string]awsdynamodb.ITable{"customers": customers},
 		// Orders and pushes are written only by put effects: any without claimed_by leaked.
 		AuditPrefixes: []string{"ORDER#", "PUSH#"},
 		Environment:   map[string]string{"CRM_URL": crm},

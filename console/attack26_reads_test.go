@@ -1,0 +1,160 @@
+package console_test
+
+// Findings of a security review of the console (attack26): each test names what must never
+// happen, and fails while it does.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// scanCounter counts the index items the console's queries read (ScannedCount: what
+// DynamoDB evaluates and bills, before a filter).
+type scanCounter struct {
+	*dynamodb.Client
+	mu      sync.Mutex
+	scanned int
+	queries int
+	keys    int // asked of BatchGetItem
+}
+
+func (s *scanCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	s.mu.Lock()
+	for _, ka := range in.RequestItems {
+		s.keys += len(ka.Keys)
+	}
+	s.mu.Unlock()
+	return s.Client.BatchGetItem(ctx, in, optFns...)
+}
+
+func (s *scanCounter) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := s.Client.Query(ctx, in, optFns...)
+	if err == nil {
+		s.mu.Lock()
+		s.scanned += int(out.ScannedCount)
+		s.queries++
+		s.mu.Unlock()
+	}
+	return out, err
+}
+
+// "At most -max-reads claims per page": the recent events of a source read the pending index
+// with a filter on the source, and count only the keys that pass it, so a source with little in
+// the index reads all of it, every shard to its end, whatever MaxIndexReads says. In an outage
+// (a target down, the index holding every claim of the last hours) that is the page the
+// operator opens, and it reads the whole index.
+func TestTheRecentEventsOfASourceReadAtMostMaxIndexReadsOfTheIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const claims, maxReads = 120, 10
+	for i := range claims {
+		e.commit("shop", fmt.Sprintf("evt_busy_%03d", i), false) // all due: all in the index
+	}
+	counter := &scanCounter{Client: e.client}
+	cfg := console.Config{DynamoDB: counter, Table: e.table, Sources: e.file, MaxIndexReads: maxReads}
+	h, err := console.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	if r := b.get("/backlog"); r.Status != http.StatusOK {
+		t.Fatalf("backlog: %d", r.Status)
+	}
+	counter.mu.Lock()
+	backlog := counter.scanned
+	counter.scanned, counter.queries = 0, 0
+	counter.mu.Unlock()
+	if backlog == 0 {
+		t.Fatal("the emulator reports no ScannedCount: this test cannot measure")
+	}
+
+	r := b.get("/events?source=gh") // gh has nothing in the index
+	if r.Status != http.StatusOK {
+		t.Fatalf("recent events of gh: %d\n%s", r.Status, r.Body)
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if counter.scanned > 2*maxReads {
+		t.Fatalf("the recent events of a source read %d index items in %d queries with MaxIndexReads %d (the backlog page read %d): the whole index, not a bounded page",
+			counter.scanned, counter.queries, maxReads, backlog)
+	}
+}
+
+// "A source alone lists its most recent claims": the recent events read the shards in order,
+// newest first within each, and stop at MaxIndexReads, so the newest claims of a later shard
+// are never read once an earlier shard holds MaxIndexReads of the source's claims.
+func TestTheRecentEventsOfASourceIncludeItsNewestClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const maxReads = 10
+	idIn := func(shard string, from int) (string, int) {
+		for i := from; ; i++ {
+			id := fmt.Sprintf("evt_recent_%d", i)
+			if dedup.PendingShard(dedup.ClaimKey("shop", id)) == shard {
+				return id, i + 1
+			}
+		}
+	}
+	next := 0
+	for range 2 * maxReads {
+		var id string
+		id, next = idIn("P0", next)
+		e.commit("shop", id, false)
+	}
+	newest, _ := idIn("P15", next)
+	e.commit("shop", newest, false) // the newest claim of shop, in the last due shard
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: maxReads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newBrowser(t, serveHandler(t, h)).get("/events?source=shop")
+	if r.Status != http.StatusOK {
+		t.Fatalf("%d\n%s", r.Status, r.Body)
+	}
+	if !strings.Contains(r.Body, ">"+newest+"<") {
+		t.Fatalf("the most recent events of shop lack its newest claim %s", newest)
+	}
+}
+
+// Every page that reads the pending index reads at most MaxIndexReads of its entries
+// (ScannedCount: what DynamoDB evaluates and bills) and at most as many claims, however many
+// the index holds: a query reads a shard's whole first page (up to 1 MB of keys) unless it is
+// given a Limit.
+func TestEveryIndexPageReadsAtMostMaxIndexReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const claims, maxReads = 120, 10
+	for i := range claims {
+		e.commit("shop", fmt.Sprintf("evt_many_%03d", i), false)
+	}
+	counter := &scanCounter{Client: e.client}
+	h, err := console.New(console.Config{DynamoDB: counter, Table: e.table, Sources: e.file, MaxIndexReads: maxReads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	b.get("/audit") // the table check, once
+	for _, p := range []string{"/", "/backlog", "/parked", "/parked?source=gh", "/events?source=shop", "/events?source=gh"} {
+		counter.mu.Lock()
+		counter.scanned, counter.queries, counter.keys = 0, 0, 0
+		counter.mu.Unlock()
+		if r := b.get(p); r.Status != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", p, r.Status, r.Body)
+		}
+		counter.mu.Lock()
+		scanned, keys := counter.scanned, counter.keys
+		counter.mu.Unlock()
+		if scanned > maxReads || keys > maxReads {
+			t.Errorf("%s read %d index entries and %d claims, with MaxIndexReads %d", p, scanned, keys, maxReads)
+		}
+	}
+}

@@ -1,0 +1,449 @@
+package console_test
+
+// Findings of a security review of the console (attack26): each test names what must never
+// happen, and fails while it does.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// A target's token is often in its URL's path (a Slack or Discord webhook URL). The console
+// shows a URL in an error by its scheme and host only, but a downstream that answers with the
+// path it was called on (Express's "Cannot POST /path", many frameworks' 404s) puts the
+// path, token and all, in last_error without a scheme, and the event and parked pages show it.
+func TestAnErrorEchoingTheTargetsPathDoesNotShowIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Cannot POST "+r.URL.RequestURI(), http.StatusNotFound)
+	}))
+	t.Cleanup(echo.Close)
+	target := echo.URL + "/hooks/SECRET-URL-PATH?token=SECRET-URL-QUERY"
+	// The sources file names the URL the executor calls, as a deployment's does: a console
+	// that knows it has all it needs to hide it.
+	f, err := sources.Parse([]byte(strings.ReplaceAll(testSources, "http://127.0.0.1:1/SECRET-URL-PATH", target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	exec := &outbox.HTTPExecutor{URL: target, Timeout: 5 * time.Second}
+	w, err := outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.worker = w
+	e.commit("shop", "evt_echo", false)
+	e.drain()
+	if in := e.claim("shop", "evt_echo").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, "SECRET-URL") {
+		t.Fatalf("setup: %+v, want parked with the echoed path in last_error", in)
+	}
+	b := e.serve(nil)
+	for _, p := range []string{"/events/shop/evt_echo", "/parked"} {
+		r := b.get(p)
+		mustContain(t, r, "evt_echo")
+		mustNotContain(t, r, "SECRET-URL")
+	}
+}
+
+// fakeTable is an oncehook-shaped table whose reads fail with an AWS error naming the
+// operator's identity, as AccessDeniedException does.
+type fakeTable struct{ console.API }
+
+var errDenied = errors.New("operation error DynamoDB: GetItem, https response error StatusCode: 400, RequestID: R1, " +
+	"api error AccessDeniedException: User: arn:aws:iam::123456789012:user/SECRET-IAM-USER is not authorized to perform: dynamodb:GetItem")
+
+func (fakeTable) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(dedup.AttrSK), KeyType: types.KeyTypeRange}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndexDescription{{IndexName: aws.String(dedup.PendingIndex),
+			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPendingShard), KeyType: types.KeyTypeHash}}}},
+	}}, nil
+}
+
+func (fakeTable) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return nil, errDenied
+}
+
+func (fakeTable) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return nil, errDenied
+}
+
+// docs/console.md: "an AWS error (502, the details in the log)", and awsFail's comment: "the
+// operator sees what failed, the log the error itself". The page shows the error itself: the
+// account, the IAM identity and the request id reach whoever can load a page.
+func TestAnAWSErrorsDetailsGoToTheLogNotThePage(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	for _, p := range []string{"/events/shop/evt_x", "/parked", "/backlog"} {
+		r := b.get(p)
+		if r.Status != http.StatusBadGateway {
+			t.Fatalf("%s: %d, want 502", p, r.Status)
+		}
+		mustNotContain(t, r, "SECRET-IAM-USER", "123456789012")
+	}
+}
+
+// A visitor without the token gets the sign-in page and nothing of the deployment: the
+// layout around it names the table (the stack's name) and the console's modes.
+func TestTheSignInPageShowsNothingOfTheDeployment(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", Token: "a-long-enough-token-0123456789", ShowPayloads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newBrowser(t, serveHandler(t, h)).get("/")
+	if r.Status != http.StatusUnauthorized {
+		t.Fatalf("%d, want 401", r.Status)
+	}
+	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
+}
+
+// "A DNS-rebinding page cannot reach a console on a laptop": it cannot act, but it reads the
+// 421 answer (the page's own origin, rebound to 127.0.0.1, made the request), and that page's
+// layout names the table (the stack's name) and the console's modes.
+func TestTheAnswerToAForeignHostShowsNothingOfTheDeployment(t *testing.T) {
+	t.Parallel()
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", ShowPayloads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	req, err := http.NewRequest(http.MethodGet, b.base+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebound.attacker.example:8030"
+	r := b.do(req)
+	if r.Status != http.StatusMisdirectedRequest {
+		t.Fatalf("%d, want 421", r.Status)
+	}
+	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
+}
+
+// secretTarget is a target URL whose every secret part (userinfo, path segments, query
+// values) and header value holds the marker qz7: no page may show any of them, in any
+// encoding a downstream's error might quote them in.
+const secretTarget = "https://ops:pw-Qz7Pass9@hooks.example.test/services/T0Qz7SECRa/B0Qz7SECRb/Qz7tokenValue9x?token=Qz7Query1&sig=Qz7Sig%2Fa%3D%3D"
+
+// decodings are the ways a reader could undo an encoding of the page's text: as served,
+// HTML-unescaped, then percent-decoded (leniently, every valid %XX) and JSON-unescaped.
+func decodings(s string) []string {
+	h := html.UnescapeString(s)
+	pct := regexp.MustCompile(`%[0-9a-fA-F]{2}`).ReplaceAllStringFunc(h, func(m string) string {
+		b, _ := strconv.ParseUint(m[1:], 16, 8)
+		return string(rune(b))
+	})
+	js := strings.NewReplacer(`\/`, "/", `\u0026`, "&", `\u003c`, "<", `\u003e`, ">", `\u003d`, "=").Replace(pct)
+	return []string{s, h, pct, js, strings.ReplaceAll(pct, "+", " ")}
+}
+
+// The space around a downstream's error quoting a target's secrets: each secret part of the
+// target's URL and headers, in every encoding (as configured, decoded, path- and
+// query-escaped, every byte escaped, JSON, HTML, lower-case hex), inside the shapes errors
+// take (Express's "Cannot POST", a JSON body, an HTML page, a bare token), and cut by the
+// worker's 512-byte truncation at every length, is shown on no page.
+func TestNoEncodingOfATargetsSecretShowsInAnError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f, err := sources.Parse([]byte(strings.Replace(strings.Replace(testSources, "http://127.0.0.1:1/SECRET-URL-PATH", secretTarget, 1),
+		`"X-Api-Key": "SECRET-HEADER-VALUE"`, `"X-Api-Key": "Qz7HeaderKey42"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	u, _ := url.Parse(secretTarget)
+	pw, _ := u.User.Password()
+	var pieces []string
+	pieces = append(pieces, u.EscapedPath(), u.Path, u.RawQuery, u.EscapedPath()+"?"+u.RawQuery, u.Path+"?"+u.RawQuery, pw, "Qz7HeaderKey42")
+	for _, seg := range strings.Split(u.Path, "/") {
+		if strings.Contains(seg, "Qz7") {
+			pieces = append(pieces, seg)
+		}
+	}
+	for k, vs := range u.Query() {
+		pieces = append(pieces, vs[0], k+"="+vs[0], k+"="+url.QueryEscape(vs[0]))
+	}
+	escapeAll := func(s string) string {
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			fmt.Fprintf(&b, "%%%02X", s[i])
+		}
+		return b.String()
+	}
+	jsonOf := func(s string) string { b, _ := json.Marshal(s); return string(b[1 : len(b)-1]) }
+	encoders := map[string]func(string) string{
+		"as is": func(s string) string { return s }, "path-escaped": url.PathEscape, "query-escaped": url.QueryEscape,
+		"every byte escaped": escapeAll, "lower-case hex": func(s string) string { return strings.ToLower(escapeAll(s)) },
+		"json": jsonOf, "json, slashes escaped": func(s string) string { return strings.ReplaceAll(jsonOf(s), "/", `\/`) },
+		"html": html.EscapeString, "upper-case": strings.ToUpper,
+	}
+	shapes := []func(string) string{
+		func(p string) string { return "Cannot POST " + p },
+		func(p string) string { return `404: {"error":"no route","path":"` + p + `"}` },
+		func(p string) string { return "<html><body><h1>Not Found</h1><p>" + p + "</p></body></html>" },
+		func(p string) string { return "invalid token " + p + ", check your configuration" },
+		func(p string) string { return p },
+	}
+	var msgs []string
+	for _, p := range pieces {
+		for _, enc := range slices.Sorted(maps.Keys(encoders)) {
+			for _, shape := range shapes {
+				msgs = append(msgs, shape(encoders[enc](p)))
+			}
+		}
+		// Cut by the worker's truncation (the stored error, "permanent: " and the message, is
+		// cut at 512 bytes, then "…") keeping every length of the piece from 4 bytes (fewer
+		// tell nothing of a secret, and are shown).
+		for keep := 4; keep < len(p); keep++ {
+			msgs = append(msgs, strings.Repeat("x", 512-len("permanent: ")-keep)+p)
+		}
+	}
+	byKey := map[string]string{}
+	exec := outbox.ExecutorFunc(func(_ context.Context, task outbox.Task) error {
+		if m, ok := byKey[task.IdempotencyKey]; ok {
+			return outbox.Permanent(errors.New(m))
+		}
+		return nil
+	})
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range msgs {
+		id := fmt.Sprintf("evt_enc_%04d", i)
+		byKey[key("shop", id, "email.send")] = m
+		e.commit("shop", id, false)
+	}
+	e.drain()
+	b := e.serve(func(c *console.Config) { c.MaxIndexReads = len(msgs) + 10 })
+	check := func(where string, r response) {
+		t.Helper()
+		for _, d := range decodings(r.Body) {
+			if i := strings.Index(strings.ToLower(d), "qz7"); i >= 0 {
+				t.Fatalf("%s shows a secret of the target: …%s…", where, d[max(0, i-80):min(len(d), i+40)])
+			}
+		}
+	}
+	for i := range msgs {
+		r := b.get(fmt.Sprintf("/events/shop/evt_enc_%04d", i))
+		if r.Status != http.StatusOK || !strings.Contains(r.Body, `class="last-error"`) {
+			t.Fatalf("evt_enc_%04d: %d, no last error shown", i, r.Status)
+		}
+		check(fmt.Sprintf("the event page of %q", msgs[i]), r)
+	}
+	check("the parked page", b.get("/parked"))
+}
+
+// deniedAt is the env's table with the named operations failing as AccessDeniedException does.
+type deniedAt struct {
+	*dynamodb.Client
+	ops *sync.Map // operation name: true
+}
+
+func (d deniedAt) denied(op string) bool {
+	_, ok := d.ops.Load(op)
+	return ok
+}
+
+func (d deniedAt) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	if d.denied("DescribeTable") {
+		return nil, errDenied
+	}
+	return d.Client.DescribeTable(ctx, in, o...)
+}
+
+func (d deniedAt) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if d.denied("UpdateItem") {
+		return nil, errDenied
+	}
+	return d.Client.UpdateItem(ctx, in, o...)
+}
+
+func (d deniedAt) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if d.denied("BatchGetItem") {
+		return nil, errDenied
+	}
+	return d.Client.BatchGetItem(ctx, in, o...)
+}
+
+type deniedMetrics struct{}
+
+func (deniedMetrics) Sums(context.Context, time.Time, time.Time, []console.MetricQuery) ([]float64, error) {
+	return nil, errDenied
+}
+
+// Every place an AWS call can fail shows what failed and where to look, never the error's
+// details (the account, the identity, the request id), which go to the log: the table check,
+// the overview's metrics, a confirmation's read, a redrive's write.
+func TestNoPageShowsAnAWSErrorsDetails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_denied", false)
+	e.down.setRefuse(key("shop", "evt_denied", "email.send"), true)
+	e.drain()
+	var log strings.Builder
+	var mu sync.Mutex
+	var ops *sync.Map // what fails, from now on
+	serve := func(failing ...string) *browser {
+		ops = &sync.Map{}
+		for _, op := range failing {
+			ops.Store(op, true)
+		}
+		d := deniedAt{Client: e.client, ops: ops}
+		return e.serve(func(c *console.Config) {
+			c.DynamoDB = d
+			c.Metrics = deniedMetrics{}
+			c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))
+		})
+	}
+	check := func(where string, r response, status int) {
+		t.Helper()
+		if r.Status != status {
+			t.Fatalf("%s: %d, want %d\n%s", where, r.Status, status, r.Body)
+		}
+		mustNotContain(t, r, "SECRET-IAM-USER", "123456789012", "RequestID")
+	}
+	check("the table check", serve("DescribeTable").get("/parked"), http.StatusBadGateway)
+	check("the overview's metrics", serve().get("/"), http.StatusOK)
+	b := serve()
+	list := b.get("/parked")
+	ops.Store("BatchGetItem", true)
+	check("a confirmation's read", b.post("/redrive", url.Values{"ref": refs(list)[:1], "csrf": {csrf(t, list)}}), http.StatusBadGateway)
+	b = serve("UpdateItem")
+	list = b.get("/parked")
+	confirm := b.post("/redrive", url.Values{"ref": refs(list)[:1], "csrf": {csrf(t, list)}})
+	done := b.post("/redrive", url.Values{"ref": refs(confirm), "csrf": {csrf(t, confirm)}, "confirm": {"yes"}})
+	check("a redrive's write", done, http.StatusOK)
+	mustContain(t, done, "failed")
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(log.String(), "SECRET-IAM-USER"); n < 4 {
+		t.Fatalf("the log has %d of the 4 errors' details:\n%s", n, log.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Whatever a visitor without access gets (the sign-in page, a wrong token, too many guesses,
+// a foreign host, a remote peer) names nothing of the deployment: not the table (the stack),
+// not the console's modes, not the sources, and sets no cookie but the login's.
+func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const table = "Oncehook-OncehookTable-SECRET-STACK"
+	secret := []string{"SECRET-STACK", "read-only", "payloads shown", "shop", "/parked", "/backlog"}
+	mk := func(token string) http.Handler {
+		h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: table, Token: token, ReadOnly: true, ShowPayloads: true, Sources: e.file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	withToken, without := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("")
+	weak := mk("1234")
+	type visit struct {
+		h            http.Handler
+		method, path string
+		host, peer   string
+		body, bearer string
+		status       int
+	}
+	visits := map[string]visit{
+		"the sign-in page":          {withToken, "GET", "/login", "", "", "", "", http.StatusOK},
+		"a page without the token":  {withToken, "GET", "/parked", "", "", "", "", http.StatusUnauthorized},
+		"a wrong token":             {withToken, "POST", "/login", "", "", "token=nope", "", http.StatusUnauthorized},
+		"a wrong bearer":            {withToken, "GET", "/", "", "", "", "nope", http.StatusUnauthorized},
+		"no such page":              {withToken, "GET", "/nowhere", "", "", "", "", http.StatusUnauthorized},
+		"a foreign host":            {without, "GET", "/", "rebound.attacker.example:8030", "", "", "", http.StatusMisdirectedRequest},
+		"a remote peer":             {without, "GET", "/", "localhost", "203.0.113.7:40000", "", "", http.StatusForbidden},
+		"a remote peer, weak token": {weak, "GET", "/", "", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
+	}
+	for name, v := range visits {
+		var body io.Reader
+		if v.body != "" {
+			body = strings.NewReader(v.body)
+		}
+		req := httptest.NewRequest(v.method, v.path, body)
+		if v.body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if v.host != "" {
+			req.Host = v.host
+		}
+		if v.peer != "" {
+			req.RemoteAddr = v.peer
+		}
+		if v.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+v.bearer)
+		}
+		rec := httptest.NewRecorder()
+		v.h.ServeHTTP(rec, req)
+		if rec.Code != v.status {
+			t.Errorf("%s: %d, want %d", name, rec.Code, v.status)
+		}
+		for _, s := range secret {
+			if strings.Contains(rec.Body.String(), s) {
+				t.Errorf("%s shows %q:\n%s", name, s, rec.Body.String())
+			}
+		}
+		if c := rec.Header().Values("Set-Cookie"); len(c) != 0 {
+			t.Errorf("%s sets cookies %v", name, c)
+		}
+	}
+	// Past the bound on guesses too.
+	for range 20 {
+		req := httptest.NewRequest("POST", "/login", strings.NewReader("token=nope"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := httptest.NewRecorder()
+		withToken.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			for _, s := range secret {
+				if strings.Contains(rec.Body.String(), s) {
+					t.Fatalf("the 429 shows %q", s)
+				}
+			}
+			return
+		}
+	}
+	t.Fatal("no 429 after 20 wrong tokens")
+}

@@ -1,0 +1,328 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// --- parked and redrive ---
+
+type parkedView struct {
+	Filter  parkedFilter
+	Rows    []parkedRow
+	More    bool
+	Targets []string
+	// Cautious counts the rows that are at-most-once (left unticked by the confirmation).
+	Cautious int
+	Max      int // the rows listed at most (maxRedrive)
+	Reads    int // the index entries read at most (MaxIndexReads)
+}
+
+func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := parkedFilter{Source: q.Get("source"), Target: q.Get("target"), Error: q.Get("error")}
+	if f.Source != "" && !c.checkSource(w, r, f.Source) {
+		return
+	}
+	if len(f.Target) > 256 || len(f.Error) > 256 {
+		c.fail(w, r, http.StatusBadRequest, "Filter too long", "target and error filters are at most 256 bytes.")
+		return
+	}
+	rows, more, err := c.parked(r.Context(), f)
+	if err != nil {
+		c.awsFail(w, r, "reading the parked intents", err)
+		return
+	}
+	v := parkedView{Filter: f, Rows: rows, More: more, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
+	for _, row := range rows {
+		if row.AtMostOnce {
+			v.Cautious++
+		}
+	}
+	if c.cfg.Sources != nil {
+		v.Targets = slices.Sorted(maps.Keys(c.cfg.Sources.Targets))
+	}
+	c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
+}
+
+// A ref names one parked intent in a form, and the state the page showed it in: its source,
+// event id and name, its attempt count (the outbox's fencing token: every attempt increments
+// it, so an intent parked again since has another) and its claim's incarnation (the commit
+// token: a claim re-admitted after expiry has another), URL-encoded. A redrive is conditional
+// on that state in DynamoDB's own write, so a form sent again later (a reload, a stale tab)
+// re-drives nothing the operator was not shown.
+func encodeRef(cl *dedup.Claim, intent string) string {
+	return url.Values{"s": {cl.Source}, "e": {cl.EventID}, "i": {intent},
+		"a": {strconv.Itoa(cl.Intents[intent].Attempts)}, "c": {cl.CommitToken}}.Encode()
+}
+
+type ref struct {
+	Source, EventID, Intent string
+	// Seen is whether the ref carries the state it was shown in (Attempts, Commit); a ref
+	// without it can be confirmed, not re-driven.
+	Seen     bool
+	Attempts int
+	Commit   string
+	Value    string
+}
+
+func decodeRef(v string) (ref, error) {
+	q, err := url.ParseQuery(v)
+	if err != nil || len(q["s"]) != 1 || len(q["e"]) != 1 || len(q["i"]) != 1 || len(q["a"]) > 1 || len(q["c"]) > 1 || len(q) > 5 {
+		return ref{}, errors.New("not an intent reference")
+	}
+	r := ref{Source: q.Get("s"), EventID: q.Get("e"), Intent: q.Get("i"), Value: v}
+	ev := dedup.Event{Source: r.Source, ID: r.EventID, Type: "x"}
+	if err := ev.Validate(); err != nil {
+		return ref{}, err
+	}
+	if r.Intent == "" || len(r.Intent) > 256 {
+		return ref{}, errors.New("intent name is empty or too long")
+	}
+	if _, ok := q["a"]; ok {
+		n, err := strconv.Atoi(q.Get("a"))
+		if err != nil || n < 0 || strconv.Itoa(n) != q.Get("a") {
+			return ref{}, errors.New("the attempt count is not a number")
+		}
+		r.Attempts = n
+	}
+	if c := q.Get("c"); len(c) > 64 || !isHex(c) {
+		return ref{}, errors.New("the incarnation is not a commit token")
+	}
+	r.Commit = q.Get("c")
+	// Seen only with both: the redrive's condition then names the attempt and the incarnation.
+	_, hasA := q["a"]
+	r.Seen = hasA && r.Commit != ""
+	return r, nil
+}
+
+func isHex(s string) bool {
+	for _, b := range []byte(s) {
+		if !('0' <= b && b <= '9' || 'a' <= b && b <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// maySentMarker starts the error the outbox records when it parks an at-most-once intent whose
+// call may have reached the downstream (outbox/worker.go, run: after a failure that may have
+// been sent, or a stranded attempt), after the "permanent: " of its PermanentError.
+const maySentMarker = "at-most-once: "
+
+// caution reports whether an intent is at-most-once (its target's delivery in the sources
+// file) and whether it may have been sent (the outbox parked it saying so): either is a
+// person's call to re-drive, after checking the downstream, and is never preselected.
+func (c *Console) caution(in dedup.ClaimIntent) (atMostOnce, maySent bool) {
+	if c.cfg.Sources != nil {
+		if t := c.cfg.Sources.Targets[in.Target]; t != nil && t.Delivery == sources.AtMostOnce {
+			atMostOnce = true
+		}
+	}
+	maySent = strings.HasPrefix(strings.TrimPrefix(in.LastError, "permanent: "), maySentMarker)
+	return atMostOnce || maySent, maySent
+}
+
+// maxRedrive bounds one redrive request, and the rows the Parked page lists.
+const maxRedrive = 200
+
+// maxRedriveBody bounds a redrive form: maxRedrive refs of the longest ids and intent names,
+// escaped twice (in the ref, then in the form).
+const maxRedriveBody = maxRedrive*8<<10 + 4<<10
+
+// confirmRow is one intent of the confirmation: as the table holds it now.
+type confirmRow struct {
+	ref
+	Found     bool // the claim and the intent exist
+	Parked    bool
+	Attempts  int
+	LastError string
+	ParkedAt  string
+	Target    string
+	// Changed: parked, but not in the state the list showed (parked again since, or claimed
+	// again): shown, and left unticked.
+	Changed bool
+	// AtMostOnce, MaySent: see Console.caution; left unticked.
+	AtMostOnce, MaySent bool
+	Note                string
+	Ref                 string // the ref of the state shown here
+}
+
+type redriveResult struct {
+	ref
+	OK     bool
+	Result string
+}
+
+// formRefs reads and checks a redrive form's refs; it answers the request itself when they
+// cannot be used.
+func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) ([]ref, bool) {
+	if c.cfg.ReadOnly {
+		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives nothing.")
+		return nil, false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxRedriveBody)
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "Unreadable form", "The form could not be read (too large, or not a form).")
+		return nil, false
+	}
+	if !c.csrfOK(r) {
+		c.fail(w, r, http.StatusForbidden, "Form expired", "The form's CSRF token is missing or wrong: reload the page and try again.")
+		return nil, false
+	}
+	values := r.PostForm["ref"]
+	if len(values) == 0 {
+		c.fail(w, r, http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to re-drive.")
+		return nil, false
+	}
+	if len(values) > maxRedrive {
+		c.fail(w, r, http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; re-drive at most %d at once.", len(values), maxRedrive))
+		return nil, false
+	}
+	refs := make([]ref, 0, len(values))
+	for _, v := range values {
+		rf, err := decodeRef(v)
+		if err != nil {
+			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
+			return nil, false
+		}
+		if !c.checkSource(w, r, rf.Source) {
+			return nil, false
+		}
+		refs = append(refs, rf)
+	}
+	return refs, true
+}
+
+func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
+	refs, ok := c.formRefs(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	pks := make([]string, len(refs))
+	for i, rf := range refs {
+		pks[i] = dedup.ClaimKey(rf.Source, rf.EventID)
+	}
+	claims, err := c.readClaims(ctx, pks)
+	if err != nil {
+		c.awsFail(w, r, "reading the claims", err)
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		c.confirm(w, r, refs, claims)
+		return
+	}
+	results := make([]redriveResult, 0, len(refs))
+	for _, rf := range refs {
+		res := redriveResult{ref: rf}
+		cl := claims[dedup.ClaimKey(rf.Source, rf.EventID)]
+		switch {
+		case cl == nil:
+			res.Result = "no claim (expired?)"
+		case !hasIntent(cl, rf.Intent):
+			res.Result = "the claim has no such intent"
+		case !rf.Seen:
+			if cl.Intents[rf.Intent].Status != dedup.IntentParked {
+				res.Result = "not parked any more (re-driven already, or running)"
+			} else {
+				res.Result = "not re-driven: the form does not say which parked state you confirmed (open the Parked page again)"
+			}
+		default:
+			res.OK, res.Result = c.redriveSeen(r, cl, rf)
+		}
+		results = append(results, res)
+	}
+	c.render(w, r, http.StatusOK, "redriven", page{Title: "Re-drive", Nav: "parked", Data: results})
+}
+
+// redriveSeen re-drives one intent on condition, in the write itself, that it is still
+// parked in the state the operator confirmed (rf's attempts and incarnation): cl, read
+// before, gives the claim's shard and explains a refusal.
+func (c *Console) redriveSeen(r *http.Request, cl *dedup.Claim, rf ref) (bool, string) {
+	seen := *cl
+	seen.CommitToken = rf.Commit
+	seen.Intents = maps.Clone(cl.Intents)
+	in := seen.Intents[rf.Intent]
+	in.Attempts = rf.Attempts
+	seen.Intents[rf.Intent] = in
+	err := outbox.RedriveBy(r.Context(), c.cfg.DynamoDB, c.cfg.Table, &seen, rf.Intent, c.cfg.Now(), c.cfg.Operator)
+	switch {
+	case err == nil:
+		return true, "re-driven by " + c.cfg.Operator + "; idempotency key " + dedup.IdempotencyKey(rf.Source, rf.EventID, rf.Intent)
+	case errors.Is(err, outbox.ErrNotParked):
+		now := cl.Intents[rf.Intent]
+		switch {
+		case now.Status != dedup.IntentParked:
+			return false, "not parked any more (re-driven already, or running)"
+		case cl.CommitToken != rf.Commit:
+			return false, "not re-driven: the event was claimed again since you confirmed (another incarnation); look at it again"
+		case now.Attempts != rf.Attempts:
+			return false, fmt.Sprintf("not re-driven: parked again since you confirmed (now after attempt %d, was %d); look at it again", now.Attempts, rf.Attempts)
+		default:
+			return false, "not parked any more (re-driven already, or running)"
+		}
+	default:
+		return false, "failed: " + c.logged(r, "the redrive", err)
+	}
+}
+
+// confirm shows the intents a redrive form names as the table holds them now, each with the
+// state shown carried in its ref: what the operator confirms is what this page shows.
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request, refs []ref, claims map[string]*dedup.Claim) {
+	rows := make([]confirmRow, 0, len(refs))
+	parked := 0
+	for _, rf := range refs {
+		row := confirmRow{ref: rf}
+		cl := claims[dedup.ClaimKey(rf.Source, rf.EventID)]
+		switch {
+		case cl == nil:
+			row.Note = "no claim (expired?)"
+		case !hasIntent(cl, rf.Intent):
+			row.Note = "the claim has no such intent"
+		default:
+			in := cl.Intents[rf.Intent]
+			row.Found, row.Attempts, row.Target = true, in.Attempts, in.Target
+			row.LastError, row.ParkedAt = c.redact(in.LastError), in.FinishedAt
+			if in.Status != dedup.IntentParked {
+				row.Note = "not parked any more (" + in.Status + "): nothing to re-drive"
+				break
+			}
+			row.Parked, row.Ref = true, encodeRef(cl, rf.Intent)
+			row.AtMostOnce, row.MaySent = c.caution(in)
+			parked++
+			switch {
+			case rf.Seen && (rf.Attempts != in.Attempts || rf.Commit != cl.CommitToken):
+				row.Changed = true
+				row.Note = "changed since the list was read (parked again, or claimed again): look at it before ticking it"
+			case row.MaySent:
+				row.Note = "at-most-once, and may have been sent: check the downstream before ticking it"
+			case row.AtMostOnce:
+				row.Note = "at-most-once: a second call is not absorbed by the downstream; check it before ticking it"
+			}
+		}
+		rows = append(rows, row)
+	}
+	title := "Re-drive " + strconv.Itoa(parked) + " intents?"
+	c.render(w, r, http.StatusOK, "confirm", page{Title: title, Nav: "parked", Data: confirmView{Rows: rows, Parked: parked}})
+}
+
+type confirmView struct {
+	Rows   []confirmRow
+	Parked int
+}
+
+func hasIntent(cl *dedup.Claim, name string) bool {
+	_, ok := cl.Intents[name]
+	return ok
+}

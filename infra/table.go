@@ -1,0 +1,163 @@
+package infra
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// adoptedNeeds is what oncehook's code needs of an adopted table (Props.ExistingTable), as
+// docs/stack.md lists it for a table the synth cannot read.
+const adoptedNeeds = "key pk (string, partition) and sk (string, sort); a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES; TTL on expires_at; " +
+	"the pending index (pending_shard string, pending_since number)"
+
+// adopt checks Props.ExistingTable: in the stack's account and Region (the stream mapping and
+// the claims' transactions are), and, when the table is defined in the app (its CloudFormation
+// resource is there to read), of the shape the code needs: the dedup core's key and TTL
+// attribute, a stream with new images for the outbox, the sweeper's pending index. An imported
+// table cannot be read at synth: the synth says so (cdk synth's info), and docs/stack.md says
+// what the team must have set.
+func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) error {
+	if err := placed(c, stack, "Props.ExistingTable", "the outbox's stream mapping and the receiver's transactions need the table in the stack's account and Region",
+		true, t.Env(), t.TableArn(), t.TableStreamArn()); err != nil {
+		return err
+	}
+	l1 := tableResource(t)
+	if l1 == nil {
+		awscdk.Annotations_Of(c).AddInfo(jsii.String("oncehook: Props.ExistingTable is imported, and its settings cannot be read at synth: it must have " + adoptedNeeds + " (docs/stack.md, \"Adopting a table\")"))
+		return nil
+	}
+	if wrong := tableProblems(awscdk.Stack_Of(t), l1); len(wrong) > 0 {
+		return fmt.Errorf("Props.ExistingTable %s: oncehook cannot use it: %s (it needs %s)", *t.Node().Path(), strings.Join(wrong, "; "), adoptedNeeds)
+	}
+	return nil
+}
+
+type keyElement struct{ AttributeName, KeyType string }
+
+// tableProps are a table resource's properties as the synth resolves them, by the L1's own
+// (camelCase) names; get reads one into into, reporting false for a property set from a token
+// (a parameter, an import), which CloudFormation decides and the synth cannot judge. An absent
+// property leaves into as it is.
+type tableProps map[string]json.RawMessage
+
+func readTableProps(stack awscdk.Stack, r awscdk.CfnResource) tableProps {
+	var props tableProps
+	if b, err := json.Marshal(stack.Resolve(r.CfnProperties())); err != nil || json.Unmarshal(b, &props) != nil {
+		return nil
+	}
+	return props
+}
+
+func (props tableProps) get(name string, into any) bool {
+	for k, v := range props {
+		if strings.EqualFold(k, name) {
+			if strings.Contains(string(v), `"Ref"`) || strings.Contains(string(v), `"Fn::`) {
+				return false
+			}
+			return json.Unmarshal(v, into) == nil
+		}
+	}
+	return props != nil
+}
+
+// tableResource is t's AWS::DynamoDB::Table or GlobalTable (TableV2) when t is defined in the
+// app; nil for an imported table, whose settings the synth cannot read.
+func tableResource(t awsdynamodb.ITable) awscdk.CfnResource {
+	l1, ok := t.Node().DefaultChild().(awscdk.CfnResource)
+	if !ok || (*l1.CfnResourceType() != "AWS::DynamoDB::Table" && *l1.CfnResourceType() != "AWS::DynamoDB::GlobalTable") {
+		return nil
+	}
+	return l1
+}
+
+// tableKey is a table's partition and sort key attribute names ("" for no sort key), when the
+// synth can read them.
+func tableKey(t awsdynamodb.ITable) (partition, sort string, known bool) {
+	l1 := tableResource(t)
+	if l1 == nil {
+		return "", "", false
+	}
+	var keys []keyElement
+	if !readTableProps(awscdk.Stack_Of(t), l1).get("keySchema", &keys) || len(keys) == 0 {
+		return "", "", false
+	}
+	for _, k := range keys {
+		switch k.KeyType {
+		case "HASH":
+			partition = k.AttributeName
+		case "RANGE":
+			sort = k.AttributeName
+		}
+	}
+	return partition, sort, true
+}
+
+// tableProblems lists what the table's resource (AWS::DynamoDB::Table, or GlobalTable for a
+// TableV2) lacks of oncehook's needs, read from its properties as the synth resolves them. A
+// property set from a token (a parameter, an import) cannot be read at synth and is not judged.
+func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
+	props := readTableProps(stack, r)
+	if props == nil {
+		return nil
+	}
+	get := props.get
+	var (
+		keys  []keyElement
+		attrs []struct{ AttributeName, AttributeType string }
+		gsis  []struct {
+			IndexName string
+			KeySchema []keyElement
+		}
+		stream struct{ StreamViewType string }
+		ttl    struct {
+			AttributeName string
+			Enabled       bool
+		}
+	)
+	get("attributeDefinitions", &attrs)
+	types := map[string]string{}
+	for _, a := range attrs {
+		types[a.AttributeName] = a.AttributeType
+	}
+	keyIs := func(ks []keyElement, hash, hashType, rng, rngType string) bool {
+		return len(ks) == 2 && ks[0].KeyType == "HASH" && ks[0].AttributeName == hash && types[hash] == hashType &&
+			ks[1].KeyType == "RANGE" && ks[1].AttributeName == rng && types[rng] == rngType
+	}
+	var wrong []string
+	if get("keySchema", &keys) && !keyIs(keys, dedup.AttrPK, "S", dedup.AttrSK, "S") {
+		wrong = append(wrong, "its key is not pk (string) and sk (string)")
+	}
+	if get("streamSpecification", &stream) && stream.StreamViewType != "NEW_IMAGE" && stream.StreamViewType != "NEW_AND_OLD_IMAGES" {
+		view := stream.StreamViewType
+		if view == "" {
+			view = "off"
+		}
+		wrong = append(wrong, "its stream is "+view+", and the outbox reads each claim's new image")
+	}
+	if get("timeToLiveSpecification", &ttl) && (ttl.AttributeName != dedup.AttrExpiresAt || !ttl.Enabled) {
+		wrong = append(wrong, "its TTL is not on expires_at, and claims would never expire")
+	}
+	if get("globalSecondaryIndexes", &gsis) {
+		found := false
+		for _, g := range gsis {
+			if g.IndexName == dedup.PendingIndex {
+				found = true
+				if !keyIs(g.KeySchema, dedup.AttrPendingShard, "S", dedup.AttrPendingSince, "N") {
+					wrong = append(wrong, "its pending index is not keyed pending_shard (string) and pending_since (number)")
+				}
+			}
+		}
+		if !found {
+			wrong = append(wrong, "it has no pending index, which the sweeper reads stuck work from (add it before infra.New)")
+		}
+	}
+	return wrong
+}

@@ -1,0 +1,123 @@
+package infra
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// OpenTelemetry turns on the functions' OpenTelemetry traces: each delivery a trace from the
+// provider's request to the downstream's call, retries hours later included
+// (docs/operations.md). The functions export OTLP over HTTP (launch: OTEL_TRACES_EXPORTER=otlp)
+// to a collector layer on localhost, or to an endpoint. Set one of CollectorLayerArn and
+// Endpoint.
+type OpenTelemetry struct {
+	// CollectorLayerArn is a collector Lambda layer, added to each function: ADOT's
+	// (aws-otel-collector-<arch>-ver-...; its default configuration exports to X-Ray: set
+	// XRay) or OpenTelemetry's own (opentelemetry-collector-<arch>-...). Layers are per Region
+	// and architecture: the ARN must be the stack's Region's, for the functions' architecture
+	// (arm64 unless X86). The functions export to it on localhost:4318 and it forwards as its
+	// configuration says (OPENTELEMETRY_COLLECTOR_CONFIG_URI in Environment for your own).
+	CollectorLayerArn string
+	// Endpoint is an OTLP/HTTP endpoint the functions export to (OTEL_EXPORTER_OTLP_ENDPOINT;
+	// they post to <Endpoint>/v1/traces): a collector of the team's own, a vendor's intake
+	// (its key in Environment's OTEL_EXPORTER_OTLP_HEADERS). X-Ray's own OTLP endpoint takes
+	// SigV4-signed requests only, which a collector layer signs: use one for X-Ray. Without a
+	// layer, each invocation's spans are sent before it answers: a remote endpoint costs that
+	// round trip on every invocation, a layer on localhost about a millisecond.
+	Endpoint string
+	// XRay lets each function's role send to X-Ray (xray:PutTraceSegments and
+	// xray:PutTelemetryRecords, which support no resource), as a collector layer exporting to
+	// X-Ray does with the function's credentials.
+	XRay bool
+	// Environment is more OpenTelemetry settings for every function: OTEL_ variables (the
+	// sampler, OTEL_TRACES_SAMPLER=parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG=0.1;
+	// OTEL_EXPORTER_OTLP_HEADERS; OTEL_SERVICE_NAME) and the collector layer's
+	// OPENTELEMETRY_COLLECTOR_CONFIG_URI. Not OTEL_TRACES_EXPORTER, OTEL_SDK_DISABLED nor, with
+	// Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT: the prop sets them.
+	Environment map[string]string
+}
+
+// layerArn is a Lambda layer version's ARN.
+var layerArn = regexp.MustCompile(`^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z0-9_-]+:[0-9]+$`)
+
+// checkTelemetry refuses an OpenTelemetry prop that cannot work, naming the field; and, with
+// the prop set, OTEL_ variables in Props.Environment (one place sets them).
+func checkTelemetry(cfg *Props) error {
+	o := cfg.OpenTelemetry
+	if o == nil {
+		return nil
+	}
+	if o.CollectorLayerArn == "" && o.Endpoint == "" {
+		return fmt.Errorf("Props.OpenTelemetry: set CollectorLayerArn (a collector layer) or Endpoint (an OTLP/HTTP endpoint)")
+	}
+	if a := o.CollectorLayerArn; a != "" && !*awscdk.Token_IsUnresolved(jsii.String(a)) && !layerArn.MatchString(a) {
+		return fmt.Errorf("Props.OpenTelemetry.CollectorLayerArn %q: not a layer version's ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<version>)", a)
+	}
+	if e := o.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("Props.OpenTelemetry.Endpoint %q: want an http(s) URL (the functions post to <it>/v1/traces)", e)
+		}
+	}
+	for k := range o.Environment {
+		switch {
+		case k == "OTEL_TRACES_EXPORTER" || k == "OTEL_SDK_DISABLED" || (k == "OTEL_EXPORTER_OTLP_ENDPOINT" && o.Endpoint != ""):
+			return fmt.Errorf("Props.OpenTelemetry.Environment: %s is set by the prop", k)
+		case !strings.HasPrefix(k, "OTEL_") && !strings.HasPrefix(k, "OPENTELEMETRY_COLLECTOR_"):
+			return fmt.Errorf("Props.OpenTelemetry.Environment: %s is not an OpenTelemetry setting (OTEL_..., OPENTELEMETRY_COLLECTOR_...): use Props.Environment", k)
+		}
+	}
+	for k := range cfg.Environment {
+		if strings.HasPrefix(k, "OTEL_") {
+			return fmt.Errorf("Props.Environment: %s: with Props.OpenTelemetry, OpenTelemetry's settings go in its Environment", k)
+		}
+	}
+	return nil
+}
+
+// telemetry wires the OpenTelemetry prop into each function: its environment, the collector
+// layer, and X-Ray's write actions.
+func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function) {
+	o := cfg.OpenTelemetry
+	if o == nil {
+		return
+	}
+	env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}
+	if o.Endpoint != "" {
+		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = o.Endpoint
+	}
+	for k, v := range o.Environment {
+		env[k] = v
+	}
+	var layer awslambda.ILayerVersion
+	if o.CollectorLayerArn != "" {
+		layer = awslambda.LayerVersion_FromLayerVersionArn(scope, jsii.String("CollectorLayer"), jsii.String(o.CollectorLayerArn))
+	}
+	for _, fn := range fns {
+		for _, k := range sortedKeys(env) {
+			fn.AddEnvironment(jsii.String(k), jsii.String(env[k]), nil)
+		}
+		if layer != nil {
+			fn.AddLayers(layer)
+		}
+		if o.XRay {
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:   jsii.Strings("xray:PutTraceSegments", "xray:PutTelemetryRecords"),
+				Resources: jsii.Strings("*"),
+			}))
+			cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
+				Id:        jsii.String("AwsSolutions-IAM5"),
+				Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions (Props.OpenTelemetry.XRay: the collector layer exports the function's traces to X-Ray)."),
+				AppliesTo: &[]interface{}{"Resource::*"},
+			}}, jsii.Bool(true))
+		}
+	}
+}

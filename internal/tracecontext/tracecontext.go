@@ -1,0 +1,117 @@
+// Package tracecontext is what the outbox's executors need to carry an intent's trace context
+// to a downstream: the W3C fields the global propagator writes, bounded, the X-Ray trace
+// header derived from them (AWS's own carrier for SQS, SNS, EventBridge, Step Functions and
+// Lambda), and the call's client span.
+//
+// Tracing off (launch sets no propagator, and a library user none) writes nothing: Fields
+// is empty, and no carrier is added to a call.
+package tracecontext
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Scope is the instrumentation scope of the executors' spans.
+const Scope = "github.com/oncehook/oncehook/outbox"
+
+// MaxValue bounds a propagated field's value: W3C lets a tracestate be discarded past 512
+// characters, and a field this long is none of ours.
+const MaxValue = 512
+
+// Fields is the trace context of ctx as the global propagator writes it (traceparent and
+// tracestate for W3C Trace Context), each value at most MaxValue bytes of printable ASCII;
+// nil when the propagator writes nothing (tracing off, or no span context in ctx).
+func Fields(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() { // tracing off: no span, and nothing more asked
+		return nil
+	}
+	prop := otel.GetTextMapPropagator()
+	if len(prop.Fields()) == 0 {
+		return nil
+	}
+	carrier := propagation.MapCarrier{}
+	prop.Inject(ctx, carrier)
+	for k, v := range carrier {
+		if v == "" || len(v) > MaxValue || !printable(v) {
+			delete(carrier, k)
+		}
+	}
+	if len(carrier) == 0 {
+		return nil
+	}
+	return carrier
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// XRay is the X-Ray trace header of a W3C traceparent (version 00), "" when it is not one:
+// Root=1-<the trace id's first 8 hex digits>-<its other 24>;Parent=<span id>;Sampled=<0|1>.
+// X-Ray reads an OpenTelemetry trace id so (its first 8 digits need not be a time).
+func XRay(traceparent string) string {
+	p := strings.Split(traceparent, "-")
+	if len(p) != 4 || p[0] != "00" || len(p[1]) != 32 || len(p[2]) != 16 || len(p[3]) != 2 {
+		return ""
+	}
+	if _, err := trace.TraceIDFromHex(p[1]); err != nil {
+		return ""
+	}
+	if _, err := trace.SpanIDFromHex(p[2]); err != nil {
+		return ""
+	}
+	flags, err := strconv.ParseUint(p[3], 16, 8)
+	if err != nil {
+		return ""
+	}
+	return "Root=1-" + p[1][:8] + "-" + p[1][8:] + ";Parent=" + p[2] + ";Sampled=" + strconv.FormatUint(flags&1, 10)
+}
+
+// XRayHeader is the HTTP header the X-Ray trace header travels in on an AWS API request
+// (SNS and Lambda read it from Publish and Invoke).
+const XRayHeader = "X-Amzn-Trace-Id"
+
+// Start starts a call's span (a client or a producer) under the span in ctx, with that
+// span's provider, when that span is recording; otherwise it returns ctx as it is and a nil
+// span, which End ignores.
+func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, nil
+	}
+	return parent.TracerProvider().Tracer(Scope, trace.WithSchemaURL(semconv.SchemaURL)).Start(ctx, name,
+		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+}
+
+// End ends s with attrs, in error when err is set (error.type: the error's kind, errType).
+func End(s trace.Span, err error, errType string, attrs ...attribute.KeyValue) {
+	if s == nil {
+		return
+	}
+	if err != nil {
+		s.SetStatus(codes.Error, err.Error())
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
+	}
+	s.SetAttributes(attrs...)
+	s.End()
+}
+
+// AWS is the attributes of an AWS SDK call (the AWS SDK conventions: rpc.system aws-api, the
+// method as Service/Operation).
+func AWS(service, operation string) []attribute.KeyValue {
+	return []attribute.KeyValue{semconv.RPCSystemNameKey.String("aws-api"), semconv.RPCMethod(service + "/" + operation)}
+}

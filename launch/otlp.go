@@ -1,0 +1,397 @@
+package launch
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// otlpExporter sends spans as OTLP over HTTP, protobuf-encoded (the protocol's default, which
+// every collector and X-Ray's OTLP endpoint take), to one URL.
+//
+// Why not OpenTelemetry's own otlptracehttp: it links gRPC, its gateway and protobuf's
+// reflection (its generated messages carry the gRPC service), 12 MB of each function's 13 MB
+// more; this writes the same bytes from the SDK's spans with protobuf's wire encoding alone
+// (TestTheExporterWritesWhatOpenTelemetrysWrites holds it to otlptracehttp's output).
+type otlpExporter struct {
+	url     string
+	shown   string // url without its userinfo, for logs and errors
+	headers map[string]string
+	gzip    bool
+	client  *http.Client
+}
+
+// newOTLPExporter reads the standard variables: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the URL as
+// it is) or OTEL_EXPORTER_OTLP_ENDPOINT (a base, to which /v1/traces is added), default
+// http://localhost:4318; _HEADERS (k=v,k2=v2, values URL-encoded), _TIMEOUT (milliseconds,
+// default 10000) and _COMPRESSION (gzip or none), each the _TRACES_ one first.
+func newOTLPExporter() (*otlpExporter, error) {
+	get := func(name string) (string, string) {
+		for _, n := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + name, "OTEL_EXPORTER_OTLP_" + name} {
+			if v := strings.TrimSpace(os.Getenv(n)); v != "" {
+				return v, n
+			}
+		}
+		return "", "OTEL_EXPORTER_OTLP_" + name
+	}
+	x := &otlpExporter{url: "http://localhost:4318/v1/traces", headers: map[string]string{}}
+	if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
+		x.url = v
+	} else if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
+		x.url = strings.TrimSuffix(v, "/") + "/v1/traces"
+	}
+	u, err := url.Parse(x.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: not an http(s) URL")
+	}
+	x.shown = u.Redacted()
+	// OTEL_EXPORTER_OTLP_HEADERS first, the traces' own over it.
+	for _, n := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for _, pair := range strings.Split(os.Getenv(n), ",") {
+			if strings.TrimSpace(pair) == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(pair, "=")
+			dv, err := url.PathUnescape(strings.TrimSpace(v))
+			if !ok || strings.TrimSpace(k) == "" || err != nil {
+				return nil, fmt.Errorf("%s: %q is not key=value", n, pair)
+			}
+			x.headers[strings.TrimSpace(k)] = dv
+		}
+	}
+	timeout := 10 * time.Second
+	if v, name := get("TIMEOUT"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return nil, fmt.Errorf("%s=%q: want milliseconds", name, v)
+		}
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	switch v, name := get("COMPRESSION"); v {
+	case "", "none":
+	case "gzip":
+		x.gzip = true
+	default:
+		return nil, fmt.Errorf("%s=%q: want gzip or none", name, v)
+	}
+	x.client = &http.Client{Timeout: timeout}
+	return x, nil
+}
+
+// ExportSpans sends one request with every span of the batch.
+func (x *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	body := encodeSpans(spans)
+	if x.gzip {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, _ = zw.Write(body)
+		_ = zw.Close()
+		body = buf.Bytes()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, v := range x.headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	if x.gzip {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	resp, err := x.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("OTLP export: %w", err) // net/http's error names the URL, its password stripped
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("OTLP export to %s: %s: %q", x.shown, resp.Status, msg)
+	}
+	return nil
+}
+
+// Shutdown has nothing to release: each export is one request.
+func (x *otlpExporter) Shutdown(context.Context) error { return nil }
+
+// encodeSpans is an ExportTraceServiceRequest holding spans, grouped by resource and then by
+// instrumentation scope in the order they come, as otlptracehttp groups them.
+func encodeSpans(spans []sdktrace.ReadOnlySpan) []byte {
+	type scopeSpans struct {
+		scope instrumentation.Scope
+		spans []byte
+	}
+	type resourceSpans struct {
+		res    *resource.Resource
+		scopes []*scopeSpans
+	}
+	var order []*resourceSpans
+	byRes := map[attribute.Distinct]*resourceSpans{}
+	for _, s := range spans {
+		if s == nil {
+			continue
+		}
+		rs := byRes[s.Resource().Equivalent()]
+		if rs == nil {
+			rs = &resourceSpans{res: s.Resource()}
+			byRes[s.Resource().Equivalent()] = rs
+			order = append(order, rs)
+		}
+		var ss *scopeSpans
+		for _, c := range rs.scopes {
+			if c.scope == s.InstrumentationScope() {
+				ss = c
+			}
+		}
+		if ss == nil {
+			ss = &scopeSpans{scope: s.InstrumentationScope()}
+			rs.scopes = append(rs.scopes, ss)
+		}
+		ss.spans = appendMessage(ss.spans, 2, encodeSpan(s)) // ScopeSpans.spans
+	}
+	var req []byte
+	for _, rs := range order {
+		var b []byte
+		var res []byte // Resource
+		iter := rs.res.Iter()
+		for iter.Next() {
+			res = appendMessage(res, 1, encodeKeyValue(iter.Attribute()))
+		}
+		b = appendMessage(b, 1, res) // ResourceSpans.resource
+		for _, ss := range rs.scopes {
+			var sb []byte
+			if ss.scope != (instrumentation.Scope{}) {
+				var sc []byte
+				sc = appendString(sc, 1, ss.scope.Name)
+				sc = appendString(sc, 2, ss.scope.Version)
+				attrs := ss.scope.Attributes.Iter()
+				for attrs.Next() {
+					sc = appendMessage(sc, 3, encodeKeyValue(attrs.Attribute()))
+				}
+				sb = appendMessage(sb, 1, sc) // ScopeSpans.scope
+			}
+			sb = append(sb, ss.spans...)
+			sb = appendString(sb, 3, ss.scope.SchemaURL)
+			b = appendMessage(b, 2, sb) // ResourceSpans.scope_spans
+		}
+		b = appendString(b, 3, rs.res.SchemaURL())
+		req = appendMessage(req, 1, b) // ExportTraceServiceRequest.resource_spans
+	}
+	return req
+}
+
+// encodeSpan is one Span message.
+func encodeSpan(s sdktrace.ReadOnlySpan) []byte {
+	sc := s.SpanContext()
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var b []byte
+	b = appendBytes(b, 1, tid[:])
+	b = appendBytes(b, 2, sid[:])
+	b = appendString(b, 3, sc.TraceState().String())
+	if p := s.Parent().SpanID(); p.IsValid() {
+		b = appendBytes(b, 4, p[:])
+	}
+	b = appendString(b, 5, s.Name())
+	if k := spanKind(s.SpanKind()); k != 0 {
+		b = protowire.AppendTag(b, 6, protowire.VarintType)
+		b = protowire.AppendVarint(b, k)
+	}
+	b = appendFixed64(b, 7, unixNano(s.StartTime()))
+	b = appendFixed64(b, 8, unixNano(s.EndTime()))
+	for _, kv := range s.Attributes() {
+		b = appendMessage(b, 9, encodeKeyValue(kv))
+	}
+	b = appendUint(b, 10, s.DroppedAttributes())
+	for _, e := range s.Events() {
+		var eb []byte
+		eb = appendFixed64(eb, 1, unixNano(e.Time))
+		eb = appendString(eb, 2, e.Name)
+		for _, kv := range e.Attributes {
+			eb = appendMessage(eb, 3, encodeKeyValue(kv))
+		}
+		eb = appendUint(eb, 4, e.DroppedAttributeCount)
+		b = appendMessage(b, 11, eb)
+	}
+	b = appendUint(b, 12, s.DroppedEvents())
+	for _, l := range s.Links() {
+		ltid, lsid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
+		var lb []byte
+		lb = appendBytes(lb, 1, ltid[:])
+		lb = appendBytes(lb, 2, lsid[:])
+		for _, kv := range l.Attributes {
+			lb = appendMessage(lb, 4, encodeKeyValue(kv))
+		}
+		lb = appendUint(lb, 5, l.DroppedAttributeCount)
+		lb = appendFixed32(lb, 6, spanFlags(l.SpanContext.TraceFlags(), l.SpanContext))
+		b = appendMessage(b, 13, lb)
+	}
+	b = appendUint(b, 14, s.DroppedLinks())
+	var st []byte // Status: always present, as otlptracehttp writes it
+	st = appendString(st, 2, s.Status().Description)
+	switch s.Status().Code {
+	case codes.Ok:
+		st = protowire.AppendTag(st, 3, protowire.VarintType)
+		st = protowire.AppendVarint(st, 1)
+	case codes.Error:
+		st = protowire.AppendTag(st, 3, protowire.VarintType)
+		st = protowire.AppendVarint(st, 2)
+	}
+	b = appendMessage(b, 15, st)
+	return appendFixed32(b, 16, spanFlags(sc.TraceFlags(), s.Parent()))
+}
+
+// spanFlags are the W3C trace flags, with "whether the parent is remote is known" set, and
+// whether it is (OTLP's SpanFlags).
+func spanFlags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
+	flags := uint32(tf) | 0x100
+	if parent.IsRemote() {
+		flags |= 0x200
+	}
+	return flags
+}
+
+// spanKind is OTLP's SpanKind number.
+func spanKind(k trace.SpanKind) uint64 {
+	switch k {
+	case trace.SpanKindInternal:
+		return 1
+	case trace.SpanKindServer:
+		return 2
+	case trace.SpanKindClient:
+		return 3
+	case trace.SpanKindProducer:
+		return 4
+	case trace.SpanKindConsumer:
+		return 5
+	}
+	return 0
+}
+
+// encodeKeyValue is one KeyValue message; its value is always written, as otlptracehttp does.
+func encodeKeyValue(kv attribute.KeyValue) []byte {
+	var b []byte
+	b = appendString(b, 1, string(kv.Key))
+	return appendMessage(b, 2, encodeValue(kv.Value))
+}
+
+// encodeValue is one AnyValue message (a oneof: a value is written even when it is zero).
+func encodeValue(v attribute.Value) []byte {
+	var b []byte
+	array := func(n int, each func(i int) []byte) []byte {
+		var arr []byte
+		for i := range n {
+			arr = appendMessage(arr, 1, each(i))
+		}
+		return appendMessage(b, 5, arr)
+	}
+	switch v.Type() {
+	case attribute.STRING:
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, v.AsString())
+	case attribute.BOOL:
+		b = protowire.AppendTag(b, 2, protowire.VarintType)
+		b = protowire.AppendVarint(b, protowire.EncodeBool(v.AsBool()))
+	case attribute.INT64:
+		b = protowire.AppendTag(b, 3, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(v.AsInt64()))
+	case attribute.FLOAT64:
+		b = protowire.AppendTag(b, 4, protowire.Fixed64Type)
+		b = protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
+	case attribute.BYTESLICE:
+		b = protowire.AppendTag(b, 7, protowire.BytesType)
+		b = protowire.AppendBytes(b, v.AsByteSlice())
+	case attribute.BOOLSLICE:
+		s := v.AsBoolSlice()
+		b = array(len(s), func(i int) []byte { return encodeValue(attribute.BoolValue(s[i])) })
+	case attribute.INT64SLICE:
+		s := v.AsInt64Slice()
+		b = array(len(s), func(i int) []byte { return encodeValue(attribute.Int64Value(s[i])) })
+	case attribute.FLOAT64SLICE:
+		s := v.AsFloat64Slice()
+		b = array(len(s), func(i int) []byte { return encodeValue(attribute.Float64Value(s[i])) })
+	case attribute.STRINGSLICE:
+		s := v.AsStringSlice()
+		b = array(len(s), func(i int) []byte { return encodeValue(attribute.StringValue(s[i])) })
+	case attribute.SLICE:
+		s := v.AsSlice()
+		b = array(len(s), func(i int) []byte { return encodeValue(s[i]) })
+	case attribute.MAP:
+		var kvs []byte
+		for _, kv := range v.AsMap() {
+			kvs = appendMessage(kvs, 1, encodeKeyValue(kv))
+		}
+		b = appendMessage(b, 6, kvs)
+	case attribute.EMPTY:
+	default:
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, "INVALID")
+	}
+	return b
+}
+
+func appendMessage(b []byte, num protowire.Number, m []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, m)
+}
+
+// appendBytes, appendString, appendUint and the fixed ones leave a zero value out (proto3).
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	return appendMessage(b, num, v)
+}
+
+func appendString(b []byte, num protowire.Number, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+func appendUint(b []byte, num protowire.Number, v int) []byte {
+	if v <= 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(min(v, math.MaxUint32)))
+}
+
+func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, v)
+}
+
+func appendFixed32(b []byte, num protowire.Number, v uint32) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.Fixed32Type)
+	return protowire.AppendFixed32(b, v)
+}
+
+func unixNano(t time.Time) uint64 { return uint64(max(0, t.UnixNano())) }

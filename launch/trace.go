@@ -1,0 +1,222 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The functions' tracing is OpenTelemetry's, set by its own variables:
+//
+//	OTEL_TRACES_EXPORTER         otlp turns it on; unset or none is off (at no cost: no span is
+//	                             started). Anything else is refused at start, naming it.
+//	OTEL_SDK_DISABLED            true turns it off whatever the exporter says
+//	OTEL_EXPORTER_OTLP_ENDPOINT  where to export (OTLP over HTTP, protobuf, to <it>/v1/traces);
+//	                             default http://localhost:4318, where a collector layer (ADOT's,
+//	                             or OpenTelemetry's own) listens. OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+//	                             (the URL as it is), _HEADERS, _TIMEOUT and _COMPRESSION (gzip)
+//	                             are honoured too, the _TRACES_ ones first
+//	OTEL_EXPORTER_OTLP_PROTOCOL  http/protobuf (the default) only: no gRPC exporter is linked
+//	OTEL_TRACES_SAMPLER (_ARG)   the sampler; default parentbased_always_on: every delivery
+//	OTEL_SERVICE_NAME            default the function's name; OTEL_RESOURCE_ATTRIBUTES adds more
+//	OTEL_BSP_*                   the batch span processor's queue and batch sizes
+//
+// OpenTelemetry's own default exporter is otlp; here it is none, so a function without a
+// collector never pays for a failing export.
+const (
+	tracesExporterEnv = "OTEL_TRACES_EXPORTER"
+	sdkDisabledEnv    = "OTEL_SDK_DISABLED"
+)
+
+// flushTimeout bounds the export at the end of each invocation (a collector layer on
+// localhost takes a millisecond or two): spans must leave before Lambda freezes the
+// environment, and the receiver's answer waits for them.
+const flushTimeout = 500 * time.Millisecond
+
+// Tracing is the functions' OpenTelemetry tracing, built from the environment by Load (see
+// TracingFromEnv). Provider is nil when tracing is off.
+type Tracing struct {
+	Provider *sdktrace.TracerProvider
+}
+
+// TracingFromEnv builds the tracing the environment asks for (the OTEL_ variables above): off,
+// or an SDK tracer provider exporting OTLP over HTTP in batches, set as OpenTelemetry's global
+// provider with W3C Trace Context as the global propagator, so that an application's planners
+// and executors trace into the same traces. Its errors name the variable.
+func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) {
+	exporter := strings.ToLower(strings.TrimSpace(os.Getenv(tracesExporterEnv)))
+	if disabled, _ := strconv.ParseBool(os.Getenv(sdkDisabledEnv)); disabled {
+		return &Tracing{}, nil
+	}
+	switch exporter {
+	case "", "none":
+		return &Tracing{}, nil
+	case "otlp":
+	default:
+		return nil, fmt.Errorf("%s=%q: want otlp (OTLP over HTTP) or none", tracesExporterEnv, os.Getenv(tracesExporterEnv))
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if p := os.Getenv(name); p != "" && p != "http/protobuf" {
+			return nil, fmt.Errorf("%s=%q: only http/protobuf is linked into the functions (a collector layer takes it on localhost:4318)", name, p)
+		}
+	}
+	exp, err := newOTLPExporter()
+	if err != nil {
+		return nil, err
+	}
+	res, err := lambdaResource(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("opentelemetry: "+err.Error(), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	}))
+	logger.Info("tracing on: OTLP over HTTP", "endpoint", exp.shown)
+	return &Tracing{Provider: tp}, nil
+}
+
+// lambdaResource describes the function (the FaaS and cloud conventions), from what Lambda
+// sets in its environment; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES come last, and win.
+func lambdaResource(ctx context.Context) (*resource.Resource, error) {
+	attrs := []attribute.KeyValue{semconv.CloudProviderAWS, semconv.CloudPlatformAWSLambda}
+	if name := os.Getenv("AWS_LAMBDA_FUNCTION_NAME"); name != "" {
+		attrs = append(attrs, semconv.ServiceName(name), semconv.FaaSName(name))
+	}
+	if v := os.Getenv("AWS_LAMBDA_FUNCTION_VERSION"); v != "" {
+		attrs = append(attrs, semconv.FaaSVersion(v))
+	}
+	if v := os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME"); v != "" {
+		attrs = append(attrs, semconv.FaaSInstance(v))
+	}
+	if mb, err := strconv.Atoi(os.Getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")); err == nil {
+		attrs = append(attrs, semconv.FaaSMaxMemory(mb<<20))
+	}
+	if v := os.Getenv("AWS_REGION"); v != "" {
+		attrs = append(attrs, semconv.CloudRegion(v))
+	}
+	base := resource.NewWithAttributes(semconv.SchemaURL, attrs...)
+	env, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil {
+		return nil, err
+	}
+	return resource.Merge(base, env)
+}
+
+// Flush exports what the invocation's spans left in the batch, before Lambda freezes the
+// environment (nothing when tracing is off).
+func (t *Tracing) Flush(ctx context.Context) {
+	if t == nil || t.Provider == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	_ = t.Provider.ForceFlush(ctx) // its errors reach the error handler: a lost span never fails an invocation
+}
+
+// TracerProvider is the provider for receiver.Config and outbox.Config: nil when tracing is
+// off, which those take as off.
+func (t *Tracing) TracerProvider() trace.TracerProvider {
+	if t == nil || t.Provider == nil {
+		return nil
+	}
+	return t.Provider
+}
+
+var coldStart atomic.Bool
+
+func init() { coldStart.Store(true) }
+
+// invocation wraps a Lambda handler with a span for each invocation (the FaaS conventions:
+// its trigger, its request id), under which the outbox's and the sweeper's work starts, and
+// the flush that exports it. Off, it is the handler as it is.
+func invocation[In, Out any](t *Tracing, name string, trigger func(In) attribute.KeyValue, kind trace.SpanKind,
+	handler func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	if t == nil || t.Provider == nil {
+		return handler
+	}
+	tracer := t.Provider.Tracer("github.com/oncehook/oncehook/launch", trace.WithSchemaURL(semconv.SchemaURL))
+	return func(ctx context.Context, in In) (Out, error) {
+		attrs := []attribute.KeyValue{trigger(in), semconv.FaaSColdstart(coldStart.Swap(false))}
+		if lc, ok := lambdacontext.FromContext(ctx); ok {
+			attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID), semconv.CloudResourceID(lc.InvokedFunctionArn))
+		}
+		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+		out, err := handler(ctx, in)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		t.Flush(ctx)
+		return out, err
+	}
+}
+
+// flushed is a handler whose invocations export their spans at the end (the receiver's: each
+// delivery is its own trace, so no invocation span is added).
+func flushed[In, Out any](t *Tracing, handler func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	if t == nil || t.Provider == nil {
+		return handler
+	}
+	return func(ctx context.Context, in In) (Out, error) {
+		out, err := handler(ctx, in)
+		t.Flush(ctx)
+		return out, err
+	}
+}
+
+// outboxTrigger tells the outbox's two triggers apart: the table's stream (a data source) and
+// the retry queue (pub/sub).
+func outboxTrigger(raw json.RawMessage) attribute.KeyValue {
+	if bytes.Contains(raw, []byte(`"aws:sqs"`)) {
+		return semconv.FaaSTriggerPubSub
+	}
+	return semconv.FaaSTriggerDatasource
+}
+
+// TraceLogs wraps a log handler so that every line written under a span (a context holding a
+// valid span context: a delivery's, an intent's) carries the span's trace_id and span_id, W3C
+// hex, to find the line's trace from the line and the lines of a trace from the trace.
+func TraceLogs(h slog.Handler) slog.Handler { return traceLogs{h} }
+
+type traceLogs struct{ slog.Handler }
+
+func (t traceLogs) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return t.Handler.Handle(ctx, r)
+}
+
+func (t traceLogs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceLogs{t.Handler.WithAttrs(attrs)}
+}
+func (t traceLogs) WithGroup(name string) slog.Handler { return traceLogs{t.Handler.WithGroup(name)} }
+
+// Shutdown exports what is left and stops the provider, for a program that serves the
+// functions itself (NewHTTPReceiver) and exits; nothing when tracing is off.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if t == nil || t.Provider == nil {
+		return nil
+	}
+	return t.Provider.Shutdown(ctx)
+}

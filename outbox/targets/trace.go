@@ -1,0 +1,160 @@
+package targets
+
+import (
+	"context"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncehook/oncehook/internal/tracecontext"
+	"github.com/oncehook/oncehook/outbox"
+)
+
+// How each executor carries the intent's trace context (tracing on: launch's OTLP setting, or
+// a propagator of the application's; nothing when off). Every carrier is AWS's own where the
+// service has one, the X-Ray trace header, and W3C traceparent/tracestate beside it where the
+// message has room for it:
+//
+//	SQS             the AWSTraceHeader system attribute; traceparent and tracestate message attributes
+//	SNS             the X-Amzn-Trace-Id header of Publish; traceparent and tracestate message attributes
+//	EventBridge     the entry's TraceHeader; traceparent and tracestate in the Envelope
+//	Step Functions  StartExecution's TraceHeader (the input is the payload, as it is)
+//	Lambda          the X-Amzn-Trace-Id header of Invoke; traceparent and tracestate in the Envelope
+//
+// A message attribute never replaces one of the executor's own (idempotency_key and the rest),
+// and none is added past SQS's and SNS's 10.
+
+// maxMessageAttributes is SQS's and SNS's limit on a message's attributes.
+const maxMessageAttributes = 10
+
+// startCall starts the call's span (a child of the worker's call span, when it is recording).
+func startCall(ctx context.Context, service, operation string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return tracecontext.Start(ctx, service+"."+operation, kind, append(tracecontext.AWS(service, operation), attrs...)...)
+}
+
+// endCall ends the call's span with what it sent, or its error's kind.
+func endCall(span trace.Span, sent string, err error) {
+	if span == nil {
+		return
+	}
+	kind := "_OTHER"
+	switch {
+	case outbox.IsPermanent(err):
+		kind = "permanent"
+	case outbox.IsNotSent(err):
+		kind = "not_sent"
+	case outbox.IsDeduplicated(err):
+		kind = "deduplicated"
+	}
+	var attrs []attribute.KeyValue
+	if sent != "" {
+		attrs = append(attrs, attribute.String("oncehook.sent", sent))
+	}
+	tracecontext.End(span, err, kind, attrs...)
+}
+
+// messageFields adds the W3C fields of ctx's trace context to a message's attributes own:
+// those that fit under the limit, none over one of ours.
+func messageFields(ctx context.Context, own map[string]string) map[string]string {
+	fields := tracecontext.Fields(ctx)
+	for _, k := range []string{"traceparent", "tracestate", "baggage"} { // in order of need
+		v, ok := fields[k]
+		if _, mine := own[k]; ok && !mine && len(own) < maxMessageAttributes {
+			own[k] = v
+		}
+	}
+	return own
+}
+
+// xray is the X-Ray trace header of ctx's trace context, "" without one.
+func xray(ctx context.Context) string {
+	return tracecontext.XRay(tracecontext.Fields(ctx)["traceparent"])
+}
+
+// sqsSystemAttributes carries the X-Ray trace header as SQS's AWSTraceHeader (which counts
+// against no message attribute limit); nil without one.
+func sqsSystemAttributes(ctx context.Context) map[string]sqstypes.MessageSystemAttributeValue {
+	h := xray(ctx)
+	if h == "" {
+		return nil
+	}
+	return map[string]sqstypes.MessageSystemAttributeValue{
+		string(sqstypes.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(h)},
+	}
+}
+
+// snsTraceHeader sends the X-Ray trace header with Publish, where SNS reads it.
+func snsTraceHeader(ctx context.Context, opts []func(*sns.Options)) []func(*sns.Options) {
+	if h := xray(ctx); h != "" {
+		opts = append(opts, func(o *sns.Options) {
+			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(tracecontext.XRayHeader, h))
+		})
+	}
+	return opts
+}
+
+// lambdaTraceHeader sends the X-Ray trace header with Invoke, where Lambda reads it.
+func lambdaTraceHeader(ctx context.Context, opts []func(*lambda.Options)) []func(*lambda.Options) {
+	if h := xray(ctx); h != "" {
+		opts = append(opts, func(o *lambda.Options) {
+			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(tracecontext.XRayHeader, h))
+		})
+	}
+	return opts
+}
+
+// snsAttributes converts message attributes for SNS.
+func snsAttributes(m map[string]string) map[string]snstypes.MessageAttributeValue {
+	attrs := make(map[string]snstypes.MessageAttributeValue, len(m))
+	for k, v := range m {
+		attrs[k] = snstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	return attrs
+}
+
+// lastPart is what follows the last sep in s (a queue's name in its URL, a topic's in its ARN).
+func lastPart(s string, sep byte) string {
+	return s[strings.LastIndexByte(s, sep)+1:]
+}
+
+// The spans' attributes, per service (the messaging and FaaS conventions, and AWS's).
+func sqsAttrs(queueURL string) []attribute.KeyValue {
+	return []attribute.KeyValue{semconv.MessagingSystemAWSSQS, semconv.MessagingOperationTypeSend,
+		semconv.MessagingDestinationName(lastPart(queueURL, '/')), semconv.AWSSQSQueueURL(queueURL)}
+}
+
+func snsAttrs(topicARN string) []attribute.KeyValue {
+	return []attribute.KeyValue{semconv.MessagingSystemAWSSNS, semconv.MessagingOperationTypeSend,
+		semconv.MessagingDestinationName(lastPart(topicARN, ':')), semconv.AWSSNSTopicARN(topicARN)}
+}
+
+func lambdaAttrs(function string) []attribute.KeyValue {
+	name := function
+	if p := strings.Split(function, ":"); len(p) >= 7 && p[0] == "arn" { // arn:aws:lambda:<region>:<account>:function:<name>[:<qualifier>]
+		name = p[6]
+	}
+	return []attribute.KeyValue{semconv.FaaSInvokedName(name), semconv.FaaSInvokedProviderAWS}
+}
+
+// setMessageID records the id a service gave the message on the call's span in ctx.
+func setMessageID(ctx context.Context, id string) {
+	if s := trace.SpanFromContext(ctx); s.IsRecording() && id != "" {
+		s.SetAttributes(semconv.MessagingMessageID(id))
+	}
+}
+
+// optional is s, or nil when it is empty (an AWS field left out).
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,379 @@
+package targets_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox/targets"
+)
+
+// TestMain sets W3C Trace Context as the global propagator, as launch does with tracing on.
+// A test without a span in its context carries nothing.
+func TestMain(m *testing.M) {
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	os.Exit(m.Run())
+}
+
+// call is the worker's call span, as the executor finds it in its context, and what recorded
+// the executor's own.
+func call(t *testing.T) (context.Context, trace.Span, *tracetest.SpanRecorder) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	ctx, span := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test").Start(context.Background(), "call")
+	t.Cleanup(func() { span.End() })
+	return ctx, span, rec
+}
+
+// clientSpan is the one span the executor ended, checked to be the call span's child.
+func clientSpan(t *testing.T, rec *tracetest.SpanRecorder, parent trace.Span, name string, kind trace.SpanKind) sdktrace.ReadOnlySpan {
+	t.Helper()
+	spans := rec.Ended()
+	if len(spans) != 1 || spans[0].Name() != name || spans[0].SpanKind() != kind || spans[0].Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Fatalf("spans %v: want one %s span (%v) under the call", spans, name, kind)
+	}
+	return spans[0]
+}
+
+// checkTraceparent checks a carried traceparent: W3C version 00, the client span's trace, the
+// client span as its parent, sampled.
+func checkTraceparent(t *testing.T, what, tp string, client sdktrace.ReadOnlySpan) {
+	t.Helper()
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() || sc.TraceID() != client.SpanContext().TraceID() || sc.SpanID() != client.SpanContext().SpanID() || !sc.IsSampled() {
+		t.Fatalf("%s: traceparent %q, want trace %s, parent %s", what, tp, client.SpanContext().TraceID(), client.SpanContext().SpanID())
+	}
+}
+
+var xrayHeader = regexp.MustCompile(`^Root=1-([0-9a-f]{8})-([0-9a-f]{24});Parent=([0-9a-f]{16});Sampled=1`)
+
+// checkXRay checks an X-Ray trace header carries the client span's trace and id.
+func checkXRay(t *testing.T, what, h string, client sdktrace.ReadOnlySpan) {
+	t.Helper()
+	m := xrayHeader.FindStringSubmatch(h)
+	if m == nil || m[1]+m[2] != client.SpanContext().TraceID().String() || m[3] != client.SpanContext().SpanID().String() {
+		t.Fatalf("%s: X-Ray header %q, want Root=1-<%s split 8/24>;Parent=%s;Sampled=1", what, h, client.SpanContext().TraceID(), client.SpanContext().SpanID())
+	}
+}
+
+// TestAnSQSMessageCarriesTheTraceBothWays: a message sent with tracing on carries the trace as
+// AWS's AWSTraceHeader system attribute and as W3C message attributes, read back from the
+// emulator's queue, beside the executor's own attributes, unchanged, and within SQS's 10.
+func TestAnSQSMessageCarriesTheTraceBothWays(t *testing.T) {
+	t.Parallel()
+	c := sqs.NewFromConfig(awstest.Config(t))
+	url, _ := queue(t, c, unique("oncehook-trace-"))
+	ctx, parent, rec := call(t)
+	if err := (&targets.SQS{Client: c, QueueURL: url}).Execute(ctx, task("evt_t1", "ship")); err != nil {
+		t.Fatal(err)
+	}
+	client := clientSpan(t, rec, parent, "SQS.SendMessage", trace.SpanKindProducer)
+	out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 2, MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAWSTraceHeader}})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("%v %v", out, err)
+	}
+	m := out.Messages[0]
+	checkTraceparent(t, "SQS", aws.ToString(m.MessageAttributes["traceparent"].StringValue), client)
+	checkXRay(t, "SQS AWSTraceHeader", m.Attributes[string(sqstypes.MessageSystemAttributeNameAWSTraceHeader)], client)
+	if keyOf(m) != "shop:evt_t1:ship" || aws.ToString(m.MessageAttributes["event_id"].StringValue) != "evt_t1" || len(m.MessageAttributes) > 10 {
+		t.Fatalf("attributes %v", m.MessageAttributes)
+	}
+	if a := client.Attributes(); !hasAttr(a, "messaging.system", "aws_sqs") || !hasAttr(a, "messaging.message.id", aws.ToString(m.MessageId)) {
+		t.Fatalf("span attributes %v", a)
+	}
+}
+
+func hasAttr(attrs []attribute.KeyValue, key, value string) bool {
+	for _, kv := range attrs {
+		if string(kv.Key) == key && kv.Value.Emit() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAnSNSMessageCarriesTheTrace: published with tracing on, the message a subscribed queue
+// gets (raw delivery, from the emulator) carries the W3C trace context as message attributes,
+// and the Publish request carries the X-Ray trace header.
+func TestAnSNSMessageCarriesTheTrace(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	sq := sqs.NewFromConfig(cfg)
+	seen := &headers{}
+	sn := sns.NewFromConfig(cfg, func(o *sns.Options) { o.HTTPClient = seen })
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-ttopic-"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = sn.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
+	url, arn := queue(t, sq, unique("oncehook-tsub-"))
+	if _, err := sn.Subscribe(context.Background(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(arn),
+		Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, parent, rec := call(t)
+	if err := (&targets.SNS{Client: sn, TopicARN: *topic.TopicArn}).Execute(ctx, task("evt_t2", "notify")); err != nil {
+		t.Fatal(err)
+	}
+	client := clientSpan(t, rec, parent, "SNS.Publish", trace.SpanKindProducer)
+	msgs := drain(t, sq, url)
+	if len(msgs) != 1 || keyOf(msgs[0]) != "shop:evt_t2:notify" {
+		t.Fatalf("%v", msgs)
+	}
+	checkTraceparent(t, "SNS", aws.ToString(msgs[0].MessageAttributes["traceparent"].StringValue), client)
+	checkXRay(t, "SNS Publish's X-Amzn-Trace-Id", seen.get("Publish", "X-Amzn-Trace-Id"), client)
+}
+
+// TestAnEventBridgeEventCarriesTheTrace: the event a rule routes to a queue (from the
+// emulator) carries the W3C trace context in its envelope, and the entry put carries the X-Ray
+// trace header as its TraceHeader.
+func TestAnEventBridgeEventCarriesTheTrace(t *testing.T) {
+	t.Parallel()
+	cfg := awstest.Config(t)
+	seen := &headers{}
+	eb, sq := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.HTTPClient = seen }), sqs.NewFromConfig(cfg)
+	bus := unique("oncehook-tbus-")
+	if _, err := eb.CreateEventBus(context.Background(), &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = eb.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
+	})
+	url, arn := queue(t, sq, unique("oncehook-trule-"))
+	if _, err := eb.PutRule(context.Background(), &eventbridge.PutRuleInput{Name: aws.String("all"), EventBusName: aws.String(bus),
+		EventPattern: aws.String(`{"source":["oncehook"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eb.PutTargets(context.Background(), &eventbridge.PutTargetsInput{Rule: aws.String("all"), EventBusName: aws.String(bus),
+		Targets: []ebtypes.Target{{Id: aws.String("q"), Arn: aws.String(arn)}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, parent, rec := call(t)
+	if err := (&targets.EventBridge{Client: eb, Bus: bus}).Execute(ctx, task("evt_t3", "order.shipped")); err != nil {
+		t.Fatal(err)
+	}
+	client := clientSpan(t, rec, parent, "EventBridge.PutEvents", trace.SpanKindProducer)
+	msgs := drain(t, sq, url)
+	if len(msgs) != 1 {
+		t.Fatalf("%d events routed", len(msgs))
+	}
+	var ev struct {
+		Detail targets.Envelope `json:"detail"`
+	}
+	if err := json.Unmarshal([]byte(aws.ToString(msgs[0].Body)), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Detail.IdempotencyKey != "shop:evt_t3:order.shipped" {
+		t.Fatalf("envelope %+v", ev.Detail)
+	}
+	checkTraceparent(t, "EventBridge envelope", ev.Detail.Traceparent, client)
+	var put struct {
+		Entries []struct{ TraceHeader string }
+	}
+	if err := json.Unmarshal(seen.body("PutEvents"), &put); err != nil || len(put.Entries) != 1 {
+		t.Fatalf("the PutEvents request: %v", err)
+	}
+	checkXRay(t, "EventBridge TraceHeader", put.Entries[0].TraceHeader, client)
+}
+
+// TestAStepFunctionsExecutionCarriesTheTrace: the execution starts on the emulator with the
+// X-Ray trace header as StartExecution's TraceHeader, and its input is the payload as it is.
+func TestAStepFunctionsExecutionCarriesTheTrace(t *testing.T) {
+	t.Parallel()
+	seen := &headers{}
+	c := sfn.NewFromConfig(awstest.Config(t), func(o *sfn.Options) { o.HTTPClient = seen })
+	arn := stateMachine(t, c)
+	ctx, parent, rec := call(t)
+	if err := (&targets.StepFunctions{Client: c, StateMachineARN: arn}).Execute(ctx, task("evt_t4", "fulfil")); err != nil {
+		t.Fatal(err)
+	}
+	client := clientSpan(t, rec, parent, "SFN.StartExecution", trace.SpanKindClient)
+	var start struct{ TraceHeader, Input string }
+	if err := json.Unmarshal(seen.body("StartExecution"), &start); err != nil {
+		t.Fatal(err)
+	}
+	checkXRay(t, "Step Functions TraceHeader", start.TraceHeader, client)
+	if start.Input != `{"order_id":"ord_1"}` {
+		t.Fatalf("input %q: want the payload as it is", start.Input)
+	}
+	out, err := c.ListExecutions(context.Background(), &sfn.ListExecutionsInput{StateMachineArn: aws.String(arn)})
+	if err != nil || len(out.Executions) != 1 {
+		t.Fatalf("executions %v %v", out, err)
+	}
+}
+
+// TestALambdaInvocationCarriesTheTrace: a real function on the emulator reads the trace in
+// the envelope's traceparent (it fails with what it saw, which the executor's error quotes),
+// and the Invoke request carries the X-Ray trace header, where Lambda reads it for a function
+// with active tracing. (MiniStack gives the function a trace header of its own instead of
+// Invoke's, so that one is checked on the request.)
+func TestALambdaInvocationCarriesTheTrace(t *testing.T) {
+	t.Parallel()
+	seen := &headers{}
+	c := lambda.NewFromConfig(awstest.Config(t), func(o *lambda.Options) { o.HTTPClient = seen })
+	name := traceFunction(t, c)
+	ctx, parent, rec := call(t)
+	err := (&targets.Lambda{Client: c, Function: name, Synchronous: true, Timeout: 30 * time.Second}).Execute(ctx, task("evt_t5", "crm"))
+	if err == nil {
+		t.Fatal("the function did not say what it saw")
+	}
+	client := clientSpan(t, rec, parent, "Lambda.Invoke", trace.SpanKindClient)
+	m := regexp.MustCompile(`tp=(\S*) x=`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("%v", err)
+	}
+	checkTraceparent(t, "Lambda envelope", m[1], client)
+	checkXRay(t, "Invoke's X-Amzn-Trace-Id", seen.get("/invocations", "X-Amzn-Trace-Id"), client)
+}
+
+// TestWithoutASpanNothingIsCarried: an executor called with no span in its context (tracing
+// off) sends no carrier: no trace attribute, no envelope field.
+func TestWithoutASpanNothingIsCarried(t *testing.T) {
+	t.Parallel()
+	c := sqs.NewFromConfig(awstest.Config(t))
+	url, _ := queue(t, c, unique("oncehook-notrace-"))
+	if err := (&targets.SQS{Client: c, QueueURL: url}).Execute(context.Background(), task("evt_t6", "ship")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 2, MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll}})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("%v %v", out, err)
+	}
+	m := out.Messages[0]
+	if _, ok := m.MessageAttributes["traceparent"]; ok || m.Attributes["AWSTraceHeader"] != "" || len(m.MessageAttributes) != 5 {
+		t.Fatalf("untraced message: %v %v", m.MessageAttributes, m.Attributes)
+	}
+	b, _ := json.Marshal(targets.Envelope{IdempotencyKey: "k", Payload: json.RawMessage(`{}`)})
+	if strings.Contains(string(b), "trace") {
+		t.Fatalf("an untraced envelope: %s", b)
+	}
+}
+
+// headers is an HTTP client that records each AWS request's headers and body by operation,
+// and sends it on.
+type headers struct {
+	mu   sync.Mutex
+	seen map[string]*recorded
+}
+
+type recorded struct {
+	h    map[string]string
+	body []byte
+}
+
+func (r *headers) Do(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	op := awstest.Operation(req) // JSON protocols name it in X-Amz-Target; the query protocol in the form
+	if form, err := url.ParseQuery(string(body)); op == "" && err == nil {
+		op = form.Get("Action")
+	}
+	if op == "" { // a REST protocol (Lambda's): the path names it
+		op = req.URL.Path
+	}
+	r.mu.Lock()
+	if r.seen == nil {
+		r.seen = map[string]*recorded{}
+	}
+	h := map[string]string{}
+	for k := range req.Header {
+		h[k] = req.Header.Get(k)
+	}
+	r.seen[op] = &recorded{h: h, body: body}
+	r.mu.Unlock()
+	return awstest.BaseTransport().RoundTrip(req)
+}
+
+// get is a header of the last request of an operation (or whose path ends in op).
+func (r *headers) get(op, header string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, rec := range r.seen {
+		if k == op || strings.HasPrefix(k, "/") && strings.HasSuffix(k, op) {
+			return rec.h[http.CanonicalHeaderKey(header)]
+		}
+	}
+	return ""
+}
+
+func (r *headers) body(op string) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec := r.seen[op]; rec != nil {
+		return rec.body
+	}
+	return nil
+}
+
+// traceFunction builds testdata/tracefn for the emulator's Lambda and creates it.
+func traceFunction(t *testing.T, c *lambda.Client) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", filepath.Join(dir, "bootstrap"), "./testdata/tracefn")
+	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	bin, err := os.ReadFile(filepath.Join(dir, "bootstrap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zipped bytes.Buffer
+	zw := zip.NewWriter(&zipped)
+	f, _ := zw.CreateHeader(&zip.FileHeader{Name: "bootstrap", Method: zip.Deflate, ExternalAttrs: 0o755 << 16})
+	_, _ = f.Write(bin)
+	_ = zw.Close()
+	arch := lambdatypes.ArchitectureArm64
+	if runtime.GOARCH == "amd64" {
+		arch = lambdatypes.ArchitectureX8664
+	}
+	name := unique("oncehook-tracefn-")
+	if _, err := c.CreateFunction(context.Background(), &lambda.CreateFunctionInput{FunctionName: aws.String(name), Runtime: lambdatypes.RuntimeProvidedal2023,
+		Handler: aws.String("bootstrap"), Role: aws.String("arn:aws:iam::000000000000:role/oncehook-test"), Architectures: []lambdatypes.Architecture{arch},
+		Code: &lambdatypes.FunctionCode{ZipFile: zipped.Bytes()}, Timeout: aws.Int32(10)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = c.DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
+	})
+	if err := lambda.NewFunctionActiveV2Waiter(c).Wait(context.Background(), &lambda.GetFunctionInput{FunctionName: aws.String(name)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}

@@ -1,0 +1,293 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/tracecontext"
+)
+
+// TracerName is the instrumentation scope of the outbox's spans.
+const TracerName = tracecontext.Scope
+
+// The outbox's spans. An intent's turn is SpanIntent ("intent email.send"), a child of the span
+// its claim was committed under (the receiver's commit, read from the claim), however long
+// after; under it the lease, the call ("call email", with the executor's own client span
+// under it) and the finish (the record of done, retry or park). A sweep is SpanSweep, and each
+// claim it re-drives SpanSweepClaim, in the claim's trace too.
+const (
+	SpanIntent     = "intent"
+	SpanLease      = "lease"
+	SpanCall       = "call"
+	SpanFinish     = "finish"
+	SpanSweep      = "sweep"
+	SpanSweepClaim = "sweep claim"
+)
+
+// Attributes of the outbox's spans that no OpenTelemetry convention names.
+const (
+	AttrSource     = attribute.Key("oncehook.source")
+	AttrEventID    = attribute.Key("oncehook.event_id")
+	AttrIntent     = attribute.Key("oncehook.intent")
+	AttrTarget     = attribute.Key("oncehook.target")
+	AttrAttempt    = attribute.Key("oncehook.attempt")
+	AttrOutcome    = attribute.Key("oncehook.outcome")
+	AttrLease      = attribute.Key("oncehook.lease")  // taken, busy or stranded
+	AttrStatus     = attribute.Key("oncehook.status") // what a finish recorded: done, pending or parked
+	AttrAtMostOnce = attribute.Key("oncehook.at_most_once")
+	AttrSent       = attribute.Key("oncehook.sent")
+	// AttrLink says what a link is: "invocation" for the span that ran the intent (a stream
+	// batch's, a wake-up's, a sweep's) when the intent's own parent is its claim's commit.
+	AttrLink = attribute.Key("oncehook.link")
+)
+
+// newTracer is the worker's tracer; nil (tracing off) without a provider.
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
+}
+
+// claimContext is ctx with the claim's trace context as the parent of what starts under it,
+// and the links that say what ran it. A claim's context is a parent, not a link: the intent's
+// spans are the rest of the delivery's story (one trace from the provider's delivery to the
+// downstream's call, retries hours later included), and the invocation that happened to run
+// them (a batch of many claims' records, a sweep) is linked. A context already in that trace
+// (a sweep's claim span) is kept as the parent; a claim without a context (committed with
+// tracing off) leaves ctx's span the parent.
+func claimContext(ctx context.Context, claim *dedup.Claim) (context.Context, []trace.Link) {
+	stored := claim.TraceContext()
+	cur := trace.SpanContextFromContext(ctx)
+	if !stored.IsValid() || cur.TraceID() == stored.TraceID() {
+		return ctx, nil
+	}
+	var links []trace.Link
+	if cur.IsValid() {
+		links = []trace.Link{{SpanContext: cur, Attributes: []attribute.KeyValue{AttrLink.String("invocation")}}}
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, stored), links
+}
+
+// traceIntent is run, as the intent's span when tracing is on.
+func (w *Worker) traceIntent(ctx context.Context, claim *dedup.Claim, name string) (string, error) {
+	if w.tracer == nil {
+		return w.run(ctx, claim, name)
+	}
+	ctx, links := claimContext(ctx, claim)
+	ctx, span := w.tracer.Start(ctx, SpanIntent+" "+name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
+		trace.WithAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID), AttrIntent.String(name),
+			AttrTarget.String(claim.Intents[name].Target), semconv.MessagingOperationTypeProcess,
+			semconv.MessagingMessageID(dedup.IdempotencyKey(claim.Source, claim.EventID, name))))
+	outcome, err := w.run(ctx, claim, name)
+	span.SetAttributes(AttrOutcome.String(outcome))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	} else if outcome == OutcomeParked {
+		span.SetStatus(codes.Error, "parked")
+	}
+	span.End()
+	return outcome, err
+}
+
+// step starts one step of an intent's turn under its span (nil when tracing is off, or that
+// span is not recording).
+func (w *Worker) step(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if w.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, nil
+	}
+	return w.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+}
+
+// dynamoDB is the attributes of the worker's UpdateItem on its table.
+func (w *Worker) dynamoDB() []attribute.KeyValue {
+	return append(tracecontext.AWS("DynamoDB", "UpdateItem"), semconv.AWSDynamoDBTableNames(w.cfg.Table))
+}
+
+// traceLease is lease, as the lease span. The attempt it took is set on the intent's span too.
+func (w *Worker) traceLease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (*lease, error) {
+	intent := trace.SpanFromContext(ctx)
+	ctx, span := w.step(ctx, SpanLease, trace.SpanKindClient, w.dynamoDB()...)
+	l, err := w.lease(ctx, claim, name, amo)
+	if span == nil {
+		return l, err
+	}
+	switch {
+	case l == nil:
+		span.SetAttributes(AttrLease.String("busy"))
+	case l.stranded:
+		span.SetAttributes(AttrLease.String("stranded"), AttrAttempt.Int(l.attempt))
+	default:
+		span.SetAttributes(AttrLease.String("taken"), AttrAttempt.Int(l.attempt))
+	}
+	if l != nil {
+		intent.SetAttributes(AttrAttempt.Int(l.attempt))
+	}
+	tracecontext.End(span, err, "dynamodb")
+	return l, err
+}
+
+// traceCall is execute, as the call span: the executor's own client span (a built-in one's)
+// is its child, and the trace context the executor carries to the downstream is that one's.
+func (w *Worker) traceCall(ctx context.Context, x Executor, t Task) (string, error) {
+	ctx, span := w.step(ctx, SpanCall+" "+t.Target, trace.SpanKindInternal,
+		AttrTarget.String(t.Target), AttrAttempt.Int(t.Attempt), AttrAtMostOnce.Bool(t.AtMostOnce))
+	sent, err := execute(ctx, x, t)
+	if span != nil {
+		if sent != "" {
+			span.SetAttributes(AttrSent.String(truncate(sent)))
+		}
+		tracecontext.End(span, err, callErrorType(err))
+	}
+	return sent, err
+}
+
+// callErrorType is a failed call's kind, as the worker reads it.
+func callErrorType(err error) string {
+	var se *StatusError
+	switch {
+	case errors.As(err, &se):
+		return strings.TrimSpace(se.Status[:min(3, len(se.Status))])
+	case IsPermanent(err):
+		return "permanent"
+	case IsNotSent(err):
+		return "not_sent"
+	case IsDeduplicated(err):
+		return "deduplicated"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "_OTHER"
+}
+
+// traceFinish is finish, as the finish span.
+func (w *Worker) traceFinish(ctx context.Context, l *lease, status, msg string) error {
+	ctx, span := w.step(ctx, SpanFinish, trace.SpanKindClient, append(w.dynamoDB(), AttrStatus.String(status))...)
+	err := w.finish(ctx, l, status, msg)
+	w.endFinish(span, err)
+	return err
+}
+
+// traceRetry is retry, as the finish span of a retried attempt (pending again).
+func (w *Worker) traceRetry(ctx context.Context, l *lease, msg string) (time.Time, error) {
+	ctx, span := w.step(ctx, SpanFinish, trace.SpanKindClient, append(w.dynamoDB(), AttrStatus.String(dedup.IntentPending))...)
+	next, err := w.retry(ctx, l, msg)
+	if span != nil {
+		span.SetAttributes(attribute.String("oncehook.next_attempt_at", next.UTC().Format(time.RFC3339Nano)))
+	}
+	w.endFinish(span, err)
+	return next, err
+}
+
+func (w *Worker) endFinish(span trace.Span, err error) {
+	if errors.Is(err, errLeaseLost) {
+		// Not a failure of the write: a newer attempt owns the intent and records it.
+		tracecontext.End(span, nil, "", AttrLease.String("lost"))
+		return
+	}
+	tracecontext.End(span, err, "dynamodb")
+}
+
+// traceSweep starts a sweep's span; end records the run's report on it.
+func (w *Worker) traceSweep(ctx context.Context) (context.Context, func(*SweepReport, error)) {
+	if w.tracer == nil {
+		return ctx, func(*SweepReport, error) {}
+	}
+	ctx, span := w.tracer.Start(ctx, SpanSweep, trace.WithSpanKind(trace.SpanKindInternal))
+	return ctx, func(rep *SweepReport, err error) {
+		span.SetAttributes(attribute.Int("oncehook.sweep.claims", rep.Claims), attribute.Int("oncehook.sweep.parked", rep.Parked),
+			attribute.Int("oncehook.sweep.settled", rep.Settled), attribute.Int("oncehook.sweep.failures", rep.Failures),
+			attribute.Int("oncehook.sweep.deferred", rep.Deferred), attribute.Bool("oncehook.sweep.incomplete", rep.Incomplete),
+			attribute.Bool("oncehook.sweep.skipped", rep.Skipped))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
+
+// traceSweepClaim is Process for a claim the sweeper re-drives, as its span: in the claim's
+// trace (a child of its commit), linked to the sweep that found it.
+func (s *Sweeper) traceSweepClaim(ctx context.Context, claim *dedup.Claim) (Summary, error) {
+	w := s.Worker
+	if w.tracer == nil {
+		return w.Process(ctx, claim)
+	}
+	ctx, links := claimContext(ctx, claim)
+	ctx, span := w.tracer.Start(ctx, SpanSweepClaim, trace.WithSpanKind(trace.SpanKindInternal), trace.WithLinks(links...),
+		trace.WithAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID)))
+	sum, err := w.Process(ctx, claim)
+	for outcome, n := range sum {
+		span.SetAttributes(attribute.Int("oncehook.outcomes."+outcome, n))
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	return sum, err
+}
+
+// startHTTPCall starts an HTTP executor's client span under the span in ctx, when that one is
+// recording. The URL's path and query are not recorded (url.full): a webhook URL's path is
+// often its secret (Slack's and Discord's incoming webhooks), and a trace backend is one more
+// place to keep it; the host, port and scheme say where the call went.
+func startHTTPCall(ctx context.Context, rawURL string) (context.Context, trace.Span) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, nil
+	}
+	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodPost}
+	if u, err := url.Parse(rawURL); err == nil {
+		attrs = append(attrs, semconv.URLScheme(u.Scheme), semconv.ServerAddress(u.Hostname()))
+		port, _ := strconv.Atoi(u.Port())
+		if port == 0 && u.Scheme == "https" {
+			port = 443
+		} else if port == 0 {
+			port = 80
+		}
+		attrs = append(attrs, semconv.ServerPort(port))
+	}
+	return tracecontext.Start(ctx, http.MethodPost, trace.SpanKindClient, attrs...)
+}
+
+// endHTTPCall ends an HTTP executor's span: error.type is the status code of a non-2xx
+// answer, or what kind of failure it was.
+func endHTTPCall(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		tracecontext.End(span, err, strconv.Itoa(se.StatusCode))
+		return
+	}
+	tracecontext.End(span, err, callErrorType(err))
+}
+
+// recordStatus records the answer's status on the HTTP client span in ctx.
+func recordStatus(ctx context.Context, code int) {
+	if s := trace.SpanFromContext(ctx); s.IsRecording() {
+		s.SetAttributes(semconv.HTTPResponseStatusCode(code))
+	}
+}
+
+// injectHeaders adds the trace context of ctx to h, as the global propagator writes it, where h
+// has no such header yet: a static header of the target's (its own traceparent, say) is kept.
+func injectHeaders(ctx context.Context, h http.Header) {
+	for k, v := range tracecontext.Fields(ctx) {
+		if k = textproto.CanonicalMIMEHeaderKey(k); len(h.Values(k)) == 0 && k != "Idempotency-Key" && k != "Content-Type" {
+			h.Set(k, v)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package receiver
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// TracerName is the instrumentation scope of the receiver's spans.
+const TracerName = "github.com/oncehook/oncehook/receiver"
+
+// The receiver's span names: one delivery is a server span (SpanDelivery, "POST
+// /hooks/{source}") with a child for each step it took.
+const (
+	SpanDelivery = "POST /hooks/{source}"
+	SpanVerify   = "verify"
+	SpanPlan     = "plan"
+	SpanCommit   = "commit"
+)
+
+// Attributes of the receiver's spans that no OpenTelemetry convention names: what the
+// delivery was, and what its commit did.
+const (
+	AttrSource        = attribute.Key("oncehook.source")
+	AttrEventID       = attribute.Key("oncehook.event_id")
+	AttrEventType     = attribute.Key("oncehook.event_type")
+	AttrDeliveryID    = attribute.Key("oncehook.delivery_id")
+	AttrOutcome       = attribute.Key("oncehook.outcome")
+	AttrDynamoDBCalls = attribute.Key("oncehook.dynamodb.calls")
+	AttrErrorKind     = attribute.Key("oncehook.error_kind")
+	AttrEffects       = attribute.Key("oncehook.plan.effects")
+	AttrIntents       = attribute.Key("oncehook.plan.intents")
+	AttrEvents        = attribute.Key("oncehook.batch.events")
+	// AttrLink says what a link of the delivery span is: "provider" for the traceparent the
+	// provider sent (recorded, never trusted as the parent), "caller" for a span the
+	// handler's context already had (a middleware's, a function wrapper's).
+	AttrLink = attribute.Key("oncehook.link")
+)
+
+// maxTraceparent bounds the traceparent header read: a version-00 value is 55 characters,
+// and a later version's is read by its first 55 (W3C Trace Context). Anything longer is
+// ignored unread.
+const maxTraceparent = 256
+
+// startDelivery starts the delivery's server span, a root of its own trace: a provider's
+// traceparent says where the provider's trace is, not which of ours this one belongs to, so
+// it is a link (as is a span the context held already). ok is false when tracing is off,
+// and then ctx is returned as it is.
+func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTPRequest) (context.Context, trace.Span, bool) {
+	if h.tracer == nil {
+		return ctx, nil, false
+	}
+	var links []trace.Link
+	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
+		links = append(links, trace.Link{SpanContext: caller, Attributes: []attribute.KeyValue{AttrLink.String("caller")}})
+	}
+	if sc, ok := parseTraceparent(req.Headers["traceparent"]); ok {
+		links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("provider")}})
+	}
+	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute("/hooks/{source}"), semconv.URLScheme("https")}
+	switch m := req.RequestContext.HTTP.Method; m {
+	case http.MethodPost, http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(m))
+	case "":
+	default: // the sender's text: named only by kind (HTTP conventions)
+		attrs = append(attrs, semconv.HTTPRequestMethodOther)
+	}
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID))
+	}
+	ctx, s := h.tracer.Start(ctx, SpanDelivery, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	return ctx, s, true
+}
+
+// endDelivery records on the delivery span what the delivery did (as its log line says it)
+// and ends it.
+func endDelivery(s trace.Span, d *delivery) {
+	if !s.IsRecording() {
+		s.End()
+		return
+	}
+	attrs := []attribute.KeyValue{semconv.HTTPResponseStatusCode(d.status), AttrSource.String(d.source)}
+	if d.event.ID != "" {
+		attrs = append(attrs, AttrEventID.String(d.event.ID), AttrEventType.String(d.event.Type))
+		if d.event.DeliveryID != "" {
+			attrs = append(attrs, AttrDeliveryID.String(d.event.DeliveryID))
+		}
+	}
+	if d.committed && d.batch == nil {
+		attrs = append(attrs, AttrOutcome.String(d.result.Outcome.String()), AttrDynamoDBCalls.Int(d.result.Calls))
+	}
+	if d.batch != nil {
+		attrs = append(attrs, AttrEvents.Int(len(d.batch.events)), AttrDynamoDBCalls.Int(d.batch.calls))
+	}
+	if d.errKind != "" {
+		attrs = append(attrs, AttrErrorKind.String(d.errKind))
+	}
+	if d.status >= 500 {
+		// A server span is in error for 5xx only: a 4xx is the sender's (HTTP conventions).
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(d.status)))
+		s.SetStatus(codes.Error, http.StatusText(d.status))
+	}
+	s.SetAttributes(attrs...)
+	s.End()
+}
+
+// step is one step's span (verify, plan, commit); the zero step is tracing off, and every
+// method of it does nothing.
+type step struct{ span trace.Span }
+
+// startStep starts a step under the delivery span in ctx, when that span is recording (a
+// delivery not sampled records no steps).
+func (h *Handler) startStep(ctx context.Context, name string, kind trace.SpanKind) (context.Context, step) {
+	if h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, step{}
+	}
+	ctx, s := h.tracer.Start(ctx, name, trace.WithSpanKind(kind))
+	return ctx, step{s}
+}
+
+// recording reports whether attributes set on the step are kept: check it before building them.
+func (s step) recording() bool { return s.span != nil }
+
+// end ends the step, in error when err is set.
+func (s step) end(err error, attrs ...attribute.KeyValue) {
+	if s.span == nil {
+		return
+	}
+	if err != nil {
+		s.span.SetStatus(codes.Error, err.Error())
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(err)))
+	}
+	s.span.SetAttributes(attrs...)
+	s.span.End()
+}
+
+// errorType names an error's kind for error.type: its Go type, the convention's fallback.
+func errorType(err error) string {
+	switch err.(type) {
+	case *dedup.InvalidError:
+		return "invalid"
+	case *dedup.LimitError:
+		return "limit"
+	case *dedup.UnavailableError:
+		return "unavailable"
+	}
+	return "_OTHER"
+}
+
+// commitAttrs describe a commit's result on its span.
+func commitAttrs(plan *dedup.Plan, res dedup.Result) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{AttrDynamoDBCalls.Int(res.Calls), AttrEffects.Int(len(plan.Effects)), AttrIntents.Int(len(plan.Intents))}
+	if res.Outcome != 0 {
+		attrs = append(attrs, AttrOutcome.String(res.Outcome.String()))
+	}
+	return attrs
+}
+
+// parseTraceparent reads a W3C traceparent strictly (lower-case hex, ids not zero, version not
+// ff, a later version read by its first 55 characters), and only up to maxTraceparent
+// characters: a malformed, hostile or oversized value is no context, never an error.
+func parseTraceparent(h string) (trace.SpanContext, bool) {
+	const n = 55 // "00-" + 32 + "-" + 16 + "-" + 2
+	if len(h) < n || len(h) > maxTraceparent || (len(h) > n && h[n] != '-') {
+		return trace.SpanContext{}, false
+	}
+	if h[2] != '-' || h[35] != '-' || h[52] != '-' || !lowerHex(h[:2]) || h[:2] == "ff" || (h[:2] == "00" && len(h) != n) {
+		return trace.SpanContext{}, false
+	}
+	if !lowerHex(h[3:35]) || !lowerHex(h[36:52]) || !lowerHex(h[53:55]) {
+		return trace.SpanContext{}, false
+	}
+	tid, err := trace.TraceIDFromHex(h[3:35])
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	sid, err := trace.SpanIDFromHex(h[36:52])
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	flags, err := strconv.ParseUint(h[53:55], 16, 8)
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags) & trace.FlagsSampled, Remote: true})
+	return sc, sc.IsValid()
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
