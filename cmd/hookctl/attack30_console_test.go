@@ -76,7 +76,7 @@ func TestConsoleRefusesToStartWithoutTheSourcesFileItWasGiven(t *testing.T) {
 	// The deployment's file, with a field a newer release added to its target.
 	path := filepath.Join(t.TempDir(), "sources.json")
 	if err := os.WriteFile(path, []byte(`{"sources": {"shop": {"scheme": "stripe", "secrets": [{"env": "S"}], "redrive_window": "30d"}},
-	  "targets": {"email": {"url": "https://hooks.example.test/hooks/T0KEN-SECRET-9x", "max_in_flight": 4}}}`), 0o600); err != nil {
+	  "targets": {"email": {"url": "https://hooks.example.test/hooks/T0KEN-SECRET-9x", "a_field_of_a_newer_release": 4}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
