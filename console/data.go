@@ -158,7 +158,7 @@ func (c *Console) parked(ctx context.Context, f parkedFilter) (rows []parkedRow,
 				continue
 			}
 			r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
-				ParkedAt: in.FinishedAt, LastError: c.redact(in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
+				ParkedAt: in.FinishedAt, LastError: c.intentError(in), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
 				Ref: encodeRef(cl, name)}
 			r.AtMostOnce, r.MaySent = c.caution(in)
 			if !f.match(r) {

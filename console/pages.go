@@ -448,7 +448,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	in := cl.Intents[name]
 	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
-		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.redact(in.LastError),
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.intentError(in),
 		Attempts: in.Attempts, Budget: in.Attempts - in.AttemptsBase, PayloadBytes: len(in.Payload),
 		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
 	if c.cfg.ShowPayloads {
