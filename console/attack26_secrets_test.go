@@ -396,7 +396,7 @@ func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
 		"no such page":              {withToken, "GET", "/nowhere", "", "", "", "", http.StatusUnauthorized},
 		"a foreign host":            {without, "GET", "/", "rebound.attacker.example:8030", "", "", "", http.StatusMisdirectedRequest},
 		"a remote peer":             {without, "GET", "/", "localhost", "203.0.113.7:40000", "", "", http.StatusForbidden},
-		"a remote peer, weak token": {weak, "GET", "/", "", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
+		"a remote peer, weak token": {weak, "GET", "/", "localhost", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
 	}
 	for name, v := range visits {
 		var body io.Reader

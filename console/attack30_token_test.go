@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -65,5 +66,46 @@ func TestCheckAddrRefusesWellKnownGuessableTokens(t *testing.T) {
 		if err := console.CheckAddr("0.0.0.0:8030", tok); err == nil {
 			t.Errorf("CheckAddr(0.0.0.0:8030, %q) takes it as strong", tok)
 		}
+	}
+}
+
+// A proxy on the same machine (nginx's proxy_pass keeps Host as written) relays every client
+// from a loopback peer: without a strong token, a request a proxy says it relayed is refused,
+// whatever its peer and Host.
+func TestAConsoleWithoutAStrongTokenRefusesWhatAProxyRelays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, token := range []string{"", "tok-3f9a"} {
+		h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, hdr := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "Via"} {
+			req := httptest.NewRequest(http.MethodGet, "/audit", nil)
+			req.Host, req.RemoteAddr = "127.0.0.1:8030", "127.0.0.1:40000"
+			req.Header.Set(hdr, "203.0.113.7")
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusForbidden {
+				t.Errorf("token %q, relayed (%s): %d, want 403", token, hdr, rec.Code)
+			}
+		}
+	}
+	// A strong token guards the console wherever its clients are: a proxy may relay them.
+	const strong = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: strong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/audit", nil)
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	req.Header.Set("Authorization", "Bearer "+strong)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("a relayed request with the strong token: %d, want 200", rec.Code)
 	}
 }
