@@ -130,7 +130,7 @@ func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
 	}
 	weak := []string{"", " ", "x", "1234", "password", "hunter2", strings.Repeat("a", 100), strings.Repeat("ab", 40),
 		strings.Repeat("abcd", 20), strings.Repeat("password", 3), "123456789012345678901234", strings.Repeat(" ", 64),
-		hex.EncodeToString(random(11)), // 22 characters: too short
+		hex.EncodeToString(random(11)),                   // 22 characters: too short
 		base64.RawURLEncoding.EncodeToString(random(18)), // 24 characters: too short
 		strings.Repeat("0", 63) + "1"}
 	for _, tok := range weak {

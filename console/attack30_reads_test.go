@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -59,6 +60,9 @@ func TestAPageGivesUpOnAThrottledTableByItself(t *testing.T) {
 	defer api.mu.Unlock()
 	if api.calls >= api.giveUp {
 		t.Fatalf("the backlog page asked BatchGetItem %d times for one claim and was still asking when the request was ended (%d)", api.calls, rec.Code)
+	}
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "throttling") {
+		t.Errorf("the backlog page on a throttled table: %d, want 503 saying the table is throttling:\n%s", rec.Code, rec.Body.String())
 	}
 }
 

@@ -100,6 +100,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// maxIndexReadsLimit is the largest Config.MaxIndexReads.
+const maxIndexReadsLimit = 100_000
+
 // Console is the operator console's http.Handler.
 type Console struct {
 	cfg     Config
@@ -151,8 +154,10 @@ func New(cfg Config) (*Console, error) {
 	if cfg.MaxIndexReads == 0 {
 		cfg.MaxIndexReads = 500
 	}
-	if cfg.MaxIndexReads < 0 {
-		return nil, &dedup.InvalidError{Field: "MaxIndexReads", Reason: "must be positive"}
+	// The bound is a query's Limit (an int32) and a page's cost: a page of 100,000 index
+	// entries already reads as many claims.
+	if cfg.MaxIndexReads < 0 || cfg.MaxIndexReads > maxIndexReadsLimit {
+		return nil, &dedup.InvalidError{Field: "MaxIndexReads", Reason: fmt.Sprintf("must be between 1 and %d", maxIndexReadsLimit)}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -266,6 +271,10 @@ func CheckTable(ctx context.Context, api API, table string) error {
 		return fmt.Errorf("table %s: %w", table, err)
 	}
 	t := out.Table
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, d := range t.AttributeDefinitions {
+		attrTypes[aws.ToString(d.AttributeName)] = d.AttributeType
+	}
 	keys := map[string]types.KeyType{}
 	for _, k := range t.KeySchema {
 		keys[aws.ToString(k.AttributeName)] = k.KeyType
@@ -273,14 +282,29 @@ func CheckTable(ctx context.Context, api API, table string) error {
 	if keys[dedup.AttrPK] != types.KeyTypeHash || keys[dedup.AttrSK] != types.KeyTypeRange || len(keys) != 2 {
 		return fmt.Errorf("table %s is %w: its key is not pk (hash) + sk (range)", table, ErrNotOncehookTable)
 	}
+	// The types too: a table keyed by numbers under these names would pass the names and
+	// refuse every read the pages make.
+	if attrTypes[dedup.AttrPK] != types.ScalarAttributeTypeS || attrTypes[dedup.AttrSK] != types.ScalarAttributeTypeS {
+		return fmt.Errorf("table %s is %w: its key pk + sk is not two strings", table, ErrNotOncehookTable)
+	}
 	for _, g := range t.GlobalSecondaryIndexes {
 		if aws.ToString(g.IndexName) != dedup.PendingIndex {
 			continue
 		}
+		ok := false
 		for _, k := range g.KeySchema {
-			if aws.ToString(k.AttributeName) == dedup.AttrPendingShard && k.KeyType == types.KeyTypeHash {
-				return nil
+			name := aws.ToString(k.AttributeName)
+			switch {
+			case name == dedup.AttrPendingShard && k.KeyType == types.KeyTypeHash && attrTypes[name] == types.ScalarAttributeTypeS:
+				ok = true
+			case name == dedup.AttrPendingSince && k.KeyType == types.KeyTypeRange && attrTypes[name] == types.ScalarAttributeTypeN:
+			default:
+				return fmt.Errorf("table %s is %w: its %q index is not keyed %s (string) + %s (number)", table, ErrNotOncehookTable,
+					dedup.PendingIndex, dedup.AttrPendingShard, dedup.AttrPendingSince)
 			}
+		}
+		if ok {
+			return nil
 		}
 	}
 	return fmt.Errorf("table %s is %w: it has no %q index over %s", table, ErrNotOncehookTable, dedup.PendingIndex, dedup.AttrPendingShard)

@@ -147,6 +147,12 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, title
 // awsFail is the page for an AWS call that failed: the operator sees what failed, the log the
 // error itself.
 func (c *Console) awsFail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if errors.Is(err, errThrottled) {
+		w.Header().Set("Retry-After", "30")
+		c.fail(w, r, http.StatusServiceUnavailable, "The table is throttling reads",
+			what+" gave up after "+strconv.Itoa(maxUnprocessedRounds)+" rounds of keys DynamoDB left unprocessed: the table's read capacity is spent (the outbox needs it too). Try again in a while.")
+		return
+	}
 	c.fail(w, r, http.StatusBadGateway, "DynamoDB did not answer", c.logged(r, what, err)+".")
 }
 
