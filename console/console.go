@@ -36,6 +36,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -406,11 +407,33 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		// A query read leniently drops what it cannot decode, and the page would answer another
+		// question (an unfiltered Parked list for an unreadable source): refuse it, naming it.
+		if name, bad := unreadableQuery(r.URL.RawQuery); bad {
+			c.fail(w, r, http.StatusBadRequest, "Unreadable address", "The address's query parameter "+strconv.Quote(name)+" is not valid percent-encoding.")
+			return
+		}
 		if c.eventRoute(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// unreadableQuery reports the first parameter of a raw query that is not valid
+// percent-encoding (its name as far as it can be read).
+func unreadableQuery(raw string) (string, bool) {
+	for _, pair := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		name, errK := url.QueryUnescape(k)
+		if _, errV := url.QueryUnescape(v); errK != nil || errV != nil {
+			if errK != nil {
+				name = strings.ToValidUTF8(k, "?")
+			}
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // proxied reports whether r was relayed by a proxy that says so: its peer is the proxy, on
