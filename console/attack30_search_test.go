@@ -52,3 +52,19 @@ func TestAnUnreadableQueryGetsAClearPageNotAnotherOne(t *testing.T) {
 		}
 	}
 }
+
+// The scope the hint asks for finds the delivery with one key lookup.
+func TestAScopedSearchFindsAGitHubDeliveryByItsGUID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const guid = "5e2f5c4e-9a4e-11ef-8c6d-1b2c3d4e5f61"
+	e.commit("gh", "87654321:"+guid, false)
+	b := e.serve(nil)
+	r := b.get("/events?source=gh&scope=87654321&id=" + guid)
+	if r.Status == http.StatusSeeOther {
+		r = b.get(r.Header.Get("Location"))
+	}
+	if r.Status != http.StatusOK || !strings.Contains(r.Body, "87654321:"+guid) {
+		t.Fatalf("a search with the scope: %d, want the event page of 87654321:%s:\n%s", r.Status, guid, r.Body)
+	}
+}
