@@ -80,7 +80,10 @@ var errDenied = errors.New("operation error DynamoDB: GetItem, https response er
 	"api error AccessDeniedException: User: arn:aws:iam::123456789012:user/SECRET-IAM-USER is not authorized to perform: dynamodb:GetItem")
 
 func (fakeTable) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	str := types.ScalarAttributeTypeS
 	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(dedup.AttrPK), AttributeType: str},
+			{AttributeName: aws.String(dedup.AttrSK), AttributeType: str}, {AttributeName: aws.String(dedup.AttrPendingShard), AttributeType: str}},
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(dedup.AttrSK), KeyType: types.KeyTypeRange}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndexDescription{{IndexName: aws.String(dedup.PendingIndex),
 			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPendingShard), KeyType: types.KeyTypeHash}}}},

@@ -42,4 +42,12 @@ func TestRedriveAllShownIsNotRefusedForARowWhoseSourceLeftTheSourcesFile(t *test
 		t.Fatalf("Re-drive all shown, one row of a source no longer in the sources file: %d, want the confirmation with evt_current ticked:\n%s",
 			confirm.Status, confirm.Body)
 	}
+	// The row's own link shows the claim.
+	if r := b.get("/events/gh/evt_retired"); r.Status != http.StatusOK || !strings.Contains(r.Body, "evt_retired") {
+		t.Errorf("the event page of a source no longer in the sources file, whose claim is kept: %d", r.Status)
+	}
+	// A source the file never had, with no claim, is still said to be unknown.
+	if r := b.get("/events/nosuch/evt_1"); r.Status != http.StatusNotFound || !strings.Contains(r.Body, "not in the sources file") {
+		t.Errorf("an unknown source without a claim: %d", r.Status)
+	}
 }

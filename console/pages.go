@@ -446,11 +446,19 @@ type step struct {
 }
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id string) {
-	if !c.checkSource(w, r, source) || !c.checkID(w, r, id) {
+	if err := dedup.ValidateSourceName("source", source); err != nil || !c.checkID(w, r, id) {
+		if err != nil {
+			c.checkSource(w, r, source) // answers the syntax
+		}
 		return
 	}
 	ctx := r.Context()
 	cl, err := dedup.GetClaim(ctx, c.cfg.DynamoDB, c.cfg.Table, source, id)
+	if isNoClaim(err) && !c.checkSource(w, r, source) {
+		return // a source the sources file does not have, and no claim of it: a typo, said so
+	}
+	// A claim of a source the sources file no longer has (renamed, retired) is shown all the
+	// same: the Parked page lists its intents for as long as it is kept.
 	if isNoClaim(err) {
 		if hdr := c.scopeHeader(source); hdr != "" && !strings.Contains(id, ":") {
 			c.fail(w, r, http.StatusNotFound, "Give the scope", scopedHint(source, id, hdr))
