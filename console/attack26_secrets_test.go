@@ -80,7 +80,10 @@ var errDenied = errors.New("operation error DynamoDB: GetItem, https response er
 	"api error AccessDeniedException: User: arn:aws:iam::123456789012:user/SECRET-IAM-USER is not authorized to perform: dynamodb:GetItem")
 
 func (fakeTable) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	str := types.ScalarAttributeTypeS
 	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(dedup.AttrPK), AttributeType: str},
+			{AttributeName: aws.String(dedup.AttrSK), AttributeType: str}, {AttributeName: aws.String(dedup.AttrPendingShard), AttributeType: str}},
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(dedup.AttrSK), KeyType: types.KeyTypeRange}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndexDescription{{IndexName: aws.String(dedup.PendingIndex),
 			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPendingShard), KeyType: types.KeyTypeHash}}}},
@@ -396,7 +399,7 @@ func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
 		"no such page":              {withToken, "GET", "/nowhere", "", "", "", "", http.StatusUnauthorized},
 		"a foreign host":            {without, "GET", "/", "rebound.attacker.example:8030", "", "", "", http.StatusMisdirectedRequest},
 		"a remote peer":             {without, "GET", "/", "localhost", "203.0.113.7:40000", "", "", http.StatusForbidden},
-		"a remote peer, weak token": {weak, "GET", "/", "", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
+		"a remote peer, weak token": {weak, "GET", "/", "localhost", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
 	}
 	for name, v := range visits {
 		var body io.Reader

@@ -119,7 +119,7 @@ func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
 	var strong []string
 	for range 200 {
 		strong = append(strong, hex.EncodeToString(random(16)), hex.EncodeToString(random(32)),
-			base64.RawURLEncoding.EncodeToString(random(18)), base64.StdEncoding.EncodeToString(random(24)))
+			base64.RawURLEncoding.EncodeToString(random(24)), base64.StdEncoding.EncodeToString(random(24)))
 		u := random(16)
 		strong = append(strong, fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:]))
 	}
@@ -130,7 +130,8 @@ func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
 	}
 	weak := []string{"", " ", "x", "1234", "password", "hunter2", strings.Repeat("a", 100), strings.Repeat("ab", 40),
 		strings.Repeat("abcd", 20), strings.Repeat("password", 3), "123456789012345678901234", strings.Repeat(" ", 64),
-		hex.EncodeToString(random(11)), // 22 characters: too short
+		hex.EncodeToString(random(11)),                   // 22 characters: too short
+		base64.RawURLEncoding.EncodeToString(random(18)), // 24 characters: too short
 		strings.Repeat("0", 63) + "1"}
 	for _, tok := range weak {
 		if err := console.CheckAddr("0.0.0.0:8030", tok); err == nil {
@@ -154,6 +155,7 @@ func TestAWeakTokenGuardsOnlyLoopbackPeers(t *testing.T) {
 	for peer, want := range map[string]int{"203.0.113.7:40000": http.StatusForbidden, "127.0.0.1:40000": http.StatusOK} {
 		req := httptest.NewRequest(http.MethodGet, "/audit", nil)
 		req.Header.Set("Authorization", "Bearer 1234")
+		req.Host = "127.0.0.1:8030"
 		req.RemoteAddr = peer
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -166,6 +168,7 @@ func TestAWeakTokenGuardsOnlyLoopbackPeers(t *testing.T) {
 	for _, tok := range []string{"1234", "4321"} {
 		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("token="+tok))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Host = "127.0.0.1:8030"
 		req.RemoteAddr = "203.0.113.7:40000"
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

@@ -36,6 +36,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/time/rate"
+
+	"github.com/trustelem/zxcvbn"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
@@ -98,6 +101,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// maxIndexReadsLimit is the largest Config.MaxIndexReads.
+const maxIndexReadsLimit = 100_000
+
 // Console is the operator console's http.Handler.
 type Console struct {
 	cfg     Config
@@ -105,9 +111,12 @@ type Console struct {
 	key     []byte // signs CSRF and login cookies; per process
 	handler http.Handler
 
-	red     *redactor
-	mu      sync.Mutex
-	tableOK bool
+	red *redactor
+	// strongToken: Token guards the console from other machines (StrongToken); without it
+	// the console answers this machine only.
+	strongToken bool
+	mu          sync.Mutex
+	tableOK     bool
 
 	// guesses bounds the presented tokens the console compares with its own (guess).
 	guessMu sync.Mutex
@@ -146,8 +155,10 @@ func New(cfg Config) (*Console, error) {
 	if cfg.MaxIndexReads == 0 {
 		cfg.MaxIndexReads = 500
 	}
-	if cfg.MaxIndexReads < 0 {
-		return nil, &dedup.InvalidError{Field: "MaxIndexReads", Reason: "must be positive"}
+	// The bound is a query's Limit (an int32) and a page's cost: a page of 100,000 index
+	// entries already reads as many claims.
+	if cfg.MaxIndexReads < 0 || cfg.MaxIndexReads > maxIndexReadsLimit {
+		return nil, &dedup.InvalidError{Field: "MaxIndexReads", Reason: fmt.Sprintf("must be between 1 and %d", maxIndexReadsLimit)}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -156,7 +167,7 @@ func New(cfg Config) (*Console, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
-		red: newRedactor(cfg.Sources)}
+		red: newRedactor(cfg.Sources), strongToken: cfg.Token != "" && StrongToken(cfg.Token)}
 	rand.Read(c.key)
 	c.routes()
 	// Cross-origin POSTs are refused by the browser's own Sec-Fetch-Site/Origin headers
@@ -173,10 +184,8 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
 // CheckAddr is the listening rule: an address on a loopback interface, or, with a strong
-// token, any. A token guards a non-loopback address only when it has at least MinTokenBytes
-// bytes and about 80 bits by an estimate from its characters' variety (a generated token
-// passes; a word, a short number or a repeated pattern does not). It names what to do when
-// addr cannot be served that way.
+// token, any. A token guards a non-loopback address only when it is strong (StrongToken). It
+// names what to do when addr cannot be served that way.
 func CheckAddr(addr, token string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -188,7 +197,7 @@ func CheckAddr(addr, token string) error {
 	if token == "" {
 		return fmt.Errorf("console: %s is not a loopback address: set a token (-token or ONCEHOOK_CONSOLE_TOKEN) to serve it", addr)
 	}
-	if !strongToken(token) {
+	if !StrongToken(token) {
 		return fmt.Errorf("console: %s is not a loopback address, and the token is guessable: use at least %d random characters (openssl rand -hex 32)", addr, MinTokenBytes)
 	}
 	return nil
@@ -196,32 +205,30 @@ func CheckAddr(addr, token string) error {
 
 // MinTokenBytes is the shortest token that guards a console other machines can reach
 // (CheckAddr).
-const MinTokenBytes = 24
+const MinTokenBytes = 32
 
-// minTokenBits is the least a token's estimated entropy may be for CheckAddr: the bits of its
-// alphabet (the distinct characters it uses) for its first character and for each character
-// that makes a pair of neighbours not seen before in it. It measures variety, not randomness:
-// it refuses the guessable shapes (a character repeated, a short alphabet or word cycled, a
-// count) and lets every generated token through; the bound on guesses covers the rest.
+// minTokenBits is the least log2 of the guesses zxcvbn estimates a token needs. zxcvbn counts
+// a random character as 10 guesses at most, and reads dates and sequences into random hex, so
+// 32 random hex digits (`openssl rand -hex 16`) estimate at 91 bits at the least seen in 1,000
+// draws, well above; a word, a passphrase of common words, a keyboard row, a sequence, a date
+// or a repeat estimate below, however long.
 const minTokenBits = 80
 
-func strongToken(token string) bool {
+// StrongToken reports whether token looks generated: at least MinTokenBytes bytes, and at
+// least 2^80 guesses by zxcvbn's estimate, which knows the shapes people choose (dictionary
+// words and common passwords, keyboard patterns, sequences, repeats, dates), so a passphrase
+// or "oncehook-console-token-2026" is refused where a count of characters' variety would take
+// it. Guesses at a token are also bounded (10, then one every 6 s), but a list of the
+// well-known strings would get through that in a day.
+//
+// zxcvbn (github.com/trustelem/zxcvbn, a port of Dropbox's) is used rather than a rule of our
+// own: what makes a string guessable is its frequency lists and pattern matchers, which are
+// the hard part.
+func StrongToken(token string) bool {
 	if len(token) < MinTokenBytes {
 		return false
 	}
-	var chars [256]bool
-	distinct := 0
-	pairs := map[[2]byte]bool{}
-	for i := 0; i < len(token); i++ {
-		if !chars[token[i]] {
-			chars[token[i]] = true
-			distinct++
-		}
-		if i > 0 {
-			pairs[[2]byte{token[i-1], token[i]}] = true
-		}
-	}
-	return float64(1+len(pairs))*math.Log2(float64(max(distinct, 2))) >= minTokenBits
+	return math.Log2(zxcvbn.PasswordStrength(token, nil).Guesses) >= minTokenBits
 }
 
 func loopbackHost(host string) bool {
@@ -265,6 +272,10 @@ func CheckTable(ctx context.Context, api API, table string) error {
 		return fmt.Errorf("table %s: %w", table, err)
 	}
 	t := out.Table
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, d := range t.AttributeDefinitions {
+		attrTypes[aws.ToString(d.AttributeName)] = d.AttributeType
+	}
 	keys := map[string]types.KeyType{}
 	for _, k := range t.KeySchema {
 		keys[aws.ToString(k.AttributeName)] = k.KeyType
@@ -272,14 +283,29 @@ func CheckTable(ctx context.Context, api API, table string) error {
 	if keys[dedup.AttrPK] != types.KeyTypeHash || keys[dedup.AttrSK] != types.KeyTypeRange || len(keys) != 2 {
 		return fmt.Errorf("table %s is %w: its key is not pk (hash) + sk (range)", table, ErrNotOncehookTable)
 	}
+	// The types too: a table keyed by numbers under these names would pass the names and
+	// refuse every read the pages make.
+	if attrTypes[dedup.AttrPK] != types.ScalarAttributeTypeS || attrTypes[dedup.AttrSK] != types.ScalarAttributeTypeS {
+		return fmt.Errorf("table %s is %w: its key pk + sk is not two strings", table, ErrNotOncehookTable)
+	}
 	for _, g := range t.GlobalSecondaryIndexes {
 		if aws.ToString(g.IndexName) != dedup.PendingIndex {
 			continue
 		}
+		ok := false
 		for _, k := range g.KeySchema {
-			if aws.ToString(k.AttributeName) == dedup.AttrPendingShard && k.KeyType == types.KeyTypeHash {
-				return nil
+			name := aws.ToString(k.AttributeName)
+			switch {
+			case name == dedup.AttrPendingShard && k.KeyType == types.KeyTypeHash && attrTypes[name] == types.ScalarAttributeTypeS:
+				ok = true
+			case name == dedup.AttrPendingSince && k.KeyType == types.KeyTypeRange && attrTypes[name] == types.ScalarAttributeTypeN:
+			default:
+				return fmt.Errorf("table %s is %w: its %q index is not keyed %s (string) + %s (number)", table, ErrNotOncehookTable,
+					dedup.PendingIndex, dedup.AttrPendingShard, dedup.AttrPendingSince)
 			}
+		}
+		if ok {
+			return nil
 		}
 	}
 	return fmt.Errorf("table %s is %w: it has no %q index over %s", table, ErrNotOncehookTable, dedup.PendingIndex, dedup.AttrPendingShard)
@@ -329,7 +355,13 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				c.fail(w, r, http.StatusInternalServerError, "Internal error", "The page failed; the console's log has the details.")
 			}
 		}()
-		if c.cfg.Token == "" {
+		// Without a strong token the console is for this machine only: addressed to a loopback
+		// host (the Host header stops a DNS-rebinding page, whose requests come from the
+		// operator's own browser, a loopback peer), from a loopback peer (the Host header is
+		// the client's to write), and not relayed by a proxy on this machine (whose peer is
+		// loopback whoever its client is). All before any guess at a weak token is taken
+		// (/login included): a weak token must not make the console easier to reach than none.
+		if !c.strongToken {
 			host := r.Host
 			if h, _, err := net.SplitHostPort(r.Host); err == nil {
 				host = h
@@ -339,20 +371,13 @@ func (c *Console) guard(next http.Handler) http.Handler {
 					"This console answers only requests addressed to 127.0.0.1, ::1 or localhost.")
 				return
 			}
-			// The Host header is the client's to write: it stops a DNS-rebinding page, not a
-			// remote peer. Without a token, the peer itself must be on loopback too.
-			if !loopbackPeer(r.RemoteAddr) {
+			if !loopbackPeer(r.RemoteAddr) || proxied(r) {
 				c.fail(w, r, http.StatusForbidden, "Not a loopback client",
 					"This console answers only clients on this machine.")
 				return
 			}
-		} else if !strongToken(c.cfg.Token) && !loopbackPeer(r.RemoteAddr) {
-			// CheckAddr is the rule for a listener; a console mounted elsewhere gets it here,
-			// per request, before any guess at the token is taken (/login included).
-			c.fail(w, r, http.StatusForbidden, "Not a loopback client",
-				"This console answers only clients on this machine.")
-			return
-		} else if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
+		}
+		if c.cfg.Token != "" && r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			switch c.authorized(r) {
 			case guessLimited:
 				c.tooManyGuesses(w, r)
@@ -382,11 +407,44 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		// A query read leniently drops what it cannot decode, and the page would answer another
+		// question (an unfiltered Parked list for an unreadable source): refuse it, naming it.
+		if name, bad := unreadableQuery(r.URL.RawQuery); bad {
+			c.fail(w, r, http.StatusBadRequest, "Unreadable address", "The address's query parameter "+strconv.Quote(name)+" is not valid percent-encoding.")
+			return
+		}
 		if c.eventRoute(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// unreadableQuery reports the first parameter of a raw query that is not valid
+// percent-encoding (its name as far as it can be read).
+func unreadableQuery(raw string) (string, bool) {
+	for _, pair := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		name, errK := url.QueryUnescape(k)
+		if _, errV := url.QueryUnescape(v); errK != nil || errV != nil {
+			if errK != nil {
+				name = strings.ToValidUTF8(k, "?")
+			}
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// proxied reports whether r was relayed by a proxy that says so: its peer is the proxy, on
+// loopback when the proxy runs on this machine, whoever the proxy's client is.
+func proxied(r *http.Request) bool {
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip", "Via"} {
+		if r.Header.Get(h) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // accessKey marks, in a request's context, a request that passed the access checks (the

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,7 +159,7 @@ func (c *Console) parked(ctx context.Context, f parkedFilter) (rows []parkedRow,
 				continue
 			}
 			r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
-				ParkedAt: in.FinishedAt, LastError: c.redact(in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
+				ParkedAt: in.FinishedAt, LastError: c.intentError(in), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
 				Ref: encodeRef(cl, name)}
 			r.AtMostOnce, r.MaySent = c.caution(in)
 			if !f.match(r) {
@@ -418,6 +419,9 @@ func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*ded
 		req := keys[:min(100, len(keys))]
 		keys = keys[len(req):]
 		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt == maxUnprocessedRounds {
+				return nil, errThrottled
+			}
 			if attempt > 0 {
 				select { // unprocessed keys: the table is throttling, so back off before asking again
 				case <-ctx.Done():
@@ -442,3 +446,12 @@ func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*ded
 	}
 	return out, nil
 }
+
+// maxUnprocessedRounds bounds the BatchGetItem calls one batch of keys gets while DynamoDB
+// leaves keys unprocessed (the table is throttling): a page opened during an incident gives up
+// and says so, rather than spend, for as long as the browser waits, the capacity the outbox
+// needs.
+const maxUnprocessedRounds = 5
+
+// errThrottled is a read the table kept throttling past maxUnprocessedRounds.
+var errThrottled = errors.New("the table is throttling reads: keys left unprocessed " + strconv.Itoa(maxUnprocessedRounds) + " times")

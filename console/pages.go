@@ -147,6 +147,12 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, title
 // awsFail is the page for an AWS call that failed: the operator sees what failed, the log the
 // error itself.
 func (c *Console) awsFail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if errors.Is(err, errThrottled) {
+		w.Header().Set("Retry-After", "30")
+		c.fail(w, r, http.StatusServiceUnavailable, "The table is throttling reads",
+			what+" gave up after "+strconv.Itoa(maxUnprocessedRounds)+" rounds of keys DynamoDB left unprocessed: the table's read capacity is spent (the outbox needs it too). Try again in a while.")
+		return
+	}
 	c.fail(w, r, http.StatusBadGateway, "DynamoDB did not answer", c.logged(r, what, err)+".")
 }
 
@@ -267,6 +273,28 @@ func (c *Console) checkSource(w http.ResponseWriter, r *http.Request, source str
 	return true
 }
 
+// scopeHeader is the header that scopes source's event ids (GitHub's X-GitHub-Hook-ID), from
+// the sources file; "" when none does or the console has no sources file.
+func (c *Console) scopeHeader(source string) string {
+	if c.cfg.Sources == nil {
+		return ""
+	}
+	if s := c.cfg.Sources.Sources[source]; s != nil && s.EventID != nil {
+		return s.EventID.ScopeHeader
+	}
+	return ""
+}
+
+// scopedHint says how to find a delivery of a source whose ids a header scopes, from the id
+// its provider shows: the claim is <that header's value>:<id>, a key lookup once the scope is
+// given (the console never scans the table for it).
+func scopedHint(source, id, header string) string {
+	return fmt.Sprintf("Source %s's ids are scoped by %s: its claims are <%s>:<id>, so %s is claimed as <scope>:%s. "+
+		"Search again with the scope (for GitHub, the hook's id, shown in the hook's settings and in every delivery's %s header): "+
+		"/events?source=%s&scope=<scope>&id=%s, or paste <scope>:%s.",
+		source, header, header, strconv.Quote(id), id, header, url.QueryEscape(source), url.QueryEscape(id), id)
+}
+
 // checkID answers an event id a person typed: printable UTF-8, at most dedup.MaxEventIDBytes.
 func (c *Console) checkID(w http.ResponseWriter, r *http.Request, id string) bool {
 	ev := dedup.Event{Source: "x", ID: id, Type: "x"}
@@ -308,6 +336,11 @@ type searchView struct {
 func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	source, id := strings.TrimSpace(q.Get("source")), q.Get("id")
+	// A source whose ids a header scopes (GitHub's X-GitHub-Hook-ID) claims <scope>:<id>; the
+	// provider's dashboard shows the id alone.
+	if scope := strings.TrimSpace(q.Get("scope")); scope != "" && id != "" {
+		id = scope + ":" + strings.TrimSpace(id)
+	}
 	// A pasted id often brings a space or a line end along; an id may also really end in a
 	// space. The id as given is used when it is valid and claimed, else the trimmed one.
 	if trimmed := strings.TrimSpace(id); trimmed != id {
@@ -344,6 +377,16 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 		}
 		switch len(found) {
 		case 0:
+			var hints []string
+			for _, s := range c.sourceNames() {
+				if hdr := c.scopeHeader(s); hdr != "" && !strings.Contains(id, ":") {
+					hints = append(hints, scopedHint(s, id, hdr))
+				}
+			}
+			if len(hints) > 0 {
+				c.fail(w, r, http.StatusNotFound, "Give the scope", fmt.Sprintf("No source has a claim for %s as it is. ", strconv.Quote(id))+strings.Join(hints, " "))
+				return
+			}
 			c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("No source has a claim for %s: it was never accepted, or its claim expired after its retention.", strconv.Quote(id)))
 		case 1:
 			s, _, _ := splitClaimPK(found[0].PK)
@@ -403,12 +446,24 @@ type step struct {
 }
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id string) {
-	if !c.checkSource(w, r, source) || !c.checkID(w, r, id) {
+	if err := dedup.ValidateSourceName("source", source); err != nil || !c.checkID(w, r, id) {
+		if err != nil {
+			c.checkSource(w, r, source) // answers the syntax
+		}
 		return
 	}
 	ctx := r.Context()
 	cl, err := dedup.GetClaim(ctx, c.cfg.DynamoDB, c.cfg.Table, source, id)
+	if isNoClaim(err) && !c.checkSource(w, r, source) {
+		return // a source the sources file does not have, and no claim of it: a typo, said so
+	}
+	// A claim of a source the sources file no longer has (renamed, retired) is shown all the
+	// same: the Parked page lists its intents for as long as it is kept.
 	if isNoClaim(err) {
+		if hdr := c.scopeHeader(source); hdr != "" && !strings.Contains(id, ":") {
+			c.fail(w, r, http.StatusNotFound, "Give the scope", scopedHint(source, id, hdr))
+			return
+		}
 		c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("%s has no claim for %s: the event was never accepted, or its claim expired after the source's retention.", source, strconv.Quote(id)))
 		return
 	}
@@ -448,7 +503,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	in := cl.Intents[name]
 	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
-		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.redact(in.LastError),
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.intentError(in),
 		Attempts: in.Attempts, Budget: in.Attempts - in.AttemptsBase, PayloadBytes: len(in.Payload),
 		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
 	if c.cfg.ShowPayloads {

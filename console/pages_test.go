@@ -121,7 +121,7 @@ func TestAccessIsLoopbackOnlyOrByToken(t *testing.T) {
 		}
 	}
 
-	b := e.serve(func(c *console.Config) { c.Token = "tok-3f9a" })
+	b := e.serve(func(c *console.Config) { c.Token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063" })
 	for _, p := range []string{"/", "/events/shop/evt_1", "/parked", "/backlog", "/audit"} {
 		if r := b.get(p); r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, `action="/login"`) {
 			t.Fatalf("%s without the token: %d", p, r.Status)
@@ -130,7 +130,7 @@ func TestAccessIsLoopbackOnlyOrByToken(t *testing.T) {
 	if r := b.post("/login", url.Values{"token": {"wrong"}}); r.Status != http.StatusUnauthorized {
 		t.Fatalf("a wrong token: %d", r.Status)
 	}
-	if r := b.post("/login", url.Values{"token": {"tok-3f9a"}}); r.Status != http.StatusSeeOther {
+	if r := b.post("/login", url.Values{"token": {"4f1c9a7e2b8d6035e1a9c4f7b2d8e063"}}); r.Status != http.StatusSeeOther {
 		t.Fatalf("the token: %d", r.Status)
 	}
 	if r := b.get("/parked"); r.Status != http.StatusOK {
@@ -138,7 +138,7 @@ func TestAccessIsLoopbackOnlyOrByToken(t *testing.T) {
 	}
 	bearer := newBrowser(t, b.base)
 	req, _ = http.NewRequest(http.MethodGet, b.base+"/backlog", nil)
-	req.Header.Set("Authorization", "Bearer tok-3f9a")
+	req.Header.Set("Authorization", "Bearer 4f1c9a7e2b8d6035e1a9c4f7b2d8e063")
 	req.Host = "console.internal:8030" // any host, with the token
 	if r := bearer.do(req); r.Status != http.StatusOK {
 		t.Fatalf("a bearer token: %d", r.Status)

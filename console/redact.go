@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -29,7 +31,7 @@ var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
 // queries whole, the path segments, query values and header values that could be a secret
 // (secretLike), the userinfo; each as configured and decoded, path-, query- and
 // fully-percent-escaped, JSON- and HTML-escaped, in any letter case; and a message's truncated
-// end when it is the start of one of them.
+// start of one wherever a quoted text or the message may have been cut (cutEnds).
 type redactor struct {
 	known *regexp.Regexp // nil: no target's secrets known (no sources file)
 	forms []string       // every form, lower-case, for a truncated end
@@ -55,26 +57,7 @@ func newRedactor(f *sources.File) *redactor {
 			}
 		}
 	}
-	seen := map[string]bool{}
-	for _, p := range pieces {
-		for _, form := range encodings(p) {
-			if len(form) >= minSecret && !seen[strings.ToLower(form)] {
-				seen[strings.ToLower(form)] = true
-				x.forms = append(x.forms, form)
-			}
-		}
-	}
-	if len(x.forms) == 0 {
-		return x
-	}
-	// Longest first: at one position the longest form is replaced whole.
-	slices.SortFunc(x.forms, func(a, b string) int { return len(b) - len(a) })
-	quoted := make([]string, len(x.forms))
-	for i, form := range x.forms {
-		quoted[i] = regexp.QuoteMeta(form)
-		x.forms[i] = strings.ToLower(form)
-	}
-	x.known = regexp.MustCompile(`(?i)(?:` + strings.Join(quoted, "|") + `)`)
+	x.forms, x.known = compile(pieces)
 	return x
 }
 
@@ -93,6 +76,9 @@ func urlSecrets(raw string) []string {
 		out = append(out, u.User.String())
 		if pw, ok := u.User.Password(); ok {
 			out = append(out, pw)
+			// Go's client sends the userinfo as "Authorization: Basic base64(user:password)",
+			// and a 401 may quote the header it refused.
+			out = append(out, basicForms(u.User.Username()+":"+pw)...)
 		}
 		if secretLike(u.User.Username()) {
 			out = append(out, u.User.Username())
@@ -195,30 +181,23 @@ func (x *redactor) redact(msg string) string {
 		}
 		return out
 	})
-	if x.known == nil {
+	msg = redactAWS(msg)
+	return x.redactForms(msg, x.forms, x.known)
+}
+
+// redactForms replaces, in msg, every form matched by known (forms lower-cased, longest first),
+// and the start of one wherever a message may have been cut (cutEnds).
+func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp) string {
+	if known == nil {
 		return msg
 	}
-	// A message the outbox cut off ends in "…": its last bytes may be the start of a secret
-	// (read before the rest is replaced, which would hide what they start).
-	if body, ok := strings.CutSuffix(msg, "…"); ok {
-		lower := strings.ToLower(body)
-		cut := 0
-		for _, f := range x.forms {
-			for k := min(len(f)-1, len(lower)); k >= minSecret && k > cut; k-- {
-				if strings.HasSuffix(lower, f[:k]) {
-					cut = k
-					break
-				}
-			}
-		}
-		if cut > 0 {
-			msg = body[:len(body)-cut] + redacted + "…"
-		}
-	}
+	// A cut-off secret is read before the whole ones are replaced, which would hide what they
+	// start.
+	msg = redactCutStarts(msg, forms)
 	// Again until nothing changes: a form replaced at one position can leave another (a
 	// segment) that started inside it.
 	for range 4 {
-		next := x.known.ReplaceAllLiteralString(msg, redacted)
+		next := known.ReplaceAllLiteralString(msg, redacted)
 		if next == msg {
 			break
 		}
@@ -227,5 +206,147 @@ func (x *redactor) redact(msg string) string {
 	return msg
 }
 
+// cutEnds are the places where a quoted text may have been cut short: the outbox keeps the
+// first 256 bytes of a downstream's answer, quoted and unmarked; Lambda's %.200s of a
+// function error; the worker's own truncation, which ends in "…"; the end of the message.
+// A quote (escaped or not) follows the cut in the first two, the end of the message in the rest.
+func cutEnds(msg string) []int {
+	var ends []int
+	for i := 0; i < len(msg); i++ {
+		if msg[i] == '"' || msg[i] == '\'' {
+			ends = append(ends, i)
+		}
+	}
+	if body, ok := strings.CutSuffix(msg, "…"); ok {
+		ends = append(ends, len(body))
+	}
+	return append(ends, len(msg))
+}
+
+// redactCutStarts replaces, at each cut end, the longest start (minSecret bytes or more) of a
+// form that the text before it ends with.
+func redactCutStarts(msg string, forms []string) string {
+	ends := cutEnds(msg)
+	lower := strings.ToLower(msg)
+	type span struct{ from, to int }
+	var spans []span
+	for _, end := range ends {
+		cut := 0
+		for _, f := range forms {
+			for k := min(len(f)-1, end); k >= minSecret && k > cut; k-- {
+				if strings.HasSuffix(lower[:end], f[:k]) {
+					cut = k
+					break
+				}
+			}
+		}
+		if cut > 0 {
+			spans = append(spans, span{end - cut, end})
+		}
+	}
+	// From the last: earlier offsets stay right; overlapping spans merge.
+	for i := len(spans) - 1; i >= 0; i-- {
+		sp := spans[i]
+		if i > 0 && spans[i-1].to > sp.from {
+			spans[i-1].to = max(spans[i-1].to, sp.to)
+			spans[i-1].from = min(spans[i-1].from, sp.from)
+			continue
+		}
+		msg = msg[:sp.from] + redacted + msg[sp.to:]
+	}
+	return msg
+}
+
+// What an AWS service's error names of the deployment: ARNs (the target's, the role and
+// session of the caller), account ids, request ids. docs/console.md: an AWS error's details go
+// to the log, never to a page; the intent's last error may quote one. An ARN keeps its
+// service, for the operator to read what failed.
+var (
+	arnInText       = regexp.MustCompile(`\barn:(aws[a-z-]*):([a-z0-9-]+):[a-z0-9-]*:[0-9]{12}:[^\s"'<>,;()\\]+`)
+	accountInText   = regexp.MustCompile(`\b[0-9]{12}\b`)
+	requestIDInText = regexp.MustCompile(`(?i)\b(request ?id|x-amzn-requestid|x-amz-request-id)(["\\]*[:=]\s*["\\]*)[A-Za-z0-9/+=-]+`)
+)
+
+func redactAWS(msg string) string {
+	msg = arnInText.ReplaceAllString(msg, "arn:$1:$2:"+redacted)
+	msg = accountInText.ReplaceAllLiteralString(msg, redacted)
+	return requestIDInText.ReplaceAllString(msg, "$1$2"+redacted)
+}
+
+// basicForms are the base64 forms of a Basic credential, as a client sends it and as
+// encoders print it (padded or not, standard or URL alphabet).
+func basicForms(userPass string) []string {
+	b := []byte(userPass)
+	return []string{base64.StdEncoding.EncodeToString(b), base64.RawStdEncoding.EncodeToString(b),
+		base64.URLEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b)}
+}
+
+// payloadForms are the texts of an intent's payload an error may quote back: the payload
+// whole and each of its JSON string values of minSecret bytes or more (a downstream that
+// refuses a request often echoes it, or names a field and its value).
+func payloadForms(payload []byte) []string {
+	if len(payload) == 0 {
+		return nil
+	}
+	pieces := []string{string(payload)}
+	var v any
+	if json.Unmarshal(payload, &v) == nil {
+		var walk func(any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case string:
+				pieces = append(pieces, v)
+			case []any:
+				for _, e := range v {
+					walk(e)
+				}
+			case map[string]any:
+				for _, e := range v {
+					walk(e)
+				}
+			}
+		}
+		walk(v)
+	}
+	return pieces
+}
+
+// compile turns pieces into the lower-cased forms (every encoding, minSecret bytes or more,
+// longest first) and the pattern that matches any of them.
+func compile(pieces []string) ([]string, *regexp.Regexp) {
+	seen := map[string]bool{}
+	var forms []string
+	for _, p := range pieces {
+		for _, form := range encodings(p) {
+			if len(form) >= minSecret && !seen[strings.ToLower(form)] {
+				seen[strings.ToLower(form)] = true
+				forms = append(forms, form)
+			}
+		}
+	}
+	if len(forms) == 0 {
+		return nil, nil
+	}
+	// Longest first: at one position the longest form is replaced whole.
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	quoted := make([]string, len(forms))
+	for i, form := range forms {
+		quoted[i] = regexp.QuoteMeta(form)
+		forms[i] = strings.ToLower(form)
+	}
+	return forms, regexp.MustCompile(`(?i)(?:` + strings.Join(quoted, "|") + `)`)
+}
+
 // redact is msg as the console may show it: see redactor.
 func (c *Console) redact(msg string) string { return c.red.redact(msg) }
+
+// intentError is an intent's last error as the console may show it: redacted, and, unless
+// ShowPayloads, without the payload the page hides, wherever the downstream quoted it back.
+func (c *Console) intentError(in dedup.ClaimIntent) string {
+	msg := c.red.redact(in.LastError)
+	if c.cfg.ShowPayloads || msg == "" {
+		return msg
+	}
+	forms, known := compile(payloadForms(in.Payload))
+	return c.red.redactForms(msg, forms, known)
+}

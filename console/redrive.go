@@ -196,7 +196,11 @@ func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) ([]ref, bool)
 			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
 			return nil, false
 		}
-		if !c.checkSource(w, r, rf.Source) {
+		// A ref names a claim the console listed from the table: its source's syntax is
+		// checked, not whether the sources file still has it (a source renamed or retired
+		// keeps its claims, and their parked intents, for its retention).
+		if err := dedup.ValidateSourceName("source", rf.Source); err != nil {
+			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
 			return nil, false
 		}
 		refs = append(refs, rf)
@@ -293,7 +297,7 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, refs []ref, cl
 		default:
 			in := cl.Intents[rf.Intent]
 			row.Found, row.Attempts, row.Target = true, in.Attempts, in.Target
-			row.LastError, row.ParkedAt = c.redact(in.LastError), in.FinishedAt
+			row.LastError, row.ParkedAt = c.intentError(in), in.FinishedAt
 			if in.Status != dedup.IntentParked {
 				row.Note = "not parked any more (" + in.Status + "): nothing to re-drive"
 				break

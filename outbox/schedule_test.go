@@ -47,29 +47,22 @@ func TestRandomizedSchedulesKeepBothPromises(t *testing.T) {
 	}
 	t.Logf("seeds %d to %d (ONCEHOOK_SCHEDULE_SEED=%d replays them)", base, base+seeds-1, base)
 	for seed := base; seed < base+seeds; seed++ {
-		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { randomSchedule(t, seed) })
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { randomSchedule(t, seed, httpTarget) })
 	}
 }
 
-func randomSchedule(t *testing.T, seed uint64) {
-	t.Parallel()
-	e := newEnv(t)
-	r := rand.New(rand.NewPCG(seed, 2121))
-	var rmu sync.Mutex
-	draw := func(n int) int {
-		rmu.Lock()
-		defer rmu.Unlock()
-		return r.IntN(n)
-	}
-	const nEvents, maxAttempts = 5, 4
-	var ids []string
-	for i := range nEvents {
-		id := fmt.Sprintf("evt_s%d_%d", seed, i)
-		ids = append(ids, id)
-		e.commitOne(id,
-			dedup.Intent{Name: "alo", Target: "alo", Payload: []byte(`{}`)},
-			dedup.Intent{Name: "amo", Target: "amo", Payload: []byte(`{}`)})
-	}
+// scheduleTarget is the downstream a randomized schedule calls: executors for an at-least-once
+// and an at-most-once target that fail at random (from draw) until heal is called, and the
+// downstream's own count of the calls that reached it and of the effects it applied per key.
+type scheduleTarget struct {
+	alo, amo outbox.Executor
+	heal     func()
+	seen     func() (calls, applied map[string]int, total int)
+}
+
+// httpTarget is the env's HTTP downstream, failing with a 500, a 503, or applying and then
+// answering too late for the executor's timeout.
+func httpTarget(t *testing.T, e *env, draw func(int) int) scheduleTarget {
 	healthy := false
 	var hmu sync.Mutex
 	e.down.fail = func(int, string) (int, time.Duration) {
@@ -89,6 +82,34 @@ func randomSchedule(t *testing.T, seed uint64) {
 		}
 		return 0, 0
 	}
+	x := &outbox.HTTPExecutor{URL: e.down.URL, Timeout: 400 * time.Millisecond}
+	return scheduleTarget{alo: x, amo: outbox.AtMostOnce(x), seen: e.down.snapshot, heal: func() {
+		hmu.Lock()
+		healthy = true
+		hmu.Unlock()
+	}}
+}
+
+func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, func(int) int) scheduleTarget) {
+	t.Parallel()
+	e := newEnv(t)
+	r := rand.New(rand.NewPCG(seed, 2121))
+	var rmu sync.Mutex
+	draw := func(n int) int {
+		rmu.Lock()
+		defer rmu.Unlock()
+		return r.IntN(n)
+	}
+	const nEvents, maxAttempts = 5, 4
+	var ids []string
+	for i := range nEvents {
+		id := fmt.Sprintf("evt_s%d_%d", seed, i)
+		ids = append(ids, id)
+		e.commitOne(id,
+			dedup.Intent{Name: "alo", Target: "alo", Payload: []byte(`{}`)},
+			dedup.Intent{Name: "amo", Target: "amo", Payload: []byte(`{}`)})
+	}
+	down := target(t, e, draw)
 
 	// Wake-ups are kept, to be delivered late, twice, or never.
 	var wmu sync.Mutex
@@ -100,8 +121,7 @@ func randomSchedule(t *testing.T, seed uint64) {
 		return nil
 	})
 	configure := func(c *outbox.Config) {
-		http := &outbox.HTTPExecutor{URL: e.down.URL, Timeout: 400 * time.Millisecond}
-		c.Executors = map[string]outbox.Executor{"alo": http, "amo": outbox.AtMostOnce(http)}
+		c.Executors = map[string]outbox.Executor{"alo": down.alo, "amo": down.amo}
 		c.Lease, c.Margin = 2*time.Second, 300*time.Millisecond
 		c.MaxAttempts = maxAttempts
 		c.Backoff = func(int) time.Duration { return 5 * time.Second }
@@ -155,9 +175,7 @@ func randomSchedule(t *testing.T, seed uint64) {
 
 	// The safety net alone, fault-free, every sweep period (past the lock a faulted run may
 	// have left, 15 minutes at most).
-	hmu.Lock()
-	healthy = true
-	hmu.Unlock()
+	down.heal()
 	sweeper := &outbox.Sweeper{Worker: e.worker(configure), MinAge: time.Second}
 	const period = 16 * time.Minute
 	finished := false
@@ -181,7 +199,7 @@ func randomSchedule(t *testing.T, seed uint64) {
 			}
 		}
 	}
-	calls, applied, total := e.down.snapshot()
+	calls, applied, total := down.seen()
 	ends := map[string]int{}
 	for _, id := range ids {
 		for name, in := range e.claim(id).Intents {

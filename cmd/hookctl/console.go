@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/sources"
 )
 
 const consoleUsage = "console [-addr 127.0.0.1:8030 -token T -read-only -show-payloads -operator NAME -metrics]"
@@ -30,7 +30,9 @@ type consoleFlags struct {
 
 func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8030", "where to listen: a loopback address, or any with -token")
-	fs.StringVar(&f.token, "token", os.Getenv("ONCEHOOK_CONSOLE_TOKEN"), "required of every request when set (default $ONCEHOOK_CONSOLE_TOKEN)")
+	// The token's default is read after parsing (consoleCmd), never given to the flag package,
+	// which would print it as the flag's default in every usage message.
+	fs.StringVar(&f.token, "token", "", "required of every request when set (default $ONCEHOOK_CONSOLE_TOKEN; prefer the variable: a flag shows in ps)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (redrive)")
 	fs.BoolVar(&f.showPayloads, "show-payloads", false, "show intent payloads and effect records' values")
 	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
@@ -45,6 +47,9 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 		return errors.New("takes no arguments")
 	}
 	f := c.console
+	if f.token == "" {
+		f.token = os.Getenv("ONCEHOOK_CONSOLE_TOKEN")
+	}
 	if err := console.CheckAddr(f.addr, f.token); err != nil {
 		return err
 	}
@@ -55,12 +60,20 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	if err := console.CheckTable(ctx, db, c.table); err != nil {
 		return err
 	}
+	// The console's log is where a page's "reference" leads: what a page cannot show a person
+	// (an AWS error's details) is written there, on stderr.
 	cfg := console.Config{DynamoDB: db, Table: c.table, PendingShards: c.pendingShards, ReadOnly: f.readOnly,
-		ShowPayloads: f.showPayloads, Token: f.token, Operator: f.operator, MaxIndexReads: f.maxReads}
-	var file *sources.File
-	if file, err = c.sources(); err != nil {
-		fmt.Fprintf(c.stderr, "hookctl console: no sources file (%v): sources are not checked by name\n", err)
+		ShowPayloads: f.showPayloads, Token: f.token, Operator: f.operator, MaxIndexReads: f.maxReads,
+		Logger: slog.New(slog.NewTextHandler(c.stderr, nil))}
+	// Without a sources file the console knows no target's secrets to redact and no
+	// at-most-once target to flag: it serves without one only when none was named.
+	if c.sourcesPath == "" {
+		fmt.Fprintf(c.stderr, "hookctl console: no sources file (pass -sources or set ONCEHOOK_SOURCES_FILE): sources are not checked by name, and only absolute URLs are redacted from errors\n")
 	} else {
+		file, err := c.sources()
+		if err != nil {
+			return fmt.Errorf("the sources file %s: %w", c.sourcesPath, err)
+		}
 		cfg.Sources = file
 	}
 	if f.metrics {

@@ -127,8 +127,20 @@ var mutations = []mutation{
 		`	if strings.HasPrefix(s, "arn:") {`, `	if strings.HasPrefix(s, "no arn:") {`,
 		"./dedup", "TestTheClaimsTableIsRefusedAsAnApplicationTableUnderEveryName"},
 	{"claim: room for the worker's longest bookkeeping (a done's sent next to a last error)", "dedup/claim.go",
-		`const IntentBookkeepingBytes = 1280`, `const IntentBookkeepingBytes = 768`,
+		`const IntentBookkeepingBytes = 1408`, `const IntentBookkeepingBytes = 768`,
 		"./outbox", "TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite"},
+	{"classify: a service's own throttling error is not sent (retried, at most once too)", "outbox/targets/targets.go",
+		`if throttled || throttleCodes[code] || status == http.StatusTooManyRequests {`, `if throttled || status == http.StatusTooManyRequests && false {`,
+		"./outbox/targets", "TestEveryServicesThrottlingIsNotSent|TestTheAWSFailureMatrix"},
+	{"classify: an AWS transport failure is not sent only when nothing of the request was written", "outbox/targets/targets.go",
+		`		return writes.NotSentUnlessWritten(err)`, `		return outbox.NotSent(err)`,
+		"./outbox/targets", "TestTheAWSFailureMatrix|TestAResetAfterTheRequestWasWrittenIsNeverNotSent"},
+	{"at most once: an AWS call is sent without the SDK's retries", "outbox/targets/executors.go",
+		`opts = append(opts, func(o *sqs.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one send`, `opts = append(opts, func(o *sqs.Options) { o.RetryMaxAttempts = 3 })`,
+		"./outbox/targets", "TestTheAWSFailureMatrix|TestEveryAWSExecutorSendsAnAtMostOnceCallOnce"},
+	{"classify: only a standard workflow makes a failure that may have been sent safe to retry", "outbox/targets/executors.go",
+		`if !express && !outbox.IsPermanent(err) && !outbox.IsNotSent(err) {`, `if !outbox.IsPermanent(err) && !outbox.IsNotSent(err) {`,
+		"./outbox/targets", "TestTheAWSFailureMatrix|TestAnExpressStateMachineIsKnownAndTreatedAsOneWithoutIdempotency"},
 }
 
 func main() {

@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -82,6 +83,17 @@ func hashedKey(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// throttleCodes are the services' own errors for a call turned away unprocessed that the SDK's
+// list (retry.DefaultThrottleErrorCodes) does not hold: they are client faults in the SDK's
+// models, and would otherwise park the intent. A 429 is one whatever its code.
+var throttleCodes = map[string]bool{
+	"Throttled":              true, // SNS Publish (429)
+	"KMSThrottling":          true, // SNS: the topic's key could not be used for now
+	"KmsThrottled":           true, // SQS: the queue's key could not be used for now
+	"KmsThrottlingException": true, // Step Functions: the machine's key could not be used for now
+	"ExecutionLimitExceeded": true, // Step Functions: too many running executions; none started
+}
+
 // classify turns a service call's error into the worker's terms: nil, retried, NotSent or
 // Permanent. writes is the call's WriteTrace: a transport failure is NotSent only when none of
 // the request was written, whatever the error says (a dial refused for a second attempt of a
@@ -97,16 +109,17 @@ func classify(op string, err error, writes *outbox.WriteTrace) error {
 		return writes.NotSentUnlessWritten(err)
 	}
 	code := ae.ErrorCode()
-	if _, ok := retry.DefaultThrottleErrorCodes[code]; ok {
-		return outbox.NotSent(err) // turned away before it was processed
-	}
-	if _, ok := retry.DefaultRetryableErrorCodes[code]; ok {
-		return err
-	}
 	var re *awshttp.ResponseError
 	status := 0
 	if errors.As(err, &re) {
 		status = re.HTTPStatusCode()
+	}
+	_, throttled := retry.DefaultThrottleErrorCodes[code]
+	if throttled || throttleCodes[code] || status == http.StatusTooManyRequests {
+		return outbox.NotSent(err) // turned away before it was processed
+	}
+	if _, ok := retry.DefaultRetryableErrorCodes[code]; ok {
+		return err
 	}
 	switch {
 	case ae.ErrorFault() == smithy.FaultServer || status >= 500:

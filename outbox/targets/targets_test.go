@@ -335,8 +335,15 @@ func compact(b []byte) string {
 // function builds testdata/fn for the emulator's Lambda and creates it.
 func function(t *testing.T, c *lambda.Client) string {
 	t.Helper()
+	return deployFunction(t, c, "./testdata/fn", nil)
+}
+
+// deployFunction builds the function in pkg for the emulator's Lambda and creates it with env
+// as its environment.
+func deployFunction(t *testing.T, c *lambda.Client, pkg string, env map[string]string) string {
+	t.Helper()
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", filepath.Join(dir, "bootstrap"), "./testdata/fn")
+	build := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", filepath.Join(dir, "bootstrap"), pkg)
 	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -355,9 +362,13 @@ func function(t *testing.T, c *lambda.Client) string {
 		arch = lambdatypes.ArchitectureX8664
 	}
 	name := unique("oncehook-fn-")
+	var environment *lambdatypes.Environment
+	if env != nil {
+		environment = &lambdatypes.Environment{Variables: env}
+	}
 	if _, err := c.CreateFunction(context.Background(), &lambda.CreateFunctionInput{FunctionName: aws.String(name), Runtime: lambdatypes.RuntimeProvidedal2023,
 		Handler: aws.String("bootstrap"), Role: aws.String("arn:aws:iam::000000000000:role/oncehook-test"), Architectures: []lambdatypes.Architecture{arch},
-		Code: &lambdatypes.FunctionCode{ZipFile: zipped.Bytes()}, Timeout: aws.Int32(10)}); err != nil {
+		Code: &lambdatypes.FunctionCode{ZipFile: zipped.Bytes()}, Timeout: aws.Int32(10), Environment: environment}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
