@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -52,28 +53,21 @@ func newOTLPExporter() (*otlpExporter, error) {
 		return "", "OTEL_EXPORTER_OTLP_" + name
 	}
 	x := &otlpExporter{url: "http://localhost:4318/v1/traces", headers: map[string]string{}}
+	endpointVar := "OTEL_EXPORTER_OTLP_ENDPOINT"
 	if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
-		x.url = v
+		x.url, endpointVar = v, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	} else if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
 		x.url = strings.TrimSuffix(v, "/") + "/v1/traces"
 	}
 	u, err := url.Parse(x.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: not an http(s) URL")
+		return nil, fmt.Errorf("%s: not an http(s) URL", endpointVar)
 	}
 	x.shown = u.Redacted()
 	// OTEL_EXPORTER_OTLP_HEADERS first, the traces' own over it.
 	for _, n := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
-		for _, pair := range strings.Split(os.Getenv(n), ",") {
-			if strings.TrimSpace(pair) == "" {
-				continue
-			}
-			k, v, ok := strings.Cut(pair, "=")
-			dv, err := url.PathUnescape(strings.TrimSpace(v))
-			if !ok || strings.TrimSpace(k) == "" || err != nil {
-				return nil, fmt.Errorf("%s: %q is not key=value", n, pair)
-			}
-			x.headers[strings.TrimSpace(k)] = dv
+		if err := parseHeaders(n, os.Getenv(n), x.headers); err != nil {
+			return nil, err
 		}
 	}
 	timeout := 10 * time.Second
@@ -93,6 +87,36 @@ func newOTLPExporter() (*otlpExporter, error) {
 	}
 	x.client = &http.Client{Timeout: timeout}
 	return x, nil
+}
+
+// parseHeaders reads an OTLP headers variable (k=v,k2=v2, values URL-encoded) into into. A
+// header it refuses is named by its place in the list, never quoted: its value is a vendor's
+// key, and the refusal is logged. A name or a value net/http would not send (a space in the
+// name, a line break or a NUL decoded from the value) is refused here, at start, rather than
+// fail every export.
+func parseHeaders(name, list string, into map[string]string) error {
+	for i, pair := range strings.Split(list, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return fmt.Errorf("%s: header %d is not key=value (its text is not shown: it may hold a key)", name, i+1)
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("%s: header %d: its name is not an HTTP header name (token characters only)", name, i+1)
+		}
+		dv, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%s: header %s: its value is not URL-encoded (a %% not followed by two hex digits)", name, k)
+		}
+		if !httpguts.ValidHeaderFieldValue(dv) {
+			return fmt.Errorf("%s: header %s: its value holds a control character (a line break, a NUL) that HTTP cannot carry", name, k)
+		}
+		into[k] = dv
+	}
+	return nil
 }
 
 // ExportSpans sends one request with every span of the batch.

@@ -72,10 +72,18 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	default:
 		return nil, fmt.Errorf("%s=%q: want otlp (OTLP over HTTP) or none", tracesExporterEnv, os.Getenv(tracesExporterEnv))
 	}
+	// The traces' own protocol first, as every other _TRACES_ variable: the general one may be
+	// set for metrics or logs that go elsewhere.
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		if p := os.Getenv(name); p != "" && p != "http/protobuf" {
-			return nil, fmt.Errorf("%s=%q: only http/protobuf is linked into the functions (a collector layer takes it on localhost:4318)", name, p)
+		if p := strings.TrimSpace(os.Getenv(name)); p != "" {
+			if p != "http/protobuf" {
+				return nil, fmt.Errorf("%s=%q: only http/protobuf is linked into the functions (a collector layer takes it on localhost:4318)", name, p)
+			}
+			break
 		}
+	}
+	if err := checkSampler(); err != nil {
+		return nil, err
 	}
 	exp, err := newOTLPExporter()
 	if err != nil {
@@ -93,6 +101,28 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	}))
 	logger.Info("tracing on: OTLP over HTTP", "endpoint", exp.shown)
 	return &Tracing{Provider: tp}, nil
+}
+
+// checkSampler refuses a sampler the SDK would not honour. The SDK reads OTEL_TRACES_SAMPLER
+// and _ARG itself, but one it does not know, or a ratio that is not one, only reaches its
+// error handler, and every delivery is sampled instead: a deployment that asked for a tenth of
+// its traffic would export all of it.
+func checkSampler() error {
+	sampler := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER")))
+	arg := strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER_ARG"))
+	switch sampler {
+	case "", "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
+		return nil
+	case "traceidratio", "parentbased_traceidratio":
+		if arg == "" {
+			return nil // the SDK's default ratio, 1
+		}
+		if r, err := strconv.ParseFloat(arg, 64); err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1 for %s", arg, sampler)
+		}
+		return nil
+	}
+	return fmt.Errorf("OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio, parentbased_always_on (the default), parentbased_always_off or parentbased_traceidratio", os.Getenv("OTEL_TRACES_SAMPLER"))
 }
 
 // lambdaResource describes the function (the FaaS and cloud conventions), from what Lambda
