@@ -8,10 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -20,8 +16,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/net/http/httpguts"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/oncehook/oncehook/internal/otelenv"
 )
 
 // otlpExporter sends spans as OTLP over HTTP, protobuf-encoded (the protocol's default, which
@@ -39,84 +36,9 @@ type otlpExporter struct {
 	client  *http.Client
 }
 
-// newOTLPExporter reads the standard variables: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the URL as
-// it is) or OTEL_EXPORTER_OTLP_ENDPOINT (a base, to which /v1/traces is added), default
-// http://localhost:4318; _HEADERS (k=v,k2=v2, values URL-encoded), _TIMEOUT (milliseconds,
-// default 10000) and _COMPRESSION (gzip or none), each the _TRACES_ one first.
-func newOTLPExporter() (*otlpExporter, error) {
-	get := func(name string) (string, string) {
-		for _, n := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + name, "OTEL_EXPORTER_OTLP_" + name} {
-			if v := strings.TrimSpace(os.Getenv(n)); v != "" {
-				return v, n
-			}
-		}
-		return "", "OTEL_EXPORTER_OTLP_" + name
-	}
-	x := &otlpExporter{url: "http://localhost:4318/v1/traces", headers: map[string]string{}}
-	endpointVar := "OTEL_EXPORTER_OTLP_ENDPOINT"
-	if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
-		x.url, endpointVar = v, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	} else if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
-		x.url = strings.TrimSuffix(v, "/") + "/v1/traces"
-	}
-	u, err := url.Parse(x.url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s: not an http(s) URL", endpointVar)
-	}
-	x.shown = u.Redacted()
-	// OTEL_EXPORTER_OTLP_HEADERS first, the traces' own over it.
-	for _, n := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
-		if err := parseHeaders(n, os.Getenv(n), x.headers); err != nil {
-			return nil, err
-		}
-	}
-	timeout := 10 * time.Second
-	if v, name := get("TIMEOUT"); v != "" {
-		ms, err := strconv.Atoi(v)
-		if err != nil || ms <= 0 {
-			return nil, fmt.Errorf("%s=%q: want milliseconds", name, v)
-		}
-		timeout = time.Duration(ms) * time.Millisecond
-	}
-	switch v, name := get("COMPRESSION"); v {
-	case "", "none":
-	case "gzip":
-		x.gzip = true
-	default:
-		return nil, fmt.Errorf("%s=%q: want gzip or none", name, v)
-	}
-	x.client = &http.Client{Timeout: timeout}
-	return x, nil
-}
-
-// parseHeaders reads an OTLP headers variable (k=v,k2=v2, values URL-encoded) into into. A
-// header it refuses is named by its place in the list, never quoted: its value is a vendor's
-// key, and the refusal is logged. A name or a value net/http would not send (a space in the
-// name, a line break or a NUL decoded from the value) is refused here, at start, rather than
-// fail every export.
-func parseHeaders(name, list string, into map[string]string) error {
-	for i, pair := range strings.Split(list, ",") {
-		if strings.TrimSpace(pair) == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(pair, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return fmt.Errorf("%s: header %d is not key=value (its text is not shown: it may hold a key)", name, i+1)
-		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			return fmt.Errorf("%s: header %d: its name is not an HTTP header name (token characters only)", name, i+1)
-		}
-		dv, err := url.PathUnescape(strings.TrimSpace(v))
-		if err != nil {
-			return fmt.Errorf("%s: header %s: its value is not URL-encoded (a %% not followed by two hex digits)", name, k)
-		}
-		if !httpguts.ValidHeaderFieldValue(dv) {
-			return fmt.Errorf("%s: header %s: its value holds a control character (a line break, a NUL) that HTTP cannot carry", name, k)
-		}
-		into[k] = dv
-	}
-	return nil
+// newOTLPExporter is the exporter the settings ask for.
+func newOTLPExporter(s otelenv.Settings) *otlpExporter {
+	return &otlpExporter{url: s.URL, shown: s.Shown, headers: s.Headers, gzip: s.Gzip, client: &http.Client{Timeout: s.Timeout}}
 }
 
 // ExportSpans sends one request with every span of the batch.
