@@ -1224,11 +1224,8 @@ func checkFunctions(cfg *Props) error {
 	return nil
 }
 
-// The outbox's stream batch and the concurrency its worker runs it at (outbox.Config's default).
-const (
-	outboxBatchSize   = 100
-	outboxConcurrency = 8
-)
+// The outbox's stream batch by default; its worker runs a batch whole (outbox.Config's default).
+const outboxBatchSize = 100
 
 // outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
 // targets' timeouts and the stream batch with outbox.PlanTimings, the computation the
@@ -1243,7 +1240,8 @@ func outboxTimings(f *sources.File, custom []string, batch int) (outbox.Timings,
 	for name, t := range f.Targets {
 		calls[name] = time.Duration(t.Timeout)
 	}
-	t, err := outbox.PlanTimings(batch, outboxConcurrency, calls)
+	// The outbox runs a whole batch at once (outbox.Config.Concurrency 0): one round of calls.
+	t, err := outbox.PlanTimings(batch, batch, calls)
 	if err != nil && t.FunctionTimeout > outbox.MaxFunctionTimeout && batch != outboxBatchSize {
 		return t, fmt.Errorf("Props.StreamBatchSize %d: %w", batch, err)
 	}

@@ -80,7 +80,7 @@ func (w *Worker) HandleRetries(ctx context.Context, ev events.SQSEvent) (events.
 	// An empty list, not null: some engines (MiniStack) cannot read a null list.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var mu sync.Mutex
-	sem := make(chan struct{}, w.cfg.Concurrency)
+	sem := make(chan struct{}, w.concurrency(len(ev.Records)))
 	var wg sync.WaitGroup
 	for _, msg := range ev.Records {
 		var wk wakeup

@@ -19,7 +19,7 @@ import (
 // batch item failures, by sequence number, so only they are delivered again.
 func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	failed := make([]bool, len(ev.Records))
-	sem := make(chan struct{}, w.cfg.Concurrency)
+	sem := make(chan struct{}, w.concurrency(len(ev.Records)))
 	var wg sync.WaitGroup
 	for i, rec := range ev.Records {
 		claim, ok := w.claimOf(ctx, rec)
