@@ -186,16 +186,28 @@ func (l *limiter) admit(ctx context.Context, target string, holdUntil, deadline 
 		}
 	}
 	if lim.Rate > 0 {
-		if wait, err := l.takeRate(ctx, target, lim.Rate, deadline); err != nil {
+		// The process's own calls are spaced first, before their leases: only one the rate
+		// could admit goes on to a lease and to the table's window (takeWindow).
+		res := l.buckets[target].Reserve()
+		if d := res.Delay(); time.Now().Add(d).After(deadline) {
+			res.Cancel()
 			release()
-			if errors.Is(err, errHeld) {
-				return nil, &heldError{target: target, wait: wait, why: fmt.Sprintf("%g calls a second, its rate", lim.Rate)}
-			}
+			return nil, &heldError{target: target, wait: d, why: fmt.Sprintf("%g calls a second, its rate", lim.Rate)}
+		} else if err := sleep(ctx, d); err != nil {
+			res.Cancel()
+			release()
 			return nil, err
 		}
 	}
 	return release, nil
 }
+
+// rated reports whether target has a rate, and so a window to take once leased.
+func (l *limiter) rated(target string) bool { return l.limits[target].Rate > 0 }
+
+// rateHold is how long a leased call may wait for its rate window: the lease of a rated
+// target is written this much longer, so the wait never shortens the call.
+const rateHold = 5 * time.Second
 
 // waitUntil polls try with a short backoff until it succeeds, deadline passes or ctx ends.
 func waitUntil(ctx context.Context, deadline time.Time, try func() bool) error {
@@ -225,22 +237,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// takeRate takes one call from the current rate window of target: a conditional ADD on the
-// window's counter item (one write). A full window waits for the next, while deadline allows.
-func (l *limiter) takeRate(ctx context.Context, target string, r float64, deadline time.Time) (time.Duration, error) {
-	bucket := l.buckets[target]
+// takeWindow takes one call from the current rate window of target, right before the call (so
+// the window the downstream sees a call in is the one that counted it): a conditional ADD on the
+// window's counter item (one write). A full window waits for the next, while deadline allows;
+// past it, a *heldError.
+func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.Time) error {
+	r := l.limits[target].Rate
 	quota := RateQuota(r)
 	window := rateWindow(r)
 	for {
-		// The process's own calls are spaced first: only one the rate could admit asks.
-		res := bucket.Reserve()
-		if d := res.Delay(); time.Now().Add(d).After(deadline) {
-			res.Cancel()
-			return d, errHeld
-		} else if err := sleep(ctx, d); err != nil {
-			res.Cancel()
-			return 0, err
-		}
 		now := l.now()
 		index := now.UnixNano() / int64(window)
 		next := time.Unix(0, (index+1)*int64(window))
@@ -256,18 +261,23 @@ func (l *limiter) takeRate(ctx context.Context, target string, r float64, deadli
 		l.calls.add(1)
 		var ccf *types.ConditionalCheckFailedException
 		switch {
+		case err == nil && !l.now().After(next):
+			return nil
 		case err == nil:
-			return 0, nil
+			// The write took so long that its window is over: a call now would land in a later
+			// window that did not count it. The turn is forfeited (the downstream sees fewer
+			// calls than the rate, never more), and the current window asked.
+			continue
 		case !errors.As(err, &ccf):
-			return 0, fmt.Errorf("rate window of target %s: %w", target, err)
+			return fmt.Errorf("rate window of target %s: %w", target, err)
 		}
 		// Other processes took this window: the next one, if there is time to wait for it.
 		wait := next.Sub(now) + rand.N(window/4+1)
 		if time.Now().Add(wait).After(deadline) {
-			return wait, errHeld
+			return &heldError{target: target, wait: wait, why: fmt.Sprintf("%g calls a second, its rate, taken by other workers", r)}
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return 0, err
+			return err
 		}
 	}
 }

@@ -272,8 +272,8 @@ func (c *limitCounter) Query(ctx context.Context, in *dynamodb.QueryInput, optFn
 }
 
 // What a limit costs, counted per call with one worker and no contention (docs/outbox.md): a
-// rate takes one conditional write per call; max_in_flight a read of the slots, a write to take
-// one and a write to give it back.
+// rate takes one conditional write per call (one more when that write outlasted its window);
+// max_in_flight a read of the slots, a write to take one and a write to give it back.
 func TestWhatALimitCostsPerCall(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -307,7 +307,13 @@ func TestWhatALimitCostsPerCall(t *testing.T) {
 				}
 			}
 			for op, per := range c.want {
-				if got := counter.calls[op]; got != per*events {
+				// A rate window whose write outlasted it is asked again (the turn forfeited): on
+				// a loaded machine a few calls cost one write more.
+				slack := 0
+				if c.limit.Rate > 0 && op == "UpdateItem" {
+					slack = events
+				}
+				if got := counter.calls[op]; got < per*events || got > per*events+slack {
 					t.Errorf("%s: %d for %d calls, want %d a call", op, got, events, per)
 				}
 			}
@@ -334,5 +340,64 @@ func TestALimitThatCannotWorkIsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `Limits["email"].`+c.field) {
 			t.Errorf("%+v: %v, want refused naming Limits[%q].%s", c.limit, err, "email", c.field)
 		}
+	}
+}
+
+// fillRateWindows takes every turn of target's rate windows from now to now+span, as other
+// workers would.
+func (e *env) fillRateWindows(target string, rate float64, span time.Duration) {
+	e.t.Helper()
+	q := outbox.RateQuota(rate)
+	window := time.Duration(float64(q) / rate * float64(time.Second))
+	now := e.now()
+	for i := now.UnixNano() / int64(window); i <= now.Add(span).UnixNano()/int64(window); i++ {
+		_, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
+			dedup.AttrPK: &types.AttributeValueMemberS{Value: outbox.LimitPK(target)},
+			dedup.AttrSK: &types.AttributeValueMemberS{Value: fmt.Sprintf("RATE#%d", i)},
+			"calls":      &types.AttributeValueMemberN{Value: fmt.Sprint(q)},
+		}})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// A call leased and then held back by its rate window (taken by other workers) is given back:
+// pending, at the attempt count it had, at least once and at most once alike (no call was made,
+// so an at-most-once intent is not parked as may-have-been-sent); once the windows free up it
+// runs on its first attempt, once.
+func TestACallTheRateHoldsAfterItsLeaseIsGivenBack(t *testing.T) {
+	t.Parallel()
+	for _, amo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("at most once %v", amo), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			down := newLimitedDownstream(t, 0)
+			e.commitOne("evt_window")
+			const rate = 10
+			e.fillRateWindows("email", rate, 20*time.Second)
+			var woken int
+			ws := e.limitedWorkers(1, down, outbox.Limit{Rate: rate}, func(c *outbox.Config) {
+				if amo {
+					c.Executors["email"] = outbox.AtMostOnce(c.Executors["email"])
+				}
+				c.Scheduler = schedulerFunc(func(context.Context, string, time.Time) error { woken++; return nil })
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+500*time.Millisecond+time.Second)
+			defer cancel()
+			sum, err := ws[0].Process(ctx, e.claim("evt_window"))
+			if err != nil || sum[outbox.OutcomeHeld] != 1 || woken != 1 {
+				t.Fatalf("%v %v, %d wake-ups: want held back and woken", sum, err, woken)
+			}
+			in := e.claim("evt_window").Intents["email.send"]
+			if in.Status != dedup.IntentPending || in.Attempts != 0 || in.LeaseOwner != "" {
+				t.Fatalf("held after its lease: %+v, want pending again with no attempt spent", in)
+			}
+			e.advance(time.Minute) // past the windows the others took
+			if sum, err := ws[0].Process(context.Background(), e.claim("evt_window")); err != nil || sum[outbox.OutcomeDone] != 1 {
+				t.Fatalf("%v %v, want done once the windows freed up", sum, err)
+			}
+			e.everyIntentDoneOnItsFirstAttempt(down)
+		})
 	}
 }

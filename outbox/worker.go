@@ -321,7 +321,65 @@ func (w *Worker) admit(ctx context.Context, target string) (func(), error) {
 	if d, ok := ctx.Deadline(); ok {
 		deadline = minTime(deadline, d.Add(-w.callBudget(target)-w.cfg.Margin))
 	}
-	return w.limits.admit(ctx, target, w.cfg.Now().Add(deadline.Sub(now)+w.cfg.Lease+w.cfg.Margin), deadline)
+	return w.limits.admit(ctx, target, w.cfg.Now().Add(deadline.Sub(now)+w.leaseFor(target)+w.cfg.Margin), deadline)
+}
+
+// leaseFor is the lease written for an intent of target: Lease, and for a target with a rate
+// the time its call may wait for its window (rateHold) too, so the wait never shortens the
+// call.
+func (w *Worker) leaseFor(target string) time.Duration {
+	if w.limits.rated(target) {
+		return w.cfg.Lease + rateHold
+	}
+	return w.cfg.Lease
+}
+
+// takeWindow takes the rate window for a leased call, right before it: the window the
+// downstream sees the call in is the one that counted it. A call the window holds back past
+// what its lease allows is given back (unlease), so it spends no attempt.
+func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error {
+	if !w.limits.rated(target) || l.stranded {
+		return nil
+	}
+	deadline := l.ends.Add(-w.callBudget(target))
+	if d, ok := ctx.Deadline(); ok {
+		deadline = minTime(deadline, d.Add(-w.callBudget(target)-w.cfg.Margin))
+	}
+	err := w.limits.takeWindow(ctx, target, deadline)
+	if err != nil {
+		// Held back, or the window could not be read: no call was made, so the lease is given
+		// back either way.
+		if uerr := w.unlease(context.WithoutCancel(ctx), l); uerr != nil {
+			// Not given back: the lease ends by itself and the attempt counts (at most once, the
+			// intent parks as may-have-been-sent, though it was not).
+			return fmt.Errorf("%w; and the lease could not be given back: %w", err, uerr)
+		}
+	}
+	return err
+}
+
+// unlease gives back a lease whose call was never made (its target's rate held it back): the
+// intent is pending again, due, at the attempt count it had, fenced on our attempt and owner.
+// A lost answer retried by the SDK finds the intent pending: the condition fails, and the
+// intent is as we wanted it.
+func (w *Worker) unlease(ctx context.Context, l *lease) error {
+	vals := fenceValues(l)
+	vals[":owner"] = str(l.owner)
+	vals[":pending"] = str(dedup.IntentPending)
+	vals[":one"] = num(1)
+	_, err := w.update(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(w.cfg.Table),
+		Key:                       claimKey(l.claim.PK),
+		UpdateExpression:          aws.String("SET intents.#n.#st = :pending, intents.#n.attempts = intents.#n.attempts - :one REMOVE intents.#n.lease_until, intents.#n.lease_owner"),
+		ConditionExpression:       aws.String(fence + " AND intents.#n.lease_owner = :owner"),
+		ExpressionAttributeNames:  intentNames(l.name),
+		ExpressionAttributeValues: vals,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil // already given back (a retried write whose first answer was lost), or taken over
+	}
+	return err
 }
 
 // concurrency is how many of a batch's n records run at once: Config.Concurrency, or all.
@@ -402,6 +460,14 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	defer release()
 	l, err := w.traceLease(ctx, claim, name, amo)
 	if err != nil || l == nil {
+		return OutcomeBusy, err
+	}
+	if err := w.takeWindow(ctx, l, claim.Intents[name].Target); err != nil {
+		var held *heldError
+		if errors.As(err, &held) {
+			w.cfg.Metrics.Intent(claim.Intents[name].Target, OutcomeHeld, 0)
+			return OutcomeHeld, err
+		}
 		return OutcomeBusy, err
 	}
 	in := l.claim.Intents[name]
@@ -553,7 +619,7 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":running": str(dedup.IntentRunning),
 			":pending": str(dedup.IntentPending),
-			":until":   num(now.Add(w.cfg.Lease).UnixMilli()),
+			":until":   num(now.Add(w.leaseFor(claim.Intents[name].Target)).UnixMilli()),
 			":now":     num(now.UnixMilli()),
 			":one":     num(1),
 			":commit":  str(claim.CommitToken),
@@ -562,7 +628,7 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	l := &lease{name: name, owner: owner, ends: sent.Add(w.cfg.Lease - w.cfg.Margin)}
+	l := &lease{name: name, owner: owner, ends: sent.Add(w.leaseFor(claim.Intents[name].Target) - w.cfg.Margin)}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Either another worker holds it, or the SDK retried our own lease whose answer was
