@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,5 +184,36 @@ func TestTheOutboxHandlerTellsStreamBatchesFromWakeUps(t *testing.T) {
 	}
 	if in := e.claim("evt_both").Intents["email.send"]; in.Status != dedup.IntentDone {
 		t.Fatalf("%+v", in)
+	}
+}
+
+// A stream record whose claim could not be processed (DynamoDB refused every write) is handed
+// back to the mapping and also woken by the retry queue a few seconds out: a second path that
+// needs neither the mapping's retries (which end in a failure queue carrying no claim) nor an
+// engine that honours partial batch responses.
+func TestARecordNotProcessedIsAlsoWokenByTheRetryQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_unrecorded")
+	var woken []string
+	var mu sync.Mutex
+	sched := schedulerFunc(func(_ context.Context, pk string, due time.Time) error {
+		mu.Lock()
+		woken = append(woken, pk)
+		mu.Unlock()
+		if d := due.Sub(e.now()); d <= 0 || d > 10*time.Second {
+			t.Errorf("woken %s from now, want a few seconds", d)
+		}
+		return nil
+	})
+	failing := awstest.WithTransport(&awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 500,
+		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`})
+	w := e.worker(func(c *outbox.Config) { c.Scheduler = sched }, failing)
+	resp, err := w.HandleStream(context.Background(), batch(e.records()))
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("%+v %v, want the record handed back", resp, err)
+	}
+	if len(woken) != 1 || woken[0] != dedup.ClaimKey("shop", "evt_unrecorded") {
+		t.Fatalf("wake-ups %v, want one for the claim", woken)
 	}
 }
