@@ -25,16 +25,22 @@ import (
 type limitedDownstream struct {
 	*httptest.Server
 	mu       sync.Mutex
+	refuse   bool // answer 422 to every call, and count none
 	inFlight int
 	peak     int
 	starts   []time.Time
 	keys     map[string]int
 }
 
-func newLimitedDownstream(t *testing.T, hold time.Duration) *limitedDownstream {
+func newLimitedDownstream(t testing.TB, hold time.Duration) *limitedDownstream {
 	d := &limitedDownstream{keys: map[string]int{}}
 	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
+		if d.refuse {
+			d.mu.Unlock()
+			http.Error(w, "refused", http.StatusUnprocessableEntity)
+			return
+		}
 		d.inFlight++
 		d.peak = max(d.peak, d.inFlight)
 		d.starts = append(d.starts, time.Now())
@@ -47,6 +53,13 @@ func newLimitedDownstream(t *testing.T, hold time.Duration) *limitedDownstream {
 	}))
 	t.Cleanup(d.Close)
 	return d
+}
+
+// setRefuse turns refusing every call on or off.
+func (d *limitedDownstream) setRefuse(on bool) {
+	d.mu.Lock()
+	d.refuse = on
+	d.mu.Unlock()
 }
 
 // mostIn is the most calls that started within any span of length d.
