@@ -30,9 +30,9 @@ func ExampleLimit() {
 	// Output: <nil>
 }
 
-// RateQuota is how many calls one rate window admits: a tenth of a second's worth, at least
+// RateQuota is how many calls one rate window admits: a quarter of a second's worth, at least
 // one. Over any span T at most rate x T plus one quota start.
 func ExampleRateQuota() {
 	fmt.Println(outbox.RateQuota(20), outbox.RateQuota(1), outbox.RateQuota(1000))
-	// Output: 2 1 100
+	// Output: 5 1 250
 }

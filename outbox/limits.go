@@ -32,7 +32,7 @@ type Limit struct {
 	// a worker that stops mid-call holds its slot until its lease ends, never longer.
 	MaxInFlight int
 	// Rate caps the calls to the target started per second; 0: no cap. Time is cut into
-	// windows of RateQuota(Rate) calls each (a tenth of a second's worth, at least one call),
+	// windows of RateQuota(Rate) calls each (a quarter of a second's worth, at least one call),
 	// each a counter item: over any span T at most Rate*T calls plus one window's quota start.
 	Rate float64
 }
@@ -57,9 +57,10 @@ func (l Limit) Validate() error {
 // IsZero reports whether l limits nothing.
 func (l Limit) IsZero() bool { return l.MaxInFlight == 0 && l.Rate == 0 }
 
-// RateQuota is the calls one rate window of a target with this rate admits: a tenth of a
-// second's worth, at least one. The window lasts RateQuota/rate seconds.
-func RateQuota(rate float64) int { return max(1, int(math.Ceil(rate/10))) }
+// RateQuota is the calls one rate window of a target with this rate admits: a quarter of a
+// second's worth, at least one. The window lasts RateQuota/rate seconds: long against a write's
+// latency (a turn whose write outlasts its window is forfeited), short against the rate.
+func RateQuota(rate float64) int { return max(1, int(math.Ceil(rate/4))) }
 
 // rateWindow is the length of a rate window.
 func rateWindow(rate float64) time.Duration {
@@ -245,7 +246,7 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 	r := l.limits[target].Rate
 	quota := RateQuota(r)
 	window := rateWindow(r)
-	for {
+	for refused := 0; ; {
 		now := l.now()
 		index := now.UnixNano() / int64(window)
 		next := time.Unix(0, (index+1)*int64(window))
@@ -254,8 +255,10 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 			Key: map[string]types.AttributeValue{
 				dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitRatePrefix + strconv.FormatInt(index, 10)),
 			},
-			UpdateExpression:          aws.String("ADD calls :one SET expires_at = :exp"),
-			ConditionExpression:       aws.String("attribute_not_exists(calls) OR calls < :quota"),
+			// Every attribute name aliased: DynamoDB reserves many words (CALL, COUNT...).
+			UpdateExpression:          aws.String("ADD #calls :one SET #exp = :exp"),
+			ConditionExpression:       aws.String("attribute_not_exists(#calls) OR #calls < :quota"),
+			ExpressionAttributeNames:  map[string]string{"#calls": "calls", "#exp": dedup.AttrExpiresAt},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":quota": num(int64(quota)), ":exp": num(next.Add(time.Hour).Unix())},
 		})
 		l.calls.add(1)
@@ -271,8 +274,11 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 		case !errors.As(err, &ccf):
 			return fmt.Errorf("rate window of target %s: %w", target, err)
 		}
-		// Other processes took this window: the next one, if there is time to wait for it.
-		wait := next.Sub(now) + rand.N(window/4+1)
+		// Other processes took this window: a later one, if there is time to wait for it. The
+		// wait spreads over more windows the more often it was refused, so that many waiting
+		// calls do not all ask at every window's start (each refusal is a write unit).
+		refused++
+		wait := next.Sub(now) + rand.N(window<<min(refused, 4)/2+1)
 		if time.Now().Add(wait).After(deadline) {
 			return &heldError{target: target, wait: wait, why: fmt.Sprintf("%g calls a second, its rate, taken by other workers", r)}
 		}
@@ -293,7 +299,8 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, holdUntil,
 		held := map[int]int64{} // slot -> until, for the slots held now
 		out, err := l.api.Query(ctx, &dynamodb.QueryInput{
 			TableName:                 aws.String(l.table),
-			KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :slot)"),
+			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :slot)"),
+			ExpressionAttributeNames:  map[string]string{"#pk": dedup.AttrPK, "#sk": dedup.AttrSK},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(LimitPK(target)), ":slot": str(limitSlotPrefix)},
 			ConsistentRead:            aws.Bool(true),
 		})
@@ -329,9 +336,9 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, holdUntil,
 				Key: map[string]types.AttributeValue{
 					dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitSlotPrefix + strconv.Itoa(i)),
 				},
-				UpdateExpression:          aws.String("SET holder = :me, #until = :until, expires_at = :exp"),
+				UpdateExpression:          aws.String("SET #holder = :me, #until = :until, #exp = :exp"),
 				ConditionExpression:       aws.String("attribute_not_exists(#until) OR #until < :now"),
-				ExpressionAttributeNames:  map[string]string{"#until": "until"},
+				ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.AttrExpiresAt},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner), ":until": num(holdUntil.UnixMilli()), ":now": num(now.UnixMilli()), ":exp": num(holdUntil.Add(time.Hour).Unix())},
 			})
 			l.calls.add(1)
@@ -364,9 +371,9 @@ func (l *limiter) releaseSlot(ctx context.Context, target string, slot int, owne
 		Key: map[string]types.AttributeValue{
 			dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitSlotPrefix + strconv.Itoa(slot)),
 		},
-		UpdateExpression:          aws.String("REMOVE holder, #until"),
-		ConditionExpression:       aws.String("holder = :me"),
-		ExpressionAttributeNames:  map[string]string{"#until": "until"},
+		UpdateExpression:          aws.String("REMOVE #holder, #until"),
+		ConditionExpression:       aws.String("#holder = :me"),
+		ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner)},
 	})
 	l.calls.add(1)
