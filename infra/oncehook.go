@@ -117,8 +117,9 @@ type Props struct {
 	// with (OutboxIteratorAge). Default 2.
 	StreamParallelization float64
 	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
-	// 100. The outbox function's timeout is derived from it and the slowest target's timeout,
-	// so a batch that could not run within Lambda's 15 minutes fails the synth.
+	// 100. The outbox runs up to outbox.DefaultConcurrency (256) records at once, so its
+	// function's timeout is derived from the rounds a batch takes and the slowest target's
+	// timeout: a batch that could not run within Lambda's 15 minutes fails the synth.
 	StreamBatchSize float64
 	// LogRetention is how long the functions' and the API's log groups keep their lines.
 	// Default one month.
@@ -1240,8 +1241,9 @@ func outboxTimings(f *sources.File, custom []string, batch int) (outbox.Timings,
 	for name, t := range f.Targets {
 		calls[name] = time.Duration(t.Timeout)
 	}
-	// The outbox runs a whole batch at once (outbox.Config.Concurrency 0): one round of calls.
-	t, err := outbox.PlanTimings(batch, batch, calls)
+	// The outbox runs a whole batch at once, up to outbox.DefaultConcurrency records
+	// (outbox.Config.Concurrency 0): one round of calls for a batch of up to 256.
+	t, err := outbox.PlanTimings(batch, min(batch, outbox.DefaultConcurrency), calls)
 	if err != nil && t.FunctionTimeout > outbox.MaxFunctionTimeout && batch != outboxBatchSize {
 		return t, fmt.Errorf("Props.StreamBatchSize %d: %w", batch, err)
 	}

@@ -74,8 +74,9 @@ type Config struct {
 	// attempt, capped at 15 min, with jitter (10 attempts span about 40 minutes).
 	Backoff func(attempts int) time.Duration
 	// Concurrency bounds the records of one batch (stream records, or wake-ups) processed at
-	// once. Default 0: the whole batch at once, so a slow downstream costs a batch one call's
-	// time, not a round per few records; Limits bound what a target takes.
+	// once. Default 0: the whole batch at once, up to DefaultConcurrency, so a slow downstream
+	// costs a batch one call's time, not a round per few records; Limits bound what a target
+	// takes.
 	Concurrency int
 	// Limits are the targets' limits across every worker (the sources file's max_in_flight and
 	// rate): a call a limit holds back waits, or is handed back with a wake-up near its turn,
@@ -382,12 +383,20 @@ func (w *Worker) unlease(ctx context.Context, l *lease) error {
 	return err
 }
 
-// concurrency is how many of a batch's n records run at once: Config.Concurrency, or all.
+// DefaultConcurrency is the most records of a batch processed at once when
+// Config.Concurrency is 0. Lambda gives a function 1,024 open files, and each record in flight
+// holds a connection to its downstream and one to DynamoDB: 256 leave room for both and for
+// the SDK's pools. A stream batch of up to 256 records runs in one round.
+const DefaultConcurrency = 256
+
+// concurrency is how many of a batch's n records run at once: Config.Concurrency, or all of
+// them up to DefaultConcurrency.
 func (w *Worker) concurrency(n int) int {
-	if w.cfg.Concurrency > 0 {
-		return min(w.cfg.Concurrency, max(n, 1))
+	c := w.cfg.Concurrency
+	if c <= 0 {
+		c = DefaultConcurrency
 	}
-	return max(n, 1)
+	return min(c, max(n, 1))
 }
 
 func minTime(a, b time.Time) time.Time {
