@@ -280,7 +280,8 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 		tgt := []string{"target", t}
 		rows = append(rows, &[]awscloudwatch.IWidget{
 			graph(t+": intents", w.ours("IntentsDone", "Sum", five, tgt...), w.ours("IntentsRetried", "Sum", five, tgt...),
-				w.ours("IntentsParked", "Sum", five, tgt...), w.ours("LeaseLost", "Sum", five, tgt...), w.ours("RetryNotScheduled", "Sum", five, tgt...)),
+				w.ours("IntentsParked", "Sum", five, tgt...), w.ours("LeaseLost", "Sum", five, tgt...), w.ours("RetryNotScheduled", "Sum", five, tgt...),
+				w.ours("IntentsHeld", "Sum", five, tgt...)),
 			graph(t+": call latency (ms)", w.ours("ExecutionLatency", "p50", five, tgt...), w.ours("ExecutionLatency", "p99", five, tgt...)),
 		})
 	}

@@ -123,9 +123,13 @@ func TestKnobsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 		{"parallelization below 1", func(p *Props) { p.StreamParallelization = -1 }, "Props.StreamParallelization"},
 		{"a fractional parallelization", func(p *Props) { p.StreamParallelization = 2.5 }, "Props.StreamParallelization"},
 		{"a batch over Lambda's", func(p *Props) { p.StreamBatchSize = 10001 }, "Props.StreamBatchSize"},
-		// The outbox function's timeout is derived from the batch (outboxTimings): 1,000 records
-		// 8 at a time, 15 s each, need 31 minutes.
-		{"a batch the outbox cannot run in 15 minutes", func(p *Props) { p.StreamBatchSize = 1000 }, "Props.StreamBatchSize"},
+		// The outbox function's timeout is derived from the batch (outboxTimings): 10,000 records
+		// 256 at a time, 40 rounds of calls up to 30 s, need 23 minutes.
+		{"a batch the outbox cannot run in 15 minutes", func(p *Props) {
+			p.StreamBatchSize = 10000
+			p.SourcesFile = sourcesFile(t, `{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
+			  "targets":{"email":{"type":"http","url":"https://example.com/x","timeout":"30s"}}}`)
+		}, "Props.StreamBatchSize"},
 		{"a negative batch", func(p *Props) { p.StreamBatchSize = -5 }, "Props.StreamBatchSize"},
 		{"a fractional batch", func(p *Props) { p.StreamBatchSize = 1.5 }, "Props.StreamBatchSize"},
 		{"memory under Lambda's", func(p *Props) { p.ReceiverFunction.MemorySize = 64 }, "Props.ReceiverFunction.MemorySize"},

@@ -117,8 +117,9 @@ type Props struct {
 	// with (OutboxIteratorAge). Default 2.
 	StreamParallelization float64
 	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
-	// 100. The outbox function's timeout is derived from it and the slowest target's timeout,
-	// so a batch that could not run within Lambda's 15 minutes fails the synth.
+	// 100. The outbox runs up to outbox.DefaultConcurrency (256) records at once, so its
+	// function's timeout is derived from the rounds a batch takes and the slowest target's
+	// timeout: a batch that could not run within Lambda's 15 minutes fails the synth.
 	StreamBatchSize float64
 	// LogRetention is how long the functions' and the API's log groups keep their lines.
 	// Default one month.
@@ -1224,11 +1225,8 @@ func checkFunctions(cfg *Props) error {
 	return nil
 }
 
-// The outbox's stream batch and the concurrency its worker runs it at (outbox.Config's default).
-const (
-	outboxBatchSize   = 100
-	outboxConcurrency = 8
-)
+// The outbox's stream batch by default; its worker runs a batch whole (outbox.Config's default).
+const outboxBatchSize = 100
 
 // outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
 // targets' timeouts and the stream batch with outbox.PlanTimings, the computation the
@@ -1243,7 +1241,9 @@ func outboxTimings(f *sources.File, custom []string, batch int) (outbox.Timings,
 	for name, t := range f.Targets {
 		calls[name] = time.Duration(t.Timeout)
 	}
-	t, err := outbox.PlanTimings(batch, outboxConcurrency, calls)
+	// The outbox runs a whole batch at once, up to outbox.DefaultConcurrency records
+	// (outbox.Config.Concurrency 0): one round of calls for a batch of up to 256.
+	t, err := outbox.PlanTimings(batch, min(batch, outbox.DefaultConcurrency), calls)
 	if err != nil && t.FunctionTimeout > outbox.MaxFunctionTimeout && batch != outboxBatchSize {
 		return t, fmt.Errorf("Props.StreamBatchSize %d: %w", batch, err)
 	}

@@ -207,8 +207,8 @@ func TestRetriesAreWokenByADelayQueueTheOutboxConsumes(t *testing.T) {
 				"RETRY_QUEUE_URL": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^OncehookOutboxRetries"))},
 				"LEASE_SECONDS":   "60",
 			}))},
-			// 100 records, 8 at a time, calls of up to 10 s plus a 5 s margin each: 13 x 15 s + 5 s.
-			"Timeout": 200,
+			// 100 records at once, calls of up to 10 s plus a 5 s margin: 20 s, and at least a minute.
+			"Timeout": 60,
 		}))
 	})
 }

@@ -367,6 +367,7 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 	w, err := outbox.New(env.DynamoDB, outbox.Config{
 		Table:          env.Table,
 		Executors:      all,
+		Limits:         TargetLimits(env.Sources),
 		Lease:          time.Duration(lease) * time.Second,
 		MaxAttempts:    attempts,
 		Scheduler:      sched,
@@ -379,6 +380,18 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 		return nil, fmt.Errorf("%w (LEASE_SECONDS=%d)", err, lease)
 	}
 	return w, nil
+}
+
+// TargetLimits are the sources file's targets' max_in_flight and rate, as the worker enforces
+// them across every invocation (outbox.Limit).
+func TargetLimits(f *sources.File) map[string]outbox.Limit {
+	limits := map[string]outbox.Limit{}
+	for name, t := range f.Targets {
+		if t.MaxInFlight > 0 || t.Rate > 0 {
+			limits[name] = outbox.Limit{MaxInFlight: t.MaxInFlight, Rate: t.Rate}
+		}
+	}
+	return limits
 }
 
 // NewSweeper builds the sweeper over NewWorker's worker, with SWEEP_MIN_AGE_SECONDS.

@@ -16,3 +16,23 @@ func ExampleAtMostOnce() {
 	fmt.Println(outbox.IsAtMostOnce(executors["email"]), relay.(outbox.Bounded).MaxDuration())
 	// Output: true 5s
 }
+
+// A target's limits hold across every worker: at most 10 calls under way and 20 started a
+// second, whatever the number of concurrent invocations. Held-back calls wait, or are woken
+// near their turn, without spending an attempt.
+func ExampleLimit() {
+	cfg := outbox.Config{
+		Table:     "orders-oncehook",
+		Executors: map[string]outbox.Executor{"email": &outbox.HTTPExecutor{URL: "https://mail.example.com/send"}},
+		Limits:    map[string]outbox.Limit{"email": {MaxInFlight: 10, Rate: 20}},
+	}
+	fmt.Println(cfg.Limits["email"].Validate())
+	// Output: <nil>
+}
+
+// RateQuota is how many calls one rate window admits: a quarter of a second's worth, at least
+// one. Over any span T at most rate x T plus one quota start.
+func ExampleRateQuota() {
+	fmt.Println(outbox.RateQuota(20), outbox.RateQuota(1), outbox.RateQuota(1000))
+	// Output: 5 1 250
+}

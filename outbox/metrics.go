@@ -31,7 +31,7 @@ func NewEMFMetrics(w io.Writer, namespace string) *EMFMetrics {
 // they write it with. A test holds EMFMetrics to it; the stack names only these.
 func EmittedMetrics() []emf.Metric {
 	var out []emf.Metric
-	for _, n := range []string{"IntentsDone", "IntentsRetried", "IntentsParked", "LeaseLost", "RetryNotScheduled", "ExecutionLatency"} {
+	for _, n := range []string{"IntentsDone", "IntentsRetried", "IntentsParked", "LeaseLost", "RetryNotScheduled", "IntentsHeld", "ExecutionLatency"} {
 		out = append(out, emf.Metric{Name: n, Dimensions: byTarget})
 	}
 	for _, n := range []string{"SweepRuns", "ParkedClaims", "SweepRedriven", "SweepSettled", "SweepFailures", "SweepDeferred", "SweepIncomplete",
@@ -46,12 +46,13 @@ var byTarget = []string{"target"}
 // intentMetric names each counted outcome of a turn.
 var intentMetric = map[string]string{
 	OutcomeDone: "IntentsDone", OutcomeRetry: "IntentsRetried", OutcomeParked: "IntentsParked",
-	OutcomeLeaseLost: "LeaseLost", outcomeUnscheduled: "RetryNotScheduled",
+	OutcomeLeaseLost: "LeaseLost", outcomeUnscheduled: "RetryNotScheduled", OutcomeHeld: "IntentsHeld",
 }
 
 // Intent counts one turn: IntentsDone, IntentsRetried, IntentsParked or LeaseLost, with the
-// execution latency, per target; and RetryNotScheduled when a retry's wake-up could not be
-// scheduled (the sweeper will find it).
+// execution latency, per target; RetryNotScheduled when a retry's wake-up could not be
+// scheduled (the sweeper will find it); and IntentsHeld when the target's limit held a call
+// back (no call, no latency).
 func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 	name := intentMetric[outcome]
 	if name == "" {
@@ -60,7 +61,7 @@ func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 	d := emf.New(m.namespace, time.Now())
 	d.Set("target", target)
 	d.Count(name, byTarget)
-	if outcome != outcomeUnscheduled {
+	if outcome != outcomeUnscheduled && outcome != OutcomeHeld {
 		d.Add("ExecutionLatency", float64(latency.Microseconds())/1000, emf.Milliseconds, byTarget)
 	}
 	m.write(d)

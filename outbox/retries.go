@@ -80,7 +80,7 @@ func (w *Worker) HandleRetries(ctx context.Context, ev events.SQSEvent) (events.
 	// An empty list, not null: some engines (MiniStack) cannot read a null list.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var mu sync.Mutex
-	sem := make(chan struct{}, w.cfg.Concurrency)
+	sem := make(chan struct{}, w.concurrency(len(ev.Records)))
 	var wg sync.WaitGroup
 	for _, msg := range ev.Records {
 		var wk wakeup
@@ -125,12 +125,22 @@ func (w *Worker) wake(ctx context.Context, wk wakeup) error {
 	if err != nil || len(sum) > 0 || w.cfg.Scheduler == nil {
 		return err
 	}
-	// Nothing was due: early. Wake again when the earliest pending intent is due.
+	// Nothing was due: early. Wake again when the earliest open intent is due: a pending one at
+	// its next attempt, a running one when its lease has ended (its worker may have stopped, or
+	// failed to record the call: the woken claim runs it again, or parks it at most once), a
+	// margin after, as lease does.
 	now := w.cfg.Now().UnixMilli()
 	var next int64
 	for _, in := range claim.Intents {
-		if in.Status == dedup.IntentPending && in.NextAttemptAt > now && (next == 0 || in.NextAttemptAt < next) {
-			next = in.NextAttemptAt
+		at := int64(0)
+		switch in.Status {
+		case dedup.IntentPending:
+			at = in.NextAttemptAt
+		case dedup.IntentRunning:
+			at = in.LeaseUntil + w.cfg.Margin.Milliseconds()
+		}
+		if at > now && (next == 0 || at < next) {
+			next = at
 		}
 	}
 	if next == 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,4 +185,73 @@ func TestTheOutboxHandlerTellsStreamBatchesFromWakeUps(t *testing.T) {
 	if in := e.claim("evt_both").Intents["email.send"]; in.Status != dedup.IntentDone {
 		t.Fatalf("%+v", in)
 	}
+}
+
+// A stream record whose claim could not be processed (DynamoDB refused every write) is handed
+// back to the mapping and also woken by the retry queue a few seconds out: a second path that
+// needs neither the mapping's retries (which end in a failure queue carrying no claim) nor an
+// engine that honours partial batch responses.
+func TestARecordNotProcessedIsAlsoWokenByTheRetryQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_unrecorded")
+	var woken []string
+	var mu sync.Mutex
+	sched := schedulerFunc(func(_ context.Context, pk string, due time.Time) error {
+		mu.Lock()
+		woken = append(woken, pk)
+		mu.Unlock()
+		if d := due.Sub(e.now()); d <= 0 || d > 10*time.Second {
+			t.Errorf("woken %s from now, want a few seconds", d)
+		}
+		return nil
+	})
+	failing := awstest.WithTransport(&awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 500,
+		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`})
+	w := e.worker(func(c *outbox.Config) { c.Scheduler = sched }, failing)
+	resp, err := w.HandleStream(context.Background(), batch(e.records()))
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("%+v %v, want the record handed back", resp, err)
+	}
+	if len(woken) != 1 || woken[0] != dedup.ClaimKey("shop", "evt_unrecorded") {
+		t.Fatalf("wake-ups %v, want one for the claim", woken)
+	}
+}
+
+// A wake-up that finds the intent still running (its worker called the downstream and could
+// not record it: its lease has not ended) is not dropped: the claim is woken again when the
+// lease has ended, and runs the intent then (at least once: the downstream's key absorbs the
+// second call).
+func TestAWakeUpThatFindsTheIntentRunningWakesAgainWhenItsLeaseEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_unfinished")
+	dead := e.worker(nil, diesAfterTheCall())
+	if _, err := dead.Process(context.Background(), e.claim("evt_unfinished")); err == nil {
+		t.Fatal("setup: the finish was recorded")
+	}
+	in := e.claim("evt_unfinished").Intents["email.send"]
+	if in.Status != dedup.IntentRunning {
+		t.Fatalf("setup: %+v, want running", in)
+	}
+	var woken []time.Time
+	w := e.worker(func(c *outbox.Config) {
+		c.Scheduler = schedulerFunc(func(_ context.Context, _ string, due time.Time) error { woken = append(woken, due); return nil })
+	})
+	wake := func() {
+		body, _ := json.Marshal(map[string]any{"pk": dedup.ClaimKey("shop", "evt_unfinished"), "due": e.now().UnixMilli()})
+		if resp, err := w.HandleRetries(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: string(body)}}}); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatal(resp, err)
+		}
+	}
+	wake()
+	if want := in.LeaseUntil + 500; len(woken) != 1 || woken[0].UnixMilli() != want {
+		t.Fatalf("woken %v, want once, at the lease's end and a margin (%d)", woken, want)
+	}
+	e.advance(time.Duration(woken[0].Sub(e.now())) + time.Millisecond)
+	wake()
+	if in := e.claim("evt_unfinished").Intents["email.send"]; in.Status != dedup.IntentDone || in.Attempts != 2 {
+		t.Fatalf("%+v, want done on the second attempt", in)
+	}
+	e.appliedOnce([]string{"shop:evt_unfinished:email.send"})
 }

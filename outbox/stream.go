@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -19,7 +20,7 @@ import (
 // batch item failures, by sequence number, so only they are delivered again.
 func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	failed := make([]bool, len(ev.Records))
-	sem := make(chan struct{}, w.cfg.Concurrency)
+	sem := make(chan struct{}, w.concurrency(len(ev.Records)))
 	var wg sync.WaitGroup
 	for i, rec := range ev.Records {
 		claim, ok := w.claimOf(ctx, rec)
@@ -32,9 +33,18 @@ func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (eve
 			defer func() { <-sem; wg.Done() }()
 			if _, err := w.Process(ctx, claim); err != nil {
 				failed[i] = true
-				w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "record not processed",
-					slog.String("sequence_number", rec.Change.SequenceNumber), slog.String("event_id", claim.EventID),
-					slog.String("error", err.Error()))
+				attrs := []slog.Attr{slog.String("sequence_number", rec.Change.SequenceNumber), slog.String("event_id", claim.EventID),
+					slog.String("error", err.Error())}
+				// The mapping delivers the record again, but a record that keeps failing is
+				// bisected and at last sent to the failure queue, which carries no claim; and
+				// some engines drop it at once. A wake-up a few seconds out gives the claim a
+				// second path that needs neither (best effort: the sweeper is the last).
+				if w.cfg.Scheduler != nil {
+					if serr := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now().Add(failedRecordWake)); serr != nil {
+						attrs = append(attrs, slog.String("schedule_error", serr.Error()))
+					}
+				}
+				w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "record not processed", attrs...)
 			}
 		}()
 	}
@@ -47,6 +57,9 @@ func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (eve
 	}
 	return resp, nil
 }
+
+// failedRecordWake is when a claim whose stream record could not be processed is woken again.
+const failedRecordWake = 2 * time.Second
 
 // claimOf decodes a record's claim when the record is one to act on.
 func (w *Worker) claimOf(ctx context.Context, rec events.DynamoDBEventRecord) (*dedup.Claim, bool) {

@@ -32,7 +32,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,8 +73,15 @@ type Config struct {
 	// Backoff is the wait before attempt n+1 after n failures. Default: 5 s doubling per
 	// attempt, capped at 15 min, with jitter (10 attempts span about 40 minutes).
 	Backoff func(attempts int) time.Duration
-	// Concurrency bounds the records of one stream batch processed at once. Default 8.
+	// Concurrency bounds the records of one batch (stream records, or wake-ups) processed at
+	// once. Default 0: the whole batch at once, up to DefaultConcurrency, so a slow downstream
+	// costs a batch one call's time, not a round per few records; Limits bound what a target
+	// takes.
 	Concurrency int
+	// Limits are the targets' limits across every worker (the sources file's max_in_flight and
+	// rate): a call a limit holds back waits, or is handed back with a wake-up near its turn,
+	// without a lease, so it spends no attempt and never parks. See Limit.
+	Limits map[string]Limit
 	// Scheduler wakes a retried intent at its due time (SQSScheduler). Without one, retries
 	// wait for the Sweeper.
 	Scheduler Scheduler
@@ -123,6 +132,7 @@ type Worker struct {
 	api    API
 	cfg    Config
 	tracer trace.Tracer // nil: tracing off
+	limits *limiter
 }
 
 // ConfigError names the setting of a Worker that cannot work.
@@ -178,8 +188,15 @@ func New(api API, cfg Config) (*Worker, error) {
 	if cfg.Backoff == nil {
 		cfg.Backoff = DefaultBackoff
 	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 8
+	if cfg.Concurrency < 0 {
+		return nil, &ConfigError{Field: "Concurrency", Reason: "must not be negative (0: the whole batch)"}
+	}
+	for _, target := range slices.Sorted(maps.Keys(cfg.Limits)) {
+		if err := cfg.Limits[target].Validate(); err != nil {
+			var ce *ConfigError
+			errors.As(err, &ce)
+			return nil, &ConfigError{Field: fmt.Sprintf("Limits[%q].%s", target, ce.Field), Reason: ce.Reason}
+		}
 	}
 	if cfg.WriteRetries == 0 {
 		cfg.WriteRetries = 3
@@ -199,7 +216,8 @@ func New(api API, cfg Config) (*Worker, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	return &Worker{api: api, cfg: cfg, tracer: newTracer(cfg.TracerProvider)}, nil
+	return &Worker{api: api, cfg: cfg, tracer: newTracer(cfg.TracerProvider),
+		limits: newLimiter(api, cfg.Table, cfg.Now, cfg.Limits)}, nil
 }
 
 func sortedTargets(m map[string]Executor) []string {
@@ -227,6 +245,7 @@ const (
 	OutcomeLeaseLost = "lease_lost"
 	OutcomeBusy      = "busy"     // another worker holds it, or it is not due: nothing to do
 	OutcomeDeferred  = "deferred" // not leased: the invocation had no time left to run it
+	OutcomeHeld      = "held"     // not leased: the target's limit held it back; woken near its turn
 )
 
 // Summary counts the outcomes of a Process call.
@@ -258,6 +277,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 	}
 	sort.Strings(names)
 	var errs []error
+	var heldFor time.Duration // the longest wait a limit named, for the wake-up
 	for _, name := range names {
 		if !w.hasTime(ctx, claim.Intents[name].Target) {
 			sum[OutcomeDeferred]++
@@ -265,13 +285,125 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 			continue
 		}
 		outcome, err := w.traceIntent(ctx, claim, name)
+		var held *heldError
+		if errors.As(err, &held) {
+			sum[OutcomeHeld]++
+			heldFor = max(heldFor, held.wait)
+			continue
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("intent %s: %w", name, err))
 			continue
 		}
 		sum[outcome]++
 	}
+	if sum[OutcomeHeld] > 0 {
+		// Held back, untouched and still due: woken near its turn, or, without a scheduler or
+		// when the wake-up cannot be sent, delivered again by the caller (and the sweeper).
+		if w.cfg.Scheduler == nil {
+			errs = append(errs, fmt.Errorf("%d intents held back by their target's limit: %w", sum[OutcomeHeld], errHeld))
+		} else if err := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now().Add(max(heldFor, time.Second))); err != nil {
+			errs = append(errs, fmt.Errorf("%d intents held back by their target's limit, and no wake-up: %w", sum[OutcomeHeld], err))
+		}
+	}
 	return sum, errors.Join(errs...)
+}
+
+// maxHold is the longest a worker waits in its invocation for a target's limit to admit a
+// call; past it the intent is handed back with a wake-up near its turn.
+const maxHold = 30 * time.Second
+
+// admit waits for the limits of the intent's target, if it has any: until its turn, for as long
+// as the invocation leaves room for the call after the wait (and maxHold at most). The slot it
+// takes is held until the lease the call will run under ends at the latest.
+func (w *Worker) admit(ctx context.Context, target string) (func(), error) {
+	now := time.Now()
+	deadline := now.Add(maxHold)
+	if d, ok := ctx.Deadline(); ok {
+		deadline = minTime(deadline, d.Add(-w.callBudget(target)-w.cfg.Margin))
+	}
+	return w.limits.admit(ctx, target, w.cfg.Now().Add(deadline.Sub(now)+w.leaseFor(target)+w.cfg.Margin), deadline)
+}
+
+// leaseFor is the lease written for an intent of target: Lease, and for a target with a rate
+// the time its call may wait for its window (rateHold) too, so the wait never shortens the
+// call.
+func (w *Worker) leaseFor(target string) time.Duration {
+	if w.limits.rated(target) {
+		return w.cfg.Lease + rateHold
+	}
+	return w.cfg.Lease
+}
+
+// takeWindow takes the rate window for a leased call, right before it: the window the
+// downstream sees the call in is the one that counted it. A call the window holds back past
+// what its lease allows is given back (unlease), so it spends no attempt.
+func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error {
+	if !w.limits.rated(target) || l.stranded {
+		return nil
+	}
+	deadline := l.ends.Add(-w.callBudget(target))
+	if d, ok := ctx.Deadline(); ok {
+		deadline = minTime(deadline, d.Add(-w.callBudget(target)-w.cfg.Margin))
+	}
+	err := w.limits.takeWindow(ctx, target, deadline)
+	if err != nil {
+		// Held back, or the window could not be read: no call was made, so the lease is given
+		// back either way.
+		if uerr := w.unlease(context.WithoutCancel(ctx), l); uerr != nil {
+			// Not given back: the lease ends by itself and the attempt counts (at most once, the
+			// intent parks as may-have-been-sent, though it was not).
+			return fmt.Errorf("%w; and the lease could not be given back: %w", err, uerr)
+		}
+	}
+	return err
+}
+
+// unlease gives back a lease whose call was never made (its target's rate held it back): the
+// intent is pending again, due, at the attempt count it had, fenced on our attempt and owner.
+// A lost answer retried by the SDK finds the intent pending: the condition fails, and the
+// intent is as we wanted it.
+func (w *Worker) unlease(ctx context.Context, l *lease) error {
+	vals := fenceValues(l)
+	vals[":owner"] = str(l.owner)
+	vals[":pending"] = str(dedup.IntentPending)
+	vals[":one"] = num(1)
+	_, err := w.update(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(w.cfg.Table),
+		Key:                       claimKey(l.claim.PK),
+		UpdateExpression:          aws.String("SET intents.#n.#st = :pending, intents.#n.attempts = intents.#n.attempts - :one REMOVE intents.#n.lease_until, intents.#n.lease_owner"),
+		ConditionExpression:       aws.String(fence + " AND intents.#n.lease_owner = :owner"),
+		ExpressionAttributeNames:  intentNames(l.name),
+		ExpressionAttributeValues: vals,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil // already given back (a retried write whose first answer was lost), or taken over
+	}
+	return err
+}
+
+// DefaultConcurrency is the most records of a batch processed at once when
+// Config.Concurrency is 0. Lambda gives a function 1,024 open files, and each record in flight
+// holds a connection to its downstream and one to DynamoDB: 256 leave room for both and for
+// the SDK's pools. A stream batch of up to 256 records runs in one round.
+const DefaultConcurrency = 256
+
+// concurrency is how many of a batch's n records run at once: Config.Concurrency, or all of
+// them up to DefaultConcurrency.
+func (w *Worker) concurrency(n int) int {
+	c := w.cfg.Concurrency
+	if c <= 0 {
+		c = DefaultConcurrency
+	}
+	return min(c, max(n, 1))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // due reports whether an intent may be leased now.
@@ -324,8 +456,27 @@ type lease struct {
 // run takes one intent through lease, execution and record.
 func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (string, error) {
 	amo := IsAtMostOnce(w.cfg.Executors[claim.Intents[name].Target])
+	// The target's limits first: an intent they hold back is not leased, so it spends no
+	// attempt (the lease is what counts one) and stays due.
+	release, err := w.admit(ctx, claim.Intents[name].Target)
+	if err != nil {
+		var held *heldError
+		if errors.As(err, &held) {
+			w.cfg.Metrics.Intent(claim.Intents[name].Target, OutcomeHeld, 0)
+		}
+		return OutcomeHeld, err
+	}
+	defer release()
 	l, err := w.traceLease(ctx, claim, name, amo)
 	if err != nil || l == nil {
+		return OutcomeBusy, err
+	}
+	if err := w.takeWindow(ctx, l, claim.Intents[name].Target); err != nil {
+		var held *heldError
+		if errors.As(err, &held) {
+			w.cfg.Metrics.Intent(claim.Intents[name].Target, OutcomeHeld, 0)
+			return OutcomeHeld, err
+		}
 		return OutcomeBusy, err
 	}
 	in := l.claim.Intents[name]
@@ -477,7 +628,7 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":running": str(dedup.IntentRunning),
 			":pending": str(dedup.IntentPending),
-			":until":   num(now.Add(w.cfg.Lease).UnixMilli()),
+			":until":   num(now.Add(w.leaseFor(claim.Intents[name].Target)).UnixMilli()),
 			":now":     num(now.UnixMilli()),
 			":one":     num(1),
 			":commit":  str(claim.CommitToken),
@@ -486,7 +637,7 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	l := &lease{name: name, owner: owner, ends: sent.Add(w.cfg.Lease - w.cfg.Margin)}
+	l := &lease{name: name, owner: owner, ends: sent.Add(w.leaseFor(claim.Intents[name].Target) - w.cfg.Margin)}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Either another worker holds it, or the SDK retried our own lease whose answer was

@@ -131,6 +131,13 @@ type Target struct {
 	// idempotency key at all: an attempt that may have been sent is never sent again, and
 	// parks for a person instead (outbox.AtMostOnce).
 	Delivery string `json:"delivery,omitempty"`
+	// MaxInFlight caps the calls to the target under way at once, across every worker (every
+	// outbox invocation and the sweeper); 0 or absent: no cap. 1 to 1000.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// Rate caps the calls to the target started per second, across every worker; 0 or absent:
+	// no cap. 0.01 to 10000. A call a limit holds back waits for its turn, or is woken near
+	// it; it spends no attempt and never parks (outbox.Limit).
+	Rate float64 `json:"rate,omitempty"`
 
 	resolved bool // Bound, and given its ARN by File.Bind
 }

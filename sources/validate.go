@@ -3,6 +3,7 @@ package sources
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net/textproto"
 	"net/url"
 	"slices"
@@ -246,6 +247,12 @@ func (f *File) Validate() error {
 		if tg.Type == "" {
 			tg.Type = TargetHTTP
 		}
+		if tg.MaxInFlight < 0 || tg.MaxInFlight > 1000 {
+			return &FieldError{Field: at + ".max_in_flight", Reason: fmt.Sprintf("%d: must be between 1 and 1000 calls at once (absent: no cap)", tg.MaxInFlight)}
+		}
+		if math.IsNaN(tg.Rate) || tg.Rate < 0 || tg.Rate > 10000 || (tg.Rate > 0 && tg.Rate < 0.01) {
+			return &FieldError{Field: at + ".rate", Reason: fmt.Sprintf("%g: must be between 0.01 and 10000 calls a second (absent: no cap)", tg.Rate)}
+		}
 		switch tg.Delivery {
 		case "":
 			tg.Delivery = AtLeastOnce
@@ -263,7 +270,7 @@ func (f *File) Validate() error {
 			return &FieldError{Field: at + ".bound", Reason: "only AWS targets (sqs, sns, eventbridge, stepfunctions, lambda) are bound; an http target names its url"}
 		}
 		if tg.ARN != "" || tg.GroupID != "" || tg.Source != "" || tg.DetailType != "" || tg.Invocation != "" {
-			return &FieldError{Field: at, Reason: "an http target takes url, timeout and headers only"}
+			return &FieldError{Field: at, Reason: "an http target takes url, timeout, headers, delivery, max_in_flight and rate only"}
 		}
 		u, err := url.Parse(tg.URL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {

@@ -35,7 +35,7 @@ type stormFlags struct {
 	baseline                    int
 	faults                      string
 	retries                     int
-	sweep                       time.Duration
+	sweep, latency              time.Duration
 	template, eventType         string
 }
 
@@ -58,6 +58,7 @@ func (f *stormFlags) define(fs *flag.FlagSet) {
 		"reproducible draws. The run fails unless every fault asked of the functions was injected (counted in their logs).\n"+
 		"e.g. dynamodb.throttle=0.05,dynamodb.error=0.02,dynamodb.lose=0.01,downstream.error=0.1")
 	fs.IntVar(&f.retries, "retries", 10, "send a delivery answered 503 again, after its Retry-After (at most 1s), up to this many times, as a provider would")
+	fs.DurationVar(&f.latency, "downstream-latency", 0, "with -downstream: each call takes this long to answer (a slow downstream, which sets the outbox's pace)")
 	fs.DurationVar(&f.sweep, "sweep", 0, "with -table: while waiting for the outbox, invoke the sweeper every D instead of waiting for its\n"+
 		"2-minute schedule, with its minimum claim age lowered to D for the run (retries after downstream faults)")
 }
@@ -110,6 +111,7 @@ func storm(ctx context.Context, c *cli, args []string) error {
 		if !spec.Downstream.Zero() {
 			down.SetFaults(spec.Downstream, faults.NewDice(spec.Seed).Float64)
 		}
+		down.SetLatency(f.latency)
 	}
 	// Interrupted or not, the functions get their environment back.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -246,8 +248,11 @@ func (c *cli) verifyIntents(ctx context.Context, source, run, keyPrefix string, 
 	}
 	done, parked := t.Intents[dedup.IntentDone], t.Intents[dedup.IntentParked]
 	fmt.Fprintf(c.stdout, "outbox settled in %s (%d sweeps invoked, %d failed): claims %d, intents done %d, parked %d, pending %d, running %d, attempts %d (want %d claims, %d intents)\n",
-		time.Since(start).Round(time.Second), sweeps, sweepErrs, t.Claims, done, parked, t.Intents[dedup.IntentPending], t.Intents[dedup.IntentRunning],
+		time.Since(start).Round(100*time.Millisecond), sweeps, sweepErrs, t.Claims, done, parked, t.Intents[dedup.IntentPending], t.Intents[dedup.IntentRunning],
 		t.Attempts, f.events, f.events)
+	if down != nil {
+		fmt.Fprintf(c.stdout, "downstream rate: at most %d calls in any second, %d in any 5 seconds\n", down.MostIn(time.Second), down.MostIn(5*time.Second))
+	}
 	var problems []string
 	if unfinished > 0 {
 		problems = append(problems, fmt.Sprintf("%d claims still have unfinished intents after %s", unfinished, f.wait))

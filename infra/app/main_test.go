@@ -53,11 +53,11 @@ func TestARetentionShorterThanTheProvidersPromiseFailsTheSynth(t *testing.T) {
 	}
 }
 
-func TestATargetTooSlowForTheOutboxFailsTheSynth(t *testing.T) {
+func TestATargetLimitThatCannotWorkFailsTheSynthNamingTheField(t *testing.T) {
 	out := synthFails(t, `{"sources":{"s":{"scheme":"stripe","secrets":[{"secretsmanager":"s"}],"retry_horizon":"3d","redrive_window":"30d"}},
-		"targets":{"slow":{"url":"https://b.example/x","timeout":"2m"}}}`)
-	if !strings.Contains(out, `"slow"`) || !strings.Contains(out, "15 minutes") {
-		t.Fatalf("the synth's error does not name the target:\n%s", out)
+		"targets":{"slow":{"url":"https://b.example/x","max_in_flight":5000}}}`)
+	if !strings.Contains(out, "slow") || !strings.Contains(out, "max_in_flight") {
+		t.Fatalf("the synth's error does not name the field:\n%s", out)
 	}
 }
 

@@ -333,6 +333,8 @@ type Downstream struct {
 	onCall  func(key string)
 	onHead  func(key string, h http.Header)
 	refused map[string]bool
+	latency time.Duration // each call's answer waits this long (SetLatency)
+	starts  []time.Time   // when each call arrived
 	srv     *http.Server
 }
 
@@ -357,6 +359,31 @@ func (d *Downstream) SetFaults(r faults.Rates, rnd func() float64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.rates, d.rnd = r, rnd
+}
+
+// SetLatency makes every call take d before it is answered (after it is applied): a slow
+// downstream, which sets the outbox's pace.
+func (d *Downstream) SetLatency(l time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.latency = l
+}
+
+// MostIn is the most calls that arrived within any span of length span: the rate the
+// downstream saw.
+func (d *Downstream) MostIn(span time.Duration) int {
+	d.mu.Lock()
+	starts := slices.Clone(d.starts)
+	d.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	most, j := 0, 0
+	for i := range starts {
+		for starts[i].Sub(starts[j]) >= span {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
 }
 
 // OnCall makes every call run f(key) first, before it is answered (nil: none): a test can
@@ -400,6 +427,8 @@ func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	d.mu.Lock()
 	d.calls[key]++
+	d.starts = append(d.starts, time.Now())
+	latency := d.latency
 	kind := faults.None
 	if !d.rates.Zero() && d.rnd != nil {
 		kind = d.rates.Pick(d.rnd())
@@ -421,6 +450,9 @@ func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
 		d.applied[key] = true
 	}
 	d.mu.Unlock()
+	if latency > 0 {
+		time.Sleep(latency)
+	}
 	switch kind {
 	case faults.Throttle:
 		w.Header().Set("Retry-After", "1")

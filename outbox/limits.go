@@ -1,0 +1,380 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/time/rate"
+
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// Limit is how fast a target may be called, across every worker: every concurrent invocation
+// of the outbox function and the sweeper, on every instance. The zero Limit is no limit.
+//
+// The limits are kept in the claims table, because that is the one place every worker
+// shares: Lambda's own controls cannot express them (reserved concurrency caps invocations, not
+// calls to one target among several in a batch; an SQS mapping's maximum concurrency is per
+// queue, and the stream is not a queue). See docs/outbox.md, "Per-target limits".
+type Limit struct {
+	// MaxInFlight caps the calls to the target under way at once; 0: no cap. Each call holds
+	// one of MaxInFlight slot items for as long as its lease, released when it is recorded;
+	// a worker that stops mid-call holds its slot until its lease ends, never longer.
+	MaxInFlight int
+	// Rate caps the calls to the target started per second; 0: no cap. Time is cut into
+	// windows of RateQuota(Rate) calls each (a quarter of a second's worth, at least one call),
+	// each a counter item: over any span T at most Rate*T calls plus one window's quota start.
+	Rate float64
+}
+
+// Bounds of Limit, as the sources file's max_in_flight and rate.
+const (
+	MaxMaxInFlight = 1000
+	MaxRate        = 10000
+)
+
+// Validate reports a limit that cannot work, naming its field.
+func (l Limit) Validate() error {
+	switch {
+	case l.MaxInFlight < 0 || l.MaxInFlight > MaxMaxInFlight:
+		return &ConfigError{Field: "MaxInFlight", Reason: fmt.Sprintf("%d: must be between 1 and %d (0: no cap)", l.MaxInFlight, MaxMaxInFlight)}
+	case math.IsNaN(l.Rate) || l.Rate < 0 || l.Rate > MaxRate || (l.Rate > 0 && l.Rate < 0.01):
+		return &ConfigError{Field: "Rate", Reason: fmt.Sprintf("%g: must be between 0.01 and %d calls per second (0: no cap)", l.Rate, MaxRate)}
+	}
+	return nil
+}
+
+// IsZero reports whether l limits nothing.
+func (l Limit) IsZero() bool { return l.MaxInFlight == 0 && l.Rate == 0 }
+
+// RateQuota is the calls one rate window of a target with this rate admits: a quarter of a
+// second's worth, at least one. The window lasts RateQuota/rate seconds: long against a write's
+// latency (a turn whose write outlasts its window is forfeited), short against the rate.
+func RateQuota(rate float64) int { return max(1, int(math.Ceil(rate/4))) }
+
+// rateWindow is the length of a rate window.
+func rateWindow(rate float64) time.Duration {
+	return time.Duration(float64(RateQuota(rate)) / rate * float64(time.Second))
+}
+
+// LimitPK is the partition of a target's limit items in the claims table: in the claims' key
+// space (EVT#), which effect records may not use, with a source no claim can have.
+func LimitPK(target string) string { return dedup.ClaimPrefix + "#limit#" + target }
+
+// The sort keys of a target's limit items.
+const (
+	limitSlotPrefix = "SLOT#"
+	limitRatePrefix = "RATE#"
+)
+
+// errHeld is an intent a target's limit holds back: not leased, no attempt spent.
+var errHeld = errors.New("outbox: held back by the target's limit")
+
+// heldError says when a held-back intent may be tried again.
+type heldError struct {
+	target string
+	wait   time.Duration
+	why    string
+}
+
+func (e *heldError) Error() string {
+	return fmt.Sprintf("outbox: target %s: %s; try again in %s", e.target, e.why, e.wait.Round(time.Millisecond))
+}
+func (e *heldError) Unwrap() error { return errHeld }
+
+// limiter admits calls to the targets that have a Limit. In each process a local limiter (a
+// token bucket at the target's rate, and a semaphore of its MaxInFlight) queues the process's
+// own goroutines first, so that only what could be admitted asks the table; the table's items
+// are what holds across processes.
+type limiter struct {
+	api     API
+	table   string
+	now     func() time.Time
+	limits  map[string]Limit
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+	slots   map[string]chan struct{}
+	// calls counts the DynamoDB calls the limiter made (docs/outbox.md's cost per call).
+	calls atomicCounter
+}
+
+type atomicCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *atomicCounter) add(n int) {
+	c.mu.Lock()
+	c.n += n
+	c.mu.Unlock()
+}
+
+func (c *atomicCounter) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func newLimiter(api API, table string, now func() time.Time, limits map[string]Limit) *limiter {
+	l := &limiter{api: api, table: table, now: now, limits: map[string]Limit{},
+		buckets: map[string]*rate.Limiter{}, slots: map[string]chan struct{}{}}
+	for target, lim := range limits {
+		if lim.IsZero() {
+			continue
+		}
+		l.limits[target] = lim
+		if lim.Rate > 0 {
+			l.buckets[target] = rate.NewLimiter(rate.Limit(lim.Rate), RateQuota(lim.Rate))
+		}
+		if lim.MaxInFlight > 0 {
+			l.slots[target] = make(chan struct{}, lim.MaxInFlight)
+		}
+	}
+	return l
+}
+
+// admit waits for target's limits to let one call through, for as long as it may (until
+// deadline: the caller must still be able to make the call after), and returns what releases
+// its slot once the call is recorded. holdUntil is how long the slot may be held at most: the
+// lease the call will run under. It returns a *heldError (errHeld) when the limits did not
+// admit the call by deadline: the caller leaves the intent as it is, due, and tries again
+// after the wait it names.
+func (l *limiter) admit(ctx context.Context, target string, holdUntil, deadline time.Time) (release func(), err error) {
+	lim, ok := l.limits[target]
+	if !ok {
+		return func() {}, nil
+	}
+	release = func() {}
+	if lim.MaxInFlight > 0 {
+		// The process's own calls queue here first: only one that could hold a slot asks the
+		// table for one.
+		local := l.slots[target]
+		if err := waitUntil(ctx, deadline, func() bool {
+			select {
+			case local <- struct{}{}:
+				return true
+			default:
+				return false
+			}
+		}); err != nil {
+			return nil, &heldError{target: target, wait: 200 * time.Millisecond, why: fmt.Sprintf("its %d calls in flight are this instance's", lim.MaxInFlight)}
+		}
+		releaseLocal := func() { <-local }
+		slot, owner, wait, err := l.takeSlot(ctx, target, lim.MaxInFlight, holdUntil, deadline)
+		if err != nil {
+			releaseLocal()
+			if errors.Is(err, errHeld) {
+				return nil, &heldError{target: target, wait: wait, why: fmt.Sprintf("%d calls in flight, its max_in_flight", lim.MaxInFlight)}
+			}
+			return nil, err
+		}
+		release = func() {
+			// Best effort: a slot not released ends with its lease (holdUntil).
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			l.releaseSlot(ctx, target, slot, owner)
+			releaseLocal()
+		}
+	}
+	if lim.Rate > 0 {
+		// The process's own calls are spaced first, before their leases: only one the rate
+		// could admit goes on to a lease and to the table's window (takeWindow).
+		res := l.buckets[target].Reserve()
+		if d := res.Delay(); time.Now().Add(d).After(deadline) {
+			res.Cancel()
+			release()
+			return nil, &heldError{target: target, wait: d, why: fmt.Sprintf("%g calls a second, its rate", lim.Rate)}
+		} else if err := sleep(ctx, d); err != nil {
+			res.Cancel()
+			release()
+			return nil, err
+		}
+	}
+	return release, nil
+}
+
+// rated reports whether target has a rate, and so a window to take once leased.
+func (l *limiter) rated(target string) bool { return l.limits[target].Rate > 0 }
+
+// rateHold is how long a leased call may wait for its rate window: the lease of a rated
+// target is written this much longer, so the wait never shortens the call.
+const rateHold = 5 * time.Second
+
+// waitUntil polls try with a short backoff until it succeeds, deadline passes or ctx ends.
+func waitUntil(ctx context.Context, deadline time.Time, try func() bool) error {
+	pause := 5 * time.Millisecond
+	for {
+		if try() {
+			return nil
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return errHeld
+		}
+		if err := sleep(ctx, pause+rand.N(pause)); err != nil {
+			return err
+		}
+		pause = min(pause*2, 200*time.Millisecond)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// takeWindow takes one call from the current rate window of target, right before the call (so
+// the window the downstream sees a call in is the one that counted it): a conditional ADD on the
+// window's counter item (one write). A full window waits for the next, while deadline allows;
+// past it, a *heldError.
+func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.Time) error {
+	r := l.limits[target].Rate
+	quota := RateQuota(r)
+	window := rateWindow(r)
+	for refused := 0; ; {
+		now := l.now()
+		index := now.UnixNano() / int64(window)
+		next := time.Unix(0, (index+1)*int64(window))
+		_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(l.table),
+			Key: map[string]types.AttributeValue{
+				dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitRatePrefix + strconv.FormatInt(index, 10)),
+			},
+			// Every attribute name aliased: DynamoDB reserves many words (CALL, COUNT...).
+			UpdateExpression:          aws.String("ADD #calls :one SET #exp = :exp"),
+			ConditionExpression:       aws.String("attribute_not_exists(#calls) OR #calls < :quota"),
+			ExpressionAttributeNames:  map[string]string{"#calls": "calls", "#exp": dedup.AttrExpiresAt},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":quota": num(int64(quota)), ":exp": num(next.Add(time.Hour).Unix())},
+		})
+		l.calls.add(1)
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil && !l.now().After(next):
+			return nil
+		case err == nil:
+			// The write took so long that its window is over: a call now would land in a later
+			// window that did not count it. The turn is forfeited (the downstream sees fewer
+			// calls than the rate, never more), and the current window asked.
+			continue
+		case !errors.As(err, &ccf):
+			return fmt.Errorf("rate window of target %s: %w", target, err)
+		}
+		// Other processes took this window: a later one, if there is time to wait for it. The
+		// wait spreads over more windows the more often it was refused, so that many waiting
+		// calls do not all ask at every window's start (each refusal is a write unit).
+		refused++
+		wait := next.Sub(now) + rand.N(window<<min(refused, 4)/2+1)
+		if time.Now().Add(wait).After(deadline) {
+			return &heldError{target: target, wait: wait, why: fmt.Sprintf("%g calls a second, its rate, taken by other workers", r)}
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// takeSlot takes one of target's max slot items: it reads them (one Query) and claims a free
+// one, or one whose holder's lease has ended, with a conditional write. While all are held it
+// reads again after a pause, until deadline.
+func (l *limiter) takeSlot(ctx context.Context, target string, n int, holdUntil, deadline time.Time) (slot int, owner string, wait time.Duration, err error) {
+	owner = strconv.FormatUint(rand.Uint64(), 36)
+	pause := 20 * time.Millisecond
+	for {
+		now := l.now()
+		held := map[int]int64{} // slot -> until, for the slots held now
+		out, err := l.api.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(l.table),
+			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :slot)"),
+			ExpressionAttributeNames:  map[string]string{"#pk": dedup.AttrPK, "#sk": dedup.AttrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(LimitPK(target)), ":slot": str(limitSlotPrefix)},
+			ConsistentRead:            aws.Bool(true),
+		})
+		l.calls.add(1)
+		if err != nil {
+			return 0, "", 0, fmt.Errorf("slots of target %s: %w", target, err)
+		}
+		for _, item := range out.Items {
+			sk, _ := item[dedup.AttrSK].(*types.AttributeValueMemberS)
+			until, _ := item["until"].(*types.AttributeValueMemberN)
+			if sk == nil || until == nil {
+				continue
+			}
+			i, err1 := strconv.Atoi(strings.TrimPrefix(sk.Value, limitSlotPrefix))
+			u, err2 := strconv.ParseInt(until.Value, 10, 64)
+			if err1 == nil && err2 == nil && u >= now.UnixMilli() {
+				held[i] = u
+			}
+		}
+		var free []int
+		soonest := int64(math.MaxInt64)
+		for i := range n {
+			if u, ok := held[i]; ok {
+				soonest = min(soonest, u)
+				continue
+			}
+			free = append(free, i)
+		}
+		if len(free) > 0 {
+			i := free[rand.N(len(free))]
+			_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(l.table),
+				Key: map[string]types.AttributeValue{
+					dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitSlotPrefix + strconv.Itoa(i)),
+				},
+				UpdateExpression:          aws.String("SET #holder = :me, #until = :until, #exp = :exp"),
+				ConditionExpression:       aws.String("attribute_not_exists(#until) OR #until < :now"),
+				ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.AttrExpiresAt},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner), ":until": num(holdUntil.UnixMilli()), ":now": num(now.UnixMilli()), ":exp": num(holdUntil.Add(time.Hour).Unix())},
+			})
+			l.calls.add(1)
+			var ccf *types.ConditionalCheckFailedException
+			switch {
+			case err == nil:
+				return i, owner, 0, nil
+			case !errors.As(err, &ccf):
+				return 0, "", 0, fmt.Errorf("slot %d of target %s: %w", i, target, err)
+			}
+			continue // another worker took it between the read and the write: read again
+		}
+		// All held: a slot frees when its call is recorded (soon, usually) or its lease ends.
+		wait = max(min(pause, time.Until(time.UnixMilli(soonest))), time.Millisecond)
+		if time.Now().Add(wait).After(deadline) {
+			return 0, "", max(wait, 200*time.Millisecond), errHeld
+		}
+		if err := sleep(ctx, wait+rand.N(wait/2+1)); err != nil {
+			return 0, "", 0, err
+		}
+		pause = min(pause*2, 500*time.Millisecond)
+	}
+}
+
+// releaseSlot frees a slot we hold: conditional on still holding it (a slot whose lease ended
+// may be another's by now).
+func (l *limiter) releaseSlot(ctx context.Context, target string, slot int, owner string) {
+	_, _ = l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(l.table),
+		Key: map[string]types.AttributeValue{
+			dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitSlotPrefix + strconv.Itoa(slot)),
+		},
+		UpdateExpression:          aws.String("REMOVE #holder, #until"),
+		ConditionExpression:       aws.String("#holder = :me"),
+		ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner)},
+	})
+	l.calls.add(1)
+}

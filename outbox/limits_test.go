@@ -1,0 +1,416 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+)
+
+// limitedDownstream is a real local HTTP service that records when each call started and how
+// many were under way at once, and takes hold to answer.
+type limitedDownstream struct {
+	*httptest.Server
+	mu       sync.Mutex
+	refuse   bool // answer 422 to every call, and count none
+	inFlight int
+	peak     int
+	starts   []time.Time
+	keys     map[string]int
+}
+
+func newLimitedDownstream(t testing.TB, hold time.Duration) *limitedDownstream {
+	d := &limitedDownstream{keys: map[string]int{}}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		if d.refuse {
+			d.mu.Unlock()
+			http.Error(w, "refused", http.StatusUnprocessableEntity)
+			return
+		}
+		d.inFlight++
+		d.peak = max(d.peak, d.inFlight)
+		d.starts = append(d.starts, time.Now())
+		d.keys[r.Header.Get("Idempotency-Key")]++
+		d.mu.Unlock()
+		time.Sleep(hold)
+		d.mu.Lock()
+		d.inFlight--
+		d.mu.Unlock()
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+// setRefuse turns refusing every call on or off.
+func (d *limitedDownstream) setRefuse(on bool) {
+	d.mu.Lock()
+	d.refuse = on
+	d.mu.Unlock()
+}
+
+// mostIn is the most calls that started within any span of length d.
+func (d *limitedDownstream) mostIn(span time.Duration) int {
+	d.mu.Lock()
+	starts := slices.Clone(d.starts)
+	d.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	most, j := 0, 0
+	for i := range starts {
+		for starts[i].Sub(starts[j]) >= span {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+// limitedWorkers are n workers, each its own process as far as the limits go (its own
+// in-process limiter), sending "email" to down under limit and the other target to the env's
+// downstream.
+func (e *env) limitedWorkers(n int, down *limitedDownstream, limit outbox.Limit, configure func(*outbox.Config)) []*outbox.Worker {
+	var ws []*outbox.Worker
+	for range n {
+		ws = append(ws, e.worker(func(c *outbox.Config) {
+			c.Executors["email"] = &outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second}
+			c.Limits = map[string]outbox.Limit{"email": limit}
+			if configure != nil {
+				configure(c)
+			}
+		}))
+	}
+	return ws
+}
+
+// raceOnTheBatch hands every worker the whole stream batch at once, as concurrent invocations
+// racing on the same records would get them.
+func raceOnTheBatch(t *testing.T, ws []*outbox.Worker, recs []events.DynamoDBEventRecord) {
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() {
+			if resp, err := w.HandleStream(context.Background(), batch(recs)); err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Errorf("%v %v", resp.BatchItemFailures, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// shareTheBatch deals the records out to the workers, as a stream's shards and the mapping's
+// parallelization do, and runs them at once. (Workers racing on the same records also hold the
+// limits, but each spends the rate's turn before it finds the intent taken: the downstream
+// sees fewer calls than the rate allows, never more.)
+func shareTheBatch(t *testing.T, ws []*outbox.Worker, recs []events.DynamoDBEventRecord) {
+	parts := make([][]events.DynamoDBEventRecord, len(ws))
+	for i, r := range recs {
+		parts[i%len(ws)] = append(parts[i%len(ws)], r)
+	}
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() {
+			if resp, err := w.HandleStream(context.Background(), batch(parts[i])); err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Errorf("%v %v", resp.BatchItemFailures, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// everyIntentDoneOnItsFirstAttempt: the limits held calls back without a lease, so none spent an
+// attempt, none parked, and none was called twice.
+func (e *env) everyIntentDoneOnItsFirstAttempt(down *limitedDownstream) {
+	e.t.Helper()
+	for _, c := range e.claims() {
+		for name, in := range c.Intents {
+			if in.Status != dedup.IntentDone || in.Attempts != 1 {
+				e.t.Errorf("%s %s: %s after %d attempts, want done on the first", c.EventID, name, in.Status, in.Attempts)
+			}
+		}
+	}
+	down.mu.Lock()
+	defer down.mu.Unlock()
+	for k, n := range down.keys {
+		if n != 1 {
+			e.t.Errorf("%s called %d times", k, n)
+		}
+	}
+}
+
+// Invariant: a target's max_in_flight holds across every worker. Four workers (four processes'
+// limiters) race on the same 40 events; the downstream sees at most 3 calls under way at once,
+// and every intent is done on its first attempt.
+func TestMaxInFlightHoldsAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newLimitedDownstream(t, 60*time.Millisecond)
+	e.commit(40)
+	ws := e.limitedWorkers(4, down, outbox.Limit{MaxInFlight: 3}, nil)
+	raceOnTheBatch(t, ws, e.records())
+	if len(down.keys) != 40 {
+		t.Fatalf("%d email intents called, want 40", len(down.keys))
+	}
+	if down.peak > 3 {
+		t.Errorf("%d calls under way at once, over max_in_flight 3", down.peak)
+	}
+	e.everyIntentDoneOnItsFirstAttempt(down)
+	t.Logf("peak in flight %d of 3", down.peak)
+}
+
+// Invariant: a target's rate holds across every worker: over any span T, at most rate*T calls
+// start, plus one rate window's quota (the windows are fixed; a span straddles one more), plus
+// one for the jitter between a worker's clock and the downstream's.
+func TestRateHoldsAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newLimitedDownstream(t, 0)
+	const rate, events = 40, 120
+	e.commit(events)
+	ws := e.limitedWorkers(4, down, outbox.Limit{Rate: rate}, nil)
+	start := time.Now()
+	shareTheBatch(t, ws, e.records())
+	took := time.Since(start)
+	if len(down.keys) != events {
+		t.Fatalf("%d email intents called, want %d", len(down.keys), events)
+	}
+	q := outbox.RateQuota(rate)
+	for _, span := range []time.Duration{time.Second, 2 * time.Second} {
+		bound := int(rate*span.Seconds()) + 2*q
+		if most := down.mostIn(span); most > bound {
+			t.Errorf("%d calls started within %s, over %g a second (bound %d)", most, span, float64(rate), bound)
+		}
+	}
+	e.everyIntentDoneOnItsFirstAttempt(down)
+	t.Logf("%d calls in %s (%.1f/s, rate %d); most in any second %d", events, took.Round(time.Millisecond), events/took.Seconds(), rate, down.mostIn(time.Second))
+}
+
+// slotHolder writes a slot of target as a worker that stopped mid-call leaves it: held until
+// its lease ends.
+func (e *env) slotHolder(target string, slot int, until time.Time) {
+	e.t.Helper()
+	_, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
+		dedup.AttrPK: &types.AttributeValueMemberS{Value: outbox.LimitPK(target)},
+		dedup.AttrSK: &types.AttributeValueMemberS{Value: fmt.Sprintf("SLOT#%d", slot)},
+		"holder":     &types.AttributeValueMemberS{Value: "crashed"},
+		"until":      &types.AttributeValueMemberN{Value: fmt.Sprint(until.UnixMilli())},
+	}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// Invariant: held-back work never spends an attempt and never parks, and a worker that stopped
+// holding a slot holds it until its lease ends, not forever. A slot held by a stopped worker
+// holds the only call max_in_flight allows: the invocation, out of time to wait, leaves the
+// intent untouched (pending, no attempt) and asks to be woken; once the holder's lease has
+// ended, the intent runs on its first attempt.
+func TestAHeldIntentSpendsNoAttemptAndAStoppedHolderFreesItsSlotWhenItsLeaseEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newLimitedDownstream(t, 0)
+	e.commitOne("evt_held")
+	e.slotHolder("email", 0, e.now().Add(time.Hour))
+	var woken []time.Time
+	var mu sync.Mutex
+	sched := schedulerFunc(func(_ context.Context, pk string, due time.Time) error {
+		mu.Lock()
+		woken = append(woken, due)
+		mu.Unlock()
+		return nil
+	})
+	ws := e.limitedWorkers(1, down, outbox.Limit{MaxInFlight: 1}, func(c *outbox.Config) { c.Scheduler = sched })
+	// An invocation with room for the call and little more: it cannot wait long.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+500*time.Millisecond+300*time.Millisecond)
+	defer cancel()
+	sum, err := ws[0].Process(ctx, e.claim("evt_held"))
+	if err != nil || sum[outbox.OutcomeHeld] != 1 {
+		t.Fatalf("%v %v, want the intent held back and its wake-up scheduled", sum, err)
+	}
+	if in := e.claim("evt_held").Intents["email.send"]; in.Status != dedup.IntentPending || in.Attempts != 0 {
+		t.Fatalf("held back: %+v, want pending with no attempt spent", in)
+	}
+	if len(woken) != 1 || woken[0].Before(e.now()) {
+		t.Fatalf("wake-ups %v, want one, after now", woken)
+	}
+	if len(down.keys) != 0 {
+		t.Fatal("a held intent was called")
+	}
+	// The stopped holder's lease ends (the clock moves past it): its slot is free again.
+	e.advance(2 * time.Hour)
+	if sum, err := ws[0].Process(context.Background(), e.claim("evt_held")); err != nil || sum[outbox.OutcomeDone] != 1 {
+		t.Fatalf("%v %v, want done once the holder's lease ended", sum, err)
+	}
+	e.everyIntentDoneOnItsFirstAttempt(down)
+}
+
+// limitCounter counts the DynamoDB calls the worker makes on the limit items.
+type limitCounter struct {
+	outbox.API
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *limitCounter) count(op string, pk *string) {
+	if strings.HasPrefix(aws.ToString(pk), outbox.LimitPK("")) {
+		c.mu.Lock()
+		c.calls[op]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *limitCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if pk, ok := in.Key[dedup.AttrPK].(*types.AttributeValueMemberS); ok {
+		c.count("UpdateItem", &pk.Value)
+	}
+	return c.API.UpdateItem(ctx, in, optFns...)
+}
+
+func (c *limitCounter) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if pk, ok := in.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS); ok {
+		c.count("Query", &pk.Value)
+	}
+	return c.API.Query(ctx, in, optFns...)
+}
+
+// What a limit costs, counted per call with one worker and no contention (docs/outbox.md): a
+// rate takes one conditional write per call (one more when that write outlasted its window);
+// max_in_flight a read of the slots, a write to take one and a write to give it back.
+func TestWhatALimitCostsPerCall(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		limit outbox.Limit
+		want  map[string]int
+	}{
+		{"rate", outbox.Limit{Rate: 1000}, map[string]int{"UpdateItem": 1}},
+		{"max_in_flight", outbox.Limit{MaxInFlight: 10}, map[string]int{"Query": 1, "UpdateItem": 2}},
+		{"both", outbox.Limit{Rate: 1000, MaxInFlight: 10}, map[string]int{"Query": 1, "UpdateItem": 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			down := newLimitedDownstream(t, 0)
+			const events = 10
+			for i := range events {
+				e.commitOne(fmt.Sprintf("evt_cost_%02d", i))
+			}
+			counter := &limitCounter{API: e.client, calls: map[string]int{}}
+			cfg := outbox.Config{Table: e.table, Now: e.now, Lease: 5 * time.Second, Margin: 500 * time.Millisecond,
+				Executors: map[string]outbox.Executor{"email": &outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second}},
+				Limits:    map[string]outbox.Limit{"email": c.limit}}
+			w, err := outbox.New(counter, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range events {
+				if _, err := w.Process(context.Background(), e.claim(fmt.Sprintf("evt_cost_%02d", i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for op, per := range c.want {
+				// A rate window whose write outlasted it is asked again (the turn forfeited): on
+				// a loaded machine a few calls cost one write more.
+				slack := 0
+				if c.limit.Rate > 0 && op == "UpdateItem" {
+					slack = events
+				}
+				if got := counter.calls[op]; got < per*events || got > per*events+slack {
+					t.Errorf("%s: %d for %d calls, want %d a call", op, got, events, per)
+				}
+			}
+			e.everyIntentDoneOnItsFirstAttempt(down)
+		})
+	}
+}
+
+// A limit that cannot work is refused by New, naming the target and the field.
+func TestALimitThatCannotWorkIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		limit outbox.Limit
+		field string
+	}{
+		{outbox.Limit{MaxInFlight: -1}, "MaxInFlight"},
+		{outbox.Limit{MaxInFlight: outbox.MaxMaxInFlight + 1}, "MaxInFlight"},
+		{outbox.Limit{Rate: -1}, "Rate"},
+		{outbox.Limit{Rate: 0.001}, "Rate"},
+		{outbox.Limit{Rate: outbox.MaxRate + 1}, "Rate"},
+	} {
+		_, err := outbox.New(dynamodb.New(dynamodb.Options{}), outbox.Config{Table: "t", Executors: map[string]outbox.Executor{"email": &outbox.HTTPExecutor{URL: "http://127.0.0.1:1"}},
+			Limits: map[string]outbox.Limit{"email": c.limit}})
+		if err == nil || !strings.Contains(err.Error(), `Limits["email"].`+c.field) {
+			t.Errorf("%+v: %v, want refused naming Limits[%q].%s", c.limit, err, "email", c.field)
+		}
+	}
+}
+
+// fillRateWindows takes every turn of target's rate windows from now to now+span, as other
+// workers would.
+func (e *env) fillRateWindows(target string, rate float64, span time.Duration) {
+	e.t.Helper()
+	q := outbox.RateQuota(rate)
+	window := time.Duration(float64(q) / rate * float64(time.Second))
+	now := e.now()
+	for i := now.UnixNano() / int64(window); i <= now.Add(span).UnixNano()/int64(window); i++ {
+		_, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
+			dedup.AttrPK: &types.AttributeValueMemberS{Value: outbox.LimitPK(target)},
+			dedup.AttrSK: &types.AttributeValueMemberS{Value: fmt.Sprintf("RATE#%d", i)},
+			"calls":      &types.AttributeValueMemberN{Value: fmt.Sprint(q)},
+		}})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// A call leased and then held back by its rate window (taken by other workers) is given back:
+// pending, at the attempt count it had, at least once and at most once alike (no call was made,
+// so an at-most-once intent is not parked as may-have-been-sent); once the windows free up it
+// runs on its first attempt, once.
+func TestACallTheRateHoldsAfterItsLeaseIsGivenBack(t *testing.T) {
+	t.Parallel()
+	for _, amo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("at most once %v", amo), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			down := newLimitedDownstream(t, 0)
+			e.commitOne("evt_window")
+			const rate = 10
+			e.fillRateWindows("email", rate, 20*time.Second)
+			var woken int
+			ws := e.limitedWorkers(1, down, outbox.Limit{Rate: rate}, func(c *outbox.Config) {
+				if amo {
+					c.Executors["email"] = outbox.AtMostOnce(c.Executors["email"])
+				}
+				c.Scheduler = schedulerFunc(func(context.Context, string, time.Time) error { woken++; return nil })
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+500*time.Millisecond+time.Second)
+			defer cancel()
+			sum, err := ws[0].Process(ctx, e.claim("evt_window"))
+			if err != nil || sum[outbox.OutcomeHeld] != 1 || woken != 1 {
+				t.Fatalf("%v %v, %d wake-ups: want held back and woken", sum, err, woken)
+			}
+			in := e.claim("evt_window").Intents["email.send"]
+			if in.Status != dedup.IntentPending || in.Attempts != 0 || in.LeaseOwner != "" {
+				t.Fatalf("held after its lease: %+v, want pending again with no attempt spent", in)
+			}
+			e.advance(time.Minute) // past the windows the others took
+			if sum, err := ws[0].Process(context.Background(), e.claim("evt_window")); err != nil || sum[outbox.OutcomeDone] != 1 {
+				t.Fatalf("%v %v, want done once the windows freed up", sum, err)
+			}
+			e.everyIntentDoneOnItsFirstAttempt(down)
+		})
+	}
+}
