@@ -26,7 +26,7 @@ func (failingAPI) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func
 // the worker runs them, allocate exactly what they allocate unwrapped; no span name or
 // attribute is built for a span that is never started.
 func TestWithTracingOffAnIntentsStepsAllocateNothingMore(t *testing.T) {
-	w := &Worker{api: failingAPI{}, cfg: Config{Table: "oncehook", Now: time.Now}}
+	w := &Worker{api: failingAPI{}, cfg: Config{Table: "oncehook", Now: time.Now}, limits: newLimiter(failingAPI{}, "oncehook", time.Now, nil)}
 	ctx := context.Background()
 	x := ExecutorFunc(func(context.Context, Task) error { return nil })
 	task := Task{Source: "shop", EventID: "e", Intent: "email.send", Target: "email", IdempotencyKey: "shop:e:email.send", Attempt: 1}
