@@ -1,7 +1,10 @@
 package outbox_test
 
 import (
+	"bufio"
 	"context"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -67,5 +70,47 @@ func TestAFailedCallToAnyFormOfWebhookURLNeverRecordsItsPathOrPassword(t *testin
 		for _, l := range leaks(rec.Ended(), "SECRET") {
 			t.Errorf("%s: a span holds the URL's path or password: %s", name, l)
 		}
+	}
+}
+
+// TestADownstreamsStatusLineNeverPutsTheURLsPathInASpan: a non-2xx answer is described in a
+// span "by its status alone", since what the downstream says may quote the path it was called
+// on ("Cannot POST /hooks/<token>"). The status line's reason phrase is the downstream's text
+// as much as its body is: a server that answers "404 Cannot POST /services/<token>" must not
+// put the token in the span.
+func TestADownstreamsStatusLineNeverPutsTheURLsPathInASpan(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				// As some frameworks answer: the reason phrase names the route that was not found.
+				_, _ = c.Write([]byte("HTTP/1.1 404 Cannot POST " + req.URL.Path + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+			}()
+		}
+	}()
+	rec, tp := recorder()
+	x := &outbox.HTTPExecutor{URL: "http://" + ln.Addr().String() + "/services/T000SECRET/B000SECRET"}
+	ctx, span := tp.Tracer("test").Start(context.Background(), "call hook")
+	err = x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
+	span.End()
+	if err == nil {
+		t.Fatal("the call succeeded")
+	}
+	for _, l := range leaks(rec.Ended(), "SECRET") {
+		t.Errorf("a span holds the URL's path, as the downstream's status line quoted it: %s", l)
 	}
 }
