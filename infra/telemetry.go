@@ -12,6 +12,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/oncehook/oncehook/internal/otelenv"
 )
 
 // OpenTelemetry turns on the functions' OpenTelemetry traces: each delivery a trace from the
@@ -67,10 +69,12 @@ func checkTelemetry(cfg *Props) error {
 			return fmt.Errorf("Props.OpenTelemetry.Endpoint %q: want an http(s) URL (the functions post to <it>/v1/traces)", e)
 		}
 	}
-	for k := range o.Environment {
+	for _, k := range sortedKeys(o.Environment) {
 		switch {
 		case k == "OTEL_TRACES_EXPORTER" || k == "OTEL_SDK_DISABLED" || (k == "OTEL_EXPORTER_OTLP_ENDPOINT" && o.Endpoint != ""):
 			return fmt.Errorf("Props.OpenTelemetry.Environment: %s is set by the prop", k)
+		case k == "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" && o.Endpoint != "":
+			return fmt.Errorf("Props.OpenTelemetry.Environment: %s would replace Endpoint for the traces: set one of them", k)
 		case !strings.HasPrefix(k, "OTEL_") && !strings.HasPrefix(k, "OPENTELEMETRY_COLLECTOR_"):
 			return fmt.Errorf("Props.OpenTelemetry.Environment: %s is not an OpenTelemetry setting (OTEL_..., OPENTELEMETRY_COLLECTOR_...): use Props.Environment", k)
 		}
@@ -80,7 +84,24 @@ func checkTelemetry(cfg *Props) error {
 			return fmt.Errorf("Props.Environment: %s: with Props.OpenTelemetry, OpenTelemetry's settings go in its Environment", k)
 		}
 	}
+	// What the functions would refuse at start (launch) fails here: the same checks.
+	env := telemetryEnv(o)
+	if _, err := otelenv.Read(func(k string) string { return env[k] }); err != nil {
+		return fmt.Errorf("Props.OpenTelemetry.Environment: %w", err)
+	}
 	return nil
+}
+
+// telemetryEnv is the functions' OpenTelemetry environment.
+func telemetryEnv(o *OpenTelemetry) map[string]string {
+	env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}
+	if o.Endpoint != "" {
+		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = o.Endpoint
+	}
+	for k, v := range o.Environment {
+		env[k] = v
+	}
+	return env
 }
 
 // telemetry wires the OpenTelemetry prop into each function: its environment, the collector
@@ -90,13 +111,7 @@ func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function)
 	if o == nil {
 		return
 	}
-	env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}
-	if o.Endpoint != "" {
-		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = o.Endpoint
-	}
-	for k, v := range o.Environment {
-		env[k] = v
-	}
+	env := telemetryEnv(o)
 	var layer awslambda.ILayerVersion
 	if o.CollectorLayerArn != "" {
 		layer = awslambda.LayerVersion_FromLayerVersionArn(scope, jsii.String("CollectorLayer"), jsii.String(o.CollectorLayerArn))

@@ -97,3 +97,17 @@ func ExampleTracingFromEnv() {
 	defer func() { _ = tracing.Shutdown(context.Background()) }()
 	fmt.Println(tracing.TracerProvider() != nil) // on or off, as the environment says
 }
+
+// A deployment tool that sets the functions' OpenTelemetry variables itself checks them
+// before it deploys: what the functions would refuse at start, refused here, naming the
+// variable.
+func ExampleCheckTracingEnv() {
+	err := launch.CheckTracingEnv(map[string]string{
+		"OTEL_TRACES_EXPORTER":    "otlp",
+		"OTEL_TRACES_SAMPLER":     "parentbased_traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG": "ten percent",
+	})
+	fmt.Println(err)
+	// Output:
+	// OTEL_TRACES_SAMPLER_ARG="ten percent": want a ratio from 0 to 1 for parentbased_traceidratio
+}

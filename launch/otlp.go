@@ -8,10 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -21,6 +17,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/oncehook/oncehook/internal/otelenv"
 )
 
 // otlpExporter sends spans as OTLP over HTTP, protobuf-encoded (the protocol's default, which
@@ -38,61 +36,9 @@ type otlpExporter struct {
 	client  *http.Client
 }
 
-// newOTLPExporter reads the standard variables: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the URL as
-// it is) or OTEL_EXPORTER_OTLP_ENDPOINT (a base, to which /v1/traces is added), default
-// http://localhost:4318; _HEADERS (k=v,k2=v2, values URL-encoded), _TIMEOUT (milliseconds,
-// default 10000) and _COMPRESSION (gzip or none), each the _TRACES_ one first.
-func newOTLPExporter() (*otlpExporter, error) {
-	get := func(name string) (string, string) {
-		for _, n := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + name, "OTEL_EXPORTER_OTLP_" + name} {
-			if v := strings.TrimSpace(os.Getenv(n)); v != "" {
-				return v, n
-			}
-		}
-		return "", "OTEL_EXPORTER_OTLP_" + name
-	}
-	x := &otlpExporter{url: "http://localhost:4318/v1/traces", headers: map[string]string{}}
-	if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
-		x.url = v
-	} else if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
-		x.url = strings.TrimSuffix(v, "/") + "/v1/traces"
-	}
-	u, err := url.Parse(x.url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: not an http(s) URL")
-	}
-	x.shown = u.Redacted()
-	// OTEL_EXPORTER_OTLP_HEADERS first, the traces' own over it.
-	for _, n := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
-		for _, pair := range strings.Split(os.Getenv(n), ",") {
-			if strings.TrimSpace(pair) == "" {
-				continue
-			}
-			k, v, ok := strings.Cut(pair, "=")
-			dv, err := url.PathUnescape(strings.TrimSpace(v))
-			if !ok || strings.TrimSpace(k) == "" || err != nil {
-				return nil, fmt.Errorf("%s: %q is not key=value", n, pair)
-			}
-			x.headers[strings.TrimSpace(k)] = dv
-		}
-	}
-	timeout := 10 * time.Second
-	if v, name := get("TIMEOUT"); v != "" {
-		ms, err := strconv.Atoi(v)
-		if err != nil || ms <= 0 {
-			return nil, fmt.Errorf("%s=%q: want milliseconds", name, v)
-		}
-		timeout = time.Duration(ms) * time.Millisecond
-	}
-	switch v, name := get("COMPRESSION"); v {
-	case "", "none":
-	case "gzip":
-		x.gzip = true
-	default:
-		return nil, fmt.Errorf("%s=%q: want gzip or none", name, v)
-	}
-	x.client = &http.Client{Timeout: timeout}
-	return x, nil
+// newOTLPExporter is the exporter the settings ask for.
+func newOTLPExporter(s otelenv.Settings) *otlpExporter {
+	return &otlpExporter{url: s.URL, shown: s.Shown, headers: s.Headers, gzip: s.Gzip, client: &http.Client{Timeout: s.Timeout}}
 }
 
 // ExportSpans sends one request with every span of the batch.

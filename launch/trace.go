@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +20,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncehook/oncehook/internal/otelenv"
 )
 
 // The functions' tracing is OpenTelemetry's, set by its own variables:
@@ -39,11 +40,8 @@ import (
 //	OTEL_BSP_*                   the batch span processor's queue and batch sizes
 //
 // OpenTelemetry's own default exporter is otlp; here it is none, so a function without a
-// collector never pays for a failing export.
-const (
-	tracesExporterEnv = "OTEL_TRACES_EXPORTER"
-	sdkDisabledEnv    = "OTEL_SDK_DISABLED"
-)
+// collector never pays for a failing export. internal/otelenv reads them (and infra checks a
+// deployment's with it at synth).
 
 // flushTimeout bounds the export at the end of each invocation (a collector layer on
 // localhost takes a millisecond or two): spans must leave before Lambda freezes the
@@ -61,26 +59,14 @@ type Tracing struct {
 // provider with W3C Trace Context as the global propagator, so that an application's planners
 // and executors trace into the same traces. Its errors name the variable.
 func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) {
-	exporter := strings.ToLower(strings.TrimSpace(os.Getenv(tracesExporterEnv)))
-	if disabled, _ := strconv.ParseBool(os.Getenv(sdkDisabledEnv)); disabled {
-		return &Tracing{}, nil
-	}
-	switch exporter {
-	case "", "none":
-		return &Tracing{}, nil
-	case "otlp":
-	default:
-		return nil, fmt.Errorf("%s=%q: want otlp (OTLP over HTTP) or none", tracesExporterEnv, os.Getenv(tracesExporterEnv))
-	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		if p := os.Getenv(name); p != "" && p != "http/protobuf" {
-			return nil, fmt.Errorf("%s=%q: only http/protobuf is linked into the functions (a collector layer takes it on localhost:4318)", name, p)
-		}
-	}
-	exp, err := newOTLPExporter()
+	s, err := otelenv.Read(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
+	if !s.On {
+		return &Tracing{}, nil
+	}
+	exp := newOTLPExporter(s)
 	res, err := lambdaResource(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
@@ -93,6 +79,16 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	}))
 	logger.Info("tracing on: OTLP over HTTP", "endpoint", exp.shown)
 	return &Tracing{Provider: tp}, nil
+}
+
+// CheckTracingEnv reports what TracingFromEnv would refuse in env, a function's environment
+// (the OTEL_ variables above): an exporter, protocol or sampler it does not take, an endpoint
+// that is not an http(s) URL, a header it cannot send, a timeout or compression it does not
+// know. The error names the variable. infra runs it at synth, so that a deployment whose
+// functions would refuse to start fails before it is deployed.
+func CheckTracingEnv(env map[string]string) error {
+	_, err := otelenv.Read(func(k string) string { return env[k] })
+	return err
 }
 
 // lambdaResource describes the function (the FaaS and cloud conventions), from what Lambda

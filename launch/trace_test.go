@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,8 @@ import (
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/webhook"
+
+	"github.com/oncehook/oncehook/internal/otelenv"
 )
 
 // sampleSpans are spans with everything OTLP carries: every attribute type (zero values
@@ -91,7 +94,7 @@ func TestTheExporterWritesWhatOpenTelemetrysWrites(t *testing.T) {
 	}
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
-	ours, err := newOTLPExporter()
+	ours, err := exporterFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +408,7 @@ func BenchmarkFlushOfADeliverysSpans(b *testing.B) {
 	}))
 	defer col.Close()
 	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
-	exp, err := newOTLPExporter()
+	exp, err := exporterFromEnv()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -437,9 +440,23 @@ func TestAnEndpointsCredentialsAreNeverLogged(t *testing.T) {
 	}
 	_, span := tr.Provider.Tracer("t").Start(context.Background(), "s")
 	span.End()
-	exp, _ := newOTLPExporter()
+	exp, _ := exporterFromEnv()
 	failed := exp.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)})
 	if failed == nil || strings.Contains(failed.Error(), "s3cr3t") || strings.Contains(logs.String(), "s3cr3t") || !strings.Contains(logs.String(), "127.0.0.1:1") {
 		t.Fatalf("logged %s; the export's error: %v", logs.String(), failed)
 	}
+}
+
+// exporterFromEnv is the exporter the process's OTLP variables ask for, tracing on.
+func exporterFromEnv() (*otlpExporter, error) {
+	s, err := otelenv.Read(func(k string) string {
+		if k == "OTEL_TRACES_EXPORTER" {
+			return "otlp"
+		}
+		return os.Getenv(k)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newOTLPExporter(s), nil
 }

@@ -51,8 +51,17 @@ func TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite(t *testing.
 	intent := func(n int) dedup.Intent {
 		return dedup.Intent{Name: "email.send", Target: "email", Payload: []byte(`"` + strings.Repeat("p", n) + `"`)}
 	}
+	// The probe's commits share one instant: the claim's timestamps are numbers whose stored
+	// size follows their digits (trailing zeros are not stored), so commits a millisecond
+	// apart can differ by a byte, and "one byte over the largest" must mean one instant's.
+	at := e.now()
+	frozen, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: func() time.Time { return at },
+		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: 72 * time.Hour, RedriveWindow: 30 * 24 * time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	commit := func(id string, n int) error {
-		_, err := e.store.Commit(context.Background(), dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)},
+		_, err := frozen.Commit(context.Background(), dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)},
 			dedup.Plan{Intents: []dedup.Intent{intent(n)}})
 		return err
 	}

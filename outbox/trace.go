@@ -94,12 +94,19 @@ func (w *Worker) traceIntent(ctx context.Context, claim *dedup.Claim, name strin
 	outcome, err := w.run(ctx, claim, name)
 	span.SetAttributes(AttrOutcome.String(outcome))
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, spanError(err).Error())
 	} else if outcome == OutcomeParked {
 		span.SetStatus(codes.Error, "parked")
 	}
 	span.End()
 	return outcome, err
+}
+
+// tracing says whether a step under ctx gets a span: tracing is on and the intent's span is
+// recording. Each step asks first, so that with tracing off (or the delivery sampled out) no
+// span name or attribute is built for a span never started.
+func (w *Worker) tracing(ctx context.Context) bool {
+	return w.tracer != nil && trace.SpanFromContext(ctx).IsRecording()
 }
 
 // step starts one step of an intent's turn under its span (nil when tracing is off, or that
@@ -118,6 +125,9 @@ func (w *Worker) dynamoDB() []attribute.KeyValue {
 
 // traceLease is lease, as the lease span. The attempt it took is set on the intent's span too.
 func (w *Worker) traceLease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (*lease, error) {
+	if !w.tracing(ctx) {
+		return w.lease(ctx, claim, name, amo)
+	}
 	intent := trace.SpanFromContext(ctx)
 	ctx, span := w.step(ctx, SpanLease, trace.SpanKindClient, w.dynamoDB()...)
 	l, err := w.lease(ctx, claim, name, amo)
@@ -142,6 +152,9 @@ func (w *Worker) traceLease(ctx context.Context, claim *dedup.Claim, name string
 // traceCall is execute, as the call span: the executor's own client span (a built-in one's)
 // is its child, and the trace context the executor carries to the downstream is that one's.
 func (w *Worker) traceCall(ctx context.Context, x Executor, t Task) (string, error) {
+	if !w.tracing(ctx) {
+		return execute(ctx, x, t)
+	}
 	ctx, span := w.step(ctx, SpanCall+" "+t.Target, trace.SpanKindInternal,
 		AttrTarget.String(t.Target), AttrAttempt.Int(t.Attempt), AttrAtMostOnce.Bool(t.AtMostOnce))
 	sent, err := execute(ctx, x, t)
@@ -149,7 +162,7 @@ func (w *Worker) traceCall(ctx context.Context, x Executor, t Task) (string, err
 		if sent != "" {
 			span.SetAttributes(AttrSent.String(truncate(sent)))
 		}
-		tracecontext.End(span, err, callErrorType(err))
+		tracecontext.End(span, spanError(err), callErrorType(err))
 	}
 	return sent, err
 }
@@ -174,6 +187,9 @@ func callErrorType(err error) string {
 
 // traceFinish is finish, as the finish span.
 func (w *Worker) traceFinish(ctx context.Context, l *lease, status, msg string) error {
+	if !w.tracing(ctx) {
+		return w.finish(ctx, l, status, msg)
+	}
 	ctx, span := w.step(ctx, SpanFinish, trace.SpanKindClient, append(w.dynamoDB(), AttrStatus.String(status))...)
 	err := w.finish(ctx, l, status, msg)
 	w.endFinish(span, err)
@@ -182,6 +198,9 @@ func (w *Worker) traceFinish(ctx context.Context, l *lease, status, msg string) 
 
 // traceRetry is retry, as the finish span of a retried attempt (pending again).
 func (w *Worker) traceRetry(ctx context.Context, l *lease, msg string) (time.Time, error) {
+	if !w.tracing(ctx) {
+		return w.retry(ctx, l, msg)
+	}
 	ctx, span := w.step(ctx, SpanFinish, trace.SpanKindClient, append(w.dynamoDB(), AttrStatus.String(dedup.IntentPending))...)
 	next, err := w.retry(ctx, l, msg)
 	if span != nil {
@@ -269,10 +288,57 @@ func endHTTPCall(span trace.Span, err error) {
 	}
 	var se *StatusError
 	if errors.As(err, &se) {
-		tracecontext.End(span, err, strconv.Itoa(se.StatusCode))
+		tracecontext.End(span, spanError(err), strconv.Itoa(se.StatusCode))
 		return
 	}
-	tracecontext.End(span, err, callErrorType(err))
+	tracecontext.End(span, spanError(err), callErrorType(err))
+}
+
+// spanError is err as a span's status may describe it: a webhook URL's path and query are its
+// secret (Slack's, Discord's incoming webhooks), and spans leave for a tracing backend that
+// neither the claims table's readers nor the console's redaction guard. An HTTP call's error
+// names its URL (and a redirect's Location) by scheme and host only, and a non-2xx answer by
+// its status alone: the downstream's body may quote the path it was called on ("Cannot POST
+// /hooks/<token>"). The claim's last_error keeps the whole error.
+func spanError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		d := "POST " + shownURL(se.URL) + ": " + se.Status
+		if se.Location != "" {
+			d += " to " + shownURL(se.Location)
+		}
+		return describedError{d, err}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return describedError{strings.ReplaceAll(err.Error(), ue.URL, shownURL(ue.URL)), err}
+	}
+	return err
+}
+
+// describedError is an error with another description.
+type describedError struct {
+	desc string
+	err  error
+}
+
+func (e describedError) Error() string { return e.desc }
+func (e describedError) Unwrap() error { return e.err }
+
+// shownURL is a URL by its scheme and host, with "/…" for a path or query left out.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(a URL)"
+	}
+	shown := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Opaque != "" {
+		shown += "/…"
+	}
+	return shown
 }
 
 // recordStatus records the answer's status on the HTTP client span in ctx.

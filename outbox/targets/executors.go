@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -95,10 +96,10 @@ func (x *SQS) Execute(ctx context.Context, t outbox.Task) error {
 func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
-	ctx, span := startCall(ctx, "SQS", "SendMessage", trace.SpanKindProducer, sqsAttrs(x.QueueURL)...)
+	ctx, span := startCall(ctx, "SQS", "SendMessage", trace.SpanKindProducer, func() []attribute.KeyValue { return sqsAttrs(x.QueueURL) })
 	defer func() { endCall(span, sent, err) }()
 	attrs := map[string]sqstypes.MessageAttributeValue{}
-	for k, v := range messageFields(ctx, attributes(t)) {
+	for k, v := range messageFields(ctx, attributes(t), len(t.Payload)) {
 		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(x.QueueURL), MessageBody: aws.String(string(t.Payload)), MessageAttributes: attrs,
@@ -143,9 +144,9 @@ func (x *SNS) Execute(ctx context.Context, t outbox.Task) error {
 func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
-	ctx, span := startCall(ctx, "SNS", "Publish", trace.SpanKindProducer, snsAttrs(x.TopicARN)...)
+	ctx, span := startCall(ctx, "SNS", "Publish", trace.SpanKindProducer, func() []attribute.KeyValue { return snsAttrs(x.TopicARN) })
 	defer func() { endCall(span, sent, err) }()
-	attrs := snsAttributes(messageFields(ctx, attributes(t)))
+	attrs := snsAttributes(messageFields(ctx, attributes(t), len(t.Payload)))
 	in := &sns.PublishInput{TopicArn: aws.String(x.TopicARN), Message: aws.String(string(t.Payload)), MessageAttributes: attrs}
 	if strings.HasSuffix(x.TopicARN, ".fifo") {
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
@@ -192,17 +193,20 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent st
 	if bus == "" {
 		bus = "default"
 	}
-	ctx, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(bus))
+	ctx, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue {
+		return []attribute.KeyValue{semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(bus)}
+	})
 	defer func() { endCall(span, sent, err) }()
-	detail, err := envelope(ctx, t)
-	if err != nil {
-		return "", err
-	}
 	if source == "" {
 		source = "oncehook"
 	}
 	if detailType == "" {
 		detailType = t.Intent
+	}
+	// An entry's size is its Source, DetailType and Detail (no Time or Resources are sent).
+	detail, err := envelope(ctx, t, maxMessageBytes-len(source)-len(detailType))
+	if err != nil {
+		return "", err
 	}
 	var opts []func(*eventbridge.Options)
 	if t.AtMostOnce {
@@ -282,7 +286,9 @@ func (x *StepFunctions) isExpress(ctx context.Context) (bool, error) {
 
 // ExecuteReport starts the execution and reports its ARN (outbox.Reporter).
 func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
-	ctx, span := startCall(ctx, "SFN", "StartExecution", trace.SpanKindClient, semconv.AWSStepFunctionsStateMachineARN(x.StateMachineARN))
+	ctx, span := startCall(ctx, "SFN", "StartExecution", trace.SpanKindClient, func() []attribute.KeyValue {
+		return []attribute.KeyValue{semconv.AWSStepFunctionsStateMachineARN(x.StateMachineARN)}
+	})
 	defer func() { endCall(span, sent, err) }()
 	if !json.Valid(t.Payload) {
 		return "", outbox.Permanent(errors.New("the intent's payload is not JSON: a state machine's input must be"))
@@ -368,15 +374,15 @@ func (x *Lambda) Execute(ctx context.Context, t outbox.Task) error {
 func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
-	ctx, span := startCall(ctx, "Lambda", "Invoke", trace.SpanKindClient, lambdaAttrs(x.Function)...)
+	ctx, span := startCall(ctx, "Lambda", "Invoke", trace.SpanKindClient, func() []attribute.KeyValue { return lambdaAttrs(x.Function) })
 	defer func() { endCall(span, sent, err) }()
-	payload, err := envelope(ctx, t)
+	kind, room := lambdatypes.InvocationTypeEvent, maxMessageBytes
+	if x.Synchronous {
+		kind, room = lambdatypes.InvocationTypeRequestResponse, maxSyncInvokeBytes
+	}
+	payload, err := envelope(ctx, t, room)
 	if err != nil {
 		return "", err
-	}
-	kind := lambdatypes.InvocationTypeEvent
-	if x.Synchronous {
-		kind = lambdatypes.InvocationTypeRequestResponse
 	}
 	var opts []func(*lambda.Options)
 	if t.AtMostOnce {

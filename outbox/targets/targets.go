@@ -62,13 +62,22 @@ type Envelope struct {
 }
 
 // envelope wraps t, refusing (permanently) a payload that is not JSON: the services take JSON.
-func envelope(ctx context.Context, t outbox.Task) ([]byte, error) {
+// The trace context goes in only while the envelope stays within room bytes: an envelope that
+// fits the service without it is never refused (and parked) for it.
+func envelope(ctx context.Context, t outbox.Task, room int) ([]byte, error) {
 	if !json.Valid(t.Payload) {
 		return nil, outbox.Permanent(errors.New("the intent's payload is not JSON"))
 	}
-	tc := tracecontext.Fields(ctx)
-	b, err := json.Marshal(Envelope{IdempotencyKey: t.IdempotencyKey, Source: t.Source, EventID: t.EventID,
-		EventType: t.EventType, Intent: t.Intent, Payload: t.Payload, Traceparent: tc["traceparent"], Tracestate: tc["tracestate"]})
+	env := Envelope{IdempotencyKey: t.IdempotencyKey, Source: t.Source, EventID: t.EventID,
+		EventType: t.EventType, Intent: t.Intent, Payload: t.Payload}
+	if tc := tracecontext.Fields(ctx); tc["traceparent"] != "" {
+		env.Traceparent, env.Tracestate = tc["traceparent"], tc["tracestate"]
+		if b, err := json.Marshal(env); err == nil && len(b) <= room {
+			return b, nil
+		}
+		env.Traceparent, env.Tracestate = "", ""
+	}
+	b, err := json.Marshal(env)
 	if err != nil {
 		return nil, outbox.Permanent(err)
 	}

@@ -36,8 +36,13 @@ import (
 const maxMessageAttributes = 10
 
 // startCall starts the call's span (a child of the worker's call span, when it is recording).
-func startCall(ctx context.Context, service, operation string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return tracecontext.Start(ctx, service+"."+operation, kind, append(tracecontext.AWS(service, operation), attrs...)...)
+// Its name and attributes are built only then: with tracing off a call costs no allocation
+// for a span never started.
+func startCall(ctx context.Context, service, operation string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, nil
+	}
+	return tracecontext.Start(ctx, service+"."+operation, kind, append(tracecontext.AWS(service, operation), attrs()...)...)
 }
 
 // endCall ends the call's span with what it sent, or its error's kind.
@@ -61,18 +66,37 @@ func endCall(span trace.Span, sent string, err error) {
 	tracecontext.End(span, err, kind, attrs...)
 }
 
+// maxMessageBytes is SNS's limit on a message with its attributes (and SQS's before it took
+// 1 MiB; a queue's own MaximumMessageSize may still be 256 KiB), EventBridge's on an entry and
+// Lambda's on an asynchronous invocation's payload: 256 KiB.
+const maxMessageBytes = 256 << 10
+
+// maxSyncInvokeBytes is Lambda's limit on a synchronous invocation's payload: 6 MB.
+const maxSyncInvokeBytes = 6 << 20
+
 // messageFields adds the W3C fields of ctx's trace context to a message's attributes own:
-// those that fit under the limit, none over one of ours.
-func messageFields(ctx context.Context, own map[string]string) map[string]string {
+// those that fit under the attribute count, none over one of ours, and none that would take
+// the message (its body of body bytes and its attributes, as SNS and SQS count them: name,
+// data type and value) past maxMessageBytes. A message that fits without the trace is never
+// refused for it: the trace is the first thing given up.
+func messageFields(ctx context.Context, own map[string]string, body int) map[string]string {
 	fields := tracecontext.Fields(ctx)
+	size := body
+	for k, v := range own {
+		size += attributeBytes(k, v)
+	}
 	for _, k := range []string{"traceparent", "tracestate", "baggage"} { // in order of need
 		v, ok := fields[k]
-		if _, mine := own[k]; ok && !mine && len(own) < maxMessageAttributes {
+		if _, mine := own[k]; ok && !mine && len(own) < maxMessageAttributes && size+attributeBytes(k, v) <= maxMessageBytes {
 			own[k] = v
+			size += attributeBytes(k, v)
 		}
 	}
 	return own
 }
+
+// attributeBytes is what a String message attribute counts against a message's size.
+func attributeBytes(name, value string) int { return len(name) + len("String") + len(value) }
 
 // xray is the X-Ray trace header of ctx's trace context, "" without one.
 func xray(ctx context.Context) string {

@@ -3,9 +3,12 @@ package targets
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncehook/oncehook/outbox"
 )
 
 // TestTraceAttributesNeverPassTheLimitNorReplaceOurs: the W3C fields join a message's
@@ -25,20 +28,64 @@ func TestTraceAttributesNeverPassTheLimitNorReplaceOurs(t *testing.T) {
 		}
 		return m
 	}
-	if m := messageFields(ctx, own(5)); len(m) != 7 || m["traceparent"] == "" || m["tracestate"] != "vendor=v1" {
+	if m := messageFields(ctx, own(5), 0); len(m) != 7 || m["traceparent"] == "" || m["tracestate"] != "vendor=v1" {
 		t.Fatalf("5 of ours: %v, want both fields added", m)
 	}
-	if m := messageFields(ctx, own(9)); len(m) != 10 || m["traceparent"] == "" || m["tracestate"] != "" {
+	if m := messageFields(ctx, own(9), 0); len(m) != 10 || m["traceparent"] == "" || m["tracestate"] != "" {
 		t.Fatalf("9 of ours: %v, want traceparent alone added", m)
 	}
-	if m := messageFields(ctx, own(10)); len(m) != 10 || m["traceparent"] != "" {
+	if m := messageFields(ctx, own(10), 0); len(m) != 10 || m["traceparent"] != "" {
 		t.Fatalf("10 of ours: %v, want nothing added", m)
 	}
 	mine := map[string]string{"traceparent": "ours", "idempotency_key": "k"}
-	if m := messageFields(ctx, mine); m["traceparent"] != "ours" || m["idempotency_key"] != "k" {
+	if m := messageFields(ctx, mine, 0); m["traceparent"] != "ours" || m["idempotency_key"] != "k" {
 		t.Fatalf("%v: an attribute of ours replaced", m)
 	}
-	if m := messageFields(context.Background(), own(5)); len(m) != 5 {
+	if m := messageFields(context.Background(), own(5), 0); len(m) != 5 {
 		t.Fatalf("no span: %v, want nothing added", m)
+	}
+}
+
+// TestTheTraceIsTheFirstThingGivenUpAtTheSizeLimit: at every body size from well under the
+// limit to past it, the trace's attributes join a message only while the message with them
+// stays within 256 KiB (as SNS counts: body, then each attribute's name, type and value), and
+// the envelope takes the trace only while it stays within its room; without a trace they are
+// what they were.
+func TestTheTraceIsTheFirstThingGivenUpAtTheSizeLimit(t *testing.T) {
+	ts, err := trace.ParseTraceState("vendor=v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled, TraceState: ts})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	size := func(m map[string]string, body int) int {
+		for k, v := range m {
+			body += attributeBytes(k, v)
+		}
+		return body
+	}
+	for body := maxMessageBytes - 200; body <= maxMessageBytes+10; body++ {
+		own := map[string]string{"idempotency_key": "shop:e:i", "source": "shop"}
+		plain := size(own, body)
+		m := messageFields(ctx, own, body)
+		if got := size(m, body); got > maxMessageBytes && got != plain {
+			t.Fatalf("body %d: the trace took the message to %d bytes", body, got)
+		}
+		if _, ok := m["traceparent"]; !ok && plain+attributeBytes("traceparent", "00-01000000000000000000000000000000-0200000000000000-01") <= maxMessageBytes {
+			t.Fatalf("body %d: traceparent left out of a message it fits", body)
+		}
+	}
+	for _, room := range []int{100, 150, 200, 250, 300} {
+		b, err := envelope(ctx, outbox.Task{IdempotencyKey: "k", Source: "s", EventID: "e", Intent: "i", Payload: []byte(`{"a":1}`)}, room)
+		if err != nil {
+			t.Fatal(err)
+		}
+		traced := strings.Contains(string(b), "traceparent")
+		if traced && len(b) > room {
+			t.Errorf("room %d: an envelope of %d bytes with the trace", room, len(b))
+		}
+		if !traced && room >= 250 {
+			t.Errorf("room %d: the trace left out of an envelope it fits (%d bytes without it)", room, len(b))
+		}
 	}
 }

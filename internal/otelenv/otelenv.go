@@ -1,0 +1,163 @@
+// Package otelenv reads the OpenTelemetry variables the functions' tracing takes
+// (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_*, OTEL_TRACES_SAMPLER), refusing what cannot be
+// honoured with an error naming the variable: launch reads them at start, and infra checks a
+// deployment's with the same code at synth. Standard library and httpguts only, so that the
+// CDK app's module does not take the functions' dependencies for it.
+package otelenv
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+const (
+	tracesExporterEnv = "OTEL_TRACES_EXPORTER"
+	sdkDisabledEnv    = "OTEL_SDK_DISABLED"
+)
+
+// Settings is what the variables ask of the traces' exporter.
+type Settings struct {
+	On      bool              // OTEL_TRACES_EXPORTER=otlp, and the SDK not disabled
+	URL     string            // where spans are posted
+	Shown   string            // URL without its userinfo, for logs and errors
+	Headers map[string]string // sent with each export
+	Timeout time.Duration     // per export
+	Gzip    bool
+}
+
+// Read reads the variables through getenv (os.Getenv, or a map's lookup): tracing off unless
+// OTEL_TRACES_EXPORTER is otlp; then the endpoint, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the URL
+// as it is) or OTEL_EXPORTER_OTLP_ENDPOINT (a base, to which /v1/traces is added), default
+// http://localhost:4318; _HEADERS (k=v,k2=v2, values URL-encoded), _TIMEOUT (milliseconds,
+// default 10000) and _COMPRESSION (gzip or none), each the _TRACES_ one first; the protocol
+// (http/protobuf only) and the sampler.
+func Read(getenv func(string) string) (Settings, error) {
+	on, err := checkTracing(getenv)
+	if err != nil || !on {
+		return Settings{}, err
+	}
+	get := func(name string) (string, string) {
+		for _, n := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + name, "OTEL_EXPORTER_OTLP_" + name} {
+			if v := strings.TrimSpace(getenv(n)); v != "" {
+				return v, n
+			}
+		}
+		return "", "OTEL_EXPORTER_OTLP_" + name
+	}
+	s := Settings{On: true, URL: "http://localhost:4318/v1/traces", Headers: map[string]string{}, Timeout: 10 * time.Second}
+	endpointVar := "OTEL_EXPORTER_OTLP_ENDPOINT"
+	if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
+		s.URL, endpointVar = v, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	} else if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
+		s.URL = strings.TrimSuffix(v, "/") + "/v1/traces"
+	}
+	u, err := url.Parse(s.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Settings{}, fmt.Errorf("%s: not an http(s) URL", endpointVar)
+	}
+	s.Shown = u.Redacted()
+	// OTEL_EXPORTER_OTLP_HEADERS first, the traces' own over it.
+	for _, n := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		if err := parseHeaders(n, getenv(n), s.Headers); err != nil {
+			return Settings{}, err
+		}
+	}
+	if v, name := get("TIMEOUT"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return Settings{}, fmt.Errorf("%s=%q: want milliseconds", name, v)
+		}
+		s.Timeout = time.Duration(ms) * time.Millisecond
+	}
+	switch v, name := get("COMPRESSION"); v {
+	case "", "none":
+	case "gzip":
+		s.Gzip = true
+	default:
+		return Settings{}, fmt.Errorf("%s=%q: want gzip or none", name, v)
+	}
+	return s, nil
+}
+
+// parseHeaders reads an OTLP headers variable (k=v,k2=v2, values URL-encoded) into into. A
+// header it refuses is named by its place in the list, never quoted: its value is a vendor's
+// key, and the refusal is logged. A name or a value net/http would not send (a space in the
+// name, a line break or a NUL decoded from the value) is refused here, at start, rather than
+// fail every export.
+func parseHeaders(name, list string, into map[string]string) error {
+	for i, pair := range strings.Split(list, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return fmt.Errorf("%s: header %d is not key=value (its text is not shown: it may hold a key)", name, i+1)
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("%s: header %d: its name is not an HTTP header name (token characters only)", name, i+1)
+		}
+		dv, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%s: header %s: its value is not URL-encoded (a %% not followed by two hex digits)", name, k)
+		}
+		if !httpguts.ValidHeaderFieldValue(dv) {
+			return fmt.Errorf("%s: header %s: its value holds a control character (a line break, a NUL) that HTTP cannot carry", name, k)
+		}
+		into[k] = dv
+	}
+	return nil
+}
+
+// checkTracing says whether the environment turns tracing on, refusing an exporter, a
+// protocol or a sampler that cannot be honoured.
+func checkTracing(getenv func(string) string) (on bool, err error) {
+	if disabled, _ := strconv.ParseBool(getenv(sdkDisabledEnv)); disabled {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(getenv(tracesExporterEnv))) {
+	case "", "none":
+		return false, nil
+	case "otlp":
+	default:
+		return false, fmt.Errorf("%s=%q: want otlp (OTLP over HTTP) or none", tracesExporterEnv, getenv(tracesExporterEnv))
+	}
+	// The traces' own protocol first, as every other _TRACES_ variable: the general one may be
+	// set for metrics or logs that go elsewhere.
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if p := strings.TrimSpace(getenv(name)); p != "" {
+			if p != "http/protobuf" {
+				return false, fmt.Errorf("%s=%q: only http/protobuf is linked into the functions (a collector layer takes it on localhost:4318)", name, p)
+			}
+			break
+		}
+	}
+	return true, checkSampler(getenv)
+}
+
+// checkSampler refuses a sampler the SDK would not honour. The SDK reads OTEL_TRACES_SAMPLER
+// and _ARG itself, but one it does not know, or a ratio that is not one, only reaches its
+// error handler, and every delivery is sampled instead: a deployment that asked for a tenth of
+// its traffic would export all of it.
+func checkSampler(getenv func(string) string) error {
+	sampler := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
+	arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
+	switch sampler {
+	case "", "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
+		return nil
+	case "traceidratio", "parentbased_traceidratio":
+		if arg == "" {
+			return nil // the SDK's default ratio, 1
+		}
+		if r, err := strconv.ParseFloat(arg, 64); err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1 for %s", arg, sampler)
+		}
+		return nil
+	}
+	return fmt.Errorf("OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio, parentbased_always_on (the default), parentbased_always_off or parentbased_traceidratio", getenv("OTEL_TRACES_SAMPLER"))
+}
