@@ -287,9 +287,9 @@ func TestWhatALimitCostsPerCall(t *testing.T) {
 		limit outbox.Limit
 		want  map[string]int
 	}{
-		{"rate", outbox.Limit{Rate: 1000}, map[string]int{"UpdateItem": 1}},
+		{"rate", outbox.Limit{Rate: outbox.MaxRate}, map[string]int{"UpdateItem": 1}},
 		{"max_in_flight", outbox.Limit{MaxInFlight: 10}, map[string]int{"Query": 1, "UpdateItem": 2}},
-		{"both", outbox.Limit{Rate: 1000, MaxInFlight: 10}, map[string]int{"Query": 1, "UpdateItem": 3}},
+		{"both", outbox.Limit{Rate: outbox.MaxRate, MaxInFlight: 10}, map[string]int{"Query": 1, "UpdateItem": 3}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
