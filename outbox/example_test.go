@@ -31,8 +31,9 @@ func ExampleLimit() {
 }
 
 // RateQuota is how many calls one rate window admits: a quarter of a second's worth, at least
-// one. Over any span T at most rate x T plus one quota start.
+// one. Over a span T of whole windows at most rate x T plus one quota start, and never more
+// than rate x T plus two.
 func ExampleRateQuota() {
-	fmt.Println(outbox.RateQuota(20), outbox.RateQuota(1), outbox.RateQuota(1000))
-	// Output: 5 1 250
+	fmt.Println(outbox.RateQuota(20), outbox.RateQuota(1), outbox.RateQuota(outbox.MaxRate))
+	// Output: 5 1 125
 }

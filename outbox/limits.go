@@ -28,19 +28,25 @@ import (
 // queue, and the stream is not a queue). See docs/outbox.md, "Per-target limits".
 type Limit struct {
 	// MaxInFlight caps the calls to the target under way at once; 0: no cap. Each call holds
-	// one of MaxInFlight slot items for as long as its lease, released when it is recorded;
-	// a worker that stops mid-call holds its slot until its lease ends, never longer.
+	// one of MaxInFlight slot items from right before its lease until it is recorded; a call
+	// that may still be running at the downstream (it timed out, or its connection broke,
+	// before an answer) and a worker that stops mid-call hold theirs until the lease and the
+	// margin have ended, never longer.
 	MaxInFlight int
 	// Rate caps the calls to the target started per second; 0: no cap. Time is cut into
 	// windows of RateQuota(Rate) calls each (a quarter of a second's worth, at least one call),
-	// each a counter item: over any span T at most Rate*T calls plus one window's quota start.
+	// each a counter item: a span of T covers at most ceil(T/window)+1 windows, so at most
+	// Rate*T calls plus one window's quota start in a span of whole windows, and never more
+	// than Rate*T plus two quotas (a span across one window's end and the next one's start).
 	Rate float64
 }
 
-// Bounds of Limit, as the sources file's max_in_flight and rate.
+// Bounds of Limit, as the sources file's max_in_flight and rate. A target's limit items share
+// one DynamoDB partition, which takes about 1,000 writes a second: a call under a rate writes
+// it once (a refused turn too), under max_in_flight twice.
 const (
 	MaxMaxInFlight = 1000
-	MaxRate        = 10000
+	MaxRate        = 500
 )
 
 // Validate reports a limit that cannot work, naming its field.
@@ -143,18 +149,34 @@ func newLimiter(api API, table string, now func() time.Time, limits map[string]L
 	return l
 }
 
+// admission is a call the limits let through: the slot it holds (if its target has
+// max_in_flight), until when, and how to give it back.
+type admission struct {
+	// until is when the slot ends by itself (zero without one): the call's lease must end
+	// before it.
+	until time.Time
+	// release gives the slot back once the call is recorded. keep leaves the table's slot held
+	// until it ends by itself: the call may still be running at the downstream (it timed out,
+	// or its connection broke, before an answer).
+	release func(keep bool)
+}
+
 // admit waits for target's limits to let one call through, for as long as it may (until
-// deadline: the caller must still be able to make the call after), and returns what releases
-// its slot once the call is recorded. holdUntil is how long the slot may be held at most: the
-// lease the call will run under. It returns a *heldError (errHeld) when the limits did not
-// admit the call by deadline: the caller leaves the intent as it is, due, and tries again
-// after the wait it names.
-func (l *limiter) admit(ctx context.Context, target string, holdUntil, deadline time.Time) (release func(), err error) {
+// deadline: the caller must still be able to make the call after). hold is how long a slot is
+// held from the moment it is taken: the lease the call runs under, written right after, and
+// the margin. It returns a *heldError (errHeld) when the limits did not admit the call by
+// deadline: the caller leaves the intent as it is, due, and tries again after the wait it
+// names.
+//
+// The waits come first (the process's own calls, then its own turn at the rate), the slot
+// last, right before the lease: so a slot is held for the call's lease, never for a wait, and
+// a worker that stops mid-call holds it until that lease has ended and no longer.
+func (l *limiter) admit(ctx context.Context, target string, hold time.Duration, deadline time.Time) (*admission, error) {
 	lim, ok := l.limits[target]
 	if !ok {
-		return func() {}, nil
+		return &admission{release: func(bool) {}}, nil
 	}
-	release = func() {}
+	releaseLocal := func() {}
 	if lim.MaxInFlight > 0 {
 		// The process's own calls queue here first: only one that could hold a slot asks the
 		// table for one.
@@ -169,22 +191,7 @@ func (l *limiter) admit(ctx context.Context, target string, holdUntil, deadline 
 		}); err != nil {
 			return nil, &heldError{target: target, wait: 200 * time.Millisecond, why: fmt.Sprintf("its %d calls in flight are this instance's", lim.MaxInFlight)}
 		}
-		releaseLocal := func() { <-local }
-		slot, owner, wait, err := l.takeSlot(ctx, target, lim.MaxInFlight, holdUntil, deadline)
-		if err != nil {
-			releaseLocal()
-			if errors.Is(err, errHeld) {
-				return nil, &heldError{target: target, wait: wait, why: fmt.Sprintf("%d calls in flight, its max_in_flight", lim.MaxInFlight)}
-			}
-			return nil, err
-		}
-		release = func() {
-			// Best effort: a slot not released ends with its lease (holdUntil).
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			l.releaseSlot(ctx, target, slot, owner)
-			releaseLocal()
-		}
+		releaseLocal = func() { <-local }
 	}
 	if lim.Rate > 0 {
 		// The process's own calls are spaced first, before their leases: only one the rate
@@ -192,15 +199,35 @@ func (l *limiter) admit(ctx context.Context, target string, holdUntil, deadline 
 		res := l.buckets[target].Reserve()
 		if d := res.Delay(); time.Now().Add(d).After(deadline) {
 			res.Cancel()
-			release()
+			releaseLocal()
 			return nil, &heldError{target: target, wait: d, why: fmt.Sprintf("%g calls a second, its rate", lim.Rate)}
 		} else if err := sleep(ctx, d); err != nil {
 			res.Cancel()
-			release()
+			releaseLocal()
 			return nil, err
 		}
 	}
-	return release, nil
+	if lim.MaxInFlight == 0 {
+		return &admission{release: func(bool) {}}, nil
+	}
+	slot, owner, until, wait, err := l.takeSlot(ctx, target, lim.MaxInFlight, hold, deadline)
+	if err != nil {
+		releaseLocal()
+		if errors.Is(err, errHeld) {
+			return nil, &heldError{target: target, wait: wait, why: fmt.Sprintf("%d calls in flight, its max_in_flight", lim.MaxInFlight)}
+		}
+		return nil, err
+	}
+	return &admission{until: until, release: func(keep bool) {
+		defer releaseLocal()
+		if keep {
+			return // held in the table until it ends: the downstream may still be running the call
+		}
+		// Best effort: a slot not released ends by itself (until).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		l.releaseSlot(ctx, target, slot, owner)
+	}}, nil
 }
 
 // rated reports whether target has a rate, and so a window to take once leased.
@@ -269,7 +296,11 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 		case err == nil:
 			// The write took so long that its window is over: a call now would land in a later
 			// window that did not count it. The turn is forfeited (the downstream sees fewer
-			// calls than the rate, never more), and the current window asked.
+			// calls than the rate, never more), and the current window asked, if there is
+			// still time for the call after it.
+			if time.Now().After(deadline) {
+				return &heldError{target: target, wait: window, why: fmt.Sprintf("%g calls a second, its rate: its window's writes outlasted the window", r)}
+			}
 			continue
 		case !errors.As(err, &ccf):
 			return fmt.Errorf("rate window of target %s: %w", target, err)
@@ -291,7 +322,7 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 // takeSlot takes one of target's max slot items: it reads them (one Query) and claims a free
 // one, or one whose holder's lease has ended, with a conditional write. While all are held it
 // reads again after a pause, until deadline.
-func (l *limiter) takeSlot(ctx context.Context, target string, n int, holdUntil, deadline time.Time) (slot int, owner string, wait time.Duration, err error) {
+func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.Duration, deadline time.Time) (slot int, owner string, until time.Time, wait time.Duration, err error) {
 	owner = strconv.FormatUint(rand.Uint64(), 36)
 	pause := 20 * time.Millisecond
 	for {
@@ -306,7 +337,7 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, holdUntil,
 		})
 		l.calls.add(1)
 		if err != nil {
-			return 0, "", 0, fmt.Errorf("slots of target %s: %w", target, err)
+			return 0, "", time.Time{}, 0, fmt.Errorf("slots of target %s: %w", target, err)
 		}
 		for _, item := range out.Items {
 			sk, _ := item[dedup.AttrSK].(*types.AttributeValueMemberS)
@@ -331,6 +362,7 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, holdUntil,
 		}
 		if len(free) > 0 {
 			i := free[rand.N(len(free))]
+			holdUntil := l.now().Add(hold)
 			_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: aws.String(l.table),
 				Key: map[string]types.AttributeValue{
@@ -345,19 +377,19 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, holdUntil,
 			var ccf *types.ConditionalCheckFailedException
 			switch {
 			case err == nil:
-				return i, owner, 0, nil
+				return i, owner, time.UnixMilli(holdUntil.UnixMilli()), 0, nil
 			case !errors.As(err, &ccf):
-				return 0, "", 0, fmt.Errorf("slot %d of target %s: %w", i, target, err)
+				return 0, "", time.Time{}, 0, fmt.Errorf("slot %d of target %s: %w", i, target, err)
 			}
 			continue // another worker took it between the read and the write: read again
 		}
 		// All held: a slot frees when its call is recorded (soon, usually) or its lease ends.
 		wait = max(min(pause, time.Until(time.UnixMilli(soonest))), time.Millisecond)
 		if time.Now().Add(wait).After(deadline) {
-			return 0, "", max(wait, 200*time.Millisecond), errHeld
+			return 0, "", time.Time{}, max(wait, 200*time.Millisecond), errHeld
 		}
 		if err := sleep(ctx, wait+rand.N(wait/2+1)); err != nil {
-			return 0, "", 0, err
+			return 0, "", time.Time{}, 0, err
 		}
 		pause = min(pause*2, 500*time.Millisecond)
 	}

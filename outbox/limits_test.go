@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -67,15 +68,7 @@ func (d *limitedDownstream) mostIn(span time.Duration) int {
 	d.mu.Lock()
 	starts := slices.Clone(d.starts)
 	d.mu.Unlock()
-	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-	most, j := 0, 0
-	for i := range starts {
-		for starts[i].Sub(starts[j]) >= span {
-			j++
-		}
-		most = max(most, i-j+1)
-	}
-	return most
+	return harness.MostIn(starts, span)
 }
 
 // limitedWorkers are n workers, each its own process as far as the limits go (its own
@@ -294,9 +287,9 @@ func TestWhatALimitCostsPerCall(t *testing.T) {
 		limit outbox.Limit
 		want  map[string]int
 	}{
-		{"rate", outbox.Limit{Rate: 1000}, map[string]int{"UpdateItem": 1}},
+		{"rate", outbox.Limit{Rate: outbox.MaxRate}, map[string]int{"UpdateItem": 1}},
 		{"max_in_flight", outbox.Limit{MaxInFlight: 10}, map[string]int{"Query": 1, "UpdateItem": 2}},
-		{"both", outbox.Limit{Rate: 1000, MaxInFlight: 10}, map[string]int{"Query": 1, "UpdateItem": 3}},
+		{"both", outbox.Limit{Rate: outbox.MaxRate, MaxInFlight: 10}, map[string]int{"Query": 1, "UpdateItem": 3}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -315,14 +315,26 @@ const maxHold = 30 * time.Second
 
 // admit waits for the limits of the intent's target, if it has any: until its turn, for as long
 // as the invocation leaves room for the call after the wait (and maxHold at most). The slot it
-// takes is held until the lease the call will run under ends at the latest.
-func (w *Worker) admit(ctx context.Context, target string) (func(), error) {
-	now := time.Now()
-	deadline := now.Add(maxHold)
+// takes is held from then for the lease the call will run under, plus the margin.
+func (w *Worker) admit(ctx context.Context, target string) (*admission, error) {
+	deadline := time.Now().Add(maxHold)
 	if d, ok := ctx.Deadline(); ok {
 		deadline = minTime(deadline, d.Add(-w.callBudget(target)-w.cfg.Margin))
 	}
-	return w.limits.admit(ctx, target, w.cfg.Now().Add(deadline.Sub(now)+w.leaseFor(target)+w.cfg.Margin), deadline)
+	return w.limits.admit(ctx, target, w.leaseFor(target)+w.cfg.Margin, deadline)
+}
+
+// mayStillRun reports whether a call that failed with err may still be under way at the
+// downstream: it was written and no answer came back (a timeout, a connection that broke). Its
+// max_in_flight slot stays held until it ends by itself, rather than let the next call start
+// beside it.
+func mayStillRun(err error) bool {
+	if err == nil || IsNotSent(err) || IsDeduplicated(err) {
+		return false
+	}
+	var se *StatusError
+	var answer interface{ HTTPStatusCode() int } // an AWS service's answer (smithy's ResponseError)
+	return !errors.As(err, &se) && !errors.As(err, &answer)
 }
 
 // leaseFor is the lease written for an intent of target: Lease, and for a target with a rate
@@ -458,7 +470,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	amo := IsAtMostOnce(w.cfg.Executors[claim.Intents[name].Target])
 	// The target's limits first: an intent they hold back is not leased, so it spends no
 	// attempt (the lease is what counts one) and stays due.
-	release, err := w.admit(ctx, claim.Intents[name].Target)
+	adm, err := w.admit(ctx, claim.Intents[name].Target)
 	if err != nil {
 		var held *heldError
 		if errors.As(err, &held) {
@@ -466,10 +478,20 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 		}
 		return OutcomeHeld, err
 	}
-	defer release()
+	keepSlot := false // the call may still be running at the downstream: its slot ends by itself
+	defer func() { adm.release(keepSlot) }()
 	l, err := w.traceLease(ctx, claim, name, amo)
 	if err != nil || l == nil {
 		return OutcomeBusy, err
+	}
+	if !adm.until.IsZero() && l.ends.After(adm.until) {
+		// The slot's write took longer than the margin: the call could outlive its slot. No
+		// call was made: the lease is given back and the intent tried again soon.
+		if uerr := w.unlease(context.WithoutCancel(ctx), l); uerr != nil {
+			return OutcomeBusy, fmt.Errorf("the lease outlasts its max_in_flight slot, and could not be given back: %w", uerr)
+		}
+		w.cfg.Metrics.Intent(claim.Intents[name].Target, OutcomeHeld, 0)
+		return OutcomeHeld, &heldError{target: claim.Intents[name].Target, wait: 200 * time.Millisecond, why: "its max_in_flight slot was taken too slowly to cover the lease"}
 	}
 	if err := w.takeWindow(ctx, l, claim.Intents[name].Target); err != nil {
 		var held *heldError
@@ -506,6 +528,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 			AtMostOnce:     amo,
 		})
 		cancel()
+		keepSlot = mayStillRun(execErr)
 	}
 	latency := time.Since(start)
 	if amo && execErr != nil && !IsNotSent(execErr) && !IsDeduplicated(execErr) && !IsPermanent(execErr) {

@@ -132,10 +132,11 @@ type Target struct {
 	// parks for a person instead (outbox.AtMostOnce).
 	Delivery string `json:"delivery,omitempty"`
 	// MaxInFlight caps the calls to the target under way at once, across every worker (every
-	// outbox invocation and the sweeper); 0 or absent: no cap. 1 to 1000.
+	// outbox invocation and the sweeper). 1 to 1000; absent (0 here) is no cap, and a file that
+	// writes 0 is refused.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
-	// Rate caps the calls to the target started per second, across every worker; 0 or absent:
-	// no cap. 0.01 to 10000. A call a limit holds back waits for its turn, or is woken near
+	// Rate caps the calls to the target started per second, across every worker. 0.01 to
+	// 10000; absent (0 here) is no cap, and a file that writes 0 is refused. A call a limit holds back waits for its turn, or is woken near
 	// it; it spends no attempt and never parks (outbox.Limit).
 	Rate float64 `json:"rate,omitempty"`
 
@@ -497,6 +498,19 @@ func Parse(b []byte) (*File, error) {
 		f.Tables = make(map[string]*Table, len(raw.Tables))
 		if err := decodeEntries("tables", raw.Tables, f.Tables); err != nil {
 			return nil, err
+		}
+	}
+	// A limit written as 0 is a mistake, not "no cap" (that is the field left out): in Go a
+	// Target's zero limit is absent, so only the file can tell the two apart.
+	for _, name := range slices.Sorted(maps.Keys(raw.Targets)) {
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(raw.Targets[name], &keys) // decoded above
+		for _, field := range []string{"max_in_flight", "rate"} {
+			if v, ok := keys[field]; ok {
+				if n, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64); err == nil && n == 0 {
+					return nil, &FieldError{Field: "targets." + name + "." + field, Reason: "0: leave the field out for no cap; a cap is at least 1 call at once (max_in_flight) or 0.01 a second (rate)"}
+				}
+			}
 		}
 	}
 	preset := map[string]bool{} // retry horizons the file leaves to the scheme's preset

@@ -248,10 +248,10 @@ func (f *File) Validate() error {
 			tg.Type = TargetHTTP
 		}
 		if tg.MaxInFlight < 0 || tg.MaxInFlight > 1000 {
-			return &FieldError{Field: at + ".max_in_flight", Reason: fmt.Sprintf("%d: must be between 1 and 1000 calls at once (absent: no cap)", tg.MaxInFlight)}
+			return &FieldError{Field: at + ".max_in_flight", Reason: fmt.Sprintf("%d: must be between 1 and 1000 calls at once (leave it out for no cap)", tg.MaxInFlight)}
 		}
-		if math.IsNaN(tg.Rate) || tg.Rate < 0 || tg.Rate > 10000 || (tg.Rate > 0 && tg.Rate < 0.01) {
-			return &FieldError{Field: at + ".rate", Reason: fmt.Sprintf("%g: must be between 0.01 and 10000 calls a second (absent: no cap)", tg.Rate)}
+		if math.IsNaN(tg.Rate) || tg.Rate < 0 || tg.Rate > 500 || (tg.Rate > 0 && tg.Rate < 0.01) {
+			return &FieldError{Field: at + ".rate", Reason: fmt.Sprintf("%g: must be between 0.01 and 500 calls a second (leave it out for no cap)", tg.Rate)}
 		}
 		switch tg.Delivery {
 		case "":

@@ -375,6 +375,11 @@ func (d *Downstream) MostIn(span time.Duration) int {
 	d.mu.Lock()
 	starts := slices.Clone(d.starts)
 	d.mu.Unlock()
+	return MostIn(starts, span)
+}
+
+// MostIn is the most of times (in any order; sorted in place) within any span of length span.
+func MostIn(starts []time.Time, span time.Duration) int {
 	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
 	most, j := 0, 0
 	for i := range starts {

@@ -59,6 +59,17 @@ var mutations = []mutation{
 	{"limit: a call held back after its lease gives the lease back", "outbox/worker.go",
 		`UpdateExpression:          aws.String("SET intents.#n.#st = :pending, intents.#n.attempts = intents.#n.attempts - :one REMOVE intents.#n.lease_until, intents.#n.lease_owner"),`, `UpdateExpression:          aws.String("SET intents.#n.#st = intents.#n.#st, intents.#n.attempts = intents.#n.attempts + :one - :one REMOVE intents.#n.lease_owner"),`,
 		"./outbox", "TestACallTheRateHoldsAfterItsLeaseIsGivenBack"},
+	{"limit: a call that may still be running keeps its slot", "outbox/worker.go",
+		`keepSlot = mayStillRun(execErr)`, `keepSlot = mayStillRun(execErr) && false`,
+		"./outbox", "TestMaxInFlightHoldsWhenCallsOutlastTheirTimeout"},
+	{"limit: a slot is held for the lease from when it is taken", "outbox/limits.go",
+		`holdUntil := l.now().Add(hold)`, `holdUntil := l.now().Add(hold + maxHold)`,
+		"./outbox", "TestAStoppedWorkersSlotIsFreeOnceItsLeaseHasEnded"},
+	{"limit: a forfeited rate turn is asked again only while the deadline allows", "outbox/limits.go",
+		`			if time.Now().After(deadline) {
+				return &heldError{target: target, wait: window,`, `			if false && time.Now().After(deadline) {
+				return &heldError{target: target, wait: window,`,
+		"./outbox", "TestACallWhoseRateTurnComesTooLateIsHandedBackNotCutShort"},
 	{"lease: only the claim incarnation the record came from", "outbox/worker.go",
 		`cond := "commit_token = :commit AND (" + pending`, `cond := ":commit = :commit AND (" + pending`,
 		"./outbox", "TestAStaleRecordOfAnEarlierIncarnationRunsNothing"},

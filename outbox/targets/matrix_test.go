@@ -580,7 +580,9 @@ func (m *matrixEnv) run(c *awsCell) {
 	defer p.Close() // after the service answered what the proxy forwarded
 	timeout := 30 * time.Second
 	if c.point.fault == faultproxy.Hold {
-		timeout = time.Second // the proxy holds the answer past it
+		// The proxy holds the answer until the call gives up. The call's other requests (Step
+		// Functions reads its machine's type first, unfaulted) need room on a loaded machine.
+		timeout = 5 * time.Second
 	}
 	var x outbox.Executor = c.row.build(m, p, timeout)
 	if c.amo {
