@@ -306,15 +306,34 @@ func spanError(err error) error {
 	}
 	var se *StatusError
 	if errors.As(err, &se) {
-		d := "POST " + shownURL(se.URL) + ": " + se.Status
+		// The status by its code and the standard text for it: the reason phrase is the
+		// downstream's own words ("404 Cannot POST /hooks/<token>"), as much as its body is.
+		d := "POST " + shownURL(se.URL) + ": " + strconv.Itoa(se.StatusCode)
+		if text := http.StatusText(se.StatusCode); text != "" {
+			d += " " + text
+		}
 		if se.Location != "" {
 			d += " to " + shownURL(se.Location)
 		}
 		return describedError{d, err}
 	}
+	var te *transportError
+	if errors.As(err, &te) {
+		// Rebuilt from its parts rather than edited: net/http names the URL as it re-wrote it
+		// (the password as ***, the scheme lower-cased, a space escaped), so the configured
+		// URL and net/http's form of it can differ in every byte that is a secret.
+		d := "POST " + shownURL(te.URL) + ": "
+		var ue *url.Error
+		if errors.As(te.Err, &ue) {
+			d += ue.Op + " " + shownURL(ue.URL) + ": " + ue.Err.Error()
+		} else {
+			d += te.Err.Error()
+		}
+		return describedError{d, err}
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return describedError{strings.ReplaceAll(err.Error(), ue.URL, shownURL(ue.URL)), err}
+		return describedError{ue.Op + " " + shownURL(ue.URL) + ": " + ue.Err.Error(), err}
 	}
 	return err
 }
