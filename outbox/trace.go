@@ -94,7 +94,7 @@ func (w *Worker) traceIntent(ctx context.Context, claim *dedup.Claim, name strin
 	outcome, err := w.run(ctx, claim, name)
 	span.SetAttributes(AttrOutcome.String(outcome))
 	if err != nil {
-		span.SetStatus(codes.Error, spanError(err).Error())
+		span.SetStatus(codes.Error, tracecontext.Describe(spanError(err)))
 	} else if outcome == OutcomeParked {
 		span.SetStatus(codes.Error, "parked")
 	}
@@ -335,6 +335,10 @@ func spanError(err error) error {
 	if errors.As(err, &ue) {
 		return describedError{ue.Op + " " + shownURL(ue.URL) + ": " + ue.Err.Error(), err}
 	}
+	var d tracecontext.Described
+	if errors.As(err, &d) {
+		return describedError{d.SpanDescription(), err} // an executor's own (a function's error answer)
+	}
 	return err
 }
 
@@ -344,8 +348,9 @@ type describedError struct {
 	err  error
 }
 
-func (e describedError) Error() string { return e.desc }
-func (e describedError) Unwrap() error { return e.err }
+func (e describedError) Error() string           { return e.desc }
+func (e describedError) SpanDescription() string { return e.desc }
+func (e describedError) Unwrap() error           { return e.err }
 
 // shownURL is a URL by its scheme and host, with "/…" for a path or query left out.
 func shownURL(raw string) string {

@@ -370,6 +370,22 @@ func (x *Lambda) Execute(ctx context.Context, t outbox.Task) error {
 	return err
 }
 
+// functionError is a function's failed answer to a request-response invocation. Its payload (the
+// function's error message, which may quote what it was given) is in the claim's last_error,
+// and never in a span.
+type functionError struct {
+	function, kind string
+	payload        []byte
+}
+
+func (e *functionError) Error() string {
+	return fmt.Sprintf("Lambda Invoke %s: function error %s: %.200s", e.function, e.kind, e.payload)
+}
+
+func (e *functionError) SpanDescription() string {
+	return fmt.Sprintf("Lambda Invoke %s: function error %s", e.function, e.kind)
+}
+
 // ExecuteReport invokes the function and reports how Lambda answered (outbox.Reporter).
 func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
@@ -399,7 +415,7 @@ func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string,
 	}
 	if out.FunctionError != nil {
 		// The function ran and failed: retried, and parked after the worker's attempts.
-		return "", fmt.Errorf("Lambda Invoke %s: function error %s: %.200s", x.Function, aws.ToString(out.FunctionError), out.Payload)
+		return "", &functionError{function: x.Function, kind: aws.ToString(out.FunctionError), payload: out.Payload}
 	}
 	return fmt.Sprintf("invoked (%s, status %d)", kind, out.StatusCode), nil
 }
