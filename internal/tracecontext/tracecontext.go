@@ -65,6 +65,9 @@ func printable(s string) bool {
 // Root=1-<the trace id's first 8 hex digits>-<its other 24>;Parent=<span id>;Sampled=<0|1>.
 // X-Ray reads an OpenTelemetry trace id so (its first 8 digits need not be a time).
 func XRay(traceparent string) string {
+	if traceparent == "" {
+		return "" // tracing off: no allocation for it
+	}
 	p := strings.Split(traceparent, "-")
 	if len(p) != 4 || p[0] != "00" || len(p[1]) != 32 || len(p[2]) != 16 || len(p[3]) != 2 {
 		return ""

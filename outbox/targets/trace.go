@@ -30,7 +30,11 @@ import (
 //	Lambda          the X-Amzn-Trace-Id header of Invoke; traceparent and tracestate in the Envelope
 //
 // A message attribute never replaces one of the executor's own (idempotency_key and the rest),
-// and none is added past SQS's and SNS's 10.
+// and none is added past SQS's and SNS's 10. The trace is the first thing given up for size:
+// it is left out of a message it would take past 256 KiB (SNS's, EventBridge's and Lambda's
+// limit, the most an SQS queue takes by default), and an SQS message refused for its length
+// (a queue's own MaximumMessageSize, as low as 1 KiB) is sent again without its trace
+// attributes; the AWSTraceHeader, which counts against no size, stays.
 
 // maxMessageAttributes is SQS's and SNS's limit on a message's attributes.
 const maxMessageAttributes = 10
@@ -67,9 +71,13 @@ func endCall(span trace.Span, sent string, err error) {
 }
 
 // maxMessageBytes is SNS's limit on a message with its attributes (and SQS's before it took
-// 1 MiB; a queue's own MaximumMessageSize may still be 256 KiB), EventBridge's on an entry and
-// Lambda's on an asynchronous invocation's payload: 256 KiB.
+// 1 MiB; a queue's own MaximumMessageSize may be lower, down to 1 KiB), EventBridge's on an
+// entry (which must be less than it) and Lambda's on an asynchronous invocation's payload:
+// 256 KiB.
 const maxMessageBytes = 256 << 10
+
+// traceFields are the W3C fields a message may carry as attributes, in order of need.
+var traceFields = []string{"traceparent", "tracestate", "baggage"}
 
 // maxSyncInvokeBytes is Lambda's limit on a synchronous invocation's payload: 6 MB.
 const maxSyncInvokeBytes = 6 << 20
@@ -85,7 +93,7 @@ func messageFields(ctx context.Context, own map[string]string, body int) map[str
 	for k, v := range own {
 		size += attributeBytes(k, v)
 	}
-	for _, k := range []string{"traceparent", "tracestate", "baggage"} { // in order of need
+	for _, k := range traceFields {
 		v, ok := fields[k]
 		if _, mine := own[k]; ok && !mine && len(own) < maxMessageAttributes && size+attributeBytes(k, v) <= maxMessageBytes {
 			own[k] = v
