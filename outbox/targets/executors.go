@@ -102,7 +102,7 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	attrs := map[string]sqstypes.MessageAttributeValue{}
 	own := attributes(t) // the executor's own; messageFields adds the trace's to it
 	ownN := len(own)
-	for k, v := range messageFields(ctx, own, len(t.Payload)) {
+	for k, v := range messageFields(ctx, own, len(t.Payload), maxSQSMessageBytes) {
 		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(x.QueueURL), MessageBody: aws.String(string(t.Payload)), MessageAttributes: attrs,
@@ -166,7 +166,7 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	defer cancel()
 	ctx, span := startCall(ctx, "SNS", "Publish", trace.SpanKindProducer, func() []attribute.KeyValue { return snsAttrs(x.TopicARN) })
 	defer func() { endCall(span, sent, err) }()
-	attrs := snsAttributes(messageFields(ctx, attributes(t), len(t.Payload)))
+	attrs := snsAttributes(messageFields(ctx, attributes(t), len(t.Payload), maxMessageBytes))
 	in := &sns.PublishInput{TopicArn: aws.String(x.TopicARN), Message: aws.String(string(t.Payload)), MessageAttributes: attrs}
 	if strings.HasSuffix(x.TopicARN, ".fifo") {
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
