@@ -44,7 +44,10 @@ type OpenTelemetry struct {
 	// sampler, OTEL_TRACES_SAMPLER=parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG=0.1;
 	// OTEL_EXPORTER_OTLP_HEADERS; OTEL_SERVICE_NAME) and the collector layer's
 	// OPENTELEMETRY_COLLECTOR_CONFIG_URI. Not OTEL_TRACES_EXPORTER, OTEL_SDK_DISABLED nor, with
-	// Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT: the prop sets them.
+	// Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT: the prop sets them. The synth refuses what the
+	// functions would refuse at start (launch.CheckTracingEnv); a value holding a token (the
+	// stack's Region, a parameter), here or in Endpoint, is known only at deploy, and the
+	// functions check it at start.
 	Environment map[string]string
 }
 
@@ -61,10 +64,10 @@ func checkTelemetry(cfg *Props) error {
 	if o.CollectorLayerArn == "" && o.Endpoint == "" {
 		return fmt.Errorf("Props.OpenTelemetry: set CollectorLayerArn (a collector layer) or Endpoint (an OTLP/HTTP endpoint)")
 	}
-	if a := o.CollectorLayerArn; a != "" && !*awscdk.Token_IsUnresolved(jsii.String(a)) && !layerArn.MatchString(a) {
+	if a := o.CollectorLayerArn; a != "" && !unresolved(a) && !layerArn.MatchString(a) {
 		return fmt.Errorf("Props.OpenTelemetry.CollectorLayerArn %q: not a layer version's ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<version>)", a)
 	}
-	if e := o.Endpoint; e != "" {
+	if e := o.Endpoint; e != "" && !unresolved(e) {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("Props.OpenTelemetry.Endpoint %q: want an http(s) URL (the functions post to <it>/v1/traces)", e)
 		}
@@ -84,13 +87,23 @@ func checkTelemetry(cfg *Props) error {
 			return fmt.Errorf("Props.Environment: %s: with Props.OpenTelemetry, OpenTelemetry's settings go in its Environment", k)
 		}
 	}
-	// What the functions would refuse at start (launch) fails here: the same checks.
+	// What the functions would refuse at start (launch) fails here: the same checks. A value
+	// holding a token (the stack's Region, a parameter) is known only at deploy: it is left
+	// out here, and the functions check it at start.
 	env := telemetryEnv(o)
+	for k, v := range env {
+		if unresolved(v) {
+			delete(env, k)
+		}
+	}
 	if _, err := otelenv.Read(func(k string) string { return env[k] }); err != nil {
 		return fmt.Errorf("Props.OpenTelemetry.Environment: %w", err)
 	}
 	return nil
 }
+
+// unresolved says whether s holds a CDK token, a value known only at deploy.
+func unresolved(s string) bool { return *awscdk.Token_IsUnresolved(jsii.String(s)) }
 
 // telemetryEnv is the functions' OpenTelemetry environment.
 func telemetryEnv(o *OpenTelemetry) map[string]string {

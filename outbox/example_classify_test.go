@@ -88,3 +88,28 @@ func ExampleChecker() {
 	// <nil>
 	// an asynchronous send is retried by its queue: it cannot be at-most-once
 }
+
+// chargeError is a payment service's refusal: its message quotes the card, which belongs in
+// the claim's last_error for an operator and not in a trace backend.
+type chargeError struct{ code, message string }
+
+func (e *chargeError) Error() string           { return "charge refused: " + e.code + ": " + e.message }
+func (e *chargeError) SpanDescription() string { return "charge refused: " + e.code }
+
+// An executor of the team's own whose errors quote the downstream's answer gives them a
+// SpanDescription: a span's status says what kind of failure it was, without the answer.
+func ExampleExecutor_spanDescription() {
+	charge := outbox.ExecutorFunc(func(ctx context.Context, t outbox.Task) error {
+		// ... the payment service answers:
+		return outbox.Permanent(&chargeError{code: "card_declined", message: "card 4242 4242 4242 4242 declined"})
+	})
+	err := charge.Execute(context.Background(), outbox.Task{IdempotencyKey: "shop:evt_1:charge"})
+	var d interface{ SpanDescription() string }
+	if errors.As(err, &d) {
+		fmt.Println("last_error:", err)
+		fmt.Println("span:", d.SpanDescription())
+	}
+	// Output:
+	// last_error: permanent: charge refused: card_declined: card 4242 4242 4242 4242 declined
+	// span: charge refused: card_declined
+}

@@ -30,7 +30,11 @@ type Task struct {
 
 // Executor runs intents for one target. An error is retried (with backoff, up to the
 // worker's attempt limit) unless it is marked Permanent, in which case the intent is parked
-// for an operator.
+// for an operator. The error is recorded whole in the claim's last_error; with tracing on, a
+// span's status describes it by its Error too, unless an error in its chain has a
+// SpanDescription() string method: then by that, for an error that quotes what a downstream
+// answered (spans leave for a tracing backend, which the claims table's readers and the
+// console's redaction do not guard).
 type Executor interface {
 	Execute(ctx context.Context, t Task) error
 }
@@ -203,6 +207,15 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("POST %s: %s: %q", e.URL, e.Status, e.Body)
 }
 
+// transportError is a call that got no answer: its URL as configured, and net/http's error.
+type transportError struct {
+	URL string
+	Err error
+}
+
+func (e *transportError) Error() string { return "POST " + e.URL + ": " + e.Err.Error() }
+func (e *transportError) Unwrap() error { return e.Err }
+
 // MaxDuration is the longest one Execute call takes: the worker takes no lease it could not
 // finish (see Bounded).
 func (x *HTTPExecutor) MaxDuration() time.Duration {
@@ -261,7 +274,7 @@ func (x *HTTPExecutor) post(ctx context.Context, t Task) error {
 	if err != nil {
 		// Where it failed decides, not what the error says: a refused dial after a replay of a
 		// request the server had read is still a request that was sent.
-		return writes.NotSentUnlessWritten(fmt.Errorf("POST %s: %w", x.URL, err))
+		return writes.NotSentUnlessWritten(&transportError{URL: x.URL, Err: err})
 	}
 	defer resp.Body.Close()
 	recordStatus(ctx, resp.StatusCode)

@@ -94,7 +94,7 @@ func (w *Worker) traceIntent(ctx context.Context, claim *dedup.Claim, name strin
 	outcome, err := w.run(ctx, claim, name)
 	span.SetAttributes(AttrOutcome.String(outcome))
 	if err != nil {
-		span.SetStatus(codes.Error, spanError(err).Error())
+		span.SetStatus(codes.Error, tracecontext.Describe(spanError(err)))
 	} else if outcome == OutcomeParked {
 		span.SetStatus(codes.Error, "parked")
 	}
@@ -306,15 +306,38 @@ func spanError(err error) error {
 	}
 	var se *StatusError
 	if errors.As(err, &se) {
-		d := "POST " + shownURL(se.URL) + ": " + se.Status
+		// The status by its code and the standard text for it: the reason phrase is the
+		// downstream's own words ("404 Cannot POST /hooks/<token>"), as much as its body is.
+		d := "POST " + shownURL(se.URL) + ": " + strconv.Itoa(se.StatusCode)
+		if text := http.StatusText(se.StatusCode); text != "" {
+			d += " " + text
+		}
 		if se.Location != "" {
 			d += " to " + shownURL(se.Location)
 		}
 		return describedError{d, err}
 	}
+	var te *transportError
+	if errors.As(err, &te) {
+		// Rebuilt from its parts rather than edited: net/http names the URL as it re-wrote it
+		// (the password as ***, the scheme lower-cased, a space escaped), so the configured
+		// URL and net/http's form of it can differ in every byte that is a secret.
+		d := "POST " + shownURL(te.URL) + ": "
+		var ue *url.Error
+		if errors.As(te.Err, &ue) {
+			d += ue.Op + " " + shownURL(ue.URL) + ": " + ue.Err.Error()
+		} else {
+			d += te.Err.Error()
+		}
+		return describedError{d, err}
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return describedError{strings.ReplaceAll(err.Error(), ue.URL, shownURL(ue.URL)), err}
+		return describedError{ue.Op + " " + shownURL(ue.URL) + ": " + ue.Err.Error(), err}
+	}
+	var d tracecontext.Described
+	if errors.As(err, &d) {
+		return describedError{d.SpanDescription(), err} // an executor's own (a function's error answer)
 	}
 	return err
 }
@@ -325,8 +348,9 @@ type describedError struct {
 	err  error
 }
 
-func (e describedError) Error() string { return e.desc }
-func (e describedError) Unwrap() error { return e.err }
+func (e describedError) Error() string           { return e.desc }
+func (e describedError) SpanDescription() string { return e.desc }
+func (e describedError) Unwrap() error           { return e.err }
 
 // shownURL is a URL by its scheme and host, with "/…" for a path or query left out.
 func shownURL(raw string) string {

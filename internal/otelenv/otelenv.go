@@ -1,5 +1,5 @@
 // Package otelenv reads the OpenTelemetry variables the functions' tracing takes
-// (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_*, OTEL_TRACES_SAMPLER), refusing what cannot be
+// (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_*, OTEL_TRACES_SAMPLER, OTEL_RESOURCE_ATTRIBUTES), refusing what cannot be
 // honoured with an error naming the variable: launch reads them at start, and infra checks a
 // deployment's with the same code at synth. Standard library and httpguts only, so that the
 // CDK app's module does not take the functions' dependencies for it.
@@ -7,6 +7,7 @@ package otelenv
 
 import (
 	"fmt"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -34,8 +35,8 @@ type Settings struct {
 // OTEL_TRACES_EXPORTER is otlp; then the endpoint, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the URL
 // as it is) or OTEL_EXPORTER_OTLP_ENDPOINT (a base, to which /v1/traces is added), default
 // http://localhost:4318; _HEADERS (k=v,k2=v2, values URL-encoded), _TIMEOUT (milliseconds,
-// default 10000) and _COMPRESSION (gzip or none), each the _TRACES_ one first; the protocol
-// (http/protobuf only) and the sampler.
+// default 10000, at most 15 minutes) and _COMPRESSION (gzip or none), each the _TRACES_ one
+// first; the protocol (http/protobuf only), the sampler and OTEL_RESOURCE_ATTRIBUTES.
 func Read(getenv func(string) string) (Settings, error) {
 	on, err := checkTracing(getenv)
 	if err != nil || !on {
@@ -68,9 +69,14 @@ func Read(getenv func(string) string) (Settings, error) {
 		}
 	}
 	if v, name := get("TIMEOUT"); v != "" {
-		ms, err := strconv.Atoi(v)
+		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms <= 0 {
 			return Settings{}, fmt.Errorf("%s=%q: want milliseconds", name, v)
+		}
+		// Bounded before it is multiplied, so that it cannot wrap around into another timeout;
+		// and no export outlasts the longest Lambda invocation.
+		if ms > maxTimeout.Milliseconds() {
+			return Settings{}, fmt.Errorf("%s=%q: want at most %d milliseconds (%v, Lambda's longest invocation)", name, v, maxTimeout.Milliseconds(), maxTimeout)
 		}
 		s.Timeout = time.Duration(ms) * time.Millisecond
 	}
@@ -81,7 +87,46 @@ func Read(getenv func(string) string) (Settings, error) {
 	default:
 		return Settings{}, fmt.Errorf("%s=%q: want gzip or none", name, v)
 	}
+	if err := checkResource(getenv(resourceEnv)); err != nil {
+		return Settings{}, err
+	}
 	return s, nil
+}
+
+// maxTimeout is the longest export timeout taken: Lambda's longest invocation.
+const maxTimeout = 15 * time.Minute
+
+const resourceEnv = "OTEL_RESOURCE_ATTRIBUTES"
+
+// checkResource refuses an OTEL_RESOURCE_ATTRIBUTES (k=v,k2=v2, values URL-encoded) the SDK's
+// resource detector would refuse (a pair without "="), or read otherwise than it says: an
+// empty key, or a value that is not URL-encoded (the SDK keeps such a value undecoded).
+// A pair is named by its place in the list.
+func checkResource(list string) error {
+	if list == "" {
+		return nil
+	}
+	for i, pair := range strings.Split(list, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: attribute %d is not key=value (a pair without its value, or an empty pair: a comma too many)", resourceEnv, i+1)
+		case strings.TrimSpace(k) == "":
+			return fmt.Errorf("%s: attribute %d has no key", resourceEnv, i+1)
+		}
+		if _, err := url.PathUnescape(strings.TrimSpace(v)); err != nil {
+			return fmt.Errorf("%s: attribute %s: its value is not URL-encoded (a %% not followed by two hex digits)", resourceEnv, strings.TrimSpace(k))
+		}
+	}
+	return nil
+}
+
+// exporterHeaders are headers an OTLP header variable may not set: net/http writes them itself
+// (and drops, or over HTTP/2 fails every request on, one given), or the exporter sets them for
+// each export.
+var exporterHeaders = map[string]bool{
+	"Host": true, "Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Transfer-Encoding": true,
+	"Te": true, "Trailer": true, "Upgrade": true, "Content-Length": true, "Content-Type": true, "Content-Encoding": true,
 }
 
 // parseHeaders reads an OTLP headers variable (k=v,k2=v2, values URL-encoded) into into. A
@@ -101,6 +146,12 @@ func parseHeaders(name, list string, into map[string]string) error {
 		}
 		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("%s: header %d: its name is not an HTTP header name (token characters only)", name, i+1)
+		}
+		// Header names are case-insensitive: the traces' own "Api-Key" replaces a general
+		// "api-key" rather than both being sent.
+		k = textproto.CanonicalMIMEHeaderKey(k)
+		if exporterHeaders[k] {
+			return fmt.Errorf("%s: header %s: set by HTTP or by the exporter itself, never from this variable", name, k)
 		}
 		dv, err := url.PathUnescape(strings.TrimSpace(v))
 		if err != nil {

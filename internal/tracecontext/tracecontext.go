@@ -9,6 +9,7 @@ package tracecontext
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -64,6 +65,9 @@ func printable(s string) bool {
 // Root=1-<the trace id's first 8 hex digits>-<its other 24>;Parent=<span id>;Sampled=<0|1>.
 // X-Ray reads an OpenTelemetry trace id so (its first 8 digits need not be a time).
 func XRay(traceparent string) string {
+	if traceparent == "" {
+		return "" // tracing off: no allocation for it
+	}
 	p := strings.Split(traceparent, "-")
 	if len(p) != 4 || p[0] != "00" || len(p[1]) != 32 || len(p[2]) != 16 || len(p[3]) != 2 {
 		return ""
@@ -97,13 +101,31 @@ func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attri
 		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
 
+// Described is an error that a span describes otherwise than its Error: one that quotes what a
+// downstream answered (a function's error payload, a status line), which the claim's
+// last_error keeps and a span, bound for a tracing backend, does not.
+type Described interface {
+	error
+	SpanDescription() string
+}
+
+// Describe is err as a span's status gives it: the SpanDescription of the first Described
+// error in its chain, or its Error.
+func Describe(err error) string {
+	var d Described
+	if errors.As(err, &d) {
+		return d.SpanDescription()
+	}
+	return err.Error()
+}
+
 // End ends s with attrs, in error when err is set (error.type: the error's kind, errType).
 func End(s trace.Span, err error, errType string, attrs ...attribute.KeyValue) {
 	if s == nil {
 		return
 	}
 	if err != nil {
-		s.SetStatus(codes.Error, err.Error())
+		s.SetStatus(codes.Error, Describe(err))
 		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
 	}
 	s.SetAttributes(attrs...)

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -99,7 +100,9 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	ctx, span := startCall(ctx, "SQS", "SendMessage", trace.SpanKindProducer, func() []attribute.KeyValue { return sqsAttrs(x.QueueURL) })
 	defer func() { endCall(span, sent, err) }()
 	attrs := map[string]sqstypes.MessageAttributeValue{}
-	for k, v := range messageFields(ctx, attributes(t), len(t.Payload)) {
+	own := attributes(t) // the executor's own; messageFields adds the trace's to it
+	ownN := len(own)
+	for k, v := range messageFields(ctx, own, len(t.Payload), maxSQSMessageBytes) {
 		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(x.QueueURL), MessageBody: aws.String(string(t.Payload)), MessageAttributes: attrs,
@@ -112,13 +115,30 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	if t.AtMostOnce {
 		opts = append(opts, func(o *sqs.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one send
 	}
-	ctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.SendMessage(ctx, in, opts...)
+	traced, writes := outbox.TraceWrites(ctx)
+	out, err := x.Client.SendMessage(traced, in, opts...)
+	if err != nil && len(attrs) > ownN && tooLong(err) {
+		// A queue's own MaximumMessageSize (1 KiB to 1 MiB) counts the trace's attributes, and
+		// cannot be known without a call of its own: a message it refused for its length was
+		// not taken, and is sent again without them.
+		for _, k := range traceFields {
+			delete(attrs, k)
+		}
+		traced, writes = outbox.TraceWrites(ctx)
+		out, err = x.Client.SendMessage(traced, in, opts...)
+	}
 	if err != nil {
 		return "", classify("SQS SendMessage "+x.QueueURL, err, writes)
 	}
 	setMessageID(ctx, aws.ToString(out.MessageId))
 	return "message " + aws.ToString(out.MessageId), nil
+}
+
+// tooLong says whether SQS refused a message for its length ("Message must be shorter than N
+// bytes", an InvalidParameterValue): a refusal, so nothing was enqueued.
+func tooLong(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && strings.HasSuffix(ae.ErrorCode(), "InvalidParameterValue") && strings.Contains(ae.ErrorMessage(), "shorter than")
 }
 
 // SNS publishes each intent's payload to a topic. A FIFO topic (its ARN ends in ".fifo")
@@ -146,7 +166,7 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	defer cancel()
 	ctx, span := startCall(ctx, "SNS", "Publish", trace.SpanKindProducer, func() []attribute.KeyValue { return snsAttrs(x.TopicARN) })
 	defer func() { endCall(span, sent, err) }()
-	attrs := snsAttributes(messageFields(ctx, attributes(t), len(t.Payload)))
+	attrs := snsAttributes(messageFields(ctx, attributes(t), len(t.Payload), maxMessageBytes))
 	in := &sns.PublishInput{TopicArn: aws.String(x.TopicARN), Message: aws.String(string(t.Payload)), MessageAttributes: attrs}
 	if strings.HasSuffix(x.TopicARN, ".fifo") {
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
@@ -204,7 +224,8 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent st
 		detailType = t.Intent
 	}
 	// An entry's size is its Source, DetailType and Detail (no Time or Resources are sent).
-	detail, err := envelope(ctx, t, maxMessageBytes-len(source)-len(detailType))
+	// EventBridge takes an entry of less than 256 KiB (its Source, DetailType and Detail).
+	detail, err := envelope(ctx, t, maxMessageBytes-1-len(source)-len(detailType))
 	if err != nil {
 		return "", err
 	}
@@ -370,6 +391,22 @@ func (x *Lambda) Execute(ctx context.Context, t outbox.Task) error {
 	return err
 }
 
+// functionError is a function's failed answer to a request-response invocation. Its payload (the
+// function's error message, which may quote what it was given) is in the claim's last_error,
+// and never in a span.
+type functionError struct {
+	function, kind string
+	payload        []byte
+}
+
+func (e *functionError) Error() string {
+	return fmt.Sprintf("Lambda Invoke %s: function error %s: %.200s", e.function, e.kind, e.payload)
+}
+
+func (e *functionError) SpanDescription() string {
+	return fmt.Sprintf("Lambda Invoke %s: function error %s", e.function, e.kind)
+}
+
 // ExecuteReport invokes the function and reports how Lambda answered (outbox.Reporter).
 func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
@@ -399,7 +436,7 @@ func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string,
 	}
 	if out.FunctionError != nil {
 		// The function ran and failed: retried, and parked after the worker's attempts.
-		return "", fmt.Errorf("Lambda Invoke %s: function error %s: %.200s", x.Function, aws.ToString(out.FunctionError), out.Payload)
+		return "", &functionError{function: x.Function, kind: aws.ToString(out.FunctionError), payload: out.Payload}
 	}
 	return fmt.Sprintf("invoked (%s, status %d)", kind, out.StatusCode), nil
 }

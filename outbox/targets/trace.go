@@ -30,7 +30,11 @@ import (
 //	Lambda          the X-Amzn-Trace-Id header of Invoke; traceparent and tracestate in the Envelope
 //
 // A message attribute never replaces one of the executor's own (idempotency_key and the rest),
-// and none is added past SQS's and SNS's 10.
+// and none is added past SQS's and SNS's 10. The trace is the first thing given up for size:
+// it is left out of a message it would take past the service's limit (SNS's, EventBridge's and
+// Lambda's 256 KiB; SQS's 1 MiB), and an SQS message its queue refuses for its length (a
+// queue's own MaximumMessageSize, as low as 1 KiB) is sent again without its trace
+// attributes; the AWSTraceHeader, which counts against no size, stays.
 
 // maxMessageAttributes is SQS's and SNS's limit on a message's attributes.
 const maxMessageAttributes = 10
@@ -66,10 +70,16 @@ func endCall(span trace.Span, sent string, err error) {
 	tracecontext.End(span, err, kind, attrs...)
 }
 
-// maxMessageBytes is SNS's limit on a message with its attributes (and SQS's before it took
-// 1 MiB; a queue's own MaximumMessageSize may still be 256 KiB), EventBridge's on an entry and
-// Lambda's on an asynchronous invocation's payload: 256 KiB.
+// maxMessageBytes is SNS's limit on a message with its attributes, EventBridge's on an entry
+// (which must be less than it) and Lambda's on an asynchronous invocation's payload: 256 KiB.
 const maxMessageBytes = 256 << 10
+
+// maxSQSMessageBytes is the most an SQS queue takes (its MaximumMessageSize may be lower, down
+// to 1 KiB: a message it refuses for its length is sent again without its trace).
+const maxSQSMessageBytes = 1 << 20
+
+// traceFields are the W3C fields a message may carry as attributes, in order of need.
+var traceFields = []string{"traceparent", "tracestate", "baggage"}
 
 // maxSyncInvokeBytes is Lambda's limit on a synchronous invocation's payload: 6 MB.
 const maxSyncInvokeBytes = 6 << 20
@@ -79,15 +89,15 @@ const maxSyncInvokeBytes = 6 << 20
 // the message (its body of body bytes and its attributes, as SNS and SQS count them: name,
 // data type and value) past maxMessageBytes. A message that fits without the trace is never
 // refused for it: the trace is the first thing given up.
-func messageFields(ctx context.Context, own map[string]string, body int) map[string]string {
+func messageFields(ctx context.Context, own map[string]string, body, limit int) map[string]string {
 	fields := tracecontext.Fields(ctx)
 	size := body
 	for k, v := range own {
 		size += attributeBytes(k, v)
 	}
-	for _, k := range []string{"traceparent", "tracestate", "baggage"} { // in order of need
+	for _, k := range traceFields {
 		v, ok := fields[k]
-		if _, mine := own[k]; ok && !mine && len(own) < maxMessageAttributes && size+attributeBytes(k, v) <= maxMessageBytes {
+		if _, mine := own[k]; ok && !mine && len(own) < maxMessageAttributes && size+attributeBytes(k, v) <= limit {
 			own[k] = v
 			size += attributeBytes(k, v)
 		}

@@ -28,20 +28,20 @@ func TestTraceAttributesNeverPassTheLimitNorReplaceOurs(t *testing.T) {
 		}
 		return m
 	}
-	if m := messageFields(ctx, own(5), 0); len(m) != 7 || m["traceparent"] == "" || m["tracestate"] != "vendor=v1" {
+	if m := messageFields(ctx, own(5), 0, maxMessageBytes); len(m) != 7 || m["traceparent"] == "" || m["tracestate"] != "vendor=v1" {
 		t.Fatalf("5 of ours: %v, want both fields added", m)
 	}
-	if m := messageFields(ctx, own(9), 0); len(m) != 10 || m["traceparent"] == "" || m["tracestate"] != "" {
+	if m := messageFields(ctx, own(9), 0, maxMessageBytes); len(m) != 10 || m["traceparent"] == "" || m["tracestate"] != "" {
 		t.Fatalf("9 of ours: %v, want traceparent alone added", m)
 	}
-	if m := messageFields(ctx, own(10), 0); len(m) != 10 || m["traceparent"] != "" {
+	if m := messageFields(ctx, own(10), 0, maxMessageBytes); len(m) != 10 || m["traceparent"] != "" {
 		t.Fatalf("10 of ours: %v, want nothing added", m)
 	}
 	mine := map[string]string{"traceparent": "ours", "idempotency_key": "k"}
-	if m := messageFields(ctx, mine, 0); m["traceparent"] != "ours" || m["idempotency_key"] != "k" {
+	if m := messageFields(ctx, mine, 0, maxMessageBytes); m["traceparent"] != "ours" || m["idempotency_key"] != "k" {
 		t.Fatalf("%v: an attribute of ours replaced", m)
 	}
-	if m := messageFields(context.Background(), own(5), 0); len(m) != 5 {
+	if m := messageFields(context.Background(), own(5), 0, maxMessageBytes); len(m) != 5 {
 		t.Fatalf("no span: %v, want nothing added", m)
 	}
 }
@@ -67,7 +67,7 @@ func TestTheTraceIsTheFirstThingGivenUpAtTheSizeLimit(t *testing.T) {
 	for body := maxMessageBytes - 200; body <= maxMessageBytes+10; body++ {
 		own := map[string]string{"idempotency_key": "shop:e:i", "source": "shop"}
 		plain := size(own, body)
-		m := messageFields(ctx, own, body)
+		m := messageFields(ctx, own, body, maxMessageBytes)
 		if got := size(m, body); got > maxMessageBytes && got != plain {
 			t.Fatalf("body %d: the trace took the message to %d bytes", body, got)
 		}

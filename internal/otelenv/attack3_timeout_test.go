@@ -1,0 +1,20 @@
+package otelenv
+
+import (
+	"testing"
+	"time"
+)
+
+// TestAnExportTimeoutIsHonouredOrRefused: OTEL_EXPORTER_OTLP_TIMEOUT is milliseconds, and a
+// value the exporter cannot honour is refused at start naming the variable. A number of
+// milliseconds too large for a time.Duration must not wrap around into another timeout: 2^58+1
+// ms wraps to 1 ms, under which no export reaches any collector, and is taken.
+func TestAnExportTimeoutIsHonouredOrRefused(t *testing.T) {
+	for _, v := range []string{"288230376151711745", "9223372036854775807", "9300000000000"} {
+		env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TIMEOUT": v}
+		s, err := Read(func(k string) string { return env[k] })
+		if err == nil && s.Timeout < time.Hour {
+			t.Errorf("OTEL_EXPORTER_OTLP_TIMEOUT=%s ms: taken as a timeout of %v", v, s.Timeout)
+		}
+	}
+}
