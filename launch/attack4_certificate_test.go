@@ -43,7 +43,7 @@ func TestAnOTLPCertificateIsHonouredOrRefused(t *testing.T) {
 			}
 			continue // refused at start: fine
 		}
-		if err := newOTLPExporter(s).ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)}); err != nil {
+		if err := exporter(t, s).ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)}); err != nil {
 			t.Errorf("%s (the collector's CA) is taken at start and never used: every export fails: %v", v, err)
 		}
 	}

@@ -43,7 +43,7 @@ func TestAnEndpointWithAQueryIsHonouredOrRefused(t *testing.T) {
 		mu.Lock()
 		got = nil
 		mu.Unlock()
-		if err := newOTLPExporter(s).ExportSpans(context.Background(), sampleSpans(t)); err != nil {
+		if err := exporter(t, s).ExportSpans(context.Background(), sampleSpans(t)); err != nil {
 			t.Errorf("%s: %v", c.endpoint, err)
 			continue
 		}

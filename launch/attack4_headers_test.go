@@ -56,7 +56,7 @@ func TestTheTracesOwnHeadersReplaceTheGeneralOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := newOTLPExporter(s).ExportSpans(context.Background(), spans); err != nil {
+	if err := exporter(t, s).ExportSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

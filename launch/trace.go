@@ -66,19 +66,36 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	if !s.On {
 		return &Tracing{}, nil
 	}
-	exp := newOTLPExporter(s)
+	exp, err := newOTLPExporter(s)
+	if err != nil {
+		return nil, err
+	}
 	res, err := lambdaResource(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
+	otel.SetTextMapPropagator(textMapPropagator(s.Propagators))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("opentelemetry: "+err.Error(), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	}))
 	logger.Info("tracing on: OTLP over HTTP", "endpoint", exp.shown)
 	return &Tracing{Provider: tp}, nil
+}
+
+// textMapPropagator is the propagator OTEL_PROPAGATORS names (otelenv has checked the names).
+func textMapPropagator(names []string) propagation.TextMapPropagator {
+	var ps []propagation.TextMapPropagator
+	for _, n := range names {
+		switch n {
+		case "tracecontext":
+			ps = append(ps, propagation.TraceContext{})
+		case "baggage":
+			ps = append(ps, propagation.Baggage{})
+		}
+	}
+	return propagation.NewCompositeTextMapPropagator(ps...)
 }
 
 // CheckTracingEnv reports what TracingFromEnv would refuse in env, a function's environment
