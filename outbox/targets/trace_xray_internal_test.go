@@ -14,8 +14,7 @@ import (
 // traceparent or not: with baggage alone it is still there, and with no propagator (none) it
 // is not.
 func TestTheXRayHeaderFollowsTheSpanWhateverTheW3CFields(t *testing.T) {
-	before := otel.GetTextMapPropagator()
-	t.Cleanup(func() { otel.SetTextMapPropagator(before) })
+	t.Cleanup(func() { otel.SetTextMapPropagator(propagation.TraceContext{}) }) // as TestMain sets it
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
 	ctx := trace.ContextWithSpanContext(context.Background(), sc)
 	for name, c := range map[string]struct {
