@@ -59,7 +59,9 @@ var layerArn = regexp.MustCompile(`^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:l
 func checkTelemetry(cfg *Props) error {
 	o := cfg.OpenTelemetry
 	if o == nil {
-		return nil
+		// The functions read OTEL_ variables wherever they come from: Props.Environment's are
+		// checked as the start checks them.
+		return checkOtelEnv("Props.Environment", cfg.Environment)
 	}
 	if o.CollectorLayerArn == "" && o.Endpoint == "" {
 		return fmt.Errorf("Props.OpenTelemetry: set CollectorLayerArn (a collector layer) or Endpoint (an OTLP/HTTP endpoint)")
@@ -87,17 +89,28 @@ func checkTelemetry(cfg *Props) error {
 			return fmt.Errorf("Props.Environment: %s: with Props.OpenTelemetry, OpenTelemetry's settings go in its Environment", k)
 		}
 	}
-	// What the functions would refuse at start (launch) fails here: the same checks. A value
-	// holding a token (the stack's Region, a parameter) is known only at deploy: it is left
-	// out here, and the functions check it at start.
-	env := telemetryEnv(o)
-	for k, v := range env {
+	return checkOtelEnv("Props.OpenTelemetry.Environment", telemetryEnv(o))
+}
+
+// checkOtelEnv fails what the functions would refuse at start (launch) in env: the same
+// checks. A value holding a token (the stack's Region, a parameter) is known only at deploy: it
+// is left to the functions' start, and so is the general variable a _TRACES_ one with a token
+// replaces (OTEL_EXPORTER_OTLP_PROTOCOL beside a _TRACES_PROTOCOL parameter).
+func checkOtelEnv(field string, vars map[string]string) error {
+	env := map[string]string{}
+	for k, v := range vars {
+		env[k] = v
+	}
+	for k, v := range vars {
 		if unresolved(v) {
 			delete(env, k)
+			if general, ok := strings.CutPrefix(k, "OTEL_EXPORTER_OTLP_TRACES_"); ok {
+				delete(env, "OTEL_EXPORTER_OTLP_"+general)
+			}
 		}
 	}
 	if _, err := otelenv.Read(func(k string) string { return env[k] }); err != nil {
-		return fmt.Errorf("Props.OpenTelemetry.Environment: %w", err)
+		return fmt.Errorf("%s: %w", field, err)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func TestAnOTLPHeaderTheExporterCannotSendIsRefusedAtStartUnquoted(t *testing.T)
 				srv.Close()
 				continue // refused at start: what the promise asks
 			}
-			x := newOTLPExporter(s)
+			x := exporter(t, s)
 			x.client.Transport = srv.Client().Transport // trusts the test server's certificate
 			_, span := sdktrace.NewTracerProvider().Tracer("t").Start(context.Background(), "s")
 			span.End()

@@ -33,7 +33,7 @@ func TestTheTracesOwnHeaderWinsWhateverItsCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newOTLPExporter(s)
+	x := exporter(t, s)
 	_, span := sdktrace.NewTracerProvider().Tracer("t").Start(context.Background(), "s")
 	span.End()
 	for range 50 {

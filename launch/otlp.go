@@ -8,7 +8,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -36,9 +38,20 @@ type otlpExporter struct {
 	client  *http.Client
 }
 
-// newOTLPExporter is the exporter the settings ask for.
-func newOTLPExporter(s otelenv.Settings) *otlpExporter {
-	return &otlpExporter{url: s.URL, shown: s.Shown, headers: s.Headers, gzip: s.Gzip, client: &http.Client{Timeout: s.Timeout}}
+// newOTLPExporter is the exporter the settings ask for; its error (a TLS file the settings
+// name that cannot be read) names the variable.
+func newOTLPExporter(s otelenv.Settings) (*otlpExporter, error) {
+	client := &http.Client{Timeout: s.Timeout}
+	tlsConfig, err := s.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tlsConfig != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsConfig
+		client.Transport = t
+	}
+	return &otlpExporter{url: s.URL, shown: s.Shown, headers: s.Headers, gzip: s.Gzip, client: client}, nil
 }
 
 // ExportSpans sends one request with every span of the batch.
@@ -253,7 +266,7 @@ func encodeValue(v attribute.Value) []byte {
 	switch v.Type() {
 	case attribute.STRING:
 		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendString(b, v.AsString())
+		b = protowire.AppendString(b, validUTF8(v.AsString()))
 	case attribute.BOOL:
 		b = protowire.AppendTag(b, 2, protowire.VarintType)
 		b = protowire.AppendVarint(b, protowire.EncodeBool(v.AsBool()))
@@ -313,7 +326,17 @@ func appendString(b []byte, num protowire.Number, v string) []byte {
 		return b
 	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, v)
+	return protowire.AppendString(b, validUTF8(v))
+}
+
+// validUTF8 is v with each byte that is not UTF-8 replaced by U+FFFD: a protobuf string must be
+// UTF-8, and a collector refuses the whole request (every span of the invocation) for one
+// string that is not (an error quoting a Latin-1 answer, say).
+func validUTF8(v string) string {
+	if utf8.ValidString(v) {
+		return v
+	}
+	return strings.ToValidUTF8(v, "\uFFFD")
 }
 
 func appendUint(b []byte, num protowire.Number, v int) []byte {

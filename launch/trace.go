@@ -28,13 +28,17 @@ import (
 //
 //	OTEL_TRACES_EXPORTER         otlp turns it on; unset or none is off (at no cost: no span is
 //	                             started). Anything else is refused at start, naming it.
-//	OTEL_SDK_DISABLED            true turns it off whatever the exporter says
+//	OTEL_SDK_DISABLED            true (in any case) turns it off whatever the exporter says
 //	OTEL_EXPORTER_OTLP_ENDPOINT  where to export (OTLP over HTTP, protobuf, to <it>/v1/traces);
 //	                             default http://localhost:4318, where a collector layer (ADOT's,
 //	                             or OpenTelemetry's own) listens. OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-//	                             (the URL as it is), _HEADERS, _TIMEOUT and _COMPRESSION (gzip)
-//	                             are honoured too, the _TRACES_ ones first
+//	                             (the URL as it is), _HEADERS, _TIMEOUT, _COMPRESSION (gzip),
+//	                             _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY are honoured
+//	                             too, the _TRACES_ ones first (the traces' headers replace the
+//	                             general ones)
 //	OTEL_EXPORTER_OTLP_PROTOCOL  http/protobuf (the default) only: no gRPC exporter is linked
+//	OTEL_PROPAGATORS             tracecontext, baggage (the default, both) or none: what the
+//	                             calls carry beside X-Ray's header; others are refused
 //	OTEL_TRACES_SAMPLER (_ARG)   the sampler; default parentbased_always_on: every delivery
 //	OTEL_SERVICE_NAME            default the function's name; OTEL_RESOURCE_ATTRIBUTES adds more
 //	OTEL_BSP_*                   the batch span processor's queue and batch sizes
@@ -66,14 +70,17 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	if !s.On {
 		return &Tracing{}, nil
 	}
-	exp := newOTLPExporter(s)
+	exp, err := newOTLPExporter(s)
+	if err != nil {
+		return nil, err
+	}
 	res, err := lambdaResource(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
+	otel.SetTextMapPropagator(textMapPropagator(s.Propagators))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("opentelemetry: "+err.Error(), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	}))
@@ -81,10 +88,25 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	return &Tracing{Provider: tp}, nil
 }
 
+// textMapPropagator is the propagator OTEL_PROPAGATORS names (otelenv has checked the names).
+func textMapPropagator(names []string) propagation.TextMapPropagator {
+	var ps []propagation.TextMapPropagator
+	for _, n := range names {
+		switch n {
+		case "tracecontext":
+			ps = append(ps, propagation.TraceContext{})
+		case "baggage":
+			ps = append(ps, propagation.Baggage{})
+		}
+	}
+	return propagation.NewCompositeTextMapPropagator(ps...)
+}
+
 // CheckTracingEnv reports what TracingFromEnv would refuse in env, a function's environment
-// (the OTEL_ variables above): an exporter, protocol or sampler it does not take, an endpoint
-// that is not an http(s) URL, a header it cannot send, a timeout or compression it does not
-// know. The error names the variable. infra runs it at synth, so that a deployment whose
+// (the OTEL_ variables above): an exporter, protocol, sampler or propagator it does not take,
+// an endpoint that is not an http(s) URL, a header it cannot send, a timeout or compression it
+// does not know, malformed resource attributes. The error names the variable. The TLS files
+// are read at start only: env names a function's files. infra runs it at synth, so that a deployment whose
 // functions would refuse to start fails before it is deployed.
 func CheckTracingEnv(env map[string]string) error {
 	_, err := otelenv.Read(func(k string) string { return env[k] })

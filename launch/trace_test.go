@@ -458,5 +458,15 @@ func exporterFromEnv() (*otlpExporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newOTLPExporter(s), nil
+	return newOTLPExporter(s)
+}
+
+// exporter is the exporter s asks for; the test fails if it cannot be made.
+func exporter(t *testing.T, s otelenv.Settings) *otlpExporter {
+	t.Helper()
+	x, err := newOTLPExporter(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
 }

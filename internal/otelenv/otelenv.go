@@ -1,14 +1,19 @@
 // Package otelenv reads the OpenTelemetry variables the functions' tracing takes
-// (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_*, OTEL_TRACES_SAMPLER, OTEL_RESOURCE_ATTRIBUTES), refusing what cannot be
-// honoured with an error naming the variable: launch reads them at start, and infra checks a
-// deployment's with the same code at synth. Standard library and httpguts only, so that the
-// CDK app's module does not take the functions' dependencies for it.
+// (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_*, OTEL_TRACES_SAMPLER, OTEL_PROPAGATORS,
+// OTEL_RESOURCE_ATTRIBUTES), refusing what cannot be honoured with an error naming the
+// variable: launch reads them at start, and infra checks a deployment's with the same code at
+// synth. Standard library and httpguts only, so that the CDK app's module does not take the
+// functions' dependencies for it.
 package otelenv
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/textproto"
 	"net/url"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,14 +34,25 @@ type Settings struct {
 	Headers map[string]string // sent with each export
 	Timeout time.Duration     // per export
 	Gzip    bool
+	// TLS files, read at start (TLSConfig), each with the variable that named it: the
+	// collector's CA, and a client certificate with its key for a collector that asks for one.
+	CA, ClientCertificate, ClientKey File
+	// Propagators is what the functions' calls carry (OTEL_PROPAGATORS): "tracecontext" and
+	// "baggage", default both; none with "none".
+	Propagators []string
 }
+
+// File is a file a variable names.
+type File struct{ Var, Path string }
 
 // Read reads the variables through getenv (os.Getenv, or a map's lookup): tracing off unless
 // OTEL_TRACES_EXPORTER is otlp; then the endpoint, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the URL
-// as it is) or OTEL_EXPORTER_OTLP_ENDPOINT (a base, to which /v1/traces is added), default
-// http://localhost:4318; _HEADERS (k=v,k2=v2, values URL-encoded), _TIMEOUT (milliseconds,
-// default 10000, at most 15 minutes) and _COMPRESSION (gzip or none), each the _TRACES_ one
-// first; the protocol (http/protobuf only), the sampler and OTEL_RESOURCE_ATTRIBUTES.
+// as it is) or OTEL_EXPORTER_OTLP_ENDPOINT (a base, to whose path /v1/traces is added), default
+// http://localhost:4318; _HEADERS (k=v,k2=v2, values URL-encoded; the traces' own replace the
+// general ones), _TIMEOUT (milliseconds, default 10000, at most 15 minutes), _COMPRESSION
+// (gzip or none), _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY (files, read by
+// TLSConfig), each the _TRACES_ one first; the protocol (http/protobuf only), the sampler,
+// OTEL_PROPAGATORS and OTEL_RESOURCE_ATTRIBUTES.
 func Read(getenv func(string) string) (Settings, error) {
 	on, err := checkTracing(getenv)
 	if err != nil || !on {
@@ -51,22 +67,33 @@ func Read(getenv func(string) string) (Settings, error) {
 		return "", "OTEL_EXPORTER_OTLP_" + name
 	}
 	s := Settings{On: true, URL: "http://localhost:4318/v1/traces", Headers: map[string]string{}, Timeout: 10 * time.Second}
-	endpointVar := "OTEL_EXPORTER_OTLP_ENDPOINT"
+	endpointVar, base := "OTEL_EXPORTER_OTLP_ENDPOINT", false
 	if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
 		s.URL, endpointVar = v, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	} else if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
-		s.URL = strings.TrimSuffix(v, "/") + "/v1/traces"
+		s.URL, base = v, true
 	}
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return Settings{}, fmt.Errorf("%s: not an http(s) URL", endpointVar)
 	}
+	if base {
+		// A base URL: /v1/traces joins its path, and its query (a tenant some intakes take
+		// there) stays a query. A fragment is never sent.
+		u.Path, u.RawPath = strings.TrimSuffix(u.Path, "/")+"/v1/traces", ""
+		u.Fragment, u.RawFragment = "", ""
+		s.URL = u.String()
+	}
 	s.Shown = u.Redacted()
-	// OTEL_EXPORTER_OTLP_HEADERS first, the traces' own over it.
-	for _, n := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
-		if err := parseHeaders(n, getenv(n), s.Headers); err != nil {
-			return Settings{}, err
-		}
+	// The traces' own headers, or else the general ones: one replaces the other whole, as
+	// OpenTelemetry's exporters read them, so that the key of a backend the general variable
+	// names for other signals is never sent to the traces' one.
+	headersVar := "OTEL_EXPORTER_OTLP_HEADERS"
+	if strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS")) != "" {
+		headersVar = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+	}
+	if err := parseHeaders(headersVar, getenv(headersVar), s.Headers); err != nil {
+		return Settings{}, err
 	}
 	if v, name := get("TIMEOUT"); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
@@ -87,10 +114,84 @@ func Read(getenv func(string) string) (Settings, error) {
 	default:
 		return Settings{}, fmt.Errorf("%s=%q: want gzip or none", name, v)
 	}
+	for _, f := range []struct {
+		name string
+		into *File
+	}{{"CERTIFICATE", &s.CA}, {"CLIENT_CERTIFICATE", &s.ClientCertificate}, {"CLIENT_KEY", &s.ClientKey}} {
+		v, name := get(f.name)
+		*f.into = File{Var: name, Path: v}
+	}
+	if (s.ClientCertificate.Path == "") != (s.ClientKey.Path == "") {
+		return Settings{}, fmt.Errorf("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY (or their _TRACES_ forms): set both, or neither")
+	}
+	if s.Propagators, err = propagators(getenv(propagatorsEnv)); err != nil {
+		return Settings{}, err
+	}
 	if err := checkResource(getenv(resourceEnv)); err != nil {
 		return Settings{}, err
 	}
 	return s, nil
+}
+
+const propagatorsEnv = "OTEL_PROPAGATORS"
+
+// propagators reads OTEL_PROPAGATORS: a list of tracecontext and baggage (OpenTelemetry's
+// default, both), or none. B3, Jaeger, OT and X-Ray's propagators are refused rather than
+// ignored: they are not linked into the functions, and the AWS targets carry X-Ray's header
+// whatever this says.
+func propagators(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return []string{"tracecontext", "baggage"}, nil
+	}
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		switch p = strings.ToLower(strings.TrimSpace(p)); p {
+		case "tracecontext", "baggage":
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		case "none":
+			if len(strings.Split(list, ",")) > 1 {
+				return nil, fmt.Errorf("%s=%q: none goes alone", propagatorsEnv, list)
+			}
+			return []string{}, nil
+		default:
+			return nil, fmt.Errorf("%s=%q: want tracecontext, baggage (the default is both) or none; %q is not linked into the functions (their AWS targets carry X-Ray's header whatever this says)", propagatorsEnv, list, p)
+		}
+	}
+	return out, nil
+}
+
+// TLSConfig is the exporter's TLS configuration, from the files s names (nil when it names
+// none): the collector's CA, added to the system's, and a client certificate. It reads them,
+// so it runs at start (a synth has no function's files); its errors name the variable.
+func (s Settings) TLSConfig() (*tls.Config, error) {
+	if s.CA.Path == "" && s.ClientCertificate.Path == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.CA.Path != "" {
+		pem, err := os.ReadFile(s.CA.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.CA.Var, err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s=%s: no PEM certificate in it", s.CA.Var, s.CA.Path)
+		}
+		cfg.RootCAs = pool
+	}
+	if s.ClientCertificate.Path != "" {
+		cert, err := tls.LoadX509KeyPair(s.ClientCertificate.Path, s.ClientKey.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%s and %s: %w", s.ClientCertificate.Var, s.ClientKey.Var, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 // maxTimeout is the longest export timeout taken: Lambda's longest invocation.
@@ -168,7 +269,8 @@ func parseHeaders(name, list string, into map[string]string) error {
 // checkTracing says whether the environment turns tracing on, refusing an exporter, a
 // protocol or a sampler that cannot be honoured.
 func checkTracing(getenv func(string) string) (on bool, err error) {
-	if disabled, _ := strconv.ParseBool(getenv(sdkDisabledEnv)); disabled {
+	// "true" in any case, as OpenTelemetry reads it; anything else is false.
+	if strings.EqualFold(strings.TrimSpace(getenv(sdkDisabledEnv)), "true") {
 		return false, nil
 	}
 	switch strings.ToLower(strings.TrimSpace(getenv(tracesExporterEnv))) {
@@ -205,7 +307,7 @@ func checkSampler(getenv func(string) string) error {
 		if arg == "" {
 			return nil // the SDK's default ratio, 1
 		}
-		if r, err := strconv.ParseFloat(arg, 64); err != nil || r < 0 || r > 1 {
+		if r, err := strconv.ParseFloat(arg, 64); err != nil || !(r >= 0 && r <= 1) { // NaN too
 			return fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1 for %s", arg, sampler)
 		}
 		return nil

@@ -10,8 +10,6 @@ package tracecontext
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -61,28 +59,24 @@ func printable(s string) bool {
 	return true
 }
 
-// XRay is the X-Ray trace header of a W3C traceparent (version 00), "" when it is not one:
-// Root=1-<the trace id's first 8 hex digits>-<its other 24>;Parent=<span id>;Sampled=<0|1>.
-// X-Ray reads an OpenTelemetry trace id so (its first 8 digits need not be a time).
-func XRay(traceparent string) string {
-	if traceparent == "" {
-		return "" // tracing off: no allocation for it
-	}
-	p := strings.Split(traceparent, "-")
-	if len(p) != 4 || p[0] != "00" || len(p[1]) != 32 || len(p[2]) != 16 || len(p[3]) != 2 {
+// XRay is the X-Ray trace header of ctx's span context, "" without one or when the calls carry
+// no trace (no propagator: tracing off, or OTEL_PROPAGATORS=none): Root=1-<the trace id's first
+// 8 hex digits>-<its other 24>;Parent=<span id>;Sampled=<0|1>. X-Ray reads an OpenTelemetry
+// trace id so (its first 8 digits need not be a time). It follows the span, not the W3C
+// fields: a propagator of baggage alone still gets the AWS targets X-Ray's header.
+func XRay(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() { // tracing off: no allocation for it
 		return ""
 	}
-	if _, err := trace.TraceIDFromHex(p[1]); err != nil {
+	if len(otel.GetTextMapPropagator().Fields()) == 0 {
 		return ""
 	}
-	if _, err := trace.SpanIDFromHex(p[2]); err != nil {
-		return ""
+	tid, sampled := sc.TraceID().String(), "0"
+	if sc.IsSampled() {
+		sampled = "1"
 	}
-	flags, err := strconv.ParseUint(p[3], 16, 8)
-	if err != nil {
-		return ""
-	}
-	return "Root=1-" + p[1][:8] + "-" + p[1][8:] + ";Parent=" + p[2] + ";Sampled=" + strconv.FormatUint(flags&1, 10)
+	return "Root=1-" + tid[:8] + "-" + tid[8:] + ";Parent=" + sc.SpanID().String() + ";Sampled=" + sampled
 }
 
 // XRayHeader is the HTTP header the X-Ray trace header travels in on an AWS API request

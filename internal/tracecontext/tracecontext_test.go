@@ -10,21 +10,23 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-func TestXRayIsTheTraceparentsFieldsInX_RaysForm(t *testing.T) {
-	for in, want := range map[string]string{
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01": "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1",
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00": "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=0",
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03": "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1",
-		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01": "",
-		"00-00000000000000000000000000000000-00f067aa0ba902b7-01": "",
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01": "",
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7":    "",
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-zz": "",
-		"": "",
+func TestXRayIsTheSpanContextInX_RaysForm(t *testing.T) {
+	t.Cleanup(func() { otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator()) }) // none, as before
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	for flags, want := range map[trace.TraceFlags]string{
+		0x01: "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1",
+		0x00: "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=0",
+		0x03: "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1",
 	} {
-		if got := XRay(in); got != want {
-			t.Errorf("XRay(%q) = %q, want %q", in, got, want)
+		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags}))
+		if got := XRay(ctx); got != want {
+			t.Errorf("flags %02x: XRay = %q, want %q", byte(flags), got, want)
 		}
+	}
+	if got := XRay(context.Background()); got != "" {
+		t.Errorf("no span context: XRay = %q", got)
 	}
 }
 

@@ -110,7 +110,7 @@ func attributeBytes(name, value string) int { return len(name) + len("String") +
 
 // xray is the X-Ray trace header of ctx's trace context, "" without one.
 func xray(ctx context.Context) string {
-	return tracecontext.XRay(tracecontext.Fields(ctx)["traceparent"])
+	return tracecontext.XRay(ctx)
 }
 
 // sqsSystemAttributes carries the X-Ray trace header as SQS's AWSTraceHeader (which counts
