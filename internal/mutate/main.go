@@ -78,7 +78,7 @@ var mutations = []mutation{
 		"./outbox", "TestNoFormOfWebhookURLOrAnswerPutsItsSecretInASpan|TestADownstreamsStatusLineNeverPutsTheURLsPathInASpan"},
 	{"trace: a call without a readable answer is described by the kind of failure, never net/http's quote of it", "outbox/trace.go",
 		`	return "an answer that is not HTTP, or an HTTP failure (last_error has its text)"`, `	return err.Error()`,
-		"./outbox", "TestAMalformedAnswerNeverPutsTheDownstreamsWordsInASpan"},
+		"./outbox", "TestAMalformedAnswerNeverPutsTheDownstreamsWordsInASpan|TestNoFormOfWebhookURLOrAnswerPutsItsSecretInASpan"},
 	{"trace: a function's error answer never reaches a span", "outbox/targets/executors.go",
 		`	return fmt.Sprintf("Lambda Invoke %s: function error %s", e.function, e.kind)`, `	return e.Error()`,
 		"./outbox/targets", "TestAFunctionsErrorAnswerNeverReachesASpan"},
