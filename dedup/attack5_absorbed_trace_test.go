@@ -9,7 +9,7 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// TestAttack5AnAbsorbedClaimStoresNoTrace: the commit's span context is stored "only on a claim
+// TestAnAbsorbedClaimStoresNoTrace: the commit's span context is stored "only on a claim
 // with intents (nothing continues one without)" (docs/operations.md, Traces; dedup.AttrTrace).
 // An event whose business condition fails is absorbed: claimed alone, its intents and effects
 // dropped. The absorbed claim keeps the trace attribute all the same, so what is stored for
@@ -17,7 +17,7 @@ import (
 //
 // The space: the claim absorbed alone by a PutItem (no body guard) and by a transaction with
 // its body guard, sampled and unsampled contexts, beside the same commit untraced.
-func TestAttack5AnAbsorbedClaimStoresNoTrace(t *testing.T) {
+func TestAnAbsorbedClaimStoresNoTrace(t *testing.T) {
 	t.Parallel()
 	for _, guarded := range []bool{false, true} {
 		for _, flags := range []trace.TraceFlags{0, trace.FlagsSampled} {

@@ -12,7 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// TestAttack5AnEndpointsTokenIsNeverLogged: export errors are logged without secrets. An
+// TestAnEndpointsTokenIsNeverLogged: export errors are logged without secrets. An
 // intake that takes its key in the URL rather than a header (Sumo Logic's OTLP/HTTP source:
 // https://endpoint…/receiver/v1/otlp/<token>/v1/traces; an intake with ?api-key=) has its
 // secret in the path or the query, exactly as a webhook URL has (which the outbox never
@@ -23,7 +23,7 @@ import (
 //
 // The space: the token in the path and in the query, the traces' endpoint and the general one,
 // with the collector unreachable and answering 401 and 503.
-func TestAttack5AnEndpointsTokenIsNeverLogged(t *testing.T) {
+func TestAnEndpointsTokenIsNeverLogged(t *testing.T) {
 	const token = "ZaVnC4dhaV2Zk1Bd3tok3nXk9fQ"
 	refusing := func(status int) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))

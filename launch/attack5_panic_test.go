@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TestAttack5APanickingHandlersSpansStillLeave: each invocation's spans are exported before it
+// TestAPanickingHandlersSpansStillLeave: each invocation's spans are exported before it
 // answers. A handler that panics (an application's planner or executor) is answered by
 // Lambda's runtime, which recovers the panic and then stops the process: what the wrappers
 // launch puts around the functions' handlers must end the invocation span (in error) and
@@ -20,7 +20,7 @@ import (
 //
 // The space: the outbox's and the sweeper's wrapper (invocation) and the receiver's (flushed),
 // each with a handler that ended a span of its own before panicking.
-func TestAttack5APanickingHandlersSpansStillLeave(t *testing.T) {
+func TestAPanickingHandlersSpansStillLeave(t *testing.T) {
 	resetOtel(t)
 	exp := tracetest.NewInMemoryExporter()
 	tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Hour)))} // only a flush exports

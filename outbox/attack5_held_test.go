@@ -11,7 +11,7 @@ import (
 	"github.com/oncehook/oncehook/outbox"
 )
 
-// TestAttack5AHeldIntentIsNoErrorSpan: a span is in error where something failed and in no
+// TestAHeldIntentIsNoErrorSpan: a span is in error where something failed and in no
 // other case. An intent its target's limit holds back (outbox.OutcomeHeld) has not failed:
 // it is not leased, spends no attempt, never parks, and runs at its turn; the worker logs no
 // warning for it and counts it apart from failures, as it does a busy intent (another worker
@@ -22,7 +22,7 @@ import (
 //
 // The space: held by the process's own rate bucket (the second of a claim's intents to one
 // rated target, and every one after it), beside the busy intent as the reference.
-func TestAttack5AHeldIntentIsNoErrorSpan(t *testing.T) {
+func TestAHeldIntentIsNoErrorSpan(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	rec, tp := recorder()

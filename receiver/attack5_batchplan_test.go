@@ -43,7 +43,7 @@ func failingBody(id string) string {
 	return `{"id":"` + id + `","type":"order.failing","timestamp":"2026-08-25T09:14:03Z","data":{"order_id":"o","customer_email":"ada@example.com"}}`
 }
 
-// TestAttack5ABatchsFailedPlanIsAPlanSpanInError: a planner that fails (a 500: the planner is
+// TestABatchsFailedPlanIsAPlanSpanInError: a planner that fails (a 500: the planner is
 // ours to fix; or a 400: the payload) puts the plan span in error, as the single event's path
 // does (its plan span ends with the planner's error). A batch's one plan span ends without an
 // error whatever its planners did: the trace of a refused batch shows a plan that succeeded,
@@ -52,7 +52,7 @@ func failingBody(id string) string {
 // The space: each failure a planner can return (a plain error, a PayloadError), at each place
 // in a batch (first, after a good event), on a batch source, with the same failure on a
 // single-event source as the reference.
-func TestAttack5ABatchsFailedPlanIsAPlanSpanInError(t *testing.T) {
+func TestABatchsFailedPlanIsAPlanSpanInError(t *testing.T) {
 	t.Parallel()
 	failures := []error{errors.New("planner: the catalogue is down"), &receiver.PayloadError{Field: "data.order_id", Reason: "is not an order"}}
 	for fi, failure := range failures {

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TestAttack5TracingOffStoresNoContextTheCallerHad: with tracing off (no TracerProvider) the
+// TestTracingOffStoresNoContextTheCallerHad: with tracing off (no TracerProvider) the
 // receiver starts no span and stores nothing on a claim (docs/operations.md, Traces: "Off by
 // default, and then free: ... nothing is stored on a claim"). A handler context that already
 // holds a span context (a propagation middleware in front of ServeHTTP that extracts the
@@ -26,7 +26,7 @@ import (
 // The space: the context's span context is the provider's remote traceparent, sampled and not,
 // or a local span (a wrapper's) from an SDK provider; each is delivered through Handle with
 // that context, and once through ServeHTTP behind a W3C-extracting middleware.
-func TestAttack5TracingOffStoresNoContextTheCallerHad(t *testing.T) {
+func TestTracingOffStoresNoContextTheCallerHad(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t) // e.handler: no TracerProvider
 	theirs := []string{

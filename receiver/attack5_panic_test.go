@@ -7,7 +7,7 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// TestAttack5APanickingPlannerLeavesNoSpanOpen: every span the receiver starts is ended, on
+// TestAPanickingPlannerLeavesNoSpanOpen: every span the receiver starts is ended, on
 // a panic too. A planner is the application's code; when it panics, Lambda's runtime recovers
 // the panic, answers the invocation with an error and stops the process. The delivery span
 // and the plan span under it are never ended, so they are never exported: the one delivery
@@ -15,7 +15,7 @@ import (
 // until the process dies).
 //
 // The space: the panic in the plan of a single event and of a batch's first and second event.
-func TestAttack5APanickingPlannerLeavesNoSpanOpen(t *testing.T) {
+func TestAPanickingPlannerLeavesNoSpanOpen(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withSources(attack5BatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
 	for i, c := range []struct{ source, body string }{

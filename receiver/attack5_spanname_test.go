@@ -2,7 +2,7 @@ package receiver_test
 
 import "testing"
 
-// TestAttack5TheServerSpansNameIsItsMethods: an HTTP server span is named "{method}
+// TestTheServerSpansNameIsItsMethods: an HTTP server span is named "{method}
 // {http.route}" (OpenTelemetry's HTTP conventions; "HTTP {http.route}" for a method the
 // conventions do not know, http.request.method _OTHER), so that its name and its
 // http.request.method never disagree. The delivery span is "POST /hooks/{source}" whatever the
@@ -11,7 +11,7 @@ import "testing"
 // operations by span name counts them among the deliveries.
 //
 // The space: every method the receiver names, and one it does not, to a known source.
-func TestAttack5TheServerSpansNameIsItsMethods(t *testing.T) {
+func TestTheServerSpansNameIsItsMethods(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	for _, c := range []struct{ method, want string }{
