@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -94,7 +95,13 @@ func (x *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	}
 	resp, err := x.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("OTLP export: %w", err) // net/http's error names the URL, its password stripped
+		// net/http's error names the URL whole (its password stripped, its path and query
+		// not): described by x.shown instead, since the error handler logs it on every export.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("OTLP export to %s: %w", x.shown, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
