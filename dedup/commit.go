@@ -196,8 +196,8 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 	claim := make(map[string]types.AttributeValue, len(req.claim))
 	for k, v := range req.claim {
 		switch k {
-		case AttrIntents, AttrPendingShard, AttrPendingSince, AttrWake, AttrEffects:
-			continue
+		case AttrIntents, AttrPendingShard, AttrPendingSince, AttrWake, AttrEffects, AttrTrace:
+			continue // the trace too: only a claim with intents has anything to continue it
 		}
 		claim[k] = v
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -41,7 +43,7 @@ type otlpExporter struct {
 // newOTLPExporter is the exporter the settings ask for; its error (a TLS file the settings
 // name that cannot be read) names the variable.
 func newOTLPExporter(s otelenv.Settings) (*otlpExporter, error) {
-	client := &http.Client{Timeout: s.Timeout}
+	client := &http.Client{Timeout: s.Timeout, CheckRedirect: sameOrigin}
 	tlsConfig, err := s.TLSConfig()
 	if err != nil {
 		return nil, err
@@ -52,6 +54,19 @@ func newOTLPExporter(s otelenv.Settings) (*otlpExporter, error) {
 		client.Transport = t
 	}
 	return &otlpExporter{url: s.URL, shown: s.Shown, headers: s.Headers, gzip: s.Gzip, client: client}, nil
+}
+
+// sameOrigin follows a redirect within the endpoint's origin (a moved path) and no other:
+// net/http forwards every header but Authorization and Cookie across origins, and the
+// export's headers hold a vendor's key.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("redirected to another origin (%s://%s), not followed: set the endpoint to where the collector is", req.URL.Scheme, req.URL.Hostname())
+	}
+	return nil
 }
 
 // ExportSpans sends one request with every span of the batch.
@@ -80,7 +95,13 @@ func (x *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	}
 	resp, err := x.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("OTLP export: %w", err) // net/http's error names the URL, its password stripped
+		// net/http's error names the URL whole (its password stripped, its path and query
+		// not): described by x.shown instead, since the error handler logs it on every export.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("OTLP export to %s: %w", x.shown, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))

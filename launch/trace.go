@@ -179,6 +179,16 @@ func invocation[In, Out any](t *Tracing, name string, trigger func(In) attribute
 			attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID), semconv.CloudResourceID(lc.InvokedFunctionArn))
 		}
 		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+		defer func() {
+			// A panic too: its invocation is the one an operator most needs to find, and
+			// Lambda's runtime stops the process after it, with every span not yet exported.
+			if r := recover(); r != nil {
+				span.SetStatus(codes.Error, "panic")
+				span.End()
+				t.Flush(ctx)
+				panic(r)
+			}
+		}()
 		out, err := handler(ctx, in)
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
@@ -196,6 +206,12 @@ func flushed[In, Out any](t *Tracing, handler func(context.Context, In) (Out, er
 		return handler
 	}
 	return func(ctx context.Context, in In) (Out, error) {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Flush(ctx) // a panicking delivery's spans (ended in error by the receiver) leave too
+				panic(r)
+			}
+		}()
 		out, err := handler(ctx, in)
 		t.Flush(ctx)
 		return out, err

@@ -1,9 +1,7 @@
 package outbox_test
 
 import (
-	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -80,32 +78,14 @@ func TestAFailedCallToAnyFormOfWebhookURLNeverRecordsItsPathOrPassword(t *testin
 // put the token in the span.
 func TestADownstreamsStatusLineNeverPutsTheURLsPathInASpan(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				// As some frameworks answer: the reason phrase names the route that was not found.
-				_, _ = c.Write([]byte("HTTP/1.1 404 Cannot POST " + req.URL.Path + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-			}()
-		}
-	}()
+	// As some frameworks answer: the reason phrase names the route that was not found.
+	addr := rawServer(t, func(_ int, req *http.Request) string {
+		return "HTTP/1.1 404 Cannot POST " + req.URL.Path + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	})
 	rec, tp := recorder()
-	x := &outbox.HTTPExecutor{URL: "http://" + ln.Addr().String() + "/services/T000SECRET/B000SECRET"}
+	x := &outbox.HTTPExecutor{URL: "http://" + addr + "/services/T000SECRET/B000SECRET"}
 	ctx, span := tp.Tracer("test").Start(context.Background(), "call hook")
-	err = x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
+	err := x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
 	span.End()
 	if err == nil {
 		t.Fatal("the call succeeded")

@@ -1,9 +1,7 @@
 package outbox_test
 
 import (
-	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"testing"
 
@@ -44,31 +42,11 @@ func TestAMalformedAnswerNeverPutsTheDownstreamsWordsInASpan(t *testing.T) {
 		},
 	}
 	for name, answer := range answers {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					req, err := http.ReadRequest(bufio.NewReader(c))
-					if err != nil {
-						return
-					}
-					_, _ = c.Write([]byte(answer(req.URL.Path)))
-				}()
-			}
-		}()
+		addr := rawServer(t, func(_ int, req *http.Request) string { return answer(req.URL.Path) })
 		rec, tp := recorder()
-		x := &outbox.HTTPExecutor{URL: "http://" + ln.Addr().String() + "/services/T0" + secret + "/B0" + secret}
+		x := &outbox.HTTPExecutor{URL: "http://" + addr + "/services/T0" + secret + "/B0" + secret}
 		ctx, span := tp.Tracer("test").Start(context.Background(), "call hook")
-		err = x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
+		err := x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
 		span.End()
 		if err == nil {
 			t.Errorf("%s: the call succeeded", name)

@@ -51,6 +51,7 @@ const (
 	AttrStatus     = attribute.Key("oncehook.status") // what a finish recorded: done, pending or parked
 	AttrAtMostOnce = attribute.Key("oncehook.at_most_once")
 	AttrSent       = attribute.Key("oncehook.sent")
+	AttrHeld       = attribute.Key("oncehook.held") // why a target's limit held the intent back
 	// AttrLink says what a link is: "invocation" for the span that ran the intent (a stream
 	// batch's, a wake-up's, a sweep's) when the intent's own parent is its claim's commit.
 	AttrLink = attribute.Key("oncehook.link")
@@ -96,7 +97,12 @@ func (w *Worker) traceIntent(ctx context.Context, claim *dedup.Claim, name strin
 			semconv.MessagingMessageID(dedup.IdempotencyKey(claim.Source, claim.EventID, name))))
 	outcome, err := w.run(ctx, claim, name)
 	span.SetAttributes(AttrOutcome.String(outcome))
-	if err != nil {
+	var held *heldError
+	if errors.As(err, &held) {
+		// Not a failure: the target's limit held the intent back, unleased, no attempt spent,
+		// as a busy intent is not one.
+		span.SetAttributes(AttrHeld.String(held.Error()))
+	} else if err != nil {
 		span.SetStatus(codes.Error, tracecontext.Describe(spanError(err)))
 	} else if outcome == OutcomeParked {
 		span.SetStatus(codes.Error, "parked")

@@ -17,8 +17,8 @@ import (
 // redaction, over generated URLs rather than examples: whatever form the target's URL takes
 // (scheme in any case, a password, the secret in the path, the query or the fragment, raw,
 // percent-encoded or not ASCII, a URL that does not parse) and however the call fails (refused,
-// an answer whose reason phrase, body or redirect Location quotes the secret), no span's
-// status, attribute or event holds the secret.
+// an answer whose reason phrase, body or redirect Location quotes the secret, a malformed answer
+// quoting it), no span's status, attribute or event holds the secret.
 func TestNoFormOfWebhookURLOrAnswerPutsItsSecretInASpan(t *testing.T) {
 	t.Parallel()
 	const secret = "SECRET"
@@ -49,9 +49,29 @@ func TestNoFormOfWebhookURLOrAnswerPutsItsSecretInASpan(t *testing.T) {
 }
 
 // quotingServer answers every request with a status that quotes what it was asked, as some
-// frameworks do: a 404 whose reason phrase and body name the path, or a 301 to a Location
-// holding it; a request for /ok gets 200.
+// frameworks do: a 404 whose reason phrase and body name the path, a 301 to a Location holding
+// it, or an answer net/http cannot read whose bad line names it; a request for /ok gets 200.
 func quotingServer(t *testing.T, secret string) string {
+	return rawServer(t, func(n int, req *http.Request) string {
+		switch {
+		case req.URL.Path == "/ok" && !strings.Contains(req.URL.RawQuery, secret):
+			return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+		case n%3 == 2: // not HTTP that net/http reads: its error quotes the line
+			return "HTTP/1.1 404 Not Found\r\nCannot POST " + req.URL.String() + "\r\nContent-Length: 0\r\n\r\n"
+		case n%3 == 0:
+			body := "Cannot POST " + req.URL.String()
+			return "HTTP/1.1 404 Cannot POST " + req.URL.String() + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		default:
+			return "HTTP/1.1 301 Moved " + req.URL.Path + "\r\nLocation: http://elsewhere.example/" + secret + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+		}
+	})
+}
+
+// rawServer is a downstream on a raw TCP listener (its address): it reads each connection's
+// request and writes answer's bytes as they are, however malformed, then closes the
+// connection. n counts the requests, from 0.
+func rawServer(t *testing.T, answer func(n int, req *http.Request) string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,20 +89,7 @@ func quotingServer(t *testing.T, secret string) string {
 				if err != nil {
 					return
 				}
-				var answer string
-				switch {
-				case req.URL.Path == "/ok" && !strings.Contains(req.URL.RawQuery, secret):
-					answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"
-				case n%2 == 0:
-					body := "Cannot POST " + req.URL.String()
-					answer = "HTTP/1.1 404 Cannot POST " + req.URL.String() + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
-				default:
-					answer = "HTTP/1.1 301 Moved " + req.URL.Path + "\r\nLocation: http://elsewhere.example/" + secret + "\r\nContent-Length: 0\r\n"
-				}
-				if !strings.Contains(answer, "\r\n\r\n") {
-					answer += "Connection: close\r\n\r\n"
-				}
-				_, _ = c.Write([]byte(answer))
+				_, _ = c.Write([]byte(answer(n, req)))
 			}(n)
 		}
 	}()

@@ -54,7 +54,8 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 	var places []int
 	var at [maxPaths]span
 	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal) // one span for the batch's events
-	defer func() { planning.end(nil) }()                                 // on a refusal; ended before the commit otherwise
+	defer func() { planning.end(d.err) }()                               // on a refusal; ended before the commit otherwise
+	defer planning.endPanicked()
 	for i, elem := range elems {
 		ev, err := src.read.extract(src.name, hdr, elem, "", at[:], nil)
 		if resp, ok := h.admit(d, src, &ev, err, now, "events["+strconv.Itoa(i)+"]."); !ok {
@@ -97,6 +98,9 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 	commitStart := time.Now()
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
 	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
+	if h.tracer == nil {
+		cctx = untraced(cctx)
+	}
 	results, calls, err := h.commitBatch(cctx, toWrite, plans)
 	if committing.recording() {
 		committing.end(err, AttrEvents.Int(len(toWrite)), AttrDynamoDBCalls.Int(calls))

@@ -232,6 +232,9 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	start := time.Now()
 	d := &delivery{requestID: boundedID(req.RequestContext.RequestID), source: "unknown", untrustedHost: untrustedHost}
 	ctx, span, traced := h.startDelivery(ctx, req)
+	if traced {
+		defer endPanicked(span)
+	}
 	resp := h.handle(ctx, req, d)
 	if resp.StatusCode == http.StatusBadRequest {
 		if src := h.sources[d.source]; src != nil && src.conf.Scheme == "slack" {
@@ -419,6 +422,7 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	d.event = ev
 
 	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal)
+	defer planning.endPanicked()
 	plan, known, err := src.read.plan(pctx, ev, text, at[:], form)
 	if planning.recording() {
 		planning.end(err, AttrEventType.String(ev.Type), AttrEffects.Int(len(plan.Effects)), AttrIntents.Int(len(plan.Intents)))
@@ -445,6 +449,9 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	// for a failure anyway, and retried.
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
 	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claim's
+	if h.tracer == nil {
+		cctx = untraced(cctx)
+	}
 	res, err := h.store.Commit(cctx, ev, plan)
 	if committing.recording() {
 		committing.end(err, commitAttrs(&plan, res)...)

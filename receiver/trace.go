@@ -19,9 +19,11 @@ import (
 const TracerName = "github.com/oncehook/oncehook/receiver"
 
 // The receiver's span names: one delivery is a server span (SpanDelivery, "POST
-// /hooks/{source}") with a child for each step it took.
+// /hooks/{source}"; a request by another method is "<method> /hooks/{source}", or "HTTP
+// /hooks/{source}" for a method HTTP does not define, as OpenTelemetry's HTTP conventions name
+// a server span) with a child for each step it took.
 const (
-	SpanDelivery = "POST /hooks/{source}"
+	SpanDelivery = "POST " + route
 	SpanVerify   = "verify"
 	SpanPlan     = "plan"
 	SpanCommit   = "commit"
@@ -46,6 +48,9 @@ const (
 	AttrLink = attribute.Key("oncehook.link")
 )
 
+// route is the receiver's route, as the delivery span names it.
+const route = "/hooks/{source}"
+
 // maxTraceparent bounds the traceparent header read: a version-00 value is 55 characters,
 // and a later version's is read by its first 55 (W3C Trace Context). Anything longer is
 // ignored unread.
@@ -66,10 +71,13 @@ func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTP
 	if sc, ok := parseTraceparent(req.Headers["traceparent"]); ok {
 		links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("provider")}})
 	}
-	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute("/hooks/{source}"), semconv.URLScheme("https")}
+	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute(route), semconv.URLScheme("https")}
+	name := "HTTP " + route
 	switch m := req.RequestContext.HTTP.Method; m {
-	case http.MethodPost, http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
-		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(m))
+	case http.MethodPost:
+		attrs, name = append(attrs, semconv.HTTPRequestMethodPost), SpanDelivery
+	case http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		attrs, name = append(attrs, semconv.HTTPRequestMethodKey.String(m)), m+" "+route
 	case "":
 	default: // the sender's text: named only by kind (HTTP conventions)
 		attrs = append(attrs, semconv.HTTPRequestMethodOther)
@@ -77,7 +85,7 @@ func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTP
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID))
 	}
-	ctx, s := h.tracer.Start(ctx, SpanDelivery, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
+	ctx, s := h.tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithLinks(links...), trace.WithAttributes(attrs...))
 	return ctx, s, true
 }
@@ -114,6 +122,29 @@ func endDelivery(s trace.Span, d *delivery) {
 	s.End()
 }
 
+// endPanicked, deferred, ends s in error when its function panics, and panics on: a
+// planner's panic still ends (and so exports) the spans of the delivery it broke, and the
+// runtime sees the panic as before.
+func endPanicked(s trace.Span) {
+	if r := recover(); r != nil {
+		s.SetStatus(codes.Error, "panic")
+		s.SetAttributes(semconv.ErrorTypeKey.String("panic"))
+		s.End()
+		panic(r)
+	}
+}
+
+// untraced is ctx for the commit with tracing off: no span context, so that none is stored on
+// the claim. A caller's span (a middleware's that read the sender's traceparent, a function
+// wrapper's) is not the receiver's to store: the claim's context is its own commit span's, or
+// none.
+func untraced(ctx context.Context) context.Context {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	return trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+}
+
 // step is one step's span (verify, plan, commit); the zero step is tracing off, and every
 // method of it does nothing.
 type step struct{ span trace.Span }
@@ -126,6 +157,19 @@ func (h *Handler) startStep(ctx context.Context, name string, kind trace.SpanKin
 	}
 	ctx, s := h.tracer.Start(ctx, name, trace.WithSpanKind(kind))
 	return ctx, step{s}
+}
+
+// endPanicked, deferred, ends the step in error when its function panics (see endPanicked).
+func (s step) endPanicked() {
+	if s.span == nil {
+		return // no recover: the panic goes on as it is
+	}
+	if r := recover(); r != nil {
+		s.span.SetStatus(codes.Error, "panic")
+		s.span.SetAttributes(semconv.ErrorTypeKey.String("panic"))
+		s.span.End()
+		panic(r)
+	}
 }
 
 // recording reports whether attributes set on the step are kept: check it before building them.

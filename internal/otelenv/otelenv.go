@@ -30,7 +30,7 @@ const (
 type Settings struct {
 	On      bool              // OTEL_TRACES_EXPORTER=otlp, and the SDK not disabled
 	URL     string            // where spans are posted
-	Shown   string            // URL without its userinfo, for logs and errors
+	Shown   string            // URL by its scheme and host (shown), for logs and errors
 	Headers map[string]string // sent with each export
 	Timeout time.Duration     // per export
 	Gzip    bool
@@ -84,7 +84,7 @@ func Read(getenv func(string) string) (Settings, error) {
 		u.Fragment, u.RawFragment = "", ""
 		s.URL = u.String()
 	}
-	s.Shown = u.Redacted()
+	s.Shown = shown(u)
 	// The traces' own headers, or else the general ones: one replaces the other whole, as
 	// OpenTelemetry's exporters read them, so that the key of a backend the general variable
 	// names for other signals is never sent to the traces' one.
@@ -192,6 +192,20 @@ func (s Settings) TLSConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// shown is an endpoint as logs and errors give it: scheme, host and the standard path, and
+// "/…" for any other path or a query. An intake's key can be its URL's path (a per-source
+// receiver URL) or a query parameter, and export errors are logged on every failed export.
+func shown(u *url.URL) string {
+	s := u.Scheme + "://" + u.Host
+	switch {
+	case u.RawQuery != "" || (u.Path != "" && u.Path != "/" && u.Path != "/v1/traces"):
+		return s + "/…"
+	case u.Path == "/v1/traces":
+		return s + u.Path
+	}
+	return s
 }
 
 // maxTimeout is the longest export timeout taken: Lambda's longest invocation.
