@@ -308,6 +308,12 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if err != nil {
 		return nil, err
 	}
+	if o := cfg.OpenTelemetry; o != nil && o.CollectorLayerArn != "" {
+		if err := placed(scope, awscdk.Stack_Of(scope), "Props.OpenTelemetry.CollectorLayerArn", "a function takes a layer of its own Region only: use the layer's ARN for the stack's Region",
+			false, nil, jsii.String(o.CollectorLayerArn)); err != nil {
+			return nil, err
+		}
+	}
 	code, err := stageCode(cfg, raw)
 	if err != nil {
 		return nil, err
@@ -335,7 +341,10 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		allowLogs(stack, cfg.LogKey)
 	}
 
-	o.Receiver, o.Outbox, o.Sweeper = newFunctions(c, cfg, file, code, timings, o.Table, o.RetryQueue, bound.env(stack))
+	o.Receiver, o.Outbox, o.Sweeper, err = newFunctions(c, cfg, file, code, timings, o.Table, o.RetryQueue, bound.env(stack))
+	if err != nil {
+		return nil, err
+	}
 	telemetry(c, cfg, o.Receiver, o.Outbox, o.Sweeper)
 	grantAll(stack, cfg, file, bound, o.Table, o.RetryQueue, o.Receiver, o.Outbox, o.Sweeper)
 
@@ -581,9 +590,14 @@ func allowLogs(stack awscdk.Stack, key awskms.IKey) {
 // newFunctions are the receiver, the outbox worker and the sweeper, each with its own role and
 // log group, and the environment that points them at the table and the retry queue.
 func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code map[string]staged, timings outbox.Timings,
-	table awsdynamodb.ITable, retries awssqs.Queue, bindings string) (receiver, worker, sweeper awslambda.Function) {
+	table awsdynamodb.ITable, retries awssqs.Queue, bindings string) (receiver, worker, sweeper awslambda.Function, err error) {
 	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards),
 		"METRICS_NAMESPACE": cfg.MetricsNamespace}
+	if cfg.OpenTelemetry != nil {
+		for k, v := range telemetryEnv(cfg.OpenTelemetry) {
+			env[k] = v
+		}
+	}
 	if bindings != "" {
 		env["ONCEHOOK_BINDINGS"] = bindings // every function binds the whole file at start
 	}
@@ -597,8 +611,12 @@ func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code ma
 	for k, v := range env {
 		outboxEnv[k] = v
 	}
-	receiver = function(c, "Receiver", cfg, cfg.ReceiverFunction, code["receiver"], env, receiverTimeout(file).Seconds())
-	worker = function(c, "Outbox", cfg, cfg.OutboxFunction, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds())
+	if receiver, err = function(c, "Receiver", cfg, cfg.ReceiverFunction, code["receiver"], env, receiverTimeout(file).Seconds()); err != nil {
+		return nil, nil, nil, err
+	}
+	if worker, err = function(c, "Outbox", cfg, cfg.OutboxFunction, code["outbox"], outboxEnv, timings.FunctionTimeout.Seconds()); err != nil {
+		return nil, nil, nil, err
+	}
 	sweeperEnv := map[string]string{}
 	for k, v := range outboxEnv {
 		sweeperEnv[k] = v
@@ -609,11 +627,48 @@ func newFunctions(c constructs.Construct, cfg Props, file *sources.File, code ma
 			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.AuditSample)
 		}
 	}
-	sweeper = function(c, "Sweeper", cfg, cfg.SweeperFunction, code["sweeper"], sweeperEnv, timings.SweeperTimeout.Seconds())
+	if sweeper, err = function(c, "Sweeper", cfg, cfg.SweeperFunction, code["sweeper"], sweeperEnv, timings.SweeperTimeout.Seconds()); err != nil {
+		return nil, nil, nil, err
+	}
 	if !cfg.UnreservedSweeper {
 		sweeper.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
 	}
-	return receiver, worker, sweeper
+	return receiver, worker, sweeper, nil
+}
+
+// maxEnvironment is Lambda's limit on a function's environment: its variables' names and
+// values, 4 KB in all.
+const maxEnvironment = 4 << 10
+
+// deployValue is what the size check counts for a value known only at deploy (a table's name,
+// a queue's URL, bound ARNs): a warning, not a refusal, when the environment could pass the
+// limit with such values this long.
+const deployValue = 128
+
+// checkEnvironment refuses a function's environment that is over Lambda's 4 KB with its
+// literal values alone (CreateFunction would refuse it), and warns when values known only at
+// deploy could take it over. An inline sources file (Code.Lambda) and OpenTelemetry's
+// settings (a vendor's header) are what fill it.
+func checkEnvironment(fn awslambda.Function, name string, vars map[string]*string) error {
+	literal, tokens := 0, 0
+	for k, v := range vars {
+		literal += len(k)
+		if unresolved(*v) {
+			tokens++
+			continue
+		}
+		literal += len(*v)
+	}
+	if literal > maxEnvironment {
+		return fmt.Errorf("the %s function's environment: %d bytes with its literal values alone (the inline sources file, Props.Environment, Props.OpenTelemetry's settings), over Lambda's 4 KB: a smaller OpenTelemetry header or resource attributes, or Code.Dir or Code.GoPackage (which carry the sources file in the code, not the environment)",
+			strings.ToLower(name), literal)
+	}
+	if literal+tokens*deployValue > maxEnvironment {
+		awscdk.Annotations_Of(fn).AddWarningV2(jsii.String("oncehook:environment-size"), jsii.String(fmt.Sprintf(
+			"the %s function's environment: %d bytes before its %d values known only at deploy (the table's name, the retry queue's URL, bound ARNs): Lambda refuses more than 4 KB in all",
+			strings.ToLower(name), literal, tokens)), nil)
+	}
+	return nil
 }
 
 // grantAll gives each function's role exactly what its code does, on exactly its resources.
@@ -974,7 +1029,7 @@ func compactJSON(b []byte) []byte {
 
 // function defines one Lambda, with its own log group and role, tagged with its role in the
 // deployment (oncehook:function) so tools find it without its name.
-func function(scope constructs.Construct, id string, cfg Props, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) awslambda.Function {
+func function(scope constructs.Construct, id string, cfg Props, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) (awslambda.Function, error) {
 	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
 		Retention:     cfg.LogRetention,
 		RemovalPolicy: cfg.LogRemoval,
@@ -1014,7 +1069,7 @@ func function(scope constructs.Construct, id string, cfg Props, opts FunctionOpt
 		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(opts.ReservedConcurrency))
 	}
 	awscdk.Tags_Of(fn).Add(jsii.String(FunctionTag), jsii.String(name), nil)
-	return fn
+	return fn, checkEnvironment(fn, name, vars)
 }
 
 // FunctionTag tags each function with its role in the deployment: receiver, outbox, sweeper.

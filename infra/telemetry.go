@@ -26,8 +26,10 @@ type OpenTelemetry struct {
 	// (aws-otel-collector-<arch>-ver-...; its default configuration exports to X-Ray: set
 	// XRay) or OpenTelemetry's own (opentelemetry-collector-<arch>-...). Layers are per Region
 	// and architecture: the ARN must be the stack's Region's, for the functions' architecture
-	// (arm64 unless X86). The functions export to it on localhost:4318 and it forwards as its
-	// configuration says (OPENTELEMETRY_COLLECTOR_CONFIG_URI in Environment for your own).
+	// (arm64 unless X86); the synth refuses a layer of another Region (when the stack's is
+	// known) and one whose name says another architecture than a function's. The functions
+	// export to it on localhost:4318 and it forwards as its configuration says
+	// (OPENTELEMETRY_COLLECTOR_CONFIG_URI in Environment for your own).
 	CollectorLayerArn string
 	// Endpoint is an OTLP/HTTP endpoint the functions export to (OTEL_EXPORTER_OTLP_ENDPOINT;
 	// they post to <Endpoint>/v1/traces): a collector of the team's own, a vendor's intake
@@ -68,6 +70,9 @@ func checkTelemetry(cfg *Props) error {
 	}
 	if a := o.CollectorLayerArn; a != "" && !unresolved(a) && !layerArn.MatchString(a) {
 		return fmt.Errorf("Props.OpenTelemetry.CollectorLayerArn %q: not a layer version's ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<version>)", a)
+	}
+	if err := checkLayerArchitecture(cfg); err != nil {
+		return err
 	}
 	if e := o.Endpoint; e != "" && !unresolved(e) {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -118,6 +123,40 @@ func checkOtelEnv(field string, vars map[string]string) error {
 // unresolved says whether s holds a CDK token, a value known only at deploy.
 func unresolved(s string) bool { return *awscdk.Token_IsUnresolved(jsii.String(s)) }
 
+// layerArch reads the architecture a collector layer's name gives (ADOT's
+// aws-otel-collector-<arm64|amd64>-ver-..., OpenTelemetry's opentelemetry-collector-<arm64|amd64>-...),
+// "" when it names none (a layer of the team's own).
+var layerArch = regexp.MustCompile(`:layer:[A-Za-z0-9_-]*?(?:^|[-_])(arm64|amd64|x86_64|x86-64)(?:[-_]|:)`)
+
+// checkLayerArchitecture refuses a collector layer whose name says it is built for another
+// architecture than a function's: the collector is an extension binary, and one the function
+// cannot execute fails every invocation's start, not only its traces. One layer serves every
+// function, so functions of both architectures cannot share a layer that names one.
+func checkLayerArchitecture(cfg *Props) error {
+	a := cfg.OpenTelemetry.CollectorLayerArn
+	m := layerArch.FindStringSubmatch(a)
+	if a == "" || unresolved(a) || m == nil {
+		return nil
+	}
+	layer := "arm64"
+	if m[1] != "arm64" {
+		layer = "x86_64"
+	}
+	for _, f := range []struct {
+		name string
+		o    FunctionOptions
+	}{{"ReceiverFunction", cfg.ReceiverFunction}, {"OutboxFunction", cfg.OutboxFunction}, {"SweeperFunction", cfg.SweeperFunction}} {
+		if f.o.Architecture == nil {
+			continue
+		}
+		if arch := *f.o.Architecture.Name(); arch != layer {
+			return fmt.Errorf("Props.OpenTelemetry.CollectorLayerArn %q: a collector layer for %s, and the %s runs on %s (Props.%s.Architecture, or Props.X86): use the layer built for %s; functions of both architectures cannot share one layer",
+				a, layer, strings.TrimSuffix(f.name, "Function"), arch, f.name, arch)
+		}
+	}
+	return nil
+}
+
 // telemetryEnv is the functions' OpenTelemetry environment.
 func telemetryEnv(o *OpenTelemetry) map[string]string {
 	env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}
@@ -130,22 +169,18 @@ func telemetryEnv(o *OpenTelemetry) map[string]string {
 	return env
 }
 
-// telemetry wires the OpenTelemetry prop into each function: its environment, the collector
-// layer, and X-Ray's write actions.
+// telemetry wires the OpenTelemetry prop into each function: the collector layer, and X-Ray's
+// write actions (its environment, telemetryEnv, is the functions' own from the start).
 func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function) {
 	o := cfg.OpenTelemetry
 	if o == nil {
 		return
 	}
-	env := telemetryEnv(o)
 	var layer awslambda.ILayerVersion
 	if o.CollectorLayerArn != "" {
 		layer = awslambda.LayerVersion_FromLayerVersionArn(scope, jsii.String("CollectorLayer"), jsii.String(o.CollectorLayerArn))
 	}
 	for _, fn := range fns {
-		for _, k := range sortedKeys(env) {
-			fn.AddEnvironment(jsii.String(k), jsii.String(env[k]), nil)
-		}
 		if layer != nil {
 			fn.AddLayers(layer)
 		}

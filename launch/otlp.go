@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -82,9 +83,43 @@ func (x *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		_ = zw.Close()
 		body = buf.Bytes()
 	}
+	for attempt := 1; ; attempt++ {
+		wait, err := x.send(ctx, body)
+		if wait < 0 || attempt == maxExportAttempts {
+			return err
+		}
+		if wait == 0 {
+			wait = exportBackoff << (attempt - 1)
+		}
+		// Waited only while the export's context allows: the flush at the end of an
+		// invocation has 500 ms, and a wait past it would only be cut short.
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// The retries of an export the collector asks to be retried (429, 502, 503, 504): as many as
+// the export's context allows, at most maxExportAttempts in all, after the collector's
+// Retry-After or else a doubling wait from exportBackoff.
+const (
+	maxExportAttempts = 5
+	exportBackoff     = 25 * time.Millisecond
+)
+
+// send posts one export. wait is -1 when it is done (sent, or failed for good), else how long
+// the collector asked to wait before it is sent again (0: not said).
+func (x *otlpExporter) send(ctx context.Context, body []byte) (wait time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return -1, err
 	}
 	for k, v := range x.headers {
 		req.Header.Set(k, v)
@@ -101,14 +136,95 @@ func (x *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("OTLP export to %s: %w", x.shown, err)
+		return -1, fmt.Errorf("OTLP export to %s: %w", x.shown, err)
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("OTLP export to %s: %s: %q", x.shown, resp.Status, msg)
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	switch code := resp.StatusCode; {
+	case code/100 == 2:
+		// A partial success is reported, not retried (OTLP/HTTP): the spans it names are lost.
+		if rejected, msg := partialSuccess(answer); rejected > 0 || msg != "" {
+			return -1, fmt.Errorf("OTLP export to %s: the collector rejected %d spans: %q", x.shown, rejected, truncated(msg))
+		}
+		return -1, nil
+	case code == http.StatusTooManyRequests, code == http.StatusBadGateway, code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
+		return retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("OTLP export to %s: %s: %q", x.shown, resp.Status, truncated(string(answer)))
+	default:
+		return -1, fmt.Errorf("OTLP export to %s: %s: %q", x.shown, resp.Status, truncated(string(answer)))
 	}
-	return nil
+}
+
+// retryAfter is a Retry-After header's wait (seconds, or an HTTP date), 0 when it says none.
+func retryAfter(h string) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(h); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// partialSuccess reads an ExportTraceServiceResponse's partial_success (field 1): its
+// rejected_spans (1) and error_message (2). An answer that is not one reads as none.
+func partialSuccess(answer []byte) (rejected int64, msg string) {
+	for len(answer) > 0 {
+		num, typ, n := protowire.ConsumeTag(answer)
+		if n < 0 {
+			return 0, ""
+		}
+		answer = answer[n:]
+		if num != 1 || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, answer); n < 0 {
+				return 0, ""
+			}
+			answer = answer[n:]
+			continue
+		}
+		ps, n := protowire.ConsumeBytes(answer)
+		if n < 0 {
+			return 0, ""
+		}
+		answer = answer[n:]
+		for len(ps) > 0 {
+			num, typ, n := protowire.ConsumeTag(ps)
+			if n < 0 {
+				return 0, ""
+			}
+			ps = ps[n:]
+			switch {
+			case num == 1 && typ == protowire.VarintType:
+				v, n := protowire.ConsumeVarint(ps)
+				if n < 0 {
+					return 0, ""
+				}
+				rejected, ps = int64(v), ps[n:]
+			case num == 2 && typ == protowire.BytesType:
+				v, n := protowire.ConsumeBytes(ps)
+				if n < 0 {
+					return 0, ""
+				}
+				msg, ps = string(v), ps[n:]
+			default:
+				if n = protowire.ConsumeFieldValue(num, typ, ps); n < 0 {
+					return 0, ""
+				}
+				ps = ps[n:]
+			}
+		}
+	}
+	return rejected, msg
+}
+
+// truncated is a collector's text as an error quotes it: its first 256 bytes.
+func truncated(s string) string {
+	if len(s) > 256 {
+		return s[:256] + "…"
+	}
+	return s
 }
 
 // Shutdown has nothing to release: each export is one request.
