@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -56,7 +57,47 @@ const flushTimeout = 500 * time.Millisecond
 // TracingFromEnv). Provider is nil when tracing is off.
 type Tracing struct {
 	Provider *sdktrace.TracerProvider
+
+	// spans counts the sampled spans ended and those the batcher handed its exporter, so that
+	// Flush reports spans the batcher dropped for a full queue, which OpenTelemetry's SDK
+	// only writes to its debug log (nil for a Tracing built by hand).
+	spans  *spanCounts
+	logger *slog.Logger
 }
+
+// spanCounts are Tracing.spans.
+type spanCounts struct {
+	ended, handed, reported atomic.Int64
+	queue                   int // the batcher's queue size
+}
+
+// countEnded is a span processor counting the sampled spans ended (what the batcher queues).
+type countEnded struct{ c *spanCounts }
+
+func (p countEnded) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (p countEnded) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.SpanContext().IsSampled() {
+		p.c.ended.Add(1)
+	}
+}
+func (countEnded) Shutdown(context.Context) error   { return nil }
+func (countEnded) ForceFlush(context.Context) error { return nil }
+
+// countHanded is an exporter counting the spans it is handed, exported or not.
+type countHanded struct {
+	sdktrace.SpanExporter
+	c *spanCounts
+}
+
+func (x countHanded) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	x.c.handed.Add(int64(len(spans)))
+	return x.SpanExporter.ExportSpans(ctx, spans)
+}
+
+// defaultQueueSize is the batcher's span queue unless OTEL_BSP_MAX_QUEUE_SIZE says otherwise:
+// a stream batch of 1,000 records ends about 5,000 spans before its flush, and the SDK's
+// default (2,048) would drop the rest when the collector is slower than the invocation.
+const defaultQueueSize = 8192
 
 // TracingFromEnv builds the tracing the environment asks for (the OTEL_ variables above): off,
 // or an SDK tracer provider exporting OTLP over HTTP in batches, set as OpenTelemetry's global
@@ -78,14 +119,22 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	counts := &spanCounts{queue: defaultQueueSize}
+	var batcher []sdktrace.BatchSpanProcessorOption
+	if v := os.Getenv("OTEL_BSP_MAX_QUEUE_SIZE"); v != "" {
+		counts.queue, _ = strconv.Atoi(v) // the SDK reads it; named in a drop's report
+	} else {
+		batcher = append(batcher, sdktrace.WithMaxQueueSize(defaultQueueSize))
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(countEnded{counts}),
+		sdktrace.WithBatcher(countHanded{exp, counts}, batcher...), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(textMapPropagator(s.Propagators))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("opentelemetry: "+err.Error(), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	}))
 	logger.Info("tracing on: OTLP over HTTP", "endpoint", exp.shown)
-	return &Tracing{Provider: tp}, nil
+	return &Tracing{Provider: tp, spans: counts, logger: logger}, nil
 }
 
 // textMapPropagator is the propagator OTEL_PROPAGATORS names (otelenv has checked the names).
@@ -141,14 +190,54 @@ func lambdaResource(ctx context.Context) (*resource.Resource, error) {
 }
 
 // Flush exports what the invocation's spans left in the batch, before Lambda freezes the
-// environment (nothing when tracing is off).
+// environment (nothing when tracing is off): for at most flushTimeout, and never past the
+// invocation's deadline (less flushReserve for the answer), since a late answer is a timed-out
+// invocation. A failed export, and spans the batcher dropped, are logged; neither fails the
+// invocation.
 func (t *Tracing) Flush(ctx context.Context) {
 	if t == nil || t.Provider == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	timeout := flushTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(deadline)-flushReserve)
+	}
+	if timeout <= 0 {
+		return // no time left: the spans stay queued for a later invocation's flush
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	_ = t.Provider.ForceFlush(ctx) // its errors reach the error handler: a lost span never fails an invocation
+	// The SDK returns a flush's export error to its caller, not to the error handler.
+	if err := t.Provider.ForceFlush(fctx); err != nil {
+		otel.Handle(err)
+		if fctx.Err() != nil {
+			return // cut short: what is still queued is not lost yet
+		}
+	}
+	t.reportDrops()
+}
+
+// flushReserve is the time an invocation keeps, after its flush, to answer before its deadline.
+const flushReserve = 50 * time.Millisecond
+
+// reportDrops logs the spans the batcher dropped since the last report: after a whole flush,
+// every sampled span ended was handed to the exporter unless it was dropped.
+func (t *Tracing) reportDrops() {
+	c := t.spans
+	if c == nil {
+		return
+	}
+	dropped := c.ended.Load() - c.handed.Load() - c.reported.Load()
+	if dropped <= 0 {
+		return
+	}
+	c.reported.Add(dropped)
+	msg := fmt.Sprintf("opentelemetry: %d spans dropped: the batch span processor's queue (%d spans) was full; raise OTEL_BSP_MAX_QUEUE_SIZE, or export to a collector layer on localhost", dropped, c.queue)
+	if t.logger != nil {
+		t.logger.Warn(msg, "setting", "OTEL_BSP_MAX_QUEUE_SIZE", "dropped_spans", dropped)
+		return
+	}
+	otel.Handle(errors.New(msg))
 }
 
 // TracerProvider is the provider for receiver.Config and outbox.Config: nil when tracing is

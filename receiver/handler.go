@@ -229,13 +229,28 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 // serve is Handle; untrustedHost says ServeHTTP left the domain out because the request's Host
 // is not among Config.TrustedHosts.
 func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, untrustedHost bool) events.APIGatewayV2HTTPResponse {
+	return h.respond(ctx, req, untrustedHost, nil)
+}
+
+// respond answers req as one delivery (its span, its log line, its metrics): by handle, or by
+// refused, an answer ServeHTTP gave before the body could be read. (Not a func value: the
+// delivery would escape to the heap on every request.)
+func (h *Handler) respond(ctx context.Context, req events.APIGatewayV2HTTPRequest, untrustedHost bool, refused *events.APIGatewayV2HTTPResponse) events.APIGatewayV2HTTPResponse {
 	start := time.Now()
 	d := &delivery{requestID: boundedID(req.RequestContext.RequestID), source: "unknown", untrustedHost: untrustedHost}
 	ctx, span, traced := h.startDelivery(ctx, req)
 	if traced {
 		defer endPanicked(span)
 	}
-	resp := h.handle(ctx, req, d)
+	var resp events.APIGatewayV2HTTPResponse
+	if refused != nil {
+		if _, ok := h.sources[sourceName(req)]; ok {
+			d.source = sourceName(req)
+		}
+		d.errKind, resp = "body", *refused
+	} else {
+		resp = h.handle(ctx, req, d)
+	}
 	if resp.StatusCode == http.StatusBadRequest {
 		if src := h.sources[d.source]; src != nil && src.conf.Scheme == "slack" {
 			// A body we refuse will be refused again: Slack stops retrying on this header

@@ -23,35 +23,38 @@ import (
 // is called at in Config.TrustedHosts: the Host header is the sender's to write, and is used
 // only when trusted (CheckHTTP refuses, at start, a handler that has neither).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.maxBody)))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		writeResponse(w, reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over %d bytes", h.maxBody), "body"))
-		return
-	case err != nil:
-		writeResponse(w, reply(http.StatusBadRequest, "the body could not be read", "body"))
-		return
-	}
 	headers := make(map[string]string, len(r.Header)+1)
 	for k, v := range r.Header {
 		headers[strings.ToLower(k)] = strings.Join(v, ",")
 	}
 	headers["host"] = r.Host // net/http keeps it out of r.Header
 	domain := h.trustedHost(r.Host)
-	resp := h.serve(r.Context(), events.APIGatewayV2HTTPRequest{
+	req := events.APIGatewayV2HTTPRequest{
 		Version:        "2.0",
 		RawPath:        r.URL.EscapedPath(),
 		RawQueryString: r.URL.RawQuery,
 		Headers:        headers,
-		Body:           string(body), // the bytes as sent: a Go string holds any bytes
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			DomainName: domain,
 			RequestID:  r.Header.Get("X-Request-Id"),
 			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, SourceIP: r.RemoteAddr},
 		},
-	}, domain == "" && len(h.trusted) > 0)
-	writeResponse(w, resp)
+	}
+	untrusted := domain == "" && len(h.trusted) > 0
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.maxBody)))
+	if err != nil {
+		// Refused before Handle's path could read the body, and still a delivery: its span,
+		// its log line and its metrics, as Handle's own refusals.
+		var tooLarge *http.MaxBytesError
+		resp := reply(http.StatusBadRequest, "the body could not be read", "body")
+		if errors.As(err, &tooLarge) {
+			resp = reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over %d bytes", h.maxBody), "body")
+		}
+		writeResponse(w, h.respond(r.Context(), req, untrusted, &resp))
+		return
+	}
+	req.Body = string(body) // the bytes as sent: a Go string holds any bytes
+	writeResponse(w, h.serve(r.Context(), req, untrusted))
 }
 
 func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {
