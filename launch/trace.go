@@ -307,13 +307,47 @@ func flushed[In, Out any](t *Tracing, handler func(context.Context, In) (Out, er
 	}
 }
 
-// outboxTrigger tells the outbox's two triggers apart: the table's stream (a data source) and
-// the retry queue (pub/sub).
+// outboxTrigger tells the outbox's two triggers apart (the table's stream, a data source; the
+// retry queue, pub/sub) as the worker does: by the first record's eventSource, never by bytes
+// anywhere in the event (a sender chooses event ids and types).
 func outboxTrigger(raw json.RawMessage) attribute.KeyValue {
-	if bytes.Contains(raw, []byte(`"aws:sqs"`)) {
+	if firstEventSource(raw) == "aws:sqs" {
 		return semconv.FaaSTriggerPubSub
 	}
 	return semconv.FaaSTriggerDatasource
+}
+
+// firstEventSource is the eventSource of an event's first record, read that far and no
+// further (a stream batch is up to 6 MB); "" when it has none.
+func firstEventSource(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key != "Records" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return ""
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') || !dec.More() {
+			return ""
+		}
+		var first struct {
+			EventSource string `json:"eventSource"`
+		}
+		if dec.Decode(&first) != nil {
+			return ""
+		}
+		return first.EventSource
+	}
+	return ""
 }
 
 // TraceLogs wraps a log handler so that every line written under a span (a context holding a
