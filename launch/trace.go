@@ -119,11 +119,10 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
-	counts := &spanCounts{queue: defaultQueueSize}
+	counts := &spanCounts{queue: s.QueueSize} // the SDK reads OTEL_BSP_MAX_QUEUE_SIZE itself
 	var batcher []sdktrace.BatchSpanProcessorOption
-	if v := os.Getenv("OTEL_BSP_MAX_QUEUE_SIZE"); v != "" {
-		counts.queue, _ = strconv.Atoi(v) // the SDK reads it; named in a drop's report
-	} else {
+	if s.QueueSize == 0 {
+		counts.queue = defaultQueueSize
 		batcher = append(batcher, sdktrace.WithMaxQueueSize(defaultQueueSize))
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(countEnded{counts}),
