@@ -119,11 +119,10 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
-	counts := &spanCounts{queue: defaultQueueSize}
+	counts := &spanCounts{queue: s.QueueSize} // the SDK reads OTEL_BSP_MAX_QUEUE_SIZE itself
 	var batcher []sdktrace.BatchSpanProcessorOption
-	if v := os.Getenv("OTEL_BSP_MAX_QUEUE_SIZE"); v != "" {
-		counts.queue, _ = strconv.Atoi(v) // the SDK reads it; named in a drop's report
-	} else {
+	if s.QueueSize == 0 {
+		counts.queue = defaultQueueSize
 		batcher = append(batcher, sdktrace.WithMaxQueueSize(defaultQueueSize))
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(countEnded{counts}),
@@ -307,33 +306,100 @@ func flushed[In, Out any](t *Tracing, handler func(context.Context, In) (Out, er
 	}
 }
 
-// outboxTrigger tells the outbox's two triggers apart: the table's stream (a data source) and
-// the retry queue (pub/sub).
+// outboxTrigger tells the outbox's two triggers apart (the table's stream, a data source; the
+// retry queue, pub/sub) as the worker does: by the first record's eventSource, never by bytes
+// anywhere in the event (a sender chooses event ids and types).
 func outboxTrigger(raw json.RawMessage) attribute.KeyValue {
-	if bytes.Contains(raw, []byte(`"aws:sqs"`)) {
+	if firstEventSource(raw) == "aws:sqs" {
 		return semconv.FaaSTriggerPubSub
 	}
 	return semconv.FaaSTriggerDatasource
 }
 
+// firstEventSource is the eventSource of an event's first record, read that far and no
+// further (a stream batch is up to 6 MB); "" when it has none.
+func firstEventSource(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key != "Records" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return ""
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') || !dec.More() {
+			return ""
+		}
+		var first struct {
+			EventSource string `json:"eventSource"`
+		}
+		if dec.Decode(&first) != nil {
+			return ""
+		}
+		return first.EventSource
+	}
+	return ""
+}
+
 // TraceLogs wraps a log handler so that every line written under a span (a context holding a
 // valid span context: a delivery's, an intent's) carries the span's trace_id and span_id, W3C
 // hex, to find the line's trace from the line and the lines of a trace from the trace.
-func TraceLogs(h slog.Handler) slog.Handler { return traceLogs{h} }
+func TraceLogs(h slog.Handler) slog.Handler { return traceLogs{Handler: h, root: h} }
 
-type traceLogs struct{ slog.Handler }
+// traceLogs is TraceLogs' handler. trace_id and span_id stay at the line's top level under a
+// logger's groups too (where the Logs Insights query looks): root is the handler before its
+// first group, and ops what was added since, replayed after the trace's attributes for a line
+// written under a span.
+type traceLogs struct {
+	slog.Handler
+	root slog.Handler
+	ops  []func(slog.Handler) slog.Handler
+}
 
 func (t traceLogs) Handle(ctx context.Context, r slog.Record) error {
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return t.Handler.Handle(ctx, r)
 	}
-	return t.Handler.Handle(ctx, r)
+	ids := []slog.Attr{slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String())}
+	if len(t.ops) == 0 {
+		r.AddAttrs(ids...)
+		return t.Handler.Handle(ctx, r)
+	}
+	h := t.root.WithAttrs(ids)
+	for _, op := range t.ops {
+		h = op(h)
+	}
+	return h.Handle(ctx, r)
 }
 
 func (t traceLogs) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return traceLogs{t.Handler.WithAttrs(attrs)}
+	if len(t.ops) == 0 {
+		h := t.Handler.WithAttrs(attrs)
+		return traceLogs{Handler: h, root: h}
+	}
+	return t.with(func(h slog.Handler) slog.Handler { return h.WithAttrs(attrs) })
 }
-func (t traceLogs) WithGroup(name string) slog.Handler { return traceLogs{t.Handler.WithGroup(name)} }
+
+func (t traceLogs) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return t // slog: an empty group is none
+	}
+	return t.with(func(h slog.Handler) slog.Handler { return h.WithGroup(name) })
+}
+
+// with is t with op applied, and kept for the replay.
+func (t traceLogs) with(op func(slog.Handler) slog.Handler) traceLogs {
+	return traceLogs{Handler: op(t.Handler), root: t.root, ops: append(t.ops[:len(t.ops):len(t.ops)], op)}
+}
 
 // Shutdown exports what is left and stops the provider, for a program that serves the
 // functions itself (NewHTTPReceiver) and exits; nothing when tracing is off.

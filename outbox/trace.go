@@ -260,11 +260,33 @@ func (s *Sweeper) traceSweepClaim(ctx context.Context, claim *dedup.Claim) (Summ
 	for outcome, n := range sum {
 		span.SetAttributes(attribute.Int("oncehook.outcomes."+outcome, n))
 	}
-	if err != nil {
+	switch {
+	case postponed(err):
+		// Not a failure: no time left in this run for an intent, or its target's limit held
+		// it back; nothing was leased, and the sweep hands the claim on (Deferred).
+		span.SetAttributes(attribute.Bool("oncehook.postponed", true))
+	case err != nil:
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
 	return sum, err
+}
+
+// postponed says whether each of the errors Process joined is an intent left for later, not
+// run (ErrNoTime, or held back by its target's limit).
+func postponed(err error) bool {
+	if err == nil {
+		return false
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !postponed(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ErrNoTime) || errors.Is(err, errHeld)
 }
 
 // startHTTPCall starts an HTTP executor's client span under the span in ctx, when that one is

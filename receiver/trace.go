@@ -85,7 +85,11 @@ func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTP
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID))
 	}
-	ctx, s := h.tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
+	// Started from a context without the caller's span, not only as a new root: a provider
+	// that ignores WithNewRoot (the noop one, the global one before an SDK is set) hands the
+	// parent's span context back as the new span's, and the commit would store the caller's
+	// (a middleware's reading of the sender's traceparent).
+	ctx, s := h.tracer.Start(untraced(ctx), name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithLinks(links...), trace.WithAttributes(attrs...))
 	return ctx, s, true
 }

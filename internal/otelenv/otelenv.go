@@ -40,6 +40,9 @@ type Settings struct {
 	// Propagators is what the functions' calls carry (OTEL_PROPAGATORS): "tracecontext" and
 	// "baggage", default both; none with "none".
 	Propagators []string
+	// QueueSize is OTEL_BSP_MAX_QUEUE_SIZE, 0 when it is not set (the SDK reads the batch
+	// processor's variables itself; Read checks them).
+	QueueSize int
 }
 
 // File is a file a variable names.
@@ -127,6 +130,9 @@ func Read(getenv func(string) string) (Settings, error) {
 	if s.Propagators, err = propagators(getenv(propagatorsEnv)); err != nil {
 		return Settings{}, err
 	}
+	if s.QueueSize, err = checkBatcher(getenv); err != nil {
+		return Settings{}, err
+	}
 	if err := checkResource(getenv(resourceEnv)); err != nil {
 		return Settings{}, err
 	}
@@ -134,6 +140,45 @@ func Read(getenv func(string) string) (Settings, error) {
 }
 
 const propagatorsEnv = "OTEL_PROPAGATORS"
+
+// maxQueueSize bounds OTEL_BSP_MAX_QUEUE_SIZE: the SDK allocates the queue whole, at start.
+const maxQueueSize = 1 << 20
+
+// checkBatcher refuses a batch span processor variable the SDK would not honour as written:
+// it reads each with strconv.Atoi, and takes a value that is not a number for its default
+// (silently), a negative queue as a panic at start, a zero delay as a panic at its first
+// tick, a zero queue or timeout as every span dropped. Each must be a whole number from 1, the
+// sizes at most maxQueueSize (the batch no larger than the queue), the times (milliseconds) at
+// most 15 minutes. It returns OTEL_BSP_MAX_QUEUE_SIZE, 0 when it is not set.
+func checkBatcher(getenv func(string) string) (queue int, err error) {
+	read := func(name string, most int) (int, error) {
+		v := getenv(name)
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > most {
+			return 0, fmt.Errorf("%s=%q: want a whole number from 1 to %d", name, v, most)
+		}
+		return n, nil
+	}
+	if queue, err = read("OTEL_BSP_MAX_QUEUE_SIZE", maxQueueSize); err != nil {
+		return 0, err
+	}
+	batch, err := read("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", maxQueueSize)
+	if err != nil {
+		return 0, err
+	}
+	if queue > 0 && batch > queue {
+		return 0, fmt.Errorf("OTEL_BSP_MAX_EXPORT_BATCH_SIZE=%d: want at most OTEL_BSP_MAX_QUEUE_SIZE (%d)", batch, queue)
+	}
+	for _, name := range []string{"OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT"} {
+		if _, err := read(name, int(maxTimeout.Milliseconds())); err != nil {
+			return 0, err
+		}
+	}
+	return queue, nil
+}
 
 // propagators reads OTEL_PROPAGATORS: a list of tracecontext and baggage (OpenTelemetry's
 // default, both), or none. B3, Jaeger, OT and X-Ray's propagators are refused rather than
