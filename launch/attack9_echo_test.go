@@ -10,6 +10,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // TestAnEchoingCollectorNeverPutsTheEndpointsTokenInAnExportError: an intake whose key is its
@@ -23,13 +24,27 @@ import (
 // which can quote the path); the exporter did not.
 //
 // The space: the token in the path and in the query; the answer 400, 401, 404, 500 and 503 (a
-// retried one), quoting the request line in its body or in its reason phrase.
+// retried one), quoting the request line in its body or in its reason phrase, and a 200 whose
+// partial_success error_message names the request.
 func TestAnEchoingCollectorNeverPutsTheEndpointsTokenInAnExportError(t *testing.T) {
 	const token = "ZaVnC4dhaV2Zk1Bd3tok3nXk9fQ"
-	for _, status := range []int{400, 401, 404, 500, 503} {
+	for _, status := range []int{200, 400, 401, 404, 500, 503} {
 		for _, where := range []string{"body", "reason"} {
+			if status == 200 && where == "reason" {
+				continue
+			}
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				echo := "Cannot POST " + r.URL.RequestURI()
+				if status == 200 {
+					// A partial success whose error_message names the request it rejected spans of.
+					ps := protowire.AppendTag(nil, 1, protowire.VarintType)
+					ps = protowire.AppendVarint(ps, 1)
+					ps = protowire.AppendTag(ps, 2, protowire.BytesType)
+					ps = protowire.AppendString(ps, "rejected 1 span of "+r.URL.RequestURI())
+					b := protowire.AppendTag(nil, 1, protowire.BytesType)
+					_, _ = w.Write(protowire.AppendBytes(b, ps))
+					return
+				}
 				if where == "body" {
 					w.WriteHeader(status)
 					_, _ = fmt.Fprint(w, echo)
