@@ -76,7 +76,8 @@ func checkTelemetry(cfg *Props) error {
 	}
 	if e := o.Endpoint; e != "" && !unresolved(e) {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("Props.OpenTelemetry.Endpoint %q: want an http(s) URL (the functions post to <it>/v1/traces)", e)
+			// Never quoted: an intake's key can be its URL's path, query or password.
+			return fmt.Errorf("Props.OpenTelemetry.Endpoint: want an http(s) URL (the functions post to <it>/v1/traces); its text is not shown, as it may hold a key")
 		}
 	}
 	for _, k := range sortedKeys(o.Environment) {

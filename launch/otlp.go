@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -65,9 +67,16 @@ func sameOrigin(req *http.Request, via []*http.Request) error {
 		return errors.New("stopped after 10 redirects")
 	}
 	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
-		return fmt.Errorf("redirected to another origin (%s://%s), not followed: set the endpoint to where the collector is", req.URL.Scheme, req.URL.Hostname())
+		return &originError{req.URL.Scheme + "://" + req.URL.Hostname()}
 	}
 	return nil
+}
+
+// originError is a redirect to another origin, refused.
+type originError struct{ origin string }
+
+func (e *originError) Error() string {
+	return "redirected to another origin (" + e.origin + "), not followed: set the endpoint to where the collector is"
 }
 
 // ExportSpans sends one request with every span of the batch.
@@ -132,26 +141,48 @@ func (x *otlpExporter) send(ctx context.Context, body []byte) (wait time.Duratio
 	if err != nil {
 		// net/http's error names the URL whole (its password stripped, its path and query
 		// not): described by x.shown instead, since the error handler logs it on every export.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return -1, fmt.Errorf("OTLP export to %s: %w", x.shown, err)
+		return -1, fmt.Errorf("OTLP export to %s: %w", x.shown, exportFailure(err))
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	// The collector's own words (its reason phrase, its body, a partial success's message) are
+	// never quoted: a server may echo the request's path or query, where an intake's key can
+	// be, and the error is logged on every failed export.
 	switch code := resp.StatusCode; {
 	case code/100 == 2:
 		// A partial success is reported, not retried (OTLP/HTTP): the spans it names are lost.
 		if rejected, msg := partialSuccess(answer); rejected > 0 || msg != "" {
-			return -1, fmt.Errorf("OTLP export to %s: the collector rejected %d spans: %q", x.shown, rejected, truncated(msg))
+			return -1, fmt.Errorf("OTLP export to %s: the collector rejected %d spans (a partial success; its message is not shown)", x.shown, rejected)
 		}
 		return -1, nil
 	case code == http.StatusTooManyRequests, code == http.StatusBadGateway, code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
-		return retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("OTLP export to %s: %s: %q", x.shown, resp.Status, truncated(string(answer)))
+		return retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("OTLP export to %s: %d %s", x.shown, code, http.StatusText(code))
 	default:
-		return -1, fmt.Errorf("OTLP export to %s: %s: %q", x.shown, resp.Status, truncated(string(answer)))
+		return -1, fmt.Errorf("OTLP export to %s: %d %s", x.shown, code, http.StatusText(code))
 	}
+}
+
+// exportFailure is a request that got no answer it could read, described by its kind: a
+// network error names addresses only, and is given whole; any other (net/http's refusal of a
+// malformed answer, which quotes the answer's bytes) by what it was, never its text.
+func exportFailure(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne *net.OpError
+	var ce *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.As(err, &ne), errors.As(err, &ce):
+		return err
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("the connection closed before a whole answer")
+	}
+	var redirect *originError
+	if errors.As(err, &redirect) {
+		return err
+	}
+	return errors.New("an answer that is not HTTP, or an HTTP failure (its text is not shown: it may quote the request)")
 }
 
 // retryAfter is a Retry-After header's wait (seconds, or an HTTP date), 0 when it says none.
@@ -217,14 +248,6 @@ func partialSuccess(answer []byte) (rejected int64, msg string) {
 		}
 	}
 	return rejected, msg
-}
-
-// truncated is a collector's text as an error quotes it: its first 256 bytes.
-func truncated(s string) string {
-	if len(s) > 256 {
-		return s[:256] + "…"
-	}
-	return s
 }
 
 // Shutdown has nothing to release: each export is one request.

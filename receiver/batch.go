@@ -98,6 +98,7 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 	commitStart := time.Now()
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
 	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
+	defer committing.endPanicked()                                            // a store's panic
 	if h.tracer == nil {
 		cctx = untraced(cctx)
 	}

@@ -372,6 +372,7 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return src.scheme.Verify(hdr, raw, h.secrets.Get(name), now)
 	}
 	_, verifying := h.startStep(ctx, SpanVerify, trace.SpanKindInternal)
+	defer verifying.endPanicked() // a secrets store's panic (Refresh) too
 	err := verify()
 	if err != nil {
 		// The secret may have been rotated since this instance started: re-read it (the
@@ -464,6 +465,7 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	// for a failure anyway, and retried.
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
 	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claim's
+	defer committing.endPanicked()                                            // a store's panic
 	if h.tracer == nil {
 		cctx = untraced(cctx)
 	}
