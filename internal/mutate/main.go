@@ -71,7 +71,7 @@ var mutations = []mutation{
 				return &heldError{target: target, wait: window,`,
 		"./outbox", "TestACallWhoseRateTurnComesTooLateIsHandedBackNotCutShort"},
 	{"trace: a failed call is described by its URL's scheme and host", "outbox/trace.go",
-		`		return describedError{"POST " + shownURL(te.URL) + ": " + transportFailure(te.Err), err}`, `		return describedError{"POST " + te.URL + ": " + transportFailure(te.Err), err}`,
+		`		return describedError{"POST " + shownURL(te.URL) + ": " + unanswered(te.Err), err}`, `		return describedError{"POST " + te.URL + ": " + unanswered(te.Err), err}`,
 		"./outbox", "TestNoFormOfWebhookURLOrAnswerPutsItsSecretInASpan|TestAFailedCallToAnyFormOfWebhookURLNeverRecordsItsPathOrPassword"},
 	{"trace: an answer is described by its code, never the downstream's reason phrase", "outbox/trace.go",
 		`		if text := http.StatusText(se.StatusCode); text != "" {`, `		if text := se.Status; text != "" {`,
