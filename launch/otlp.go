@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/oncehook/oncehook/internal/otelenv"
+	"github.com/oncehook/oncehook/internal/tracecontext"
 )
 
 // otlpExporter sends spans as OTLP over HTTP, protobuf-encoded (the protocol's default, which
@@ -162,27 +161,22 @@ func (x *otlpExporter) send(ctx context.Context, body []byte) (wait time.Duratio
 	}
 }
 
-// exportFailure is a request that got no answer it could read, described by its kind: a
-// network error names addresses only, and is given whole; any other (net/http's refusal of a
-// malformed answer, which quotes the answer's bytes) by what it was, never its text.
+// exportFailure is a request that got no answer it could read, as an export error says it:
+// never net/http's quote of a malformed answer (tracecontext.Unanswered).
 func exportFailure(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	var ne *net.OpError
-	var ce *tls.CertificateVerificationError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.As(err, &ne), errors.As(err, &ce):
-		return err
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return errors.New("the connection closed before a whole answer")
-	}
 	var redirect *originError
 	if errors.As(err, &redirect) {
+		return redirect
+	}
+	desc, shown := tracecontext.Unanswered(err)
+	if shown {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err // its URL is the endpoint's whole
+		}
 		return err
 	}
-	return errors.New("an answer that is not HTTP, or an HTTP failure (its text is not shown: it may quote the request)")
+	return errors.New(desc)
 }
 
 // retryAfter is a Retry-After header's wait (seconds, or an HTTP date), 0 when it says none.

@@ -2,10 +2,7 @@ package outbox
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -353,11 +350,11 @@ func spanError(err error) error {
 		// Rebuilt from its parts rather than edited: net/http names the URL as it re-wrote it
 		// (the password as ***, the scheme lower-cased, a space escaped), so the configured
 		// URL and net/http's form of it can differ in every byte that is a secret.
-		return describedError{"POST " + shownURL(te.URL) + ": " + transportFailure(te.Err), err}
+		return describedError{"POST " + shownURL(te.URL) + ": " + unanswered(te.Err), err}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return describedError{ue.Op + " " + shownURL(ue.URL) + ": " + transportFailure(ue.Err), err}
+		return describedError{ue.Op + " " + shownURL(ue.URL) + ": " + unanswered(ue.Err), err}
 	}
 	var d tracecontext.Described
 	if errors.As(err, &d) {
@@ -366,30 +363,10 @@ func spanError(err error) error {
 	return err
 }
 
-// transportFailure describes a call that got no answer it could read, by the kind of failure:
-// a network error names addresses only, and is given whole; any other (net/http's refusal of a
-// malformed answer, which quotes the answer's bytes, a header line that may hold the path it
-// was called on) by what it was, never its text.
-func transportFailure(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	var ne *net.OpError
-	var ce *tls.CertificateVerificationError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "no answer within the call's timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.As(err, &ne):
-		return ne.Error()
-	case errors.As(err, &ce):
-		return ce.Error() // the certificate's names, the host's
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "the connection closed before a whole answer"
-	}
-	return "an answer that is not HTTP, or an HTTP failure (last_error has its text)"
+// unanswered describes a call that got no answer it could read (tracecontext.Unanswered).
+func unanswered(err error) string {
+	desc, _ := tracecontext.Unanswered(err)
+	return desc
 }
 
 // describedError is an error with another description.

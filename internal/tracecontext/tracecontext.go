@@ -9,7 +9,11 @@ package tracecontext
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
+	"net"
+	"net/url"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -130,4 +134,31 @@ func End(s trace.Span, err error, errType string, attrs ...attribute.KeyValue) {
 // method as Service/Operation).
 func AWS(service, operation string) []attribute.KeyValue {
 	return []attribute.KeyValue{semconv.RPCSystemNameKey.String("aws-api"), semconv.RPCMethod(service + "/" + operation)}
+}
+
+// Unanswered is how a span or a log may describe an HTTP call that got no answer it could
+// read: desc, by its kind; and whether err's own text may be shown too, when it names nothing
+// but addresses (a network error, a timeout, a cancellation, a certificate's refusal). Any
+// other (net/http's refusal of a malformed answer quotes the answer's bytes, which may echo
+// the request's path: a webhook's secret, an intake's key) is described by desc alone.
+func Unanswered(err error) (desc string, shown bool) {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne *net.OpError
+	var ce *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer within the call's timeout", true
+	case errors.Is(err, context.Canceled):
+		return "canceled", true
+	case errors.As(err, &ne):
+		return ne.Error(), true
+	case errors.As(err, &ce):
+		return ce.Error(), true // the certificate's names, the host's
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection closed before a whole answer", false
+	}
+	return "an answer that is not HTTP, or an HTTP failure (its text is not shown: it may quote the answer)", false
 }
