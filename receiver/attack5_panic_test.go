@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/oncehook/oncehook/dedup"
 )
 
@@ -29,16 +32,7 @@ func TestAPanickingPlannerLeavesNoSpanOpen(t *testing.T) {
 			defer func() { _ = recover() }() // as Lambda's runtime does
 			_, _ = e.handler.Handle(context.Background(), req)
 		}()
-		ended := map[[8]byte]bool{}
-		for _, s := range rec.Ended() {
-			ended[s.SpanContext().SpanID()] = true
-		}
-		var open []string
-		for _, s := range rec.Started() {
-			if !ended[s.SpanContext().SpanID()] {
-				open = append(open, s.Name())
-			}
-		}
+		_, open := openSpans(rec)
 		if len(rec.Started()) == 0 {
 			t.Fatalf("case %d: no span started", i)
 		}
@@ -46,4 +40,19 @@ func TestAPanickingPlannerLeavesNoSpanOpen(t *testing.T) {
 			t.Errorf("case %d (%s): a planner's panic left spans %q started and never ended (never exported)", i, c.source, open)
 		}
 	}
+}
+
+// openSpans is the names of the spans rec saw started, and of those never ended.
+func openSpans(rec *tracetest.SpanRecorder) (started, open []string) {
+	ended := map[trace.SpanID]bool{}
+	for _, s := range rec.Ended() {
+		ended[s.SpanContext().SpanID()] = true
+	}
+	for _, s := range rec.Started() {
+		started = append(started, s.Name())
+		if !ended[s.SpanContext().SpanID()] {
+			open = append(open, s.Name())
+		}
+	}
+	return started, open
 }

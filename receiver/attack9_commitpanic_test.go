@@ -60,17 +60,7 @@ func TestAPanickingCommitLeavesNoSpanOpen(t *testing.T) {
 		if !panicked {
 			t.Fatalf("case %d: the committer's panic did not go on", i)
 		}
-		ended := map[[8]byte]bool{}
-		for _, s := range rec.Ended() {
-			ended[s.SpanContext().SpanID()] = true
-		}
-		var open, started []string
-		for _, s := range rec.Started() {
-			started = append(started, s.Name())
-			if !ended[s.SpanContext().SpanID()] {
-				open = append(open, s.Name())
-			}
-		}
+		started, open := openSpans(rec)
 		if len(open) > 0 {
 			t.Errorf("case %d (%s): started %q; a committer's panic left %q never ended (never exported)", i, c.source, started, open)
 		}

@@ -59,17 +59,7 @@ func TestAPanickingSecretsRefreshLeavesNoSpanOpen(t *testing.T) {
 		if !panicked {
 			t.Fatalf("case %d: Refresh was not called, or its panic did not go on", i)
 		}
-		ended := map[[8]byte]bool{}
-		for _, s := range rec.Ended() {
-			ended[s.SpanContext().SpanID()] = true
-		}
-		var open, started []string
-		for _, s := range rec.Started() {
-			started = append(started, s.Name())
-			if !ended[s.SpanContext().SpanID()] {
-				open = append(open, s.Name())
-			}
-		}
+		started, open := openSpans(rec)
 		if len(open) > 0 {
 			t.Errorf("case %d: started %q; a panic in Secrets.Refresh left %q never ended (never exported)", i, started, open)
 		}
