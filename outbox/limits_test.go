@@ -407,3 +407,140 @@ func TestACallTheRateHoldsAfterItsLeaseIsGivenBack(t *testing.T) {
 		})
 	}
 }
+
+// gatewayDownstream is a backend behind a gateway that gives up first: each call starts work at
+// the backend that runs for work, while the gateway answers status after wait (API Gateway's
+// 504 after 29 s, an ALB's, nginx's). It records how many calls the backend ran at once.
+type gatewayDownstream struct {
+	*httptest.Server
+	mu       sync.Mutex
+	inFlight int
+	peak     int
+	calls    int
+}
+
+func newGatewayDownstream(t testing.TB, status int, wait, work time.Duration) *gatewayDownstream {
+	d := &gatewayDownstream{}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		d.calls++
+		d.inFlight++
+		d.peak = max(d.peak, d.inFlight)
+		d.mu.Unlock()
+		go func() {
+			time.Sleep(work)
+			d.mu.Lock()
+			d.inFlight--
+			d.mu.Unlock()
+		}()
+		time.Sleep(wait)
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+// Invariant (outbox.Limit): max_in_flight is the calls under way at once at the downstream. A
+// gateway's 504 says nothing of the backend behind it, which may still be running the call:
+// like a timeout, it keeps the call's slot until its lease ends, so the next call does not start
+// beside it. Every answer an intermediary gives while its backend may still run does the same.
+func TestAGatewaysTimeoutKeepsTheSlotOfACallItsBackendStillRuns(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusGatewayTimeout, http.StatusBadGateway} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			down := newGatewayDownstream(t, status, 100*time.Millisecond, 2*time.Second)
+			ids := []string{"evt_gw_a", "evt_gw_b", "evt_gw_c"}
+			for _, id := range ids {
+				e.commitOne(id)
+			}
+			w := e.worker(func(c *outbox.Config) {
+				c.Lease, c.Margin = 2500*time.Millisecond, 300*time.Millisecond
+				c.Executors["email"] = &outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second}
+				c.Limits = map[string]outbox.Limit{"email": {MaxInFlight: 1}}
+			})
+			var wg sync.WaitGroup
+			for _, id := range ids {
+				claim := e.claim(id)
+				wg.Go(func() {
+					if _, err := w.Process(context.Background(), claim); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			down.mu.Lock()
+			defer down.mu.Unlock()
+			if down.calls != len(ids) {
+				t.Fatalf("%d calls, want %d", down.calls, len(ids))
+			}
+			if down.peak > 1 {
+				t.Errorf("the backend ran %d calls at once behind %d answers, over max_in_flight 1", down.peak, status)
+			}
+		})
+	}
+}
+
+// slowSlots is a worker's table access whose max_in_flight slot writes answer late, after the
+// write took effect (a slow network, SDK retries).
+type slowSlots struct {
+	outbox.API
+	delay time.Duration
+}
+
+func (s *slowSlots) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := s.API.UpdateItem(ctx, in, optFns...)
+	if strings.HasPrefix(aws.ToString(in.UpdateExpression), "SET #holder") {
+		time.Sleep(s.delay)
+	}
+	return out, err
+}
+
+// Invariant (at most once; a fence is never reused): an at-most-once intent whose worker
+// stopped mid-call is parked as may-have-been-sent, never called again. A second worker finds it
+// stranded, with a lease that wrote nothing, while its max_in_flight slot's write answers too
+// late to cover a lease: it must not give back the stranded lease (that would put the intent
+// back to pending, its attempt count lowered to the stopped worker's fence, for the next worker
+// to call again). The downstream sees one call, and the attempt count never goes down.
+func TestAStrandedLeaseIsNeverGivenBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_stranded")
+	configure := func(c *outbox.Config) {
+		c.Lease, c.Margin = time.Second, 100*time.Millisecond
+		c.Executors = map[string]outbox.Executor{"email": outbox.AtMostOnce(&outbox.HTTPExecutor{URL: e.down.URL, Timeout: 500 * time.Millisecond})}
+		c.Limits = map[string]outbox.Limit{"email": {MaxInFlight: 1}}
+	}
+	dies := e.worker(configure, diesAfterTheCall())
+	_, _ = dies.Process(context.Background(), e.claim("evt_stranded"))
+	stopped := e.claim("evt_stranded").Intents["email.send"]
+	if stopped.Status != dedup.IntentRunning || stopped.Attempts != 1 {
+		t.Fatalf("%+v: want the call made and left running", stopped)
+	}
+	// Past the stopped worker's lease, its margin, and its slot.
+	time.Sleep(time.Until(time.UnixMilli(stopped.LeaseUntil).Add(500 * time.Millisecond)))
+
+	cfg := outbox.Config{Table: e.table, Now: e.now, Lease: time.Second, Margin: 100 * time.Millisecond,
+		Executors: map[string]outbox.Executor{"email": outbox.AtMostOnce(&outbox.HTTPExecutor{URL: e.down.URL, Timeout: 500 * time.Millisecond})},
+		Limits:    map[string]outbox.Limit{"email": {MaxInFlight: 1}}}
+	slow, err := outbox.New(&slowSlots{API: e.client, delay: 400 * time.Millisecond}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = slow.Process(context.Background(), e.claim("evt_stranded"))
+	after := e.claim("evt_stranded").Intents["email.send"]
+	if after.Attempts < stopped.Attempts {
+		t.Fatalf("attempts went from %d to %d: a fence was given back for reuse", stopped.Attempts, after.Attempts)
+	}
+	// Whatever the slow worker did, the next one must not call the downstream again.
+	next := e.worker(configure)
+	_, _ = next.Process(context.Background(), e.claim("evt_stranded"))
+	calls, _, _ := e.down.snapshot()
+	if n := calls[dedup.IdempotencyKey("shop", "evt_stranded", "email.send")]; n != 1 {
+		t.Fatalf("the at-most-once intent was called %d times, want once (%+v)", n, e.claim("evt_stranded").Intents["email.send"])
+	}
+	if in := e.claim("evt_stranded").Intents["email.send"]; in.Status != dedup.IntentParked {
+		t.Fatalf("%+v: want parked as may-have-been-sent", in)
+	}
+}
