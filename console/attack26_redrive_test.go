@@ -198,7 +198,7 @@ func TestARedriveThatFoundTheIntentAlreadyRedrivenSaysSo(t *testing.T) {
 
 	// Someone else re-drives it first, at the same millisecond.
 	cl := e.claim("shop", "evt_twice")
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, cl, "email.send", now, "bob (hookctl)"); err != nil {
+	if err := redriveByAt(context.Background(), e.client, e.table, cl, "email.send", now, "bob (hookctl)"); err != nil {
 		t.Fatal(err)
 	}
 	// The console's confirmation of the page it showed before.
@@ -229,7 +229,7 @@ func TestARedriveConfirmedAsShownThatFoundItAlreadyRedrivenSaysSo(t *testing.T) 
 	form := url.Values{"ref": refs(confirm), "csrf": {csrf(t, confirm)}, "confirm": {"yes"}}
 	// Someone else re-drives it between the confirmation and its submission, at the same
 	// millisecond.
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, e.claim("shop", "evt_twice_shown"), "email.send", now, "bob (hookctl)"); err != nil {
+	if err := redriveByAt(context.Background(), e.client, e.table, e.claim("shop", "evt_twice_shown"), "email.send", now, "bob (hookctl)"); err != nil {
 		t.Fatal(err)
 	}
 	page := b.post("/redrive", form)

@@ -50,7 +50,6 @@ import (
 	"github.com/trustelem/zxcvbn"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -149,7 +148,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Operator == "" {
 		cfg.Operator = "console"
 	}
-	if err := outbox.ValidRedrivenBy(cfg.Operator); err != nil {
+	if err := dedup.ValidRedrivenBy(cfg.Operator); err != nil {
 		return nil, &dedup.InvalidError{Field: "Operator", Reason: strings.TrimPrefix(err.Error(), "dedup: redriven_by ")}
 	}
 	if cfg.MaxIndexReads == 0 {

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -260,11 +259,11 @@ func (c *Console) redriveSeen(r *http.Request, cl *dedup.Claim, rf ref) (bool, s
 	in := seen.Intents[rf.Intent]
 	in.Attempts = rf.Attempts
 	seen.Intents[rf.Intent] = in
-	err := outbox.RedriveBy(r.Context(), c.cfg.DynamoDB, c.cfg.Table, &seen, rf.Intent, c.cfg.Now(), c.cfg.Operator)
+	err := (&dedup.Claims{API: c.cfg.DynamoDB, Table: c.cfg.Table, Now: c.cfg.Now}).RedriveBy(r.Context(), &seen, rf.Intent, c.cfg.Operator)
 	switch {
 	case err == nil:
 		return true, "re-driven by " + c.cfg.Operator + "; idempotency key " + dedup.IdempotencyKey(rf.Source, rf.EventID, rf.Intent)
-	case errors.Is(err, outbox.ErrNotParked):
+	case errors.Is(err, dedup.ErrNotParked):
 		now := cl.Intents[rf.Intent]
 		switch {
 		case now.Status != dedup.IntentParked:

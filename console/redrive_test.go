@@ -12,7 +12,6 @@ import (
 
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/outbox"
 )
 
 // An intent parked by the downstream's refusal is listed with its error, filtered, and
@@ -168,7 +167,7 @@ func TestTheConfirmationShowsWhatItWillRedriveAsItIsNow(t *testing.T) {
 		t.Fatalf("setup: %v", listed)
 	}
 	// Someone else re-drives it; it is parked again, one attempt later.
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, e.claim("shop", "evt_moved"), "email.send", time.Now(), "bob (hookctl)"); err != nil {
+	if err := redriveByAt(context.Background(), e.client, e.table, e.claim("shop", "evt_moved"), "email.send", time.Now(), "bob (hookctl)"); err != nil {
 		t.Fatal(err)
 	}
 	e.drain()
@@ -190,4 +189,9 @@ func TestTheConfirmationShowsWhatItWillRedriveAsItIsNow(t *testing.T) {
 	}
 	// Ticked and confirmed as shown: re-driven.
 	mustContain(t, b.post("/redrive", url.Values{"ref": shown, "csrf": {csrf(t, confirm)}, "confirm": {"yes"}}), "re-driven by ada (test)")
+}
+
+// redriveByAt is an operator's redrive at now that records who re-drove it (dedup.Claims.RedriveBy).
+func redriveByAt(ctx context.Context, api dedup.UpdateAPI, table string, c *dedup.Claim, intent string, now time.Time, by string) error {
+	return (&dedup.Claims{API: api, Table: table, Now: func() time.Time { return now }}).RedriveBy(ctx, c, intent, by)
 }

@@ -315,3 +315,7 @@ func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Va
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
+
+// Spent is the attempts counted against the intent's budget: those since its last redrive,
+// less the leases given back unused (Claims.GiveBack).
+func (in ClaimIntent) Spent() int { return in.Attempts - in.AttemptsBase }

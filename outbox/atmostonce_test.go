@@ -192,7 +192,7 @@ func TestALateDoneReplacesAStrandedParkSoARedriveCannotSendItAgain(t *testing.T)
 	if c.PendingShard != "" {
 		t.Fatalf("a claim with every intent done is under %q", c.PendingShard)
 	}
-	if err := outbox.Redrive(context.Background(), e.client, e.table, c, "email.send", e.now()); !errors.Is(err, outbox.ErrNotParked) {
+	if err := redriveAt(context.Background(), e.client, e.table, c, "email.send", e.now()); !errors.Is(err, dedup.ErrNotParked) {
 		t.Fatalf("redrive: %v, want ErrNotParked: the intent was sent", err)
 	}
 	if _, _, total := e.down.snapshot(); total != 0 {

@@ -64,8 +64,8 @@ func TestACallWhoseRateTurnComesTooLateIsHandedBackNotCutShort(t *testing.T) {
 	defer cancel()
 	sum, err := w.Process(ctx, e.claim("evt_late_turn"))
 	in := e.claim("evt_late_turn").Intents["email.send"]
-	if in.Status == dedup.IntentParked || in.Attempts != 0 && in.Status != dedup.IntentDone {
+	if in.Status == dedup.IntentParked || in.Spent() != 0 && in.Status != dedup.IntentDone {
 		t.Fatalf("%v %v: %s after %d attempts (%s); want it handed back (pending, no attempt spent) or done",
-			sum, err, in.Status, in.Attempts, in.LastError)
+			sum, err, in.Status, in.Spent(), in.LastError)
 	}
 }

@@ -26,12 +26,13 @@ func (failingAPI) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func
 // the worker runs them, allocate exactly what they allocate unwrapped; no span name or
 // attribute is built for a span that is never started.
 func TestWithTracingOffAnIntentsStepsAllocateNothingMore(t *testing.T) {
-	w := &Worker{api: failingAPI{}, cfg: Config{Table: "oncehook", Now: time.Now}, limits: newLimiter(failingAPI{}, "oncehook", time.Now, nil)}
+	w := &Worker{api: failingAPI{}, cfg: Config{Table: "oncehook", Now: time.Now}, limits: newLimiter(failingAPI{}, "oncehook", time.Now, nil),
+		claims: &dedup.Claims{API: failingAPI{}, Table: "oncehook", Now: time.Now}}
 	ctx := context.Background()
 	x := ExecutorFunc(func(context.Context, Task) error { return nil })
 	task := Task{Source: "shop", EventID: "e", Intent: "email.send", Target: "email", IdempotencyKey: "shop:e:email.send", Attempt: 1}
 	claim := &dedup.Claim{PK: "c#shop#e", CommitToken: "tok"}
-	l := &lease{name: "email.send", owner: "o", attempt: 1, claim: claim}
+	l := &lease{Lease: &dedup.Lease{Intent: "email.send", Attempt: 1, Claim: claim}}
 
 	for _, c := range []struct {
 		name       string

@@ -115,7 +115,7 @@ func TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite(t *testing.
 		measure(step, want)
 	}
 	process("a permanent failure", dedup.IntentParked)
-	if err := outbox.Redrive(context.Background(), e.client, e.table, e.claim("evt_bk_c"), "email.send", e.now()); err != nil {
+	if err := redriveAt(context.Background(), e.client, e.table, e.claim("evt_bk_c"), "email.send", e.now()); err != nil {
 		t.Fatal(err)
 	}
 	measure("the redrive", dedup.IntentPending)

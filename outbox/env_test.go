@@ -287,3 +287,13 @@ func diesAfterTheCall() func(*dynamodb.Options) {
 	return awstest.WithTransport(&awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 500,
 		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`, Match: "#st = :status"})
 }
+
+// redriveAt is an operator's redrive (dedup.Claims.Redrive) at now.
+func redriveAt(ctx context.Context, api dedup.UpdateAPI, table string, c *dedup.Claim, intent string, now time.Time) error {
+	return (&dedup.Claims{API: api, Table: table, Now: func() time.Time { return now }}).Redrive(ctx, c, intent)
+}
+
+// redriveByAt is an operator's redrive at now that records who re-drove it (dedup.Claims.RedriveBy).
+func redriveByAt(ctx context.Context, api dedup.UpdateAPI, table string, c *dedup.Claim, intent string, now time.Time, by string) error {
+	return (&dedup.Claims{API: api, Table: table, Now: func() time.Time { return now }}).RedriveBy(ctx, c, intent, by)
+}

@@ -64,7 +64,7 @@ func BenchmarkARedriveAtARate(b *testing.B) {
 			}))
 		}
 		for _, c := range e.claims() {
-			if err := outbox.Redrive(context.Background(), e.client, e.table, c, "email.send", e.now()); err != nil {
+			if err := redriveAt(context.Background(), e.client, e.table, c, "email.send", e.now()); err != nil {
 				b.Fatal(err)
 			}
 			wg.Add(1)

@@ -128,8 +128,8 @@ func (e *env) everyIntentDoneOnItsFirstAttempt(down *limitedDownstream) {
 	e.t.Helper()
 	for _, c := range e.claims() {
 		for name, in := range c.Intents {
-			if in.Status != dedup.IntentDone || in.Attempts != 1 {
-				e.t.Errorf("%s %s: %s after %d attempts, want done on the first", c.EventID, name, in.Status, in.Attempts)
+			if in.Status != dedup.IntentDone || in.Spent() != 1 {
+				e.t.Errorf("%s %s: %s after %d attempts, want done on the first", c.EventID, name, in.Status, in.Spent())
 			}
 		}
 	}
@@ -396,7 +396,7 @@ func TestACallTheRateHoldsAfterItsLeaseIsGivenBack(t *testing.T) {
 				t.Fatalf("%v %v, %d wake-ups: want held back and woken", sum, err, woken)
 			}
 			in := e.claim("evt_window").Intents["email.send"]
-			if in.Status != dedup.IntentPending || in.Attempts != 0 || in.LeaseOwner != "" {
+			if in.Status != dedup.IntentPending || in.Spent() != 0 || in.LeaseOwner != "" {
 				t.Fatalf("held after its lease: %+v, want pending again with no attempt spent", in)
 			}
 			e.advance(time.Minute) // past the windows the others took

@@ -586,7 +586,7 @@ func TestASettleNeverHidesAReDrivenIntent(t *testing.T) {
 		}
 	}
 	seen := e.claim("evt_settle_race") // what the sweeper read
-	if err := outbox.Redrive(context.Background(), e.client, e.table, seen, "a", e.now()); err != nil {
+	if err := redriveAt(context.Background(), e.client, e.table, seen, "a", e.now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.worker(nil).Process(context.Background(), seen); err != nil {
@@ -661,7 +661,7 @@ func TestAFinishNeverHidesAnIntentReDrivenDuringTheCall(t *testing.T) {
 		done <- sum
 	}()
 	slow.await(t, done) // a is running; its lease saw b parked
-	if err := outbox.Redrive(context.Background(), e.client, e.table, e.claim("evt_finish_race"), "b", e.now()); err != nil {
+	if err := redriveAt(context.Background(), e.client, e.table, e.claim("evt_finish_race"), "b", e.now()); err != nil {
 		t.Fatal(err)
 	}
 	slow.release(nil)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
-	"github.com/oncehook/oncehook/outbox"
 )
 
 // A redrive is conditional on the claim it is given: an operator's page read before the event
@@ -37,13 +36,13 @@ func TestARedriveOfAnEarlierIncarnationWritesNothing(t *testing.T) {
 	if in := now.Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != 1 || now.CommitToken == shown.CommitToken {
 		t.Fatalf("setup: %+v (incarnation %s), want the new incarnation parked at attempt 1", in, now.CommitToken)
 	}
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, shown, "email.send", e.now(), "ada (test)"); err != outbox.ErrNotParked {
+	if err := redriveByAt(context.Background(), e.client, e.table, shown, "email.send", e.now(), "ada (test)"); err != dedup.ErrNotParked {
 		t.Fatalf("a redrive of the earlier incarnation: %v, want ErrNotParked", err)
 	}
 	if in := e.claim("evt_inc_redrive").Intents["email.send"]; in.Status != dedup.IntentParked || in.RedrivenBy != "" {
 		t.Fatalf("the new incarnation was re-driven from the earlier one's page: %+v", in)
 	}
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, now, "email.send", e.now(), "ada (test)"); err != nil {
+	if err := redriveByAt(context.Background(), e.client, e.table, now, "email.send", e.now(), "ada (test)"); err != nil {
 		t.Fatalf("a redrive of the incarnation shown: %v", err)
 	}
 }
@@ -58,7 +57,7 @@ func TestARedriveOfAnIntentParkedAgainSinceItWasReadWritesNothing(t *testing.T) 
 	e.commit(1)
 	w.HandleStream(context.Background(), batch(e.records()))
 	shown := e.claims()[0]
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, shown, "email.send", e.now(), "bob (hookctl)"); err != nil {
+	if err := redriveByAt(context.Background(), e.client, e.table, shown, "email.send", e.now(), "bob (hookctl)"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Process(context.Background(), e.claims()[0]); err != nil {
@@ -68,7 +67,7 @@ func TestARedriveOfAnIntentParkedAgainSinceItWasReadWritesNothing(t *testing.T) 
 	if again.Status != dedup.IntentParked || again.Attempts != shown.Intents["email.send"].Attempts+1 {
 		t.Fatalf("setup: %+v, want parked again one attempt later", again)
 	}
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, shown, "email.send", e.now(), "ada (console)"); err != outbox.ErrNotParked {
+	if err := redriveByAt(context.Background(), e.client, e.table, shown, "email.send", e.now(), "ada (console)"); err != dedup.ErrNotParked {
 		t.Fatalf("a redrive of the state shown before: %v, want ErrNotParked", err)
 	}
 	if in := e.claims()[0].Intents["email.send"]; in.Status != dedup.IntentParked || in.RedrivenBy != "bob (hookctl)" {
@@ -93,17 +92,17 @@ func TestARedriveTellsItsOwnLostWriteFromAnothersInTheSameMillisecond(t *testing
 
 	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 1}
 	lossy := awstest.Client(t, awstest.WithTransport(lose))
-	if err := outbox.RedriveBy(context.Background(), lossy, e.table, shown, "email.send", now, "ada (console)"); err != nil {
+	if err := redriveByAt(context.Background(), lossy, e.table, shown, "email.send", now, "ada (console)"); err != nil {
 		t.Fatalf("a redrive whose answer was lost: %v, want its own write recognised", err)
 	}
 	if lose.Lost() != 1 {
 		t.Fatal("no response was lost")
 	}
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, shown, "fulfilment.create", now, "ada (console)"); err != nil {
+	if err := redriveByAt(context.Background(), e.client, e.table, shown, "fulfilment.create", now, "ada (console)"); err != nil {
 		t.Fatal(err)
 	}
 	for _, intent := range []string{"email.send", "fulfilment.create"} {
-		if err := outbox.RedriveBy(context.Background(), e.client, e.table, shown, intent, now, "bob (hookctl)"); err != outbox.ErrNotParked {
+		if err := redriveByAt(context.Background(), e.client, e.table, shown, intent, now, "bob (hookctl)"); err != dedup.ErrNotParked {
 			t.Fatalf("%s: a second redrive in the same millisecond: %v, want ErrNotParked", intent, err)
 		}
 		if in := e.claims()[0].Intents[intent]; in.Status != dedup.IntentPending || in.RedrivenBy != "ada (console)" {

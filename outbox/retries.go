@@ -108,7 +108,7 @@ func (w *Worker) HandleRetries(ctx context.Context, ev events.SQSEvent) (events.
 
 func (w *Worker) wake(ctx context.Context, wk wakeup) error {
 	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(w.cfg.Table), Key: claimKey(wk.PK), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(w.cfg.Table), Key: dedup.ClaimItemKey(wk.PK), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return fmt.Errorf("read claim: %w", err)

@@ -360,7 +360,7 @@ func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error)
 		until = now.Add(time.Until(d))
 	}
 	owner = strconv.FormatUint(rand.Uint64(), 36)
-	_, err = w.update(ctx, &dynamodb.UpdateItemInput{
+	_, err = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(w.cfg.Table),
 		Key:                       lockKey(),
 		UpdateExpression:          aws.String("SET lock_until = :until, lock_owner = :owner"),
@@ -383,7 +383,7 @@ func (s *Sweeper) unlock(owner string) {
 	w := s.Worker
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = w.update(ctx, &dynamodb.UpdateItemInput{
+	_, _ = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(w.cfg.Table),
 		Key:                       lockKey(),
 		UpdateExpression:          aws.String("REMOVE lock_until, lock_owner"),

@@ -143,13 +143,13 @@ func (w *Worker) traceLease(ctx context.Context, claim *dedup.Claim, name string
 	switch {
 	case l == nil:
 		span.SetAttributes(AttrLease.String("busy"))
-	case l.stranded:
-		span.SetAttributes(AttrLease.String("stranded"), AttrAttempt.Int(l.attempt))
+	case l.Stranded:
+		span.SetAttributes(AttrLease.String("stranded"), AttrAttempt.Int(l.Attempt))
 	default:
-		span.SetAttributes(AttrLease.String("taken"), AttrAttempt.Int(l.attempt))
+		span.SetAttributes(AttrLease.String("taken"), AttrAttempt.Int(l.Attempt))
 	}
 	if l != nil {
-		intent.SetAttributes(AttrAttempt.Int(l.attempt))
+		intent.SetAttributes(AttrAttempt.Int(l.Attempt))
 	}
 	tracecontext.End(span, err, "dynamodb")
 	return l, err
@@ -166,7 +166,7 @@ func (w *Worker) traceCall(ctx context.Context, x Executor, t Task) (string, err
 	sent, err := execute(ctx, x, t)
 	if span != nil {
 		if sent != "" {
-			span.SetAttributes(AttrSent.String(truncate(sent)))
+			span.SetAttributes(AttrSent.String(dedup.Truncate(sent)))
 		}
 		tracecontext.End(span, spanError(err), callErrorType(err))
 	}
@@ -217,7 +217,7 @@ func (w *Worker) traceRetry(ctx context.Context, l *lease, msg string) (time.Tim
 }
 
 func (w *Worker) endFinish(span trace.Span, err error) {
-	if errors.Is(err, errLeaseLost) {
+	if errors.Is(err, dedup.ErrLeaseLost) {
 		// Not a failure of the write: a newer attempt owns the intent and records it.
 		tracecontext.End(span, nil, "", AttrLease.String("lost"))
 		return

@@ -398,7 +398,7 @@ func TestTheLargestClaimWithATraceContextHasRoomForItsBookkeeping(t *testing.T) 
 		measure(step, want)
 	}
 	process("a permanent failure", dedup.IntentParked)
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, e.claim("evt_tb_1"), "email.send", e.now(), strings.Repeat("o", dedup.MaxRedrivenBy)); err != nil {
+	if err := redriveByAt(context.Background(), e.client, e.table, e.claim("evt_tb_1"), "email.send", e.now(), strings.Repeat("o", dedup.MaxRedrivenBy)); err != nil {
 		t.Fatal(err)
 	}
 	measure("the redrive", dedup.IntentPending)

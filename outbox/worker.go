@@ -34,15 +34,12 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/trace"
@@ -133,6 +130,7 @@ type Worker struct {
 	cfg    Config
 	tracer trace.Tracer // nil: tracing off
 	limits *limiter
+	claims *dedup.Claims // every write of a claim
 }
 
 // ConfigError names the setting of a Worker that cannot work.
@@ -217,7 +215,8 @@ func New(api API, cfg Config) (*Worker, error) {
 		cfg.Metrics = nopMetrics{}
 	}
 	return &Worker{api: api, cfg: cfg, tracer: newTracer(cfg.TracerProvider),
-		limits: newLimiter(api, cfg.Table, cfg.Now, cfg.Limits)}, nil
+		limits: newLimiter(api, cfg.Table, cfg.Now, cfg.Limits),
+		claims: &dedup.Claims{API: api, Table: cfg.Table, Now: cfg.Now, WriteRetries: cfg.WriteRetries}}, nil
 }
 
 func sortedTargets(m map[string]Executor) []string {
@@ -255,9 +254,6 @@ type Summary map[string]int
 // invocation's deadline was too close to run them: the caller delivers the claim again.
 var ErrNoTime = errors.New("outbox: not enough time left in this invocation to run the intent")
 
-// errLeaseLost is a finish or retry refused because a newer attempt owns the intent.
-var errLeaseLost = errors.New("outbox: lease lost")
-
 // Process runs every intent of claim that is due: pending with its backoff passed, or running
 // under an expired lease. It returns an error only when DynamoDB could not record a step or
 // there was no time to run an intent (ErrNoTime), so the caller should deliver the claim
@@ -273,7 +269,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 		}
 	}
 	if len(names) == 0 {
-		return sum, w.settle(ctx, claim)
+		return sum, w.claims.Settle(ctx, claim)
 	}
 	sort.Strings(names)
 	var errs []error
@@ -325,7 +321,8 @@ func (w *Worker) admit(ctx context.Context, target string) (*admission, error) {
 }
 
 // mayStillRun reports whether a call that failed with err may still be under way at the
-// downstream: it was written and no answer came back (a timeout, a connection that broke). Its
+// downstream: it was written and no answer came back (a timeout, a connection that broke), or
+// the answer came from an intermediary that gave up on its backend (intermediaryGaveUp). Its
 // max_in_flight slot stays held until it ends by itself, rather than let the next call start
 // beside it.
 func mayStillRun(err error) bool {
@@ -333,8 +330,23 @@ func mayStillRun(err error) bool {
 		return false
 	}
 	var se *StatusError
+	if errors.As(err, &se) {
+		return intermediaryGaveUp(se.StatusCode)
+	}
 	var answer interface{ HTTPStatusCode() int } // an AWS service's answer (smithy's ResponseError)
-	return !errors.As(err, &se) && !errors.As(err, &answer)
+	return !errors.As(err, &answer)
+}
+
+// intermediaryGaveUp reports whether status is an answer a gateway or proxy gives when it
+// stopped waiting for its backend, or lost it, while the backend may still be running the
+// call: 502 and 504 (API Gateway after 29 s, an ALB, nginx), Cloudflare's 520 and 524, and the
+// 598 and 599 some proxies give for a read timeout. Like a timeout, such a call keeps its slot.
+func intermediaryGaveUp(status int) bool {
+	switch status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout, 520, 524, 598, 599:
+		return true
+	}
+	return false
 }
 
 // leaseFor is the lease written for an intent of target: Lease, and for a target with a rate
@@ -349,9 +361,9 @@ func (w *Worker) leaseFor(target string) time.Duration {
 
 // takeWindow takes the rate window for a leased call, right before it: the window the
 // downstream sees the call in is the one that counted it. A call the window holds back past
-// what its lease allows is given back (unlease), so it spends no attempt.
+// what its lease allows is given back, so it spends no attempt.
 func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error {
-	if !w.limits.rated(target) || l.stranded {
+	if !w.limits.rated(target) || l.Stranded {
 		return nil
 	}
 	deadline := l.ends.Add(-w.callBudget(target))
@@ -362,35 +374,11 @@ func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error 
 	if err != nil {
 		// Held back, or the window could not be read: no call was made, so the lease is given
 		// back either way.
-		if uerr := w.unlease(context.WithoutCancel(ctx), l); uerr != nil {
+		if uerr := w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease); uerr != nil {
 			// Not given back: the lease ends by itself and the attempt counts (at most once, the
 			// intent parks as may-have-been-sent, though it was not).
 			return fmt.Errorf("%w; and the lease could not be given back: %w", err, uerr)
 		}
-	}
-	return err
-}
-
-// unlease gives back a lease whose call was never made (its target's rate held it back): the
-// intent is pending again, due, at the attempt count it had, fenced on our attempt and owner.
-// A lost answer retried by the SDK finds the intent pending: the condition fails, and the
-// intent is as we wanted it.
-func (w *Worker) unlease(ctx context.Context, l *lease) error {
-	vals := fenceValues(l)
-	vals[":owner"] = str(l.owner)
-	vals[":pending"] = str(dedup.IntentPending)
-	vals[":one"] = num(1)
-	_, err := w.update(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(w.cfg.Table),
-		Key:                       claimKey(l.claim.PK),
-		UpdateExpression:          aws.String("SET intents.#n.#st = :pending, intents.#n.attempts = intents.#n.attempts - :one REMOVE intents.#n.lease_until, intents.#n.lease_owner"),
-		ConditionExpression:       aws.String(fence + " AND intents.#n.lease_owner = :owner"),
-		ExpressionAttributeNames:  intentNames(l.name),
-		ExpressionAttributeValues: vals,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil // already given back (a retried write whose first answer was lost), or taken over
 	}
 	return err
 }
@@ -445,24 +433,41 @@ func (w *Worker) hasTime(ctx context.Context, target string) bool {
 	return !ok || time.Until(d) >= w.callBudget(target)+w.cfg.Margin
 }
 
-// lease is one attempt we hold.
+// lease is one attempt we hold: the claim's lease, and when our call must end.
 type lease struct {
-	name    string
-	attempt int    // the fencing token
-	owner   string // recognises our own writes after a lost response
-	claim   *dedup.Claim
+	*dedup.Lease
 	// ends is when we must be done calling, on the real clock: the lease as written, less
 	// the margin. It is computed from before the lease request was sent, so a slow lease
 	// write (SDK retries) shortens the call rather than letting it outlive the lease.
 	ends time.Time
 	// sent is what the call produced, recorded with done.
 	sent string
-	// stranded is an at-most-once intent whose earlier attempt was leased and never recorded
-	// (its worker stopped mid-call): not leased again, but to be parked, as it may be sent.
-	stranded bool
-	// overStranded is set when our done is to replace another worker's stranded park of our
-	// own attempt (the fence is then the park, not our lease).
-	overStranded bool
+}
+
+// lease takes the intent (dedup.Claims.Lease) for the lease its target gets; nil when another
+// worker has it or it is no longer due.
+func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (*lease, error) {
+	start := time.Now() // before the request: the lease as written never ends before start + its length
+	d := w.leaseFor(claim.Intents[name].Target)
+	dl, err := w.claims.Lease(ctx, claim, name, dedup.LeaseOptions{For: d, AtMostOnce: amo, StrandedAfter: w.cfg.Margin})
+	if err != nil || dl == nil {
+		return nil, err
+	}
+	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin)}, nil
+}
+
+// finish records the attempt's end: done, with what it sent, or parked, with why.
+func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) error {
+	if status == dedup.IntentDone {
+		return w.claims.Done(ctx, l.Lease, l.sent)
+	}
+	return w.claims.Park(ctx, l.Lease, msg)
+}
+
+// retry puts the intent back to pending, not before its backoff, and returns when it is due.
+func (w *Worker) retry(ctx context.Context, l *lease, msg string) (time.Time, error) {
+	next := w.cfg.Now().Add(w.cfg.Backoff(l.Attempt))
+	return next, w.claims.Retry(ctx, l.Lease, next, msg)
 }
 
 // run takes one intent through lease, execution and record.
@@ -484,10 +489,11 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
-	if !adm.until.IsZero() && l.ends.After(adm.until) {
+	if !l.Stranded && !adm.until.IsZero() && l.ends.After(adm.until) {
 		// The slot's write took longer than the margin: the call could outlive its slot. No
-		// call was made: the lease is given back and the intent tried again soon.
-		if uerr := w.unlease(context.WithoutCancel(ctx), l); uerr != nil {
+		// call was made: the lease is given back and the intent tried again soon. (A stranded
+		// lease makes no call, and is never given back: its attempt may have been sent.)
+		if uerr := w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease); uerr != nil {
 			return OutcomeBusy, fmt.Errorf("the lease outlasts its max_in_flight slot, and could not be given back: %w", uerr)
 		}
 		w.cfg.Metrics.Intent(claim.Intents[name].Target, OutcomeHeld, 0)
@@ -501,7 +507,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 		}
 		return OutcomeBusy, err
 	}
-	in := l.claim.Intents[name]
+	in := l.Claim.Intents[name]
 	exec, ok := w.cfg.Executors[in.Target]
 	start := time.Now()
 	var execErr error
@@ -509,9 +515,9 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	switch {
 	case !ok:
 		execErr = Permanent(fmt.Errorf("no executor for target %q", in.Target))
-	case l.stranded:
+	case l.Stranded:
 		execErr = Permanent(fmt.Errorf("at-most-once: attempt %d was under way when its worker stopped, and may have been sent; "+
-			"not sent again (check the downstream, then redrive if it was not)", l.attempt))
+			"not sent again (check the downstream, then redrive if it was not)", l.Attempt))
 	default:
 		// The call must end before the lease does (or another worker could take it meanwhile)
 		// and before the invocation does (or nothing could record it).
@@ -524,7 +530,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 			Source: claim.Source, EventID: claim.EventID, EventType: claim.EventType,
 			Intent: name, Target: in.Target, Payload: in.Payload,
 			IdempotencyKey: dedup.IdempotencyKey(claim.Source, claim.EventID, name),
-			Attempt:        l.attempt,
+			Attempt:        l.Attempt,
 			AtMostOnce:     amo,
 		})
 		cancel()
@@ -542,14 +548,14 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	case execErr == nil:
 		l.sent = sent
 		err = w.traceFinish(ctx, l, dedup.IntentDone, "")
-	case IsPermanent(execErr) || l.attempt-in.AttemptsBase >= w.cfg.MaxAttempts:
+	case IsPermanent(execErr) || in.Spent() >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
 		err = w.traceFinish(ctx, l, dedup.IntentParked, execErr.Error())
 	default:
 		outcome = OutcomeRetry
 		next, err = w.traceRetry(ctx, l, execErr.Error())
 	}
-	if errors.Is(err, errLeaseLost) {
+	if errors.Is(err, dedup.ErrLeaseLost) {
 		// Our lease expired and a newer attempt owns the intent now; it records the result.
 		outcome, err = OutcomeLeaseLost, nil
 	}
@@ -564,7 +570,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	}
 	attrs := []slog.Attr{
 		slog.String("source", claim.Source), slog.String("event_id", claim.EventID),
-		slog.String("intent", name), slog.String("target", in.Target), slog.Int("attempt", l.attempt),
+		slog.String("intent", name), slog.String("target", in.Target), slog.Int("attempt", l.Attempt),
 		slog.String("outcome", outcome), slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
 	}
 	if execErr != nil {
@@ -587,477 +593,8 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 // outcomeUnscheduled counts retries whose wake-up could not be scheduled (RetryNotScheduled).
 const outcomeUnscheduled = "unscheduled"
 
-// intentNames are the expression names for one intent: #n is its map key, #st "status".
-func intentNames(name string) map[string]string {
-	return map[string]string{"#n": name, "#st": dedup.AttrIntentStatus}
-}
-
-func claimKey(pk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		dedup.AttrPK: &types.AttributeValueMemberS{Value: pk},
-		dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK},
-	}
-}
-
-// update is UpdateItem, tried again (up to WriteRetries times, with full jitter) when DynamoDB
-// refuses it with TransactionConflict: a duplicate delivery's transaction holds the claim for a
-// moment, and the SDK does not retry that error. Without this, a finish refused this way
-// would leave the intent running until its lease expired, and the next attempt would call the
-// downstream again.
-func (w *Worker) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-	for attempt := 1; ; attempt++ {
-		out, err := w.api.UpdateItem(ctx, in)
-		var tce *types.TransactionConflictException
-		if !errors.As(err, &tce) || attempt > w.cfg.WriteRetries {
-			return out, err
-		}
-		t := time.NewTimer(rand.N(20 * time.Millisecond << attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return out, err
-		case <-t.C:
-		}
-	}
-}
-
-// lease takes the intent if it is still due in the stored claim (not only in the record the
-// caller saw) and belongs to the same claim (commit token: a claim re-admitted after expiry is
-// a new claim). It also removes the claim's wake marker, so that this write's stream record
-// does not invoke the worker again. It returns nil when another worker has the intent or it
-// is no longer due.
-//
-// An at-most-once intent (amo) is leased only while pending: one running under a lease that
-// expired (a margin ago: its worker may still be recording) had its call under way when its
-// worker stopped, so it comes back stranded, to be parked under the attempt it was leased at
-// (the park is fenced on it, so one worker does it). Should that worker record done after all,
-// its done replaces the stranded park (finish).
-func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (*lease, error) {
-	sent := time.Now() // before now: the lease as written never ends before sent + Lease
-	now := w.cfg.Now()
-	owner := strconv.FormatUint(rand.Uint64(), 36)
-	pending := "(intents.#n.#st = :pending AND (attribute_not_exists(intents.#n.next_attempt_at) OR intents.#n.next_attempt_at <= :now))"
-	cond := "commit_token = :commit AND (" + pending + " OR (intents.#n.#st = :running AND intents.#n.lease_until < :now))"
-	if amo {
-		cond = "commit_token = :commit AND " + pending // DynamoDB refuses redundant parentheses
-	}
-	out, err := w.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(w.cfg.Table),
-		Key:       claimKey(claim.PK),
-		UpdateExpression: aws.String("SET intents.#n.#st = :running, intents.#n.lease_until = :until, " +
-			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE " + dedup.AttrWake),
-		ConditionExpression:      aws.String(cond),
-		ExpressionAttributeNames: intentNames(name),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":running": str(dedup.IntentRunning),
-			":pending": str(dedup.IntentPending),
-			":until":   num(now.Add(w.leaseFor(claim.Intents[name].Target)).UnixMilli()),
-			":now":     num(now.UnixMilli()),
-			":one":     num(1),
-			":commit":  str(claim.CommitToken),
-			":owner":   str(owner),
-		},
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	l := &lease{name: name, owner: owner, ends: sent.Add(w.leaseFor(claim.Intents[name].Target) - w.cfg.Margin)}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		// Either another worker holds it, or the SDK retried our own lease whose answer was
-		// lost: then the stored intent is running under our owner token, and it is ours.
-		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
-			in := held.Intents[name]
-			if in.Status == dedup.IntentRunning && in.LeaseOwner == owner {
-				l.attempt, l.claim = in.Attempts, held
-				return l, nil
-			}
-			// Stranded only once the lease has been over for a margin too: until then its worker
-			// may still be recording what its call got (the call ended a margin before the
-			// lease), and a clock a little ahead must not park what is about to be done.
-			if amo && in.Status == dedup.IntentRunning && in.LeaseUntil+w.cfg.Margin.Milliseconds() < now.UnixMilli() && held.CommitToken == claim.CommitToken {
-				l.attempt, l.owner, l.claim, l.stranded = in.Attempts, in.LeaseOwner, held, true
-				return l, nil
-			}
-		}
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
-	}
-	if l.claim, err = dedup.UnmarshalClaim(out.Attributes); err != nil {
-		return nil, fmt.Errorf("lease: decode claim: %w", err)
-	}
-	l.attempt = l.claim.Intents[l.name].Attempts
-	return l, nil
-}
-
-// fence is the condition every write of a leased attempt carries: the same claim incarnation
-// (an older worker cannot finish a re-admitted claim's intent), the intent still running, and
-// still at the attempt we leased (a newer lease has incremented it).
-const fence = "commit_token = :commit AND intents.#n.#st = :running AND intents.#n.attempts = :attempt"
-
-// strandedFence is the condition of a done that replaces a stranded park of the attempt we
-// leased: the same incarnation, parked at our attempt, our owner still on it (see finish).
-const strandedFence = "commit_token = :commit AND intents.#n.#st = :parked AND intents.#n.attempts = :attempt AND intents.#n.lease_owner = :owner"
-
-func fenceValues(l *lease) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		":commit":  str(l.claim.CommitToken),
-		":running": str(dedup.IntentRunning),
-		":attempt": num(int64(l.attempt)),
-	}
-}
-
-// finish records a terminal status (done or parked) for the attempt we leased. When, in the
-// claim as our lease returned it, every other intent is already done or parked, the same write
-// takes the claim out of the due index (into its parked part when any intent is parked), on
-// condition that those intents are still as we saw them. When two last intents finish at
-// once, neither write knows it is last; the one that sees every intent finished afterwards
-// settles the claim with one more write.
-func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) error {
-	for range 3 { // the others' statuses can change under us only by an operator's redrive
-		in := w.finishInput(l, status, msg)
-		out, err := w.update(ctx, in)
-		var after *dedup.Claim
-		var ccf *types.ConditionalCheckFailedException
-		switch {
-		case errors.As(err, &ccf):
-			held, derr := dedup.UnmarshalClaim(ccf.Item)
-			if derr != nil {
-				return errLeaseLost
-			}
-			h := held.Intents[l.name]
-			switch {
-			case h.Status == status && h.Attempts == l.attempt && h.LeaseOwner == l.owner && held.CommitToken == l.claim.CommitToken:
-				// Our own finish, sent again by the SDK after its answer was lost.
-				after = held
-			case h.Status == dedup.IntentRunning && h.Attempts == l.attempt && h.LeaseOwner == l.owner && held.CommitToken == l.claim.CommitToken:
-				// Our lease holds; another intent changed since we saw it. Again, as it is now.
-				l.claim = held
-				continue
-			case status == dedup.IntentDone && !l.stranded && !l.overStranded && h.Status == dedup.IntentParked &&
-				h.Attempts == l.attempt && h.LeaseOwner == l.owner && held.CommitToken == l.claim.CommitToken:
-				// Another worker parked our attempt as stranded ("may have been sent") while our
-				// call outlived the lease (only a stranded park leaves our owner and attempt on a
-				// park). It was sent, and succeeded: done is the truth, and keeps an operator from
-				// redriving it into a second send. Again, fenced on that park.
-				l.claim, l.overStranded = held, true
-				continue
-			default:
-				return errLeaseLost
-			}
-		case err != nil:
-			return err
-		default:
-			if after, err = dedup.UnmarshalClaim(out.Attributes); err != nil {
-				return fmt.Errorf("finish: decode claim: %w", err)
-			}
-		}
-		return w.settle(ctx, after)
-	}
-	return errors.New("outbox: finish: the claim kept changing under the write")
-}
-
-func (w *Worker) finishInput(l *lease, status, msg string) *dynamodb.UpdateItemInput {
-	names := intentNames(l.name)
-	values := fenceValues(l)
-	values[":status"] = str(status)
-	values[":at"] = str(w.cfg.Now().UTC().Format(time.RFC3339Nano))
-	// lease_owner stays: it is how we recognise this write if the SDK has to send it again.
-	set := []string{"intents.#n.#st = :status", "intents.#n.finished_at = :at"}
-	remove := []string{"intents.#n.lease_until", "intents.#n.next_attempt_at"}
-	if msg != "" {
-		set = append(set, "intents.#n.last_error = :err")
-		values[":err"] = str(truncate(msg))
-	}
-	if l.sent != "" && status == dedup.IntentDone {
-		set = append(set, "intents.#n.sent = :sent")
-		values[":sent"] = str(truncate(l.sent))
-	}
-	cond := fence
-	if l.overStranded {
-		cond = strandedFence
-		values[":parked"] = str(dedup.IntentParked)
-		values[":owner"] = str(l.owner)
-		delete(values, ":running")
-		set = append(set, "intents.#n.last_error = :err")
-		values[":err"] = str("parked as stranded while its call was under way; its worker then recorded it done")
-	}
-	if others, shard, leaves := indexAfter(l.claim, l.name, status); leaves {
-		for i, other := range others {
-			ph := "#o" + strconv.Itoa(i)
-			names[ph] = other.name
-			cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)
-		}
-		if shard == "" {
-			remove = append(remove, dedup.AttrPendingShard, dedup.AttrPendingSince)
-		} else {
-			set = append(set, dedup.AttrPendingShard+" = :shard", dedup.AttrPendingSince+" = :since")
-			values[":shard"] = str(shard)
-			values[":since"] = num(w.cfg.Now().UnixMilli())
-		}
-	}
-	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(w.cfg.Table),
-		Key:                                 claimKey(l.claim.PK),
-		UpdateExpression:                    aws.String("SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-}
-
-// statusValue is the placeholder for a finished status, added to values (DynamoDB refuses
-// placeholders an expression does not use, so only those used are added).
-func statusValue(s string, values map[string]types.AttributeValue) string {
-	ph := ":done"
-	if s == dedup.IntentParked {
-		ph = ":parked"
-	}
-	values[ph] = str(s)
-	return ph
-}
-
-type namedStatus struct{ name, status string }
-
-// othersFinished returns the intents of c other than name, in name order, if all of them are
-// done or parked (nil otherwise), and whether any is parked.
-func othersFinished(c *dedup.Claim, name string) (others []namedStatus, parked bool) {
-	for n, in := range c.Intents {
-		if n == name {
-			continue
-		}
-		if in.Status != dedup.IntentDone && in.Status != dedup.IntentParked {
-			return nil, false
-		}
-		parked = parked || in.Status == dedup.IntentParked
-		others = append(others, namedStatus{n, in.Status})
-	}
-	sort.Slice(others, func(i, j int) bool { return others[i].name < others[j].name })
-	return others, parked
-}
-
-// indexAfter says where the claim belongs in the pending index once intent name has status,
-// if that moves it: leaves is true when the claim is under a due shard and every other intent
-// (listed in others) is finished; shard is then its parked shard when any intent is parked,
-// "" to leave the index.
-func indexAfter(c *dedup.Claim, name, status string) (others []namedStatus, shard string, leaves bool) {
-	if c.PendingShard == "" || dedup.IsParkedShard(c.PendingShard) {
-		return nil, "", false
-	}
-	others, parked := othersFinished(c, name)
-	if others == nil && len(c.Intents) > 1 {
-		return nil, "", false // another intent is still open
-	}
-	if parked || status == dedup.IntentParked {
-		return others, dedup.ParkedShardFor(c.PendingShard), true
-	}
-	return others, "", true
-}
-
-// settle takes a claim with nothing open out of the due part of the pending index: out of the
-// index when every intent is done, into its parked part when any is parked (where the sweeper
-// counts it without reading it). Whoever notices such a claim calls it: the worker after a
-// finish that could not know it was last, the sweeper for a claim left behind (a lost
-// answer, a claim written before this rule). Conditional on every intent's status as seen,
-// so an intent re-driven meanwhile keeps the claim where the sweeper looks.
-func (w *Worker) settle(ctx context.Context, c *dedup.Claim) error {
-	if c == nil || c.Open() || c.PendingShard == "" {
-		return nil
-	}
-	parked := false
-	for _, in := range c.Intents {
-		parked = parked || in.Status == dedup.IntentParked
-	}
-	if parked && dedup.IsParkedShard(c.PendingShard) {
-		return nil // already where it belongs
-	}
-	names := map[string]string{"#st": dedup.AttrIntentStatus}
-	values := map[string]types.AttributeValue{":commit": str(c.CommitToken)}
-	cond := "commit_token = :commit"
-	intents := make([]string, 0, len(c.Intents))
-	for n := range c.Intents {
-		intents = append(intents, n)
-	}
-	sort.Strings(intents)
-	for i, n := range intents {
-		ph := "#i" + strconv.Itoa(i)
-		names[ph] = n
-		cond += " AND intents." + ph + ".#st = " + statusValue(c.Intents[n].Status, values)
-	}
-	update := "REMOVE " + dedup.AttrPendingShard + ", " + dedup.AttrPendingSince
-	if parked {
-		update = "SET " + dedup.AttrPendingShard + " = :shard, " + dedup.AttrPendingSince + " = :since"
-		values[":shard"] = str(dedup.ParkedShardFor(c.PendingShard))
-		values[":since"] = num(w.cfg.Now().UnixMilli())
-	}
-	_, err := w.update(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(w.cfg.Table),
-		Key:                       claimKey(c.PK),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil // something changed: whoever changed it keeps the claim where it belongs
-	}
-	if err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-	return nil
-}
-
-// retry puts the intent back to pending, not before its backoff, and returns when it is due.
-func (w *Worker) retry(ctx context.Context, l *lease, msg string) (time.Time, error) {
-	next := w.cfg.Now().Add(w.cfg.Backoff(l.attempt))
-	values := fenceValues(l)
-	values[":pending"] = str(dedup.IntentPending)
-	values[":next"] = num(next.UnixMilli())
-	values[":err"] = str(truncate(msg))
-	_, err := w.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(w.cfg.Table),
-		Key:       claimKey(l.claim.PK),
-		// lease_owner stays, to recognise this write if the SDK has to send it again.
-		UpdateExpression:                    aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err REMOVE intents.#n.lease_until"),
-		ConditionExpression:                 aws.String(fence),
-		ExpressionAttributeNames:            intentNames(l.name),
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
-			h := held.Intents[l.name]
-			if h.Status == dedup.IntentPending && h.Attempts == l.attempt && h.LeaseOwner == l.owner && h.NextAttemptAt == next.UnixMilli() {
-				return next, nil // our own retry, sent again after its answer was lost
-			}
-		}
-		return next, errLeaseLost
-	}
-	return next, err
-}
-
-// truncate keeps stored errors small and valid UTF-8; they may quote a downstream's body.
-func truncate(s string) string {
-	const max = 512
-	if len(s) <= max {
-		return s
-	}
-	s = s[:max]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
-}
-
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-// ErrNotParked is returned by Redrive for an intent that is not parked.
-var ErrNotParked = errors.New("outbox: intent is not parked")
-
-// Redrive is the operator's action on a parked intent: back to pending, due now, with a fresh
-// attempt budget (counted from its current attempts, which as the fencing token never go
-// back). It puts the claim back among the due work and sets its wake marker, so the claim's
-// MODIFY record brings it to the worker; the sweeper would too. The write is conditional on
-// the intent being parked as claim shows it: at claim's attempt count for it and, when claim
-// has one, in claim's incarnation (its commit token). A claim read earlier (the page an
-// operator confirmed) re-drives nothing, ErrNotParked, once the intent has run again since
-// or the event has been claimed again.
-func Redrive(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time) error {
-	return redrive(ctx, api, table, claim, intent, now, "")
-}
-
-// RedriveBy is Redrive that also records on the intent who re-drove it (redriven_by: by,
-// printable, 1 to dedup.MaxRedrivenBy bytes) and when (redriven_at, now), in the same write:
-// an operator's tool names the person or the credentials acting. An invalid by is a
-// *dedup.InvalidError and nothing is written.
-func RedriveBy(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time, by string) error {
-	if err := ValidRedrivenBy(by); err != nil {
-		return err
-	}
-	return redrive(ctx, api, table, claim, intent, now, by)
-}
-
-// ValidRedrivenBy reports whether by can be recorded as who re-drove an intent: 1 to
-// dedup.MaxRedrivenBy bytes of printable UTF-8.
-func ValidRedrivenBy(by string) error {
-	if by == "" || len(by) > dedup.MaxRedrivenBy || !utf8.ValidString(by) {
-		return &dedup.InvalidError{Field: "redriven_by", Reason: fmt.Sprintf("must be 1 to %d bytes of UTF-8", dedup.MaxRedrivenBy)}
-	}
-	for _, r := range by {
-		if !unicode.IsPrint(r) {
-			return &dedup.InvalidError{Field: "redriven_by", Reason: "must not contain control characters"}
-		}
-	}
-	return nil
-}
-
-func redrive(ctx context.Context, api API, table string, claim *dedup.Claim, intent string, now time.Time, by string) error {
-	in, ok := claim.Intents[intent]
-	if !ok {
-		return fmt.Errorf("outbox: claim %s has no intent %q", claim.PK, intent)
-	}
-	// Back under the due shard of the claim's number. A claim with a parked intent is under
-	// its parked shard (or, written by an older release, still under its due shard).
-	shard := claim.PendingShard
-	switch {
-	case dedup.IsParkedShard(shard):
-		shard = dedup.DueShardFor(shard)
-	case shard == "":
-		shard = dedup.PendingShard(claim.PK)
-	}
-	// The nonce is how this call recognises its own write after a lost answer (below): the
-	// time cannot tell it from another redrive made in the same millisecond.
-	nonce := fmt.Sprintf("%016x", rand.Uint64())
-	set := "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
-		"intents.#n." + dedup.AttrIntentRedriveID + " = :rid, pending_shard = :shard, pending_since = :since, " + dedup.AttrWake + " = :now"
-	values := map[string]types.AttributeValue{
-		":rid":      str(nonce),
-		":pending":  str(dedup.IntentPending),
-		":parked":   str(dedup.IntentParked),
-		":attempts": num(int64(in.Attempts)),
-		":now":      num(now.UnixMilli()),
-		":shard":    str(shard),
-		":since":    num(now.UnixMilli()),
-	}
-	if by != "" {
-		set += ", intents.#n." + dedup.AttrIntentRedrivenBy + " = :by, intents.#n." + dedup.AttrIntentRedrivenAt + " = :at"
-		values[":by"] = str(by)
-		values[":at"] = str(now.UTC().Format(time.RFC3339))
-	}
-	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
-	if claim.CommitToken != "" {
-		cond += " AND " + dedup.AttrCommitToken + " = :commit"
-		values[":commit"] = str(claim.CommitToken)
-	}
-	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(table),
-		Key:                                 claimKey(claim.PK),
-		UpdateExpression:                    aws.String(set + " REMOVE intents.#n.finished_at"),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            intentNames(intent),
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		// A retry of our own redrive after a lost response finds it pending with our nonce:
-		// done, not an error. Another's redrive (same attempts, maybe the same millisecond)
-		// has its own nonce: ErrNotParked.
-		if held, derr := dedup.UnmarshalClaim(ccf.Item); derr == nil {
-			if h := held.Intents[intent]; h.Status == dedup.IntentPending && h.RedriveID == nonce {
-				return nil
-			}
-		}
-		return ErrNotParked
-	}
-	return err
 }

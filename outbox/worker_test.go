@@ -384,11 +384,11 @@ func TestAnOperatorRedriveGivesAParkedIntentAFreshBudget(t *testing.T) {
 	broken = false // the operator fixed the downstream
 	mu.Unlock()
 	for name := range claim.Intents {
-		if err := outbox.Redrive(context.Background(), e.client, e.table, claim, name, e.now()); err != nil {
+		if err := redriveAt(context.Background(), e.client, e.table, claim, name, e.now()); err != nil {
 			t.Fatalf("redrive %s: %v", name, err)
 		}
 	}
-	if err := outbox.Redrive(context.Background(), e.client, e.table, claim, "email.send", e.now()); err != outbox.ErrNotParked {
+	if err := redriveAt(context.Background(), e.client, e.table, claim, "email.send", e.now()); err != dedup.ErrNotParked {
 		t.Fatalf("a second redrive of a pending intent: %v, want ErrNotParked", err)
 	}
 	// The redrive's MODIFY record reaches the worker, which runs both intents under a fresh
@@ -449,7 +449,7 @@ func TestARedrivenIntentStillFailingGetsItsWholeBudgetAgain(t *testing.T) {
 	if in := e.claim("evt_budget").Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != budget {
 		t.Fatalf("%+v: want parked after %d attempts", in, budget)
 	}
-	if err := outbox.Redrive(context.Background(), e.client, e.table, e.claim("evt_budget"), "email.send", e.now()); err != nil {
+	if err := redriveAt(context.Background(), e.client, e.table, e.claim("evt_budget"), "email.send", e.now()); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= budget; i++ {
@@ -480,7 +480,7 @@ func TestARedriveByRecordsWhoAndWhen(t *testing.T) {
 	claim := e.claims()[0]
 	for _, bad := range []string{"", strings.Repeat("a", dedup.MaxRedrivenBy+1), "ada\nroot", "\xff"} {
 		var inv *dedup.InvalidError
-		if err := outbox.RedriveBy(context.Background(), e.client, e.table, claim, "email.send", e.now(), bad); !errors.As(err, &inv) || inv.Field != "redriven_by" {
+		if err := redriveByAt(context.Background(), e.client, e.table, claim, "email.send", e.now(), bad); !errors.As(err, &inv) || inv.Field != "redriven_by" {
 			t.Fatalf("by %q: %v, want an InvalidError naming redriven_by", bad, err)
 		}
 	}
@@ -488,10 +488,10 @@ func TestARedriveByRecordsWhoAndWhen(t *testing.T) {
 		t.Fatalf("an invalid redrive wrote: %+v", in)
 	}
 	at := e.now()
-	if err := outbox.RedriveBy(context.Background(), e.client, e.table, claim, "email.send", at, "ada (console)"); err != nil {
+	if err := redriveByAt(context.Background(), e.client, e.table, claim, "email.send", at, "ada (console)"); err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.Redrive(context.Background(), e.client, e.table, claim, "fulfilment.create", at); err != nil {
+	if err := redriveAt(context.Background(), e.client, e.table, claim, "fulfilment.create", at); err != nil {
 		t.Fatal(err)
 	}
 	after := e.claims()[0]

@@ -89,7 +89,7 @@ func redrive(ctx context.Context, c *cli, args []string) error {
 		if len(args) == 2 && cl.Intents[name].Status != dedup.IntentParked {
 			continue
 		}
-		if err := outbox.RedriveBy(ctx, db, c.table, cl, name, time.Now(), operator("hookctl redrive")); err != nil {
+		if err := (&dedup.Claims{API: db, Table: c.table}).RedriveBy(ctx, cl, name, operator("hookctl redrive")); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		fmt.Fprintf(c.stdout, "re-drove %s (%s)\n", name, dedup.IdempotencyKey(cl.Source, cl.EventID, name))

@@ -108,7 +108,7 @@ func TestRedriveRecordsWhoRanIt(t *testing.T) {
 func TestOperatorIsBoundedAndPrintable(t *testing.T) {
 	for user, want := range map[string]string{"": "operator (x)", "ada\n": "ada (x)", strings.Repeat("é", 40): strings.Repeat("é", 30) + " (x)"} {
 		t.Setenv("USER", user)
-		if got := operator("x"); got != want || outbox.ValidRedrivenBy(got) != nil {
+		if got := operator("x"); got != want || dedup.ValidRedrivenBy(got) != nil {
 			t.Errorf("USER %q: %q, want %q", user, got, want)
 		}
 	}

@@ -104,7 +104,7 @@ func TestAFIFOTargetDeduplicatesForFiveMinutesOnly(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := outbox.RedriveBy(context.Background(), m.db, m.table, c, "ship", m.now(), "operator@example.com"); err != nil {
+				if err := redriveByAt(context.Background(), m.db, m.table, c, "ship", m.now(), "operator@example.com"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -134,4 +134,9 @@ func TestAFIFOTargetDeduplicatesForFiveMinutesOnly(t *testing.T) {
 			}
 		}
 	}
+}
+
+// redriveByAt is an operator's redrive at now that records who re-drove it (dedup.Claims.RedriveBy).
+func redriveByAt(ctx context.Context, api dedup.UpdateAPI, table string, c *dedup.Claim, intent string, now time.Time, by string) error {
+	return (&dedup.Claims{API: api, Table: table, Now: func() time.Time { return now }}).RedriveBy(ctx, c, intent, by)
 }
