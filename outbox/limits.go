@@ -410,3 +410,9 @@ func (l *limiter) releaseSlot(ctx context.Context, target string, slot int, owne
 	})
 	l.calls.add(1)
 }
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
