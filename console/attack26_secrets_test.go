@@ -82,11 +82,11 @@ var errDenied = errors.New("operation error DynamoDB: GetItem, https response er
 func (fakeTable) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	str := types.ScalarAttributeTypeS
 	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(dedup.AttrPK), AttributeType: str},
-			{AttributeName: aws.String(dedup.AttrSK), AttributeType: str}, {AttributeName: aws.String(dedup.AttrPendingShard), AttributeType: str}},
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPK), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(dedup.AttrSK), KeyType: types.KeyTypeRange}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(dedup.PartitionKey), AttributeType: str},
+			{AttributeName: aws.String(dedup.SortKey), AttributeType: str}, {AttributeName: aws.String(dedup.IndexPartitionKey), AttributeType: str}},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.PartitionKey), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(dedup.SortKey), KeyType: types.KeyTypeRange}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndexDescription{{IndexName: aws.String(dedup.PendingIndex),
-			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPendingShard), KeyType: types.KeyTypeHash}}}},
+			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.IndexPartitionKey), KeyType: types.KeyTypeHash}}}},
 	}}, nil
 }
 

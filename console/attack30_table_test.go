@@ -32,12 +32,12 @@ func TestATableWhoseKeysAreNotStringsIsNotTakenForOncehooks(t *testing.T) {
 	n := types.ScalarAttributeTypeN
 	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(dedup.AttrPK), AttributeType: n}, {AttributeName: aws.String(dedup.AttrSK), AttributeType: n},
-			{AttributeName: aws.String(dedup.AttrPendingShard), AttributeType: n}},
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(dedup.AttrSK), KeyType: types.KeyTypeRange}},
+			{AttributeName: aws.String(dedup.PartitionKey), AttributeType: n}, {AttributeName: aws.String(dedup.SortKey), AttributeType: n},
+			{AttributeName: aws.String(dedup.IndexPartitionKey), AttributeType: n}},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.PartitionKey), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(dedup.SortKey), KeyType: types.KeyTypeRange}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(dedup.PendingIndex),
-			KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(dedup.AttrPendingShard), KeyType: types.KeyTypeHash}},
+			KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(dedup.IndexPartitionKey), KeyType: types.KeyTypeHash}},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
 	}); err != nil {
 		t.Fatal(err)

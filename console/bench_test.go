@@ -113,8 +113,8 @@ func seed(b *testing.B, client *dynamodb.Client) string {
 				panic(err)
 			}
 			if shard == "" {
-				delete(item, dedup.AttrPendingShard)
-				delete(item, dedup.AttrPendingSince)
+				delete(item, dedup.IndexPartitionKey)
+				delete(item, dedup.IndexSortKey)
 			}
 			items <- item
 		}

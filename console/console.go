@@ -279,12 +279,12 @@ func CheckTable(ctx context.Context, api API, table string) error {
 	for _, k := range t.KeySchema {
 		keys[aws.ToString(k.AttributeName)] = k.KeyType
 	}
-	if keys[dedup.AttrPK] != types.KeyTypeHash || keys[dedup.AttrSK] != types.KeyTypeRange || len(keys) != 2 {
+	if keys[dedup.PartitionKey] != types.KeyTypeHash || keys[dedup.SortKey] != types.KeyTypeRange || len(keys) != 2 {
 		return fmt.Errorf("table %s is %w: its key is not pk (hash) + sk (range)", table, ErrNotOncehookTable)
 	}
 	// The types too: a table keyed by numbers under these names would pass the names and
 	// refuse every read the pages make.
-	if attrTypes[dedup.AttrPK] != types.ScalarAttributeTypeS || attrTypes[dedup.AttrSK] != types.ScalarAttributeTypeS {
+	if attrTypes[dedup.PartitionKey] != types.ScalarAttributeTypeS || attrTypes[dedup.SortKey] != types.ScalarAttributeTypeS {
 		return fmt.Errorf("table %s is %w: its key pk + sk is not two strings", table, ErrNotOncehookTable)
 	}
 	for _, g := range t.GlobalSecondaryIndexes {
@@ -295,19 +295,19 @@ func CheckTable(ctx context.Context, api API, table string) error {
 		for _, k := range g.KeySchema {
 			name := aws.ToString(k.AttributeName)
 			switch {
-			case name == dedup.AttrPendingShard && k.KeyType == types.KeyTypeHash && attrTypes[name] == types.ScalarAttributeTypeS:
+			case name == dedup.IndexPartitionKey && k.KeyType == types.KeyTypeHash && attrTypes[name] == types.ScalarAttributeTypeS:
 				ok = true
-			case name == dedup.AttrPendingSince && k.KeyType == types.KeyTypeRange && attrTypes[name] == types.ScalarAttributeTypeN:
+			case name == dedup.IndexSortKey && k.KeyType == types.KeyTypeRange && attrTypes[name] == types.ScalarAttributeTypeN:
 			default:
 				return fmt.Errorf("table %s is %w: its %q index is not keyed %s (string) + %s (number)", table, ErrNotOncehookTable,
-					dedup.PendingIndex, dedup.AttrPendingShard, dedup.AttrPendingSince)
+					dedup.PendingIndex, dedup.IndexPartitionKey, dedup.IndexSortKey)
 			}
 		}
 		if ok {
 			return nil
 		}
 	}
-	return fmt.Errorf("table %s is %w: it has no %q index over %s", table, ErrNotOncehookTable, dedup.PendingIndex, dedup.AttrPendingShard)
+	return fmt.Errorf("table %s is %w: it has no %q index over %s", table, ErrNotOncehookTable, dedup.PendingIndex, dedup.IndexPartitionKey)
 }
 
 func (c *Console) checkTable(ctx context.Context) error {

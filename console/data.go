@@ -44,14 +44,14 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, newest bo
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(c.cfg.Table),
 		IndexName:                 aws.String(dedup.PendingIndex),
-		KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
+		KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
 		ScanIndexForward:          aws.Bool(!newest),
 		ExclusiveStartKey:         start,
 		Limit:                     aws.Int32(int32(limit)),
 	}
 	if prefix != "" {
-		in.FilterExpression = aws.String("begins_with(" + dedup.AttrPK + ", :p)")
+		in.FilterExpression = aws.String("begins_with(" + dedup.PartitionKey + ", :p)")
 		in.ExpressionAttributeValues[":p"] = &types.AttributeValueMemberS{Value: prefix}
 	}
 	out, err := c.cfg.DynamoDB.Query(ctx, in)
@@ -69,10 +69,10 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, newest bo
 
 func entryOf(shard string, item map[string]types.AttributeValue) indexEntry {
 	e := indexEntry{Parked: dedup.IsParkedShard(shard)}
-	if v, ok := item[dedup.AttrPK].(*types.AttributeValueMemberS); ok {
+	if v, ok := item[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
 		e.PK = v.Value
 	}
-	if v, ok := item[dedup.AttrPendingSince].(*types.AttributeValueMemberN); ok {
+	if v, ok := item[dedup.IndexSortKey].(*types.AttributeValueMemberN); ok {
 		e.Since = epochMillis(v.Value)
 	}
 	return e
@@ -271,7 +271,7 @@ func (c *Console) recent(ctx context.Context, source string, limit int) (keys []
 		cur.read, cur.start = true, next
 		if next == nil {
 			cur.done = true
-		} else if v, ok := next[dedup.AttrPendingSince].(*types.AttributeValueMemberN); ok {
+		} else if v, ok := next[dedup.IndexSortKey].(*types.AttributeValueMemberN); ok {
 			cur.frontier = epochMillis(v.Value)
 		}
 		return nil
@@ -342,7 +342,7 @@ func (c *Console) bodyGuard(ctx context.Context, cl *dedup.Claim) (*guardView, e
 	}
 	pk := dedup.ClaimKey(cl.Source, cl.BodyGuard)
 	out, err := c.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.cfg.Table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{dedup.AttrPK: &types.AttributeValueMemberS{Value: pk}, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.BodySK}}})
+		Key: map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: pk}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.BodySK}}})
 	if err != nil {
 		return nil, err
 	}
@@ -351,12 +351,12 @@ func (c *Console) bodyGuard(ctx context.Context, cl *dedup.Claim) (*guardView, e
 		return g, nil
 	}
 	g.Found = true
-	if v, ok := out.Item[dedup.AttrEventID].(*types.AttributeValueMemberS); ok {
-		g.HeldBy = v.Value
-		g.Ours = v.Value == cl.EventID
-	}
-	if v, ok := out.Item[dedup.AttrExpiresAt].(*types.AttributeValueMemberN); ok {
-		g.Expires = epochSeconds(v.Value)
+	// A body guard holds the event id it guards for, and expires with its claim.
+	if held, err := dedup.UnmarshalClaim(out.Item); err == nil {
+		g.HeldBy, g.Ours = held.EventID, held.EventID != "" && held.EventID == cl.EventID
+		if held.ExpiresAt != 0 {
+			g.Expires = time.Unix(held.ExpiresAt, 0)
+		}
 	}
 	return g, nil
 }
@@ -364,7 +364,7 @@ func (c *Console) bodyGuard(ctx context.Context, cl *dedup.Claim) (*guardView, e
 // effectValue reads an effect record of oncehook's own table (ShowPayloads only).
 func (c *Console) effectValue(ctx context.Context, k dedup.EffectKey) (map[string]types.AttributeValue, error) {
 	out, err := c.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.cfg.Table),
-		Key: map[string]types.AttributeValue{dedup.AttrPK: &types.AttributeValueMemberS{Value: k.PK}, dedup.AttrSK: &types.AttributeValueMemberS{Value: k.SK}}})
+		Key: map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: k.PK}, dedup.SortKey: &types.AttributeValueMemberS{Value: k.SK}}})
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +412,7 @@ func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*ded
 	for _, pk := range pks {
 		if !seen[pk] {
 			seen[pk] = true
-			keys = append(keys, map[string]types.AttributeValue{dedup.AttrPK: &types.AttributeValueMemberS{Value: pk}, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK}})
+			keys = append(keys, map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: pk}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.ClaimSK}})
 		}
 	}
 	for len(keys) > 0 {

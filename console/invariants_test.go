@@ -241,8 +241,8 @@ func TestTheRecentEventsAreTheNewestWhateverTheShardsAndTheBound(t *testing.T) {
 		}
 		since = map[string]time.Time{}
 		for _, item := range scanIndex(t, e.client, e.table) {
-			ms, _ := strconv.ParseInt(item[dedup.AttrPendingSince].(*types.AttributeValueMemberN).Value, 10, 64)
-			since[item[dedup.AttrPK].(*types.AttributeValueMemberS).Value] = time.UnixMilli(ms)
+			ms, _ := strconv.ParseInt(item[dedup.IndexSortKey].(*types.AttributeValueMemberN).Value, 10, 64)
+			since[item[dedup.PartitionKey].(*types.AttributeValueMemberS).Value] = time.UnixMilli(ms)
 		}
 		maxReads := 5 + rng.IntN(300)
 		counter := &scanCounter{Client: e.client}
@@ -323,7 +323,7 @@ func scanIndex(t *testing.T, client *dynamodb.Client, table string) []map[string
 	due, parked := dedup.ShardNames(dedup.PendingShards)
 	for _, shard := range append(due, parked...) {
 		p := dynamodb.NewQueryPaginator(client, &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String(dedup.PendingIndex),
-			KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
+			KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}}})
 		for p.HasMorePages() {
 			page, err := p.NextPage(context.Background())

@@ -10,7 +10,7 @@ import (
 )
 
 // TestAnAbsorbedClaimStoresNoTrace: the commit's span context is stored "only on a claim
-// with intents (nothing continues one without)" (docs/operations.md, Traces; dedup.AttrTrace).
+// with intents (nothing continues one without)" (docs/operations.md, Traces; "trace").
 // An event whose business condition fails is absorbed: claimed alone, its intents and effects
 // dropped. The absorbed claim keeps the trace attribute all the same, so what is stored for
 // an absorbed event differs with tracing on and off, for a context nothing will ever read.

@@ -22,7 +22,7 @@ type AuditAPI interface {
 
 // Auditor samples effect records for the leak deduplication exists to prevent: an effect
 // record written outside a claim's transaction (a code path that bypassed the Store, a second
-// writer) has no claimed_by, which every put effect carries (AttrClaimedBy).
+// writer) has no claimed_by, which every put effect carries (ClaimedByAttribute).
 //
 // Each Run reads the next Sample items of the table, in scan order, from where the previous
 // run stopped (a cursor item in the claims' key space), so runs on a schedule cover the whole
@@ -100,16 +100,16 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	if sample == 0 {
 		sample = 100
 	}
-	scanned, pkName, skName, cursorPK := a.Table, AttrPK, AttrSK, AuditCursorPK
+	scanned, pkName, skName, cursorPK := a.Table, PartitionKey, SortKey, AuditCursorPK
 	if a.Audited != "" {
 		scanned, pkName, skName, cursorPK = a.Audited, a.PartitionKey, a.SortKey, AuditCursorPK+"#"+a.Audited
 	}
-	cursorKey := map[string]types.AttributeValue{AttrPK: str(cursorPK), AttrSK: str(AuditCursorSK)}
+	cursorKey := map[string]types.AttributeValue{PartitionKey: str(cursorPK), SortKey: str(AuditCursorSK)}
 	cur, err := a.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(a.Table), Key: cursorKey})
 	if err != nil {
 		return rep, fmt.Errorf("audit cursor: %w", err)
 	}
-	names := map[string]string{"#pk": pkName, "#by": AttrClaimedBy}
+	names := map[string]string{"#pk": pkName, "#by": ClaimedByAttribute}
 	projection := "#pk, #by"
 	if skName != "" {
 		names["#sk"], projection = skName, "#pk, #sk, #by"
@@ -145,7 +145,7 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	rep.Read = int(out.ScannedCount)
 	for _, item := range out.Items {
 		rep.Effects++
-		if _, ok := item[AttrClaimedBy].(*types.AttributeValueMemberS); ok {
+		if _, ok := item[ClaimedByAttribute].(*types.AttributeValueMemberS); ok {
 			continue
 		}
 		rep.WithoutClaimCount++
@@ -215,7 +215,7 @@ func LastAudit(ctx context.Context, api GetItemAPI, table, audited string) (*Aud
 		pk += "#" + audited
 	}
 	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
-		Key: map[string]types.AttributeValue{AttrPK: str(pk), AttrSK: str(AuditCursorSK)}})
+		Key: map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(AuditCursorSK)}})
 	if err != nil {
 		return nil, err
 	}

@@ -134,9 +134,9 @@ func pack(reqs []*request, pending []int) []int {
 // effects (each as itemID names it: one item however its key is written, whatever its
 // table's name).
 func touches(r *request) []string {
-	out := []string{"\x00claim\x00" + attrString(r.claim, AttrPK)}
+	out := []string{"\x00claim\x00" + attrString(r.claim, PartitionKey)}
 	if r.guard != nil {
-		out = append(out, "\x00guard\x00"+attrString(r.guard.Item, AttrPK))
+		out = append(out, "\x00guard\x00"+attrString(r.guard.Item, PartitionKey))
 	}
 	return append(out, r.touched...)
 }

@@ -112,9 +112,9 @@ func scriptedStore(t *testing.T, api API) *Store {
 func TestAnEngineWithoutOldItemsCostsOneReadOnDuplicates(t *testing.T) {
 	t.Parallel()
 	first := map[string]types.AttributeValue{
-		AttrPK: str("EVT#shop#evt_8f2c1a"), AttrSK: str(ClaimSK), AttrDeliveryID: str("dlv_first"),
-		AttrPayloadSHA256: str(payloadHash([]byte("other"))), AttrCommitToken: str("someone-else"),
-		AttrReceivedAt: str(time.Now().UTC().Format(time.RFC3339Nano)),
+		PartitionKey: str("EVT#shop#evt_8f2c1a"), SortKey: str(ClaimSK), attrDeliveryID: str("dlv_first"),
+		attrPayloadSHA256: str(payloadHash([]byte("other"))), attrCommitToken: str("someone-else"),
+		attrReceivedAt: str(time.Now().UTC().Format(time.RFC3339Nano)),
 	}
 	api := &scripted{puts: []error{&types.ConditionalCheckFailedException{}}, get: &dynamodb.GetItemOutput{Item: first}}
 	res, err := scriptedStore(t, api).Commit(context.Background(), *sampleEvent([]byte("mine")), Plan{})
@@ -126,7 +126,7 @@ func TestAnEngineWithoutOldItemsCostsOneReadOnDuplicates(t *testing.T) {
 func TestAConcurrentDoubleDuringAnAbsorbIsADuplicate(t *testing.T) {
 	t.Parallel()
 	cancelled := &types.TransactionCanceledException{CancellationReasons: reasons("None", "ConditionalCheckFailed", "None", "None")}
-	winner := map[string]types.AttributeValue{AttrCommitToken: str("the-winner"), AttrDeliveryID: str("dlv_winner")}
+	winner := map[string]types.AttributeValue{attrCommitToken: str("the-winner"), attrDeliveryID: str("dlv_winner")}
 	api := &scripted{
 		transact: []error{cancelled},
 		puts:     []error{&types.ConditionalCheckFailedException{Item: winner}},

@@ -14,56 +14,56 @@ import (
 // The table's attribute names. The CDK stack, the outbox worker and the operator's CLI read
 // the same names from here.
 const (
-	AttrPK            = "pk"
-	AttrSK            = "sk"
-	AttrExpiresAt     = "expires_at" // TTL attribute, epoch seconds
-	AttrSource        = "source"
-	AttrEventID       = "event_id"
-	AttrEventType     = "event_type"
-	AttrDeliveryID    = "delivery_id"
-	AttrReceivedAt    = "received_at"
-	AttrOccurredAt    = "occurred_at"
-	AttrPayloadSHA256 = "payload_sha256"
-	AttrPayloadBytes  = "payload_bytes"
-	AttrCommitToken   = "commit_token"
-	AttrOutcome       = "outcome"
-	AttrEffects       = "effects"
-	AttrEffectTable   = "table" // in an effects entry: the table of an effect In another one
-	AttrAbsorbed      = "absorbed"
-	AttrBodyGuard     = "body_guard" // on a claim whose event guards its body: the hex SHA-256 its guard item is keyed by
-	AttrIntents       = "intents"
-	AttrPendingShard  = "pending_shard" // sparse GSI hash key: a due shard while intents are open, a parked shard after
-	AttrPendingSince  = "pending_since" // sparse GSI range key, epoch milliseconds
-	// AttrWake is present only on writes that hand the outbox worker due work: the commit and
+	PartitionKey      = "pk"
+	SortKey           = "sk"
+	TTLAttribute      = "expires_at" // TTL attribute, epoch seconds
+	attrSource        = "source"
+	attrEventID       = "event_id"
+	attrEventType     = "event_type"
+	attrDeliveryID    = "delivery_id"
+	attrReceivedAt    = "received_at"
+	attrOccurredAt    = "occurred_at"
+	attrPayloadSHA256 = "payload_sha256"
+	attrPayloadBytes  = "payload_bytes"
+	attrCommitToken   = "commit_token"
+	attrOutcome       = "outcome"
+	attrEffects       = "effects"
+	attrEffectTable   = "table" // in an effects entry: the table of an effect In another one
+	attrAbsorbed      = "absorbed"
+	attrBodyGuard     = "body_guard" // on a claim whose event guards its body: the hex SHA-256 its guard item is keyed by
+	attrIntents       = "intents"
+	IndexPartitionKey = "pending_shard" // sparse GSI hash key: a due shard while intents are open, a parked shard after
+	IndexSortKey      = "pending_since" // sparse GSI range key, epoch milliseconds
+	// attrWake is present only on writes that hand the outbox worker due work: the commit and
 	// an operator's redrive. The stream filter passes MODIFY records only when it is there,
 	// and the worker's lease removes it, so the worker's own lease and finish writes never
 	// invoke it again.
-	AttrWake           = "wake"
-	AttrClaimedBy      = "claimed_by" // on effect records: the pk of the claim that wrote them
-	AttrIntentTarget   = "target"
-	AttrIntentPayload  = "payload"
-	AttrIntentStatus   = "status"
-	AttrIntentAttempts = "attempts"
+	attrWake           = "wake"
+	ClaimedByAttribute = "claimed_by" // on effect records: the pk of the claim that wrote them
+	attrIntentTarget   = "target"
+	attrIntentPayload  = "payload"
+	attrIntentStatus   = "status"
+	attrIntentAttempts = "attempts"
 	// Written by the outbox worker.
-	AttrIntentLeaseUntil  = "lease_until"     // epoch ms; a running intent whose lease has passed may be taken again
-	AttrIntentNextAttempt = "next_attempt_at" // epoch ms; a pending intent is not run before it
-	AttrIntentLastError   = "last_error"
-	AttrIntentFinishedAt  = "finished_at" // RFC 3339, when it became done or parked
-	// AttrIntentAttemptsBase is the attempt count when an operator last re-drove the intent:
+	attrIntentLeaseUntil  = "lease_until"     // epoch ms; a running intent whose lease has passed may be taken again
+	attrIntentNextAttempt = "next_attempt_at" // epoch ms; a pending intent is not run before it
+	attrIntentLastError   = "last_error"
+	attrIntentFinishedAt  = "finished_at" // RFC 3339, when it became done or parked
+	// attrIntentAttemptsBase is the attempt count when an operator last re-drove the intent:
 	// the attempt budget counts from it, because attempts itself (the fencing token) must
 	// only ever grow.
-	AttrIntentAttemptsBase = "attempts_base"
-	// AttrIntentLeaseOwner identifies the lease holder, so a worker whose lease request was
+	attrIntentAttemptsBase = "attempts_base"
+	// attrIntentLeaseOwner identifies the lease holder, so a worker whose lease request was
 	// retried after a lost response recognises its own lease.
-	AttrIntentLeaseOwner = "lease_owner"
+	attrIntentLeaseOwner = "lease_owner"
 	// Written by an operator's redrive (outbox.RedriveBy): who re-drove the intent last, and
 	// when (RFC 3339).
-	AttrIntentRedrivenBy = "redriven_by"
-	AttrIntentRedrivenAt = "redriven_at"
-	// AttrIntentRedriveID is the last redrive's nonce: how a redrive whose answer was lost
+	attrIntentRedrivenBy = "redriven_by"
+	attrIntentRedrivenAt = "redriven_at"
+	// attrIntentRedriveID is the last redrive's nonce: how a redrive whose answer was lost
 	// recognises its own write when the SDK sends it again (and not another's, made in the
 	// same millisecond).
-	AttrIntentRedriveID = "redrive_id"
+	attrIntentRedriveID = "redrive_id"
 )
 
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
@@ -240,7 +240,7 @@ type ClaimIntent struct {
 	// tool named them) and when, RFC 3339.
 	RedrivenBy string `dynamodbav:"redriven_by,omitempty"`
 	RedrivenAt string `dynamodbav:"redriven_at,omitempty"`
-	// RedriveID is the last redrive's nonce (AttrIntentRedriveID).
+	// RedriveID is the last redrive's nonce (attrIntentRedriveID).
 	RedriveID string `dynamodbav:"redrive_id,omitempty"`
 }
 
@@ -319,3 +319,24 @@ func num(n int64) types.AttributeValue {
 // Spent is the attempts counted against the intent's budget: those since its last redrive,
 // less the leases given back unused (Claims.GiveBack).
 func (in ClaimIntent) Spent() int { return in.Attempts - in.AttemptsBase }
+
+// WakeFilterPatterns are the DynamoDB Streams event filter patterns (OR'ed) that pass the writes
+// handing the outbox due work: a claim's INSERT that carries intents (it is under the pending
+// index), and a MODIFY whose new image has the wake marker (a claim re-admitted after expiry, an
+// operator's redrive). A lease, a retry and a finish carry no marker, so they never pass; nor
+// do effect records, TTL deletions and claims without intents.
+func WakeFilterPatterns() []map[string]any {
+	exists := []any{map[string]any{"exists": true}}
+	return []map[string]any{
+		{"eventName": []any{"INSERT"}, "dynamodb": map[string]any{"NewImage": map[string]any{IndexPartitionKey: map[string]any{"S": exists}}}},
+		{"eventName": []any{"MODIFY"}, "dynamodb": map[string]any{"NewImage": map[string]any{attrWake: map[string]any{"N": exists}}}},
+	}
+}
+
+// IsOutboxClaim reports whether item is a claim that carries intents (an outbox to run), as
+// opposed to an effect record, a body guard or a claim without intents.
+func IsOutboxClaim(item map[string]types.AttributeValue) bool {
+	sk, ok := item[SortKey].(*types.AttributeValueMemberS)
+	_, intents := item[attrIntents]
+	return ok && sk.Value == ClaimSK && intents
+}

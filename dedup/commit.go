@@ -148,7 +148,7 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 		res.Calls++
 		out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      aws.String(s.table),
-			Key:            map[string]types.AttributeValue{AttrPK: req.claim[AttrPK], AttrSK: str(ClaimSK)},
+			Key:            map[string]types.AttributeValue{PartitionKey: req.claim[PartitionKey], SortKey: str(ClaimSK)},
 			ConsistentRead: aws.Bool(true),
 		})
 		if err == nil {
@@ -162,10 +162,10 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 	}
 	// Compared raw, so that recognising our own write never depends on decoding the rest of
 	// the claim (which the outbox worker keeps writing to).
-	if attrString(old, AttrCommitToken) == attrString(req.claim, AttrCommitToken) {
+	if attrString(old, attrCommitToken) == attrString(req.claim, attrCommitToken) {
 		res.Recovered, res.ExpiresAt = true, req.expires
 		res.Outcome = OutcomeAccepted
-		if attrString(old, AttrOutcome) == OutcomeAbsorbed.String() {
+		if attrString(old, attrOutcome) == OutcomeAbsorbed.String() {
 			res.Outcome = OutcomeAbsorbed
 			if prev, err := UnmarshalClaim(old); err == nil {
 				res.Absorbed = prev.Absorbed
@@ -177,7 +177,7 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 	if err != nil {
 		return res, nil
 	}
-	res.PayloadMismatch = prev.PayloadSHA256 != attrString(req.claim, AttrPayloadSHA256)
+	res.PayloadMismatch = prev.PayloadSHA256 != attrString(req.claim, attrPayloadSHA256)
 	res.FirstDeliveryID, res.FirstReceivedAt = prev.DeliveryID, prev.ReceivedAt
 	return res, nil
 }
@@ -185,7 +185,7 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 // replay is the result of a refused replay: old is the body guard that holds the body.
 func replay(old map[string]types.AttributeValue, res Result) Result {
 	res.Outcome = OutcomeReplay
-	res.FirstEventID = attrString(old, AttrEventID)
+	res.FirstEventID = attrString(old, attrEventID)
 	return res
 }
 
@@ -196,17 +196,17 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 	claim := make(map[string]types.AttributeValue, len(req.claim))
 	for k, v := range req.claim {
 		switch k {
-		case AttrIntents, AttrPendingShard, AttrPendingSince, AttrWake, AttrEffects, AttrTrace:
+		case attrIntents, IndexPartitionKey, IndexSortKey, attrWake, attrEffects, attrTrace:
 			continue // the trace too: only a claim with intents has anything to continue it
 		}
 		claim[k] = v
 	}
-	claim[AttrOutcome] = str(OutcomeAbsorbed.String())
+	claim[attrOutcome] = str(OutcomeAbsorbed.String())
 	idx := make([]types.AttributeValue, len(refused))
 	for i, n := range refused {
 		idx[i] = num(int64(n))
 	}
-	claim[AttrAbsorbed] = &types.AttributeValueMemberL{Value: idx}
+	claim[attrAbsorbed] = &types.AttributeValueMemberL{Value: idx}
 	absorbed := *req
 	absorbed.claim = claim
 	absorbed.effects = nil

@@ -17,7 +17,7 @@ func (e Effect) Condition() (expr string, names map[string]string, values map[st
 	if e.absent && e.condition == nil && e.table != "" {
 		return "", nil, nil, &InvalidError{Field: "condition", Reason: fmt.Sprintf("IfAbsent in table %q tests that table's partition key, which the effect does not know: use Store.Condition", e.table)}
 	}
-	return conditionString(conditionOf(e, AttrPK))
+	return conditionString(conditionOf(e, PartitionKey))
 }
 
 // Condition returns e's condition as Commit sends it to DynamoDB, with its names and values:
@@ -26,7 +26,7 @@ func (e Effect) Condition() (expr string, names map[string]string, values map[st
 // (#0, :0) may be numbered otherwise; the condition is the same. An effect In a table the
 // store does not have is an *InvalidError (field "table"), as Commit refuses it.
 func (s *Store) Condition(e Effect) (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
-	pkName := AttrPK
+	pkName := PartitionKey
 	if e.table != "" {
 		t, ok := s.tables[e.table]
 		if !ok {

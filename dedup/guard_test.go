@@ -40,8 +40,8 @@ func TestAGuardedClaimNamesItsBodyGuard(t *testing.T) {
 			t.Fatalf("%s: body_guard %q, want the sha256 of what the guard claims", c.id, cl.BodyGuard)
 		}
 		out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), Key: map[string]types.AttributeValue{
-			dedup.AttrPK: &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", cl.BodyGuard)}, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.BodySK}}})
-		if err != nil || out.Item == nil || out.Item[dedup.AttrEventID].(*types.AttributeValueMemberS).Value != c.id {
+			dedup.PartitionKey: &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", cl.BodyGuard)}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.BodySK}}})
+		if err != nil || out.Item == nil || out.Item["event_id"].(*types.AttributeValueMemberS).Value != c.id {
 			t.Fatalf("%s: the guard item under the claim's body_guard: %v, %v", c.id, out, err)
 		}
 	}

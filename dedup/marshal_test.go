@@ -110,8 +110,8 @@ func TestPutEffectOfRoundTripsThroughDynamoDB(t *testing.T) {
 	if err := attributevalue.UnmarshalMap(items[0], &got); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, row) || items[0][dedup.AttrClaimedBy] == nil {
-		t.Fatalf("read back %+v (claimed_by %v), want %+v", got, items[0][dedup.AttrClaimedBy], row)
+	if !reflect.DeepEqual(got, row) || items[0][dedup.ClaimedByAttribute] == nil {
+		t.Fatalf("read back %+v (claimed_by %v), want %+v", got, items[0][dedup.ClaimedByAttribute], row)
 	}
 
 	key, err := dedup.KeyOf(struct {

@@ -97,8 +97,8 @@ func (e Effect) IsCheck() bool  { return e.check }
 // them from KeyItem.
 func (e Effect) Key() (pk, sk string) {
 	src := e.KeyItem()
-	pk, _ = keyString(src, AttrPK)
-	sk, _ = keyString(src, AttrSK)
+	pk, _ = keyString(src, PartitionKey)
+	sk, _ = keyString(src, SortKey)
 	return pk, sk
 }
 

@@ -43,7 +43,7 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 			defer func() { <-sem; wg.Done() }()
 			keys := make([]map[string]types.AttributeValue, len(group))
 			for k, i := range group {
-				keys[k] = map[string]types.AttributeValue{AttrPK: reqs[i].claim[AttrPK], AttrSK: str(ClaimSK)}
+				keys[k] = map[string]types.AttributeValue{PartitionKey: reqs[i].claim[PartitionKey], SortKey: str(ClaimSK)}
 			}
 			out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
 				RequestItems: map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
@@ -53,7 +53,7 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 			}
 			items := map[string]map[string]types.AttributeValue{}
 			for _, it := range out.Responses[s.table] {
-				items[attrString(it, AttrPK)] = it
+				items[attrString(it, PartitionKey)] = it
 			}
 			found[g] = items
 		}()
@@ -62,7 +62,7 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 	calls = len(groups)
 	for g, group := range groups {
 		for _, i := range group {
-			old := found[g][attrString(reqs[i].claim, AttrPK)]
+			old := found[g][attrString(reqs[i].claim, PartitionKey)]
 			if old == nil || !unexpired(old, now) {
 				rest = append(rest, i)
 				continue
@@ -78,7 +78,7 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 // unexpired reports whether a claim still holds its id: the claim condition admits a new one
 // once expires_at < now.
 func unexpired(item map[string]types.AttributeValue, now int64) bool {
-	n, ok := item[AttrExpiresAt].(*types.AttributeValueMemberN)
+	n, ok := item[TTLAttribute].(*types.AttributeValueMemberN)
 	if !ok {
 		return true // not ours to judge: the transaction's condition will
 	}

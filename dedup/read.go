@@ -35,7 +35,7 @@ func (e *NoClaimError) Is(target error) bool { return target == ErrNoClaim }
 func GetClaim(ctx context.Context, api GetItemAPI, table, source, eventID string) (*Claim, error) {
 	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(table),
-		Key:            map[string]types.AttributeValue{AttrPK: &types.AttributeValueMemberS{Value: ClaimKey(source, eventID)}, AttrSK: &types.AttributeValueMemberS{Value: ClaimSK}},
+		Key:            map[string]types.AttributeValue{PartitionKey: &types.AttributeValueMemberS{Value: ClaimKey(source, eventID)}, SortKey: &types.AttributeValueMemberS{Value: ClaimSK}},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {

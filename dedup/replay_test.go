@@ -71,8 +71,8 @@ func TestABodyGuardExpiresWithItsClaim(t *testing.T) {
 	}
 	guard := findItem(t, e, dedup.ClaimKey("shop", sha256hex(body)), dedup.BodySK)
 	claim := e.claim(t, "shop", "a")
-	if guard == nil || guard[dedup.AttrExpiresAt].(*types.AttributeValueMemberN).Value != fmt.Sprint(claim.ExpiresAt) ||
-		guard[dedup.AttrClaimedBy].(*types.AttributeValueMemberS).Value != claim.PK {
+	if guard == nil || guard[dedup.TTLAttribute].(*types.AttributeValueMemberN).Value != fmt.Sprint(claim.ExpiresAt) ||
+		guard[dedup.ClaimedByAttribute].(*types.AttributeValueMemberS).Value != claim.PK {
 		t.Fatalf("guard %v: want the claim's expiry and its key", guard)
 	}
 	e.clock.Advance(2 * time.Hour) // past the retention: the body can be claimed again

@@ -46,11 +46,11 @@ func bodyGuard(table *string, ev *Event, claimPK, guarded, expiresAt string, now
 	return &types.Put{
 		TableName: table,
 		Item: map[string]types.AttributeValue{
-			AttrPK:        str(ClaimKey(ev.Source, guarded)),
-			AttrSK:        str(BodySK),
-			AttrEventID:   str(ev.ID),
-			AttrExpiresAt: &types.AttributeValueMemberN{Value: expiresAt},
-			AttrClaimedBy: str(claimPK),
+			PartitionKey:       str(ClaimKey(ev.Source, guarded)),
+			SortKey:            str(BodySK),
+			attrEventID:        str(ev.ID),
+			TTLAttribute:       &types.AttributeValueMemberN{Value: expiresAt},
+			ClaimedByAttribute: str(claimPK),
 		},
 		ConditionExpression:                 aws.String(bodyCondition),
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now)},
@@ -166,22 +166,22 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		claim[name] = v
 		claimSize += len(name) + valueSize(v)
 	}
-	set(AttrPK, vals.str(pk))
-	set(AttrSK, vals.str(ClaimSK))
-	set(AttrSource, vals.str(ev.Source))
-	set(AttrEventID, vals.str(ev.ID))
-	set(AttrEventType, vals.str(ev.Type))
-	set(AttrReceivedAt, vals.str(t.receivedAt))
-	set(AttrPayloadSHA256, vals.str(t.payloadSHA256))
-	set(AttrPayloadBytes, vals.num(t.payloadBytes))
-	set(AttrExpiresAt, vals.num(t.expiresAt))
-	set(AttrCommitToken, vals.str(t.token))
-	set(AttrOutcome, vals.str(OutcomeAccepted.String()))
+	set(PartitionKey, vals.str(pk))
+	set(SortKey, vals.str(ClaimSK))
+	set(attrSource, vals.str(ev.Source))
+	set(attrEventID, vals.str(ev.ID))
+	set(attrEventType, vals.str(ev.Type))
+	set(attrReceivedAt, vals.str(t.receivedAt))
+	set(attrPayloadSHA256, vals.str(t.payloadSHA256))
+	set(attrPayloadBytes, vals.num(t.payloadBytes))
+	set(TTLAttribute, vals.num(t.expiresAt))
+	set(attrCommitToken, vals.str(t.token))
+	set(attrOutcome, vals.str(OutcomeAccepted.String()))
 	if ev.DeliveryID != "" {
-		set(AttrDeliveryID, vals.str(ev.DeliveryID))
+		set(attrDeliveryID, vals.str(ev.DeliveryID))
 	}
 	if t.occurredAt != "" {
-		set(AttrOccurredAt, vals.str(t.occurredAt))
+		set(attrOccurredAt, vals.str(t.occurredAt))
 	}
 	if len(plan.Intents) > 0 {
 		if len(plan.Intents) > MaxIntents {
@@ -191,13 +191,13 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		if err != nil {
 			return nil, err
 		}
-		set(AttrIntents, intents)
-		set(AttrPendingShard, vals.str(DueShard(pk, s.shards)))
-		set(AttrPendingSince, vals.num(t.pendingSince))
-		set(AttrWake, vals.num(t.pendingSince))
+		set(attrIntents, intents)
+		set(IndexPartitionKey, vals.str(DueShard(pk, s.shards)))
+		set(IndexSortKey, vals.num(t.pendingSince))
+		set(attrWake, vals.num(t.pendingSince))
 		// Its room is counted whether or not there is a context to store: see TraceContextBytes.
 		if tc != nil {
-			set(AttrTrace, &types.AttributeValueMemberB{Value: tc})
+			set(attrTrace, &types.AttributeValueMemberB{Value: tc})
 		} else {
 			claimSize += TraceContextBytes
 		}
@@ -211,7 +211,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		}
 		// The claim names its guard: what the guard hashes (Event.Guard) is not stored, so
 		// a reader could not find the guard item from the claim otherwise.
-		set(AttrBodyGuard, vals.str(guarded))
+		set(attrBodyGuard, vals.str(guarded))
 		req.guard = bodyGuard(s.tablePtr, ev, pk, guarded, t.expiresAt, now.Unix())
 	}
 	size := 0
@@ -221,7 +221,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 			return nil, err
 		}
 		req.touched = ids
-		set(AttrEffects, keys)
+		set(attrEffects, keys)
 		req.effects = effects
 		size = n
 	}
@@ -264,10 +264,10 @@ func intentsValue(vals *values, intents []Intent) (types.AttributeValue, error) 
 			payload = []byte{} // DynamoDB refuses a null B; keep the attribute present
 		}
 		m[in.Name] = vals.mapOf(map[string]types.AttributeValue{
-			AttrIntentTarget:   vals.str(in.Target),
-			AttrIntentPayload:  &types.AttributeValueMemberB{Value: payload},
-			AttrIntentStatus:   vals.str(IntentPending),
-			AttrIntentAttempts: vals.num("0"),
+			attrIntentTarget:   vals.str(in.Target),
+			attrIntentPayload:  &types.AttributeValueMemberB{Value: payload},
+			attrIntentStatus:   vals.str(IntentPending),
+			attrIntentAttempts: vals.num("0"),
 		})
 	}
 	return vals.mapOf(m), nil
@@ -312,7 +312,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "IfAbsent and If cannot be combined; put both in one If"}
 		}
 		// Where the effect goes, and which attributes hold its key there.
-		table, pkName, skName := s.tablePtr, AttrPK, AttrSK
+		table, pkName, skName := s.tablePtr, PartitionKey, SortKey
 		if e.table != "" {
 			t, ok := s.tables[e.table]
 			if !ok {
@@ -339,9 +339,9 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			}
 		}
 		ids = append(ids, id)
-		recorded := map[string]types.AttributeValue{AttrPK: vals.str(pk), AttrSK: vals.str(sk)}
+		recorded := map[string]types.AttributeValue{PartitionKey: vals.str(pk), SortKey: vals.str(sk)}
 		if e.table != "" {
-			recorded[AttrEffectTable] = vals.str(e.table)
+			recorded[attrEffectTable] = vals.str(e.table)
 		}
 		keys = append(keys, vals.mapOf(recorded))
 		// The key alone, as Update, Delete and ConditionCheck take it.
@@ -362,8 +362,8 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 				item[k] = v
 				n += len(k) + valueSize(v)
 			}
-			item[AttrClaimedBy] = vals.str(claimPK)
-			n += len(AttrClaimedBy) + len(claimPK)
+			item[ClaimedByAttribute] = vals.str(claimPK)
+			n += len(ClaimedByAttribute) + len(claimPK)
 			if n > MaxItemBytes {
 				return nil, nil, nil, 0, &LimitError{Limit: "item size", What: what(), Got: n, Max: MaxItemBytes}
 			}
@@ -430,7 +430,7 @@ func effectCondition(e Effect, pkName string) (cond *string, names map[string]st
 
 // conditionOf is e's condition, IfAbsent testing pkName, built alone.
 func conditionOf(e Effect, pkName string) (cond *string, names map[string]string, values map[string]types.AttributeValue, err error) {
-	if e.absent && e.condition == nil && pkName == AttrPK {
+	if e.absent && e.condition == nil && pkName == PartitionKey {
 		return absentCondition, nil, nil, nil // the common case, without the builder's cost
 	}
 	c := builtCondition(e, pkName)
@@ -458,11 +458,11 @@ var absentCondition = aws.String("attribute_not_exists(pk)")
 // effectKey checks an effect's key: string pk and sk within DynamoDB's key limits, and never in
 // the claims' key space, so a planner cannot overwrite or forge a claim.
 func effectKey(what func() string, item map[string]types.AttributeValue) (pk, sk string, err error) {
-	pk, ok := keyString(item, AttrPK)
+	pk, ok := keyString(item, PartitionKey)
 	if !ok {
 		return "", "", &InvalidError{Field: what() + ".pk", Reason: "must be a non-empty string"}
 	}
-	sk, ok = keyString(item, AttrSK)
+	sk, ok = keyString(item, SortKey)
 	if !ok {
 		return "", "", &InvalidError{Field: what() + ".sk", Reason: "must be a non-empty string"}
 	}

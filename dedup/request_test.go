@@ -102,7 +102,7 @@ func TestClaimRoundTrip(t *testing.T) {
 	if len(req.effects) != 3 || req.effects[0].Put == nil || req.effects[2].Update == nil {
 		t.Fatalf("effects %+v: want two puts and an update, in plan order", req.effects)
 	}
-	if got := req.effects[0].Put.Item[AttrClaimedBy]; got.(*types.AttributeValueMemberS).Value != c.PK {
+	if got := req.effects[0].Put.Item[ClaimedByAttribute]; got.(*types.AttributeValueMemberS).Value != c.PK {
 		t.Fatal("put effects must carry claimed_by")
 	}
 }

@@ -213,14 +213,14 @@ func (s *Store) Retention(source string) (Retention, bool) {
 func (s *Store) Claimed(ctx context.Context, source, eventID string) (bool, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:            aws.String(s.table),
-		Key:                  map[string]types.AttributeValue{AttrPK: str(ClaimKey(source, eventID)), AttrSK: str(ClaimSK)},
+		Key:                  map[string]types.AttributeValue{PartitionKey: str(ClaimKey(source, eventID)), SortKey: str(ClaimSK)},
 		ConsistentRead:       aws.Bool(true),
-		ProjectionExpression: aws.String(AttrExpiresAt),
+		ProjectionExpression: aws.String(TTLAttribute),
 	})
 	if err != nil {
 		return false, classify("GetItem", err)
 	}
-	n, ok := out.Item[AttrExpiresAt].(*types.AttributeValueMemberN)
+	n, ok := out.Item[TTLAttribute].(*types.AttributeValueMemberN)
 	if !ok {
 		return false, nil
 	}
@@ -256,15 +256,15 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: s.tablePtr,
 		Item: map[string]types.AttributeValue{
-			AttrPK:          str(ClaimKey(source, eventID)),
-			AttrSK:          str(ClaimSK),
-			AttrSource:      str(source),
-			AttrEventID:     str(eventID),
-			AttrEventType:   str(OutcomeBackfilled),
-			AttrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
-			AttrExpiresAt:   num(expires.Unix()),
-			AttrOutcome:     str(OutcomeBackfilled),
-			AttrCommitToken: str(token),
+			PartitionKey:    str(ClaimKey(source, eventID)),
+			SortKey:         str(ClaimSK),
+			attrSource:      str(source),
+			attrEventID:     str(eventID),
+			attrEventType:   str(OutcomeBackfilled),
+			attrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
+			TTLAttribute:    num(expires.Unix()),
+			attrOutcome:     str(OutcomeBackfilled),
+			attrCommitToken: str(token),
 		},
 		ConditionExpression:                 claimConditionPtr,
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now.Unix())},
@@ -273,7 +273,7 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Our own write, when a lost response made the SDK send it again (see commitToken).
-		return attrString(ccf.Item, AttrCommitToken) == token, nil
+		return attrString(ccf.Item, attrCommitToken) == token, nil
 	}
 	if err != nil {
 		return false, classify("PutItem", err)

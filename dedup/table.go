@@ -19,20 +19,20 @@ func CreateTableInput(name string) *dynamodb.CreateTableInput {
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(AttrSK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(AttrPendingShard), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(AttrPendingSince), AttributeType: types.ScalarAttributeTypeN},
+			{AttributeName: aws.String(PartitionKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(SortKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(IndexPartitionKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(IndexSortKey), AttributeType: types.ScalarAttributeTypeN},
 		},
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(AttrSK), KeyType: types.KeyTypeRange},
+			{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(SortKey), KeyType: types.KeyTypeRange},
 		},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
 			IndexName: aws.String(PendingIndex),
 			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(AttrPendingShard), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(AttrPendingSince), KeyType: types.KeyTypeRange},
+				{AttributeName: aws.String(IndexPartitionKey), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(IndexSortKey), KeyType: types.KeyTypeRange},
 			},
 			// The sweeper reads the claim itself before re-driving, so keys are enough.
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
@@ -67,7 +67,7 @@ func EnsureTable(ctx context.Context, client *dynamodb.Client, name string) erro
 	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(name),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(AttrExpiresAt),
+			AttributeName: aws.String(TTLAttribute),
 			Enabled:       aws.Bool(true),
 		},
 	})

@@ -111,7 +111,7 @@ func TestConcurrentDoublesAcrossTablesWriteEachEffectOnce(t *testing.T) {
 		t.Fatalf("%d orders, %d ledger lines, %d audit records; want %d of each", len(orders), len(ledger), e.count(t, "AUDIT#"), events)
 	}
 	for _, it := range orders {
-		by := it[dedup.AttrClaimedBy].(*types.AttributeValueMemberS).Value
+		by := it[dedup.ClaimedByAttribute].(*types.AttributeValueMemberS).Value
 		if !strings.HasPrefix(by, dedup.ClaimPrefix) {
 			t.Fatalf("order %v: claimed_by %q, want its claim's key", it, by)
 		}

@@ -7,9 +7,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// AttrTrace is the claim's trace context: the span that committed it, so that the outbox's
+// attrTrace is the claim's trace context: the span that committed it, so that the outbox's
 // spans, however late, belong to the same trace (outbox's tracing; docs/operations.md).
-const AttrTrace = "trace"
+const attrTrace = "trace"
 
 // traceVersion is the first byte of a stored trace context. It is W3C traceparent's version:
 // the fields that follow are traceparent's, as bytes.
@@ -24,7 +24,7 @@ const traceLen = 1 + 16 + 8 + 1
 // whether or not its context holds a span, so that tracing never changes what is accepted:
 // a plan refused as too large is refused with tracing on and off, and a claim accepted near
 // 400 KB keeps its IntentBookkeepingBytes with the trace context in it.
-const TraceContextBytes = len(AttrTrace) + traceLen
+const TraceContextBytes = len(attrTrace) + traceLen
 
 // traceValue is the stored form of the span context in ctx (nil when there is none): the
 // fields of a W3C traceparent (version 00) as 26 bytes. The tracestate is not kept: the

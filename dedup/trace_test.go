@@ -98,7 +98,7 @@ func TestAClaimWithAndWithoutATraceContextIsTheSameEvent(t *testing.T) {
 	}
 	attrs := func(id string) []string {
 		item := findItem(t, e, dedup.ClaimKey("shop", id), dedup.ClaimSK)
-		delete(item, dedup.AttrTrace)
+		delete(item, "trace")
 		return slices.Sorted(maps.Keys(item))
 	}
 	if x, y := attrs(withCtx.ID), attrs(without.ID); !slices.Equal(x, y) {
@@ -192,9 +192,9 @@ func TestATraceAttributeOfAnotherTypeNeverMakesAClaimUnreadable(t *testing.T) {
 		&types.AttributeValueMemberBS{Value: [][]byte{{1}}},
 	} {
 		c, err := dedup.UnmarshalClaim(map[string]types.AttributeValue{
-			dedup.AttrPK: &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", "evt_1")}, dedup.AttrTrace: v,
-			dedup.AttrIntents: &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"email.send": &types.AttributeValueMemberM{
-				Value: map[string]types.AttributeValue{dedup.AttrIntentStatus: &types.AttributeValueMemberS{Value: dedup.IntentPending}}}}},
+			dedup.PartitionKey: &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", "evt_1")}, "trace": v,
+			"intents": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"email.send": &types.AttributeValueMemberM{
+				Value: map[string]types.AttributeValue{"status": &types.AttributeValueMemberS{Value: dedup.IntentPending}}}}},
 		})
 		if err != nil || c.TraceContext().IsValid() || c.Intents["email.send"].Status != dedup.IntentPending {
 			t.Errorf("trace %T: %v, %v", v, c, err)

@@ -124,7 +124,7 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 		TableName: aws.String(c.Table),
 		Key:       ClaimItemKey(claim.PK),
 		UpdateExpression: aws.String("SET intents.#n.#st = :running, intents.#n.lease_until = :until, " +
-			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE " + AttrWake),
+			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE " + attrWake),
 		ConditionExpression:      aws.String(cond),
 		ExpressionAttributeNames: intentNames(intent),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -319,9 +319,9 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string) *dynamodb.Updat
 			cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)
 		}
 		if shard == "" {
-			remove = append(remove, AttrPendingShard, AttrPendingSince)
+			remove = append(remove, IndexPartitionKey, IndexSortKey)
 		} else {
-			set = append(set, AttrPendingShard+" = :shard", AttrPendingSince+" = :since")
+			set = append(set, IndexPartitionKey+" = :shard", IndexSortKey+" = :since")
 			values[":shard"] = str(shard)
 			values[":since"] = num(c.now().UnixMilli())
 		}
@@ -355,7 +355,7 @@ func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
 	if parked && IsParkedShard(claim.PendingShard) {
 		return nil // already where it belongs
 	}
-	names := map[string]string{"#st": AttrIntentStatus}
+	names := map[string]string{"#st": attrIntentStatus}
 	values := map[string]types.AttributeValue{":commit": str(claim.CommitToken)}
 	cond := "commit_token = :commit"
 	intents := make([]string, 0, len(claim.Intents))
@@ -368,9 +368,9 @@ func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
 		names[ph] = n
 		cond += " AND intents." + ph + ".#st = " + statusValue(claim.Intents[n].Status, values)
 	}
-	update := "REMOVE " + AttrPendingShard + ", " + AttrPendingSince
+	update := "REMOVE " + IndexPartitionKey + ", " + IndexSortKey
 	if parked {
-		update = "SET " + AttrPendingShard + " = :shard, " + AttrPendingSince + " = :since"
+		update = "SET " + IndexPartitionKey + " = :shard, " + IndexSortKey + " = :since"
 		values[":shard"] = str(ParkedShardFor(claim.PendingShard))
 		values[":since"] = num(c.now().UnixMilli())
 	}
@@ -433,7 +433,7 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 	// cannot tell it from another redrive made in the same millisecond.
 	nonce := fmt.Sprintf("%016x", rand.Uint64())
 	set := "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
-		"intents.#n." + AttrIntentRedriveID + " = :rid, pending_shard = :shard, pending_since = :since, " + AttrWake + " = :now"
+		"intents.#n." + attrIntentRedriveID + " = :rid, pending_shard = :shard, pending_since = :since, " + attrWake + " = :now"
 	values := map[string]types.AttributeValue{
 		":rid":      str(nonce),
 		":pending":  str(IntentPending),
@@ -444,13 +444,13 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 		":since":    num(now.UnixMilli()),
 	}
 	if by != "" {
-		set += ", intents.#n." + AttrIntentRedrivenBy + " = :by, intents.#n." + AttrIntentRedrivenAt + " = :at"
+		set += ", intents.#n." + attrIntentRedrivenBy + " = :by, intents.#n." + attrIntentRedrivenAt + " = :at"
 		values[":by"] = str(by)
 		values[":at"] = str(now.UTC().Format(time.RFC3339))
 	}
 	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
 	if claim.CommitToken != "" {
-		cond += " AND " + AttrCommitToken + " = :commit"
+		cond += " AND " + attrCommitToken + " = :commit"
 		values[":commit"] = str(claim.CommitToken)
 	}
 	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
@@ -554,12 +554,12 @@ func fenceValues(l *Lease) map[string]types.AttributeValue {
 
 // intentNames are the expression names for one intent: #n is its map key, #st "status".
 func intentNames(name string) map[string]string {
-	return map[string]string{"#n": name, "#st": AttrIntentStatus}
+	return map[string]string{"#n": name, "#st": attrIntentStatus}
 }
 
 // ClaimItemKey is the key of the claim item whose partition key is pk (ClaimKey), for reads.
 func ClaimItemKey(pk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrPK: str(pk), AttrSK: str(ClaimSK)}
+	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(ClaimSK)}
 }
 
 // statusValue is the placeholder for a finished status, added to values (DynamoDB refuses

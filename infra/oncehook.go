@@ -524,10 +524,10 @@ func newTable(c constructs.Construct, cfg Props) awsdynamodb.Table {
 		removal = awscdk.RemovalPolicy_DESTROY
 	}
 	table := awsdynamodb.NewTable(c, jsii.String("Table"), &awsdynamodb.TableProps{
-		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPK), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:             &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrSK), Type: awsdynamodb.AttributeType_STRING},
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.PartitionKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:             &awsdynamodb.Attribute{Name: jsii.String(dedup.SortKey), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		TimeToLiveAttribute: jsii.String(dedup.AttrExpiresAt),
+		TimeToLiveAttribute: jsii.String(dedup.TTLAttribute),
 		Stream:              awsdynamodb.StreamViewType_NEW_IMAGE,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
@@ -542,8 +542,8 @@ func newTable(c constructs.Construct, cfg Props) awsdynamodb.Table {
 	}
 	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:      jsii.String(dedup.PendingIndex),
-		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPendingShard), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.AttrPendingSince), Type: awsdynamodb.AttributeType_NUMBER},
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dedup.IndexPartitionKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.IndexSortKey), Type: awsdynamodb.AttributeType_NUMBER},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
 	return table

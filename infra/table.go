@@ -132,7 +132,7 @@ func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
 			ks[1].KeyType == "RANGE" && ks[1].AttributeName == rng && types[rng] == rngType
 	}
 	var wrong []string
-	if get("keySchema", &keys) && !keyIs(keys, dedup.AttrPK, "S", dedup.AttrSK, "S") {
+	if get("keySchema", &keys) && !keyIs(keys, dedup.PartitionKey, "S", dedup.SortKey, "S") {
 		wrong = append(wrong, "its key is not pk (string) and sk (string)")
 	}
 	if get("streamSpecification", &stream) && stream.StreamViewType != "NEW_IMAGE" && stream.StreamViewType != "NEW_AND_OLD_IMAGES" {
@@ -142,7 +142,7 @@ func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
 		}
 		wrong = append(wrong, "its stream is "+view+", and the outbox reads each claim's new image")
 	}
-	if get("timeToLiveSpecification", &ttl) && (ttl.AttributeName != dedup.AttrExpiresAt || !ttl.Enabled) {
+	if get("timeToLiveSpecification", &ttl) && (ttl.AttributeName != dedup.TTLAttribute || !ttl.Enabled) {
 		wrong = append(wrong, "its TTL is not on expires_at, and claims would never expire")
 	}
 	if get("globalSecondaryIndexes", &gsis) {
@@ -150,7 +150,7 @@ func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
 		for _, g := range gsis {
 			if g.IndexName == dedup.PendingIndex {
 				found = true
-				if !keyIs(g.KeySchema, dedup.AttrPendingShard, "S", dedup.AttrPendingSince, "N") {
+				if !keyIs(g.KeySchema, dedup.IndexPartitionKey, "S", dedup.IndexSortKey, "N") {
 					wrong = append(wrong, "its pending index is not keyed pending_shard (string) and pending_since (number)")
 				}
 			}

@@ -25,7 +25,7 @@ type slowWindows struct {
 
 func (s *slowWindows) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	out, err := s.API.UpdateItem(ctx, in, optFns...)
-	if sk, ok := in.Key[dedup.AttrSK].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, "RATE#") {
+	if sk, ok := in.Key[dedup.SortKey].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, "RATE#") {
 		s.mu.Lock()
 		slow := s.n > 0
 		s.n--

@@ -181,7 +181,7 @@ func batch(recs []events.DynamoDBEventRecord) events.DynamoDBEvent {
 func (e *env) claims() []*dedup.Claim {
 	var out []*dedup.Claim
 	for _, it := range awstest.Items(e.t, e.client, e.table) {
-		if sk, _ := it[dedup.AttrSK].(*types.AttributeValueMemberS); sk == nil || sk.Value != dedup.ClaimSK {
+		if sk, _ := it[dedup.SortKey].(*types.AttributeValueMemberS); sk == nil || sk.Value != dedup.ClaimSK {
 			continue // effect records, the sweeper's lock, the targets' limit items
 		}
 		c, err := dedup.UnmarshalClaim(it)

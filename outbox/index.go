@@ -46,7 +46,7 @@ func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.
 		p := dynamodb.NewQueryPaginator(api, &dynamodb.QueryInput{
 			TableName:                 aws.String(table),
 			IndexName:                 aws.String(dedup.PendingIndex),
-			KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
+			KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
 		})
 		for p.HasMorePages() {
@@ -63,7 +63,7 @@ func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.
 					return
 				}
 				for _, key := range keys {
-					item, ok := items[key[dedup.AttrPK].(*types.AttributeValueMemberS).Value]
+					item, ok := items[key[dedup.PartitionKey].(*types.AttributeValueMemberS).Value]
 					if !ok {
 						continue
 					}
@@ -81,7 +81,7 @@ func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.
 func batchGet(ctx context.Context, api IndexAPI, table string, keys []map[string]types.AttributeValue) (map[string]map[string]types.AttributeValue, error) {
 	req := make([]map[string]types.AttributeValue, 0, len(keys))
 	for _, k := range keys {
-		req = append(req, map[string]types.AttributeValue{dedup.AttrPK: k[dedup.AttrPK], dedup.AttrSK: k[dedup.AttrSK]})
+		req = append(req, map[string]types.AttributeValue{dedup.PartitionKey: k[dedup.PartitionKey], dedup.SortKey: k[dedup.SortKey]})
 	}
 	out := make(map[string]map[string]types.AttributeValue, len(keys))
 	for attempt := 0; len(req) > 0; attempt++ {
@@ -98,7 +98,7 @@ func batchGet(ctx context.Context, api IndexAPI, table string, keys []map[string
 			return nil, err
 		}
 		for _, item := range resp.Responses[table] {
-			if pk, ok := item[dedup.AttrPK].(*types.AttributeValueMemberS); ok {
+			if pk, ok := item[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
 				out[pk.Value] = item
 			}
 		}

@@ -280,12 +280,12 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 		_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(l.table),
 			Key: map[string]types.AttributeValue{
-				dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitRatePrefix + strconv.FormatInt(index, 10)),
+				dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitRatePrefix + strconv.FormatInt(index, 10)),
 			},
 			// Every attribute name aliased: DynamoDB reserves many words (CALL, COUNT...).
 			UpdateExpression:          aws.String("ADD #calls :one SET #exp = :exp"),
 			ConditionExpression:       aws.String("attribute_not_exists(#calls) OR #calls < :quota"),
-			ExpressionAttributeNames:  map[string]string{"#calls": "calls", "#exp": dedup.AttrExpiresAt},
+			ExpressionAttributeNames:  map[string]string{"#calls": "calls", "#exp": dedup.TTLAttribute},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":quota": num(int64(quota)), ":exp": num(next.Add(time.Hour).Unix())},
 		})
 		l.calls.add(1)
@@ -331,7 +331,7 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 		out, err := l.api.Query(ctx, &dynamodb.QueryInput{
 			TableName:                 aws.String(l.table),
 			KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :slot)"),
-			ExpressionAttributeNames:  map[string]string{"#pk": dedup.AttrPK, "#sk": dedup.AttrSK},
+			ExpressionAttributeNames:  map[string]string{"#pk": dedup.PartitionKey, "#sk": dedup.SortKey},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(LimitPK(target)), ":slot": str(limitSlotPrefix)},
 			ConsistentRead:            aws.Bool(true),
 		})
@@ -340,7 +340,7 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			return 0, "", time.Time{}, 0, fmt.Errorf("slots of target %s: %w", target, err)
 		}
 		for _, item := range out.Items {
-			sk, _ := item[dedup.AttrSK].(*types.AttributeValueMemberS)
+			sk, _ := item[dedup.SortKey].(*types.AttributeValueMemberS)
 			until, _ := item["until"].(*types.AttributeValueMemberN)
 			if sk == nil || until == nil {
 				continue
@@ -366,11 +366,11 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: aws.String(l.table),
 				Key: map[string]types.AttributeValue{
-					dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitSlotPrefix + strconv.Itoa(i)),
+					dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitSlotPrefix + strconv.Itoa(i)),
 				},
 				UpdateExpression:          aws.String("SET #holder = :me, #until = :until, #exp = :exp"),
 				ConditionExpression:       aws.String("attribute_not_exists(#until) OR #until < :now"),
-				ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.AttrExpiresAt},
+				ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.TTLAttribute},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner), ":until": num(holdUntil.UnixMilli()), ":now": num(now.UnixMilli()), ":exp": num(holdUntil.Add(time.Hour).Unix())},
 			})
 			l.calls.add(1)
@@ -401,7 +401,7 @@ func (l *limiter) releaseSlot(ctx context.Context, target string, slot int, owne
 	_, _ = l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.table),
 		Key: map[string]types.AttributeValue{
-			dedup.AttrPK: str(LimitPK(target)), dedup.AttrSK: str(limitSlotPrefix + strconv.Itoa(slot)),
+			dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitSlotPrefix + strconv.Itoa(slot)),
 		},
 		UpdateExpression:          aws.String("REMOVE #holder, #until"),
 		ConditionExpression:       aws.String("#holder = :me"),

@@ -194,10 +194,10 @@ func TestRateHoldsAcrossWorkers(t *testing.T) {
 func (e *env) slotHolder(target string, slot int, until time.Time) {
 	e.t.Helper()
 	_, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
-		dedup.AttrPK: &types.AttributeValueMemberS{Value: outbox.LimitPK(target)},
-		dedup.AttrSK: &types.AttributeValueMemberS{Value: fmt.Sprintf("SLOT#%d", slot)},
-		"holder":     &types.AttributeValueMemberS{Value: "crashed"},
-		"until":      &types.AttributeValueMemberN{Value: fmt.Sprint(until.UnixMilli())},
+		dedup.PartitionKey: &types.AttributeValueMemberS{Value: outbox.LimitPK(target)},
+		dedup.SortKey:      &types.AttributeValueMemberS{Value: fmt.Sprintf("SLOT#%d", slot)},
+		"holder":           &types.AttributeValueMemberS{Value: "crashed"},
+		"until":            &types.AttributeValueMemberN{Value: fmt.Sprint(until.UnixMilli())},
 	}})
 	if err != nil {
 		e.t.Fatal(err)
@@ -264,7 +264,7 @@ func (c *limitCounter) count(op string, pk *string) {
 }
 
 func (c *limitCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if pk, ok := in.Key[dedup.AttrPK].(*types.AttributeValueMemberS); ok {
+	if pk, ok := in.Key[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
 		c.count("UpdateItem", &pk.Value)
 	}
 	return c.API.UpdateItem(ctx, in, optFns...)
@@ -358,9 +358,9 @@ func (e *env) fillRateWindows(target string, rate float64, span time.Duration) {
 	now := e.now()
 	for i := now.UnixNano() / int64(window); i <= now.Add(span).UnixNano()/int64(window); i++ {
 		_, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
-			dedup.AttrPK: &types.AttributeValueMemberS{Value: outbox.LimitPK(target)},
-			dedup.AttrSK: &types.AttributeValueMemberS{Value: fmt.Sprintf("RATE#%d", i)},
-			"calls":      &types.AttributeValueMemberN{Value: fmt.Sprint(q)},
+			dedup.PartitionKey: &types.AttributeValueMemberS{Value: outbox.LimitPK(target)},
+			dedup.SortKey:      &types.AttributeValueMemberS{Value: fmt.Sprintf("RATE#%d", i)},
+			"calls":            &types.AttributeValueMemberN{Value: fmt.Sprint(q)},
 		}})
 		if err != nil {
 			e.t.Fatal(err)
@@ -532,6 +532,9 @@ func TestAStrandedLeaseIsNeverGivenBack(t *testing.T) {
 	after := e.claim("evt_stranded").Intents["email.send"]
 	if after.Attempts < stopped.Attempts {
 		t.Fatalf("attempts went from %d to %d: a fence was given back for reuse", stopped.Attempts, after.Attempts)
+	}
+	if after.Status != dedup.IntentParked {
+		t.Fatalf("%+v: a stranded lease makes no call, so its slot's lateness does not matter: want it parked at once", after)
 	}
 	// Whatever the slow worker did, the next one must not call the downstream again.
 	next := e.worker(configure)

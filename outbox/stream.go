@@ -66,14 +66,10 @@ func (w *Worker) claimOf(ctx context.Context, rec events.DynamoDBEventRecord) (*
 	if rec.EventName != string(events.DynamoDBOperationTypeInsert) && rec.EventName != string(events.DynamoDBOperationTypeModify) {
 		return nil, false // REMOVE: a TTL deletion or a cleanup; nothing to run
 	}
-	img := rec.Change.NewImage
-	if sk, ok := img[dedup.AttrSK]; !ok || sk.DataType() != events.DataTypeString || sk.String() != dedup.ClaimSK {
-		return nil, false // an effect record, not a claim
+	item, err := FromStreamImage(rec.Change.NewImage)
+	if err == nil && !dedup.IsOutboxClaim(item) {
+		return nil, false // an effect record, or a claim with nothing to run
 	}
-	if _, ok := img[dedup.AttrIntents]; !ok {
-		return nil, false
-	}
-	item, err := FromStreamImage(img)
 	if err == nil {
 		var c *dedup.Claim
 		if c, err = dedup.UnmarshalClaim(item); err == nil {

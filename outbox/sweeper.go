@@ -274,7 +274,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 	}
 	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(w.cfg.Table),
-		Key:            map[string]types.AttributeValue{dedup.AttrPK: key[dedup.AttrPK], dedup.AttrSK: key[dedup.AttrSK]},
+		Key:            map[string]types.AttributeValue{dedup.PartitionKey: key[dedup.PartitionKey], dedup.SortKey: key[dedup.SortKey]},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -393,5 +393,5 @@ func (s *Sweeper) unlock(owner string) {
 }
 
 func lockKey() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{dedup.AttrPK: str(SweepLockPK), dedup.AttrSK: str(SweepLockSK)}
+	return map[string]types.AttributeValue{dedup.PartitionKey: str(SweepLockPK), dedup.SortKey: str(SweepLockSK)}
 }

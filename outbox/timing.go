@@ -135,14 +135,5 @@ func CheckTimings(t Timings) error {
 }
 
 // StreamFilterPatterns are the event filter patterns of the outbox's stream mapping (OR'ed):
-// a claim's INSERT that carries intents, and a MODIFY whose new image has the wake marker (a
-// claim re-admitted after expiry, an operator's redrive). The worker's own lease, retry and
-// finish writes carry no marker, so they never invoke it; neither do effect records, TTL
-// deletions and claims without intents.
-func StreamFilterPatterns() []map[string]any {
-	exists := []any{map[string]any{"exists": true}}
-	return []map[string]any{
-		{"eventName": []any{"INSERT"}, "dynamodb": map[string]any{"NewImage": map[string]any{dedup.AttrPendingShard: map[string]any{"S": exists}}}},
-		{"eventName": []any{"MODIFY"}, "dynamodb": map[string]any{"NewImage": map[string]any{dedup.AttrWake: map[string]any{"N": exists}}}},
-	}
-}
+// the writes of a claim that hand the worker due work (dedup.WakeFilterPatterns).
+func StreamFilterPatterns() []map[string]any { return dedup.WakeFilterPatterns() }

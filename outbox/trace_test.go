@@ -417,7 +417,7 @@ func TestAClaimWhoseTraceCannotBeReadStillRuns(t *testing.T) {
 	commitTraced(t, e, tp, "evt_tr_5")
 	if _, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(e.table), Key: key(dedup.ClaimKey("shop", "evt_tr_5")),
 		UpdateExpression:          aws.String("SET #t = :t"),
-		ExpressionAttributeNames:  map[string]string{"#t": dedup.AttrTrace},
+		ExpressionAttributeNames:  map[string]string{"#t": "trace"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
 	}); err != nil {
 		t.Fatal(err)

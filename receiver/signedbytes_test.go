@@ -103,7 +103,7 @@ func (e *env) claims(source string) int {
 func (e *env) claimedType(source, id string) string {
 	for _, it := range e.items() {
 		if attrS(it, "pk") == dedup.ClaimKey(source, id) && attrS(it, "sk") == dedup.ClaimSK {
-			return attrS(it, dedup.AttrEventType)
+			return attrS(it, "event_type")
 		}
 	}
 	return ""

@@ -173,7 +173,7 @@ func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error
 	}
 	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(c.table),
-		Key:            map[string]types.AttributeValue{dedup.AttrPK: &types.AttributeValueMemberS{Value: dedup.ClaimKey(source, id)}, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK}},
+		Key:            map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: dedup.ClaimKey(source, id)}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.ClaimSK}},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -199,7 +199,7 @@ func (c *cli) scanScoped(ctx context.Context, db *dynamodb.Client, source, id st
 		TableName:                aws.String(c.table),
 		ConsistentRead:           aws.Bool(true),
 		FilterExpression:         aws.String("begins_with(#pk, :source) AND contains(#pk, :id) AND #sk = :claim"),
-		ExpressionAttributeNames: map[string]string{"#pk": dedup.AttrPK, "#sk": dedup.AttrSK},
+		ExpressionAttributeNames: map[string]string{"#pk": dedup.PartitionKey, "#sk": dedup.SortKey},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":source": &types.AttributeValueMemberS{Value: dedup.ClaimKey(source, "")},
 			":id":     &types.AttributeValueMemberS{Value: suffix},
@@ -212,7 +212,7 @@ func (c *cli) scanScoped(ctx context.Context, db *dynamodb.Client, source, id st
 			return nil, err
 		}
 		for _, item := range page.Items {
-			pk, _ := item[dedup.AttrPK].(*types.AttributeValueMemberS)
+			pk, _ := item[dedup.PartitionKey].(*types.AttributeValueMemberS)
 			if pk == nil || !strings.HasSuffix(pk.Value, suffix) {
 				continue
 			}

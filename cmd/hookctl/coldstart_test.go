@@ -51,7 +51,7 @@ func TestColdstartReportsTheFirstEventHandled(t *testing.T) {
 	// Each cold run commits two new events (the first and the warm one), then the 5.
 	claims := 0
 	for _, item := range awstest.Items(t, client, table) {
-		if sk, ok := item[dedup.AttrSK].(*types.AttributeValueMemberS); ok && sk.Value == dedup.ClaimSK {
+		if sk, ok := item[dedup.SortKey].(*types.AttributeValueMemberS); ok && sk.Value == dedup.ClaimSK {
 			claims++
 		}
 	}

@@ -129,10 +129,10 @@ func checkRetention(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	d := ttl.TimeToLiveDescription
-	if d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != dedup.AttrExpiresAt {
-		return fmt.Errorf("table %s: TTL is not enabled on %s", c.table, dedup.AttrExpiresAt)
+	if d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != dedup.TTLAttribute {
+		return fmt.Errorf("table %s: TTL is not enabled on %s", c.table, dedup.TTLAttribute)
 	}
-	fmt.Fprintf(c.stdout, "table %s: TTL enabled on %s\n", c.table, dedup.AttrExpiresAt)
+	fmt.Fprintf(c.stdout, "table %s: TTL enabled on %s\n", c.table, dedup.TTLAttribute)
 	return nil
 }
 

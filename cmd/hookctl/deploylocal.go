@@ -230,7 +230,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		d.urlTemplate = endpoint + "/_aws/execute-api/" + d.api + "/hooks/{source}"
 		_, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 			TableName:               aws.String(d.table),
-			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(dedup.AttrExpiresAt), Enabled: aws.Bool(true)},
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(dedup.TTLAttribute), Enabled: aws.Bool(true)},
 		})
 		if err != nil && !strings.Contains(err.Error(), "already enabled") {
 			return fmt.Errorf("stack %s: turning TTL on for %s: %w", k.stack, d.table, err)

@@ -172,15 +172,15 @@ func audit(ctx context.Context, c *cli, args []string) error {
 				break
 			}
 			sampled++
-			pk := item[dedup.AttrPK].(*types.AttributeValueMemberS).Value
-			by, ok := item[dedup.AttrClaimedBy].(*types.AttributeValueMemberS)
+			pk := item[dedup.PartitionKey].(*types.AttributeValueMemberS).Value
+			by, ok := item[dedup.ClaimedByAttribute].(*types.AttributeValueMemberS)
 			if !ok {
 				unclaimed++
 				fmt.Fprintf(c.stdout, "LEAK  %s: no claimed_by (written outside oncehook)\n", pk)
 				continue
 			}
-			out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), ProjectionExpression: aws.String(dedup.AttrPK),
-				Key: map[string]types.AttributeValue{dedup.AttrPK: by, dedup.AttrSK: &types.AttributeValueMemberS{Value: dedup.ClaimSK}}})
+			out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), ProjectionExpression: aws.String(dedup.PartitionKey),
+				Key: map[string]types.AttributeValue{dedup.PartitionKey: by, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.ClaimSK}}})
 			if err != nil {
 				return err
 			}

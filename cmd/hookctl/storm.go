@@ -325,7 +325,7 @@ func (c *cli) countPrefix(ctx context.Context, prefix string) (int, error) {
 	}
 	n := 0
 	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(c.table), ConsistentRead: aws.Bool(true),
-		FilterExpression:          aws.String("begins_with(" + dedup.AttrPK + ", :p)"),
+		FilterExpression:          aws.String("begins_with(" + dedup.PartitionKey + ", :p)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: prefix}}})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -352,9 +352,9 @@ func (c *cli) putRate(ctx context.Context, run string, n, concurrency int) (floa
 			var first error
 			for i := range work {
 				_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.table), Item: map[string]types.AttributeValue{
-					dedup.AttrPK:        &types.AttributeValueMemberS{Value: fmt.Sprintf("BASELINE#%s#%d", run, i)},
-					dedup.AttrSK:        &types.AttributeValueMemberS{Value: "X"},
-					dedup.AttrExpiresAt: &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
+					dedup.PartitionKey:        &types.AttributeValueMemberS{Value: fmt.Sprintf("BASELINE#%s#%d", run, i)},
+					dedup.SortKey:        &types.AttributeValueMemberS{Value: "X"},
+					dedup.TTLAttribute: &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
 				}})
 				if err != nil && first == nil {
 					first = err

@@ -44,8 +44,8 @@ func Unfinished(ctx context.Context, db DB, table, prefix string) (unfinished, i
 		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
 			TableName:              aws.String(table),
 			IndexName:              aws.String(dedup.PendingIndex),
-			KeyConditionExpression: aws.String(dedup.AttrPendingShard + " = :s"),
-			FilterExpression:       aws.String("begins_with(" + dedup.AttrPK + ", :p)"),
+			KeyConditionExpression: aws.String(dedup.IndexPartitionKey + " = :s"),
+			FilterExpression:       aws.String("begins_with(" + dedup.PartitionKey + ", :p)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":s": &types.AttributeValueMemberS{Value: shard},
 				":p": &types.AttributeValueMemberS{Value: prefix},
@@ -64,7 +64,7 @@ func Unfinished(ctx context.Context, db DB, table, prefix string) (unfinished, i
 	}
 	for _, k := range keys {
 		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{dedup.AttrPK: k[dedup.AttrPK], dedup.AttrSK: k[dedup.AttrSK]}})
+			Key: map[string]types.AttributeValue{dedup.PartitionKey: k[dedup.PartitionKey], dedup.SortKey: k[dedup.SortKey]}})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -129,7 +129,7 @@ type ParkedIntent struct {
 func TallyClaims(ctx context.Context, db DB, table, prefix string) (Tally, error) {
 	t := Tally{Intents: map[string]int{}}
 	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-		FilterExpression: aws.String("begins_with(" + dedup.AttrPK + ", :p) AND " + dedup.AttrSK + " = :sk"),
+		FilterExpression: aws.String("begins_with(" + dedup.PartitionKey + ", :p) AND " + dedup.SortKey + " = :sk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":p":  &types.AttributeValueMemberS{Value: prefix},
 			":sk": &types.AttributeValueMemberS{Value: dedup.ClaimSK},
@@ -142,7 +142,7 @@ func TallyClaims(ctx context.Context, db DB, table, prefix string) (Tally, error
 		for _, item := range page.Items {
 			c, err := dedup.UnmarshalClaim(item)
 			if err != nil {
-				return t, fmt.Errorf("claim %v: %w", item[dedup.AttrPK], err)
+				return t, fmt.Errorf("claim %v: %w", item[dedup.PartitionKey], err)
 			}
 			t.Claims++
 			for name, in := range c.Intents {

@@ -61,7 +61,7 @@ type refusal struct {
 
 func parityCases() []refusal {
 	key := func(pk, sk string) map[string]types.AttributeValue {
-		return map[string]types.AttributeValue{dedup.AttrPK: s(pk), dedup.AttrSK: s(sk)}
+		return map[string]types.AttributeValue{dedup.PartitionKey: s(pk), dedup.SortKey: s(sk)}
 	}
 	order := map[string]types.AttributeValue{"order_id": s("o1"), "line": s("1"), "total": s("10")}
 	big := strings.Repeat("x", dedup.MaxPartitionKeyBytes+1)
@@ -69,7 +69,7 @@ func parityCases() []refusal {
 	puts := func(n, size int) []dedup.Effect {
 		var es []dedup.Effect
 		for i := range n {
-			es = append(es, dedup.PutEffect(map[string]types.AttributeValue{dedup.AttrPK: s("order#" + strconv.Itoa(i)), dedup.AttrSK: s("v"),
+			es = append(es, dedup.PutEffect(map[string]types.AttributeValue{dedup.PartitionKey: s("order#" + strconv.Itoa(i)), dedup.SortKey: s("v"),
 				"blob": s(strings.Repeat("x", size))}))
 		}
 		return es
@@ -97,7 +97,7 @@ func parityCases() []refusal {
 		{name: "another table's sort key too large", site: "otherKey/sort key size",
 			plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{"order_id": s("o1"), "line": s(bigSK)}).In("orders")}}},
 		{name: "own-table put without pk/sk", site: "effectKey/must be a non-empty string", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{"id": s("o1")})}}},
-		{name: "own-table put without sk", site: "effectKey/must be a non-empty string", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{dedup.AttrPK: s("o1")})}}},
+		{name: "own-table put without sk", site: "effectKey/must be a non-empty string", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{dedup.PartitionKey: s("o1")})}}},
 		{name: "pk in the claims' prefix", site: "effectKey/starts with ", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(key(dedup.ClaimPrefix+"x", "v"))}}},
 		{name: "partition key too large", site: "effectKey/partition key size", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(key(big, "v"))}}},
 		{name: "sort key too large", site: "effectKey/sort key size", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(key("a", bigSK))}}},
