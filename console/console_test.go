@@ -37,24 +37,6 @@ func TestTheEventPageTellsTheClaimEffectsIntentsAndGuard(t *testing.T) {
 	mustContain(t, shown, "PAYLOAD-VALUE-ada@example.com", "PAYLOAD-VALUE-total-4200")
 }
 
-func TestSearchFindsAnEventByItsIDWithOrWithoutTheSource(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.commit("shop", "evt_1", false)
-	b := e.serve(nil)
-	for _, q := range []string{"source=shop&id=evt_1", "id=evt_1", "id=+evt_1+"} {
-		r := b.get("/events?" + q)
-		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/events/shop/evt_1" {
-			t.Fatalf("%s: %d %q, want a redirect to the event", q, r.Status, r.Header.Get("Location"))
-		}
-	}
-	recent := b.get("/events?source=shop")
-	mustContain(t, recent, `href="/events/shop/evt_1"`)
-	if r := b.get("/events?id=evt_none"); r.Status != http.StatusNotFound {
-		t.Fatalf("an unknown id: %d, want 404", r.Status)
-	}
-}
-
 func TestBadInputGetsAClearPageWithTheRightStatus(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

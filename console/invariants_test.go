@@ -6,7 +6,7 @@ package console_test
 //   - a visitor without access learns nothing of the deployment, on any route, by any method
 //     (invariant 2);
 //   - no page reads more than its bounds, whatever the index holds (invariant 3).
-// The attack26 tests hold the review's cases; these hold the spaces around them.
+// The tests beside each subject hold single cases; these hold the spaces around them.
 
 import (
 	"context"
