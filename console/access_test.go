@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
 )
 
 // Without a token only loopback hosts are answered (a DNS-rebinding page names its own host);
@@ -482,4 +483,69 @@ func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
 		}
 	}
 	t.Fatal("no 429 after 20 wrong tokens")
+}
+
+// Nothing of the deployment to a visitor without access: on every route, by every method, a visitor without access (no token, a wrong
+// one, a foreign Host, a remote peer) gets a page with nothing of the deployment on it.
+func TestNoRouteTellsAVisitorWithoutAccessAboutTheDeployment(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_private", false)
+	const table = "Oncehook-OncehookTable-SECRET-STACK"
+	mk := func(token string) http.Handler {
+		h, err := console.New(console.Config{DynamoDB: e.client, Table: table, Token: token, ReadOnly: true, ShowPayloads: true, Sources: e.file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	withToken, without := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("")
+	routes := []string{"/", "/events", "/events?source=shop", "/events?id=evt_private", "/events/shop/evt_private", "/events/shop",
+		"/parked", "/parked?source=shop", "/redrive", "/backlog", "/audit", "/login", "/nowhere", "/events/nosuch/x"}
+	secret := []string{"SECRET-STACK", "read-only", "payloads shown", "shop", "evt_private", "/parked", "/backlog", "gh"}
+	visitors := []struct {
+		name       string
+		h          http.Handler
+		host, peer string
+		bearer     string
+	}{
+		{"no token", withToken, "", "", ""},
+		{"a wrong bearer", withToken, "", "", "4f1c9a7e2b8d6035e1a9c4f7b2d8e064"},
+		{"a foreign host", without, "rebound.attacker.example:8030", "", ""},
+		{"a remote peer", without, "localhost:8030", "203.0.113.7:40000", ""},
+	}
+	for _, v := range visitors {
+		for _, route := range routes {
+			for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+				req := httptest.NewRequest(method, route, strings.NewReader("ref=s%3Dshop%26e%3Devt_private%26i%3Demail.send&confirm=yes&token=nope"))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				if v.host != "" {
+					req.Host = v.host
+				}
+				if v.peer != "" {
+					req.RemoteAddr = v.peer
+				}
+				if v.bearer != "" {
+					req.Header.Set("Authorization", "Bearer "+v.bearer)
+				}
+				rec := httptest.NewRecorder()
+				v.h.ServeHTTP(rec, req)
+				if rec.Code < 400 && !(route == "/login" && rec.Code == http.StatusOK) {
+					t.Errorf("%s: %s %s: %d, want a refusal", v.name, method, route, rec.Code)
+				}
+				body := rec.Body.String()
+				for _, s := range secret {
+					if strings.Contains(body, s) {
+						t.Errorf("%s: %s %s (%d) shows %q", v.name, method, route, rec.Code, s)
+					}
+				}
+				if c := rec.Header().Values("Set-Cookie"); len(c) != 0 {
+					t.Errorf("%s: %s %s sets %v", v.name, method, route, c)
+				}
+			}
+		}
+	}
+	if in := e.claim("shop", "evt_private").Intents["email.send"]; in.Status != dedup.IntentPending || in.RedrivenBy != "" {
+		t.Fatalf("a visitor without access changed an intent: %+v", in)
+	}
 }

@@ -3,6 +3,7 @@ package console_test
 import (
 	"html"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -81,5 +82,21 @@ func TestEveryPageCarriesTheSecurityHeaders(t *testing.T) {
 		if strings.Contains(r.Body, "<script") {
 			t.Errorf("%s has a script", p)
 		}
+	}
+}
+
+// No unbounded read, the forms: a redrive form, a login form, are read up to a bound, and a larger
+// one is refused with a page.
+func TestNoFormIsReadPastItsBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.serve(func(c *console.Config) { c.Token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063" })
+	if r := b.post("/login", url.Values{"token": {strings.Repeat("x", 8<<10)}}); r.Status != http.StatusBadRequest {
+		t.Fatalf("a login form of 8 KiB: %d, want 400", r.Status)
+	}
+	mustContain(t, b.post("/login", url.Values{"token": {"4f1c9a7e2b8d6035e1a9c4f7b2d8e063"}}), "")
+	page := b.get("/parked")
+	if r := b.post("/redrive", url.Values{"csrf": {csrf(t, page)}, "ref": {strings.Repeat("s=shop&e=x&i=y", 400_000)}}); r.Status != http.StatusBadRequest {
+		t.Fatalf("a redrive form of 5 MB: %d, want 400", r.Status)
 	}
 }

@@ -4,13 +4,20 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
@@ -228,4 +235,112 @@ func TestAMaxIndexReadsAQueryCannotCarryIsRefusedAtStart(t *testing.T) {
 			t.Errorf("MaxIndexReads %d taken, and the backlog answers %d", n, r.Status)
 		}
 	}
+}
+
+// No unbounded read, the recent events: over random spreads of claims across the shards and sources
+// and random bounds, the page reads at most MaxIndexReads entries, lists only the source's
+// claims, newest first, and every claim of the source newer than what it says it is complete
+// from (all of them, or the 50 newest, when it does not say it stopped).
+func TestTheRecentEventsAreTheNewestWhateverTheShardsAndTheBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(26, 3))
+	base := time.Now().Add(-48 * time.Hour)
+	var at time.Time
+	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: func() time.Time { return at },
+		Sources: map[string]dedup.Retention{"s0": {RetryHorizon: time.Hour}, "s1": {RetryHorizon: time.Hour}, "s2": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	var since map[string]time.Time // pk: when it entered the index, as the index says
+	n := 0
+	for trial := range 10 {
+		// More claims, spread over the last two days, unevenly across the sources.
+		for range rng.IntN(120) {
+			src := fmt.Sprintf("s%d", min(rng.IntN(4), 2))
+			at = base.Add(time.Duration(rng.Int64N(int64(48 * time.Hour))))
+			id := fmt.Sprintf("evt_r_%05d", n)
+			n++
+			e.commit(src, id, false)
+		}
+		since = map[string]time.Time{}
+		for _, item := range scanIndex(t, e.client, e.table) {
+			ms, _ := strconv.ParseInt(item[dedup.AttrPendingSince].(*types.AttributeValueMemberN).Value, 10, 64)
+			since[item[dedup.AttrPK].(*types.AttributeValueMemberS).Value] = time.UnixMilli(ms)
+		}
+		maxReads := 5 + rng.IntN(300)
+		counter := &scanCounter{Client: e.client}
+		h, err := console.New(console.Config{DynamoDB: counter, Table: e.table, MaxIndexReads: maxReads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBrowser(t, serveHandler(t, h))
+		b.get("/audit") // the table check
+		src := fmt.Sprintf("s%d", rng.IntN(3))
+		counter.mu.Lock()
+		counter.scanned = 0
+		counter.mu.Unlock()
+		page := b.get("/events?source=" + src)
+		counter.mu.Lock()
+		scanned := counter.scanned
+		counter.mu.Unlock()
+		where := fmt.Sprintf("trial %d (%d claims, MaxIndexReads %d, %s)", trial, len(since), maxReads, src)
+		if page.Status != http.StatusOK {
+			t.Fatalf("%s: %d", where, page.Status)
+		}
+		if scanned > maxReads {
+			t.Fatalf("%s: read %d index entries", where, scanned)
+		}
+		var listed []string
+		for _, m := range regexp.MustCompile(`href="/events/(s\d)/([^"]+)"`).FindAllStringSubmatch(page.Body, -1) {
+			if m[1] != src {
+				t.Fatalf("%s: lists %s/%s", where, m[1], m[2])
+			}
+			listed = append(listed, dedup.ClaimKey(src, m[2]))
+		}
+		for i := 1; i < len(listed); i++ {
+			if since[listed[i]].After(since[listed[i-1]]) {
+				t.Fatalf("%s: %s listed after the older %s", where, listed[i], listed[i-1])
+			}
+		}
+		from := time.Time{} // complete for the claims newer than this
+		if m := regexp.MustCompile(`id="partial" data-cutoff="(\d*)"`).FindStringSubmatch(page.Body); m != nil {
+			if m[1] == "" {
+				continue // a shard not read at all: the page claims nothing
+			}
+			ms, _ := strconv.ParseInt(m[1], 10, 64)
+			from = time.UnixMilli(ms)
+		}
+		if len(listed) == 50 {
+			if oldest := since[listed[49]]; oldest.After(from) {
+				from = oldest
+			}
+		}
+		for pk, t0 := range since {
+			if strings.HasPrefix(pk, dedup.ClaimKey(src, "")) && t0.After(from) && !slices.Contains(listed, pk) {
+				t.Fatalf("%s: %s (entered %s) is newer than %s and not listed", where, pk, t0, from)
+			}
+		}
+	}
+}
+
+// scanIndex is every entry of the pending index, read whole (the tests' ground truth).
+func scanIndex(t *testing.T, client *dynamodb.Client, table string) []map[string]types.AttributeValue {
+	t.Helper()
+	var out []map[string]types.AttributeValue
+	due, parked := dedup.ShardNames(dedup.PendingShards)
+	for _, shard := range append(due, parked...) {
+		p := dynamodb.NewQueryPaginator(client, &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String(dedup.PendingIndex),
+			KeyConditionExpression:    aws.String(dedup.AttrPendingShard + " = :s"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}}})
+		for p.HasMorePages() {
+			page, err := p.NextPage(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, page.Items...)
+		}
+	}
+	return out
 }

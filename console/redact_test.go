@@ -505,3 +505,26 @@ func TestATokenCutByTheAnswersSnippetIsNotShownInPart(t *testing.T) {
 		mustNotContain(t, r, token[:4+len(token)/2])
 	}
 }
+
+// The redaction hides a target's secrets and nothing a person needs: an error that quotes
+// none of them is shown as it was, whatever words it shares with the target's URL's plain
+// parts ("hooks", "services", "json").
+func TestTheRedactionKeepsAnErrorWithoutSecretsAsItIs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f, err := sources.Parse([]byte(strings.Replace(strings.Replace(testSources, "http://127.0.0.1:1/SECRET-URL-PATH",
+		"https://hooks.example.test/services/T0Qz7SECRa?format=json", 1), `"X-Api-Key": "SECRET-HEADER-VALUE"`, `"Accept": "application/json", "X-Env": "prod"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	plain := "http 422: product unknown to the services team (hooks disabled; send json)"
+	e.commit("shop", "evt_plain", false)
+	exec := outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return outbox.Permanent(errors.New(plain)) })
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	mustContain(t, e.serve(nil).get("/events/shop/evt_plain"), html.EscapeString(plain))
+}

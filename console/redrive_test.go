@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -454,4 +456,116 @@ func TestRedriveAllShownIsNotRefusedForARowWhoseSourceLeftTheSourcesFile(t *test
 	if r := b.get("/events/nosuch/evt_1"); r.Status != http.StatusNotFound || !strings.Contains(r.Body, "not in the sources file") {
 		t.Errorf("an unknown source without a claim: %d", r.Status)
 	}
+}
+
+// form is a POST form as a page serves it: its fields as a browser sends them with every box
+// ticked.
+type form struct {
+	name   string
+	fields url.Values
+}
+
+var formRe = regexp.MustCompile(`(?s)<form method="post" action="/redrive"[^>]*>(.*?)</form>`)
+var inputRe = regexp.MustCompile(`<input type="(?:hidden|checkbox)" name="([a-z]+)" value="([^"]*)"`)
+
+func forms(name string, page response) []form {
+	var out []form
+	for i, m := range formRe.FindAllStringSubmatch(page.Body, -1) {
+		f := form{name: fmt.Sprintf("%s, form %d", name, i+1), fields: url.Values{}}
+		for _, in := range inputRe.FindAllStringSubmatch(m[1], -1) {
+			f.fields.Add(in[1], htmlUnescape(in[2]))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// Nothing is re-driven that the operator was not shown: every redrive form the console serves (the Parked page's selection and "all
+// shown", the event page's button, the confirmation), captured while the intent was parked
+// and sent again later, as served and with confirm=yes added, re-drives nothing once the
+// intent has moved on: re-driven and pending, run and parked again, its event claimed again
+// (another incarnation, parked at the same attempt count as the one shown).
+func TestNoReplayOfARedriveFormRedrivesWhatTheOperatorWasNotShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Claims kept an hour, committed three hours ago: expired, so the event can be claimed
+	// again now.
+	offset := -3 * time.Hour
+	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: func() time.Time { return time.Now().Add(offset) },
+		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour, Keep: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	e.commit("shop", "evt_replay", false)
+	e.down.setRefuse(key("shop", "evt_replay", "email.send"), true)
+	e.drain()
+	b := e.serve(nil)
+
+	list := b.get("/parked")
+	captured := forms("parked page", list)
+	captured = append(captured, forms("event page", b.get("/events/shop/evt_replay"))...)
+	var selection url.Values
+	for _, f := range captured {
+		if len(f.fields["ref"]) == 1 && f.fields.Get("confirm") == "" {
+			selection = f.fields
+		}
+	}
+	confirm := b.post("/redrive", selection)
+	captured = append(captured, forms("confirmation", confirm)...)
+	if len(captured) != 4 {
+		t.Fatalf("setup: %d forms captured, want the parked page's 2, the event page's and the confirmation's", len(captured))
+	}
+	// The operator's own confirmation, once.
+	var confirmation url.Values
+	for _, f := range captured {
+		if f.fields.Get("confirm") == "yes" {
+			confirmation = f.fields
+		}
+	}
+	mustContain(t, b.post("/redrive", confirmation), "re-driven by ada (test)")
+
+	replayAll := func(when string) {
+		t.Helper()
+		before := e.claim("shop", "evt_replay")
+		for _, f := range captured {
+			for _, confirmed := range []bool{false, true} {
+				v := url.Values{}
+				for k, vs := range f.fields {
+					v[k] = slices.Clone(vs)
+				}
+				if confirmed {
+					v.Set("confirm", "yes")
+				}
+				r := b.post("/redrive", v)
+				if r.Status != http.StatusOK {
+					t.Fatalf("%s: %s sent again (confirm %v): %d\n%s", when, f.name, confirmed, r.Status, r.Body)
+				}
+				if strings.Contains(r.Body, `<tr class="ok">`) {
+					t.Fatalf("%s: %s sent again (confirm %v) says it re-drove:\n%s", when, f.name, confirmed, results(r))
+				}
+				if after := e.claim("shop", "evt_replay"); !reflect.DeepEqual(after.Intents, before.Intents) || after.CommitToken != before.CommitToken {
+					t.Fatalf("%s: %s sent again (confirm %v) changed the intent:\nbefore %+v\nafter  %+v", when, f.name, confirmed,
+						before.Intents["email.send"], after.Intents["email.send"])
+				}
+			}
+		}
+	}
+	replayAll("re-driven, not yet run")
+	e.drain()
+	if in := e.claim("shop", "evt_replay").Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != 2 {
+		t.Fatalf("setup: %+v, want parked again at attempt 2", in)
+	}
+	replayAll("parked again")
+
+	// The claim expired; the event is claimed again and parks at attempt 1, as first shown.
+	offset = 0
+	first := e.claim("shop", "evt_replay").CommitToken
+	e.commit("shop", "evt_replay", false)
+	e.drain()
+	again := e.claim("shop", "evt_replay")
+	if in := again.Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != 1 || again.CommitToken == first {
+		t.Fatalf("setup: %+v (incarnation %s), want the new incarnation parked at attempt 1", in, again.CommitToken)
+	}
+	replayAll("claimed again, parked at the attempt count first shown")
 }
