@@ -199,10 +199,10 @@ func TestAnEndpointsCredentialsAreNeverLogged(t *testing.T) {
 // intake that takes its key in the URL rather than a header (Sumo Logic's OTLP/HTTP source:
 // https://endpoint…/receiver/v1/otlp/<token>/v1/traces; an intake with ?api-key=) has its
 // secret in the path or the query, exactly as a webhook URL has (which the outbox never
-// shows beyond scheme and host). The endpoint's password is redacted (the project's own test
-// of it holds), but its path and query are written whole in the "tracing on" line at start
-// and in every failed export's error, which the error handler logs on every invocation while
-// the collector is down or refusing.
+// shows beyond scheme and host). As the endpoint's password is
+// (TestAnEndpointsCredentialsAreNeverLogged), its path and query are kept out of the "tracing
+// on" line at start and out of every failed export's error, which the error handler logs on
+// every invocation while the collector is down or refusing.
 //
 // The space: the token in the path and in the query, the traces' endpoint and the general one,
 // with the collector unreachable and answering 401 and 503.
