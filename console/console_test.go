@@ -3,6 +3,7 @@ package console_test
 import (
 	"html"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -35,24 +36,6 @@ func TestTheEventPageTellsTheClaimEffectsIntentsAndGuard(t *testing.T) {
 
 	shown := e.serve(func(c *console.Config) { c.ShowPayloads = true }).get("/events/gh/dlv-1")
 	mustContain(t, shown, "PAYLOAD-VALUE-ada@example.com", "PAYLOAD-VALUE-total-4200")
-}
-
-func TestSearchFindsAnEventByItsIDWithOrWithoutTheSource(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.commit("shop", "evt_1", false)
-	b := e.serve(nil)
-	for _, q := range []string{"source=shop&id=evt_1", "id=evt_1", "id=+evt_1+"} {
-		r := b.get("/events?" + q)
-		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/events/shop/evt_1" {
-			t.Fatalf("%s: %d %q, want a redirect to the event", q, r.Status, r.Header.Get("Location"))
-		}
-	}
-	recent := b.get("/events?source=shop")
-	mustContain(t, recent, `href="/events/shop/evt_1"`)
-	if r := b.get("/events?id=evt_none"); r.Status != http.StatusNotFound {
-		t.Fatalf("an unknown id: %d, want 404", r.Status)
-	}
 }
 
 func TestBadInputGetsAClearPageWithTheRightStatus(t *testing.T) {
@@ -99,5 +82,21 @@ func TestEveryPageCarriesTheSecurityHeaders(t *testing.T) {
 		if strings.Contains(r.Body, "<script") {
 			t.Errorf("%s has a script", p)
 		}
+	}
+}
+
+// No unbounded read, the forms: a redrive form, a login form, are read up to a bound, and a larger
+// one is refused with a page.
+func TestNoFormIsReadPastItsBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.serve(func(c *console.Config) { c.Token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063" })
+	if r := b.post("/login", url.Values{"token": {strings.Repeat("x", 8<<10)}}); r.Status != http.StatusBadRequest {
+		t.Fatalf("a login form of 8 KiB: %d, want 400", r.Status)
+	}
+	mustContain(t, b.post("/login", url.Values{"token": {"4f1c9a7e2b8d6035e1a9c4f7b2d8e063"}}), "")
+	page := b.get("/parked")
+	if r := b.post("/redrive", url.Values{"csrf": {csrf(t, page)}, "ref": {strings.Repeat("s=shop&e=x&i=y", 400_000)}}); r.Status != http.StatusBadRequest {
+		t.Fatalf("a redrive form of 5 MB: %d, want 400", r.Status)
 	}
 }

@@ -2,9 +2,13 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +16,8 @@ import (
 
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // An intent parked by the downstream's refusal is listed with its error, filtered, and
@@ -189,6 +195,379 @@ func TestTheConfirmationShowsWhatItWillRedriveAsItIsNow(t *testing.T) {
 	}
 	// Ticked and confirmed as shown: re-driven.
 	mustContain(t, b.post("/redrive", url.Values{"ref": shown, "csrf": {csrf(t, confirm)}, "confirm": {"yes"}}), "re-driven by ada (test)")
+}
+
+// A confirmation is the operator's decision about the parked intent they were shown. Sent
+// again later (a browser's reload of the result page resubmits the POST, a stale tab's
+// "Re-drive all shown"), it must re-drive nothing more, as docs/console.md promises, even
+// when the intent has been parked again since: that is a new failure nobody has looked at.
+func TestAReplayedConfirmationDoesNotRedriveAnIntentParkedAgainSince(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_again", false)
+	refused := key("shop", "evt_again", "email.send")
+	e.down.setRefuse(refused, true)
+	e.drain()
+	b := e.serve(nil)
+
+	page := b.get("/parked")
+	confirm := b.post("/redrive", url.Values{"ref": refs(page), "csrf": {csrf(t, page)}})
+	form := url.Values{"ref": refs(confirm), "csrf": {csrf(t, confirm)}, "confirm": {"yes"}}
+	mustContain(t, b.post("/redrive", form), "re-driven by")
+
+	e.drain() // the downstream still refuses: parked again, one attempt later
+	parkedAgain := e.claim("shop", "evt_again").Intents["email.send"]
+	if parkedAgain.Status != dedup.IntentParked {
+		t.Fatalf("after the redrive's attempt: %+v, want parked again", parkedAgain)
+	}
+
+	// The same confirmation, sent again (a reload).
+	again := b.post("/redrive", form)
+	if in := e.claim("shop", "evt_again").Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != parkedAgain.Attempts {
+		t.Fatalf("a replayed confirmation re-drove an intent parked again since it was confirmed: %+v (page: %s)", in, results(again))
+	}
+}
+
+// results is the redrive page's result column, for a failure message.
+func results(r response) string {
+	i := strings.Index(r.Body, `<table id="results">`)
+	if i < 0 {
+		return r.Body
+	}
+	return r.Body[i:min(len(r.Body), i+600)]
+}
+
+// An at-most-once intent parked after a 503 may have been applied: docs/outbox.md makes its
+// redrive "a person's call: check the downstream". The Parked page's "Re-drive all shown"
+// selects it with the rest, and neither the list nor the confirmation says which of the
+// intents are at-most-once and may have been sent: one confirmation of a batch of 422s sends
+// it again.
+func TestTheRedriveConfirmationNamesAnAtMostOnceIntentThatMayHaveBeenSent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f, err := sources.Parse([]byte(strings.Replace(testSources, `"headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}`,
+		`"headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}, "delivery": "at-most-once"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Targets["email"].Delivery != sources.AtMostOnce {
+		t.Fatal("setup: email is not at-most-once")
+	}
+	e.file = f
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable) // it may have applied it, all the same
+	}))
+	t.Cleanup(busy.Close)
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unknown order", http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(refuse.Close)
+	email := outbox.AtMostOnce(&outbox.HTTPExecutor{URL: busy.URL, Timeout: 5 * time.Second})
+	crm := &outbox.HTTPExecutor{URL: refuse.URL, Timeout: 5 * time.Second}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": email, "crm": crm},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_amo", false)
+	e.drain()
+	cl := e.claim("shop", "evt_amo")
+	if cl.Intents["email.send"].Status != dedup.IntentParked || cl.Intents["crm.update"].Status != dedup.IntentParked {
+		t.Fatalf("setup: %+v, want both parked", cl.Intents)
+	}
+	b := e.serve(nil)
+	page := b.get("/parked")
+	all := regexp.MustCompile(`(?s)<form method="post" action="/redrive" class="inline">(.*?)</form>`).FindString(page.Body)
+	confirm := b.post("/redrive", url.Values{"ref": refs(response{Body: all}), "csrf": {csrf(t, page)}})
+	mustContain(t, confirm, `id="confirm-redrive"`, "email.send", "crm.update")
+	if !strings.Contains(confirm.Body, "at-most-once") {
+		t.Fatalf("the confirmation of a batch holding an at-most-once intent that may have been sent does not say so:\n%s", confirm.Body)
+	}
+}
+
+// The Parked page offers "Re-drive all N shown" for every row it shows (up to MaxIndexReads
+// claims, each with its parked intents), and the redrive refuses more than 200 at once: past
+// 200 parked intents (an outage of one target is exactly that) the button answers 400.
+func TestRedriveAllShownWorksForEveryPageTheParkedPageShows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unknown order", http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(refuse.Close)
+	exec := &outbox.HTTPExecutor{URL: refuse.URL, Timeout: 5 * time.Second}
+	var err error
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 101 {
+		e.commit("shop", fmt.Sprintf("evt_outage_%03d", i), false)
+	}
+	e.drain() // 202 parked intents
+	b := e.serve(nil)
+	page := b.get("/parked")
+	all := regexp.MustCompile(`(?s)<form method="post" action="/redrive" class="inline">(.*?)</form>`).FindString(page.Body)
+	selected := refs(response{Body: all})
+	if len(selected) == 0 {
+		t.Fatalf("setup: the page shows %d parked intents and no \"Re-drive all shown\"", strings.Count(page.Body, `class="parked-row"`))
+	}
+	confirm := b.post("/redrive", url.Values{"ref": selected, "csrf": {csrf(t, page)}})
+	if confirm.Status != http.StatusOK || !strings.Contains(confirm.Body, `id="confirm-redrive"`) {
+		t.Fatalf("Re-drive all %d shown: %d\n%s", len(selected), confirm.Status, confirm.Body)
+	}
+}
+
+// The Parked page itself says which intents are at-most-once and may have been sent (parked
+// after a call that may have reached the downstream), whether the sources file says the
+// target is at-most-once or only the worker's record does (no sources file), and the
+// confirmation leaves them unticked: a person ticks each after checking the downstream.
+func TestAnAtMostOnceIntentThatMayHaveBeenSentIsFlaggedAndNotPreselected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(busy.Close)
+	email := outbox.AtMostOnce(&outbox.HTTPExecutor{URL: busy.URL, Timeout: 5 * time.Second})
+	crm := &outbox.HTTPExecutor{URL: e.down.URL, Timeout: 5 * time.Second}
+	var err error
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": email, "crm": crm},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_maybe", false)
+	e.down.setRefuse(key("shop", "evt_maybe", "crm.update"), true)
+	e.drain()
+	for name, file := range map[string]*sources.File{"without the sources file": nil, "with it": e.file} {
+		b := e.serve(func(c *console.Config) { c.Sources = file })
+		page := b.get("/parked")
+		row := ""
+		for _, r := range regexp.MustCompile(`(?s)<tr class="parked-row[^"]*">.*?</tr>`).FindAllString(page.Body, -1) {
+			if strings.Contains(r, "email.send") {
+				row = r
+			}
+		}
+		if !strings.Contains(row, "may have been sent") {
+			t.Fatalf("%s: the at-most-once row does not say it may have been sent:\n%s", name, page.Body)
+		}
+		all := regexp.MustCompile(`(?s)<form method="post" action="/redrive" class="inline">(.*?)</form>`).FindString(page.Body)
+		mustContain(t, response{Body: all}, "1 of them at-most-once")
+		confirm := b.post("/redrive", url.Values{"ref": refs(response{Body: all}), "csrf": {csrf(t, page)}})
+		ticked := regexp.MustCompile(`name="ref" value="([^"]+)"[^>]* checked`).FindAllStringSubmatch(confirm.Body, -1)
+		if len(ticked) != 1 || !strings.Contains(ticked[0][1], "i=crm.update") {
+			t.Fatalf("%s: ticked %v, want only crm.update (the at-most-once intent left for a person):\n%s", name, ticked, confirm.Body)
+		}
+	}
+}
+
+// Two redrives of one parked intent made in the same millisecond (two operators, the console
+// and hookctl redrive, or a clock coarser than a millisecond): one re-drove it, the other
+// found it pending. The other must say so, not report that it re-drove it: the intent's record
+// names the first operator only. Both with a confirmation of the page the console showed
+// before the other redrive, and with the form as the console serves it (the state shown in its
+// ref), submitted after the other redrive: the redrive's conditional write then fails on the
+// other operator's redrive, and outbox's check for its own lost response must not take that
+// same-millisecond redrive for its own.
+func TestARedriveThatFoundTheIntentAlreadyRedrivenSaysSo(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, id string
+		// form is the console's confirmation; it has the other operator re-drive the intent
+		// (redriveFirst) at the point the case names.
+		form func(t *testing.T, b *browser, redriveFirst func()) url.Values
+	}{
+		{"a confirmation of the page shown before", "evt_twice", func(t *testing.T, b *browser, redriveFirst func()) url.Values {
+			// Someone else re-drives it first, at the same millisecond.
+			redriveFirst()
+			// The console's confirmation of the page it showed before.
+			return url.Values{"ref": {"s=shop&e=evt_twice&i=email.send"}, "csrf": {csrf(t, b.get("/parked"))}, "confirm": {"yes"}}
+		}},
+		{"confirmed as shown", "evt_twice_shown", func(t *testing.T, b *browser, redriveFirst func()) url.Values {
+			list := b.get("/parked")
+			confirm := b.post("/redrive", url.Values{"ref": refs(list)[:1], "csrf": {csrf(t, list)}})
+			form := url.Values{"ref": refs(confirm), "csrf": {csrf(t, confirm)}, "confirm": {"yes"}}
+			// Someone else re-drives it between the confirmation and its submission, at the same
+			// millisecond.
+			redriveFirst()
+			return form
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.commit("shop", c.id, false)
+			e.down.setRefuse(key("shop", c.id, "email.send"), true)
+			e.drain()
+			now := time.Now().Truncate(time.Millisecond)
+			b := e.serve(func(c *console.Config) { c.Now = func() time.Time { return now } })
+			form := c.form(t, b, func() {
+				if err := redriveByAt(context.Background(), e.client, e.table, e.claim("shop", c.id), "email.send", now, "bob (hookctl)"); err != nil {
+					t.Fatal(err)
+				}
+			})
+			page := b.post("/redrive", form)
+			in := e.claim("shop", c.id).Intents["email.send"]
+			if in.RedrivenBy != "bob (hookctl)" {
+				t.Fatalf("the record: %+v", in)
+			}
+			if strings.Contains(page.Body, "re-driven by ada") || !strings.Contains(page.Body, "not parked any more") {
+				t.Fatalf("the console reports a redrive it did not make (the record says %q):\n%s", in.RedrivenBy, results(page))
+			}
+		})
+	}
+}
+
+// The Parked page lists every parked intent under the parked shards, whatever its source,
+// and offers "Re-drive all N shown" for them. A source taken out of the sources file (renamed,
+// retired, or the console run with another file) still has claims for their retention, and
+// their parked intents are listed with the rest; then the whole "all shown" form is refused
+// (404, "not in the sources file"), and so is a selection holding one of them: one stale row
+// stops the operator from re-driving the 199 others the page offered. The row's own link
+// leads to a 404 too.
+func TestRedriveAllShownIsNotRefusedForARowWhoseSourceLeftTheSourcesFile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_current", false)
+	e.commit("gh", "evt_retired", false)
+	for _, id := range []struct{ source, id string }{{"shop", "evt_current"}, {"gh", "evt_retired"}} {
+		e.down.setRefuse(key(id.source, id.id, "email.send"), true)
+	}
+	e.drain()
+	// The sources file the console runs with no longer has gh.
+	f, err := sources.Parse([]byte(strings.Replace(testSources,
+		`"gh": {"scheme": "github", "secrets": [{"env": "SECRET_ENV_GH"}], "retry_horizon": "72h", "redrive_window": "30d"}`, `"other": {"scheme": "github", "secrets": [{"env": "SECRET_ENV_GH"}], "retry_horizon": "72h", "redrive_window": "30d"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.serve(func(c *console.Config) { c.Sources = f })
+	page := b.get("/parked")
+	mustContain(t, page, "evt_current", "evt_retired")
+	all := regexp.MustCompile(`(?s)<form method="post" action="/redrive" class="inline">(.*?)</form>`).FindString(page.Body)
+	confirm := b.post("/redrive", url.Values{"ref": refs(response{Body: all}), "csrf": {csrf(t, page)}})
+	if confirm.Status != http.StatusOK || !regexp.MustCompile(`value="[^"]*e=evt_current[^"]*"[^>]* checked`).MatchString(confirm.Body) {
+		t.Fatalf("Re-drive all shown, one row of a source no longer in the sources file: %d, want the confirmation with evt_current ticked:\n%s",
+			confirm.Status, confirm.Body)
+	}
+	// The row's own link shows the claim.
+	if r := b.get("/events/gh/evt_retired"); r.Status != http.StatusOK || !strings.Contains(r.Body, "evt_retired") {
+		t.Errorf("the event page of a source no longer in the sources file, whose claim is kept: %d", r.Status)
+	}
+	// A source the file never had, with no claim, is still said to be unknown.
+	if r := b.get("/events/nosuch/evt_1"); r.Status != http.StatusNotFound || !strings.Contains(r.Body, "not in the sources file") {
+		t.Errorf("an unknown source without a claim: %d", r.Status)
+	}
+}
+
+// form is a POST form as a page serves it: its fields as a browser sends them with every box
+// ticked.
+type form struct {
+	name   string
+	fields url.Values
+}
+
+var formRe = regexp.MustCompile(`(?s)<form method="post" action="/redrive"[^>]*>(.*?)</form>`)
+var inputRe = regexp.MustCompile(`<input type="(?:hidden|checkbox)" name="([a-z]+)" value="([^"]*)"`)
+
+func forms(name string, page response) []form {
+	var out []form
+	for i, m := range formRe.FindAllStringSubmatch(page.Body, -1) {
+		f := form{name: fmt.Sprintf("%s, form %d", name, i+1), fields: url.Values{}}
+		for _, in := range inputRe.FindAllStringSubmatch(m[1], -1) {
+			f.fields.Add(in[1], htmlUnescape(in[2]))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// Nothing is re-driven that the operator was not shown: every redrive form the console serves (the Parked page's selection and "all
+// shown", the event page's button, the confirmation), captured while the intent was parked
+// and sent again later, as served and with confirm=yes added, re-drives nothing once the
+// intent has moved on: re-driven and pending, run and parked again, its event claimed again
+// (another incarnation, parked at the same attempt count as the one shown).
+func TestNoReplayOfARedriveFormRedrivesWhatTheOperatorWasNotShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Claims kept an hour, committed three hours ago: expired, so the event can be claimed
+	// again now.
+	offset := -3 * time.Hour
+	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: func() time.Time { return time.Now().Add(offset) },
+		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour, Keep: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	e.commit("shop", "evt_replay", false)
+	e.down.setRefuse(key("shop", "evt_replay", "email.send"), true)
+	e.drain()
+	b := e.serve(nil)
+
+	list := b.get("/parked")
+	captured := forms("parked page", list)
+	captured = append(captured, forms("event page", b.get("/events/shop/evt_replay"))...)
+	var selection url.Values
+	for _, f := range captured {
+		if len(f.fields["ref"]) == 1 && f.fields.Get("confirm") == "" {
+			selection = f.fields
+		}
+	}
+	confirm := b.post("/redrive", selection)
+	captured = append(captured, forms("confirmation", confirm)...)
+	if len(captured) != 4 {
+		t.Fatalf("setup: %d forms captured, want the parked page's 2, the event page's and the confirmation's", len(captured))
+	}
+	// The operator's own confirmation, once.
+	var confirmation url.Values
+	for _, f := range captured {
+		if f.fields.Get("confirm") == "yes" {
+			confirmation = f.fields
+		}
+	}
+	mustContain(t, b.post("/redrive", confirmation), "re-driven by ada (test)")
+
+	replayAll := func(when string) {
+		t.Helper()
+		before := e.claim("shop", "evt_replay")
+		for _, f := range captured {
+			for _, confirmed := range []bool{false, true} {
+				v := url.Values{}
+				for k, vs := range f.fields {
+					v[k] = slices.Clone(vs)
+				}
+				if confirmed {
+					v.Set("confirm", "yes")
+				}
+				r := b.post("/redrive", v)
+				if r.Status != http.StatusOK {
+					t.Fatalf("%s: %s sent again (confirm %v): %d\n%s", when, f.name, confirmed, r.Status, r.Body)
+				}
+				if strings.Contains(r.Body, `<tr class="ok">`) {
+					t.Fatalf("%s: %s sent again (confirm %v) says it re-drove:\n%s", when, f.name, confirmed, results(r))
+				}
+				if after := e.claim("shop", "evt_replay"); !reflect.DeepEqual(after.Intents, before.Intents) || after.CommitToken != before.CommitToken {
+					t.Fatalf("%s: %s sent again (confirm %v) changed the intent:\nbefore %+v\nafter  %+v", when, f.name, confirmed,
+						before.Intents["email.send"], after.Intents["email.send"])
+				}
+			}
+		}
+	}
+	replayAll("re-driven, not yet run")
+	e.drain()
+	if in := e.claim("shop", "evt_replay").Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != 2 {
+		t.Fatalf("setup: %+v, want parked again at attempt 2", in)
+	}
+	replayAll("parked again")
+
+	// The claim expired; the event is claimed again and parks at attempt 1, as first shown.
+	offset = 0
+	first := e.claim("shop", "evt_replay").CommitToken
+	e.commit("shop", "evt_replay", false)
+	e.drain()
+	again := e.claim("shop", "evt_replay")
+	if in := again.Intents["email.send"]; in.Status != dedup.IntentParked || in.Attempts != 1 || again.CommitToken == first {
+		t.Fatalf("setup: %+v (incarnation %s), want the new incarnation parked at attempt 1", in, again.CommitToken)
+	}
+	replayAll("claimed again, parked at the attempt count first shown")
 }
 
 // redriveByAt is an operator's redrive at now that records who re-drove it (dedup.Claims.RedriveBy).

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/internal/otelenv"
 )
 
 // TestATelemetryValueKnownOnlyAtDeployIsLeftToTheStart: an endpoint or a header whose value is
@@ -38,5 +41,44 @@ func TestATelemetryValueKnownOnlyAtDeployIsLeftToTheStart(t *testing.T) {
 	p.OpenTelemetry = &OpenTelemetry{Endpoint: regional, Environment: map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}}
 	if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_TIMEOUT") {
 		t.Errorf("beside a token, a bad timeout: got %v, want a refusal naming OTEL_EXPORTER_OTLP_TIMEOUT", err)
+	}
+}
+
+// TestATracesSettingKnownOnlyAtDeployIsNotJudgedByTheGeneralOne: the synth refuses exactly what
+// the functions refuse at start, and leaves a value holding a CDK token (known only at deploy)
+// to the start. A _TRACES_ variable wins over the general one at start, the general one then
+// being never read (it may be set for metrics or logs that go elsewhere: gRPC, another
+// collector). When the _TRACES_ value is a token, the synth drops it and checks the general
+// one in its place, as if it were the traces' own, and refuses a deployment whose functions
+// would start: here the token is a parameter that can only be a value the start takes.
+func TestATracesSettingKnownOnlyAtDeployIsNotJudgedByTheGeneralOne(t *testing.T) {
+	cases := []struct {
+		name, general, generalValue, traces, allowed string
+	}{
+		{"protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"},
+		{"endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://localhost:4318/v1/traces"},
+		{"timeout", "OTEL_EXPORTER_OTLP_TIMEOUT", "10s", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "5000"},
+		{"compression", "OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip"},
+	}
+	for _, c := range cases {
+		// The start, with the only value the parameter can take: accepted.
+		atStart := map[string]string{"OTEL_TRACES_EXPORTER": "otlp", c.general: c.generalValue, c.traces: c.allowed}
+		if _, err := otelenv.Read(func(k string) string { return atStart[k] }); err != nil {
+			t.Fatalf("%s: the start refuses %v: %v", c.name, atStart, err)
+		}
+		_, err := synthesizeWith(func(stack awscdk.Stack) *Props {
+			v := awscdk.NewCfnParameter(stack, jsii.String("Traces"), &awscdk.CfnParameterProps{
+				Default: jsii.String(c.allowed), AllowedValues: jsii.Strings(c.allowed),
+			}).ValueAsString()
+			p := prebuilt("arm64")
+			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{
+				c.general: c.generalValue, c.traces: *v,
+			}}
+			return p
+		}, nil)
+		if err != nil {
+			t.Errorf("%s: %s=%s beside %s from a parameter that can only be %q (which wins at start, and which start takes): the synth refuses: %v",
+				c.name, c.general, c.generalValue, c.traces, c.allowed, err)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -377,6 +378,49 @@ func TestAnInvocationIsASpanAndIsFlushed(t *testing.T) {
 	}
 }
 
+// TestTheOutboxsTriggerIsTheRecordsEventSource: the outbox's invocation span says what ran it
+// (faas.trigger: datasource for the table's stream, pubsub for the retry queue), and the worker
+// itself tells the two apart by the first record's eventSource (outbox.Worker.Handle).
+// outboxTrigger looks for the bytes "aws:sqs" anywhere in the event instead: a stream batch
+// whose claims hold that string as a whole value (an event type or id the provider chose,
+// an intent's name, its target) is traced as a wake-up from the retry queue.
+//
+// The space: the string as a claim's event_type, event_id, an intent's name (a map key) and a
+// target's name, each in a stream record's new image; the SQS event as the reference.
+func TestTheOutboxsTriggerIsTheRecordsEventSource(t *testing.T) {
+	s := func(v string) events.DynamoDBAttributeValue { return events.NewStringAttribute(v) }
+	image := func(typ, id, intent, target string) map[string]events.DynamoDBAttributeValue {
+		return map[string]events.DynamoDBAttributeValue{
+			"pk": s("EVT#shop#" + id), "sk": s("CLAIM"), "event_type": s(typ), "event_id": s(id),
+			"intents": events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{
+				intent: events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{"target": s(target), "status": s("pending")}),
+			}),
+		}
+	}
+	images := map[string]map[string]events.DynamoDBAttributeValue{
+		"event_type": image("aws:sqs", "evt_1", "email.send", "email"),
+		"event_id":   image("order.paid", "aws:sqs", "email.send", "email"),
+		"intent":     image("order.paid", "evt_1", "aws:sqs", "email"),
+		"target":     image("order.paid", "evt_1", "email.send", "aws:sqs"),
+	}
+	for where, img := range images {
+		raw, err := json.Marshal(events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{
+			EventName: "INSERT", EventSource: "aws:dynamodb", AWSRegion: "eu-west-1",
+			Change: events.DynamoDBStreamRecord{NewImage: img, SequenceNumber: "1", StreamViewType: "NEW_IMAGE"},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := outboxTrigger(raw); got != semconv.FaaSTriggerDatasource {
+			t.Errorf("a stream batch whose claim has %q as its %s: faas.trigger %s, want %s (the stream)", "aws:sqs", where, got.Value.Emit(), semconv.FaaSTriggerDatasource.Value.Emit())
+		}
+	}
+	raw, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{EventSource: "aws:sqs", Body: `{"pk":"EVT#shop#evt_1"}`}}})
+	if got := outboxTrigger(raw); got != semconv.FaaSTriggerPubSub {
+		t.Fatalf("the retry queue's wake-up: %s, want pubsub", got.Value.Emit())
+	}
+}
+
 // TestTraceLogsNamesTheSpanOfALine: a line written under a span carries its trace_id and
 // span_id; one written without, neither; attributes and groups added to the logger keep it.
 func TestTraceLogsNamesTheSpanOfALine(t *testing.T) {
@@ -396,6 +440,42 @@ func TestTraceLogsNamesTheSpanOfALine(t *testing.T) {
 		t.Fatalf("%v", b)
 	}
 
+}
+
+// TestTraceLogsKeepsTheTraceAtTheTopOfAGroupedLogger: TraceLogs' promise is that "every line
+// written under a span carries the span's trace_id and span_id", so that Logs Insights finds a
+// trace's lines with `filter trace_id = "…"` (docs/operations.md, "Logs name their trace");
+// TestTraceLogsNamesTheSpanOfALine says "attributes and groups added to the logger keep it",
+// and tries attributes only. A logger with a group (an application's planner or executor
+// logging under slog's WithGroup, a library handed env.Logger.WithGroup("app")) gets the two
+// fields inside its group, {"app":{"trace_id":…}}, since TraceLogs adds them to the record,
+// which slog nests under the handler's open groups: the line has no top-level trace_id, and
+// the documented query never finds it.
+//
+// The space: one group and two nested ones, with and without attributes before the group,
+// and with attributes in the group.
+func TestTraceLogsKeepsTheTraceAtTheTopOfAGroupedLogger(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xab, 1}, SpanID: trace.SpanID{0xcd, 2}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	loggers := map[string]func(*slog.Logger) *slog.Logger{
+		"WithGroup(app)":                 func(l *slog.Logger) *slog.Logger { return l.WithGroup("app") },
+		"With(function).WithGroup(app)":  func(l *slog.Logger) *slog.Logger { return l.With("function", "outbox").WithGroup("app") },
+		"WithGroup(app).With(k)":         func(l *slog.Logger) *slog.Logger { return l.WithGroup("app").With("k", "v") },
+		"WithGroup(app).WithGroup(exec)": func(l *slog.Logger) *slog.Logger { return l.WithGroup("app").WithGroup("exec") },
+	}
+	for name, derive := range loggers {
+		var buf bytes.Buffer
+		log := derive(slog.New(TraceLogs(slog.NewJSONHandler(&buf, nil))))
+		log.InfoContext(ctx, "under a span", "n", 1)
+		var line map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(buf.String())), &line); err != nil {
+			t.Fatalf("%s: %v: %s", name, err, buf.String())
+		}
+		if line["trace_id"] != sc.TraceID().String() || line["span_id"] != sc.SpanID().String() {
+			t.Errorf("%s: the line's top-level trace_id %v, span_id %v; want %s %s: the line is %s",
+				name, line["trace_id"], line["span_id"], sc.TraceID(), sc.SpanID(), strings.TrimSpace(buf.String()))
+		}
+	}
 }
 
 // BenchmarkFlushOfADeliverysSpans is what tracing on adds to each invocation after the
@@ -424,26 +504,6 @@ func BenchmarkFlushOfADeliverysSpans(b *testing.B) {
 		}
 		root.End()
 		tr.Flush(ctx)
-	}
-}
-
-// TestAnEndpointsCredentialsAreNeverLogged: an endpoint with a password in it (a vendor's
-// intake) is logged, and named in an export's failure, without it.
-func TestAnEndpointsCredentialsAreNeverLogged(t *testing.T) {
-	resetOtel(t)
-	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://team:s3cr3t-key@127.0.0.1:1")
-	var logs bytes.Buffer
-	tr, err := TracingFromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, span := tr.Provider.Tracer("t").Start(context.Background(), "s")
-	span.End()
-	exp, _ := exporterFromEnv()
-	failed := exp.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)})
-	if failed == nil || strings.Contains(failed.Error(), "s3cr3t") || strings.Contains(logs.String(), "s3cr3t") || !strings.Contains(logs.String(), "127.0.0.1:1") {
-		t.Fatalf("logged %s; the export's error: %v", logs.String(), failed)
 	}
 }
 

@@ -123,6 +123,14 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a batch limit without a batch", `{"sources":{"s":{` + ok + `,"max_batch_events":10}}}`, "sources.s.max_batch_events: only a batch source"},
 		{"a negative batch limit", `{"sources":{"s":{"scheme":"sendgrid","public_keys":["k"],"max_batch_events":-1}}}`, "sources.s.max_batch_events: must not be negative"},
 		{"a batch of forms", `{"sources":{"s":{` + ok + `,"batch":true,"body":"form","event_id":{"form":"id"},"event_type":{"form":"t"}}}}`, "sources.s.batch"},
+		// Per-target limits (docs/outbox.md): max_in_flight is 1 to 1,000 and rate 0.01 to 10,000,
+		// refused at load outside those ranges, naming the field. A limit written as 0 is outside
+		// them, and must not be taken as no limit at all: a target someone meant to stop (or
+		// mistyped) would be called without any cap.
+		{"a max_in_flight of zero", `{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"X"}],"retry_horizon":"1h","redrive_window":"0d"}},` +
+			`"targets":{"email":{"url":"https://mail.example.com/send","max_in_flight":0}}}`, "targets.email.max_in_flight"},
+		{"a rate of zero", `{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"X"}],"retry_horizon":"1h","redrive_window":"0d"}},` +
+			`"targets":{"email":{"url":"https://mail.example.com/send","rate":0}}}`, "targets.email.rate"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

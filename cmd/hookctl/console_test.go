@@ -6,9 +6,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
@@ -128,4 +135,154 @@ func TestTheConsolesServerBoundsEveryStageOfAConnection(t *testing.T) {
 	if srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes > http.DefaultMaxHeaderBytes {
 		t.Errorf("MaxHeaderBytes %d, want set, at most the default", srv.MaxHeaderBytes)
 	}
+}
+
+// The token guards the console; ONCEHOOK_CONSOLE_TOKEN is how docs/console.md says to give it
+// without putting it on the command line. -token's default is read from that variable, and the
+// usage, printed for -h and for any mistyped flag (into a terminal, a shared screen or a CI
+// log), never shows it as the flag's default.
+func TestTheConsolesUsageDoesNotPrintTheTokenFromTheEnvironment(t *testing.T) {
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063-from-the-env"
+	t.Setenv("ONCEHOOK_CONSOLE_TOKEN", token)
+	for _, args := range [][]string{{"console", "-h"}, {"console", "-adr", "127.0.0.1:0"}} {
+		_, out, errOut := hookctl(t, "", args...)
+		if !strings.Contains(out+errOut, "-token") {
+			t.Fatalf("%v: no usage printed:\n%s%s", args, out, errOut)
+		}
+		if strings.Contains(out+errOut, token) {
+			t.Errorf("%v prints the console's token:\n%s%s", args, out, errOut)
+		}
+	}
+}
+
+// hookctl console -sources FILE with a file it cannot read (a typo, or a field this hookctl
+// does not know yet: sources.Parse is strict) does not start, as it refuses a table that is
+// not oncehook's. Served without the sources file, the console would know none of the
+// targets' secrets, so an error quoting a target's path ("Cannot POST /hooks/<token>") would
+// be shown whole, and no target flagged at-most-once.
+func TestConsoleRefusesToStartWithoutTheSourcesFileItWasGiven(t *testing.T) {
+	client, table := testTable(t)
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := store.Commit(ctx, dedup.Event{Source: "shop", ID: "evt_echo", Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.New(client, outbox.Config{Table: table, Executors: map[string]outbox.Executor{
+		"email": outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			return outbox.Permanent(errors.New(`POST https://hooks.example.test/…: 404 Not Found: "Cannot POST /hooks/T0KEN-SECRET-9x"`))
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dedup.GetClaim(ctx, client, table, "shop", "evt_echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Process(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// The deployment's file, with a field a newer release added to its target.
+	path := filepath.Join(t.TempDir(), "sources.json")
+	if err := os.WriteFile(path, []byte(`{"sources": {"shop": {"scheme": "stripe", "secrets": [{"env": "S"}], "redrive_window": "30d"}},
+	  "targets": {"email": {"url": "https://hooks.example.test/hooks/T0KEN-SECRET-9x", "a_field_of_a_newer_release": 4}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	outR, outW := io.Pipe()
+	var errOut strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		code := run(runCtx, []string{"console", "-table", table, "-sources", path, "-addr", "127.0.0.1:0"}, strings.NewReader(""), outW, &errOut)
+		outW.Close()
+		done <- code
+	}()
+	line, _ := bufio.NewReader(outR).ReadString('\n')
+	if !strings.Contains(line, "http://") {
+		if code := <-done; code == 0 {
+			t.Fatalf("exit 0 without serving: %s", errOut.String())
+		}
+		return // refused: what must hold
+	}
+	go io.Copy(io.Discard, outR)
+	base := line[strings.Index(line, "http://"):strings.LastIndex(line, "/")]
+	resp, err := http.Get(base + "/events/shop/evt_echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	<-done
+	t.Errorf("hookctl console started without the sources file it was given (stderr: %q); the event page (%d) shows the target's token: %v",
+		strings.TrimSpace(errOut.String()), resp.StatusCode, strings.Contains(string(body), "T0KEN-SECRET"))
+}
+
+// A page whose AWS call failed says what failed, the error's code, and "the console's log has
+// the details, reference <ref>" (docs/console.md: the error itself only in the log, under that
+// reference). hookctl console gives the console a Logger writing to its own output, so the
+// reference names an entry the operator can find.
+func TestConsoleLogsTheErrorAPageGivesAReferenceFor(t *testing.T) {
+	client, table := testTable(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	outR, outW := io.Pipe()
+	var errOut lockedBuilder
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"console", "-table", table, "-addr", "127.0.0.1:0"}, strings.NewReader(""), outW, &errOut)
+		outW.Close()
+		done <- code
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, outR)
+	base := line[strings.Index(line, "http://"):strings.LastIndex(line, "/")]
+	get := func(p string) string {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	get("/audit") // the table is checked once, on the first page
+	// The table goes away under the console (deleted, or the credentials lose access).
+	if _, err := client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
+		t.Fatal(err)
+	}
+	page := get("/events/shop/evt_1")
+	m := regexp.MustCompile(`reference ([0-9a-f]{8})`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("setup: the page gives no reference:\n%s", page)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(errOut.String(), m[1]) {
+		t.Errorf("the page names reference %s; hookctl console's output has no such entry:\n%s", m[1], errOut.String())
+	}
+}
+
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

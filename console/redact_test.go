@@ -1,10 +1,8 @@
 package console_test
 
-// Findings of a security review of the console (attack26): each test names what must never
-// happen, and fails while it does.
-
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,10 +24,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/smithy-go"
 
 	"github.com/oncehook/oncehook/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/outbox/targets"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -115,43 +117,6 @@ func TestAnAWSErrorsDetailsGoToTheLogNotThePage(t *testing.T) {
 		}
 		mustNotContain(t, r, "SECRET-IAM-USER", "123456789012")
 	}
-}
-
-// A visitor without the token gets the sign-in page and nothing of the deployment: the
-// layout around it names the table (the stack's name) and the console's modes.
-func TestTheSignInPageShowsNothingOfTheDeployment(t *testing.T) {
-	t.Parallel()
-	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", Token: "a-long-enough-token-0123456789", ShowPayloads: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newBrowser(t, serveHandler(t, h)).get("/")
-	if r.Status != http.StatusUnauthorized {
-		t.Fatalf("%d, want 401", r.Status)
-	}
-	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
-}
-
-// "A DNS-rebinding page cannot reach a console on a laptop": it cannot act, but it reads the
-// 421 answer (the page's own origin, rebound to 127.0.0.1, made the request), and that page's
-// layout names the table (the stack's name) and the console's modes.
-func TestTheAnswerToAForeignHostShowsNothingOfTheDeployment(t *testing.T) {
-	t.Parallel()
-	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", ShowPayloads: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newBrowser(t, serveHandler(t, h))
-	req, err := http.NewRequest(http.MethodGet, b.base+"/", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = "rebound.attacker.example:8030"
-	r := b.do(req)
-	if r.Status != http.StatusMisdirectedRequest {
-		t.Fatalf("%d, want 421", r.Status)
-	}
-	mustNotContain(t, r, "SECRET-STACK", "payloads shown")
 }
 
 // secretTarget is a target URL whose every secret part (userinfo, path segments, query
@@ -367,86 +332,199 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// Whatever a visitor without access gets (the sign-in page, a wrong token, too many guesses,
-// a foreign host, a remote peer) names nothing of the deployment: not the table (the stack),
-// not the console's modes, not the sources, and sets no cookie but the login's.
-func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
+// deniedSNS answers Publish as SNS does when the outbox's role lacks sns:Publish on the topic:
+// the error names the account and the IAM identity (role and session).
+type deniedSNS struct{}
+
+func (deniedSNS) Publish(context.Context, *sns.PublishInput, ...func(*sns.Options)) (*sns.PublishOutput, error) {
+	return nil, &smithy.OperationError{ServiceID: "SNS", OperationName: "Publish", Err: &smithy.GenericAPIError{Code: "AuthorizationError",
+		Message: "User: arn:aws:sts::123456789012:assumed-role/Oncehook-OutboxRole-SECRETROLE/Oncehook-Outbox-SECRETSESSION " +
+			"is not authorized to perform: SNS:Publish on resource: arn:aws:sns:us-east-1:123456789012:orders", Fault: smithy.FaultClient}}
+}
+
+// docs/console.md keeps an AWS error's text off the page ("the error itself, which names the
+// account, the IAM identity and the request id, only in the log") and the sources file's ARNs
+// too (a target is shown by its name, type and delivery). An intent whose AWS target failed
+// has the service's error as its last error, and the event, Parked and confirmation pages
+// show it as it is: the target's ARN from the sources file, the account, the outbox's role
+// and session. Here, a topic that does not exist (the emulator's own answer) and a role
+// without sns:Publish.
+func TestAnAWSTargetsErrorShowsNeitherTheAccountNorTheIdentity(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const table = "Oncehook-OncehookTable-SECRET-STACK"
-	secret := []string{"SECRET-STACK", "read-only", "payloads shown", "shop", "/parked", "/backlog"}
-	mk := func(token string) http.Handler {
-		h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: table, Token: token, ReadOnly: true, ShowPayloads: true, Sources: e.file})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
+	const missingTopic = "arn:aws:sns:us-east-1:123456789012:SECRET-TOPIC-missing"
+	f, err := sources.Parse([]byte(strings.Replace(strings.Replace(testSources,
+		`"email": {"url": "http://127.0.0.1:1/SECRET-URL-PATH", "headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}}`,
+		`"email": {"type": "sns", "arn": "`+missingTopic+`"}`, 1),
+		`"crm": {"url": "http://127.0.0.1:1/crm"}`, `"crm": {"type": "sns", "arn": "arn:aws:sns:us-east-1:123456789012:orders"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	withToken, without := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("")
-	weak := mk("1234")
-	type visit struct {
-		h            http.Handler
-		method, path string
-		host, peer   string
-		body, bearer string
-		status       int
+	e.file = f
+	emulator := &targets.SNS{Client: sns.NewFromConfig(awstest.Config(t)), TopicARN: missingTopic, Timeout: 5 * time.Second}
+	denied := &targets.SNS{Client: deniedSNS{}, TopicARN: "arn:aws:sns:us-east-1:123456789012:orders"}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": emulator, "crm": denied},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
 	}
-	visits := map[string]visit{
-		"the sign-in page":          {withToken, "GET", "/login", "", "", "", "", http.StatusOK},
-		"a page without the token":  {withToken, "GET", "/parked", "", "", "", "", http.StatusUnauthorized},
-		"a wrong token":             {withToken, "POST", "/login", "", "", "token=nope", "", http.StatusUnauthorized},
-		"a wrong bearer":            {withToken, "GET", "/", "", "", "", "nope", http.StatusUnauthorized},
-		"no such page":              {withToken, "GET", "/nowhere", "", "", "", "", http.StatusUnauthorized},
-		"a foreign host":            {without, "GET", "/", "rebound.attacker.example:8030", "", "", "", http.StatusMisdirectedRequest},
-		"a remote peer":             {without, "GET", "/", "localhost", "203.0.113.7:40000", "", "", http.StatusForbidden},
-		"a remote peer, weak token": {weak, "GET", "/", "localhost", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
+	e.commit("shop", "evt_aws", false)
+	e.drain()
+	cl := e.claim("shop", "evt_aws")
+	for _, name := range []string{"email.send", "crm.update"} {
+		if in := cl.Intents[name]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, "123456789012") {
+			t.Fatalf("setup: %s %+v, want parked with the service's error", name, in)
+		}
 	}
-	for name, v := range visits {
-		var body io.Reader
-		if v.body != "" {
-			body = strings.NewReader(v.body)
-		}
-		req := httptest.NewRequest(v.method, v.path, body)
-		if v.body != "" {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		if v.host != "" {
-			req.Host = v.host
-		}
-		if v.peer != "" {
-			req.RemoteAddr = v.peer
-		}
-		if v.bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+v.bearer)
-		}
-		rec := httptest.NewRecorder()
-		v.h.ServeHTTP(rec, req)
-		if rec.Code != v.status {
-			t.Errorf("%s: %d, want %d", name, rec.Code, v.status)
-		}
-		for _, s := range secret {
-			if strings.Contains(rec.Body.String(), s) {
-				t.Errorf("%s shows %q:\n%s", name, s, rec.Body.String())
+	t.Logf("last errors: %q, %q", cl.Intents["email.send"].LastError, cl.Intents["crm.update"].LastError)
+	b := e.serve(nil)
+	confirm := b.post("/redrive", map[string][]string{"csrf": {csrf(t, b.get("/parked"))}, "ref": refs(b.get("/parked"))})
+	for where, r := range map[string]response{"event page": b.get("/events/shop/evt_aws"), "parked page": b.get("/parked"), "confirmation": confirm} {
+		mustContain(t, r, "evt_aws")
+		for _, s := range []string{"123456789012", "SECRET-TOPIC", "SECRETROLE", "SECRETSESSION"} {
+			if strings.Contains(r.Body, s) {
+				t.Errorf("the %s shows %q", where, s)
 			}
 		}
-		if c := rec.Header().Values("Set-Cookie"); len(c) != 0 {
-			t.Errorf("%s sets cookies %v", name, c)
+	}
+}
+
+// A target URL's userinfo is a secret the redactor knows, as configured and in every
+// escaping. Go's HTTP client does not send it as written: it sends it as the Authorization
+// header, "Basic " and the base64 of user:password. A downstream that quotes the header it
+// refused (many a 401 does) puts that in last_error, and the pages show it: the password,
+// one base64 decoding away.
+func TestATargetsPasswordIsNotShownAsTheBasicCredentialSentForIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unsupported authorization: "+r.Header.Get("Authorization"), http.StatusUnauthorized)
+	}))
+	t.Cleanup(refuse.Close)
+	target := strings.Replace(refuse.URL, "http://", "http://ops:pw-Qz7Pass9@", 1) + "/hooks/in"
+	f, err := sources.Parse([]byte(strings.ReplaceAll(testSources, "http://127.0.0.1:1/SECRET-URL-PATH", target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	exec := &outbox.HTTPExecutor{URL: target, Timeout: 5 * time.Second}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	credential := base64.StdEncoding.EncodeToString([]byte("ops:pw-Qz7Pass9"))
+	e.commit("shop", "evt_basic", false)
+	e.drain()
+	if in := e.claim("shop", "evt_basic").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, credential) {
+		t.Fatalf("setup: %+v, want parked with the credential the downstream quoted", in)
+	}
+	b := e.serve(nil)
+	for _, p := range []string{"/events/shop/evt_basic", "/parked"} {
+		r := b.get(p)
+		mustContain(t, r, "evt_basic", "unsupported authorization")
+		mustNotContain(t, r, credential, "Qz7Pass9")
+	}
+}
+
+// Without ShowPayloads an intent's payload is shown by its size only. A downstream that
+// refuses a request quotes it back as often as not (a validation error naming the field and
+// its value, a body echoed whole), and the outbox keeps the answer's first bytes as
+// last_error: the event page, the Parked page and the confirmation show the payload there.
+// The console holds the payload it hides, so it can hide it there too.
+func TestAPayloadQuotedBackInAnErrorIsNotShownWithoutShowPayloads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		http.Error(w, `{"error":"invalid recipient","request":`+string(body)+`}`, http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(echo.Close)
+	exec := &outbox.HTTPExecutor{URL: echo.URL + "/hooks/in", Timeout: 5 * time.Second}
+	var err error
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_echoed", false)
+	e.drain()
+	if in := e.claim("shop", "evt_echoed").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, "PAYLOAD-VALUE") {
+		t.Fatalf("setup: %+v, want parked with the payload the downstream quoted", in)
+	}
+	b := e.serve(nil)
+	parked := b.get("/parked")
+	confirm := b.post("/redrive", map[string][]string{"csrf": {csrf(t, parked)}, "ref": refs(parked)})
+	for where, r := range map[string]response{"event page": b.get("/events/shop/evt_echoed"), "parked page": parked, "confirmation": confirm} {
+		mustContain(t, r, "evt_echoed", "invalid recipient")
+		if strings.Contains(r.Body, "PAYLOAD-VALUE") {
+			t.Errorf("the %s shows the payload without ShowPayloads", where)
 		}
 	}
-	// Past the bound on guesses too.
-	for range 20 {
-		req := httptest.NewRequest("POST", "/login", strings.NewReader("token=nope"))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		rec := httptest.NewRecorder()
-		withToken.ServeHTTP(rec, req)
-		if rec.Code == http.StatusTooManyRequests {
-			for _, s := range secret {
-				if strings.Contains(rec.Body.String(), s) {
-					t.Fatalf("the 429 shows %q", s)
-				}
-			}
-			return
-		}
+}
+
+// The outbox keeps the first 256 bytes of a downstream's answer in its error, quoted
+// (outbox.StatusError), and cuts there without a mark. The redactor reads a cut-off secret
+// only at the end of a message the worker truncated ("…"), so a target's token that the
+// answer's 256th byte cuts is shown up to that byte: here all but its last characters, inside
+// the quotes, wherever the downstream's framework puts the path (a JSON error's "path" after
+// a long message).
+func TestATokenCutByTheAnswersSnippetIsNotShownInPart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const token = "Qz7tokenValue9xLongEnoughToCut"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		head := `{"status":404,"error":"Not Found","message":"No handler for this route` // then padding, then the path
+		tail := `","path":"` + r.URL.Path + `"}`
+		// Place the answer's 256th byte 8 bytes before the token's end.
+		pad := 256 - len(head) - (len(tail) - len(`"}`) - 8)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, head+strings.Repeat(".", pad)+tail)
+	}))
+	t.Cleanup(echo.Close)
+	target := echo.URL + "/hooks/T0Qz7SECRa/" + token
+	f, err := sources.Parse([]byte(strings.ReplaceAll(testSources, "http://127.0.0.1:1/SECRET-URL-PATH", target)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no 429 after 20 wrong tokens")
+	e.file = f
+	exec := &outbox.HTTPExecutor{URL: target, Timeout: 5 * time.Second}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_snippet", false)
+	e.drain()
+	cut := token[:len(token)-8]
+	in := e.claim("shop", "evt_snippet").Intents["email.send"]
+	if _, quoted, _ := strings.Cut(in.LastError, "404 Not Found: "); in.Status != dedup.IntentParked || !strings.HasSuffix(quoted, cut+`"`) {
+		t.Fatalf("setup: %q, want parked with the answer's snippet ending in the token cut", in.LastError)
+	}
+	b := e.serve(nil)
+	for _, p := range []string{"/events/shop/evt_snippet", "/parked"} {
+		r := b.get(p)
+		mustContain(t, r, "evt_snippet", "No handler for this route")
+		mustNotContain(t, r, token[:4+len(token)/2])
+	}
+}
+
+// The redaction hides a target's secrets and nothing a person needs: an error that quotes
+// none of them is shown as it was, whatever words it shares with the target's URL's plain
+// parts ("hooks", "services", "json").
+func TestTheRedactionKeepsAnErrorWithoutSecretsAsItIs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f, err := sources.Parse([]byte(strings.Replace(strings.Replace(testSources, "http://127.0.0.1:1/SECRET-URL-PATH",
+		"https://hooks.example.test/services/T0Qz7SECRa?format=json", 1), `"X-Api-Key": "SECRET-HEADER-VALUE"`, `"Accept": "application/json", "X-Env": "prod"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	plain := "http 422: product unknown to the services team (hooks disabled; send json)"
+	e.commit("shop", "evt_plain", false)
+	exec := outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return outbox.Permanent(errors.New(plain)) })
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	mustContain(t, e.serve(nil).get("/events/shop/evt_plain"), html.EscapeString(plain))
 }

@@ -6,6 +6,26 @@ import (
 	"testing"
 )
 
+// Search finds an event by its id, with or without its source, and a source alone lists its
+// recent events.
+func TestSearchFindsAnEventByItsIDWithOrWithoutTheSource(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_1", false)
+	b := e.serve(nil)
+	for _, q := range []string{"source=shop&id=evt_1", "id=evt_1", "id=+evt_1+"} {
+		r := b.get("/events?" + q)
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/events/shop/evt_1" {
+			t.Fatalf("%s: %d %q, want a redirect to the event", q, r.Status, r.Header.Get("Location"))
+		}
+	}
+	recent := b.get("/events?source=shop")
+	mustContain(t, recent, `href="/events/shop/evt_1"`)
+	if r := b.get("/events?id=evt_none"); r.Status != http.StatusNotFound {
+		t.Fatalf("an unknown id: %d, want 404", r.Status)
+	}
+}
+
 // The search page says "Paste the provider's event id, as its dashboard shows it". GitHub's
 // dashboard shows a delivery's GUID (X-GitHub-Delivery), but a github source's claim is
 // <hook-id>:<GUID> (docs/hookctl.md, GitHub ids), which hookctl inspect finds from the GUID

@@ -1,0 +1,551 @@
+package console_test
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/dedup"
+)
+
+// Without a token only loopback hosts are answered (a DNS-rebinding page names its own host);
+// with one, nothing is answered without it.
+func TestAccessIsLoopbackOnlyOrByToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	open := e.serve(nil)
+	req, _ := http.NewRequest(http.MethodGet, open.base+"/", nil)
+	req.Host = "attacker.example:8030"
+	if r := open.do(req); r.Status != http.StatusMisdirectedRequest {
+		t.Fatalf("a foreign Host without a token: %d", r.Status)
+	}
+	for _, host := range []string{"localhost:8030", "[::1]:8030", "127.0.0.1"} {
+		req, _ := http.NewRequest(http.MethodGet, open.base+"/events", nil)
+		req.Host = host
+		if r := open.do(req); r.Status != http.StatusOK {
+			t.Errorf("Host %s: %d", host, r.Status)
+		}
+	}
+
+	b := e.serve(func(c *console.Config) { c.Token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063" })
+	for _, p := range []string{"/", "/events/shop/evt_1", "/parked", "/backlog", "/audit"} {
+		if r := b.get(p); r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, `action="/login"`) {
+			t.Fatalf("%s without the token: %d", p, r.Status)
+		}
+	}
+	if r := b.post("/login", url.Values{"token": {"wrong"}}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %d", r.Status)
+	}
+	if r := b.post("/login", url.Values{"token": {"4f1c9a7e2b8d6035e1a9c4f7b2d8e063"}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("the token: %d", r.Status)
+	}
+	if r := b.get("/parked"); r.Status != http.StatusOK {
+		t.Fatalf("after signing in: %d", r.Status)
+	}
+	bearer := newBrowser(t, b.base)
+	req, _ = http.NewRequest(http.MethodGet, b.base+"/backlog", nil)
+	req.Header.Set("Authorization", "Bearer 4f1c9a7e2b8d6035e1a9c4f7b2d8e063")
+	req.Host = "console.internal:8030" // any host, with the token
+	if r := bearer.do(req); r.Status != http.StatusOK {
+		t.Fatalf("a bearer token: %d", r.Status)
+	}
+}
+
+func TestCheckAddrServesLoopbackOnlyWithoutAToken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		addr, token string
+		ok          bool
+	}{
+		{"127.0.0.1:8030", "", true}, {"[::1]:8030", "", true}, {"localhost:8030", "", true},
+		{"0.0.0.0:8030", "", false}, {":8030", "", false}, {"10.0.0.5:8030", "", false}, {"nonsense", "", false},
+		{"0.0.0.0:8030", "t", false}, {"0.0.0.0:8030", "4f1c9a7e2b8d6035e1a9c4f7b2d8e063", true}, {"127.0.0.1:8030", "t", true},
+	} {
+		if err := console.CheckAddr(c.addr, c.token); (err == nil) != c.ok {
+			t.Errorf("%s (token %q): %v", c.addr, c.token, err)
+		}
+	}
+}
+
+// The token is all that guards a console on a non-loopback address: a token a person can
+// guess in a few tries is a configuration that cannot work, and is refused where it is
+// configured. docs/console.md: a token guards an address other machines can reach only if it
+// is strong, "so a word, a number, a repeated or cycled pattern is refused at start". Nor may a
+// string of 24 or more characters that does not repeat itself pass for strong when it is among
+// the first guesses (the bound on guesses, 10 a minute, lets a list of thousands through in a
+// day): the alphabet, a keyboard row, the best-known passphrase there is, the project's own
+// name and the year.
+func TestCheckAddrRefusesAGuessableTokenOnANonLoopbackAddress(t *testing.T) {
+	t.Parallel()
+	for _, token := range []string{
+		"x", "1234", " ", "password",
+		"abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789abcdefghijklmn",
+		"qwertyuiopasdfghjklzxcvbnm", "1qaz2wsx3edc4rfv5tgb6yhn",
+		"correcthorsebatterystaple", "the-quick-brown-fox-jumps", "ThisIsMyConsolePassword!",
+		"oncehook-console-token-2026",
+	} {
+		if err := console.CheckAddr("0.0.0.0:8030", token); err == nil {
+			t.Errorf("CheckAddr(0.0.0.0:8030, %q) accepted it", token)
+		}
+	}
+}
+
+// Without a token the console's only guard is the Host header, which the client writes: a
+// console mounted on a listener other clients can reach (console.New takes any; CheckAddr is
+// advice) answers a remote client that sends "Host: localhost" with every page, and with
+// the page's CSRF token and cookie, a redrive. The DNS-rebinding check is not an access
+// check: a request from a non-loopback peer needs a token.
+func TestWithoutATokenARemotePeerIsNotAnsweredWhateverItsHostHeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_remote", false)
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/events/shop/evt_remote", nil)
+	req.Host = "localhost"
+	req.RemoteAddr = "203.0.113.7:40000" // a peer on another machine
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code == http.StatusOK || strings.Contains(rec.Body.String(), "evt_remote") {
+		t.Fatalf("a remote peer without a token was answered %d by naming localhost:\n%.400s", rec.Code, rec.Body.String())
+	}
+}
+
+// /login and the Authorization header take guesses at the token: past a few, the console
+// stops evaluating them for a while (429, even for the right token, so a guess past the bound
+// learns nothing), and a visitor already signed in is not affected.
+func TestGuessesAtTheTokenAreBounded(t *testing.T) {
+	t.Parallel()
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newEnv(t)
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Token: token, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveHandler(t, h)
+	signedIn := newBrowser(t, base)
+	if r := signedIn.post("/login", url.Values{"token": {token}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("signing in: %d", r.Status)
+	}
+	guesser := newBrowser(t, base)
+	refused := 0
+	for i := range 100 {
+		var r response
+		if i%2 == 0 {
+			r = guesser.post("/login", url.Values{"token": {fmt.Sprintf("guess-%d", i)}})
+		} else {
+			req, _ := http.NewRequest(http.MethodGet, base+"/audit", nil)
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer guess-%d", i))
+			r = guesser.do(req)
+		}
+		if r.Status == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused < 80 {
+		t.Fatalf("%d of 100 guesses refused unevaluated, want all but a few", refused)
+	}
+	if r := guesser.post("/login", url.Values{"token": {token}}); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("the right token past the bound: %d, want 429 (not evaluated)", r.Status)
+	}
+	if r := signedIn.get("/audit"); r.Status != http.StatusOK {
+		t.Fatalf("a signed-in visitor during the guessing: %d", r.Status)
+	}
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	if r := guesser.post("/login", url.Values{"token": {token}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("the right token an hour later: %d, want 303", r.Status)
+	}
+}
+
+// The token rule's space: every generated shape passes; every short or guessable one is
+// refused for a non-loopback address, and a loopback address takes any.
+func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(30, 2))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	var strong []string
+	for range 200 {
+		strong = append(strong, hex.EncodeToString(random(16)), hex.EncodeToString(random(32)),
+			base64.RawURLEncoding.EncodeToString(random(24)), base64.StdEncoding.EncodeToString(random(24)))
+		u := random(16)
+		strong = append(strong, fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:]))
+	}
+	for _, tok := range strong {
+		if err := console.CheckAddr("0.0.0.0:8030", tok); err != nil {
+			t.Fatalf("a generated token %q refused: %v", tok, err)
+		}
+	}
+	weak := []string{"", " ", "x", "1234", "password", "hunter2", strings.Repeat("a", 100), strings.Repeat("ab", 40),
+		strings.Repeat("abcd", 20), strings.Repeat("password", 3), "123456789012345678901234", strings.Repeat(" ", 64),
+		hex.EncodeToString(random(11)),                   // 22 characters: too short
+		base64.RawURLEncoding.EncodeToString(random(18)), // 24 characters: too short
+		strings.Repeat("0", 63) + "1"}
+	for _, tok := range weak {
+		if err := console.CheckAddr("0.0.0.0:8030", tok); err == nil {
+			t.Errorf("CheckAddr(0.0.0.0:8030, %q) accepted it", tok)
+		}
+		if err := console.CheckAddr("[::1]:8030", tok); err != nil {
+			t.Errorf("CheckAddr([::1]:8030, %q): %v, want loopback served with any token", tok, err)
+		}
+	}
+}
+
+// A console mounted by a team on a listener of its own, behind a weak token, answers no peer
+// other than loopback, whatever it presents: CheckAddr's rule, per request.
+func TestAWeakTokenGuardsOnlyLoopbackPeers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Token: "1234"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for peer, want := range map[string]int{"203.0.113.7:40000": http.StatusForbidden, "127.0.0.1:40000": http.StatusOK} {
+		req := httptest.NewRequest(http.MethodGet, "/audit", nil)
+		req.Header.Set("Authorization", "Bearer 1234")
+		req.Host = "127.0.0.1:8030"
+		req.RemoteAddr = peer
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("peer %s with the weak token: %d, want %d", peer, rec.Code, want)
+		}
+	}
+	// Nor does a remote peer's sign-in take a guess: the right token and a wrong one get the
+	// same answer.
+	for _, tok := range []string{"1234", "4321"} {
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("token="+tok))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Host = "127.0.0.1:8030"
+		req.RemoteAddr = "203.0.113.7:40000"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusForbidden || len(rec.Header().Values("Set-Cookie")) != 0 {
+			t.Errorf("a remote sign-in with %q: %d %v, want 403 and no cookie", tok, rec.Code, rec.Header().Values("Set-Cookie"))
+		}
+	}
+}
+
+// The login cookie expires: in the browser (Max-Age) and at the console, which signs its end
+// into it, so a copied cookie stops working too.
+func TestTheLoginCookieExpires(t *testing.T) {
+	t.Parallel()
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	e := newEnv(t)
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Token: token, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	r := b.post("/login", url.Values{"token": {token}})
+	var login *http.Cookie
+	for _, c := range (&http.Response{Header: r.Header}).Cookies() {
+		if c.Name == "oncehook_console" {
+			login = c
+		}
+	}
+	if login == nil || login.MaxAge <= 0 || login.MaxAge > 24*3600 {
+		t.Fatalf("the login cookie %+v: want a Max-Age of at most a day", login)
+	}
+	if r := b.get("/audit"); r.Status != http.StatusOK {
+		t.Fatalf("signed in: %d", r.Status)
+	}
+	mu.Lock()
+	now = now.Add(time.Duration(login.MaxAge)*time.Second + time.Minute)
+	mu.Unlock()
+	// A browser would have dropped it; one copied elsewhere is sent all the same.
+	req, _ := http.NewRequest(http.MethodGet, b.base+"/audit", nil)
+	req.AddCookie(&http.Cookie{Name: login.Name, Value: login.Value})
+	if r := newBrowser(t, b.base).do(req); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the login cookie past its end: %d, want 401", r.Status)
+	}
+}
+
+// A guessable token guards loopback only (CheckAddr allows it there; the console refuses
+// remote peers with it). Loopback without a token refuses a request addressed to a foreign
+// host (421): that is what stops a DNS-rebinding page, whose requests come from the
+// operator's own browser, a loopback peer. With a weak token that check is gone: a rebinding
+// page, same-origin with itself, takes its guesses at the token (the bound allows 10 at once,
+// then one every 6 seconds: a short token falls in hours) and, once right, signs in, reads
+// every page and the CSRF token, and re-drives. Setting a weak token makes a laptop's console
+// easier to reach than setting none.
+func TestAConsoleWithAGuessableTokenAnswersNoForeignHost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_rebound", false)
+	const weak = "tok-3f9a"
+	if console.CheckAddr("0.0.0.0:8030", weak) == nil {
+		t.Fatalf("setup: %q is a strong token", weak)
+	}
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: weak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	const rebound = "rebound.attacker.example:8030"
+	asPage := func(req *http.Request) *http.Request {
+		req.Host = rebound
+		req.Header.Set("Origin", "http://"+rebound)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		return req
+	}
+	req, _ := http.NewRequest(http.MethodPost, b.base+"/login", strings.NewReader(url.Values{"token": {weak}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if r := b.do(asPage(req)); r.Status != http.StatusMisdirectedRequest {
+		t.Errorf("a sign-in addressed to %s: %d, want 421", rebound, r.Status)
+	}
+	req, _ = http.NewRequest(http.MethodGet, b.base+"/events/shop/evt_rebound", nil)
+	if r := b.do(asPage(req)); r.Status != http.StatusMisdirectedRequest || strings.Contains(r.Body, "evt_rebound") {
+		t.Errorf("the event page addressed to %s, signed in: %d, want 421 and nothing of the event", rebound, r.Status)
+	}
+}
+
+// A proxy on the same machine (nginx's proxy_pass keeps Host as written) relays every client
+// from a loopback peer: without a strong token, a request a proxy says it relayed is refused,
+// whatever its peer and Host.
+func TestAConsoleWithoutAStrongTokenRefusesWhatAProxyRelays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, token := range []string{"", "tok-3f9a"} {
+		h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, hdr := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "Via"} {
+			req := httptest.NewRequest(http.MethodGet, "/audit", nil)
+			req.Host, req.RemoteAddr = "127.0.0.1:8030", "127.0.0.1:40000"
+			req.Header.Set(hdr, "203.0.113.7")
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusForbidden {
+				t.Errorf("token %q, relayed (%s): %d, want 403", token, hdr, rec.Code)
+			}
+		}
+	}
+	// A strong token guards the console wherever its clients are: a proxy may relay them.
+	const strong = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: strong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/audit", nil)
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	req.Header.Set("Authorization", "Bearer "+strong)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("a relayed request with the strong token: %d, want 200", rec.Code)
+	}
+}
+
+// A visitor without access gets nothing of the deployment: the layout around the page names
+// the table (the stack's name) and the console's modes.
+//
+//   - A visitor without the token gets the sign-in page.
+//   - "A DNS-rebinding page cannot reach a console on a laptop": it cannot act, but it reads the
+//     421 answer (the page's own origin, rebound to 127.0.0.1, made the request).
+func TestTheAnswerToAVisitorWithoutAccessShowsNothingOfTheDeployment(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, token, host string
+		status            int
+	}{
+		{"the sign-in page", "a-long-enough-token-0123456789", "", http.StatusUnauthorized},
+		{"the answer to a foreign host", "", "rebound.attacker.example:8030", http.StatusMisdirectedRequest},
+	} {
+		h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", Token: c.token, ShowPayloads: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBrowser(t, serveHandler(t, h))
+		req, err := http.NewRequest(http.MethodGet, b.base+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.host != "" {
+			req.Host = c.host
+		}
+		r := b.do(req)
+		if r.Status != c.status {
+			t.Fatalf("%s: %d, want %d", c.name, r.Status, c.status)
+		}
+		mustNotContain(t, r, "SECRET-STACK", "payloads shown")
+	}
+}
+
+// Whatever a visitor without access gets (the sign-in page, a wrong token, too many guesses,
+// a foreign host, a remote peer) names nothing of the deployment: not the table (the stack),
+// not the console's modes, not the sources, and sets no cookie but the login's.
+func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const table = "Oncehook-OncehookTable-SECRET-STACK"
+	secret := []string{"SECRET-STACK", "read-only", "payloads shown", "shop", "/parked", "/backlog"}
+	mk := func(token string) http.Handler {
+		h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: table, Token: token, ReadOnly: true, ShowPayloads: true, Sources: e.file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	withToken, without := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("")
+	weak := mk("1234")
+	type visit struct {
+		h            http.Handler
+		method, path string
+		host, peer   string
+		body, bearer string
+		status       int
+	}
+	visits := map[string]visit{
+		"the sign-in page":          {withToken, "GET", "/login", "", "", "", "", http.StatusOK},
+		"a page without the token":  {withToken, "GET", "/parked", "", "", "", "", http.StatusUnauthorized},
+		"a wrong token":             {withToken, "POST", "/login", "", "", "token=nope", "", http.StatusUnauthorized},
+		"a wrong bearer":            {withToken, "GET", "/", "", "", "", "nope", http.StatusUnauthorized},
+		"no such page":              {withToken, "GET", "/nowhere", "", "", "", "", http.StatusUnauthorized},
+		"a foreign host":            {without, "GET", "/", "rebound.attacker.example:8030", "", "", "", http.StatusMisdirectedRequest},
+		"a remote peer":             {without, "GET", "/", "localhost", "203.0.113.7:40000", "", "", http.StatusForbidden},
+		"a remote peer, weak token": {weak, "GET", "/", "localhost", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
+	}
+	for name, v := range visits {
+		var body io.Reader
+		if v.body != "" {
+			body = strings.NewReader(v.body)
+		}
+		req := httptest.NewRequest(v.method, v.path, body)
+		if v.body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if v.host != "" {
+			req.Host = v.host
+		}
+		if v.peer != "" {
+			req.RemoteAddr = v.peer
+		}
+		if v.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+v.bearer)
+		}
+		rec := httptest.NewRecorder()
+		v.h.ServeHTTP(rec, req)
+		if rec.Code != v.status {
+			t.Errorf("%s: %d, want %d", name, rec.Code, v.status)
+		}
+		for _, s := range secret {
+			if strings.Contains(rec.Body.String(), s) {
+				t.Errorf("%s shows %q:\n%s", name, s, rec.Body.String())
+			}
+		}
+		if c := rec.Header().Values("Set-Cookie"); len(c) != 0 {
+			t.Errorf("%s sets cookies %v", name, c)
+		}
+	}
+	// Past the bound on guesses too.
+	for range 20 {
+		req := httptest.NewRequest("POST", "/login", strings.NewReader("token=nope"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := httptest.NewRecorder()
+		withToken.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			for _, s := range secret {
+				if strings.Contains(rec.Body.String(), s) {
+					t.Fatalf("the 429 shows %q", s)
+				}
+			}
+			return
+		}
+	}
+	t.Fatal("no 429 after 20 wrong tokens")
+}
+
+// Nothing of the deployment to a visitor without access: on every route, by every method, a visitor without access (no token, a wrong
+// one, a foreign Host, a remote peer) gets a page with nothing of the deployment on it.
+func TestNoRouteTellsAVisitorWithoutAccessAboutTheDeployment(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_private", false)
+	const table = "Oncehook-OncehookTable-SECRET-STACK"
+	mk := func(token string) http.Handler {
+		h, err := console.New(console.Config{DynamoDB: e.client, Table: table, Token: token, ReadOnly: true, ShowPayloads: true, Sources: e.file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	withToken, without := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("")
+	routes := []string{"/", "/events", "/events?source=shop", "/events?id=evt_private", "/events/shop/evt_private", "/events/shop",
+		"/parked", "/parked?source=shop", "/redrive", "/backlog", "/audit", "/login", "/nowhere", "/events/nosuch/x"}
+	secret := []string{"SECRET-STACK", "read-only", "payloads shown", "shop", "evt_private", "/parked", "/backlog", "gh"}
+	visitors := []struct {
+		name       string
+		h          http.Handler
+		host, peer string
+		bearer     string
+	}{
+		{"no token", withToken, "", "", ""},
+		{"a wrong bearer", withToken, "", "", "4f1c9a7e2b8d6035e1a9c4f7b2d8e064"},
+		{"a foreign host", without, "rebound.attacker.example:8030", "", ""},
+		{"a remote peer", without, "localhost:8030", "203.0.113.7:40000", ""},
+	}
+	for _, v := range visitors {
+		for _, route := range routes {
+			for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+				req := httptest.NewRequest(method, route, strings.NewReader("ref=s%3Dshop%26e%3Devt_private%26i%3Demail.send&confirm=yes&token=nope"))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				if v.host != "" {
+					req.Host = v.host
+				}
+				if v.peer != "" {
+					req.RemoteAddr = v.peer
+				}
+				if v.bearer != "" {
+					req.Header.Set("Authorization", "Bearer "+v.bearer)
+				}
+				rec := httptest.NewRecorder()
+				v.h.ServeHTTP(rec, req)
+				if rec.Code < 400 && !(route == "/login" && rec.Code == http.StatusOK) {
+					t.Errorf("%s: %s %s: %d, want a refusal", v.name, method, route, rec.Code)
+				}
+				body := rec.Body.String()
+				for _, s := range secret {
+					if strings.Contains(body, s) {
+						t.Errorf("%s: %s %s (%d) shows %q", v.name, method, route, rec.Code, s)
+					}
+				}
+				if c := rec.Header().Values("Set-Cookie"); len(c) != 0 {
+					t.Errorf("%s: %s %s sets %v", v.name, method, route, c)
+				}
+			}
+		}
+	}
+	if in := e.claim("shop", "evt_private").Intents["email.send"]; in.Status != dedup.IntentPending || in.RedrivenBy != "" {
+		t.Fatalf("a visitor without access changed an intent: %+v", in)
+	}
+}
