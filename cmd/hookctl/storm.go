@@ -352,8 +352,8 @@ func (c *cli) putRate(ctx context.Context, run string, n, concurrency int) (floa
 			var first error
 			for i := range work {
 				_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.table), Item: map[string]types.AttributeValue{
-					dedup.PartitionKey:        &types.AttributeValueMemberS{Value: fmt.Sprintf("BASELINE#%s#%d", run, i)},
-					dedup.SortKey:        &types.AttributeValueMemberS{Value: "X"},
+					dedup.PartitionKey: &types.AttributeValueMemberS{Value: fmt.Sprintf("BASELINE#%s#%d", run, i)},
+					dedup.SortKey:      &types.AttributeValueMemberS{Value: "X"},
 					dedup.TTLAttribute: &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
 				}})
 				if err != nil && first == nil {
