@@ -456,7 +456,8 @@ func TestAGatewaysTimeoutKeepsTheSlotOfACallItsBackendStillRuns(t *testing.T) {
 				e.commitOne(id)
 			}
 			w := e.worker(func(c *outbox.Config) {
-				c.Lease, c.Margin = 2500*time.Millisecond, 300*time.Millisecond
+				// A margin wide enough that a loaded machine's slow slot write never outlasts it.
+				c.Lease, c.Margin = 3*time.Second, time.Second
 				c.Executors["email"] = &outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second}
 				c.Limits = map[string]outbox.Limit{"email": {MaxInFlight: 1}}
 			})

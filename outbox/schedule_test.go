@@ -30,7 +30,15 @@ import (
 //   - every intent ends done or parked, in at most MaxAttempts sweep periods;
 //   - an at-most-once intent reached the downstream at most once;
 //   - a done at-least-once intent reached it at least once, and its effect was applied once;
-//   - after each fault-free sweep, nothing is pending past its due time.
+//   - after each fault-free sweep, nothing is pending past its due time;
+//   - every claim ends where the pending index says: under a due shard while an intent is
+//     open, under its parked shard once none is open and one is parked, out of it when all
+//     are done.
+//
+// The at-most-once target has max_in_flight 1 and the at-least-once one a rate, so limits
+// hold calls back, give leases back and keep slots; an operator re-drives parked intents while
+// the workers race (an at-most-once intent may then reach the downstream once more per
+// redrive, never more); every invocation has a deadline; and some DynamoDB answers come late.
 //
 // The seeds are new on every run (ONCEHOOK_SCHEDULE_SEED=n replays from seed n); a seed fixes
 // the schedule's draws, while the goroutines' interleaving stays the machine's.
@@ -122,6 +130,7 @@ func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, fun
 	})
 	configure := func(c *outbox.Config) {
 		c.Executors = map[string]outbox.Executor{"alo": down.alo, "amo": down.amo}
+		c.Limits = map[string]outbox.Limit{"amo": {MaxInFlight: 1}, "alo": {Rate: 40}}
 		c.Lease, c.Margin = 2*time.Second, 300*time.Millisecond
 		c.MaxAttempts = maxAttempts
 		c.Backoff = func(int) time.Duration { return 5 * time.Second }
@@ -131,12 +140,15 @@ func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, fun
 	for i := range 3 {
 		tr := faults.NewTransport(awstest.BaseTransport(), faults.Spec{
 			DynamoDB: faults.Rates{Throttle: 0.05, Error: 0.05, Lose: 0.08}, Seed: seed*10 + uint64(i) + 1})
-		workers = append(workers, e.worker(configure, awstest.WithTransport(tr)))
+		workers = append(workers, e.worker(configure, awstest.WithTransport(&lateAnswers{next: tr, draw: draw})))
 	}
 	// A worker that dies after each call, before recording it: its intents stay running
 	// under a lease that runs out.
 	workers = append(workers, e.worker(configure, diesAfterTheCall()))
 	records := e.records()
+	operator := &dedup.Claims{API: e.client, Table: e.table, Now: e.now}
+	var redmu sync.Mutex
+	redriven := map[string]int{} // idempotency key -> redrives that took
 
 	for range 20 {
 		var wg sync.WaitGroup
@@ -145,8 +157,10 @@ func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, fun
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx := context.Background()
-				switch draw(5) {
+				// An invocation's deadline: room for a call and its margins, or a little more.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1500+draw(2500))*time.Millisecond)
+				defer cancel()
+				switch draw(6) {
 				case 0, 1: // a stream batch: a random selection, in random order, maybe twice
 					var recs []events.DynamoDBEventRecord
 					for range 1 + draw(len(records)) {
@@ -167,6 +181,19 @@ func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, fun
 					}
 				case 4: // time passes: leases and backoffs run out, perhaps mid-call
 					e.advance(time.Duration(draw(4000)) * time.Millisecond)
+				case 5: // an operator re-drives what is parked in one claim, as it was read
+					id := ids[draw(len(ids))]
+					c := e.claim(id)
+					for _, name := range []string{"alo", "amo"} {
+						if c.Intents[name].Status != dedup.IntentParked {
+							continue
+						}
+						if err := operator.RedriveBy(ctx, c, name, "chaos (test)"); err == nil {
+							redmu.Lock()
+							redriven[dedup.IdempotencyKey("shop", id, name)]++
+							redmu.Unlock()
+						}
+					}
 				}
 			}()
 		}
@@ -214,11 +241,48 @@ func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, fun
 			switch {
 			case in.Status != dedup.IntentDone && in.Status != dedup.IntentParked:
 				t.Errorf("seed %d: %s/%s ends %s, want done or parked: %+v", seed, id, name, in.Status, in)
-			case name == "amo" && calls[key] > 1:
-				t.Errorf("seed %d: at-most-once %s/%s reached the downstream %d times: %+v", seed, id, name, calls[key], in)
+			case name == "amo" && calls[key] > 1+redriven[key]:
+				t.Errorf("seed %d: at-most-once %s/%s reached the downstream %d times (%d redrives): %+v", seed, id, name, calls[key], redriven[key], in)
 			case name == "alo" && in.Status == dedup.IntentDone && (calls[key] < 1 || applied[key] != 1):
 				t.Errorf("seed %d: at-least-once %s/%s done with %d calls, %d effects: %+v", seed, id, name, calls[key], applied[key], in)
 			}
 		}
+		if want := indexPlace(c); c.PendingShard != want {
+			t.Errorf("seed %d: %s is under %q in the pending index, want %q: %+v", seed, id, c.PendingShard, want, c.Intents)
+		}
 	}
+}
+
+// indexPlace is where a claim belongs in the pending index: its due shard while an intent is
+// open, its parked shard once none is open and one is parked, nowhere when all are done.
+func indexPlace(c *dedup.Claim) string {
+	due := dedup.PendingShard(c.PK)
+	parked := false
+	for _, in := range c.Intents {
+		switch in.Status {
+		case dedup.IntentPending, dedup.IntentRunning:
+			return due
+		case dedup.IntentParked:
+			parked = true
+		}
+	}
+	if parked {
+		return dedup.ParkedShardFor(due)
+	}
+	return ""
+}
+
+// lateAnswers delays one DynamoDB answer in eight by up to 600 ms, after the request took
+// effect: a slow network or a busy partition, not a failure.
+type lateAnswers struct {
+	next http.RoundTripper
+	draw func(int) int
+}
+
+func (l *lateAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if l.draw(8) == 0 {
+		time.Sleep(time.Duration(l.draw(600)) * time.Millisecond)
+	}
+	return resp, err
 }
