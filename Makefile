@@ -25,7 +25,7 @@ AWS_ENV := AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} \
 
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
-.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy hookctl browser
+.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy hookctl browser flakes
 
 # Lambda binaries for provided.al2023: dist/<function>/bootstrap (the stack bundles the
 # sources file with each). ARCH=arm64 for AWS; the host's architecture by default, for the
@@ -50,6 +50,7 @@ build:
 help:
 	@sed -n '3,5p' Makefile | sed 's/^#   //'
 	@echo "also: demo, hookctl (bin/hookctl), up, down, build, synth, deploy, unit, bench, test-moto, test-example, clean"
+	@echo "      flakes (the randomized and concurrent tests, FLAKE_COUNT=$(FLAKE_COUNT) runs each, fresh seeds)"
 
 # The operator's CLI, which the local deploys' printed commands run (docs/hookctl.md).
 hookctl:
@@ -167,6 +168,16 @@ unit:
 
 bench: up
 	@$(AWS_ENV) go test -run '^$$' -bench . -benchmem ./dedup/ ./receiver/ ./webhook/
+
+# Flake hunting: the randomized and concurrent tests, FLAKE_COUNT runs each, each run with a
+# fresh seed. A failure logs the seed that replays it (ONCEHOOK_PROPERTY_SEED,
+# ONCEHOOK_SCHEDULE_SEED); FLAKE_PKGS narrows the packages.
+FLAKE_COUNT ?= 20
+FLAKE_PKGS ?= ./receiver/... ./dedup/... ./outbox/... ./webhook/... ./internal/...
+FLAKE_RUN := Randomized|NoSignedDelivery|Concurrent|BulkRedrive|Storm|^Fuzz
+flakes: up
+	@echo "==> $(FLAKE_COUNT) runs of each test matching '$(FLAKE_RUN)' in $(FLAKE_PKGS)"
+	@$(AWS_ENV) go test -count=$(FLAKE_COUNT) -timeout 60m -run '$(FLAKE_RUN)' $(FLAKE_PKGS)
 
 # Cross-check the dedup core against moto, a second, independent DynamoDB implementation.
 # moto is not atomic under concurrent writers (README, "Engines"), so the concurrency and

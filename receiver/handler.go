@@ -7,8 +7,10 @@
 // provider treats anything else as a failed delivery and sends it again. The statuses:
 //
 //	200 {"received":true,"duplicate":false|true}  accepted, duplicate, or absorbed
-//	400 malformed body, missing or invalid event id / type (the message names the field), or
-//	    a signed event time older than the source's retention
+//	400 malformed body, missing or invalid event id / type (the message names the field), a
+//	    signed event time older than the source's retention, or one header name sent twice in
+//	    different case (named; API Gateway v2 lower-cases names and joins repeats, so only a
+//	    REST API's event or a hand-built one can: which to believe would be map order's choice)
 //	401 bad or missing signature, timestamp outside tolerance (nothing is claimed)
 //	404 unknown source      405 not a POST      413 body over the source's limit
 //	503 + Retry-After        DynamoDB throttled or failed: deliver again later
@@ -343,7 +345,11 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		text = req.Body
 	}
 
-	hdr := header(req.Headers)
+	hdr, twice := header(req.Headers)
+	if twice != "" {
+		d.errKind = "bad_request"
+		return reply(http.StatusBadRequest, "header "+twice+" is sent twice, in different case; send it once", twice)
+	}
 	now := h.now()
 	var signedURL string
 	if src.signedURL != nil {
@@ -703,15 +709,25 @@ func readBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, events.API
 
 // header turns API Gateway's lower-cased header map into an http.Header: one backing array
 // for the values, and canonical names from a cache (the same dozen names arrive on every
-// request, and canonicalizing a lower-case name allocates).
-func header(m map[string]string) http.Header {
-	h := make(http.Header, len(m))
+// request, and canonicalizing a lower-case name allocates). A name the map holds twice in
+// different case (a REST API's event, a hand-built one: API Gateway v2 lower-cases names and
+// joins repeats) is returned as twice, the least such name, and no header: kept, either
+// spelling would win by map order, and a signature is over one value, never over the two joined.
+func header(m map[string]string) (h http.Header, twice string) {
+	h = make(http.Header, len(m))
 	vals := make([]string, 0, len(m))
 	for k, v := range m {
+		c := canonical(k)
+		if _, seen := h[c]; seen && (twice == "" || c < twice) {
+			twice = c
+		}
 		vals = append(vals, v)
-		h[canonical(k)] = vals[len(vals)-1 : len(vals) : len(vals)]
+		h[c] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	return h
+	if twice != "" {
+		return nil, boundedID(twice)
+	}
+	return h, ""
 }
 
 var canonicalNames sync.Map // lower-case name -> canonical name, bounded by maxCanonicalNames
@@ -748,18 +764,23 @@ func reply(status int, msg, field string) events.APIGatewayV2HTTPResponse {
 
 // HandleV1 answers a REST API (payload format 1.0) request by translating it to the v2 shape:
 // the same statuses and the same work. Multi-value headers are joined with commas, as the
-// HTTP API does. The path is the one the client called, the stage included
+// HTTP API does; names keep the sender's case, so one sent twice in different case is
+// refused (400) as Handle refuses it. The path is the one the client called, the stage included
 // (RequestContext.Path), and the domain API Gateway's: a URL-signing source verifies against
 // them. Payload 1.0 carries the query string decoded, not as sent: it is re-encoded with its
 // parameters sorted, so a URL-signing source behind a REST API should be called at a URL
 // whose query has at most one parameter (Twilio's bodySHA256), or set its url.
 func (h *Handler) HandleV1(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	headers := make(map[string]string, len(req.Headers)+len(req.MultiValueHeaders))
-	for k, v := range req.Headers {
-		headers[strings.ToLower(k)] = v
-	}
+	multi := make(map[string]bool, len(req.MultiValueHeaders))
 	for k, vs := range req.MultiValueHeaders {
-		headers[strings.ToLower(k)] = strings.Join(vs, ",")
+		headers[k] = strings.Join(vs, ",")
+		multi[canonical(k)] = true
+	}
+	for k, v := range req.Headers {
+		if !multi[canonical(k)] { // Headers repeats MultiValueHeaders' last value: one header
+			headers[k] = v
+		}
 	}
 	path := req.RequestContext.Path // with the stage, as the client called it
 	if path == "" {

@@ -1,6 +1,7 @@
 package receiver_test
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -204,6 +205,11 @@ func TestErrorStatuses(t *testing.T) {
 			r.Body, r.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(r.Body)), true
 			return r
 		}, 413, "body"},
+		{"a header name sent twice in different case is a 400 naming it", func() events.APIGatewayV2HTTPRequest {
+			r := e.request("github", good, http.Header{"X-Github-Delivery": {"d2"}, "X-Github-Hook-Id": {"1"}, "X-Github-Event": {"order.paid"}}, "")
+			r.Headers["X-GitHub-Event"] = "release" // API Gateway never sends this; a hand-built event can
+			return r
+		}, 400, "X-Github-Event"},
 		{"a body that claims base64 but is not is a 400", func() events.APIGatewayV2HTTPRequest {
 			r := e.request("stripe", good, nil, "")
 			r.IsBase64Encoded = true
@@ -242,5 +248,31 @@ func TestAnApplicationsOwnSourceRouteWorksToo(t *testing.T) {
 	r.RouteKey, r.RawPath, r.PathParameters = "POST /v1/inbound/{source}", "/v1/inbound/stripe", map[string]string{"source": "stripe"}
 	if resp := e.post(r); resp.StatusCode != 200 || resp.Body != `{"received":true,"duplicate":false}` {
 		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// TestAHeaderNameSentTwiceInDifferentCaseIsRefusedOverARESTAPI: a REST API's event keeps the
+// sender's case, so one name can arrive twice; it is refused, whichever spelling map order
+// meets first, while the one name in Headers and MultiValueHeaders (as API Gateway sends it)
+// is one header.
+func TestAHeaderNameSentTwiceInDifferentCaseIsRefusedOverARESTAPI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	v2 := e.request("stripe", orderBody("evt_v1_twice", "ord_v1_twice"), nil, "")
+	sig := v2.Headers["stripe-signature"]
+	v1 := events.APIGatewayProxyRequest{
+		Path: "/hooks/stripe", HTTPMethod: "POST", PathParameters: map[string]string{"source": "stripe"}, Body: v2.Body,
+		Headers: map[string]string{"Content-Type": "application/json", "Stripe-Signature": sig, "stripe-signature": "t=1,v1=00"},
+	}
+	for range 8 { // map order varies between runs of one loop: the answer must not
+		r, err := e.handler.HandleV1(context.Background(), v1)
+		if err != nil || r.StatusCode != 400 || !strings.Contains(r.Body, `"field":"Stripe-Signature"`) {
+			t.Fatalf("%d %s, want 400 naming Stripe-Signature", r.StatusCode, r.Body)
+		}
+	}
+	v1.Headers = map[string]string{"Content-Type": "application/json", "Stripe-Signature": sig}
+	v1.MultiValueHeaders = map[string][]string{"Content-Type": {"application/json"}, "stripe-signature": {sig}}
+	if r, err := e.handler.HandleV1(context.Background(), v1); err != nil || r.StatusCode != 200 {
+		t.Fatalf("one name in Headers and MultiValueHeaders: %d %s, want 200", r.StatusCode, r.Body)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -263,7 +264,8 @@ var transformations = []transformation{
 	{"header names re-cased", func(*copyContext) bool { return true },
 		func(c *copyContext, r *events.APIGatewayV2HTTPRequest, rng *rand.Rand) {
 			out := make(map[string]string, len(r.Headers))
-			for k, v := range r.Headers {
+			for _, k := range slices.Sorted(maps.Keys(r.Headers)) { // sorted: the seed alone decides
+				v := r.Headers[k]
 				if rng.IntN(2) == 0 {
 					k = http.CanonicalHeaderKey(k)
 				} else {
@@ -359,8 +361,8 @@ func editForm(r *events.APIGatewayV2HTTPRequest, edit func([]string) []string) {
 func verifies(t *testing.T, s webhook.Scheme, secret string, r events.APIGatewayV2HTTPRequest, now time.Time) bool {
 	t.Helper()
 	h := http.Header{}
-	for k, v := range r.Headers {
-		h[http.CanonicalHeaderKey(k)] = append(h[http.CanonicalHeaderKey(k)], v)
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) { // a name sent twice: in one order
+		h[http.CanonicalHeaderKey(k)] = append(h[http.CanonicalHeaderKey(k)], r.Headers[k])
 	}
 	body := []byte(r.Body)
 	if r.IsBase64Encoded {
@@ -526,9 +528,12 @@ func TestEverySchemesCoverageIsWhatItSigns(t *testing.T) {
 func TestNoSignedDeliveryCanBeTransformedIntoAnotherEvent(t *testing.T) {
 	t.Parallel()
 	p := newPropertyRun(t)
-	seed := uint64(time.Now().UnixNano())
+	seed := rand.Uint64()
 	if v := os.Getenv("ONCEHOOK_PROPERTY_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("ONCEHOOK_PROPERTY_SEED=%q: want an unsigned number", v)
+		}
 	}
 	t.Logf("seed %d (ONCEHOOK_PROPERTY_SEED reruns it)", seed)
 	copies := propertyCopies(t)
@@ -547,6 +552,11 @@ func TestNoSignedDeliveryCanBeTransformedIntoAnotherEvent(t *testing.T) {
 				t.Fatalf("%s, %s: the copy's signature does not verify; the transformation is not one an attacker has", sc.name, what)
 			}
 			got := p.send(sc.name, r)
+			for tries := 1; got == "503" && tries < 5; tries++ {
+				// The store was slow or throttled (a loaded emulator against Slack's 2 s answer
+				// deadline): nothing is decided yet, and the provider sends the copy again.
+				got = p.send(sc.name, r)
+			}
 			switch got {
 			case "dup", "replay":
 			case "new":
@@ -618,10 +628,12 @@ func TestNoSignedDeliveryCanBeTransformedIntoAnotherEvent(t *testing.T) {
 	checkDocsTable(t, p, table)
 }
 
+// headerOf is header name's value, of the first spelling in sorted order when the copy
+// carries several (which the receiver refuses).
 func headerOf(r events.APIGatewayV2HTTPRequest, name string) string {
-	for k, v := range r.Headers {
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
 		if strings.EqualFold(k, name) {
-			return v
+			return r.Headers[k]
 		}
 	}
 	return ""

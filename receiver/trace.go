@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -56,6 +57,25 @@ const route = "/hooks/{source}"
 // ignored unread.
 const maxTraceparent = 256
 
+// traceparent is the provider's traceparent header. A REST API's event (HandleV1) keeps the
+// sender's case: there, one spelling other than lower case, and none if there are several.
+func traceparent(req events.APIGatewayV2HTTPRequest) string {
+	if v, ok := req.Headers["traceparent"]; ok || req.Version != "1.0" {
+		return v
+	}
+	var tp string
+	found := false
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, "traceparent") {
+			if found {
+				return ""
+			}
+			tp, found = v, true
+		}
+	}
+	return tp
+}
+
 // startDelivery starts the delivery's server span, a root of its own trace: a provider's
 // traceparent says where the provider's trace is, not which of ours this one belongs to, so
 // it is a link (as is a span the context held already). ok is false when tracing is off,
@@ -68,7 +88,7 @@ func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTP
 	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
 		links = append(links, trace.Link{SpanContext: caller, Attributes: []attribute.KeyValue{AttrLink.String("caller")}})
 	}
-	if sc, ok := parseTraceparent(req.Headers["traceparent"]); ok {
+	if sc, ok := parseTraceparent(traceparent(req)); ok {
 		links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("provider")}})
 	}
 	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute(route), semconv.URLScheme("https")}

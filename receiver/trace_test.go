@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -138,6 +139,25 @@ func TestAProvidersTraceparentIsALinkNeverTheParent(t *testing.T) {
 	}
 	if stored := e.claimOf("stripe", "evt_tr_2").TraceContext(); stored.TraceID() != root.SpanContext().TraceID() {
 		t.Fatalf("the claim stores trace %s, want the delivery's own", stored.TraceID())
+	}
+}
+
+// TestARESTAPIsTraceparentIsALinkInTheSendersCase: a REST API's event keeps the sender's
+// header case, and its Traceparent is the provider's link as a lower-case one is.
+func TestARESTAPIsTraceparentIsALinkInTheSendersCase(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rec := e.traced()
+	v2 := e.request("stripe", orderBody("evt_tr_v1", "ord_tr_v1"), nil, "")
+	r, err := e.handler.HandleV1(context.Background(), events.APIGatewayProxyRequest{
+		Path: "/hooks/stripe", HTTPMethod: "POST", PathParameters: map[string]string{"source": "stripe"}, Body: v2.Body,
+		Headers: map[string]string{"Stripe-Signature": v2.Headers["stripe-signature"], "Traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+	})
+	if err != nil || r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, r.Body)
+	}
+	if links := byName(t, rec.Ended())[receiver.SpanDelivery].Links(); len(links) != 1 || links[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("links %+v: want the provider's traceparent", links)
 	}
 }
 
