@@ -145,3 +145,49 @@ func TestAStrandedLeaseIsNeverGivenBack(t *testing.T) {
 		t.Fatalf("%+v, want it parked at attempt 1", in)
 	}
 }
+
+// answerLostWhile is answerLost with another's write made between the first send and the
+// second: the SDK's retry of a lost answer comes after a backoff, long enough for a worker
+// woken by the first write's stream record (or the sweeper) to act on what it wrote.
+type answerLostWhile struct {
+	api     dedup.UpdateAPI
+	between func()
+}
+
+func (a answerLostWhile) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if _, err := a.api.UpdateItem(ctx, in, o...); err != nil {
+		return nil, err
+	}
+	a.between()
+	return a.api.UpdateItem(ctx, in, o...)
+}
+
+// A redrive whose answer was lost is still the operator's own redrive when, before the SDK
+// sends it again, the worker its wake marker invoked has already leased the intent: the
+// redrive applied (its nonce is on the intent), so it must not come back as ErrNotParked.
+func TestARedriveRecognisesItsOwnWriteAfterTheWorkerLeasedIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	l, err := cs.Lease(ctx, e.outboxClaim(t, "evt_redrive_leased"), "a", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || l == nil {
+		t.Fatal(l, err)
+	}
+	if err := cs.Park(ctx, l, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	parked := e.claim(t, "shop", "evt_redrive_leased")
+	var worker *dedup.Lease
+	lossy := e.claims(answerLostWhile{api: e.client, between: func() {
+		// The worker woken by the redrive's stream record leases the intent.
+		worker, err = cs.Lease(ctx, e.claim(t, "shop", "evt_redrive_leased"), "a", dedup.LeaseOptions{For: leaseFor})
+	}})
+	rerr := lossy.RedriveBy(ctx, parked, "a", "ada (test)")
+	if err != nil || worker == nil {
+		t.Fatalf("the woken worker's lease: %+v %v", worker, err)
+	}
+	if rerr != nil {
+		t.Fatalf("redrive: %v, want nil: the redrive applied (the worker leased what it made pending), its answer was only lost", rerr)
+	}
+}
