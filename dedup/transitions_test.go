@@ -191,3 +191,58 @@ func TestARedriveRecognisesItsOwnWriteAfterTheWorkerLeasedIt(t *testing.T) {
 		t.Fatalf("redrive: %v, want nil: the redrive applied (the worker leased what it made pending), its answer was only lost", rerr)
 	}
 }
+
+// A worker whose at-most-once call failed after its lease was over records its own park, or
+// learns that it could not: another worker's stranded park of the same attempt ("may have been
+// sent") carries the same attempt and lease owner, but it is not this worker's write, and must
+// not pass for it (the call's own error would be lost without a word).
+func TestAParkDoesNotTakeAStrandedParkOfItsAttemptForItsOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	amo := dedup.LeaseOptions{For: time.Second, AtMostOnce: true, StrandedAfter: time.Second}
+	mine, err := cs.Lease(ctx, e.outboxClaim(t, "evt_park_stranded"), "a", amo)
+	if err != nil || mine == nil || mine.Stranded {
+		t.Fatal(mine, err)
+	}
+	e.clock.Advance(3 * time.Second) // our call outlived the lease and its margin
+	stranded, err := cs.Lease(ctx, e.claim(t, "shop", "evt_park_stranded"), "a", amo)
+	if err != nil || stranded == nil || !stranded.Stranded {
+		t.Fatalf("%+v %v, want a stranded lease", stranded, err)
+	}
+	if err := cs.Park(ctx, stranded, "stranded: may have been sent"); err != nil {
+		t.Fatal(err)
+	}
+	err = cs.Park(ctx, mine, "timeout: context deadline exceeded")
+	in := e.claim(t, "shop", "evt_park_stranded").Intents["a"]
+	if err == nil && in.LastError != "timeout: context deadline exceeded" {
+		t.Fatalf("our park: nil, but the intent holds another's park (%q): another's write passed for ours", in.LastError)
+	}
+}
+
+// A retry whose answer was lost is still the worker's own write when, before the SDK sends it
+// again, its backoff has passed and the next worker (woken by the scheduler at the due time)
+// has leased the intent: the retry applied, so it must not come back as a lost lease.
+func TestARetryRecognisesItsOwnWriteAfterTheNextAttemptLeasedIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	l, err := cs.Lease(ctx, e.outboxClaim(t, "evt_retry_leased"), "a", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || l == nil {
+		t.Fatal(l, err)
+	}
+	var next *dedup.Lease
+	lossy := e.claims(answerLostWhile{api: e.client, between: func() {
+		e.clock.Advance(2 * time.Second) // the backoff passed while the SDK waited to send it again
+		next, err = cs.Lease(ctx, e.claim(t, "shop", "evt_retry_leased"), "a", dedup.LeaseOptions{For: leaseFor})
+	}})
+	rerr := lossy.Retry(ctx, l, e.clock.Now().Add(time.Second), "503")
+	if err != nil || next == nil || next.Attempt != l.Attempt+1 {
+		t.Fatalf("the next attempt's lease: %+v %v", next, err)
+	}
+	if rerr != nil {
+		t.Fatalf("retry: %v, want nil: the retry applied (the next attempt leased what it made pending), its answer was only lost", rerr)
+	}
+}
