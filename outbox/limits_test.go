@@ -483,6 +483,43 @@ func TestAGatewaysTimeoutKeepsTheSlotOfACallItsBackendStillRuns(t *testing.T) {
 	}
 }
 
+// Invariant (outbox.Limit): a 503 is the answer several intermediaries give when they stopped
+// waiting for a backend that is still running the call: Heroku's router after 30 s (H12),
+// Fastly's and Varnish's first-byte timeout. Like a gateway's 504, it says nothing of the
+// backend behind it, so the call keeps its slot and the next call does not start beside it.
+func TestAnIntermediarysServiceUnavailableKeepsTheSlotOfACallItsBackendStillRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newGatewayDownstream(t, http.StatusServiceUnavailable, 100*time.Millisecond, 2*time.Second)
+	ids := []string{"evt_gw503_a", "evt_gw503_b", "evt_gw503_c"}
+	for _, id := range ids {
+		e.commitOne(id)
+	}
+	w := e.worker(func(c *outbox.Config) {
+		c.Lease, c.Margin = 3*time.Second, time.Second
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second}
+		c.Limits = map[string]outbox.Limit{"email": {MaxInFlight: 1}}
+	})
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		claim := e.claim(id)
+		wg.Go(func() {
+			if _, err := w.Process(context.Background(), claim); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	down.mu.Lock()
+	defer down.mu.Unlock()
+	if down.calls == 0 {
+		t.Fatal("no call reached the downstream")
+	}
+	if down.peak > 1 {
+		t.Errorf("the backend ran %d calls at once behind 503 answers, over max_in_flight 1", down.peak)
+	}
+}
+
 // slowSlots is a worker's table access whose max_in_flight slot writes answer late, after the
 // write took effect (a slow network, SDK retries).
 type slowSlots struct {
