@@ -226,9 +226,11 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	// Ours whatever has happened since: the next attempt's lease keeps the due time and the
+	// error our retry wrote (to the millisecond, with the backoff's jitter: no other write's).
 	_, refused, own := ownWrite(err, func(h *Claim) bool {
 		in := h.Intents[l.Intent]
-		return in.Status == IntentPending && in.Attempts == l.Attempt && in.LeaseOwner == l.owner && in.NextAttemptAt == next.UnixMilli()
+		return in.Attempts >= l.Attempt && in.NextAttemptAt == next.UnixMilli() && in.LastError == Truncate(why) && h.CommitToken == l.Claim.CommitToken
 	})
 	switch {
 	case own:
@@ -250,7 +252,10 @@ func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string)
 		out, err := c.update(ctx, c.finishInput(l, status, why, sent))
 		held, refused, own := ownWrite(err, func(h *Claim) bool {
 			in := h.Intents[l.Intent]
-			return in.Status == status && in.Attempts == l.Attempt && in.LeaseOwner == l.owner && h.CommitToken == l.Claim.CommitToken
+			// A park is ours only with our why: another worker's stranded park of our attempt
+			// carries our owner too.
+			return in.Status == status && in.Attempts == l.Attempt && in.LeaseOwner == l.owner && h.CommitToken == l.Claim.CommitToken &&
+				(status != IntentParked || in.LastError == Truncate(why))
 		})
 		var after *Claim
 		switch {
@@ -462,10 +467,11 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	// Another's redrive (same attempts, maybe the same millisecond) has its own nonce.
+	// Another's redrive (same attempts, maybe the same millisecond) has its own nonce; ours
+	// stays on the intent until the next redrive, whatever a worker has done with it since.
 	_, refused, own := ownWrite(err, func(h *Claim) bool {
 		in := h.Intents[intent]
-		return in.Status == IntentPending && in.RedriveID == nonce
+		return in.RedriveID == nonce
 	})
 	switch {
 	case own:

@@ -36,7 +36,7 @@ func (w *Worker) admit(ctx context.Context, target string) (*admission, error) {
 // max_in_flight slot stays held until it ends by itself, rather than let the next call start
 // beside it.
 func mayStillRun(err error) bool {
-	if err == nil || IsNotSent(err) || IsDeduplicated(err) {
+	if err == nil || IsNotSent(err) {
 		return false
 	}
 	var se *StatusError
@@ -44,16 +44,23 @@ func mayStillRun(err error) bool {
 		return intermediaryGaveUp(se.StatusCode)
 	}
 	var answer interface{ HTTPStatusCode() int } // an AWS service's answer (smithy's ResponseError)
-	return !errors.As(err, &answer)
+	if errors.As(err, &answer) {
+		return intermediaryGaveUp(answer.HTTPStatusCode())
+	}
+	// No answer: a timeout or a broken connection after the request was written, even where
+	// a retry is safe (Deduplicated: a standard workflow's start). It may still be running.
+	return true
 }
 
 // intermediaryGaveUp reports whether status is an answer a gateway or proxy gives when it
 // stopped waiting for its backend, or lost it, while the backend may still be running the
-// call: 502 and 504 (API Gateway after 29 s, an ALB, nginx), Cloudflare's 520 and 524, and the
-// 598 and 599 some proxies give for a read timeout. Like a timeout, such a call keeps its slot.
+// call: 502 and 504 (API Gateway after 29 s, an ALB, nginx), 503 (Heroku's router after 30 s,
+// a CDN's first-byte timeout; and an overloaded downstream, which a held slot spares too),
+// Cloudflare's 520 and 524, and the 598 and 599 some proxies give for a read timeout. Like a
+// timeout, such a call keeps its slot.
 func intermediaryGaveUp(status int) bool {
 	switch status {
-	case http.StatusBadGateway, http.StatusGatewayTimeout, 520, 524, 598, 599:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, 520, 524, 598, 599:
 		return true
 	}
 	return false
