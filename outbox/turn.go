@@ -43,8 +43,10 @@ func mayStillRun(err error) bool {
 	if errors.As(err, &se) {
 		return intermediaryGaveUp(se.StatusCode)
 	}
-	var answer interface{ HTTPStatusCode() int } // an AWS service's answer (smithy's ResponseError)
-	if errors.As(err, &answer) {
+	// An AWS service's answer (smithy's ResponseError): status 0 is none, a call cut off by its
+	// timeout before an answer came.
+	var answer interface{ HTTPStatusCode() int }
+	if errors.As(err, &answer) && answer.HTTPStatusCode() != 0 {
 		return intermediaryGaveUp(answer.HTTPStatusCode())
 	}
 	// No answer: a timeout or a broken connection after the request was written, even where
