@@ -41,7 +41,8 @@ import (
 // redrive, never more); every invocation has a deadline; and some DynamoDB answers come late.
 //
 // The seeds are new on every run (ONCEHOOK_SCHEDULE_SEED=n replays from seed n); a seed fixes
-// the schedule's draws, while the goroutines' interleaving stays the machine's.
+// the schedule's plan exactly and the faults' draws as a sequence, while the goroutines'
+// interleaving (which call meets which fault) stays the machine's.
 func TestRandomizedSchedulesKeepBothPromises(t *testing.T) {
 	t.Parallel()
 	const seeds = 8
@@ -101,7 +102,12 @@ func httpTarget(t *testing.T, e *env, draw func(int) int) scheduleTarget {
 func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, func(int) int) scheduleTarget) {
 	t.Parallel()
 	e := newEnv(t)
-	r := rand.New(rand.NewPCG(seed, 2121))
+	// The plan (which worker does what, with which records, when the clock jumps) is drawn
+	// from the seed in this goroutine alone, before each round runs: a seed replays it exactly.
+	// The faults' draws (the downstream's, the late answers') come from a second stream of the
+	// same seed, in the order the goroutines' interleaving asks for them.
+	plan := rand.New(rand.NewPCG(seed, 2121)).IntN
+	r := rand.New(rand.NewPCG(seed, 4242))
 	var rmu sync.Mutex
 	draw := func(n int) int {
 		rmu.Lock()
@@ -150,39 +156,47 @@ func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, fun
 	var redmu sync.Mutex
 	redriven := map[string]int{} // idempotency key -> redrives that took
 
+	type step struct {
+		worker, kind, pick, ms int
+		deadline               time.Duration
+		recs                   []events.DynamoDBEventRecord
+	}
 	for range 20 {
-		var wg sync.WaitGroup
-		for range 1 + draw(3) {
-			w := workers[draw(len(workers))]
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+		steps := make([]step, 1+plan(3))
+		for i := range steps {
+			st := step{worker: plan(len(workers)), kind: plan(6), pick: plan(1 << 20), ms: plan(4000),
 				// An invocation's deadline: room for a call and its margins, or a little more.
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1500+draw(2500))*time.Millisecond)
+				deadline: time.Duration(1500+plan(2500)) * time.Millisecond}
+			for range 1 + plan(len(records)) { // a stream batch: a random selection, in random order, maybe twice
+				st.recs = append(st.recs, records[plan(len(records))])
+			}
+			steps[i] = st
+		}
+		var wg sync.WaitGroup
+		for _, st := range steps {
+			w := workers[st.worker]
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), st.deadline)
 				defer cancel()
-				switch draw(6) {
-				case 0, 1: // a stream batch: a random selection, in random order, maybe twice
-					var recs []events.DynamoDBEventRecord
-					for range 1 + draw(len(records)) {
-						recs = append(recs, records[draw(len(records))])
-					}
-					_, _ = w.HandleStream(ctx, batch(recs))
+				switch st.kind {
+				case 0, 1:
+					_, _ = w.HandleStream(ctx, batch(st.recs))
 				case 2:
 					_, _ = (&outbox.Sweeper{Worker: w, MinAge: time.Second}).Run(ctx)
 				case 3: // a wake-up, perhaps one delivered already
 					wmu.Lock()
 					var body string
 					if len(wakeups) > 0 {
-						body = wakeups[draw(len(wakeups))]
+						body = wakeups[st.pick%len(wakeups)]
 					}
 					wmu.Unlock()
 					if body != "" {
 						_, _ = w.HandleRetries(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: body}}})
 					}
 				case 4: // time passes: leases and backoffs run out, perhaps mid-call
-					e.advance(time.Duration(draw(4000)) * time.Millisecond)
+					e.advance(time.Duration(st.ms) * time.Millisecond)
 				case 5: // an operator re-drives what is parked in one claim, as it was read
-					id := ids[draw(len(ids))]
+					id := ids[st.pick%len(ids)]
 					c := e.claim(id)
 					for _, name := range []string{"alo", "amo"} {
 						if c.Intents[name].Status != dedup.IntentParked {
@@ -195,7 +209,7 @@ func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, fun
 						}
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 	}
