@@ -30,12 +30,25 @@ type downstream struct {
 	applied map[string]int // Idempotency-Key -> effects applied (must never exceed 1)
 	total   int            // requests seen
 	fail    func(n int, key string) (status int, delay time.Duration)
+	spans   []callSpan // when each request was under way
+}
+
+// callSpan is when one request was under way at the downstream (the real clock).
+type callSpan struct {
+	key        string
+	start, end time.Time
 }
 
 func newDownstream(t testing.TB) *downstream {
 	d := &downstream{calls: map[string]int{}, applied: map[string]int{}}
 	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
+		start := time.Now()
+		defer func() {
+			d.mu.Lock()
+			d.spans = append(d.spans, callSpan{key, start, time.Now()})
+			d.mu.Unlock()
+		}()
 		d.mu.Lock()
 		d.total++
 		n := d.total
@@ -94,6 +107,7 @@ type env struct {
 	down   *downstream
 	mu     sync.Mutex
 	offset time.Duration
+	jumps  []time.Time // when the clock was moved (the real clock)
 }
 
 func newEnv(t testing.TB) *env {
@@ -118,6 +132,7 @@ func (e *env) now() time.Time {
 func (e *env) advance(d time.Duration) {
 	e.mu.Lock()
 	e.offset += d
+	e.jumps = append(e.jumps, time.Now())
 	e.mu.Unlock()
 }
 

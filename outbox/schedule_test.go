@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,7 +35,9 @@ import (
 //   - after each fault-free sweep, nothing is pending past its due time;
 //   - every claim ends where the pending index says: under a due shard while an intent is
 //     open, under its parked shard once none is open and one is parked, out of it when all
-//     are done.
+//     are done;
+//   - no two calls to the max_in_flight 1 target are under way at the downstream at once
+//     while the clock stands still (a jump of the clock frees a slot held on it, legitimately).
 //
 // The at-most-once target has max_in_flight 1 and the at-least-once one a rate, so limits
 // hold calls back, give leases back and keep slots; an operator re-drives parked intents while
@@ -261,10 +265,54 @@ func randomSchedule(t *testing.T, seed uint64, target func(*testing.T, *env, fun
 				t.Errorf("seed %d: at-least-once %s/%s done with %d calls, %d effects: %+v", seed, id, name, calls[key], applied[key], in)
 			}
 		}
+	}
+	if a, b, ok := e.overInFlight(":amo", time.Second); ok {
+		t.Errorf("seed %d: two calls to the max_in_flight 1 target under way at once, with the clock still: %s from %s, %s from %s",
+			seed, a.key, a.start.Format(time.StampMilli), b.key, b.start.Format(time.StampMilli))
+	}
+	for _, id := range ids {
+		c := e.claim(id)
 		if want := indexPlace(c); c.PendingShard != want {
 			t.Errorf("seed %d: %s is under %q in the pending index, want %q: %+v", seed, id, c.PendingShard, want, c.Intents)
 		}
 	}
+}
+
+// overInFlight finds two requests to keys ending in suffix under way at once at the downstream
+// while the test's clock stood still from a little (lead) before the first began until the
+// second began: a slot held on the claims' clock frees only when that clock passes it, so a
+// jump of the clock may let a second call start legitimately, and nothing else may.
+func (e *env) overInFlight(suffix string, lead time.Duration) (a, b callSpan, ok bool) {
+	e.down.mu.Lock()
+	spans := slices.Clone(e.down.spans)
+	e.down.mu.Unlock()
+	e.mu.Lock()
+	jumps := slices.Clone(e.jumps)
+	e.mu.Unlock()
+	var calls []callSpan
+	for _, s := range spans {
+		if strings.HasSuffix(s.key, suffix) {
+			calls = append(calls, s)
+		}
+	}
+	slices.SortFunc(calls, func(x, y callSpan) int { return x.start.Compare(y.start) })
+	for i, x := range calls {
+		for _, y := range calls[i+1:] {
+			if !y.start.Before(x.end) {
+				break
+			}
+			still := true
+			for _, j := range jumps {
+				if j.After(x.start.Add(-lead)) && j.Before(y.start) {
+					still = false
+				}
+			}
+			if still {
+				return x, y, true
+			}
+		}
+	}
+	return callSpan{}, callSpan{}, false
 }
 
 // indexPlace is where a claim belongs in the pending index: its due shard while an intent is
