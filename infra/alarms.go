@@ -2,19 +2,17 @@ package infra
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
-	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -111,18 +109,14 @@ func rate(label string, part, whole awscloudwatch.IMetric, minimum float64, peri
 	})
 }
 
-// alarms defines what pages someone, each alarm sending its ALARM and OK to the topic, and a
-// dashboard of the metrics the functions actually write. docs/operations.md says what to do
-// when each fires.
-func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace string, topic awssns.ITopic,
-	table awsdynamodb.ITable, api awsapigatewayv2.HttpApi, receiverFn, worker, sweeper awslambda.Function, dlq awssqs.Queue) ([]awscloudwatch.Alarm, awscloudwatch.Dashboard) {
-	w := &watch{scope: scope, cfg: cfg, namespace: namespace, topic: topic}
+// newAlarms defines what pages someone, each alarm sending its ALARM and OK to the alarm topic.
+// docs/operations.md says what to do when each fires.
+func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Oncehook) []awscloudwatch.Alarm {
+	w := &watch{scope: scope, cfg: cfg, namespace: o.MetricsNamespace, topic: o.AlarmTopic}
+	table, api, receiverFn, worker, sweeper, dlq := o.Table, o.Api, o.Receiver, o.Outbox, o.Sweeper, o.FailureQueue
 	const minute, five = time.Minute, 5 * time.Minute
 	notBreaching, breaching, ignore := awscloudwatch.TreatMissingData_NOT_BREACHING, awscloudwatch.TreatMissingData_BREACHING, awscloudwatch.TreatMissingData_IGNORE
-	aws := func(namespace, name, stat string, period time.Duration, dims map[string]*string) awscloudwatch.Metric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String(name),
-			Statistic: jsii.String(stat), Period: awscdk.Duration_Seconds(jsii.Number(period.Seconds())), DimensionsMap: &dims})
-	}
+	aws := awsMetric
 	tightest := time.Duration(0)
 	for _, name := range file.Names() {
 		if d := time.Duration(file.Sources[name].DeliveryTimeout); tightest == 0 || d < tightest {
@@ -233,70 +227,78 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 	w.alarm(alarmSpec{id: "PendingIndexThrottled", description: "DynamoDB throttles the pending index, which throttles the table's writes too: raise PendingShards (docs/capacity.md)",
 		metric: aws("AWS/DynamoDB", "WriteThrottleEvents", "Sum", minute, indexDims), threshold: 0, m: 2, n: 3, missing: notBreaching})
 
-	// The dashboard: every alarm's state first, then the platform, then the same metrics as
-	// the alarms, by source and by target.
-	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
-		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
+	return w.alarms
+}
+
+// awsMetric is one of AWS's own metrics (AWS/Lambda, AWS/ApiGateway, AWS/DynamoDB).
+func awsMetric(namespace, name, stat string, period time.Duration, dims map[string]*string) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String(name),
+		Statistic: jsii.String(stat), Period: awscdk.Duration_Seconds(jsii.Number(period.Seconds())), DimensionsMap: &dims})
+}
+
+// newAlarmTopic is Props.AlarmTopic, or a new topic this account's alarms may publish to, with
+// Props.AlarmEmails and Props.AlarmHttpsEndpoints subscribed (subscribe).
+func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns.ITopic {
+	topic := cfg.AlarmTopic
+	if topic == nil {
+		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key, and an
+		// alarm notification carries names and states, no secrets (suppress.go).
+		t := awssns.NewTopic(c, jsii.String("Alarms"), &awssns.TopicProps{DisplayName: jsii.String("oncehook alarms"), EnforceSSL: jsii.Bool(true)})
+		// A topic policy replaces SNS's default one, whose Allow is what lets CloudWatch
+		// publish: without this statement (EnforceSSL's policy has only a Deny) alarms fire
+		// and no message is sent. Only this account's alarms.
+		t.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("CloudWatchAlarmsPublish"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+			Actions:    jsii.Strings("sns:Publish"),
+			Resources:  jsii.Strings(*t.TopicArn()),
+			Conditions: &map[string]any{
+				"ArnLike":      map[string]any{"aws:SourceArn": fmt.Sprintf("arn:%s:cloudwatch:%s:%s:alarm:*", *stack.Partition(), *stack.Region(), *stack.Account())},
+				"StringEquals": map[string]any{"aws:SourceAccount": *stack.Account()},
+			},
+		}))
+		suppressTopic(t)
+		topic = t
 	}
-	var rows []*[]awscloudwatch.IWidget
-	// An alarm status widget shows at most 100 alarms.
-	for i := 0; i < len(w.alarms); i += 100 {
-		var shown []interfacesawscloudwatch.IAlarmRef
-		for _, a := range w.alarms[i:min(i+100, len(w.alarms))] {
-			shown = append(shown, a)
+	subscribe(c, topic, cfg)
+	return topic
+}
+
+// subscribe subscribes Props.AlarmEmails and Props.AlarmHttpsEndpoints to the alarm topic, and
+// warns at synth when nothing is: the alarms would fire into a topic nobody reads.
+func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
+	for i, e := range cfg.AlarmEmails {
+		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmEmail%d", i)), &awssns.SubscriptionProps{
+			Topic: topic, Protocol: awssns.SubscriptionProtocol_EMAIL, Endpoint: jsii.String(e),
+		})
+	}
+	for i, e := range cfg.AlarmHttpsEndpoints {
+		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmHttps%d", i)), &awssns.SubscriptionProps{
+			Topic: topic, Protocol: awssns.SubscriptionProtocol_HTTPS, Endpoint: jsii.String(e),
+		})
+	}
+	if cfg.AlarmTopic == nil && len(cfg.AlarmEmails) == 0 && len(cfg.AlarmHttpsEndpoints) == 0 {
+		awscdk.Annotations_Of(c).AddWarningV2(jsii.String("oncehook:unsubscribed"),
+			jsii.String("nothing is subscribed to the alarm topic: set Props.AlarmEmails, Props.AlarmHttpsEndpoints or Props.AlarmTopic, or subscribe Oncehook.AlarmTopic, or the alarms reach nobody"), nil)
+	}
+}
+
+// checkAlarms fills in the duplicate spike's default and refuses a subscription SNS would.
+func checkAlarms(cfg *Props, _ *sources.File) error {
+	if cfg.DuplicateSpike == 0 {
+		cfg.DuplicateSpike = 500
+	}
+	for i, e := range cfg.AlarmEmails {
+		if at := strings.LastIndexByte(e, '@'); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
+			return fmt.Errorf("Props.AlarmEmails[%d] %q: not an email address", i, e)
 		}
-		rows = append(rows, &[]awscloudwatch.IWidget{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
-			Title: jsii.String("alarms"), Alarms: &shown, Width: jsii.Number(24),
-			SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
-		})})
 	}
-	var errs, throttles, durations []awscloudwatch.IMetric
-	for _, fn := range []awslambda.Function{receiverFn, worker, sweeper} {
-		dims := map[string]*string{"FunctionName": fn.FunctionName()}
-		errs = append(errs, aws("AWS/Lambda", "Errors", "Sum", five, dims))
-		throttles = append(throttles, aws("AWS/Lambda", "Throttles", "Sum", five, dims))
-		durations = append(durations, aws("AWS/Lambda", "Duration", "p99", five, dims))
+	for i, e := range cfg.AlarmHttpsEndpoints {
+		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("Props.AlarmHttpsEndpoints[%d] %q: must be an https:// URL", i, e)
+		}
 	}
-	rows = append(rows, &[]awscloudwatch.IWidget{
-		graph("function errors", errs...), graph("function throttles", throttles...), graph("function duration p99 (ms)", durations...),
-	}, &[]awscloudwatch.IWidget{
-		graph("API 4xx and 5xx", aws("AWS/ApiGateway", "4xx", "Sum", five, apiDims), aws("AWS/ApiGateway", "5xx", "Sum", five, apiDims)),
-		graph("API latency (ms)", aws("AWS/ApiGateway", "Latency", "p50", five, apiDims), aws("AWS/ApiGateway", "Latency", "p99", five, apiDims)),
-		graph("failure queue depth", dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")})),
-	})
-	for _, name := range file.Names() {
-		src := []string{"source", name}
-		rows = append(rows, &[]awscloudwatch.IWidget{
-			graph(name+": deliveries", w.ours("Received", "Sum", five, src...), w.ours("Accepted", "Sum", five, src...), w.ours("Duplicate", "Sum", five, src...),
-				w.ours("BackstopAbsorbed", "Sum", five, src...)),
-			graph(name+": refused", w.ours("SignatureRejected", "Sum", five, src...), w.ours("Rejected", "Sum", five, src...), w.ours("Unavailable", "Sum", five, src...),
-				w.ours("Failed", "Sum", five, src...), w.ours("ReplayRefused", "Sum", five, src...), w.ours("UnknownType", "Sum", five, src...)),
-			graph(name+": commit latency (ms)", w.ours("CommitLatency", "p50", five, src...), w.ours("CommitLatency", "p99", five, src...)),
-		})
-	}
-	targets := append(sortedKeys(file.Targets), cfg.Targets...)
-	slices.Sort(targets)
-	for _, t := range slices.Compact(targets) {
-		tgt := []string{"target", t}
-		rows = append(rows, &[]awscloudwatch.IWidget{
-			graph(t+": intents", w.ours("IntentsDone", "Sum", five, tgt...), w.ours("IntentsRetried", "Sum", five, tgt...),
-				w.ours("IntentsParked", "Sum", five, tgt...), w.ours("LeaseLost", "Sum", five, tgt...), w.ours("RetryNotScheduled", "Sum", five, tgt...),
-				w.ours("IntentsHeld", "Sum", five, tgt...)),
-			graph(t+": call latency (ms)", w.ours("ExecutionLatency", "p50", five, tgt...), w.ours("ExecutionLatency", "p99", five, tgt...)),
-		})
-	}
-	last := []awscloudwatch.IWidget{
-		graph("sweeps", w.ours("SweepRuns", "Sum", five), w.ours("SweepRedriven", "Sum", five), w.ours("SweepSettled", "Sum", five),
-			w.ours("SweepFailures", "Sum", five), w.ours("SweepDeferred", "Sum", five), w.ours("SweepIncomplete", "Sum", five)),
-		graph("parked claims", w.ours("ParkedClaims", "Maximum", five)),
-		graph("outbox iterator age (ms)", aws("AWS/Lambda", "IteratorAge", "Maximum", five, map[string]*string{"FunctionName": worker.FunctionName()})),
-	}
-	if len(cfg.AuditPrefixes) > 0 {
-		last = append(last, graph("leak audit", w.ours("EffectsAudited", "Sum", five), w.ours("EffectsWithoutClaim", "Sum", five)))
-	}
-	rows = append(rows, &last)
-	dash := awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{Widgets: &rows})
-	return w.alarms, dash
+	return nil
 }
 
 // readsAStore reports whether a source's secrets are re-read from a store (Secrets Manager,

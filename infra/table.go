@@ -2,6 +2,7 @@ package infra
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,12 +12,78 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // adoptedNeeds is what oncehook's code needs of an adopted table (Props.ExistingTable), as
 // docs/stack.md lists it for a table the synth cannot read.
 const adoptedNeeds = "key pk (string, partition) and sk (string, sort); a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES; TTL on expires_at; " +
 	"the pending index (pending_shard string, pending_since number)"
+
+// newTable is the design's table: claims, effect records and the pending index; or
+// Props.ExistingTable, once adopt has checked it.
+func newTable(c constructs.Construct, stack awscdk.Stack, cfg Props) (awsdynamodb.ITable, error) {
+	if cfg.ExistingTable != nil {
+		return cfg.ExistingTable, adopt(c, stack, cfg.ExistingTable)
+	}
+	removal := awscdk.RemovalPolicy_RETAIN
+	if cfg.Local {
+		removal = awscdk.RemovalPolicy_DESTROY
+	}
+	table := awsdynamodb.NewTable(c, jsii.String("Table"), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.PartitionKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:             &awsdynamodb.Attribute{Name: jsii.String(dedup.SortKey), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String(dedup.TTLAttribute),
+		Stream:              awsdynamodb.StreamViewType_NEW_IMAGE,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(!cfg.Local),
+		RemovalPolicy:      removal,
+		Encryption:         cfg.TableEncryption,
+		EncryptionKey:      cfg.TableKey,
+	})
+	if cfg.TableLogicalID != "" {
+		table.Node().DefaultChild().(awsdynamodb.CfnTable).OverrideLogicalId(jsii.String(cfg.TableLogicalID))
+	}
+	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(dedup.PendingIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dedup.IndexPartitionKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.IndexSortKey), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
+	return table, nil
+}
+
+// checkTable fills in the table's defaults and refuses what cannot work: a shard count out of
+// range, a logical id CloudFormation would refuse, settings of a created table with an adopted
+// one, an adopted table without a stream.
+func checkTable(cfg *Props, _ *sources.File) error {
+	if cfg.PendingShards == 0 {
+		cfg.PendingShards = dedup.PendingShards
+	}
+	if cfg.PendingShards < 1 || cfg.PendingShards > dedup.MaxPendingShards {
+		return fmt.Errorf("Props.PendingShards %d: must be between 1 and %d", cfg.PendingShards, dedup.MaxPendingShards)
+	}
+	if id := cfg.TableLogicalID; id != "" && !logicalID(id) {
+		return fmt.Errorf("Props.TableLogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
+	}
+	if cfg.ExistingTable != nil {
+		switch {
+		case cfg.TableLogicalID != "":
+			return errors.New("Props.TableLogicalID: keeps the id of the table the construct creates, and with Props.ExistingTable it creates none")
+		case cfg.TableEncryption != "" || cfg.TableKey != nil:
+			return errors.New("Props.TableEncryption and Props.TableKey: configure the table the construct creates, and with Props.ExistingTable it creates none (an imported table's key is given with it: awsdynamodb.TableAttributes.EncryptionKey)")
+		case cfg.ExistingTable.TableStreamArn() == nil:
+			return errors.New("Props.ExistingTable: has no stream, and the outbox runs on the table's stream: give the table a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, and import it with awsdynamodb.Table_FromTableAttributes and its TableStreamArn")
+		}
+	}
+	if cfg.TableKey != nil && cfg.TableEncryption != awsdynamodb.TableEncryption_CUSTOMER_MANAGED {
+		return errors.New("Props.TableKey: only with TableEncryption CUSTOMER_MANAGED")
+	}
+	return nil
+}
 
 // adopt checks Props.ExistingTable: in the stack's account and Region (the stream mapping and
 // the claims' transactions are), and, when the table is defined in the app (its CloudFormation
@@ -160,4 +227,16 @@ func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
 		}
 	}
 	return wrong
+}
+
+func logicalID(id string) bool {
+	if id == "" || len(id) > 255 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }

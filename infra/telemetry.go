@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -197,4 +198,47 @@ func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function)
 			}}, jsii.Bool(true))
 		}
 	}
+}
+
+// defaultNamespace is DefaultNamespace and the construct's path, each character CloudWatch
+// does not take in a namespace replaced with "_".
+func defaultNamespace(path string) string {
+	ns := []rune(DefaultNamespace + "/" + path)
+	for i, r := range ns {
+		if !namespaceRune(r) {
+			ns[i] = '_'
+		}
+	}
+	if len(ns) > 255 {
+		ns = ns[:255]
+	}
+	return string(ns)
+}
+
+func namespaceRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)
+}
+
+func validNamespace(ns string) bool {
+	if ns == "" || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
+		return false
+	}
+	for _, r := range ns {
+		if !namespaceRune(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// allowLogs lets CloudWatch Logs encrypt with key, for log groups of this account only.
+func allowLogs(stack awscdk.Stack, key awskms.IKey) {
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(fmt.Sprintf("logs.%s.amazonaws.com", *stack.Region())), nil)},
+		Actions:    jsii.Strings("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"ArnLike": map[string]any{
+			"kms:EncryptionContext:aws:logs:arn": fmt.Sprintf("arn:%s:logs:%s:%s:log-group:*", *stack.Partition(), *stack.Region(), *stack.Account()),
+		}},
+	}), jsii.Bool(true))
 }
