@@ -22,7 +22,22 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// DefaultNamespace is where the functions' EMF metrics land unless Props.MetricsNamespace
+// AlarmProps override the alarms' defaults (Props.Alarms): a new topic nobody is subscribed to
+// (the synth warns), and a duplicate spike at 500 in 5 minutes.
+type AlarmProps struct {
+	// Topic receives every alarm's ALARM and OK; default a new topic (Oncehook.AlarmTopic), to
+	// subscribe whoever is on call.
+	Topic awssns.ITopic
+	// Emails and HttpsEndpoints subscribe the alarm topic (the construct's own or Topic): each
+	// address gets every ALARM and OK once it confirms the subscription. A stack with neither
+	// and no Topic synthesizes with a warning: its alarms reach nobody.
+	Emails, HttpsEndpoints []string
+	// DuplicateSpike is the number of duplicates per source in 5 minutes that alarms (a redrive
+	// in progress, or handler latency over the provider's timeout). Default 500.
+	DuplicateSpike float64
+}
+
+// DefaultNamespace is where the functions' EMF metrics land unless Props.Telemetry.MetricsNamespace
 // names another.
 const DefaultNamespace = "oncehook"
 
@@ -142,7 +157,7 @@ func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Onc
 	w.alarm(alarmSpec{id: "SweepDeferred", description: "Every sweep for 15 minutes deferred intents it had no time for: a target slower than the sweeper's timeout, or a backlog; they run only when something runs them (docs/operations.md)",
 		metric: w.ours("SweepDeferred", "Sum", five), threshold: 0, m: 3, n: 3, missing: notBreaching})
 
-	if len(cfg.AuditPrefixes) > 0 {
+	if len(cfg.Sweeper.AuditPrefixes) > 0 {
 		w.alarm(alarmSpec{id: "EffectsWithoutClaim", description: "The leak audit found effect records no claim wrote: something writes them outside oncehook's transaction (the sweeper's log names each key)",
 			metric: w.ours("EffectsWithoutClaim", "Sum", five), threshold: 0, m: 1, n: 1, missing: notBreaching})
 	}
@@ -152,7 +167,7 @@ func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Onc
 		src := []string{"source", name}
 		received := w.ours("Received", "Sum", five, src...)
 		w.alarm(alarmSpec{id: "DuplicateSpike-" + name, description: "Duplicates from " + name + " above the usual trickle: a redrive, or handler latency over the provider's timeout",
-			metric: w.ours("Duplicate", "Sum", five, src...), threshold: cfg.DuplicateSpike, m: 2, n: 3, missing: notBreaching})
+			metric: w.ours("Duplicate", "Sum", five, src...), threshold: cfg.Alarms.DuplicateSpike, m: 2, n: 3, missing: notBreaching})
 		w.alarm(alarmSpec{id: "SignatureRejected-" + name, description: "Over half of " + name + "'s deliveries fail their signature (a broken secret rotation 401s every delivery until the provider disables the endpoint)",
 			metric: rate("SignatureRejected %", w.ours("SignatureRejected", "Sum", five, src...), received, 20, five), threshold: 50, m: 2, n: 3, missing: notBreaching})
 		w.alarm(alarmSpec{id: "ReceiverFailing-" + name, description: "Over 5% of " + name + "'s deliveries are answered 503 (DynamoDB throttled or slow) or 500 (a planner or configuration error)",
@@ -187,7 +202,7 @@ func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Onc
 	}
 	// A downstream that fails: intents retry with backoff for about half an hour before they
 	// park (ParkedIntents). Most of a target's attempts retried for 15 minutes pages first.
-	outageTargets := append(sortedKeys(file.Targets), cfg.Targets...)
+	outageTargets := append(sortedKeys(file.Targets), cfg.Outbox.Targets...)
 	slices.Sort(outageTargets)
 	for _, t := range slices.Compact(outageTargets) {
 		tgt := []string{"target", t}
@@ -236,10 +251,10 @@ func awsMetric(namespace, name, stat string, period time.Duration, dims map[stri
 		Statistic: jsii.String(stat), Period: awscdk.Duration_Seconds(jsii.Number(period.Seconds())), DimensionsMap: &dims})
 }
 
-// newAlarmTopic is Props.AlarmTopic, or a new topic this account's alarms may publish to, with
-// Props.AlarmEmails and Props.AlarmHttpsEndpoints subscribed (subscribe).
+// newAlarmTopic is Props.Alarms.Topic, or a new topic this account's alarms may publish to, with
+// Props.Alarms.Emails and Props.Alarms.HttpsEndpoints subscribed (subscribe).
 func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns.ITopic {
-	topic := cfg.AlarmTopic
+	topic := cfg.Alarms.Topic
 	if topic == nil {
 		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key, and an
 		// alarm notification carries names and states, no secrets (suppress.go).
@@ -264,38 +279,38 @@ func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns
 	return topic
 }
 
-// subscribe subscribes Props.AlarmEmails and Props.AlarmHttpsEndpoints to the alarm topic, and
+// subscribe subscribes Props.Alarms.Emails and Props.Alarms.HttpsEndpoints to the alarm topic, and
 // warns at synth when nothing is: the alarms would fire into a topic nobody reads.
 func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
-	for i, e := range cfg.AlarmEmails {
+	for i, e := range cfg.Alarms.Emails {
 		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmEmail%d", i)), &awssns.SubscriptionProps{
 			Topic: topic, Protocol: awssns.SubscriptionProtocol_EMAIL, Endpoint: jsii.String(e),
 		})
 	}
-	for i, e := range cfg.AlarmHttpsEndpoints {
+	for i, e := range cfg.Alarms.HttpsEndpoints {
 		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmHttps%d", i)), &awssns.SubscriptionProps{
 			Topic: topic, Protocol: awssns.SubscriptionProtocol_HTTPS, Endpoint: jsii.String(e),
 		})
 	}
-	if cfg.AlarmTopic == nil && len(cfg.AlarmEmails) == 0 && len(cfg.AlarmHttpsEndpoints) == 0 {
+	if cfg.Alarms.Topic == nil && len(cfg.Alarms.Emails) == 0 && len(cfg.Alarms.HttpsEndpoints) == 0 {
 		awscdk.Annotations_Of(c).AddWarningV2(jsii.String("oncehook:unsubscribed"),
-			jsii.String("nothing is subscribed to the alarm topic: set Props.AlarmEmails, Props.AlarmHttpsEndpoints or Props.AlarmTopic, or subscribe Oncehook.AlarmTopic, or the alarms reach nobody"), nil)
+			jsii.String("nothing is subscribed to the alarm topic: set Props.Alarms.Emails, Props.Alarms.HttpsEndpoints or Props.Alarms.Topic, or subscribe Oncehook.AlarmTopic, or the alarms reach nobody"), nil)
 	}
 }
 
 // checkAlarms fills in the duplicate spike's default and refuses a subscription SNS would.
 func checkAlarms(cfg *Props, _ *sources.File) error {
-	if cfg.DuplicateSpike == 0 {
-		cfg.DuplicateSpike = 500
+	if cfg.Alarms.DuplicateSpike == 0 {
+		cfg.Alarms.DuplicateSpike = 500
 	}
-	for i, e := range cfg.AlarmEmails {
+	for i, e := range cfg.Alarms.Emails {
 		if at := strings.LastIndexByte(e, '@'); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
-			return fmt.Errorf("Props.AlarmEmails[%d] %q: not an email address", i, e)
+			return fmt.Errorf("Props.Alarms.Emails[%d] %q: not an email address", i, e)
 		}
 	}
-	for i, e := range cfg.AlarmHttpsEndpoints {
+	for i, e := range cfg.Alarms.HttpsEndpoints {
 		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" {
-			return fmt.Errorf("Props.AlarmHttpsEndpoints[%d] %q: must be an https:// URL", i, e)
+			return fmt.Errorf("Props.Alarms.HttpsEndpoints[%d] %q: must be an https:// URL", i, e)
 		}
 	}
 	return nil

@@ -62,7 +62,7 @@ func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *
 			graph(name+": commit latency (ms)", w.ours("CommitLatency", "p50", five, src...), w.ours("CommitLatency", "p99", five, src...)),
 		})
 	}
-	targets := append(sortedKeys(file.Targets), cfg.Targets...)
+	targets := append(sortedKeys(file.Targets), cfg.Outbox.Targets...)
 	slices.Sort(targets)
 	for _, t := range slices.Compact(targets) {
 		tgt := []string{"target", t}
@@ -79,7 +79,7 @@ func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *
 		graph("parked claims", w.ours("ParkedClaims", "Maximum", five)),
 		graph("outbox iterator age (ms)", aws("AWS/Lambda", "IteratorAge", "Maximum", five, map[string]*string{"FunctionName": worker.FunctionName()})),
 	}
-	if len(cfg.AuditPrefixes) > 0 {
+	if len(cfg.Sweeper.AuditPrefixes) > 0 {
 		last = append(last, graph("leak audit", w.ours("EffectsAudited", "Sum", five), w.ours("EffectsWithoutClaim", "Sum", five)))
 	}
 	rows = append(rows, &last)

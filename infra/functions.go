@@ -20,18 +20,6 @@ import (
 // What the three functions share: their options, their code, the environment that points them
 // at the table, and how each is defined (its own log group and role).
 
-// FunctionOptions are one function's settings over the construct-wide ones.
-type FunctionOptions struct {
-	// MemorySize in MB (128 to 10,240); default Props.MemorySize.
-	MemorySize float64
-	// Architecture, default Props.X86's (arm64 unless X86). The function's code must be built
-	// for it: a prebuilt bootstrap of another architecture fails the synth.
-	Architecture awslambda.Architecture
-	// ReservedConcurrency caps the function's concurrent executions (0: no cap). Not for the
-	// sweeper, which has 1 (Props.UnreservedSweeper removes it).
-	ReservedConcurrency float64
-}
-
 // FunctionTag tags each function with its role in the deployment: receiver, outbox, sweeper.
 const FunctionTag = "oncehook:function"
 
@@ -47,7 +35,7 @@ func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 		c    Code
 		def  string
 		opts FunctionOptions
-	}{{"receiver", cfg.Receiver, ReceiverPackage, cfg.ReceiverFunction}, {"outbox", cfg.Outbox, OutboxPackage, cfg.OutboxFunction}, {"sweeper", cfg.Sweeper, SweeperPackage, cfg.SweeperFunction}} {
+	}{{"receiver", cfg.Receiver.Code, ReceiverPackage, cfg.Receiver.Function}, {"outbox", cfg.Outbox.Code, OutboxPackage, cfg.Outbox.Function}, {"sweeper", cfg.Sweeper.Code, SweeperPackage, cfg.Sweeper.Function}} {
 		arm64 := *f.opts.Architecture.Name() == *awslambda.Architecture_ARM_64().Name()
 		c := f.c
 		if c.GoPackage == "" && c.Dir == "" && c.Lambda == nil {
@@ -67,18 +55,18 @@ func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 // shards, OpenTelemetry's settings, the bindings, the application's targets and
 // Props.Environment. The outbox and the sweeper add their own (outboxEnv).
 func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[string]string {
-	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.PendingShards),
-		"METRICS_NAMESPACE": cfg.MetricsNamespace}
-	if cfg.OpenTelemetry != nil {
-		for k, v := range telemetryEnv(cfg.OpenTelemetry) {
+	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.Table.PendingShards),
+		"METRICS_NAMESPACE": cfg.Telemetry.MetricsNamespace}
+	if cfg.Telemetry.OpenTelemetry != nil {
+		for k, v := range telemetryEnv(cfg.Telemetry.OpenTelemetry) {
 			env[k] = v
 		}
 	}
 	if bindings != "" {
 		env["ONCEHOOK_BINDINGS"] = bindings // every function binds the whole file at start
 	}
-	if len(cfg.Targets) > 0 {
-		env["ONCEHOOK_TARGETS"] = strings.Join(cfg.Targets, ",")
+	if len(cfg.Outbox.Targets) > 0 {
+		env["ONCEHOOK_TARGETS"] = strings.Join(cfg.Outbox.Targets, ",")
 	}
 	for k, v := range cfg.Environment {
 		env[k] = v
@@ -90,9 +78,9 @@ func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[strin
 // deployment (oncehook:function) so tools find it without its name.
 func function(scope constructs.Construct, id string, cfg Props, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) (awslambda.Function, error) {
 	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
-		Retention:     cfg.LogRetention,
-		RemovalPolicy: cfg.LogRemoval,
-		EncryptionKey: cfg.LogKey,
+		Retention:     cfg.Telemetry.LogRetention,
+		RemovalPolicy: cfg.Telemetry.LogRemoval,
+		EncryptionKey: cfg.Telemetry.LogKey,
 	})
 	name := strings.ToLower(id)
 	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
@@ -122,7 +110,7 @@ func function(scope constructs.Construct, id string, cfg Props, opts FunctionOpt
 		Environment:  &vars,
 		LogGroup:     logs,
 		Description:  jsii.String("oncehook " + name),
-		Tracing:      cfg.Tracing,
+		Tracing:      cfg.Telemetry.Tracing,
 	})
 	if opts.ReservedConcurrency > 0 {
 		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(opts.ReservedConcurrency))
@@ -155,7 +143,7 @@ func checkEnvironment(fn awslambda.Function, name string, vars map[string]*strin
 		literal += len(*v)
 	}
 	if literal > maxEnvironment {
-		return fmt.Errorf("the %s function's environment: %d bytes with its literal values alone (the inline sources file, Props.Environment, Props.OpenTelemetry's settings), over Lambda's 4 KB: a smaller OpenTelemetry header or resource attributes, or Code.Dir or Code.GoPackage (which carry the sources file in the code, not the environment)",
+		return fmt.Errorf("the %s function's environment: %d bytes with its literal values alone (the inline sources file, Props.Environment, Props.Telemetry.OpenTelemetry's settings), over Lambda's 4 KB: a smaller OpenTelemetry header or resource attributes, or Code.Dir or Code.GoPackage (which carry the sources file in the code, not the environment)",
 			strings.ToLower(name), literal)
 	}
 	if literal+tokens*deployValue > maxEnvironment {
@@ -176,19 +164,19 @@ func checkFunctions(cfg *Props, _ *sources.File) error {
 	if cfg.MemorySize < 128 || cfg.MemorySize > 10240 {
 		return fmt.Errorf("Props.MemorySize %g: must be between 128 and 10240 MB", cfg.MemorySize)
 	}
-	if cfg.ReceiverReservedConcurrency != 0 {
-		if cfg.ReceiverFunction.ReservedConcurrency != 0 {
-			return errors.New("Props.ReceiverFunction.ReservedConcurrency: set it or Props.ReceiverReservedConcurrency, not both")
+	if cfg.Receiver.ReservedConcurrency != 0 {
+		if cfg.Receiver.Function.ReservedConcurrency != 0 {
+			return errors.New("Props.Receiver.Function.ReservedConcurrency: set it or Props.Receiver.ReservedConcurrency, not both")
 		}
-		cfg.ReceiverFunction.ReservedConcurrency = cfg.ReceiverReservedConcurrency
+		cfg.Receiver.Function.ReservedConcurrency = cfg.Receiver.ReservedConcurrency
 	}
-	if cfg.SweeperFunction.ReservedConcurrency != 0 {
-		return errors.New("Props.SweeperFunction.ReservedConcurrency: the sweeper runs one at a time (reserved 1); Props.UnreservedSweeper removes the reservation")
+	if cfg.Sweeper.Function.ReservedConcurrency != 0 {
+		return errors.New("Props.Sweeper.Function.ReservedConcurrency: the sweeper runs one at a time (reserved 1); Props.Sweeper.Unreserved removes the reservation")
 	}
 	for _, f := range []struct {
 		name string
 		o    *FunctionOptions
-	}{{"ReceiverFunction", &cfg.ReceiverFunction}, {"OutboxFunction", &cfg.OutboxFunction}, {"SweeperFunction", &cfg.SweeperFunction}} {
+	}{{"Receiver.Function", &cfg.Receiver.Function}, {"Outbox.Function", &cfg.Outbox.Function}, {"Sweeper.Function", &cfg.Sweeper.Function}} {
 		if f.o.MemorySize == 0 {
 			f.o.MemorySize = cfg.MemorySize
 		}

@@ -26,7 +26,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -39,134 +38,36 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// Props configures an oncehook deployment. The zero values are the safe defaults; only
-// SourcesFile is required.
+// Props configures an oncehook deployment: what the whole deployment shares at the top, and
+// one struct per part (Table, Receiver, Outbox, Sweeper, Alarms, Telemetry) that overrides
+// that part's defaults. The zero values are the safe defaults; only SourcesFile is required.
+// The synth refuses what cannot work, naming the prop by its path (Props.Outbox.StreamBatchSize).
 type Props struct {
 	// SourcesFile is the deployment's sources file (required). It is validated at synth (a
 	// retention shorter than a provider's promise, timings that cannot work and the like fail
 	// the synth, naming the field), the IAM policies are derived from it, and the functions are
 	// handed this same file (see Code).
 	SourcesFile string
-	// Receiver, Outbox and Sweeper are the functions' code. Default: oncehook's own packages
-	// (ReceiverPackage and so on), built from GoModuleDir.
-	Receiver, Outbox, Sweeper Code
-	// GoModuleDir is where the default packages are built (a module that requires oncehook).
-	// Default ".".
+	// GoModuleDir is where the functions' default packages are built (a module that requires
+	// oncehook), and any Code.GoPackage without a GoModuleDir of its own. Default ".".
 	GoModuleDir string
 	// X86 deploys the functions on x86_64 instead of Graviton (arm64): an emulator on an amd64
-	// host.
+	// host. A part's Function.Architecture sets one function's.
 	X86 bool
 	// Local marks a throwaway stack on an emulator: the table is destroyed with it and has no
 	// deletion protection.
 	Local bool
-	// MemorySize of each function in MB (128 to 10,240). Default 256; ReceiverFunction and
-	// the like set one function's.
+	// MemorySize of each function in MB (128 to 10,240). Default 256; a part's
+	// Function.MemorySize sets one function's.
 	MemorySize float64
-	// ReceiverFunction, OutboxFunction and SweeperFunction set one function's memory,
-	// architecture and reserved concurrency over the defaults above.
-	ReceiverFunction, OutboxFunction, SweeperFunction FunctionOptions
 	// Environment is added to every function's environment (it cannot replace oncehook's own).
 	Environment map[string]string
-	// Targets are the intent targets the application's own executors serve (its outbox and
-	// sweeper pass them to launch.Outbox and launch.Sweeper): ONCEHOOK_TARGETS, so the
-	// receiver refuses intents for any other target and the outbox refuses to start without
-	// an executor for each.
-	Targets []string
-	// PendingShards is the pending index's shard count: raise it with the event rate
-	// (docs/capacity.md), never lower it. Default 16.
-	PendingShards int
-	// DuplicateSpike is the number of duplicates per source in 5 minutes that alarms (a redrive
-	// in progress, or handler latency over the provider's timeout). Default 500.
-	DuplicateSpike float64
-	// HttpApi is an existing HTTP API to add the webhook route to; default a new one.
-	HttpApi awsapigatewayv2.HttpApi
-	// ThrottleRate and ThrottleBurst bound the new API's requests per second (default 1,000
-	// and 2,000): a flood of unsigned requests is refused at API Gateway rather than starting
-	// receivers that refuse them one by one.
-	ThrottleRate, ThrottleBurst float64
 	// AllowEnvSecrets and AllowPrivateTargets let a stack that is not Local keep what only works
 	// locally: secrets read from the functions' environment ("env" references, which the stack
 	// never sets: the receiver would fail at start), and targets on loopback or private
 	// addresses. Without them such a sources file fails the synth, naming the source or target.
 	AllowEnvSecrets, AllowPrivateTargets bool
-	// AlarmTopic receives every alarm's ALARM and OK; default a new topic (Oncehook.AlarmTopic),
-	// to subscribe whoever is on call.
-	AlarmTopic awssns.ITopic
-	// AlarmEmails and AlarmHttpsEndpoints subscribe the alarm topic (the construct's own or
-	// AlarmTopic): each address gets every ALARM and OK once it confirms the subscription. A
-	// stack with neither and no AlarmTopic synthesizes with a warning: its alarms reach nobody.
-	AlarmEmails, AlarmHttpsEndpoints []string
-	// MetricsNamespace is the CloudWatch namespace the functions write their metrics in and the
-	// alarms read: one per deployment, so that staging and production in one account do not feed
-	// each other's alarms. Default DefaultNamespace + "/" + the construct's path
-	// ("oncehook/Production/Webhooks"), unique per construct instance in an account and Region.
-	MetricsNamespace string
-	// StreamParallelization is the stream mapping's parallelization factor (1 to 10): batches
-	// of one shard processed at once, for an event rate one worker per shard cannot keep up
-	// with (OutboxIteratorAge). Default 2.
-	StreamParallelization float64
-	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
-	// 100. The outbox runs up to outbox.DefaultConcurrency (256) records at once, so its
-	// function's timeout is derived from the rounds a batch takes and the slowest target's
-	// timeout: a batch that could not run within Lambda's 15 minutes fails the synth.
-	StreamBatchSize float64
-	// LogRetention is how long the functions' and the API's log groups keep their lines.
-	// Default one month.
-	LogRetention awslogs.RetentionDays
-	// LogRemoval is what becomes of those log groups when the stack deletes them. Default
-	// DESTROY (the lines expire anyway); RETAIN for an audit trail that outlives the stack.
-	LogRemoval awscdk.RemovalPolicy
-	// QueueKey puts the retry and failure queues under a customer-managed KMS key (default
-	// SQS's own encryption); the functions that send to them may use it through SQS.
-	QueueKey awskms.IKey
-	// LogKey puts every log group (the functions' and the API's) under a customer-managed KMS
-	// key (default CloudWatch Logs' own encryption). A key defined in the app is given the
-	// statement that lets CloudWatch Logs use it for this account's log groups; an imported
-	// key's policy must have it already.
-	LogKey awskms.IKey
-	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
-	// role send its segments); default none.
-	Tracing awslambda.Tracing
-	// OpenTelemetry turns on the functions' OpenTelemetry traces, exported to a collector
-	// layer or an OTLP endpoint (see OpenTelemetry); default off.
-	OpenTelemetry *OpenTelemetry
-	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
-	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
-	// cannot take the account's concurrency from the receiver. Default 5.
-	RetryConcurrency float64
-	// ReceiverReservedConcurrency caps the receiver's concurrent executions (0: no cap), so a
-	// flood cannot take the account's concurrency from the outbox and the sweeper. (A new
-	// account's unreserved minimum of 100 leaves little to reserve.)
-	ReceiverReservedConcurrency float64
-	// SecretsKeys are the customer-managed KMS keys the sources file's secrets and SecureString
-	// parameters are encrypted under: the receiver may decrypt with them through Secrets Manager
-	// and SSM only (kms:ViaService). Secrets under the AWS managed keys need none.
-	SecretsKeys []awskms.IKey
-	// TableEncryption and TableKey choose the table's encryption, as in awsdynamodb.TableProps:
-	// AWS owned (the default), AWS managed, or customer managed (TableKey, or a new key with
-	// rotation). Claims and effect records hold payload fields: an email, an address. With a
-	// customer-managed key each function may use it for the table.
-	TableEncryption awsdynamodb.TableEncryption
-	TableKey        awskms.IKey
-	// TableLogicalID keeps the table's CloudFormation logical id. The id follows the
-	// construct's path, so renaming or moving the construct would replace the table (a new,
-	// empty one: its dedup history lost, a redrive run again); set this to the id the table
-	// has in the deployed template ("WebhooksTable1A2B3C4D") and the same table stays.
-	TableLogicalID string
-	// ExistingTable adopts a table the construct does not create: one of another stack (a
-	// stateful stack that outlives this one), one defined beside the construct, or one created
-	// outside CloudFormation and imported with awsdynamodb.Table_FromTableAttributes (with its
-	// TableStreamArn, and EncryptionKey when it is under a customer-managed key). The stream
-	// mapping, every grant, the alarms, the dashboard and the outputs are then on it, and no
-	// table is created. It must be what oncehook's code needs: key pk (string, partition) and
-	// sk (string, sort), a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, TTL on expires_at, and
-	// the pending index (partition key pending_shard, string; sort key pending_since, number;
-	// keys projected at least), in the stack's account and Region. The synth refuses a table
-	// without a stream ARN and, for a table defined in the app, any of these it does not have;
-	// an imported table's settings cannot be read at synth, and the team keeps them
-	// (docs/stack.md, "Adopting a table"). Not with TableLogicalID, TableEncryption or
-	// TableKey, which configure the table the construct creates.
-	ExistingTable awsdynamodb.ITable
+
 	// TableBindings bind the sources file's tables marked "bound": true (which name no table)
 	// to tables the app defines or imports, by the name the file lists them under: the
 	// receiver is granted what each table's actions need (and the sweeper Scan where it
@@ -174,7 +75,7 @@ type Props struct {
 	// name as CloudFormation resolves it (ONCEHOOK_BINDINGS, applied by launch at start). So
 	// one sources file serves every account and stage, and the table needs no fixed physical
 	// name. A bound table is in the stack's account and Region, has the key the file's entry
-	// names (checked at synth for a table defined in the app), and is not ExistingTable.
+	// names (checked at synth for a table defined in the app), and is not Table.Existing.
 	TableBindings map[string]awsdynamodb.ITable
 	// QueueBindings, TopicBindings, EventBusBindings, StateMachineBindings and
 	// FunctionBindings bind the sources file's AWS targets marked "bound": true (which name
@@ -189,30 +90,40 @@ type Props struct {
 	EventBusBindings     map[string]awsevents.IEventBus
 	StateMachineBindings map[string]awsstepfunctions.IStateMachine
 	FunctionBindings     map[string]awslambda.IFunction
-	// SourceThrottles overrides ThrottleRate and ThrottleBurst for a source's own route (each
-	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
-	// allowance. Only with the construct's own API.
-	SourceThrottles map[string]Throttle
-	// Domain serves the webhook API on a custom domain, so that the URL each provider is
-	// configured with survives replacing the API. Only with the construct's own API.
-	Domain *Domain
-	// AuditPrefixes turns on the leak audit: each sweep reads the next AuditSample items
-	// (default 100) of the table and counts records under these partition-key prefixes (the
-	// ones only put effects write: ORDER#) that no claim wrote (EffectsWithoutClaim, alarmed).
-	// See dedup.Auditor.
-	AuditPrefixes []string
-	AuditSample   int
-	// UnreservedSweeper leaves the sweeper without its reserved concurrency of 1, for an account
-	// whose concurrency quota has nothing to reserve (a new account's 10). Its lock item still
-	// keeps two runs from overlapping; the reservation keeps a second one from even starting.
-	UnreservedSweeper bool
+
+	// Table is the table of claims, effect records and the outbox: its encryption, its
+	// logical id, its pending index's shards, or a table to adopt instead (TableProps).
+	Table TableProps
+	// Receiver is the receiver function and the webhook API in front of it (ReceiverProps).
+	Receiver ReceiverProps
+	// Outbox is the outbox worker, its stream mapping and its retry and failure queues
+	// (OutboxProps).
+	Outbox OutboxProps
+	// Sweeper is the scheduled sweeper and its leak audit (SweeperProps).
+	Sweeper SweeperProps
+	// Alarms are where the alarms go and what pages (AlarmProps).
+	Alarms AlarmProps
+	// Telemetry is the functions' metrics namespace, logs and traces (TelemetryProps).
+	Telemetry TelemetryProps
+}
+
+// FunctionOptions are one function's settings over the construct-wide ones.
+type FunctionOptions struct {
+	// MemorySize in MB (128 to 10,240); default Props.MemorySize.
+	MemorySize float64
+	// Architecture, default Props.X86's (arm64 unless X86). The function's code must be built
+	// for it: a prebuilt bootstrap of another architecture fails the synth.
+	Architecture awslambda.Architecture
+	// ReservedConcurrency caps the function's concurrent executions (0: no cap). Not for the
+	// sweeper, which has 1 (Props.Sweeper.Unreserved removes it).
+	ReservedConcurrency float64
 }
 
 // Oncehook is a deployed oncehook: its resources are fields, to grant and extend with ordinary
 // CDK calls (Table.GrantReadData(fn), Outbox.AddEnvironment(...)).
 type Oncehook struct {
 	constructs.Construct
-	// Table is the table the construct created, or Props.ExistingTable.
+	// Table is the table the construct created, or Props.Table.Existing.
 	Table                     awsdynamodb.ITable
 	Receiver, Outbox, Sweeper awslambda.Function
 	Api                       awsapigatewayv2.HttpApi
@@ -221,20 +132,20 @@ type Oncehook struct {
 	WebhookUrl  *string
 	WebhookUrls map[string]*string
 	// DomainTarget is the regional host name a custom domain's DNS record points at (nil
-	// without Props.Domain).
+	// without Props.Receiver.Domain).
 	DomainTarget *string
 	// RetryQueue wakes retried intents; FailureQueue takes the stream records and wake-ups that
 	// exhausted their retries.
 	RetryQueue, FailureQueue awssqs.Queue
 	Alarms                   []awscloudwatch.Alarm
 	Dashboard                awscloudwatch.Dashboard
-	// AlarmTopic is where the alarms send their ALARM and OK (Props.AlarmTopic, or a new one).
+	// AlarmTopic is where the alarms send their ALARM and OK (Props.Alarms.Topic, or a new one).
 	AlarmTopic awssns.ITopic
 	// MetricsNamespace is the namespace the functions write their metrics in and the alarms
-	// read (Props.MetricsNamespace or its default).
+	// read (Props.Telemetry.MetricsNamespace or its default).
 	MetricsNamespace string
 	// StreamMapping is the outbox's mapping on the table's stream, SweepSchedule the sweeper's
-	// rule, AccessLogs the API's access-log group (nil with Props.HttpApi).
+	// rule, AccessLogs the API's access-log group (nil with Props.Receiver.HttpApi).
 	StreamMapping awslambdaeventsources.DynamoEventSource
 	SweepSchedule awsevents.Rule
 	AccessLogs    awslogs.LogGroup
@@ -261,7 +172,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		// Shown by cdk synth and cdk deploy; the stack still builds (cdk --strict refuses it).
 		awscdk.Annotations_Of(scope).AddWarningV2(jsii.String("oncehook:sources:"+w.Field), jsii.String(props.SourcesFile+": "+w.String()), nil)
 	}
-	timings, err := outboxTimings(file, cfg.Targets, int(cfg.StreamBatchSize))
+	timings, err := outboxTimings(file, cfg.Outbox.Targets, int(cfg.Outbox.StreamBatchSize))
 	if err != nil {
 		return nil, err // an *outbox.ConfigError, which names the outbox's setting
 	}
@@ -269,8 +180,8 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if err != nil {
 		return nil, err
 	}
-	if o := cfg.OpenTelemetry; o != nil && o.CollectorLayerArn != "" {
-		if err := placed(scope, awscdk.Stack_Of(scope), "Props.OpenTelemetry.CollectorLayerArn", "a function takes a layer of its own Region only: use the layer's ARN for the stack's Region",
+	if o := cfg.Telemetry.OpenTelemetry; o != nil && o.CollectorLayerArn != "" {
+		if err := placed(scope, awscdk.Stack_Of(scope), "Props.Telemetry.OpenTelemetry.CollectorLayerArn", "a function takes a layer of its own Region only: use the layer's ARN for the stack's Region",
 			false, nil, jsii.String(o.CollectorLayerArn)); err != nil {
 			return nil, err
 		}
@@ -283,12 +194,12 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	o := &Oncehook{Construct: c, Sources: file}
 	stack := awscdk.Stack_Of(c)
-	if cfg.MetricsNamespace == "" {
-		cfg.MetricsNamespace = defaultNamespace(*c.Node().Path())
+	if cfg.Telemetry.MetricsNamespace == "" {
+		cfg.Telemetry.MetricsNamespace = defaultNamespace(*c.Node().Path())
 	}
-	o.MetricsNamespace = cfg.MetricsNamespace
-	if cfg.LogKey != nil {
-		allowLogs(stack, cfg.LogKey)
+	o.MetricsNamespace = cfg.Telemetry.MetricsNamespace
+	if cfg.Telemetry.LogKey != nil {
+		allowLogs(stack, cfg.Telemetry.LogKey)
 	}
 
 	// One function per part, in the order each needs the one before: the table; the receiver

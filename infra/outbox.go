@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -17,13 +18,46 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
+// OutboxProps override the outbox's defaults (Props.Outbox): oncehook's own outbox package, on
+// the table's stream in batches of 100, two at once per shard, woken by a retry queue five at
+// once; both queues under SQS's own encryption.
+type OutboxProps struct {
+	// Code is the function's code. Default: oncehook's OutboxPackage, built from
+	// Props.GoModuleDir.
+	Code Code
+	// Function sets the function's memory, architecture and reserved concurrency over the
+	// construct-wide defaults.
+	Function FunctionOptions
+	// Targets are the intent targets the application's own executors serve (its outbox and
+	// sweeper pass them to launch.Outbox and launch.Sweeper): ONCEHOOK_TARGETS, so the
+	// receiver refuses intents for any other target and the outbox refuses to start without
+	// an executor for each.
+	Targets []string
+	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
+	// 100. The outbox runs up to outbox.DefaultConcurrency (256) records at once, so its
+	// function's timeout is derived from the rounds a batch takes and the slowest target's
+	// timeout: a batch that could not run within Lambda's 15 minutes fails the synth.
+	StreamBatchSize float64
+	// StreamParallelization is the stream mapping's parallelization factor (1 to 10): batches
+	// of one shard processed at once, for an event rate one worker per shard cannot keep up
+	// with (OutboxIteratorAge). Default 2.
+	StreamParallelization float64
+	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
+	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
+	// cannot take the account's concurrency from the receiver. Default 5.
+	RetryConcurrency float64
+	// QueueKey puts the retry and failure queues under a customer-managed KMS key (default
+	// SQS's own encryption); the functions that send to them may use it through SQS.
+	QueueKey awskms.IKey
+}
+
 // newOutbox is the outbox: its worker on the table's stream, woken by the retry queue for the
 // intents it retries; the failure queue that takes what exhausted its retries; and what the
 // worker may do: lease and record on the table, schedule retries, call each AWS target.
 func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
 	env map[string]string, timings outbox.Timings, o *Oncehook) error {
 	o.RetryQueue, o.FailureQueue = newQueues(c, cfg, timings)
-	fn, err := function(c, "Outbox", cfg, cfg.OutboxFunction, code, outboxEnv(env, o.RetryQueue, timings), timings.FunctionTimeout.Seconds())
+	fn, err := function(c, "Outbox", cfg, cfg.Outbox.Function, code, outboxEnv(env, o.RetryQueue, timings), timings.FunctionTimeout.Seconds())
 	if err != nil {
 		return err
 	}
@@ -46,7 +80,7 @@ func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sour
 		ReportBatchItemFailures: jsii.Bool(true),
 		RetryAttempts:           jsii.Number(5),
 		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(6)),
-		ParallelizationFactor:   jsii.Number(cfg.StreamParallelization),
+		ParallelizationFactor:   jsii.Number(cfg.Outbox.StreamParallelization),
 		OnFailure:               awslambdaeventsources.NewSqsDlq(o.FailureQueue),
 		// Only records that hand the worker due work (outbox.StreamFilterPatterns): a new
 		// claim with intents, a re-admitted or re-driven one. The worker's own writes, TTL
@@ -57,7 +91,7 @@ func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sour
 	fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(o.RetryQueue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
-		MaxConcurrency:          jsii.Number(cfg.RetryConcurrency),
+		MaxConcurrency:          jsii.Number(cfg.Outbox.RetryConcurrency),
 	}))
 	return nil
 }
@@ -65,27 +99,27 @@ func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sour
 // checkOutbox fills in the stream mapping's and the retry queue's defaults and refuses what
 // Lambda would, and an application target that is also an HTTP target of the sources file.
 func checkOutbox(cfg *Props, file *sources.File) error {
-	if cfg.StreamParallelization == 0 {
-		cfg.StreamParallelization = 2
+	if cfg.Outbox.StreamParallelization == 0 {
+		cfg.Outbox.StreamParallelization = 2
 	}
-	if cfg.StreamParallelization < 1 || cfg.StreamParallelization > 10 || cfg.StreamParallelization != float64(int(cfg.StreamParallelization)) {
-		return fmt.Errorf("Props.StreamParallelization %g: must be a whole number between 1 and 10", cfg.StreamParallelization)
+	if cfg.Outbox.StreamParallelization < 1 || cfg.Outbox.StreamParallelization > 10 || cfg.Outbox.StreamParallelization != float64(int(cfg.Outbox.StreamParallelization)) {
+		return fmt.Errorf("Props.Outbox.StreamParallelization %g: must be a whole number between 1 and 10", cfg.Outbox.StreamParallelization)
 	}
-	if cfg.StreamBatchSize == 0 {
-		cfg.StreamBatchSize = outboxBatchSize
+	if cfg.Outbox.StreamBatchSize == 0 {
+		cfg.Outbox.StreamBatchSize = outboxBatchSize
 	}
-	if cfg.StreamBatchSize < 1 || cfg.StreamBatchSize > 10000 || cfg.StreamBatchSize != float64(int(cfg.StreamBatchSize)) {
-		return fmt.Errorf("Props.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.StreamBatchSize)
+	if cfg.Outbox.StreamBatchSize < 1 || cfg.Outbox.StreamBatchSize > 10000 || cfg.Outbox.StreamBatchSize != float64(int(cfg.Outbox.StreamBatchSize)) {
+		return fmt.Errorf("Props.Outbox.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.Outbox.StreamBatchSize)
 	}
-	if cfg.RetryConcurrency == 0 {
-		cfg.RetryConcurrency = 5
+	if cfg.Outbox.RetryConcurrency == 0 {
+		cfg.Outbox.RetryConcurrency = 5
 	}
-	if cfg.RetryConcurrency < 2 || cfg.RetryConcurrency > 1000 {
-		return fmt.Errorf("Props.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.RetryConcurrency)
+	if cfg.Outbox.RetryConcurrency < 2 || cfg.Outbox.RetryConcurrency > 1000 {
+		return fmt.Errorf("Props.Outbox.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.Outbox.RetryConcurrency)
 	}
-	for _, t := range cfg.Targets {
+	for _, t := range cfg.Outbox.Targets {
 		if file.Targets[t] != nil {
-			return fmt.Errorf("Props.Targets: %q is also an HTTP target of the sources file", t)
+			return fmt.Errorf("Props.Outbox.Targets: %q is also an HTTP target of the sources file", t)
 		}
 	}
 	return nil
@@ -101,15 +135,15 @@ func outboxEnv(env map[string]string, retries awssqs.Queue, timings outbox.Timin
 	return out
 }
 
-// grantQueueKey lets fn send to the retry queue under its customer-managed key (Props.QueueKey),
+// grantQueueKey lets fn send to the retry queue under its customer-managed key (Props.Outbox.QueueKey),
 // which encrypts with it, through SQS only.
 func grantQueueKey(stack awscdk.Stack, cfg Props, fn awslambda.Function) {
-	if cfg.QueueKey == nil {
+	if cfg.Outbox.QueueKey == nil {
 		return
 	}
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
-		Resources:  jsii.Strings(*cfg.QueueKey.KeyArn()),
+		Resources:  jsii.Strings(*cfg.Outbox.QueueKey.KeyArn()),
 		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("sqs.%s.amazonaws.com", *stack.Region())}},
 	}))
 }
@@ -120,21 +154,21 @@ func newQueues(c constructs.Construct, cfg Props, timings outbox.Timings) (retri
 	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
 	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
 	queueEncryption := awssqs.QueueEncryption_SQS_MANAGED
-	if cfg.QueueKey != nil {
+	if cfg.Outbox.QueueKey != nil {
 		queueEncryption = awssqs.QueueEncryption_KMS
 	}
 	dlq = awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
 		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
 		EnforceSSL:          jsii.Bool(true),
 		Encryption:          queueEncryption,
-		EncryptionMasterKey: cfg.QueueKey,
+		EncryptionMasterKey: cfg.Outbox.QueueKey,
 	})
 	retries = awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
 		VisibilityTimeout:   awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
 		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
 		EnforceSSL:          jsii.Bool(true),
 		Encryption:          queueEncryption,
-		EncryptionMasterKey: cfg.QueueKey,
+		EncryptionMasterKey: cfg.Outbox.QueueKey,
 		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
 	return retries, dlq
@@ -146,7 +180,7 @@ const outboxBatchSize = 100
 // outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
 // targets' timeouts and the stream batch with outbox.PlanTimings, the computation the
 // functions' start applies too, so the synth fails on timings that cannot work, naming the
-// target or the batch. The application's own targets (Props.Targets) get the default timeout:
+// target or the batch. The application's own targets (Props.Outbox.Targets) get the default timeout:
 // the synth cannot see their executors.
 func outboxTimings(f *sources.File, custom []string, batch int) (outbox.Timings, error) {
 	calls := map[string]time.Duration{}
@@ -160,7 +194,7 @@ func outboxTimings(f *sources.File, custom []string, batch int) (outbox.Timings,
 	// (outbox.Config.Concurrency 0): one round of calls for a batch of up to 256.
 	t, err := outbox.PlanTimings(batch, min(batch, outbox.DefaultConcurrency), calls)
 	if err != nil && t.FunctionTimeout > outbox.MaxFunctionTimeout && batch != outboxBatchSize {
-		return t, fmt.Errorf("Props.StreamBatchSize %d: %w", batch, err)
+		return t, fmt.Errorf("Props.Outbox.StreamBatchSize %d: %w", batch, err)
 	}
 	return t, err
 }

@@ -36,14 +36,14 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 	if cfg.GoModuleDir == "" {
 		cfg.GoModuleDir = "."
 	}
-	if cfg.MetricsNamespace != "" && !validNamespace(cfg.MetricsNamespace) {
-		return cfg, nil, nil, fmt.Errorf("Props.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.MetricsNamespace)
+	if cfg.Telemetry.MetricsNamespace != "" && !validNamespace(cfg.Telemetry.MetricsNamespace) {
+		return cfg, nil, nil, fmt.Errorf("Props.Telemetry.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.Telemetry.MetricsNamespace)
 	}
-	if cfg.LogRetention == "" {
-		cfg.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	if cfg.Telemetry.LogRetention == "" {
+		cfg.Telemetry.LogRetention = awslogs.RetentionDays_ONE_MONTH
 	}
-	if cfg.LogRemoval == "" {
-		cfg.LogRemoval = awscdk.RemovalPolicy_DESTROY
+	if cfg.Telemetry.LogRemoval == "" {
+		cfg.Telemetry.LogRemoval = awscdk.RemovalPolicy_DESTROY
 	}
 	for _, check := range []func(*Props, *sources.File) error{checkTable, checkReceiver, checkOutbox, checkSweeper, checkFunctions, checkAlarms} {
 		if err := check(&cfg, file); err != nil {

@@ -24,6 +24,39 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
+// ReceiverProps override the receiver's defaults (Props.Receiver): oncehook's own receiver
+// package, on a new HTTP API throttled to 1,000 requests a second (bursts of 2,000), with no
+// reserved concurrency.
+type ReceiverProps struct {
+	// Code is the function's code. Default: oncehook's ReceiverPackage, built from
+	// Props.GoModuleDir.
+	Code Code
+	// Function sets the function's memory, architecture and reserved concurrency over the
+	// construct-wide defaults.
+	Function FunctionOptions
+	// ReservedConcurrency caps the receiver's concurrent executions (0: no cap), so a flood
+	// cannot take the account's concurrency from the outbox and the sweeper. (A new account's
+	// unreserved minimum of 100 leaves little to reserve.) The same as Function's: set one.
+	ReservedConcurrency float64
+	// SecretsKeys are the customer-managed KMS keys the sources file's secrets and SecureString
+	// parameters are encrypted under: the receiver may decrypt with them through Secrets
+	// Manager and SSM only (kms:ViaService). Secrets under the AWS managed keys need none.
+	SecretsKeys []awskms.IKey
+	// HttpApi is an existing HTTP API to add the webhook routes to; default a new one.
+	HttpApi awsapigatewayv2.HttpApi
+	// ThrottleRate and ThrottleBurst bound the new API's requests per second (default 1,000
+	// and 2,000): a flood of unsigned requests is refused at API Gateway rather than starting
+	// receivers that refuse them one by one.
+	ThrottleRate, ThrottleBurst float64
+	// SourceThrottles overrides ThrottleRate and ThrottleBurst for a source's own route (each
+	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
+	// allowance. Only with the construct's own API.
+	SourceThrottles map[string]Throttle
+	// Domain serves the webhook API on a custom domain, so that the URL each provider is
+	// configured with survives replacing the API. Only with the construct's own API.
+	Domain *Domain
+}
+
 // Throttle is a steady rate (requests per second) and a burst.
 type Throttle struct {
 	Rate, Burst float64
@@ -44,7 +77,7 @@ type Domain struct {
 // need, behind the webhook API (one route per source).
 func newReceiver(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
 	env map[string]string, o *Oncehook) error {
-	fn, err := function(c, "Receiver", cfg, cfg.ReceiverFunction, code, env, receiverTimeout(file).Seconds())
+	fn, err := function(c, "Receiver", cfg, cfg.Receiver.Function, code, env, receiverTimeout(file).Seconds())
 	if err != nil {
 		return err
 	}
@@ -56,7 +89,7 @@ func newReceiver(c constructs.Construct, stack awscdk.Stack, cfg Props, file *so
 	// redelivered batch, the claims still to write (BatchGetItem). Effects on the table itself
 	// may be of every kind the API accepts (ownTableActions).
 	allow(fn, append(ownTableActions(), "dynamodb:BatchGetItem"), o.Table.TableArn())
-	grantSecrets(stack, file, fn, cfg.SecretsKeys)
+	grantSecrets(stack, file, fn, cfg.Receiver.SecretsKeys)
 	grantTables(stack, file, bound, fn)
 	grantTableKey(stack, o.Table, fn)
 
@@ -73,26 +106,26 @@ func newReceiver(c constructs.Construct, stack awscdk.Stack, cfg Props, file *so
 // checkReceiver fills in the API's throttling defaults and refuses a source throttle for no
 // source, a domain without its name or certificate, and either with an API of the app's own.
 func checkReceiver(cfg *Props, file *sources.File) error {
-	if cfg.ThrottleRate == 0 {
-		cfg.ThrottleRate = 1000
+	if cfg.Receiver.ThrottleRate == 0 {
+		cfg.Receiver.ThrottleRate = 1000
 	}
-	if cfg.ThrottleBurst == 0 {
-		cfg.ThrottleBurst = 2000
+	if cfg.Receiver.ThrottleBurst == 0 {
+		cfg.Receiver.ThrottleBurst = 2000
 	}
-	for _, name := range sortedKeys(cfg.SourceThrottles) {
-		th := cfg.SourceThrottles[name]
+	for _, name := range sortedKeys(cfg.Receiver.SourceThrottles) {
+		th := cfg.Receiver.SourceThrottles[name]
 		if file.Sources[name] == nil {
-			return fmt.Errorf("Props.SourceThrottles: %q is not a source of the sources file", name)
+			return fmt.Errorf("Props.Receiver.SourceThrottles: %q is not a source of the sources file", name)
 		}
 		if th.Rate <= 0 || th.Burst <= 0 {
-			return fmt.Errorf("Props.SourceThrottles[%q]: Rate and Burst must both be positive", name)
+			return fmt.Errorf("Props.Receiver.SourceThrottles[%q]: Rate and Burst must both be positive", name)
 		}
 	}
-	if cfg.Domain != nil && (cfg.Domain.Name == "" || cfg.Domain.Certificate == nil) {
-		return errors.New("Props.Domain: Name and Certificate are required")
+	if cfg.Receiver.Domain != nil && (cfg.Receiver.Domain.Name == "" || cfg.Receiver.Domain.Certificate == nil) {
+		return errors.New("Props.Receiver.Domain: Name and Certificate are required")
 	}
-	if cfg.HttpApi != nil && (cfg.Domain != nil || len(cfg.SourceThrottles) > 0) {
-		return errors.New("Props.Domain and Props.SourceThrottles configure the construct's own API: with Props.HttpApi, map domains and set route throttling on that API")
+	if cfg.Receiver.HttpApi != nil && (cfg.Receiver.Domain != nil || len(cfg.Receiver.SourceThrottles) > 0) {
+		return errors.New("Props.Receiver.Domain and Props.Receiver.SourceThrottles configure the construct's own API: with Props.Receiver.HttpApi, map domains and set route throttling on that API")
 	}
 	return nil
 }
@@ -109,10 +142,10 @@ const accessLogFormat = `{"requestId":"$context.requestId","requestTime":"$conte
 // source is answered 404 by API Gateway, without starting the receiver) and returns it with
 // the base URL the providers are given. (checkReceiver has checked the API's props.)
 func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver awslambda.Function, o *Oncehook) (awsapigatewayv2.HttpApi, string) {
-	api := cfg.HttpApi
+	api := cfg.Receiver.HttpApi
 	if api == nil {
 		var mapping *awsapigatewayv2.DomainMappingOptions
-		if d := cfg.Domain; d != nil {
+		if d := cfg.Receiver.Domain; d != nil {
 			dn := awsapigatewayv2.NewDomainName(c, jsii.String("Domain"), &awsapigatewayv2.DomainNameProps{
 				DomainName: jsii.String(d.Name), Certificate: d.Certificate, SecurityPolicy: awsapigatewayv2.SecurityPolicy_TLS_1_2,
 			})
@@ -130,9 +163,9 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			DefaultDomainMapping: mapping,
 		})
 		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
-			Retention:     cfg.LogRetention,
-			RemovalPolicy: cfg.LogRemoval,
-			EncryptionKey: cfg.LogKey,
+			Retention:     cfg.Telemetry.LogRetention,
+			RemovalPolicy: cfg.Telemetry.LogRemoval,
+			EncryptionKey: cfg.Telemetry.LogKey,
 		})
 		o.AccessLogs = accessLogs
 		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
@@ -141,12 +174,12 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			Format:         jsii.String(accessLogFormat),
 		})
 		stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
-			ThrottlingRateLimit:  jsii.Number(cfg.ThrottleRate),
-			ThrottlingBurstLimit: jsii.Number(cfg.ThrottleBurst),
+			ThrottlingRateLimit:  jsii.Number(cfg.Receiver.ThrottleRate),
+			ThrottlingBurstLimit: jsii.Number(cfg.Receiver.ThrottleBurst),
 		})
-		if len(cfg.SourceThrottles) > 0 {
+		if len(cfg.Receiver.SourceThrottles) > 0 {
 			settings := map[string]any{}
-			for name, th := range cfg.SourceThrottles {
+			for name, th := range cfg.Receiver.SourceThrottles {
 				// CloudFormation's own keys: RouteSettings is a JSON map, which jsii passes as is.
 				settings["POST /hooks/"+name] = map[string]any{"ThrottlingRateLimit": th.Rate, "ThrottlingBurstLimit": th.Burst}
 			}
@@ -167,8 +200,8 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 		})
 	}
 	base := *api.ApiEndpoint()
-	if cfg.Domain != nil {
-		base = "https://" + cfg.Domain.Name
+	if cfg.Receiver.Domain != nil {
+		base = "https://" + cfg.Receiver.Domain.Name
 	}
 	return api, base
 }

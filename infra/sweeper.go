@@ -18,24 +18,45 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
+// SweeperProps override the sweeper's defaults (Props.Sweeper): oncehook's own sweeper package,
+// every 2 minutes, one run at a time, without the leak audit.
+type SweeperProps struct {
+	// Code is the function's code. Default: oncehook's SweeperPackage, built from
+	// Props.GoModuleDir.
+	Code Code
+	// Function sets the function's memory and architecture over the construct-wide defaults
+	// (not its reserved concurrency: see Unreserved).
+	Function FunctionOptions
+	// Unreserved leaves the sweeper without its reserved concurrency of 1, for an account
+	// whose concurrency quota has nothing to reserve (a new account's 10). Its lock item still
+	// keeps two runs from overlapping; the reservation keeps a second one from even starting.
+	Unreserved bool
+	// AuditPrefixes turns on the leak audit: each sweep reads the next AuditSample items
+	// (default 100) of the table and counts records under these partition-key prefixes (the
+	// ones only put effects write: ORDER#) that no claim wrote (EffectsWithoutClaim, alarmed).
+	// See dedup.Auditor.
+	AuditPrefixes []string
+	AuditSample   int
+}
+
 // newSweeper is the sweeper: its function, one run at a time (reserved concurrency 1 unless
-// Props.UnreservedSweeper), on a schedule every 2 minutes; it re-drives what the stream and
+// Props.Sweeper.Unreserved), on a schedule every 2 minutes; it re-drives what the stream and
 // retry paths left behind (the pending index), and samples the table for the leak audit.
 func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
 	env map[string]string, timings outbox.Timings, o *Oncehook) error {
 	sweeperEnv := outboxEnv(env, o.RetryQueue, timings)
-	if len(cfg.AuditPrefixes) > 0 {
-		sweeperEnv["AUDIT_PREFIXES"] = strings.Join(cfg.AuditPrefixes, ",")
-		if cfg.AuditSample > 0 {
-			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.AuditSample)
+	if len(cfg.Sweeper.AuditPrefixes) > 0 {
+		sweeperEnv["AUDIT_PREFIXES"] = strings.Join(cfg.Sweeper.AuditPrefixes, ",")
+		if cfg.Sweeper.AuditSample > 0 {
+			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.Sweeper.AuditSample)
 		}
 	}
-	fn, err := function(c, "Sweeper", cfg, cfg.SweeperFunction, code, sweeperEnv, timings.SweeperTimeout.Seconds())
+	fn, err := function(c, "Sweeper", cfg, cfg.Sweeper.Function, code, sweeperEnv, timings.SweeperTimeout.Seconds())
 	if err != nil {
 		return err
 	}
 	o.Sweeper = fn
-	if !cfg.UnreservedSweeper {
+	if !cfg.Sweeper.Unreserved {
 		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
 	}
 	// Least privilege (launch/testdata/calls.json): the sweeper schedules retries, leases and
@@ -44,7 +65,7 @@ func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sou
 	grantQueueKey(stack, cfg, fn)
 	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, o.Table.TableArn())
 	allow(fn, []string{"dynamodb:Query"}, jsii.String(*o.Table.TableArn()+"/index/"+dedup.PendingIndex))
-	if len(cfg.AuditPrefixes) > 0 {
+	if len(cfg.Sweeper.AuditPrefixes) > 0 {
 		allow(fn, []string{"dynamodb:Scan"}, o.Table.TableArn()) // the leak audit's sample
 	}
 	grantAudits(stack, file, bound, fn)
@@ -72,11 +93,11 @@ func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sou
 
 // checkSweeper refuses a leak audit that cannot work (dedup.Auditor's own checks).
 func checkSweeper(cfg *Props, _ *sources.File) error {
-	if len(cfg.AuditPrefixes) > 0 || cfg.AuditSample != 0 {
-		a := dedup.Auditor{Prefixes: cfg.AuditPrefixes, Sample: cfg.AuditSample}
+	if len(cfg.Sweeper.AuditPrefixes) > 0 || cfg.Sweeper.AuditSample != 0 {
+		a := dedup.Auditor{Prefixes: cfg.Sweeper.AuditPrefixes, Sample: cfg.Sweeper.AuditSample}
 		var inv *dedup.InvalidError
 		if err := a.Validate(); errors.As(err, &inv) {
-			return fmt.Errorf("Props.Audit%s: %s", inv.Field, inv.Reason) // Props.AuditPrefixes[1], Props.AuditSample
+			return fmt.Errorf("Props.Sweeper.Audit%s: %s", inv.Field, inv.Reason) // Props.Sweeper.AuditPrefixes[1], Props.Sweeper.AuditSample
 		}
 	}
 	return nil
