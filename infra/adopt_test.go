@@ -102,7 +102,7 @@ func everyTableReference(t *testing.T, tpl assertions.Template) []string {
 	return refs
 }
 
-// TestAnAdoptedTableIsTheOneEverythingUses: with Props.ExistingTable, the construct creates no
+// TestAnAdoptedTableIsTheOneEverythingUses: with Props.Table.Existing, the construct creates no
 // table, and every reference (the functions' TABLE_NAME, every grant, the stream mapping, the
 // alarms, the output) is to the adopted table, whether it is defined beside the construct, in
 // another stack (a cross-stack reference), or imported by its attributes.
@@ -147,8 +147,8 @@ func TestAnAdoptedTableIsTheOneEverythingUses(t *testing.T) {
 			tpl, o, err := inApp(nil, func(app awscdk.App, s awscdk.Stack) *Props {
 				p := prebuilt("arm64")
 				adopted = c.adopt(app, s)
-				p.ExistingTable = adopted
-				p.AuditPrefixes = []string{"ORDER#"} // the sweeper's Scan too
+				p.Table.Existing = adopted
+				p.Sweeper.AuditPrefixes = []string{"ORDER#"} // the sweeper's Scan too
 				return p
 			})
 			if err != nil {
@@ -183,9 +183,9 @@ func TestAnImportedTableIsSaidToBeUnchecked(t *testing.T) {
 		app := awscdk.NewApp(nil)
 		s := awscdk.NewStack(app, jsii.String("S"), nil)
 		p := prebuilt("arm64")
-		p.ExistingTable = adopt(s)
+		p.Table.Existing = adopt(s)
 		New(s, "Oncehook", p)
-		msgs := assertions.Annotations_FromStack(s).FindInfo(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("Props.ExistingTable is imported.*pending index.*Adopting a table")))
+		msgs := assertions.Annotations_FromStack(s).FindInfo(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("Props.Table.Existing is imported.*pending index.*Adopting a table")))
 		return len(*msgs) > 0
 	}
 	if !info(func(s awscdk.Stack) awsdynamodb.ITable {
@@ -211,54 +211,54 @@ func TestAnAdoptedTableThatCannotWorkFailsTheSynth(t *testing.T) {
 		wants []string
 	}{
 		{"a table without a stream", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = awsdynamodb.Table_FromTableName(s, jsii.String("T"), jsii.String("claims"))
-		}, []string{"Props.ExistingTable: has no stream", "TableStreamArn"}},
+			p.Table.Existing = awsdynamodb.Table_FromTableName(s, jsii.String("T"), jsii.String("claims"))
+		}, []string{"Props.Table.Existing: has no stream", "TableStreamArn"}},
 		{"a stream of keys only", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.Stream = awsdynamodb.StreamViewType_KEYS_ONLY }, nil)
-		}, []string{"Props.ExistingTable S/T", "its stream is KEYS_ONLY"}},
+			p.Table.Existing = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.Stream = awsdynamodb.StreamViewType_KEYS_ONLY }, nil)
+		}, []string{"Props.Table.Existing S/T", "its stream is KEYS_ONLY"}},
 		{"a stream of old images", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.Stream = awsdynamodb.StreamViewType_OLD_IMAGE }, nil)
+			p.Table.Existing = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.Stream = awsdynamodb.StreamViewType_OLD_IMAGE }, nil)
 		}, []string{"its stream is OLD_IMAGE"}},
 		{"another key", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", func(t *awsdynamodb.TableProps) {
+			p.Table.Existing = claimsTable(s, "T", func(t *awsdynamodb.TableProps) {
 				t.PartitionKey = &awsdynamodb.Attribute{Name: jsii.String("id"), Type: awsdynamodb.AttributeType_STRING}
 			}, nil)
 		}, []string{"its key is not pk (string) and sk (string)"}},
 		{"a sort key of numbers", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", func(t *awsdynamodb.TableProps) {
+			p.Table.Existing = claimsTable(s, "T", func(t *awsdynamodb.TableProps) {
 				t.SortKey = &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_NUMBER}
 			}, nil)
 		}, []string{"its key is not pk (string) and sk (string)"}},
 		{"no sort key", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.SortKey = nil }, nil)
+			p.Table.Existing = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.SortKey = nil }, nil)
 		}, []string{"its key is not pk"}},
 		{"no TTL", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.TimeToLiveAttribute = nil }, nil)
+			p.Table.Existing = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.TimeToLiveAttribute = nil }, nil)
 		}, []string{"its TTL is not on expires_at"}},
 		{"TTL on another attribute", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.TimeToLiveAttribute = jsii.String("ttl") }, nil)
+			p.Table.Existing = claimsTable(s, "T", func(t *awsdynamodb.TableProps) { t.TimeToLiveAttribute = jsii.String("ttl") }, nil)
 		}, []string{"its TTL is not on expires_at"}},
-		{"no pending index", func(s awscdk.Stack, p *Props) { p.ExistingTable = claimsTable(s, "T", nil, noIndex) },
+		{"no pending index", func(s awscdk.Stack, p *Props) { p.Table.Existing = claimsTable(s, "T", nil, noIndex) },
 			[]string{"it has no pending index"}},
 		{"a pending index of other keys", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", nil, &awsdynamodb.GlobalSecondaryIndexProps{IndexName: jsii.String("pending"),
+			p.Table.Existing = claimsTable(s, "T", nil, &awsdynamodb.GlobalSecondaryIndexProps{IndexName: jsii.String("pending"),
 				PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("pending_shard"), Type: awsdynamodb.AttributeType_STRING},
 				SortKey:      &awsdynamodb.Attribute{Name: jsii.String("pending_since"), Type: awsdynamodb.AttributeType_STRING}})
 		}, []string{"its pending index is not keyed pending_shard (string) and pending_since (number)"}},
 		{"everything wrong at once, each said", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", func(t *awsdynamodb.TableProps) {
+			p.Table.Existing = claimsTable(s, "T", func(t *awsdynamodb.TableProps) {
 				t.PartitionKey, t.Stream, t.TimeToLiveAttribute = &awsdynamodb.Attribute{Name: jsii.String("id"), Type: awsdynamodb.AttributeType_STRING}, awsdynamodb.StreamViewType_KEYS_ONLY, nil
 			}, noIndex)
 		}, []string{"its key", "its stream is KEYS_ONLY", "its TTL", "no pending index"}},
 		{"a TableV2 without TTL", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = awsdynamodb.NewTableV2(s, jsii.String("T"), &awsdynamodb.TablePropsV2{
+			p.Table.Existing = awsdynamodb.NewTableV2(s, jsii.String("T"), &awsdynamodb.TablePropsV2{
 				PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
 				SortKey:      &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_STRING},
 				DynamoStream: awsdynamodb.StreamViewType_NEW_IMAGE,
 			})
 		}, []string{"its TTL is not on expires_at", "no pending index"}},
 		{"a TableV2 with a stream of keys only", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = awsdynamodb.NewTableV2(s, jsii.String("T"), &awsdynamodb.TablePropsV2{
+			p.Table.Existing = awsdynamodb.NewTableV2(s, jsii.String("T"), &awsdynamodb.TablePropsV2{
 				PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
 				SortKey:             &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_STRING},
 				TimeToLiveAttribute: jsii.String("expires_at"),
@@ -266,26 +266,26 @@ func TestAnAdoptedTableThatCannotWorkFailsTheSynth(t *testing.T) {
 			})
 		}, []string{"its stream is KEYS_ONLY", "no pending index"}},
 		{"a table of another Region", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = awsdynamodb.Table_FromTableAttributes(s, jsii.String("T"), &awsdynamodb.TableAttributes{
+			p.Table.Existing = awsdynamodb.Table_FromTableAttributes(s, jsii.String("T"), &awsdynamodb.TableAttributes{
 				TableArn:       jsii.String("arn:aws:dynamodb:eu-west-1:111111111111:table/claims"),
 				TableStreamArn: jsii.String("arn:aws:dynamodb:eu-west-1:111111111111:table/claims/stream/x"),
 			})
-		}, []string{"Props.ExistingTable: is in account 111111111111, Region eu-west-1", "the stack's account and Region"}},
+		}, []string{"Props.Table.Existing: is in account 111111111111, Region eu-west-1", "the stack's account and Region"}},
 		{"a table of another account", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = awsdynamodb.Table_FromTableAttributes(s, jsii.String("T"), &awsdynamodb.TableAttributes{
+			p.Table.Existing = awsdynamodb.Table_FromTableAttributes(s, jsii.String("T"), &awsdynamodb.TableAttributes{
 				TableArn:       jsii.String("arn:aws:dynamodb:us-east-1:222222222222:table/claims"),
 				TableStreamArn: jsii.String("arn:aws:dynamodb:us-east-1:222222222222:table/claims/stream/x"),
 			})
-		}, []string{"Props.ExistingTable: is in account 222222222222"}},
+		}, []string{"Props.Table.Existing: is in account 222222222222"}},
 		{"a logical id for a table the construct does not create", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", nil, nil)
-			p.TableLogicalID = "OncehookTable897AE32D"
-		}, []string{"Props.TableLogicalID", "Props.ExistingTable it creates none"}},
+			p.Table.Existing = claimsTable(s, "T", nil, nil)
+			p.Table.LogicalID = "OncehookTable897AE32D"
+		}, []string{"Props.Table.LogicalID", "Props.Table.Existing it creates none"}},
 		{"an encryption for a table the construct does not create", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = claimsTable(s, "T", nil, nil)
-			p.TableEncryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
-			p.TableKey = awskms.NewKey(s, jsii.String("K"), nil)
-		}, []string{"Props.TableEncryption and Props.TableKey", "EncryptionKey"}},
+			p.Table.Existing = claimsTable(s, "T", nil, nil)
+			p.Table.Encryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
+			p.Table.Key = awskms.NewKey(s, jsii.String("K"), nil)
+		}, []string{"Props.Table.Encryption and Props.Table.Key", "EncryptionKey"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := inApp(env, func(_ awscdk.App, s awscdk.Stack) *Props {
@@ -312,7 +312,7 @@ func TestAnAdoptedTableSurvivesRenamingTheConstruct(t *testing.T) {
 		table := claimsTable(st, "Claims", nil, nil)
 		s := awscdk.NewStack(app, jsii.String("S"), nil)
 		p := prebuilt("arm64")
-		p.ExistingTable = table
+		p.Table.Existing = table
 		New(s, name, p)
 		return *assertions.Template_FromStack(st, nil).ToJSON()
 	}
@@ -329,7 +329,7 @@ func TestAnAdoptedTableUnderACustomerManagedKeyIsUsableThroughDynamoDBOnly(t *te
 	tpl, _, err := inApp(nil, func(_ awscdk.App, s awscdk.Stack) *Props {
 		p := prebuilt("arm64")
 		key := awskms.Key_FromKeyArn(s, jsii.String("K"), jsii.String(keyArn))
-		p.ExistingTable = awsdynamodb.Table_FromTableAttributes(s, jsii.String("T"), &awsdynamodb.TableAttributes{TableName: jsii.String("claims"),
+		p.Table.Existing = awsdynamodb.Table_FromTableAttributes(s, jsii.String("T"), &awsdynamodb.TableAttributes{TableName: jsii.String("claims"),
 			TableStreamArn: jsii.String("arn:aws:dynamodb:us-east-1:111111111111:table/claims/stream/x"), EncryptionKey: key})
 		return p
 	})

@@ -2,19 +2,17 @@ package infra
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
-	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -24,7 +22,22 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// DefaultNamespace is where the functions' EMF metrics land unless Props.MetricsNamespace
+// AlarmProps override the alarms' defaults (Props.Alarms): a new topic nobody is subscribed to
+// (the synth warns), and a duplicate spike at 500 in 5 minutes.
+type AlarmProps struct {
+	// Topic receives every alarm's ALARM and OK; default a new topic (Oncehook.AlarmTopic), to
+	// subscribe whoever is on call.
+	Topic awssns.ITopic
+	// Emails and HttpsEndpoints subscribe the alarm topic (the construct's own or Topic): each
+	// address gets every ALARM and OK once it confirms the subscription. A stack with neither
+	// and no Topic synthesizes with a warning: its alarms reach nobody.
+	Emails, HttpsEndpoints []string
+	// DuplicateSpike is the number of duplicates per source in 5 minutes that alarms (a redrive
+	// in progress, or handler latency over the provider's timeout). Default 500.
+	DuplicateSpike float64
+}
+
+// DefaultNamespace is where the functions' EMF metrics land unless Props.Telemetry.MetricsNamespace
 // names another.
 const DefaultNamespace = "oncehook"
 
@@ -111,18 +124,14 @@ func rate(label string, part, whole awscloudwatch.IMetric, minimum float64, peri
 	})
 }
 
-// alarms defines what pages someone, each alarm sending its ALARM and OK to the topic, and a
-// dashboard of the metrics the functions actually write. docs/operations.md says what to do
-// when each fires.
-func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace string, topic awssns.ITopic,
-	table awsdynamodb.ITable, api awsapigatewayv2.HttpApi, receiverFn, worker, sweeper awslambda.Function, dlq awssqs.Queue) ([]awscloudwatch.Alarm, awscloudwatch.Dashboard) {
-	w := &watch{scope: scope, cfg: cfg, namespace: namespace, topic: topic}
+// newAlarms defines what pages someone, each alarm sending its ALARM and OK to the alarm topic.
+// docs/operations.md says what to do when each fires.
+func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Oncehook) []awscloudwatch.Alarm {
+	w := &watch{scope: scope, cfg: cfg, namespace: o.MetricsNamespace, topic: o.AlarmTopic}
+	table, api, receiverFn, worker, sweeper, dlq := o.Table, o.Api, o.Receiver, o.Outbox, o.Sweeper, o.FailureQueue
 	const minute, five = time.Minute, 5 * time.Minute
 	notBreaching, breaching, ignore := awscloudwatch.TreatMissingData_NOT_BREACHING, awscloudwatch.TreatMissingData_BREACHING, awscloudwatch.TreatMissingData_IGNORE
-	aws := func(namespace, name, stat string, period time.Duration, dims map[string]*string) awscloudwatch.Metric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String(name),
-			Statistic: jsii.String(stat), Period: awscdk.Duration_Seconds(jsii.Number(period.Seconds())), DimensionsMap: &dims})
-	}
+	aws := awsMetric
 	tightest := time.Duration(0)
 	for _, name := range file.Names() {
 		if d := time.Duration(file.Sources[name].DeliveryTimeout); tightest == 0 || d < tightest {
@@ -148,7 +157,7 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 	w.alarm(alarmSpec{id: "SweepDeferred", description: "Every sweep for 15 minutes deferred intents it had no time for: a target slower than the sweeper's timeout, or a backlog; they run only when something runs them (docs/operations.md)",
 		metric: w.ours("SweepDeferred", "Sum", five), threshold: 0, m: 3, n: 3, missing: notBreaching})
 
-	if len(cfg.AuditPrefixes) > 0 {
+	if len(cfg.Sweeper.AuditPrefixes) > 0 {
 		w.alarm(alarmSpec{id: "EffectsWithoutClaim", description: "The leak audit found effect records no claim wrote: something writes them outside oncehook's transaction (the sweeper's log names each key)",
 			metric: w.ours("EffectsWithoutClaim", "Sum", five), threshold: 0, m: 1, n: 1, missing: notBreaching})
 	}
@@ -158,7 +167,7 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 		src := []string{"source", name}
 		received := w.ours("Received", "Sum", five, src...)
 		w.alarm(alarmSpec{id: "DuplicateSpike-" + name, description: "Duplicates from " + name + " above the usual trickle: a redrive, or handler latency over the provider's timeout",
-			metric: w.ours("Duplicate", "Sum", five, src...), threshold: cfg.DuplicateSpike, m: 2, n: 3, missing: notBreaching})
+			metric: w.ours("Duplicate", "Sum", five, src...), threshold: cfg.Alarms.DuplicateSpike, m: 2, n: 3, missing: notBreaching})
 		w.alarm(alarmSpec{id: "SignatureRejected-" + name, description: "Over half of " + name + "'s deliveries fail their signature (a broken secret rotation 401s every delivery until the provider disables the endpoint)",
 			metric: rate("SignatureRejected %", w.ours("SignatureRejected", "Sum", five, src...), received, 20, five), threshold: 50, m: 2, n: 3, missing: notBreaching})
 		w.alarm(alarmSpec{id: "ReceiverFailing-" + name, description: "Over 5% of " + name + "'s deliveries are answered 503 (DynamoDB throttled or slow) or 500 (a planner or configuration error)",
@@ -193,7 +202,7 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 	}
 	// A downstream that fails: intents retry with backoff for about half an hour before they
 	// park (ParkedIntents). Most of a target's attempts retried for 15 minutes pages first.
-	outageTargets := append(sortedKeys(file.Targets), cfg.Targets...)
+	outageTargets := append(sortedKeys(file.Targets), cfg.Outbox.Targets...)
 	slices.Sort(outageTargets)
 	for _, t := range slices.Compact(outageTargets) {
 		tgt := []string{"target", t}
@@ -233,70 +242,78 @@ func alarms(scope constructs.Construct, cfg Props, file *sources.File, namespace
 	w.alarm(alarmSpec{id: "PendingIndexThrottled", description: "DynamoDB throttles the pending index, which throttles the table's writes too: raise PendingShards (docs/capacity.md)",
 		metric: aws("AWS/DynamoDB", "WriteThrottleEvents", "Sum", minute, indexDims), threshold: 0, m: 2, n: 3, missing: notBreaching})
 
-	// The dashboard: every alarm's state first, then the platform, then the same metrics as
-	// the alarms, by source and by target.
-	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
-		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
+	return w.alarms
+}
+
+// awsMetric is one of AWS's own metrics (AWS/Lambda, AWS/ApiGateway, AWS/DynamoDB).
+func awsMetric(namespace, name, stat string, period time.Duration, dims map[string]*string) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String(name),
+		Statistic: jsii.String(stat), Period: awscdk.Duration_Seconds(jsii.Number(period.Seconds())), DimensionsMap: &dims})
+}
+
+// newAlarmTopic is Props.Alarms.Topic, or a new topic this account's alarms may publish to, with
+// Props.Alarms.Emails and Props.Alarms.HttpsEndpoints subscribed (subscribe).
+func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns.ITopic {
+	topic := cfg.Alarms.Topic
+	if topic == nil {
+		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key, and an
+		// alarm notification carries names and states, no secrets (suppress.go).
+		t := awssns.NewTopic(c, jsii.String("Alarms"), &awssns.TopicProps{DisplayName: jsii.String("oncehook alarms"), EnforceSSL: jsii.Bool(true)})
+		// A topic policy replaces SNS's default one, whose Allow is what lets CloudWatch
+		// publish: without this statement (EnforceSSL's policy has only a Deny) alarms fire
+		// and no message is sent. Only this account's alarms.
+		t.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("CloudWatchAlarmsPublish"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+			Actions:    jsii.Strings("sns:Publish"),
+			Resources:  jsii.Strings(*t.TopicArn()),
+			Conditions: &map[string]any{
+				"ArnLike":      map[string]any{"aws:SourceArn": fmt.Sprintf("arn:%s:cloudwatch:%s:%s:alarm:*", *stack.Partition(), *stack.Region(), *stack.Account())},
+				"StringEquals": map[string]any{"aws:SourceAccount": *stack.Account()},
+			},
+		}))
+		suppressTopic(t)
+		topic = t
 	}
-	var rows []*[]awscloudwatch.IWidget
-	// An alarm status widget shows at most 100 alarms.
-	for i := 0; i < len(w.alarms); i += 100 {
-		var shown []interfacesawscloudwatch.IAlarmRef
-		for _, a := range w.alarms[i:min(i+100, len(w.alarms))] {
-			shown = append(shown, a)
+	subscribe(c, topic, cfg)
+	return topic
+}
+
+// subscribe subscribes Props.Alarms.Emails and Props.Alarms.HttpsEndpoints to the alarm topic, and
+// warns at synth when nothing is: the alarms would fire into a topic nobody reads.
+func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
+	for i, e := range cfg.Alarms.Emails {
+		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmEmail%d", i)), &awssns.SubscriptionProps{
+			Topic: topic, Protocol: awssns.SubscriptionProtocol_EMAIL, Endpoint: jsii.String(e),
+		})
+	}
+	for i, e := range cfg.Alarms.HttpsEndpoints {
+		awssns.NewSubscription(c, jsii.String(fmt.Sprintf("AlarmHttps%d", i)), &awssns.SubscriptionProps{
+			Topic: topic, Protocol: awssns.SubscriptionProtocol_HTTPS, Endpoint: jsii.String(e),
+		})
+	}
+	if cfg.Alarms.Topic == nil && len(cfg.Alarms.Emails) == 0 && len(cfg.Alarms.HttpsEndpoints) == 0 {
+		awscdk.Annotations_Of(c).AddWarningV2(jsii.String("oncehook:unsubscribed"),
+			jsii.String("nothing is subscribed to the alarm topic: set Props.Alarms.Emails, Props.Alarms.HttpsEndpoints or Props.Alarms.Topic, or subscribe Oncehook.AlarmTopic, or the alarms reach nobody"), nil)
+	}
+}
+
+// checkAlarms fills in the duplicate spike's default and refuses a subscription SNS would.
+func checkAlarms(cfg *Props, _ *sources.File) error {
+	if cfg.Alarms.DuplicateSpike == 0 {
+		cfg.Alarms.DuplicateSpike = 500
+	}
+	for i, e := range cfg.Alarms.Emails {
+		if at := strings.LastIndexByte(e, '@'); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
+			return fmt.Errorf("Props.Alarms.Emails[%d] %q: not an email address", i, e)
 		}
-		rows = append(rows, &[]awscloudwatch.IWidget{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
-			Title: jsii.String("alarms"), Alarms: &shown, Width: jsii.Number(24),
-			SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
-		})})
 	}
-	var errs, throttles, durations []awscloudwatch.IMetric
-	for _, fn := range []awslambda.Function{receiverFn, worker, sweeper} {
-		dims := map[string]*string{"FunctionName": fn.FunctionName()}
-		errs = append(errs, aws("AWS/Lambda", "Errors", "Sum", five, dims))
-		throttles = append(throttles, aws("AWS/Lambda", "Throttles", "Sum", five, dims))
-		durations = append(durations, aws("AWS/Lambda", "Duration", "p99", five, dims))
+	for i, e := range cfg.Alarms.HttpsEndpoints {
+		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("Props.Alarms.HttpsEndpoints[%d] %q: must be an https:// URL", i, e)
+		}
 	}
-	rows = append(rows, &[]awscloudwatch.IWidget{
-		graph("function errors", errs...), graph("function throttles", throttles...), graph("function duration p99 (ms)", durations...),
-	}, &[]awscloudwatch.IWidget{
-		graph("API 4xx and 5xx", aws("AWS/ApiGateway", "4xx", "Sum", five, apiDims), aws("AWS/ApiGateway", "5xx", "Sum", five, apiDims)),
-		graph("API latency (ms)", aws("AWS/ApiGateway", "Latency", "p50", five, apiDims), aws("AWS/ApiGateway", "Latency", "p99", five, apiDims)),
-		graph("failure queue depth", dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")})),
-	})
-	for _, name := range file.Names() {
-		src := []string{"source", name}
-		rows = append(rows, &[]awscloudwatch.IWidget{
-			graph(name+": deliveries", w.ours("Received", "Sum", five, src...), w.ours("Accepted", "Sum", five, src...), w.ours("Duplicate", "Sum", five, src...),
-				w.ours("BackstopAbsorbed", "Sum", five, src...)),
-			graph(name+": refused", w.ours("SignatureRejected", "Sum", five, src...), w.ours("Rejected", "Sum", five, src...), w.ours("Unavailable", "Sum", five, src...),
-				w.ours("Failed", "Sum", five, src...), w.ours("ReplayRefused", "Sum", five, src...), w.ours("UnknownType", "Sum", five, src...)),
-			graph(name+": commit latency (ms)", w.ours("CommitLatency", "p50", five, src...), w.ours("CommitLatency", "p99", five, src...)),
-		})
-	}
-	targets := append(sortedKeys(file.Targets), cfg.Targets...)
-	slices.Sort(targets)
-	for _, t := range slices.Compact(targets) {
-		tgt := []string{"target", t}
-		rows = append(rows, &[]awscloudwatch.IWidget{
-			graph(t+": intents", w.ours("IntentsDone", "Sum", five, tgt...), w.ours("IntentsRetried", "Sum", five, tgt...),
-				w.ours("IntentsParked", "Sum", five, tgt...), w.ours("LeaseLost", "Sum", five, tgt...), w.ours("RetryNotScheduled", "Sum", five, tgt...),
-				w.ours("IntentsHeld", "Sum", five, tgt...)),
-			graph(t+": call latency (ms)", w.ours("ExecutionLatency", "p50", five, tgt...), w.ours("ExecutionLatency", "p99", five, tgt...)),
-		})
-	}
-	last := []awscloudwatch.IWidget{
-		graph("sweeps", w.ours("SweepRuns", "Sum", five), w.ours("SweepRedriven", "Sum", five), w.ours("SweepSettled", "Sum", five),
-			w.ours("SweepFailures", "Sum", five), w.ours("SweepDeferred", "Sum", five), w.ours("SweepIncomplete", "Sum", five)),
-		graph("parked claims", w.ours("ParkedClaims", "Maximum", five)),
-		graph("outbox iterator age (ms)", aws("AWS/Lambda", "IteratorAge", "Maximum", five, map[string]*string{"FunctionName": worker.FunctionName()})),
-	}
-	if len(cfg.AuditPrefixes) > 0 {
-		last = append(last, graph("leak audit", w.ours("EffectsAudited", "Sum", five), w.ours("EffectsWithoutClaim", "Sum", five)))
-	}
-	rows = append(rows, &last)
-	dash := awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{Widgets: &rows})
-	return w.alarms, dash
+	return nil
 }
 
 // readsAStore reports whether a source's secrets are re-read from a store (Secrets Manager,

@@ -86,8 +86,8 @@ func checkBindings(scope constructs.Construct, stack awscdk.Stack, cfg Props, f 
 			return nil, fmt.Errorf("%s: the sources file has no table %q (tables.%s)", prop, name, name)
 		case !t.Bound:
 			return nil, fmt.Errorf(`%s: tables.%s names its table itself (%q): mark it "bound": true without a name, or drop the binding`, prop, name, t.PhysicalName(name))
-		case cfg.ExistingTable != nil && (table == cfg.ExistingTable || awscdk.Token_CompareStrings(table.TableName(), cfg.ExistingTable.TableName()) == awscdk.TokenComparison_SAME()):
-			return nil, fmt.Errorf("%s: is Props.ExistingTable, oncehook's own table: effects there are the claims table's own, with no Effect.In and no entry in the sources file's tables", prop)
+		case cfg.Table.Existing != nil && (table == cfg.Table.Existing || awscdk.Token_CompareStrings(table.TableName(), cfg.Table.Existing.TableName()) == awscdk.TokenComparison_SAME()):
+			return nil, fmt.Errorf("%s: is Props.Table.Existing, oncehook's own table: effects there are the claims table's own, with no Effect.In and no entry in the sources file's tables", prop)
 		}
 		if pk, sk, known := tableKey(table); known && (pk != t.PartitionKey || sk != t.SortKey) {
 			field, want, got, key := "partition_key", t.PartitionKey, pk, "partition key"

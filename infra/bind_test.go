@@ -383,9 +383,9 @@ func TestBindingsThatCannotWorkFailTheSynthNamingThePropAndTheField(t *testing.T
 			p.TableBindings["customers"] = awsdynamodb.Table_FromTableName(s, jsii.String("X"), jsii.String("cu"))
 		}, `Props.TableBindings["customers"]: tables.customers: is bound to "cu", which is not a DynamoDB table name`},
 		{"oncehook's own table as an application table", "", func(s awscdk.Stack, _ appResources, p *Props) {
-			p.ExistingTable = claimsTable(s, "Claims", nil, nil)
-			p.TableBindings["customers"] = p.ExistingTable
-		}, `Props.TableBindings["customers"]: is Props.ExistingTable, oncehook's own table`},
+			p.Table.Existing = claimsTable(s, "Claims", nil, nil)
+			p.TableBindings["customers"] = p.Table.Existing
+		}, `Props.TableBindings["customers"]: is Props.Table.Existing, oncehook's own table`},
 		{"a file entry neither literal nor bound", strings.Replace(boundSourcesFile, `"q":{"type":"sqs","bound":true}`, `"q":{"type":"sqs"}`, 1),
 			func(awscdk.Stack, appResources, *Props) {}, `targets.q.arn: is required: the ARN of the sqs resource, or "bound": true`},
 		{"a file entry both literal and bound", strings.Replace(boundSourcesFile, `"q":{"type":"sqs","bound":true}`, `"q":{"type":"sqs","bound":true,"arn":"arn:aws:sqs:us-east-1:1:q"}`, 1),
@@ -439,11 +439,11 @@ func TestAResourceTheSynthCannotPlaceIsWarnedOf(t *testing.T) {
 			p.QueueBindings["q"] = awssqs.Queue_FromQueueArn(s, jsii.String("X"), jsii.String("arn:aws:sqs:eu-west-1:222222222222:audit"))
 		}, `Props.QueueBindings["q"]: is in account 222222222222, Region eu-west-1`},
 		{"an adopted table imported by an ARN", func(s awscdk.Stack, p *Props) {
-			p.ExistingTable = awsdynamodb.Table_FromTableAttributes(s, jsii.String("Claims"), &awsdynamodb.TableAttributes{
+			p.Table.Existing = awsdynamodb.Table_FromTableAttributes(s, jsii.String("Claims"), &awsdynamodb.TableAttributes{
 				TableArn:       jsii.String("arn:aws:dynamodb:us-east-1:222222222222:table/claims"),
 				TableStreamArn: jsii.String("arn:aws:dynamodb:us-east-1:222222222222:table/claims/stream/x"),
 			})
-		}, `Props.ExistingTable: is in account 222222222222, Region us-east-1`},
+		}, `Props.Table.Existing: is in account 222222222222, Region us-east-1`},
 		{"a bound table imported by name", func(s awscdk.Stack, p *Props) {
 			p.TableBindings["customers"] = awsdynamodb.Table_FromTableName(s, jsii.String("X"), jsii.String("customers"))
 		}, ""},
@@ -454,7 +454,7 @@ func TestAResourceTheSynthCannotPlaceIsWarnedOf(t *testing.T) {
 			s := awscdk.NewStack(app, jsii.String("S"), nil)
 			p := prebuilt("arm64")
 			p.SourcesFile = sourcesFile(t, boundSourcesFile)
-			p.AlarmEmails = []string{"oncall@example.com"}
+			p.Alarms.Emails = []string{"oncall@example.com"}
 			defineResources(s).bind(p)
 			c.set(s, p)
 			New(s, "Oncehook", p)

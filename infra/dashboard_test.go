@@ -93,8 +93,8 @@ func TestTheDashboardShowsWhatAnOperatorLooksAtFirst(t *testing.T) {
 		t.Error("the dashboard charts the leak audit of a deployment without one")
 	}
 	p := prebuilt("arm64")
-	p.AuditPrefixes = []string{"ORDER#"}
-	p.MetricsNamespace = ns
+	p.Sweeper.AuditPrefixes = []string{"ORDER#"}
+	p.Telemetry.MetricsNamespace = ns
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)

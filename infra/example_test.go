@@ -21,12 +21,16 @@ func ExampleNew() {
 	cert := awscertificatemanager.Certificate_FromCertificateArn(stack, jsii.String("Cert"),
 		jsii.String("arn:aws:acm:eu-west-1:111111111111:certificate/0c8e2f6c-4a0e-4d2b-9d8e-2f1f1c7e6a11"))
 	o := infra.New(stack, "Webhooks", &infra.Props{
-		SourcesFile:   "sources.json",
-		Receiver:      infra.Code{GoPackage: "./cmd/receiver"},
-		Outbox:        infra.Code{GoPackage: "./cmd/outbox"},
-		Sweeper:       infra.Code{GoPackage: "./cmd/sweeper"},
-		Domain:        &infra.Domain{Name: "hooks.example.com", Certificate: cert},
-		AuditPrefixes: []string{"ORDER#"},
+		SourcesFile: "sources.json",
+		Receiver: infra.ReceiverProps{
+			Code:   infra.Code{GoPackage: "./cmd/receiver"},
+			Domain: &infra.Domain{Name: "hooks.example.com", Certificate: cert},
+		},
+		Outbox: infra.OutboxProps{Code: infra.Code{GoPackage: "./cmd/outbox"}},
+		Sweeper: infra.SweeperProps{
+			Code:          infra.Code{GoPackage: "./cmd/sweeper"},
+			AuditPrefixes: []string{"ORDER#"},
+		},
 	})
 	o.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String("oncall@example.com"), nil))
 	awscdk.NewCfnOutput(stack, jsii.String("StripeUrl"), &awscdk.CfnOutputProps{Value: o.WebhookUrls["stripe"]})
@@ -41,15 +45,21 @@ func ExampleFunctionOptions() {
 	app := awscdk.NewApp(nil)
 	stack := awscdk.NewStack(app, jsii.String("Webhooks"), nil)
 	infra.New(stack, "Hooks", &infra.Props{
-		SourcesFile:           "sources.json",
-		StreamParallelization: 4,
-		StreamBatchSize:       50,
-		ReceiverFunction:      infra.FunctionOptions{MemorySize: 512, ReservedConcurrency: 200},
-		OutboxFunction:        infra.FunctionOptions{Architecture: awslambda.Architecture_X86_64()},
-		Tracing:               awslambda.Tracing_ACTIVE,
-		LogRetention:          awslogs.RetentionDays_ONE_YEAR,
-		LogRemoval:            awscdk.RemovalPolicy_RETAIN,
-		TableLogicalID:        "WebhooksTable897AE32D",
+		SourcesFile: "sources.json",
+		Table:       infra.TableProps{LogicalID: "WebhooksTable897AE32D"},
+		Receiver: infra.ReceiverProps{
+			Function: infra.FunctionOptions{MemorySize: 512, ReservedConcurrency: 200},
+		},
+		Outbox: infra.OutboxProps{
+			Function:              infra.FunctionOptions{Architecture: awslambda.Architecture_X86_64()},
+			StreamParallelization: 4,
+			StreamBatchSize:       50,
+		},
+		Telemetry: infra.TelemetryProps{
+			Tracing:      awslambda.Tracing_ACTIVE,
+			LogRetention: awslogs.RetentionDays_ONE_YEAR,
+			LogRemoval:   awscdk.RemovalPolicy_RETAIN,
+		},
 	})
 	app.Synth(nil)
 }
@@ -80,9 +90,9 @@ func ExampleProps_existingTable() {
 	})
 	stack := awscdk.NewStack(app, jsii.String("Webhooks"), nil)
 	infra.New(stack, "Webhooks", &infra.Props{
-		SourcesFile:   "sources.json",
-		Receiver:      infra.Code{GoPackage: "./cmd/receiver"},
-		ExistingTable: claims, // a cross-stack reference: the stream mapping, grants and alarms are on it
+		SourcesFile: "sources.json",
+		Receiver:    infra.ReceiverProps{Code: infra.Code{GoPackage: "./cmd/receiver"}},
+		Table:       infra.TableProps{Existing: claims}, // a cross-stack reference: the stream mapping, grants and alarms are on it
 	})
 	app.Synth(nil)
 }
@@ -101,7 +111,7 @@ func ExampleProps_tableBindings() {
 	audit := awssqs.NewQueue(stack, jsii.String("Audit"), &awssqs.QueueProps{EnforceSSL: jsii.Bool(true)})
 	infra.New(stack, "Webhooks", &infra.Props{
 		SourcesFile:   "sources.json", // "tables": {"customers": {"bound": true, ...}}, "targets": {"audit": {"type": "sqs", "bound": true}}
-		Receiver:      infra.Code{GoPackage: "./cmd/receiver"},
+		Receiver:      infra.ReceiverProps{Code: infra.Code{GoPackage: "./cmd/receiver"}},
 		TableBindings: map[string]awsdynamodb.ITable{"customers": customers},
 		QueueBindings: map[string]awssqs.IQueue{"audit": audit},
 	})

@@ -59,14 +59,14 @@ func TestThePlatformKnobsReachTheTemplate(t *testing.T) {
 
 	// Set.
 	p := prebuilt("arm64")
-	p.Outbox = Code{Dir: synth.bootstraps["amd64"]}
-	p.StreamParallelization = 7
-	p.StreamBatchSize = 25
-	p.LogRetention = awslogs.RetentionDays_ONE_YEAR
-	p.LogRemoval = awscdk.RemovalPolicy_RETAIN
-	p.Tracing = awslambda.Tracing_ACTIVE
-	p.ReceiverFunction = FunctionOptions{MemorySize: 1024}
-	p.OutboxFunction = FunctionOptions{MemorySize: 512, Architecture: awslambda.Architecture_X86_64(), ReservedConcurrency: 20}
+	p.Outbox.Code = Code{Dir: synth.bootstraps["amd64"]}
+	p.Outbox.StreamParallelization = 7
+	p.Outbox.StreamBatchSize = 25
+	p.Telemetry.LogRetention = awslogs.RetentionDays_ONE_YEAR
+	p.Telemetry.LogRemoval = awscdk.RemovalPolicy_RETAIN
+	p.Telemetry.Tracing = awslambda.Tracing_ACTIVE
+	p.Receiver.Function = FunctionOptions{MemorySize: 1024}
+	p.Outbox.Function = FunctionOptions{MemorySize: 512, Architecture: awslambda.Architecture_X86_64(), ReservedConcurrency: 20}
 	var o *Oncehook
 	tpl, err := synthesizeWith(func(awscdk.Stack) *Props { return p }, &o)
 	if err != nil {
@@ -119,30 +119,30 @@ func TestKnobsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 		edit func(*Props)
 		want string
 	}{
-		{"parallelization over 10", func(p *Props) { p.StreamParallelization = 11 }, "Props.StreamParallelization"},
-		{"parallelization below 1", func(p *Props) { p.StreamParallelization = -1 }, "Props.StreamParallelization"},
-		{"a fractional parallelization", func(p *Props) { p.StreamParallelization = 2.5 }, "Props.StreamParallelization"},
-		{"a batch over Lambda's", func(p *Props) { p.StreamBatchSize = 10001 }, "Props.StreamBatchSize"},
+		{"parallelization over 10", func(p *Props) { p.Outbox.StreamParallelization = 11 }, "Props.Outbox.StreamParallelization"},
+		{"parallelization below 1", func(p *Props) { p.Outbox.StreamParallelization = -1 }, "Props.Outbox.StreamParallelization"},
+		{"a fractional parallelization", func(p *Props) { p.Outbox.StreamParallelization = 2.5 }, "Props.Outbox.StreamParallelization"},
+		{"a batch over Lambda's", func(p *Props) { p.Outbox.StreamBatchSize = 10001 }, "Props.Outbox.StreamBatchSize"},
 		// The outbox function's timeout is derived from the batch (outboxTimings): 10,000 records
 		// 256 at a time, 40 rounds of calls up to 30 s, need 23 minutes.
 		{"a batch the outbox cannot run in 15 minutes", func(p *Props) {
-			p.StreamBatchSize = 10000
+			p.Outbox.StreamBatchSize = 10000
 			p.SourcesFile = sourcesFile(t, `{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
 			  "targets":{"email":{"type":"http","url":"https://example.com/x","timeout":"30s"}}}`)
-		}, "Props.StreamBatchSize"},
-		{"a negative batch", func(p *Props) { p.StreamBatchSize = -5 }, "Props.StreamBatchSize"},
-		{"a fractional batch", func(p *Props) { p.StreamBatchSize = 1.5 }, "Props.StreamBatchSize"},
-		{"memory under Lambda's", func(p *Props) { p.ReceiverFunction.MemorySize = 64 }, "Props.ReceiverFunction.MemorySize"},
-		{"memory over Lambda's", func(p *Props) { p.OutboxFunction.MemorySize = 20000 }, "Props.OutboxFunction.MemorySize"},
+		}, "Props.Outbox.StreamBatchSize"},
+		{"a negative batch", func(p *Props) { p.Outbox.StreamBatchSize = -5 }, "Props.Outbox.StreamBatchSize"},
+		{"a fractional batch", func(p *Props) { p.Outbox.StreamBatchSize = 1.5 }, "Props.Outbox.StreamBatchSize"},
+		{"memory under Lambda's", func(p *Props) { p.Receiver.Function.MemorySize = 64 }, "Props.Receiver.Function.MemorySize"},
+		{"memory over Lambda's", func(p *Props) { p.Outbox.Function.MemorySize = 20000 }, "Props.Outbox.Function.MemorySize"},
 		{"a global memory over Lambda's", func(p *Props) { p.MemorySize = 20000 }, "Props.MemorySize"},
-		{"a sweeper reservation", func(p *Props) { p.SweeperFunction.ReservedConcurrency = 3 }, "Props.SweeperFunction.ReservedConcurrency"},
-		{"a negative reservation", func(p *Props) { p.OutboxFunction.ReservedConcurrency = -1 }, "Props.OutboxFunction.ReservedConcurrency"},
+		{"a sweeper reservation", func(p *Props) { p.Sweeper.Function.ReservedConcurrency = 3 }, "Props.Sweeper.Function.ReservedConcurrency"},
+		{"a negative reservation", func(p *Props) { p.Outbox.Function.ReservedConcurrency = -1 }, "Props.Outbox.Function.ReservedConcurrency"},
 		{"two receiver reservations", func(p *Props) {
-			p.ReceiverReservedConcurrency = 10
-			p.ReceiverFunction.ReservedConcurrency = 20
-		}, "Props.ReceiverFunction.ReservedConcurrency"},
+			p.Receiver.ReservedConcurrency = 10
+			p.Receiver.Function.ReservedConcurrency = 20
+		}, "Props.Receiver.Function.ReservedConcurrency"},
 		{"an outbox build of the wrong architecture", func(p *Props) {
-			p.OutboxFunction.Architecture = awslambda.Architecture_X86_64() // the code is arm64
+			p.Outbox.Function.Architecture = awslambda.Architecture_X86_64() // the code is arm64
 		}, "outbox.Code"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,8 +155,8 @@ func TestKnobsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 	}
 }
 
-// TestQueuesAndLogsCanBeUnderACustomerManagedKey: with Props.QueueKey both queues are under it
-// and whoever sends to them may use it; with Props.LogKey every log group is, and the key lets
+// TestQueuesAndLogsCanBeUnderACustomerManagedKey: with Props.Outbox.QueueKey both queues are under it
+// and whoever sends to them may use it; with Props.Telemetry.LogKey every log group is, and the key lets
 // CloudWatch Logs use it for this account's log groups only.
 func TestQueuesAndLogsCanBeUnderACustomerManagedKey(t *testing.T) {
 	var queueKey, logKey awskms.Key
@@ -164,7 +164,7 @@ func TestQueuesAndLogsCanBeUnderACustomerManagedKey(t *testing.T) {
 		p := prebuilt("arm64")
 		queueKey = awskms.NewKey(s, jsii.String("QueueKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
 		logKey = awskms.NewKey(s, jsii.String("LogKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
-		p.QueueKey, p.LogKey = queueKey, logKey
+		p.Outbox.QueueKey, p.Telemetry.LogKey = queueKey, logKey
 		return p
 	}, nil)
 	if err != nil {

@@ -58,40 +58,40 @@ func TestCfnLintPassesOnEverySynthesizedTemplate(t *testing.T) {
 	for name, build := range map[string]func(awscdk.Stack) *Props{
 		"domain": func(s awscdk.Stack) *Props {
 			p := prebuilt("arm64")
-			p.Domain = &Domain{Name: "hooks.example.com",
+			p.Receiver.Domain = &Domain{Name: "hooks.example.com",
 				Certificate: awscertificatemanager.Certificate_FromCertificateArn(s, jsii.String("Cert"), jsii.String("arn:aws:acm:us-east-1:111111111111:certificate/abc")),
 				Zone:        awsroute53.HostedZone_FromHostedZoneAttributes(s, jsii.String("Zone"), &awsroute53.HostedZoneAttributes{HostedZoneId: jsii.String("Z123"), ZoneName: jsii.String("example.com")})}
-			p.SourceThrottles = map[string]Throttle{"stripe": {Rate: 10, Burst: 20}}
+			p.Receiver.SourceThrottles = map[string]Throttle{"stripe": {Rate: 10, Burst: 20}}
 			return p
 		},
 		"keys": func(s awscdk.Stack) *Props {
 			p := prebuilt("arm64")
-			p.TableEncryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
-			p.TableKey = awskms.NewKey(s, jsii.String("TableKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
-			p.SecretsKeys = []awskms.IKey{awskms.Key_FromKeyArn(s, jsii.String("K"), jsii.String("arn:aws:kms:us-east-1:111111111111:key/1234"))}
-			p.QueueKey = awskms.NewKey(s, jsii.String("QueueKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
-			p.LogKey = awskms.NewKey(s, jsii.String("LogKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+			p.Table.Encryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
+			p.Table.Key = awskms.NewKey(s, jsii.String("TableKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+			p.Receiver.SecretsKeys = []awskms.IKey{awskms.Key_FromKeyArn(s, jsii.String("K"), jsii.String("arn:aws:kms:us-east-1:111111111111:key/1234"))}
+			p.Outbox.QueueKey = awskms.NewKey(s, jsii.String("QueueKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+			p.Telemetry.LogKey = awskms.NewKey(s, jsii.String("LogKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
 			// A topic of the team's own under a key whose policy lets CloudWatch use it.
 			topicKey := awskms.NewKey(s, jsii.String("TopicKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
 			topicKey.GrantEncryptDecrypt(awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil))
-			p.AlarmTopic = awssns.NewTopic(s, jsii.String("Pager"), &awssns.TopicProps{MasterKey: topicKey, EnforceSSL: jsii.Bool(true)})
+			p.Alarms.Topic = awssns.NewTopic(s, jsii.String("Pager"), &awssns.TopicProps{MasterKey: topicKey, EnforceSSL: jsii.Bool(true)})
 			return p
 		},
 		"knobs": func(s awscdk.Stack) *Props {
 			p := prebuilt("arm64")
-			p.AuditPrefixes = []string{"ORDER#"}
-			p.Tracing = awslambda.Tracing_ACTIVE
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, XRay: true}
-			p.StreamParallelization, p.StreamBatchSize = 10, 10
-			p.ReceiverFunction = FunctionOptions{MemorySize: 1024, ReservedConcurrency: 50}
-			p.AlarmEmails = []string{"oncall@example.com"}
-			p.AlarmHttpsEndpoints = []string{"https://pager.example.com/hook"}
-			p.TableLogicalID = "AdoptedTable"
+			p.Sweeper.AuditPrefixes = []string{"ORDER#"}
+			p.Telemetry.Tracing = awslambda.Tracing_ACTIVE
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, XRay: true}
+			p.Outbox.StreamParallelization, p.Outbox.StreamBatchSize = 10, 10
+			p.Receiver.Function = FunctionOptions{MemorySize: 1024, ReservedConcurrency: 50}
+			p.Alarms.Emails = []string{"oncall@example.com"}
+			p.Alarms.HttpsEndpoints = []string{"https://pager.example.com/hook"}
+			p.Table.LogicalID = "AdoptedTable"
 			return p
 		},
 		"adopted": func(s awscdk.Stack) *Props {
 			p := prebuilt("arm64")
-			p.ExistingTable = claimsTable(s, "Claims", nil, nil)
+			p.Table.Existing = claimsTable(s, "Claims", nil, nil)
 			return p
 		},
 		"bound": func(s awscdk.Stack) *Props {
@@ -126,10 +126,10 @@ func TestCfnLintPassesOnEverySynthesizedTemplate(t *testing.T) {
 // checkovByProp are the checkov findings a prop fixes: none may remain in keys.template.json,
 // which sets each of them.
 var checkovByProp = map[string]string{
-	"CKV_AWS_27":  "Props.QueueKey",
-	"CKV_AWS_158": "Props.LogKey",
-	"CKV_AWS_119": "Props.TableEncryption CUSTOMER_MANAGED",
-	"CKV_AWS_26":  "Props.AlarmTopic, a topic under a key CloudWatch may use",
+	"CKV_AWS_27":  "Props.Outbox.QueueKey",
+	"CKV_AWS_158": "Props.Telemetry.LogKey",
+	"CKV_AWS_119": "Props.Table.Encryption CUSTOMER_MANAGED",
+	"CKV_AWS_26":  "Props.Alarms.Topic, a topic under a key CloudWatch may use",
 }
 
 // checkovNotApplicable are the findings that do not apply to oncehook, each with why (the same

@@ -48,9 +48,9 @@ func TestMain(m *testing.M) {
 	synth.stack = awscdk.NewStack(app, jsii.String("Oncehook"), nil)
 	synth.o = New(synth.stack, "Oncehook", &Props{
 		SourcesFile: "../examples/sources.json",
-		Receiver:    Code{Dir: synth.bootstraps["arm64"]},
-		Outbox:      Code{Dir: synth.bootstraps["arm64"]},
-		Sweeper:     Code{Dir: synth.bootstraps["arm64"]},
+		Receiver:    ReceiverProps{Code: Code{Dir: synth.bootstraps["arm64"]}},
+		Outbox:      OutboxProps{Code: Code{Dir: synth.bootstraps["arm64"]}},
+		Sweeper:     SweeperProps{Code: Code{Dir: synth.bootstraps["arm64"]}},
 	})
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	synth.tpl = assertions.Template_FromStack(synth.stack, nil)
@@ -231,7 +231,7 @@ func TestTheSweeperRunsOnAScheduleOneAtATime(t *testing.T) {
 		}))
 	})
 	p := prebuilt("arm64")
-	p.UnreservedSweeper = true
+	p.Sweeper.Unreserved = true
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestEachRoleHasExactlyTheActionsItsCodeIssuesOnExactlyItsResources(t *testi
 		id := "Oncehook" + strings.ToUpper(role[:1]) + role[1:] + "Role"
 		for _, a := range actions {
 			if a == "dynamodb:Scan" {
-				continue // the leak audit, granted only with Props.AuditPrefixes (TestTheLeakAudit...)
+				continue // the leak audit, granted only with Props.Sweeper.AuditPrefixes (TestTheLeakAudit...)
 			}
 			if resources[a] == nil {
 				t.Fatalf("the %s calls %s, which this test gives no resource", role, a)
@@ -634,8 +634,8 @@ func TestSynthWarnsOfARetentionOnADefault(t *testing.T) {
 		file := filepath.Join(dir, c.name+".json")
 		os.WriteFile(file, []byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"secretsmanager":"s"}]`+c.redrive+`}}}`), 0o644)
 		stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("W"+c.name), nil)
-		New(stack, "Oncehook", &Props{SourcesFile: file, Receiver: Code{Dir: synth.bootstraps["arm64"]},
-			Outbox: Code{Dir: synth.bootstraps["arm64"]}, Sweeper: Code{Dir: synth.bootstraps["arm64"]}})
+		New(stack, "Oncehook", &Props{SourcesFile: file, Receiver: ReceiverProps{Code: Code{Dir: synth.bootstraps["arm64"]}},
+			Outbox: OutboxProps{Code: Code{Dir: synth.bootstraps["arm64"]}}, Sweeper: SweeperProps{Code: Code{Dir: synth.bootstraps["arm64"]}}})
 		found := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("sources.stripe.redrive_window: not set")))
 		if got := len(*found) > 0; got != c.warned {
 			t.Errorf("%s: warned %v, want %v", c.name, got, c.warned)
@@ -654,8 +654,8 @@ func TestASecretRefreshAlarmForEverySourceThatReadsAStore(t *testing.T) {
   "env": {"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"1h","redrive_window":"1d"},
   "pk":  {"scheme":"discord","public_keys":["`+strings.Repeat("ab", 32)+`"],"event_id":{"json":"id"},"event_type":{"json":"type"},"retry_horizon":"1h","redrive_window":"1d"}}}`), 0o644)
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("Refresh"), nil)
-	o := New(stack, "Oncehook", &Props{SourcesFile: file, AllowEnvSecrets: true, Environment: map[string]string{"S": "s", "G": "g"}, Receiver: Code{Dir: synth.bootstraps["arm64"]},
-		Outbox: Code{Dir: synth.bootstraps["arm64"]}, Sweeper: Code{Dir: synth.bootstraps["arm64"]}})
+	o := New(stack, "Oncehook", &Props{SourcesFile: file, AllowEnvSecrets: true, Environment: map[string]string{"S": "s", "G": "g"}, Receiver: ReceiverProps{Code: Code{Dir: synth.bootstraps["arm64"]}},
+		Outbox: OutboxProps{Code: Code{Dir: synth.bootstraps["arm64"]}}, Sweeper: SweeperProps{Code: Code{Dir: synth.bootstraps["arm64"]}}})
 	got := map[string]bool{}
 	for _, a := range o.Alarms {
 		if id := *a.Node().Id(); strings.HasPrefix(id, "SecretRefreshFailed-") {

@@ -49,7 +49,7 @@ func sourcesFile(t *testing.T, content string) string {
 
 func prebuilt(arch string) *Props {
 	d := synth.bootstraps[arch]
-	return &Props{SourcesFile: "../examples/sources.json", Receiver: Code{Dir: d}, Outbox: Code{Dir: d}, Sweeper: Code{Dir: d}}
+	return &Props{SourcesFile: "../examples/sources.json", Receiver: ReceiverProps{Code: Code{Dir: d}}, Outbox: OutboxProps{Code: Code{Dir: d}}, Sweeper: SweeperProps{Code: Code{Dir: d}}}
 }
 
 func TestAPrebuiltBootstrapOfAnotherArchitectureFailsTheSynth(t *testing.T) {
@@ -78,7 +78,7 @@ func TestTheFunctionsGetTheVerySourcesFileTheirPermissionsCameFrom(t *testing.T)
 	})
 	// Code built elsewhere gets the file inline instead.
 	p := prebuilt("arm64")
-	p.Outbox = Code{Lambda: awslambda.Code_FromAsset(jsii.String(synth.bootstraps["arm64"]), nil)}
+	p.Outbox.Code = Code{Lambda: awslambda.Code_FromAsset(jsii.String(synth.bootstraps["arm64"]), nil)}
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)
@@ -109,13 +109,13 @@ func TestPropsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 	}{
 		{"no sources file", func(p *Props) { p.SourcesFile = "" }, "Props.SourcesFile is required"},
 		{"a sources file that does not exist", func(p *Props) { p.SourcesFile = "nope.json" }, "Props.SourcesFile"},
-		{"a shard count over the maximum", func(p *Props) { p.PendingShards = 5000 }, "Props.PendingShards"},
+		{"a shard count over the maximum", func(p *Props) { p.Table.PendingShards = 5000 }, "Props.Table.PendingShards"},
 		{"an environment variable the construct sets", func(p *Props) { p.Environment = map[string]string{"TABLE_NAME": "x"} }, "Props.Environment: TABLE_NAME"},
-		{"a custom target that is an HTTP target", func(p *Props) { p.Targets = []string{"email"} }, `Props.Targets: "email"`},
-		{"two kinds of code for one function", func(p *Props) { p.Receiver.GoPackage = "./x" }, "receiver.Code: set exactly one"},
+		{"a custom target that is an HTTP target", func(p *Props) { p.Outbox.Targets = []string{"email"} }, `Props.Outbox.Targets: "email"`},
+		{"two kinds of code for one function", func(p *Props) { p.Receiver.Code.GoPackage = "./x" }, "receiver.Code: set exactly one"},
 		{"a sources file too big to pass inline", func(p *Props) {
 			p.SourcesFile = big
-			p.Outbox = Code{Lambda: awslambda.Code_FromAsset(jsii.String(synth.bootstraps["arm64"]), nil)}
+			p.Outbox.Code = Code{Lambda: awslambda.Code_FromAsset(jsii.String(synth.bootstraps["arm64"]), nil)}
 		}, "outbox.Code: the sources file is"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -130,8 +130,8 @@ func TestPropsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 
 func TestTheFloodGuardsAndAnExistingApi(t *testing.T) {
 	p := prebuilt("arm64")
-	p.ReceiverReservedConcurrency = 50
-	p.Targets = []string{"crm", "billing"}
+	p.Receiver.ReservedConcurrency = 50
+	p.Outbox.Targets = []string{"crm", "billing"}
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestTheFloodGuardsAndAnExistingApi(t *testing.T) {
 	p = prebuilt("arm64")
 	tpl, err = synthesize(p, func(s awscdk.Stack) {
 		api = awsapigatewayv2.NewHttpApi(s, jsii.String("TheirApi"), nil)
-		p.HttpApi = api
+		p.Receiver.HttpApi = api
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestACustomDomainCarriesTheWebhookURLs(t *testing.T) {
 	var o *Oncehook
 	tpl, err := synthesizeWith(func(stack awscdk.Stack) *Props {
 		p := prebuilt("arm64")
-		p.Domain = &Domain{
+		p.Receiver.Domain = &Domain{
 			Name:        "hooks.example.com",
 			Certificate: awscertificatemanager.Certificate_FromCertificateArn(stack, jsii.String("Cert"), jsii.String("arn:aws:acm:us-east-1:111111111111:certificate/abc")),
 			Zone:        awsroute53.HostedZone_FromHostedZoneAttributes(stack, jsii.String("Zone"), &awsroute53.HostedZoneAttributes{HostedZoneId: jsii.String("Z123"), ZoneName: jsii.String("example.com")}),
@@ -273,7 +273,7 @@ func TestACustomDomainCarriesTheWebhookURLs(t *testing.T) {
 
 func TestASourceCanHaveItsOwnThrottle(t *testing.T) {
 	p := prebuilt("arm64")
-	p.SourceThrottles = map[string]Throttle{"github": {Rate: 50, Burst: 100}}
+	p.Receiver.SourceThrottles = map[string]Throttle{"github": {Rate: 50, Burst: 100}}
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)
@@ -292,13 +292,13 @@ func TestAPIPropsThatCannotWorkFailTheSynth(t *testing.T) {
 		set  func(awscdk.Stack, *Props)
 		want string
 	}{
-		{"a throttle for a source the file lacks", func(_ awscdk.Stack, p *Props) { p.SourceThrottles = map[string]Throttle{"paypal": {1, 1}} }, `"paypal" is not a source`},
-		{"a throttle of zero", func(_ awscdk.Stack, p *Props) { p.SourceThrottles = map[string]Throttle{"shop": {Rate: 10}} }, `SourceThrottles["shop"]`},
-		{"a domain without a certificate", func(_ awscdk.Stack, p *Props) { p.Domain = &Domain{Name: "hooks.example.com"} }, "Props.Domain"},
+		{"a throttle for a source the file lacks", func(_ awscdk.Stack, p *Props) { p.Receiver.SourceThrottles = map[string]Throttle{"paypal": {1, 1}} }, `"paypal" is not a source`},
+		{"a throttle of zero", func(_ awscdk.Stack, p *Props) { p.Receiver.SourceThrottles = map[string]Throttle{"shop": {Rate: 10}} }, `SourceThrottles["shop"]`},
+		{"a domain without a certificate", func(_ awscdk.Stack, p *Props) { p.Receiver.Domain = &Domain{Name: "hooks.example.com"} }, "Props.Receiver.Domain"},
 		{"a domain on an API of the application's", func(s awscdk.Stack, p *Props) {
-			p.HttpApi = awsapigatewayv2.NewHttpApi(s, jsii.String("Mine"), nil)
-			p.Domain = &Domain{Name: "h.example.com", Certificate: awscertificatemanager.Certificate_FromCertificateArn(s, jsii.String("C"), jsii.String("arn:aws:acm:us-east-1:1:certificate/x"))}
-		}, "with Props.HttpApi"},
+			p.Receiver.HttpApi = awsapigatewayv2.NewHttpApi(s, jsii.String("Mine"), nil)
+			p.Receiver.Domain = &Domain{Name: "h.example.com", Certificate: awscertificatemanager.Certificate_FromCertificateArn(s, jsii.String("C"), jsii.String("arn:aws:acm:us-east-1:1:certificate/x"))}
+		}, "with Props.Receiver.HttpApi"},
 	} {
 		_, err := synthesizeWith(func(s awscdk.Stack) *Props { p := prebuilt("arm64"); c.set(s, p); return p }, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -359,7 +359,7 @@ func TestSecretReferencesOfEveryFormGrantTheRightResources(t *testing.T) {
 	tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
 		p := prebuilt("arm64")
 		p.SourcesFile = file
-		p.SecretsKeys = []awskms.IKey{awskms.Key_FromKeyArn(s, jsii.String("K"), jsii.String("arn:aws:kms:eu-west-1:222222222222:key/1234"))}
+		p.Receiver.SecretsKeys = []awskms.IKey{awskms.Key_FromKeyArn(s, jsii.String("K"), jsii.String("arn:aws:kms:eu-west-1:222222222222:key/1234"))}
 		return p
 	}, nil)
 	if err != nil {
@@ -406,8 +406,8 @@ func TestSecretReferencesOfEveryFormGrantTheRightResources(t *testing.T) {
 func TestTheTableCanBeUnderACustomerManagedKey(t *testing.T) {
 	tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
 		p := prebuilt("arm64")
-		p.TableEncryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
-		p.TableKey = awskms.NewKey(s, jsii.String("TableKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		p.Table.Encryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
+		p.Table.Key = awskms.NewKey(s, jsii.String("TableKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
 		return p
 	}, nil)
 	if err != nil {
@@ -429,8 +429,8 @@ func TestTheTableCanBeUnderACustomerManagedKey(t *testing.T) {
 		t.Error("a KMS grant without a customer-managed key")
 	}
 	p := prebuilt("arm64")
-	p.TableKey = awskms.Key_FromKeyArn(awscdk.NewStack(awscdk.NewApp(nil), jsii.String("K"), nil), jsii.String("K"), jsii.String("arn:aws:kms:us-east-1:1:key/x"))
-	if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.TableKey") {
+	p.Table.Key = awskms.Key_FromKeyArn(awscdk.NewStack(awscdk.NewApp(nil), jsii.String("K"), nil), jsii.String("K"), jsii.String("arn:aws:kms:us-east-1:1:key/x"))
+	if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.Table.Key") {
 		t.Errorf("a key without CUSTOMER_MANAGED: got %v", err)
 	}
 }
@@ -440,7 +440,7 @@ func TestTheTableCanBeUnderACustomerManagedKey(t *testing.T) {
 // the synth, naming the prop.
 func TestTheLeakAuditRunsWithTheSweeperWhenAskedFor(t *testing.T) {
 	p := prebuilt("arm64")
-	p.AuditPrefixes, p.AuditSample = []string{"ORDER#", "SHIPMENT#"}, 40
+	p.Sweeper.AuditPrefixes, p.Sweeper.AuditSample = []string{"ORDER#", "SHIPMENT#"}, 40
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)
@@ -476,9 +476,9 @@ func TestTheLeakAuditRunsWithTheSweeperWhenAskedFor(t *testing.T) {
 		prefixes []string
 		sample   int
 		want     string
-	}{{[]string{"ORDER#", "EVT#"}, 0, "Props.AuditPrefixes[1]"}, {[]string{"ORDER#"}, 5000, "Props.AuditSample"}, {nil, 50, "Props.AuditPrefixes"}} {
+	}{{[]string{"ORDER#", "EVT#"}, 0, "Props.Sweeper.AuditPrefixes[1]"}, {[]string{"ORDER#"}, 5000, "Props.Sweeper.AuditSample"}, {nil, 50, "Props.Sweeper.AuditPrefixes"}} {
 		p := prebuilt("arm64")
-		p.AuditPrefixes, p.AuditSample = c.prefixes, c.sample
+		p.Sweeper.AuditPrefixes, p.Sweeper.AuditSample = c.prefixes, c.sample
 		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v %d: got %v, want %s", c.prefixes, c.sample, err, c.want)
 		}
@@ -634,7 +634,7 @@ func TestTheSynthSizesEveryFunctionForTheSlowestTargetAsTheWorkerChecksIt(t *tes
 		})
 	}
 	p := prebuilt("arm64")
-	p.StreamBatchSize = 1000 // four rounds of 256 records
+	p.Outbox.StreamBatchSize = 1000 // four rounds of 256 records
 	p.SourcesFile = sourcesFile(t, `{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
 	  "targets":{"slow":{"type":"http","url":"https://example.com/x","timeout":"10m"}}}`)
 	if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), `"slow"`) {

@@ -86,7 +86,7 @@ func TestEveryFailureSignalAlarmsAtAnyVolume(t *testing.T) {
 	if _, ungated := counts("5xx", ""); len(ungated) == 0 {
 		t.Error("the API's 5xx: no alarm at any volume")
 	}
-	targets := append(sortedKeys(synth.o.Sources.Targets), Props{}.Targets...)
+	targets := append(sortedKeys(synth.o.Sources.Targets), Props{}.Outbox.Targets...)
 	if len(targets) == 0 {
 		t.Fatal("the example has no targets: the retry alarms are untested")
 	}
@@ -187,8 +187,8 @@ func TestTheRetryQueueCannotTakeTheReceiversConcurrency(t *testing.T) {
 	})
 	for _, bad := range []float64{1, -3, 1001} {
 		p := prebuilt("arm64")
-		p.RetryConcurrency = bad
-		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.RetryConcurrency") {
+		p.Outbox.RetryConcurrency = bad
+		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.Outbox.RetryConcurrency") {
 			t.Errorf("RetryConcurrency %v: got %v", bad, err)
 		}
 	}
@@ -199,7 +199,7 @@ func TestTheRetryQueueCannotTakeTheReceiversConcurrency(t *testing.T) {
 func TestTheTableKeyIsUsableOnlyThroughDynamoDB(t *testing.T) {
 	tpl, err := synthesize(func() *Props {
 		p := prebuilt("arm64")
-		p.TableEncryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
+		p.Table.Encryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
 		return p
 	}())
 	if err != nil {
@@ -231,8 +231,8 @@ func TestTheAlarmsReachSomeone(t *testing.T) {
 	var o *Oncehook
 	tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
 		p := prebuilt("arm64")
-		p.AlarmEmails = []string{"oncall@example.com"}
-		p.AlarmHttpsEndpoints = []string{"https://events.pagerduty.com/integration/x/enqueue"}
+		p.Alarms.Emails = []string{"oncall@example.com"}
+		p.Alarms.HttpsEndpoints = []string{"https://events.pagerduty.com/integration/x/enqueue"}
 		return p
 	}, &o)
 	if err != nil {
@@ -262,15 +262,15 @@ func TestTheAlarmsReachSomeone(t *testing.T) {
 		t.Error("a stack whose alarms reach nobody synthesizes without a warning")
 	}
 	p := prebuilt("arm64")
-	p.AlarmEmails = []string{"oncall@example.com"}
+	p.Alarms.Emails = []string{"oncall@example.com"}
 	if warned(p) {
 		t.Error("a subscribed stack is warned")
 	}
-	for _, bad := range []*Props{{AlarmEmails: []string{"oncall"}}, {AlarmEmails: []string{"a@b.c, d@e.f"}}, {AlarmHttpsEndpoints: []string{"http://pager.example.com/x"}}, {AlarmHttpsEndpoints: []string{"pager"}}} {
+	for _, bad := range []*Props{{Alarms: AlarmProps{Emails: []string{"oncall"}}}, {Alarms: AlarmProps{Emails: []string{"a@b.c, d@e.f"}}}, {Alarms: AlarmProps{HttpsEndpoints: []string{"http://pager.example.com/x"}}}, {Alarms: AlarmProps{HttpsEndpoints: []string{"pager"}}}} {
 		p := prebuilt("arm64")
-		p.AlarmEmails, p.AlarmHttpsEndpoints = bad.AlarmEmails, bad.AlarmHttpsEndpoints
+		p.Alarms.Emails, p.Alarms.HttpsEndpoints = bad.Alarms.Emails, bad.Alarms.HttpsEndpoints
 		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.Alarm") {
-			t.Errorf("%v %v: got %v", bad.AlarmEmails, bad.AlarmHttpsEndpoints, err)
+			t.Errorf("%v %v: got %v", bad.Alarms.Emails, bad.Alarms.HttpsEndpoints, err)
 		}
 	}
 }

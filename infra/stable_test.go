@@ -17,7 +17,7 @@ import (
 // subscriptions), the log groups, the API (the URL every provider is configured with) and the
 // stream mapping (a new one starts again at TRIM_HORIZON). A refactor of the construct that
 // changes one of these ids replaces that resource on the next deploy; the ids follow the
-// construct's path, so renaming the construct does too (Props.TableLogicalID keeps the old
+// construct's path, so renaming the construct does too (Props.Table.LogicalID keeps the old
 // table's then: docs/stack.md).
 func TestTheLogicalIDsOfWhatHoldsStateAreStable(t *testing.T) {
 	pinned := map[string]string{
@@ -69,7 +69,7 @@ func uniqueTypes(m map[string]string) []string {
 
 // TestARenamedConstructKeepsItsTable: renamed, the construct's table would get a new logical
 // id, which CloudFormation replaces (a new, empty table: every redrive runs again). With
-// Props.TableLogicalID the old id is kept, and nothing else of the table changes; an id
+// Props.Table.LogicalID the old id is kept, and nothing else of the table changes; an id
 // CloudFormation would refuse fails the synth naming the prop.
 func TestARenamedConstructKeepsItsTable(t *testing.T) {
 	tableID := func(tpl map[string]any) []string {
@@ -95,7 +95,7 @@ func TestARenamedConstructKeepsItsTable(t *testing.T) {
 	if got := tableID(*tpl.ToJSON()); got[0] == before[0] {
 		t.Fatalf("the renamed construct's table kept %s without the prop: the test shows nothing", got[0])
 	}
-	p.TableLogicalID = before[0]
+	p.Table.LogicalID = before[0]
 	tpl = renamed(p)
 	if got := tableID(*tpl.ToJSON()); len(got) != 1 || got[0] != before[0] {
 		t.Errorf("with TableLogicalID %s the table is %v", before[0], got)
@@ -107,8 +107,8 @@ func TestARenamedConstructKeepsItsTable(t *testing.T) {
 	}
 	for _, bad := range []string{"Old-Table", "has space", strings.Repeat("A", 256)} {
 		p := prebuilt("arm64")
-		p.TableLogicalID = bad
-		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.TableLogicalID") {
+		p.Table.LogicalID = bad
+		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "Props.Table.LogicalID") {
 			t.Errorf("TableLogicalID %q: got %v", bad, err)
 		}
 	}

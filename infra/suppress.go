@@ -45,9 +45,9 @@ func suppress(api awsapigatewayv2.HttpApi, dlq awssqs.Queue, worker awslambda.Fu
 
 // suppressTopic excuses the new alarm topic's encryption: CloudWatch alarms cannot publish to a
 // topic encrypted with the AWS managed SNS key, and a notification holds an alarm's name and
-// state, no secrets. (Give Props.AlarmTopic a topic under a customer key of your own to have one.)
+// state, no secrets. (Give Props.Alarms.Topic a topic under a customer key of your own to have one.)
 func suppressTopic(t awssns.Topic) {
 	cdknag.NagSuppressions_AddResourceSuppressions(t, &[]*cdknag.NagPackSuppression{
-		{Id: jsii.String("AwsSolutions-SNS2"), Reason: jsii.String("CloudWatch alarms cannot publish to a topic under the AWS managed SNS key; notifications carry alarm names and states, no secrets. Pass Props.AlarmTopic with a customer-managed key to encrypt.")},
+		{Id: jsii.String("AwsSolutions-SNS2"), Reason: jsii.String("CloudWatch alarms cannot publish to a topic under the AWS managed SNS key; notifications carry alarm names and states, no secrets. Pass Props.Alarms.Topic with a customer-managed key to encrypt.")},
 	}, jsii.Bool(true))
 }

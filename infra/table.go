@@ -2,40 +2,142 @@ package infra
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
 )
 
-// adoptedNeeds is what oncehook's code needs of an adopted table (Props.ExistingTable), as
+// TableProps override the table's defaults (Props.Table): a new pay-per-request table with
+// point-in-time recovery, deletion protection (unless Props.Local), AWS owned encryption and
+// the pending index in 16 shards.
+type TableProps struct {
+	// Encryption and Key choose the table's encryption, as in awsdynamodb.TableProps: AWS
+	// owned (the default), AWS managed, or customer managed (Key, or a new key with rotation).
+	// Claims and effect records hold payload fields: an email, an address. With a
+	// customer-managed key each function may use it for the table.
+	Encryption awsdynamodb.TableEncryption
+	Key        awskms.IKey
+	// LogicalID keeps the table's CloudFormation logical id. The id follows the construct's
+	// path, so renaming or moving the construct would replace the table (a new, empty one: its
+	// dedup history lost, a redrive run again); set this to the id the table has in the
+	// deployed template ("WebhooksTable1A2B3C4D") and the same table stays.
+	LogicalID string
+	// PendingShards is the pending index's shard count: raise it with the event rate
+	// (docs/capacity.md), never lower it. Default 16.
+	PendingShards int
+	// Existing adopts a table the construct does not create: one of another stack (a stateful
+	// stack that outlives this one), one defined beside the construct, or one created outside
+	// CloudFormation and imported with awsdynamodb.Table_FromTableAttributes (with its
+	// TableStreamArn, and EncryptionKey when it is under a customer-managed key). The stream
+	// mapping, every grant, the alarms, the dashboard and the outputs are then on it, and no
+	// table is created. It must be what oncehook's code needs: key pk (string, partition) and
+	// sk (string, sort), a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, TTL on expires_at, and
+	// the pending index (partition key pending_shard, string; sort key pending_since, number;
+	// keys projected at least), in the stack's account and Region. The synth refuses a table
+	// without a stream ARN and, for a table defined in the app, any of these it does not have;
+	// an imported table's settings cannot be read at synth, and the team keeps them
+	// (docs/stack.md, "Adopting a table"). Not with LogicalID, Encryption or Key, which
+	// configure the table the construct creates.
+	Existing awsdynamodb.ITable
+}
+
+// adoptedNeeds is what oncehook's code needs of an adopted table (Props.Table.Existing), as
 // docs/stack.md lists it for a table the synth cannot read.
 const adoptedNeeds = "key pk (string, partition) and sk (string, sort); a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES; TTL on expires_at; " +
 	"the pending index (pending_shard string, pending_since number)"
 
-// adopt checks Props.ExistingTable: in the stack's account and Region (the stream mapping and
+// newTable is the design's table: claims, effect records and the pending index; or
+// Props.Table.Existing, once adopt has checked it.
+func newTable(c constructs.Construct, stack awscdk.Stack, cfg Props) (awsdynamodb.ITable, error) {
+	if cfg.Table.Existing != nil {
+		return cfg.Table.Existing, adopt(c, stack, cfg.Table.Existing)
+	}
+	removal := awscdk.RemovalPolicy_RETAIN
+	if cfg.Local {
+		removal = awscdk.RemovalPolicy_DESTROY
+	}
+	table := awsdynamodb.NewTable(c, jsii.String("Table"), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.PartitionKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:             &awsdynamodb.Attribute{Name: jsii.String(dedup.SortKey), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String(dedup.TTLAttribute),
+		Stream:              awsdynamodb.StreamViewType_NEW_IMAGE,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(!cfg.Local),
+		RemovalPolicy:      removal,
+		Encryption:         cfg.Table.Encryption,
+		EncryptionKey:      cfg.Table.Key,
+	})
+	if cfg.Table.LogicalID != "" {
+		table.Node().DefaultChild().(awsdynamodb.CfnTable).OverrideLogicalId(jsii.String(cfg.Table.LogicalID))
+	}
+	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(dedup.PendingIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dedup.IndexPartitionKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dedup.IndexSortKey), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
+	return table, nil
+}
+
+// checkTable fills in the table's defaults and refuses what cannot work: a shard count out of
+// range, a logical id CloudFormation would refuse, settings of a created table with an adopted
+// one, an adopted table without a stream.
+func checkTable(cfg *Props, _ *sources.File) error {
+	if cfg.Table.PendingShards == 0 {
+		cfg.Table.PendingShards = dedup.PendingShards
+	}
+	if cfg.Table.PendingShards < 1 || cfg.Table.PendingShards > dedup.MaxPendingShards {
+		return fmt.Errorf("Props.Table.PendingShards %d: must be between 1 and %d", cfg.Table.PendingShards, dedup.MaxPendingShards)
+	}
+	if id := cfg.Table.LogicalID; id != "" && !logicalID(id) {
+		return fmt.Errorf("Props.Table.LogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
+	}
+	if cfg.Table.Existing != nil {
+		switch {
+		case cfg.Table.LogicalID != "":
+			return errors.New("Props.Table.LogicalID: keeps the id of the table the construct creates, and with Props.Table.Existing it creates none")
+		case cfg.Table.Encryption != "" || cfg.Table.Key != nil:
+			return errors.New("Props.Table.Encryption and Props.Table.Key: configure the table the construct creates, and with Props.Table.Existing it creates none (an imported table's key is given with it: awsdynamodb.TableAttributes.EncryptionKey)")
+		case cfg.Table.Existing.TableStreamArn() == nil:
+			return errors.New("Props.Table.Existing: has no stream, and the outbox runs on the table's stream: give the table a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, and import it with awsdynamodb.Table_FromTableAttributes and its TableStreamArn")
+		}
+	}
+	if cfg.Table.Key != nil && cfg.Table.Encryption != awsdynamodb.TableEncryption_CUSTOMER_MANAGED {
+		return errors.New("Props.Table.Key: only with Props.Table.Encryption CUSTOMER_MANAGED")
+	}
+	return nil
+}
+
+// adopt checks Props.Table.Existing: in the stack's account and Region (the stream mapping and
 // the claims' transactions are), and, when the table is defined in the app (its CloudFormation
 // resource is there to read), of the shape the code needs: the dedup core's key and TTL
 // attribute, a stream with new images for the outbox, the sweeper's pending index. An imported
 // table cannot be read at synth: the synth says so (cdk synth's info), and docs/stack.md says
 // what the team must have set.
 func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) error {
-	if err := placed(c, stack, "Props.ExistingTable", "the outbox's stream mapping and the receiver's transactions need the table in the stack's account and Region",
+	if err := placed(c, stack, "Props.Table.Existing", "the outbox's stream mapping and the receiver's transactions need the table in the stack's account and Region",
 		true, t.Env(), t.TableArn(), t.TableStreamArn()); err != nil {
 		return err
 	}
 	l1 := tableResource(t)
 	if l1 == nil {
-		awscdk.Annotations_Of(c).AddInfo(jsii.String("oncehook: Props.ExistingTable is imported, and its settings cannot be read at synth: it must have " + adoptedNeeds + " (docs/stack.md, \"Adopting a table\")"))
+		awscdk.Annotations_Of(c).AddInfo(jsii.String("oncehook: Props.Table.Existing is imported, and its settings cannot be read at synth: it must have " + adoptedNeeds + " (docs/stack.md, \"Adopting a table\")"))
 		return nil
 	}
 	if wrong := tableProblems(awscdk.Stack_Of(t), l1); len(wrong) > 0 {
-		return fmt.Errorf("Props.ExistingTable %s: oncehook cannot use it: %s (it needs %s)", *t.Node().Path(), strings.Join(wrong, "; "), adoptedNeeds)
+		return fmt.Errorf("Props.Table.Existing %s: oncehook cannot use it: %s (it needs %s)", *t.Node().Path(), strings.Join(wrong, "; "), adoptedNeeds)
 	}
 	return nil
 }
@@ -160,4 +262,16 @@ func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
 		}
 	}
 	return wrong
+}
+
+func logicalID(id string) bool {
+	if id == "" || len(id) > 255 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }

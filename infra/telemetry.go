@@ -8,13 +8,43 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/oncehook/oncehook/internal/otelenv"
 )
+
+// TelemetryProps override what the functions emit and where (Props.Telemetry): metrics in a
+// namespace of the construct's own, logs kept a month under CloudWatch Logs' own encryption,
+// no traces.
+type TelemetryProps struct {
+	// MetricsNamespace is the CloudWatch namespace the functions write their metrics in and the
+	// alarms read: one per deployment, so that staging and production in one account do not
+	// feed each other's alarms. Default DefaultNamespace + "/" + the construct's path
+	// ("oncehook/Production/Webhooks"), unique per construct instance in an account and Region.
+	MetricsNamespace string
+	// LogRetention is how long the functions' and the API's log groups keep their lines.
+	// Default one month.
+	LogRetention awslogs.RetentionDays
+	// LogRemoval is what becomes of those log groups when the stack deletes them. Default
+	// DESTROY (the lines expire anyway); RETAIN for an audit trail that outlives the stack.
+	LogRemoval awscdk.RemovalPolicy
+	// LogKey puts every log group (the functions' and the API's) under a customer-managed KMS
+	// key (default CloudWatch Logs' own encryption). A key defined in the app is given the
+	// statement that lets CloudWatch Logs use it for this account's log groups; an imported
+	// key's policy must have it already.
+	LogKey awskms.IKey
+	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
+	// role send its segments); default none.
+	Tracing awslambda.Tracing
+	// OpenTelemetry turns on the functions' OpenTelemetry traces, exported to a collector
+	// layer or an OTLP endpoint (see OpenTelemetry); default off.
+	OpenTelemetry *OpenTelemetry
+}
 
 // OpenTelemetry turns on the functions' OpenTelemetry traces: each delivery a trace from the
 // provider's request to the downstream's call, retries hours later included
@@ -59,17 +89,17 @@ var layerArn = regexp.MustCompile(`^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:l
 // checkTelemetry refuses an OpenTelemetry prop that cannot work, naming the field; and, with
 // the prop set, OTEL_ variables in Props.Environment (one place sets them).
 func checkTelemetry(cfg *Props) error {
-	o := cfg.OpenTelemetry
+	o := cfg.Telemetry.OpenTelemetry
 	if o == nil {
 		// The functions read OTEL_ variables wherever they come from: Props.Environment's are
 		// checked as the start checks them.
 		return checkOtelEnv("Props.Environment", cfg.Environment)
 	}
 	if o.CollectorLayerArn == "" && o.Endpoint == "" {
-		return fmt.Errorf("Props.OpenTelemetry: set CollectorLayerArn (a collector layer) or Endpoint (an OTLP/HTTP endpoint)")
+		return fmt.Errorf("Props.Telemetry.OpenTelemetry: set CollectorLayerArn (a collector layer) or Endpoint (an OTLP/HTTP endpoint)")
 	}
 	if a := o.CollectorLayerArn; a != "" && !unresolved(a) && !layerArn.MatchString(a) {
-		return fmt.Errorf("Props.OpenTelemetry.CollectorLayerArn %q: not a layer version's ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<version>)", a)
+		return fmt.Errorf("Props.Telemetry.OpenTelemetry.CollectorLayerArn %q: not a layer version's ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<version>)", a)
 	}
 	if err := checkLayerArchitecture(cfg); err != nil {
 		return err
@@ -77,25 +107,25 @@ func checkTelemetry(cfg *Props) error {
 	if e := o.Endpoint; e != "" && !unresolved(e) {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			// Never quoted: an intake's key can be its URL's path, query or password.
-			return fmt.Errorf("Props.OpenTelemetry.Endpoint: want an http(s) URL (the functions post to <it>/v1/traces); its text is not shown, as it may hold a key")
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry.Endpoint: want an http(s) URL (the functions post to <it>/v1/traces); its text is not shown, as it may hold a key")
 		}
 	}
 	for _, k := range sortedKeys(o.Environment) {
 		switch {
 		case k == "OTEL_TRACES_EXPORTER" || k == "OTEL_SDK_DISABLED" || (k == "OTEL_EXPORTER_OTLP_ENDPOINT" && o.Endpoint != ""):
-			return fmt.Errorf("Props.OpenTelemetry.Environment: %s is set by the prop", k)
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry.Environment: %s is set by the prop", k)
 		case k == "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" && o.Endpoint != "":
-			return fmt.Errorf("Props.OpenTelemetry.Environment: %s would replace Endpoint for the traces: set one of them", k)
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry.Environment: %s would replace Endpoint for the traces: set one of them", k)
 		case !strings.HasPrefix(k, "OTEL_") && !strings.HasPrefix(k, "OPENTELEMETRY_COLLECTOR_"):
-			return fmt.Errorf("Props.OpenTelemetry.Environment: %s is not an OpenTelemetry setting (OTEL_..., OPENTELEMETRY_COLLECTOR_...): use Props.Environment", k)
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry.Environment: %s is not an OpenTelemetry setting (OTEL_..., OPENTELEMETRY_COLLECTOR_...): use Props.Environment", k)
 		}
 	}
 	for k := range cfg.Environment {
 		if strings.HasPrefix(k, "OTEL_") {
-			return fmt.Errorf("Props.Environment: %s: with Props.OpenTelemetry, OpenTelemetry's settings go in its Environment", k)
+			return fmt.Errorf("Props.Environment: %s: with Props.Telemetry.OpenTelemetry, OpenTelemetry's settings go in its Environment", k)
 		}
 	}
-	return checkOtelEnv("Props.OpenTelemetry.Environment", telemetryEnv(o))
+	return checkOtelEnv("Props.Telemetry.OpenTelemetry.Environment", telemetryEnv(o))
 }
 
 // checkOtelEnv fails what the functions would refuse at start (launch) in env: the same
@@ -134,7 +164,7 @@ var layerArch = regexp.MustCompile(`:layer:[A-Za-z0-9_-]*?(?:^|[-_])(arm64|amd64
 // cannot execute fails every invocation's start, not only its traces. One layer serves every
 // function, so functions of both architectures cannot share a layer that names one.
 func checkLayerArchitecture(cfg *Props) error {
-	a := cfg.OpenTelemetry.CollectorLayerArn
+	a := cfg.Telemetry.OpenTelemetry.CollectorLayerArn
 	m := layerArch.FindStringSubmatch(a)
 	if a == "" || unresolved(a) || m == nil {
 		return nil
@@ -146,13 +176,13 @@ func checkLayerArchitecture(cfg *Props) error {
 	for _, f := range []struct {
 		name string
 		o    FunctionOptions
-	}{{"ReceiverFunction", cfg.ReceiverFunction}, {"OutboxFunction", cfg.OutboxFunction}, {"SweeperFunction", cfg.SweeperFunction}} {
+	}{{"Receiver.Function", cfg.Receiver.Function}, {"Outbox.Function", cfg.Outbox.Function}, {"Sweeper.Function", cfg.Sweeper.Function}} {
 		if f.o.Architecture == nil {
 			continue
 		}
 		if arch := *f.o.Architecture.Name(); arch != layer {
-			return fmt.Errorf("Props.OpenTelemetry.CollectorLayerArn %q: a collector layer for %s, and the %s runs on %s (Props.%s.Architecture, or Props.X86): use the layer built for %s; functions of both architectures cannot share one layer",
-				a, layer, strings.TrimSuffix(f.name, "Function"), arch, f.name, arch)
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry.CollectorLayerArn %q: a collector layer for %s, and the %s runs on %s (Props.%s.Architecture, or Props.X86): use the layer built for %s; functions of both architectures cannot share one layer",
+				a, layer, strings.TrimSuffix(f.name, ".Function"), arch, f.name, arch)
 		}
 	}
 	return nil
@@ -173,7 +203,7 @@ func telemetryEnv(o *OpenTelemetry) map[string]string {
 // telemetry wires the OpenTelemetry prop into each function: the collector layer, and X-Ray's
 // write actions (its environment, telemetryEnv, is the functions' own from the start).
 func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function) {
-	o := cfg.OpenTelemetry
+	o := cfg.Telemetry.OpenTelemetry
 	if o == nil {
 		return
 	}
@@ -192,9 +222,52 @@ func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function)
 			}))
 			cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
 				Id:        jsii.String("AwsSolutions-IAM5"),
-				Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions (Props.OpenTelemetry.XRay: the collector layer exports the function's traces to X-Ray)."),
+				Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions (Props.Telemetry.OpenTelemetry.XRay: the collector layer exports the function's traces to X-Ray)."),
 				AppliesTo: &[]interface{}{"Resource::*"},
 			}}, jsii.Bool(true))
 		}
 	}
+}
+
+// defaultNamespace is DefaultNamespace and the construct's path, each character CloudWatch
+// does not take in a namespace replaced with "_".
+func defaultNamespace(path string) string {
+	ns := []rune(DefaultNamespace + "/" + path)
+	for i, r := range ns {
+		if !namespaceRune(r) {
+			ns[i] = '_'
+		}
+	}
+	if len(ns) > 255 {
+		ns = ns[:255]
+	}
+	return string(ns)
+}
+
+func namespaceRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)
+}
+
+func validNamespace(ns string) bool {
+	if ns == "" || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
+		return false
+	}
+	for _, r := range ns {
+		if !namespaceRune(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// allowLogs lets CloudWatch Logs encrypt with key, for log groups of this account only.
+func allowLogs(stack awscdk.Stack, key awskms.IKey) {
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String(fmt.Sprintf("logs.%s.amazonaws.com", *stack.Region())), nil)},
+		Actions:    jsii.Strings("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"ArnLike": map[string]any{
+			"kms:EncryptionContext:aws:logs:arn": fmt.Sprintf("arn:%s:logs:%s:%s:log-group:*", *stack.Partition(), *stack.Region(), *stack.Account()),
+		}},
+	}), jsii.Bool(true))
 }

@@ -54,7 +54,7 @@ func TestTheOpenTelemetryPropWiresEveryFunction(t *testing.T) {
 	app := awscdk.NewApp(nil)
 	stack := awscdk.NewStack(app, jsii.String("Traced"), nil)
 	p := prebuilt("arm64")
-	p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, XRay: true,
+	p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, XRay: true,
 		Environment: map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}}
 	New(stack, "Oncehook", p)
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
@@ -88,7 +88,7 @@ func TestTheOpenTelemetryPropWiresEveryFunction(t *testing.T) {
 	}
 
 	p = prebuilt("arm64")
-	p.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com:4318"}
+	p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com:4318"}
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)
@@ -112,36 +112,36 @@ func TestAnOpenTelemetryPropThatCannotWorkFailsTheSynth(t *testing.T) {
 		set  func(*Props)
 		want string
 	}{
-		{"neither a layer nor an endpoint", func(p *Props) { p.OpenTelemetry = &OpenTelemetry{XRay: true} }, "Props.OpenTelemetry: set CollectorLayerArn"},
+		{"neither a layer nor an endpoint", func(p *Props) { p.Telemetry.OpenTelemetry = &OpenTelemetry{XRay: true} }, "Props.Telemetry.OpenTelemetry: set CollectorLayerArn"},
 		{"a layer's name, not its ARN", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: "aws-otel-collector-arm64-ver-0-117-0"}
-		}, "Props.OpenTelemetry.CollectorLayerArn"},
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: "aws-otel-collector-arm64-ver-0-117-0"}
+		}, "Props.Telemetry.OpenTelemetry.CollectorLayerArn"},
 		{"a layer without its version", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: strings.TrimSuffix(adotLayer, ":1")}
-		}, "Props.OpenTelemetry.CollectorLayerArn"},
-		{"an endpoint without a scheme", func(p *Props) { p.OpenTelemetry = &OpenTelemetry{Endpoint: "otlp.example.com:4318"} }, "Props.OpenTelemetry.Endpoint"},
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: strings.TrimSuffix(adotLayer, ":1")}
+		}, "Props.Telemetry.OpenTelemetry.CollectorLayerArn"},
+		{"an endpoint without a scheme", func(p *Props) { p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "otlp.example.com:4318"} }, "Props.Telemetry.OpenTelemetry.Endpoint"},
 		{"the exporter in the environment", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{"OTEL_TRACES_EXPORTER": "none"}}
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{"OTEL_TRACES_EXPORTER": "none"}}
 		}, "OTEL_TRACES_EXPORTER is set by the prop"},
 		{"the endpoint twice", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{Endpoint: "https://a.example.com", Environment: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://b.example.com"}}
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://a.example.com", Environment: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://b.example.com"}}
 		}, "OTEL_EXPORTER_OTLP_ENDPOINT is set by the prop"},
 		{"another setting in its environment", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{"LOG_LEVEL": "debug"}}
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{"LOG_LEVEL": "debug"}}
 		}, "LOG_LEVEL is not an OpenTelemetry setting"},
 		{"OpenTelemetry's settings in Props.Environment", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer}
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer}
 			p.Environment = map[string]string{"OTEL_TRACES_SAMPLER": "always_off"}
 		}, "Props.Environment: OTEL_TRACES_SAMPLER"},
 		{"gRPC", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}}
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}}
 		}, "OTEL_EXPORTER_OTLP_PROTOCOL"},
 		{"the traces' endpoint beside Endpoint", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{Endpoint: "https://a.example.com",
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://a.example.com",
 				Environment: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://b.example.com/v1/traces"}}
 		}, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
 		{"a resource attribute without its value", func(p *Props) {
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "team=payments,tier"}}
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "team=payments,tier"}}
 		}, "OTEL_RESOURCE_ATTRIBUTES"},
 	} {
 		p := prebuilt("arm64")
@@ -155,7 +155,7 @@ func TestAnOpenTelemetryPropThatCannotWorkFailsTheSynth(t *testing.T) {
 // TestOpenTelemetrySettingsInPropsEnvironmentAreCheckedAtSynth: the synth refuses what the
 // functions would refuse at start, so that a deployment that cannot start fails before it is
 // deployed. Props.Environment is added to every function's environment; with
-// Props.OpenTelemetry set, an OTEL_ variable there is refused, but without it the variables
+// Props.Telemetry.OpenTelemetry set, an OTEL_ variable there is refused, but without it the variables
 // pass unchecked, and every function reads them at start (launch: OTEL_TRACES_EXPORTER turns
 // tracing on) and refuses to start on what it cannot honour: the synth passes a stack whose
 // three functions exit 1 on their first invocation.
@@ -181,7 +181,7 @@ func TestOpenTelemetrySettingsInPropsEnvironmentAreCheckedAtSynth(t *testing.T) 
 // or query ("https://otlp.vendor.example/v1/<key>", "?api-key=<key>") or its userinfo, and the
 // functions' start never quotes the endpoint it refuses (otelenv: "OTEL_EXPORTER_OTLP_ENDPOINT:
 // not an http(s) URL"), nor logs or names it in an export error but by scheme and host. The
-// construct's own check of Props.OpenTelemetry.Endpoint quotes it whole: a typo in the scheme,
+// construct's own check of Props.Telemetry.OpenTelemetry.Endpoint quotes it whole: a typo in the scheme,
 // a missing scheme or a bad escape puts the intake's key in the synth's error, which CI logs
 // and build output keep.
 //
@@ -207,7 +207,7 @@ func TestAnEndpointTheSynthRefusesIsNeverQuoted(t *testing.T) {
 	)
 	refused := 0
 	for _, endpoint := range cases {
-		err := checkTelemetry(&Props{OpenTelemetry: &OpenTelemetry{Endpoint: endpoint}})
+		err := checkTelemetry(&Props{Telemetry: TelemetryProps{OpenTelemetry: &OpenTelemetry{Endpoint: endpoint}}})
 		if err == nil {
 			continue
 		}
@@ -226,7 +226,7 @@ func TestAnEndpointTheSynthRefusesIsNeverQuoted(t *testing.T) {
 // is at deploy. With Code.Lambda the construct puts the sources file in the environment
 // (ONCEHOOK_SOURCES) and accepts one of up to 3 KB (maxInlineSources: "how much of Lambda's 4
 // KB of environment an inline sources file may use"), the rest being its own few variables.
-// Props.OpenTelemetry then adds its own, unbounded and unchecked: the exporter, the endpoint,
+// Props.Telemetry.OpenTelemetry then adds its own, unbounded and unchecked: the exporter, the endpoint,
 // a vendor's key in OTEL_EXPORTER_OTLP_HEADERS (a bearer token, a JWT of a kilobyte is
 // common), resource attributes. A stack the synth passes, and whose every function's literal
 // environment (before CloudFormation's tokens add the table's name and the queue's URL)
@@ -250,13 +250,13 @@ func TestTelemetryThatOverflowsTheFunctionsEnvironmentFailsTheSynth(t *testing.T
 	}
 	props := func() *Props {
 		code := Code{Lambda: awslambda.Code_FromAsset(jsii.String(synth.bootstraps["arm64"]), nil)}
-		return &Props{SourcesFile: file, Receiver: code, Outbox: code, Sweeper: code}
+		return &Props{SourcesFile: file, Receiver: ReceiverProps{Code: code}, Outbox: OutboxProps{Code: code}, Sweeper: SweeperProps{Code: code}}
 	}
 	if _, err := synthesize(props()); err != nil {
 		t.Fatalf("a %d-byte sources file inline, without tracing: %v", b.Len(), err)
 	}
 	p := props()
-	p.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.eu01.example-observability.com:443",
+	p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.eu01.example-observability.com:443",
 		Environment: map[string]string{
 			"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer " + strings.Repeat("eyJhbGciOiJSUzI1NiJ9", 40),
 			"OTEL_RESOURCE_ATTRIBUTES":   "deployment.environment=production,team=payments,service.namespace=webhooks",
@@ -309,8 +309,8 @@ func TestACollectorLayerForAnotherArchitectureFailsTheSynth(t *testing.T) {
 	}
 	mixed := func(arn string) *Props {
 		p := withLayer(prebuilt("arm64"), arn)
-		p.Receiver = Code{Dir: synth.bootstraps["amd64"]}
-		p.ReceiverFunction.Architecture = awslambda.Architecture_X86_64()
+		p.Receiver.Code = Code{Dir: synth.bootstraps["amd64"]}
+		p.Receiver.Function.Architecture = awslambda.Architecture_X86_64()
 		return p
 	}
 	for name, p := range map[string]*Props{
@@ -321,7 +321,7 @@ func TestACollectorLayerForAnotherArchitectureFailsTheSynth(t *testing.T) {
 		"an x86_64 receiver beside arm64 ones, amd64 layer": mixed(amd64Layer),
 	} {
 		if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "CollectorLayerArn") {
-			t.Errorf("%s: got %v, want a refusal naming Props.OpenTelemetry.CollectorLayerArn", name, err)
+			t.Errorf("%s: got %v, want a refusal naming Props.Telemetry.OpenTelemetry.CollectorLayerArn", name, err)
 		}
 	}
 }
@@ -341,7 +341,7 @@ func synthesizeIn(region string, p *Props) (err error) {
 
 // TestACollectorLayerOfAnotherRegionFailsTheSynth: a Lambda layer is a Regional resource, and a
 // function can only use a layer version of its own Region (CreateFunction refuses another's),
-// as Props.OpenTelemetry.CollectorLayerArn's documentation says ("the ARN must be the stack's
+// as Props.Telemetry.OpenTelemetry.CollectorLayerArn's documentation says ("the ARN must be the stack's
 // Region's"). The construct refuses at synth, naming the prop, a bound resource known to be in
 // another Region than the stack (checkBindings' placed); a collector layer's ARN names its
 // Region as plainly, and a stack with its own env names its Region. The synth passes a stack
@@ -354,12 +354,12 @@ func TestACollectorLayerOfAnotherRegionFailsTheSynth(t *testing.T) {
 	for _, region := range []string{"eu-west-1", "us-west-2", "ap-southeast-2"} {
 		err := synthesizeIn(region, withLayer(prebuilt("arm64"), adotLayer))
 		if err == nil || !strings.Contains(err.Error(), "CollectorLayerArn") {
-			t.Errorf("a stack in %s with a us-east-1 collector layer (%s): got %v, want a refusal naming Props.OpenTelemetry.CollectorLayerArn", region, adotLayer, err)
+			t.Errorf("a stack in %s with a us-east-1 collector layer (%s): got %v, want a refusal naming Props.Telemetry.OpenTelemetry.CollectorLayerArn", region, adotLayer, err)
 		}
 	}
 }
 
 func withLayer(p *Props, arn string) *Props {
-	p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: arn, XRay: true}
+	p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: arn, XRay: true}
 	return p
 }

@@ -24,7 +24,7 @@ func TestATelemetryValueKnownOnlyAtDeployIsLeftToTheStart(t *testing.T) {
 		"_HEADERS":         {Endpoint: "https://otlp.example.com", Environment: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "api-key=" + *awscdk.Aws_ACCOUNT_ID()}},
 	} {
 		p := prebuilt("arm64")
-		p.OpenTelemetry = o
+		p.Telemetry.OpenTelemetry = o
 		tpl, err := synthesize(p)
 		if err != nil {
 			t.Errorf("%s: a token's value fails the synth: %v", name, err)
@@ -38,7 +38,7 @@ func TestATelemetryValueKnownOnlyAtDeployIsLeftToTheStart(t *testing.T) {
 		}
 	}
 	p := prebuilt("arm64")
-	p.OpenTelemetry = &OpenTelemetry{Endpoint: regional, Environment: map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}}
+	p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: regional, Environment: map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}}
 	if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_TIMEOUT") {
 		t.Errorf("beside a token, a bad timeout: got %v, want a refusal naming OTEL_EXPORTER_OTLP_TIMEOUT", err)
 	}
@@ -71,7 +71,7 @@ func TestATracesSettingKnownOnlyAtDeployIsNotJudgedByTheGeneralOne(t *testing.T)
 				Default: jsii.String(c.allowed), AllowedValues: jsii.Strings(c.allowed),
 			}).ValueAsString()
 			p := prebuilt("arm64")
-			p.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer, Environment: map[string]string{
 				c.general: c.generalValue, c.traces: *v,
 			}}
 			return p

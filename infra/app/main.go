@@ -46,12 +46,12 @@ func main() {
 		// take two of every three places in a batch of 100, and a slow downstream sets the pace
 		// of a batch per call. A batch of 1,000 gives the local stack the throughput of a few
 		// parallel batches of 100 (docs/engines.md).
-		props.StreamBatchSize = 1000
+		props.Outbox.StreamBatchSize = 1000
 	}
 	if dir := ctx("code"); dir != "" {
-		props.Receiver = infra.Code{Dir: filepath.Join(dir, "receiver")}
-		props.Outbox = infra.Code{Dir: filepath.Join(dir, "outbox")}
-		props.Sweeper = infra.Code{Dir: filepath.Join(dir, "sweeper")}
+		props.Receiver.Code = infra.Code{Dir: filepath.Join(dir, "receiver")}
+		props.Outbox.Code = infra.Code{Dir: filepath.Join(dir, "outbox")}
+		props.Sweeper.Code = infra.Code{Dir: filepath.Join(dir, "sweeper")}
 	}
 	stack := awscdk.NewStack(app, jsii.String(StackName), nil)
 	o, err := newOncehook(stack, props)

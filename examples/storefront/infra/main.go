@@ -44,20 +44,24 @@ func main() {
 	})
 	webhooks := oncehook.New(stack, "Webhooks", &oncehook.Props{
 		SourcesFile: sourcesFile,
-		Receiver:    oncehook.Code{GoPackage: "./cmd/receiver"},
-		Outbox:      oncehook.Code{GoPackage: "./cmd/outbox"},
-		Sweeper:     oncehook.Code{GoPackage: "./cmd/sweeper"},
-		Targets:     []string{"crm"}, // served by executors.CRM
-		// The sources file's tables.customers is this table, whatever CloudFormation names it.
-		TableBindings: map[string]awsdynamodb.ITable{"customers": customers},
-		// Orders and pushes are written only by put effects: any without claimed_by leaked.
-		AuditPrefixes: []string{"ORDER#", "PUSH#"},
-		Environment:   map[string]string{"CRM_URL": crm},
-		// Whoever is on call (-c alarm-email=...); without it the synth warns that the
-		// alarms reach nobody.
-		AlarmEmails: alarmEmails(app),
+		Environment: map[string]string{"CRM_URL": crm},
 		Local:       local,
 		X86:         local && runtime.GOARCH == "amd64",
+		// The sources file's tables.customers is this table, whatever CloudFormation names it.
+		TableBindings: map[string]awsdynamodb.ITable{"customers": customers},
+		Receiver:      oncehook.ReceiverProps{Code: oncehook.Code{GoPackage: "./cmd/receiver"}},
+		Outbox: oncehook.OutboxProps{
+			Code:    oncehook.Code{GoPackage: "./cmd/outbox"},
+			Targets: []string{"crm"}, // served by executors.CRM
+		},
+		Sweeper: oncehook.SweeperProps{
+			Code: oncehook.Code{GoPackage: "./cmd/sweeper"},
+			// Orders and pushes are written only by put effects: any without claimed_by leaked.
+			AuditPrefixes: []string{"ORDER#", "PUSH#"},
+		},
+		// Whoever is on call (-c alarm-email=...); without it the synth warns that the
+		// alarms reach nobody.
+		Alarms: oncehook.AlarmProps{Emails: alarmEmails(app)},
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{Value: webhooks.WebhookUrl})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: webhooks.Table.TableName()})

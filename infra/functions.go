@@ -1,0 +1,217 @@
+package infra
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/sources"
+)
+
+// What the three functions share: their options, their code, the environment that points them
+// at the table, and how each is defined (its own log group and role).
+
+// FunctionTag tags each function with its role in the deployment: receiver, outbox, sweeper.
+const FunctionTag = "oncehook:function"
+
+// stageCode builds or checks each function's code, with the sources file beside it.
+func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
+	staging, err := os.MkdirTemp("", "oncehook-code-")
+	if err != nil {
+		return nil, err
+	}
+	code := map[string]staged{}
+	for _, f := range []struct {
+		name string
+		c    Code
+		def  string
+		opts FunctionOptions
+	}{{"receiver", cfg.Receiver.Code, ReceiverPackage, cfg.Receiver.Function}, {"outbox", cfg.Outbox.Code, OutboxPackage, cfg.Outbox.Function}, {"sweeper", cfg.Sweeper.Code, SweeperPackage, cfg.Sweeper.Function}} {
+		arm64 := *f.opts.Architecture.Name() == *awslambda.Architecture_ARM_64().Name()
+		c := f.c
+		if c.GoPackage == "" && c.Dir == "" && c.Lambda == nil {
+			c = Code{GoPackage: f.def}
+		}
+		if c.GoPackage != "" && c.GoModuleDir == "" {
+			c.GoModuleDir = cfg.GoModuleDir
+		}
+		if code[f.name], err = c.stage(f.name, arm64, compactJSON(raw), staging); err != nil {
+			return nil, err
+		}
+	}
+	return code, nil
+}
+
+// functionEnv is every function's environment: the table, the metrics namespace, the pending
+// shards, OpenTelemetry's settings, the bindings, the application's targets and
+// Props.Environment. The outbox and the sweeper add their own (outboxEnv).
+func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[string]string {
+	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.Table.PendingShards),
+		"METRICS_NAMESPACE": cfg.Telemetry.MetricsNamespace}
+	if cfg.Telemetry.OpenTelemetry != nil {
+		for k, v := range telemetryEnv(cfg.Telemetry.OpenTelemetry) {
+			env[k] = v
+		}
+	}
+	if bindings != "" {
+		env["ONCEHOOK_BINDINGS"] = bindings // every function binds the whole file at start
+	}
+	if len(cfg.Outbox.Targets) > 0 {
+		env["ONCEHOOK_TARGETS"] = strings.Join(cfg.Outbox.Targets, ",")
+	}
+	for k, v := range cfg.Environment {
+		env[k] = v
+	}
+	return env
+}
+
+// function defines one Lambda, with its own log group and role, tagged with its role in the
+// deployment (oncehook:function) so tools find it without its name.
+func function(scope constructs.Construct, id string, cfg Props, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) (awslambda.Function, error) {
+	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     cfg.Telemetry.LogRetention,
+		RemovalPolicy: cfg.Telemetry.LogRemoval,
+		EncryptionKey: cfg.Telemetry.LogKey,
+	})
+	name := strings.ToLower(id)
+	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
+	role := awsiam.NewRole(scope, jsii.String(id+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("oncehook " + name),
+	})
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
+		Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
+	}))
+	vars := map[string]*string{}
+	for k, v := range env {
+		vars[k] = jsii.String(v)
+	}
+	for k, v := range code.env {
+		vars[k] = jsii.String(v)
+	}
+	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
+		Role:         role,
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: opts.Architecture,
+		Handler:      jsii.String("bootstrap"),
+		Code:         code.code,
+		MemorySize:   jsii.Number(opts.MemorySize),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSeconds)),
+		Environment:  &vars,
+		LogGroup:     logs,
+		Description:  jsii.String("oncehook " + name),
+		Tracing:      cfg.Telemetry.Tracing,
+	})
+	if opts.ReservedConcurrency > 0 {
+		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(opts.ReservedConcurrency))
+	}
+	awscdk.Tags_Of(fn).Add(jsii.String(FunctionTag), jsii.String(name), nil)
+	return fn, checkEnvironment(fn, name, vars)
+}
+
+// maxEnvironment is Lambda's limit on a function's environment: its variables' names and
+// values, 4 KB in all.
+const maxEnvironment = 4 << 10
+
+// deployValue is what the size check counts for a value known only at deploy (a table's name,
+// a queue's URL, bound ARNs): a warning, not a refusal, when the environment could pass the
+// limit with such values this long.
+const deployValue = 128
+
+// checkEnvironment refuses a function's environment that is over Lambda's 4 KB with its
+// literal values alone (CreateFunction would refuse it), and warns when values known only at
+// deploy could take it over. An inline sources file (Code.Lambda) and OpenTelemetry's
+// settings (a vendor's header) are what fill it.
+func checkEnvironment(fn awslambda.Function, name string, vars map[string]*string) error {
+	literal, tokens := 0, 0
+	for k, v := range vars {
+		literal += len(k)
+		if unresolved(*v) {
+			tokens++
+			continue
+		}
+		literal += len(*v)
+	}
+	if literal > maxEnvironment {
+		return fmt.Errorf("the %s function's environment: %d bytes with its literal values alone (the inline sources file, Props.Environment, Props.Telemetry.OpenTelemetry's settings), over Lambda's 4 KB: a smaller OpenTelemetry header or resource attributes, or Code.Dir or Code.GoPackage (which carry the sources file in the code, not the environment)",
+			strings.ToLower(name), literal)
+	}
+	if literal+tokens*deployValue > maxEnvironment {
+		awscdk.Annotations_Of(fn).AddWarningV2(jsii.String("oncehook:environment-size"), jsii.String(fmt.Sprintf(
+			"the %s function's environment: %d bytes before its %d values known only at deploy (the table's name, the retry queue's URL, bound ARNs): Lambda refuses more than 4 KB in all",
+			strings.ToLower(name), literal, tokens)), nil)
+	}
+	return nil
+}
+
+// checkFunctions fills in each function's options from the construct-wide ones and refuses
+// what Lambda would: memory outside 128-10,240 MB, a negative reservation, a second one for the
+// sweeper or the receiver.
+func checkFunctions(cfg *Props, _ *sources.File) error {
+	if cfg.MemorySize == 0 {
+		cfg.MemorySize = 256
+	}
+	if cfg.MemorySize < 128 || cfg.MemorySize > 10240 {
+		return fmt.Errorf("Props.MemorySize %g: must be between 128 and 10240 MB", cfg.MemorySize)
+	}
+	if cfg.Receiver.ReservedConcurrency != 0 {
+		if cfg.Receiver.Function.ReservedConcurrency != 0 {
+			return errors.New("Props.Receiver.Function.ReservedConcurrency: set it or Props.Receiver.ReservedConcurrency, not both")
+		}
+		cfg.Receiver.Function.ReservedConcurrency = cfg.Receiver.ReservedConcurrency
+	}
+	if cfg.Sweeper.Function.ReservedConcurrency != 0 {
+		return errors.New("Props.Sweeper.Function.ReservedConcurrency: the sweeper runs one at a time (reserved 1); Props.Sweeper.Unreserved removes the reservation")
+	}
+	for _, f := range []struct {
+		name string
+		o    *FunctionOptions
+	}{{"Receiver.Function", &cfg.Receiver.Function}, {"Outbox.Function", &cfg.Outbox.Function}, {"Sweeper.Function", &cfg.Sweeper.Function}} {
+		if f.o.MemorySize == 0 {
+			f.o.MemorySize = cfg.MemorySize
+		}
+		if f.o.MemorySize < 128 || f.o.MemorySize > 10240 {
+			return fmt.Errorf("Props.%s.MemorySize %g: must be between 128 and 10240 MB", f.name, f.o.MemorySize)
+		}
+		if f.o.ReservedConcurrency < 0 || f.o.ReservedConcurrency != float64(int(f.o.ReservedConcurrency)) {
+			return fmt.Errorf("Props.%s.ReservedConcurrency %g: must be a whole number, 0 for no reservation", f.name, f.o.ReservedConcurrency)
+		}
+		if f.o.Architecture == nil {
+			f.o.Architecture = awslambda.Architecture_ARM_64()
+			if cfg.X86 {
+				f.o.Architecture = awslambda.Architecture_X86_64()
+			}
+		}
+	}
+	return nil
+}
+
+func allow(fn awslambda.Function, actions []string, resources ...*string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	}))
+}
+
+// grantTableKey lets fn use the table's customer-managed key, if it has one: through DynamoDB
+// only (the table's items and its stream), as the secrets' keys are through Secrets Manager
+// and SSM: the key itself decrypts nothing else for it.
+func grantTableKey(stack awscdk.Stack, table awsdynamodb.ITable, fn awslambda.Function) {
+	if key := table.EncryptionKey(); key != nil {
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:    jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"),
+			Resources:  jsii.Strings(*key.KeyArn()),
+			Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("dynamodb.%s.amazonaws.com", *stack.Region())}},
+		}))
+	}
+}

@@ -1,0 +1,260 @@
+package infra
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/outbox"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// OutboxProps override the outbox's defaults (Props.Outbox): oncehook's own outbox package, on
+// the table's stream in batches of 100, two at once per shard, woken by a retry queue five at
+// once; both queues under SQS's own encryption.
+type OutboxProps struct {
+	// Code is the function's code. Default: oncehook's OutboxPackage, built from
+	// Props.GoModuleDir.
+	Code Code
+	// Function sets the function's memory, architecture and reserved concurrency over the
+	// construct-wide defaults.
+	Function FunctionOptions
+	// Targets are the intent targets the application's own executors serve (its outbox and
+	// sweeper pass them to launch.Outbox and launch.Sweeper): ONCEHOOK_TARGETS, so the
+	// receiver refuses intents for any other target and the outbox refuses to start without
+	// an executor for each.
+	Targets []string
+	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
+	// 100. The outbox runs up to outbox.DefaultConcurrency (256) records at once, so its
+	// function's timeout is derived from the rounds a batch takes and the slowest target's
+	// timeout: a batch that could not run within Lambda's 15 minutes fails the synth.
+	StreamBatchSize float64
+	// StreamParallelization is the stream mapping's parallelization factor (1 to 10): batches
+	// of one shard processed at once, for an event rate one worker per shard cannot keep up
+	// with (OutboxIteratorAge). Default 2.
+	StreamParallelization float64
+	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
+	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
+	// cannot take the account's concurrency from the receiver. Default 5.
+	RetryConcurrency float64
+	// QueueKey puts the retry and failure queues under a customer-managed KMS key (default
+	// SQS's own encryption); the functions that send to them may use it through SQS.
+	QueueKey awskms.IKey
+}
+
+// newOutbox is the outbox: its worker on the table's stream, woken by the retry queue for the
+// intents it retries; the failure queue that takes what exhausted its retries; and what the
+// worker may do: lease and record on the table, schedule retries, call each AWS target.
+func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
+	env map[string]string, timings outbox.Timings, o *Oncehook) error {
+	o.RetryQueue, o.FailureQueue = newQueues(c, cfg, timings)
+	fn, err := function(c, "Outbox", cfg, cfg.Outbox.Function, code, outboxEnv(env, o.RetryQueue, timings), timings.FunctionTimeout.Seconds())
+	if err != nil {
+		return err
+	}
+	o.Outbox = fn
+	// SendMessage only (GrantSendMessages adds GetQueueAttributes and GetQueueUrl, which the
+	// scheduler never calls: it is given the queue's URL).
+	allow(fn, []string{"sqs:SendMessage"}, o.RetryQueue.QueueArn())
+	grantQueueKey(stack, cfg, fn)
+	// Least privilege (launch/testdata/calls.json): the worker leases and records (UpdateItem)
+	// and reads a woken claim (GetItem).
+	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, o.Table.TableArn())
+	grantTargets(stack, file, bound, fn)
+	grantTableKey(stack, o.Table, fn)
+
+	o.StreamMapping = awslambdaeventsources.NewDynamoEventSource(o.Table, &awslambdaeventsources.DynamoEventSourceProps{
+		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
+		BatchSize:               jsii.Number(float64(timings.BatchSize)),
+		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
+		BisectBatchOnError:      jsii.Bool(true),
+		ReportBatchItemFailures: jsii.Bool(true),
+		RetryAttempts:           jsii.Number(5),
+		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(6)),
+		ParallelizationFactor:   jsii.Number(cfg.Outbox.StreamParallelization),
+		OnFailure:               awslambdaeventsources.NewSqsDlq(o.FailureQueue),
+		// Only records that hand the worker due work (outbox.StreamFilterPatterns): a new
+		// claim with intents, a re-admitted or re-driven one. The worker's own writes, TTL
+		// REMOVEs and effect records never invoke the function.
+		Filters: streamFilters(),
+	})
+	fn.AddEventSource(o.StreamMapping)
+	fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(o.RetryQueue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(10),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(cfg.Outbox.RetryConcurrency),
+	}))
+	return nil
+}
+
+// checkOutbox fills in the stream mapping's and the retry queue's defaults and refuses what
+// Lambda would, and an application target that is also an HTTP target of the sources file.
+func checkOutbox(cfg *Props, file *sources.File) error {
+	if cfg.Outbox.StreamParallelization == 0 {
+		cfg.Outbox.StreamParallelization = 2
+	}
+	if cfg.Outbox.StreamParallelization < 1 || cfg.Outbox.StreamParallelization > 10 || cfg.Outbox.StreamParallelization != float64(int(cfg.Outbox.StreamParallelization)) {
+		return fmt.Errorf("Props.Outbox.StreamParallelization %g: must be a whole number between 1 and 10", cfg.Outbox.StreamParallelization)
+	}
+	if cfg.Outbox.StreamBatchSize == 0 {
+		cfg.Outbox.StreamBatchSize = outboxBatchSize
+	}
+	if cfg.Outbox.StreamBatchSize < 1 || cfg.Outbox.StreamBatchSize > 10000 || cfg.Outbox.StreamBatchSize != float64(int(cfg.Outbox.StreamBatchSize)) {
+		return fmt.Errorf("Props.Outbox.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.Outbox.StreamBatchSize)
+	}
+	if cfg.Outbox.RetryConcurrency == 0 {
+		cfg.Outbox.RetryConcurrency = 5
+	}
+	if cfg.Outbox.RetryConcurrency < 2 || cfg.Outbox.RetryConcurrency > 1000 {
+		return fmt.Errorf("Props.Outbox.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.Outbox.RetryConcurrency)
+	}
+	for _, t := range cfg.Outbox.Targets {
+		if file.Targets[t] != nil {
+			return fmt.Errorf("Props.Outbox.Targets: %q is also an HTTP target of the sources file", t)
+		}
+	}
+	return nil
+}
+
+// outboxEnv is the outbox's and the sweeper's environment: every function's, the retry queue
+// they schedule retries on, and the lease they hold an intent for.
+func outboxEnv(env map[string]string, retries awssqs.Queue, timings outbox.Timings) map[string]string {
+	out := map[string]string{"RETRY_QUEUE_URL": *retries.QueueUrl(), "LEASE_SECONDS": fmt.Sprint(int(timings.Lease.Seconds()))}
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
+}
+
+// grantQueueKey lets fn send to the retry queue under its customer-managed key (Props.Outbox.QueueKey),
+// which encrypts with it, through SQS only.
+func grantQueueKey(stack awscdk.Stack, cfg Props, fn awslambda.Function) {
+	if cfg.Outbox.QueueKey == nil {
+		return
+	}
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
+		Resources:  jsii.Strings(*cfg.Outbox.QueueKey.KeyArn()),
+		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("sqs.%s.amazonaws.com", *stack.Region())}},
+	}))
+}
+
+// newQueues are the retry queue that wakes retried intents and the failure queue that takes
+// what exhausted its retries.
+func newQueues(c constructs.Construct, cfg Props, timings outbox.Timings) (retries, dlq awssqs.Queue) {
+	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
+	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
+	queueEncryption := awssqs.QueueEncryption_SQS_MANAGED
+	if cfg.Outbox.QueueKey != nil {
+		queueEncryption = awssqs.QueueEncryption_KMS
+	}
+	dlq = awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		EnforceSSL:          jsii.Bool(true),
+		Encryption:          queueEncryption,
+		EncryptionMasterKey: cfg.Outbox.QueueKey,
+	})
+	retries = awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
+		VisibilityTimeout:   awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
+		EnforceSSL:          jsii.Bool(true),
+		Encryption:          queueEncryption,
+		EncryptionMasterKey: cfg.Outbox.QueueKey,
+		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+	})
+	return retries, dlq
+}
+
+// The outbox's stream batch by default; its worker runs a batch whole (outbox.Config's default).
+const outboxBatchSize = 100
+
+// outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
+// targets' timeouts and the stream batch with outbox.PlanTimings, the computation the
+// functions' start applies too, so the synth fails on timings that cannot work, naming the
+// target or the batch. The application's own targets (Props.Outbox.Targets) get the default timeout:
+// the synth cannot see their executors.
+func outboxTimings(f *sources.File, custom []string, batch int) (outbox.Timings, error) {
+	calls := map[string]time.Duration{}
+	for _, name := range custom {
+		calls[name] = 0
+	}
+	for name, t := range f.Targets {
+		calls[name] = time.Duration(t.Timeout)
+	}
+	// The outbox runs a whole batch at once, up to outbox.DefaultConcurrency records
+	// (outbox.Config.Concurrency 0): one round of calls for a batch of up to 256.
+	t, err := outbox.PlanTimings(batch, min(batch, outbox.DefaultConcurrency), calls)
+	if err != nil && t.FunctionTimeout > outbox.MaxFunctionTimeout && batch != outboxBatchSize {
+		return t, fmt.Errorf("Props.Outbox.StreamBatchSize %d: %w", batch, err)
+	}
+	return t, err
+}
+
+// streamFilters turns outbox.StreamFilterPatterns into the mapping's filter criteria.
+func streamFilters() *[]*map[string]interface{} {
+	var filters []*map[string]interface{}
+	for _, p := range outbox.StreamFilterPatterns() {
+		pattern := map[string]interface{}(p)
+		filters = append(filters, awslambda.FilterCriteria_Filter(&pattern))
+	}
+	return &filters
+}
+
+// targetActions are the calls each AWS target type's executor makes (outbox/targets).
+var targetActions = map[string][]string{
+	sources.TargetSQS:         {"sqs:SendMessage"},
+	sources.TargetSNS:         {"sns:Publish"},
+	sources.TargetEventBridge: {"events:PutEvents"},
+	// DescribeStateMachine: the executor reads the machine's type (standard or express) once,
+	// and acts on it; without it every start would fail as access denied and park.
+	sources.TargetStepFunctions: {"states:StartExecution", "states:DescribeStateMachine"},
+	sources.TargetLambda:        {"lambda:InvokeFunction"},
+}
+
+// grantTargets lets the outbox and the sweeper (which runs what the outbox left behind) call
+// each AWS target of the sources file, and nothing else of its service: the resource its ARN
+// names, or the one Props binds it to (with the queue's or topic's customer-managed key, which
+// sending encrypts with, through that service only).
+func grantTargets(stack awscdk.Stack, f *sources.File, bound *bindings, fns ...awslambda.Function) {
+	for _, name := range sortedKeys(f.Targets) {
+		t := f.Targets[name]
+		actions, ok := targetActions[t.Type]
+		if !ok {
+			continue
+		}
+		arn := jsii.String(t.ARN)
+		if b := bound.targets[name]; t.Bound && b != nil {
+			arn = b.arn
+			if b.key != nil {
+				service := map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type]
+				for _, fn := range fns {
+					fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+						Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
+						Resources:  jsii.Strings(*b.key.KeyArn()),
+						Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("%s.%s.amazonaws.com", service, *stack.Region())}},
+					}))
+				}
+			}
+		} else if t.Type == sources.TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") {
+			arn = jsii.String(fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.ARN))
+		}
+		if t.Type == sources.TargetStepFunctions {
+			// A retry that meets ExecutionAlreadyExists reads the execution to compare inputs.
+			for _, fn := range fns {
+				allow(fn, []string{"states:DescribeExecution"}, executionArn(stack, arn))
+			}
+		}
+		for _, fn := range fns {
+			allow(fn, actions, arn)
+		}
+	}
+}

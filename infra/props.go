@@ -1,0 +1,122 @@
+package infra
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/oncehook/oncehook/sources"
+)
+
+// configure reads and validates the sources file and the props, filling in the defaults:
+// everything that cannot work is refused here, before a resource is defined. Each part checks
+// its own props (checkTable, checkFunctions, checkReceiver and so on, in the part's file).
+func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err error) {
+	if props == nil || props.SourcesFile == "" {
+		return cfg, nil, nil, errors.New("Props.SourcesFile is required")
+	}
+	raw, err = os.ReadFile(props.SourcesFile)
+	if err != nil {
+		return cfg, nil, nil, fmt.Errorf("Props.SourcesFile: %w", err)
+	}
+	file, err = sources.Parse(raw)
+	if err != nil {
+		return cfg, nil, nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
+	}
+	cfg = *props
+	if cfg.GoModuleDir == "" {
+		cfg.GoModuleDir = "."
+	}
+	if cfg.Telemetry.MetricsNamespace != "" && !validNamespace(cfg.Telemetry.MetricsNamespace) {
+		return cfg, nil, nil, fmt.Errorf("Props.Telemetry.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.Telemetry.MetricsNamespace)
+	}
+	if cfg.Telemetry.LogRetention == "" {
+		cfg.Telemetry.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if cfg.Telemetry.LogRemoval == "" {
+		cfg.Telemetry.LogRemoval = awscdk.RemovalPolicy_DESTROY
+	}
+	for _, check := range []func(*Props, *sources.File) error{checkTable, checkReceiver, checkOutbox, checkSweeper, checkFunctions, checkAlarms} {
+		if err := check(&cfg, file); err != nil {
+			return cfg, nil, nil, err
+		}
+	}
+	if !cfg.Local {
+		if err := deployable(file, cfg); err != nil {
+			return cfg, nil, nil, err
+		}
+	}
+	for k := range cfg.Environment {
+		if reservedEnv[k] {
+			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
+		}
+	}
+	if err := checkTelemetry(&cfg); err != nil {
+		return cfg, nil, nil, err
+	}
+	return cfg, file, raw, nil
+}
+
+// deployable refuses, for a stack on AWS, a sources file that only works on a developer's
+// machine: an env secret (the stack sets no such variable) or a target on a loopback or private
+// address (unreachable from Lambda, or an SSRF hole).
+func deployable(f *sources.File, cfg Props) error {
+	for _, name := range f.Names() {
+		for i, ref := range f.Sources[name].Secrets {
+			if ref.Env != "" && !cfg.AllowEnvSecrets {
+				return fmt.Errorf("sources.%s.secrets[%d]: %q is read from the environment, which this stack does not set: use secretsmanager or ssm (or Props.AllowEnvSecrets and Props.Environment)", name, i, ref.Env)
+			}
+		}
+	}
+	for _, name := range sortedKeys(f.Targets) {
+		if f.Targets[name].Type != sources.TargetHTTP {
+			continue // an AWS resource, reached through its service's API
+		}
+		u, err := url.Parse(f.Targets[name].URL)
+		if err != nil {
+			return fmt.Errorf("targets.%s.url: %w", name, err)
+		}
+		if private(u.Hostname()) && !cfg.AllowPrivateTargets {
+			return fmt.Errorf("targets.%s.url: %s is a loopback or private address, not reachable from Lambda on AWS (Props.AllowPrivateTargets if it is, in a VPC)", name, u.Host)
+		}
+	}
+	return nil
+}
+
+func private(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified())
+}
+
+// reservedEnv are the variables the construct sets itself.
+var reservedEnv = map[string]bool{"AUDIT_PREFIXES": true, "AUDIT_SAMPLE": true, "TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
+	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true, "ONCEHOOK_BINDINGS": true}
+
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return b
+	}
+	return buf.Bytes()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
