@@ -33,7 +33,7 @@ type CloudWatchAPI interface {
 // to 500 queries.
 type CloudWatch struct {
 	Client CloudWatchAPI
-	// Namespace is the stack's metrics namespace (infra.Props.MetricsNamespace). Default
+	// Namespace is the stack's metrics namespace (infra.Props.Telemetry.MetricsNamespace). Default
 	// "oncehook".
 	Namespace string
 }
