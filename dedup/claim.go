@@ -106,13 +106,21 @@ const IntentBookkeepingBytes = 1408
 // MaxRedrivenBy bounds ClaimIntent.RedrivenBy, who re-drove the intent last.
 const MaxRedrivenBy = 64
 
-// Intent statuses. Commit writes every intent as pending; the outbox worker moves them on.
+// Intent statuses. Commit writes every intent as pending; the outbox worker moves them on; an
+// operator re-drives a parked intent (pending again) or resolves it (Claims.Resolve).
 const (
 	IntentPending = "pending"
 	IntentRunning = "running"
 	IntentDone    = "done"
 	IntentParked  = "parked"
+	// IntentResolved is a parked intent an operator closed without running it again (it will
+	// never succeed, or was done by hand), with why: finished, like done, and out of the
+	// parked view and its alarm.
+	IntentResolved = "resolved"
 )
+
+// MaxResolution bounds the reason an operator gives for resolving an intent.
+const MaxResolution = 200
 
 // ClaimKey is the claim's partition key: EVT#<source>#<event_id>. Sources cannot contain '#',
 // so the first '#' after the prefix ends the source and no two (source, id) pairs collide.
@@ -240,8 +248,13 @@ type ClaimIntent struct {
 	// tool named them) and when, RFC 3339.
 	RedrivenBy string `dynamodbav:"redriven_by,omitempty"`
 	RedrivenAt string `dynamodbav:"redriven_at,omitempty"`
-	// RedriveID is the last redrive's nonce (attrIntentRedriveID).
+	// RedriveID is the last redrive's nonce (attrIntentRedriveID), or the last resolve's.
 	RedriveID string `dynamodbav:"redrive_id,omitempty"`
+	// Resolution, ResolvedBy and ResolvedAt record an operator's resolve (Claims.Resolve): why,
+	// who, and when (RFC 3339).
+	Resolution string `dynamodbav:"resolution,omitempty"`
+	ResolvedBy string `dynamodbav:"resolved_by,omitempty"`
+	ResolvedAt string `dynamodbav:"resolved_at,omitempty"`
 }
 
 // EffectKey is the key of an effect record the claim's transaction wrote: in the claims' own

@@ -34,8 +34,11 @@ import (
 //	Retry       running at our attempt        token, attempt                    pending, not before next          pending at our attempt, due at next
 //	Settle      nothing open, under a due     token; every intent's status      out of the index, or under its    (nothing to recognise: idempotent)
 //	            shard                         as seen                           parked shard
-//	Redrive     parked at the attempts seen   token (when seen); attempts       pending, due now, fresh budget;   pending with our redrive nonce
+//	Redrive     parked at the attempts seen   token (when seen); attempts       pending, due now, fresh budget;   our nonce on the intent
 //	                                                                            under its due shard, woken
+//	Resolve     parked at the attempts seen   token (when seen); attempts;      resolved, with why; the claim     our nonce on the intent
+//	                                          the others' statuses when it      leaves the index when nothing
+//	                                          moves the claim                   is parked or open
 //
 // A fence is never reused: attempts (the token a lease's writes are fenced on) only grows. A
 // lease that wrote nothing (Stranded) is never given back, and a given-back lease keeps its
@@ -482,16 +485,88 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 	return err
 }
 
+// Resolve is the operator's other action on a parked intent: closed, with why (1 to
+// MaxResolution bytes of printable UTF-8) and who (by, as RedriveBy), never run again. A
+// resolved intent is finished, like a done one: once no intent of the claim is parked or open,
+// the same write takes the claim out of the pending index (out of the parked view, and the
+// count the parked alarm reads), on condition that the other intents are still as seen. As
+// Redrive, it is conditional on the intent being parked as claim shows it (ErrNotParked), and
+// recognises its own write after a lost answer by a nonce. Invalid input is an *InvalidError
+// naming the field, and nothing is written.
+func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why string) error {
+	if err := printable(by, MaxRedrivenBy); err != nil {
+		return &InvalidError{Field: "resolved_by", Reason: err.Error()}
+	}
+	if err := printable(why, MaxResolution); err != nil {
+		return &InvalidError{Field: "resolution", Reason: err.Error()}
+	}
+	in, ok := claim.Intents[intent]
+	if !ok {
+		return fmt.Errorf("dedup: claim %s has no intent %q", claim.PK, intent)
+	}
+	now := c.now()
+	nonce := fmt.Sprintf("%016x", rand.Uint64())
+	names := intentNames(intent)
+	values := map[string]types.AttributeValue{
+		":resolved": str(IntentResolved), ":parked": str(IntentParked), ":attempts": num(int64(in.Attempts)),
+		":why": str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339)), ":rid": str(nonce),
+	}
+	update := "SET intents.#n.#st = :resolved, intents.#n.resolution = :why, intents.#n.resolved_by = :by, " +
+		"intents.#n.resolved_at = :at, intents.#n." + attrIntentRedriveID + " = :rid"
+	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
+	if claim.CommitToken != "" {
+		cond += " AND " + attrCommitToken + " = :commit"
+		values[":commit"] = str(claim.CommitToken)
+	}
+	// Out of the index when this was the last parked intent and none is open: conditional on
+	// the others as seen, so an intent re-driven meanwhile keeps the claim where the sweeper
+	// looks.
+	others, parked := othersFinished(claim, intent)
+	if claim.PendingShard != "" && (others != nil || len(claim.Intents) == 1) && !parked {
+		for i, other := range others {
+			ph := "#o" + strconv.Itoa(i)
+			names[ph] = other.name
+			cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)
+		}
+		update += " REMOVE " + IndexPartitionKey + ", " + IndexSortKey
+	}
+	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.Table),
+		Key:                                 ClaimItemKey(claim.PK),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	_, refused, own := ownWrite(err, func(h *Claim) bool { return h.Intents[intent].RedriveID == nonce })
+	switch {
+	case own:
+		return nil
+	case refused:
+		return ErrNotParked
+	}
+	return err
+}
+
+// printable reports whether s is 1 to max bytes of printable UTF-8.
+func printable(s string, max int) error {
+	if s == "" || len(s) > max || !utf8.ValidString(s) {
+		return fmt.Errorf("must be 1 to %d bytes of UTF-8", max)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return errors.New("must not contain control characters")
+		}
+	}
+	return nil
+}
+
 // ValidRedrivenBy reports whether by can be recorded as who re-drove an intent: 1 to
 // MaxRedrivenBy bytes of printable UTF-8.
 func ValidRedrivenBy(by string) error {
-	if by == "" || len(by) > MaxRedrivenBy || !utf8.ValidString(by) {
-		return &InvalidError{Field: "redriven_by", Reason: fmt.Sprintf("must be 1 to %d bytes of UTF-8", MaxRedrivenBy)}
-	}
-	for _, r := range by {
-		if !unicode.IsPrint(r) {
-			return &InvalidError{Field: "redriven_by", Reason: "must not contain control characters"}
-		}
+	if err := printable(by, MaxRedrivenBy); err != nil {
+		return &InvalidError{Field: "redriven_by", Reason: err.Error()}
 	}
 	return nil
 }
@@ -571,10 +646,7 @@ func ClaimItemKey(pk string) map[string]types.AttributeValue {
 // statusValue is the placeholder for a finished status, added to values (DynamoDB refuses
 // placeholders an expression does not use, so only those used are added).
 func statusValue(s string, values map[string]types.AttributeValue) string {
-	ph := ":done"
-	if s == IntentParked {
-		ph = ":parked"
-	}
+	ph := ":" + s // done, parked, resolved: the statuses of a finished intent
 	values[ph] = str(s)
 	return ph
 }
@@ -582,13 +654,13 @@ func statusValue(s string, values map[string]types.AttributeValue) string {
 type namedStatus struct{ name, status string }
 
 // othersFinished returns the intents of c other than name, in name order, if all of them are
-// done or parked (nil otherwise), and whether any is parked.
+// finished: done, parked or resolved (nil otherwise), and whether any is parked.
 func othersFinished(c *Claim, name string) (others []namedStatus, parked bool) {
 	for n, in := range c.Intents {
 		if n == name {
 			continue
 		}
-		if in.Status != IntentDone && in.Status != IntentParked {
+		if in.Status != IntentDone && in.Status != IntentParked && in.Status != IntentResolved {
 			return nil, false
 		}
 		parked = parked || in.Status == IntentParked

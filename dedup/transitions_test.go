@@ -246,3 +246,97 @@ func TestARetryRecognisesItsOwnWriteAfterTheNextAttemptLeasedIt(t *testing.T) {
 		t.Fatalf("retry: %v, want nil: the retry applied (the next attempt leased what it made pending), its answer was only lost", rerr)
 	}
 }
+
+// parkBoth leases and parks both intents of a new event's claim and returns the claim as stored.
+func (e *env) parkBoth(t *testing.T, id string) *dedup.Claim {
+	t.Helper()
+	cs := e.claims(e.client)
+	for _, name := range []string{"a", "b"} {
+		l, err := cs.Lease(context.Background(), e.outboxClaim0(t, id), name, dedup.LeaseOptions{For: leaseFor})
+		if err != nil || l == nil {
+			t.Fatal(l, err)
+		}
+		if err := cs.Park(context.Background(), l, "refused"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e.claim(t, "shop", id)
+}
+
+// outboxClaim0 is the event's claim, committed if it is not yet.
+func (e *env) outboxClaim0(t *testing.T, id string) *dedup.Claim {
+	t.Helper()
+	if c, err := dedup.GetClaim(context.Background(), e.client, e.table, "shop", id); err == nil {
+		return c
+	}
+	return e.outboxClaim(t, id)
+}
+
+// A resolved intent is finished: the claim stays in the parked view while another intent is
+// parked, and leaves the index with the last one resolved; who, why and when are recorded; a
+// resolve of an intent not parked as shown writes nothing.
+func TestAResolvedIntentLeavesTheParkedViewWithTheLastParkedOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(answerLost{e.client}) // every answer lost once: the resolve recognises its own write
+	c := e.parkBoth(t, "evt_resolve")
+	if !dedup.IsParkedShard(c.PendingShard) {
+		t.Fatalf("setup: under %q, want a parked shard", c.PendingShard)
+	}
+	if err := cs.Resolve(ctx, c, "a", "ada (test)", "refunded by hand"); err != nil {
+		t.Fatal(err)
+	}
+	c = e.claim(t, "shop", "evt_resolve")
+	a := c.Intents["a"]
+	if a.Status != dedup.IntentResolved || a.Resolution != "refunded by hand" || a.ResolvedBy != "ada (test)" || a.ResolvedAt == "" || a.LastError != "refused" {
+		t.Fatalf("%+v, want resolved with who, why and when, its last error kept", a)
+	}
+	if !dedup.IsParkedShard(c.PendingShard) {
+		t.Fatalf("under %q with b still parked, want its parked shard", c.PendingShard)
+	}
+	if err := cs.Resolve(ctx, c, "b", "ada (test)", "the customer cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	if c = e.claim(t, "shop", "evt_resolve"); c.PendingShard != "" || c.Intents["b"].Status != dedup.IntentResolved {
+		t.Fatalf("under %q (%+v), want out of the index with nothing parked or open", c.PendingShard, c.Intents)
+	}
+	if err := cs.Resolve(ctx, c, "b", "ada (test)", "again"); !errors.Is(err, dedup.ErrNotParked) {
+		t.Fatalf("a second resolve: %v, want ErrNotParked", err)
+	}
+	if err := e.claims(e.client).Redrive(ctx, c, "a"); !errors.Is(err, dedup.ErrNotParked) {
+		t.Fatalf("a redrive of a resolved intent: %v, want ErrNotParked", err)
+	}
+}
+
+// A resolve names what it refuses, writes nothing then, and never closes an intent re-driven
+// since the operator read it, nor moves a claim whose other intent is open.
+func TestAResolveRefusesBadInputAndAnIntentNoLongerAsShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	shown := e.parkBoth(t, "evt_resolve_refused")
+	for _, c := range []struct{ by, why, field string }{
+		{"", "why", "resolved_by"}, {"ada\n", "why", "resolved_by"}, {"ada", "", "resolution"},
+		{"ada", string(make([]byte, dedup.MaxResolution+1)), "resolution"}, {"ada", "a\x00b", "resolution"},
+	} {
+		var inv *dedup.InvalidError
+		if err := cs.Resolve(ctx, shown, "a", c.by, c.why); !errors.As(err, &inv) || inv.Field != c.field {
+			t.Fatalf("by %q why %q: %v, want an InvalidError naming %s", c.by, c.why, err, c.field)
+		}
+	}
+	if err := cs.Redrive(ctx, shown, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Resolve(ctx, shown, "b", "ada", "as shown"); !errors.Is(err, dedup.ErrNotParked) {
+		t.Fatalf("resolve of an intent re-driven since: %v, want ErrNotParked", err)
+	}
+	if err := cs.Resolve(ctx, e.claim(t, "shop", "evt_resolve_refused"), "a", "ada", "closed"); err != nil {
+		t.Fatal(err)
+	}
+	c := e.claim(t, "shop", "evt_resolve_refused")
+	if c.Intents["a"].Status != dedup.IntentResolved || c.Intents["b"].Status != dedup.IntentPending || c.PendingShard != dedup.PendingShard(c.PK) {
+		t.Fatalf("%+v under %q: want a resolved, b pending, the claim under its due shard", c.Intents, c.PendingShard)
+	}
+}

@@ -61,7 +61,7 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 	switch name {
 	case "send":
 		c.send.define(fs)
-	case "inspect", "redrive":
+	case "inspect", "redrive", "resolve":
 		fs.StringVar(&c.scope, "scope", "", "for a source whose ids a header scopes (GitHub: the hook's id, X-GitHub-Hook-ID), the scope of an\n"+
 			"<event_id> given as the provider shows it (GitHub's delivery GUID): the claim's id is <scope>:<event_id>")
 	case "storm":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -98,6 +99,25 @@ func redrive(ctx context.Context, c *cli, args []string) error {
 	if n == 0 {
 		fmt.Fprintln(c.stdout, "nothing parked")
 	}
+	return nil
+}
+
+// resolve closes a parked intent that will never succeed (or was done by hand), with why:
+// never run again, out of the parked view and its alarm (dedup.Claims.Resolve).
+func resolve(ctx context.Context, c *cli, args []string) error {
+	if len(args) < 4 {
+		return errors.New("want <source> <event_id> <intent> <why...>")
+	}
+	cl, err := c.claim(ctx, args[0], args[1])
+	if err != nil {
+		return err
+	}
+	db, _ := c.dynamo(ctx)
+	why := strings.Join(args[3:], " ")
+	if err := (&dedup.Claims{API: db, Table: c.table}).Resolve(ctx, cl, args[2], operator("hookctl resolve"), why); err != nil {
+		return fmt.Errorf("%s: %w", args[2], err)
+	}
+	fmt.Fprintf(c.stdout, "resolved %s (%s): %s\n", args[2], dedup.IdempotencyKey(cl.Source, cl.EventID, args[2]), why)
 	return nil
 }
 

@@ -38,6 +38,7 @@ var commands = map[string]command{
 	"deploy-local":    {deployUsage, deployLocal},
 	"inspect":         {"inspect [-scope S] <source> <event_id>", inspect},
 	"redrive":         {"redrive [-scope S] <source> <event_id> [intent]", redrive},
+	"resolve":         {"resolve [-scope S] <source> <event_id> <intent> <why...>", resolve},
 	"parked":          {"parked", parked},
 	"check-retention": {"check-retention", checkRetention},
 	"send":            {"send [-id ID -type T -delivery D -scope S -header 'N: v' -key K -secret S -signed-url U] <source> [url]   (body on stdin)", send},
@@ -86,7 +87,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "parked", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart", "console"} {
+	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "resolve", "parked", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart", "console"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE), -table NAME (default $TABLE_NAME), -stack FILE (default\n"+

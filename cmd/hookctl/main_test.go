@@ -65,6 +65,9 @@ func TestInspectAndRedriveAParkedIntent(t *testing.T) {
 	if code, _, errOut := hookctl(t, "", "redrive", "-table", table, "shop", "evt_1", "email.send"); code != 1 || !strings.Contains(errOut, "not parked") {
 		t.Fatalf("redrive of a pending intent: %d %s", code, errOut)
 	}
+	if code, _, errOut := hookctl(t, "", "resolve", "-table", table, "shop", "evt_1", "email.send", "sent", "by", "hand"); code != 1 || !strings.Contains(errOut, "not parked") {
+		t.Fatalf("resolve of a pending intent: %d %s", code, errOut)
+	}
 	if code, _, errOut := hookctl(t, "", "inspect", "-table", table, "shop", "evt_nope"); code != 1 || !strings.Contains(errOut, "no claim") {
 		t.Fatalf("inspect of a missing claim: %d %s", code, errOut)
 	}
@@ -108,6 +111,13 @@ func TestParkedListsEveryParkedIntentWithItsError(t *testing.T) {
 	code, out, errOut := hookctl(t, "", "parked", "-table", table)
 	if code != 0 || !strings.Contains(out, "evt_refused") || !strings.Contains(out, "422 address rejected") || strings.Contains(out, "evt_ok") || !strings.Contains(out, "1 parked intents") {
 		t.Fatalf("parked: %d\n%s%s", code, out, errOut)
+	}
+	// Resolved with why: never run again, and out of the parked list.
+	if code, out, errOut := hookctl(t, "", "resolve", "-table", table, "shop", "evt_refused", "email.send", "address", "fixed", "by", "hand"); code != 0 || !strings.Contains(out, "resolved email.send") {
+		t.Fatalf("resolve: %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := hookctl(t, "", "parked", "-table", table); code != 0 || strings.Contains(out, "evt_refused") {
+		t.Fatalf("parked after the resolve: %d\n%s%s", code, out, errOut)
 	}
 }
 
