@@ -13,7 +13,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/oncehook/oncehook/internal/otelenv"
+	"github.com/oncehook/oncehook/launch"
 )
 
 // OpenTelemetry turns on the functions' OpenTelemetry traces: each delivery a trace from the
@@ -115,7 +115,7 @@ func checkOtelEnv(field string, vars map[string]string) error {
 			}
 		}
 	}
-	if _, err := otelenv.Read(func(k string) string { return env[k] }); err != nil {
+	if err := launch.CheckTracingEnv(env); err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}
 	return nil
