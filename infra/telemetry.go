@@ -15,7 +15,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/oncehook/oncehook/internal/otelenv"
+	"github.com/oncehook/oncehook/launch"
 )
 
 // TelemetryProps override what the functions emit and where (Props.Telemetry): metrics in a
@@ -145,7 +145,7 @@ func checkOtelEnv(field string, vars map[string]string) error {
 			}
 		}
 	}
-	if _, err := otelenv.Read(func(k string) string { return env[k] }); err != nil {
+	if err := launch.CheckTracingEnv(env); err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/oncehook/oncehook/internal/otelenv"
+	"github.com/oncehook/oncehook/launch"
 )
 
 // adotLayer is ADOT's collector layer for arm64 in us-east-1, as AWS publishes it.
@@ -166,7 +166,7 @@ func TestOpenTelemetrySettingsInPropsEnvironmentAreCheckedAtSynth(t *testing.T) 
 		"a bad endpoint":   {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"},
 		"a bad sampler":    {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "10%"},
 	} {
-		if _, err := otelenv.Read(func(k string) string { return env[k] }); err == nil {
+		if err := launch.CheckTracingEnv(env); err == nil {
 			t.Fatalf("%s: the start takes %v", name, env)
 		}
 		p := prebuilt("arm64")
@@ -179,7 +179,7 @@ func TestOpenTelemetrySettingsInPropsEnvironmentAreCheckedAtSynth(t *testing.T) 
 
 // TestAnEndpointTheSynthRefusesIsNeverQuoted: an OTLP intake's key is often its endpoint's path
 // or query ("https://otlp.vendor.example/v1/<key>", "?api-key=<key>") or its userinfo, and the
-// functions' start never quotes the endpoint it refuses (otelenv: "OTEL_EXPORTER_OTLP_ENDPOINT:
+// functions' start never quotes the endpoint it refuses (launch: "OTEL_EXPORTER_OTLP_ENDPOINT:
 // not an http(s) URL"), nor logs or names it in an export error but by scheme and host. The
 // construct's own check of Props.Telemetry.OpenTelemetry.Endpoint quotes it whole: a typo in the scheme,
 // a missing scheme or a bad escape puts the intake's key in the synth's error, which CI logs

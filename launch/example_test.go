@@ -109,5 +109,5 @@ func ExampleCheckTracingEnv() {
 	})
 	fmt.Println(err)
 	// Output:
-	// OTEL_TRACES_SAMPLER_ARG="ten percent": want a ratio from 0 to 1 for parentbased_traceidratio
+	// OpenTelemetry's SDK cannot read its variables: OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG: parsing sampler argument: strconv.ParseFloat: parsing "ten percent": invalid syntax
 }

@@ -7,46 +7,53 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/oncehook/oncehook/internal/otelenv"
+	"github.com/oncehook/oncehook/internal/tracecontext"
 )
 
-// The functions' tracing is OpenTelemetry's, set by its own variables:
+// The functions' tracing is OpenTelemetry's, set by its own variables, which the SDK and its
+// OTLP/HTTP exporter (otlptracehttp) read themselves:
 //
 //	OTEL_TRACES_EXPORTER         otlp turns it on; unset or none is off (at no cost: no span is
 //	                             started). Anything else is refused at start, naming it.
 //	OTEL_SDK_DISABLED            true (in any case) turns it off whatever the exporter says
-//	OTEL_EXPORTER_OTLP_ENDPOINT  where to export (OTLP over HTTP, protobuf, to <it>/v1/traces);
-//	                             default http://localhost:4318, where a collector layer (ADOT's,
-//	                             or OpenTelemetry's own) listens. OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-//	                             (the URL as it is), _HEADERS, _TIMEOUT, _COMPRESSION (gzip),
-//	                             _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY are honoured
-//	                             too, the _TRACES_ ones first (the traces' headers replace the
-//	                             general ones)
-//	OTEL_EXPORTER_OTLP_PROTOCOL  http/protobuf (the default) only: no gRPC exporter is linked
+//	OTEL_EXPORTER_OTLP_*         the exporter's (ENDPOINT, default http://localhost:4318, where a
+//	                             collector layer listens; HEADERS, TIMEOUT, COMPRESSION,
+//	                             CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY and their _TRACES_
+//	                             forms), as OpenTelemetry's exporter reads them; the PROTOCOL is
+//	                             http/protobuf or http/json: no gRPC exporter is linked
 //	OTEL_PROPAGATORS             tracecontext, baggage (the default, both) or none: what the
 //	                             calls carry beside X-Ray's header; others are refused
-//	OTEL_TRACES_SAMPLER (_ARG)   the sampler; default parentbased_always_on: every delivery
+//	OTEL_TRACES_SAMPLER (_ARG)   the SDK's sampler; default parentbased_always_on
 //	OTEL_SERVICE_NAME            default the function's name; OTEL_RESOURCE_ATTRIBUTES adds more
-//	OTEL_BSP_*                   the batch span processor's queue and batch sizes
+//	OTEL_BSP_*                   the SDK's batch span processor
 //
-// OpenTelemetry's own default exporter is otlp; here it is none, so a function without a
-// collector never pays for a failing export. internal/otelenv reads them (and infra checks a
-// deployment's with it at synth).
+// A value the SDK reports it cannot parse while it starts (a header, a timeout, a certificate,
+// a sampler, resource attributes) is refused at start: the SDK would otherwise carry on with a
+// default. OpenTelemetry's own default exporter is otlp; here it is none, so a function
+// without a collector never pays for a failing export.
 
 // flushTimeout bounds the export at the end of each invocation (a collector layer on
 // localhost takes a millisecond or two): spans must leave before Lambda freezes the
@@ -68,7 +75,7 @@ type Tracing struct {
 // spanCounts are Tracing.spans.
 type spanCounts struct {
 	ended, handed, reported atomic.Int64
-	queue                   int // the batcher's queue size
+	queue                   string // the batcher's queue size, for the drop message
 }
 
 // countEnded is a span processor counting the sampled spans ended (what the batcher queues).
@@ -100,65 +107,289 @@ func (x countHanded) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlyS
 const defaultQueueSize = 8192
 
 // TracingFromEnv builds the tracing the environment asks for (the OTEL_ variables above): off,
-// or an SDK tracer provider exporting OTLP over HTTP in batches, set as OpenTelemetry's global
-// provider with W3C Trace Context as the global propagator, so that an application's planners
-// and executors trace into the same traces. Its errors name the variable.
+// or an SDK tracer provider exporting through otlptracehttp in batches, set as OpenTelemetry's
+// global provider with the propagators as the global propagator, so that an application's
+// planners and executors trace into the same traces. Its errors name the variable, and never
+// quote a value (a header's is a vendor's key).
 func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) {
-	s, err := otelenv.Read(os.Getenv)
-	if err != nil {
-		return nil, err
+	prop, on, err := tracingOn(os.Getenv)
+	if err != nil || !on {
+		return &Tracing{}, err
 	}
-	if !s.On {
-		return &Tracing{}, nil
-	}
-	exp, err := newOTLPExporter(s)
+	sdk := &sdkLog{logger: logger, shown: shownEndpoint(os.Getenv), starting: true}
+	// The SDK reports what it cannot parse, and later failed exports, to these: ours, so that
+	// nothing it quotes (a header's value, the endpoint's path) is logged.
+	otel.SetLogger(logr.New(sdk))
+	otel.SetErrorHandler(sdk)
+	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_*: %w", err)
 	}
 	res, err := lambdaResource(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
-	counts := &spanCounts{queue: s.QueueSize} // the SDK reads OTEL_BSP_MAX_QUEUE_SIZE itself
+	counts := &spanCounts{queue: os.Getenv("OTEL_BSP_MAX_QUEUE_SIZE")} // the SDK reads it itself
 	var batcher []sdktrace.BatchSpanProcessorOption
-	if s.QueueSize == 0 {
-		counts.queue = defaultQueueSize
+	if strings.TrimSpace(counts.queue) == "" {
+		counts.queue = strconv.Itoa(defaultQueueSize)
 		batcher = append(batcher, sdktrace.WithMaxQueueSize(defaultQueueSize))
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(countEnded{counts}),
-		sdktrace.WithBatcher(countHanded{exp, counts}, batcher...), sdktrace.WithResource(res))
+	bsp, err := newBatcher(countHanded{exp, counts}, batcher)
+	if err != nil {
+		return nil, err
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(countEnded{counts}), sdktrace.WithSpanProcessor(bsp), sdktrace.WithResource(res))
+	if err := sdk.started(); err != nil {
+		_ = tp.Shutdown(ctx)
+		return nil, err
+	}
 	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(textMapPropagator(s.Propagators))
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		logger.Warn("opentelemetry: "+err.Error(), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
-	}))
-	logger.Info("tracing on: OTLP over HTTP", "endpoint", exp.shown)
+	otel.SetTextMapPropagator(prop)
+	logger.Info("tracing on: OTLP over HTTP", "endpoint", sdk.shown)
 	return &Tracing{Provider: tp, spans: counts, logger: logger}, nil
 }
 
-// textMapPropagator is the propagator OTEL_PROPAGATORS names (otelenv has checked the names).
-func textMapPropagator(names []string) propagation.TextMapPropagator {
-	var ps []propagation.TextMapPropagator
-	for _, n := range names {
-		switch n {
-		case "tracecontext":
-			ps = append(ps, propagation.TraceContext{})
-		case "baggage":
-			ps = append(ps, propagation.Baggage{})
+// newBatcher is the SDK's batch span processor; a setting it cannot take (a negative queue
+// size panics in it) is refused naming its variables.
+func newBatcher(exp sdktrace.SpanExporter, opts []sdktrace.BatchSpanProcessorOption) (bsp sdktrace.SpanProcessor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE: the SDK's batch span processor cannot take them: %v", r)
 		}
-	}
-	return propagation.NewCompositeTextMapPropagator(ps...)
+	}()
+	return sdktrace.NewBatchSpanProcessor(exp, opts...), nil
 }
 
+// tracingOn reads what only this project decides: whether tracing is on, the exporter and
+// protocol it links (OTLP over HTTP), and the propagators the calls carry.
+func tracingOn(getenv func(string) string) (propagation.TextMapPropagator, bool, error) {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return nil, false, nil
+	}
+	switch v := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); v {
+	case "", "none":
+		return nil, false, nil
+	case "otlp":
+	default:
+		return nil, false, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: want otlp or none (the functions link OpenTelemetry's OTLP/HTTP exporter alone)", v)
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			if v != "http/protobuf" && v != "http/json" {
+				return nil, false, fmt.Errorf("%s=%q: want http/protobuf or http/json (no gRPC exporter is linked)", name, v)
+			}
+			break // the traces' own protocol wins
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		// The exporter takes any URL it can parse, and one without a host ("localhost:4318")
+		// fails every export: refused, never quoted (an intake's key can be its path).
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, false, fmt.Errorf("%s: not an http(s) URL", name)
+			}
+			break // the traces' own endpoint wins
+		}
+	}
+	var props []propagation.TextMapPropagator
+	names := getenv("OTEL_PROPAGATORS")
+	if strings.TrimSpace(names) == "" {
+		names = "tracecontext,baggage" // OpenTelemetry's default
+	}
+	for _, n := range strings.Split(names, ",") {
+		switch n = strings.ToLower(strings.TrimSpace(n)); n {
+		case "tracecontext":
+			props = append(props, propagation.TraceContext{})
+		case "baggage":
+			props = append(props, propagation.Baggage{})
+		case "none", "":
+		default:
+			return nil, false, fmt.Errorf("OTEL_PROPAGATORS: %q: want tracecontext, baggage or none (the calls carry X-Ray's header in any case)", n)
+		}
+	}
+	return propagation.NewCompositeTextMapPropagator(props...), true, nil
+}
+
+// checkMu serializes CheckTracingEnv, which sets the process's OTEL_ variables for the SDK.
+var checkMu sync.Mutex
+
 // CheckTracingEnv reports what TracingFromEnv would refuse in env, a function's environment
-// (the OTEL_ variables above): an exporter, protocol, sampler or propagator it does not take,
-// an endpoint that is not an http(s) URL, a header it cannot send, a timeout or compression it
-// does not know, malformed resource attributes. The error names the variable. The TLS files
-// are read at start only: env names a function's files. infra runs it at synth, so that a deployment whose
-// functions would refuse to start fails before it is deployed.
+// (the OTEL_ variables above), by the same start: the SDK's own reading of them. The TLS files
+// are left out (env names a function's files, read at its start). infra runs it at synth, so
+// that a deployment whose functions would refuse to start fails before it is deployed. It sets
+// OpenTelemetry's global logger and error handler, as TracingFromEnv does.
 func CheckTracingEnv(env map[string]string) error {
-	_, err := otelenv.Read(func(k string) string { return env[k] })
-	return err
+	checkMu.Lock()
+	defer checkMu.Unlock()
+	saved := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			saved[k] = v
+			os.Unsetenv(k)
+		}
+	}
+	defer func() {
+		for k := range env {
+			os.Unsetenv(k)
+		}
+		for k, v := range saved {
+			os.Setenv(k, v)
+		}
+	}()
+	for k, v := range env {
+		if strings.HasPrefix(k, "OTEL_") && !strings.Contains(k, "CERTIFICATE") && !strings.Contains(k, "CLIENT_KEY") {
+			os.Setenv(k, v)
+		}
+	}
+	_, on, err := tracingOn(os.Getenv)
+	if err != nil || !on {
+		return err
+	}
+	global := otel.GetTracerProvider()
+	prop := otel.GetTextMapPropagator()
+	defer func() {
+		otel.SetTracerProvider(global)
+		otel.SetTextMapPropagator(prop)
+	}()
+	t, err := TracingFromEnv(context.Background(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	return t.Shutdown(context.Background()) // nothing was traced: nothing is exported
+}
+
+// sdkLog is OpenTelemetry's global logger and error handler, as TracingFromEnv sets them:
+// while the SDK starts, its errors are collected (by what failed, never the value it quotes)
+// and refuse the start; afterwards, a failed export is logged as exportFailure describes it.
+type sdkLog struct {
+	logger *slog.Logger
+	shown  string // the endpoint, shown (shownEndpoint)
+
+	mu       sync.Mutex
+	starting bool
+	failed   []string
+}
+
+// started ends the start: what the SDK could not parse while it read the variables.
+func (s *sdkLog) started() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starting = false
+	if len(s.failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("OpenTelemetry's SDK cannot read its variables: %s", strings.Join(s.failed, "; "))
+}
+
+// Handle is the SDK's error handler: a failed export, or a setting it could not read at start.
+func (s *sdkLog) Handle(err error) {
+	s.mu.Lock()
+	if s.starting {
+		s.failed = append(s.failed, sdkSetting(err))
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.logger.Warn("opentelemetry: "+exportFailure(err, s.shown), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
+}
+
+// sdkSetting names the variable an error the SDK reports at start is about (its sampler's
+// errors; the others come through Error with the exporter's message).
+func sdkSetting(err error) string {
+	if strings.Contains(err.Error(), "sampler") {
+		return "OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG: " + err.Error() // the sampler's name, or its ratio: no secret
+	}
+	return "an OTEL_ variable"
+}
+
+// exporterVariables are the variables each of the OTLP exporter's parse errors is about.
+var exporterVariables = map[string]string{
+	"parse duration": "OTEL_EXPORTER_OTLP_TIMEOUT", "parse url": "OTEL_EXPORTER_OTLP_ENDPOINT",
+	"read tls ca cert file": "OTEL_EXPORTER_OTLP_CERTIFICATE", "create tls cert pool": "OTEL_EXPORTER_OTLP_CERTIFICATE",
+	"read tls client cert": "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "read tls client key": "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+	"create tls client key pair": "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "parse headers": "OTEL_EXPORTER_OTLP_HEADERS",
+	"escape header value": "OTEL_EXPORTER_OTLP_HEADERS",
+}
+
+// The logr sink: the SDK's errors only (its info is debugging), by message, without the values
+// it logs with them (a header's, the endpoint's).
+func (s *sdkLog) Init(logr.RuntimeInfo)          {}
+func (s *sdkLog) Enabled(int) bool               { return false }
+func (s *sdkLog) Info(int, string, ...any)       {}
+func (s *sdkLog) WithValues(...any) logr.LogSink { return s }
+func (s *sdkLog) WithName(string) logr.LogSink   { return s }
+func (s *sdkLog) Error(_ error, msg string, kv ...any) {
+	what := msg
+	if v, ok := exporterVariables[msg]; ok {
+		// The SDK reads the general variable and then the traces' own, which wins: a general
+		// value it cannot parse under a traces' one is not what the traces use.
+		traces := os.Getenv(strings.Replace(v, "OTEL_EXPORTER_OTLP_", "OTEL_EXPORTER_OTLP_TRACES_", 1))
+		if len(kv) >= 2 && traces != "" && fmt.Sprint(kv[1]) != traces {
+			return
+		}
+		what = v + " (or its _TRACES_ form): the exporter cannot " + msg
+	}
+	s.mu.Lock()
+	if s.starting {
+		s.failed = append(s.failed, what)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.logger.Warn("opentelemetry: " + what)
+}
+
+// shownEndpoint is the traces' endpoint as the exporter reads it, by scheme, host and the
+// standard path only: an intake's key can be its path, query or password.
+func shownEndpoint(getenv func(string) string) string {
+	raw, base := "http://localhost:4318", true
+	if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
+		raw, base = v, false
+	} else if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
+		raw = v
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(an endpoint)"
+	}
+	path := u.Path
+	if base {
+		path = strings.TrimSuffix(path, "/") + "/v1/traces"
+	}
+	if path == "/v1/traces" && u.RawQuery == "" {
+		return u.Scheme + "://" + u.Host + path
+	}
+	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// failedSend is the exporter's error for an answer it does not retry: "failed to send to
+// <URL>: <status line> (body: ...)"; partialSuccess its error for spans the collector refused.
+var (
+	failedSend     = regexp.MustCompile(`failed to send to \S+: (\d{3})`)
+	partialSuccess = regexp.MustCompile(`OTLP partial success: .*\((\d+) spans? rejected\)`)
+)
+
+// exportFailure is a failed export as the log says it: the exporter's errors quote the URL it
+// posted to (an intake's key can be its path or query) and the collector's answer (which may
+// echo it), so they are described by what failed, as the outbox describes a webhook's.
+func exportFailure(err error, shown string) string {
+	var ue *url.Error
+	switch msg := err.Error(); {
+	case errors.As(err, &ue):
+		desc, _ := tracecontext.Unanswered(ue.Err)
+		return "an OTLP export to " + shown + " failed: " + desc
+	case strings.Contains(msg, "retry-able request failure"):
+		return "an OTLP export to " + shown + " failed: the collector asked for a retry (429, 502, 503 or 504) until the export's time ran out"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "an OTLP export to " + shown + " failed: no answer within the flush"
+	case failedSend.MatchString(msg):
+		code, _ := strconv.Atoi(failedSend.FindStringSubmatch(msg)[1])
+		return "an OTLP export to " + shown + " failed: " + strconv.Itoa(code) + " " + http.StatusText(code)
+	case partialSuccess.MatchString(msg):
+		return "an OTLP export to " + shown + ": the collector rejected " + partialSuccess.FindStringSubmatch(msg)[1] + " spans (a partial success)"
+	}
+	return "an OTLP export to " + shown + " failed (the error is not shown: it may quote the endpoint or the collector's answer)"
 }
 
 // lambdaResource describes the function (the FaaS and cloud conventions), from what Lambda
@@ -231,7 +462,7 @@ func (t *Tracing) reportDrops() {
 		return
 	}
 	c.reported.Add(dropped)
-	msg := fmt.Sprintf("opentelemetry: %d spans dropped: the batch span processor's queue (%d spans) was full; raise OTEL_BSP_MAX_QUEUE_SIZE, or export to a collector layer on localhost", dropped, c.queue)
+	msg := fmt.Sprintf("opentelemetry: %d spans dropped: the batch span processor's queue (%s spans) was full; raise OTEL_BSP_MAX_QUEUE_SIZE, or export to a collector layer on localhost", dropped, c.queue)
 	if t.logger != nil {
 		t.logger.Warn(msg, "setting", "OTEL_BSP_MAX_QUEUE_SIZE", "dropped_spans", dropped)
 		return

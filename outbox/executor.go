@@ -30,10 +30,10 @@ type Task struct {
 
 // Executor runs intents for one target. An error is retried (with backoff, up to the
 // worker's attempt limit) unless it is marked Permanent, in which case the intent is parked
-// for an operator. The error is recorded whole in the claim's last_error; with tracing on, a
-// span's status describes it by its Error too, unless an error in its chain has a
+// for an operator. The error is recorded whole in the claim's last_error; a span's status and
+// the worker's log line describe it by its Error too, unless an error in its chain has a
 // SpanDescription() string method: then by that, for an error that quotes what a downstream
-// answered (spans leave for a tracing backend, which the claims table's readers and the
+// answered (spans and logs leave for places which the claims table's readers and the
 // console's redaction do not guard).
 type Executor interface {
 	Execute(ctx context.Context, t Task) error

@@ -100,7 +100,7 @@ func (w *Worker) traceIntent(ctx context.Context, claim *dedup.Claim, name strin
 		// as a busy intent is not one.
 		span.SetAttributes(AttrHeld.String(held.Error()))
 	} else if err != nil {
-		span.SetStatus(codes.Error, tracecontext.Describe(spanError(err)))
+		span.SetStatus(codes.Error, tracecontext.Describe(redact(err)))
 	} else if outcome == OutcomeParked {
 		span.SetStatus(codes.Error, "parked")
 	}
@@ -168,7 +168,7 @@ func (w *Worker) traceCall(ctx context.Context, x Executor, t Task) (string, err
 		if sent != "" {
 			span.SetAttributes(AttrSent.String(dedup.Truncate(sent)))
 		}
-		tracecontext.End(span, spanError(err), callErrorType(err))
+		tracecontext.End(span, redact(err), callErrorType(err))
 	}
 	return sent, err
 }
@@ -316,51 +316,62 @@ func endHTTPCall(span trace.Span, err error) {
 	}
 	var se *StatusError
 	if errors.As(err, &se) {
-		tracecontext.End(span, spanError(err), strconv.Itoa(se.StatusCode))
+		tracecontext.End(span, redact(err), strconv.Itoa(se.StatusCode))
 		return
 	}
-	tracecontext.End(span, spanError(err), callErrorType(err))
+	tracecontext.End(span, redact(err), callErrorType(err))
 }
 
-// spanError is err as a span's status may describe it: a webhook URL's path and query are its
-// secret (Slack's, Discord's incoming webhooks), and spans leave for a tracing backend that
+// redact is err as a span or a log line may describe it, the one redaction of a call's
+// failure: a webhook URL's path and query are its secret (Slack's, Discord's incoming webhooks,
+// ?token=), and spans and log lines leave for a tracing backend and CloudWatch Logs, which
 // neither the claims table's readers nor the console's redaction guard. An HTTP call's error
 // names its URL (and a redirect's Location) by scheme and host only, and a non-2xx answer by
 // its status alone: the downstream's body may quote the path it was called on ("Cannot POST
-// /hooks/<token>"). The claim's last_error keeps the whole error.
-func spanError(err error) error {
+// /hooks/<token>") or echo the request (a customer's e-mail). The result's Error is err's text
+// with the call's part so described (what wraps it, "at-most-once: ...", stays): the log
+// line's; its SpanDescription is that part alone: a span's status. The claim's last_error
+// keeps the whole error.
+func redact(err error) error {
 	if err == nil {
 		return nil
 	}
+	var part error
+	var desc string
 	var se *StatusError
-	if errors.As(err, &se) {
+	var te *transportError
+	var ue *url.Error
+	var d tracecontext.Described
+	switch {
+	case errors.As(err, &se):
 		// The status by its code and the standard text for it: the reason phrase is the
 		// downstream's own words ("404 Cannot POST /hooks/<token>"), as much as its body is.
-		d := "POST " + shownURL(se.URL) + ": " + strconv.Itoa(se.StatusCode)
+		part, desc = se, "POST "+shownURL(se.URL)+": "+strconv.Itoa(se.StatusCode)
 		if text := http.StatusText(se.StatusCode); text != "" {
-			d += " " + text
+			desc += " " + text
 		}
 		if se.Location != "" {
-			d += " to " + shownURL(se.Location)
+			desc += " to " + shownURL(se.Location)
 		}
-		return describedError{d, err}
-	}
-	var te *transportError
-	if errors.As(err, &te) {
+	case errors.As(err, &te):
 		// Rebuilt from its parts rather than edited: net/http names the URL as it re-wrote it
 		// (the password as ***, the scheme lower-cased, a space escaped), so the configured
 		// URL and net/http's form of it can differ in every byte that is a secret.
-		return describedError{"POST " + shownURL(te.URL) + ": " + unanswered(te.Err), err}
+		part, desc = te, "POST "+shownURL(te.URL)+": "+unanswered(te.Err)
+	case errors.As(err, &ue):
+		part, desc = ue, ue.Op+" "+shownURL(ue.URL)+": "+unanswered(ue.Err)
+	case errors.As(err, &d):
+		part, desc = d, d.SpanDescription() // an executor's own (a function's error answer)
+	default:
+		return err
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return describedError{ue.Op + " " + shownURL(ue.URL) + ": " + unanswered(ue.Err), err}
+	full, own := err.Error(), part.Error()
+	if i := strings.Index(full, own); own != "" && i >= 0 {
+		full = full[:i] + desc + full[i+len(own):]
+	} else {
+		full = desc // wrapped in a way that re-wrote its text: the description alone is safe
 	}
-	var d tracecontext.Described
-	if errors.As(err, &d) {
-		return describedError{d.SpanDescription(), err} // an executor's own (a function's error answer)
-	}
-	return err
+	return describedError{full, desc, err}
 }
 
 // unanswered describes a call that got no answer it could read (tracecontext.Unanswered).
@@ -369,13 +380,13 @@ func unanswered(err error) string {
 	return desc
 }
 
-// describedError is an error with another description.
+// describedError is an error redacted (redact): msg for a log line, desc for a span's status.
 type describedError struct {
-	desc string
-	err  error
+	msg, desc string
+	err       error
 }
 
-func (e describedError) Error() string           { return e.desc }
+func (e describedError) Error() string           { return e.msg }
 func (e describedError) SpanDescription() string { return e.desc }
 func (e describedError) Unwrap() error           { return e.err }
 

@@ -243,7 +243,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 		slog.String("outcome", outcome), slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
 	}
 	if execErr != nil {
-		attrs = append(attrs, slog.String("error", execErr.Error()))
+		attrs = append(attrs, slog.String("error", redact(execErr).Error())) // as its span says it
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("record_error", err.Error()))

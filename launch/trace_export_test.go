@@ -3,177 +3,17 @@ package launch
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 )
-
-// TestOneSpansBytesNeverLoseTheBatch: the functions' exporter sends OTLP, whose text fields
-// (span names, attribute values, status descriptions, event names) are protobuf strings, which
-// must be UTF-8: a collector decoding with the OTLP definitions refuses a request holding one
-// that is not, whole. A span's text is not always ours: an application's executor describes its
-// failure by its error (an SMTP server's reply in Latin-1, "550 Boîte inconnue"), a planner's
-// error, an id a provider sent in a form body ("%E9" decodes to one byte). One such span must
-// not take every other span of the invocation (each intent of a stream batch of many events)
-// with it: each kind of text below, in one span among others, loses the whole request.
-func TestOneSpansBytesNeverLoseTheBatch(t *testing.T) {
-	latin1 := "550 Bo\xeete inconnue" // as an SMTP server wrote it
-	for name, mark := range map[string]func(tr sdktrace.ReadWriteSpan){
-		"status description": func(s sdktrace.ReadWriteSpan) {
-			s.SetStatus(codes.Error, errors.New("smtp: "+latin1).Error())
-		},
-		"attribute":       func(s sdktrace.ReadWriteSpan) { s.SetAttributes(attribute.String("oncehook.event_id", "caf\xe9")) },
-		"event":           func(s sdktrace.ReadWriteSpan) { s.AddEvent("reply " + latin1) },
-		"event attribute": func(s sdktrace.ReadWriteSpan) { s.RecordError(errors.New(latin1)) },
-	} {
-		rec := tracetest.NewSpanRecorder()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-		tracer := tp.Tracer("github.com/oncehook/oncehook/outbox")
-		ctx, batch := tracer.Start(context.Background(), "outbox")
-		for _, intent := range []string{"intent slack.post", "intent email.send", "intent crm.sync"} {
-			_, s := tracer.Start(ctx, intent)
-			if intent == "intent email.send" {
-				mark(s.(sdktrace.ReadWriteSpan))
-			}
-			s.End()
-		}
-		batch.End()
-		sink := newSink(t)
-		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
-		x, err := exporterFromEnv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = x.ExportSpans(context.Background(), rec.Ended())
-		if got := len(sink.spans()); got != 4 || err != nil {
-			t.Errorf("%s with a byte that is not UTF-8: the collector took %d of the invocation's 4 spans (export: %v)", name, got, err)
-		}
-	}
-}
-
-// TestACollectorsPartialRejectionIsReported: OTLP/HTTP's answer to a request the collector took
-// only in part is 200 OK with an ExportTraceServiceResponse whose partial_success names how
-// many spans it rejected and why (a span over the backend's size limit, an attribute it
-// refuses). The specification asks the client to report it (it must not retry), and
-// OpenTelemetry's own otlptracehttp returns it as the export's error, which the SDK hands to
-// the error handler: the function's log says spans were lost. The functions' exporter, which
-// is held to otlptracehttp's behaviour (TestTheExporterWritesWhatOpenTelemetrysWrites), reads
-// at most 256 bytes of a 2xx answer and drops them: the rejection reaches neither the export's
-// error nor the error handler, and an operator whose traces are missing pieces is never told.
-func TestACollectorsPartialRejectionIsReported(t *testing.T) {
-	answer, err := proto.Marshal(&coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{
-		RejectedSpans: 2, ErrorMessage: "span exceeds the maximum size"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(answer)
-	}))
-	defer col.Close()
-	spans := sampleSpans(t)
-
-	// OpenTelemetry's own exporter reports it.
-	theirs, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(col.URL+"/v1/traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := theirs.ExportSpans(context.Background(), spans); err == nil || !strings.Contains(err.Error(), "rejected") {
-		t.Fatalf("otlptracehttp: %v, want the partial rejection reported", err)
-	}
-
-	var mu sync.Mutex
-	var handled []error
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { mu.Lock(); handled = append(handled, err); mu.Unlock() }))
-	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
-	ours, err := exporterFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = ours.ExportSpans(context.Background(), spans)
-	mu.Lock()
-	defer mu.Unlock()
-	if err == nil && len(handled) == 0 {
-		t.Errorf("the collector rejected 2 of %d spans (partial_success: %q): the functions' exporter returned no error and reported nothing; otlptracehttp reports it",
-			len(spans), "span exceeds the maximum size")
-	}
-}
-
-// TestAnExportTheCollectorAsksToRetryIsRetried: OTLP/HTTP names 429, 502, 503 and 504 as
-// retryable (a collector whose memory limiter is refusing for a moment, a load balancer in
-// front of it between two backends), the client to retry honouring Retry-After; OpenTelemetry's
-// otlptracehttp does. The functions' exporter sends each invocation's spans once: a collector
-// layer that answers 503 for the moment the invocation flushes (ADOT's memory limiter does)
-// loses every span of that invocation, though the collector asked for the same request again
-// at once (Retry-After: 0) and the flush had the time for it.
-func TestAnExportTheCollectorAsksToRetryIsRetried(t *testing.T) {
-	spans := sampleSpans(t)
-	for _, code := range []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout} {
-		// The collector refuses the first request of each exporter with code, and takes the next.
-		for _, who := range []string{"otlptracehttp", "ours"} {
-			sink := newSink(t)
-			var mu sync.Mutex
-			refused := 0
-			inner := sink.Config.Handler
-			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				first := refused == 0
-				if first {
-					refused++
-				}
-				mu.Unlock()
-				if first {
-					w.Header().Set("Retry-After", "0")
-					http.Error(w, "try again", code)
-					return
-				}
-				inner.ServeHTTP(w, r)
-			}))
-			t.Cleanup(front.Close)
-			var err error
-			if who == "otlptracehttp" {
-				x, xerr := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(front.URL+"/v1/traces"),
-					// A retry as quick as the test wants (its default waits 5 s).
-					otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, MaxElapsedTime: time.Minute}))
-				if xerr != nil {
-					t.Fatal(xerr)
-				}
-				err = x.ExportSpans(context.Background(), spans)
-			} else {
-				t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", front.URL)
-				ours, xerr := exporterFromEnv()
-				if xerr != nil {
-					t.Fatal(xerr)
-				}
-				err = ours.ExportSpans(context.Background(), spans)
-			}
-			if got := len(sink.spans()); got != len(spans) {
-				msg := fmt.Sprintf("%s: the collector answered %d (Retry-After: 0) once: %d of %d spans reached it (export: %v)", who, code, got, len(spans), err)
-				if who == "otlptracehttp" {
-					t.Fatal(msg)
-				}
-				t.Error(msg)
-			}
-		}
-	}
-}
 
 // TestAnEndpointsCredentialsAreNeverLogged: an endpoint with a password in it (a vendor's
 // intake) is logged, and named in an export's failure, without it.
@@ -291,6 +131,7 @@ func TestACollectorsAnswerNeverPutsTheEndpointsTokenInAnExportError(t *testing.T
 					ps = protowire.AppendTag(ps, 2, protowire.BytesType)
 					ps = protowire.AppendString(ps, "rejected 1 span of "+r.URL.RequestURI())
 					b := protowire.AppendTag(nil, 1, protowire.BytesType)
+					w.Header().Set("Content-Type", "application/x-protobuf")
 					_, _ = w.Write(protowire.AppendBytes(b, ps))
 					return
 				}
