@@ -117,14 +117,8 @@ func TestTheAWSCallsEachFunctionMakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = sq.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
-	name := "oncehook-calls/" + time.Now().Format("150405.000000")
 	sm, ps := secretsmanager.NewFromConfig(plainCfg), ssm.NewFromConfig(plainCfg)
-	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true)})
-	})
+	name := awstest.Secret(t, sm, "oncehook-calls/", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String("/" + name), Value: aws.String("github-secret"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,13 +24,7 @@ func TestSecretsComeFromEveryKindOfPlaceAndRotate(t *testing.T) {
 	cfg := awstest.Config(t)
 	ctx := context.Background()
 	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
-	name := "oncehook-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + time.Now().Format("150405.000000")
-	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String("whsec_from_secrets_manager")}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true)})
-	})
+	name := awstest.Secret(t, sm, "oncehook-test/"+strings.ReplaceAll(t.Name(), "/", "-")+"-", "whsec_from_secrets_manager")
 	param := "/" + name
 	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("from-ssm"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 		t.Fatal(err)
@@ -152,16 +146,8 @@ func TestASecretRemovedFromItsStoreStopsVerifyingWithinMaxAge(t *testing.T) {
 	cfg := awstest.Config(t)
 	ctx := context.Background()
 	sm := secretsmanager.NewFromConfig(cfg)
-	base := "oncehook-test/revoked-" + time.Now().Format("150405.000000")
-	current, previous := base+"-current", base+"-previous"
-	for name, v := range map[string]string{current: "whsec_current", previous: "whsec_previous_leaked"} {
-		if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(v)}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true)})
-		})
-	}
+	current := awstest.Secret(t, sm, "oncehook-test/revoked-current-", "whsec_current")
+	previous := awstest.Secret(t, sm, "oncehook-test/revoked-previous-", "whsec_previous_leaked")
 	f, err := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[
 		{"secretsmanager":"` + current + `"},{"secretsmanager":"` + previous + `"}]}}}`))
 	if err != nil {
