@@ -502,3 +502,30 @@ func TestARedriveByRecordsWhoAndWhen(t *testing.T) {
 		t.Fatalf("%+v: Redrive records no one", in)
 	}
 }
+
+// An application's executor that is not Bounded gets the documented default bound
+// (outbox.DefaultHTTPTimeout, the timeout PlanTimings assumes for it, so the stack's outbox
+// function fits it): it runs from an invocation of the stack's default timeout (a minute), with
+// the default lease, rather than being postponed for want of the whole lease every time.
+func TestAnExecutorThatIsNotBoundedRunsWithinTheDefaultBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_unbounded")
+	var calls int
+	w := e.worker(func(c *outbox.Config) {
+		c.Lease, c.Margin = 0, 0 // the defaults, as launch sets them for a stack without slow targets
+		c.Executors = map[string]outbox.Executor{"email": outbox.ExecutorFunc(func(ctx context.Context, _ outbox.Task) error {
+			calls++
+			if d, ok := ctx.Deadline(); !ok || time.Until(d) > outbox.DefaultHTTPTimeout {
+				t.Errorf("the call's context ends %v from now, want within %s", time.Until(d), outbox.DefaultHTTPTimeout)
+			}
+			return nil
+		})}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the stack's outbox function
+	defer cancel()
+	sum, err := w.Process(ctx, e.claim("evt_unbounded"))
+	if err != nil || sum[outbox.OutcomeDone] != 1 || calls != 1 {
+		t.Fatalf("%v %v, %d calls: want the intent done from this invocation", sum, err, calls)
+	}
+}
