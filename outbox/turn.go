@@ -188,9 +188,10 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 		execErr = Permanent(fmt.Errorf("at-most-once: attempt %d was under way when its worker stopped, and may have been sent; "+
 			"not sent again (check the downstream, then redrive if it was not)", l.Attempt))
 	default:
-		// The call must end before the lease does (or another worker could take it meanwhile)
-		// and before the invocation does (or nothing could record it).
-		ends := l.ends
+		// The call must end before the lease does (or another worker could take it meanwhile),
+		// before the invocation does (or nothing could record it), and within its executor's
+		// bound (DefaultMaxDuration for one that is not Bounded).
+		ends := minTime(l.ends, time.Now().Add(w.callBudget(in.Target)))
 		if d, ok := ctx.Deadline(); ok && d.Add(-w.cfg.Margin).Before(ends) {
 			ends = d.Add(-w.cfg.Margin)
 		}

@@ -107,11 +107,16 @@ const (
 
 // Bounded is an Executor that knows the longest one Execute call can take. The worker takes no
 // lease it could not finish before its invocation's deadline, and New refuses a lease shorter
-// than MaxDuration plus the margin. An executor that is not Bounded gets the lease less the
-// margin.
+// than MaxDuration plus the margin. An executor that is not Bounded gets DefaultMaxDuration (or
+// the lease less the margin, when that is shorter): its call's context ends then, and the stack
+// plans its functions for it (PlanTimings).
 type Bounded interface {
 	MaxDuration() time.Duration
 }
+
+// DefaultMaxDuration bounds a call to an executor that is not Bounded: the timeout PlanTimings
+// and the construct assume for an application's executor they cannot see.
+const DefaultMaxDuration = DefaultHTTPTimeout
 
 // Metrics is where the worker and the sweeper count what they did. See NewEMFMetrics.
 type Metrics interface {
@@ -340,12 +345,13 @@ func due(in dedup.ClaimIntent, now time.Time) bool {
 	return false
 }
 
-// callBudget is the longest a call to target's executor may take.
+// callBudget is the longest a call to target's executor may take: its MaxDuration, or for an
+// executor that is not Bounded DefaultMaxDuration, within the lease less the margin.
 func (w *Worker) callBudget(target string) time.Duration {
 	if b, ok := w.cfg.Executors[target].(Bounded); ok {
 		return b.MaxDuration()
 	}
-	return w.cfg.Lease - w.cfg.Margin
+	return min(DefaultMaxDuration, w.cfg.Lease-w.cfg.Margin)
 }
 
 // hasTime reports whether the invocation (ctx's deadline) leaves room for one call to target

@@ -504,7 +504,7 @@ func TestARedriveByRecordsWhoAndWhen(t *testing.T) {
 }
 
 // An application's executor that is not Bounded gets the documented default bound
-// (outbox.DefaultHTTPTimeout, the timeout PlanTimings assumes for it, so the stack's outbox
+// (outbox.DefaultMaxDuration, the timeout PlanTimings assumes for it, so the stack's outbox
 // function fits it): it runs from an invocation of the stack's default timeout (a minute), with
 // the default lease, rather than being postponed for want of the whole lease every time.
 func TestAnExecutorThatIsNotBoundedRunsWithinTheDefaultBound(t *testing.T) {
@@ -516,8 +516,8 @@ func TestAnExecutorThatIsNotBoundedRunsWithinTheDefaultBound(t *testing.T) {
 		c.Lease, c.Margin = 0, 0 // the defaults, as launch sets them for a stack without slow targets
 		c.Executors = map[string]outbox.Executor{"email": outbox.ExecutorFunc(func(ctx context.Context, _ outbox.Task) error {
 			calls++
-			if d, ok := ctx.Deadline(); !ok || time.Until(d) > outbox.DefaultHTTPTimeout {
-				t.Errorf("the call's context ends %v from now, want within %s", time.Until(d), outbox.DefaultHTTPTimeout)
+			if d, ok := ctx.Deadline(); !ok || time.Until(d) > outbox.DefaultMaxDuration {
+				t.Errorf("the call's context ends %v from now, want within %s", time.Until(d), outbox.DefaultMaxDuration)
 			}
 			return nil
 		})}
