@@ -117,6 +117,7 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"discord without an id", `{"sources":{"s":{"scheme":"discord","public_keys":["k"]}}}`, "sources.s.event_id: is required"},
 		{"a batch located by a header", `{"sources":{"s":{` + ok + `,"batch":true,"event_id":{"header":"X-Id"}}}}`, "sources.s.event_id: a batch's events cannot be told apart by a header"},
 		{"a tolerance over a day", `{"sources":{"s":{` + ok + `,"timestamp_tolerance":"25h"}}}`, "sources.s.timestamp_tolerance: must be at most 24h"},
+		{"a scheme's default tolerance as long as the retention", `{"sources":{"s":{"scheme":"twitch","secrets":[{"env":"S"}],"retry_horizon":"1m","keep":"5m"}}}`, "sources.s.timestamp_tolerance: twitch's default 10m0s is not shorter than the retention"},
 		{"a tolerance as long as the retention", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"1h","redrive_window":"1h","keep":"3h","timestamp_tolerance":"3h"}}}`, "sources.s.timestamp_tolerance: 3h0m0s is not shorter than the retention"},
 		{"a url with a query", `{"sources":{"s":{"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"T"},"url":"https://h.example/hooks/s?a=1"}}}`, "sources.s.url: \"https://h.example/hooks/s?a=1\" has a query string"},
 		{"twilio without its guard", `{"sources":{"s":{"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"T"},"replay_guard":"off"}}}`, "sources.s.replay_guard: cannot be \"off\" for twilio"},
