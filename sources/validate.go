@@ -211,10 +211,15 @@ func (f *File) Validate() error {
 		if err := s.Retention().Validate(name); err != nil {
 			return err
 		}
-		if tol := time.Duration(s.TimestampTolerance); tol >= s.Retention().Effective() {
-			// Past its claim's expiry, a delivery still inside the tolerance would verify and
-			// claim again: a replay the dedup key no longer remembers.
-			return &FieldError{Field: at + ".timestamp_tolerance", Reason: fmt.Sprintf("%s is not shorter than the retention (%s): a delivery would still verify after its claim expired", Duration(tol), Duration(s.Retention().Effective()))}
+		// Past its claim's expiry, a delivery still inside the tolerance would verify and claim
+		// again: a replay the dedup key no longer remembers. The scheme's default counts as
+		// much as a tolerance set here.
+		tol, which := time.Duration(s.TimestampTolerance), ""
+		if tol == 0 {
+			tol, which = webhook.DefaultTolerance(s.Scheme), s.Scheme+"'s default "
+		}
+		if tol > 0 && tol >= s.Retention().Effective() {
+			return &FieldError{Field: at + ".timestamp_tolerance", Reason: fmt.Sprintf("%s%s is not shorter than the retention (%s): a delivery would still verify after its claim expired", which, Duration(tol), Duration(s.Retention().Effective()))}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tables)) {

@@ -144,6 +144,30 @@ func New(name string, opts Options) (Scheme, error) {
 	return nil, &InvalidError{Field: "name", Reason: "unknown scheme " + quote(name) + "; want one of " + strings.Join(Names, ", ")}
 }
 
+// DefaultTolerance is the tolerance New gives the named scheme when Options.Tolerance is 0: its
+// provider's documented one. It is 0 for the schemes that sign no timestamp.
+func DefaultTolerance(name string) time.Duration {
+	switch name {
+	case StandardWebhooks, Svix:
+		return DefaultStandardTolerance
+	case Stripe:
+		return DefaultStripeTolerance
+	case Slack:
+		return DefaultSlackTolerance
+	case Zoom:
+		return DefaultZoomTolerance
+	case Paddle:
+		return DefaultPaddleTolerance
+	case Twitch:
+		return DefaultTwitchTolerance
+	case Discord:
+		return DefaultDiscordTolerance
+	case SendGrid:
+		return DefaultSendGridTolerance
+	}
+	return 0
+}
+
 // MaxTolerance is the largest Options.Tolerance New accepts. A tolerance is how long a
 // captured delivery verifies for; past a day it no longer allows for clock skew or a provider's
 // queueing, only for replays (a receiver's dedup claim must also outlive it).
