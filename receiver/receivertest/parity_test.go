@@ -242,6 +242,10 @@ func TestTheKitRefusesWhatProductionRefuses(t *testing.T) {
 				if got.Outcome != receivertest.Refused || got.Status != 500 {
 					t.Fatalf("want the unknown target refused, got %+v", got)
 				}
+				// Named, as the receiver's docs promise: the intent's target, and which it is.
+				if got.Field != "intents.email.send.target" || !strings.Contains(got.Reason, `"emial"`) {
+					t.Fatalf("want the refusal to name the intent's target field and the target, got %+v", got)
+				}
 			} else if c.site == "" {
 				if got.Outcome != receivertest.Accepted || api.calls.Load() == 0 || len(rec.All()) != 1 {
 					t.Fatalf("want accepted by both, got %+v (%d calls)", got, api.calls.Load())
