@@ -631,10 +631,17 @@ func (h *Handler) planError(ctx context.Context, d *delivery, err error) events.
 		return okDuplicate()
 	}
 	var pe *PayloadError
+	var ute *UnknownTargetError
 	switch {
 	case errors.As(err, &pe):
 		d.errKind = "bad_request"
 		return reply(http.StatusBadRequest, pe.Error(), pe.Field)
+	case errors.As(err, &ute):
+		// Ours to fix (a planner or the deployment's executors), and retried by the provider
+		// once fixed; named, so that a test or a log says which intent and target.
+		d.errKind = "planner"
+		return reply(http.StatusInternalServerError, fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target),
+			"intents."+ute.Intent+".target")
 	case errors.Is(err, ErrBadPayload):
 		d.errKind = "bad_request"
 		return reply(http.StatusBadRequest, err.Error(), "")
