@@ -641,7 +641,7 @@ func (h *Handler) planError(ctx context.Context, d *delivery, err error) events.
 		// once fixed; named, so that a test or a log says which intent and target.
 		d.errKind = "planner"
 		return reply(http.StatusInternalServerError, fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target),
-			"intents."+ute.Intent+".target")
+			"intents["+ute.Intent+"].target")
 	case errors.Is(err, ErrBadPayload):
 		d.errKind = "bad_request"
 		return reply(http.StatusBadRequest, err.Error(), "")

@@ -243,7 +243,7 @@ func TestTheKitRefusesWhatProductionRefuses(t *testing.T) {
 					t.Fatalf("want the unknown target refused, got %+v", got)
 				}
 				// Named, as the receiver's docs promise: the intent's target, and which it is.
-				if got.Field != "intents.email.send.target" || !strings.Contains(got.Reason, `"emial"`) {
+				if got.Field != "intents[email.send].target" || !strings.Contains(got.Reason, `"emial"`) {
 					t.Fatalf("want the refusal to name the intent's target field and the target, got %+v", got)
 				}
 			} else if c.site == "" {
