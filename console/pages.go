@@ -504,7 +504,7 @@ func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	in := cl.Intents[name]
 	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
 		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.intentError(in),
-		Attempts: in.Attempts, Budget: in.Attempts - in.AttemptsBase, PayloadBytes: len(in.Payload),
+		Attempts: in.Attempts, Budget: in.Spent(), PayloadBytes: len(in.Payload),
 		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
 	if c.cfg.ShowPayloads {
 		v.Payload = text(in.Payload)
@@ -528,13 +528,20 @@ func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 		}
 	case dedup.IntentRunning:
 		v.Steps = append(v.Steps, step{At: time.UnixMilli(in.LeaseUntil), What: "attempt " + strconv.Itoa(in.Attempts) + " leased until", Detail: "a worker holds it; another may take it after the lease"})
-	case dedup.IntentDone, dedup.IntentParked:
+	case dedup.IntentDone, dedup.IntentParked, dedup.IntentResolved:
 		if t, err := time.Parse(time.RFC3339Nano, in.FinishedAt); err == nil {
 			d := fmt.Sprintf("after %d attempts", in.Attempts)
 			if in.Sent != "" {
 				d += "; sent " + in.Sent
 			}
-			v.Steps = append(v.Steps, step{At: t, What: in.Status, Detail: d})
+			what := in.Status
+			if what == dedup.IntentResolved {
+				what = dedup.IntentParked // it was parked then; the resolve is a step of its own
+			}
+			v.Steps = append(v.Steps, step{At: t, What: what, Detail: d})
+		}
+		if t, err := time.Parse(time.RFC3339, in.ResolvedAt); err == nil && in.Status == dedup.IntentResolved {
+			v.Steps = append(v.Steps, step{At: t, What: "resolved", Detail: "by " + in.ResolvedBy + ": " + in.Resolution + "; never run again"})
 		}
 	}
 	slices.SortStableFunc(v.Steps, func(a, b step) int { return a.At.Compare(b.At) })

@@ -574,3 +574,21 @@ func TestNoReplayOfARedriveFormRedrivesWhatTheOperatorWasNotShown(t *testing.T) 
 func redriveByAt(ctx context.Context, api dedup.UpdateAPI, table string, c *dedup.Claim, intent string, now time.Time, by string) error {
 	return (&dedup.Claims{API: api, Table: table, Now: func() time.Time { return now }}).RedriveBy(ctx, c, intent, by)
 }
+
+// A parked intent an operator resolved (dedup.Claims.Resolve: hookctl resolve) leaves the parked
+// page, and its event's story says who resolved it, when and why.
+func TestAResolvedIntentLeavesTheParkedPageAndItsStorySaysWhy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_given_up", false)
+	e.down.setRefuse(key("shop", "evt_given_up", "email.send"), true)
+	e.drain()
+	b := e.serve(nil)
+	mustContain(t, b.get("/parked"), "evt_given_up")
+	if err := (&dedup.Claims{API: e.client, Table: e.table}).Resolve(context.Background(), e.claim("shop", "evt_given_up"), "email.send",
+		"bob (hookctl)", "the warehouse will never know this order"); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.get("/parked"), "No parked intents")
+	mustContain(t, b.get("/events/shop/evt_given_up"), "resolved", "by bob (hookctl): the warehouse will never know this order")
+}
