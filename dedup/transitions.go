@@ -321,11 +321,7 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string) *dynamodb.Updat
 		values[":err"] = str("parked as stranded while its call was under way; its worker then recorded it done")
 	}
 	if others, shard, leaves := indexAfter(l.Claim, l.Intent, status); leaves {
-		for i, other := range others {
-			ph := "#o" + strconv.Itoa(i)
-			names[ph] = other.name
-			cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)
-		}
+		cond += othersAsSeen(others, names, values)
 		if shard == "" {
 			remove = append(remove, IndexPartitionKey, IndexSortKey)
 		} else {
@@ -443,24 +439,18 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 	set := "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
 		"intents.#n." + attrIntentRedriveID + " = :rid, pending_shard = :shard, pending_since = :since, " + attrWake + " = :now"
 	values := map[string]types.AttributeValue{
-		":rid":      str(nonce),
-		":pending":  str(IntentPending),
-		":parked":   str(IntentParked),
-		":attempts": num(int64(in.Attempts)),
-		":now":      num(now.UnixMilli()),
-		":shard":    str(shard),
-		":since":    num(now.UnixMilli()),
+		":rid":     str(nonce),
+		":pending": str(IntentPending),
+		":now":     num(now.UnixMilli()),
+		":shard":   str(shard),
+		":since":   num(now.UnixMilli()),
 	}
 	if by != "" {
 		set += ", intents.#n." + attrIntentRedrivenBy + " = :by, intents.#n." + attrIntentRedrivenAt + " = :at"
 		values[":by"] = str(by)
 		values[":at"] = str(now.UTC().Format(time.RFC3339))
 	}
-	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
-	if claim.CommitToken != "" {
-		cond += " AND " + attrCommitToken + " = :commit"
-		values[":commit"] = str(claim.CommitToken)
-	}
+	cond := parkedAsSeen(claim, in, values)
 	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.Table),
 		Key:                                 ClaimItemKey(claim.PK),
@@ -508,26 +498,18 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 	nonce := fmt.Sprintf("%016x", rand.Uint64())
 	names := intentNames(intent)
 	values := map[string]types.AttributeValue{
-		":resolved": str(IntentResolved), ":parked": str(IntentParked), ":attempts": num(int64(in.Attempts)),
-		":why": str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339)), ":rid": str(nonce),
+		":resolved": str(IntentResolved),
+		":why":      str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339)), ":rid": str(nonce),
 	}
 	update := "SET intents.#n.#st = :resolved, intents.#n.resolution = :why, intents.#n.resolved_by = :by, " +
 		"intents.#n.resolved_at = :at, intents.#n." + attrIntentRedriveID + " = :rid"
-	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
-	if claim.CommitToken != "" {
-		cond += " AND " + attrCommitToken + " = :commit"
-		values[":commit"] = str(claim.CommitToken)
-	}
+	cond := parkedAsSeen(claim, in, values)
 	// Out of the index when this was the last parked intent and none is open: conditional on
 	// the others as seen, so an intent re-driven meanwhile keeps the claim where the sweeper
 	// looks.
 	others, parked := othersFinished(claim, intent)
 	if claim.PendingShard != "" && (others != nil || len(claim.Intents) == 1) && !parked {
-		for i, other := range others {
-			ph := "#o" + strconv.Itoa(i)
-			names[ph] = other.name
-			cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)
-		}
+		cond += othersAsSeen(others, names, values)
 		update += " REMOVE " + IndexPartitionKey + ", " + IndexSortKey
 	}
 	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
@@ -641,6 +623,33 @@ func intentNames(name string) map[string]string {
 // ClaimItemKey is the key of the claim item whose partition key is pk (ClaimKey), for reads.
 func ClaimItemKey(pk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(ClaimSK)}
+}
+
+// othersAsSeen is the condition that the intents others are still in the statuses seen, as a
+// write that moves the claim in the pending index must hold them (an intent re-driven meanwhile
+// keeps the claim where the sweeper looks); it adds their names and values.
+func othersAsSeen(others []namedStatus, names map[string]string, values map[string]types.AttributeValue) string {
+	cond := ""
+	for i, other := range others {
+		ph := "#o" + strconv.Itoa(i)
+		names[ph] = other.name
+		cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)
+	}
+	return cond
+}
+
+// parkedAsSeen is the condition of an operator's action on the intent #n: still parked at the
+// attempt count claim shows for it (in) and, when claim has one, in claim's incarnation (its commit
+// token): a page read earlier acts on nothing once the intent has run again or the event has
+// been claimed again. It adds its values (the intent's count is :attempts).
+func parkedAsSeen(claim *Claim, in ClaimIntent, values map[string]types.AttributeValue) string {
+	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
+	values[":parked"], values[":attempts"] = str(IntentParked), num(int64(in.Attempts))
+	if claim.CommitToken != "" {
+		cond += " AND " + attrCommitToken + " = :commit"
+		values[":commit"] = str(claim.CommitToken)
+	}
+	return cond
 }
 
 // statusValue is the placeholder for a finished status, added to values (DynamoDB refuses
