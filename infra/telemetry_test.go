@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -362,4 +363,39 @@ func TestACollectorLayerOfAnotherRegionFailsTheSynth(t *testing.T) {
 func withLayer(p *Props, arn string) *Props {
 	p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: arn, XRay: true}
 	return p
+}
+
+// TestAnOTLPHeadersKeyNeverLandsInTheTemplate: a vendor's intake key is an OTLP header
+// (OTEL_EXPORTER_OTLP_HEADERS, or its _TRACES_ form: "api-key=<key>"), and the construct's
+// OpenTelemetry props, or Props.Environment, put whatever they are given into every function's
+// environment: the key is then in the synthesized template in plain text (and in cdk.out, the
+// CloudFormation console, GetFunctionConfiguration's answer). The synth must either keep it
+// out of the template or refuse it, naming the prop to use instead and without quoting it.
+func TestAnOTLPHeadersKeyNeverLandsInTheTemplate(t *testing.T) {
+	const key = "SECRETINTAKEKEY"
+	for name, set := range map[string]func(*Props){
+		"OpenTelemetry.Environment's _HEADERS": func(p *Props) {
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com", Environment: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "api-key=" + key}}
+		},
+		"OpenTelemetry.Environment's _TRACES_HEADERS": func(p *Props) {
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com", Environment: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key=" + key}}
+		},
+		"Props.Environment's _HEADERS": func(p *Props) {
+			p.Environment = map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=" + key}
+		},
+	} {
+		p := prebuilt("arm64")
+		set(p)
+		tpl, err := synthesize(p)
+		if err != nil {
+			if strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "HeadersSecret") {
+				t.Errorf("%s: refused with %q, want it to name Props.Telemetry.OpenTelemetry.HeadersSecret and never quote the key", name, err)
+			}
+			continue
+		}
+		b, _ := json.Marshal(tpl.ToJSON())
+		if strings.Contains(string(b), key) {
+			t.Errorf("%s: the intake's key is in the synthesized template in plain text", name)
+		}
+	}
 }
