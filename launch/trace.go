@@ -40,7 +40,8 @@ import (
 //	                             started). Anything else is refused at start, naming it.
 //	OTEL_SDK_DISABLED            true (in any case) turns it off whatever the exporter says
 //	OTEL_EXPORTER_OTLP_*         the exporter's (ENDPOINT, default http://localhost:4318, where a
-//	                             collector layer listens; HEADERS, TIMEOUT, COMPRESSION,
+//	                             collector layer listens; HEADERS (or, holding a key, from a
+//	                             secret store: OTLPHeadersSecret), TIMEOUT, COMPRESSION,
 //	                             CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY and their _TRACES_
 //	                             forms), as OpenTelemetry's exporter reads them; the PROTOCOL is
 //	                             http/protobuf or http/json: no gRPC exporter is linked
@@ -121,7 +122,15 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	// nothing it quotes (a header's value, the endpoint's path) is logged.
 	otel.SetLogger(logr.New(sdk))
 	otel.SetErrorHandler(sdk)
-	exp, err := otlptracehttp.New(ctx)
+	var opts []otlptracehttp.Option
+	headers, err := storedHeaders(ctx, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if headers != nil {
+		opts = append(opts, otlptracehttp.WithHeaders(headers))
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_*: %w", err)
 	}
@@ -224,7 +233,8 @@ func CheckTracingEnv(env map[string]string) error {
 	defer checkMu.Unlock()
 	saved := map[string]string{}
 	for _, kv := range os.Environ() {
-		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+		// The stored headers too: the synth never reads a secret store.
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") || k == OTLPHeadersSecret || k == OTLPHeadersParameter {
 			saved[k] = v
 			os.Unsetenv(k)
 		}
