@@ -470,3 +470,38 @@ func TestTheExportersHeadersComeFromASecretEachFunctionMayRead(t *testing.T) {
 		t.Errorf("both props: got %v, want a refusal", err)
 	}
 }
+
+// TestTheStoredHeadersGrantsPassCdkNag: the read each function's role is given on an imported
+// secret (by name) or SecureString parameter names that one resource: cdk-nag's AwsSolutions
+// checks find nothing, as for the rest of the construct.
+func TestTheStoredHeadersGrantsPassCdkNag(t *testing.T) {
+	for name, set := range map[string]func(awscdk.Stack, *OpenTelemetry){
+		"HeadersSecret": func(s awscdk.Stack, o *OpenTelemetry) {
+			o.HeadersSecret = awssecretsmanager.Secret_FromSecretNameV2(s, jsii.String("Intake"), jsii.String("otel/intake"))
+		},
+		"HeadersParameter": func(s awscdk.Stack, o *OpenTelemetry) {
+			o.HeadersParameter = awsssm.StringParameter_FromSecureStringParameterAttributes(s, jsii.String("Intake"),
+				&awsssm.SecureStringParameterAttributes{ParameterName: jsii.String("/otel/intake")})
+		},
+	} {
+		app := awscdk.NewApp(nil)
+		stack := awscdk.NewStack(app, jsii.String("Traced"), nil)
+		p := prebuilt("arm64")
+		p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com"}
+		set(stack, p.Telemetry.OpenTelemetry)
+		New(stack, "Oncehook", p)
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+		tpl := assertions.Template_FromStack(stack, nil)
+		annotations := assertions.Annotations_FromStack(stack)
+		for _, m := range *annotations.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+			t.Errorf("%s: cdk-nag error at %s: %v", name, *m.Id, m.Entry.Data)
+		}
+		for _, m := range *annotations.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+			t.Errorf("%s: cdk-nag warning at %s: %v", name, *m.Id, m.Entry.Data)
+		}
+		pairs, _ := policyPairs(tpl, "OncehookSweeperRole")
+		if all := strings.Join(pairs, "\n"); !strings.Contains(all, "otel/intake") {
+			t.Errorf("%s: the sweeper's role may not read the headers: %v", name, pairs)
+		}
+	}
+}
