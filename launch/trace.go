@@ -23,7 +23,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -55,6 +54,8 @@ import (
 // a sampler, resource attributes) is refused at start: the SDK would otherwise carry on with a
 // default. OpenTelemetry's own default exporter is otlp; here it is none, so a function
 // without a collector never pays for a failing export.
+// Built with -tags oncehook_notrace_export, a binary links no exporter (nor the gRPC packages
+// it brings, about 11-16 MB) and refuses otlp at start.
 
 // flushTimeout bounds the export at the end of each invocation (a collector layer on
 // localhost takes a millisecond or two): spans must leave before Lambda freezes the
@@ -122,15 +123,14 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	// nothing it quotes (a header's value, the endpoint's path) is logged.
 	otel.SetLogger(logr.New(sdk))
 	otel.SetErrorHandler(sdk)
-	var opts []otlptracehttp.Option
+	if !exportLinked {
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=otlp: this binary is built without OpenTelemetry's exporter (-tags oncehook_notrace_export): set none, or build without the tag")
+	}
 	headers, err := storedHeaders(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	if headers != nil {
-		opts = append(opts, otlptracehttp.WithHeaders(headers))
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	exp, err := newExporter(ctx, headers)
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_*: %w", err)
 	}
