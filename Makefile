@@ -165,6 +165,7 @@ deploy:
 # Pure-logic tests only (no emulator): the fast loop while editing.
 unit:
 	@go test -count=1 -short ./...
+	@go test -count=1 -short -tags oncehook_notrace_export -run TestABinaryBuiltWithoutExport ./launch
 
 bench: up
 	@$(AWS_ENV) go test -run '^$$' -bench . -benchmem ./dedup/ ./receiver/ ./webhook/

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -63,7 +65,7 @@ type OpenTelemetry struct {
 	CollectorLayerArn string
 	// Endpoint is an OTLP/HTTP endpoint the functions export to (OTEL_EXPORTER_OTLP_ENDPOINT;
 	// they post to <Endpoint>/v1/traces): a collector of the team's own, a vendor's intake
-	// (its key in Environment's OTEL_EXPORTER_OTLP_HEADERS). X-Ray's own OTLP endpoint takes
+	// (its key in HeadersSecret or HeadersParameter). X-Ray's own OTLP endpoint takes
 	// SigV4-signed requests only, which a collector layer signs: use one for X-Ray. Without a
 	// layer, each invocation's spans are sent before it answers: a remote endpoint costs that
 	// round trip on every invocation, a layer on localhost about a millisecond.
@@ -72,11 +74,24 @@ type OpenTelemetry struct {
 	// xray:PutTelemetryRecords, which support no resource), as a collector layer exporting to
 	// X-Ray does with the function's credentials.
 	XRay bool
+	// HeadersSecret is a Secrets Manager secret whose value is the exporter's headers: a
+	// vendor's intake key ("api-key=<key>", OTEL_EXPORTER_OTLP_HEADERS' form, or a JSON object
+	// of strings, Secrets Manager's key/value secret). Each function's role may read it (and
+	// decrypt it with its key); the functions read it once at start (launch:
+	// ONCEHOOK_OTLP_HEADERS_SECRET holds its ARN), and never log it. The key is never in the
+	// template nor a function's environment: OTEL_EXPORTER_OTLP_HEADERS and its _TRACES_ form
+	// are refused in Environment and Props.Environment.
+	HeadersSecret awssecretsmanager.ISecret
+	// HeadersParameter is HeadersSecret in an SSM SecureString parameter instead
+	// (awsssm.StringParameter_FromSecureStringParameterAttributes, with its EncryptionKey when
+	// it is not SSM's default key). Set one of them.
+	HeadersParameter awsssm.IStringParameter
 	// Environment is more OpenTelemetry settings for every function: OTEL_ variables (the
 	// sampler, OTEL_TRACES_SAMPLER=parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG=0.1;
-	// OTEL_EXPORTER_OTLP_HEADERS; OTEL_SERVICE_NAME) and the collector layer's
-	// OPENTELEMETRY_COLLECTOR_CONFIG_URI. Not OTEL_TRACES_EXPORTER, OTEL_SDK_DISABLED nor, with
-	// Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT: the prop sets them. The synth refuses what the
+	// OTEL_SERVICE_NAME) and the collector layer's OPENTELEMETRY_COLLECTOR_CONFIG_URI. Not
+	// OTEL_TRACES_EXPORTER, OTEL_SDK_DISABLED nor, with Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT:
+	// the prop sets them; nor OTEL_EXPORTER_OTLP_HEADERS (or _TRACES_HEADERS), whose key would
+	// be in the template in plain text: HeadersSecret holds it. The synth refuses what the
 	// functions would refuse at start (launch.CheckTracingEnv); a value holding a token (the
 	// stack's Region, a parameter), here or in Endpoint, is known only at deploy, and the
 	// functions check it at start.
@@ -90,6 +105,17 @@ var layerArn = regexp.MustCompile(`^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:l
 // the prop set, OTEL_ variables in Props.Environment (one place sets them).
 func checkTelemetry(cfg *Props) error {
 	o := cfg.Telemetry.OpenTelemetry
+	if err := plainHeaders("Props.Environment", cfg.Environment); err != nil {
+		return err
+	}
+	if o != nil {
+		if err := plainHeaders("Props.Telemetry.OpenTelemetry.Environment", o.Environment); err != nil {
+			return err
+		}
+		if o.HeadersSecret != nil && o.HeadersParameter != nil {
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry: set HeadersSecret or HeadersParameter, not both")
+		}
+	}
 	if o == nil {
 		// The functions read OTEL_ variables wherever they come from: Props.Environment's are
 		// checked as the start checks them.
@@ -151,6 +177,19 @@ func checkOtelEnv(field string, vars map[string]string) error {
 	return nil
 }
 
+// plainHeaders refuses the exporter's headers in a function's environment: they hold an
+// intake's key, which would be in the template (and the function's configuration) in plain
+// text; a dynamic reference ({{resolve:secretsmanager:...}}) is resolved into the function's
+// environment in plain text too. The value is never quoted.
+func plainHeaders(field string, env map[string]string) error {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		if _, ok := env[k]; ok {
+			return fmt.Errorf("%s: %s: the exporter's headers hold an intake's key, which the environment would show in plain text (its value is not shown): put them in a Secrets Manager secret or an SSM SecureString parameter and set Props.Telemetry.OpenTelemetry.HeadersSecret or HeadersParameter", field, k)
+		}
+	}
+	return nil
+}
+
 // unresolved says whether s holds a CDK token, a value known only at deploy.
 func unresolved(s string) bool { return *awscdk.Token_IsUnresolved(jsii.String(s)) }
 
@@ -194,14 +233,21 @@ func telemetryEnv(o *OpenTelemetry) map[string]string {
 	if o.Endpoint != "" {
 		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = o.Endpoint
 	}
+	if o.HeadersSecret != nil {
+		env[launch.OTLPHeadersSecret] = *o.HeadersSecret.SecretArn()
+	}
+	if o.HeadersParameter != nil {
+		env[launch.OTLPHeadersParameter] = *o.HeadersParameter.ParameterName()
+	}
 	for k, v := range o.Environment {
 		env[k] = v
 	}
 	return env
 }
 
-// telemetry wires the OpenTelemetry prop into each function: the collector layer, and X-Ray's
-// write actions (its environment, telemetryEnv, is the functions' own from the start).
+// telemetry wires the OpenTelemetry prop into each function: the collector layer, the read of
+// the exporter's stored headers, and X-Ray's write actions (its environment, telemetryEnv, is
+// the functions' own from the start).
 func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function) {
 	o := cfg.Telemetry.OpenTelemetry
 	if o == nil {
@@ -214,6 +260,12 @@ func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function)
 	for _, fn := range fns {
 		if layer != nil {
 			fn.AddLayers(layer)
+		}
+		if o.HeadersSecret != nil {
+			o.HeadersSecret.GrantRead(fn.Role(), nil)
+		}
+		if o.HeadersParameter != nil {
+			o.HeadersParameter.GrantRead(fn.Role())
 		}
 		if o.XRay {
 			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -227,8 +230,8 @@ func TestAnEndpointTheSynthRefusesIsNeverQuoted(t *testing.T) {
 // (ONCEHOOK_SOURCES) and accepts one of up to 3 KB (maxInlineSources: "how much of Lambda's 4
 // KB of environment an inline sources file may use"), the rest being its own few variables.
 // Props.Telemetry.OpenTelemetry then adds its own, unbounded and unchecked: the exporter, the endpoint,
-// a vendor's key in OTEL_EXPORTER_OTLP_HEADERS (a bearer token, a JWT of a kilobyte is
-// common), resource attributes. A stack the synth passes, and whose every function's literal
+// resource attributes (a build's attestation, a kilobyte); a vendor's key no longer (it is
+// read from HeadersSecret at start). A stack the synth passes, and whose every function's literal
 // environment (before CloudFormation's tokens add the table's name and the queue's URL)
 // already exceeds 4 KB, cannot be deployed: the synth should refuse it, naming the prop.
 func TestTelemetryThatOverflowsTheFunctionsEnvironmentFailsTheSynth(t *testing.T) {
@@ -258,9 +261,8 @@ func TestTelemetryThatOverflowsTheFunctionsEnvironmentFailsTheSynth(t *testing.T
 	p := props()
 	p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.eu01.example-observability.com:443",
 		Environment: map[string]string{
-			"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer " + strings.Repeat("eyJhbGciOiJSUzI1NiJ9", 40),
-			"OTEL_RESOURCE_ATTRIBUTES":   "deployment.environment=production,team=payments,service.namespace=webhooks",
-			"OTEL_TRACES_SAMPLER":        "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1",
+			"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=production,team=payments,service.namespace=webhooks,build.attestation=" + strings.Repeat("eyJhbGciOiJSUzI1NiJ9", 40),
+			"OTEL_TRACES_SAMPLER":      "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1",
 		}}
 	tpl, err := synthesize(p)
 	if err != nil {
@@ -362,4 +364,144 @@ func TestACollectorLayerOfAnotherRegionFailsTheSynth(t *testing.T) {
 func withLayer(p *Props, arn string) *Props {
 	p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: arn, XRay: true}
 	return p
+}
+
+// TestAnOTLPHeadersKeyNeverLandsInTheTemplate: a vendor's intake key is an OTLP header
+// (OTEL_EXPORTER_OTLP_HEADERS, or its _TRACES_ form: "api-key=<key>"), and the construct's
+// OpenTelemetry props, or Props.Environment, put whatever they are given into every function's
+// environment: the key is then in the synthesized template in plain text (and in cdk.out, the
+// CloudFormation console, GetFunctionConfiguration's answer). The synth must either keep it
+// out of the template or refuse it, naming the prop to use instead and without quoting it.
+func TestAnOTLPHeadersKeyNeverLandsInTheTemplate(t *testing.T) {
+	const key = "SECRETINTAKEKEY"
+	for name, set := range map[string]func(*Props){
+		"OpenTelemetry.Environment's _HEADERS": func(p *Props) {
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com", Environment: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "api-key=" + key}}
+		},
+		"OpenTelemetry.Environment's _TRACES_HEADERS": func(p *Props) {
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com", Environment: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key=" + key}}
+		},
+		"Props.Environment's _HEADERS": func(p *Props) {
+			p.Environment = map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=" + key}
+		},
+		"Props.Environment's _HEADERS beside the prop": func(p *Props) {
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{CollectorLayerArn: adotLayer}
+			p.Environment = map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key=" + key}
+		},
+	} {
+		p := prebuilt("arm64")
+		set(p)
+		tpl, err := synthesize(p)
+		if err != nil {
+			if strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "HeadersSecret") {
+				t.Errorf("%s: refused with %q, want it to name Props.Telemetry.OpenTelemetry.HeadersSecret and never quote the key", name, err)
+			}
+			continue
+		}
+		b, _ := json.Marshal(tpl.ToJSON())
+		if strings.Contains(string(b), key) {
+			t.Errorf("%s: the intake's key is in the synthesized template in plain text", name)
+		}
+	}
+}
+
+// TestAHeaderFromADynamicReferenceIsRefusedToo: a CloudFormation dynamic reference keeps the
+// key out of the template, and Lambda resolves it into the function's environment, where
+// GetFunctionConfiguration shows it in plain text: the synth refuses it as it refuses a plain
+// value, naming the secret props.
+func TestAHeaderFromADynamicReferenceIsRefusedToo(t *testing.T) {
+	p := prebuilt("arm64")
+	p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com",
+		Environment: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "api-key={{resolve:secretsmanager:intake:SecretString:api-key}}"}}
+	if _, err := synthesize(p); err == nil || !strings.Contains(err.Error(), "HeadersSecret") || strings.Contains(err.Error(), "resolve:") {
+		t.Fatalf("got %v, want a refusal naming HeadersSecret, without the value", err)
+	}
+}
+
+// TestTheExportersHeadersComeFromASecretEachFunctionMayRead: with HeadersSecret (or
+// HeadersParameter) each function's environment names the store (launch reads it at start),
+// holds no header, and its role may read that secret and no other; both props at once are
+// refused.
+func TestTheExportersHeadersComeFromASecretEachFunctionMayRead(t *testing.T) {
+	for _, c := range []struct {
+		name, variable, action string
+		set                    func(awscdk.Stack, *OpenTelemetry)
+	}{
+		{"HeadersSecret", launch.OTLPHeadersSecret, "secretsmanager:GetSecretValue", func(stack awscdk.Stack, o *OpenTelemetry) {
+			o.HeadersSecret = awssecretsmanager.NewSecret(stack, jsii.String("Intake"), nil)
+		}},
+		{"HeadersParameter", launch.OTLPHeadersParameter, "ssm:GetParameter", func(stack awscdk.Stack, o *OpenTelemetry) {
+			o.HeadersParameter = awsssm.StringParameter_FromSecureStringParameterAttributes(stack, jsii.String("Intake"),
+				&awsssm.SecureStringParameterAttributes{ParameterName: jsii.String("/otel/intake-headers")})
+		}},
+	} {
+		tpl, err := synthesizeWith(func(stack awscdk.Stack) *Props {
+			p := prebuilt("arm64")
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com"}
+			c.set(stack, p.Telemetry.OpenTelemetry)
+			return p
+		}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for name, fn := range functionsByTag(t, tpl) {
+			env := envOf(fn)
+			if env[c.variable] == nil || env["OTEL_EXPORTER_OTLP_HEADERS"] != nil || env["OTEL_EXPORTER_OTLP_TRACES_HEADERS"] != nil {
+				t.Errorf("%s: %s's environment %v, want %s and no header", c.name, name, env, c.variable)
+			}
+		}
+		for _, prefix := range []string{"OncehookReceiverRole", "OncehookOutboxRole", "OncehookSweeperRole"} {
+			pairs, _ := policyPairs(tpl, prefix)
+			all := strings.Join(pairs, "\n")
+			if !strings.Contains(all, c.action+" ") || (c.name == "HeadersParameter" && !strings.Contains(all, "/otel/intake-headers")) {
+				t.Errorf("%s: %s may not read the headers: %v", c.name, prefix, pairs)
+			}
+		}
+	}
+	_, err := synthesizeWith(func(stack awscdk.Stack) *Props {
+		p := prebuilt("arm64")
+		p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com",
+			HeadersSecret: awssecretsmanager.NewSecret(stack, jsii.String("Intake"), nil),
+			HeadersParameter: awsssm.StringParameter_FromSecureStringParameterAttributes(stack, jsii.String("Param"),
+				&awsssm.SecureStringParameterAttributes{ParameterName: jsii.String("/otel/intake-headers")})}
+		return p
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("both props: got %v, want a refusal", err)
+	}
+}
+
+// TestTheStoredHeadersGrantsPassCdkNag: the read each function's role is given on an imported
+// secret (by name) or SecureString parameter names that one resource: cdk-nag's AwsSolutions
+// checks find nothing, as for the rest of the construct.
+func TestTheStoredHeadersGrantsPassCdkNag(t *testing.T) {
+	for name, set := range map[string]func(awscdk.Stack, *OpenTelemetry){
+		"HeadersSecret": func(s awscdk.Stack, o *OpenTelemetry) {
+			o.HeadersSecret = awssecretsmanager.Secret_FromSecretNameV2(s, jsii.String("Intake"), jsii.String("otel/intake"))
+		},
+		"HeadersParameter": func(s awscdk.Stack, o *OpenTelemetry) {
+			o.HeadersParameter = awsssm.StringParameter_FromSecureStringParameterAttributes(s, jsii.String("Intake"),
+				&awsssm.SecureStringParameterAttributes{ParameterName: jsii.String("/otel/intake")})
+		},
+	} {
+		app := awscdk.NewApp(nil)
+		stack := awscdk.NewStack(app, jsii.String("Traced"), nil)
+		p := prebuilt("arm64")
+		p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com"}
+		set(stack, p.Telemetry.OpenTelemetry)
+		New(stack, "Oncehook", p)
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+		tpl := assertions.Template_FromStack(stack, nil)
+		annotations := assertions.Annotations_FromStack(stack)
+		for _, m := range *annotations.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+			t.Errorf("%s: cdk-nag error at %s: %v", name, *m.Id, m.Entry.Data)
+		}
+		for _, m := range *annotations.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+			t.Errorf("%s: cdk-nag warning at %s: %v", name, *m.Id, m.Entry.Data)
+		}
+		pairs, _ := policyPairs(tpl, "OncehookSweeperRole")
+		if all := strings.Join(pairs, "\n"); !strings.Contains(all, "otel/intake") {
+			t.Errorf("%s: the sweeper's role may not read the headers: %v", name, pairs)
+		}
+	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/oncehook/oncehook/launch"
 )
 
-// TestATelemetryValueKnownOnlyAtDeployIsLeftToTheStart: an endpoint or a header whose value is
+// TestATelemetryValueKnownOnlyAtDeployIsLeftToTheStart: an endpoint or an attribute whose value is
 // a CDK token (the stack's Region in a vendor's regional intake, a parameter, an SSM value)
 // has no value at synth to check. The synth passes it to the functions, which check it at
 // start, rather than refuse the placeholder text it sees; a value with no token is still
@@ -19,9 +19,9 @@ import (
 func TestATelemetryValueKnownOnlyAtDeployIsLeftToTheStart(t *testing.T) {
 	regional := "https://otlp." + *awscdk.Aws_REGION() + ".example.com"
 	for name, o := range map[string]*OpenTelemetry{
-		"Endpoint":         {Endpoint: regional},
-		"_TRACES_ENDPOINT": {CollectorLayerArn: adotLayer, Environment: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": regional + "/v1/traces"}},
-		"_HEADERS":         {Endpoint: "https://otlp.example.com", Environment: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "api-key=" + *awscdk.Aws_ACCOUNT_ID()}},
+		"Endpoint":             {Endpoint: regional},
+		"_TRACES_ENDPOINT":     {CollectorLayerArn: adotLayer, Environment: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": regional + "/v1/traces"}},
+		"_RESOURCE_ATTRIBUTES": {Endpoint: "https://otlp.example.com", Environment: map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "cloud.account.id=" + *awscdk.Aws_ACCOUNT_ID()}},
 	} {
 		p := prebuilt("arm64")
 		p.Telemetry.OpenTelemetry = o

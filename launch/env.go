@@ -41,6 +41,9 @@
 //	OTEL_TRACES_EXPORTER    otlp turns OpenTelemetry tracing on, exporting OTLP over HTTP to
 //	                        OTEL_EXPORTER_OTLP_ENDPOINT (default a collector on localhost:4318);
 //	                        unset or none is off (TracingFromEnv has the other OTEL_ variables)
+//	ONCEHOOK_OTLP_HEADERS_SECRET, ONCEHOOK_OTLP_HEADERS_PARAMETER
+//	                        the exporter's headers (an intake's key), read once at start from a
+//	                        Secrets Manager secret or an SSM SecureString parameter, never logged
 //	AWS_ENDPOINT_URL        an emulator's endpoint, for local runs
 //
 // NewReceiver, NewWorker and NewSweeper build the same things without starting them, for a

@@ -23,7 +23,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -40,7 +39,8 @@ import (
 //	                             started). Anything else is refused at start, naming it.
 //	OTEL_SDK_DISABLED            true (in any case) turns it off whatever the exporter says
 //	OTEL_EXPORTER_OTLP_*         the exporter's (ENDPOINT, default http://localhost:4318, where a
-//	                             collector layer listens; HEADERS, TIMEOUT, COMPRESSION,
+//	                             collector layer listens; HEADERS (or, holding a key, from a
+//	                             secret store: OTLPHeadersSecret), TIMEOUT, COMPRESSION,
 //	                             CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY and their _TRACES_
 //	                             forms), as OpenTelemetry's exporter reads them; the PROTOCOL is
 //	                             http/protobuf or http/json: no gRPC exporter is linked
@@ -54,6 +54,8 @@ import (
 // a sampler, resource attributes) is refused at start: the SDK would otherwise carry on with a
 // default. OpenTelemetry's own default exporter is otlp; here it is none, so a function
 // without a collector never pays for a failing export.
+// Built with -tags oncehook_notrace_export, a binary links no exporter (nor the gRPC packages
+// it brings, about 11-16 MB) and refuses otlp at start.
 
 // flushTimeout bounds the export at the end of each invocation (a collector layer on
 // localhost takes a millisecond or two): spans must leave before Lambda freezes the
@@ -121,7 +123,14 @@ func TracingFromEnv(ctx context.Context, logger *slog.Logger) (*Tracing, error) 
 	// nothing it quotes (a header's value, the endpoint's path) is logged.
 	otel.SetLogger(logr.New(sdk))
 	otel.SetErrorHandler(sdk)
-	exp, err := otlptracehttp.New(ctx)
+	if !exportLinked {
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=otlp: this binary is built without OpenTelemetry's exporter (-tags oncehook_notrace_export): set none, or build without the tag")
+	}
+	headers, err := storedHeaders(ctx, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := newExporter(ctx, headers)
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_*: %w", err)
 	}
@@ -224,7 +233,8 @@ func CheckTracingEnv(env map[string]string) error {
 	defer checkMu.Unlock()
 	saved := map[string]string{}
 	for _, kv := range os.Environ() {
-		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+		// The stored headers too: the synth never reads a secret store.
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") || k == OTLPHeadersSecret || k == OTLPHeadersParameter {
 			saved[k] = v
 			os.Unsetenv(k)
 		}

@@ -21,30 +21,44 @@ func (failingAPI) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func
 	return nil, errDown
 }
 
-// TestWithTracingOffAnIntentsStepsAllocateNothingMore: tracing off (no TracerProvider) is free
-// on the outbox's hot path as on the receiver's: the call, the lease and the finish, wrapped as
-// the worker runs them, allocate exactly what they allocate unwrapped; no span name or
-// attribute is built for a span that is never started.
+// TestWithTracingOffAnIntentsStepsAllocateNothingMore: tracing off (no TracerProvider: the
+// worker's one tracer is a no-op provider's) is free on the outbox's hot path as on the
+// receiver's: the call, the lease and the finish, each a step that starts its span itself,
+// allocate exactly what their work allocates without them (the executor's call, the claim's
+// write: the baseline); no span name or attribute is built for a span that is never started.
+// The intent's own span, started whatever, allocates at most the no-op provider's context.
 func TestWithTracingOffAnIntentsStepsAllocateNothingMore(t *testing.T) {
-	w := &Worker{api: failingAPI{}, cfg: Config{Table: "oncehook", Now: time.Now}, limits: newLimiter(failingAPI{}, "oncehook", time.Now, nil),
-		claims: &dedup.Claims{API: failingAPI{}, Table: "oncehook", Now: time.Now}}
+	w := &Worker{api: failingAPI{}, cfg: Config{Table: "oncehook", Now: time.Now, Backoff: func(int) time.Duration { return time.Second }},
+		limits: newLimiter(failingAPI{}, "oncehook", time.Now, nil),
+		claims: &dedup.Claims{API: failingAPI{}, Table: "oncehook", Now: time.Now}, tracer: newTracer(nil)}
 	ctx := context.Background()
 	x := ExecutorFunc(func(context.Context, Task) error { return nil })
 	task := Task{Source: "shop", EventID: "e", Intent: "email.send", Target: "email", IdempotencyKey: "shop:e:email.send", Attempt: 1}
 	claim := &dedup.Claim{PK: "c#shop#e", CommitToken: "tok"}
 	l := &lease{Lease: &dedup.Lease{Intent: "email.send", Attempt: 1, Claim: claim}}
+	next := time.Now().Add(time.Second)
 
 	for _, c := range []struct {
-		name       string
-		plain, off func()
+		name           string
+		baseline, step func()
 	}{
-		{"call", func() { _, _ = execute(ctx, x, task) }, func() { _, _ = w.traceCall(ctx, x, task) }},
-		{"lease", func() { _, _ = w.lease(ctx, claim, "email.send", false) }, func() { _, _ = w.traceLease(ctx, claim, "email.send", false) }},
-		{"finish", func() { _ = w.finish(ctx, l, dedup.IntentDone, "") }, func() { _ = w.traceFinish(ctx, l, dedup.IntentDone, "") }},
+		{"call", func() { _, _ = execute(ctx, x, task) }, func() { _, _ = w.call(ctx, x, task) }},
+		{"lease", func() {
+			_, _ = w.claims.Lease(ctx, claim, "email.send", dedup.LeaseOptions{For: w.leaseFor(""), StrandedAfter: w.cfg.Margin})
+		}, func() { _, _ = w.lease(ctx, claim, "email.send", false) }},
+		{"finish", func() { _ = w.claims.Done(ctx, l.Lease, l.sent) }, func() { _ = w.finish(ctx, l, dedup.IntentDone, "") }},
+		{"retry", func() { _ = w.claims.Retry(ctx, l.Lease, next, "down") }, func() { _, _ = w.retry(ctx, l, "down") }},
 	} {
-		plain, off := testing.AllocsPerRun(200, c.plain), testing.AllocsPerRun(200, c.off)
-		if off != plain {
-			t.Errorf("%s: %v allocations with tracing off, %v without its wrapper", c.name, off, plain)
+		baseline, off := testing.AllocsPerRun(200, c.baseline), testing.AllocsPerRun(200, c.step)
+		if off != baseline {
+			t.Errorf("%s: %v allocations with tracing off, %v for its work alone", c.name, off, baseline)
 		}
+	}
+	claim.Intents = map[string]dedup.ClaimIntent{"email.send": {Target: "email"}}
+	if n := testing.AllocsPerRun(200, func() {
+		_, span := w.startIntent(ctx, claim, "email.send")
+		endIntent(span, OutcomeDone, nil)
+	}); n > 1 {
+		t.Errorf("the intent's span with tracing off: %v allocations, want at most the no-op provider's context", n)
 	}
 }

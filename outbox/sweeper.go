@@ -75,8 +75,8 @@ type SweepReport struct {
 func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	w := s.Worker
 	rep.Summary = Summary{}
-	ctx, traced := w.traceSweep(ctx)
-	defer func() { traced(&rep, err) }()
+	ctx, span := w.tracer.Start(ctx, SpanSweep, internalSpan...)
+	defer func() { endSweep(span, &rep, err) }()
 	defer func() {
 		w.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sweep",
 			slog.Int("claims", rep.Claims), slog.Int("parked_claims", rep.Parked), slog.Int("settled", rep.Settled),
@@ -290,7 +290,9 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 		return
 	}
 	count(func() { rep.Claims++ })
-	sum, err := s.traceSweepClaim(ctx, claim)
+	cctx, span := s.Worker.startSweepClaim(ctx, claim)
+	sum, err := s.Worker.Process(cctx, claim)
+	endSweepClaim(span, sum, err)
 	settled := !claim.Open() && claim.PendingShard != ""
 	count(func() {
 		for k, v := range sum {

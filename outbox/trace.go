@@ -8,12 +8,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/tracecontext"
@@ -54,13 +54,22 @@ const (
 	AttrLink = attribute.Key("oncehook.link")
 )
 
-// newTracer is the worker's tracer; nil (tracing off) without a provider.
+// newTracer is the worker's one tracer, for every path: the provider's, or a no-op one's
+// without a provider (tracing off). Each step starts its span only under a recording one, and
+// builds its name and attributes only for a recording span: off, no span costs anything.
 func newTracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
-		return nil
+		tp = noop.NewTracerProvider()
 	}
 	return tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
 }
+
+// The options the steps start their spans with, built once: a step under a span that is not
+// recording allocates nothing for its own.
+var (
+	consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	internalSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+)
 
 // claimContext is ctx with the claim's trace context as the parent of what starts under it,
 // and the links that say what ran it. A claim's context is a parent, not a link: the intent's
@@ -82,17 +91,41 @@ func claimContext(ctx context.Context, claim *dedup.Claim) (context.Context, []t
 	return trace.ContextWithRemoteSpanContext(ctx, stored), links
 }
 
-// traceIntent is run, as the intent's span when tracing is on.
-func (w *Worker) traceIntent(ctx context.Context, claim *dedup.Claim, name string) (string, error) {
-	if w.tracer == nil {
-		return w.run(ctx, claim, name)
-	}
-	ctx, links := claimContext(ctx, claim)
-	ctx, span := w.tracer.Start(ctx, SpanIntent+" "+name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
-		trace.WithAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID), AttrIntent.String(name),
+// startIntent starts the intent's span (SpanIntent), a child of its claim's commit, linked to
+// the invocation that runs it; its name, links and attributes are set only when it records.
+func (w *Worker) startIntent(ctx context.Context, claim *dedup.Claim, name string) (context.Context, trace.Span) {
+	ctx, span, links := w.startInClaim(ctx, claim, SpanIntent, consumerSpan)
+	if span.IsRecording() {
+		span.SetName(SpanIntent + " " + name)
+		for _, l := range links {
+			span.AddLink(l)
+		}
+		span.SetAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID), AttrIntent.String(name),
 			AttrTarget.String(claim.Intents[name].Target), semconv.MessagingOperationTypeProcess,
-			semconv.MessagingMessageID(dedup.IdempotencyKey(claim.Source, claim.EventID, name))))
-	outcome, err := w.run(ctx, claim, name)
+			semconv.MessagingMessageID(dedup.IdempotencyKey(claim.Source, claim.EventID, name)))
+	}
+	return ctx, span
+}
+
+// startInClaim starts a span in the claim's trace (claimContext), and returns the links its
+// caller adds when it records. A provider that starts no span (the no-op one: tracing off)
+// hands the claim's own context back as the span's: the turn then runs under ctx as it was, so
+// that no trace context of the claim's is carried to the downstream.
+func (w *Worker) startInClaim(ctx context.Context, claim *dedup.Claim, name string, opts []trace.SpanStartOption) (context.Context, trace.Span, []trace.Link) {
+	parent, links := claimContext(ctx, claim)
+	sctx, span := w.tracer.Start(parent, name, opts...)
+	if !span.IsRecording() && span.SpanContext().Equal(trace.SpanContextFromContext(parent)) {
+		return ctx, span, nil
+	}
+	return sctx, span, links
+}
+
+// endIntent records the turn's outcome on the intent's span and ends it.
+func endIntent(span trace.Span, outcome string, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	span.SetAttributes(AttrOutcome.String(outcome))
 	var held *heldError
 	if errors.As(err, &held) {
@@ -105,23 +138,17 @@ func (w *Worker) traceIntent(ctx context.Context, claim *dedup.Claim, name strin
 		span.SetStatus(codes.Error, "parked")
 	}
 	span.End()
-	return outcome, err
 }
 
-// tracing says whether a step under ctx gets a span: tracing is on and the intent's span is
-// recording. Each step asks first, so that with tracing off (or the delivery sampled out) no
-// span name or attribute is built for a span never started.
-func (w *Worker) tracing(ctx context.Context) bool {
-	return w.tracer != nil && trace.SpanFromContext(ctx).IsRecording()
-}
-
-// step starts one step of an intent's turn under its span (nil when tracing is off, or that
-// span is not recording).
-func (w *Worker) step(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	if w.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, nil
+// step starts one step of an intent's turn (the lease, the call, the finish) under its span,
+// when that span is recording; attrs builds the step's attributes then only. Otherwise the step
+// has no span of its own (ok false) and ctx is returned as it is.
+func (w *Worker) step(ctx context.Context, name string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (_ context.Context, _ trace.Span, ok bool) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, nil, false
 	}
-	return w.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	ctx, span := w.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs()...))
+	return ctx, span, true
 }
 
 // dynamoDB is the attributes of the worker's UpdateItem on its table.
@@ -129,17 +156,8 @@ func (w *Worker) dynamoDB() []attribute.KeyValue {
 	return append(tracecontext.AWS("DynamoDB", "UpdateItem"), semconv.AWSDynamoDBTableNames(w.cfg.Table))
 }
 
-// traceLease is lease, as the lease span. The attempt it took is set on the intent's span too.
-func (w *Worker) traceLease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (*lease, error) {
-	if !w.tracing(ctx) {
-		return w.lease(ctx, claim, name, amo)
-	}
-	intent := trace.SpanFromContext(ctx)
-	ctx, span := w.step(ctx, SpanLease, trace.SpanKindClient, w.dynamoDB()...)
-	l, err := w.lease(ctx, claim, name, amo)
-	if span == nil {
-		return l, err
-	}
+// endLease records what the lease did on its span (and the attempt on the intent's) and ends it.
+func endLease(intent, span trace.Span, l *lease, err error) {
 	switch {
 	case l == nil:
 		span.SetAttributes(AttrLease.String("busy"))
@@ -152,25 +170,25 @@ func (w *Worker) traceLease(ctx context.Context, claim *dedup.Claim, name string
 		intent.SetAttributes(AttrAttempt.Int(l.Attempt))
 	}
 	tracecontext.End(span, err, "dynamodb")
-	return l, err
 }
 
-// traceCall is execute, as the call span: the executor's own client span (a built-in one's)
-// is its child, and the trace context the executor carries to the downstream is that one's.
-func (w *Worker) traceCall(ctx context.Context, x Executor, t Task) (string, error) {
-	if !w.tracing(ctx) {
-		return execute(ctx, x, t)
+// call is one call of the intent's target, as the call span: the executor's own client span (a
+// built-in one's) is its child, and the trace context the executor carries to the downstream
+// is that one's.
+func (w *Worker) call(ctx context.Context, x Executor, t Task) (sent string, err error) {
+	ctx, span, traced := w.step(ctx, SpanCall, trace.SpanKindInternal, func() []attribute.KeyValue {
+		return []attribute.KeyValue{AttrTarget.String(t.Target), AttrAttempt.Int(t.Attempt), AttrAtMostOnce.Bool(t.AtMostOnce)}
+	})
+	if traced {
+		span.SetName(SpanCall + " " + t.Target)
+		defer func() {
+			if sent != "" {
+				span.SetAttributes(AttrSent.String(dedup.Truncate(sent)))
+			}
+			tracecontext.End(span, redact(err), callErrorType(err))
+		}()
 	}
-	ctx, span := w.step(ctx, SpanCall+" "+t.Target, trace.SpanKindInternal,
-		AttrTarget.String(t.Target), AttrAttempt.Int(t.Attempt), AttrAtMostOnce.Bool(t.AtMostOnce))
-	sent, err := execute(ctx, x, t)
-	if span != nil {
-		if sent != "" {
-			span.SetAttributes(AttrSent.String(dedup.Truncate(sent)))
-		}
-		tracecontext.End(span, redact(err), callErrorType(err))
-	}
-	return sent, err
+	return execute(ctx, x, t)
 }
 
 // callErrorType is a failed call's kind, as the worker reads it.
@@ -191,31 +209,12 @@ func callErrorType(err error) string {
 	return "_OTHER"
 }
 
-// traceFinish is finish, as the finish span.
-func (w *Worker) traceFinish(ctx context.Context, l *lease, status, msg string) error {
-	if !w.tracing(ctx) {
-		return w.finish(ctx, l, status, msg)
-	}
-	ctx, span := w.step(ctx, SpanFinish, trace.SpanKindClient, append(w.dynamoDB(), AttrStatus.String(status))...)
-	err := w.finish(ctx, l, status, msg)
-	w.endFinish(span, err)
-	return err
+// finishAttrs are the attributes of a finish span recording status.
+func (w *Worker) finishAttrs(status string) func() []attribute.KeyValue {
+	return func() []attribute.KeyValue { return append(w.dynamoDB(), AttrStatus.String(status)) }
 }
 
-// traceRetry is retry, as the finish span of a retried attempt (pending again).
-func (w *Worker) traceRetry(ctx context.Context, l *lease, msg string) (time.Time, error) {
-	if !w.tracing(ctx) {
-		return w.retry(ctx, l, msg)
-	}
-	ctx, span := w.step(ctx, SpanFinish, trace.SpanKindClient, append(w.dynamoDB(), AttrStatus.String(dedup.IntentPending))...)
-	next, err := w.retry(ctx, l, msg)
-	if span != nil {
-		span.SetAttributes(attribute.String("oncehook.next_attempt_at", next.UTC().Format(time.RFC3339Nano)))
-	}
-	w.endFinish(span, err)
-	return next, err
-}
-
+// endFinish ends a finish span.
 func (w *Worker) endFinish(span trace.Span, err error) {
 	if errors.Is(err, dedup.ErrLeaseLost) {
 		// Not a failure of the write: a newer attempt owns the intent and records it.
@@ -225,13 +224,9 @@ func (w *Worker) endFinish(span trace.Span, err error) {
 	tracecontext.End(span, err, "dynamodb")
 }
 
-// traceSweep starts a sweep's span; end records the run's report on it.
-func (w *Worker) traceSweep(ctx context.Context) (context.Context, func(*SweepReport, error)) {
-	if w.tracer == nil {
-		return ctx, func(*SweepReport, error) {}
-	}
-	ctx, span := w.tracer.Start(ctx, SpanSweep, trace.WithSpanKind(trace.SpanKindInternal))
-	return ctx, func(rep *SweepReport, err error) {
+// endSweep records the run's report on the sweep's span and ends it.
+func endSweep(span trace.Span, rep *SweepReport, err error) {
+	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("oncehook.sweep.claims", rep.Claims), attribute.Int("oncehook.sweep.parked", rep.Parked),
 			attribute.Int("oncehook.sweep.settled", rep.Settled), attribute.Int("oncehook.sweep.failures", rep.Failures),
 			attribute.Int("oncehook.sweep.deferred", rep.Deferred), attribute.Bool("oncehook.sweep.incomplete", rep.Incomplete),
@@ -239,34 +234,39 @@ func (w *Worker) traceSweep(ctx context.Context) (context.Context, func(*SweepRe
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
-		span.End()
-	}
-}
-
-// traceSweepClaim is Process for a claim the sweeper re-drives, as its span: in the claim's
-// trace (a child of its commit), linked to the sweep that found it.
-func (s *Sweeper) traceSweepClaim(ctx context.Context, claim *dedup.Claim) (Summary, error) {
-	w := s.Worker
-	if w.tracer == nil {
-		return w.Process(ctx, claim)
-	}
-	ctx, links := claimContext(ctx, claim)
-	ctx, span := w.tracer.Start(ctx, SpanSweepClaim, trace.WithSpanKind(trace.SpanKindInternal), trace.WithLinks(links...),
-		trace.WithAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID)))
-	sum, err := w.Process(ctx, claim)
-	for outcome, n := range sum {
-		span.SetAttributes(attribute.Int("oncehook.outcomes."+outcome, n))
-	}
-	switch {
-	case postponed(err):
-		// Not a failure: no time left in this run for an intent, or its target's limit held
-		// it back; nothing was leased, and the sweep hands the claim on (Deferred).
-		span.SetAttributes(attribute.Bool("oncehook.postponed", true))
-	case err != nil:
-		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
-	return sum, err
+}
+
+// startSweepClaim starts the span of a claim the sweeper re-drives: in the claim's trace (a
+// child of its commit), linked to the sweep that found it.
+func (w *Worker) startSweepClaim(ctx context.Context, claim *dedup.Claim) (context.Context, trace.Span) {
+	ctx, span, links := w.startInClaim(ctx, claim, SpanSweepClaim, internalSpan)
+	if span.IsRecording() {
+		for _, l := range links {
+			span.AddLink(l)
+		}
+		span.SetAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID))
+	}
+	return ctx, span
+}
+
+// endSweepClaim records what Process did with the claim on its span and ends it.
+func endSweepClaim(span trace.Span, sum Summary, err error) {
+	if span.IsRecording() {
+		for outcome, n := range sum {
+			span.SetAttributes(attribute.Int("oncehook.outcomes."+outcome, n))
+		}
+		switch {
+		case postponed(err):
+			// Not a failure: no time left in this run for an intent, or its target's limit
+			// held it back; nothing was leased, and the sweep hands the claim on (Deferred).
+			span.SetAttributes(attribute.Bool("oncehook.postponed", true))
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 }
 
 // postponed says whether each of the errors Process joined is an intent left for later, not

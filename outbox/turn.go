@@ -12,6 +12,9 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/oncehook/oncehook/dedup"
 )
 
@@ -115,7 +118,14 @@ type lease struct {
 
 // lease takes the intent (dedup.Claims.Lease) for the lease its target gets; nil when another
 // worker has it or it is no longer due.
-func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (*lease, error) {
+// It is the lease span, under a recording intent's span; the attempt it took is set on the
+// intent's span too.
+func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (l *lease, err error) {
+	if ctx2, span, traced := w.step(ctx, SpanLease, trace.SpanKindClient, w.dynamoDB); traced {
+		intent := trace.SpanFromContext(ctx)
+		ctx = ctx2
+		defer func() { endLease(intent, span, l, err) }()
+	}
 	start := time.Now() // before the request: the lease as written never ends before start + its length
 	d := w.leaseFor(claim.Intents[name].Target)
 	dl, err := w.claims.Lease(ctx, claim, name, dedup.LeaseOptions{For: d, AtMostOnce: amo, StrandedAfter: w.cfg.Margin})
@@ -125,22 +135,37 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin)}, nil
 }
 
-// finish records the attempt's end: done, with what it sent, or parked, with why.
-func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) error {
+// finish records the attempt's end: done, with what it sent, or parked, with why, as the finish
+// span.
+func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) (err error) {
+	if ctx2, span, traced := w.step(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(status)); traced {
+		ctx = ctx2
+		defer func() { w.endFinish(span, err) }()
+	}
 	if status == dedup.IntentDone {
 		return w.claims.Done(ctx, l.Lease, l.sent)
 	}
 	return w.claims.Park(ctx, l.Lease, msg)
 }
 
-// retry puts the intent back to pending, not before its backoff, and returns when it is due.
-func (w *Worker) retry(ctx context.Context, l *lease, msg string) (time.Time, error) {
-	next := w.cfg.Now().Add(w.cfg.Backoff(l.Attempt))
+// retry puts the intent back to pending, not before its backoff, and returns when it is due: the
+// finish span of a retried attempt (pending again).
+func (w *Worker) retry(ctx context.Context, l *lease, msg string) (next time.Time, err error) {
+	if ctx2, span, traced := w.step(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(dedup.IntentPending)); traced {
+		ctx = ctx2
+		defer func() {
+			span.SetAttributes(attribute.String("oncehook.next_attempt_at", next.UTC().Format(time.RFC3339Nano)))
+			w.endFinish(span, err)
+		}()
+	}
+	next = w.cfg.Now().Add(w.cfg.Backoff(l.Attempt))
 	return next, w.claims.Retry(ctx, l.Lease, next, msg)
 }
 
-// run takes one intent through lease, execution and record.
-func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (string, error) {
+// run takes one intent through lease, execution and record, as the intent's span.
+func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outcome string, err error) {
+	ctx, span := w.startIntent(ctx, claim, name)
+	defer func() { endIntent(span, outcome, err) }()
 	amo := IsAtMostOnce(w.cfg.Executors[claim.Intents[name].Target])
 	// The target's limits first: an intent they hold back is not leased, so it spends no
 	// attempt (the lease is what counts one) and stays due.
@@ -154,7 +179,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 	}
 	keepSlot := false // the call may still be running at the downstream: its slot ends by itself
 	defer func() { adm.release(keepSlot) }()
-	l, err := w.traceLease(ctx, claim, name, amo)
+	l, err := w.lease(ctx, claim, name, amo)
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
@@ -196,7 +221,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 			ends = d.Add(-w.cfg.Margin)
 		}
 		callCtx, cancel := context.WithDeadline(ctx, ends)
-		sent, execErr = w.traceCall(callCtx, exec, Task{
+		sent, execErr = w.call(callCtx, exec, Task{
 			Source: claim.Source, EventID: claim.EventID, EventType: claim.EventType,
 			Intent: name, Target: in.Target, Payload: in.Payload,
 			IdempotencyKey: dedup.IdempotencyKey(claim.Source, claim.EventID, name),
@@ -212,18 +237,18 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (stri
 		execErr = Permanent(fmt.Errorf("at-most-once: %w (it may have reached the downstream: not sent again)", execErr))
 	}
 
-	outcome := OutcomeDone
+	outcome = OutcomeDone
 	var next time.Time
 	switch {
 	case execErr == nil:
 		l.sent = sent
-		err = w.traceFinish(ctx, l, dedup.IntentDone, "")
+		err = w.finish(ctx, l, dedup.IntentDone, "")
 	case IsPermanent(execErr) || in.Spent() >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
-		err = w.traceFinish(ctx, l, dedup.IntentParked, execErr.Error())
+		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())
 	default:
 		outcome = OutcomeRetry
-		next, err = w.traceRetry(ctx, l, execErr.Error())
+		next, err = w.retry(ctx, l, execErr.Error())
 	}
 	if errors.Is(err, dedup.ErrLeaseLost) {
 		// Our lease expired and a newer attempt owns the intent now; it records the result.

@@ -133,7 +133,7 @@ func (nopMetrics) Sweep(SweepReport)                    {}
 type Worker struct {
 	api    API
 	cfg    Config
-	tracer trace.Tracer // nil: tracing off
+	tracer trace.Tracer // the provider's, or a no-op one's (tracing off): newTracer
 	limits *limiter
 	claims *dedup.Claims // every write of a claim
 }
@@ -285,7 +285,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 			errs = append(errs, fmt.Errorf("intent %s: %w", name, ErrNoTime))
 			continue
 		}
-		outcome, err := w.traceIntent(ctx, claim, name)
+		outcome, err := w.run(ctx, claim, name)
 		var held *heldError
 		if errors.As(err, &held) {
 			sum[OutcomeHeld]++

@@ -99,9 +99,6 @@ func (h *Handler) handleBatch(ctx context.Context, d *delivery, src *source, hdr
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
 	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
 	defer committing.endPanicked()                                            // a store's panic
-	if h.tracer == nil {
-		cctx = untraced(cctx)
-	}
 	results, calls, err := h.commitBatch(cctx, toWrite, plans)
 	if committing.recording() {
 		committing.end(err, AttrEvents.Int(len(toWrite)), AttrDynamoDBCalls.Int(calls))

@@ -40,6 +40,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
@@ -116,7 +117,7 @@ type Handler struct {
 	maxBody   int             // the largest body any source accepts, for ServeHTTP
 	trusted   map[string]bool // Config.TrustedHosts, lower-cased
 	names     []string        // the sources, sorted
-	tracer    trace.Tracer    // nil: tracing off
+	tracer    trace.Tracer    // the provider's, or a no-op one's (tracing off)
 }
 
 type source struct {
@@ -170,9 +171,11 @@ func New(cfg Config) (*Handler, error) {
 		metrics: cfg.Metrics,
 		now:     cfg.Now,
 	}
-	if cfg.TracerProvider != nil {
-		h.tracer = cfg.TracerProvider.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider() // tracing off: the same path, spans that record nothing
 	}
+	h.tracer = tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
 	h.namespace = cfg.Namespace
 	if h.namespace == "" {
 		h.namespace = Namespace
@@ -240,10 +243,8 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 func (h *Handler) respond(ctx context.Context, req events.APIGatewayV2HTTPRequest, untrustedHost bool, refused *events.APIGatewayV2HTTPResponse) events.APIGatewayV2HTTPResponse {
 	start := time.Now()
 	d := &delivery{requestID: boundedID(req.RequestContext.RequestID), source: "unknown", untrustedHost: untrustedHost}
-	ctx, span, traced := h.startDelivery(ctx, req)
-	if traced {
-		defer endPanicked(span)
-	}
+	ctx, span := h.startDelivery(ctx, req)
+	defer endPanicked(span)
 	var resp events.APIGatewayV2HTTPResponse
 	if refused != nil {
 		if _, ok := h.sources[sourceName(req)]; ok {
@@ -266,9 +267,7 @@ func (h *Handler) respond(ctx context.Context, req events.APIGatewayV2HTTPReques
 	d.status = resp.StatusCode
 	d.latency = time.Since(start)
 	h.observe(ctx, d)
-	if traced {
-		endDelivery(span, d)
-	}
+	endDelivery(span, d)
 	return resp
 }
 
@@ -472,9 +471,6 @@ func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
 	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claim's
 	defer committing.endPanicked()                                            // a store's panic
-	if h.tracer == nil {
-		cctx = untraced(cctx)
-	}
 	res, err := h.store.Commit(cctx, ev, plan)
 	if committing.recording() {
 		committing.end(err, commitAttrs(&plan, res)...)

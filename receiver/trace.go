@@ -78,26 +78,38 @@ func traceparent(req events.APIGatewayV2HTTPRequest) string {
 
 // startDelivery starts the delivery's server span, a root of its own trace: a provider's
 // traceparent says where the provider's trace is, not which of ours this one belongs to, so
-// it is a link (as is a span the context held already). ok is false when tracing is off,
-// and then ctx is returned as it is.
-func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTPRequest) (context.Context, trace.Span, bool) {
-	if h.tracer == nil {
-		return ctx, nil, false
-	}
-	var links []trace.Link
-	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
-		links = append(links, trace.Link{SpanContext: caller, Attributes: []attribute.KeyValue{AttrLink.String("caller")}})
-	}
-	if sc, ok := parseTraceparent(traceparent(req)); ok {
-		links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("provider")}})
-	}
-	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute(route), semconv.URLScheme("https")}
+// it is a link (as is a span the context held already). Its links and attributes are read and
+// set only when it records: with tracing off (a no-op provider) the delivery builds nothing
+// for it.
+func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTPRequest) (context.Context, trace.Span) {
+	caller := trace.SpanContextFromContext(ctx)
 	name := "HTTP " + route
 	switch m := req.RequestContext.HTTP.Method; m {
 	case http.MethodPost:
-		attrs, name = append(attrs, semconv.HTTPRequestMethodPost), SpanDelivery
+		name = SpanDelivery
 	case http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
-		attrs, name = append(attrs, semconv.HTTPRequestMethodKey.String(m)), m+" "+route
+		name = m + " " + route
+	}
+	// Started from a context without the caller's span, not only as a new root: a provider
+	// that ignores WithNewRoot (the noop one, the global one before an SDK is set) hands the
+	// parent's span context back as the new span's, and the commit would store the caller's
+	// (a middleware's reading of the sender's traceparent).
+	ctx, s := h.tracer.Start(untraced(ctx), name, deliveryStart...)
+	if !s.IsRecording() {
+		return ctx, s
+	}
+	if caller.IsValid() {
+		s.AddLink(trace.Link{SpanContext: caller, Attributes: []attribute.KeyValue{AttrLink.String("caller")}})
+	}
+	if sc, ok := parseTraceparent(traceparent(req)); ok {
+		s.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("provider")}})
+	}
+	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute(route), semconv.URLScheme("https")}
+	switch m := req.RequestContext.HTTP.Method; m {
+	case http.MethodPost:
+		attrs = append(attrs, semconv.HTTPRequestMethodPost)
+	case http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(m))
 	case "":
 	default: // the sender's text: named only by kind (HTTP conventions)
 		attrs = append(attrs, semconv.HTTPRequestMethodOther)
@@ -105,14 +117,12 @@ func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTP
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID))
 	}
-	// Started from a context without the caller's span, not only as a new root: a provider
-	// that ignores WithNewRoot (the noop one, the global one before an SDK is set) hands the
-	// parent's span context back as the new span's, and the commit would store the caller's
-	// (a middleware's reading of the sender's traceparent).
-	ctx, s := h.tracer.Start(untraced(ctx), name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithLinks(links...), trace.WithAttributes(attrs...))
-	return ctx, s, true
+	s.SetAttributes(attrs...)
+	return ctx, s
 }
+
+// deliveryStart is how every delivery span starts, built once.
+var deliveryStart = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer)}
 
 // endDelivery records on the delivery span what the delivery did (as its log line says it)
 // and ends it.
@@ -150,6 +160,9 @@ func endDelivery(s trace.Span, d *delivery) {
 // planner's panic still ends (and so exports) the spans of the delivery it broke, and the
 // runtime sees the panic as before.
 func endPanicked(s trace.Span) {
+	if !s.IsRecording() {
+		return // no recover: the panic goes on as it is
+	}
 	if r := recover(); r != nil {
 		s.SetStatus(codes.Error, "panic")
 		s.SetAttributes(semconv.ErrorTypeKey.String("panic"))
@@ -158,8 +171,8 @@ func endPanicked(s trace.Span) {
 	}
 }
 
-// untraced is ctx for the commit with tracing off: no span context, so that none is stored on
-// the claim. A caller's span (a middleware's that read the sender's traceparent, a function
+// untraced is ctx without its span context, for the delivery span to start from: so that
+// with tracing off (or a provider that ignores WithNewRoot) none is stored on the claim. A caller's span (a middleware's that read the sender's traceparent, a function
 // wrapper's) is not the receiver's to store: the claim's context is its own commit span's, or
 // none.
 func untraced(ctx context.Context) context.Context {
@@ -176,7 +189,7 @@ type step struct{ span trace.Span }
 // startStep starts a step under the delivery span in ctx, when that span is recording (a
 // delivery not sampled records no steps).
 func (h *Handler) startStep(ctx context.Context, name string, kind trace.SpanKind) (context.Context, step) {
-	if h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, step{}
 	}
 	ctx, s := h.tracer.Start(ctx, name, trace.WithSpanKind(kind))
