@@ -2,10 +2,12 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -603,5 +605,229 @@ func TestAStrandedLeaseIsNeverGivenBack(t *testing.T) {
 	}
 	if in := e.claim("evt_stranded").Intents["email.send"]; in.Status != dedup.IntentParked {
 		t.Fatalf("%+v: want parked as may-have-been-sent", in)
+	}
+}
+
+// slowWindows makes the first n writes to a rate window answer only after the window is over,
+// as a throttled table's writes (the SDK's retries and backoff) do.
+type slowWindows struct {
+	outbox.API
+	mu   sync.Mutex
+	n    int
+	slow time.Duration
+}
+
+func (s *slowWindows) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := s.API.UpdateItem(ctx, in, optFns...)
+	if sk, ok := in.Key[dedup.SortKey].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, "RATE#") {
+		s.mu.Lock()
+		slow := s.n > 0
+		s.n--
+		s.mu.Unlock()
+		if slow {
+			time.Sleep(s.slow)
+		}
+	}
+	return out, err
+}
+
+// Invariant (docs/outbox.md): a call its rate holds back after its lease waits "while the
+// invocation has room for the call after the wait"; past that it is handed back (unlease),
+// never spending an attempt and never parking. Here the window's writes outlast their windows
+// (each turn forfeited and asked again): that loop never looks at the deadline, so the call
+// goes out with less than its timeout left in the invocation, is cut short by the invocation's
+// end, and the at-most-once intent parks as may-have-been-sent.
+func TestACallWhoseRateTurnComesTooLateIsHandedBackNotCutShort(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newLimitedDownstream(t, 1900*time.Millisecond) // within its 2 s timeout
+	e.commitOne("evt_late_turn")
+	const rate = 4 // one call per 250 ms window
+	cfg := outbox.Config{Table: e.table, Now: e.now, Lease: 5 * time.Second, Margin: 500 * time.Millisecond,
+		Backoff:   func(int) time.Duration { return 10 * time.Second },
+		Executors: map[string]outbox.Executor{"email": outbox.AtMostOnce(&outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second})},
+		Limits:    map[string]outbox.Limit{"email": {Rate: rate}},
+		Scheduler: schedulerFunc(func(context.Context, string, time.Time) error { return nil }),
+	}
+	w, err := outbox.New(&slowWindows{API: e.client, n: 3, slow: 300 * time.Millisecond}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An invocation with room for the call and half a second to wait for its turn.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+cfg.Margin+500*time.Millisecond)
+	defer cancel()
+	sum, err := w.Process(ctx, e.claim("evt_late_turn"))
+	in := e.claim("evt_late_turn").Intents["email.send"]
+	if in.Status == dedup.IntentParked || in.Spent() != 0 && in.Status != dedup.IntentDone {
+		t.Fatalf("%v %v: %s after %d attempts (%s); want it handed back (pending, no attempt spent) or done",
+			sum, err, in.Status, in.Spent(), in.LastError)
+	}
+}
+
+// sleepToPhase sleeps until the clock is phase into a window of length w (the windows the rate
+// limiter cuts time into: multiples of w since the epoch).
+func sleepToPhase(now func() time.Time, w, phase time.Duration) {
+	t := now()
+	at := t.Truncate(w).Add(phase)
+	if !at.After(t) {
+		at = at.Add(w)
+	}
+	time.Sleep(at.Sub(t))
+}
+
+// overTheRate returns the first run of calls, from starts[i] to starts[j], that is more than
+// rate*T plus two windows' quota over its span T (docs/outbox.md: over any span, never more
+// than rate x T plus two quotas).
+func overTheRate(starts []time.Time, rate float64) (i, j int, ok bool) {
+	q := float64(outbox.RateQuota(rate))
+	for i = range starts {
+		for j = i; j < len(starts); j++ {
+			if float64(j-i+1) > rate*starts[j].Sub(starts[i]).Seconds()+2*q {
+				return i, j, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// Invariant (docs/outbox.md, "Per-target limits"): over any span T, never more than rate x T
+// plus two windows' quota start, across workers (fixed windows let a span straddling a
+// window's end and the next one's start see two quotas, however short the span). At rate 1 (a
+// window of one call a second), two workers each with a call: one takes its turn in the later
+// part of a window, the other at the start of the next: two calls, never three.
+func TestTheRateHoldsOverASpanShorterThanAWindowAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newLimitedDownstream(t, 0)
+	e.commitOne("evt_rate_a")
+	e.commitOne("evt_rate_b")
+	const rate = 1
+	window := time.Duration(float64(outbox.RateQuota(rate)) / rate * float64(time.Second))
+	ws := e.limitedWorkers(2, down, outbox.Limit{Rate: rate}, nil)
+
+	sleepToPhase(e.now, window, window*6/10) // the later part of a window
+	if sum, err := ws[0].Process(context.Background(), e.claim("evt_rate_a")); err != nil || sum[outbox.OutcomeDone] != 1 {
+		t.Fatalf("first worker: %v %v", sum, err)
+	}
+	sleepToPhase(e.now, window, 10*time.Millisecond) // the start of the next one
+	if sum, err := ws[1].Process(context.Background(), e.claim("evt_rate_b")); err != nil || sum[outbox.OutcomeDone]+sum[outbox.OutcomeHeld] != 1 {
+		t.Fatalf("second worker: %v %v", sum, err)
+	}
+	down.mu.Lock()
+	starts := append([]time.Time(nil), down.starts...)
+	down.mu.Unlock()
+	if i, j, over := overTheRate(starts, rate); over {
+		t.Errorf("%d calls started within %s at rate %g (quota %d): over rate x T + two windows' quota (%.2f)",
+			j-i+1, starts[j].Sub(starts[i]).Round(time.Millisecond), float64(rate), outbox.RateQuota(rate),
+			rate*starts[j].Sub(starts[i]).Seconds()+2*float64(outbox.RateQuota(rate)))
+	}
+}
+
+// stopping is a worker's table access whose writes fail once stopAfter says so, as if the
+// worker's process had died: the worker made its call and could record nothing after it,
+// neither the call's outcome nor the slot's give-back.
+type stopping struct {
+	outbox.API
+	stopAfter func(in *dynamodb.UpdateItemInput) bool
+}
+
+func (s *stopping) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if s.stopAfter(in) {
+		return nil, errors.New("injected: the worker's process stopped")
+	}
+	return s.API.UpdateItem(ctx, in, optFns...)
+}
+
+func numberOf(t *testing.T, v types.AttributeValue) int64 {
+	t.Helper()
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		t.Fatalf("%v is not a number", v)
+	}
+	x, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// Invariant (docs/outbox.md; outbox.Limit): "A worker that stops mid-call holds its slot until
+// that lease ends, never longer." A worker with max_in_flight 1 makes its call and stops before
+// recording it or giving its slot back. Once its lease (5 s, and the margin) has ended, the
+// intent is due again and the slot must be free: another worker runs the intent. The slot was
+// written to be held until the admission's whole wait budget (30 s) plus the lease had passed,
+// so the stopped worker holds it half a minute longer than its lease.
+func TestAStoppedWorkersSlotIsFreeOnceItsLeaseHasEnded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newLimitedDownstream(t, 0)
+	e.commitOne("evt_stopped")
+	cfg := outbox.Config{Table: e.table, Now: e.now, Lease: 5 * time.Second, Margin: 500 * time.Millisecond,
+		Backoff:   func(int) time.Duration { return 10 * time.Second },
+		Executors: map[string]outbox.Executor{"email": &outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second}},
+		Limits:    map[string]outbox.Limit{"email": {MaxInFlight: 1}}}
+	dies, err := outbox.New(&stopping{API: e.client, stopAfter: func(in *dynamodb.UpdateItemInput) bool {
+		x := aws.ToString(in.UpdateExpression)
+		return strings.Contains(x, "#st = :status") || strings.HasPrefix(x, "REMOVE #holder")
+	}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dies.Process(context.Background(), e.claim("evt_stopped")); err == nil {
+		t.Fatal("the stopping worker recorded its call")
+	}
+	in := e.claim("evt_stopped").Intents["email.send"]
+	if in.Status != dedup.IntentRunning || len(down.keys) != 1 {
+		t.Fatalf("%+v, %d calls: want the call made and left running under its lease", in, len(down.keys))
+	}
+	slot := e.items()[outbox.LimitPK("email")+"/SLOT#0"]
+	t.Logf("lease until %s, slot held until %s", time.UnixMilli(in.LeaseUntil).Format(time.StampMilli),
+		time.UnixMilli(numberOf(t, slot["until"])).Format(time.StampMilli))
+
+	// The stopped worker's lease ends, and a margin: the intent is due again, and its slot free.
+	e.advance(cfg.Lease + cfg.Margin + time.Second)
+	next, err := outbox.New(e.client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+cfg.Margin+time.Second)
+	defer cancel()
+	sum, err := next.Process(ctx, e.claim("evt_stopped"))
+	if err != nil || sum[outbox.OutcomeDone] != 1 {
+		t.Fatalf("%v %v: want the intent run once the stopped worker's lease has ended (its slot is free then)", sum, err)
+	}
+}
+
+// Invariant (docs/outbox.md): max_in_flight is the calls to the target under way at once, across
+// every worker. A call that timed out at the worker is still under way at the downstream (it
+// has the request, and answers in its own time), but its slot is given back as soon as the
+// timeout is recorded, and the next call starts while it is still running. A downstream slower
+// than the target's timeout (1 s against 200 ms) sees three calls at once under max_in_flight 1.
+func TestMaxInFlightHoldsWhenCallsOutlastTheirTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newLimitedDownstream(t, time.Second)
+	ids := []string{"evt_slow_a", "evt_slow_b", "evt_slow_c"}
+	for _, id := range ids {
+		e.commitOne(id)
+	}
+	ws := e.limitedWorkers(1, down, outbox.Limit{MaxInFlight: 1}, func(c *outbox.Config) {
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: down.URL, Timeout: 200 * time.Millisecond}
+	})
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		claim := e.claim(id)
+		wg.Go(func() {
+			if _, err := ws[0].Process(context.Background(), claim); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	down.mu.Lock()
+	peak := down.peak
+	down.mu.Unlock()
+	if peak > 1 {
+		t.Errorf("the downstream had %d calls under way at once, over max_in_flight 1", peak)
 	}
 }

@@ -443,3 +443,318 @@ func TestAClaimWhoseTraceCannotBeReadStillRuns(t *testing.T) {
 		t.Fatalf("intent %+v: want it done", in)
 	}
 }
+
+// leaks is every place of the ended spans that holds one of secrets: a status description, an
+// attribute, an event's attribute.
+func leaks(spans []sdktrace.ReadOnlySpan, secrets ...string) []string {
+	var found []string
+	has := func(s string) bool {
+		for _, x := range secrets {
+			if strings.Contains(s, x) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, s := range spans {
+		if has(s.Status().Description) {
+			found = append(found, s.Name()+" status: "+s.Status().Description)
+		}
+		for _, kv := range s.Attributes() {
+			if has(kv.Value.Emit()) {
+				found = append(found, s.Name()+" "+string(kv.Key)+": "+kv.Value.Emit())
+			}
+		}
+		for _, ev := range s.Events() {
+			for _, kv := range ev.Attributes {
+				if has(kv.Value.Emit()) {
+					found = append(found, s.Name()+" event "+ev.Name+" "+string(kv.Key)+": "+kv.Value.Emit())
+				}
+			}
+		}
+	}
+	return found
+}
+
+// TestAFailedCallToAnyFormOfWebhookURLNeverRecordsItsPathOrPassword: a call that never reached
+// an answer (a refused connection) is described in its span by the URL's scheme and host,
+// whatever form the target's URL takes. net/http names the URL in its error as it re-writes
+// it (the password as ***, the scheme lower-cased, a space escaped), so a description that
+// only replaces net/http's form of the URL leaves the executor's own "POST <url>:" prefix,
+// the URL as configured, in the span: its path, and its userinfo's password.
+func TestAFailedCallToAnyFormOfWebhookURLNeverRecordsItsPathOrPassword(t *testing.T) {
+	t.Parallel()
+	for name, url := range map[string]string{
+		"userinfo":     "http://hook:pw-SECRETPASS@127.0.0.1:1/services/T000SECRET/B000SECRET",
+		"upper scheme": "HTTP://127.0.0.1:1/services/T000SECRET/B000SECRET",
+		"space":        "http://127.0.0.1:1/services/T000SECRET B000SECRET",
+		"non-ascii":    "http://127.0.0.1:1/services/T000SECRET/\u00e9B000SECRET",
+	} {
+		rec, tp := recorder()
+		x := &outbox.HTTPExecutor{URL: url}
+		ctx, span := tp.Tracer("test").Start(context.Background(), "call hook")
+		err := x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
+		span.End()
+		if err == nil {
+			t.Fatalf("%s: the call succeeded", name)
+		}
+		for _, l := range leaks(rec.Ended(), "SECRET") {
+			t.Errorf("%s: a span holds the URL's path or password: %s", name, l)
+		}
+	}
+}
+
+// TestADownstreamsStatusLineNeverPutsTheURLsPathInASpan: a non-2xx answer is described in a
+// span "by its status alone", since what the downstream says may quote the path it was called
+// on ("Cannot POST /hooks/<token>"). The status line's reason phrase is the downstream's text
+// as much as its body is: a server that answers "404 Cannot POST /services/<token>" must not
+// put the token in the span.
+func TestADownstreamsStatusLineNeverPutsTheURLsPathInASpan(t *testing.T) {
+	t.Parallel()
+	// As some frameworks answer: the reason phrase names the route that was not found.
+	addr := rawServer(t, func(_ int, req *http.Request) string {
+		return "HTTP/1.1 404 Cannot POST " + req.URL.Path + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	})
+	rec, tp := recorder()
+	x := &outbox.HTTPExecutor{URL: "http://" + addr + "/services/T000SECRET/B000SECRET"}
+	ctx, span := tp.Tracer("test").Start(context.Background(), "call hook")
+	err := x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
+	span.End()
+	if err == nil {
+		t.Fatal("the call succeeded")
+	}
+	for _, l := range leaks(rec.Ended(), "SECRET") {
+		t.Errorf("a span holds the URL's path, as the downstream's status line quoted it: %s", l)
+	}
+}
+
+// TestAFailedHTTPCallNeverRecordsTheTargetsURLPathInASpan: a webhook URL's path is its secret
+// (Slack's, Discord's incoming webhooks), which is why the client span names only the host and
+// port. A call that fails (a 500, a refused connection) must not put that path in a span
+// either, as the status description of the client span or of the span above it.
+func TestAFailedHTTPCallNeverRecordsTheTargetsURLPathInASpan(t *testing.T) {
+	t.Parallel()
+	const secret = "T000SECRET/B000SECRET/XXXXsecrettokenXXXX"
+	down := newHeard(t, http.StatusInternalServerError)
+	for name, url := range map[string]string{
+		"500":     down.URL + "/services/" + secret,
+		"refused": "http://127.0.0.1:1/services/" + secret,
+	} {
+		rec, tp := recorder()
+		x := &outbox.HTTPExecutor{URL: url, Timeout: 2 * time.Second}
+		ctx, span := tp.Tracer("test").Start(context.Background(), "call email")
+		err := x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
+		span.End()
+		if err == nil {
+			t.Fatalf("%s: the call succeeded", name)
+		}
+		for _, s := range rec.Ended() {
+			if strings.Contains(s.Status().Description, "secret") {
+				t.Errorf("%s: span %q's status holds the URL's path: %q", name, s.Name(), s.Status().Description)
+			}
+			for _, kv := range s.Attributes() {
+				if strings.Contains(kv.Value.Emit(), "secret") {
+					t.Errorf("%s: span %q's %s holds the URL's path: %q", name, s.Name(), kv.Key, kv.Value.Emit())
+				}
+			}
+			for _, ev := range s.Events() {
+				for _, kv := range ev.Attributes {
+					if strings.Contains(kv.Value.Emit(), "secret") {
+						t.Errorf("%s: span %q's event %s holds the URL's path", name, s.Name(), ev.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAMalformedAnswerNeverPutsTheDownstreamsWordsInASpan: a span never holds a downstream's
+// answer, and the webhook URL's path is its secret. An answer net/http cannot read (a header
+// line it refuses, a Content-Length or Transfer-Encoding it does not take) fails the call with
+// an error that quotes the offending bytes of the answer; the span's status must describe the
+// failure without them, as it describes a non-2xx answer by its code alone. Every kind of
+// malformed answer below quotes the path the downstream was called on, as a framework's error
+// answer does ("Cannot POST /services/<token>").
+func TestAMalformedAnswerNeverPutsTheDownstreamsWordsInASpan(t *testing.T) {
+	t.Parallel()
+	const secret = "SECRET"
+	answers := map[string]func(path string) string{
+		"header line without a colon": func(p string) string {
+			return "HTTP/1.1 404 Not Found\r\nCannot POST " + p + "\r\nContent-Length: 0\r\n\r\n"
+		},
+		"header name with a space": func(p string) string {
+			return "HTTP/1.1 404 Not Found\r\nRequested Path: " + p + "\r\nContent-Length: 0\r\n\r\n"
+		},
+		"continuation line first": func(p string) string {
+			return "HTTP/1.1 404 Not Found\r\n Cannot POST " + p + "\r\nContent-Length: 0\r\n\r\n"
+		},
+		"bad Content-Length": func(p string) string {
+			return "HTTP/1.1 404 Not Found\r\nContent-Length: " + p + "\r\n\r\n"
+		},
+		"unknown Transfer-Encoding": func(p string) string {
+			return "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: " + p + "\r\n\r\n"
+		},
+		"not a status line": func(p string) string {
+			return "Cannot-POST-" + p + "\r\n\r\n"
+		},
+		"bad version": func(p string) string {
+			return "HTTP/x" + p + " 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+		},
+	}
+	for name, answer := range answers {
+		addr := rawServer(t, func(_ int, req *http.Request) string { return answer(req.URL.Path) })
+		rec, tp := recorder()
+		x := &outbox.HTTPExecutor{URL: "http://" + addr + "/services/T0" + secret + "/B0" + secret}
+		ctx, span := tp.Tracer("test").Start(context.Background(), "call hook")
+		err := x.Execute(ctx, outbox.Task{Source: "shop", EventID: "e", Intent: "i", IdempotencyKey: "shop:e:i", Payload: []byte(`{}`)})
+		span.End()
+		if err == nil {
+			t.Errorf("%s: the call succeeded", name)
+			continue
+		}
+		for _, l := range leaks(rec.Ended(), secret) {
+			t.Errorf("%s: a span holds the downstream's answer, quoting the URL's path: %s", name, l)
+		}
+	}
+}
+
+// TestAHeldIntentIsNoErrorSpan: a span is in error where something failed and in no
+// other case. An intent its target's limit holds back (outbox.OutcomeHeld) has not failed:
+// it is not leased, spends no attempt, never parks, and runs at its turn; the worker logs no
+// warning for it and counts it apart from failures, as it does a busy intent (another worker
+// holds it), whose span is not in error. Its intent span is in error all the same, described
+// by the limiter's "try again in ..." text: a target at its configured rate fills the traces'
+// error rate with turns that were flow control, and an alert on intent spans in error fires
+// on a system working as configured.
+//
+// The space: held by the process's own rate bucket (the second of a claim's intents to one
+// rated target, and every one after it), beside the busy intent as the reference.
+func TestAHeldIntentIsNoErrorSpan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rec, tp := recorder()
+	ctx, span := tp.Tracer("receiver").Start(context.Background(), "commit")
+	intents := []dedup.Intent{
+		{Name: "email.a", Target: "email", Payload: []byte(`{}`)},
+		{Name: "email.b", Target: "email", Payload: []byte(`{}`)},
+		{Name: "email.c", Target: "email", Payload: []byte(`{}`)},
+	}
+	if _, err := e.store.Commit(ctx, dedup.Event{Source: "shop", ID: "evt_a5_held", Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: intents}); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	w := e.worker(func(c *outbox.Config) {
+		c.TracerProvider = tp
+		c.Limits = map[string]outbox.Limit{"email": {Rate: 0.01}} // one call, then 100 s to the next
+	})
+	sum, err := w.Process(context.Background(), e.claim("evt_a5_held"))
+	if sum[outbox.OutcomeDone] != 1 || sum[outbox.OutcomeHeld] != 2 {
+		t.Fatalf("summary %v (%v): want one done and two held", sum, err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "held back") {
+		t.Fatalf("process: %v", err) // held without a scheduler: handed back for the caller to deliver again
+	}
+	held := 0
+	for _, s := range spansNamed(rec, outbox.SpanIntent+" ") {
+		if spanAttrs(s)[outbox.AttrOutcome].AsString() != outbox.OutcomeHeld {
+			continue
+		}
+		held++
+		if s.Status().Code == codes.Error {
+			t.Errorf("%s: held back by its target's rate (no attempt spent, nothing failed), and its span is in error: %q", s.Name(), s.Status().Description)
+		}
+	}
+	if held != 2 {
+		t.Fatalf("%d held intent spans, want 2", held)
+	}
+
+	// The reference: an intent another worker holds is busy, and its span is not in error.
+	rec2, tp2 := recorder()
+	busy := e.worker(func(c *outbox.Config) { c.TracerProvider = tp2 })
+	claim := e.claim("evt_a5_held")
+	for name, in := range claim.Intents {
+		if in.Status == dedup.IntentDone {
+			in.Status, in.NextAttemptAt = dedup.IntentPending, 0 // as a stale record shows it
+			claim.Intents[name] = in
+		}
+	}
+	if _, err := busy.Process(context.Background(), claim); err != nil {
+		t.Logf("reference: %v", err)
+	}
+	for _, s := range spansNamed(rec2, outbox.SpanIntent+" ") {
+		if spanAttrs(s)[outbox.AttrOutcome].AsString() == outbox.OutcomeBusy && s.Status().Code == codes.Error {
+			t.Fatalf("reference: a busy intent's span is in error")
+		}
+	}
+}
+
+// attack8Scheduler records the wake-ups it is asked for.
+type attack8Scheduler struct {
+	mu  sync.Mutex
+	pks []string
+}
+
+func (s *attack8Scheduler) Schedule(_ context.Context, pk string, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pks = append(s.pks, pk)
+	return nil
+}
+
+// TestASweptClaimHandedOffIsNoErrorSpan: a span is in error where something failed. A sweep
+// whose run has no time for a claim's intent (its target's calls are longer than what is left:
+// outbox.ErrNoTime) does not fail it: the sweeper counts it Deferred, never a Failure, leases
+// nothing, spends no attempt, and with a Scheduler hands it to the outbox function at once
+// (HandedOff), which runs it in its own time. Its "sweep claim" span is in error all the same,
+// described by ErrNoTime's text, as a claim whose write failed would be: a sweeper sized
+// shorter than a slow target (a warning at its start, not a fault) makes every such claim an
+// error span on every run.
+//
+// The space: a claim with one intent of a slow target, and one with an intent of a quick
+// target beside it (the quick one runs, the slow one is deferred); a Scheduler takes the
+// hand-off. The report is the reference: Deferred and HandedOff, no Failures.
+func TestASweptClaimHandedOffIsNoErrorSpan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rec, tp := recorder()
+	plans := map[string][]dedup.Intent{
+		"evt_a8_slow": {{Name: "report.upload", Target: "slow", Payload: []byte(`{}`)}},
+		"evt_a8_both": {{Name: "email.send", Target: "email", Payload: []byte(`{}`)}, {Name: "report.upload", Target: "slow", Payload: []byte(`{}`)}},
+	}
+	for id, intents := range plans {
+		ctx, span := tp.Tracer("receiver").Start(context.Background(), "commit")
+		if _, err := e.store.Commit(ctx, dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)}, dedup.Plan{Intents: intents}); err != nil {
+			t.Fatal(err)
+		}
+		span.End()
+	}
+	sched := &attack8Scheduler{}
+	w := e.worker(func(c *outbox.Config) {
+		// A target whose calls may take a minute: longer than the sweep's run has.
+		c.Executors["slow"] = &outbox.HTTPExecutor{URL: e.down.URL, Timeout: time.Minute}
+		c.TracerProvider = tp
+		c.Scheduler = sched
+		c.Lease = 2 * time.Minute // a lease the slow target's calls fit
+	})
+	e.advance(5 * time.Minute) // past the sweeper's minimum age
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := (&outbox.Sweeper{Worker: w, MinAge: time.Minute}).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Claims != 2 || rep.Deferred != 2 || rep.HandedOff != 2 || rep.Failures != 0 {
+		t.Fatalf("report %+v: want 2 claims, both deferred and handed off, no failure", rep)
+	}
+	claims := spansNamed(rec, outbox.SpanSweepClaim)
+	if len(claims) != 2 {
+		t.Fatalf("%d sweep claim spans, want 2", len(claims))
+	}
+	for _, s := range claims {
+		if s.Status().Code == codes.Error {
+			t.Errorf("%s (%s): deferred and handed off (report: Deferred %d, HandedOff %d, Failures %d), and its span is in error: %q",
+				s.Name(), spanAttrs(s)[outbox.AttrEventID].AsString(), rep.Deferred, rep.HandedOff, rep.Failures, s.Status().Description)
+		}
+	}
+}

@@ -11,7 +11,7 @@ import (
 // TestATooOldEventLogsNoUnvalidatedID: an event whose signed occurred_at is past the retention
 // is validated before it is refused as too old, so its log line never holds an id over
 // dedup's bounds (a sender holding its own source's secret could otherwise write 1 MiB log
-// lines at will). Found by review.
+// lines at will).
 func TestATooOldEventLogsNoUnvalidatedID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

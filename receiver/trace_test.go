@@ -2,7 +2,10 @@ package receiver_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -10,15 +13,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/examples/orders"
 	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // traced is the env's handler with a tracer provider recording every span in memory.
@@ -296,4 +303,394 @@ func (e *env) claimOf(source, id string) *dedup.Claim {
 		e.t.Fatal(err)
 	}
 	return c
+}
+
+const attack5BatchSources = `{"sources": {
+  "stripe": {"scheme": "stripe", "secrets": [{"env": "STRIPE_SECRET"}], "retry_horizon": "3d", "redrive_window": "30d"},
+  "batch":  {"scheme": "hmac-sha256", "hmac": {"header": "X-Sig", "prefix": "sha256="},
+             "secrets": [{"env": "BATCH_SECRET"}], "batch": true, "event_id": {"json": "id"}, "event_type": {"json": "type"},
+             "retry_horizon": "1h", "redrive_window": "1d"}}}`
+
+// attack5Traced is the env's handler, traced into a recorder, with the reference planners and
+// a planner for "order.failing" on every source that fails with err.
+func (e *env) attack5Traced(fail func(ctx context.Context, ev dedup.Event) (dedup.Plan, error)) *tracetest.SpanRecorder {
+	e.t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	planners := receiver.NewPlanners()
+	for _, name := range e.file.Names() {
+		orders.Register(planners, name)
+		planners.Handle(name, "order.failing", fail)
+	}
+	h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: e.secretsStore(), Store: e.store, Planners: planners,
+		Now: e.clock, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.handler = h
+	return rec
+}
+
+func failingBody(id string) string {
+	return `{"id":"` + id + `","type":"order.failing","timestamp":"2026-08-25T09:14:03Z","data":{"order_id":"o","customer_email":"ada@example.com"}}`
+}
+
+// TestABatchsFailedPlanIsAPlanSpanInError: a planner that fails (a 500: the planner is
+// ours to fix; or a 400: the payload) puts the plan span in error, as the single event's path
+// does (its plan span ends with the planner's error). A batch's one plan span ends without an
+// error whatever its planners did: the trace of a refused batch shows a plan that succeeded,
+// and no span of it is in error at all when the answer is a 400.
+//
+// The space: each failure a planner can return (a plain error, a PayloadError), at each place
+// in a batch (first, after a good event), on a batch source, with the same failure on a
+// single-event source as the reference.
+func TestABatchsFailedPlanIsAPlanSpanInError(t *testing.T) {
+	t.Parallel()
+	failures := []error{errors.New("planner: the catalogue is down"), &receiver.PayloadError{Field: "data.order_id", Reason: "is not an order"}}
+	for fi, failure := range failures {
+		e := newEnv(t, withSources(attack5BatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
+		rec := e.attack5Traced(func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, failure })
+
+		// The reference: one event, its planner fails.
+		single := e.post(e.request("stripe", failingBody("evt_a5_single"), nil, ""))
+		if single.StatusCode < 400 {
+			t.Fatalf("failure %d: single: %d %s", fi, single.StatusCode, single.Body)
+		}
+		plan := byName(t, rec.Ended())[receiver.SpanPlan]
+		if plan == nil || plan.Status().Code != codes.Error {
+			t.Fatalf("failure %d: the single event's plan span %v: the reference wants it in error", fi, plan)
+		}
+
+		for place, body := range []string{
+			"[" + failingBody("evt_a5_b0") + "," + orderBody("evt_a5_b1", "ord_a5_b1") + "]",
+			"[" + orderBody("evt_a5_b2", "ord_a5_b2") + "," + failingBody("evt_a5_b3") + "]",
+		} {
+			rec := e.attack5Traced(func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, failure })
+			r := e.post(e.request("batch", body, nil, ""))
+			if r.StatusCode != single.StatusCode {
+				t.Fatalf("failure %d place %d: batch answered %d %s, the single event %d", fi, place, r.StatusCode, r.Body, single.StatusCode)
+			}
+			plan := byName(t, rec.Ended())[receiver.SpanPlan]
+			if plan == nil {
+				t.Fatalf("failure %d place %d: no plan span", fi, place)
+			}
+			if plan.Status().Code != codes.Error {
+				t.Errorf("failure %d (%v) at place %d: the batch answered %d, and its plan span's status is %v: want it in error, as the single event's",
+					fi, failure, place, r.StatusCode, plan.Status())
+			}
+		}
+	}
+}
+
+// TestTracingOffStoresNoContextTheCallerHad: with tracing off (no TracerProvider) the
+// receiver starts no span and stores nothing on a claim (docs/operations.md, Traces: "Off by
+// default, and then free: ... nothing is stored on a claim"). A handler context that already
+// holds a span context (a propagation middleware in front of ServeHTTP that extracts the
+// provider's traceparent, as otelhttp does; a Lambda wrapper's span) must not change that:
+// the claim would otherwise store the provider's trace (a hostile sender chooses it), and an
+// outbox with tracing on would continue it as the parent of every intent and send the
+// provider's trace id to every downstream.
+//
+// The space: the context's span context is the provider's remote traceparent, sampled and not,
+// or a local span (a wrapper's) from an SDK provider; each is delivered through Handle with
+// that context, and once through ServeHTTP behind a W3C-extracting middleware.
+func TestTracingOffStoresNoContextTheCallerHad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t) // e.handler: no TracerProvider
+	theirs := []string{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+	}
+	var cases []context.Context
+	for _, tp := range theirs {
+		cases = append(cases, propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp}))
+	}
+	wrapperCtx, wrapper := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder())).Tracer("a lambda wrapper").Start(context.Background(), "invocation")
+	defer wrapper.End()
+	cases = append(cases, wrapperCtx)
+
+	for i, ctx := range cases {
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			t.Fatalf("case %d: no span context to start from", i)
+		}
+		id := "evt_a5_off_" + string(rune('a'+i))
+		resp, err := e.handler.Handle(ctx, e.request("stripe", orderBody(id, "ord_"+id), nil, ""))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("case %d: %d %s %v", i, resp.StatusCode, resp.Body, err)
+		}
+		if c := e.claimOf("stripe", id); c.Trace != nil {
+			t.Errorf("case %d: tracing off, the claim stores the caller's trace context %x (trace %s)", i, []byte(c.Trace), c.TraceContext().TraceID())
+		}
+	}
+
+	// ServeHTTP behind a middleware that extracts the sender's W3C headers into the request's
+	// context, as an instrumented HTTP server does.
+	mw := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.handler.ServeHTTP(w, r.WithContext(propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
+	})
+	srv := httptest.NewServer(mw)
+	defer srv.Close()
+	const id = "evt_a5_off_http"
+	signed := e.request("stripe", orderBody(id, "ord_"+id), http.Header{"Traceparent": {theirs[0]}}, "")
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hooks/stripe", strings.NewReader(signed.Body))
+	for k, v := range signed.Headers {
+		if k != "host" {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("ServeHTTP: %d %s", resp.StatusCode, body)
+	}
+	if c := e.claimOf("stripe", id); c.Trace != nil {
+		t.Errorf("ServeHTTP, tracing off: the claim stores the sender's traceparent (trace %s): a hostile header was stored", c.TraceContext().TraceID())
+	}
+}
+
+// TestAPanickingPlannerLeavesNoSpanOpen: every span the receiver starts is ended, on
+// a panic too. A planner is the application's code; when it panics, Lambda's runtime recovers
+// the panic, answers the invocation with an error and stops the process. The delivery span
+// and the plan span under it are never ended, so they are never exported: the one delivery
+// an operator most needs to find leaves no trace at all (and the SDK keeps them as open spans
+// until the process dies).
+//
+// The space: the panic in the plan of a single event and of a batch's first and second event.
+func TestAPanickingPlannerLeavesNoSpanOpen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withSources(attack5BatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
+	for i, c := range []struct{ source, body string }{
+		{"stripe", failingBody("evt_a5_p0")},
+		{"batch", "[" + failingBody("evt_a5_p1") + "," + orderBody("evt_a5_p2", "ord_a5_p2") + "]"},
+		{"batch", "[" + orderBody("evt_a5_p3", "ord_a5_p3") + "," + failingBody("evt_a5_p4") + "]"},
+	} {
+		rec := e.attack5Traced(func(context.Context, dedup.Event) (dedup.Plan, error) { panic("planner bug") })
+		req := e.request(c.source, c.body, nil, "")
+		func() {
+			defer func() { _ = recover() }() // as Lambda's runtime does
+			_, _ = e.handler.Handle(context.Background(), req)
+		}()
+		_, open := openSpans(rec)
+		if len(rec.Started()) == 0 {
+			t.Fatalf("case %d: no span started", i)
+		}
+		if len(open) > 0 {
+			t.Errorf("case %d (%s): a planner's panic left spans %q started and never ended (never exported)", i, c.source, open)
+		}
+	}
+}
+
+// openSpans is the names of the spans rec saw started, and of those never ended.
+func openSpans(rec *tracetest.SpanRecorder) (started, open []string) {
+	ended := map[trace.SpanID]bool{}
+	for _, s := range rec.Ended() {
+		ended[s.SpanContext().SpanID()] = true
+	}
+	for _, s := range rec.Started() {
+		started = append(started, s.Name())
+		if !ended[s.SpanContext().SpanID()] {
+			open = append(open, s.Name())
+		}
+	}
+	return started, open
+}
+
+// TestTheServerSpansNameIsItsMethods: an HTTP server span is named "{method}
+// {http.route}" (OpenTelemetry's HTTP conventions; "HTTP {http.route}" for a method the
+// conventions do not know, http.request.method _OTHER), so that its name and its
+// http.request.method never disagree. The delivery span is "POST /hooks/{source}" whatever the
+// request's method: Intercom's HEAD check (answered 200), a GET or a PUT (405) are traced as
+// POSTs with http.request.method HEAD, GET or PUT beside the name, and a backend grouping
+// operations by span name counts them among the deliveries.
+//
+// The space: every method the receiver names, and one it does not, to a known source.
+func TestTheServerSpansNameIsItsMethods(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct{ method, want string }{
+		{"POST", "POST /hooks/{source}"},
+		{"HEAD", "HEAD /hooks/{source}"},
+		{"GET", "GET /hooks/{source}"},
+		{"PUT", "PUT /hooks/{source}"},
+		{"DELETE", "DELETE /hooks/{source}"},
+		{"OPTIONS", "OPTIONS /hooks/{source}"},
+		{"PROPFIND", "HTTP /hooks/{source}"},
+	} {
+		rec := e.traced()
+		req := e.request("stripe", orderBody("evt_a5_m_"+c.method, "ord_a5_m"), nil, "")
+		req.RequestContext.HTTP.Method = c.method
+		_ = e.post(req)
+		spans := byName(t, rec.Ended())
+		if spans[c.want] == nil {
+			for name, s := range spans {
+				if s.Parent().IsValid() {
+					continue
+				}
+				t.Errorf("%s request: the server span is named %q with http.request.method %q: want %q",
+					c.method, name, attrs(s)["http.request.method"].Emit(), c.want)
+			}
+		}
+	}
+}
+
+// TestANoopProviderStoresNoContextTheCallerHad: a delivery's trace is its own, a root
+// (Config.TracerProvider: "The trace is the delivery's own: a provider's traceparent is
+// recorded as a link, never as the parent"), and the claim stores its commit span's context
+// or none (CHANGELOG, fourth review: "with tracing off, a claim stores no span context the
+// handler's caller had"). Config.TracerProvider's own doc names otel.GetTracerProvider() as a
+// value to set: before an SDK is installed (a container whose OTEL_ settings are off, a test)
+// that provider starts no span, and neither does tracenoop.NewTracerProvider(). Such a tracer
+// ignores trace.WithNewRoot and hands back the context's span context, so the "delivery span"
+// is the caller's: a middleware that extracted the sender's traceparent (otelhttp), or a Lambda
+// wrapper's span. The receiver only guards the nil provider (untraced), and the claim then
+// stores the caller's (the sender's) trace context, which an outbox with tracing on continues as
+// every intent's parent and sends to every downstream.
+//
+// The space: the sender's traceparent, sampled and not, extracted into the handler's context,
+// through a noop provider and through the global provider before any SDK.
+func TestANoopProviderStoresNoContextTheCallerHad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	providers := map[string]trace.TracerProvider{"noop": tracenoop.NewTracerProvider(), "global, no SDK": otel.GetTracerProvider()}
+	theirs := []string{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+	}
+	n := 0
+	for pname, tp := range providers {
+		planners := receiver.NewPlanners()
+		for _, name := range e.file.Names() {
+			orders.Register(planners, name)
+		}
+		h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: e.secretsStore(), Store: e.store, Planners: planners,
+			Now: e.clock, TracerProvider: tp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tp := range theirs {
+			ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
+			n++
+			id := "evt_a8_noop_" + string(rune('a'+n))
+			resp, err := h.Handle(ctx, e.request("stripe", orderBody(id, "ord_"+id), nil, ""))
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s: %d %s %v", pname, resp.StatusCode, resp.Body, err)
+			}
+			if c := e.claimOf("stripe", id); c.Trace != nil {
+				t.Errorf("%s provider, the caller's context %s: the claim stores trace %s span %s (the sender's own traceparent)",
+					pname, tp, c.TraceContext().TraceID(), c.TraceContext().SpanID())
+			}
+		}
+	}
+}
+
+// attack9PanickingStore is the env's store whose Commit panics (an application's Committer, a
+// commit observer of its own, a bug in the write path).
+type attack9PanickingStore struct{ *dedup.Store }
+
+func (s attack9PanickingStore) Commit(context.Context, dedup.Event, dedup.Plan) (dedup.Result, error) {
+	panic("committer bug")
+}
+
+func (s attack9PanickingStore) CommitBatch(context.Context, []dedup.Event, []dedup.Plan) ([]dedup.Result, int, error) {
+	panic("committer bug")
+}
+
+// TestAPanickingCommitLeavesNoSpanOpen: every span the receiver starts is ended, on every path.
+// The fourth review made a planner's panic end the delivery's spans in error (endPanicked on
+// the delivery and the plan step); the commit step has no such guard. When the Committer
+// panics (Config.Store is an interface: an application's store, a test kit, an observer the
+// dedup store calls inside Commit), the delivery span is ended in error by endPanicked and
+// exported by launch's flush, while its "commit" child is never ended, so never exported: the
+// trace of the one delivery that crashed shows a server span whose failing step is missing
+// (and the SDK holds the open span until the process dies).
+//
+// The space: the commit of a single event, and of a batch (CommitBatch).
+func TestAPanickingCommitLeavesNoSpanOpen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withSources(attack5BatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
+	for i, c := range []struct{ source, body string }{
+		{"stripe", orderBody("evt_a9_c0", "ord_a9_c0")},
+		{"batch", "[" + orderBody("evt_a9_c1", "ord_a9_c1") + "," + orderBody("evt_a9_c2", "ord_a9_c2") + "]"},
+	} {
+		rec := tracetest.NewSpanRecorder()
+		planners := receiver.NewPlanners()
+		for _, name := range e.file.Names() {
+			orders.Register(planners, name)
+		}
+		h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: e.secretsStore(), Store: attack9PanickingStore{e.store},
+			Planners: planners, Now: e.clock, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := e.request(c.source, c.body, nil, "")
+		panicked := false
+		func() {
+			defer func() { panicked = recover() != nil }() // as Lambda's runtime does
+			_, _ = h.Handle(context.Background(), req)
+		}()
+		if !panicked {
+			t.Fatalf("case %d: the committer's panic did not go on", i)
+		}
+		started, open := openSpans(rec)
+		if len(open) > 0 {
+			t.Errorf("case %d (%s): started %q; a committer's panic left %q never ended (never exported)", i, c.source, started, open)
+		}
+	}
+}
+
+// attack9PanickingSecrets are the env's secrets whose Refresh panics (an application's
+// Secrets: Config.Secrets is an interface).
+type attack9PanickingSecrets struct{ *sources.Secrets }
+
+func (attack9PanickingSecrets) Refresh(context.Context, string) (bool, error) {
+	panic("secrets bug")
+}
+
+// TestAPanickingSecretsRefreshLeavesNoSpanOpen: every span the receiver starts is ended, on
+// every path. A delivery whose signature fails has its secrets re-read (Secrets.Refresh) while
+// the verify span is open; when that panics, the delivery span is ended in error by
+// endPanicked (and exported by launch's flush), and the verify span under it never is: the
+// exported trace shows a server span in error with no step that failed.
+//
+// The space: a signature that does not match, and one whose header is missing.
+func TestAPanickingSecretsRefreshLeavesNoSpanOpen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i, mangle := range []func(map[string]string){ // API Gateway's lower-cased headers
+		func(h map[string]string) { h["stripe-signature"] += "0" },
+		func(h map[string]string) { delete(h, "stripe-signature") },
+	} {
+		rec := tracetest.NewSpanRecorder()
+		planners := receiver.NewPlanners()
+		for _, name := range e.file.Names() {
+			orders.Register(planners, name)
+		}
+		h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: attack9PanickingSecrets{e.secretsStore()}, Store: e.store,
+			Planners: planners, Now: e.clock, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := e.request("stripe", orderBody("evt_a9_v"+string(rune('0'+i)), "ord_a9_v"), nil, "")
+		headers := map[string]string{}
+		for k, v := range req.Headers {
+			headers[k] = v
+		}
+		mangle(headers)
+		req.Headers = headers
+		panicked := false
+		func() {
+			defer func() { panicked = recover() != nil }() // as Lambda's runtime does
+			_, _ = h.Handle(context.Background(), req)
+		}()
+		if !panicked {
+			t.Fatalf("case %d: Refresh was not called, or its panic did not go on", i)
+		}
+		started, open := openSpans(rec)
+		if len(open) > 0 {
+			t.Errorf("case %d: started %q; a panic in Secrets.Refresh left %q never ended (never exported)", i, started, open)
+		}
+	}
 }

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/outbox"
@@ -86,6 +90,59 @@ func TestTheTraceIsTheFirstThingGivenUpAtTheSizeLimit(t *testing.T) {
 		}
 		if !traced && room >= 250 {
 			t.Errorf("room %d: the trace left out of an envelope it fits (%d bytes without it)", room, len(b))
+		}
+	}
+}
+
+// TestWithTracingOffNoCarrierCostsAnAllocation: with no span in the context (tracing off), the
+// trace carriers each AWS executor adds to its call (SQS's AWSTraceHeader, the X-Amzn-Trace-Id
+// of SNS's and Lambda's requests, EventBridge's and Step Functions' TraceHeader) are nothing,
+// and building that nothing allocates nothing: tracing off adds no allocation to a call on the
+// outbox's hot path. Deriving X-Ray's header from an absent traceparent still splits the empty
+// string, once per call of every AWS executor.
+func TestWithTracingOffNoCarrierCostsAnAllocation(t *testing.T) {
+	ctx := context.Background()
+	for name, f := range map[string]func(){
+		"SQS AWSTraceHeader":           func() { _ = sqsSystemAttributes(ctx) },
+		"SNS X-Amzn-Trace-Id":          func() { _ = snsTraceHeader(ctx, []func(*sns.Options){}) },
+		"Lambda X-Amzn-Trace-Id":       func() { _ = lambdaTraceHeader(ctx, []func(*lambda.Options){}) },
+		"EventBridge, SFN TraceHeader": func() { _ = optional(xray(ctx)) },
+	} {
+		if n := testing.AllocsPerRun(200, f); n != 0 {
+			t.Errorf("%s: %v allocations with tracing off", name, n)
+		}
+	}
+}
+
+// TestWithTracingOffACallsSpanCostsNoAllocation: with no span in the context (tracing off),
+// the client span each executor starts and ends around its call, as its Execute writes it,
+// allocates nothing: no span name, no attribute slice for a span never started.
+func TestWithTracingOffACallsSpanCostsNoAllocation(t *testing.T) {
+	ctx := context.Background()
+	const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/orders"
+	const topic = "arn:aws:sns:us-east-1:123456789012:orders"
+	for name, f := range map[string]func(){
+		"SQS": func() {
+			_, span := startCall(ctx, "SQS", "SendMessage", trace.SpanKindProducer, func() []attribute.KeyValue { return sqsAttrs(queue) })
+			endCall(span, "", nil)
+		},
+		"SNS": func() {
+			_, span := startCall(ctx, "SNS", "Publish", trace.SpanKindProducer, func() []attribute.KeyValue { return snsAttrs(topic) })
+			endCall(span, "", nil)
+		},
+		"EventBridge": func() {
+			_, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue {
+				return []attribute.KeyValue{semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName("default")}
+			})
+			endCall(span, "", nil)
+		},
+		"Lambda": func() {
+			_, span := startCall(ctx, "Lambda", "Invoke", trace.SpanKindClient, func() []attribute.KeyValue { return lambdaAttrs("orders") })
+			endCall(span, "", nil)
+		},
+	} {
+		if n := testing.AllocsPerRun(200, f); n != 0 {
+			t.Errorf("%s: %v allocations with tracing off", name, n)
 		}
 	}
 }

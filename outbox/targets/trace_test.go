@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -35,6 +37,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/outbox/targets"
 )
 
@@ -376,4 +379,187 @@ func traceFunction(t *testing.T, c *lambda.Client) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// failingFunction is a function that ran and failed, answering with its error payload as
+// Lambda returns it (FunctionError "Unhandled", status 200).
+type failingFunction struct{ payload string }
+
+func (f failingFunction) Invoke(context.Context, *lambda.InvokeInput, ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	return &lambda.InvokeOutput{StatusCode: 200, FunctionError: aws.String("Unhandled"), Payload: []byte(f.payload)}, nil
+}
+
+// TestAFunctionsErrorAnswerNeverReachesASpan: a span never holds a downstream's answer
+// (docs/operations.md: spans leave for a tracing backend the claims table's readers and the
+// console's redaction do not guard; the claim's last_error keeps the whole error). A function
+// invoked request-response that fails answers with its error payload, which may quote what it
+// was given (a customer's address, a token); the Invoke span's status must describe the
+// failure without that answer.
+func TestAFunctionsErrorAnswerNeverReachesASpan(t *testing.T) {
+	t.Parallel()
+	const answer = `{"errorMessage":"card 4242424242424242 declined for jane@example.com","errorType":"Error"}`
+	x := &targets.Lambda{Client: failingFunction{answer}, Function: "charge", Synchronous: true}
+	ctx, _, rec := call(t)
+	if err := x.Execute(ctx, task("evt_fe", "charge")); err == nil {
+		t.Fatal("a function error was taken as done")
+	}
+	for _, s := range rec.Ended() {
+		for _, what := range []string{s.Status().Description} {
+			if strings.Contains(what, "4242424242424242") || strings.Contains(what, "jane@example.com") {
+				t.Errorf("span %q's status holds the function's answer: %q", s.Name(), what)
+			}
+		}
+		for _, kv := range s.Attributes() {
+			if v := kv.Value.Emit(); strings.Contains(v, "4242424242424242") || strings.Contains(v, "jane@example.com") {
+				t.Errorf("span %q's %s holds the function's answer: %q", s.Name(), kv.Key, v)
+			}
+		}
+	}
+}
+
+// sizedBus is an event bus that takes an entry only when its size, as EventBridge documents
+// it (Calculating PutEvents event entry size: Source, DetailType and Detail, UTF-8 bytes),
+// is less than 256 KB: "The total entry size must be less than 256KB".
+type sizedBus struct{}
+
+func (sizedBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	e := in.Entries[0]
+	if n := len(aws.ToString(e.Source)) + len(aws.ToString(e.DetailType)) + len(aws.ToString(e.Detail)); n >= 256<<10 {
+		return nil, &smithy.GenericAPIError{Code: "ValidationException", Fault: smithy.FaultClient, Message: "Total size of the entries in the request is over the limit."}
+	}
+	return &eventbridge.PutEventsOutput{Entries: []ebtypes.PutEventsResultEntry{{EventId: aws.String("ev")}}}, nil
+}
+
+// TestAnEventTheBusTakesWithTracingOffItTakesWithTracingOn: an event whose entry is under
+// EventBridge's limit without the trace is put; with tracing on, the envelope's trace fields
+// are given up before they take the entry to the limit, so the same event is put too. The
+// envelope takes the trace up to and including 256 KiB, where EventBridge wants less.
+func TestAnEventTheBusTakesWithTracingOffItTakesWithTracingOn(t *testing.T) {
+	t.Parallel()
+	x := &targets.EventBridge{Client: sizedBus{}, Source: "shop", DetailType: "order.paid"}
+	tk := task("evt_eb", "notify")
+	tail := ""
+	envSize := func(pad int, traced bool) int {
+		e := targets.Envelope{IdempotencyKey: tk.IdempotencyKey, Source: tk.Source, EventID: tk.EventID, EventType: tk.EventType, Intent: tk.Intent,
+			Payload: json.RawMessage(`{"pad":"` + strings.Repeat("é", pad) + tail + `"}`)}
+		if traced {
+			e.Traceparent = "00-" + strings.Repeat("0", 32) + "-" + strings.Repeat("0", 16) + "-01"
+		}
+		b, _ := json.Marshal(e)
+		return len("shop") + len("order.paid") + len(b)
+	}
+	// The padding whose traced entry is 256 KiB exactly (each "é" is 2 bytes, and a final "x"
+	// makes up an odd remainder): the executor sends it traced.
+	pad := (256<<10 - envSize(0, true)) / 2
+	tail = strings.Repeat("x", (256<<10-envSize(0, true))%2)
+	if envSize(pad, true) != 256<<10 {
+		t.Fatalf("the traced entry is %d bytes: the test's padding is wrong", envSize(pad, true))
+	}
+	if envSize(pad, false) >= 256<<10 {
+		t.Fatalf("the untraced entry is %d bytes: the test's padding is wrong", envSize(pad, false))
+	}
+	tk.Payload = []byte(`{"pad":"` + strings.Repeat("é", pad) + tail + `"}`)
+	if err := x.Execute(context.Background(), tk); err != nil {
+		t.Fatalf("tracing off (an entry of %d bytes): %v", envSize(pad, false), err)
+	}
+	ctx, _, _ := call(t)
+	if err := x.Execute(ctx, tk); err != nil {
+		t.Errorf("tracing on, the same event is refused (permanent: %v; %d bytes with the trace): %v", outbox.IsPermanent(err), envSize(pad, true), err)
+	}
+}
+
+// sizedQueue is an SQS queue whose MaximumMessageSize is max, counted as SQS documents it: the
+// body's bytes and, for each message attribute, its name, its data type and its value. (The
+// emulator counts the body alone, so it cannot show this.) It answers a longer message as SQS
+// does, InvalidParameterValue, a client fault.
+type sizedQueue struct {
+	max  int
+	sent int
+}
+
+func (q *sizedQueue) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	n := len(aws.ToString(in.MessageBody))
+	for k, v := range in.MessageAttributes {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	if n > q.max {
+		return nil, &smithy.GenericAPIError{Code: "InvalidParameterValue", Fault: smithy.FaultClient,
+			Message: fmt.Sprintf("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", q.max)}
+	}
+	q.sent++
+	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprint("m", q.sent))}, nil
+}
+
+// TestAMessageAQueueTakesWithTracingOffItTakesWithTracingOn: a queue's MaximumMessageSize is
+// its own (1,024 bytes to 1 MiB, set on the queue; the body and each attribute's name, type
+// and value count against it). A message that fits the queue with the executor's own
+// attributes is sent with tracing off; with tracing on the same intent must still be sent,
+// never refused as too long (and parked, as a permanent failure) because the trace's
+// attributes were added to it. The executor gives the trace up only against SQS's 256 KiB,
+// whatever the queue's own limit is.
+func TestAMessageAQueueTakesWithTracingOffItTakesWithTracingOn(t *testing.T) {
+	t.Parallel()
+	for _, queueMax := range []int{1024, 4096, 65536, 200000} {
+		q := &sizedQueue{max: queueMax}
+		x := &targets.SQS{Client: q, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/orders"}
+		size := func(tk outbox.Task) int { // the executor's five attributes, as SQS counts them
+			n := 0
+			for k, v := range map[string]string{"idempotency_key": tk.IdempotencyKey, "source": tk.Source, "event_id": tk.EventID,
+				"event_type": tk.EventType, "intent": tk.Intent} {
+				n += len(k) + len("String") + len(v)
+			}
+			return n
+		}
+		plain := task("evt_q1", "notify")
+		body := `{"pad":"` + strings.Repeat("é", (queueMax-size(plain)-len(`{"pad":""}`))/2) + `"}` // 2 bytes a character
+		plain.Payload = []byte(body)
+		if err := x.Execute(context.Background(), plain); err != nil {
+			t.Fatalf("queue of %d bytes, tracing off: %v (the payload fits with the executor's attributes)", queueMax, err)
+		}
+		traced := task("evt_q2", "notify") // the same lengths: the same message but for its id
+		traced.Payload = []byte(body)
+		ctx, _, _ := call(t)
+		if err := x.Execute(ctx, traced); err != nil {
+			t.Errorf("queue of %d bytes, tracing on: the same message is refused (permanent: %v): %v", queueMax, outbox.IsPermanent(err), err)
+		}
+	}
+}
+
+// snsMaxPublish is SNS's limit on a Publish: the message and its attributes (names, data
+// types and values), 256 KiB.
+const snsMaxPublish = 262144
+
+// TestAMessageSNSTakesWithTracingOffItTakesWithTracingOn: the trace's message attributes count
+// against SNS's 256 KiB as the executor's own do. A payload that fits with the executor's
+// attributes is published with tracing off; with tracing on the same intent must still be
+// published, never refused as too long (and parked, as a permanent failure) because the
+// traceparent was added to it.
+func TestAMessageSNSTakesWithTracingOffItTakesWithTracingOn(t *testing.T) {
+	t.Parallel()
+	sn := sns.NewFromConfig(awstest.Config(t))
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-tsize-"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = sn.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
+	x := &targets.SNS{Client: sn, TopicARN: *topic.TopicArn}
+
+	tk := task("evt_sz1", "notify")
+	own := 0 // the executor's five attributes, as SNS counts them
+	for k, v := range map[string]string{"idempotency_key": tk.IdempotencyKey, "source": tk.Source, "event_id": tk.EventID,
+		"event_type": tk.EventType, "intent": tk.Intent} {
+		own += len(k) + len("String") + len(v)
+	}
+	body := `{"pad":"` + strings.Repeat("x", snsMaxPublish-own-len(`{"pad":""}`)) + `"}`
+	tk.Payload = []byte(body)
+	if err := x.Execute(context.Background(), tk); err != nil {
+		t.Fatalf("tracing off: %v (the payload fits SNS's limit with the executor's attributes)", err)
+	}
+
+	traced := task("evt_sz2", "notify") // the same lengths: the same message but for its id
+	traced.Payload = []byte(body)
+	ctx, _, _ := call(t)
+	if err := x.Execute(ctx, traced); err != nil {
+		t.Fatalf("tracing on, the same message is refused: %v", err)
+	}
 }
