@@ -9,7 +9,6 @@ import (
 // body+type guard keys by the topic only when a planner is registered for it: a captured body
 // re-sent under forged ids and invented topics claims one event at most (every unplanned
 // topic shares one guard, and its claim runs nothing), so a body is claimed at most once per planned topic, plus once unplanned.
-
 func TestAShopifyBodyIsClaimedOncePerPlannedTopic(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
