@@ -340,3 +340,21 @@ func TestAResolveRefusesBadInputAndAnIntentNoLongerAsShown(t *testing.T) {
 		t.Fatalf("%+v under %q: want a resolved, b pending, the claim under its due shard", c.Intents, c.PendingShard)
 	}
 }
+
+// Resolving every parked intent of a claim read once (an operator's page, a script) takes the
+// claim out of the index, though the read showed the others parked: the last resolve settles.
+func TestResolvingEveryParkedIntentFromOneReadLeavesTheIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	shown := e.parkBoth(t, "evt_resolve_stale")
+	for _, name := range []string{"a", "b"} {
+		if err := cs.Resolve(ctx, shown, name, "ada", "closed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := e.claim(t, "shop", "evt_resolve_stale"); c.PendingShard != "" {
+		t.Fatalf("under %q with nothing parked or open (%+v), want out of the index", c.PendingShard, c.Intents)
+	}
+}
