@@ -512,23 +512,33 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 		cond += othersAsSeen(others, names, values)
 		update += " REMOVE " + IndexPartitionKey + ", " + IndexSortKey
 	}
-	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
+	out, err := c.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.Table),
 		Key:                                 ClaimItemKey(claim.PK),
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	_, refused, own := ownWrite(err, func(h *Claim) bool { return h.Intents[intent].RedriveID == nonce })
+	held, refused, own := ownWrite(err, func(h *Claim) bool { return h.Intents[intent].RedriveID == nonce })
+	var after *Claim
 	switch {
 	case own:
-		return nil
+		after = held
 	case refused:
 		return ErrNotParked
+	case err != nil:
+		return err
+	default:
+		if after, err = UnmarshalClaim(out.Attributes); err != nil {
+			return fmt.Errorf("resolve: decode claim: %w", err)
+		}
 	}
-	return err
+	// A claim read before another of its intents was resolved saw that one parked, so this
+	// write could not know it was the last: the claim as the write left it says.
+	return c.Settle(ctx, after)
 }
 
 // printable reports whether s is 1 to max bytes of printable UTF-8.
