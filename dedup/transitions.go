@@ -36,9 +36,7 @@ import (
 //	            shard                         as seen                           parked shard
 //	Redrive     parked at the attempts seen   token (when seen); attempts       pending, due now, fresh budget;   our nonce on the intent
 //	                                                                            under its due shard, woken
-//	Resolve     parked at the attempts seen   token (when seen); attempts;      resolved, with why; the claim     our nonce on the intent
-//	                                          the others' statuses when it      leaves the index when nothing
-//	                                          moves the claim                   is parked or open
+//	Resolve     parked at the attempts seen   token (when seen); attempts       resolved, with why; then Settle   our nonce on the intent
 //
 // A fence is never reused: attempts (the token a lease's writes are fenced on) only grows. A
 // lease that wrote nothing (Stranded) is never given back, and a given-back lease keeps its
@@ -478,8 +476,8 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 // Resolve is the operator's other action on a parked intent: closed, with why (1 to
 // MaxResolution bytes of printable UTF-8) and who (by, as RedriveBy), never run again. A
 // resolved intent is finished, like a done one: once no intent of the claim is parked or open,
-// the same write takes the claim out of the pending index (out of the parked view, and the
-// count the parked alarm reads), on condition that the other intents are still as seen. As
+// the claim then leaves the pending index (Settle: out of the parked view, and the count the
+// parked alarm reads). As
 // Redrive, it is conditional on the intent being parked as claim shows it (ErrNotParked), and
 // recognises its own write after a lost answer by a nonce. Invalid input is an *InvalidError
 // naming the field, and nothing is written.
@@ -496,28 +494,18 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 	}
 	now := c.now()
 	nonce := fmt.Sprintf("%016x", rand.Uint64())
-	names := intentNames(intent)
 	values := map[string]types.AttributeValue{
 		":resolved": str(IntentResolved),
 		":why":      str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339)), ":rid": str(nonce),
 	}
-	update := "SET intents.#n.#st = :resolved, intents.#n.resolution = :why, intents.#n.resolved_by = :by, " +
-		"intents.#n.resolved_at = :at, intents.#n." + attrIntentRedriveID + " = :rid"
 	cond := parkedAsSeen(claim, in, values)
-	// Out of the index when this was the last parked intent and none is open: conditional on
-	// the others as seen, so an intent re-driven meanwhile keeps the claim where the sweeper
-	// looks.
-	others, parked := othersFinished(claim, intent)
-	if claim.PendingShard != "" && (others != nil || len(claim.Intents) == 1) && !parked {
-		cond += othersAsSeen(others, names, values)
-		update += " REMOVE " + IndexPartitionKey + ", " + IndexSortKey
-	}
 	out, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.Table),
-		Key:                                 ClaimItemKey(claim.PK),
-		UpdateExpression:                    aws.String(update),
+		TableName: aws.String(c.Table),
+		Key:       ClaimItemKey(claim.PK),
+		UpdateExpression: aws.String("SET intents.#n.#st = :resolved, intents.#n.resolution = :why, intents.#n.resolved_by = :by, " +
+			"intents.#n.resolved_at = :at, intents.#n." + attrIntentRedriveID + " = :rid"),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
+		ExpressionAttributeNames:            intentNames(intent),
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -536,8 +524,8 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 			return fmt.Errorf("resolve: decode claim: %w", err)
 		}
 	}
-	// A claim read before another of its intents was resolved saw that one parked, so this
-	// write could not know it was the last: the claim as the write left it says.
+	// Out of the parked view once nothing of the claim is parked or open: Settle decides from
+	// the claim as this write left it (a page read before another intent was resolved cannot).
 	return c.Settle(ctx, after)
 }
 
