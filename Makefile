@@ -25,6 +25,11 @@ AWS_ENV := AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)} \
 
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
+# The modules make test vets and tests, by audience: the library a team links into its functions
+# (.), the operator's tools (ops: hookctl and the console) and the end-to-end tests (e2e). The
+# construct (infra) and the standalone example have targets of their own.
+MODULES := . ops e2e
+
 .PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy hookctl browser flakes
 
 # Lambda binaries for provided.al2023: dist/<function>/bootstrap (the stack bundles the
@@ -54,7 +59,7 @@ help:
 
 # The operator's CLI, which the local deploys' printed commands run (docs/hookctl.md).
 hookctl:
-	@go build -o bin/hookctl ./cmd/hookctl
+	@cd ops && go build -o ../bin/hookctl ./hookctl
 
 up:
 	@localstack/up
@@ -76,7 +81,7 @@ demo: up
 vet:
 	@echo "==> gofmt and go vet"
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@go vet ./...
+	@for m in $(MODULES); do (cd $$m && go vet ./...); done
 
 # docs/hookctl.md's storm against the local stack: its downstream takes 8025, which the e2e
 # tests' own holds, so it runs after them.
@@ -94,8 +99,10 @@ test: vet up test-infra test-example
 	    export ONCEHOOK_E2E=required ONCEHOOK_DEPLOY_OUTPUT=$(CURDIR)/.cache/deploy.log;; \
 	  *) echo "==> $$endpoint is not local: the end-to-end tests will skip";; \
 	esac; \
-	echo "==> go test ./... against $$endpoint"; \
-	$(AWS_ENV) go test $(GO_TEST_FLAGS) ./...; \
+	for m in $(MODULES); do \
+	  echo "==> go test ./... in $$m against $$endpoint"; \
+	  (cd $$m && $(AWS_ENV) go test $(GO_TEST_FLAGS) ./...); \
+	done; \
 	case "$$endpoint" in \
 	  http://127.*|http://localhost*) \
 	    grep -qF -- "$(DOC_STORM)" docs/hookctl.md || { echo "docs/hookctl.md no longer prints $(DOC_STORM): make test runs what the docs print"; exit 1; }; \
@@ -164,7 +171,7 @@ deploy:
 
 # Pure-logic tests only (no emulator): the fast loop while editing.
 unit:
-	@go test -count=1 -short ./...
+	@for m in $(MODULES); do (cd $$m && go test -count=1 -short ./...); done
 	@go test -count=1 -short -tags oncehook_notrace_export -run TestABinaryBuiltWithoutExport ./launch
 
 bench: up

@@ -14,7 +14,7 @@ import (
 // nonClaimWriters are the files outside dedup that write to the claims table, each an item of
 // its own that is not a claim: a target's limit items and the sweep's lock (outbox), the
 // storm's baseline items (hookctl).
-var nonClaimWriters = []string{"outbox/limits.go", "outbox/sweeper.go", "cmd/hookctl/storm.go"}
+var nonClaimWriters = []string{"outbox/limits.go", "outbox/sweeper.go", "ops/hookctl/storm.go"}
 
 // claimAttributes are names of a claim's own attributes: no expression outside dedup may
 // name them.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/outbox"

@@ -624,7 +624,7 @@ func freshID(prefix string) string {
 func progName() string {
 	p := os.Args[0]
 	if strings.Contains(p, string(filepath.Separator)+"go-build") {
-		return "go run github.com/oncehook/oncehook/cmd/hookctl"
+		return "go run github.com/oncehook/oncehook/ops/hookctl"
 	}
 	return p
 }

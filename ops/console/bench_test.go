@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/sources"
@@ -128,7 +128,7 @@ func seed(b *testing.B, client *dynamodb.Client) string {
 // the DynamoDB calls it made (calls/op) beside its time: every page is key lookups and
 // queries of the pending index, so neither grows with the table.
 //
-//	go test -run '^$' -bench Pages -benchtime 20x ./console/
+//	cd ops && go test -run '^$' -bench Pages -benchtime 20x ./console/
 func BenchmarkPages(b *testing.B) {
 	client := awstest.Client(b)
 	table := seed(b, client)

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 
-	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/ops/console"
 )
 
 // fakeCloudWatch answers GetMetricData with, for each query, its index+1 in two values.

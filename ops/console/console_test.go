@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
 )
 

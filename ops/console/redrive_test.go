@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"

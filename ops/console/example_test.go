@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/oncehook/oncehook/console"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/sources"
 )
 
