@@ -71,6 +71,7 @@ down:
 browser:
 	@localstack/browser
 
+# DEMO_PORT (default 8025): the demo downstream's port, in the sources file deployed too.
 run: up
 	@$(AWS_ENV) localstack/run
 

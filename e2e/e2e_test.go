@@ -1,6 +1,6 @@
 // Package e2e tests the deployed stack end to end: signed POSTs to the API Gateway URL ->
 // receiver Lambda -> table -> stream -> outbox Lambda -> a downstream HTTP server run by the
-// test on 127.0.0.1:8025 (the "email" target of localstack/sources.local.json).
+// test on 127.0.0.1:8025 (the "email" target of localstack/sources.local.json, or DEMO_PORT).
 //
 // `make test` deploys the stack to the emulator first (localstack/deploy) and sets
 // ONCEHOOK_URL and TABLE_NAME; without them these tests skip, unless ONCEHOOK_E2E=required.
@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/internal/harness"
+	"github.com/oncehook/oncehook/sources"
 	"github.com/oncehook/oncehook/webhook"
 )
 
@@ -50,18 +52,33 @@ func deployed(t *testing.T) *stack {
 		}
 		t.Skip("no deployed stack: run `make test` (it deploys one to the emulator)")
 	}
+	addr := demoDownstream(t)
 	sharedOnce.Do(func() {
 		var d *harness.Downstream
-		d, sharedErr = harness.StartDownstream("127.0.0.1:8025")
+		d, sharedErr = harness.StartDownstream(addr)
 		scheme, _ := webhook.New("standard-webhooks", webhook.Options{})
 		shared = &stack{table: table, down: d, sender: &harness.Sender{URL: url, Scheme: scheme, Secret: demoSecret,
 			Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}}
 	})
 	if sharedErr != nil {
-		t.Fatalf("downstream on 127.0.0.1:8025 (is `make run` running?): %v", sharedErr)
+		t.Fatalf("downstream on %s (is `make run` running?): %v", addr, sharedErr)
 	}
 	shared.db = awstest.Client(t)
 	return shared
+}
+
+// demoDownstream is where the deployed sources file's email target calls (127.0.0.1:8025
+// unless make run's DEMO_PORT moved it): the tests' downstream listens there.
+func demoDownstream(t *testing.T) string {
+	f, err := sources.Load(os.Getenv("ONCEHOOK_SOURCES_FILE"))
+	if err != nil {
+		t.Fatalf("the deployed sources file (ONCEHOOK_SOURCES_FILE): %v", err)
+	}
+	u, err := url.Parse(f.Targets["email"].URL)
+	if err != nil || u.Host == "" {
+		t.Fatalf("the deployed email target's URL %q: %v", f.Targets["email"].URL, err)
+	}
+	return u.Host
 }
 
 // count counts items whose pk starts with prefix.

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/oncehook/oncehook/internal/harness"
+
 	"bytes"
 	"fmt"
 	"os"
@@ -246,4 +248,31 @@ func TestTheREADMEsSampleCommandsWork(t *testing.T) {
 	if claim := "EVT#shop#" + fields[len(fields)-1]; err != nil || !strings.Contains(stdout, claim) {
 		t.Fatalf("%s: %v\nstdout %s\nstderr %s\nwant the claim %s", cmds[1], err, stdout, stderr, claim)
 	}
+}
+
+// TestTheLogsCommandShowsEachFunctionsLinesForAnEvent runs docs/hookctl.md's logs command in a
+// new shell after one event: the receiver's delivery line and the outbox's intent line for it
+// are printed, each after its function's role.
+func TestTheLogsCommandShowsEachFunctionsLinesForAnEvent(t *testing.T) {
+	s := deployed(t)
+	run := runID(11)
+	s.storm(t, run, []int{1}, 1)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const command = "bin/hookctl logs -since 10m"
+	if doc, err := os.ReadFile("../docs/hookctl.md"); err != nil || !strings.Contains(string(doc), command) {
+		t.Fatalf("docs/hookctl.md no longer prints %q (%v)", command, err)
+	}
+	id := harness.EventID(run, 1)
+	eventually(t, "the logs show the receiver's and the outbox's lines for "+id, func() (bool, string) {
+		stdout, stderr, err := inNewShell(t, root, command+" -filter '\""+id+"\"'")
+		var receiver, outbox bool
+		for _, l := range strings.Split(stdout, "\n") {
+			receiver = receiver || strings.HasPrefix(l, "receiver ") && strings.Contains(l, `"msg":"delivery"`)
+			outbox = outbox || strings.HasPrefix(l, "outbox ") && strings.Contains(l, `"msg":"intent"`)
+		}
+		return err == nil && receiver && outbox, fmt.Sprintf("%v:\n%s%s", err, stdout, stderr)
+	})
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	logtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
@@ -167,6 +169,17 @@ func (d *Deployment) InjectedFaults(ctx context.Context, logs *cloudwatchlogs.Cl
 // LogLines returns what a role's function logged since a time that matches a CloudWatch Logs
 // filter pattern, read from its log group as on AWS.
 func (d *Deployment) LogLines(ctx context.Context, logs *cloudwatchlogs.Client, role string, since time.Time, pattern string) ([]string, error) {
+	events, err := d.LogEvents(ctx, logs, role, since, pattern)
+	var out []string
+	for _, ev := range events {
+		out = append(out, aws.ToString(ev.Message))
+	}
+	return out, err
+}
+
+// LogEvents is LogLines with each line's time and id: what a role's function logged since a
+// time (to the millisecond) that matches a filter pattern ("" matches every line).
+func (d *Deployment) LogEvents(ctx context.Context, logs *cloudwatchlogs.Client, role string, since time.Time, pattern string) ([]logtypes.FilteredLogEvent, error) {
 	cfg, err := d.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(d.Functions[role])})
 	if err != nil {
 		return nil, err
@@ -175,7 +188,7 @@ func (d *Deployment) LogLines(ctx context.Context, logs *cloudwatchlogs.Client, 
 	if cfg.LoggingConfig != nil && aws.ToString(cfg.LoggingConfig.LogGroup) != "" {
 		group = aws.ToString(cfg.LoggingConfig.LogGroup)
 	}
-	var out []string
+	var out []logtypes.FilteredLogEvent
 	p := cloudwatchlogs.NewFilterLogEventsPaginator(logs, &cloudwatchlogs.FilterLogEventsInput{
 		LogGroupName:  aws.String(group),
 		FilterPattern: aws.String(pattern),
@@ -183,12 +196,14 @@ func (d *Deployment) LogLines(ctx context.Context, logs *cloudwatchlogs.Client, 
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
+		var missing *logtypes.ResourceNotFoundException
+		if errors.As(err, &missing) {
+			return nil, nil // a function that has not run yet has no log group
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s's logs (%s): %w", role, group, err)
 		}
-		for _, ev := range page.Events {
-			out = append(out, aws.ToString(ev.Message))
-		}
+		out = append(out, page.Events...)
 	}
 	return out, nil
 }

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 )
 
 // Without a token only loopback hosts are answered (a DNS-rebinding page names its own host);

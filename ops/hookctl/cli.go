@@ -34,6 +34,7 @@ type cli struct {
 	audit              auditFlags
 	deploy             deployFlags
 	console            consoleFlags
+	logs               logsFlags
 	stdin              io.Reader
 	stdout, stderr     io.Writer
 
@@ -72,6 +73,8 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
 	case "console":
 		c.console.define(fs)
+	case "logs":
+		c.logs.define(fs)
 	case "audit":
 		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
 		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")

@@ -16,8 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
-	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 )
 
 const consoleUsage = "console [-addr 127.0.0.1:8030 -token T -read-only -show-payloads -operator NAME -metrics]"

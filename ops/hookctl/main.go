@@ -13,6 +13,7 @@
 //	hookctl keygen discord|sendgrid             a key pair to test a public-key source with
 //	hookctl coldstart <bootstrap>               the receiver binary's cold start under a local Runtime API
 //	hookctl console                             the operator console, a web UI (package console)
+//	hookctl logs [receiver|outbox|sweeper]      the functions' log lines, oldest first (-follow)
 //
 // It talks to AWS through the standard credentials chain, without the EC2 instance metadata
 // service unless AWS_EC2_METADATA_DISABLED=false asks for it. In a folder where a local deploy
@@ -49,6 +50,7 @@ var commands = map[string]command{
 	"keygen":          {"keygen discord|sendgrid", keygen},
 	"coldstart":       {coldstartUsage, coldstart},
 	"console":         {consoleUsage, consoleCmd},
+	"logs":            {logsUsage, logs},
 }
 
 func main() {
