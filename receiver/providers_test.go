@@ -83,6 +83,44 @@ func TestEachProviderPresetClaimsItsEventsOnce(t *testing.T) {
 	}
 }
 
+// TestAStaleLinearDeliveryIsRefusedAndClaimsNothing: Linear signs the delivery's time in its
+// body (webhookTimestamp, in milliseconds). A delivery signed two days ago is refused as a
+// timestamped scheme's stale delivery is, 401, and nothing is claimed; one signed a minute ago
+// is claimed.
+func TestAStaleLinearDeliveryIsRefusedAndClaimsNothing(t *testing.T) {
+	t.Parallel()
+	f, err := sources.Parse([]byte(providersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "lin_wh_secret"
+	secrets := map[string]string{"clerk": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "slack": "s", "paddle": "p", "pd": "p", "linear": secret, "twitch": "secretabcd"}
+	h, rec, err := receivertest.NewHandler(f, secrets, func(p *receiver.Planners) {
+		p.Handle("linear", "Issue", func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(id string, at time.Time) (int, string) {
+		body := fmt.Sprintf(`{"action":"create","type":"Issue","data":{"id":"2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9"},"webhookTimestamp":%d}`, at.UnixMilli())
+		req, err := receivertest.Request(f, "linear", secret, []byte(body), receivertest.WithEventID(id), receivertest.WithEventType("Issue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := h.Handle(context.Background(), req)
+		return resp.StatusCode, resp.Body
+	}
+	if status, body := deliver("d-stale", time.Now().Add(-48*time.Hour)); status != 401 || !strings.Contains(body, "timestamp") {
+		t.Fatalf("a delivery signed 48 h ago: %d %s, want 401 (timestamp outside tolerance)", status, body)
+	}
+	if n := len(rec.All()); n != 0 {
+		t.Fatalf("%d events claimed for a stale delivery", n)
+	}
+	if status, body := deliver("d-fresh", time.Now().Add(-time.Minute)); status != 200 {
+		t.Fatalf("a delivery signed a minute ago: %d %s, want 200", status, body)
+	}
+}
+
 // TestChallengesAreAnsweredAndClaimNothing: Slack's url_verification and Twitch's callback
 // verification, signed, get their challenge back; a Twitch revocation is acknowledged; none is
 // claimed. Unsigned, a challenge is refused like any delivery.

@@ -145,3 +145,29 @@ func TestPublicKeysRotateByListingBoth(t *testing.T) {
 		t.Fatalf("vectors for %d public-key schemes, want Discord's and SendGrid's", len(vectors))
 	}
 }
+
+// Linear signs its time in the body: webhookTimestamp, milliseconds since the epoch, covered by
+// the HMAC of the raw body in Linear-Signature. The vector (computed with Python's hmac) is
+// refused two days after, or before, that time, as a timestamped scheme refuses a stale
+// delivery, and verifies a minute after it.
+func TestLinearsSignedWebhookTimestampBoundsTheDelivery(t *testing.T) {
+	t.Parallel()
+	var v fixture
+	for _, f := range loadFixtures(t, "vectors.json") {
+		if f.Scheme == Linear {
+			v = f
+		}
+	}
+	sent := time.UnixMilli(1700000000000) // the vector's webhookTimestamp
+	s := mustNew(t, Linear, Options{})
+	for _, c := range []struct {
+		now    time.Time
+		reason string
+	}{{sent.Add(time.Minute), ""}, {sent.Add(48 * time.Hour), ReasonTimestamp}, {sent.Add(-48 * time.Hour), ReasonTimestamp}} {
+		err := s.Verify(v.header(), []byte(v.Body), []string{v.Secret}, c.now)
+		var se *SignatureError
+		if c.reason == "" && err != nil || c.reason != "" && (!errors.As(err, &se) || se.Reason != c.reason) {
+			t.Errorf("verified %v after webhookTimestamp: %v, want reason %q", c.now.Sub(sent), err, c.reason)
+		}
+	}
+}
