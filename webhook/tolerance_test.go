@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -168,6 +169,37 @@ func TestLinearsSignedWebhookTimestampBoundsTheDelivery(t *testing.T) {
 		var se *SignatureError
 		if c.reason == "" && err != nil || c.reason != "" && (!errors.As(err, &se) || se.Reason != c.reason) {
 			t.Errorf("verified %v after webhookTimestamp: %v, want reason %q", c.now.Sub(sent), err, c.reason)
+		}
+	}
+}
+
+// A provider that does not document signing each attempt anew may retry with its first
+// attempt's signature, and its default tolerance covers its last retry: that retry, signed when
+// the first attempt was, verifies when it arrives (docs/receiver.md, "Timestamp tolerances and
+// retries", has each provider's schedule and source).
+func TestARetryCarryingTheFirstAttemptsSignatureVerifies(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name      string
+		lastRetry time.Duration // after the first attempt
+	}{
+		{Slack, 6 * time.Minute},            // nearly immediately, then after 1 and 5 minutes
+		{Zoom, 85 * time.Minute},            // 5, 25 and 85 minutes after the first attempt
+		{Discord, 10 * time.Minute},         // for up to 10 minutes
+		{SendGrid, 24 * time.Hour},          // for up to 24 hours
+		{Linear, 7*time.Hour + time.Minute}, // after 1 minute, 1 hour, then 6 hours
+	} {
+		sign, verify := signingKey(t, c.name)
+		first := now.Add(-c.lastRetry)
+		body := []byte(`{"type":"t","id":"evt_1","webhookTimestamp":` + strconv.FormatInt(first.UnixMilli(), 10) + `}`)
+		s := mustNew(t, c.name, Options{})
+		h := http.Header{}
+		if err := s.Sign(h, body, sign, "msg_1", first); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Verify(h, body, []string{verify}, now); err != nil {
+			t.Errorf("%s: the last retry, %v after the first attempt and signed with it: %v", c.name, c.lastRetry, err)
 		}
 	}
 }
