@@ -3,6 +3,7 @@ package receiver_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,28 @@ func TestEachProviderPresetClaimsItsEventsOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAStaleLinearDeliveryIsRefusedAndClaimsNothing: Linear signs the delivery's time in its
+// body (webhookTimestamp, in milliseconds). A delivery signed two days ago is refused as a
+// timestamped scheme's stale delivery is, 401 with the timestamp as the reason, and nothing is
+// claimed; one signed a minute ago is claimed.
+func TestAStaleLinearDeliveryIsRefusedAndClaimsNothing(t *testing.T) {
+	t.Parallel()
+	e := newSignedBytesEnv(t, planEverything("linear", "Issue"))
+	body := func(at time.Time) string {
+		return `{"action":"create","type":"Issue","data":{"id":"2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9"},"webhookTimestamp":` + jsonMillis(at) + `}`
+	}
+	stale := e.request("linear", body(e.clock().Add(-48*time.Hour)), http.Header{"Linear-Delivery": {"d-stale"}, "Linear-Event": {"Issue"}}, "")
+	expectAnswer(t, "a delivery signed 48 h ago", e.post(stale), 401, "")
+	if !strings.Contains(e.logsText(), "timestamp outside tolerance") {
+		t.Fatalf("the refusal's log line does not give the timestamp as its reason:\n%s", e.logsText())
+	}
+	if n := e.claims("linear"); n != 0 {
+		t.Fatalf("%d claims for a stale delivery", n)
+	}
+	fresh := e.request("linear", body(e.clock().Add(-time.Minute)), http.Header{"Linear-Delivery": {"d-fresh"}, "Linear-Event": {"Issue"}}, "")
+	expectAnswer(t, "a delivery signed a minute ago", e.post(fresh), 200, accepted)
 }
 
 // TestChallengesAreAnsweredAndClaimNothing: Slack's url_verification and Twitch's callback

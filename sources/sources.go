@@ -220,8 +220,8 @@ type Source struct {
 	RedriveWindow Duration `json:"redrive_window"`
 	// Keep is how long claims live; default retry horizon + redrive window + dedup.DefaultMargin.
 	Keep Duration `json:"keep,omitempty"`
-	// TimestampTolerance bounds the signed timestamp's age for timestamped schemes; default
-	// the scheme's own (Stripe 5 min, Standard Webhooks 5 min).
+	// TimestampTolerance bounds the signed time's distance from now for the schemes that sign
+	// one (Linear's in the body); default webhook.DefaultTolerance(scheme).
 	TimestampTolerance Duration `json:"timestamp_tolerance,omitempty"`
 	// MaxBodyBytes is the largest body accepted (413 beyond it). Default DefaultMaxBodyBytes.
 	MaxBodyBytes int `json:"max_body_bytes,omitempty"`

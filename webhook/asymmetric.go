@@ -39,14 +39,6 @@ const (
 	SendGridTimestampHeader = "X-Twilio-Email-Event-Webhook-Timestamp"
 )
 
-// The public-key schemes' tolerances. Discord and SendGrid document none, and neither their
-// libraries check the timestamp; five minutes, as the HMAC schemes, bounds a captured request's
-// replay window.
-const (
-	DefaultDiscordTolerance  = 5 * time.Minute
-	DefaultSendGridTolerance = 5 * time.Minute
-)
-
 // PublicKeyScheme is a Scheme whose provider signs with a private key (Discord, SendGrid):
 // the secrets Verify and CheckSecrets take are its public keys, which need not be kept secret.
 type PublicKeyScheme interface {
@@ -64,17 +56,14 @@ type publicKeyScheme struct {
 }
 
 func newPublicKeyScheme(name string, tolerance time.Duration) *publicKeyScheme {
-	s := &publicKeyScheme{name: name}
+	s := &publicKeyScheme{name: name, tolerance: tolerance}
 	switch name {
 	case Discord:
-		s.sigHeader, s.tsHeader, s.tolerance = DiscordSignatureHeader, DiscordTimestampHeader, DefaultDiscordTolerance
+		s.sigHeader, s.tsHeader = DiscordSignatureHeader, DiscordTimestampHeader
 		s.keys.parse = parseEd25519Public
 	case SendGrid:
-		s.sigHeader, s.tsHeader, s.tolerance = SendGridSignatureHeader, SendGridTimestampHeader, DefaultSendGridTolerance
+		s.sigHeader, s.tsHeader = SendGridSignatureHeader, SendGridTimestampHeader
 		s.keys.parse = parseECDSAPublic
-	}
-	if tolerance != 0 {
-		s.tolerance = tolerance
 	}
 	return s
 }

@@ -14,8 +14,8 @@ import (
 
 // GitHub, Shopify and the generic scheme sign the body alone: one header carries
 // prefix + encode(HMAC-SHA256(secret, body)), with the secret's bytes as written for the key.
-// They carry no timestamp, so they have no replay window of their own: the dedup claim on the
-// event id is what makes a replayed delivery harmless.
+// Apart from Linear's, they carry no time, so they have no replay window of their own: the
+// dedup claim on the event id is what makes a replayed delivery harmless.
 //
 //   - GitHub: X-Hub-Signature-256: sha256=<hex>
 //     (https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries).
@@ -26,7 +26,9 @@ import (
 //     secret while it is rotated; other versions are skipped
 //     (https://developer.pagerduty.com/docs/webhooks-overview#verifying-signatures).
 //   - Linear: Linear-Signature: <hex>
-//     (https://linear.app/developers/webhooks#securing-webhooks).
+//     (https://linear.app/developers/webhooks#securing-webhooks). Its body carries the time it
+//     was sent, webhookTimestamp, which Verify holds to the tolerance as the timestamped
+//     schemes hold theirs.
 //   - Intercom: X-Hub-Signature: sha1=<hex HMAC-SHA1> with the app's client secret
 //     (https://developers.intercom.com/docs/references/webhooks/webhook-models#signed-notifications).
 //     SHA-1 is what Intercom sends; HMAC-SHA1 is not broken by SHA-1's collisions (an HMAC's
@@ -60,7 +62,10 @@ type bodyScheme struct {
 	prefix   string
 	encoding string
 	list     string // when set, the header is a list of signatures separated by it (PagerDuty)
-	ring     *keyring
+	// tolerance bounds the time signed in the body (Linear's webhookTimestamp); 0 for the
+	// schemes that sign none.
+	tolerance time.Duration
+	ring      *keyring
 }
 
 func newBodyScheme(name, header, prefix, encoding string) *bodyScheme {
@@ -102,7 +107,7 @@ func parseBodySignature(v, prefix, encoding string, dst []byte) (detail string) 
 	return ""
 }
 
-func (s *bodyScheme) Verify(h http.Header, body []byte, secrets []string, _ time.Time) error {
+func (s *bodyScheme) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
 	if err := s.ring.check(secrets); err != nil {
 		return err
 	}
@@ -138,6 +143,25 @@ func (s *bodyScheme) Verify(h http.Header, body []byte, secrets []string, _ time
 	}
 	if !s.ring.anySecret(secrets, &sigs, body) {
 		return reject(s.name, ReasonNoMatch, s.header, "")
+	}
+	if s.tolerance == 0 {
+		return nil
+	}
+	// Linear's time is webhookTimestamp, milliseconds, in the body the signature covers: read
+	// once the body is known to be Linear's. A body without one is let through, as Linear's
+	// SDK does; every payload Linear documents has one.
+	var m struct {
+		WebhookTimestamp json.Number `json:"webhookTimestamp"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.WebhookTimestamp == "" {
+		return nil
+	}
+	ms, err := m.WebhookTimestamp.Int64()
+	if err != nil {
+		return reject(s.name, ReasonMalformedBody, "", "webhookTimestamp is not a whole number of milliseconds")
+	}
+	if detail := timestampDetail(ms/1000, now, s.tolerance); detail != "" {
+		return reject(s.name, ReasonTimestamp, "", detail)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -76,9 +77,9 @@ type Scheme interface {
 
 // Options configures New. The zero value suits every provider scheme.
 type Options struct {
-	// Tolerance is how far the signed timestamp may be from now, either way, for the
-	// timestamped schemes: 0 means the scheme's default (DefaultStripeTolerance,
-	// DefaultStandardTolerance). It must not be set for the schemes without a timestamp.
+	// Tolerance is how far the signed time may be from now, either way, for the schemes that
+	// sign one (in a header, or Linear's webhookTimestamp in the body): 0 means the scheme's
+	// default, DefaultTolerance(name). It must not be set for the schemes without a signed time.
 	Tolerance time.Duration
 
 	// URL is the URL the provider calls, exactly as configured there, for the schemes that
@@ -99,19 +100,26 @@ type Options struct {
 // New returns the named scheme (one of Names). Unknown names or bad options give an
 // *InvalidError naming the field.
 func New(name string, opts Options) (Scheme, error) {
+	tolerance := cmp.Or(opts.Tolerance, DefaultTolerance(name))
 	switch name {
-	case StandardWebhooks, Svix, Stripe, Slack, Zoom, Paddle, Twitch:
+	case StandardWebhooks, Svix, Stripe, Slack, Zoom, Paddle, Twitch, Linear, Discord, SendGrid:
 		if err := onlyTolerance(name, opts); err != nil {
 			return nil, err
 		}
 		switch name {
 		case Stripe:
-			return newStripe(opts.Tolerance), nil
+			return newStripe(tolerance), nil
 		case Slack, Zoom, Paddle, Twitch:
-			return newTimestamped(name, opts.Tolerance), nil
+			return newTimestamped(name, tolerance), nil
+		case Linear:
+			s := newBodyScheme(Linear, LinearHeader, "", EncodingHex)
+			s.tolerance = tolerance
+			return s, nil
+		case Discord, SendGrid:
+			return newPublicKeyScheme(name, tolerance), nil
 		}
-		return newStandard(name, opts.Tolerance), nil
-	case GitHub, Shopify, PagerDuty, Linear, Intercom:
+		return newStandard(name, tolerance), nil
+	case GitHub, Shopify, PagerDuty, Intercom:
 		if err := noOptions(name, opts); err != nil {
 			return nil, err
 		}
@@ -122,17 +130,10 @@ func New(name string, opts Options) (Scheme, error) {
 			s := newBodyScheme(PagerDuty, PagerDutyHeader, "v1=", EncodingHex)
 			s.list = ","
 			return s, nil
-		case Linear:
-			return newBodyScheme(Linear, LinearHeader, "", EncodingHex), nil
 		case Intercom:
 			return newBodyScheme(Intercom, IntercomHeader, "sha1=", EncodingHex).sha1Digests(), nil
 		}
 		return newBodyScheme(Shopify, ShopifyHeader, "", EncodingBase64), nil
-	case Discord, SendGrid:
-		if err := onlyTolerance(name, opts); err != nil {
-			return nil, err
-		}
-		return newPublicKeyScheme(name, opts.Tolerance), nil
 	case Twilio, Square:
 		if err := noOptions(name, Options{Tolerance: opts.Tolerance, Header: opts.Header, Encoding: opts.Encoding, Prefix: opts.Prefix}); err != nil {
 			return nil, err
@@ -144,29 +145,37 @@ func New(name string, opts Options) (Scheme, error) {
 	return nil, &InvalidError{Field: "name", Reason: "unknown scheme " + quote(name) + "; want one of " + strings.Join(Names, ", ")}
 }
 
-// DefaultTolerance is the tolerance New gives the named scheme when Options.Tolerance is 0: its
-// provider's documented one. It is 0 for the schemes that sign no timestamp.
-func DefaultTolerance(name string) time.Duration {
-	switch name {
-	case StandardWebhooks, Svix:
-		return DefaultStandardTolerance
-	case Stripe:
-		return DefaultStripeTolerance
-	case Slack:
-		return DefaultSlackTolerance
-	case Zoom:
-		return DefaultZoomTolerance
-	case Paddle:
-		return DefaultPaddleTolerance
-	case Twitch:
-		return DefaultTwitchTolerance
-	case Discord:
-		return DefaultDiscordTolerance
-	case SendGrid:
-		return DefaultSendGridTolerance
-	}
-	return 0
+// defaultTolerances are the schemes' default tolerances. A tolerance must let every legitimate
+// attempt through: where the provider documents that each attempt is signed when it is sent,
+// its own check (a retry arrives freshly signed); where it does not, a retry may carry the
+// first attempt's signature, so the tolerance covers the provider's last retry (at most
+// MaxTolerance). docs/receiver.md ("Timestamp tolerances and retries") has each row's sources.
+var defaultTolerances = map[string]time.Duration{
+	// Each attempt signed anew, as documented.
+	StandardWebhooks: 5 * time.Minute,  // webhook-timestamp is the attempt's; the reference libraries' check
+	Svix:             5 * time.Minute,  // "a timestamp for when the webhook attempt occurred"; Svix's libraries
+	Stripe:           5 * time.Minute,  // "a new signature and timestamp for the new delivery attempt"; Stripe's libraries
+	Twitch:           10 * time.Minute, // the time Twitch sent the message; Twitch's guide
+	// Not documented. Paddle's SDKs refuse a signature over 5 s old, a check Paddle keeps
+	// (github.com/PaddleHQ/paddle-node-sdk/issues/30) through a 3-day retry schedule, which
+	// holds only if each attempt is signed when sent; 3 days is past MaxTolerance anyway.
+	Paddle: 5 * time.Second,
+	// Not documented: the last retry is covered.
+	Slack:    10 * time.Minute, // retries nearly immediately, after 1 and after 5 minutes
+	Zoom:     90 * time.Minute, // 5, 25 and 85 minutes after the first attempt
+	Discord:  15 * time.Minute, // for up to 10 minutes
+	SendGrid: 24 * time.Hour,   // for up to 24 hours
+	// Linear retries after 1 minute, 1 hour, then 6 hours (linear.app/developers/webhooks);
+	// its retries are reported to resend the first body, webhookTimestamp included
+	// (github.com/vercel/eve/issues/1570), so its SDK's 60 s check would refuse every one.
+	Linear: 8 * time.Hour,
 }
+
+// DefaultTolerance is the tolerance New gives the named scheme when Options.Tolerance is 0: its
+// provider's own check where the provider documents signing each attempt when it is sent, else
+// long enough for the provider's last retry, which may carry the first attempt's signature. It
+// is 0 for the schemes that sign no time.
+func DefaultTolerance(name string) time.Duration { return defaultTolerances[name] }
 
 // MaxTolerance is the largest Options.Tolerance New accepts. A tolerance is how long a
 // captured delivery verifies for; past a day it no longer allows for clock skew or a provider's

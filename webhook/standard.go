@@ -40,9 +40,6 @@ const (
 	StandardSignatureHeader = "Webhook-Signature"
 )
 
-// DefaultStandardTolerance is the tolerance of the Standard Webhooks reference libraries.
-const DefaultStandardTolerance = 5 * time.Minute
-
 // StandardSecretPrefix marks a serialized Standard Webhooks symmetric secret.
 const StandardSecretPrefix = "whsec_"
 
@@ -62,9 +59,6 @@ type standardScheme struct {
 }
 
 func newStandard(name string, tolerance time.Duration) *standardScheme {
-	if tolerance == 0 {
-		tolerance = DefaultStandardTolerance
-	}
 	s := &standardScheme{name: name, tolerance: tolerance, ring: newKeyring(name, decodeStandardSecret),
 		idHeader: StandardIDHeader, tsHeader: StandardTimestampHeader, sigHeader: StandardSignatureHeader}
 	if name == Svix {

@@ -20,18 +20,12 @@ import (
 // StripeHeader is the header carrying Stripe's timestamp and signatures.
 const StripeHeader = "Stripe-Signature"
 
-// DefaultStripeTolerance is the tolerance of Stripe's own libraries.
-const DefaultStripeTolerance = 300 * time.Second
-
 type stripeScheme struct {
 	tolerance time.Duration
 	ring      *keyring
 }
 
 func newStripe(tolerance time.Duration) *stripeScheme {
-	if tolerance == 0 {
-		tolerance = DefaultStripeTolerance
-	}
 	return &stripeScheme{tolerance: tolerance, ring: newKeyring(Stripe, rawSecret)}
 }
 

@@ -40,15 +40,6 @@ const (
 	ZoomTimestampHeader   = "X-Zm-Request-Timestamp"
 )
 
-// The providers' own tolerances: Slack's guide rejects requests over five minutes old (Zoom's
-// sample apps follow it), Paddle's SDKs allow five seconds, Twitch's guide ten minutes.
-const (
-	DefaultSlackTolerance  = 5 * time.Minute
-	DefaultZoomTolerance   = 5 * time.Minute
-	DefaultPaddleTolerance = 5 * time.Second
-	DefaultTwitchTolerance = 10 * time.Minute
-)
-
 type timestamped struct {
 	name      string
 	sigHeader string
@@ -62,23 +53,20 @@ type timestamped struct {
 }
 
 func newTimestamped(name string, tolerance time.Duration) *timestamped {
-	s := &timestamped{name: name, ring: newKeyring(name, rawSecret)}
+	s := &timestamped{name: name, tolerance: tolerance, ring: newKeyring(name, rawSecret)}
 	switch name {
 	case Slack:
-		s.sigHeader, s.tsHeader, s.version, s.sigPrefix, s.tolerance = SlackSignatureHeader, SlackTimestampHeader, "v0", "v0=", DefaultSlackTolerance
+		s.sigHeader, s.tsHeader, s.version, s.sigPrefix = SlackSignatureHeader, SlackTimestampHeader, "v0", "v0="
 		s.ring.sep = ":"
 	case Zoom:
-		s.sigHeader, s.tsHeader, s.version, s.sigPrefix, s.tolerance = ZoomSignatureHeader, ZoomTimestampHeader, "v0", "v0=", DefaultZoomTolerance
+		s.sigHeader, s.tsHeader, s.version, s.sigPrefix = ZoomSignatureHeader, ZoomTimestampHeader, "v0", "v0="
 		s.ring.sep = ":"
 	case Paddle:
-		s.sigHeader, s.tolerance = PaddleHeader, DefaultPaddleTolerance
+		s.sigHeader = PaddleHeader
 		s.ring.sep = ":"
 	case Twitch:
-		s.sigHeader, s.tsHeader, s.idHeader, s.sigPrefix, s.rfc3339, s.tolerance = TwitchSignatureHeader, TwitchTimestampHeader, TwitchIDHeader, "sha256=", true, DefaultTwitchTolerance
+		s.sigHeader, s.tsHeader, s.idHeader, s.sigPrefix, s.rfc3339 = TwitchSignatureHeader, TwitchTimestampHeader, TwitchIDHeader, "sha256=", true
 		s.ring.sep = ""
-	}
-	if tolerance != 0 {
-		s.tolerance = tolerance
 	}
 	return s
 }

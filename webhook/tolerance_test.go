@@ -9,17 +9,19 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
 
-// The replay window of every scheme that signs a timestamp, pinned: the providers' own numbers
-// (Standard Webhooks' and Svix's libraries, Stripe's SDKs, Slack's guide and Zoom's sample
-// apps, Paddle's SDKs, Twitch's guide); Discord and SendGrid publish none. A delivery signed just
+// The replay window of every scheme that signs a time, pinned: the providers' own checks where
+// each attempt is signed anew (Standard Webhooks' and Svix's libraries, Stripe's SDKs, Twitch's
+// guide, Paddle's SDKs), and each provider's last retry covered where a retry may carry the
+// first attempt's signature (Slack, Zoom, Discord, SendGrid, Linear). A delivery signed just
 // inside the window verifies, either way in time; just outside it, it does not.
-var defaultTolerances = map[string]time.Duration{
-	StandardWebhooks: 5 * time.Minute, Svix: 5 * time.Minute, Stripe: 5 * time.Minute, Slack: 5 * time.Minute,
-	Zoom: 5 * time.Minute, Paddle: 5 * time.Second, Twitch: 10 * time.Minute, Discord: 5 * time.Minute, SendGrid: 5 * time.Minute,
+var pinnedTolerances = map[string]time.Duration{
+	StandardWebhooks: 5 * time.Minute, Svix: 5 * time.Minute, Stripe: 5 * time.Minute, Twitch: 10 * time.Minute, Paddle: 5 * time.Second,
+	Slack: 10 * time.Minute, Zoom: 90 * time.Minute, Discord: 15 * time.Minute, SendGrid: 24 * time.Hour, Linear: 8 * time.Hour,
 }
 
 // signingKey is what each timestamped scheme signs with in these tests, and what it verifies
@@ -47,7 +49,7 @@ func TestEveryTimestampedSchemesWindowIsPinned(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	for _, name := range Names {
-		want, timestamped := defaultTolerances[name]
+		want, timestamped := pinnedTolerances[name]
 		s, err := New(name, Options{Header: map[bool]string{true: "X-Sig"}[name == HMACSHA256]})
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +72,7 @@ func TestEveryTimestampedSchemesWindowIsPinned(t *testing.T) {
 			{-want - time.Second, false}, {want + time.Second, false},
 		} {
 			h := http.Header{}
-			body := []byte(`{"type":"t","id":"evt_1"}`)
+			body := []byte(`{"type":"t","id":"evt_1","webhookTimestamp":` + strconv.FormatInt(now.Add(c.offset).UnixMilli(), 10) + `}`)
 			if err := s.Sign(h, body, sign, "msg_1", now.Add(c.offset)); err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +82,7 @@ func TestEveryTimestampedSchemesWindowIsPinned(t *testing.T) {
 			}
 		}
 	}
-	for name := range defaultTolerances {
+	for name := range pinnedTolerances {
 		if !slices.Contains(Names, name) {
 			t.Errorf("%s is pinned but not a scheme", name)
 		}
@@ -143,5 +145,62 @@ func TestPublicKeysRotateByListingBoth(t *testing.T) {
 	}
 	if len(vectors) != 2 {
 		t.Fatalf("vectors for %d public-key schemes, want Discord's and SendGrid's", len(vectors))
+	}
+}
+
+// Linear signs its time in the body: webhookTimestamp, milliseconds since the epoch, covered by
+// the HMAC of the raw body in Linear-Signature. The vector (computed with Python's hmac) is
+// refused two days after, or before, that time, as a timestamped scheme refuses a stale
+// delivery, and verifies a minute after it.
+func TestLinearsSignedWebhookTimestampBoundsTheDelivery(t *testing.T) {
+	t.Parallel()
+	var v fixture
+	for _, f := range loadFixtures(t, "vectors.json") {
+		if f.Scheme == Linear {
+			v = f
+		}
+	}
+	sent := time.UnixMilli(1700000000000) // the vector's webhookTimestamp
+	s := mustNew(t, Linear, Options{})
+	for _, c := range []struct {
+		now    time.Time
+		reason string
+	}{{sent.Add(time.Minute), ""}, {sent.Add(48 * time.Hour), ReasonTimestamp}, {sent.Add(-48 * time.Hour), ReasonTimestamp}} {
+		err := s.Verify(v.header(), []byte(v.Body), []string{v.Secret}, c.now)
+		var se *SignatureError
+		if c.reason == "" && err != nil || c.reason != "" && (!errors.As(err, &se) || se.Reason != c.reason) {
+			t.Errorf("verified %v after webhookTimestamp: %v, want reason %q", c.now.Sub(sent), err, c.reason)
+		}
+	}
+}
+
+// A provider that does not document signing each attempt anew may retry with its first
+// attempt's signature, and its default tolerance covers its last retry: that retry, signed when
+// the first attempt was, verifies when it arrives (docs/receiver.md, "Timestamp tolerances and
+// retries", has each provider's schedule and source).
+func TestARetryCarryingTheFirstAttemptsSignatureVerifies(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name      string
+		lastRetry time.Duration // after the first attempt
+	}{
+		{Slack, 6 * time.Minute},            // nearly immediately, then after 1 and 5 minutes
+		{Zoom, 85 * time.Minute},            // 5, 25 and 85 minutes after the first attempt
+		{Discord, 10 * time.Minute},         // for up to 10 minutes
+		{SendGrid, 24 * time.Hour},          // for up to 24 hours
+		{Linear, 7*time.Hour + time.Minute}, // after 1 minute, 1 hour, then 6 hours
+	} {
+		sign, verify := signingKey(t, c.name)
+		first := now.Add(-c.lastRetry)
+		body := []byte(`{"type":"t","id":"evt_1","webhookTimestamp":` + strconv.FormatInt(first.UnixMilli(), 10) + `}`)
+		s := mustNew(t, c.name, Options{})
+		h := http.Header{}
+		if err := s.Sign(h, body, sign, "msg_1", first); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Verify(h, body, []string{verify}, now); err != nil {
+			t.Errorf("%s: the last retry, %v after the first attempt and signed with it: %v", c.name, c.lastRetry, err)
+		}
 	}
 }
