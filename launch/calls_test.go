@@ -112,7 +112,7 @@ func TestTheAWSCallsEachFunctionMakes(t *testing.T) {
 	table := awstest.Table(t, admin)
 	plainCfg := awstest.Config(t)
 	sq := sqs.NewFromConfig(plainCfg)
-	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("oncehook-calls-" + time.Now().Format("150405000000"))})
+	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name("oncehook-calls-"))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/oncehook/oncehook/internal/awstest"
 )
@@ -24,23 +21,9 @@ import (
 func storeHeaders(t *testing.T, value string) (secret, param string) {
 	t.Helper()
 	cfg := awstest.Config(t)
-	ctx := context.Background()
 	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
-	secret = "oncehook-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + time.Now().Format("150405.000000")
-	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(secret), SecretString: aws.String(value)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(secret), ForceDeleteWithoutRecovery: aws.Bool(true)})
-	})
-	param = "/" + secret
-	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String(value), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)})
-	})
-	return secret, param
+	prefix := "oncehook-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "-"
+	return awstest.Secret(t, sm, prefix, value), awstest.Parameter(t, ps, "/"+prefix, value)
 }
 
 // collector is an OTLP/HTTP endpoint that records the headers of each export.

@@ -191,13 +191,7 @@ func TestAParameterRemovedFromSSMStopsVerifyingWithinMaxAge(t *testing.T) {
 	cfg := awstest.Config(t)
 	ctx := context.Background()
 	ps := ssm.NewFromConfig(cfg)
-	name := "/oncehook-test/revoked-" + time.Now().Format("150405.000000")
-	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("leaked"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(name)})
-	})
+	name := awstest.Parameter(t, ps, "/oncehook-test/revoked-", "leaked")
 	f, err := sources.Parse([]byte(`{"sources":{"gh":{"scheme":"github","retry_horizon":"1h","secrets":[{"ssm":"` + name + `"}]}}}`))
 	if err != nil {
 		t.Fatal(err)
