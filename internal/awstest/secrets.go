@@ -66,6 +66,8 @@ func Parameter(t testing.TB, ps *ssm.Client, prefix, value string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(name)}) })
+	t.Cleanup(func() {
+		_, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(name)})
+	})
 	return name
 }
