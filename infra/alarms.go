@@ -202,7 +202,7 @@ func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Onc
 	}
 	// A downstream that fails: intents retry with backoff for about half an hour before they
 	// park (ParkedIntents). Most of a target's attempts retried for 15 minutes pages first.
-	outageTargets := append(sortedKeys(file.Targets), cfg.Outbox.Targets...)
+	outageTargets := append(sortedKeys(file.Targets), sortedKeys(cfg.Outbox.Executors)...)
 	slices.Sort(outageTargets)
 	for _, t := range slices.Compact(outageTargets) {
 		tgt := []string{"target", t}

@@ -62,7 +62,7 @@ func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *
 			graph(name+": commit latency (ms)", w.ours("CommitLatency", "p50", five, src...), w.ours("CommitLatency", "p99", five, src...)),
 		})
 	}
-	targets := append(sortedKeys(file.Targets), cfg.Outbox.Targets...)
+	targets := append(sortedKeys(file.Targets), sortedKeys(cfg.Outbox.Executors)...)
 	slices.Sort(targets)
 	for _, t := range slices.Compact(targets) {
 		tgt := []string{"target", t}

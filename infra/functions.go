@@ -65,8 +65,8 @@ func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[strin
 	if bindings != "" {
 		env["ONCEHOOK_BINDINGS"] = bindings // every function binds the whole file at start
 	}
-	if len(cfg.Outbox.Targets) > 0 {
-		env["ONCEHOOK_TARGETS"] = strings.Join(cfg.Outbox.Targets, ",")
+	if len(cfg.Outbox.Executors) > 0 {
+		env["ONCEHOOK_TARGETS"] = strings.Join(sortedKeys(cfg.Outbox.Executors), ",")
 	}
 	for k, v := range cfg.Environment {
 		env[k] = v

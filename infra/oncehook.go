@@ -172,7 +172,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 		// Shown by cdk synth and cdk deploy; the stack still builds (cdk --strict refuses it).
 		awscdk.Annotations_Of(scope).AddWarningV2(jsii.String("oncehook:sources:"+w.Field), jsii.String(props.SourcesFile+": "+w.String()), nil)
 	}
-	timings, err := outboxTimings(file, cfg.Outbox.Targets, int(cfg.Outbox.StreamBatchSize))
+	timings, err := outboxTimings(file, cfg.Outbox.Executors, int(cfg.Outbox.StreamBatchSize))
 	if err != nil {
 		return nil, err // an *outbox.ConfigError, which names the outbox's setting
 	}

@@ -28,11 +28,13 @@ type OutboxProps struct {
 	// Function sets the function's memory, architecture and reserved concurrency over the
 	// construct-wide defaults.
 	Function FunctionOptions
-	// Targets are the intent targets the application's own executors serve (its outbox and
-	// sweeper pass them to launch.Outbox and launch.Sweeper): ONCEHOOK_TARGETS, so the
-	// receiver refuses intents for any other target and the outbox refuses to start without
-	// an executor for each.
-	Targets []string
+	// Executors are the application's own executors, by the intent target each serves: the
+	// map its outbox and sweeper pass to launch.Outbox and launch.Sweeper. Their targets are
+	// ONCEHOOK_TARGETS, so the receiver refuses intents for any other target and the outbox
+	// refuses to start without an executor for each; their bounds (outbox.Bounded) size the
+	// lease and the functions' timeouts. An executor without a bound fails the synth, naming
+	// it (outbox.Bounds).
+	Executors map[string]outbox.Executor
 	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
 	// 100. The outbox runs up to outbox.DefaultConcurrency (256) records at once, so its
 	// function's timeout is derived from the rounds a batch takes and the slowest target's
@@ -117,10 +119,13 @@ func checkOutbox(cfg *Props, file *sources.File) error {
 	if cfg.Outbox.RetryConcurrency < 2 || cfg.Outbox.RetryConcurrency > 1000 {
 		return fmt.Errorf("Props.Outbox.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.Outbox.RetryConcurrency)
 	}
-	for _, t := range cfg.Outbox.Targets {
+	for _, t := range sortedKeys(cfg.Outbox.Executors) {
 		if file.Targets[t] != nil {
-			return fmt.Errorf("Props.Outbox.Targets: %q is also an HTTP target of the sources file", t)
+			return fmt.Errorf("Props.Outbox.Executors: %q is also an HTTP target of the sources file", t)
 		}
+	}
+	if _, err := outbox.Bounds(cfg.Outbox.Executors); err != nil {
+		return fmt.Errorf("Props.Outbox.%s", strings.TrimPrefix(err.Error(), "outbox: "))
 	}
 	return nil
 }
@@ -180,12 +185,11 @@ const outboxBatchSize = 100
 // outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
 // targets' timeouts and the stream batch with outbox.PlanTimings, the computation the
 // functions' start applies too, so the synth fails on timings that cannot work, naming the
-// target or the batch. The application's own targets (Props.Outbox.Targets) get the default timeout:
-// the synth cannot see their executors.
-func outboxTimings(f *sources.File, custom []string, batch int) (outbox.Timings, error) {
-	calls := map[string]time.Duration{}
-	for _, name := range custom {
-		calls[name] = 0
+// target or the batch. The application's own targets take their executors' bounds.
+func outboxTimings(f *sources.File, custom map[string]outbox.Executor, batch int) (outbox.Timings, error) {
+	calls, err := outbox.Bounds(custom)
+	if err != nil {
+		return outbox.Timings{}, err
 	}
 	for name, t := range f.Targets {
 		calls[name] = time.Duration(t.Timeout)

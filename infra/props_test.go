@@ -111,7 +111,9 @@ func TestPropsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 		{"a sources file that does not exist", func(p *Props) { p.SourcesFile = "nope.json" }, "Props.SourcesFile"},
 		{"a shard count over the maximum", func(p *Props) { p.Table.PendingShards = 5000 }, "Props.Table.PendingShards"},
 		{"an environment variable the construct sets", func(p *Props) { p.Environment = map[string]string{"TABLE_NAME": "x"} }, "Props.Environment: TABLE_NAME"},
-		{"a custom target that is an HTTP target", func(p *Props) { p.Outbox.Targets = []string{"email"} }, `Props.Outbox.Targets: "email"`},
+		{"a custom target that is an HTTP target", func(p *Props) { p.Outbox.Executors = bounded("email") }, `Props.Outbox.Executors: "email"`},
+		{"an executor that declares no bound", func(p *Props) { p.Outbox.Executors = map[string]outbox.Executor{"crm": outbox.ExecutorFunc(nil)} },
+			`Props.Outbox.Executors["crm"] (outbox.ExecutorFunc) declares no bound`},
 		{"two kinds of code for one function", func(p *Props) { p.Receiver.Code.GoPackage = "./x" }, "receiver.Code: set exactly one"},
 		{"a sources file too big to pass inline", func(p *Props) {
 			p.SourcesFile = big
@@ -131,7 +133,7 @@ func TestPropsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 func TestTheFloodGuardsAndAnExistingApi(t *testing.T) {
 	p := prebuilt("arm64")
 	p.Receiver.ReservedConcurrency = 50
-	p.Outbox.Targets = []string{"crm", "billing"}
+	p.Outbox.Executors = bounded("crm", "billing")
 	tpl, err := synthesize(p)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +146,7 @@ func TestTheFloodGuardsAndAnExistingApi(t *testing.T) {
 	must(t, func() {
 		tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), props(map[string]any{
 			"Description": "oncehook receiver", "ReservedConcurrentExecutions": 50,
-			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(props(map[string]any{"ONCEHOOK_TARGETS": "crm,billing"}))},
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(props(map[string]any{"ONCEHOOK_TARGETS": "billing,crm"}))},
 			"Tags":        assertions.Match_ArrayWith(&[]any{map[string]any{"Key": "oncehook:function", "Value": "receiver"}}),
 		}))
 	})
@@ -647,3 +649,41 @@ type boundedExecutor time.Duration
 
 func (boundedExecutor) Execute(context.Context, outbox.Task) error { return nil }
 func (b boundedExecutor) MaxDuration() time.Duration               { return time.Duration(b) }
+
+// bounded is the application's executors for targets, each bounded at 5 s.
+func bounded(targets ...string) map[string]outbox.Executor {
+	m := map[string]outbox.Executor{}
+	for _, t := range targets {
+		m[t] = boundedExecutor(5 * time.Second)
+	}
+	return m
+}
+
+// TestTheSynthSizesTheLeaseFromTheApplicationsExecutors: an application's executor is sized
+// by the bound it declares, as the sources file's targets by their timeouts: a 70 s CRM call
+// gets a 75 s lease, which the worker accepts with that executor, and its target is among
+// the functions' ONCEHOOK_TARGETS.
+func TestTheSynthSizesTheLeaseFromTheApplicationsExecutors(t *testing.T) {
+	p := prebuilt("arm64")
+	crm := boundedExecutor(70 * time.Second)
+	p.Outbox.Executors = map[string]outbox.Executor{"crm": crm}
+	tpl, err := synthesize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range *tpl.FindResources(jsii.String("AWS::Lambda::Function"), nil) {
+		props := (*res)["Properties"].(map[string]any)
+		if props["Description"] != "oncehook outbox" {
+			continue
+		}
+		vars := props["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if vars["LEASE_SECONDS"] != "75" || vars["ONCEHOOK_TARGETS"] != "crm" {
+			t.Fatalf("LEASE_SECONDS %v, ONCEHOOK_TARGETS %v: want 75 and crm", vars["LEASE_SECONDS"], vars["ONCEHOOK_TARGETS"])
+		}
+		if _, err := outbox.New(&dynamodb.Client{}, outbox.Config{Table: "t", Lease: 75 * time.Second, Executors: p.Outbox.Executors}); err != nil {
+			t.Fatalf("the worker refuses the lease the stack gives it: %v", err)
+		}
+		return
+	}
+	t.Fatal("no outbox function")
+}

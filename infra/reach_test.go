@@ -86,7 +86,7 @@ func TestEveryFailureSignalAlarmsAtAnyVolume(t *testing.T) {
 	if _, ungated := counts("5xx", ""); len(ungated) == 0 {
 		t.Error("the API's 5xx: no alarm at any volume")
 	}
-	targets := append(sortedKeys(synth.o.Sources.Targets), Props{}.Outbox.Targets...)
+	targets := append(sortedKeys(synth.o.Sources.Targets), sortedKeys(Props{}.Outbox.Executors)...)
 	if len(targets) == 0 {
 		t.Fatal("the example has no targets: the retry alarms are untested")
 	}

@@ -345,11 +345,11 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 	if err != nil {
 		return nil, err
 	}
+	if _, err := outbox.Bounds(executors); err != nil {
+		return nil, err
+	}
 	all := TargetExecutors(env.Sources, env.AWS)
 	for name, x := range executors {
-		if x == nil {
-			return nil, fmt.Errorf("the executor for target %q is nil", name)
-		}
 		if t := env.Sources.Targets[name]; t != nil && t.Delivery == sources.AtMostOnce && !outbox.IsAtMostOnce(x) {
 			// The sources file promises at most once for this target: an executor of the
 			// application's replaces how it is called, never that promise.

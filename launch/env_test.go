@@ -168,14 +168,19 @@ func TestStartRefusesPlannersAndTargetsThatCannotRun(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "stirpe charge.succeeded") {
 		t.Fatalf("got %v, want the unknown source named", err)
 	}
-	// A target declared as the application's with no executor for it: the outbox refuses.
+	// An executor without a bound: the outbox refuses to start, naming it (outbox.Bounds).
 	_, err = NewWorker(env, map[string]outbox.Executor{"crm": outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return nil })})
+	if err == nil || !strings.Contains(err.Error(), `Executors["crm"] (outbox.ExecutorFunc) declares no bound`) {
+		t.Fatalf("got %v, want the executor without a bound named", err)
+	}
+	// A target declared as the application's with no executor for it: the outbox refuses.
+	_, err = NewWorker(env, map[string]outbox.Executor{"crm": outbox.BoundedFunc(time.Second, func(context.Context, outbox.Task) error { return nil })})
 	if err == nil || !strings.Contains(err.Error(), `"billing"`) {
 		t.Fatalf("got %v, want the target without an executor named", err)
 	}
 	if _, err := NewWorker(env, map[string]outbox.Executor{
-		"crm":     outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return nil }),
-		"billing": outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return nil }),
+		"crm":     outbox.BoundedFunc(time.Second, func(context.Context, outbox.Task) error { return nil }),
+		"billing": outbox.BoundedFunc(time.Second, func(context.Context, outbox.Task) error { return nil }),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +332,7 @@ func TestAnApplicationExecutorForAnAtMostOnceTargetKeepsItsSemantics(t *testing.
 		t.Fatal(err)
 	}
 	calls := 0
-	w, err := NewWorker(env, map[string]outbox.Executor{"mail": outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+	w, err := NewWorker(env, map[string]outbox.Executor{"mail": outbox.BoundedFunc(time.Second, func(context.Context, outbox.Task) error {
 		calls++
 		return errors.New("connection reset by peer") // after the request went out
 	})})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -30,7 +31,8 @@ func ExampleReceiver() {
 // function started without an executor for it refuses to start.
 func ExampleOutbox() {
 	launch.Outbox(map[string]outbox.Executor{
-		"crm": outbox.ExecutorFunc(func(ctx context.Context, t outbox.Task) error {
+		// Its bound (10 s) is the longest one call takes: the stack sizes the lease from it.
+		"crm": outbox.BoundedFunc(10*time.Second, func(ctx context.Context, t outbox.Task) error {
 			// Call the CRM with t.IdempotencyKey as its idempotency key; an error is retried,
 			// outbox.Permanent(err) parks the intent.
 			return nil

@@ -61,6 +61,20 @@ type ExecutorFunc func(ctx context.Context, t Task) error
 // Execute calls f.
 func (f ExecutorFunc) Execute(ctx context.Context, t Task) error { return f(ctx, t) }
 
+// BoundedFunc adapts a function whose calls take at most max to a Bounded Executor: the
+// worker ends each call's context then, and a deployment sizes its lease and timeouts from it
+// (launch and the construct refuse an application's executor without a bound).
+func BoundedFunc(max time.Duration, f func(ctx context.Context, t Task) error) Executor {
+	return boundedFunc{ExecutorFunc(f), max}
+}
+
+type boundedFunc struct {
+	ExecutorFunc
+	max time.Duration
+}
+
+func (b boundedFunc) MaxDuration() time.Duration { return b.max }
+
 // PermanentError marks a failure that no retry can fix (a 4xx from the downstream).
 type PermanentError struct{ Err error }
 

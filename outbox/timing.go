@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -60,6 +62,31 @@ func (t Timings) margin() time.Duration {
 // MinLease is the shortest lease that covers a call of up to call plus margin: a call that
 // could outlive its lease could run twice at once. New and CheckTimings both apply it.
 func MinLease(call, margin time.Duration) time.Duration { return call + margin }
+
+// Bounds is the bound of each of an application's executors (Bounded's MaxDuration), by
+// target, for PlanTimings. A deployment sizes its lease and its functions' timeouts from these
+// bounds at synth and checks them again at start, so an executor that declares none, or a
+// bound that is not positive, is refused with a *ConfigError naming its target and its type:
+// its calls would get a default it never agreed to, cut short or leased too briefly.
+func Bounds(executors map[string]Executor) (map[string]time.Duration, error) {
+	bounds := make(map[string]time.Duration, len(executors))
+	for _, name := range slices.Sorted(maps.Keys(executors)) {
+		field := fmt.Sprintf("Executors[%q]", name)
+		x := executors[name]
+		if x == nil {
+			return nil, &ConfigError{Field: field, Reason: "is nil"}
+		}
+		b, ok := x.(Bounded)
+		if !ok {
+			return nil, &ConfigError{Field: field, Reason: fmt.Sprintf("(%T) declares no bound: give it a MaxDuration() method "+
+				"(outbox.Bounded), the longest one call takes, which the lease and the functions' timeouts are sized from", x)}
+		}
+		if bounds[name] = b.MaxDuration(); bounds[name] <= 0 {
+			return nil, &ConfigError{Field: field, Reason: fmt.Sprintf("(%T) MaxDuration %s: must be positive", x, bounds[name])}
+		}
+	}
+	return bounds, nil
+}
 
 // PlanTimings derives a deployment's timings from the longest call of each of its targets (by
 // name; zero means the default, DefaultHTTPTimeout, which is every built-in executor's, and the

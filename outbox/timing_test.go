@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -87,5 +88,33 @@ func TestCheckTimingsRefusesASweeperThatCannotRunTheSlowestTarget(t *testing.T) 
 	var ce *outbox.ConfigError
 	if err := outbox.CheckTimings(tm); !errors.As(err, &ce) || ce.Field != "SweeperTimeout" {
 		t.Fatalf("%v: want a *ConfigError on SweeperTimeout", err)
+	}
+}
+
+// TestBoundsRefusesAnExecutorWithoutOneNamingIt: a deployment sizes its lease from its
+// executors' bounds, so one that declares none, or none that is positive, is refused, naming
+// its target and its type; a bounded one gives its MaxDuration.
+func TestBoundsRefusesAnExecutorWithoutOneNamingIt(t *testing.T) {
+	noop := func(context.Context, outbox.Task) error { return nil }
+	for _, c := range []struct {
+		name string
+		x    outbox.Executor
+		want string
+	}{
+		{"nil", nil, `outbox: Executors["crm"] is nil`},
+		{"a function", outbox.ExecutorFunc(noop), `outbox: Executors["crm"] (outbox.ExecutorFunc) declares no bound: give it a MaxDuration() method`},
+		{"a zero bound", outbox.BoundedFunc(0, noop), `Executors["crm"] (outbox.boundedFunc) MaxDuration 0s: must be positive`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := outbox.Bounds(map[string]outbox.Executor{"crm": c.x, "email": &outbox.HTTPExecutor{}})
+			var ce *outbox.ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want a *ConfigError containing %q", err, c.want)
+			}
+		})
+	}
+	got, err := outbox.Bounds(map[string]outbox.Executor{"crm": outbox.BoundedFunc(70*time.Second, noop), "email": &outbox.HTTPExecutor{}})
+	if err != nil || got["crm"] != 70*time.Second || got["email"] != outbox.DefaultHTTPTimeout {
+		t.Fatalf("got %v, %v", got, err)
 	}
 }

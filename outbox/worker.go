@@ -107,15 +107,16 @@ const (
 
 // Bounded is an Executor that knows the longest one Execute call can take. The worker takes no
 // lease it could not finish before its invocation's deadline, and New refuses a lease shorter
-// than MaxDuration plus the margin. An executor that is not Bounded gets DefaultMaxDuration (or
-// the lease less the margin, when that is shorter): its call's context ends then, and the stack
-// plans its functions for it (PlanTimings).
+// than MaxDuration plus the margin. A deployment (launch, the construct, receivertest) refuses
+// an application's executor that is not Bounded (Bounds); a Worker built directly gives one
+// DefaultMaxDuration (or the lease less the margin, when that is shorter): its call's context
+// ends then.
 type Bounded interface {
 	MaxDuration() time.Duration
 }
 
-// DefaultMaxDuration bounds a call to an executor that is not Bounded: the timeout PlanTimings
-// and the construct assume for an application's executor they cannot see.
+// DefaultMaxDuration bounds a call to an executor that is not Bounded, in a Worker built
+// directly (New): the timeout PlanTimings assumes for a target whose call has no bound given.
 const DefaultMaxDuration = DefaultHTTPTimeout
 
 // Metrics is where the worker and the sweeper count what they did. See NewEMFMetrics.

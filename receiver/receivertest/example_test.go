@@ -26,7 +26,7 @@ func ExampleDeliver() {
 			return dedup.Plan{Intents: []dedup.Intent{{Name: "email.receipt", Target: target, Payload: ev.Payload}}}, nil
 		})
 	}
-	executors := map[string]outbox.Executor{"email": nil} // the map the application hands launch.Outbox
+	executors := map[string]outbox.Executor{"email": &outbox.HTTPExecutor{URL: "https://mail.example/send"}} // the map the application hands launch.Outbox
 	h, rec, _ := receivertest.NewHandler(f, map[string]string{"stripe": "whsec_test"}, register, receivertest.WithExecutors(executors))
 	body := []byte(`{"id":"evt_1","type":"checkout.session.completed"}`)
 	req, _ := receivertest.Request(f, "stripe", "whsec_test", body)

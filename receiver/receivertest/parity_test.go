@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/launch"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/receiver/receivertest"
 	"github.com/oncehook/oncehook/sources"
@@ -273,4 +274,19 @@ func plannersOf(register func(*receiver.Planners)) *receiver.Planners {
 	ps := receiver.NewPlanners()
 	register(ps)
 	return ps
+}
+
+// TestTheKitRefusesAnExecutorTheOutboxRefuses: the executors a planner's test gives the kit
+// are held to what the launched outbox and the synth hold them to (outbox.Bounds): one without
+// a bound is refused, naming its target and its type, before any delivery.
+func TestTheKitRefusesAnExecutorTheOutboxRefuses(t *testing.T) {
+	f, err := sources.Parse([]byte(parityFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbounded := map[string]outbox.Executor{"crm": outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return nil })}
+	_, _, err = receivertest.NewHandler(f, map[string]string{"stripe": secrets["stripe"]}, nil, receivertest.WithExecutors(unbounded))
+	if err == nil || !strings.Contains(err.Error(), `Executors["crm"] (outbox.ExecutorFunc) declares no bound`) {
+		t.Fatalf("got %v, want the executor without a bound refused, named", err)
+	}
 }

@@ -353,13 +353,20 @@ func (s staticSecrets) Refresh(context.Context, string) (bool, error) { return f
 // A HandlerOption adjusts NewHandler.
 type HandlerOption func(*handlerOptions)
 
-type handlerOptions struct{ own []string }
+type handlerOptions struct {
+	own []string
+	err error
+}
 
 // WithExecutors gives the handler the targets of the application's own executors (the map it
 // hands launch.Outbox), besides the sources file's: a plan whose intent names a target neither
 // serves is refused, as the launched receiver refuses it (receiver.UnknownTargetError).
+// NewHandler refuses executors the deployment refuses (outbox.Bounds: one without a bound).
 func WithExecutors(executors map[string]outbox.Executor) HandlerOption {
 	return func(o *handlerOptions) {
+		if _, err := outbox.Bounds(executors); err != nil && o.err == nil {
+			o.err = err
+		}
 		for name := range executors {
 			o.own = append(o.own, name)
 		}
@@ -379,6 +386,9 @@ func NewHandler(f *sources.File, secrets map[string]string, register func(*recei
 	var o handlerOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.err != nil {
+		return nil, nil, o.err
 	}
 	rec := NewRecorder(f)
 	if rec.err != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	oncehook "github.com/oncehook/oncehook/infra"
+
+	"example.com/storefront/executors"
 )
 
 func main() {
@@ -51,8 +53,10 @@ func main() {
 		TableBindings: map[string]awsdynamodb.ITable{"customers": customers},
 		Receiver:      oncehook.ReceiverProps{Code: oncehook.Code{GoPackage: "./cmd/receiver"}},
 		Outbox: oncehook.OutboxProps{
-			Code:    oncehook.Code{GoPackage: "./cmd/outbox"},
-			Targets: []string{"crm"}, // served by executors.CRM
+			Code: oncehook.Code{GoPackage: "./cmd/outbox"},
+			// What cmd/outbox and cmd/sweeper run: the synth sizes the lease from each one's
+			// bound (MaxDuration), and refuses one that declares none.
+			Executors: executors.All(),
 		},
 		Sweeper: oncehook.SweeperProps{
 			Code: oncehook.Code{GoPackage: "./cmd/sweeper"},
