@@ -273,9 +273,10 @@ func (m *meter) call(ctx context.Context, in middleware.InitializeInput, next mi
 }
 
 // charge adds one call to r, with the units DynamoDB charges for it by its sizing rules
-// (package capacity). A failed condition is charged on the larger of the item written and the
-// item that failed it (returned by ReturnValuesOnConditionCheckFailure), and a transaction
-// cancelled by a condition as its writes would have been: see docs/capacity.md for the sources.
+// (package capacity). A failed condition is charged by the item that failed it (returned by
+// ReturnValuesOnConditionCheckFailure), or by the item sent when that is larger, never less;
+// a transaction cancelled by a condition as its writes would have been (docs/capacity.md has
+// the sources).
 func charge(r *Row, params, result any, err error) {
 	if r.Calls == nil {
 		r.Calls = map[string]int{}
