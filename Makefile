@@ -181,7 +181,7 @@ bench: up
 # What duplicates cost DynamoDB during a redrive, through the receiver's own code path
 # (internal/benchredrive): NEW events, then a redrive of REDRIVE deliveries of which DUPLICATES
 # repeat them, SENDERS at once; DynamoDB calls by operation and units per delivery. PROBE=on|off
-# sets the receiver's duplicate probe.
+# sets the receiver's duplicate probe (refused while the receiver has none).
 NEW ?= 4000
 REDRIVE ?= 5000
 DUPLICATES ?= 4000

@@ -104,8 +104,12 @@ func Run(ctx context.Context, awsCfg aws.Config, table string, cfg Config) (*Rep
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	file, err := sources.Parse([]byte(sourcesJSON))
+	if err != nil {
+		return nil, err
+	}
 	m := &meter{}
-	h, err := newReceiver(ctx, dynamodb.NewFromConfig(awsCfg, m.attach), table, cfg.Probe)
+	h, err := newReceiver(ctx, dynamodb.NewFromConfig(awsCfg, m.attach), file, table, cfg.Probe)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +128,7 @@ func Run(ctx context.Context, awsCfg aws.Config, table string, cfg Config) (*Rep
 		pass = append(pass, delivery{id(i), first})
 	}
 	start := time.Now()
-	if err := send(ctx, h, m, pass, cfg.Senders); err != nil {
+	if err := send(ctx, h, file, m, pass, cfg.Senders); err != nil {
 		return nil, err
 	}
 	r.First = time.Since(start)
@@ -139,7 +143,7 @@ func Run(ctx context.Context, awsCfg aws.Config, table string, cfg Config) (*Rep
 	}
 	rng.Shuffle(len(pass), func(i, j int) { pass[i], pass[j] = pass[j], pass[i] })
 	start = time.Now()
-	if err := send(ctx, h, m, pass, cfg.Senders); err != nil {
+	if err := send(ctx, h, file, m, pass, cfg.Senders); err != nil {
 		return nil, err
 	}
 	r.Redo = time.Since(start)
@@ -148,11 +152,7 @@ func Run(ctx context.Context, awsCfg aws.Config, table string, cfg Config) (*Rep
 
 // newReceiver builds the receiver with the fields launch.NewReceiver gives it, the reference
 // planners on the shop source, and a store writing through client.
-func newReceiver(ctx context.Context, client *dynamodb.Client, table, probe string) (*receiver.Handler, error) {
-	file, err := sources.Parse([]byte(sourcesJSON))
-	if err != nil {
-		return nil, err
-	}
+func newReceiver(ctx context.Context, client *dynamodb.Client, file *sources.File, table, probe string) (*receiver.Handler, error) {
 	secrets, err := sources.NewSecrets(ctx, file, &sources.Resolver{Getenv: func(string) string { return secret }}, launch.SecretRefresh)
 	if err != nil {
 		return nil, err
@@ -184,8 +184,7 @@ type delivery struct {
 }
 
 // send delivers each of ds, signed anew as a provider's redelivery is, senders at a time.
-func send(ctx context.Context, h *receiver.Handler, m *meter, ds []delivery, senders int) error {
-	file, _ := sources.Parse([]byte(sourcesJSON))
+func send(ctx context.Context, h *receiver.Handler, file *sources.File, m *meter, ds []delivery, senders int) error {
 	work := make(chan delivery)
 	errs := make(chan error, senders)
 	var wg sync.WaitGroup

@@ -22,7 +22,8 @@
 //	-duplicates N   of the redrive's deliveries, copies of first-pass events (default 4000)
 //	-senders N      deliveries in flight at once (default 16)
 //	-seed N         the redrive's order (default: random, printed)
-//	-probe on|off   the receiver's duplicate probe (default: the receiver's own setting)
+//	-probe on|off   the receiver's duplicate probe (default: the receiver's own setting; refused
+//	                while the receiver has none)
 package main
 
 import (
