@@ -30,7 +30,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 20m
 # construct (infra) and the standalone example have targets of their own.
 MODULES := . ops e2e
 
-.PHONY: help run demo test vet unit bench test-moto up down clean build synth test-infra test-example deploy hookctl browser flakes
+.PHONY: help run demo test vet unit bench bench-redrive test-moto up down clean build synth test-infra test-example deploy hookctl browser flakes
 
 # Lambda binaries for provided.al2023: dist/<function>/bootstrap (the stack bundles the
 # sources file with each). ARCH=arm64 for AWS; the host's architecture by default, for the
@@ -54,7 +54,7 @@ build:
 
 help:
 	@sed -n '3,5p' Makefile | sed 's/^#   //'
-	@echo "also: demo, hookctl (bin/hookctl), up, down, build, synth, deploy, unit, bench, test-moto, test-example, clean"
+	@echo "also: demo, hookctl (bin/hookctl), up, down, build, synth, deploy, unit, bench, bench-redrive, test-moto, test-example, clean"
 	@echo "      flakes (the randomized and concurrent tests, FLAKE_COUNT=$(FLAKE_COUNT) runs each, fresh seeds)"
 
 # The operator's CLI, which the local deploys' printed commands run (docs/hookctl.md).
@@ -177,6 +177,18 @@ unit:
 
 bench: up
 	@$(AWS_ENV) go test -run '^$$' -bench . -benchmem ./dedup/ ./receiver/ ./webhook/
+
+# What duplicates cost DynamoDB during a redrive, through the receiver's own code path
+# (internal/benchredrive): NEW events, then a redrive of REDRIVE deliveries of which DUPLICATES
+# repeat them, SENDERS at once; DynamoDB calls by operation and units per delivery. PROBE=on|off
+# sets the receiver's duplicate probe (refused while the receiver has none).
+NEW ?= 4000
+REDRIVE ?= 5000
+DUPLICATES ?= 4000
+SENDERS ?= 16
+PROBE ?=
+bench-redrive: up
+	@$(AWS_ENV) go run ./internal/benchredrive -new $(NEW) -redrive $(REDRIVE) -duplicates $(DUPLICATES) -senders $(SENDERS) $(if $(PROBE),-probe=$(PROBE))
 
 # Flake hunting: the randomized and concurrent tests, FLAKE_COUNT runs each, each run with a
 # fresh seed. A failure logs the seed that replays it (ONCEHOOK_PROPERTY_SEED,
