@@ -17,15 +17,39 @@ const (
 	MaxSortKeyBytes       = 1024
 )
 
-// itemSize estimates an item's size the way DynamoDB bills and limits it: attribute names plus
-// values, with DynamoDB's per-type overheads. Numbers are rounded up, so the estimate errs on
-// the side of refusing an item DynamoDB might just accept.
-func itemSize(item map[string]types.AttributeValue) int {
+// ItemSize is an item's size the way DynamoDB bills and limits it ("Item sizes and formats",
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html):
+// attribute names plus values, with DynamoDB's per-type overheads. Numbers are rounded up, so
+// the estimate errs on the side of refusing an item DynamoDB might just accept. Commit checks
+// every item against the 400 KB limit with it; WriteUnits and ReadUnits price it.
+func ItemSize(item map[string]types.AttributeValue) int {
 	n := 0
 	for name, v := range item {
 		n += len(name) + valueSize(v)
 	}
 	return n
+}
+
+// WriteUnits is DynamoDB's charge for writing an item of n bytes, a failed conditional write
+// included: one unit per KB, rounded up, and two for a transactional write (its prepare and
+// its commit; https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html).
+func WriteUnits(n int, transactional bool) int {
+	u := max(1, (n+1023)/1024)
+	if transactional {
+		u *= 2
+	}
+	return u
+}
+
+// ReadUnits is DynamoDB's charge for reading an item of n bytes (0: nothing found, charged as
+// the smallest item): one unit per 4 KB, rounded up, when strongly consistent, and half of
+// that when eventually consistent.
+func ReadUnits(n int, consistent bool) float64 {
+	u := float64(max(1, (n+4095)/4096))
+	if !consistent {
+		u /= 2
+	}
+	return u
 }
 
 func valueSize(v types.AttributeValue) int {

@@ -227,7 +227,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	}
 	req.bytes = size + claimSize
 	if req.guard != nil {
-		req.bytes += itemSize(req.guard.Item)
+		req.bytes += ItemSize(req.guard.Item)
 	}
 	if req.effects != nil && size+claimSize > MaxTransactionBytes {
 		return nil, &LimitError{Limit: "transaction size", What: "plan", Got: size + claimSize, Max: MaxTransactionBytes}
@@ -376,7 +376,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 				ExpressionAttributeValues: values,
 			}})
 		case e.del:
-			total += itemSize(itemKey) + itemSize(values)
+			total += ItemSize(itemKey) + ItemSize(values)
 			items = append(items, types.TransactWriteItem{Delete: &types.Delete{
 				TableName:                 table,
 				Key:                       itemKey,
@@ -388,7 +388,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			if e.condition == nil {
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "a check needs a condition"}
 			}
-			total += itemSize(itemKey) + itemSize(values)
+			total += ItemSize(itemKey) + ItemSize(values)
 			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 				TableName:                 table,
 				Key:                       itemKey,
@@ -405,7 +405,7 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			if err != nil {
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
 			}
-			total += itemSize(itemKey) + itemSize(expr.Values())
+			total += ItemSize(itemKey) + ItemSize(expr.Values())
 			items = append(items, types.TransactWriteItem{Update: &types.Update{
 				TableName:                 table,
 				Key:                       itemKey,

@@ -67,8 +67,8 @@ func TestTheSizeRulesWorkedByHand(t *testing.T) {
 	if got, want := documentedSize(item), 13+10+3+(7+3+5); got != want {
 		t.Fatalf("documentedSize %d, want %d by hand", got, want)
 	}
-	if itemSize(item) < documentedSize(item) {
-		t.Fatalf("the code's estimate %d is under DynamoDB's rule %d: it would let an item over the limit through", itemSize(item), documentedSize(item))
+	if ItemSize(item) < documentedSize(item) {
+		t.Fatalf("the code's estimate %d is under DynamoDB's rule %d: it would let an item over the limit through", ItemSize(item), documentedSize(item))
 	}
 }
 
@@ -130,5 +130,27 @@ func TestWriteUnitsPerEvent(t *testing.T) {
 	t.Logf("claim/complete baseline, same effects, no transaction, no outbox: %d write units", baseline)
 	if fast != 1 || txUnits != 8 || baseline != 5 {
 		t.Fatalf("write units changed: fast %d, transaction %d, baseline %d; update the README", fast, txUnits, baseline)
+	}
+}
+
+// TestUnitsRoundUpPerKBForWritesAnd4KBForReads holds the unit arithmetic at its boundaries.
+func TestUnitsRoundUpPerKBForWritesAnd4KBForReads(t *testing.T) {
+	for _, c := range []struct {
+		n             int
+		transactional bool
+		want          int
+	}{{0, false, 1}, {1024, false, 1}, {1025, false, 2}, {300, true, 2}, {1025, true, 4}} {
+		if got := WriteUnits(c.n, c.transactional); got != c.want {
+			t.Errorf("WriteUnits(%d, %v) = %d, want %d", c.n, c.transactional, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		n          int
+		consistent bool
+		want       float64
+	}{{0, false, 0.5}, {4096, false, 0.5}, {4097, false, 1}, {300, true, 1}, {4097, true, 2}} {
+		if got := ReadUnits(c.n, c.consistent); got != c.want {
+			t.Errorf("ReadUnits(%d, %v) = %v, want %v", c.n, c.consistent, got, c.want)
+		}
 	}
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/examples/orders"
-	"github.com/oncehook/oncehook/internal/capacity"
 	"github.com/oncehook/oncehook/launch"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/receiver/receivertest"
@@ -291,27 +290,27 @@ func charge(r *Row, params, result any, err error) {
 	}
 	switch in := params.(type) {
 	case *dynamodb.PutItemInput:
-		size := capacity.ItemSize(in.Item)
+		size := dedup.ItemSize(in.Item)
 		if ccf != nil {
-			size = max(size, capacity.ItemSize(ccf.Item))
+			size = max(size, dedup.ItemSize(ccf.Item))
 		}
-		r.WriteUnits += capacity.WriteUnits(size, false)
+		r.WriteUnits += dedup.WriteUnits(size, false)
 		r.Largest = max(r.Largest, size)
 	case *dynamodb.TransactWriteItemsInput:
 		for i, a := range in.TransactItems {
 			size := actionSize(a)
 			if cancelled && i < len(tce.CancellationReasons) {
-				size = max(size, capacity.ItemSize(tce.CancellationReasons[i].Item))
+				size = max(size, dedup.ItemSize(tce.CancellationReasons[i].Item))
 			}
-			r.WriteUnits += capacity.WriteUnits(size, true)
+			r.WriteUnits += dedup.WriteUnits(size, true)
 			r.Largest = max(r.Largest, size)
 		}
 		if cancelled {
 			r.Cancelled++
 		}
 	case *dynamodb.GetItemInput:
-		size := capacity.ItemSize(result.(*dynamodb.GetItemOutput).Item)
-		r.ReadUnits += capacity.ReadUnits(size, aws.ToBool(in.ConsistentRead))
+		size := dedup.ItemSize(result.(*dynamodb.GetItemOutput).Item)
+		r.ReadUnits += dedup.ReadUnits(size, aws.ToBool(in.ConsistentRead))
 		r.Largest = max(r.Largest, size)
 	default:
 		r.Unpriced++
@@ -324,13 +323,13 @@ func charge(r *Row, params, result any, err error) {
 func actionSize(a types.TransactWriteItem) int {
 	switch {
 	case a.Put != nil:
-		return capacity.ItemSize(a.Put.Item)
+		return dedup.ItemSize(a.Put.Item)
 	case a.Update != nil:
-		return capacity.ItemSize(a.Update.Key) + capacity.ItemSize(a.Update.ExpressionAttributeValues)
+		return dedup.ItemSize(a.Update.Key) + dedup.ItemSize(a.Update.ExpressionAttributeValues)
 	case a.Delete != nil:
-		return capacity.ItemSize(a.Delete.Key)
+		return dedup.ItemSize(a.Delete.Key)
 	case a.ConditionCheck != nil:
-		return capacity.ItemSize(a.ConditionCheck.Key)
+		return dedup.ItemSize(a.ConditionCheck.Key)
 	}
 	return 0
 }

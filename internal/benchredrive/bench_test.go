@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
-	"github.com/oncehook/oncehook/internal/capacity"
 )
 
 // TestEachNewEventIsOneTransactionAndEachDuplicateOneCancelledOne runs the bench at a small
@@ -46,11 +46,11 @@ func TestEachNewEventIsOneTransactionAndEachDuplicateOneCancelledOne(t *testing.
 	units := 0
 	items := awstest.Items(t, client, table)
 	for _, item := range items {
-		size := capacity.ItemSize(item)
+		size := dedup.ItemSize(item)
 		if size > 1024 {
 			t.Errorf("an item of %d bytes: the example's items are each under 1 KB", size)
 		}
-		units += capacity.WriteUnits(size, true)
+		units += dedup.WriteUnits(size, true)
 	}
 	if len(items) != 2*50 || first.WriteUnits+redNew.WriteUnits != units || units != 4*50 {
 		t.Errorf("%d items worth %d units; the new events were charged %d, want 100 items, 200 units", len(items), units, first.WriteUnits+redNew.WriteUnits)
