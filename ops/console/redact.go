@@ -9,8 +9,10 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
@@ -186,14 +188,25 @@ func (x *redactor) redact(msg string) string {
 }
 
 // redactForms replaces, in msg, every form matched by known (forms lower-cased, longest first),
-// and the start of one wherever a message may have been cut (cutEnds).
+// and the start of one wherever a message may have been cut (cutEnds). Both are looked for in
+// msg with its \uXXXX escapes decoded (unescaped), since a JSON encoder may escape any
+// character (Python's json.dumps every non-ASCII one, Go's <, > and &), and replaced where they
+// stand in msg.
 func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp) string {
 	if known == nil {
 		return msg
 	}
-	// A cut-off secret is read before the whole ones are replaced, which would hide what they
-	// start.
-	msg = redactCutStarts(msg, forms)
+	// Cut-off secrets are read with the whole ones, before any is replaced: a replacement
+	// would hide what they start.
+	d, at := unescaped(msg)
+	spans := cutStarts(d, forms)
+	for _, m := range known.FindAllStringIndex(d, -1) {
+		spans = append(spans, region{m[0], m[1]})
+	}
+	for i := range spans {
+		spans[i] = region{at[spans[i].from], at[spans[i].to]}
+	}
+	msg = replaceSpans(msg, spans)
 	// Again until nothing changes: a form replaced at one position can leave another (a
 	// segment) that started inside it.
 	for range 4 {
@@ -204,6 +217,58 @@ func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp)
 		msg = next
 	}
 	return msg
+}
+
+// unescaped is msg with its \uXXXX escapes decoded (a surrogate pair as one character; the
+// backslash may itself be escaped, as the outbox's quoting of an answer does; one cut short by
+// a truncation is dropped), and for each byte of it, and its end, the offset in msg where that
+// byte's source starts.
+func unescaped(msg string) (string, []int) {
+	var b strings.Builder
+	at := make([]int, 0, len(msg)+1)
+	// The escape at i and its length; a partial one (cut short) decodes to nothing (r < 0).
+	escape := func(i int) (r rune, n int) {
+		n = 1
+		if strings.HasPrefix(msg[i:], `\\`) {
+			n = 2
+		}
+		if !strings.HasPrefix(msg[i+n-1:], `\u`) {
+			return 0, 0
+		}
+		hex := msg[i+n+1:]
+		k := 0
+		for k < 4 && k < len(hex) && strings.IndexByte("0123456789abcdefABCDEF", hex[k]) >= 0 {
+			k++
+		}
+		if k < 4 {
+			return -1, n + 1 + k
+		}
+		v, _ := strconv.ParseUint(hex[:4], 16, 32)
+		return rune(v), n + 5
+	}
+	for i := 0; i < len(msg); {
+		r, n := escape(i)
+		if n == 0 {
+			b.WriteByte(msg[i])
+			at = append(at, i)
+			i++
+			continue
+		}
+		if utf16.IsSurrogate(r) {
+			if lo, m := escape(i + n); lo > 0 {
+				r, n = utf16.DecodeRune(r, lo), n+m
+			}
+		}
+		k := b.Len()
+		if r >= 0 {
+			b.WriteRune(r)
+		}
+		for range b.Len() - k {
+			at = append(at, i)
+		}
+		i += n
+	}
+	return b.String(), append(at, len(msg))
 }
 
 // cutEnds are the places where a quoted text may have been cut short: the outbox keeps the
@@ -223,14 +288,14 @@ func cutEnds(msg string) []int {
 	return append(ends, len(msg))
 }
 
-// redactCutStarts replaces, at each cut end, the longest start (minSecret bytes or more) of a
-// form that the text before it ends with.
-func redactCutStarts(msg string, forms []string) string {
-	ends := cutEnds(msg)
+type region struct{ from, to int }
+
+// cutStarts are, at each cut end, the longest start (minSecret bytes or more) of a form that
+// the text before it ends with.
+func cutStarts(msg string, forms []string) []region {
 	lower := strings.ToLower(msg)
-	type span struct{ from, to int }
-	var spans []span
-	for _, end := range ends {
+	var spans []region
+	for _, end := range cutEnds(msg) {
 		cut := 0
 		for _, f := range forms {
 			for k := min(len(f)-1, end); k >= minSecret && k > cut; k-- {
@@ -241,18 +306,26 @@ func redactCutStarts(msg string, forms []string) string {
 			}
 		}
 		if cut > 0 {
-			spans = append(spans, span{end - cut, end})
+			spans = append(spans, region{end - cut, end})
 		}
 	}
-	// From the last: earlier offsets stay right; overlapping spans merge.
-	for i := len(spans) - 1; i >= 0; i-- {
-		sp := spans[i]
-		if i > 0 && spans[i-1].to > sp.from {
-			spans[i-1].to = max(spans[i-1].to, sp.to)
-			spans[i-1].from = min(spans[i-1].from, sp.from)
+	return spans
+}
+
+// replaceSpans replaces each span of msg with redacted, overlapping ones as one.
+func replaceSpans(msg string, spans []region) string {
+	slices.SortFunc(spans, func(a, b region) int { return a.from - b.from })
+	var merged []region
+	for _, r := range spans {
+		if n := len(merged); n > 0 && merged[n-1].to > r.from {
+			merged[n-1].to = max(merged[n-1].to, r.to)
 			continue
 		}
-		msg = msg[:sp.from] + redacted + msg[sp.to:]
+		merged = append(merged, r)
+	}
+	// From the last: earlier offsets stay right.
+	for i := len(merged) - 1; i >= 0; i-- {
+		msg = msg[:merged[i].from] + redacted + msg[merged[i].to:]
 	}
 	return msg
 }
