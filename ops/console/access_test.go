@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -14,8 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncehook/oncehook/ops/console"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 )
 
 // Without a token only loopback hosts are answered (a DNS-rebinding page names its own host);
@@ -547,5 +550,68 @@ func TestNoRouteTellsAVisitorWithoutAccessAboutTheDeployment(t *testing.T) {
 	}
 	if in := e.claim("shop", "evt_private").Intents["email.send"]; in.Status != dedup.IntentPending || in.RedrivenBy != "" {
 		t.Fatalf("a visitor without access changed an intent: %+v", in)
+	}
+}
+
+// everyCall counts the console's DynamoDB calls, the table's description included.
+type everyCall struct{ *countingAPI }
+
+func (c everyCall) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	c.calls.Add(1)
+	return c.API.DescribeTable(ctx, in, o...)
+}
+
+// A page costs DynamoDB reads (up to MaxIndexReads entries of the index), and a browser sends
+// the console's cookie with what another page makes it request from the same site: another
+// port of localhost is the same site, so an <img> or a <script> on any local dev server the
+// operator opens would make those reads, as would a cross-site one where the cookie went
+// along. A request the browser marks (Sec-Fetch-Site) as from another origin is refused
+// before any read, unless it is a navigation (a link followed); one typed in, from the
+// console's own pages, or without the headers (curl with the token) is served.
+func TestARequestAnotherSitesPageMakesIsRefusedBeforeAnyRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	api := &countingAPI{API: e.client}
+	h, err := console.New(console.Config{DynamoDB: everyCall{api}, Table: e.table, Sources: e.file, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	if r := b.post("/login", url.Values{"token": {token}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("signing in: %d", r.Status)
+	}
+	get := func(site, mode, dest string) response {
+		req, _ := http.NewRequest(http.MethodGet, b.base+"/backlog", nil)
+		if site != "" {
+			req.Header.Set("Sec-Fetch-Site", site)
+			req.Header.Set("Sec-Fetch-Mode", mode)
+			req.Header.Set("Sec-Fetch-Dest", dest)
+		}
+		return b.do(req)
+	}
+	for name, hdr := range map[string][3]string{
+		"an <img> on another site":                {"cross-site", "no-cors", "image"},
+		"a fetch() on another site":               {"cross-site", "cors", "empty"},
+		"an <object> on another site":             {"cross-site", "navigate", "object"},
+		"a <script> on another port of localhost": {"same-site", "no-cors", "script"},
+		"a fetch() on another port of localhost":  {"same-site", "cors", "empty"},
+	} {
+		if r := get(hdr[0], hdr[1], hdr[2]); r.Status != http.StatusForbidden || strings.Contains(r.Body, "/parked") {
+			t.Errorf("%s: %d, want 403 and nothing of the console", name, r.Status)
+		}
+	}
+	if n := api.calls.Load(); n != 0 {
+		t.Errorf("the refused requests made %d DynamoDB calls, want none", n)
+	}
+	for name, hdr := range map[string][3]string{
+		"a link followed from another site": {"cross-site", "navigate", "document"},
+		"the console's own link":            {"same-origin", "navigate", "document"},
+		"typed in the address bar":          {"none", "navigate", "document"},
+		"curl":                              {"", "", ""},
+	} {
+		if r := get(hdr[0], hdr[1], hdr[2]); r.Status != http.StatusOK {
+			t.Errorf("%s: %d, want 200", name, r.Status)
+		}
 	}
 }
