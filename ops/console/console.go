@@ -169,13 +169,7 @@ func New(cfg Config) (*Console, error) {
 		red: newRedactor(cfg.Sources), strongToken: cfg.Token != "" && StrongToken(cfg.Token)}
 	rand.Read(c.key)
 	c.routes()
-	// Cross-origin POSTs are refused by the browser's own Sec-Fetch-Site/Origin headers
-	// before the CSRF token is even looked at.
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.fail(w, r, http.StatusForbidden, "Cross-origin request refused", "This request came from another site. Use the console's own pages.")
-	}))
-	c.handler = c.guard(cop.Handler(c.mux))
+	c.handler = c.guard(c.mux)
 	return c, nil
 }
 
@@ -354,6 +348,10 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				c.fail(w, r, http.StatusInternalServerError, "Internal error", "The page failed; the console's log has the details.")
 			}
 		}()
+		if crossOrigin.Check(r) != nil || crossSiteRead(r) {
+			c.fail(w, r, http.StatusForbidden, "Cross-origin request refused", "This request came from another site. Use the console's own pages.")
+			return
+		}
 		// Without a strong token the console is for this machine only: addressed to a loopback
 		// host (the Host header stops a DNS-rebinding page, whose requests come from the
 		// operator's own browser, a loopback peer), from a loopback peer (the Host header is
@@ -417,6 +415,25 @@ func (c *Console) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// crossOrigin refuses an unsafe method (a POST) another origin's page made a browser send,
+// by its Sec-Fetch-Site or Origin header, before the CSRF token is even looked at.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// crossSiteRead reports a request another origin's page made a browser send other than by
+// navigating to the console (an <img>, a <script>, a fetch()): Fetch Metadata's Resource
+// Isolation Policy. CrossOriginProtection lets every GET through, and a page costs up to
+// MaxIndexReads of the index. A same-site one is refused too: another port of localhost is
+// the same site, and the SameSite=Strict cookies go with its requests. Without
+// Sec-Fetch-Site (curl, an older browser) it is not one.
+func crossSiteRead(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+		return false
+	}
+	dest := r.Header.Get("Sec-Fetch-Dest")
+	return r.Header.Get("Sec-Fetch-Mode") != "navigate" || dest == "object" || dest == "embed"
 }
 
 // unreadableQuery reports the first parameter of a raw query that is not valid
