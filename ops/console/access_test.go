@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -613,5 +614,44 @@ func TestARequestAnotherSitesPageMakesIsRefusedBeforeAnyRead(t *testing.T) {
 		if r := get(hdr[0], hdr[1], hdr[2]); r.Status != http.StatusOK {
 			t.Errorf("%s: %d, want 200", name, r.Status)
 		}
+	}
+}
+
+// No configuration serves without a token: on loopback too, any process of the machine, and
+// any page the operator's browser opens, would read every page and re-drive with the
+// operator's AWS credentials.
+func TestNoConsoleServesWithoutAToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file})
+	var invalid *dedup.InvalidError
+	if !errors.As(err, &invalid) || invalid.Field != "Token" {
+		t.Fatalf("a console without a token: %v, want refused naming Token", err)
+	}
+}
+
+// The sign-in link hookctl console prints, /login?token=, signs a browser in: it sets the
+// login cookie and sends the browser on to the overview, so the token leaves the address bar.
+// A wrong token in it is a wrong guess.
+func TestTheSignInLinkSignsIn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	if r := b.get("/login?token=4f1c9a7e2b8d6035e1a9c4f7b2d8e064"); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the link with a wrong token: %d, want 401", r.Status)
+	}
+	if r := b.get("/audit"); r.Status != http.StatusUnauthorized {
+		t.Fatalf("setup: /audit before signing in: %d", r.Status)
+	}
+	if r := b.get("/login?token=" + token); r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/" {
+		t.Fatalf("the link: %d to %q, want 303 to /", r.Status, r.Header.Get("Location"))
+	}
+	if r := b.get("/audit"); r.Status != http.StatusOK {
+		t.Fatalf("/audit signed in by the link: %d", r.Status)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -285,4 +287,90 @@ func (l *lockedBuilder) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// startConsole runs hookctl console with args until the test ends (or stop): the line it
+// prints first, "" if it ends without one, and stop, which ends it and returns its exit code.
+func startConsole(t *testing.T, stderr io.Writer, args ...string) (line string, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	outR, outW := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, append([]string{"console"}, args...), strings.NewReader(""), outW, stderr)
+		outW.Close()
+		done <- code
+	}()
+	line, _ = bufio.NewReader(outR).ReadString('\n')
+	go io.Copy(io.Discard, outR)
+	var once sync.Once
+	code := 0
+	stop = func() int {
+		once.Do(func() { cancel(); code = <-done })
+		return code
+	}
+	t.Cleanup(func() { stop() })
+	return line, stop
+}
+
+// signInLink is the link hookctl console prints: its base address and its token.
+var signInLink = regexp.MustCompile(`(https?://\S+)/login\?token=(\S+)`)
+
+// signIn follows the sign-in link in line with a browser's cookie jar: the client, signed in,
+// and the console's base address.
+func signIn(t *testing.T, line string, client *http.Client) (*http.Client, string) {
+	t.Helper()
+	m := signInLink.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no sign-in link in %q", line)
+	}
+	client.Jar, _ = cookiejar.New(nil)
+	resp, err := client.Get(m[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the sign-in link %s: %d", m[0], resp.StatusCode)
+	}
+	return client, m[1]
+}
+
+// hookctl console prints a link that signs the operator in, with a token of its own making
+// when none is given, and answers nothing without it: on loopback too, any process of the
+// machine could otherwise re-drive with the operator's AWS credentials.
+func TestConsoleSignsInByTheLinkItPrintsAndNothingElse(t *testing.T) {
+	_, table := testTable(t)
+	t.Setenv("ONCEHOOK_CONSOLE_TOKEN", "")
+	var tokens []string
+	for range 2 {
+		line, _ := startConsole(t, io.Discard, "-table", table, "-addr", "127.0.0.1:0")
+		m := signInLink.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("no sign-in link printed: %q", line)
+		}
+		if !console.StrongToken(m[2]) {
+			t.Errorf("the generated token %q is not strong", m[2])
+		}
+		tokens = append(tokens, m[2])
+		resp, err := http.Get(m[1] + "/audit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("/audit without the token: %d, want 401", resp.StatusCode)
+		}
+		client, base := signIn(t, line, &http.Client{})
+		if resp, err = client.Get(base + "/audit"); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/audit signed in: %d", resp.StatusCode)
+		}
+	}
+	if tokens[0] == tokens[1] {
+		t.Errorf("two runs made the same token %q", tokens[0])
+	}
 }
