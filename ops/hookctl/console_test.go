@@ -3,8 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -373,4 +382,68 @@ func TestConsoleSignsInByTheLinkItPrintsAndNothingElse(t *testing.T) {
 	if tokens[0] == tokens[1] {
 		t.Errorf("two runs made the same token %q", tokens[0])
 	}
+}
+
+// Off loopback the token, the login cookie and every page cross the network: hookctl console
+// serves an address that is not loopback only over TLS, with the certificate and key it is
+// given, and refuses to start without them, naming the flags.
+func TestConsoleServesAnAddressOffLoopbackOnlyOverTLS(t *testing.T) {
+	_, table := testTable(t)
+	t.Setenv("ONCEHOOK_CONSOLE_TOKEN", "4f1c9a7e2b8d6035e1a9c4f7b2d8e063")
+	var errOut lockedBuilder
+	if line, stop := startConsole(t, &errOut, "-table", table, "-addr", "0.0.0.0:0"); line != "" || stop() != 1 || !strings.Contains(errOut.String(), "-tls-cert") {
+		t.Fatalf("0.0.0.0 without TLS: printed %q, stderr %q; want refused naming -tls-cert", line, errOut.String())
+	}
+	certFile, keyFile, pool := selfSigned(t)
+	line, _ := startConsole(t, io.Discard, "-table", table, "-addr", "0.0.0.0:0", "-tls-cert", certFile, "-tls-key", keyFile)
+	m := signInLink.FindStringSubmatch(line)
+	if m == nil || !strings.HasPrefix(m[1], "https://") {
+		t.Fatalf("want an https sign-in link: %q", line)
+	}
+	port := m[1][strings.LastIndex(m[1], ":")+1:]
+	link := "https://127.0.0.1:" + port + "/login?token=" + m[2]
+	client, _ := signIn(t, link, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}})
+	resp, err := client.Get("https://127.0.0.1:" + port + "/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/audit over TLS: %d", resp.StatusCode)
+	}
+	if resp, err := http.Get("http://127.0.0.1:" + port + "/audit"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("/audit answered over plain HTTP")
+		}
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key to files: their paths, and a pool
+// that trusts the certificate.
+func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "console test"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
 }
