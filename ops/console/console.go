@@ -16,11 +16,12 @@
 // cookie, and is refused cross-origin; ReadOnly hides and refuses every action; intent
 // payloads and effect values are shown only with ShowPayloads; nothing from the sources file
 // but names, types and deliveries is rendered (never a secret reference, a URL or a header).
-// Without a Token it answers only requests from a loopback peer addressed to a loopback host
-// (neither a remote client nor a DNS-rebinding page can reach it); with one, every request
-// must present it (a login form sets a cookie, or an Authorization: Bearer header), guesses at
-// it are bounded, and a weak one guards loopback peers only. CheckAddr is the rule a server
-// should apply before listening: loopback only, unless a strong token is set.
+// It serves no request without its Token (a sign-in form or link sets a cookie, or an
+// Authorization: Bearer header), on loopback too; guesses at it are bounded; a weak one
+// guards only requests from a loopback peer addressed to a loopback host (neither a remote
+// client nor a DNS-rebinding page can reach it). A request another site's page makes, other
+// than a navigation, is refused before any read. CheckAddr is the rule a server should apply
+// before listening: loopback only, unless a strong token is set.
 package console
 
 import (
@@ -80,9 +81,9 @@ type Config struct {
 	// ShowPayloads shows intent payloads and the values of effect records in oncehook's
 	// table. Off, only their sizes and keys are shown.
 	ShowPayloads bool
-	// Token, when set, is required of every request; a token CheckAddr would refuse for a
-	// non-loopback address guards loopback peers only. Without it, only requests from a
-	// loopback peer (RemoteAddr) addressed to a loopback host are answered.
+	// Token is required of every request, and of Config (NewToken makes one). A token
+	// CheckAddr would refuse for a non-loopback address guards only requests from a loopback
+	// peer (RemoteAddr) addressed to a loopback host.
 	Token string
 	// Operator is who a redrive is recorded as done by (the intent's redriven_by), 1 to
 	// dedup.MaxRedrivenBy printable bytes. Default "console".
@@ -139,6 +140,9 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Table == "" {
 		return nil, &dedup.InvalidError{Field: "Table", Reason: "is required"}
 	}
+	if cfg.Token == "" {
+		return nil, &dedup.InvalidError{Field: "Token", Reason: "is required: every request must present it (NewToken makes one)"}
+	}
 	if cfg.PendingShards == 0 {
 		cfg.PendingShards = dedup.PendingShards
 	}
@@ -166,7 +170,7 @@ func New(cfg Config) (*Console, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
-		red: newRedactor(cfg.Sources), strongToken: cfg.Token != "" && StrongToken(cfg.Token)}
+		red: newRedactor(cfg.Sources), strongToken: StrongToken(cfg.Token)}
 	rand.Read(c.key)
 	c.routes()
 	c.handler = c.guard(c.mux)
@@ -194,6 +198,13 @@ func CheckAddr(addr, token string) error {
 		return fmt.Errorf("console: %s is not a loopback address, and the token is guessable: use at least %d random characters (openssl rand -hex 32)", addr, MinTokenBytes)
 	}
 	return nil
+}
+
+// NewToken returns a token from 32 random bytes (64 hex digits): strong (StrongToken).
+func NewToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // MinTokenBytes is the shortest token that guards a console other machines can reach
@@ -374,7 +385,7 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if c.cfg.Token != "" && r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
+		if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			switch c.authorized(r) {
 			case guessLimited:
 				c.tooManyGuesses(w, r)
@@ -383,12 +394,8 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in"})
 				return
 			}
-		}
-		if c.cfg.Token == "" || (r.URL.Path != "/login" && r.URL.Path != "/static/console.css") {
 			// Past the access checks: the pages may name the deployment (render).
 			r = r.WithContext(context.WithValue(r.Context(), accessKey{}, true))
-		}
-		if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			if err := c.checkTable(r.Context()); err != nil {
 				var none *noTableError
 				switch {
@@ -463,8 +470,7 @@ func proxied(r *http.Request) bool {
 	return false
 }
 
-// accessKey marks, in a request's context, a request that passed the access checks (the
-// token, or loopback without one).
+// accessKey marks, in a request's context, a request that passed the access checks.
 type accessKey struct{}
 
 // hasAccess reports whether r passed the access checks: a page for one that did not (the

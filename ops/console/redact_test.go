@@ -105,11 +105,11 @@ func (fakeTable) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.
 // account, the IAM identity and the request id reach whoever can load a page.
 func TestAnAWSErrorsDetailsGoToTheLogNotThePage(t *testing.T) {
 	t.Parallel()
-	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "t"})
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "t", Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBrowser(t, serveHandler(t, h))
+	b := signedIn(t, h)
 	for _, p := range []string{"/events/shop/evt_x", "/parked", "/backlog"} {
 		r := b.get(p)
 		if r.Status != http.StatusBadGateway {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,8 +17,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
-	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 )
 
 const consoleUsage = "console [-addr 127.0.0.1:8030 -token T -read-only -show-payloads -operator NAME -metrics]"
@@ -32,7 +33,7 @@ func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8030", "where to listen: a loopback address, or any with -token")
 	// The token's default is read after parsing (consoleCmd), never given to the flag package,
 	// which would print it as the flag's default in every usage message.
-	fs.StringVar(&f.token, "token", "", "required of every request when set (default $ONCEHOOK_CONSOLE_TOKEN; prefer the variable: a flag shows in ps)")
+	fs.StringVar(&f.token, "token", "", "required of every request (default $ONCEHOOK_CONSOLE_TOKEN, else a generated one; prefer the variable: a flag shows in ps)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (redrive)")
 	fs.BoolVar(&f.showPayloads, "show-payloads", false, "show intent payloads and effect records' values")
 	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
@@ -50,8 +51,12 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	if f.token == "" {
 		f.token = os.Getenv("ONCEHOOK_CONSOLE_TOKEN")
 	}
+	// Off loopback the token is the operator's to set (and share); on loopback one is made.
 	if err := console.CheckAddr(f.addr, f.token); err != nil {
 		return err
+	}
+	if f.token == "" {
+		f.token = console.NewToken()
 	}
 	db, err := c.dynamo(ctx)
 	if err != nil {
@@ -100,7 +105,8 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 		defer cancel()
 		srv.Shutdown(shut)
 	}()
-	fmt.Fprintf(c.stdout, "oncehook console for %s on http://%s/ (Ctrl-C stops it)\n", c.table, ln.Addr())
+	// The link signs the operator in: the token, generated or given, is asked of every request.
+	fmt.Fprintf(c.stdout, "oncehook console for %s: sign in at http://%s/login?token=%s (Ctrl-C stops it)\n", c.table, ln.Addr(), url.QueryEscape(f.token))
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -60,21 +60,9 @@ func TestConsoleServesTheEventPage(t *testing.T) {
 	if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_console", Type: "order.paid", Payload: []byte(`{}`)}, dedup.Plan{}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	outR, outW := io.Pipe()
-	done := make(chan int)
-	go func() {
-		code := run(ctx, []string{"console", "-table", table, "-sources", "../../localstack/sources.local.json", "-addr", "127.0.0.1:0", "-read-only"}, strings.NewReader(""), outW, io.Discard)
-		outW.Close()
-		done <- code
-	}()
-	line, err := bufio.NewReader(outR).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := line[strings.Index(line, "http://") : strings.LastIndex(line, "/")+0]
-	go io.Copy(io.Discard, outR)
-	resp, err := http.Get(base + "/events/shop/evt_console")
+	line, stop := startConsole(t, io.Discard, "-table", table, "-sources", "../../localstack/sources.local.json", "-addr", "127.0.0.1:0", "-read-only")
+	browser, base := signIn(t, line, &http.Client{})
+	resp, err := browser.Get(base + "/events/shop/evt_console")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +71,7 @@ func TestConsoleServesTheEventPage(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "evt_console") || !strings.Contains(string(body), "read-only") {
 		t.Fatalf("%d\n%s", resp.StatusCode, body)
 	}
-	cancel()
-	if code := <-done; code != 0 {
+	if code := stop(); code != 0 {
 		t.Fatalf("exit %d after the context ended", code)
 	}
 }
@@ -202,33 +189,22 @@ func TestConsoleRefusesToStartWithoutTheSourcesFileItWasGiven(t *testing.T) {
 	  "targets": {"email": {"url": "https://hooks.example.test/hooks/T0KEN-SECRET-9x", "a_field_of_a_newer_release": 4}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	outR, outW := io.Pipe()
-	var errOut strings.Builder
-	done := make(chan int, 1)
-	go func() {
-		code := run(runCtx, []string{"console", "-table", table, "-sources", path, "-addr", "127.0.0.1:0"}, strings.NewReader(""), outW, &errOut)
-		outW.Close()
-		done <- code
-	}()
-	line, _ := bufio.NewReader(outR).ReadString('\n')
+	var errOut lockedBuilder
+	line, stop := startConsole(t, &errOut, "-table", table, "-sources", path, "-addr", "127.0.0.1:0")
 	if !strings.Contains(line, "http://") {
-		if code := <-done; code == 0 {
+		if code := stop(); code == 0 {
 			t.Fatalf("exit 0 without serving: %s", errOut.String())
 		}
 		return // refused: what must hold
 	}
-	go io.Copy(io.Discard, outR)
-	base := line[strings.Index(line, "http://"):strings.LastIndex(line, "/")]
-	resp, err := http.Get(base + "/events/shop/evt_echo")
+	browser, base := signIn(t, line, &http.Client{})
+	resp, err := browser.Get(base + "/events/shop/evt_echo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	cancel()
-	<-done
+	stop()
 	t.Errorf("hookctl console started without the sources file it was given (stderr: %q); the event page (%d) shows the target's token: %v",
 		strings.TrimSpace(errOut.String()), resp.StatusCode, strings.Contains(string(body), "T0KEN-SECRET"))
 }
@@ -239,24 +215,11 @@ func TestConsoleRefusesToStartWithoutTheSourcesFileItWasGiven(t *testing.T) {
 // reference names an entry the operator can find.
 func TestConsoleLogsTheErrorAPageGivesAReferenceFor(t *testing.T) {
 	client, table := testTable(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	outR, outW := io.Pipe()
 	var errOut lockedBuilder
-	done := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"console", "-table", table, "-addr", "127.0.0.1:0"}, strings.NewReader(""), outW, &errOut)
-		outW.Close()
-		done <- code
-	}()
-	line, err := bufio.NewReader(outR).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, outR)
-	base := line[strings.Index(line, "http://"):strings.LastIndex(line, "/")]
+	line, stop := startConsole(t, &errOut, "-table", table, "-addr", "127.0.0.1:0")
+	browser, base := signIn(t, line, &http.Client{})
 	get := func(p string) string {
-		resp, err := http.Get(base + p)
+		resp, err := browser.Get(base + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,8 +237,7 @@ func TestConsoleLogsTheErrorAPageGivesAReferenceFor(t *testing.T) {
 	if m == nil {
 		t.Fatalf("setup: the page gives no reference:\n%s", page)
 	}
-	cancel()
-	<-done
+	stop()
 	if !strings.Contains(errOut.String(), m[1]) {
 		t.Errorf("the page names reference %s; hookctl console's output has no such entry:\n%s", m[1], errOut.String())
 	}
