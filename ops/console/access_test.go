@@ -70,18 +70,27 @@ func TestAccessIsByTokenAndLoopbackOnlyWithAWeakOne(t *testing.T) {
 	}
 }
 
-func TestCheckAddrServesLoopbackOnlyWithoutAToken(t *testing.T) {
+// Loopback is served with any token (a console refuses none); any other address only with a
+// strong token and over TLS: off loopback the token, the login cookie and every page cross
+// the network.
+func TestCheckAddrServesOtherMachinesOnlyWithAStrongTokenOverTLS(t *testing.T) {
 	t.Parallel()
+	const strong = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
 	for _, c := range []struct {
 		addr, token string
-		ok          bool
+		tls, ok     bool
+		says        string
 	}{
-		{"127.0.0.1:8030", "", true}, {"[::1]:8030", "", true}, {"localhost:8030", "", true},
-		{"0.0.0.0:8030", "", false}, {":8030", "", false}, {"10.0.0.5:8030", "", false}, {"nonsense", "", false},
-		{"0.0.0.0:8030", "t", false}, {"0.0.0.0:8030", "4f1c9a7e2b8d6035e1a9c4f7b2d8e063", true}, {"127.0.0.1:8030", "t", true},
+		{"127.0.0.1:8030", "", false, true, ""}, {"[::1]:8030", "", false, true, ""}, {"localhost:8030", "", false, true, ""},
+		{"127.0.0.1:8030", "t", false, true, ""},
+		{"0.0.0.0:8030", "", true, false, "set a token"}, {":8030", "", true, false, "set a token"}, {"10.0.0.5:8030", "", true, false, "set a token"},
+		{"nonsense", "", false, false, "nonsense"}, {"0.0.0.0:8030", "t", true, false, "guessable"},
+		{"0.0.0.0:8030", strong, false, false, "-tls-cert and -tls-key"}, {"10.0.0.5:8030", strong, false, false, "TLS"},
+		{"0.0.0.0:8030", strong, true, true, ""},
 	} {
-		if err := console.CheckAddr(c.addr, c.token); (err == nil) != c.ok {
-			t.Errorf("%s (token %q): %v", c.addr, c.token, err)
+		err := console.CheckAddr(c.addr, c.token, c.tls)
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), c.says)) {
+			t.Errorf("%s (token %q, TLS %v): %v, want ok %v saying %q", c.addr, c.token, c.tls, err, c.ok, c.says)
 		}
 	}
 }
@@ -103,7 +112,7 @@ func TestCheckAddrRefusesAGuessableTokenOnANonLoopbackAddress(t *testing.T) {
 		"correcthorsebatterystaple", "the-quick-brown-fox-jumps", "ThisIsMyConsolePassword!",
 		"oncehook-console-token-2026",
 	} {
-		if err := console.CheckAddr("0.0.0.0:8030", token); err == nil {
+		if err := console.CheckAddr("0.0.0.0:8030", token, true); err == nil {
 			t.Errorf("CheckAddr(0.0.0.0:8030, %q) accepted it", token)
 		}
 	}
@@ -180,7 +189,7 @@ func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
 		strong = append(strong, fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:]))
 	}
 	for _, tok := range strong {
-		if err := console.CheckAddr("0.0.0.0:8030", tok); err != nil {
+		if err := console.CheckAddr("0.0.0.0:8030", tok, true); err != nil {
 			t.Fatalf("a generated token %q refused: %v", tok, err)
 		}
 	}
@@ -190,10 +199,10 @@ func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
 		base64.RawURLEncoding.EncodeToString(random(18)), // 24 characters: too short
 		strings.Repeat("0", 63) + "1"}
 	for _, tok := range weak {
-		if err := console.CheckAddr("0.0.0.0:8030", tok); err == nil {
+		if err := console.CheckAddr("0.0.0.0:8030", tok, true); err == nil {
 			t.Errorf("CheckAddr(0.0.0.0:8030, %q) accepted it", tok)
 		}
-		if err := console.CheckAddr("[::1]:8030", tok); err != nil {
+		if err := console.CheckAddr("[::1]:8030", tok, false); err != nil {
 			t.Errorf("CheckAddr([::1]:8030, %q): %v, want loopback served with any token", tok, err)
 		}
 	}
@@ -285,7 +294,7 @@ func TestAConsoleWithAGuessableTokenAnswersNoForeignHost(t *testing.T) {
 	e := newEnv(t)
 	e.commit("shop", "evt_rebound", false)
 	const weak = "tok-3f9a"
-	if console.CheckAddr("0.0.0.0:8030", weak) == nil {
+	if console.CheckAddr("0.0.0.0:8030", weak, true) == nil {
 		t.Fatalf("setup: %q is a strong token", weak)
 	}
 	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: weak})

@@ -21,7 +21,7 @@
 // guards only requests from a loopback peer addressed to a loopback host (neither a remote
 // client nor a DNS-rebinding page can reach it). A request another site's page makes, other
 // than a navigation, is refused before any read. CheckAddr is the rule a server should apply
-// before listening: loopback only, unless a strong token is set.
+// before listening: loopback only, unless a strong token is set and TLS serves it.
 package console
 
 import (
@@ -181,9 +181,10 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
 // CheckAddr is the listening rule: an address on a loopback interface, or, with a strong
-// token, any. A token guards a non-loopback address only when it is strong (StrongToken). It
-// names what to do when addr cannot be served that way.
-func CheckAddr(addr, token string) error {
+// token and TLS (the token, the login cookie and every page cross the network), any. A token
+// guards a non-loopback address only when it is strong (StrongToken). It names what to do
+// when addr cannot be served that way.
+func CheckAddr(addr, token string, tls bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("console: address %q: %w", addr, err)
@@ -196,6 +197,9 @@ func CheckAddr(addr, token string) error {
 	}
 	if !StrongToken(token) {
 		return fmt.Errorf("console: %s is not a loopback address, and the token is guessable: use at least %d random characters (openssl rand -hex 32)", addr, MinTokenBytes)
+	}
+	if !tls {
+		return fmt.Errorf("console: %s is not a loopback address: serve it over TLS (-tls-cert and -tls-key)", addr)
 	}
 	return nil
 }

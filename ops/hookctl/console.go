@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,19 +22,22 @@ import (
 	"github.com/oncehook/oncehook/ops/console"
 )
 
-const consoleUsage = "console [-addr 127.0.0.1:8030 -token T -read-only -show-payloads -operator NAME -metrics]"
+const consoleUsage = "console [-addr 127.0.0.1:8030 -token T -tls-cert F -tls-key F -read-only -show-payloads -operator NAME -metrics]"
 
 type consoleFlags struct {
 	addr, token, operator, namespace string
+	tlsCert, tlsKey                  string
 	readOnly, showPayloads, metrics  bool
 	maxReads                         int
 }
 
 func (f *consoleFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:8030", "where to listen: a loopback address, or any with -token")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8030", "where to listen: a loopback address, or any with -token, -tls-cert and -tls-key")
 	// The token's default is read after parsing (consoleCmd), never given to the flag package,
 	// which would print it as the flag's default in every usage message.
 	fs.StringVar(&f.token, "token", "", "required of every request (default $ONCEHOOK_CONSOLE_TOKEN, else a generated one; prefer the variable: a flag shows in ps)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain), required off loopback")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of -tls-cert")
 	fs.BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (redrive)")
 	fs.BoolVar(&f.showPayloads, "show-payloads", false, "show intent payloads and effect records' values")
 	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
@@ -52,7 +56,7 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 		f.token = os.Getenv("ONCEHOOK_CONSOLE_TOKEN")
 	}
 	// Off loopback the token is the operator's to set (and share); on loopback one is made.
-	if err := console.CheckAddr(f.addr, f.token); err != nil {
+	if err := console.CheckAddr(f.addr, f.token, f.tlsCert != ""); err != nil {
 		return err
 	}
 	if f.token == "" {
@@ -92,13 +96,25 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	srv := consoleServer(h)
+	scheme := "http"
+	if f.tlsCert != "" || f.tlsKey != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return fmt.Errorf("-tls-cert and -tls-key: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		scheme = "https"
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return err
 	}
+	if scheme == "https" {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	srv := consoleServer(h)
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -106,7 +122,14 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 		srv.Shutdown(shut)
 	}()
 	// The link signs the operator in: the token, generated or given, is asked of every request.
-	fmt.Fprintf(c.stdout, "oncehook console for %s: sign in at http://%s/login?token=%s (Ctrl-C stops it)\n", c.table, ln.Addr(), url.QueryEscape(f.token))
+	// A console on every interface is linked by the machine's name.
+	host := ln.Addr().String()
+	if h, port, _ := net.SplitHostPort(host); net.ParseIP(h).IsUnspecified() {
+		if name, err := os.Hostname(); err == nil {
+			host = net.JoinHostPort(name, port)
+		}
+	}
+	fmt.Fprintf(c.stdout, "oncehook console for %s: sign in at %s://%s/login?token=%s (Ctrl-C stops it)\n", c.table, scheme, host, url.QueryEscape(f.token))
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
