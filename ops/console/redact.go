@@ -9,10 +9,8 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf16"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
@@ -219,54 +217,28 @@ func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp)
 	return msg
 }
 
-// unescaped is msg with its \uXXXX escapes decoded (a surrogate pair as one character; the
-// backslash may itself be escaped, as the outbox's quoting of an answer does; one cut short by
-// a truncation is dropped), and for each byte of it, and its end, the offset in msg where that
-// byte's source starts.
+// jsonEscape is one character JSON-escaped, its backslash escaped or not: \uXXXX, a surrogate
+// pair, or an escape cut short by a truncation.
+var jsonEscape = regexp.MustCompile(`\\\\?u[dD][89abAB][0-9a-fA-F]{2}\\\\?u[dD][c-fC-F][0-9a-fA-F]{2}|\\\\?u[0-9a-fA-F]{0,4}`)
+
+// unescaped is msg with its JSON escapes (jsonEscape) decoded, one cut short as nothing, and
+// for each byte of it, and its end, the offset in msg where that byte's source starts.
 func unescaped(msg string) (string, []int) {
 	var b strings.Builder
 	at := make([]int, 0, len(msg)+1)
-	// The escape at i and its length; a partial one (cut short) decodes to nothing (r < 0).
-	escape := func(i int) (r rune, n int) {
-		n = 1
-		if strings.HasPrefix(msg[i:], `\\`) {
-			n = 2
+	next := 0
+	for _, m := range append(jsonEscape.FindAllStringIndex(msg, -1), []int{len(msg), len(msg)}) {
+		for ; next < m[0]; next++ {
+			b.WriteByte(msg[next])
+			at = append(at, next)
 		}
-		if !strings.HasPrefix(msg[i+n-1:], `\u`) {
-			return 0, 0
+		var r string
+		json.Unmarshal([]byte(`"`+strings.ReplaceAll(msg[m[0]:m[1]], `\\`, `\`)+`"`), &r)
+		b.WriteString(r)
+		for range len(r) {
+			at = append(at, m[0])
 		}
-		hex := msg[i+n+1:]
-		k := 0
-		for k < 4 && k < len(hex) && strings.IndexByte("0123456789abcdefABCDEF", hex[k]) >= 0 {
-			k++
-		}
-		if k < 4 {
-			return -1, n + 1 + k
-		}
-		v, _ := strconv.ParseUint(hex[:4], 16, 32)
-		return rune(v), n + 5
-	}
-	for i := 0; i < len(msg); {
-		r, n := escape(i)
-		if n == 0 {
-			b.WriteByte(msg[i])
-			at = append(at, i)
-			i++
-			continue
-		}
-		if utf16.IsSurrogate(r) {
-			if lo, m := escape(i + n); lo > 0 {
-				r, n = utf16.DecodeRune(r, lo), n+m
-			}
-		}
-		k := b.Len()
-		if r >= 0 {
-			b.WriteRune(r)
-		}
-		for range b.Len() - k {
-			at = append(at, i)
-		}
-		i += n
+		next = m[1]
 	}
 	return b.String(), append(at, len(msg))
 }

@@ -553,12 +553,14 @@ func TestAPayloadQuotedBackJSONEscapedIsNotShownWithoutShowPayloads(t *testing.T
 		to, note = p.To, p.Note
 	}
 	goEcho, _ := json.Marshal(map[string]any{"error": "invalid recipient", "request": map[string]string{"to": to, "note": note}})
-	var every strings.Builder // each character escaped, "\u0040"-style, as the answer's first 256 bytes hold
+	var every strings.Builder // each character escaped, "\u0040"-style
 	for _, r := range to {
 		fmt.Fprintf(&every, `\u%04X`, r)
 	}
 	for name, echo := range map[string]string{"python": pythonEcho, "go": string(goEcho),
-		"every character": `{"detail":"invalid recipient","to":"` + every.String() + `"}`} {
+		"every character": `{"invalid recipient":1,"to":"` + every.String() + `"}`, // 254 bytes
+		// The answer's 256th byte, where the outbox cuts it, 3 bytes into the 37th escape.
+		"every character, cut inside an escape": ` {"detail":"invalid recipient","to":"` + every.String() + `"}`} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
