@@ -2,7 +2,7 @@
 // the operator against their own stack with their own AWS credentials (hookctl console), or
 // mounted by a team in a server of their own. It is an http.Handler:
 //
-//	c, err := console.New(console.Config{DynamoDB: dynamodb.NewFromConfig(cfg), Table: table, Sources: file})
+//	c, err := console.New(console.Config{DynamoDB: dynamodb.NewFromConfig(cfg), Table: table, Sources: file, Token: token})
 //	http.ListenAndServe("127.0.0.1:8030", c)
 //
 // Pages: the event page (/events/{source}/{id}: the claim, its effects, each intent's

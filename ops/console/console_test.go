@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 )
 
 func TestTheEventPageTellsTheClaimEffectsIntentsAndGuard(t *testing.T) {

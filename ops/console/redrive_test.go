@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
