@@ -50,7 +50,8 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := console.New(console.Config{DynamoDB: s.db, Table: s.table, Sources: file, Operator: "e2e (browser)"})
+	token := console.NewToken()
+	h, err := console.New(console.Config{DynamoDB: s.db, Table: s.table, Sources: file, Operator: "e2e (browser)", Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +88,7 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	s.waitIntent(t, id, dedup.IntentDone)
 	var status string
 	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/login?token="+token), // the sign-in link hookctl console prints
 		chromedp.Navigate(srv.URL+"/events"),
 		chromedp.SendKeys(`#id`, id, chromedp.ByQuery),
 		chromedp.Click(`#find`, chromedp.ByQuery),

@@ -1,8 +1,10 @@
 package console_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,25 +16,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/ops/console"
 )
 
-// Without a token only loopback hosts are answered (a DNS-rebinding page names its own host);
-// with one, nothing is answered without it.
-func TestAccessIsLoopbackOnlyOrByToken(t *testing.T) {
+// Nothing is answered without the token; with a weak one, only loopback hosts are answered
+// (a DNS-rebinding page names its own host).
+func TestAccessIsByTokenAndLoopbackOnlyWithAWeakOne(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	open := e.serve(nil)
-	req, _ := http.NewRequest(http.MethodGet, open.base+"/", nil)
+	weak := e.serve(func(c *console.Config) { c.Token = "1234" })
+	req, _ := http.NewRequest(http.MethodGet, weak.base+"/", nil)
 	req.Host = "attacker.example:8030"
-	if r := open.do(req); r.Status != http.StatusMisdirectedRequest {
-		t.Fatalf("a foreign Host without a token: %d", r.Status)
+	req.Header.Set("Authorization", "Bearer 1234")
+	if r := weak.do(req); r.Status != http.StatusMisdirectedRequest {
+		t.Fatalf("a foreign Host with a weak token: %d", r.Status)
 	}
 	for _, host := range []string{"localhost:8030", "[::1]:8030", "127.0.0.1"} {
-		req, _ := http.NewRequest(http.MethodGet, open.base+"/events", nil)
+		req, _ := http.NewRequest(http.MethodGet, weak.base+"/events", nil)
 		req.Host = host
-		if r := open.do(req); r.Status != http.StatusOK {
+		if r := weak.do(req); r.Status != http.StatusUnauthorized {
+			t.Errorf("Host %s without the token: %d, want 401", host, r.Status)
+		}
+		req.Header.Set("Authorization", "Bearer 1234")
+		if r := weak.do(req); r.Status != http.StatusOK {
 			t.Errorf("Host %s: %d", host, r.Status)
 		}
 	}
@@ -61,18 +70,27 @@ func TestAccessIsLoopbackOnlyOrByToken(t *testing.T) {
 	}
 }
 
-func TestCheckAddrServesLoopbackOnlyWithoutAToken(t *testing.T) {
+// Loopback is served with any token (a console refuses none); any other address only with a
+// strong token and over TLS: off loopback the token, the login cookie and every page cross
+// the network.
+func TestCheckAddrServesOtherMachinesOnlyWithAStrongTokenOverTLS(t *testing.T) {
 	t.Parallel()
+	const strong = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
 	for _, c := range []struct {
 		addr, token string
-		ok          bool
+		tls, ok     bool
+		says        string
 	}{
-		{"127.0.0.1:8030", "", true}, {"[::1]:8030", "", true}, {"localhost:8030", "", true},
-		{"0.0.0.0:8030", "", false}, {":8030", "", false}, {"10.0.0.5:8030", "", false}, {"nonsense", "", false},
-		{"0.0.0.0:8030", "t", false}, {"0.0.0.0:8030", "4f1c9a7e2b8d6035e1a9c4f7b2d8e063", true}, {"127.0.0.1:8030", "t", true},
+		{"127.0.0.1:8030", "", false, true, ""}, {"[::1]:8030", "", false, true, ""}, {"localhost:8030", "", false, true, ""},
+		{"127.0.0.1:8030", "t", false, true, ""},
+		{"0.0.0.0:8030", "", true, false, "set a token"}, {":8030", "", true, false, "set a token"}, {"10.0.0.5:8030", "", true, false, "set a token"},
+		{"nonsense", "", false, false, "nonsense"}, {"0.0.0.0:8030", "t", true, false, "guessable"},
+		{"0.0.0.0:8030", strong, false, false, "-tls-cert and -tls-key"}, {"10.0.0.5:8030", strong, false, false, "TLS"},
+		{"0.0.0.0:8030", strong, true, true, ""},
 	} {
-		if err := console.CheckAddr(c.addr, c.token); (err == nil) != c.ok {
-			t.Errorf("%s (token %q): %v", c.addr, c.token, err)
+		err := console.CheckAddr(c.addr, c.token, c.tls)
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), c.says)) {
+			t.Errorf("%s (token %q, TLS %v): %v, want ok %v saying %q", c.addr, c.token, c.tls, err, c.ok, c.says)
 		}
 	}
 }
@@ -94,32 +112,9 @@ func TestCheckAddrRefusesAGuessableTokenOnANonLoopbackAddress(t *testing.T) {
 		"correcthorsebatterystaple", "the-quick-brown-fox-jumps", "ThisIsMyConsolePassword!",
 		"oncehook-console-token-2026",
 	} {
-		if err := console.CheckAddr("0.0.0.0:8030", token); err == nil {
+		if err := console.CheckAddr("0.0.0.0:8030", token, true); err == nil {
 			t.Errorf("CheckAddr(0.0.0.0:8030, %q) accepted it", token)
 		}
-	}
-}
-
-// Without a token the console's only guard is the Host header, which the client writes: a
-// console mounted on a listener other clients can reach (console.New takes any; CheckAddr is
-// advice) answers a remote client that sends "Host: localhost" with every page, and with
-// the page's CSRF token and cookie, a redrive. The DNS-rebinding check is not an access
-// check: a request from a non-loopback peer needs a token.
-func TestWithoutATokenARemotePeerIsNotAnsweredWhateverItsHostHeader(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.commit("shop", "evt_remote", false)
-	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := httptest.NewRequest(http.MethodGet, "/events/shop/evt_remote", nil)
-	req.Host = "localhost"
-	req.RemoteAddr = "203.0.113.7:40000" // a peer on another machine
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code == http.StatusOK || strings.Contains(rec.Body.String(), "evt_remote") {
-		t.Fatalf("a remote peer without a token was answered %d by naming localhost:\n%.400s", rec.Code, rec.Body.String())
 	}
 }
 
@@ -194,7 +189,7 @@ func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
 		strong = append(strong, fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:]))
 	}
 	for _, tok := range strong {
-		if err := console.CheckAddr("0.0.0.0:8030", tok); err != nil {
+		if err := console.CheckAddr("0.0.0.0:8030", tok, true); err != nil {
 			t.Fatalf("a generated token %q refused: %v", tok, err)
 		}
 	}
@@ -204,10 +199,10 @@ func TestCheckAddrTakesGeneratedTokensAndRefusesGuessableShapes(t *testing.T) {
 		base64.RawURLEncoding.EncodeToString(random(18)), // 24 characters: too short
 		strings.Repeat("0", 63) + "1"}
 	for _, tok := range weak {
-		if err := console.CheckAddr("0.0.0.0:8030", tok); err == nil {
+		if err := console.CheckAddr("0.0.0.0:8030", tok, true); err == nil {
 			t.Errorf("CheckAddr(0.0.0.0:8030, %q) accepted it", tok)
 		}
-		if err := console.CheckAddr("[::1]:8030", tok); err != nil {
+		if err := console.CheckAddr("[::1]:8030", tok, false); err != nil {
 			t.Errorf("CheckAddr([::1]:8030, %q): %v, want loopback served with any token", tok, err)
 		}
 	}
@@ -299,7 +294,7 @@ func TestAConsoleWithAGuessableTokenAnswersNoForeignHost(t *testing.T) {
 	e := newEnv(t)
 	e.commit("shop", "evt_rebound", false)
 	const weak = "tok-3f9a"
-	if console.CheckAddr("0.0.0.0:8030", weak) == nil {
+	if console.CheckAddr("0.0.0.0:8030", weak, true) == nil {
 		t.Fatalf("setup: %q is a strong token", weak)
 	}
 	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: weak})
@@ -331,7 +326,7 @@ func TestAConsoleWithAGuessableTokenAnswersNoForeignHost(t *testing.T) {
 func TestAConsoleWithoutAStrongTokenRefusesWhatAProxyRelays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	for _, token := range []string{"", "tok-3f9a"} {
+	for _, token := range []string{"1234", "tok-3f9a"} {
 		h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: token})
 		if err != nil {
 			t.Fatal(err)
@@ -340,9 +335,7 @@ func TestAConsoleWithoutAStrongTokenRefusesWhatAProxyRelays(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "/audit", nil)
 			req.Host, req.RemoteAddr = "127.0.0.1:8030", "127.0.0.1:40000"
 			req.Header.Set(hdr, "203.0.113.7")
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
+			req.Header.Set("Authorization", "Bearer "+token)
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code != http.StatusForbidden {
@@ -379,7 +372,7 @@ func TestTheAnswerToAVisitorWithoutAccessShowsNothingOfTheDeployment(t *testing.
 		status            int
 	}{
 		{"the sign-in page", "a-long-enough-token-0123456789", "", http.StatusUnauthorized},
-		{"the answer to a foreign host", "", "rebound.attacker.example:8030", http.StatusMisdirectedRequest},
+		{"the answer to a foreign host", "1234", "rebound.attacker.example:8030", http.StatusMisdirectedRequest},
 	} {
 		h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "Oncehook-OncehookTable-SECRET-STACK", Token: c.token, ShowPayloads: true})
 		if err != nil {
@@ -416,8 +409,7 @@ func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
 		}
 		return h
 	}
-	withToken, without := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("")
-	weak := mk("1234")
+	withToken, weak := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("1234")
 	type visit struct {
 		h            http.Handler
 		method, path string
@@ -431,8 +423,8 @@ func TestNoAnswerToAVisitorWithoutAccessShowsTheDeployment(t *testing.T) {
 		"a wrong token":             {withToken, "POST", "/login", "", "", "token=nope", "", http.StatusUnauthorized},
 		"a wrong bearer":            {withToken, "GET", "/", "", "", "", "nope", http.StatusUnauthorized},
 		"no such page":              {withToken, "GET", "/nowhere", "", "", "", "", http.StatusUnauthorized},
-		"a foreign host":            {without, "GET", "/", "rebound.attacker.example:8030", "", "", "", http.StatusMisdirectedRequest},
-		"a remote peer":             {without, "GET", "/", "localhost", "203.0.113.7:40000", "", "", http.StatusForbidden},
+		"a foreign host":            {weak, "GET", "/", "rebound.attacker.example:8030", "", "", "", http.StatusMisdirectedRequest},
+		"a remote peer":             {weak, "GET", "/", "localhost", "203.0.113.7:40000", "", "", http.StatusForbidden},
 		"a remote peer, weak token": {weak, "GET", "/", "localhost", "203.0.113.7:40000", "", "1234", http.StatusForbidden},
 	}
 	for name, v := range visits {
@@ -499,7 +491,7 @@ func TestNoRouteTellsAVisitorWithoutAccessAboutTheDeployment(t *testing.T) {
 		}
 		return h
 	}
-	withToken, without := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("")
+	withToken, weak := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("1234")
 	routes := []string{"/", "/events", "/events?source=shop", "/events?id=evt_private", "/events/shop/evt_private", "/events/shop",
 		"/parked", "/parked?source=shop", "/redrive", "/backlog", "/audit", "/login", "/nowhere", "/events/nosuch/x"}
 	secret := []string{"SECRET-STACK", "read-only", "payloads shown", "shop", "evt_private", "/parked", "/backlog", "gh"}
@@ -511,8 +503,8 @@ func TestNoRouteTellsAVisitorWithoutAccessAboutTheDeployment(t *testing.T) {
 	}{
 		{"no token", withToken, "", "", ""},
 		{"a wrong bearer", withToken, "", "", "4f1c9a7e2b8d6035e1a9c4f7b2d8e064"},
-		{"a foreign host", without, "rebound.attacker.example:8030", "", ""},
-		{"a remote peer", without, "localhost:8030", "203.0.113.7:40000", ""},
+		{"a foreign host", weak, "rebound.attacker.example:8030", "", ""},
+		{"a remote peer", weak, "localhost:8030", "203.0.113.7:40000", ""},
 	}
 	for _, v := range visitors {
 		for _, route := range routes {
@@ -547,5 +539,107 @@ func TestNoRouteTellsAVisitorWithoutAccessAboutTheDeployment(t *testing.T) {
 	}
 	if in := e.claim("shop", "evt_private").Intents["email.send"]; in.Status != dedup.IntentPending || in.RedrivenBy != "" {
 		t.Fatalf("a visitor without access changed an intent: %+v", in)
+	}
+}
+
+// everyCall counts the console's DynamoDB calls, the table's description included.
+type everyCall struct{ *countingAPI }
+
+func (c everyCall) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	c.calls.Add(1)
+	return c.API.DescribeTable(ctx, in, o...)
+}
+
+// A page costs DynamoDB reads (up to MaxIndexReads entries of the index), and a browser sends
+// the console's cookie with what another page makes it request from the same site: another
+// port of localhost is the same site, so an <img> or a <script> on any local dev server the
+// operator opens would make those reads, as would a cross-site one where the cookie went
+// along. A request the browser marks (Sec-Fetch-Site) as from another origin is refused
+// before any read, unless it is a navigation (a link followed); one typed in, from the
+// console's own pages, or without the headers (curl with the token) is served.
+func TestARequestAnotherSitesPageMakesIsRefusedBeforeAnyRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	api := &countingAPI{API: e.client}
+	h, err := console.New(console.Config{DynamoDB: everyCall{api}, Table: e.table, Sources: e.file, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	if r := b.post("/login", url.Values{"token": {token}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("signing in: %d", r.Status)
+	}
+	get := func(site, mode, dest string) response {
+		req, _ := http.NewRequest(http.MethodGet, b.base+"/backlog", nil)
+		if site != "" {
+			req.Header.Set("Sec-Fetch-Site", site)
+			req.Header.Set("Sec-Fetch-Mode", mode)
+			req.Header.Set("Sec-Fetch-Dest", dest)
+		}
+		return b.do(req)
+	}
+	for name, hdr := range map[string][3]string{
+		"an <img> on another site":                {"cross-site", "no-cors", "image"},
+		"a fetch() on another site":               {"cross-site", "cors", "empty"},
+		"an <object> on another site":             {"cross-site", "navigate", "object"},
+		"a <script> on another port of localhost": {"same-site", "no-cors", "script"},
+		"a fetch() on another port of localhost":  {"same-site", "cors", "empty"},
+	} {
+		if r := get(hdr[0], hdr[1], hdr[2]); r.Status != http.StatusForbidden || strings.Contains(r.Body, "/parked") {
+			t.Errorf("%s: %d, want 403 and nothing of the console", name, r.Status)
+		}
+	}
+	if n := api.calls.Load(); n != 0 {
+		t.Errorf("the refused requests made %d DynamoDB calls, want none", n)
+	}
+	for name, hdr := range map[string][3]string{
+		"a link followed from another site": {"cross-site", "navigate", "document"},
+		"the console's own link":            {"same-origin", "navigate", "document"},
+		"typed in the address bar":          {"none", "navigate", "document"},
+		"curl":                              {"", "", ""},
+	} {
+		if r := get(hdr[0], hdr[1], hdr[2]); r.Status != http.StatusOK {
+			t.Errorf("%s: %d, want 200", name, r.Status)
+		}
+	}
+}
+
+// No configuration serves without a token: on loopback too, any process of the machine, and
+// any page the operator's browser opens, would read every page and re-drive with the
+// operator's AWS credentials.
+func TestNoConsoleServesWithoutAToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file})
+	var invalid *dedup.InvalidError
+	if !errors.As(err, &invalid) || invalid.Field != "Token" {
+		t.Fatalf("a console without a token: %v, want refused naming Token", err)
+	}
+}
+
+// The sign-in link hookctl console prints, /login?token=, signs a browser in: it sets the
+// login cookie and sends the browser on to the overview, so the token leaves the address bar.
+// A wrong token in it is a wrong guess.
+func TestTheSignInLinkSignsIn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const token = "4f1c9a7e2b8d6035e1a9c4f7b2d8e063"
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	if r := b.get("/login?token=4f1c9a7e2b8d6035e1a9c4f7b2d8e064"); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the link with a wrong token: %d, want 401", r.Status)
+	}
+	if r := b.get("/audit"); r.Status != http.StatusUnauthorized {
+		t.Fatalf("setup: /audit before signing in: %d", r.Status)
+	}
+	if r := b.get("/login?token=" + token); r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/" {
+		t.Fatalf("the link: %d to %q, want 303 to /", r.Status, r.Header.Get("Location"))
+	}
+	if r := b.get("/audit"); r.Status != http.StatusOK {
+		t.Fatalf("/audit signed in by the link: %d", r.Status)
 	}
 }

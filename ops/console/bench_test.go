@@ -137,7 +137,7 @@ func BenchmarkPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	api := &countingAPI{API: client}
-	h, err := console.New(console.Config{DynamoDB: api, Table: table, Sources: file})
+	h, err := console.New(console.Config{DynamoDB: api, Table: table, Sources: file, Token: testToken})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,14 +153,19 @@ func BenchmarkPages(b *testing.B) {
 		"/",
 		"/audit",
 	} {
+		get := func() (*http.Response, error) {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+p, nil)
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			return http.DefaultClient.Do(req)
+		}
 		b.Run(p, func(b *testing.B) {
-			if r, err := http.Get(srv.URL + p); err != nil || (r.StatusCode != http.StatusOK && r.StatusCode != http.StatusSeeOther) {
+			if r, err := get(); err != nil || (r.StatusCode != http.StatusOK && r.StatusCode != http.StatusSeeOther) {
 				b.Fatalf("%s: %v %v", p, r, err)
 			}
 			api.calls.Store(0)
 			b.ResetTimer()
 			for range b.N {
-				r, err := http.Get(srv.URL + p)
+				r, err := get()
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -2,7 +2,7 @@
 // the operator against their own stack with their own AWS credentials (hookctl console), or
 // mounted by a team in a server of their own. It is an http.Handler:
 //
-//	c, err := console.New(console.Config{DynamoDB: dynamodb.NewFromConfig(cfg), Table: table, Sources: file})
+//	c, err := console.New(console.Config{DynamoDB: dynamodb.NewFromConfig(cfg), Table: table, Sources: file, Token: token})
 //	http.ListenAndServe("127.0.0.1:8030", c)
 //
 // Pages: the event page (/events/{source}/{id}: the claim, its effects, each intent's
@@ -16,11 +16,12 @@
 // cookie, and is refused cross-origin; ReadOnly hides and refuses every action; intent
 // payloads and effect values are shown only with ShowPayloads; nothing from the sources file
 // but names, types and deliveries is rendered (never a secret reference, a URL or a header).
-// Without a Token it answers only requests from a loopback peer addressed to a loopback host
-// (neither a remote client nor a DNS-rebinding page can reach it); with one, every request
-// must present it (a login form sets a cookie, or an Authorization: Bearer header), guesses at
-// it are bounded, and a weak one guards loopback peers only. CheckAddr is the rule a server
-// should apply before listening: loopback only, unless a strong token is set.
+// It serves no request without its Token (a sign-in form or link sets a cookie, or an
+// Authorization: Bearer header), on loopback too; guesses at it are bounded; a weak one
+// guards only requests from a loopback peer addressed to a loopback host (neither a remote
+// client nor a DNS-rebinding page can reach it). A request another site's page makes, other
+// than a navigation, is refused before any read. CheckAddr is the rule a server should apply
+// before listening: loopback only, unless a strong token is set and TLS serves it.
 package console
 
 import (
@@ -80,9 +81,9 @@ type Config struct {
 	// ShowPayloads shows intent payloads and the values of effect records in oncehook's
 	// table. Off, only their sizes and keys are shown.
 	ShowPayloads bool
-	// Token, when set, is required of every request; a token CheckAddr would refuse for a
-	// non-loopback address guards loopback peers only. Without it, only requests from a
-	// loopback peer (RemoteAddr) addressed to a loopback host are answered.
+	// Token is required of every request, and of Config (NewToken makes one). A token
+	// CheckAddr would refuse for a non-loopback address guards only requests from a loopback
+	// peer (RemoteAddr) addressed to a loopback host.
 	Token string
 	// Operator is who a redrive is recorded as done by (the intent's redriven_by), 1 to
 	// dedup.MaxRedrivenBy printable bytes. Default "console".
@@ -139,6 +140,9 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Table == "" {
 		return nil, &dedup.InvalidError{Field: "Table", Reason: "is required"}
 	}
+	if cfg.Token == "" {
+		return nil, &dedup.InvalidError{Field: "Token", Reason: "is required: every request must present it (NewToken makes one)"}
+	}
 	if cfg.PendingShards == 0 {
 		cfg.PendingShards = dedup.PendingShards
 	}
@@ -166,16 +170,10 @@ func New(cfg Config) (*Console, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
-		red: newRedactor(cfg.Sources), strongToken: cfg.Token != "" && StrongToken(cfg.Token)}
+		red: newRedactor(cfg.Sources), strongToken: StrongToken(cfg.Token)}
 	rand.Read(c.key)
 	c.routes()
-	// Cross-origin POSTs are refused by the browser's own Sec-Fetch-Site/Origin headers
-	// before the CSRF token is even looked at.
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.fail(w, r, http.StatusForbidden, "Cross-origin request refused", "This request came from another site. Use the console's own pages.")
-	}))
-	c.handler = c.guard(cop.Handler(c.mux))
+	c.handler = c.guard(c.mux)
 	return c, nil
 }
 
@@ -183,9 +181,10 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
 // CheckAddr is the listening rule: an address on a loopback interface, or, with a strong
-// token, any. A token guards a non-loopback address only when it is strong (StrongToken). It
-// names what to do when addr cannot be served that way.
-func CheckAddr(addr, token string) error {
+// token and TLS (the token, the login cookie and every page cross the network), any. A token
+// guards a non-loopback address only when it is strong (StrongToken). It names what to do
+// when addr cannot be served that way.
+func CheckAddr(addr, token string, tls bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("console: address %q: %w", addr, err)
@@ -199,7 +198,17 @@ func CheckAddr(addr, token string) error {
 	if !StrongToken(token) {
 		return fmt.Errorf("console: %s is not a loopback address, and the token is guessable: use at least %d random characters (openssl rand -hex 32)", addr, MinTokenBytes)
 	}
+	if !tls {
+		return fmt.Errorf("console: %s is not a loopback address: serve it over TLS (-tls-cert and -tls-key)", addr)
+	}
 	return nil
+}
+
+// NewToken returns a token from 32 random bytes (64 hex digits): strong (StrongToken).
+func NewToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // MinTokenBytes is the shortest token that guards a console other machines can reach
@@ -354,6 +363,10 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				c.fail(w, r, http.StatusInternalServerError, "Internal error", "The page failed; the console's log has the details.")
 			}
 		}()
+		if crossOrigin.Check(r) != nil || crossSiteRead(r) {
+			c.fail(w, r, http.StatusForbidden, "Cross-origin request refused", "This request came from another site. Use the console's own pages.")
+			return
+		}
 		// Without a strong token the console is for this machine only: addressed to a loopback
 		// host (the Host header stops a DNS-rebinding page, whose requests come from the
 		// operator's own browser, a loopback peer), from a loopback peer (the Host header is
@@ -376,7 +389,7 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if c.cfg.Token != "" && r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
+		if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			switch c.authorized(r) {
 			case guessLimited:
 				c.tooManyGuesses(w, r)
@@ -385,12 +398,8 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in"})
 				return
 			}
-		}
-		if c.cfg.Token == "" || (r.URL.Path != "/login" && r.URL.Path != "/static/console.css") {
 			// Past the access checks: the pages may name the deployment (render).
 			r = r.WithContext(context.WithValue(r.Context(), accessKey{}, true))
-		}
-		if r.URL.Path != "/login" && r.URL.Path != "/static/console.css" {
 			if err := c.checkTable(r.Context()); err != nil {
 				var none *noTableError
 				switch {
@@ -417,6 +426,25 @@ func (c *Console) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// crossOrigin refuses an unsafe method (a POST) another origin's page made a browser send,
+// by its Sec-Fetch-Site or Origin header, before the CSRF token is even looked at.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// crossSiteRead reports a request another origin's page made a browser send other than by
+// navigating to the console (an <img>, a <script>, a fetch()): Fetch Metadata's Resource
+// Isolation Policy. CrossOriginProtection lets every GET through, and a page costs up to
+// MaxIndexReads of the index. A same-site one is refused too: another port of localhost is
+// the same site, and the SameSite=Strict cookies go with its requests. Without
+// Sec-Fetch-Site (curl, an older browser) it is not one.
+func crossSiteRead(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+		return false
+	}
+	dest := r.Header.Get("Sec-Fetch-Dest")
+	return r.Header.Get("Sec-Fetch-Mode") != "navigate" || dest == "object" || dest == "embed"
 }
 
 // unreadableQuery reports the first parameter of a raw query that is not valid
@@ -446,8 +474,7 @@ func proxied(r *http.Request) bool {
 	return false
 }
 
-// accessKey marks, in a request's context, a request that passed the access checks (the
-// token, or loopback without one).
+// accessKey marks, in a request's context, a request that passed the access checks.
 type accessKey struct{}
 
 // hasAccess reports whether r passed the access checks: a page for one that did not (the

@@ -147,10 +147,14 @@ func (e *env) claim(source, id string) *dedup.Claim {
 	return c
 }
 
-// serve starts the console over the env's table on a real loopback server.
+// testToken is the token of the consoles the tests sign in to.
+const testToken = "9b2e6c1f0a7d4e8b3c5f9a1d2e7b6c04"
+
+// serve starts the console over the env's table on a real loopback server: with testToken
+// (unless configure sets another), and a browser signed in with it.
 func (e *env) serve(configure func(*console.Config)) *browser {
 	e.t.Helper()
-	cfg := console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Operator: "ada (test)"}
+	cfg := console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Operator: "ada (test)", Token: testToken}
 	if configure != nil {
 		configure(&cfg)
 	}
@@ -158,9 +162,24 @@ func (e *env) serve(configure func(*console.Config)) *browser {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	e.t.Cleanup(srv.Close)
-	return newBrowser(e.t, srv.URL)
+	if cfg.Token != testToken {
+		return newBrowser(e.t, serveHandler(e.t, h))
+	}
+	return signedIn(e.t, h)
+}
+
+// signedIn serves h (a console with testToken) and returns a browser signed in to it.
+func signedIn(t *testing.T, h http.Handler) *browser {
+	return newBrowser(t, serveHandler(t, h)).signIn()
+}
+
+// signIn signs b in with testToken by the sign-in link.
+func (b *browser) signIn() *browser {
+	b.t.Helper()
+	if r := b.get("/login?token=" + testToken); r.Status != http.StatusSeeOther {
+		b.t.Fatalf("signing in: %d", r.Status)
+	}
+	return b
 }
 
 // browser is an HTTP client that keeps cookies and does not follow redirects, like a person's

@@ -13,8 +13,8 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// A team mounts the console in a server of its own: read-only, behind its own path and
-// token, over the deployment's table and sources file.
+// A team mounts the console in a server of its own: read-only, behind its own token and
+// over TLS, over the deployment's table and sources file.
 func Example() {
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -36,9 +36,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	addr := "0.0.0.0:8030"
-	if err := console.CheckAddr(addr, "a long random token from your secret store"); err != nil {
+	if err := console.CheckAddr(addr, "a long random token from your secret store", true); err != nil {
 		log.Fatal(err)
 	}
 	srv := &http.Server{Addr: addr, Handler: c, ReadHeaderTimeout: 10 * time.Second}
-	log.Fatal(srv.ListenAndServe())
+	log.Fatal(srv.ListenAndServeTLS("console.crt", "console.key"))
 }

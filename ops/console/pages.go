@@ -622,32 +622,39 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		c.render(w, r, http.StatusOK, "login", page{Title: "Sign in"})
-	case http.MethodPost:
-		if c.cfg.Token == "" {
-			http.Redirect(w, r, "/", http.StatusSeeOther)
+		// The sign-in link (hookctl console prints it) carries the token in its query.
+		if q := r.URL.Query(); q.Has("token") {
+			c.signIn(w, r, q.Get("token"))
 			return
 		}
+		c.render(w, r, http.StatusOK, "login", page{Title: "Sign in"})
+	case http.MethodPost:
 		r.Body = http.MaxBytesReader(w, r.Body, 4096)
 		if err := r.ParseForm(); err != nil {
 			c.render(w, r, http.StatusBadRequest, "login", page{Title: "Sign in", Detail: "The form could not be read."})
 			return
 		}
-		switch c.guess(r.PostFormValue("token")) {
-		case guessLimited:
-			c.tooManyGuesses(w, r)
-			return
-		case guessWrong:
-			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Detail: "That is not the console's token."})
-			return
-		}
-		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: c.loginValue(), Path: "/", MaxAge: int(loginFor / time.Second),
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		c.signIn(w, r, r.PostFormValue("token"))
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		c.fail(w, r, http.StatusMethodNotAllowed, "Method not allowed", "The login page answers GET and POST.")
 	}
+}
+
+// signIn sets the login cookie for the right token, and sends the browser on to the overview
+// (the token leaves the address bar); a wrong one is a guess.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request, token string) {
+	switch c.guess(token) {
+	case guessLimited:
+		c.tooManyGuesses(w, r)
+		return
+	case guessWrong:
+		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Detail: "That is not the console's token."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: c.loginValue(), Path: "/", MaxAge: int(loginFor / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 // claimed reports whether source (or, when it is "", any source of the sources file) has a

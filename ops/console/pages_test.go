@@ -117,13 +117,11 @@ func TestATableThatIsNotOncehooksGetsAClearPage(t *testing.T) {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)})
 	})
 	for table, want := range map[string]int{other: http.StatusInternalServerError, "no-such-table-" + other: http.StatusBadGateway} {
-		h, err := console.New(console.Config{DynamoDB: client, Table: table})
+		h, err := console.New(console.Config{DynamoDB: client, Table: table, Token: testToken})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := newBrowser(t, "")
-		srv := serveHandler(t, h)
-		b.base = srv
+		b := signedIn(t, h)
 		r := b.get("/events/shop/evt_1")
 		if r.Status != want || !strings.Contains(r.Body, table) {
 			t.Errorf("%s: %d, want %d naming the table:\n%s", table, r.Status, want, r.Body)
@@ -236,11 +234,11 @@ func TestATableWhoseKeysAreNotStringsIsNotTakenForOncehooks(t *testing.T) {
 	if err := console.CheckTable(ctx, client, name); !errors.Is(err, console.ErrNotOncehookTable) {
 		t.Errorf("CheckTable(%s) = %v, want it refused as not oncehook's", name, err)
 	}
-	h, err := console.New(console.Config{DynamoDB: client, Table: name})
+	h, err := console.New(console.Config{DynamoDB: client, Table: name, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBrowser(t, serveHandler(t, h))
+	b := signedIn(t, h)
 	for _, p := range []string{"/events/shop/evt_1", "/parked"} {
 		r := b.get(p)
 		if r.Status != http.StatusInternalServerError || !strings.Contains(r.Body, "not an oncehook table") {

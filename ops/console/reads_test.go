@@ -66,12 +66,12 @@ func TestTheRecentEventsOfASourceReadAtMostMaxIndexReadsOfTheIndex(t *testing.T)
 		e.commit("shop", fmt.Sprintf("evt_busy_%03d", i), false) // all due: all in the index
 	}
 	counter := &scanCounter{Client: e.client}
-	cfg := console.Config{DynamoDB: counter, Table: e.table, Sources: e.file, MaxIndexReads: maxReads}
+	cfg := console.Config{DynamoDB: counter, Table: e.table, Sources: e.file, MaxIndexReads: maxReads, Token: testToken}
 	h, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBrowser(t, serveHandler(t, h))
+	b := signedIn(t, h)
 	if r := b.get("/backlog"); r.Status != http.StatusOK {
 		t.Fatalf("backlog: %d", r.Status)
 	}
@@ -118,11 +118,11 @@ func TestTheRecentEventsOfASourceIncludeItsNewestClaim(t *testing.T) {
 	}
 	newest, _ := idIn("P15", next)
 	e.commit("shop", newest, false) // the newest claim of shop, in the last due shard
-	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: maxReads})
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: maxReads, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newBrowser(t, serveHandler(t, h)).get("/events?source=shop")
+	r := signedIn(t, h).get("/events?source=shop")
 	if r.Status != http.StatusOK {
 		t.Fatalf("%d\n%s", r.Status, r.Body)
 	}
@@ -143,11 +143,11 @@ func TestEveryIndexPageReadsAtMostMaxIndexReads(t *testing.T) {
 		e.commit("shop", fmt.Sprintf("evt_many_%03d", i), false)
 	}
 	counter := &scanCounter{Client: e.client}
-	h, err := console.New(console.Config{DynamoDB: counter, Table: e.table, Sources: e.file, MaxIndexReads: maxReads})
+	h, err := console.New(console.Config{DynamoDB: counter, Table: e.table, Sources: e.file, MaxIndexReads: maxReads, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBrowser(t, serveHandler(t, h))
+	b := signedIn(t, h)
 	b.get("/audit") // the table check, once
 	for _, p := range []string{"/", "/backlog", "/parked", "/parked?source=gh", "/events?source=shop", "/events?source=gh"} {
 		counter.mu.Lock()
@@ -196,7 +196,7 @@ func TestAPageGivesUpOnAThrottledTableByItself(t *testing.T) {
 	e := newEnv(t)
 	e.commit("shop", "evt_throttled", false)
 	api := &throttledBatches{Client: e.client, giveUp: 20}
-	h, err := console.New(console.Config{DynamoDB: api, Table: e.table, Sources: e.file})
+	h, err := console.New(console.Config{DynamoDB: api, Table: e.table, Sources: e.file, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +205,7 @@ func TestAPageGivesUpOnAThrottledTableByItself(t *testing.T) {
 	api.cancel = cancel
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:8030/backlog", nil)
 	req.RemoteAddr = "127.0.0.1:40000"
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	api.mu.Lock()
@@ -226,11 +227,11 @@ func TestAMaxIndexReadsAQueryCannotCarryIsRefusedAtStart(t *testing.T) {
 	e := newEnv(t)
 	e.commit("shop", "evt_1", false)
 	for _, n := range []int{1 << 31, math.MaxInt} {
-		h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: n})
+		h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: n, Token: testToken})
 		if err != nil {
 			continue // refused: what must hold
 		}
-		b := newBrowser(t, serveHandler(t, h))
+		b := signedIn(t, h)
 		if r := b.get("/backlog"); r.Status != http.StatusOK {
 			t.Errorf("MaxIndexReads %d taken, and the backlog answers %d", n, r.Status)
 		}
@@ -271,11 +272,11 @@ func TestTheRecentEventsAreTheNewestWhateverTheShardsAndTheBound(t *testing.T) {
 		}
 		maxReads := 5 + rng.IntN(300)
 		counter := &scanCounter{Client: e.client}
-		h, err := console.New(console.Config{DynamoDB: counter, Table: e.table, MaxIndexReads: maxReads})
+		h, err := console.New(console.Config{DynamoDB: counter, Table: e.table, MaxIndexReads: maxReads, Token: testToken})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := newBrowser(t, serveHandler(t, h))
+		b := signedIn(t, h)
 		b.get("/audit") // the table check
 		src := fmt.Sprintf("s%d", rng.IntN(3))
 		counter.mu.Lock()

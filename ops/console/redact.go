@@ -186,14 +186,25 @@ func (x *redactor) redact(msg string) string {
 }
 
 // redactForms replaces, in msg, every form matched by known (forms lower-cased, longest first),
-// and the start of one wherever a message may have been cut (cutEnds).
+// and the start of one wherever a message may have been cut (cutEnds). Both are looked for in
+// msg with its \uXXXX escapes decoded (unescaped), since a JSON encoder may escape any
+// character (Python's json.dumps every non-ASCII one, Go's <, > and &), and replaced where they
+// stand in msg.
 func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp) string {
 	if known == nil {
 		return msg
 	}
-	// A cut-off secret is read before the whole ones are replaced, which would hide what they
-	// start.
-	msg = redactCutStarts(msg, forms)
+	// Cut-off secrets are read with the whole ones, before any is replaced: a replacement
+	// would hide what they start.
+	d, at := unescaped(msg)
+	spans := cutStarts(d, forms)
+	for _, m := range known.FindAllStringIndex(d, -1) {
+		spans = append(spans, region{m[0], m[1]})
+	}
+	for i := range spans {
+		spans[i] = region{at[spans[i].from], at[spans[i].to]}
+	}
+	msg = replaceSpans(msg, spans)
 	// Again until nothing changes: a form replaced at one position can leave another (a
 	// segment) that started inside it.
 	for range 4 {
@@ -204,6 +215,32 @@ func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp)
 		msg = next
 	}
 	return msg
+}
+
+// jsonEscape is one character JSON-escaped, its backslash escaped or not: \uXXXX, a surrogate
+// pair, or an escape cut short by a truncation.
+var jsonEscape = regexp.MustCompile(`\\\\?u[dD][89abAB][0-9a-fA-F]{2}\\\\?u[dD][c-fC-F][0-9a-fA-F]{2}|\\\\?u[0-9a-fA-F]{0,4}`)
+
+// unescaped is msg with its JSON escapes (jsonEscape) decoded, one cut short as nothing, and
+// for each byte of it, and its end, the offset in msg where that byte's source starts.
+func unescaped(msg string) (string, []int) {
+	var b strings.Builder
+	at := make([]int, 0, len(msg)+1)
+	next := 0
+	for _, m := range append(jsonEscape.FindAllStringIndex(msg, -1), []int{len(msg), len(msg)}) {
+		for ; next < m[0]; next++ {
+			b.WriteByte(msg[next])
+			at = append(at, next)
+		}
+		var r string
+		json.Unmarshal([]byte(`"`+strings.ReplaceAll(msg[m[0]:m[1]], `\\`, `\`)+`"`), &r)
+		b.WriteString(r)
+		for range len(r) {
+			at = append(at, m[0])
+		}
+		next = m[1]
+	}
+	return b.String(), append(at, len(msg))
 }
 
 // cutEnds are the places where a quoted text may have been cut short: the outbox keeps the
@@ -223,14 +260,14 @@ func cutEnds(msg string) []int {
 	return append(ends, len(msg))
 }
 
-// redactCutStarts replaces, at each cut end, the longest start (minSecret bytes or more) of a
-// form that the text before it ends with.
-func redactCutStarts(msg string, forms []string) string {
-	ends := cutEnds(msg)
+type region struct{ from, to int }
+
+// cutStarts are, at each cut end, the longest start (minSecret bytes or more) of a form that
+// the text before it ends with.
+func cutStarts(msg string, forms []string) []region {
 	lower := strings.ToLower(msg)
-	type span struct{ from, to int }
-	var spans []span
-	for _, end := range ends {
+	var spans []region
+	for _, end := range cutEnds(msg) {
 		cut := 0
 		for _, f := range forms {
 			for k := min(len(f)-1, end); k >= minSecret && k > cut; k-- {
@@ -241,18 +278,26 @@ func redactCutStarts(msg string, forms []string) string {
 			}
 		}
 		if cut > 0 {
-			spans = append(spans, span{end - cut, end})
+			spans = append(spans, region{end - cut, end})
 		}
 	}
-	// From the last: earlier offsets stay right; overlapping spans merge.
-	for i := len(spans) - 1; i >= 0; i-- {
-		sp := spans[i]
-		if i > 0 && spans[i-1].to > sp.from {
-			spans[i-1].to = max(spans[i-1].to, sp.to)
-			spans[i-1].from = min(spans[i-1].from, sp.from)
+	return spans
+}
+
+// replaceSpans replaces each span of msg with redacted, overlapping ones as one.
+func replaceSpans(msg string, spans []region) string {
+	slices.SortFunc(spans, func(a, b region) int { return a.from - b.from })
+	var merged []region
+	for _, r := range spans {
+		if n := len(merged); n > 0 && merged[n-1].to > r.from {
+			merged[n-1].to = max(merged[n-1].to, r.to)
 			continue
 		}
-		msg = msg[:sp.from] + redacted + msg[sp.to:]
+		merged = append(merged, r)
+	}
+	// From the last: earlier offsets stay right.
+	for i := len(merged) - 1; i >= 0; i-- {
+		msg = msg[:merged[i].from] + redacted + msg[merged[i].to:]
 	}
 	return msg
 }

@@ -105,11 +105,11 @@ func (fakeTable) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.
 // account, the IAM identity and the request id reach whoever can load a page.
 func TestAnAWSErrorsDetailsGoToTheLogNotThePage(t *testing.T) {
 	t.Parallel()
-	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "t"})
+	h, err := console.New(console.Config{DynamoDB: fakeTable{}, Table: "t", Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBrowser(t, serveHandler(t, h))
+	b := signedIn(t, h)
 	for _, p := range []string{"/events/shop/evt_x", "/parked", "/backlog"} {
 		r := b.get(p)
 		if r.Status != http.StatusBadGateway {
@@ -527,4 +527,72 @@ func TestTheRedactionKeepsAnErrorWithoutSecretsAsItIs(t *testing.T) {
 	}
 	e.drain()
 	mustContain(t, e.serve(nil).get("/events/shop/evt_plain"), html.EscapeString(plain))
+}
+
+// pythonEcho is what a Python downstream answers when it refuses pythonPayload and quotes it
+// back with json.dumps, which escapes every non-ASCII character as \uXXXX (ensure_ascii, its
+// default; a surrogate pair past U+FFFF). Made once with
+//
+//	python3 -c 'import json; print(json.dumps({"error": "invalid recipient", "request": {"to": "Zoë Ålander <zoë.ålander@exämple.com>", "note": "née 😀 Ørsted"}}))'
+const (
+	pythonPayload = `{"to":"Zoë Ålander <zoë.ålander@exämple.com>","note":"née 😀 Ørsted"}`
+	pythonEcho    = `{"error": "invalid recipient", "request": {"to": "Zo\u00eb \u00c5lander <zo\u00eb.\u00e5lander@ex\u00e4mple.com>", "note": "n\u00e9e \ud83d\ude00 \u00d8rsted"}}`
+)
+
+// A payload quoted back JSON-escaped is the payload all the same: Python's json.dumps escapes
+// every non-ASCII character, Go's encoder <, > and &, and an encoder may escape any character
+// as \uXXXX. Without ShowPayloads none of those echoes shows the payload's values.
+func TestAPayloadQuotedBackJSONEscapedIsNotShownWithoutShowPayloads(t *testing.T) {
+	t.Parallel()
+	var to, note string
+	{
+		var p struct{ To, Note string }
+		if err := json.Unmarshal([]byte(pythonPayload), &p); err != nil {
+			t.Fatal(err)
+		}
+		to, note = p.To, p.Note
+	}
+	goEcho, _ := json.Marshal(map[string]any{"error": "invalid recipient", "request": map[string]string{"to": to, "note": note}})
+	var every strings.Builder // each character escaped, "\u0040"-style
+	for _, r := range to {
+		fmt.Fprintf(&every, `\u%04X`, r)
+	}
+	for name, echo := range map[string]string{"python": pythonEcho, "go": string(goEcho),
+		"every character": `{"invalid recipient":1,"to":"` + every.String() + `"}`, // 254 bytes
+		// The answer's 256th byte, where the outbox cuts it, 3 bytes into the 37th escape.
+		"every character, cut inside an escape": ` {"detail":"invalid recipient","to":"` + every.String() + `"}`} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, echo, http.StatusUnprocessableEntity)
+			}))
+			t.Cleanup(down.Close)
+			exec := &outbox.HTTPExecutor{URL: down.URL + "/hooks/in", Timeout: 5 * time.Second}
+			var err error
+			if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec},
+				Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_escaped", Type: "order.paid", Payload: []byte(`{}`)},
+				dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(pythonPayload)}}}); err != nil {
+				t.Fatal(err)
+			}
+			e.drain()
+			if in := e.claim("shop", "evt_escaped").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, `\u`) {
+				t.Fatalf("setup: %+v, want parked with the escaped echo", in)
+			}
+			b := e.serve(nil)
+			parked := b.get("/parked")
+			confirm := b.post("/redrive", map[string][]string{"csrf": {csrf(t, parked)}, "ref": refs(parked)})
+			for where, r := range map[string]response{"event page": b.get("/events/shop/evt_escaped"), "parked page": parked, "confirmation": confirm} {
+				mustContain(t, r, "evt_escaped", "invalid recipient")
+				for _, s := range []string{"lander", "mple.com", "rsted", `\u00e5`, `\u00C5`, `\ud83d`} {
+					if strings.Contains(r.Body, s) {
+						t.Errorf("the %s shows %q of the payload without ShowPayloads", where, s)
+					}
+				}
+			}
+		})
+	}
 }

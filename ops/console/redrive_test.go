@@ -55,7 +55,7 @@ func TestAParkedIntentIsRedrivenFromTheParkedPageOnce(t *testing.T) {
 		"no token":    b.post("/redrive", one),
 		"wrong token": b.post("/redrive", url.Values{"ref": one["ref"], "csrf": {strings.Repeat("0", 64)}, "confirm": {"yes"}}),
 		"cross-site":  b.post("/redrive", url.Values{"ref": one["ref"], "csrf": {token}, "confirm": {"yes"}}, "Sec-Fetch-Site", "cross-site"),
-		"other token": newBrowser(t, b.base).post("/redrive", url.Values{"ref": one["ref"], "csrf": {token}, "confirm": {"yes"}}),
+		"other token": newBrowser(t, b.base).signIn().post("/redrive", url.Values{"ref": one["ref"], "csrf": {token}, "confirm": {"yes"}}),
 	} {
 		if r.Status != http.StatusForbidden {
 			t.Errorf("%s: %d, want 403", name, r.Status)

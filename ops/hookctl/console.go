@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,19 +22,22 @@ import (
 	"github.com/oncehook/oncehook/ops/console"
 )
 
-const consoleUsage = "console [-addr 127.0.0.1:8030 -token T -read-only -show-payloads -operator NAME -metrics]"
+const consoleUsage = "console [-addr 127.0.0.1:8030 -token T -tls-cert F -tls-key F -read-only -show-payloads -operator NAME -metrics]"
 
 type consoleFlags struct {
 	addr, token, operator, namespace string
+	tlsCert, tlsKey                  string
 	readOnly, showPayloads, metrics  bool
 	maxReads                         int
 }
 
 func (f *consoleFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:8030", "where to listen: a loopback address, or any with -token")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8030", "where to listen: a loopback address, or any with -token, -tls-cert and -tls-key")
 	// The token's default is read after parsing (consoleCmd), never given to the flag package,
 	// which would print it as the flag's default in every usage message.
-	fs.StringVar(&f.token, "token", "", "required of every request when set (default $ONCEHOOK_CONSOLE_TOKEN; prefer the variable: a flag shows in ps)")
+	fs.StringVar(&f.token, "token", "", "required of every request (default $ONCEHOOK_CONSOLE_TOKEN, else a generated one; prefer the variable: a flag shows in ps)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain), required off loopback")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of -tls-cert")
 	fs.BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (redrive)")
 	fs.BoolVar(&f.showPayloads, "show-payloads", false, "show intent payloads and effect records' values")
 	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
@@ -50,8 +55,12 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	if f.token == "" {
 		f.token = os.Getenv("ONCEHOOK_CONSOLE_TOKEN")
 	}
-	if err := console.CheckAddr(f.addr, f.token); err != nil {
+	// Off loopback the token is the operator's to set (and share); on loopback one is made.
+	if err := console.CheckAddr(f.addr, f.token, f.tlsCert != ""); err != nil {
 		return err
+	}
+	if f.token == "" {
+		f.token = console.NewToken()
 	}
 	db, err := c.dynamo(ctx)
 	if err != nil {
@@ -87,20 +96,40 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	srv := consoleServer(h)
+	scheme := "http"
+	if f.tlsCert != "" || f.tlsKey != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return fmt.Errorf("-tls-cert and -tls-key: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		scheme = "https"
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return err
 	}
+	if scheme == "https" {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	srv := consoleServer(h)
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(shut)
 	}()
-	fmt.Fprintf(c.stdout, "oncehook console for %s on http://%s/ (Ctrl-C stops it)\n", c.table, ln.Addr())
+	// The link signs the operator in: the token, generated or given, is asked of every request.
+	// A console on every interface is linked by the machine's name.
+	host := ln.Addr().String()
+	if h, port, _ := net.SplitHostPort(host); net.ParseIP(h).IsUnspecified() {
+		if name, err := os.Hostname(); err == nil {
+			host = net.JoinHostPort(name, port)
+		}
+	}
+	fmt.Fprintf(c.stdout, "oncehook console for %s: sign in at %s://%s/login?token=%s (Ctrl-C stops it)\n", c.table, scheme, host, url.QueryEscape(f.token))
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

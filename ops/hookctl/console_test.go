@@ -3,9 +3,19 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -49,21 +60,9 @@ func TestConsoleServesTheEventPage(t *testing.T) {
 	if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_console", Type: "order.paid", Payload: []byte(`{}`)}, dedup.Plan{}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	outR, outW := io.Pipe()
-	done := make(chan int)
-	go func() {
-		code := run(ctx, []string{"console", "-table", table, "-sources", "../../localstack/sources.local.json", "-addr", "127.0.0.1:0", "-read-only"}, strings.NewReader(""), outW, io.Discard)
-		outW.Close()
-		done <- code
-	}()
-	line, err := bufio.NewReader(outR).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := line[strings.Index(line, "http://") : strings.LastIndex(line, "/")+0]
-	go io.Copy(io.Discard, outR)
-	resp, err := http.Get(base + "/events/shop/evt_console")
+	line, stop := startConsole(t, io.Discard, "-table", table, "-sources", "../../localstack/sources.local.json", "-addr", "127.0.0.1:0", "-read-only")
+	browser, base := signIn(t, line, &http.Client{})
+	resp, err := browser.Get(base + "/events/shop/evt_console")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +71,7 @@ func TestConsoleServesTheEventPage(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "evt_console") || !strings.Contains(string(body), "read-only") {
 		t.Fatalf("%d\n%s", resp.StatusCode, body)
 	}
-	cancel()
-	if code := <-done; code != 0 {
+	if code := stop(); code != 0 {
 		t.Fatalf("exit %d after the context ended", code)
 	}
 }
@@ -191,33 +189,22 @@ func TestConsoleRefusesToStartWithoutTheSourcesFileItWasGiven(t *testing.T) {
 	  "targets": {"email": {"url": "https://hooks.example.test/hooks/T0KEN-SECRET-9x", "a_field_of_a_newer_release": 4}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	outR, outW := io.Pipe()
-	var errOut strings.Builder
-	done := make(chan int, 1)
-	go func() {
-		code := run(runCtx, []string{"console", "-table", table, "-sources", path, "-addr", "127.0.0.1:0"}, strings.NewReader(""), outW, &errOut)
-		outW.Close()
-		done <- code
-	}()
-	line, _ := bufio.NewReader(outR).ReadString('\n')
+	var errOut lockedBuilder
+	line, stop := startConsole(t, &errOut, "-table", table, "-sources", path, "-addr", "127.0.0.1:0")
 	if !strings.Contains(line, "http://") {
-		if code := <-done; code == 0 {
+		if code := stop(); code == 0 {
 			t.Fatalf("exit 0 without serving: %s", errOut.String())
 		}
 		return // refused: what must hold
 	}
-	go io.Copy(io.Discard, outR)
-	base := line[strings.Index(line, "http://"):strings.LastIndex(line, "/")]
-	resp, err := http.Get(base + "/events/shop/evt_echo")
+	browser, base := signIn(t, line, &http.Client{})
+	resp, err := browser.Get(base + "/events/shop/evt_echo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	cancel()
-	<-done
+	stop()
 	t.Errorf("hookctl console started without the sources file it was given (stderr: %q); the event page (%d) shows the target's token: %v",
 		strings.TrimSpace(errOut.String()), resp.StatusCode, strings.Contains(string(body), "T0KEN-SECRET"))
 }
@@ -228,24 +215,11 @@ func TestConsoleRefusesToStartWithoutTheSourcesFileItWasGiven(t *testing.T) {
 // reference names an entry the operator can find.
 func TestConsoleLogsTheErrorAPageGivesAReferenceFor(t *testing.T) {
 	client, table := testTable(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	outR, outW := io.Pipe()
 	var errOut lockedBuilder
-	done := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"console", "-table", table, "-addr", "127.0.0.1:0"}, strings.NewReader(""), outW, &errOut)
-		outW.Close()
-		done <- code
-	}()
-	line, err := bufio.NewReader(outR).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, outR)
-	base := line[strings.Index(line, "http://"):strings.LastIndex(line, "/")]
+	line, stop := startConsole(t, &errOut, "-table", table, "-addr", "127.0.0.1:0")
+	browser, base := signIn(t, line, &http.Client{})
 	get := func(p string) string {
-		resp, err := http.Get(base + p)
+		resp, err := browser.Get(base + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,8 +237,7 @@ func TestConsoleLogsTheErrorAPageGivesAReferenceFor(t *testing.T) {
 	if m == nil {
 		t.Fatalf("setup: the page gives no reference:\n%s", page)
 	}
-	cancel()
-	<-done
+	stop()
 	if !strings.Contains(errOut.String(), m[1]) {
 		t.Errorf("the page names reference %s; hookctl console's output has no such entry:\n%s", m[1], errOut.String())
 	}
@@ -285,4 +258,154 @@ func (l *lockedBuilder) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// startConsole runs hookctl console with args until the test ends (or stop): the line it
+// prints first, "" if it ends without one, and stop, which ends it and returns its exit code.
+func startConsole(t *testing.T, stderr io.Writer, args ...string) (line string, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	outR, outW := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, append([]string{"console"}, args...), strings.NewReader(""), outW, stderr)
+		outW.Close()
+		done <- code
+	}()
+	line, _ = bufio.NewReader(outR).ReadString('\n')
+	go io.Copy(io.Discard, outR)
+	var once sync.Once
+	code := 0
+	stop = func() int {
+		once.Do(func() { cancel(); code = <-done })
+		return code
+	}
+	t.Cleanup(func() { stop() })
+	return line, stop
+}
+
+// signInLink is the link hookctl console prints: its base address and its token.
+var signInLink = regexp.MustCompile(`(https?://\S+)/login\?token=(\S+)`)
+
+// signIn follows the sign-in link in line with a browser's cookie jar: the client, signed in,
+// and the console's base address.
+func signIn(t *testing.T, line string, client *http.Client) (*http.Client, string) {
+	t.Helper()
+	m := signInLink.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no sign-in link in %q", line)
+	}
+	client.Jar, _ = cookiejar.New(nil)
+	resp, err := client.Get(m[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the sign-in link %s: %d", m[0], resp.StatusCode)
+	}
+	return client, m[1]
+}
+
+// hookctl console prints a link that signs the operator in, with a token of its own making
+// when none is given, and answers nothing without it: on loopback too, any process of the
+// machine could otherwise re-drive with the operator's AWS credentials.
+func TestConsoleSignsInByTheLinkItPrintsAndNothingElse(t *testing.T) {
+	_, table := testTable(t)
+	t.Setenv("ONCEHOOK_CONSOLE_TOKEN", "")
+	var tokens []string
+	for range 2 {
+		line, _ := startConsole(t, io.Discard, "-table", table, "-addr", "127.0.0.1:0")
+		m := signInLink.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("no sign-in link printed: %q", line)
+		}
+		if !console.StrongToken(m[2]) {
+			t.Errorf("the generated token %q is not strong", m[2])
+		}
+		tokens = append(tokens, m[2])
+		resp, err := http.Get(m[1] + "/audit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("/audit without the token: %d, want 401", resp.StatusCode)
+		}
+		client, base := signIn(t, line, &http.Client{})
+		if resp, err = client.Get(base + "/audit"); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/audit signed in: %d", resp.StatusCode)
+		}
+	}
+	if tokens[0] == tokens[1] {
+		t.Errorf("two runs made the same token %q", tokens[0])
+	}
+}
+
+// Off loopback the token, the login cookie and every page cross the network: hookctl console
+// serves an address that is not loopback only over TLS, with the certificate and key it is
+// given, and refuses to start without them, naming the flags.
+func TestConsoleServesAnAddressOffLoopbackOnlyOverTLS(t *testing.T) {
+	_, table := testTable(t)
+	t.Setenv("ONCEHOOK_CONSOLE_TOKEN", "4f1c9a7e2b8d6035e1a9c4f7b2d8e063")
+	var errOut lockedBuilder
+	if line, stop := startConsole(t, &errOut, "-table", table, "-addr", "0.0.0.0:0"); line != "" || stop() != 1 || !strings.Contains(errOut.String(), "-tls-cert") {
+		t.Fatalf("0.0.0.0 without TLS: printed %q, stderr %q; want refused naming -tls-cert", line, errOut.String())
+	}
+	certFile, keyFile, pool := selfSigned(t)
+	line, _ := startConsole(t, io.Discard, "-table", table, "-addr", "0.0.0.0:0", "-tls-cert", certFile, "-tls-key", keyFile)
+	m := signInLink.FindStringSubmatch(line)
+	if m == nil || !strings.HasPrefix(m[1], "https://") {
+		t.Fatalf("want an https sign-in link: %q", line)
+	}
+	port := m[1][strings.LastIndex(m[1], ":")+1:]
+	link := "https://127.0.0.1:" + port + "/login?token=" + m[2]
+	client, _ := signIn(t, link, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}})
+	resp, err := client.Get("https://127.0.0.1:" + port + "/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/audit over TLS: %d", resp.StatusCode)
+	}
+	if resp, err := http.Get("http://127.0.0.1:" + port + "/audit"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("/audit answered over plain HTTP")
+		}
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key to files: their paths, and a pool
+// that trusts the certificate.
+func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "console test"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
 }
