@@ -225,6 +225,14 @@ func TestTheSweeperRunsOnAScheduleOneAtATime(t *testing.T) {
 			}))},
 		}))
 	})
+	// EventBridge may invoke the sweeper for this rule only.
+	must(t, func() {
+		synth.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), props(map[string]any{
+			"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com",
+			"FunctionName": map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^OncehookSweeper[0-9A-F]{8}$")), "Arn"}},
+			"SourceArn":    map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^OncehookSweepSchedule")), "Arn"}},
+		}))
+	})
 	must(t, func() {
 		synth.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), props(map[string]any{
 			"Description": "oncehook sweeper", "ReservedConcurrentExecutions": 1,

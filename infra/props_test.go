@@ -266,7 +266,11 @@ func TestACustomDomainCarriesTheWebhookURLs(t *testing.T) {
 		tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::ApiMapping"), props(map[string]any{"Stage": "$default"}))
 	})
 	must(t, func() {
-		tpl.HasResourceProperties(jsii.String("AWS::Route53::RecordSet"), props(map[string]any{"Name": "hooks.example.com.", "Type": "A", "HostedZoneId": "Z123"}))
+		tpl.HasResourceProperties(jsii.String("AWS::Route53::RecordSet"), props(map[string]any{"Name": "hooks.example.com.", "Type": "A", "HostedZoneId": "Z123",
+			"AliasTarget": map[string]any{
+				"DNSName":      map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^OncehookDomain")), "RegionalDomainName"}},
+				"HostedZoneId": map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^OncehookDomain")), "RegionalHostedZoneId"}},
+			}}))
 	})
 	if *o.WebhookUrls["shop"] != "https://hooks.example.com/hooks/shop" || *o.WebhookUrl != "https://hooks.example.com/hooks/{source}" {
 		t.Errorf("webhook URLs %s, %s: not on the domain", *o.WebhookUrls["shop"], *o.WebhookUrl)

@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53targets"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -152,9 +151,11 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			mapping = &awsapigatewayv2.DomainMappingOptions{DomainName: dn}
 			o.DomainTarget = dn.RegionalDomainName()
 			if d.Zone != nil {
-				awsroute53.NewARecord(c, jsii.String("DomainRecord"), &awsroute53.ARecordProps{
-					Zone: d.Zone, RecordName: jsii.String(d.Name),
-					Target: awsroute53.RecordTarget_FromAlias(awsroute53targets.NewApiGatewayv2DomainProperties(dn.RegionalDomainName(), dn.RegionalHostedZoneId())),
+				// An alias to the domain, written as its template states it: awsroute53targets'
+				// Go package would bring CloudFront, RDS and more into every CDK app's build.
+				awsroute53.NewCfnRecordSet(c, jsii.String("DomainRecord"), &awsroute53.CfnRecordSetProps{
+					HostedZoneId: d.Zone.HostedZoneId(), Name: jsii.String(strings.TrimSuffix(d.Name, ".") + "."), Type: jsii.String("A"),
+					AliasTarget: &awsroute53.CfnRecordSet_AliasTargetProperty{DnsName: dn.RegionalDomainName(), HostedZoneId: dn.RegionalHostedZoneId()},
 				})
 			}
 		}

@@ -127,12 +127,15 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		}
 		cmd.Stdout, cmd.Stderr = w, w
 		fmt.Fprintf(logFile, "\n$ %s\n", strings.Join(cmd.Args, " "))
+		start := time.Now()
 		if err := cmd.Run(); err != nil {
 			if !f.verbose {
 				fmt.Fprint(c.stderr, tail(logPath, 30))
 			}
 			return fmt.Errorf("%s: %v (its output is in %s)", what, err, logPath)
 		}
+		// What each step took, so a slow first deploy shows where its time goes.
+		fmt.Fprintf(c.stdout, "  (%s)\n", time.Since(start).Round(100*time.Millisecond))
 		return nil
 	}
 
