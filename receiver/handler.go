@@ -18,8 +18,8 @@
 //
 // Handle takes the HTTP API's payload v2 (and Lambda function URLs'), HandleV1 a REST API's
 // payload v1, ServeHTTP a net/http request: each turns its request into the receiver's own, which
-// one pipeline answers, step by step: route, verify, locate, admit and plan each event, commit.
-// A single event is a batch of one.
+// one pipeline answers, step by step: route, read, verify, control (a provider's challenge or
+// ping), locate, admit and plan each event, commit. A single event is a batch of one.
 package receiver
 
 import (
