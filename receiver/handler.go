@@ -16,8 +16,10 @@
 //	503 + Retry-After        DynamoDB throttled or failed: deliver again later
 //	500 anything else (a misconfiguration); the provider retries
 //
-// Handle takes the HTTP API's payload v2 (and Lambda function URLs'); HandleV1 adapts a REST
-// API's payload v1 to it.
+// Handle takes the HTTP API's payload v2 (and Lambda function URLs'), HandleV1 a REST API's
+// payload v1, ServeHTTP a net/http request: each turns its request into the receiver's own, which
+// one pipeline answers, step by step: route, read, verify, control (a provider's challenge or
+// ping), locate, admit and plan each event, commit. A single event is a batch of one.
 package receiver
 
 import (
@@ -29,15 +31,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -127,19 +125,23 @@ type source struct {
 	// signedURL is set for the schemes that sign the URL they call (Twilio, Square).
 	signedURL webhook.URLVerifier
 	read      *reader
-	// guard is the source's replay guard (sources.ReplayGuard*): whether what the signature
-	// covers is claimed with the event id (the signature does not cover the id), and whether
-	// with the type; timeSigned refuses deliveries whose signed time is older than keep, the
-	// retention.
-	guard      string
-	timeSigned bool
-	keep       time.Duration
+	// keep is the source's retention: its deliveries signed longer ago are refused when the
+	// signature covers their time (sources.Source.TimeSigned).
+	keep time.Duration
 	// answerWithin is how long after the request arrived the commit must be done: the
 	// provider's delivery timeout less a second for the answer to travel.
 	answerWithin time.Duration
-	// noContent answers accepted deliveries with 204 and no body, which Discord requires of
-	// webhook events.
-	noContent bool
+	// The scheme's quirks (webhook.NoContentAnswerer, HeadAnswerer, NoRetryMarker): 204 and no
+	// body for an accepted delivery, 200 for a HEAD, the header that stops a provider's retries.
+	noContent, answersHead bool
+	noRetry                [2]string
+}
+
+// BatchCommitter is a Committer that writes a batch's events together, as *dedup.Store does
+// (see dedup.Store.CommitBatch). With a store that is not one, the receiver commits a batch's
+// events one Commit at a time.
+type BatchCommitter interface {
+	CommitBatch(ctx context.Context, evs []dedup.Event, plans []dedup.Plan) ([]dedup.Result, int, error)
 }
 
 // New validates cfg and builds a Handler. Every source's scheme is built here, so a bad
@@ -163,24 +165,16 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.Planners.check(func(s string) bool { return cfg.Sources.Sources[s] != nil }); err != nil {
 		return nil, err
 	}
-	h := &Handler{
-		sources: make(map[string]*source, len(cfg.Sources.Sources)),
-		secrets: cfg.Secrets,
-		store:   cfg.Store,
-		log:     cfg.Logger,
-		metrics: cfg.Metrics,
-		now:     cfg.Now,
-	}
 	tp := cfg.TracerProvider
 	if tp == nil {
 		tp = noop.NewTracerProvider() // tracing off: the same path, spans that record nothing
 	}
-	h.tracer = tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
-	h.namespace = cfg.Namespace
+	h := &Handler{sources: make(map[string]*source, len(cfg.Sources.Sources)), secrets: cfg.Secrets, store: cfg.Store,
+		log: cfg.Logger, metrics: cfg.Metrics, now: cfg.Now, namespace: cfg.Namespace, names: cfg.Sources.Names(),
+		tracer: tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))}
 	if h.namespace == "" {
 		h.namespace = Namespace
 	}
-	h.names = cfg.Sources.Names()
 	for _, host := range cfg.TrustedHosts {
 		if host == "" || strings.ContainsAny(host, "/:@ ") {
 			return nil, fmt.Errorf("receiver: TrustedHosts: %q is not a host name (no scheme, port or path)", host)
@@ -196,323 +190,309 @@ func New(cfg Config) (*Handler, error) {
 			h.targets[t] = true
 		}
 	}
-	for _, name := range cfg.Sources.Names() {
-		h.maxBody = max(h.maxBody, cfg.Sources.Sources[name].MaxBodyBytes)
-		conf := cfg.Sources.Sources[name]
-		opts := webhook.Options{Tolerance: time.Duration(conf.TimestampTolerance), URL: conf.URL}
-		if conf.HMAC != nil {
-			opts.Header, opts.Encoding, opts.Prefix = conf.HMAC.Header, conf.HMAC.Encoding, conf.HMAC.Prefix
-		}
-		scheme, err := webhook.New(conf.Scheme, opts)
+	for _, name := range h.names {
+		src, err := newSource(name, &cfg)
 		if err != nil {
 			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
 		}
-		if _, ok := cfg.Store.Retention(name); !ok {
-			return nil, fmt.Errorf("receiver: source %q has no retention in the store: build both from one sources file", name)
-		}
-		if err := webhook.CheckSecrets(scheme, cfg.Secrets.Get(name)); err != nil {
-			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
-		}
-		read, err := newReader(conf, cfg.Planners.forSource(name))
-		if err != nil {
-			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
-		}
-		ret, _ := cfg.Store.Retention(name)
-		signedURL, _ := scheme.(webhook.URLVerifier)
-		h.sources[name] = &source{name: name, conf: conf, scheme: scheme, signedURL: signedURL, read: read,
-			guard: conf.ReplayGuard, timeSigned: conf.TimeSigned(), keep: ret.Effective(),
-			answerWithin: time.Duration(conf.DeliveryTimeout) - time.Second, noContent: conf.Scheme == "discord"}
+		h.sources[name], h.maxBody = src, max(h.maxBody, src.conf.MaxBodyBytes)
 	}
 	return h, nil
 }
 
-// Handle answers one API Gateway HTTP API (payload v2) or Lambda function URL request.
-func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, req, false), nil
+// newSource builds the named source's scheme and reader, and checks its secrets.
+func newSource(name string, cfg *Config) (*source, error) {
+	conf := cfg.Sources.Sources[name]
+	opts := webhook.Options{Tolerance: time.Duration(conf.TimestampTolerance), URL: conf.URL}
+	if conf.HMAC != nil {
+		opts.Header, opts.Encoding, opts.Prefix = conf.HMAC.Header, conf.HMAC.Encoding, conf.HMAC.Prefix
+	}
+	scheme, err := webhook.New(conf.Scheme, opts)
+	if err != nil {
+		return nil, err
+	}
+	ret, ok := cfg.Store.Retention(name)
+	if !ok {
+		return nil, errors.New("no retention in the store: build both from one sources file")
+	}
+	if err := webhook.CheckSecrets(scheme, cfg.Secrets.Get(name)); err != nil {
+		return nil, err
+	}
+	read, err := newReader(conf, cfg.Planners.forSource(name))
+	if err != nil {
+		return nil, err
+	}
+	s := &source{name: name, conf: conf, scheme: scheme, read: read, keep: ret.Effective(),
+		answerWithin: time.Duration(conf.DeliveryTimeout) - time.Second}
+	s.signedURL, _ = scheme.(webhook.URLVerifier)
+	if q, ok := scheme.(webhook.NoContentAnswerer); ok {
+		s.noContent = q.AnswersNoContent()
+	}
+	if q, ok := scheme.(webhook.HeadAnswerer); ok {
+		s.answersHead = q.AnswersHead()
+	}
+	if q, ok := scheme.(webhook.NoRetryMarker); ok {
+		s.noRetry[0], s.noRetry[1] = q.NoRetryHeader()
+	}
+	return s, nil
 }
 
-// serve is Handle; untrustedHost says ServeHTTP left the domain out because the request's Host
-// is not among Config.TrustedHosts.
-func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, untrustedHost bool) events.APIGatewayV2HTTPResponse {
-	return h.respond(ctx, req, untrustedHost, nil)
-}
-
-// respond answers req as one delivery (its span, its log line, its metrics): by handle, or by
-// refused, an answer ServeHTTP gave before the body could be read. (Not a func value: the
-// delivery would escape to the heap on every request.)
-func (h *Handler) respond(ctx context.Context, req events.APIGatewayV2HTTPRequest, untrustedHost bool, refused *events.APIGatewayV2HTTPResponse) events.APIGatewayV2HTTPResponse {
-	start := time.Now()
-	d := &delivery{requestID: boundedID(req.RequestContext.RequestID), source: "unknown", untrustedHost: untrustedHost}
-	ctx, span := h.startDelivery(ctx, req)
+// serve answers one delivery, whichever edge it came by: its span, its log line, its metrics.
+func (h *Handler) serve(ctx context.Context, req request) response {
+	d := &delivery{start: time.Now(), req: req, requestID: boundedID(req.requestID), source: "unknown"}
+	ctx, span := h.startDelivery(ctx, &d.req)
 	defer endPanicked(span)
-	var resp events.APIGatewayV2HTTPResponse
-	if refused != nil {
-		if _, ok := h.sources[sourceName(req)]; ok {
-			d.source = sourceName(req)
-		}
-		d.errKind, resp = "body", *refused
-	} else {
-		resp = h.handle(ctx, req, d)
+	h.handle(ctx, d)
+	if d.resp.status == http.StatusBadRequest && d.src != nil && d.src.noRetry[0] != "" {
+		d.resp.headers[d.src.noRetry[0]] = d.src.noRetry[1] // what is refused will be refused again
 	}
-	if resp.StatusCode == http.StatusBadRequest {
-		if src := h.sources[d.source]; src != nil && src.conf.Scheme == "slack" {
-			// A body we refuse will be refused again: Slack stops retrying on this header
-			// (api.slack.com/apis/events-api, "Retries").
-			if resp.Headers == nil {
-				resp.Headers = map[string]string{}
-			}
-			resp.Headers["X-Slack-No-Retry"] = "1"
-		}
-	}
-	d.status = resp.StatusCode
-	d.latency = time.Since(start)
+	d.latency = time.Since(d.start)
 	h.observe(ctx, d)
 	endDelivery(span, d)
-	return resp
+	return d.resp
 }
 
-// maxRequestIDLen bounds the request id logged: over ServeHTTP it is the sender's X-Request-Id,
-// logged before anything is verified.
-const maxRequestIDLen = 128
-
-// boundedID is a request id fit to log: at most maxRequestIDLen bytes of printable ASCII, the
-// rest cut and marked.
-func boundedID(id string) string {
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; c < 0x21 || c > 0x7e || i == maxRequestIDLen {
-			return id[:i] + "…"
-		}
+// handle runs the pipeline's steps in order: each goes on (true), or answers the delivery
+// (d.resp) and so ends it. A single event is a batch of one: plan and commit serve both.
+func (h *Handler) handle(ctx context.Context, d *delivery) {
+	if h.route(d) && h.read(d) && h.verify(ctx, d) && h.control(d) && h.locate(d) && h.plan(ctx, d) {
+		h.commit(ctx, d)
 	}
-	return id
 }
 
-// delivery is what one request did, for the log line and the metrics.
-type delivery struct {
-	requestID   string
-	source      string
-	event       dedup.Event
-	knownType   bool
-	status      int
-	result      dedup.Result
-	committed   bool
-	err         error
-	errKind     string // signature, bad_request, unavailable, internal, ...
-	latency     time.Duration
-	commitTime  time.Duration
-	bodyBytes   int
-	secretRetry bool
-	batch       *batchResult // for a batch source's delivery
-
-	droppedDeliveryID bool
-	untrustedHost     bool  // over ServeHTTP, a Host not among Config.TrustedHosts
-	secretRefreshErr  error // the secrets' re-read at their maximum age failed
+// stop answers the delivery with r, noting kind (its error kind) and err; it returns false,
+// for a step to return.
+func (d *delivery) stop(kind string, err error, r response) bool {
+	d.errKind, d.err, d.resp = kind, err, r
+	return false
 }
 
-func (h *Handler) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest, d *delivery) events.APIGatewayV2HTTPResponse {
-	start := time.Now()
-	if m := req.RequestContext.HTTP.Method; m == http.MethodHead {
-		// Intercom checks a new endpoint with a HEAD: answered for a known source, nothing read.
-		if _, ok := h.sources[sourceName(req)]; ok {
-			d.source, d.errKind = sourceName(req), "head"
-			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK}
-		}
-		d.errKind = "unknown_source"
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNotFound}
+// route finds the delivery's source, and answers what is not a delivery to one: a body
+// ServeHTTP could not read, a HEAD the source's scheme answers, another method than POST, an
+// unknown source.
+func (h *Handler) route(d *delivery) bool {
+	if src, ok := h.sources[d.req.source]; ok {
+		d.source, d.src = d.req.source, src
 	}
-	if m := req.RequestContext.HTTP.Method; m != "" && m != http.MethodPost {
-		d.errKind = "method"
+	switch m := d.req.method; {
+	case d.req.refused != nil:
+		return d.stop("body", nil, *d.req.refused)
+	case m == http.MethodHead && d.src != nil && d.src.answersHead:
+		return d.stop("head", nil, response{status: http.StatusOK}) // a provider checking the endpoint: nothing read
+	case m != "" && m != http.MethodPost:
 		r := reply(http.StatusMethodNotAllowed, "method "+m+" is not allowed; deliveries are POSTed", "")
-		r.Headers["Allow"] = http.MethodPost
-		return r
+		r.headers["Allow"] = http.MethodPost
+		return d.stop("method", nil, r)
+	case d.src == nil:
+		return d.stop("unknown_source", nil, reply(http.StatusNotFound, "unknown source", "source"))
 	}
-	name := sourceName(req)
-	src, ok := h.sources[name]
-	if !ok {
-		d.errKind = "unknown_source"
-		return reply(http.StatusNotFound, "unknown source", "source")
-	}
-	d.source = name
+	return true
+}
 
-	raw, resp, ok := readBody(req, src.conf.MaxBodyBytes)
-	if !ok {
-		d.errKind = "body"
-		return resp
+// read takes the body as the provider sent it, within the source's limit: decoded first when
+// API Gateway encoded it in base64, since the signature is over the bytes sent, never over a
+// re-encoding. A header sent twice is refused here.
+func (h *Handler) read(d *delivery) bool {
+	limit, n := d.src.conf.MaxBodyBytes, len(d.req.body)
+	if d.req.base64 {
+		n = base64.StdEncoding.DecodedLen(n) - 2 // less its padding, at most
 	}
-	d.bodyBytes = len(raw)
-	text := "" // the body as a string, when API Gateway sent it as one: values read from it share it
-	if !req.IsBase64Encoded {
-		text = req.Body
+	var err error
+	switch {
+	case n > limit:
+	case !d.req.base64:
+		d.raw = []byte(d.req.body)
+	default:
+		if d.raw, err = base64.StdEncoding.DecodeString(d.req.body); err != nil {
+			return d.stop("body", nil, reply(http.StatusBadRequest, "body is marked base64-encoded but is not valid base64", "body"))
+		}
+		n = len(d.raw)
 	}
+	if n > limit {
+		return d.stop("body", nil, reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is %d bytes or more; this source accepts at most %d", n, limit), "body"))
+	}
+	if twice := d.req.twice; twice != "" {
+		return d.stop("bad_request", nil, reply(http.StatusBadRequest, "header "+twice+" is sent twice, in different case; send it once", twice))
+	}
+	d.now = h.now()
+	return true
+}
 
-	hdr, twice := header(req.Headers)
-	if twice != "" {
-		d.errKind = "bad_request"
-		return reply(http.StatusBadRequest, "header "+twice+" is sent twice, in different case; send it once", twice)
+// verify checks the delivery's signature, noting the URL it covers for a scheme that signs one.
+// A failure re-reads the secrets (rate-limited) and tries once more: the secret may have been
+// rotated since this instance read it.
+func (h *Handler) verify(ctx context.Context, d *delivery) bool {
+	src := d.src
+	signedURL, err := src.url(&d.req)
+	if err != nil && d.req.untrustedHost {
+		// Sent to a host this deployment does not answer for: not a URL the provider signed.
+		return d.stop("signature", err, reply(http.StatusUnauthorized, "signature verification failed", ""))
 	}
-	now := h.now()
-	var signedURL string
-	if src.signedURL != nil {
-		u, err := src.url(req)
-		if err != nil && d.untrustedHost {
-			// Sent to a host this deployment does not answer for: not a URL the provider signed.
-			d.err, d.errKind = err, "signature"
-			return reply(http.StatusUnauthorized, "signature verification failed", "")
-		}
-		if err != nil {
-			d.err, d.errKind = err, "internal"
-			return reply(http.StatusInternalServerError, "internal error", "")
-		}
-		signedURL = u
+	if err != nil {
+		return d.stop("internal", err, reply(http.StatusInternalServerError, "internal error", ""))
 	}
 	if stale, ok := h.secrets.(StaleSecrets); ok {
-		if err := stale.RefreshStale(ctx, name); err != nil {
-			// The values held are kept: a store that cannot be read must not stop deliveries.
-			d.secretRefreshErr = err
-		}
-	}
-	verify := func() error {
-		if src.signedURL != nil {
-			return src.signedURL.VerifyURL(signedURL, hdr, raw, h.secrets.Get(name), now)
-		}
-		return src.scheme.Verify(hdr, raw, h.secrets.Get(name), now)
+		// The values held are kept on an error: a store that cannot be read must not stop deliveries.
+		d.secretRefreshErr = stale.RefreshStale(ctx, src.name)
 	}
 	_, verifying := h.startStep(ctx, SpanVerify, trace.SpanKindInternal)
 	defer verifying.endPanicked() // a secrets store's panic (Refresh) too
-	err := verify()
+	err = src.verify(signedURL, d.req.header, d.raw, h.secrets.Get(src.name), d.now)
 	if err != nil {
-		// The secret may have been rotated since this instance started: re-read it (the
-		// refresh is rate-limited) and try once more before refusing.
-		if changed, rerr := h.secrets.Refresh(ctx, name); rerr == nil && changed {
-			d.secretRetry = true
-			err = verify()
-		}
-		if errors.Is(err, webhook.ErrInvalid) {
-			// A secret we hold is unusable (empty, not base64): our fault, not the sender's.
-			verifying.end(err)
-			d.err, d.errKind = err, "internal"
-			return reply(http.StatusInternalServerError, "internal error", "")
-		}
-		if err != nil {
-			verifying.end(err)
-			d.err, d.errKind = err, "signature"
-			return reply(http.StatusUnauthorized, "signature verification failed", "")
+		if changed, rerr := h.secrets.Refresh(ctx, src.name); rerr == nil && changed {
+			err = src.verify(signedURL, d.req.header, d.raw, h.secrets.Get(src.name), d.now)
 		}
 	}
-	verifying.end(nil)
-
-	if hc, ok := src.scheme.(webhook.HeaderChecker); ok {
-		// What the receiver acts on comes from the signed body; an unsigned header that says
-		// otherwise is refused rather than believed or ignored.
-		if err := hc.CheckHeaders(hdr, raw); err != nil {
-			d.err, d.errKind = err, "bad_request"
-			var me *webhook.HeaderMismatchError
-			errors.As(err, &me)
-			return reply(http.StatusBadRequest, err.Error(), me.Header)
-		}
+	verifying.end(err)
+	switch {
+	case errors.Is(err, webhook.ErrInvalid):
+		// A secret we hold is unusable (empty, not base64): our fault, not the sender's.
+		return d.stop("internal", err, reply(http.StatusInternalServerError, "internal error", ""))
+	case err != nil:
+		return d.stop("signature", err, reply(http.StatusUnauthorized, "signature verification failed", ""))
 	}
-	signed := raw // what the signature covers, before a form:<key> source's payload replaces raw
-
-	if c, ok := src.scheme.(webhook.Challenger); ok {
-		// A provider proving the endpoint (Slack's url_verification, Twitch's callback
-		// verification): signed, answered with its challenge, nothing claimed.
-		if answer, ctype, ok := c.Challenge(hdr, raw, h.secrets.Get(name)); ok {
-			d.errKind = "challenge"
-			if ctype == "" && len(answer) == 0 {
-				return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent}
-			}
-			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: map[string]string{"Content-Type": ctype}, Body: string(answer)}
-		}
-	}
-
-	if src.conf.Batch {
-		return h.handleBatch(ctx, d, src, hdr, raw, now, start)
-	}
-	var at [maxPaths]span // where the values read from the body lie; on the stack
-	var ev dedup.Event
-	raw, text, form, err := src.read.payload(raw, text)
-	if err == nil {
-		ev, err = src.read.extract(name, hdr, raw, text, at[:], form)
-	}
-	if resp, ok := h.admit(d, src, &ev, err, now, ""); !ok {
-		return resp
-	}
-	if err := src.guardContent(&ev, signedURL, signed); err != nil {
-		d.err, d.errKind = err, "bad_request"
-		return reply(http.StatusBadRequest, "body cannot be read as the signature covers it", "body")
-	}
-	d.event = ev
-
-	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal)
-	defer planning.endPanicked()
-	plan, known, err := src.read.plan(pctx, ev, text, at[:], form)
-	if planning.recording() {
-		planning.end(err, AttrEventType.String(ev.Type), AttrEffects.Int(len(plan.Effects)), AttrIntents.Int(len(plan.Intents)))
-	}
-	d.knownType = known
-	if err != nil {
-		return h.planError(ctx, d, err)
-	}
-	if !known && src.conf.UnknownTypes == sources.UnknownTypesIgnore {
-		// Not claimed: a redelivery after a planner for this type ships will run it.
-		d.errKind = "ignored"
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"ignored":true}`}
-	}
-	if h.targets != nil {
-		for _, in := range plan.Intents {
-			if !h.targets[in.Target] {
-				return h.planError(ctx, d, &UnknownTargetError{Source: ev.Source, EventType: ev.Type, Intent: in.Name, Target: in.Target})
-			}
-		}
-	}
-
-	commitStart := time.Now()
-	// Answer 503 before the provider gives up: a slow write past its timeout would be taken
-	// for a failure anyway, and retried.
-	cctx, cancel := context.WithDeadline(ctx, start.Add(src.answerWithin))
-	cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claim's
-	defer committing.endPanicked()                                            // a store's panic
-	res, err := h.store.Commit(cctx, ev, plan)
-	if committing.recording() {
-		committing.end(err, commitAttrs(&plan, res)...)
-	}
-	cancel()
-	d.commitTime = time.Since(commitStart)
-	if err != nil {
-		if errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit) {
-			// The event is valid (checked above), so the plan is at fault: see planError.
-			return h.planError(ctx, d, err)
-		}
-		return h.commitError(d, err)
-	}
-	d.result, d.committed = res, true
-	if src.noContent {
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent}
-	}
-	if res.Outcome == dedup.OutcomeDuplicate || res.Outcome == dedup.OutcomeReplay {
-		// A replay is answered as a duplicate: its body's event is durably accepted under its
-		// first id, and a refusal would only make a provider (or an attacker) try again.
-		return okDuplicate()
-	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"duplicate":false}`}
+	d.signedURL = signedURL
+	return true
 }
 
-// admit checks an event located in a verified delivery (err: why it could not be located) as
-// every path does before planning it, and returns the refusal unless ok. at prefixes the fields
-// named ("events[3]." in a batch).
-func (h *Handler) admit(d *delivery, src *source, ev *dedup.Event, err error, now time.Time, at string) (resp events.APIGatewayV2HTTPResponse, ok bool) {
-	if err != nil {
-		d.err, d.errKind = err, "bad_request"
-		var fe *fieldError
-		if errors.As(err, &fe) {
-			return reply(http.StatusBadRequest, at+err.Error(), at+fe.field), false
+// control refuses a verified delivery whose unsigned headers contradict its signed body, and
+// answers a provider's control message (Slack's url_verification, Twitch's callback
+// verification, a ping) with what it asks, claiming nothing.
+func (h *Handler) control(d *delivery) bool {
+	if hc, ok := d.src.scheme.(webhook.HeaderChecker); ok {
+		// What the receiver acts on comes from the signed body; an unsigned header that says
+		// otherwise is refused rather than believed or ignored.
+		if err := hc.CheckHeaders(d.req.header, d.raw); err != nil {
+			var me *webhook.HeaderMismatchError
+			errors.As(err, &me)
+			return d.stop("bad_request", err, reply(http.StatusBadRequest, err.Error(), me.Header))
 		}
-		return reply(http.StatusBadRequest, at+err.Error(), ""), false
+	}
+	if c, ok := d.src.scheme.(webhook.Challenger); ok {
+		if answer, ctype, ok := c.Challenge(d.req.header, d.raw, h.secrets.Get(d.src.name)); ok {
+			if ctype == "" && len(answer) == 0 {
+				return d.stop("challenge", nil, response{status: http.StatusNoContent})
+			}
+			return d.stop("challenge", nil, response{status: http.StatusOK, headers: map[string]string{"Content-Type": ctype}, body: string(answer)})
+		}
+	}
+	return true
+}
+
+// part is where one event lies in a verified body: the body itself (or a form:<key> source's
+// payload in it), or an element of a batch's array.
+type part struct {
+	raw  []byte
+	text string     // raw as a string, or "" (see scalar)
+	form url.Values // a form body's fields
+}
+
+// locate splits a verified body into its events' parts: one, or a batch source's elements.
+func (h *Handler) locate(d *delivery) bool {
+	if !d.src.conf.Batch {
+		text := "" // the body as a string, when it arrived as one: values read from it share it
+		if !d.req.base64 {
+			text = d.req.body
+		}
+		payload, text, form, err := d.src.read.payload(d.raw, text)
+		if err != nil {
+			return badRequest(d, err, "")
+		}
+		d.part = part{raw: payload, text: text, form: form}
+		return true
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(d.raw, &elems); err != nil {
+		return d.stop("bad_request", err, reply(http.StatusBadRequest, "body is not a JSON array of events", "body"))
+	}
+	if limit := d.src.conf.MaxBatchEvents; limit > 0 && len(elems) > limit {
+		return d.stop("batch_too_large", nil, reply(http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("batch of %d events; this source accepts at most %d (max_batch_events)", len(elems), limit), "body"))
+	}
+	d.parts = make([]part, len(elems))
+	for i, e := range elems {
+		d.parts[i].raw = e
+	}
+	d.batch = true
+	return true
+}
+
+// plan admits and plans every event of the delivery before anything is written: one bad event
+// refuses the whole delivery (400 naming it) rather than leave part of it claimed.
+func (h *Handler) plan(ctx context.Context, d *delivery) bool {
+	var at [maxPaths]span // where the values read from an event lie; on the stack
+	n := 1
+	if d.batch {
+		n, d.evs.events = len(d.parts), make([]planned, 0, len(d.parts))
+	}
+	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal) // one span for all the events
+	defer planning.endPanicked()
+	for i := range n {
+		if !h.planEvent(ctx, pctx, d, i, at[:]) {
+			planning.end(d.err)
+			return false
+		}
+	}
+	if planning.recording() {
+		planning.end(nil, d.planAttrs(n)...)
+	}
+	return true
+}
+
+// planEvent locates, admits and plans the delivery's i-th event (pctx: the plan span's).
+func (h *Handler) planEvent(ctx, pctx context.Context, d *delivery, i int, at []span) bool {
+	src, p, prefix := d.src, &d.part, ""
+	if d.batch {
+		p, prefix = &d.parts[i], "events["+strconv.Itoa(i)+"]." // the fields named are the event's
+	}
+	ev, err := src.read.extract(src.name, d.req.header, p.raw, p.text, at, p.form)
+	if !h.admit(d, &ev, err, prefix) {
+		return false
+	}
+	if !d.batch {
+		if err := src.guardContent(&ev, d.signedURL, d.raw); err != nil {
+			return d.stop("bad_request", err, reply(http.StatusBadRequest, "body cannot be read as the signature covers it", "body"))
+		}
+		d.event = ev
+	}
+	plan, known, err := src.read.plan(pctx, ev, p.text, at, p.form)
+	if !d.batch {
+		d.knownType = known
+	}
+	if err == nil {
+		err = h.checkTargets(&ev, &plan)
+	}
+	e, ignored := planned{ev: ev, plan: plan, known: known, write: true}, false
+	switch {
+	case err != nil && !h.planError(ctx, d, &e, err):
+		return false
+	case err == nil && !known && src.conf.UnknownTypes == sources.UnknownTypesIgnore:
+		d.evs.ignored++
+		ignored, e.write = true, false // not claimed: a redelivery once a planner ships will run it
+	}
+	if !d.batch {
+		d.one[0] = e // held in the delivery: no slice to allocate
+	} else if !ignored {
+		d.evs.events = append(d.evs.events, e)
+	}
+	if e.write {
+		d.evs.writes++
+	}
+	return true
+}
+
+// admit checks an event located in a verified delivery (err: why it could not be located)
+// before it is planned, and answers it unless it may be. at prefixes the fields named
+// ("events[3]." in a batch).
+func (h *Handler) admit(d *delivery, ev *dedup.Event, err error, at string) bool {
+	if err != nil {
+		return badRequest(d, err, at)
 	}
 	if dedup.ValidateDeliveryID(ev.DeliveryID) != nil {
 		// Informational only: an unusable delivery id must not cost the event.
 		ev.DeliveryID, d.droppedDeliveryID = "", true
 	}
-	ev.GuardBody = src.guard != sources.ReplayGuardOff
+	ev.GuardBody = d.src.conf.ReplayGuard != sources.ReplayGuardOff
 	// Checked here as well as in Commit, so the planner never sees an unusable event, and
 	// before anything of the event is logged.
 	if err := ev.Validate(); err != nil {
@@ -520,33 +500,203 @@ func (h *Handler) admit(d *delivery, src *source, ev *dedup.Event, err error, no
 		if at != "" && errors.As(err, &ie) {
 			err = &dedup.InvalidError{Field: at + ie.Field, Reason: ie.Reason}
 		}
-		return h.commitError(d, err), false
+		return h.commitError(d, err)
 	}
-	if src.timeSigned && !ev.OccurredAt.IsZero() && now.Sub(ev.OccurredAt) > src.keep {
+	if d.src.conf.TimeSigned() && !ev.OccurredAt.IsZero() && d.now.Sub(ev.OccurredAt) > d.src.keep {
 		// Past the retention the event's claim may be gone: a replay of this signed body
 		// could not be told from a new event, so it is refused rather than run again.
-		d.event, d.errKind = *ev, "too_old"
-		return reply(http.StatusBadRequest, fmt.Sprintf("%soccurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
-			at, ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(src.keep)), at+"occurred_at"), false
+		d.event = *ev
+		return d.stop("too_old", nil, reply(http.StatusBadRequest, fmt.Sprintf("%soccurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
+			at, ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(d.src.keep)), at+"occurred_at"))
 	}
-	return resp, true
+	return true
 }
 
-// url is the URL a URL-signing provider called: the source's configured url, else
-// https://<the domain API Gateway served the request on><the raw path, stage included>, and
-// then the request's own query string (signed: the provider appends to it, as Twilio's
-// bodySHA256). Never the Host header, which the sender writes: a delivery captured for one
-// deployment must not verify at another that shares the provider's account-wide key.
-func (s *source) url(req events.APIGatewayV2HTTPRequest) (string, error) {
+// badRequest refuses an event that could not be located (at as in admit).
+func badRequest(d *delivery, err error, at string) bool {
+	field := ""
+	if fe := (*fieldError)(nil); errors.As(err, &fe) {
+		field = at + fe.field
+	}
+	return d.stop("bad_request", err, reply(http.StatusBadRequest, at+err.Error(), field))
+}
+
+// checkTargets refuses a plan whose intent names a target the deployment's outbox does not
+// serve (Config.Targets).
+func (h *Handler) checkTargets(ev *dedup.Event, plan *dedup.Plan) error {
+	for _, in := range plan.Intents {
+		if h.targets != nil && !h.targets[in.Target] {
+			return &UnknownTargetError{Source: ev.Source, EventType: ev.Type, Intent: in.Name, Target: in.Target}
+		}
+	}
+	return nil
+}
+
+// commit writes the planned events' claims, effects and outbox (a single event's in one
+// DynamoDB write), and answers the delivery.
+func (h *Handler) commit(ctx context.Context, d *delivery) {
+	if !d.batch && d.evs.ignored == 1 {
+		// Not claimed: a redelivery after a planner for this type ships will run it.
+		d.stop("ignored", nil, response{status: http.StatusOK, headers: okHeaders, body: `{"received":true,"ignored":true}`})
+		return
+	}
+	if n := d.evs.writes; n > 0 {
+		commitStart := time.Now()
+		// Answer 503 before the provider gives up: a slow write past its timeout would be taken
+		// for a failure anyway, and retried.
+		cctx, cancel := context.WithDeadline(ctx, d.start.Add(d.src.answerWithin))
+		cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
+		defer committing.endPanicked()                                            // a store's panic
+		err := h.write(cctx, d)
+		if committing.recording() {
+			committing.end(err, d.commitAttrs(n)...)
+		}
+		cancel()
+		d.commitTime = time.Since(commitStart)
+		switch {
+		case errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit):
+			// The events are valid (admit checked them), so a plan is at fault: see planError.
+			// A batch's write does not say whose plan: d.one, empty in a batch, is never claimed.
+			if !h.planError(ctx, d, &d.one[0], err) {
+				return
+			}
+		case err != nil:
+			h.commitError(d, err)
+			return
+		}
+	}
+	d.committed, d.resp = true, h.answer(d)
+}
+
+// write commits the events to write: a batch's through the store's CommitBatch when it has
+// one, else each with Commit.
+func (h *Handler) write(ctx context.Context, d *delivery) error {
+	b, all := &d.evs, d.events()
+	if bc, ok := h.store.(BatchCommitter); ok && d.batch {
+		var evs []dedup.Event
+		var plans []dedup.Plan
+		var places []int
+		for i, e := range all {
+			if e.write {
+				evs, plans, places = append(evs, e.ev), append(plans, e.plan), append(places, i)
+			}
+		}
+		results, calls, err := bc.CommitBatch(ctx, evs, plans)
+		for i, r := range results {
+			all[places[i]].result = r
+		}
+		b.calls = calls
+		return err
+	}
+	for i := range all {
+		if e := &all[i]; e.write {
+			var err error
+			e.result, err = h.store.Commit(ctx, e.ev, e.plan)
+			if b.calls += e.result.Calls; err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// answer is a committed delivery's 200: a batch's counts, or a single event's outcome (204
+// with no body for a scheme that asks it).
+func (h *Handler) answer(d *delivery) response {
+	dups := 0
+	for _, e := range d.events() {
+		if e.result.Outcome == dedup.OutcomeDuplicate || e.result.Outcome == dedup.OutcomeReplay {
+			dups++
+		}
+	}
+	if d.batch {
+		return response{status: http.StatusOK, headers: okHeaders,
+			body: fmt.Sprintf(`{"received":true,"events":%d,"duplicates":%d,"ignored":%d}`, len(d.evs.events), dups, d.evs.ignored)}
+	}
+	switch {
+	case d.src.noContent:
+		return response{status: http.StatusNoContent}
+	case dups > 0:
+		// A replay is answered as a duplicate: its body's event is durably accepted under its
+		// first id, and a refusal would only make a provider (or an attacker) try again.
+		return response{status: http.StatusOK, headers: okHeaders, body: `{"received":true,"duplicate":true}`}
+	}
+	return response{status: http.StatusOK, headers: okHeaders, body: `{"received":true,"duplicate":false}`}
+}
+
+// planError answers an event that could not be planned or whose plan was refused. If the
+// event was accepted before (the planner changed since, or the provider reused the id for a
+// payload the planner now refuses), it is a duplicate like any other: true, and e says so.
+// Only a new event is refused. This costs a read, on this path only.
+func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err error) bool {
+	if claimed, cerr := h.store.Claimed(ctx, e.ev.Source, e.ev.ID); cerr == nil && claimed {
+		e.write, e.result = false, dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}
+		return true
+	}
+	d.event = e.ev
+	var pe *PayloadError
+	var ute *UnknownTargetError
+	switch {
+	case errors.As(err, &pe):
+		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), pe.Field))
+	case errors.As(err, &ute):
+		// Ours to fix (a planner or the deployment's executors), and retried by the provider
+		// once fixed; named, so that a test or a log says which intent and target.
+		return d.stop("planner", err, reply(http.StatusInternalServerError,
+			fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target), "intents["+ute.Intent+"].target"))
+	case errors.Is(err, ErrBadPayload):
+		return d.stop("bad_request", err, reply(http.StatusBadRequest, err.Error(), ""))
+	}
+	// A planner failure or a plan the store refused (an effect without a key, over a
+	// DynamoDB limit): ours to fix, and the provider's retry will find it fixed.
+	return d.stop("planner", err, reply(http.StatusInternalServerError, "internal error", ""))
+}
+
+// commitError maps the dedup core's typed errors to statuses. Nothing was written on any of
+// these paths except, possibly, on ErrUnavailable, where the redelivery we ask for is safe.
+func (h *Handler) commitError(d *delivery, err error) bool {
+	var ie *dedup.InvalidError
+	var ue *dedup.UnavailableError
+	switch {
+	case errors.As(err, &ie):
+		return d.stop("bad_request", err, reply(http.StatusBadRequest, ie.Field+" "+ie.Reason, ie.Field))
+	case errors.As(err, &ue):
+		r := reply(http.StatusServiceUnavailable, "temporarily unavailable; deliver again later", "")
+		r.headers["Retry-After"] = strconv.Itoa(int((ue.RetryAfter + time.Second - 1) / time.Second))
+		return d.stop("unavailable", err, r)
+	}
+	// A plan over a DynamoDB limit, a missing table, denied access: a 500 the provider
+	// retries, and an error log line that names the cause for the operator.
+	return d.stop("internal", err, reply(http.StatusInternalServerError, "internal error", ""))
+}
+
+// verify verifies a delivery by the source's scheme, with the URL it signs when it signs one.
+func (s *source) verify(signedURL string, hdr http.Header, raw []byte, secrets []string, now time.Time) error {
+	if s.signedURL != nil {
+		return s.signedURL.VerifyURL(signedURL, hdr, raw, secrets, now)
+	}
+	return s.scheme.Verify(hdr, raw, secrets, now)
+}
+
+// url is the URL a URL-signing provider called ("" for the other schemes): the source's
+// configured url, else https://<the domain API Gateway served the request on><the raw path,
+// stage included>, and then the request's own query string (signed: the provider appends to
+// it, as Twilio's bodySHA256). Never the Host header, which the sender writes: a delivery
+// captured for one deployment must not verify at another that shares the provider's
+// account-wide key.
+func (s *source) url(req *request) (string, error) {
+	if s.signedURL == nil {
+		return "", nil
+	}
 	u := s.conf.URL
 	if u == "" {
-		if req.RequestContext.DomainName == "" {
+		if req.domain == "" {
 			return "", &NoSignedURLError{Source: s.name, Scheme: s.conf.Scheme}
 		}
-		u = "https://" + req.RequestContext.DomainName + req.RawPath
+		u = "https://" + req.domain + req.path
 	}
-	if req.RawQueryString != "" {
-		u += "?" + req.RawQueryString
+	if req.query != "" {
+		u += "?" + req.query
 	}
 	return u, nil
 }
@@ -568,7 +718,7 @@ func (e *NoSignedURLError) Error() string {
 // it; Twilio's URL and sorted fields; Square's URL and body), with the type before it for
 // "body+type". Left nil when that is the payload itself, which the store then hashes.
 func (s *source) guardContent(ev *dedup.Event, signedURL string, signed []byte) error {
-	if s.guard == sources.ReplayGuardOff {
+	if s.conf.ReplayGuard == sources.ReplayGuardOff {
 		return nil
 	}
 	content := signed
@@ -579,7 +729,7 @@ func (s *source) guardContent(ev *dedup.Event, signedURL string, signed []byte) 
 		}
 		content = c
 	}
-	if s.guard == sources.ReplayGuardBodyAndType {
+	if s.conf.ReplayGuard == sources.ReplayGuardBodyAndType {
 		// The type is unsigned: only one a planner is registered for keys the guard, so a
 		// body is claimed at most once per planned type and once for all others, whatever
 		// types a sender invents. A type never holds a NUL (dedup.Event.Validate): the two
@@ -608,208 +758,71 @@ func (e *UnknownTargetError) Error() string {
 	return fmt.Sprintf("receiver: the %s planner for %s planned intent %q for target %q, which no executor serves", e.EventType, e.Source, e.Intent, e.Target)
 }
 
-// okHeaders is shared by every 200: nothing writes to it (error replies get their own map).
-var okHeaders = map[string]string{"Content-Type": "application/json"}
+// maxRequestIDLen bounds the request id logged: over ServeHTTP it is the sender's X-Request-Id,
+// logged before anything is verified.
+const maxRequestIDLen = 128
 
-func okDuplicate() events.APIGatewayV2HTTPResponse {
-	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: okHeaders, Body: `{"received":true,"duplicate":true}`}
-}
-
-// planError answers a delivery that could not be planned or whose plan was refused. If the
-// event was accepted before (the planner changed since, or the provider reused the id for a
-// payload the planner now refuses), it is a duplicate and gets its 200 like any other; only a
-// new event gets the error. This costs a read, on this path only.
-func (h *Handler) planError(ctx context.Context, d *delivery, err error) events.APIGatewayV2HTTPResponse {
-	d.err = err
-	claimed, cerr := h.store.Claimed(ctx, d.event.Source, d.event.ID)
-	if cerr == nil && claimed {
-		d.result, d.committed = dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}, true
-		return okDuplicate()
-	}
-	var pe *PayloadError
-	var ute *UnknownTargetError
-	switch {
-	case errors.As(err, &pe):
-		d.errKind = "bad_request"
-		return reply(http.StatusBadRequest, pe.Error(), pe.Field)
-	case errors.As(err, &ute):
-		// Ours to fix (a planner or the deployment's executors), and retried by the provider
-		// once fixed; named, so that a test or a log says which intent and target.
-		d.errKind = "planner"
-		return reply(http.StatusInternalServerError, fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target),
-			"intents["+ute.Intent+"].target")
-	case errors.Is(err, ErrBadPayload):
-		d.errKind = "bad_request"
-		return reply(http.StatusBadRequest, err.Error(), "")
-	}
-	// A planner failure or a plan the store refused (an effect without a key, over a
-	// DynamoDB limit): ours to fix, and the provider's retry will find it fixed.
-	d.errKind = "planner"
-	return reply(http.StatusInternalServerError, "internal error", "")
-}
-
-// commitError maps the dedup core's typed errors to statuses. Nothing was written on any of
-// these paths except, possibly, on ErrUnavailable, where the redelivery we ask for is safe.
-func (h *Handler) commitError(d *delivery, err error) events.APIGatewayV2HTTPResponse {
-	d.err = err
-	var ie *dedup.InvalidError
-	var ue *dedup.UnavailableError
-	switch {
-	case errors.As(err, &ie):
-		d.errKind = "bad_request"
-		return reply(http.StatusBadRequest, ie.Field+" "+ie.Reason, ie.Field)
-	case errors.As(err, &ue):
-		d.errKind = "unavailable"
-		r := reply(http.StatusServiceUnavailable, "temporarily unavailable; deliver again later", "")
-		r.Headers["Retry-After"] = strconv.Itoa(int((ue.RetryAfter + time.Second - 1) / time.Second))
-		return r
-	default:
-		// A plan over a DynamoDB limit, a missing table, denied access: a 500 the provider
-		// retries, and an error log line that names the cause for the operator.
-		d.errKind = "internal"
-		return reply(http.StatusInternalServerError, "internal error", "")
-	}
-}
-
-// sourceName reads the source from the path: the stack's routes are one per source (POST
-// /hooks/<name>, no path parameters), as is a function URL's; an application's own API may
-// route POST /hooks/{source} instead.
-func sourceName(req events.APIGatewayV2HTTPRequest) string {
-	if s := req.PathParameters["source"]; s != "" {
-		return s
-	}
-	p := strings.TrimSuffix(req.RawPath, "/")
-	if i := strings.LastIndexByte(p, '/'); i >= 0 && strings.HasSuffix(p[:i], "/hooks") {
-		return p[i+1:]
-	}
-	return ""
-}
-
-// readBody returns the raw body, decoding base64 first when API Gateway encoded it: the
-// signature is over the bytes the provider sent, never over a re-encoding.
-func readBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, events.APIGatewayV2HTTPResponse, bool) {
-	tooLarge := func(n int) events.APIGatewayV2HTTPResponse {
-		return reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is %d bytes or more; this source accepts at most %d", n, limit), "body")
-	}
-	if !req.IsBase64Encoded {
-		if len(req.Body) > limit {
-			return nil, tooLarge(len(req.Body)), false
-		}
-		return []byte(req.Body), events.APIGatewayV2HTTPResponse{}, true
-	}
-	if n := base64.StdEncoding.DecodedLen(len(req.Body)); n > limit+2 {
-		return nil, tooLarge(n - 2), false
-	}
-	raw, err := base64.StdEncoding.DecodeString(req.Body)
-	if err != nil {
-		return nil, reply(http.StatusBadRequest, "body is marked base64-encoded but is not valid base64", "body"), false
-	}
-	if len(raw) > limit {
-		return nil, tooLarge(len(raw)), false
-	}
-	return raw, events.APIGatewayV2HTTPResponse{}, true
-}
-
-// header turns API Gateway's lower-cased header map into an http.Header: one backing array
-// for the values, and canonical names from a cache (the same dozen names arrive on every
-// request, and canonicalizing a lower-case name allocates). A name the map holds twice in
-// different case (a REST API's event, a hand-built one: API Gateway v2 lower-cases names and
-// joins repeats) is returned as twice, the least such name, and no header: kept, either
-// spelling would win by map order, and a signature is over one value, never over the two joined.
-func header(m map[string]string) (h http.Header, twice string) {
-	h = make(http.Header, len(m))
-	vals := make([]string, 0, len(m))
-	for k, v := range m {
-		c := canonical(k)
-		if _, seen := h[c]; seen && (twice == "" || c < twice) {
-			twice = c
-		}
-		vals = append(vals, v)
-		h[c] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
-	if twice != "" {
-		return nil, boundedID(twice)
-	}
-	return h, ""
-}
-
-var canonicalNames sync.Map // lower-case name -> canonical name, bounded by maxCanonicalNames
-
-const maxCanonicalNames = 512
-
-var canonicalCount atomic.Int32
-
-func canonical(k string) string {
-	if c, ok := canonicalNames.Load(k); ok {
-		return c.(string)
-	}
-	c := textproto.CanonicalMIMEHeaderKey(k)
-	if canonicalCount.Load() < maxCanonicalNames { // senders choose header names: bound the cache
-		if _, loaded := canonicalNames.LoadOrStore(k, c); !loaded {
-			canonicalCount.Add(1)
+// boundedID is a request id fit to log: at most maxRequestIDLen bytes of printable ASCII, the
+// rest cut and marked.
+func boundedID(id string) string {
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x21 || c > 0x7e || i == maxRequestIDLen {
+			return id[:i] + "…"
 		}
 	}
-	return c
+	return id
 }
 
-func jsonHeaders() map[string]string {
-	return map[string]string{"Content-Type": "application/json"}
+// delivery is what one request did, for the log line and the metrics, and what the pipeline's
+// steps hand on.
+type delivery struct {
+	req        request
+	src        *source // nil until routed to a known source
+	start, now time.Time
+	raw        []byte // the body, verified by the verify step
+	signedURL  string
+	part       part // a single event's; parts, a batch's
+	parts      []part
+	resp       response
+	requestID  string
+	source     string
+	event      dedup.Event // a single event's, or a batch's event refused
+	knownType  bool
+	committed  bool
+	err        error
+	errKind    string // signature, bad_request, unavailable, internal, ...
+	latency    time.Duration
+	commitTime time.Duration
+	batch      bool        // a batch source's delivery
+	one        [1]planned  // a single event's delivery's event, planned
+	evs        batchResult // a batch's events; the counts of either
+
+	droppedDeliveryID bool
+	secretRefreshErr  error // the secrets' re-read at their maximum age failed
 }
 
-func reply(status int, msg, field string) events.APIGatewayV2HTTPResponse {
-	body := struct {
-		Error string `json:"error"`
-		Field string `json:"field,omitempty"`
-	}{msg, field}
-	b, _ := json.Marshal(body)
-	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: jsonHeaders(), Body: string(b)}
+// events are the delivery's planned events: a batch's, or the single event's.
+func (d *delivery) events() []planned {
+	if d.batch {
+		return d.evs.events
+	}
+	return d.one[:]
 }
 
-// HandleV1 answers a REST API (payload format 1.0) request by translating it to the v2 shape:
-// the same statuses and the same work. Multi-value headers are joined with commas, as the
-// HTTP API does; names keep the sender's case, so one sent twice in different case is
-// refused (400) as Handle refuses it. The path is the one the client called, the stage included
-// (RequestContext.Path), and the domain API Gateway's: a URL-signing source verifies against
-// them. Payload 1.0 carries the query string decoded, not as sent: it is re-encoded with its
-// parameters sorted, so a URL-signing source behind a REST API should be called at a URL
-// whose query has at most one parameter (Twilio's bodySHA256), or set its url.
-func (h *Handler) HandleV1(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-	headers := make(map[string]string, len(req.Headers)+len(req.MultiValueHeaders))
-	multi := make(map[string]bool, len(req.MultiValueHeaders))
-	for k, vs := range req.MultiValueHeaders {
-		headers[k] = strings.Join(vs, ",")
-		multi[canonical(k)] = true
-	}
-	for k, v := range req.Headers {
-		if !multi[canonical(k)] { // Headers repeats MultiValueHeaders' last value: one header
-			headers[k] = v
-		}
-	}
-	path := req.RequestContext.Path // with the stage, as the client called it
-	if path == "" {
-		path = req.Path
-	}
-	query := url.Values{}
-	for k, v := range req.QueryStringParameters {
-		query[k] = []string{v}
-	}
-	for k, vs := range req.MultiValueQueryStringParameters {
-		query[k] = vs
-	}
-	resp, err := h.Handle(ctx, events.APIGatewayV2HTTPRequest{
-		Version:         "1.0",
-		RawPath:         path,
-		RawQueryString:  query.Encode(),
-		Headers:         headers,
-		PathParameters:  req.PathParameters,
-		Body:            req.Body,
-		IsBase64Encoded: req.IsBase64Encoded,
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			DomainName: req.RequestContext.DomainName,
-			Stage:      req.RequestContext.Stage,
-			RequestID:  req.RequestContext.RequestID,
-			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: req.HTTPMethod, Path: path},
-		},
-	})
-	return events.APIGatewayProxyResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, err
+// planned is one event of a delivery, planned, and what its commit did.
+type planned struct {
+	ev     dedup.Event
+	plan   dedup.Plan
+	known  bool
+	write  bool // false: claimed before, found so when its planner failed
+	result dedup.Result
+}
+
+// batchResult is what a delivery's events did: a batch's events not ignored, in the body's
+// order, and the counts (a single event's too).
+type batchResult struct {
+	events  []planned
+	ignored int
+	writes  int // the events to write
+	calls   int
 }

@@ -7,15 +7,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
-
-	"github.com/aws/aws-lambda-go/events"
 )
 
 // ServeHTTP answers a delivery POSTed to <anything>/hooks/{source} over plain net/http (a
 // container, a server of your own) by the same code path as Handle: the same statuses, the
 // same single write. It reads at most the largest max_body_bytes of the sources file (413
-// beyond it), and passes the headers as API Gateway does (lower-case names, repeated values
-// joined with commas). Mount it where the provider's URL points:
+// beyond it), and joins a header's repeated values with commas, as API Gateway does. Mount it
+// where the provider's URL points:
 //
 //	http.Handle("/hooks/", h)
 //
@@ -23,46 +21,33 @@ import (
 // is called at in Config.TrustedHosts: the Host header is the sender's to write, and is used
 // only when trusted (CheckHTTP refuses, at start, a handler that has neither).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	headers := make(map[string]string, len(r.Header)+1)
+	hdr := make(http.Header, len(r.Header)+1)
 	for k, v := range r.Header {
-		headers[strings.ToLower(k)] = strings.Join(v, ",")
+		hdr[canonical(k)] = []string{strings.Join(v, ",")}
 	}
-	headers["host"] = r.Host // net/http keeps it out of r.Header
+	hdr["Host"] = []string{r.Host} // net/http keeps it out of r.Header
 	domain := h.trustedHost(r.Host)
-	req := events.APIGatewayV2HTTPRequest{
-		Version:        "2.0",
-		RawPath:        r.URL.EscapedPath(),
-		RawQueryString: r.URL.RawQuery,
-		Headers:        headers,
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			DomainName: domain,
-			RequestID:  r.Header.Get("X-Request-Id"),
-			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, SourceIP: r.RemoteAddr},
-		},
-	}
-	untrusted := domain == "" && len(h.trusted) > 0
+	req := request{method: r.Method, source: sourceName(nil, r.URL.EscapedPath()), header: hdr, domain: domain,
+		path: r.URL.EscapedPath(), query: r.URL.RawQuery, requestID: r.Header.Get("X-Request-Id"),
+		untrustedHost: domain == "" && len(h.trusted) > 0}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.maxBody)))
 	if err != nil {
-		// Refused before Handle's path could read the body, and still a delivery: its span,
-		// its log line and its metrics, as Handle's own refusals.
+		// Refused before the pipeline could read the body, and still a delivery: its span,
+		// its log line and its metrics, as its other refusals.
 		var tooLarge *http.MaxBytesError
 		resp := reply(http.StatusBadRequest, "the body could not be read", "body")
 		if errors.As(err, &tooLarge) {
 			resp = reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over %d bytes", h.maxBody), "body")
 		}
-		writeResponse(w, h.respond(r.Context(), req, untrusted, &resp))
-		return
+		req.refused = &resp
 	}
-	req.Body = string(body) // the bytes as sent: a Go string holds any bytes
-	writeResponse(w, h.serve(r.Context(), req, untrusted))
-}
-
-func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {
-	for k, v := range resp.Headers {
+	req.body = string(body) // the bytes as sent: a Go string holds any bytes
+	resp := h.serve(r.Context(), req)
+	for k, v := range resp.headers {
 		w.Header().Set(k, v)
 	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.WriteString(w, resp.Body)
+	w.WriteHeader(resp.status)
+	_, _ = io.WriteString(w, resp.body)
 }
 
 // trustedHost is host when Config.TrustedHosts lists it (any case, without a port), else "".

@@ -39,10 +39,11 @@ var (
 // observe writes the delivery's log line and its EMF metrics. It never logs secrets or
 // payloads, and names hostile values (an unknown source) only by kind.
 func (h *Handler) observe(ctx context.Context, d *delivery) {
+	res := &d.one[0].result // a single event's commit
 	attrs := make([]slog.Attr, 0, 20)
 	attrs = append(attrs,
 		slog.String("source", d.source),
-		slog.Int("status", d.status),
+		slog.Int("status", d.resp.status),
 		slog.Float64("latency_ms", ms(d.latency)),
 	)
 	if d.requestID != "" {
@@ -55,31 +56,31 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 			slog.String("delivery_id", d.event.DeliveryID),
 		)
 	}
-	if d.batch != nil {
-		attrs = append(attrs, d.batch.attrs()...)
+	if d.batch {
+		attrs = append(attrs, d.evs.attrs()...)
 		if d.committed {
 			attrs = append(attrs, slog.Float64("commit_ms", ms(d.commitTime)))
 		}
 	} else if d.committed {
 		attrs = append(attrs,
-			slog.String("outcome", d.result.Outcome.String()),
+			slog.String("outcome", res.Outcome.String()),
 			slog.Float64("commit_ms", ms(d.commitTime)),
-			slog.Int("dynamodb_calls", d.result.Calls),
+			slog.Int("dynamodb_calls", res.Calls),
 		)
-		if d.result.Outcome == dedup.OutcomeDuplicate {
-			attrs = append(attrs, slog.String("first_delivery_id", d.result.FirstDeliveryID))
+		if res.Outcome == dedup.OutcomeDuplicate {
+			attrs = append(attrs, slog.String("first_delivery_id", res.FirstDeliveryID))
 		}
-		if d.result.Outcome == dedup.OutcomeReplay {
-			attrs = append(attrs, slog.String("first_event_id", d.result.FirstEventID))
+		if res.Outcome == dedup.OutcomeReplay {
+			attrs = append(attrs, slog.String("first_event_id", res.FirstEventID))
 		}
-		if d.result.PayloadMismatch {
+		if res.PayloadMismatch {
 			attrs = append(attrs, slog.Bool("payload_mismatch", true))
 		}
-		if d.result.Recovered {
+		if res.Recovered {
 			attrs = append(attrs, slog.Bool("recovered_lost_response", true))
 		}
-		if d.result.Outcome == dedup.OutcomeAbsorbed {
-			attrs = append(attrs, slog.Any("absorbed_effects", d.result.Absorbed))
+		if res.Outcome == dedup.OutcomeAbsorbed {
+			attrs = append(attrs, slog.Any("absorbed_effects", res.Absorbed))
 		}
 		if !d.knownType {
 			attrs = append(attrs, slog.Bool("unknown_type", true))
@@ -99,18 +100,16 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	}
 	level, msg := slog.LevelInfo, "delivery"
 	switch {
-	case d.status >= 500:
+	case d.resp.status >= 500:
 		level = slog.LevelError
-	case d.status >= 400, d.result.PayloadMismatch, d.result.Outcome == dedup.OutcomeReplay, d.secretRefreshErr != nil:
+	case d.resp.status >= 400, res.PayloadMismatch, res.Outcome == dedup.OutcomeReplay, d.secretRefreshErr != nil:
 		level = slog.LevelWarn
 	}
 	h.log.LogAttrs(ctx, level, msg, attrs...)
-	if d.batch != nil && h.log.Enabled(ctx, slog.LevelDebug) {
-		for i, ev := range d.batch.events {
-			if i < len(d.batch.results) {
-				h.log.LogAttrs(ctx, slog.LevelDebug, "batch event", slog.String("source", d.source), slog.String("request_id", d.requestID),
-					slog.String("event_id", ev.ID), slog.String("event_type", ev.Type), slog.String("outcome", d.batch.results[i].Outcome.String()))
-			}
+	if d.batch && h.log.Enabled(ctx, slog.LevelDebug) {
+		for _, e := range d.evs.events {
+			h.log.LogAttrs(ctx, slog.LevelDebug, "batch event", slog.String("source", d.source), slog.String("request_id", d.requestID),
+				slog.String("event_id", e.ev.ID), slog.String("event_type", e.ev.Type), slog.String("outcome", e.result.Outcome.String()))
 		}
 	}
 
@@ -144,16 +143,16 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		doc.Count("Rejected", bySource)
 	}
 	if d.committed {
-		if d.batch == nil {
-			countOutcome(doc, d.result, d.knownType)
+		if !d.batch {
+			countOutcome(doc, *res, d.knownType)
 		}
 		doc.Add("CommitLatency", ms(d.commitTime), emf.Milliseconds, bySource)
 	}
-	if d.batch != nil && d.batch.ignored > 0 {
-		doc.Add("UnknownType", float64(d.batch.ignored), emf.Count, bySource) // unknown_types "ignore"
+	if d.batch && d.evs.ignored > 0 {
+		doc.Add("UnknownType", float64(d.evs.ignored), emf.Count, bySource) // unknown_types "ignore"
 	}
 	_, _ = doc.WriteTo(h.metrics)
-	if d.batch != nil && d.committed {
+	if d.batch && d.committed {
 		h.observeBatch(doc, d)
 	}
 }
@@ -169,10 +168,10 @@ func (h *Handler) observeBatch(doc *emf.Document, d *delivery) {
 	}
 	var tallies []*tally // in order of first appearance: the output is deterministic
 	byLabel := map[string]*tally{}
-	for i, res := range d.batch.results {
-		typ := "other"
-		if d.batch.known[i] {
-			typ = d.batch.events[i].Type
+	for _, e := range d.evs.events {
+		res, typ := e.result, "other"
+		if e.known {
+			typ = e.ev.Type
 		}
 		t := byLabel[typ]
 		if t == nil {
@@ -196,7 +195,7 @@ func (h *Handler) observeBatch(doc *emf.Document, d *delivery) {
 		if res.Recovered {
 			t.recovered++
 		}
-		if !d.batch.known[i] {
+		if !e.known {
 			t.unknown++
 		}
 	}
@@ -248,9 +247,9 @@ func countOutcome(doc *emf.Document, res dedup.Result, knownType bool) {
 // attrs summarises a batch for its delivery's log line.
 func (b *batchResult) attrs() []slog.Attr {
 	var n [dedup.OutcomeReplay + 1]int
-	for _, r := range b.results {
-		if r.Outcome <= dedup.OutcomeReplay {
-			n[r.Outcome]++
+	for _, e := range b.events {
+		if e.result.Outcome <= dedup.OutcomeReplay {
+			n[e.result.Outcome]++
 		}
 	}
 	return []slog.Attr{

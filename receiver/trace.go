@@ -4,9 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"strings"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -57,38 +55,21 @@ const route = "/hooks/{source}"
 // ignored unread.
 const maxTraceparent = 256
 
-// traceparent is the provider's traceparent header. A REST API's event (HandleV1) keeps the
-// sender's case: there, one spelling other than lower case, and none if there are several.
-func traceparent(req events.APIGatewayV2HTTPRequest) string {
-	if v, ok := req.Headers["traceparent"]; ok || req.Version != "1.0" {
-		return v
-	}
-	var tp string
-	found := false
-	for k, v := range req.Headers {
-		if strings.EqualFold(k, "traceparent") {
-			if found {
-				return ""
-			}
-			tp, found = v, true
-		}
-	}
-	return tp
-}
-
 // startDelivery starts the delivery's server span, a root of its own trace: a provider's
 // traceparent says where the provider's trace is, not which of ours this one belongs to, so
 // it is a link (as is a span the context held already). Its links and attributes are read and
 // set only when it records: with tracing off (a no-op provider) the delivery builds nothing
 // for it.
-func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTPRequest) (context.Context, trace.Span) {
+func (h *Handler) startDelivery(ctx context.Context, req *request) (context.Context, trace.Span) {
 	caller := trace.SpanContextFromContext(ctx)
-	name := "HTTP " + route
-	switch m := req.RequestContext.HTTP.Method; m {
+	name, method := "HTTP "+route, semconv.HTTPRequestMethodOther
+	switch m := req.method; m {
 	case http.MethodPost:
-		name = SpanDelivery
+		name, method = SpanDelivery, semconv.HTTPRequestMethodPost
 	case http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
-		name = m + " " + route
+		name, method = m+" "+route, semconv.HTTPRequestMethodKey.String(m)
+	case "":
+		method = attribute.KeyValue{}
 	}
 	// Started from a context without the caller's span, not only as a new root: a provider
 	// that ignores WithNewRoot (the noop one, the global one before an SDK is set) hands the
@@ -101,18 +82,12 @@ func (h *Handler) startDelivery(ctx context.Context, req events.APIGatewayV2HTTP
 	if caller.IsValid() {
 		s.AddLink(trace.Link{SpanContext: caller, Attributes: []attribute.KeyValue{AttrLink.String("caller")}})
 	}
-	if sc, ok := parseTraceparent(traceparent(req)); ok {
+	if sc, ok := parseTraceparent(req.header.Get("Traceparent")); ok {
 		s.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("provider")}})
 	}
 	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute(route), semconv.URLScheme("https")}
-	switch m := req.RequestContext.HTTP.Method; m {
-	case http.MethodPost:
-		attrs = append(attrs, semconv.HTTPRequestMethodPost)
-	case http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
-		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(m))
-	case "":
-	default: // the sender's text: named only by kind (HTTP conventions)
-		attrs = append(attrs, semconv.HTTPRequestMethodOther)
+	if method.Valid() { // another method is the sender's text: named only by kind (HTTP conventions)
+		attrs = append(attrs, method)
 	}
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID))
@@ -131,26 +106,26 @@ func endDelivery(s trace.Span, d *delivery) {
 		s.End()
 		return
 	}
-	attrs := []attribute.KeyValue{semconv.HTTPResponseStatusCode(d.status), AttrSource.String(d.source)}
+	attrs := []attribute.KeyValue{semconv.HTTPResponseStatusCode(d.resp.status), AttrSource.String(d.source)}
 	if d.event.ID != "" {
 		attrs = append(attrs, AttrEventID.String(d.event.ID), AttrEventType.String(d.event.Type))
 		if d.event.DeliveryID != "" {
 			attrs = append(attrs, AttrDeliveryID.String(d.event.DeliveryID))
 		}
 	}
-	if d.committed && d.batch == nil {
-		attrs = append(attrs, AttrOutcome.String(d.result.Outcome.String()), AttrDynamoDBCalls.Int(d.result.Calls))
+	if d.committed && !d.batch {
+		attrs = append(attrs, AttrOutcome.String(d.one[0].result.Outcome.String()), AttrDynamoDBCalls.Int(d.one[0].result.Calls))
 	}
-	if d.batch != nil {
-		attrs = append(attrs, AttrEvents.Int(len(d.batch.events)), AttrDynamoDBCalls.Int(d.batch.calls))
+	if d.batch {
+		attrs = append(attrs, AttrEvents.Int(len(d.evs.events)), AttrDynamoDBCalls.Int(d.evs.calls))
 	}
 	if d.errKind != "" {
 		attrs = append(attrs, AttrErrorKind.String(d.errKind))
 	}
-	if d.status >= 500 {
+	if d.resp.status >= 500 {
 		// A server span is in error for 5xx only: a 4xx is the sender's (HTTP conventions).
-		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(d.status)))
-		s.SetStatus(codes.Error, http.StatusText(d.status))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(d.resp.status)))
+		s.SetStatus(codes.Error, http.StatusText(d.resp.status))
 	}
 	s.SetAttributes(attrs...)
 	s.End()
@@ -238,10 +213,23 @@ func errorType(err error) string {
 	return "_OTHER"
 }
 
-// commitAttrs describe a commit's result on its span.
-func commitAttrs(plan *dedup.Plan, res dedup.Result) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{AttrDynamoDBCalls.Int(res.Calls), AttrEffects.Int(len(plan.Effects)), AttrIntents.Int(len(plan.Intents))}
-	if res.Outcome != 0 {
+// planAttrs describe the plan of n events on its span: a batch's count, a single event's plan.
+func (d *delivery) planAttrs(n int) []attribute.KeyValue {
+	if d.batch {
+		return []attribute.KeyValue{AttrEvents.Int(n)}
+	}
+	e := &d.one[0]
+	return []attribute.KeyValue{AttrEventType.String(e.ev.Type), AttrEffects.Int(len(e.plan.Effects)), AttrIntents.Int(len(e.plan.Intents))}
+}
+
+// commitAttrs describe a commit of n events on its span: a batch's count, a single event's result.
+func (d *delivery) commitAttrs(n int) []attribute.KeyValue {
+	if d.batch {
+		return []attribute.KeyValue{AttrEvents.Int(n), AttrDynamoDBCalls.Int(d.evs.calls)}
+	}
+	e := &d.one[0]
+	attrs := []attribute.KeyValue{AttrDynamoDBCalls.Int(e.result.Calls), AttrEffects.Int(len(e.plan.Effects)), AttrIntents.Int(len(e.plan.Intents))}
+	if res := e.result; res.Outcome != 0 {
 		attrs = append(attrs, AttrOutcome.String(res.Outcome.String()))
 	}
 	return attrs
