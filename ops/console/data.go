@@ -3,7 +3,9 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -455,3 +457,62 @@ const maxUnprocessedRounds = 5
 
 // errThrottled is a read the table kept throttling past maxUnprocessedRounds.
 var errThrottled = errors.New("the table is throttling reads: keys left unprocessed " + strconv.Itoa(maxUnprocessedRounds) + " times")
+
+// writers finds the claims that wrote the effect records whose partition key is key: a Query
+// by that key in oncehook's table and in each table of the sources file whose name the console
+// knows (by the table's own key name), at most MaxIndexReads items in all. A put effect's item
+// names its claim (dedup.ClaimedByAttribute). notes says what was not searched, not read, or
+// found without a claim; a failed read of an application's table is one of them (the
+// operator's credentials may not reach it).
+func (c *Console) writers(r *http.Request, key string) (pks, notes []string, err error) {
+	type table struct{ label, name, pk string }
+	tables := []table{{"oncehook's table", c.cfg.Table, dedup.PartitionKey}}
+	if c.cfg.Sources != nil {
+		for _, name := range slices.Sorted(maps.Keys(c.cfg.Sources.Tables)) {
+			t := c.cfg.Sources.Tables[name]
+			if t.PhysicalName(name) == "" {
+				notes = append(notes, "table "+name+" is bound: its name is not in the sources file, so it was not searched")
+				continue
+			}
+			tables = append(tables, table{"table " + name, t.PhysicalName(name), t.PartitionKey})
+		}
+	}
+	left := c.cfg.MaxIndexReads
+	for i, t := range tables {
+		in := &dynamodb.QueryInput{TableName: aws.String(t.name), KeyConditionExpression: aws.String("#k = :k"),
+			ProjectionExpression:      aws.String("#by"),
+			ExpressionAttributeNames:  map[string]string{"#k": t.pk, "#by": dedup.ClaimedByAttribute},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: key}}}
+		unclaimed := 0
+		for {
+			if left == 0 {
+				notes = append(notes, fmt.Sprintf("more records hold this key than one page reads (%d): the list may be incomplete", c.cfg.MaxIndexReads))
+				return pks, notes, nil
+			}
+			in.Limit = aws.Int32(int32(left))
+			out, err := c.cfg.DynamoDB.Query(r.Context(), in)
+			if err != nil && i == 0 {
+				return nil, nil, err
+			}
+			if err != nil {
+				notes = append(notes, t.label+" could not be read: "+c.logged(r, "querying "+t.label, err))
+				break
+			}
+			left = max(0, left-max(int(out.ScannedCount), len(out.Items), 1))
+			for _, item := range out.Items {
+				if v, ok := item[dedup.ClaimedByAttribute].(*types.AttributeValueMemberS); !ok {
+					unclaimed++
+				} else if !slices.Contains(pks, v.Value) {
+					pks = append(pks, v.Value)
+				}
+			}
+			if in.ExclusiveStartKey = out.LastEvaluatedKey; in.ExclusiveStartKey == nil {
+				break
+			}
+		}
+		if unclaimed > 0 {
+			notes = append(notes, fmt.Sprintf("%s holds %d record(s) under this key that name no claim (an update effect's, or written outside a claim)", t.label, unclaimed))
+		}
+	}
+	return pks, notes, nil
+}

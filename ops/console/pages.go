@@ -324,8 +324,9 @@ func clip(s string, n int) string {
 // --- search and the event page ---
 
 type searchView struct {
-	Source, ID string
-	Matches    []indexEntry
+	Source, ID, Key string
+	Matches         []indexEntry
+	Notes           []string // what a search by key did not search or read
 	// Partial: the read bound (Reads entries of the index) stopped the recent events before
 	// they were known to be the newest; they are, for the claims after Cutoff (when set).
 	Partial bool
@@ -348,7 +349,10 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 			id = trimmed
 		}
 	}
+	key := strings.TrimSpace(q.Get("key"))
 	switch {
+	case key != "":
+		c.byKey(w, r, key)
 	case source != "" && id != "":
 		if !c.checkSource(w, r, source) || !c.checkID(w, r, id) {
 			return
@@ -387,7 +391,7 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 				c.fail(w, r, http.StatusNotFound, "Give the scope", fmt.Sprintf("No source has a claim for %s as it is. ", strconv.Quote(id))+strings.Join(hints, " "))
 				return
 			}
-			c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("No source has a claim for %s: it was never accepted, or its claim expired after its retention.", strconv.Quote(id)))
+			c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("No source has a claim for %s now: no event of this deployment has that id, or its claim expired after its retention. ", strconv.Quote(id))+searchTakes)
 		case 1:
 			s, _, _ := splitClaimPK(found[0].PK)
 			redirect(w, eventURL(s, id))
@@ -408,6 +412,49 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	default:
 		c.render(w, r, http.StatusOK, "search", page{Title: "Find an event", Nav: "events"})
 	}
+}
+
+// searchTakes is what a search that found nothing says it takes: an order number or a
+// delivery id is not the provider's event id, and "not found" is not "never arrived".
+const searchTakes = "The search takes the provider's event id (with its source, or alone to try every source), " +
+	"or an effect's key as the planner wrote it (key=, the partition key, e.g. ORDER#ord_10484) to find the event that wrote it."
+
+// byKey answers a search by an effect's key: the event that wrote it (a redirect), the events
+// that did (a list), or a 404 saying what a key not found means.
+func (c *Console) byKey(w http.ResponseWriter, r *http.Request, key string) {
+	if len(key) > 2048 {
+		c.fail(w, r, http.StatusBadRequest, "Not a key", "key: a partition key is at most 2048 bytes.")
+		return
+	}
+	pks, notes, err := c.writers(r, key)
+	if err != nil {
+		c.awsFail(w, r, "querying the table by key", err)
+		return
+	}
+	if len(pks) == 0 {
+		c.fail(w, r, http.StatusNotFound, "No effect record holds this key",
+			fmt.Sprintf("Nothing found under %s: no effect record holds it now (it expired with its claim, or was never written under this key), which says nothing of whether the event arrived. %s%s",
+				strconv.Quote(clip(key, 120)), strings.Join(append(notes, ""), ". "), searchTakes))
+		return
+	}
+	claims, err := c.readClaims(r.Context(), pks)
+	if err != nil {
+		c.awsFail(w, r, "reading the claims", err)
+		return
+	}
+	if s, id, _ := splitClaimPK(pks[0]); len(pks) == 1 && claims[pks[0]] != nil {
+		redirect(w, eventURL(s, id))
+		return
+	}
+	v := searchView{Key: key, Notes: notes}
+	for _, pk := range pks {
+		e := indexEntry{PK: pk}
+		if cl := claims[pk]; cl != nil {
+			e.Since = cl.ReceivedAt
+		}
+		v.Matches = append(v.Matches, e)
+	}
+	c.render(w, r, http.StatusOK, "recent", page{Title: "Events that wrote " + clip(key, 80), Nav: "events", Data: v})
 }
 
 type eventView struct {
@@ -464,7 +511,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 			c.fail(w, r, http.StatusNotFound, "Give the scope", scopedHint(source, id, hdr))
 			return
 		}
-		c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("%s has no claim for %s: the event was never accepted, or its claim expired after the source's retention.", source, strconv.Quote(id)))
+		c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("%s has no claim for %s now: none of its events has that id, or its claim expired after the source's retention. ", source, strconv.Quote(id))+searchTakes)
 		return
 	}
 	if err != nil {
