@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -344,4 +345,60 @@ func scanIndex(t *testing.T, client *dynamodb.Client, table string) []map[string
 		}
 	}
 	return out
+}
+
+// "Redrive what parked during the outage": the Parked page and a source's recent events take
+// a time window (since=, or from= and to= in RFC 3339) and list newest first across the shards,
+// and a filter is applied to what is read newest first, so old parked intents, however many,
+// never hide a new one matching it under the read bound.
+func TestTheParkedViewAndTheRecentEventsListTheNewestWithinAWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	for i := range 60 {
+		e.park("shop", fmt.Sprintf("evt_old_%02d", i), "crm", "permanent: 422 unknown order", now.Add(-3*time.Hour+time.Duration(i)*time.Second))
+	}
+	for i := range 3 {
+		e.park("shop", fmt.Sprintf("evt_outage_%d", i), "email", "permanent: 503 the mail relay is down", now.Add(-30*time.Minute+time.Duration(i)*time.Second))
+	}
+	e.park("gh", "evt_newest", "crm", "permanent: 422 unknown order", now.Add(-10*time.Minute))
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: 40, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := signedIn(t, h)
+	listed := func(p string) []string {
+		t.Helper()
+		r := b.get(p)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", p, r.Status, r.Body)
+		}
+		var ids []string
+		for _, m := range regexp.MustCompile(`href="/events/[a-z]+/(evt_[a-z_0-9]+)"`).FindAllStringSubmatch(r.Body, -1) {
+			ids = append(ids, m[1])
+		}
+		return ids
+	}
+	outage := []string{"evt_outage_2", "evt_outage_1", "evt_outage_0"}
+	if got := listed("/parked?error=503"); !slices.Equal(got, outage) {
+		t.Errorf("/parked?error=503 lists %v, want the outage's %v, newest first", got, outage)
+	}
+	want := append([]string{"evt_newest"}, outage...)
+	if got := listed("/parked?since=2h"); !slices.Equal(got, want) {
+		t.Errorf("/parked?since=2h lists %v, want %v", got, want)
+	}
+	if got := listed("/parked?from=" + url.QueryEscape(now.Add(-time.Hour).Format(time.RFC3339)) + "&to=" + url.QueryEscape(now.Add(-15*time.Minute).Format(time.RFC3339))); !slices.Equal(got, outage) {
+		t.Errorf("/parked from an hour ago to 15 minutes ago lists %v, want %v", got, outage)
+	}
+	if got := listed("/parked"); len(got) == 0 || got[0] != "evt_newest" {
+		t.Errorf("/parked lists %v first, want the newest, evt_newest", got[:min(len(got), 3)])
+	}
+	if got := listed("/events?source=shop&since=2h"); !slices.Equal(got, outage) {
+		t.Errorf("the recent events of shop since 2h: %v, want %v", got, outage)
+	}
+	for _, p := range []string{"/parked?since=yesterday", "/parked?from=2026-13-01T00:00:00Z", "/events?source=shop&since=-1h"} {
+		if r := b.get(p); r.Status != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", p, r.Status)
+		}
+	}
 }
