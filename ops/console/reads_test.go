@@ -402,3 +402,42 @@ func TestTheParkedViewAndTheRecentEventsListTheNewestWithinAWindow(t *testing.T)
 		}
 	}
 }
+
+// "703 parked drawn as 498": every count the console shows is exact, or written "≥ N" when the
+// read bound cut it: the Parked page's total, the overview's per-target counts and its charts.
+func TestEveryCountIsExactOrSaysItIsALowerBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	for i := range 60 {
+		e.park("shop", fmt.Sprintf("evt_p_%02d", i), "crm", "permanent: 422", now.Add(-time.Duration(i)*time.Minute))
+	}
+	total := regexp.MustCompile(`id="total">([^<]*)<`)
+	for _, maxReads := range []int{40, 500} {
+		h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: maxReads, Token: testToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := signedIn(t, h)
+		parked := b.get("/parked")
+		m := total.FindStringSubmatch(parked.Body)
+		overview := b.get("/")
+		crm := regexp.MustCompile(`data-label="crm">.*?class="value"[^>]*>([^<]*)<`).FindStringSubmatch(overview.Body)
+		if m == nil || crm == nil {
+			t.Fatalf("MaxIndexReads %d: no total on the Parked page (%v) or no crm row in the overview (%v)\n%s", maxReads, m, crm, parked.Body)
+		}
+		if maxReads == 500 {
+			if m[1] != "60" || crm[1] != "0 / 0 / 0 / 60" {
+				t.Errorf("everything read: total %q, crm %q, want 60 and 0 / 0 / 0 / 60", m[1], crm[1])
+			}
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(m[1], "≥ "))
+		if !strings.HasPrefix(m[1], "≥ ") || err != nil || n > 60 || n < strings.Count(parked.Body, `class="parked-row`) {
+			t.Errorf("MaxIndexReads 40 of 60 parked: the total reads %q, want ≥ N", m[1])
+		}
+		if !strings.Contains(crm[1], "≥") {
+			t.Errorf("MaxIndexReads 40 of 60 parked: the overview draws crm as %q, want its counts marked at least", crm[1])
+		}
+	}
+}
