@@ -273,6 +273,41 @@ func (c *Console) checkSource(w http.ResponseWriter, r *http.Request, source str
 	return true
 }
 
+// windowOf reads a page's time window on when claims entered the pending index: since (a
+// duration back from now: 2h, 90m, 3d), or from and to (RFC 3339), either end open. It answers
+// the request itself (400) when the window cannot be read.
+func (c *Console) windowOf(w http.ResponseWriter, r *http.Request) (window, bool) {
+	q := r.URL.Query()
+	var win window
+	bad := func(detail string) (window, bool) {
+		c.fail(w, r, http.StatusBadRequest, "Not a time window", detail)
+		return window{}, false
+	}
+	if s := q.Get("since"); s != "" {
+		d, err := sources.ParseDuration(s)
+		if err != nil || d <= 0 || q.Get("from") != "" {
+			return bad("since: a duration back from now, such as 2h, 90m or 3d (and no from with it).")
+		}
+		win.From = c.cfg.Now().Add(-d).UnixMilli()
+	}
+	for _, end := range []struct {
+		name string
+		at   *int64
+	}{{"from", &win.From}, {"to", &win.To}} {
+		if s := q.Get(end.name); s != "" {
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil || t.UnixMilli() <= 0 {
+				return bad(end.name + ": a time in RFC 3339, such as 2026-01-02T15:04:05Z.")
+			}
+			*end.at = t.UnixMilli()
+		}
+	}
+	if win.To != 0 && win.From > win.To {
+		return bad("from is after to.")
+	}
+	return win, true
+}
+
 // scopeHeader is the header that scopes source's event ids (GitHub's X-GitHub-Hook-ID), from
 // the sources file; "" when none does or the console has no sources file.
 func (c *Console) scopeHeader(source string) string {
@@ -402,7 +437,11 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 		if !c.checkSource(w, r, source) {
 			return
 		}
-		keys, partial, cutoff, err := c.recent(r.Context(), source, 50)
+		win, ok := c.windowOf(w, r)
+		if !ok {
+			return
+		}
+		keys, partial, cutoff, err := c.recent(r.Context(), source, win, 50)
 		if err != nil {
 			c.awsFail(w, r, "reading the pending index", err)
 			return

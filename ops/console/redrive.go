@@ -18,6 +18,9 @@ import (
 
 type parkedView struct {
 	Filter  parkedFilter
+	Since   string // the window as asked: since, from, to
+	From    string
+	To      string
 	Rows    []parkedRow
 	More    bool
 	Targets []string
@@ -37,13 +40,18 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Filter too long", "target and error filters are at most 256 bytes.")
 		return
 	}
-	rows, more, err := c.parked(r.Context(), f)
+	win, ok := c.windowOf(w, r)
+	if !ok {
+		return
+	}
+	rows, complete, err := c.parked(r.Context(), f, win)
 	if err != nil {
 		c.awsFail(w, r, "reading the parked intents", err)
 		return
 	}
-	v := parkedView{Filter: f, Rows: rows, More: more, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
-	for _, row := range rows {
+	v := parkedView{Filter: f, Since: q.Get("since"), From: q.Get("from"), To: q.Get("to"), Rows: rows[:min(len(rows), maxRedrive)],
+		More: len(rows) > maxRedrive || complete != allRead, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
+	for _, row := range v.Rows {
 		if row.AtMostOnce {
 			v.Cautious++
 		}
