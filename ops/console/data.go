@@ -41,18 +41,18 @@ func splitClaimPK(pk string) (source, id string, ok bool) {
 // both ends included; a zero end is open.
 type window struct{ From, To int64 }
 
-// shardRead is one Query of a shard of the pending index, newest first, within w: at most
-// limit entries evaluated (the filter, when prefix is given, keeps those whose pk starts with
-// it), from start (nil: the shard's newest). It returns what was evaluated (the budget it
+// shardRead is one Query of a shard of the pending index within w: at most limit entries
+// evaluated (the filter, when prefix is given, keeps those whose pk starts with it), newest
+// first when newest is set, from start (nil: the shard's first). It returns what was evaluated (the budget it
 // spent), the entries kept, and where the next read starts (nil: the shard is read to its end).
-func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window, start map[string]types.AttributeValue, limit int) (
+func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window, newest bool, start map[string]types.AttributeValue, limit int) (
 	entries []indexEntry, next map[string]types.AttributeValue, spent int, err error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(c.cfg.Table),
 		IndexName:                 aws.String(dedup.PendingIndex),
 		KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
-		ScanIndexForward:          aws.Bool(false),
+		ScanIndexForward:          aws.Bool(!newest),
 		ExclusiveStartKey:         start,
 		Limit:                     aws.Int32(int32(limit)),
 	}
@@ -93,7 +93,7 @@ func entryOf(shard string, item map[string]types.AttributeValue) indexEntry {
 	return e
 }
 
-// indexed reads the claims under shards, newest first within each, shard by shard, at most
+// indexed reads the claims under shards, oldest first within each, shard by shard, at most
 // MaxIndexReads index entries in all (and the claims they name, 100 to a consistent
 // BatchGetItem); more reports that some were left unread. With prefix, only the claims whose
 // pk starts with it are read (the index's filter: the entries it evaluates count all the same).
@@ -105,7 +105,7 @@ func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (
 			if left == 0 {
 				return claims, true, nil
 			}
-			entries, next, spent, err := c.shardRead(ctx, shard, prefix, window{}, start, left)
+			entries, next, spent, err := c.shardRead(ctx, shard, prefix, window{}, false, start, left)
 			if err != nil {
 				return nil, false, err
 			}
@@ -295,7 +295,7 @@ func (c *Console) newest(ctx context.Context, shards []string, prefix string, w 
 	left := c.cfg.MaxIndexReads
 	var kept []time.Time
 	read := func(cur *cursor, n int) error {
-		entries, next, spent, err := c.shardRead(ctx, cur.shard, prefix, w, cur.start, n)
+		entries, next, spent, err := c.shardRead(ctx, cur.shard, prefix, w, true, cur.start, n)
 		if err != nil {
 			return err
 		}

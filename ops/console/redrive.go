@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
@@ -17,13 +18,17 @@ import (
 // --- parked and redrive ---
 
 type parkedView struct {
-	Filter  parkedFilter
-	Since   string // the window as asked: since, from, to
-	From    string
-	To      string
-	Rows    []parkedRow
-	More    bool
-	Targets []string
+	Filter parkedFilter
+	Since  string // the window as asked: since, from, to
+	From   string
+	To     string
+	Rows   []parkedRow
+	// Total counts the matching intents read; AtLeast: the read bound stopped first, and it
+	// counts those parked after Complete (zero: a shard was not read at all).
+	Total    int
+	AtLeast  bool
+	Complete time.Time
+	Targets  []string
 	// Cautious counts the rows that are at-most-once (left unticked by the confirmation).
 	Cautious int
 	Max      int // the rows listed at most (maxRedrive)
@@ -50,7 +55,10 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := parkedView{Filter: f, Since: q.Get("since"), From: q.Get("from"), To: q.Get("to"), Rows: rows[:min(len(rows), maxRedrive)],
-		More: len(rows) > maxRedrive || complete != allRead, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
+		Total: len(rows), AtLeast: complete != allRead, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
+	if v.AtLeast && complete != noneSure {
+		v.Complete = time.UnixMilli(complete)
+	}
 	for _, row := range v.Rows {
 		if row.AtMostOnce {
 			v.Cautious++
