@@ -86,6 +86,7 @@ func (c *Console) routes() {
 	// (an id "a//b" or ".." would be redirected elsewhere), and ids are any printable text.
 	c.mux.HandleFunc("/parked", c.only(http.MethodGet, c.parkedPage))
 	c.mux.HandleFunc("/redrive", c.only(http.MethodPost, c.redrive))
+	c.mux.HandleFunc("/redrive/query", c.only(http.MethodPost, c.redriveQuery))
 	c.mux.HandleFunc("/backlog", c.only(http.MethodGet, c.backlog))
 	c.mux.HandleFunc("/audit", c.only(http.MethodGet, c.audit))
 	c.mux.HandleFunc("/login", c.login)

@@ -150,7 +150,7 @@ func TestEveryIndexPageReadsAtMostMaxIndexReads(t *testing.T) {
 	}
 	b := signedIn(t, h)
 	b.get("/audit") // the table check, once
-	for _, p := range []string{"/", "/backlog", "/parked", "/parked?source=gh", "/events?source=shop", "/events?source=gh"} {
+	for _, p := range []string{"/", "/backlog", "/parked", "/parked?source=gh", "/parked?since=1h&error=x", "/events?source=shop", "/events?source=gh&since=1h"} {
 		counter.mu.Lock()
 		counter.scanned, counter.queries, counter.keys = 0, 0, 0
 		counter.mu.Unlock()

@@ -106,11 +106,14 @@ func TestAReadOnlyConsoleShowsAndTakesNoAction(t *testing.T) {
 	for _, p := range []string{"/parked", "/events/shop/evt_refused"} {
 		r := b.get(p)
 		mustContain(t, r, "evt_refused")
-		mustNotContain(t, r, `action="/redrive"`, `name="ref"`)
+		mustNotContain(t, r, `action="/redrive"`, `action="/redrive/query"`, `name="ref"`)
 	}
 	r := b.post("/redrive", url.Values{"ref": {"s=shop&e=evt_refused&i=email.send"}, "confirm": {"yes"}})
 	if r.Status != http.StatusForbidden {
 		t.Fatalf("a read-only console's redrive: %d", r.Status)
+	}
+	if r := b.post("/redrive/query", url.Values{"error": {"422"}, "lo": {"0"}}); r.Status != http.StatusForbidden {
+		t.Fatalf("a read-only console's redrive by query: %d", r.Status)
 	}
 	if in := e.claim("shop", "evt_refused").Intents["email.send"]; in.Status != dedup.IntentParked {
 		t.Fatal("a read-only console re-drove")
@@ -657,6 +660,10 @@ func TestEveryParkedIntentMatchingAQueryIsRedrivenInRounds(t *testing.T) {
 		first := bulkForm(b.get("/parked?since=2h&error=503"))
 		if first == nil {
 			t.Fatalf("%s: the Parked page offers no redrive of every matching intent", where)
+		}
+		forged := url.Values{"error": {"503"}, "lo": {"0"}}
+		if r := b.post("/redrive/query", forged); r.Status != http.StatusForbidden || e.statuses(outage)[dedup.IntentPending] != 0 {
+			t.Fatalf("%s: a redrive by query without the page's CSRF token: %d", where, r.Status)
 		}
 		plan := b.post("/redrive/query", first)
 		if plan.Status != http.StatusOK {
