@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,9 +41,9 @@ func chromium(t *testing.T) string {
 }
 
 // The console in a real browser, over the deployed stack: an event sent through the stack is
-// found from the search box with its intent done; an intent parked by the downstream's refusal
-// is re-driven from the Parked page and the downstream applies it once; the overview's chart
-// shows the index's numbers. CONSOLE_SCREENSHOTS=dir saves the pages as PNGs (docs/console).
+// found from the search box with its intent done, and from its effect's key; an intent parked
+// by the downstream's refusal is re-driven from the Parked page and the downstream applies it
+// once; another is re-driven by query; the overview's chart shows the index's numbers. CONSOLE_SCREENSHOTS=dir saves the pages as PNGs (docs/console).
 func TestTheConsoleInABrowser(t *testing.T) {
 	s := deployed(t)
 	exe := chromium(t)
@@ -100,6 +101,20 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	}
 	if status != dedup.IntentDone {
 		t.Fatalf("the event page shows the intent %q, want done", status)
+	}
+	// The same event from its effect's key, as support has it (the order, not the event id).
+	var found string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/events"),
+		chromedp.SendKeys(`#key`, "ORDER#"+harness.OrderID(run, 1), chromedp.ByQuery),
+		chromedp.Click(`#find-key`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#event-id`, chromedp.ByQuery),
+		chromedp.Text(`#event-id`, &found, chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if found != id {
+		t.Fatalf("the effect's key ORDER#%s found %q, want %s", harness.OrderID(run, 1), found, id)
 	}
 
 	// 2. An intent the downstream refuses is parked; the overview charts it.
@@ -165,6 +180,33 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	if err != nil || c.Intents["email.send"].RedrivenBy != "e2e (browser)" {
 		t.Fatalf("%+v %v: want the redrive recorded", c, err)
 	}
+
+	// 4. Re-driven by query: every intent of shop parked since a moment ago, in rounds.
+	thirdID, body := harness.Order(run, 3)
+	key = dedup.IdempotencyKey("shop", thirdID, "email.send")
+	s.down.Refuse(key, true)
+	from := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	if status, resp, err := s.sender.Send(context.Background(), thirdID, body, false); err != nil || status != 200 {
+		t.Fatalf("send: %d %s %v", status, resp, err)
+	}
+	s.waitIntent(t, thirdID, dedup.IntentParked)
+	s.down.Refuse(key, false)
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/parked?source=shop&from="+url.QueryEscape(from)),
+		chromedp.WaitVisible(`#redrive-query`, chromedp.ByQuery),
+		chromedp.Click(`#redrive-query`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#next-round`, chromedp.ByQuery),
+		chromedp.Click(`#next-round`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#summary`, chromedp.ByQuery),
+		chromedp.Text(`#results`, &result, chromedp.ByQuery),
+		shot("redriven-by-query"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(result, thirdID) || !strings.Contains(result, "re-driven by e2e (browser)") {
+		t.Fatalf("results of the redrive by query: %s", result)
+	}
+	s.waitIntent(t, thirdID, dedup.IntentDone)
 }
 
 // waitIntent waits until the event's email intent has the status.

@@ -93,11 +93,13 @@ func (s *Sender) send(ctx context.Context, id string, body []byte, forge bool) (
 // IsDuplicate reports whether a receiver's 200 body says duplicate.
 func IsDuplicate(resp []byte) bool { return bytes.Contains(resp, []byte(`"duplicate":true`)) }
 
-// Order returns the id and body of event i of a run: an order.paid for order ord_<run>_<i>.
+// Order returns the id and body of event i of a run: an order.paid for order OrderID(run, i).
 func Order(run string, i int) (id string, body []byte) {
-	id = EventID(run, i)
-	return id, fmt.Appendf(nil, `{"type":"order.paid","data":{"order_id":"ord_%s_%06d","customer_email":"c%d@example.com"}}`, run, i, i)
+	return EventID(run, i), fmt.Appendf(nil, `{"type":"order.paid","data":{"order_id":"%s","customer_email":"c%d@example.com"}}`, OrderID(run, i), i)
 }
+
+// OrderID is the order of event i of a run: ord_<run>_<i>.
+func OrderID(run string, i int) string { return fmt.Sprintf("ord_%s_%06d", run, i) }
 
 // EventID is the id of event i of a run: msg_<run>_<i>.
 func EventID(run string, i int) string { return fmt.Sprintf("msg_%s_%06d", run, i) }

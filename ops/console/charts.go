@@ -26,6 +26,8 @@ type chart struct {
 	Title  string
 	Series []series
 	Rows   []chartRow
+	// AtLeast: the read bound cut the counts, each written "≥ N".
+	AtLeast bool
 }
 
 // svg renders c. Every text is escaped; the chart's own markup is all it contains.
@@ -71,7 +73,11 @@ func (c chart) SVG() template.HTML {
 				fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%d" width="%.1f" height="18"><title>%s %s</title></rect>`, cls, x, y+2, w, html.EscapeString(name), num(v))
 			}
 			x += w
-			nums = append(nums, num(v))
+			if c.AtLeast {
+				nums = append(nums, "≥ "+num(v))
+			} else {
+				nums = append(nums, num(v))
+			}
 		}
 		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text></g>`, labelW+barW+10, y+15, html.EscapeString(strings.Join(nums, " / ")))
 	}

@@ -6,10 +6,12 @@
 //	http.ListenAndServe("127.0.0.1:8030", c)
 //
 // Pages: the event page (/events/{source}/{id}: the claim, its effects, each intent's
-// timeline, the body guard), search (/events?source=&id=), the parked intents with redrive
+// timeline, the body guard), search (/events?source=&id=, or an effect's key: /events?key=),
+// the parked intents in a time window with redrive, of some or of every match in rounds
 // (/parked), the backlog per target (/backlog), an overview of charts (/) and the leak audit's
-// last result (/audit). Every page is built from key lookups and queries of the pending index,
-// never a Scan, and bounded (Config.MaxIndexReads).
+// last result (/audit). Every page is built from key lookups and queries (of the pending
+// index, or by an effect's key), never a Scan, and bounded (Config.MaxIndexReads); a count the
+// bound cut is written "≥ N".
 //
 // It is safe by default: every response carries a Content-Security-Policy that allows no
 // script at all; every state-changing request is a POST carrying a CSRF token bound to a
@@ -92,7 +94,8 @@ type Config struct {
 	// otherwise they are drawn from the pending index.
 	Metrics Metrics
 	// MaxIndexReads bounds the entries of the pending index one page reads, as DynamoDB
-	// counts what a query evaluates (before a filter), and so the claims it reads. Default 500.
+	// counts what a query evaluates (before a filter), and so the claims it reads; and the
+	// records a search by an effect's key reads. Default 500.
 	MaxIndexReads int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time

@@ -3,7 +3,10 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"math"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,12 +37,15 @@ func splitClaimPK(pk string) (source, id string, ok bool) {
 	return strings.Cut(rest, "#")
 }
 
-// shardRead is one Query of a shard of the pending index: at most limit entries evaluated
-// (the filter, when prefix is given, keeps those whose pk starts with it), newest first when
-// newest is set, from start (nil: the shard's first). It returns what was evaluated (the
-// budget it spent), the entries kept, and where the next read starts (nil: the shard is read
-// to its end).
-func (c *Console) shardRead(ctx context.Context, shard, prefix string, newest bool, start map[string]types.AttributeValue, limit int) (
+// window bounds when claims entered the pending index (its sort key, epoch milliseconds),
+// both ends included; a zero end is open.
+type window struct{ From, To int64 }
+
+// shardRead is one Query of a shard of the pending index within w: at most limit entries
+// evaluated (the filter, when prefix is given, keeps those whose pk starts with it), newest
+// first when newest is set, from start (nil: the shard's first). It returns what was evaluated (the budget it
+// spent), the entries kept, and where the next read starts (nil: the shard is read to its end).
+func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window, newest bool, start map[string]types.AttributeValue, limit int) (
 	entries []indexEntry, next map[string]types.AttributeValue, spent int, err error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(c.cfg.Table),
@@ -49,6 +55,15 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, newest bo
 		ScanIndexForward:          aws.Bool(!newest),
 		ExclusiveStartKey:         start,
 		Limit:                     aws.Int32(int32(limit)),
+	}
+	if w != (window{}) {
+		to := w.To
+		if to == 0 {
+			to = math.MaxInt64
+		}
+		*in.KeyConditionExpression += " AND " + dedup.IndexSortKey + " BETWEEN :from AND :to"
+		in.ExpressionAttributeValues[":from"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(w.From, 10)}
+		in.ExpressionAttributeValues[":to"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(to, 10)}
 	}
 	if prefix != "" {
 		in.FilterExpression = aws.String("begins_with(" + dedup.PartitionKey + ", :p)")
@@ -90,7 +105,7 @@ func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (
 			if left == 0 {
 				return claims, true, nil
 			}
-			entries, next, spent, err := c.shardRead(ctx, shard, prefix, false, start, left)
+			entries, next, spent, err := c.shardRead(ctx, shard, prefix, window{}, false, start, left)
 			if err != nil {
 				return nil, false, err
 			}
@@ -127,8 +142,10 @@ type parkedRow struct {
 	Attempts                        int
 	ParkedAt, LastError             string
 	RedrivenBy, RedrivenAt          string
-	Ref                             string // the form value naming it for a redrive
-	AtMostOnce, MaySent             bool   // see Console.caution
+	Since                           time.Time // its claim entered the parked index
+	Ref                             string    // the form value naming it for a redrive
+	AtMostOnce, MaySent             bool      // see Console.caution
+	claim                           *dedup.Claim
 }
 
 type parkedFilter struct{ Source, Target, Error string }
@@ -139,39 +156,50 @@ func (f parkedFilter) match(r parkedRow) bool {
 }
 
 // parked lists the parked intents under the parked shards (where the outbox puts a claim once
-// nothing in it is open and something is parked: the list hookctl parked shows), filtered.
-// At most maxRedrive rows are listed (the most one redrive takes, so that "all shown" is
-// always one): past them, more is set.
-func (c *Console) parked(ctx context.Context, f parkedFilter) (rows []parkedRow, more bool, err error) {
+// nothing in it is open and something is parked: the list hookctl parked shows) that entered
+// them within w and match f, newest first. The shards are read newest first, merged, so the
+// filter is applied to the newest: every matching intent parked after complete is listed
+// (complete is allRead when everything in w was read).
+func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []parkedRow, complete int64, err error) {
 	_, shards := dedup.ShardNames(c.cfg.PendingShards)
 	prefix := ""
 	if f.Source != "" {
 		prefix = dedup.ClaimKey(f.Source, "")
 	}
-	cls, more, err := c.indexed(ctx, shards, prefix)
-	if err != nil {
-		return nil, false, err
-	}
-	for _, cl := range cls {
-		for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
-			in := cl.Intents[name]
-			if in.Status != dedup.IntentParked {
-				continue
-			}
-			r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
-				ParkedAt: in.FinishedAt, LastError: c.intentError(in), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
-				Ref: encodeRef(cl, name)}
-			r.AtMostOnce, r.MaySent = c.caution(in)
-			if !f.match(r) {
-				continue
-			}
-			if len(rows) == maxRedrive {
-				return rows, true, nil
-			}
-			rows = append(rows, r)
+	complete, err = c.newest(ctx, shards, prefix, w, 0, func(entries []indexEntry) ([]time.Time, error) {
+		pks := make([]string, len(entries))
+		for i, e := range entries {
+			pks[i] = e.PK
 		}
-	}
-	return rows, more, nil
+		read, err := c.readClaims(ctx, pks)
+		if err != nil {
+			return nil, err
+		}
+		var kept []time.Time
+		for _, e := range entries {
+			cl := read[e.PK] // nil: gone between the query and the read, skipped
+			if cl == nil {
+				continue
+			}
+			for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
+				in := cl.Intents[name]
+				if in.Status != dedup.IntentParked {
+					continue
+				}
+				r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
+					ParkedAt: in.FinishedAt, LastError: c.intentError(in), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
+					Since: e.Since, Ref: encodeRef(cl, name), claim: cl}
+				r.AtMostOnce, r.MaySent = c.caution(in)
+				if f.match(r) {
+					rows = append(rows, r)
+					kept = append(kept, e.Since)
+				}
+			}
+		}
+		return kept, nil
+	})
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Since.After(rows[j].Since) })
+	return rows, complete, err
 }
 
 // targetLoad is one target's open and parked work, for the backlog and the overview.
@@ -239,15 +267,20 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 	return rows, cls, more, nil
 }
 
-// recent lists a source's most recent claims in the pending index (those with intents open
-// or parked), newest first, at most limit, reading at most MaxIndexReads index entries. The
-// shards are merged: each is read newest first, a little at a time, and the next read goes to
-// the shard whose unread entries may be the newest, until limit claims are known to be newer
-// than anything unread. When the bound stops it first, partial is set and the list is exact
-// only for claims that entered the index after cutoff (older ones may be missing; a zero
-// cutoff: a shard was not read at all).
-func (c *Console) recent(ctx context.Context, source string, limit int) (keys []indexEntry, partial bool, cutoff time.Time, err error) {
-	due, parked := dedup.ShardNames(c.cfg.PendingShards)
+// What newest says was read: every entry (allRead), or none for sure (noneSure: a shard was
+// not read at all), or every entry after a time (epoch milliseconds).
+const (
+	allRead  = math.MinInt64
+	noneSure = math.MaxInt64
+)
+
+// newest reads shards newest first within w, merged, at most MaxIndexReads entries in all (as
+// DynamoDB counts what it evaluates): each shard's first few, then a few at a time of the
+// shard whose unread entries may be the newest. take gets each read's entries (those whose pk
+// starts with prefix) and returns the times of those it keeps. It stops when limit kept ones
+// (0: no limit) are newer than anything unread, every shard is read, or the bound is spent,
+// and returns complete: every entry that entered the index after it has been read.
+func (c *Console) newest(ctx context.Context, shards []string, prefix string, w window, limit int, take func([]indexEntry) ([]time.Time, error)) (complete int64, err error) {
 	type cursor struct {
 		shard    string
 		start    map[string]types.AttributeValue
@@ -256,18 +289,24 @@ func (c *Console) recent(ctx context.Context, source string, limit int) (keys []
 		done     bool
 	}
 	var cursors []*cursor
-	for _, s := range append(due, parked...) {
+	for _, s := range shards {
 		cursors = append(cursors, &cursor{shard: s})
 	}
 	left := c.cfg.MaxIndexReads
-	prefix := dedup.ClaimKey(source, "")
+	var kept []time.Time
 	read := func(cur *cursor, n int) error {
-		entries, next, spent, err := c.shardRead(ctx, cur.shard, prefix, true, cur.start, n)
+		entries, next, spent, err := c.shardRead(ctx, cur.shard, prefix, w, true, cur.start, n)
 		if err != nil {
 			return err
 		}
 		left = max(0, left-spent)
-		keys = append(keys, entries...)
+		if len(entries) > 0 {
+			k, err := take(entries)
+			if err != nil {
+				return err
+			}
+			kept = append(kept, k...)
+		}
 		cur.read, cur.start = true, next
 		if next == nil {
 			cur.done = true
@@ -284,7 +323,7 @@ func (c *Console) recent(ctx context.Context, source string, limit int) (keys []
 			break
 		}
 		if err := read(cur, min(first, left)); err != nil {
-			return nil, false, time.Time{}, err
+			return 0, err
 		}
 	}
 	for {
@@ -301,32 +340,61 @@ func (c *Console) recent(ctx context.Context, source string, limit int) (keys []
 			}
 		}
 		if best == nil {
-			break // every shard read to its end
+			return allRead, nil // every shard read to its end
 		}
-		newer := 0
-		for _, k := range keys {
-			if best.read && k.Since.After(best.frontier) {
-				newer++
+		if !best.read {
+			if left == 0 {
+				return noneSure, nil // a shard not read at all: nothing is sure
+			}
+		} else if limit > 0 {
+			newer := 0
+			for _, t := range kept {
+				if t.After(best.frontier) {
+					newer++
+				}
+			}
+			if newer >= limit {
+				return best.frontier.UnixMilli(), nil // the newest limit are known
 			}
 		}
-		if newer >= limit {
-			break // the newest limit are known
-		}
 		if left == 0 {
-			partial = true
-			if best.read {
-				cutoff = best.frontier
-			} // else a shard was not read at all: nothing is sure (cutoff zero)
-			break
+			return best.frontier.UnixMilli(), nil
 		}
 		// A few at a time: a read past the next shard's frontier spends the bound on entries
 		// the list may not need.
 		if err := read(best, min(left, max(first, 4))); err != nil {
-			return nil, false, time.Time{}, err
+			return 0, err
 		}
 	}
+}
+
+// recent lists a source's most recent claims in the pending index (those with intents open
+// or parked) within w, newest first, at most limit, reading at most MaxIndexReads index
+// entries (newest). When the bound stops it before the limit newest are known, partial is set
+// and the list is exact only for claims that entered the index after cutoff (older ones may be
+// missing; a zero cutoff: a shard was not read at all).
+func (c *Console) recent(ctx context.Context, source string, w window, limit int) (keys []indexEntry, partial bool, cutoff time.Time, err error) {
+	due, parked := dedup.ShardNames(c.cfg.PendingShards)
+	complete, err := c.newest(ctx, append(due, parked...), dedup.ClaimKey(source, ""), w, limit, func(entries []indexEntry) ([]time.Time, error) {
+		keys = append(keys, entries...)
+		var t []time.Time
+		for _, e := range entries {
+			t = append(t, e.Since)
+		}
+		return t, nil
+	})
+	if err != nil {
+		return nil, false, time.Time{}, err
+	}
 	sort.SliceStable(keys, func(i, j int) bool { return keys[i].Since.After(keys[j].Since) })
-	return keys[:min(limit, len(keys))], partial, cutoff, nil
+	keys = keys[:min(limit, len(keys))]
+	if complete != allRead && (len(keys) < limit || !keys[limit-1].Since.After(time.UnixMilli(complete))) {
+		partial = true
+		if complete != noneSure {
+			cutoff = time.UnixMilli(complete)
+		}
+	}
+	return keys, partial, cutoff, nil
 }
 
 // bodyGuard reads the claim's body guard, when it names one.
@@ -455,3 +523,62 @@ const maxUnprocessedRounds = 5
 
 // errThrottled is a read the table kept throttling past maxUnprocessedRounds.
 var errThrottled = errors.New("the table is throttling reads: keys left unprocessed " + strconv.Itoa(maxUnprocessedRounds) + " times")
+
+// writers finds the claims that wrote the effect records whose partition key is key: a Query
+// by that key in oncehook's table and in each table of the sources file whose name the console
+// knows (by the table's own key name), at most MaxIndexReads items in all. A put effect's item
+// names its claim (dedup.ClaimedByAttribute). notes says what was not searched, not read, or
+// found without a claim; a failed read of an application's table is one of them (the
+// operator's credentials may not reach it).
+func (c *Console) writers(r *http.Request, key string) (pks, notes []string, err error) {
+	type table struct{ label, name, pk string }
+	tables := []table{{"oncehook's table", c.cfg.Table, dedup.PartitionKey}}
+	if c.cfg.Sources != nil {
+		for _, name := range slices.Sorted(maps.Keys(c.cfg.Sources.Tables)) {
+			t := c.cfg.Sources.Tables[name]
+			if t.PhysicalName(name) == "" {
+				notes = append(notes, "table "+name+" is bound: its name is not in the sources file, so it was not searched")
+				continue
+			}
+			tables = append(tables, table{"table " + name, t.PhysicalName(name), t.PartitionKey})
+		}
+	}
+	left := c.cfg.MaxIndexReads
+	for i, t := range tables {
+		in := &dynamodb.QueryInput{TableName: aws.String(t.name), KeyConditionExpression: aws.String("#k = :k"),
+			ProjectionExpression:      aws.String("#by"),
+			ExpressionAttributeNames:  map[string]string{"#k": t.pk, "#by": dedup.ClaimedByAttribute},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: key}}}
+		unclaimed := 0
+		for {
+			if left == 0 {
+				notes = append(notes, fmt.Sprintf("more records hold this key than one page reads (%d): the list may be incomplete", c.cfg.MaxIndexReads))
+				return pks, notes, nil
+			}
+			in.Limit = aws.Int32(int32(left))
+			out, err := c.cfg.DynamoDB.Query(r.Context(), in)
+			if err != nil && i == 0 {
+				return nil, nil, err
+			}
+			if err != nil {
+				notes = append(notes, t.label+" could not be read: "+c.logged(r, "querying "+t.label, err))
+				break
+			}
+			left = max(0, left-max(int(out.ScannedCount), len(out.Items), 1))
+			for _, item := range out.Items {
+				if v, ok := item[dedup.ClaimedByAttribute].(*types.AttributeValueMemberS); !ok {
+					unclaimed++
+				} else if !slices.Contains(pks, v.Value) {
+					pks = append(pks, v.Value)
+				}
+			}
+			if in.ExclusiveStartKey = out.LastEvaluatedKey; in.ExclusiveStartKey == nil {
+				break
+			}
+		}
+		if unclaimed > 0 {
+			notes = append(notes, fmt.Sprintf("%s holds %d record(s) under this key that name no claim (an update effect's, or written outside a claim)", t.label, unclaimed))
+		}
+	}
+	return pks, notes, nil
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -286,4 +288,23 @@ func serveHandler(t *testing.T, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// park writes a claim of source whose one intent (email.send, to target) is parked with
+// lastErr, as the outbox leaves it, entered in the parked index at at: many parked intents at
+// chosen times without running the outbox for each.
+func (e *env) park(source, id, target, lastErr string, at time.Time) {
+	e.t.Helper()
+	pk := dedup.ClaimKey(source, id)
+	item, err := attributevalue.MarshalMap(dedup.Claim{PK: pk, SK: dedup.ClaimSK, Source: source, EventID: id, EventType: "order.paid",
+		ReceivedAt: at.Add(-time.Minute), PayloadSHA256: "00", PayloadBytes: 2, ExpiresAt: time.Now().Add(24 * time.Hour).Unix(), CommitToken: "t-" + id,
+		Outcome: "accepted", Intents: map[string]dedup.ClaimIntent{"email.send": {Target: target, Payload: []byte(`{}`), Status: dedup.IntentParked,
+			Attempts: 1, LastError: lastErr, FinishedAt: at.UTC().Format(time.RFC3339Nano)}},
+		PendingShard: dedup.ParkedShardFor(dedup.PendingShard(pk)), PendingSince: at.UnixMilli()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
+		e.t.Fatal(err)
+	}
 }

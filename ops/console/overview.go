@@ -30,7 +30,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := overviewView{Claims: len(cls), More: more}
-	now := chart{Title: "Open and parked intents per target, now (pending index)", Series: loadSeries}
+	now := chart{Title: "Open and parked intents per target, now (pending index)", Series: loadSeries, AtLeast: more}
 	for _, l := range loads {
 		now.Rows = append(now.Rows, chartRow{Label: l.Target, Values: []float64{float64(l.Due), float64(l.Waiting), float64(l.Running), float64(l.Parked)}})
 	}
@@ -45,7 +45,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Charts = append(v.Charts, now)
 	if !v.FromMetrics {
-		v.Charts = append(v.Charts, c.indexSourceChart(cls))
+		ch := c.indexSourceChart(cls)
+		ch.AtLeast = more
+		v.Charts = append(v.Charts, ch)
 	}
 	c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: v})
 }

@@ -86,6 +86,7 @@ func (c *Console) routes() {
 	// (an id "a//b" or ".." would be redirected elsewhere), and ids are any printable text.
 	c.mux.HandleFunc("/parked", c.only(http.MethodGet, c.parkedPage))
 	c.mux.HandleFunc("/redrive", c.only(http.MethodPost, c.redrive))
+	c.mux.HandleFunc("/redrive/query", c.only(http.MethodPost, c.redriveQuery))
 	c.mux.HandleFunc("/backlog", c.only(http.MethodGet, c.backlog))
 	c.mux.HandleFunc("/audit", c.only(http.MethodGet, c.audit))
 	c.mux.HandleFunc("/login", c.login)
@@ -273,6 +274,41 @@ func (c *Console) checkSource(w http.ResponseWriter, r *http.Request, source str
 	return true
 }
 
+// windowOf reads a page's time window on when claims entered the pending index: since (a
+// duration back from now: 2h, 90m, 3d), or from and to (RFC 3339), either end open. It answers
+// the request itself (400) when the window cannot be read.
+func (c *Console) windowOf(w http.ResponseWriter, r *http.Request) (window, bool) {
+	q := r.URL.Query()
+	var win window
+	bad := func(detail string) (window, bool) {
+		c.fail(w, r, http.StatusBadRequest, "Not a time window", detail)
+		return window{}, false
+	}
+	if s := q.Get("since"); s != "" {
+		d, err := sources.ParseDuration(s)
+		if err != nil || d <= 0 || q.Get("from") != "" {
+			return bad("since: a duration back from now, such as 2h, 90m or 3d (and no from with it).")
+		}
+		win.From = c.cfg.Now().Add(-d).UnixMilli()
+	}
+	for _, end := range []struct {
+		name string
+		at   *int64
+	}{{"from", &win.From}, {"to", &win.To}} {
+		if s := q.Get(end.name); s != "" {
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil || t.UnixMilli() <= 0 {
+				return bad(end.name + ": a time in RFC 3339, such as 2026-01-02T15:04:05Z.")
+			}
+			*end.at = t.UnixMilli()
+		}
+	}
+	if win.To != 0 && win.From > win.To {
+		return bad("from is after to.")
+	}
+	return win, true
+}
+
 // scopeHeader is the header that scopes source's event ids (GitHub's X-GitHub-Hook-ID), from
 // the sources file; "" when none does or the console has no sources file.
 func (c *Console) scopeHeader(source string) string {
@@ -324,8 +360,9 @@ func clip(s string, n int) string {
 // --- search and the event page ---
 
 type searchView struct {
-	Source, ID string
-	Matches    []indexEntry
+	Source, ID, Key string
+	Matches         []indexEntry
+	Notes           []string // what a search by key did not search or read
 	// Partial: the read bound (Reads entries of the index) stopped the recent events before
 	// they were known to be the newest; they are, for the claims after Cutoff (when set).
 	Partial bool
@@ -348,7 +385,10 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 			id = trimmed
 		}
 	}
+	key := strings.TrimSpace(q.Get("key"))
 	switch {
+	case key != "":
+		c.byKey(w, r, key)
 	case source != "" && id != "":
 		if !c.checkSource(w, r, source) || !c.checkID(w, r, id) {
 			return
@@ -387,7 +427,7 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 				c.fail(w, r, http.StatusNotFound, "Give the scope", fmt.Sprintf("No source has a claim for %s as it is. ", strconv.Quote(id))+strings.Join(hints, " "))
 				return
 			}
-			c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("No source has a claim for %s: it was never accepted, or its claim expired after its retention.", strconv.Quote(id)))
+			c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("No source has a claim for %s now: no event of this deployment has that id, or its claim expired after its retention. ", strconv.Quote(id))+searchTakes)
 		case 1:
 			s, _, _ := splitClaimPK(found[0].PK)
 			redirect(w, eventURL(s, id))
@@ -398,7 +438,11 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 		if !c.checkSource(w, r, source) {
 			return
 		}
-		keys, partial, cutoff, err := c.recent(r.Context(), source, 50)
+		win, ok := c.windowOf(w, r)
+		if !ok {
+			return
+		}
+		keys, partial, cutoff, err := c.recent(r.Context(), source, win, 50)
 		if err != nil {
 			c.awsFail(w, r, "reading the pending index", err)
 			return
@@ -408,6 +452,49 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	default:
 		c.render(w, r, http.StatusOK, "search", page{Title: "Find an event", Nav: "events"})
 	}
+}
+
+// searchTakes is what a search that found nothing says it takes: an order number or a
+// delivery id is not the provider's event id, and "not found" is not "never arrived".
+const searchTakes = "The search takes the provider's event id (with its source, or alone to try every source), " +
+	"or an effect's key as the planner wrote it (key=, the partition key, e.g. ORDER#ord_10484) to find the event that wrote it."
+
+// byKey answers a search by an effect's key: the event that wrote it (a redirect), the events
+// that did (a list), or a 404 saying what a key not found means.
+func (c *Console) byKey(w http.ResponseWriter, r *http.Request, key string) {
+	if len(key) > 2048 {
+		c.fail(w, r, http.StatusBadRequest, "Not a key", "key: a partition key is at most 2048 bytes.")
+		return
+	}
+	pks, notes, err := c.writers(r, key)
+	if err != nil {
+		c.awsFail(w, r, "querying the table by key", err)
+		return
+	}
+	if len(pks) == 0 {
+		c.fail(w, r, http.StatusNotFound, "No effect record holds this key",
+			fmt.Sprintf("Nothing found under %s: no effect record holds it now (it expired with its claim, or was never written under this key), which says nothing of whether the event arrived. %s%s",
+				strconv.Quote(clip(key, 120)), strings.Join(append(notes, ""), ". "), searchTakes))
+		return
+	}
+	claims, err := c.readClaims(r.Context(), pks)
+	if err != nil {
+		c.awsFail(w, r, "reading the claims", err)
+		return
+	}
+	if s, id, _ := splitClaimPK(pks[0]); len(pks) == 1 && claims[pks[0]] != nil {
+		redirect(w, eventURL(s, id))
+		return
+	}
+	v := searchView{Key: key, Notes: notes}
+	for _, pk := range pks {
+		e := indexEntry{PK: pk}
+		if cl := claims[pk]; cl != nil {
+			e.Since = cl.ReceivedAt
+		}
+		v.Matches = append(v.Matches, e)
+	}
+	c.render(w, r, http.StatusOK, "recent", page{Title: "Events that wrote " + clip(key, 80), Nav: "events", Data: v})
 }
 
 type eventView struct {
@@ -464,7 +551,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 			c.fail(w, r, http.StatusNotFound, "Give the scope", scopedHint(source, id, hdr))
 			return
 		}
-		c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("%s has no claim for %s: the event was never accepted, or its claim expired after the source's retention.", source, strconv.Quote(id)))
+		c.fail(w, r, http.StatusNotFound, "No such event", fmt.Sprintf("%s has no claim for %s now: none of its events has that id, or its claim expired after the source's retention. ", source, strconv.Quote(id))+searchTakes)
 		return
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -149,7 +150,7 @@ func TestEveryIndexPageReadsAtMostMaxIndexReads(t *testing.T) {
 	}
 	b := signedIn(t, h)
 	b.get("/audit") // the table check, once
-	for _, p := range []string{"/", "/backlog", "/parked", "/parked?source=gh", "/events?source=shop", "/events?source=gh"} {
+	for _, p := range []string{"/", "/backlog", "/parked", "/parked?source=gh", "/parked?since=1h&error=x", "/events?source=shop", "/events?source=gh&since=1h"} {
 		counter.mu.Lock()
 		counter.scanned, counter.queries, counter.keys = 0, 0, 0
 		counter.mu.Unlock()
@@ -344,4 +345,99 @@ func scanIndex(t *testing.T, client *dynamodb.Client, table string) []map[string
 		}
 	}
 	return out
+}
+
+// "Redrive what parked during the outage": the Parked page and a source's recent events take
+// a time window (since=, or from= and to= in RFC 3339) and list newest first across the shards,
+// and a filter is applied to what is read newest first, so old parked intents, however many,
+// never hide a new one matching it under the read bound.
+func TestTheParkedViewAndTheRecentEventsListTheNewestWithinAWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	for i := range 60 {
+		e.park("shop", fmt.Sprintf("evt_old_%02d", i), "crm", "permanent: 422 unknown order", now.Add(-3*time.Hour+time.Duration(i)*time.Second))
+	}
+	for i := range 3 {
+		e.park("shop", fmt.Sprintf("evt_outage_%d", i), "email", "permanent: 503 the mail relay is down", now.Add(-30*time.Minute+time.Duration(i)*time.Second))
+	}
+	e.park("gh", "evt_newest", "crm", "permanent: 422 unknown order", now.Add(-10*time.Minute))
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: 40, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := signedIn(t, h)
+	listed := func(p string) []string {
+		t.Helper()
+		r := b.get(p)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", p, r.Status, r.Body)
+		}
+		var ids []string
+		for _, m := range regexp.MustCompile(`href="/events/[a-z]+/(evt_[a-z_0-9]+)"`).FindAllStringSubmatch(r.Body, -1) {
+			ids = append(ids, m[1])
+		}
+		return ids
+	}
+	outage := []string{"evt_outage_2", "evt_outage_1", "evt_outage_0"}
+	if got := listed("/parked?error=503"); !slices.Equal(got, outage) {
+		t.Errorf("/parked?error=503 lists %v, want the outage's %v, newest first", got, outage)
+	}
+	want := append([]string{"evt_newest"}, outage...)
+	if got := listed("/parked?since=2h"); !slices.Equal(got, want) {
+		t.Errorf("/parked?since=2h lists %v, want %v", got, want)
+	}
+	if got := listed("/parked?from=" + url.QueryEscape(now.Add(-time.Hour).Format(time.RFC3339)) + "&to=" + url.QueryEscape(now.Add(-15*time.Minute).Format(time.RFC3339))); !slices.Equal(got, outage) {
+		t.Errorf("/parked from an hour ago to 15 minutes ago lists %v, want %v", got, outage)
+	}
+	if got := listed("/parked"); len(got) == 0 || got[0] != "evt_newest" {
+		t.Errorf("/parked lists %v first, want the newest, evt_newest", got[:min(len(got), 3)])
+	}
+	if got := listed("/events?source=shop&since=2h"); !slices.Equal(got, outage) {
+		t.Errorf("the recent events of shop since 2h: %v, want %v", got, outage)
+	}
+	for _, p := range []string{"/parked?since=yesterday", "/parked?from=2026-13-01T00:00:00Z", "/events?source=shop&since=-1h"} {
+		if r := b.get(p); r.Status != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", p, r.Status)
+		}
+	}
+}
+
+// "703 parked drawn as 498": every count the console shows is exact, or written "≥ N" when the
+// read bound cut it: the Parked page's total, the overview's per-target counts and its charts.
+func TestEveryCountIsExactOrSaysItIsALowerBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	for i := range 60 {
+		e.park("shop", fmt.Sprintf("evt_p_%02d", i), "crm", "permanent: 422", now.Add(-time.Duration(i)*time.Minute))
+	}
+	total := regexp.MustCompile(`id="total">([^<]*)<`)
+	for _, maxReads := range []int{40, 500} {
+		h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, MaxIndexReads: maxReads, Token: testToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := signedIn(t, h)
+		parked := b.get("/parked")
+		m := total.FindStringSubmatch(parked.Body)
+		overview := b.get("/")
+		crm := regexp.MustCompile(`data-label="crm">.*?class="value"[^>]*>([^<]*)<`).FindStringSubmatch(overview.Body)
+		if m == nil || crm == nil {
+			t.Fatalf("MaxIndexReads %d: no total on the Parked page (%v) or no crm row in the overview (%v)\n%s", maxReads, m, crm, parked.Body)
+		}
+		if maxReads == 500 {
+			if m[1] != "60" || crm[1] != "0 / 0 / 0 / 60" {
+				t.Errorf("everything read: total %q, crm %q, want 60 and 0 / 0 / 0 / 60", m[1], crm[1])
+			}
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(m[1], "≥ "))
+		if !strings.HasPrefix(m[1], "≥ ") || err != nil || n > 60 || n < strings.Count(parked.Body, `class="parked-row`) {
+			t.Errorf("MaxIndexReads 40 of 60 parked: the total reads %q, want ≥ N", m[1])
+		}
+		if !strings.Contains(crm[1], "≥") {
+			t.Errorf("MaxIndexReads 40 of 60 parked: the overview draws crm as %q, want its counts marked at least", crm[1])
+		}
+	}
 }

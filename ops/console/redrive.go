@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
@@ -17,10 +18,18 @@ import (
 // --- parked and redrive ---
 
 type parkedView struct {
-	Filter  parkedFilter
-	Rows    []parkedRow
-	More    bool
-	Targets []string
+	Filter parkedFilter
+	Since  string // the window as asked: since, from, to
+	From   string
+	To     string
+	Window window
+	Rows   []parkedRow
+	// Total counts the matching intents read; AtLeast: the read bound stopped first, and it
+	// counts those parked after Complete (zero: a shard was not read at all).
+	Total    int
+	AtLeast  bool
+	Complete time.Time
+	Targets  []string
 	// Cautious counts the rows that are at-most-once (left unticked by the confirmation).
 	Cautious int
 	Max      int // the rows listed at most (maxRedrive)
@@ -37,13 +46,21 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Filter too long", "target and error filters are at most 256 bytes.")
 		return
 	}
-	rows, more, err := c.parked(r.Context(), f)
+	win, ok := c.windowOf(w, r)
+	if !ok {
+		return
+	}
+	rows, complete, err := c.parked(r.Context(), f, win)
 	if err != nil {
 		c.awsFail(w, r, "reading the parked intents", err)
 		return
 	}
-	v := parkedView{Filter: f, Rows: rows, More: more, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
-	for _, row := range rows {
+	v := parkedView{Filter: f, Since: q.Get("since"), From: q.Get("from"), To: q.Get("to"), Window: win, Rows: rows[:min(len(rows), maxRedrive)],
+		Total: len(rows), AtLeast: complete != allRead, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
+	if v.AtLeast && complete != noneSure {
+		v.Complete = time.UnixMilli(complete)
+	}
+	for _, row := range v.Rows {
 		if row.AtMostOnce {
 			v.Cautious++
 		}
@@ -246,7 +263,7 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 		}
 		results = append(results, res)
 	}
-	c.render(w, r, http.StatusOK, "redriven", page{Title: "Re-drive", Nav: "parked", Data: results})
+	c.render(w, r, http.StatusOK, "redriven", page{Title: "Re-drive", Nav: "parked", Data: redrivenView{Results: results}})
 }
 
 // redriveSeen re-drives one intent on condition, in the write itself, that it is still
@@ -328,4 +345,149 @@ type confirmView struct {
 func hasIntent(cl *dedup.Claim, name string) bool {
 	_, ok := cl.Intents[name]
 	return ok
+}
+
+// bulkView is a redrive by query's page: the query, the round just run, the totals the forms
+// carry, and the next round.
+type bulkView struct {
+	Filter                        parkedFilter
+	From, To                      time.Time
+	Results                       []redriveResult // the round just run (none on the first page)
+	Done, Changed, Failed, Rounds int             // so far, as the forms carry them
+	Remaining                     int             // matching intents still parked, at-most-once ones aside
+	AtLeast                       bool            // the read bound stopped first: Remaining is at least
+	Excluded                      int             // at-most-once ones: never re-driven by query
+	Next                          int             // the next round's size (0: read on first)
+	Finished, Stuck               bool
+	Fields                        map[string]string // the next form's
+	Max                           int
+}
+
+// redriveQuery re-drives every parked intent matching a query (source, target, error, and when
+// its claim entered the parked index: from and to, epoch milliseconds) in rounds of at most
+// maxRedrive, at-most-once ones aside. Each request is a POST carrying the query, to fixed when
+// it is first read (nothing parked after it is part of it), and, for a round, lo: the round
+// re-drives the matching intents parked in (lo, to], each through Claims.RedriveBy on
+// condition that it is still parked as the round read it; a request without lo re-drives
+// nothing. Each page reads the window newest first and offers the next round, whose range
+// lies below the last: a form sent again re-drives nothing more (what it re-drove is not
+// parked any more, and an intent parked again since entered the index after to).
+func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.ReadOnly {
+		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives nothing.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil || !c.csrfOK(r) {
+		c.fail(w, r, http.StatusForbidden, "Form expired", "The form could not be read or its CSRF token is wrong: open the Parked page again.")
+		return
+	}
+	f := parkedFilter{Source: r.PostFormValue("source"), Target: r.PostFormValue("target"), Error: r.PostFormValue("error")}
+	n := map[string]int64{}
+	for _, k := range []string{"from", "to", "lo", "done", "changed", "failed", "rounds"} {
+		v, err := strconv.ParseInt(r.PostFormValue(k), 10, 64)
+		if r.PostFormValue(k) != "" && (err != nil || (v < 0 && k != "lo")) {
+			c.fail(w, r, http.StatusBadRequest, "Not a query", k+": not a count or a time in epoch milliseconds.")
+			return
+		}
+		n[k] = v
+	}
+	if (f.Source != "" && dedup.ValidateSourceName("source", f.Source) != nil) || len(f.Target) > 256 || len(f.Error) > 256 || (n["to"] != 0 && n["from"] > n["to"]) {
+		c.fail(w, r, http.StatusBadRequest, "Not a query", "The source, target, error or window cannot be one: open the Parked page again.")
+		return
+	}
+	win := window{From: n["from"], To: n["to"]}
+	if win.To == 0 {
+		win.To = c.cfg.Now().UnixMilli()
+	}
+	rows, complete, err := c.parked(r.Context(), f, win)
+	if err != nil {
+		c.awsFail(w, r, "reading the parked intents", err)
+		return
+	}
+	v := bulkView{Filter: f, From: time.UnixMilli(win.From), To: time.UnixMilli(win.To), Done: int(n["done"]), Changed: int(n["changed"]),
+		Failed: int(n["failed"]), Rounds: int(n["rounds"]), AtLeast: complete != allRead, Max: maxRedrive}
+	if win.From == 0 {
+		v.From = time.Time{}
+	}
+	var todo []parkedRow
+	for _, row := range rows {
+		if row.AtMostOnce {
+			v.Excluded++
+		} else {
+			todo = append(todo, row)
+		}
+	}
+	hi := win.To
+	if _, round := r.PostForm["lo"]; round {
+		// Only what this read is sure of: every entry above complete.
+		hi = min(max(n["lo"], complete), win.To)
+		for _, row := range todo {
+			if row.Since.UnixMilli() <= hi {
+				continue
+			}
+			ok, res := c.redriveSeen(r, row.claim, ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent, Seen: true,
+				Attempts: row.Attempts, Commit: row.claim.CommitToken})
+			switch {
+			case ok:
+				v.Done++
+			case strings.HasPrefix(res, "failed: "):
+				v.Failed++
+			default:
+				v.Changed++
+			}
+			v.Results = append(v.Results, redriveResult{ref: ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent}, OK: ok, Result: res})
+		}
+		v.Rounds++
+	}
+	// The next round: the newest maxRedrive left (all of a millisecond's, should more than a
+	// round share it), of those this read is sure of.
+	var sure []parkedRow
+	for _, row := range todo {
+		if at := row.Since.UnixMilli(); at <= hi {
+			v.Remaining++
+			if at > complete {
+				sure = append(sure, row)
+			}
+		}
+	}
+	v.Fields = map[string]string{"source": f.Source, "target": f.Target, "error": f.Error, "from": strconv.FormatInt(win.From, 10),
+		"to": strconv.FormatInt(hi, 10), "done": strconv.Itoa(v.Done), "changed": strconv.Itoa(v.Changed), "failed": strconv.Itoa(v.Failed),
+		"rounds": strconv.Itoa(v.Rounds)}
+	lo := complete
+	switch {
+	case len(sure) > maxRedrive:
+		lo = sure[maxRedrive].Since.UnixMilli()
+		if sure[0].Since.UnixMilli() == lo {
+			lo--
+		}
+	case len(sure) > 0 && complete == allRead:
+		lo = win.From - 1
+	case len(sure) > 0:
+	case complete == allRead:
+		v.Finished = true
+	case complete >= win.To:
+		v.Stuck = true // the bound cannot read past one millisecond's entries
+	default:
+		v.Fields["to"] = strconv.FormatInt(min(hi, complete), 10) // nothing sure above it: read on from there
+	}
+	if len(sure) > 0 {
+		v.Fields["lo"] = strconv.FormatInt(lo, 10)
+		for _, row := range sure {
+			if row.Since.UnixMilli() > lo {
+				v.Next++
+			}
+		}
+	}
+	title := "Re-drive every matching parked intent?"
+	if v.Rounds > 0 {
+		title = "Re-drive by query: round " + strconv.Itoa(v.Rounds)
+	}
+	c.render(w, r, http.StatusOK, "redriven", page{Title: title, Nav: "parked", Data: redrivenView{Results: v.Results, Bulk: &v}})
+}
+
+// redrivenView is the redrive's result page: its results, and a redrive by query's progress.
+type redrivenView struct {
+	Results []redriveResult
+	Bulk    *bulkView
 }

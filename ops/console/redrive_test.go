@@ -106,11 +106,14 @@ func TestAReadOnlyConsoleShowsAndTakesNoAction(t *testing.T) {
 	for _, p := range []string{"/parked", "/events/shop/evt_refused"} {
 		r := b.get(p)
 		mustContain(t, r, "evt_refused")
-		mustNotContain(t, r, `action="/redrive"`, `name="ref"`)
+		mustNotContain(t, r, `action="/redrive"`, `action="/redrive/query"`, `name="ref"`)
 	}
 	r := b.post("/redrive", url.Values{"ref": {"s=shop&e=evt_refused&i=email.send"}, "confirm": {"yes"}})
 	if r.Status != http.StatusForbidden {
 		t.Fatalf("a read-only console's redrive: %d", r.Status)
+	}
+	if r := b.post("/redrive/query", url.Values{"error": {"422"}, "lo": {"0"}}); r.Status != http.StatusForbidden {
+		t.Fatalf("a read-only console's redrive by query: %d", r.Status)
 	}
 	if in := e.claim("shop", "evt_refused").Intents["email.send"]; in.Status != dedup.IntentParked {
 		t.Fatal("a read-only console re-drove")
@@ -592,3 +595,132 @@ func TestAResolvedIntentLeavesTheParkedPageAndItsStorySaysWhy(t *testing.T) {
 	mustContain(t, b.get("/parked"), "No parked intents")
 	mustContain(t, b.get("/events/shop/evt_given_up"), "resolved", "by bob (hookctl): the warehouse will never know this order")
 }
+
+var bulkFormRe = regexp.MustCompile(`(?s)<form method="post" action="/redrive/query"[^>]*>(.*?)</form>`)
+
+// bulkForm is a page's form re-driving by query, as a browser sends it (nil: none).
+func bulkForm(page response) url.Values {
+	m := bulkFormRe.FindStringSubmatch(page.Body)
+	if m == nil {
+		return nil
+	}
+	v := url.Values{}
+	for _, in := range inputRe.FindAllStringSubmatch(m[1], -1) {
+		v.Add(in[1], htmlUnescape(in[2]))
+	}
+	return v
+}
+
+// statuses counts the intents of the events named by ids by status.
+func (e *env) statuses(ids []string) map[string]int {
+	e.t.Helper()
+	n := map[string]int{}
+	for _, id := range ids {
+		n[e.claim("shop", id).Intents["email.send"].Status]++
+	}
+	return n
+}
+
+// "Redrive what parked during the outage": from the Parked page filtered by a window and an
+// error, one form re-drives every matching parked intent, at-most-once ones excluded: first a
+// page with the count and what it will do, then rounds of at most 200, each a POST carrying
+// the query and the round's range, showing what it did, to a summary. Every form sent again
+// (a reload, a double click, a stale tab) re-drives nothing more. With a read bound smaller
+// than the outage, the rounds still reach every matching intent.
+func TestEveryParkedIntentMatchingAQueryIsRedrivenInRounds(t *testing.T) {
+	t.Parallel()
+	for _, maxReads := range []int{500, 40} {
+		e := newEnv(t)
+		now := time.Now()
+		var outage, cautious, other []string
+		n := map[int]int{500: 230, 40: 90}[maxReads]
+		for i := range n {
+			id := fmt.Sprintf("evt_outage_%03d", i)
+			outage = append(outage, id)
+			e.park("shop", id, "email", "permanent: 503 relay down", now.Add(-30*time.Minute+time.Duration(i)*50*time.Millisecond))
+		}
+		for i := range 2 {
+			id := fmt.Sprintf("evt_maysent_%d", i)
+			cautious = append(cautious, id)
+			e.park("shop", id, "email", "permanent: at-most-once: 503 relay down, and the call may have been sent", now.Add(-20*time.Minute+time.Duration(i)*time.Second))
+		}
+		for i := range 5 {
+			id := fmt.Sprintf("evt_before_%d", i)
+			other = append(other, id)
+			e.park("shop", id, "email", "permanent: 503 relay down", now.Add(-3*time.Hour+time.Duration(i)*time.Second))
+		}
+		for i := range 3 {
+			id := fmt.Sprintf("evt_crm_%d", i)
+			other = append(other, id)
+			e.park("shop", id, "crm", "permanent: 422 unknown order", now.Add(-25*time.Minute+time.Duration(i)*time.Second))
+		}
+		b := e.serve(func(c *console.Config) { c.MaxIndexReads = maxReads })
+		where := fmt.Sprintf("MaxIndexReads %d", maxReads)
+
+		first := bulkForm(b.get("/parked?since=2h&error=503"))
+		if first == nil {
+			t.Fatalf("%s: the Parked page offers no redrive of every matching intent", where)
+		}
+		forged := url.Values{"error": {"503"}, "lo": {"0"}}
+		if r := b.post("/redrive/query", forged); r.Status != http.StatusForbidden || e.statuses(outage)[dedup.IntentPending] != 0 {
+			t.Fatalf("%s: a redrive by query without the page's CSRF token: %d", where, r.Status)
+		}
+		plan := b.post("/redrive/query", first)
+		if plan.Status != http.StatusOK {
+			t.Fatalf("%s: the plan: %d\n%s", where, plan.Status, plan.Body)
+		}
+		mustContain(t, plan, "at-most-once")
+		if maxReads == 500 {
+			mustContain(t, plan, `id="remaining">`+strconv.Itoa(n)+`<`)
+		}
+		if got := e.statuses(outage); got[dedup.IntentParked] != n {
+			t.Fatalf("%s: the plan page re-drove: %v", where, got)
+		}
+		sent := []url.Values{first}
+		next := bulkForm(plan)
+		for round := 0; next != nil; round++ {
+			if round == 3*n {
+				t.Fatalf("%s: the rounds do not end", where)
+			}
+			sent = append(sent, next)
+			page := b.post("/redrive/query", next)
+			if page.Status != http.StatusOK {
+				t.Fatalf("%s: round %d: %d\n%s", where, round, page.Status, page.Body)
+			}
+			if maxReads == 500 && round == 0 {
+				if got := e.statuses(outage); got[dedup.IntentPending] != maxRedrive {
+					t.Fatalf("%s: after the first round: %v, want %d re-driven", where, got, maxRedrive)
+				}
+				before := e.statuses(outage)
+				b.post("/redrive/query", next) // sent twice
+				if got := e.statuses(outage); got[dedup.IntentPending] != before[dedup.IntentPending] {
+					t.Fatalf("%s: the first round sent again re-drove more: %v, was %v", where, got, before)
+				}
+			}
+			next = bulkForm(page)
+			if next == nil {
+				mustContain(t, page, `id="summary"`, `id="total-done">`+strconv.Itoa(n)+`<`)
+			}
+		}
+		if got := e.statuses(outage); got[dedup.IntentPending] != n {
+			t.Fatalf("%s: after every round: %v, want all %d re-driven", where, got, n)
+		}
+		if got := e.statuses(append(cautious, other...)); got[dedup.IntentParked] != len(cautious)+len(other) {
+			t.Fatalf("%s: an intent outside the query, or at-most-once, was re-driven: %v", where, got)
+		}
+		// Every form sent again, after the rounds: nothing more.
+		for _, f := range sent {
+			b.post("/redrive/query", f)
+		}
+		if got := e.statuses(append(cautious, other...)); got[dedup.IntentParked] != len(cautious)+len(other) {
+			t.Fatalf("%s: a form sent again re-drove: %v", where, got)
+		}
+		for _, id := range outage {
+			if in := e.claim("shop", id).Intents["email.send"]; in.RedrivenBy != "ada (test)" || in.AttemptsBase != 1 {
+				t.Fatalf("%s: %s: %+v, want re-driven once by ada (test)", where, id, in)
+			}
+		}
+	}
+}
+
+const maxRedrive = 200

@@ -1,9 +1,20 @@
 package console_test
 
 import (
+	"context"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // Search finds an event by its id, with or without its source, and a source alone lists its
@@ -87,4 +98,63 @@ func TestAScopedSearchFindsAGitHubDeliveryByItsGUID(t *testing.T) {
 	if r.Status != http.StatusOK || !strings.Contains(r.Body, "87654321:"+guid) {
 		t.Fatalf("a search with the scope: %d, want the event page of 87654321:%s:\n%s", r.Status, guid, r.Body)
 	}
+}
+
+// Support has the order id, not the provider's event id: an effect's key finds the event that
+// wrote it, from the claim every put effect records on its item (claimed_by), in oncehook's
+// table and in the application's own tables the sources file names. A key two events wrote
+// lists both; a key nothing holds is answered with what the search takes, never "never
+// arrived".
+func TestAnEffectsKeyFindsTheEventThatWroteIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	orders := "orders-" + strconv.FormatUint(rand.Uint64(), 36)
+	if _, err := e.client.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(orders), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("order_id"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("step"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("order_id"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("step"), KeyType: types.KeyTypeRange}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(orders)})
+	})
+	f, err := sources.Parse([]byte(strings.Replace(testSources, `"targets"`, `"tables": {"orders": {"name": "`+orders+`", "partition_key": "order_id", "sort_key": "step", "actions": ["put"]}},
+  "targets"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	if e.store, err = dedup.New(e.client, dedup.Config{Table: e.table, Sources: f.Retentions(), Tables: f.DedupTables()}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_paid", false) // writes ORDER#evt_paid / PAID in oncehook's table
+	shipped := func(id, order string) {
+		t.Helper()
+		if _, err := e.store.Commit(ctx, dedup.Event{Source: "gh", ID: id, Type: "order.shipped", Payload: []byte(`{}`)}, dedup.Plan{Effects: []dedup.Effect{
+			dedup.PutEffect(map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "ORDER#" + order}, "sk": &types.AttributeValueMemberS{Value: "SHIPPED#" + id}}),
+			dedup.PutEffect(map[string]types.AttributeValue{"order_id": &types.AttributeValueMemberS{Value: order}, "step": &types.AttributeValueMemberS{Value: id}}).In("orders"),
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shipped("evt_shipped", "evt_paid")
+	shipped("evt_only_app", "ord_10484")
+	b := e.serve(nil)
+
+	r := b.get("/events?key=" + url.QueryEscape("ORDER#evt_paid"))
+	mustContain(t, r, `href="/events/shop/evt_paid"`, `href="/events/gh/evt_shipped"`)
+	if r := b.get("/events?key=ord_10484"); r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/events/gh/evt_only_app" {
+		t.Fatalf("a key only the application's table holds: %d %q, want a redirect to its event\n%s", r.Status, r.Header.Get("Location"), r.Body)
+	}
+	none := b.get("/events?key=" + url.QueryEscape("ORDER#ord_nothing"))
+	if none.Status != http.StatusNotFound {
+		t.Fatalf("a key nothing wrote: %d, want 404", none.Status)
+	}
+	mustContain(t, none, "effect&#39;s key", "no effect record holds it now")
+	mustNotContain(t, none, "never accepted", "never arrived")
+	mustContain(t, b.get("/events"), `name="key"`)
+	// An id that is no event's (an order number pasted as one) is not said never to have arrived.
+	mustNotContain(t, b.get("/events?id=ord_10484"), "never accepted")
 }
