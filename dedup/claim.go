@@ -97,11 +97,12 @@ const MaxIntents = 50
 // sent (up to 515 bytes), with finished_at, lease_owner, attempts_base, a growing attempt
 // count and the last redrive's record (redriven_by, up to MaxRedrivenBy bytes, redriven_at
 // and its 16-byte redrive_id): about 1,270 bytes in all (a lease adds lease_until and next_attempt_at, but
-// never with sent), rounded up for the claim's parked shard name. A claim that would not leave
+// never with sent), rounded up for the claim's parked shard name; and the history, HistoryLength
+// entries of up to HistoryEntryBytes each, in a list (10 bytes): 2,190 more. A claim that would not leave
 // it is refused with a *LimitError: DynamoDB refuses a write that takes an item over 400 KB,
 // and a lease or a done that can never be written would leave the intent unrunnable, or called
 // again after every lease expiry.
-const IntentBookkeepingBytes = 1408
+const IntentBookkeepingBytes = 3598
 
 // MaxRedrivenBy bounds ClaimIntent.RedrivenBy, who re-drove the intent last.
 const MaxRedrivenBy = 64
@@ -255,7 +256,56 @@ type ClaimIntent struct {
 	Resolution string `dynamodbav:"resolution,omitempty"`
 	ResolvedBy string `dynamodbav:"resolved_by,omitempty"`
 	ResolvedAt string `dynamodbav:"resolved_at,omitempty"`
+	// History is how the intent's last HistoryLength attempts ended, and the operator's
+	// redrives and resolve among them, oldest first: each written by the transition it records,
+	// in the same write (Claims). An attempt whose worker stopped before recording it has no
+	// entry (its number is missing), nor has a lease given back unused (GiveBack: no call).
+	History []Attempt `dynamodbav:"history,omitempty"`
 }
+
+// Attempt is one entry of an intent's history: how a leased attempt ended (done, retry,
+// parked), or an operator's redrive or resolve.
+type Attempt struct {
+	// Attempt is the intent's attempt count when the entry was written: the attempt's fencing
+	// token, or for an operator's action the count it was taken at.
+	Attempt int `dynamodbav:"attempt"`
+	// Outcome is IntentDone, AttemptRetried or IntentParked for an attempt, AttemptRedriven or
+	// IntentResolved for an operator's action.
+	Outcome string `dynamodbav:"outcome"`
+	// Code is the status code of the answer the attempt's call failed with (an HTTP
+	// downstream's, an AWS service's), when one came back (Lease.Code).
+	Code int `dynamodbav:"code,omitempty"`
+	// At is when the entry was written, epoch milliseconds.
+	At int64 `dynamodbav:"at"`
+	// Error is why the attempt failed: its start, as last_error keeps it (unredacted: the
+	// claims table's readers are the operators), cut to HistoryErrorBytes.
+	Error string `dynamodbav:"error,omitempty"`
+	// By is who redrove or resolved the intent, as the operator's tool named them.
+	By string `dynamodbav:"by,omitempty"`
+}
+
+// Outcomes of an intent's history entries besides the statuses done, parked and resolved.
+const (
+	AttemptRetried  = "retry"
+	AttemptRedriven = "redriven"
+)
+
+// HistoryLength is how many entries an intent's history keeps, the newest. Ten hold one whole
+// attempt budget (the outbox's default MaxAttempts) between two operator's actions; the item's
+// size bounds the rest: each entry is up to HistoryEntryBytes of the claim, counted in
+// IntentBookkeepingBytes, and every later write of the claim (a lease, a finish) costs a write
+// unit per KB of it (docs/outbox.md, "An intent's history").
+const HistoryLength = 10
+
+// HistoryErrorBytes bounds an entry's error (Attempt.Error), cut as Truncate cuts: the latest
+// error is on the intent whole (last_error, 512 bytes); an entry keeps what tells attempts
+// apart (the status, the kind of failure) at a third of the size.
+const HistoryErrorBytes = 160
+
+// HistoryEntryBytes is the most one history entry adds to the claim: a map of attempt (up to
+// 6 digits), outcome, code, at (epoch ms) and an error of HistoryErrorBytes plus an ellipsis
+// (an attempt's entry), or by of MaxRedrivenBy bytes (an operator's, never with an error).
+const HistoryEntryBytes = 218
 
 // EffectKey is the key of an effect record the claim's transaction wrote: in the claims' own
 // table (Table "") its pk and sk, in another its key attributes' values as text.

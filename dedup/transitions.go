@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -41,6 +42,11 @@ import (
 // A fence is never reused: attempts (the token a lease's writes are fenced on) only grows. A
 // lease that wrote nothing (Stranded) is never given back, and a given-back lease keeps its
 // attempt count and moves the budget's base instead.
+//
+// Done, Park, Retry, Redrive and Resolve each add an entry to the intent's history
+// (ClaimIntent.History, the last HistoryLength) in their own write: the history cannot say what
+// did not happen, nor miss what did. Their write sent again after a lost answer is refused by
+// its fence (the intent has moved on), so it never adds an entry twice.
 type Claims struct {
 	API   UpdateAPI
 	Table string
@@ -80,6 +86,9 @@ type Lease struct {
 	// earlier attempt's worker stopped mid-call. The lease wrote nothing; it is to be parked
 	// under that attempt, as the call may have been sent.
 	Stranded bool
+	// Code is the status code of the answer the attempt's call got, when the caller knows it:
+	// the write that ends the attempt records it in the intent's history (Attempt.Code).
+	Code int
 
 	owner string // recognises our own writes after a lost answer
 	// overStranded: our done replaces another worker's stranded park of our own attempt (the
@@ -217,11 +226,13 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 	values[":pending"] = str(IntentPending)
 	values[":next"] = num(next.UnixMilli())
 	values[":err"] = str(Truncate(why))
+	values[":history"] = c.history(l.Claim.Intents[l.Intent], Attempt{Attempt: l.Attempt, Outcome: AttemptRetried, Code: l.Code, Error: why})
 	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(c.Table),
 		Key:       ClaimItemKey(l.Claim.PK),
 		// lease_owner stays, to recognise this write if the SDK has to send it again.
-		UpdateExpression:                    aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err REMOVE intents.#n.lease_until"),
+		UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err, " +
+			historySet + " REMOVE intents.#n.lease_until"),
 		ConditionExpression:                 aws.String(fence),
 		ExpressionAttributeNames:            intentNames(l.Intent),
 		ExpressionAttributeValues:           values,
@@ -299,7 +310,7 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string) *dynamodb.Updat
 	values[":status"] = str(status)
 	values[":at"] = str(c.now().UTC().Format(time.RFC3339Nano))
 	// lease_owner stays: it is how we recognise this write if the SDK has to send it again.
-	set := []string{"intents.#n.#st = :status", "intents.#n.finished_at = :at"}
+	set := []string{"intents.#n.#st = :status", "intents.#n.finished_at = :at", historySet}
 	remove := []string{"intents.#n.lease_until", "intents.#n.next_attempt_at"}
 	if why != "" {
 		set = append(set, "intents.#n.last_error = :err")
@@ -310,6 +321,7 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string) *dynamodb.Updat
 		values[":sent"] = str(Truncate(sent))
 	}
 	cond := fence
+	values[":history"] = c.history(l.Claim.Intents[l.Intent], Attempt{Attempt: l.Attempt, Outcome: status, Code: l.Code, Error: why})
 	if l.overStranded {
 		cond = strandedFence
 		values[":parked"] = str(IntentParked)
@@ -448,6 +460,8 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 		values[":by"] = str(by)
 		values[":at"] = str(now.UTC().Format(time.RFC3339))
 	}
+	set += ", " + historySet
+	values[":history"] = c.history(in, Attempt{Attempt: in.Attempts, Outcome: AttemptRedriven, By: by})
 	cond := parkedAsSeen(claim, in, values)
 	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.Table),
@@ -497,13 +511,14 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 	values := map[string]types.AttributeValue{
 		":resolved": str(IntentResolved),
 		":why":      str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339)), ":rid": str(nonce),
+		":history": c.history(in, Attempt{Attempt: in.Attempts, Outcome: IntentResolved, By: by}),
 	}
 	cond := parkedAsSeen(claim, in, values)
 	out, err := c.update(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(c.Table),
 		Key:       ClaimItemKey(claim.PK),
 		UpdateExpression: aws.String("SET intents.#n.#st = :resolved, intents.#n.resolution = :why, intents.#n.resolved_by = :by, " +
-			"intents.#n.resolved_at = :at, intents.#n." + attrIntentRedriveID + " = :rid"),
+			"intents.#n.resolved_at = :at, intents.#n." + attrIntentRedriveID + " = :rid, " + historySet),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            intentNames(intent),
 		ExpressionAttributeValues:           values,
@@ -695,10 +710,26 @@ func indexAfter(c *Claim, name, status string) (others []namedStatus, shard stri
 	return others, "", true
 }
 
+// historySet writes an intent's history whole (:history, from Claims.history): DynamoDB cannot
+// append to a list and drop its head in one expression (the two paths overlap). Whole is safe:
+// every write that carries it is fenced on the intent as the history was read (the attempt
+// leased, or parked at the attempts seen), and no other write changes the history.
+const historySet = "intents.#n.history = :history"
+
+// history is in's history with entry a appended (written now, its error cut to
+// HistoryErrorBytes), keeping the last HistoryLength entries.
+func (c *Claims) history(in ClaimIntent, a Attempt) types.AttributeValue {
+	a.At, a.Error = c.now().UnixMilli(), truncate(a.Error, HistoryErrorBytes)
+	h := append(in.History[max(0, len(in.History)-HistoryLength+1):len(in.History):len(in.History)], a)
+	v, _ := attributevalue.Marshal(h) // cannot fail: a slice of a struct of strings and numbers
+	return v
+}
+
 // Truncate keeps what an intent records (its last error, what its call sent) to the 512 bytes
 // IntentBookkeepingBytes counts on, valid UTF-8, marked with an ellipsis when cut.
-func Truncate(s string) string {
-	const max = 512
+func Truncate(s string) string { return truncate(s, 512) }
+
+func truncate(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}

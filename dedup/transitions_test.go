@@ -3,6 +3,8 @@ package dedup_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,8 +70,13 @@ func TestEveryTransitionRecognisesItsOwnWriteAfterALostAnswer(t *testing.T) {
 		if err := c.then(l); err != nil {
 			t.Fatalf("%s: %v, want our own write recognised", c.name, err)
 		}
-		if in := e.claim(t, "shop", l.Claim.EventID).Intents["a"]; in.Status != c.status || in.Attempts != 1 {
+		in := e.claim(t, "shop", l.Claim.EventID).Intents["a"]
+		if in.Status != c.status || in.Attempts != 1 {
 			t.Fatalf("%s: %+v, want %s at attempt 1", c.name, in, c.status)
+		}
+		// Sent twice, written once: one entry, or none for a lease given back unused.
+		if want := map[bool]int{true: 0, false: 1}[c.name == "give back"]; len(in.History) != want {
+			t.Fatalf("%s: history %+v, want %d entries", c.name, in.History, want)
 		}
 	}
 	// A redrive of the parked one, its answer lost too.
@@ -77,8 +84,130 @@ func TestEveryTransitionRecognisesItsOwnWriteAfterALostAnswer(t *testing.T) {
 	if err := lossy.RedriveBy(ctx, parked, "a", "ada (test)"); err != nil {
 		t.Fatalf("redrive: %v, want our own write recognised", err)
 	}
-	if in := e.claim(t, "shop", "evt_lost_parkedpark").Intents["a"]; in.Status != dedup.IntentPending || in.Spent() != 0 {
-		t.Fatalf("redriven: %+v, want pending with a fresh budget", in)
+	if in := e.claim(t, "shop", "evt_lost_parkedpark").Intents["a"]; in.Status != dedup.IntentPending || in.Spent() != 0 || len(in.History) != 2 {
+		t.Fatalf("redriven: %+v, want pending with a fresh budget, its history the park and the redrive", in)
+	}
+	// And a resolve, after parking again.
+	l, err := lossy.Lease(ctx, e.claim(t, "shop", "evt_lost_parkedpark"), "a", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || l == nil {
+		t.Fatal(l, err)
+	}
+	if err := lossy.Park(ctx, l, "refused again"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lossy.Resolve(ctx, e.claim(t, "shop", "evt_lost_parkedpark"), "a", "ada (test)", "done by hand"); err != nil {
+		t.Fatalf("resolve: %v, want our own write recognised", err)
+	}
+	if in := e.claim(t, "shop", "evt_lost_parkedpark").Intents["a"]; in.Status != dedup.IntentResolved || len(in.History) != 4 {
+		t.Fatalf("resolved: %+v, want resolved, its history park, redrive, park, resolve", in)
+	}
+}
+
+// history is an intent's history as (attempt, outcome, code, error, by) lines.
+func history(in dedup.ClaimIntent) []string {
+	var lines []string
+	for _, h := range in.History {
+		lines = append(lines, fmt.Sprintf("%d %s %d %q %q", h.Attempt, h.Outcome, h.Code, h.Error, h.By))
+	}
+	return lines
+}
+
+// Every attempt is recorded by the write that ends it, with its status code when the caller
+// knows it, and an operator's redrive and resolve among them, in order, each at its time.
+func TestAnIntentsHistoryRecordsEveryAttemptAndEveryOperatorsAction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	turn := func(end func(l *dedup.Lease) error) {
+		t.Helper()
+		e.clock.Advance(time.Minute) // past the last retry's due time
+		l, err := cs.Lease(ctx, e.claim(t, "shop", "evt_history"), "a", dedup.LeaseOptions{For: leaseFor})
+		if err != nil || l == nil {
+			t.Fatal(l, err)
+		}
+		if err := end(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.outboxClaim(t, "evt_history")
+	start := e.clock.Now()
+	turn(func(l *dedup.Lease) error {
+		l.Code = 503
+		return cs.Retry(ctx, l, e.clock.Now(), "POST https://x: 503")
+	})
+	turn(func(l *dedup.Lease) error { return cs.Retry(ctx, l, e.clock.Now(), "timeout") })
+	turn(func(l *dedup.Lease) error { l.Code = 400; return cs.Park(ctx, l, "POST https://x: 400") })
+	if err := cs.RedriveBy(ctx, e.claim(t, "shop", "evt_history"), "a", "ada (test)"); err != nil {
+		t.Fatal(err)
+	}
+	turn(func(l *dedup.Lease) error { return cs.Done(ctx, l, "msg_1") })
+	in := e.claim(t, "shop", "evt_history").Intents["a"]
+	want := []string{
+		`1 retry 503 "POST https://x: 503" ""`,
+		`2 retry 0 "timeout" ""`,
+		`3 parked 400 "POST https://x: 400" ""`,
+		`3 redriven 0 "" "ada (test)"`,
+		`4 done 0 "" ""`,
+	}
+	if got := history(in); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i, h := range in.History {
+		if h.At < start.UnixMilli() || h.At > e.clock.Now().UnixMilli() || (i > 0 && h.At < in.History[i-1].At) {
+			t.Fatalf("entry %d at %d: want in order, within the test's time", i, h.At)
+		}
+	}
+
+	// A resolve is recorded too, with who.
+	l, err := cs.Lease(ctx, e.claim(t, "shop", "evt_history"), "b", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || l == nil {
+		t.Fatal(l, err)
+	}
+	if err := cs.Park(ctx, l, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Resolve(ctx, e.claim(t, "shop", "evt_history"), "b", "bob (test)", "sent by hand"); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{`1 parked 0 "refused" ""`, `1 resolved 0 "" "bob (test)"`}
+	if got := history(e.claim(t, "shop", "evt_history").Intents["b"]); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("history of b: %q, want %q", got, want)
+	}
+}
+
+// The history keeps its last HistoryLength entries, each error cut to HistoryErrorBytes.
+func TestAnIntentsHistoryKeepsItsLastEntries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	e.outboxClaim(t, "evt_history_bound")
+	long := strings.Repeat("é", dedup.HistoryErrorBytes) // twice the bound, cut on a rune boundary
+	const attempts = dedup.HistoryLength + 3
+	for range attempts {
+		l, err := cs.Lease(ctx, e.claim(t, "shop", "evt_history_bound"), "a", dedup.LeaseOptions{For: leaseFor})
+		if err != nil || l == nil {
+			t.Fatal(l, err)
+		}
+		if err := cs.Retry(ctx, l, e.clock.Now(), long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := e.claim(t, "shop", "evt_history_bound").Intents["a"]
+	if len(in.History) != dedup.HistoryLength {
+		t.Fatalf("%d entries, want the last %d", len(in.History), dedup.HistoryLength)
+	}
+	for i, h := range in.History {
+		if want := attempts - dedup.HistoryLength + 1 + i; h.Attempt != want {
+			t.Fatalf("entry %d is attempt %d, want %d (the newest, oldest first)", i, h.Attempt, want)
+		}
+		if len(h.Error) > dedup.HistoryErrorBytes+len("…") || !strings.HasPrefix(long, strings.TrimSuffix(h.Error, "…")) {
+			t.Fatalf("entry %d's error is %d bytes, want cut to %d", i, len(h.Error), dedup.HistoryErrorBytes)
+		}
+	}
+	if in.LastError != dedup.Truncate(long) {
+		t.Fatalf("last_error %q, want the whole error", in.LastError)
 	}
 }
 

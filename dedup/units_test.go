@@ -154,3 +154,19 @@ func TestUnitsRoundUpPerKBForWritesAnd4KBForReads(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryEntryBytesIsTheLongestEntry: the longest entry an intent's history can hold, an
+// attempt's with a six-digit count, a code and an error cut to HistoryErrorBytes (an
+// operator's, with who, is shorter), is HistoryEntryBytes in the list that holds it.
+func TestHistoryEntryBytesIsTheLongestEntry(t *testing.T) {
+	t.Parallel()
+	c := &Claims{Now: func() time.Time { return time.Date(2286, 11, 20, 17, 46, 39, 999e6, time.UTC) }} // 13 digits
+	attempt := Attempt{Attempt: 999_999, Outcome: IntentParked, Code: 599, Error: strings.Repeat("x", 600)}
+	operator := Attempt{Attempt: 999_999, Outcome: AttemptRedriven, By: strings.Repeat("b", MaxRedrivenBy)}
+	for _, a := range []Attempt{attempt, operator} {
+		list := c.history(ClaimIntent{}, a).(*types.AttributeValueMemberL)
+		if n := documentedValue(list) - 3; n > HistoryEntryBytes || (a == attempt && n != HistoryEntryBytes) {
+			t.Fatalf("%s's entry is %d bytes, HistoryEntryBytes is %d", a.Outcome, n, HistoryEntryBytes)
+		}
+	}
+}

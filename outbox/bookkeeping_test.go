@@ -41,9 +41,9 @@ func (x *scriptedReporter) ExecuteReport(context.Context, outbox.Task) (string, 
 // refused done would call the intent again after every lease expiry, a refused lease would
 // strand it). The claim is the largest Commit accepts (one byte more is refused), and its
 // intent goes through the longest bookkeeping there is: a permanent failure with a long error
-// (parked), a redrive (attempts_base), a retried failure with a long error, then done with a
-// long report (sent, next to the last error). After every step the item, as stored, is
-// measured.
+// (parked), a redrive (attempts_base), retried failures with long errors until its history is
+// full (dedup.HistoryLength entries), then done with a long report (sent, next to the last
+// error). After every step the item, as stored, is measured.
 func TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -87,11 +87,11 @@ func TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite(t *testing.
 		t.Fatalf("a payload one byte over the largest: %v, want refused", err)
 	}
 
-	x := &scriptedReporter{steps: []func() (string, error){
-		func() (string, error) { return "", outbox.Permanent(errors.New(long)) },
-		func() (string, error) { return "", errors.New(long) },
-		func() (string, error) { return long, nil },
-	}}
+	x := &scriptedReporter{steps: []func() (string, error){func() (string, error) { return "", outbox.Permanent(errors.New(long)) }}}
+	for range dedup.HistoryLength - 1 { // the budget's last failure would park
+		x.steps = append(x.steps, func() (string, error) { return "", errors.New(long) })
+	}
+	x.steps = append(x.steps, func() (string, error) { return long, nil })
 	w := e.worker(func(c *outbox.Config) { c.Executors["email"] = x })
 	measure := func(step string, want string) {
 		t.Helper()
@@ -119,11 +119,13 @@ func TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite(t *testing.
 		t.Fatal(err)
 	}
 	measure("the redrive", dedup.IntentPending)
-	process("a retried failure", dedup.IntentPending)
-	e.advance(time.Minute) // past the backoff
+	for range dedup.HistoryLength - 1 {
+		process("a retried failure", dedup.IntentPending)
+		e.advance(time.Hour) // past the backoff
+	}
 	process("done with a long report", dedup.IntentDone)
-	if in := e.claim("evt_bk_c").Intents["email.send"]; in.Sent == "" || in.LastError == "" {
-		t.Fatalf("%+v: want both the report and the last error kept (the longest done)", in)
+	if in := e.claim("evt_bk_c").Intents["email.send"]; in.Sent == "" || in.LastError == "" || len(in.History) != dedup.HistoryLength {
+		t.Fatalf("%+v: want both the report and the last error kept (the longest done), and a full history", in)
 	}
 }
 

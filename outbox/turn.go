@@ -42,19 +42,27 @@ func mayStillRun(err error) bool {
 	if err == nil || IsNotSent(err) {
 		return false
 	}
-	var se *StatusError
-	if errors.As(err, &se) {
-		return intermediaryGaveUp(se.StatusCode)
-	}
-	// An AWS service's answer (smithy's ResponseError): status 0 is none, a call cut off by its
-	// timeout before an answer came.
-	var answer interface{ HTTPStatusCode() int }
-	if errors.As(err, &answer) && answer.HTTPStatusCode() != 0 {
-		return intermediaryGaveUp(answer.HTTPStatusCode())
+	if code := answerStatus(err); code != 0 {
+		return intermediaryGaveUp(code)
 	}
 	// No answer: a timeout or a broken connection after the request was written, even where
 	// a retry is safe (Deduplicated: a standard workflow's start). It may still be running.
 	return true
+}
+
+// answerStatus is the status code of the answer a call failed with: an HTTP downstream's
+// (StatusError), an AWS service's (smithy's ResponseError); 0 when no answer came back (a call
+// cut off by its timeout, a broken connection) or err is nil.
+func answerStatus(err error) int {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.StatusCode
+	}
+	var answer interface{ HTTPStatusCode() int }
+	if errors.As(err, &answer) {
+		return answer.HTTPStatusCode()
+	}
+	return 0
 }
 
 // intermediaryGaveUp reports whether status is an answer a gateway or proxy gives when it
@@ -239,6 +247,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 
 	outcome = OutcomeDone
 	var next time.Time
+	l.Code = answerStatus(execErr) // for the intent's history
 	switch {
 	case execErr == nil:
 		l.sent = sent

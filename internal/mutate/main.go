@@ -176,7 +176,7 @@ var mutations = []mutation{
 		`	if strings.HasPrefix(s, "arn:") {`, `	if strings.HasPrefix(s, "no arn:") {`,
 		"./dedup", "TestTheClaimsTableIsRefusedAsAnApplicationTableUnderEveryName"},
 	{"claim: room for the worker's longest bookkeeping (a done's sent next to a last error)", "dedup/claim.go",
-		`const IntentBookkeepingBytes = 1408`, `const IntentBookkeepingBytes = 768`,
+		`const IntentBookkeepingBytes = 3598`, `const IntentBookkeepingBytes = 1408`,
 		"./outbox", "TestTheLargestClaimCommitAcceptsHasRoomForEveryBookkeepingWrite"},
 	{"classify: a service's own throttling error is not sent (retried, at most once too)", "outbox/targets/targets.go",
 		`if throttled || throttleCodes[code] || status == http.StatusTooManyRequests {`, `if throttled || status == http.StatusTooManyRequests && false {`,
