@@ -1,11 +1,14 @@
 package console_test
 
 import (
+	"context"
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/ops/console"
@@ -99,4 +102,45 @@ func TestNoFormIsReadPastItsBound(t *testing.T) {
 	if r := b.post("/redrive", url.Values{"csrf": {csrf(t, page)}, "ref": {strings.Repeat("s=shop&e=x&i=y", 400_000)}}); r.Status != http.StatusBadRequest {
 		t.Fatalf("a redrive form of 5 MB: %d, want 400", r.Status)
 	}
+}
+
+// Every attempt of an intent is on its event page, newest first: two 503s, the 422 that parked
+// it, the operator's redrive and the attempt that succeeded, each with its code, and its error
+// redacted as the last error is (the target's URL by its host only).
+func TestTheEventPageShowsEveryAttemptNewestFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now().Add(-time.Hour)
+	turn := e.at(&now)
+	e.commit("shop", "evt_h", false)
+	email := key("shop", "evt_h", "email.send")
+	e.down.setUnavailable(email, 2)
+	e.down.setRefuse(email, true)
+	for range 3 {
+		turn("shop", "evt_h")
+	}
+	claims := &dedup.Claims{API: e.client, Table: e.table, Now: func() time.Time { return now }}
+	if err := claims.RedriveBy(context.Background(), e.claim("shop", "evt_h"), "email.send", "bob (hookctl)"); err != nil {
+		t.Fatal(err)
+	}
+	e.down.setRefuse(email, false)
+	turn("shop", "evt_h")
+	page := e.serve(nil).get("/events/shop/evt_h")
+	intent := regexp.MustCompile(`(?s)id="intent-email.send".*?</table>`).FindString(page.Body)
+	var got []string
+	for _, m := range regexp.MustCompile(`(?s)<tr class="attempt" data-outcome="(\w+)">.*?<td class="num">(\d+)</td><td>\w+</td><td class="num">([-\d]+)</td><td>(.*?)</td></tr>`).FindAllStringSubmatch(intent, -1) {
+		shown := htmlUnescape(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(m[4], ""))
+		got = append(got, strings.Join(m[1:4], " ")+" "+strings.ReplaceAll(shown, e.down.URL, "DOWN"))
+	}
+	want := []string{"done 4 - ", "redriven 3 - by bob (hookctl)",
+		`parked 3 422 permanent: POST DOWN/… 422 Unprocessable Entity: "order unknown to the warehouse\n"`,
+		`retry 2 503 POST DOWN/… 503 Service Unavailable: "warehouse busy\n"`, `retry 1 503 POST DOWN/… 503 Service Unavailable: "warehouse busy\n"`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("history shown:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, s := range neverRendered {
+		mustNotContain(t, page, s)
+	}
+	mustNotContain(t, page, "not every attempt", "SECRET-URL-QUERY")
+	mustContain(t, page, "last 10 attempts")
 }

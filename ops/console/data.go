@@ -187,7 +187,7 @@ func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []
 					continue
 				}
 				r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
-					ParkedAt: in.FinishedAt, LastError: c.intentError(in), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
+					ParkedAt: in.FinishedAt, LastError: c.intentError(in, in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
 					Since: e.Since, Ref: encodeRef(cl, name), claim: cl}
 				r.AtMostOnce, r.MaySent = c.caution(in)
 				if f.match(r) {

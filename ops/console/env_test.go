@@ -42,23 +42,30 @@ const testSources = `{
 // neverRendered are the values of testSources no page may show.
 var neverRendered = []string{"SECRET-REF", "SECRET_ENV", "SECRET-URL", "SECRET-HEADER"}
 
-// downstream is a real HTTP server the outbox calls: it applies each Idempotency-Key once
-// and refuses (422) the keys refuse names, until told otherwise.
+// downstream is a real HTTP server the outbox calls: it applies each Idempotency-Key once,
+// refuses (422) the keys refuse names, until told otherwise, and answers 503 to the next
+// unavailable[key] calls of a key.
 type downstream struct {
 	*httptest.Server
-	mu      sync.Mutex
-	applied map[string]int
-	calls   map[string]int
-	refuse  map[string]bool
+	mu          sync.Mutex
+	applied     map[string]int
+	calls       map[string]int
+	refuse      map[string]bool
+	unavailable map[string]int
 }
 
 func newDownstream(t *testing.T) *downstream {
-	d := &downstream{applied: map[string]int{}, calls: map[string]int{}, refuse: map[string]bool{}}
+	d := &downstream{applied: map[string]int{}, calls: map[string]int{}, refuse: map[string]bool{}, unavailable: map[string]int{}}
 	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.calls[key]++
+		if d.unavailable[key] > 0 {
+			d.unavailable[key]--
+			http.Error(w, "warehouse busy", http.StatusServiceUnavailable)
+			return
+		}
 		if d.refuse[key] {
 			http.Error(w, "order unknown to the warehouse", http.StatusUnprocessableEntity)
 			return
@@ -76,6 +83,12 @@ func (d *downstream) setRefuse(key string, on bool) {
 	d.mu.Unlock()
 }
 
+func (d *downstream) setUnavailable(key string, calls int) {
+	d.mu.Lock()
+	d.unavailable[key] = calls
+	d.mu.Unlock()
+}
+
 func (d *downstream) appliedCount(key string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -89,6 +102,7 @@ type env struct {
 	store  *dedup.Store
 	file   *sources.File
 	down   *downstream
+	exec   outbox.Executor
 	worker *outbox.Worker
 }
 
@@ -106,12 +120,35 @@ func newEnv(t *testing.T) *env {
 	}
 	// The executor's URL carries a path and a query as a webhook URL's secret would: errors
 	// quote it, and no page may show more than its host.
-	exec := &outbox.HTTPExecutor{URL: e.down.URL + "/hooks/SECRET-URL-PATH?token=SECRET-URL-QUERY", Timeout: 5 * time.Second}
-	if e.worker, err = outbox.New(client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+	e.exec = &outbox.HTTPExecutor{URL: e.down.URL + "/hooks/SECRET-URL-PATH?token=SECRET-URL-QUERY", Timeout: 5 * time.Second}
+	if e.worker, err = outbox.New(client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": e.exec, "crm": e.exec},
 		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// at sets the env's store's clock to *now (e.commit commits then) and returns a turn of a
+// worker on that clock, whose retries are due at once: histories written at chosen times.
+func (e *env) at(now *time.Time) func(source, id string) {
+	e.t.Helper()
+	clock := func() time.Time { return *now }
+	var err error
+	if e.store, err = dedup.New(e.client, dedup.Config{Table: e.table, Sources: e.file.Retentions(), Now: clock}); err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": e.exec, "crm": e.exec},
+		Backoff: func(int) time.Duration { return 0 }, Now: clock})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return func(source, id string) { // one turn of the claim's due intents, a minute later
+		e.t.Helper()
+		if _, err := w.Process(context.Background(), e.claim(source, id)); err != nil {
+			e.t.Fatal(err)
+		}
+		*now = now.Add(time.Minute)
+	}
 }
 
 // commit claims one event with a put effect and two intents (email, crm).

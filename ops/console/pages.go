@@ -46,7 +46,9 @@ var templates = func() map[string]*template.Template {
 			s, id, _ := splitClaimPK(pk)
 			return []string{s, id}
 		},
-		"quote": strconv.Quote,
+		"quote":  strconv.Quote,
+		"millis": time.UnixMilli,
+		"kept":   func() int { return dedup.HistoryLength },
 		"dash": func(s string) string {
 			if s == "" {
 				return "-"
@@ -522,6 +524,7 @@ type intentView struct {
 	PayloadBytes               int
 	RedrivenBy, RedrivenAt     string
 	Steps                      []step
+	History                    []dedup.Attempt // newest first, errors redacted
 	Ref                        string
 	MaySent                    bool // see Console.caution
 }
@@ -590,11 +593,15 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	in := cl.Intents[name]
 	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
-		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.intentError(in),
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.intentError(in, in.LastError),
 		Attempts: in.Attempts, Budget: in.Spent(), PayloadBytes: len(in.Payload),
 		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
 	if c.cfg.ShowPayloads {
 		v.Payload = text(in.Payload)
+	}
+	for _, a := range slices.Backward(in.History) {
+		a.Error = c.intentError(in, a.Error)
+		v.History = append(v.History, a)
 	}
 	if in.Status == dedup.IntentParked {
 		v.Ref = encodeRef(cl, name)

@@ -218,8 +218,9 @@ func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp)
 }
 
 // jsonEscape is one character JSON-escaped, its backslash escaped or not: \uXXXX, a surrogate
-// pair, or an escape cut short by a truncation.
-var jsonEscape = regexp.MustCompile(`\\\\?u[dD][89abAB][0-9a-fA-F]{2}\\\\?u[dD][c-fC-F][0-9a-fA-F]{2}|\\\\?u[0-9a-fA-F]{0,4}`)
+// pair, or an escape cut short by a truncation (before its u too: a history's error is cut at
+// HistoryErrorBytes, marked "…").
+var jsonEscape = regexp.MustCompile(`\\\\?u[dD][89abAB][0-9a-fA-F]{2}\\\\?u[dD][c-fC-F][0-9a-fA-F]{2}|\\\\?u[0-9a-fA-F]{0,4}|\\\\?…$`)
 
 // unescaped is msg with its JSON escapes (jsonEscape) decoded, one cut short as nothing, and
 // for each byte of it, and its end, the offset in msg where that byte's source starts.
@@ -385,10 +386,11 @@ func compile(pieces []string) ([]string, *regexp.Regexp) {
 // redact is msg as the console may show it: see redactor.
 func (c *Console) redact(msg string) string { return c.red.redact(msg) }
 
-// intentError is an intent's last error as the console may show it: redacted, and, unless
-// ShowPayloads, without the payload the page hides, wherever the downstream quoted it back.
-func (c *Console) intentError(in dedup.ClaimIntent) string {
-	msg := c.red.redact(in.LastError)
+// intentError is an error of in (its last error, or one of its history's) as the console may
+// show it: redacted, and, unless ShowPayloads, without the payload the page hides, wherever the
+// downstream quoted it back.
+func (c *Console) intentError(in dedup.ClaimIntent, msg string) string {
+	msg = c.red.redact(msg)
 	if c.cfg.ShowPayloads || msg == "" {
 		return msg
 	}

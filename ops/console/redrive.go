@@ -313,7 +313,7 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, refs []ref, cl
 		default:
 			in := cl.Intents[rf.Intent]
 			row.Found, row.Attempts, row.Target = true, in.Attempts, in.Target
-			row.LastError, row.ParkedAt = c.intentError(in), in.FinishedAt
+			row.LastError, row.ParkedAt = c.intentError(in, in.LastError), in.FinishedAt
 			if in.Status != dedup.IntentParked {
 				row.Note = "not parked any more (" + in.Status + "): nothing to re-drive"
 				break
