@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,11 +66,33 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	fmt.Fprintln(w, "INTENT\tTARGET\tSTATUS\tATTEMPTS\tSENT\tLAST ERROR")
-	for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
+	names := slices.Sorted(maps.Keys(cl.Intents))
+	for _, name := range names {
 		in := cl.Intents[name]
 		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", name, in.Target, kinds[in.Target], in.Status, in.Attempts, orDash(in.Sent), orDash(in.LastError))
 	}
-	return w.Flush()
+	w.Flush()
+	// Each intent's history (its last dedup.HistoryLength attempts and operators' actions),
+	// newest first: the attempt, how it ended, the answer's status code, its error or who.
+	for _, name := range names {
+		if len(cl.Intents[name].History) == 0 {
+			continue
+		}
+		fmt.Fprintf(c.stdout, "\n%s, newest first:\n", name)
+		w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		for _, a := range slices.Backward(cl.Intents[name].History) {
+			code, what := "-", a.Error
+			if a.Code != 0 {
+				code = strconv.Itoa(a.Code)
+			}
+			if a.By != "" {
+				what = "by " + a.By
+			}
+			fmt.Fprintf(w, "  %s\t#%d\t%s\t%s\t%s\n", time.UnixMilli(a.At).UTC().Format(time.RFC3339), a.Attempt, a.Outcome, code, what)
+		}
+		w.Flush()
+	}
+	return nil
 }
 
 func redrive(ctx context.Context, c *cli, args []string) error {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,55 @@ func TestParkedListsEveryParkedIntentWithItsError(t *testing.T) {
 	}
 	if code, out, errOut := hookctl(t, "", "parked", "-table", table); code != 0 || strings.Contains(out, "evt_refused") {
 		t.Fatalf("parked after the resolve: %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestInspectShowsEachIntentsHistoryNewestFirst: under the intents, each one's attempts (a
+// retry, the park) and the operator's resolve with who, newest first.
+func TestInspectShowsEachIntentsHistoryNewestFirst(t *testing.T) {
+	client, table := testTable(t)
+	t.Setenv("USER", "ada")
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_h", Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	w, err := outbox.New(client, outbox.Config{Table: table, Backoff: func(int) time.Duration { return 0 }, Executors: map[string]outbox.Executor{
+		"email": outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			if calls++; calls == 1 {
+				return errors.New("mail server busy")
+			}
+			return outbox.Permanent(errors.New("422 address rejected"))
+		}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		cl, err := dedup.GetClaim(context.Background(), client, table, "shop", "evt_h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Process(context.Background(), cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, errOut := hookctl(t, "", "resolve", "-table", table, "shop", "evt_h", "email.send", "address", "fixed", "by", "hand"); code != 0 {
+		t.Fatalf("resolve: %d %s", code, errOut)
+	}
+	code, out, errOut := hookctl(t, "", "inspect", "-table", table, "shop", "evt_h")
+	history := regexp.MustCompile(`(?m)^  \S+Z  #(\d)  (\w+)\s+(-)  (.*)$`).FindAllStringSubmatch(out, -1)
+	var got []string
+	for _, h := range history {
+		got = append(got, strings.Join(h[1:], " "))
+	}
+	want := []string{"2 resolved - by ada (hookctl resolve)", "2 parked - permanent: 422 address rejected", "1 retry - mail server busy"}
+	if code != 0 || !strings.Contains(out, "email.send, newest first:") || strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("inspect: %d, history %q, want %q\n%s%s", code, got, want, out, errOut)
 	}
 }
 
