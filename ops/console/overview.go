@@ -1,7 +1,11 @@
 package console
 
 import (
+	"cmp"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -13,6 +17,17 @@ type overviewView struct {
 	Charts      []chart
 	Claims      int
 	More        bool
+	// The failed attempts per source and per target, the most first.
+	FailedSources, FailedTargets []*failureRow
+}
+
+// failureRow is a source's or a target's failed attempts (retried or parked), those of intents
+// that later succeeded included, over the last hour and the last day: from the metrics
+// (Exact), or at least these (the histories the pending index holds).
+type failureRow struct {
+	Name      string
+	Hour, Day int
+	Exact     bool
 }
 
 // The overview's counters, per source and per target.
@@ -29,13 +44,15 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.awsFail(w, r, "reading the pending index", err)
 		return
 	}
+	bySource, byTarget := c.failures(cls)
 	v := overviewView{Claims: len(cls), More: more}
 	now := chart{Title: "Open and parked intents per target, now (pending index)", Series: loadSeries, AtLeast: more}
 	for _, l := range loads {
 		now.Rows = append(now.Rows, chartRow{Label: l.Target, Values: []float64{float64(l.Due), float64(l.Waiting), float64(l.Running), float64(l.Parked)}})
+		failureOf(byTarget, l.Target)
 	}
 	if c.cfg.Metrics != nil {
-		charts, err := c.metricCharts(r, loads)
+		charts, err := c.metricCharts(r, slices.Sorted(maps.Keys(byTarget)), byTarget)
 		if err != nil {
 			v.MetricsErr = c.logged(r, "reading the metrics", err)
 		} else {
@@ -43,6 +60,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			v.Charts = charts
 		}
 	}
+	v.FailedSources, v.FailedTargets = mostFirst(bySource), mostFirst(byTarget)
 	v.Charts = append(v.Charts, now)
 	if !v.FromMetrics {
 		ch := c.indexSourceChart(cls)
@@ -52,13 +70,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: v})
 }
 
-// metricCharts: per source and per target, the last hour and the last day, from Metrics.
-func (c *Console) metricCharts(r *http.Request, loads []*targetLoad) ([]chart, error) {
+// metricCharts: per source and per target, the last hour and the last day, from Metrics; and
+// each target's failed attempts (retried and parked) in failed, exact.
+func (c *Console) metricCharts(r *http.Request, targets []string, failed map[string]*failureRow) ([]chart, error) {
 	srcs := c.sourceNames()
-	var targets []string
-	for _, l := range loads {
-		targets = append(targets, l.Target)
-	}
 	var qs []MetricQuery
 	for _, s := range srcs {
 		for _, m := range []string{"Accepted", "Duplicate", "ReplayRefused", "Failed", "Unavailable"} {
@@ -72,7 +87,8 @@ func (c *Console) metricCharts(r *http.Request, loads []*targetLoad) ([]chart, e
 	}
 	end := c.cfg.Now().Truncate(time.Minute).Add(time.Minute)
 	var out []chart
-	for _, span := range []struct {
+	exact := map[string][2]int{} // applied to failed once both spans are read
+	for k, span := range []struct {
 		name string
 		d    time.Duration
 	}{{"last hour", time.Hour}, {"last day", 24 * time.Hour}} {
@@ -91,9 +107,15 @@ func (c *Console) metricCharts(r *http.Request, loads []*targetLoad) ([]chart, e
 		for _, t := range targets {
 			v := sums[i : i+3]
 			tc.Rows = append(tc.Rows, chartRow{Label: t, Values: v})
+			n := exact[t]
+			n[k] = int(v[1] + v[2])
+			exact[t] = n
 			i += 3
 		}
 		out = append(out, sc, tc)
+	}
+	for t, n := range exact {
+		failed[t].Hour, failed[t].Day, failed[t].Exact = n[0], n[1], true
 	}
 	return out, nil
 }
@@ -127,4 +149,50 @@ func (c *Console) indexSourceChart(cls []*dedup.Claim) chart {
 		ch.Rows = append(ch.Rows, chartRow{Label: s, Values: counts[s]})
 	}
 	return ch
+}
+
+// failures counts the failed attempts (retried or parked) of the last hour and the last day,
+// per source and per target, in the histories of cls (the claims the overview read from the
+// pending index, due and parked). An intent that failed and then succeeded is among them only
+// while its claim is in the index (another of its intents open or parked): these are lower
+// bounds; the metrics' per target are exact.
+func (c *Console) failures(cls []*dedup.Claim) (bySource, byTarget map[string]*failureRow) {
+	now := c.cfg.Now()
+	hour, day := now.Add(-time.Hour).UnixMilli(), now.Add(-24*time.Hour).UnixMilli()
+	bySource, byTarget = map[string]*failureRow{}, map[string]*failureRow{}
+	for _, s := range c.sourceNames() {
+		failureOf(bySource, s)
+	}
+	for _, cl := range cls {
+		for _, in := range cl.Intents {
+			for _, a := range in.History {
+				if a.At < day || (a.Outcome != dedup.AttemptRetried && a.Outcome != dedup.IntentParked) {
+					continue
+				}
+				for _, f := range []*failureRow{failureOf(bySource, cl.Source), failureOf(byTarget, in.Target)} {
+					f.Day++
+					if a.At >= hour {
+						f.Hour++
+					}
+				}
+			}
+		}
+	}
+	return bySource, byTarget
+}
+
+func failureOf(m map[string]*failureRow, name string) *failureRow {
+	if m[name] == nil {
+		m[name] = &failureRow{Name: name}
+	}
+	return m[name]
+}
+
+// mostFirst: the rows with the most failures of the day first, then of the hour, then by name.
+func mostFirst(m map[string]*failureRow) []*failureRow {
+	rows := slices.Collect(maps.Values(m))
+	slices.SortFunc(rows, func(a, b *failureRow) int {
+		return cmp.Or(b.Day-a.Day, b.Hour-a.Hour, strings.Compare(a.Name, b.Name))
+	})
+	return rows
 }

@@ -246,3 +246,76 @@ func TestATableWhoseKeysAreNotStringsIsNotTakenForOncehooks(t *testing.T) {
 		}
 	}
 }
+
+// "What failed most today": the overview counts failed attempts (retried or parked) per target
+// and per source over the last hour and the last day, those of intents that later succeeded
+// included, from the histories of the claims in the pending index (due and parked), as lower
+// bounds ("≥ N"): an event whose intents all succeeded in the end left the index. With metrics
+// the targets' counts are the metrics', exact.
+func TestTheOverviewCountsWhatFailedMostToday(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	real := time.Now()
+	now := real.Add(-30 * time.Hour)
+	turn := e.at(&now)
+	fail := func(source, id, intent string, unavailable int, refuse bool) {
+		e.down.setUnavailable(key(source, id, intent), unavailable)
+		e.down.setRefuse(key(source, id, intent), refuse)
+	}
+	// Before the day: email retried then done, crm parked; in the parked index since then.
+	e.commit("shop", "evt_old", false)
+	fail("shop", "evt_old", "email.send", 1, false)
+	fail("shop", "evt_old", "crm.update", 0, true)
+	turn("shop", "evt_old")
+	turn("shop", "evt_old")
+	// In the day, before the hour: email retried once then done, crm retried twice and due.
+	now = real.Add(-3 * time.Hour)
+	e.commit("gh", "evt_day", false)
+	fail("gh", "evt_day", "email.send", 1, false)
+	fail("gh", "evt_day", "crm.update", 5, false)
+	turn("gh", "evt_day")
+	turn("gh", "evt_day")
+	// In the hour: email retried twice then done, crm parked.
+	now = real.Add(-20 * time.Minute)
+	e.commit("shop", "evt_hour", false)
+	fail("shop", "evt_hour", "email.send", 2, false)
+	fail("shop", "evt_hour", "crm.update", 0, true)
+	for range 3 {
+		turn("shop", "evt_hour")
+	}
+	// In the hour, retried once and then done with its other intent: its claim left the index.
+	e.commit("gh", "evt_settled", false)
+	fail("gh", "evt_settled", "email.send", 1, false)
+	turn("gh", "evt_settled")
+	turn("gh", "evt_settled")
+	if cl := e.claim("gh", "evt_settled"); cl.PendingShard != "" || len(cl.Intents["email.send"].History) != 2 {
+		t.Fatalf("evt_settled: shard %q, history %+v: want it out of the index after a retry", cl.PendingShard, cl.Intents["email.send"].History)
+	}
+
+	rows := func(page response, of string) []string {
+		body := regexp.MustCompile(`(?s)<tbody id="failed-` + of + `">.*?</tbody>`).FindString(page.Body)
+		var out []string
+		for _, m := range regexp.MustCompile(`<tr data-failed="(\w+)"><td>\w+</td><td class="num">([^<]+)</td><td class="num">([^<]+)</td></tr>`).FindAllStringSubmatch(body, -1) {
+			out = append(out, strings.Join(m[1:], " "))
+		}
+		return out
+	}
+	check := func(page response, of string, want ...string) {
+		t.Helper()
+		if got := rows(page, of); strings.Join(got, "; ") != strings.Join(want, "; ") {
+			t.Fatalf("failed %s: %q, want %q\n%s", of, got, want, page.Body)
+		}
+	}
+	page := e.serve(nil).get("/")
+	// email: evt_hour's 2 in the hour, evt_day's 1 in the day (evt_settled's is gone with its
+	// claim from the index, evt_old's before the day); crm: evt_hour's park, evt_day's 2.
+	check(page, "targets", "email ≥ 2 ≥ 3", "crm ≥ 1 ≥ 3")
+	check(page, "sources", "shop ≥ 3 ≥ 3", "gh ≥ 0 ≥ 3")
+	mustContain(t, page, "the 3 claims", "run with -metrics for exact figures")
+
+	m := fixedMetrics{"IntentsRetried/email": 4, "IntentsRetried/crm": 2, "IntentsParked/crm": 3}
+	page = e.serve(func(c *console.Config) { c.Metrics = m }).get("/")
+	check(page, "targets", "crm 5 50", "email 4 40")
+	check(page, "sources", "shop ≥ 3 ≥ 3", "gh ≥ 0 ≥ 3")
+	mustContain(t, page, "exact, from the stack's metrics")
+}
