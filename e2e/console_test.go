@@ -81,13 +81,14 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	}
 
 	run := runID(0)
-	// 1. An event through the stack, found from the search box, its intent done.
+	// 1. An event through the stack, found from the search box, its intent done, and its
+	// history's newest row the attempt that did it.
 	id, body := harness.Order(run, 1)
 	if status, resp, err := s.sender.Send(context.Background(), id, body, false); err != nil || status != 200 {
 		t.Fatalf("send: %d %s %v", status, resp, err)
 	}
 	s.waitIntent(t, id, dedup.IntentDone)
-	var status string
+	var status, newest string
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(srv.URL+"/login?token="+token), // the sign-in link hookctl console prints
 		chromedp.Navigate(srv.URL+"/events"),
@@ -95,12 +96,13 @@ func TestTheConsoleInABrowser(t *testing.T) {
 		chromedp.Click(`#find`, chromedp.ByQuery),
 		chromedp.WaitVisible(`[id="intent-email.send"]`, chromedp.ByQuery),
 		chromedp.AttributeValue(`[id="intent-email.send"]`, "data-status", &status, nil, chromedp.ByQuery),
+		chromedp.AttributeValue(`[id="intent-email.send"] tr.attempt`, "data-outcome", &newest, nil, chromedp.ByQuery),
 		shot("event"),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if status != dedup.IntentDone {
-		t.Fatalf("the event page shows the intent %q, want done", status)
+	if status != dedup.IntentDone || newest != dedup.IntentDone {
+		t.Fatalf("the event page shows the intent %q, its newest attempt %q, want both done", status, newest)
 	}
 	// The same event from its effect's key, as support has it (the order, not the event id).
 	var found string

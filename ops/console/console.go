@@ -6,10 +6,10 @@
 //	http.ListenAndServe("127.0.0.1:8030", c)
 //
 // Pages: the event page (/events/{source}/{id}: the claim, its effects, each intent's
-// timeline, the body guard), search (/events?source=&id=, or an effect's key: /events?key=),
-// the parked intents in a time window with redrive, of some or of every match in rounds
-// (/parked), the backlog per target (/backlog), an overview of charts (/) and the leak audit's
-// last result (/audit). Every page is built from key lookups and queries (of the pending
+// timeline and attempt history, the body guard), search (/events?source=&id=, or an effect's
+// key: /events?key=), the parked intents in a time window with redrive, of some or of every
+// match in rounds (/parked), the backlog per target (/backlog), an overview of charts and of
+// what failed most today (/) and the leak audit's last result (/audit). Every page is built from key lookups and queries (of the pending
 // index, or by an effect's key), never a Scan, and bounded (Config.MaxIndexReads); a count the
 // bound cut is written "≥ N".
 //
@@ -90,8 +90,8 @@ type Config struct {
 	// Operator is who a redrive is recorded as done by (the intent's redriven_by), 1 to
 	// dedup.MaxRedrivenBy printable bytes. Default "console".
 	Operator string
-	// Metrics, when set, draws the overview's charts from the stack's metrics (CloudWatch);
-	// otherwise they are drawn from the pending index.
+	// Metrics, when set, draws the overview's charts, and counts its failures per target,
+	// from the stack's metrics (CloudWatch); otherwise they come from the pending index.
 	Metrics Metrics
 	// MaxIndexReads bounds the entries of the pending index one page reads, as DynamoDB
 	// counts what a query evaluates (before a filter), and so the claims it reads; and the
