@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -68,6 +69,21 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
 		in := cl.Intents[name]
 		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", name, in.Target, kinds[in.Target], in.Status, in.Attempts, orDash(in.Sent), orDash(in.LastError))
+	}
+	w.Flush()
+	// Each intent's history (dedup.ClaimIntent.History): how its last attempts ended, and who
+	// redrove or resolved it.
+	fmt.Fprintln(c.stdout)
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "INTENT\tATTEMPT\tOUTCOME\tCODE\tAT\tERROR OR BY")
+	for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
+		for _, h := range cl.Intents[name].History {
+			code := "-"
+			if h.Code != 0 {
+				code = strconv.Itoa(h.Code)
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", name, h.Attempt, h.Outcome, code, time.UnixMilli(h.At).UTC().Format(time.RFC3339), orDash(h.Error+h.By))
+		}
 	}
 	return w.Flush()
 }

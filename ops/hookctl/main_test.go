@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -115,6 +116,12 @@ func TestParkedListsEveryParkedIntentWithItsError(t *testing.T) {
 	// Resolved with why: never run again, and out of the parked list.
 	if code, out, errOut := hookctl(t, "", "resolve", "-table", table, "shop", "evt_refused", "email.send", "address", "fixed", "by", "hand"); code != 0 || !strings.Contains(out, "resolved email.send") {
 		t.Fatalf("resolve: %d\n%s%s", code, out, errOut)
+	}
+	// Its history: the attempt parked with its error, then the resolve with who.
+	code, out, errOut = hookctl(t, "", "inspect", "-table", table, "shop", "evt_refused")
+	if code != 0 || !regexp.MustCompile(`email\.send +1 +parked +- +\S+ +permanent: 422 address rejected`).MatchString(out) ||
+		!regexp.MustCompile(`email\.send +1 +resolved +- +\S+ +\S+ \(hookctl resolve\)`).MatchString(out) {
+		t.Fatalf("inspect after the resolve: %d\n%s%s", code, out, errOut)
 	}
 	if code, out, errOut := hookctl(t, "", "parked", "-table", table); code != 0 || strings.Contains(out, "evt_refused") {
 		t.Fatalf("parked after the resolve: %d\n%s%s", code, out, errOut)
