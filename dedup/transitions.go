@@ -496,10 +496,10 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 // recognises its own write after a lost answer by a nonce. Invalid input is an *InvalidError
 // naming the field, and nothing is written.
 func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why string) error {
-	if err := printable(by, MaxRedrivenBy); err != nil {
+	if err := Printable(by, MaxRedrivenBy); err != nil {
 		return &InvalidError{Field: "resolved_by", Reason: err.Error()}
 	}
-	if err := printable(why, MaxResolution); err != nil {
+	if err := Printable(why, MaxResolution); err != nil {
 		return &InvalidError{Field: "resolution", Reason: err.Error()}
 	}
 	in, ok := claim.Intents[intent]
@@ -544,8 +544,9 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 	return c.Settle(ctx, after)
 }
 
-// printable reports whether s is 1 to max bytes of printable UTF-8.
-func printable(s string, max int) error {
+// Printable reports whether s is 1 to max bytes of printable UTF-8: what an operator's record
+// (who acted, why) may hold, here and on a paused target (outbox.Targets).
+func Printable(s string, max int) error {
 	if s == "" || len(s) > max || !utf8.ValidString(s) {
 		return fmt.Errorf("must be 1 to %d bytes of UTF-8", max)
 	}
@@ -560,7 +561,7 @@ func printable(s string, max int) error {
 // ValidRedrivenBy reports whether by can be recorded as who re-drove an intent: 1 to
 // MaxRedrivenBy bytes of printable UTF-8.
 func ValidRedrivenBy(by string) error {
-	if err := printable(by, MaxRedrivenBy); err != nil {
+	if err := Printable(by, MaxRedrivenBy); err != nil {
 		return &InvalidError{Field: "redriven_by", Reason: err.Error()}
 	}
 	return nil

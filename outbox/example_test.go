@@ -1,8 +1,13 @@
 package outbox_test
 
 import (
+	"context"
 	"fmt"
+	"log"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/outbox"
 )
@@ -36,4 +41,29 @@ func ExampleLimit() {
 func ExampleRateQuota() {
 	fmt.Println(outbox.RateQuota(20), outbox.RateQuota(1), outbox.RateQuota(outbox.MaxRate))
 	// Output: 5 1 125
+}
+
+// An operator pauses a target for its downstream's maintenance window, and resumes it after.
+// Meanwhile its intents wait, pending, spending no attempt (at most once included: none is
+// leased); the sweeper's first run after Resume calls each once, at the target's limits.
+func ExampleTargets() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	targets := &outbox.Targets{API: dynamodb.NewFromConfig(cfg), Table: "orders-oncehook"}
+	if err := targets.Pause(context.Background(), "email", "ada (runbook)", "mail provider maintenance, 02:00-03:00 UTC"); err != nil {
+		log.Fatal(err)
+	}
+	paused, err := targets.Paused(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	for target, p := range paused {
+		log.Printf("%s paused by %s at %s: %s", target, p.By, p.At.Format(time.RFC3339), p.Why)
+	}
+	// After the maintenance:
+	if err := targets.Resume(context.Background(), "email"); err != nil {
+		log.Fatal(err)
+	}
 }

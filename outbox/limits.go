@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/time/rate"
@@ -112,6 +113,10 @@ type limiter struct {
 	slots   map[string]chan struct{}
 	// calls counts the DynamoDB calls the limiter made (docs/outbox.md's cost per call).
 	calls atomicCounter
+	// The paused targets as last read (Targets.Paused), and when (the real clock).
+	pauseMu sync.Mutex
+	pauses  map[string]Pause
+	readAt  time.Time
 }
 
 type atomicCounter struct {
@@ -409,6 +414,124 @@ func (l *limiter) releaseSlot(ctx context.Context, target string, slot int, owne
 		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner)},
 	})
 	l.calls.add(1)
+}
+
+// The item that names the paused targets, an attribute "paused#<target>" for each: in the
+// claims' key space (EVT#), which effect records may not use, with a source no claim can have.
+const (
+	PausedPK = dedup.ClaimPrefix + "#targets"
+	PausedSK = "PAUSED"
+)
+
+// pauseRead is how long a worker takes the paused targets as it read them: the pause costs one
+// read of one item a second per busy worker instance, and nothing per intent.
+const pauseRead = time.Second
+
+// Pause says who paused a target, why, and when.
+type Pause struct {
+	By  string    `dynamodbav:"by"`
+	Why string    `dynamodbav:"why"`
+	At  time.Time `dynamodbav:"at"`
+}
+
+// Targets pauses and resumes the calls to a target, across every worker: an operator's tool
+// (hookctl pause, the console) holds a downstream's work during its maintenance, and resumes
+// it after.
+//
+// A paused target's due intents are not leased: they spend no attempt, at most once included
+// (no lease, no call), and stay pending and due under their claim's due shard, where the
+// sweeper finds them on its first run after Resume and runs them at the target's limits. A
+// worker reads the paused targets at most once a second (one consistent GetItem of one item)
+// before each intent's limits, and looks at what it read again right before the lease: a call
+// whose lease was taken before the worker read the pause (up to a second after Pause returned)
+// is still made.
+type Targets struct {
+	API   API
+	Table string
+	// Now is the time recorded with a pause. Default time.Now.
+	Now func() time.Time
+}
+
+// Pause pauses target, recording by (who, as MaxRedrivenBy allows) and why (as a
+// resolution's). Pausing a paused target records the new by and why. Invalid input is a
+// *dedup.InvalidError naming the field, and nothing is written.
+func (t *Targets) Pause(ctx context.Context, target, by, why string) error {
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{{"target", target, 256}, {"by", by, dedup.MaxRedrivenBy}, {"why", why, dedup.MaxResolution}} {
+		if err := dedup.Printable(f.value, f.max); err != nil {
+			return &dedup.InvalidError{Field: f.name, Reason: err.Error()}
+		}
+	}
+	now := time.Now
+	if t.Now != nil {
+		now = t.Now
+	}
+	p, _ := attributevalue.Marshal(Pause{By: by, Why: why, At: now().UTC().Truncate(time.Second)}) // cannot fail: strings and a time
+	return t.write(ctx, "SET #t = :p", target, map[string]types.AttributeValue{":p": p})
+}
+
+// Resume resumes target's calls; resuming a target that is not paused does nothing.
+func (t *Targets) Resume(ctx context.Context, target string) error {
+	return t.write(ctx, "REMOVE #t", target, nil)
+}
+
+func (t *Targets) write(ctx context.Context, update, target string, values map[string]types.AttributeValue) error {
+	_, err := t.API.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(t.Table),
+		Key:                       pausedKey(),
+		UpdateExpression:          aws.String(update),
+		ExpressionAttributeNames:  map[string]string{"#t": pausedPrefix + target},
+		ExpressionAttributeValues: values,
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", target, err)
+	}
+	return nil
+}
+
+// Paused returns the paused targets, each with its Pause.
+func (t *Targets) Paused(ctx context.Context) (map[string]Pause, error) {
+	out, err := t.API.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(t.Table),
+		Key:            pausedKey(),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("paused targets: %w", err)
+	}
+	paused := map[string]Pause{}
+	for name, v := range out.Item {
+		var p Pause
+		if target, ok := strings.CutPrefix(name, pausedPrefix); ok && attributevalue.Unmarshal(v, &p) == nil {
+			paused[target] = p
+		}
+	}
+	return paused, nil
+}
+
+const pausedPrefix = "paused#"
+
+func pausedKey() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{dedup.PartitionKey: str(PausedPK), dedup.SortKey: str(PausedSK)}
+}
+
+// paused reports whether target is paused, from the paused targets as read at most pauseRead
+// ago, or, without read, as last read: no call, where a read would delay a lease whose slot is
+// already taken.
+func (l *limiter) paused(ctx context.Context, target string, read bool) (bool, error) {
+	l.pauseMu.Lock()
+	defer l.pauseMu.Unlock()
+	if read && time.Since(l.readAt) >= pauseRead {
+		p, err := (&Targets{API: l.api, Table: l.table}).Paused(ctx)
+		if err != nil {
+			return false, err
+		}
+		l.pauses, l.readAt = p, time.Now()
+	}
+	_, ok := l.pauses[target]
+	return ok, nil
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

@@ -815,3 +815,82 @@ func TestMaxInFlightHoldsWhenCallsOutlastTheirTimeout(t *testing.T) {
 		t.Errorf("the downstream had %d calls under way at once, over max_in_flight 1", peak)
 	}
 }
+
+// Invariant: a paused target is called by no worker and no sweep, and its intents spend no
+// attempt, at most once included; once it resumes, the sweeper calls each held intent once, on
+// its first attempt, within the target's max_in_flight and rate. The other target of the same
+// events runs meanwhile.
+func TestAPausedTargetIsCalledByNobodyUntilItResumesThenOnceEachAtItsLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	down := newLimitedDownstream(t, 50*time.Millisecond)
+	targets := &outbox.Targets{API: e.client, Table: e.table, Now: e.now}
+	if err := targets.Pause(ctx, "email", "ada (test)", "the mail provider's maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	const events, rate = 24, 20
+	limit := outbox.Limit{MaxInFlight: 2, Rate: rate}
+	atMostOnce := func(c *outbox.Config) { c.Executors["email"] = outbox.AtMostOnce(c.Executors["email"]) }
+	e.commit(events)
+	raceOnTheBatch(t, e.limitedWorkers(3, down, limit, atMostOnce), e.records())
+	e.advance(time.Minute) // the claims are old enough for the sweeper
+	rep, err := (&outbox.Sweeper{Worker: e.limitedWorkers(1, down, limit, atMostOnce)[0], MinAge: time.Second}).Run(ctx)
+	if err != nil || rep.Summary[outbox.OutcomePaused] != events {
+		t.Fatalf("sweep while paused: %+v %v, want the %d email intents held by the pause", rep, err, events)
+	}
+	if len(down.keys) != 0 {
+		t.Fatalf("%d calls to the paused target", len(down.keys))
+	}
+	for _, c := range e.claims() {
+		if in := c.Intents["email.send"]; in.Status != dedup.IntentPending || in.Attempts != 0 || c.PendingShard == "" {
+			t.Fatalf("%s while paused: %+v under %q, want pending, due, no attempt, in the due index", c.EventID, in, c.PendingShard)
+		}
+		if in := c.Intents["fulfilment.create"]; in.Status != dedup.IntentDone {
+			t.Fatalf("%s: the other target's intent is %s, want done", c.EventID, in.Status)
+		}
+	}
+	paused, err := targets.Paused(ctx)
+	if p := paused["email"]; err != nil || len(paused) != 1 || p.By != "ada (test)" || p.Why != "the mail provider's maintenance" || p.At.IsZero() {
+		t.Fatalf("paused targets %+v %v, want email's pause", paused, err)
+	}
+
+	if err := targets.Resume(ctx, "email"); err != nil {
+		t.Fatal(err)
+	}
+	if paused, err := targets.Paused(ctx); err != nil || len(paused) != 0 {
+		t.Fatalf("after resume: %+v %v, want none paused", paused, err)
+	}
+	rep, err = (&outbox.Sweeper{Worker: e.limitedWorkers(1, down, limit, atMostOnce)[0], MinAge: time.Second}).Run(ctx)
+	if err != nil || rep.Summary[outbox.OutcomeDone] != events {
+		t.Fatalf("sweep after resume: %+v %v, want the %d held intents done", rep, err, events)
+	}
+	if len(down.keys) != events || down.peak > limit.MaxInFlight {
+		t.Errorf("%d intents called, %d at once; want %d, at most %d at once", len(down.keys), down.peak, events, limit.MaxInFlight)
+	}
+	if most, bound := down.mostIn(time.Second), rate+2*outbox.RateQuota(rate); most > bound {
+		t.Errorf("%d calls started within a second, over the rate %d (bound %d)", most, rate, bound)
+	}
+	e.everyIntentDoneOnItsFirstAttempt(down)
+}
+
+// A pause names its target and says who and why, as an operator's record does; what cannot be
+// recorded is refused before anything is written.
+func TestAPauseWithoutItsRecordIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	targets := &outbox.Targets{API: e.client, Table: e.table}
+	for field, args := range map[string][3]string{
+		"target": {"", "ada", "maintenance"},
+		"by":     {"email", strings.Repeat("a", dedup.MaxRedrivenBy+1), "maintenance"},
+		"why":    {"email", "ada", "line one\nline two"},
+	} {
+		var ie *dedup.InvalidError
+		if err := targets.Pause(context.Background(), args[0], args[1], args[2]); !errors.As(err, &ie) || ie.Field != field {
+			t.Errorf("%q: %v, want an *InvalidError naming %s", args, err, field)
+		}
+	}
+	if paused, err := targets.Paused(context.Background()); err != nil || len(paused) != 0 {
+		t.Fatalf("%+v %v, want nothing paused", paused, err)
+	}
+}

@@ -47,12 +47,13 @@ var byTarget = []string{"target"}
 var intentMetric = map[string]string{
 	OutcomeDone: "IntentsDone", OutcomeRetry: "IntentsRetried", OutcomeParked: "IntentsParked",
 	OutcomeLeaseLost: "LeaseLost", outcomeUnscheduled: "RetryNotScheduled", OutcomeHeld: "IntentsHeld",
+	OutcomePaused: "IntentsPaused",
 }
 
 // Intent counts one turn: IntentsDone, IntentsRetried, IntentsParked or LeaseLost, with the
 // execution latency, per target; RetryNotScheduled when a retry's wake-up could not be
 // scheduled (the sweeper will find it); and IntentsHeld when the target's limit held a call
-// back (no call, no latency).
+// back, IntentsPaused when its target is paused (no call, no latency).
 func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 	name := intentMetric[outcome]
 	if name == "" {
@@ -61,7 +62,7 @@ func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 	d := emf.New(m.namespace, time.Now())
 	d.Set("target", target)
 	d.Count(name, byTarget)
-	if outcome != outcomeUnscheduled && outcome != OutcomeHeld {
+	if outcome != outcomeUnscheduled && outcome != OutcomeHeld && outcome != OutcomePaused {
 		d.Add("ExecutionLatency", float64(latency.Microseconds())/1000, emf.Milliseconds, byTarget)
 	}
 	m.write(d)

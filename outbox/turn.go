@@ -170,11 +170,25 @@ func (w *Worker) retry(ctx context.Context, l *lease, msg string) (next time.Tim
 	return next, w.claims.Retry(ctx, l.Lease, next, msg)
 }
 
+// paused reports whether target is paused (Targets), counting the intent it holds; read as
+// limiter.paused.
+func (w *Worker) paused(ctx context.Context, target string, read bool) (bool, error) {
+	paused, err := w.limits.paused(ctx, target, read)
+	if paused {
+		w.cfg.Metrics.Intent(target, OutcomePaused, 0)
+	}
+	return paused, err
+}
+
 // run takes one intent through lease, execution and record, as the intent's span.
 func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outcome string, err error) {
 	ctx, span := w.startIntent(ctx, claim, name)
 	defer func() { endIntent(span, outcome, err) }()
 	amo := IsAtMostOnce(w.cfg.Executors[claim.Intents[name].Target])
+	// A paused target's intent is not leased (Targets): it spends no attempt and stays due.
+	if paused, err := w.paused(ctx, claim.Intents[name].Target, true); paused || err != nil {
+		return OutcomePaused, err
+	}
 	// The target's limits first: an intent they hold back is not leased, so it spends no
 	// attempt (the lease is what counts one) and stays due.
 	adm, err := w.admit(ctx, claim.Intents[name].Target)
@@ -187,6 +201,9 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	}
 	keepSlot := false // the call may still be running at the downstream: its slot ends by itself
 	defer func() { adm.release(keepSlot) }()
+	if paused, _ := w.paused(ctx, claim.Intents[name].Target, false); paused { // paused while its limits held it
+		return OutcomePaused, nil
+	}
 	l, err := w.lease(ctx, claim, name, amo)
 	if err != nil || l == nil {
 		return OutcomeBusy, err

@@ -251,6 +251,7 @@ const (
 	OutcomeBusy      = "busy"     // another worker holds it, or it is not due: nothing to do
 	OutcomeDeferred  = "deferred" // not leased: the invocation had no time left to run it
 	OutcomeHeld      = "held"     // not leased: the target's limit held it back; woken near its turn
+	OutcomePaused    = "paused"   // not leased: its target is paused (Targets); the sweeper runs it after resume
 )
 
 // Summary counts the outcomes of a Process call.

@@ -5,6 +5,8 @@
 //	hookctl inspect <source> <event_id>         the claim, its effects and its intents
 //	hookctl redrive <source> <event_id> [intent] put parked intents back to pending
 //	hookctl parked                              every parked intent, with its last error
+//	hookctl pause [<target> <why...>]           hold a target's calls (its downstream's maintenance); list the paused
+//	hookctl resume <target>                     let a paused target's calls go again
 //	hookctl check-retention                     each source's retention against its provider
 //	hookctl storm <source> [url]                N events x K concurrent copies, then verify
 //	hookctl replay <source> [url] <file.jsonl>  send recorded deliveries, rate-limited (a redrive)
@@ -41,6 +43,8 @@ var commands = map[string]command{
 	"redrive":         {"redrive [-scope S] <source> <event_id> [intent]", redrive},
 	"resolve":         {"resolve [-scope S] <source> <event_id> <intent> <why...>", resolve},
 	"parked":          {"parked", parked},
+	"pause":           {"pause [<target> <why...>]   (no target: list the paused targets)", pause},
+	"resume":          {"resume <target>", resume},
 	"check-retention": {"check-retention", checkRetention},
 	"send":            {"send [-id ID -type T -delivery D -scope S -header 'N: v' -key K -secret S -signed-url U] <source> [url]   (body on stdin)", send},
 	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> [url]", storm},
@@ -89,7 +93,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "resolve", "parked", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart", "console"} {
+	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "resolve", "parked", "pause", "resume", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart", "console"} {
 		fmt.Fprintln(w, "  "+commands[name].usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE), -table NAME (default $TABLE_NAME), -stack FILE (default\n"+

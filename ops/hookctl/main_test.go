@@ -117,6 +117,12 @@ func TestParkedListsEveryParkedIntentWithItsError(t *testing.T) {
 	if code, out, errOut := hookctl(t, "", "resolve", "-table", table, "shop", "evt_refused", "email.send", "address", "fixed", "by", "hand"); code != 0 || !strings.Contains(out, "resolved email.send") {
 		t.Fatalf("resolve: %d\n%s%s", code, out, errOut)
 	}
+	// Its history: the attempt parked with its error, then the resolve with who.
+	code, out, errOut = hookctl(t, "", "inspect", "-table", table, "shop", "evt_refused")
+	if code != 0 || !regexp.MustCompile(`#1 +parked +- +permanent: 422 address rejected`).MatchString(out) ||
+		!regexp.MustCompile(`#1 +resolved +- +by \S+ \(hookctl resolve\)`).MatchString(out) {
+		t.Fatalf("inspect after the resolve: %d\n%s%s", code, out, errOut)
+	}
 	if code, out, errOut := hookctl(t, "", "parked", "-table", table); code != 0 || strings.Contains(out, "evt_refused") {
 		t.Fatalf("parked after the resolve: %d\n%s%s", code, out, errOut)
 	}
