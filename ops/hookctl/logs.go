@@ -75,7 +75,7 @@ func logs(ctx context.Context, c *cli, args []string) error {
 				return err
 			}
 			for _, ev := range events {
-				if id := aws.ToString(ev.EventId); printed[id] == 0 {
+				if id := eventKey(ev); printed[id] == 0 {
 					printed[id] = aws.ToInt64(ev.Timestamp)
 					lines = append(lines, line{role, ev})
 				}
@@ -97,4 +97,13 @@ func logs(ctx context.Context, c *cli, args []string) error {
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// eventKey tells a log line from the others a poll reads again: its event id, or, from an
+// emulator that gives none (MiniStack's are empty), its stream, time and text.
+func eventKey(ev logtypes.FilteredLogEvent) string {
+	if id := aws.ToString(ev.EventId); id != "" {
+		return id
+	}
+	return fmt.Sprint(aws.ToString(ev.LogStreamName), "\x00", aws.ToInt64(ev.Timestamp), "\x00", aws.ToString(ev.Message))
 }
