@@ -173,7 +173,7 @@ deploy:
 # Pure-logic tests only (no emulator): the fast loop while editing.
 unit:
 	@for m in $(MODULES); do (cd $$m && go test -count=1 -short ./...); done
-	@go test -count=1 -short -tags oncehook_notrace_export -run TestABinaryBuiltWithoutExport ./launch
+	@go test -count=1 -short -tags oncehook_notrace_export -run TestABinaryBuiltWithoutExport ./launch/tracing
 
 bench: up
 	@$(AWS_ENV) go test -run '^$$' -bench . -benchmem ./dedup/ ./receiver/ ./webhook/

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,6 +90,29 @@ func TestRequirementResolves(t *testing.T) {
 	} {
 		if err := requirementResolves(c.required, c.tags); (err == nil) != c.ok {
 			t.Errorf("%s with tags %v: %v, want ok %v", c.required, c.tags, err, c.ok)
+		}
+	}
+}
+
+// TestTheConstructLinksNoneOfTheFunctionsAWSClients: a team's first synth compiles every package
+// its CDK app imports. The construct checks the functions' tracing settings with launch/tracing,
+// not launch, which links every AWS client the functions call (Lambda, Step Functions,
+// EventBridge, SNS, the SDK's configuration with STS and SSO); the clients it links are those of
+// the packages whose checks it runs: dedup's DynamoDB, the outbox's SQS (its retry scheduler),
+// and the sources file's Secrets Manager and SSM (its secrets' resolver).
+func TestTheConstructLinksNoneOfTheFunctionsAWSClients(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	client := regexp.MustCompile(`^github\.com/aws/aws-sdk-go-v2/service/([^/]+)$`)
+	for _, pkg := range strings.Fields(string(out)) {
+		if m := client.FindStringSubmatch(pkg); m != nil && !slices.Contains([]string{"dynamodb", "sqs", "secretsmanager", "ssm"}, m[1]) {
+			t.Errorf("the construct links the AWS %s client", m[1])
+		}
+		if pkg == "github.com/oncehook/oncehook/launch" {
+			t.Error("the construct links launch, and with it every AWS client the functions call")
 		}
 	}
 }

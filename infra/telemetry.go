@@ -17,7 +17,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/oncehook/oncehook/launch"
+	"github.com/oncehook/oncehook/launch/tracing"
 )
 
 // TelemetryProps override what the functions emit and where (Props.Telemetry): metrics in a
@@ -92,7 +92,7 @@ type OpenTelemetry struct {
 	// OTEL_TRACES_EXPORTER, OTEL_SDK_DISABLED nor, with Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT:
 	// the prop sets them; nor OTEL_EXPORTER_OTLP_HEADERS (or _TRACES_HEADERS), whose key would
 	// be in the template in plain text: HeadersSecret holds it. The synth refuses what the
-	// functions would refuse at start (launch.CheckTracingEnv); a value holding a token (the
+	// functions would refuse at start (tracing.CheckEnv); a value holding a token (the
 	// stack's Region, a parameter), here or in Endpoint, is known only at deploy, and the
 	// functions check it at start.
 	Environment map[string]string
@@ -154,7 +154,7 @@ func checkTelemetry(cfg *Props) error {
 	return checkOtelEnv("Props.Telemetry.OpenTelemetry.Environment", telemetryEnv(o))
 }
 
-// checkOtelEnv fails what the functions would refuse at start (launch) in env: the same
+// checkOtelEnv fails what the functions would refuse at start (tracing.FromEnv) in env: the same
 // checks. A value holding a token (the stack's Region, a parameter) is known only at deploy: it
 // is left to the functions' start, and so is the general variable a _TRACES_ one with a token
 // replaces (OTEL_EXPORTER_OTLP_PROTOCOL beside a _TRACES_PROTOCOL parameter).
@@ -171,7 +171,7 @@ func checkOtelEnv(field string, vars map[string]string) error {
 			}
 		}
 	}
-	if err := launch.CheckTracingEnv(env); err != nil {
+	if err := tracing.CheckEnv(env); err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}
 	return nil
@@ -234,10 +234,10 @@ func telemetryEnv(o *OpenTelemetry) map[string]string {
 		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = o.Endpoint
 	}
 	if o.HeadersSecret != nil {
-		env[launch.OTLPHeadersSecret] = *o.HeadersSecret.SecretArn()
+		env[tracing.OTLPHeadersSecret] = *o.HeadersSecret.SecretArn()
 	}
 	if o.HeadersParameter != nil {
-		env[launch.OTLPHeadersParameter] = *o.HeadersParameter.ParameterName()
+		env[tracing.OTLPHeadersParameter] = *o.HeadersParameter.ParameterName()
 	}
 	for k, v := range o.Environment {
 		env[k] = v

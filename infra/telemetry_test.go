@@ -17,7 +17,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/oncehook/oncehook/launch"
+	"github.com/oncehook/oncehook/launch/tracing"
 )
 
 // adotLayer is ADOT's collector layer for arm64 in us-east-1, as AWS publishes it.
@@ -108,7 +108,7 @@ func TestTheOpenTelemetryPropWiresEveryFunction(t *testing.T) {
 // silently override the prop, naming the variable: gRPC, which no exporter of the functions
 // speaks; the traces' own endpoint, which would replace Endpoint unseen; and a resource
 // attribute without its value ("team=payments,tier"), which makes every function refuse to
-// start (launch.TracingFromEnv: "OTEL_RESOURCE_ATTRIBUTES: ... missing value").
+// start (tracing.FromEnv: "OTEL_RESOURCE_ATTRIBUTES: ... missing value").
 func TestAnOpenTelemetryPropThatCannotWorkFailsTheSynth(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -169,7 +169,7 @@ func TestOpenTelemetrySettingsInPropsEnvironmentAreCheckedAtSynth(t *testing.T) 
 		"a bad endpoint":   {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"},
 		"a bad sampler":    {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "10%"},
 	} {
-		if err := launch.CheckTracingEnv(env); err == nil {
+		if err := tracing.CheckEnv(env); err == nil {
 			t.Fatalf("%s: the start takes %v", name, env)
 		}
 		p := prebuilt("arm64")
@@ -427,10 +427,10 @@ func TestTheExportersHeadersComeFromASecretEachFunctionMayRead(t *testing.T) {
 		name, variable, action string
 		set                    func(awscdk.Stack, *OpenTelemetry)
 	}{
-		{"HeadersSecret", launch.OTLPHeadersSecret, "secretsmanager:GetSecretValue", func(stack awscdk.Stack, o *OpenTelemetry) {
+		{"HeadersSecret", tracing.OTLPHeadersSecret, "secretsmanager:GetSecretValue", func(stack awscdk.Stack, o *OpenTelemetry) {
 			o.HeadersSecret = awssecretsmanager.NewSecret(stack, jsii.String("Intake"), nil)
 		}},
-		{"HeadersParameter", launch.OTLPHeadersParameter, "ssm:GetParameter", func(stack awscdk.Stack, o *OpenTelemetry) {
+		{"HeadersParameter", tracing.OTLPHeadersParameter, "ssm:GetParameter", func(stack awscdk.Stack, o *OpenTelemetry) {
 			o.HeadersParameter = awsssm.StringParameter_FromSecureStringParameterAttributes(stack, jsii.String("Intake"),
 				&awsssm.SecureStringParameterAttributes{ParameterName: jsii.String("/otel/intake-headers")})
 		}},

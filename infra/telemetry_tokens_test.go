@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/oncehook/oncehook/launch"
+	"github.com/oncehook/oncehook/launch/tracing"
 )
 
 // TestATelemetryValueKnownOnlyAtDeployIsLeftToTheStart: an endpoint or an attribute whose value is
@@ -63,7 +63,7 @@ func TestATracesSettingKnownOnlyAtDeployIsNotJudgedByTheGeneralOne(t *testing.T)
 	for _, c := range cases {
 		// The start, with the only value the parameter can take: accepted.
 		atStart := map[string]string{"OTEL_TRACES_EXPORTER": "otlp", c.general: c.generalValue, c.traces: c.allowed}
-		if err := launch.CheckTracingEnv(atStart); err != nil {
+		if err := tracing.CheckEnv(atStart); err != nil {
 			t.Fatalf("%s: the start refuses %v: %v", c.name, atStart, err)
 		}
 		_, err := synthesizeWith(func(stack awscdk.Stack) *Props {

@@ -40,7 +40,7 @@
 //	                        URL-signing source (twilio, square) without a url was called at
 //	OTEL_TRACES_EXPORTER    otlp turns OpenTelemetry tracing on, exporting OTLP over HTTP to
 //	                        OTEL_EXPORTER_OTLP_ENDPOINT (default a collector on localhost:4318);
-//	                        unset or none is off (TracingFromEnv has the other OTEL_ variables)
+//	                        unset or none is off (package launch/tracing has the other OTEL_ variables)
 //	ONCEHOOK_OTLP_HEADERS_SECRET, ONCEHOOK_OTLP_HEADERS_PARAMETER
 //	                        the exporter's headers (an intake's key), read once at start from a
 //	                        Secrets Manager secret or an SSM SecureString parameter, never logged
@@ -77,6 +77,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/launch/tracing"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/outbox/targets"
 	"github.com/oncehook/oncehook/receiver"
@@ -100,8 +101,8 @@ type Env struct {
 	PendingShards int
 	// Targets are the intent targets the application's own executors serve (ONCEHOOK_TARGETS).
 	Targets []string
-	// Tracing is the functions' OpenTelemetry tracing (OTEL_TRACES_EXPORTER; TracingFromEnv).
-	Tracing *Tracing
+	// Tracing is the functions' OpenTelemetry tracing (OTEL_TRACES_EXPORTER; tracing.FromEnv).
+	Tracing *tracing.Tracing
 }
 
 // Needs says what a function needs beyond the table and the sources file.
@@ -115,7 +116,7 @@ type Needs struct {
 func Load(ctx context.Context, needs Needs) (*Env, error) {
 	logger := NewLogger(os.Getenv("LOG_LEVEL"))
 	slog.SetDefault(logger)
-	tracing, err := TracingFromEnv(ctx, logger)
+	tr, err := tracing.FromEnv(ctx, logger, StoredOTLPHeaders)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 		logger.Warn("sources file: "+w.Reason, "field", w.Field)
 	}
 	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger,
-		PendingShards: shards, Targets: targets, Tracing: tracing}, nil
+		PendingShards: shards, Targets: targets, Tracing: tr}, nil
 }
 
 func customTargets(v string) ([]string, error) {

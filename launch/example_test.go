@@ -86,30 +86,3 @@ func ExampleTraceLogs() {
 	// {"level":"INFO","msg":"order planned","order_id":"ord_42","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}
 	// {"level":"INFO","msg":"no span, no ids"}
 }
-
-// A program that serves the receiver itself turns tracing on as the functions do, with
-// OTEL_TRACES_EXPORTER=otlp (and OTEL_EXPORTER_OTLP_ENDPOINT), and exports what is left
-// before it exits. Load does this; Env.Tracing is the result.
-func ExampleTracingFromEnv() {
-	tracing, err := launch.TracingFromEnv(context.Background(), slog.Default())
-	if err != nil {
-		slog.Error("tracing", "error", err) // the message names the variable at fault
-		os.Exit(1)
-	}
-	defer func() { _ = tracing.Shutdown(context.Background()) }()
-	fmt.Println(tracing.TracerProvider() != nil) // on or off, as the environment says
-}
-
-// A deployment tool that sets the functions' OpenTelemetry variables itself checks them
-// before it deploys: what the functions would refuse at start, refused here, naming the
-// variable.
-func ExampleCheckTracingEnv() {
-	err := launch.CheckTracingEnv(map[string]string{
-		"OTEL_TRACES_EXPORTER":    "otlp",
-		"OTEL_TRACES_SAMPLER":     "parentbased_traceidratio",
-		"OTEL_TRACES_SAMPLER_ARG": "ten percent",
-	})
-	fmt.Println(err)
-	// Output:
-	// OpenTelemetry's SDK cannot read its variables: OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG: parsing sampler argument: strconv.ParseFloat: parsing "ten percent": invalid syntax
-}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/launch/tracing"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -59,7 +60,7 @@ func (s *syncBuffer) String() string {
 // that are missing.
 //
 // The space: each way an export can fail, through each of launch's wrappers (the outbox's and
-// sweeper's invocation, the receiver's flushed), with tracing built by TracingFromEnv as Load
+// sweeper's invocation, the receiver's flushed), with tracing built by tracing.FromEnv as Load
 // builds it.
 func TestAFailedExportAtTheInvocationsFlushIsLogged(t *testing.T) {
 	partial, err := proto.Marshal(&coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{
@@ -97,7 +98,7 @@ func TestAFailedExportAtTheInvocationsFlushIsLogged(t *testing.T) {
 				t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 				t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
 				var logs syncBuffer
-				tr, err := TracingFromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)))
+				tr, err := tracing.FromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -126,7 +127,7 @@ func TestAFailedExportAtTheInvocationsFlushIsLogged(t *testing.T) {
 
 // wrapped is body wrapped as launch wraps the handler of the function named: the outbox's and
 // the sweeper's in an invocation span, the receiver's flushed.
-func wrapped(tr *Tracing, wrapper string, body func(context.Context, json.RawMessage) (string, error)) func(context.Context, json.RawMessage) (string, error) {
+func wrapped(tr *tracing.Tracing, wrapper string, body func(context.Context, json.RawMessage) (string, error)) func(context.Context, json.RawMessage) (string, error) {
 	switch wrapper {
 	case "outbox":
 		return invocation(tr, "outbox", outboxTrigger, trace.SpanKindConsumer, body)
@@ -149,7 +150,7 @@ func wrapped(tr *Tracing, wrapper string, body func(context.Context, json.RawMes
 func TestAPanickingHandlersSpansStillLeave(t *testing.T) {
 	resetOtel(t)
 	exp := tracetest.NewInMemoryExporter()
-	tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Hour)))} // only a flush exports
+	tr := &tracing.Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Hour)))} // only a flush exports
 	defer func() { _ = tr.Shutdown(context.Background()) }()
 
 	body := func(ctx context.Context, _ json.RawMessage) (string, error) {
@@ -210,7 +211,7 @@ func TestTheFlushNeverHoldsAnAnswerPastItsInvocationsDeadline(t *testing.T) {
 			resetOtel(t)
 			t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
-			tr, err := TracingFromEnv(context.Background(), slog.New(slog.DiscardHandler))
+			tr, err := tracing.FromEnv(context.Background(), slog.New(slog.DiscardHandler), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,7 +261,7 @@ func TestSpansTheBatcherDropsAreLogged(t *testing.T) {
 	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
 	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
 	var logs syncBuffer
-	tr, err := TracingFromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	tr, err := tracing.FromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +301,7 @@ func TestSpansTheBatcherDropsAreLogged(t *testing.T) {
 // invocation's spans are exported before it answers". The outbox runs a stream batch's
 // records concurrently (256 at a time), and each intent ends five spans (intent, lease, call,
 // the HTTP client's POST, finish): a batch of 1,000 records ends 5,000 spans plus the
-// invocation's. The SDK's batch span processor, as TracingFromEnv builds it, holds 2,048 ended
+// invocation's. The SDK's batch span processor, as tracing.FromEnv builds it, holds 2,048 ended
 // spans in its queue and exports 512 at a time; while one export is on its way to a collector
 // that is slow to answer (a remote endpoint, a collector layer under load), every span past
 // those is dropped without a word: the processor counts drops only in a debug line of
@@ -407,7 +408,7 @@ func TestEverySpanOfABigStreamBatchLeavesOrItsLossIsLogged(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
 	var logs syncBuffer
 	logger := slog.New(TraceLogs(slog.NewJSONHandler(&logs, nil)))
-	tr, err := TracingFromEnv(context.Background(), logger)
+	tr, err := tracing.FromEnv(context.Background(), logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -12,42 +13,28 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/oncehook/oncehook/launch/tracing"
 	"github.com/oncehook/oncehook/sources"
 )
 
-// The OTLP exporter's headers (a vendor's intake key) are read at start from a secret store, as
-// the sources' secrets are, so that the key is never in a function's environment or the
-// template that sets it:
-//
-//	ONCEHOOK_OTLP_HEADERS_SECRET     a Secrets Manager secret (name or ARN) whose SecretString is
-//	                                 the headers; or
-//	ONCEHOOK_OTLP_HEADERS_PARAMETER  an SSM parameter (a SecureString, decrypted) holding them
-//
-// The value is either OTEL_EXPORTER_OTLP_HEADERS' form (api-key=<key>,x-team=payments; values
-// URL-encoded) or a JSON object of strings (Secrets Manager's key/value secret). It replaces the
-// OTEL_EXPORTER_OTLP_HEADERS variables, which may then not be set. It is never logged, nor
-// quoted in an error.
-const (
-	OTLPHeadersSecret    = "ONCEHOOK_OTLP_HEADERS_SECRET"
-	OTLPHeadersParameter = "ONCEHOOK_OTLP_HEADERS_PARAMETER"
-)
-
-// storedHeaders reads the exporter's headers from the store the environment names: nil when it
-// names none.
-func storedHeaders(ctx context.Context, getenv func(string) string) (map[string]string, error) {
-	secret, param := strings.TrimSpace(getenv(OTLPHeadersSecret)), strings.TrimSpace(getenv(OTLPHeadersParameter))
+// StoredOTLPHeaders reads the OTLP exporter's headers from the secret store the environment
+// names (tracing.OTLPHeadersSecret or OTLPHeadersParameter, which say what the value may hold):
+// nil when it names none. Its errors name the variable and never quote the value. Load passes
+// it to tracing.FromEnv, and so does a program that starts tracing itself.
+func StoredOTLPHeaders(ctx context.Context) (map[string]string, error) {
+	secret, param := strings.TrimSpace(os.Getenv(tracing.OTLPHeadersSecret)), strings.TrimSpace(os.Getenv(tracing.OTLPHeadersParameter))
 	if secret == "" && param == "" {
 		return nil, nil
 	}
 	if secret != "" && param != "" {
-		return nil, fmt.Errorf("%s and %s: set one of them", OTLPHeadersSecret, OTLPHeadersParameter)
+		return nil, fmt.Errorf("%s and %s: set one of them", tracing.OTLPHeadersSecret, tracing.OTLPHeadersParameter)
 	}
-	ref, variable := sources.SecretRef{SecretsManager: secret}, OTLPHeadersSecret
+	ref, variable := sources.SecretRef{SecretsManager: secret}, tracing.OTLPHeadersSecret
 	if param != "" {
-		ref, variable = sources.SecretRef{SSM: param}, OTLPHeadersParameter
+		ref, variable = sources.SecretRef{SSM: param}, tracing.OTLPHeadersParameter
 	}
 	for _, v := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
-		if getenv(v) != "" {
+		if os.Getenv(v) != "" {
 			return nil, fmt.Errorf("%s and %s: set one of them (the stored headers replace the variable's)", variable, v)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/launch/tracing"
 )
 
 // storeHeaders puts value in the emulator's Secrets Manager and SSM (a SecureString) under a
@@ -46,7 +47,7 @@ func TestTheExportersHeadersAreReadFromASecretStoreAtStart(t *testing.T) {
 	const key = "k3y-0f-the-intake"
 	for _, value := range []string{"api-key=" + key + ",x-team=pay%20ments", `{"api-key":"` + key + `","x-team":"pay ments"}`} {
 		secret, param := storeHeaders(t, value)
-		for variable, name := range map[string]string{OTLPHeadersSecret: secret, OTLPHeadersParameter: param} {
+		for variable, name := range map[string]string{tracing.OTLPHeadersSecret: secret, tracing.OTLPHeadersParameter: param} {
 			t.Run(variable, func(t *testing.T) {
 				resetOtel(t)
 				url, exports := collector(t)
@@ -54,7 +55,7 @@ func TestTheExportersHeadersAreReadFromASecretStoreAtStart(t *testing.T) {
 				t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
 				t.Setenv(variable, name)
 				var logs bytes.Buffer
-				tr, err := TracingFromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)))
+				tr, err := tracing.FromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)), StoredOTLPHeaders)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,11 +87,11 @@ func TestStoredHeadersThatCannotWorkRefuseTheStart(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"a missing secret", map[string]string{OTLPHeadersSecret: good + "-gone"}, OTLPHeadersSecret},
-		{"not headers", map[string]string{OTLPHeadersSecret: bad}, OTLPHeadersSecret},
-		{"both stores", map[string]string{OTLPHeadersSecret: good, OTLPHeadersParameter: param}, "set one of them"},
-		{"beside the variable", map[string]string{OTLPHeadersSecret: good, "OTEL_EXPORTER_OTLP_HEADERS": "api-key=" + key}, "OTEL_EXPORTER_OTLP_HEADERS"},
-		{"beside the traces' variable", map[string]string{OTLPHeadersParameter: param, "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key=" + key}, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"},
+		{"a missing secret", map[string]string{tracing.OTLPHeadersSecret: good + "-gone"}, tracing.OTLPHeadersSecret},
+		{"not headers", map[string]string{tracing.OTLPHeadersSecret: bad}, tracing.OTLPHeadersSecret},
+		{"both stores", map[string]string{tracing.OTLPHeadersSecret: good, tracing.OTLPHeadersParameter: param}, "set one of them"},
+		{"beside the variable", map[string]string{tracing.OTLPHeadersSecret: good, "OTEL_EXPORTER_OTLP_HEADERS": "api-key=" + key}, "OTEL_EXPORTER_OTLP_HEADERS"},
+		{"beside the traces' variable", map[string]string{tracing.OTLPHeadersParameter: param, "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key=" + key}, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resetOtel(t)
@@ -98,21 +99,10 @@ func TestStoredHeadersThatCannotWorkRefuseTheStart(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			_, err := TracingFromEnv(context.Background(), slog.New(slog.DiscardHandler))
+			_, err := tracing.FromEnv(context.Background(), slog.New(slog.DiscardHandler), StoredOTLPHeaders)
 			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), key) {
 				t.Fatalf("got %v, want a refusal naming %s without the key", err, c.want)
 			}
 		})
-	}
-}
-
-// TestTheSynthsCheckNeverReadsTheStoredHeaders: CheckTracingEnv runs at synth, where the
-// functions' secret store is not to be read: a stored headers' variable in the synth's own
-// environment is left alone.
-func TestTheSynthsCheckNeverReadsTheStoredHeaders(t *testing.T) {
-	resetOtel(t)
-	t.Setenv(OTLPHeadersSecret, "arn:aws:secretsmanager:us-east-1:123456789012:secret:nowhere-AbCdEf")
-	if err := CheckTracingEnv(map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}); err != nil {
-		t.Fatal(err)
 	}
 }

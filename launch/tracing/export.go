@@ -1,6 +1,6 @@
 //go:build !oncehook_notrace_export
 
-package launch
+package tracing
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 const exportLinked = true
 
 // newExporter is OpenTelemetry's OTLP/HTTP exporter, configured by the SDK's own reading of the
-// OTEL_EXPORTER_OTLP_ variables, with the stored headers (storedHeaders) when there are some.
+// OTEL_EXPORTER_OTLP_ variables, with the stored headers (FromEnv's stored) when there are some.
 func newExporter(ctx context.Context, headers map[string]string) (sdktrace.SpanExporter, error) {
 	var opts []otlptracehttp.Option
 	if headers != nil {

@@ -1,4 +1,4 @@
-package launch
+package tracing
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ func TestAnEndpointsCredentialsAreNeverLogged(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://team:s3cr3t-key@127.0.0.1:1")
 	var logs bytes.Buffer
-	tr, err := TracingFromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	tr, err := FromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestAnEndpointsTokenIsNeverLogged(t *testing.T) {
 				t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 				t.Setenv(c.variable, c.url)
 				var logs bytes.Buffer
-				tr, err := TracingFromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)))
+				tr, err := FromEnv(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)), nil)
 				if err != nil {
 					t.Fatal(err)
 				}

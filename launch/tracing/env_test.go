@@ -1,4 +1,4 @@
-package launch
+package tracing
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel"
 )
 
-// startTracing runs TracingFromEnv with env set over every OTLP variable (the others unset).
+// startTracing runs FromEnv with env set over every OTLP variable (the others unset).
 func startTracing(t *testing.T, env map[string]string) (*Tracing, error) {
 	t.Helper()
 	resetOtel(t)
@@ -20,7 +20,7 @@ func startTracing(t *testing.T, env map[string]string) (*Tracing, error) {
 		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
 		t.Setenv(v, env[v])
 	}
-	return TracingFromEnv(context.Background(), slog.New(slog.DiscardHandler))
+	return FromEnv(context.Background(), slog.New(slog.DiscardHandler), nil)
 }
 
 // TestAMalformedOTLPHeaderIsRefusedWithoutQuotingItsValue: a vendor's key lives in
@@ -39,7 +39,7 @@ func TestAMalformedOTLPHeaderIsRefusedWithoutQuotingItsValue(t *testing.T) {
 	}
 }
 
-// TestTracingFromEnvRefusesWhatItCannotHonourNamingTheVariable: a setting the functions cannot
+// TestFromEnvRefusesWhatItCannotHonourNamingTheVariable: a setting the functions cannot
 // honour is refused at start, naming the variable that holds it.
 //
 //   - A header name or value net/http refuses to send (a space in the name, a line break decoded
@@ -47,10 +47,10 @@ func TestAMalformedOTLPHeaderIsRefusedWithoutQuotingItsValue(t *testing.T) {
 //     refused, naming OTEL_EXPORTER_OTLP_HEADERS.
 //   - A malformed traces endpoint is refused naming the variable that holds it,
 //     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, not the base one the deployment did not set.
-//   - OTEL_TRACES_SAMPLER (_ARG) is one of the variables launch reads (docs/operations.md); a
+//   - OTEL_TRACES_SAMPLER (_ARG) is one of the variables the functions read (docs/operations.md); a
 //     sampler it does not know, or a ratio that is not one, is refused naming the variable, not
 //     replaced by sampling every delivery.
-func TestTracingFromEnvRefusesWhatItCannotHonourNamingTheVariable(t *testing.T) {
+func TestFromEnvRefusesWhatItCannotHonourNamingTheVariable(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		env  map[string]string
@@ -72,7 +72,7 @@ func TestTracingFromEnvRefusesWhatItCannotHonourNamingTheVariable(t *testing.T) 
 }
 
 // TestTheTracesOwnProtocolWinsOverTheGeneralOne: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, when set,
-// is the traces' protocol (the _TRACES_ variable first, as launch reads every other): a
+// is the traces' protocol (the _TRACES_ variable first, as every other is read): a
 // deployment whose metrics or logs go over gRPC (OTEL_EXPORTER_OTLP_PROTOCOL=grpc) and whose
 // traces say http/protobuf starts, tracing on.
 func TestTheTracesOwnProtocolWinsOverTheGeneralOne(t *testing.T) {
@@ -121,24 +121,24 @@ func TestOTELPropagatorsIsHonouredOrRefused(t *testing.T) {
 }
 
 // TestAQueueSizeTheBatcherCannotTakeIsRefusedNamed: "A function refuses to start, naming the
-// variable, on a value it cannot honour", and launch.CheckTracingEnv (the synth's check) is
+// variable, on a value it cannot honour", and CheckEnv (the synth's check) is
 // "the same check" (docs/operations.md, The variables). OTEL_BSP_MAX_QUEUE_SIZE is one of the
 // documented variables ("the batch span processor's queue (default 8,192 spans here)"), and
 // neither checks it: the SDK reads it itself. A negative size panics in the SDK's batcher
-// (make with a negative capacity) inside TracingFromEnv: the function crashes at start with a
+// (make with a negative capacity) inside FromEnv: the function crashes at start with a
 // runtime panic, not a refusal naming the variable, and the synth let it through. One that is
 // not a number is dropped by the SDK for its own default, 2,048 (not the documented 8,192),
-// while launch reports its queue as 0 spans in every drop message ("raise
+// while the functions report their queue as 0 spans in every drop message ("raise
 // OTEL_BSP_MAX_QUEUE_SIZE"); 0 is a queue that holds nothing, every span dropped.
 //
 // The space: a negative size, zero, a word, a fraction, a size with a space, each through
-// CheckTracingEnv and TracingFromEnv.
+// CheckEnv and FromEnv.
 func TestAQueueSizeTheBatcherCannotTakeIsRefusedNamed(t *testing.T) {
 	resetOtel(t)
 	for _, v := range []string{"-1"} { // the SDK reads the others (0, a word) itself
 		env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_BSP_MAX_QUEUE_SIZE": v}
-		if err := CheckTracingEnv(env); err == nil || !strings.Contains(err.Error(), "OTEL_BSP_MAX_QUEUE_SIZE") {
-			t.Errorf("OTEL_BSP_MAX_QUEUE_SIZE=%q: CheckTracingEnv says %v, want a refusal naming the variable", v, err)
+		if err := CheckEnv(env); err == nil || !strings.Contains(err.Error(), "OTEL_BSP_MAX_QUEUE_SIZE") {
+			t.Errorf("OTEL_BSP_MAX_QUEUE_SIZE=%q: CheckEnv says %v, want a refusal naming the variable", v, err)
 		}
 		for k, val := range env {
 			t.Setenv(k, val)
@@ -149,31 +149,42 @@ func TestAQueueSizeTheBatcherCannotTakeIsRefusedNamed(t *testing.T) {
 					err = fmt.Errorf("panic: %v", r)
 				}
 			}()
-			tr, err := TracingFromEnv(context.Background(), slog.New(slog.DiscardHandler))
+			tr, err := FromEnv(context.Background(), slog.New(slog.DiscardHandler), nil)
 			if tr != nil {
 				_ = tr.Shutdown(context.Background())
 			}
 			return err
 		}()
 		if err == nil || strings.HasPrefix(err.Error(), "panic: ") || !strings.Contains(err.Error(), "OTEL_BSP_MAX_QUEUE_SIZE") {
-			t.Errorf("OTEL_BSP_MAX_QUEUE_SIZE=%q: TracingFromEnv: %v; want a refusal naming the variable", v, err)
+			t.Errorf("OTEL_BSP_MAX_QUEUE_SIZE=%q: FromEnv: %v; want a refusal naming the variable", v, err)
 		}
 	}
 }
 
-// TestCheckTracingEnvRefusesWhatTracingFromEnvRefuses: CheckTracingEnv reports what
-// TracingFromEnv would refuse in a function's environment (infra runs it at synth). A
-// malformed OTEL_RESOURCE_ATTRIBUTES (a pair without its value) makes TracingFromEnv refuse to
-// start; CheckTracingEnv must refuse the same environment.
-func TestCheckTracingEnvRefusesWhatTracingFromEnvRefuses(t *testing.T) {
+// TestCheckEnvRefusesWhatFromEnvRefuses: CheckEnv reports what
+// FromEnv would refuse in a function's environment (infra runs it at synth). A
+// malformed OTEL_RESOURCE_ATTRIBUTES (a pair without its value) makes FromEnv refuse to
+// start; CheckEnv must refuse the same environment.
+func TestCheckEnvRefusesWhatFromEnvRefuses(t *testing.T) {
 	env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_RESOURCE_ATTRIBUTES": "team=payments,tier"}
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", env["OTEL_RESOURCE_ATTRIBUTES"])
 	tr, startErr := startTracing(t, env)
 	if tr != nil {
 		_ = tr.Shutdown(context.Background())
 	}
-	checkErr := CheckTracingEnv(env)
+	checkErr := CheckEnv(env)
 	if (startErr == nil) != (checkErr == nil) {
-		t.Errorf("TracingFromEnv: %v; CheckTracingEnv: %v (want both to refuse, or neither)", startErr, checkErr)
+		t.Errorf("FromEnv: %v; CheckEnv: %v (want both to refuse, or neither)", startErr, checkErr)
+	}
+}
+
+// TestTheSynthsCheckNeverReadsTheStoredHeaders: CheckEnv runs at synth, where the
+// functions' secret store is not to be read: a stored headers' variable in the synth's own
+// environment is left alone.
+func TestTheSynthsCheckNeverReadsTheStoredHeaders(t *testing.T) {
+	resetOtel(t)
+	t.Setenv(OTLPHeadersSecret, "arn:aws:secretsmanager:us-east-1:123456789012:secret:nowhere-AbCdEf")
+	if err := CheckEnv(map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}); err != nil {
+		t.Fatal(err)
 	}
 }

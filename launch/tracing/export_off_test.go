@@ -1,6 +1,6 @@
 //go:build oncehook_notrace_export
 
-package launch
+package tracing
 
 import (
 	"context"
@@ -12,20 +12,20 @@ import (
 // TestABinaryBuiltWithoutExportRefusesOTLPAtStart: built with -tags oncehook_notrace_export,
 // the functions link no exporter; tracing off starts as ever, and OTEL_TRACES_EXPORTER=otlp
 // refuses the start, naming the variable and the tag, rather than tracing into nothing.
-// (make unit runs it: go test -tags oncehook_notrace_export -run ThisTest ./launch.)
+// (make unit runs it: go test -tags oncehook_notrace_export -run ThisTest ./launch/tracing.)
 func TestABinaryBuiltWithoutExportRefusesOTLPAtStart(t *testing.T) {
 	resetOtel(t)
 	t.Setenv("OTEL_TRACES_EXPORTER", "none")
-	tr, err := TracingFromEnv(context.Background(), slog.New(slog.DiscardHandler))
+	tr, err := FromEnv(context.Background(), slog.New(slog.DiscardHandler), nil)
 	if err != nil || tr.Provider != nil {
 		t.Fatalf("tracing off: %v, %v", tr, err)
 	}
 	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
-	_, err = TracingFromEnv(context.Background(), slog.New(slog.DiscardHandler))
+	_, err = FromEnv(context.Background(), slog.New(slog.DiscardHandler), nil)
 	if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") || !strings.Contains(err.Error(), "oncehook_notrace_export") {
 		t.Fatalf("got %v, want a refusal naming OTEL_TRACES_EXPORTER and the build tag", err)
 	}
-	if err := CheckTracingEnv(map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}); err == nil {
-		t.Fatal("CheckTracingEnv takes otlp in a binary without export")
+	if err := CheckEnv(map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}); err == nil {
+		t.Fatal("CheckEnv takes otlp in a binary without export")
 	}
 }

@@ -1,6 +1,6 @@
 //go:build oncehook_notrace_export
 
-package launch
+package tracing
 
 import (
 	"context"
