@@ -127,6 +127,9 @@ func TestAPauseIsRefusedWithoutARedrivesGuardsOrForATargetNotInTheSourcesFile(t 
 		t.Fatal(err)
 	}
 	mustContain(t, b.get("/"), `id="resume-billing"`)
+	ro := readOnly.get("/")
+	mustContain(t, ro, `<tr data-paused="billing">`, "typo")
+	mustNotContain(t, ro, `action="/resume"`)
 	if r := b.post("/resume", with("target", "billing")); r.Status != http.StatusSeeOther || len(e.paused()) != 0 {
 		t.Fatalf("resuming a paused target the sources file lacks: %d, %v", r.Status, e.paused())
 	}
