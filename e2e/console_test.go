@@ -43,7 +43,8 @@ func chromium(t *testing.T) string {
 // The console in a real browser, over the deployed stack: an event sent through the stack is
 // found from the search box with its intent done, and from its effect's key; an intent parked
 // by the downstream's refusal is re-driven from the Parked page and the downstream applies it
-// once; another is re-driven by query; the overview's chart shows the index's numbers. CONSOLE_SCREENSHOTS=dir saves the pages as PNGs (docs/console).
+// once; another is re-driven by query; the overview's chart shows the index's numbers; the
+// target is paused and resumed from the overview. CONSOLE_SCREENSHOTS=dir saves the pages as PNGs (docs/console).
 func TestTheConsoleInABrowser(t *testing.T) {
 	s := deployed(t)
 	exe := chromium(t)
@@ -209,6 +210,38 @@ func TestTheConsoleInABrowser(t *testing.T) {
 		t.Fatalf("results of the redrive by query: %s", result)
 	}
 	s.waitIntent(t, thirdID, dedup.IntentDone)
+
+	// 5. The email target paused from the overview, through the confirmation, then resumed:
+	// recorded with the operator's name, and left paused by nothing, however the test ends.
+	targets := &outbox.Targets{API: s.db, Table: s.table}
+	defer targets.Resume(context.Background(), "email")
+	var pausedRow string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.SetValue(`#pause-target`, "email", chromedp.ByQuery),
+		chromedp.SendKeys(`#pause-why`, "e2e: the downstream's maintenance", chromedp.ByQuery),
+		chromedp.Click(`#pause`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#confirm-pause`, chromedp.ByQuery),
+		chromedp.Click(`#confirm-pause`, chromedp.ByQuery),
+		chromedp.WaitVisible(`tr[data-paused="email"]`, chromedp.ByQuery),
+		chromedp.Text(`tr[data-paused="email"]`, &pausedRow, chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := targets.Paused(context.Background()); err != nil || p["email"].By != "e2e (browser)" || !strings.Contains(pausedRow, "e2e (browser)") {
+		t.Fatalf("paused from the console: %+v %v; the overview's row %q", p, err, pausedRow)
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.Click(`#resume-email`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#confirm-pause`, chromedp.ByQuery),
+		chromedp.Click(`#confirm-pause`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#paused-targets`, chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := targets.Paused(context.Background()); err != nil || len(p) != 0 {
+		t.Fatalf("resumed from the console: %+v %v", p, err)
+	}
 }
 
 // waitIntent waits until the event's email intent has the status.

@@ -493,7 +493,7 @@ func TestNoRouteTellsAVisitorWithoutAccessAboutTheDeployment(t *testing.T) {
 	}
 	withToken, weak := mk("4f1c9a7e2b8d6035e1a9c4f7b2d8e063"), mk("1234")
 	routes := []string{"/", "/events", "/events?source=shop", "/events?id=evt_private", "/events/shop/evt_private", "/events/shop",
-		"/parked", "/parked?source=shop", "/redrive", "/redrive/query", "/events?key=ORDER%23evt_private", "/backlog", "/audit", "/login", "/nowhere", "/events/nosuch/x"}
+		"/parked", "/parked?source=shop", "/redrive", "/redrive/query", "/pause", "/resume", "/events?key=ORDER%23evt_private", "/backlog", "/audit", "/login", "/nowhere", "/events/nosuch/x"}
 	secret := []string{"SECRET-STACK", "read-only", "payloads shown", "shop", "evt_private", "/parked", "/backlog", "gh"}
 	visitors := []struct {
 		name       string

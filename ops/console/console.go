@@ -8,8 +8,9 @@
 // Pages: the event page (/events/{source}/{id}: the claim, its effects, each intent's
 // timeline and attempt history, the body guard), search (/events?source=&id=, or an effect's
 // key: /events?key=), the parked intents in a time window with redrive, of some or of every
-// match in rounds (/parked), the backlog per target (/backlog), an overview of charts and of
-// what failed most today (/) and the leak audit's last result (/audit). Every page is built from key lookups and queries (of the pending
+// match in rounds (/parked), the backlog per target (/backlog), an overview of charts, of what
+// failed most today and of the paused targets, with pause and resume (/), and the leak audit's
+// last result (/audit). Every page is built from key lookups and queries (of the pending
 // index, or by an effect's key), never a Scan, and bounded (Config.MaxIndexReads); a count the
 // bound cut is written "≥ N".
 //
@@ -57,8 +58,8 @@ import (
 )
 
 // API is the part of the DynamoDB client the console uses: key lookups (GetItem,
-// BatchGetItem), index queries, the redrive's update and the table's description. It has no
-// Scan. *dynamodb.Client implements it.
+// BatchGetItem), index queries, the redrive's and the pause's updates and the table's
+// description. It has no Scan. *dynamodb.Client implements it.
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
@@ -87,8 +88,9 @@ type Config struct {
 	// CheckAddr would refuse for a non-loopback address guards only requests from a loopback
 	// peer (RemoteAddr) addressed to a loopback host.
 	Token string
-	// Operator is who a redrive is recorded as done by (the intent's redriven_by), 1 to
-	// dedup.MaxRedrivenBy printable bytes. Default "console".
+	// Operator is who a redrive or a pause is recorded as done by (the intent's
+	// redriven_by, the pause's by), 1 to dedup.MaxRedrivenBy printable bytes. Default
+	// "console".
 	Operator string
 	// Metrics, when set, draws the overview's charts, and counts its failures per target,
 	// from the stack's metrics (CloudWatch); otherwise they come from the pending index.

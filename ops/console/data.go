@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 )
 
 // indexEntry is one key of the pending index: a claim's pk and when it entered its shard.
@@ -209,11 +210,17 @@ type targetLoad struct {
 	Parked                      int
 	Oldest                      time.Time // the oldest open intent's claim entered the due index
 	OldestSource, OldestEventID string
+	Paused                      *outbox.Pause // who paused it, why and when (outbox.Targets); nil: not paused
 }
 
 // loads reads the claims under the due shards (and the parked ones when withParked) and
-// counts their intents per target.
+// counts their intents per target, and the paused targets (one GetItem): a paused target has
+// a row, whether or not the sources file or an intent names it.
 func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoad, cls []*dedup.Claim, more bool, err error) {
+	paused, err := (&outbox.Targets{API: c.cfg.DynamoDB, Table: c.cfg.Table}).Paused(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
 	due, parked := dedup.ShardNames(c.cfg.PendingShards)
 	shards := due
 	if withParked {
@@ -260,6 +267,12 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 				t.Oldest, t.OldestSource, t.OldestEventID = since, cl.Source, cl.EventID
 			}
 		}
+	}
+	for name, p := range paused {
+		if by[name] == nil {
+			by[name] = &targetLoad{Target: name}
+		}
+		by[name].Paused = &p
 	}
 	for _, name := range slices.Sorted(maps.Keys(by)) {
 		rows = append(rows, by[name])

@@ -19,6 +19,9 @@ type overviewView struct {
 	More        bool
 	// The failed attempts per source and per target, the most first.
 	FailedSources, FailedTargets []*failureRow
+	// The paused targets, and those of the sources file that may be paused.
+	Paused   []*targetLoad
+	Pausable []string
 }
 
 // failureRow is a source's or a target's failed attempts (retried or parked), those of intents
@@ -50,6 +53,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	for _, l := range loads {
 		now.Rows = append(now.Rows, chartRow{Label: l.Target, Values: []float64{float64(l.Due), float64(l.Waiting), float64(l.Running), float64(l.Parked)}})
 		failureOf(byTarget, l.Target)
+		if l.Paused != nil {
+			v.Paused = append(v.Paused, l)
+		} else if c.cfg.Sources != nil && c.cfg.Sources.Targets[l.Target] != nil {
+			v.Pausable = append(v.Pausable, l.Target)
+		}
 	}
 	if c.cfg.Metrics != nil {
 		charts, err := c.metricCharts(r, slices.Sorted(maps.Keys(byTarget)), byTarget)

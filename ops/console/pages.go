@@ -30,7 +30,7 @@ import (
 //go:embed templates/*.html static/console.css
 var files embed.FS
 
-var pageNames = []string{"overview", "search", "recent", "event", "parked", "confirm", "redriven", "backlog", "audit", "login", "error"}
+var pageNames = []string{"overview", "search", "recent", "event", "parked", "confirm", "redriven", "pause", "backlog", "audit", "login", "error"}
 
 var templates = func() map[string]*template.Template {
 	funcs := template.FuncMap{
@@ -89,6 +89,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("/parked", c.only(http.MethodGet, c.parkedPage))
 	c.mux.HandleFunc("/redrive", c.only(http.MethodPost, c.redrive))
 	c.mux.HandleFunc("/redrive/query", c.only(http.MethodPost, c.redriveQuery))
+	c.mux.HandleFunc("/pause", c.only(http.MethodPost, c.pauseTarget))
+	c.mux.HandleFunc("/resume", c.only(http.MethodPost, c.pauseTarget))
 	c.mux.HandleFunc("/backlog", c.only(http.MethodGet, c.backlog))
 	c.mux.HandleFunc("/audit", c.only(http.MethodGet, c.audit))
 	c.mux.HandleFunc("/login", c.login)

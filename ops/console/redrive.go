@@ -180,20 +180,31 @@ type redriveResult struct {
 	Result string
 }
 
-// formRefs reads and checks a redrive form's refs; it answers the request itself when they
-// cannot be used.
-func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) ([]ref, bool) {
+// actionForm reads the form of an action (a redrive, a pause, a resume), of at most limit
+// bytes, and answers the request itself when it is not to be acted on: a read-only console
+// (403), an unreadable form (400), a CSRF token missing or not this browser's (403). A
+// cross-origin POST was refused before (guard).
+func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	if c.cfg.ReadOnly {
-		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives nothing.")
-		return nil, false
+		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives, pauses and resumes nothing.")
+		return false
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxRedriveBody)
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		c.fail(w, r, http.StatusBadRequest, "Unreadable form", "The form could not be read (too large, or not a form).")
-		return nil, false
+		return false
 	}
 	if !c.csrfOK(r) {
 		c.fail(w, r, http.StatusForbidden, "Form expired", "The form's CSRF token is missing or wrong: reload the page and try again.")
+		return false
+	}
+	return true
+}
+
+// formRefs reads and checks a redrive form's refs; it answers the request itself when they
+// cannot be used.
+func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) ([]ref, bool) {
+	if !c.actionForm(w, r, maxRedriveBody) {
 		return nil, false
 	}
 	values := r.PostForm["ref"]
@@ -373,13 +384,7 @@ type bulkView struct {
 // lies below the last: a form sent again re-drives nothing more (what it re-drove is not
 // parked any more, and an intent parked again since entered the index after to).
 func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.ReadOnly {
-		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives nothing.")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := r.ParseForm(); err != nil || !c.csrfOK(r) {
-		c.fail(w, r, http.StatusForbidden, "Form expired", "The form could not be read or its CSRF token is wrong: open the Parked page again.")
+	if !c.actionForm(w, r, 16<<10) {
 		return
 	}
 	f := parkedFilter{Source: r.PostFormValue("source"), Target: r.PostFormValue("target"), Error: r.PostFormValue("error")}
