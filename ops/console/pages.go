@@ -257,11 +257,6 @@ func epochMillis(s string) time.Time {
 	return time.UnixMilli(n)
 }
 
-func epochSeconds(s string) time.Time {
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return time.Unix(n, 0)
-}
-
 // checkSource answers a source a person typed: its syntax (400) and, with a sources file,
 // whether the deployment has it (404).
 func (c *Console) checkSource(w http.ResponseWriter, r *http.Request, source string) bool {

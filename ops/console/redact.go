@@ -383,9 +383,6 @@ func compile(pieces []string) ([]string, *regexp.Regexp) {
 	return forms, regexp.MustCompile(`(?i)(?:` + strings.Join(quoted, "|") + `)`)
 }
 
-// redact is msg as the console may show it: see redactor.
-func (c *Console) redact(msg string) string { return c.red.redact(msg) }
-
 // intentError is an error of in (its last error, or one of its history's) as the console may
 // show it: redacted, and, unless ShowPayloads, without the payload the page hides, wherever the
 // downstream quoted it back.

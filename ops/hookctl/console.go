@@ -40,7 +40,7 @@ func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of -tls-cert")
 	fs.BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (redrive)")
 	fs.BoolVar(&f.showPayloads, "show-payloads", false, "show intent payloads and effect records' values")
-	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives are recorded as done by")
+	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives, resolves, pauses and resumes are recorded as done by")
 	fs.BoolVar(&f.metrics, "metrics", false, "chart deliveries and intents from the stack's CloudWatch metrics")
 	fs.StringVar(&f.namespace, "metrics-namespace", "oncehook", "the stack's metrics namespace")
 	fs.IntVar(&f.maxReads, "max-reads", 500, "entries of the pending index one page reads at most (and so the claims it reads)")
