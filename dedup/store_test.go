@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -58,36 +57,6 @@ func TestProbeAnswersAHeldClaimAsCommitsDuplicate(t *testing.T) {
 				t.Fatalf("probe %+v, Commit %+v: want Commit's duplicate, in 1 call", probed, committed)
 			}
 		})
-	}
-}
-
-// TestProbeReadsTheClaimConditionsExpiry: the probe answers duplicate exactly while the claim
-// condition would refuse a write (expires_at >= now, the second of expires_at included), and
-// leaves a claim past its expiry, still stored, to Commit, which re-admits it.
-func TestProbeReadsTheClaimConditionsExpiry(t *testing.T) {
-	t.Parallel()
-	keep := 48 * time.Hour
-	e := newEnv(t, func(c *dedup.Config) {
-		c.Sources["shop"] = dedup.Retention{RetryHorizon: 24 * time.Hour, RedriveWindow: 24 * time.Hour, Keep: keep}
-	})
-	ctx := context.Background()
-	ev := orderEvent(7)
-	if res, err := e.store.Commit(ctx, ev, claimOnly(7)); err != nil || res.Outcome != dedup.OutcomeAccepted {
-		t.Fatalf("first delivery: %+v, %v", res, err)
-	}
-	e.clock.Advance(time.Duration(900e6-e.clock.Now().Nanosecond()) + keep - 800*time.Millisecond)
-	if res, err := e.store.Probe(ctx, ev); err != nil || res.Outcome != dedup.OutcomeDuplicate {
-		t.Fatalf("in the second of expires_at: %+v, %v; want duplicate", res, err)
-	}
-	e.clock.Advance(time.Second)
-	if e.claim(t, "shop", ev.ID) == nil {
-		t.Fatal("the expired claim should still be present for this test to mean anything")
-	}
-	if res, err := e.store.Probe(ctx, ev); err != nil || res.Outcome != 0 || res.Calls != 1 {
-		t.Fatalf("past expiry: %+v, %v; want no outcome in 1 call", res, err)
-	}
-	if res, err := e.store.Commit(ctx, ev, claimOnly(7)); err != nil || res.Outcome != dedup.OutcomeAccepted {
-		t.Fatalf("Commit past expiry: %+v, %v; want accepted", res, err)
 	}
 }
 
