@@ -180,8 +180,8 @@ bench: up
 
 # What duplicates cost DynamoDB during a redrive, through the receiver's own code path
 # (internal/benchredrive): NEW events, then a redrive of REDRIVE deliveries of which DUPLICATES
-# repeat them, SENDERS at once; DynamoDB calls by operation and units per delivery. PROBE=on|off
-# sets the receiver's duplicate probe (refused while the receiver has none).
+# repeat them, SENDERS at once; DynamoDB calls by operation and units per delivery. PROBE=off
+# turns the receiver's duplicate probe off (on by default, as deployed).
 NEW ?= 4000
 REDRIVE ?= 5000
 DUPLICATES ?= 4000

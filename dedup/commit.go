@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -57,14 +55,23 @@ func (s *Store) Check(ev Event, plan Plan) error {
 // prepare validates ev and plan and builds their write, with the trace context tc on the
 // claim: every refusal that costs no call.
 func (s *Store) prepare(ev *Event, plan *Plan, tc []byte) (*request, error) {
-	if err := ev.Validate(); err != nil {
+	keep, err := s.admit(ev)
+	if err != nil {
 		return nil, err
+	}
+	return s.buildRequest(ev, plan, keep, s.now(), tc)
+}
+
+// admit checks ev as every Commit does before any call, and returns its source's retention.
+func (s *Store) admit(ev *Event) (time.Duration, error) {
+	if err := ev.Validate(); err != nil {
+		return 0, err
 	}
 	ret, ok := s.sources[ev.Source]
 	if !ok {
-		return nil, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", ev.Source)}
+		return 0, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", ev.Source)}
 	}
-	return s.buildRequest(ev, plan, ret.Effective(), s.now(), tc)
+	return ret.Effective(), nil
 }
 
 // put is the fast path: a plan with no effect records is one conditional PutItem of the claim,
@@ -145,16 +152,9 @@ func (s *Store) sleep(ctx context.Context, attempt int) error {
 func (s *Store) taken(ctx context.Context, req *request, old map[string]types.AttributeValue, res Result) (Result, error) {
 	if old == nil {
 		// Real DynamoDB returns the item; this read is for engines that do not.
+		// On a failed read (nil) the condition has still told us the id is claimed.
 		res.Calls++
-		out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName:      aws.String(s.table),
-			Key:            map[string]types.AttributeValue{PartitionKey: req.claim[PartitionKey], SortKey: str(ClaimSK)},
-			ConsistentRead: aws.Bool(true),
-		})
-		if err == nil {
-			old = out.Item
-		}
-		// On a failed read the condition has still told us the id is claimed.
+		old, _ = s.readClaim(ctx, req.claim[PartitionKey], true, nil)
 	}
 	res.Outcome = OutcomeDuplicate
 	if old == nil {
@@ -173,13 +173,18 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 		}
 		return res, nil
 	}
-	prev, err := UnmarshalClaim(old)
-	if err != nil {
-		return res, nil
+	return duplicate(old, attrString(req.claim, attrPayloadSHA256), res), nil
+}
+
+// duplicate is a duplicate's Result, old the claim that holds the id and sha the delivery's
+// payload hash: the first delivery's id and time, and whether its payload differed.
+func duplicate(old map[string]types.AttributeValue, sha string, res Result) Result {
+	res.Outcome = OutcomeDuplicate
+	if prev, err := UnmarshalClaim(old); err == nil {
+		res.PayloadMismatch = prev.PayloadSHA256 != sha
+		res.FirstDeliveryID, res.FirstReceivedAt = prev.DeliveryID, prev.ReceivedAt
 	}
-	res.PayloadMismatch = prev.PayloadSHA256 != attrString(req.claim, attrPayloadSHA256)
-	res.FirstDeliveryID, res.FirstReceivedAt = prev.DeliveryID, prev.ReceivedAt
-	return res, nil
+	return res
 }
 
 // replay is the result of a refused replay: old is the body guard that holds the body.

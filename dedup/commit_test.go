@@ -341,6 +341,8 @@ func TestBulkRedriveAdmitsOnlyTheUnseenEvents(t *testing.T) {
 	}
 }
 
+// TestExpiredClaimsAreReadmittedAndLiveOnesAreNot, and Store.Probe reads the claim condition's
+// expiry as the write does: a duplicate in the second of expires_at, none a second later.
 func TestExpiredClaimsAreReadmittedAndLiveOnesAreNot(t *testing.T) {
 	t.Parallel()
 	for _, p := range paths {
@@ -358,6 +360,9 @@ func TestExpiredClaimsAreReadmittedAndLiveOnesAreNot(t *testing.T) {
 			// Just before expiry the claim still holds: with the clock at x.9 s, keep - 800 ms
 			// later is the second of expires_at itself, where "<" and "<=" part ways.
 			e.clock.Advance(time.Duration(900e6-e.clock.Now().Nanosecond()) + keep - 800*time.Millisecond)
+			if res, err := e.store.Probe(ctx, ev); err != nil || res.Outcome != dedup.OutcomeDuplicate {
+				t.Fatalf("probe just before expiry: %+v, %v; want duplicate", res, err)
+			}
 			if res, err := e.store.Commit(ctx, ev, p.plan(7)); err != nil || res.Outcome != dedup.OutcomeDuplicate {
 				t.Fatalf("just before expiry: %+v, %v; want duplicate", res, err)
 			}
@@ -365,6 +370,9 @@ func TestExpiredClaimsAreReadmittedAndLiveOnesAreNot(t *testing.T) {
 			e.clock.Advance(time.Second)
 			if e.claim(t, "shop", ev.ID) == nil {
 				t.Fatal("the expired claim should still be present for this test to mean anything")
+			}
+			if res, err := e.store.Probe(ctx, ev); err != nil || res.Outcome != 0 || res.Calls != 1 {
+				t.Fatalf("probe past expiry: %+v, %v; want no outcome in 1 call, for Commit to decide", res, err)
 			}
 			// The claim condition now passes. With effects, the shipment from the first
 			// delivery still exists, so its own condition absorbs the event: the backstop

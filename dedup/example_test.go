@@ -64,6 +64,32 @@ func ExampleStore_CommitBatch() {
 	log.Printf("%d DynamoDB calls", calls)
 }
 
+// A consumer of its own, in a redrive, answers a redelivery from one eventually consistent read
+// of its claim before planning it; whatever the probe does not answer goes to Commit, whose
+// claim condition decides (a claim too new for the read, an expired one, a new event).
+func ExampleStore_Probe() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := dedup.New(dynamodb.NewFromConfig(cfg), dedup.Config{
+		Table:   "webhooks",
+		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: 72 * time.Hour, RedriveWindow: 30 * 24 * time.Hour}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ev := dedup.Event{Source: "shop", ID: "evt_1", Type: "order.paid", Payload: []byte(`{"order_id":"ord_42"}`)}
+	res, err := store.Probe(context.Background(), ev)
+	if err != nil || res.Outcome != dedup.OutcomeDuplicate { // a failed read too
+		res, err = store.Commit(context.Background(), ev, dedup.Plan{}) // planned only now
+	}
+	if err != nil {
+		log.Fatal(err) // a 503 for the provider: its redelivery is safe
+	}
+	log.Printf("%s in %d calls", res.Outcome, res.Calls)
+}
+
 // Effects in the application's own tables join the claim's transaction: here an order record
 // in "orders" (written once per order), a ledger line, and a check that the account is open.
 // The tables are declared with their keys in Config.Tables.

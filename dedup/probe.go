@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"context"
-	"strconv"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -63,7 +62,7 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 	for g, group := range groups {
 		for _, i := range group {
 			old := found[g][attrString(reqs[i].claim, PartitionKey)]
-			if old == nil || !unexpired(old, now) {
+			if !holds(old, now) {
 				rest = append(rest, i)
 				continue
 			}
@@ -73,15 +72,4 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 		}
 	}
 	return rest, calls, nil
-}
-
-// unexpired reports whether a claim still holds its id: the claim condition admits a new one
-// once expires_at < now.
-func unexpired(item map[string]types.AttributeValue, now int64) bool {
-	n, ok := item[TTLAttribute].(*types.AttributeValueMemberN)
-	if !ok {
-		return true // not ours to judge: the transaction's condition will
-	}
-	exp, err := strconv.ParseInt(n.Value, 10, 64)
-	return err != nil || exp >= now
 }

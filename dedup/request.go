@@ -23,6 +23,21 @@ const claimCondition = "attribute_not_exists(pk) OR expires_at < :now"
 
 var claimConditionPtr = aws.String(claimCondition) // shared: the SDK only reads it
 
+// holds is the claim condition read back: whether item, a claim as stored (nil: none), holds
+// its event id at now, so that a write of the claim would fail its condition. A claim holds
+// until expires_at < now, and one without expires_at (not ours to judge) always does.
+func holds(item map[string]types.AttributeValue, now int64) bool {
+	if item[PartitionKey] == nil {
+		return false
+	}
+	n, ok := item[TTLAttribute].(*types.AttributeValueMemberN)
+	if !ok {
+		return true
+	}
+	exp, err := strconv.ParseInt(n.Value, 10, 64)
+	return err != nil || exp >= now
+}
+
 // request is one delivery's write, built and checked before any call is made.
 type request struct {
 	claim   map[string]types.AttributeValue

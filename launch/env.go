@@ -25,6 +25,9 @@
 //	ONCEHOOK_SECRETS_MAX_AGE receiver: how long a source's secrets are used before they are read
 //	                        again (default 5m, at least 1m): the longest a secret revoked at its
 //	                        store keeps verifying on a warm instance
+//	ONCEHOOK_DUPLICATE_PROBE receiver: on (default) or off: the duplicate probe, which answers a
+//	                        duplicate from a read of its claim while a source is in a redrive
+//	                        (receiver.Config.NoDuplicateProbe)
 //	LOG_LEVEL               debug, info (default), warn, error
 //	METRICS_NAMESPACE       the CloudWatch namespace of the EMF metrics (default oncehook)
 //	PENDING_SHARDS          the pending index's shard count (default 16)
@@ -445,6 +448,10 @@ func newReceiver(env *Env, register func(*receiver.Planners), trusted []string) 
 	if env.Secrets == nil {
 		return nil, fmt.Errorf("launch: the receiver needs its secrets: Load with Needs{Secrets: true}")
 	}
+	noProbe, err := noDuplicateProbe()
+	if err != nil {
+		return nil, err
+	}
 	planners := receiver.NewPlanners()
 	if register != nil {
 		register(planners)
@@ -460,7 +467,21 @@ func newReceiver(env *Env, register func(*receiver.Planners), trusted []string) 
 		Namespace:      os.Getenv("METRICS_NAMESPACE"),
 		TrustedHosts:   trusted,
 		TracerProvider: env.Tracing.TracerProvider(),
+
+		NoDuplicateProbe: noProbe,
 	})
+}
+
+// noDuplicateProbe reads ONCEHOOK_DUPLICATE_PROBE: on (the default) or off.
+func noDuplicateProbe() (bool, error) {
+	switch v := os.Getenv("ONCEHOOK_DUPLICATE_PROBE"); v {
+	case "", "on":
+		return false, nil
+	case "off":
+		return true, nil
+	default:
+		return false, fmt.Errorf("ONCEHOOK_DUPLICATE_PROBE=%q: want on (the default) or off", v)
+	}
 }
 
 // NewHTTPReceiver is NewReceiver for a program that serves the receiver over net/http (a

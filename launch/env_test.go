@@ -315,6 +315,34 @@ func TestAnHTTPReceiverRefusesASignedURLItCannotKnow(t *testing.T) {
 	}
 }
 
+// TestTheDuplicateProbeIsOnUnlessTurnedOff: ONCEHOOK_DUPLICATE_PROBE is on when unset, off
+// only when it says so, and any other value stops the receiver's start, named.
+func TestTheDuplicateProbeIsOnUnlessTurnedOff(t *testing.T) {
+	for v, off := range map[string]bool{"": false, "on": false, "off": true} {
+		t.Setenv("ONCEHOOK_DUPLICATE_PROBE", v)
+		if got, err := noDuplicateProbe(); err != nil || got != off {
+			t.Errorf("ONCEHOOK_DUPLICATE_PROBE=%q: off %v, %v; want off %v", v, got, err, off)
+		}
+	}
+	awstest.Config(t)
+	t.Setenv("TABLE_NAME", "t")
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	t.Setenv("ONCEHOOK_SOURCES", `{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"LAUNCH_SECRET"}],"retry_horizon":"3d"}}}`)
+	t.Setenv("LAUNCH_SECRET", "s")
+	env, err := Load(context.Background(), Needs{Secrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ONCEHOOK_DUPLICATE_PROBE", "false")
+	if _, err := NewReceiver(env, nil); err == nil || !strings.Contains(err.Error(), `ONCEHOOK_DUPLICATE_PROBE="false"`) {
+		t.Fatalf("got %v, want the setting named", err)
+	}
+	t.Setenv("ONCEHOOK_DUPLICATE_PROBE", "off")
+	if _, err := NewReceiver(env, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestAnApplicationExecutorForAnAtMostOnceTargetKeepsItsSemantics: the sources file makes
 // "mail" at-most-once; the application registers its own executor for it (not wrapped in
 // outbox.AtMostOnce). The file's promise holds: a failure that may have reached the downstream

@@ -56,6 +56,8 @@ type env struct {
 	store   *dedup.Store
 	counter *awstest.Counter // the store's DynamoDB calls, by operation
 	offset  time.Duration    // how far the test has moved both clocks
+	ahead   time.Duration    // how far it has moved the store's clock alone
+	noProbe bool             // receiver.Config.NoDuplicateProbe
 	secrets map[string]string
 
 	mu      sync.Mutex
@@ -69,12 +71,16 @@ type envConfig struct {
 	clientOpts []func(*dynamodb.Options)
 	sources    string            // the sources file; testSourcesJSON when empty
 	secrets    map[string]string // more env variables its secrets resolve from
+	noProbe    bool
 }
 
 // withSources runs the env on another sources file, whose env secrets resolve from secrets.
 func withSources(file string, secrets map[string]string) envOption {
 	return func(c *envConfig) { c.sources, c.secrets = file, secrets }
 }
+
+// withoutProbe turns the receiver's duplicate probe off.
+func withoutProbe() envOption { return func(c *envConfig) { c.noProbe = true } }
 
 func withClient(opt func(*dynamodb.Options)) envOption {
 	return func(c *envConfig) { c.clientOpts = append(c.clientOpts, opt) }
@@ -87,7 +93,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		o(&cfg)
 	}
 	admin := awstest.Client(t)
-	e := &env{t: t, client: admin, table: awstest.Table(t, admin), secrets: map[string]string{}}
+	e := &env{t: t, client: admin, table: awstest.Table(t, admin), secrets: map[string]string{}, noProbe: cfg.noProbe}
 	for k, v := range testSecrets {
 		e.secrets[k] = v
 	}
@@ -146,6 +152,8 @@ func (e *env) handlerWith(more func(*receiver.Planners)) *receiver.Handler {
 		Logger:   slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, &e.logs}, nil)),
 		Metrics:  lockedWriter{&e.mu, &e.metrics},
 		Now:      e.clock,
+
+		NoDuplicateProbe: e.noProbe,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -164,7 +172,7 @@ func (e *env) clock() time.Time {
 func (e *env) storeClock() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return time.Now().Add(e.offset)
+	return time.Now().Add(e.offset + e.ahead)
 }
 
 func (e *env) advance(d time.Duration) {

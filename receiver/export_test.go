@@ -18,3 +18,10 @@ func (h *Handler) HandleUnobserved(ctx context.Context, req events.APIGatewayV2H
 	h.handle(ctx, d)
 	return events.APIGatewayV2HTTPResponse{StatusCode: d.resp.status, Headers: d.resp.headers, Body: d.resp.body}
 }
+
+// The duplicate probe's window, for the tests that drive a source in and out of a redrive.
+const (
+	WindowSlots = windowSlots
+	WindowMin   = windowMin
+	WindowSpan  = windowSpan
+)

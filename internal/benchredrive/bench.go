@@ -56,21 +56,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("-duplicates %d is more than the redrive's %d deliveries", c.Duplicates, c.Redrive)
 	case c.Senders < 1:
 		return errors.New("-senders must be at least 1")
+	case c.Probe != "" && c.Probe != "on" && c.Probe != "off":
+		return fmt.Errorf("-probe=%q: want on or off", c.Probe)
 	}
 	return nil
 }
 
-// setProbe is the one place the probe setting reaches the receiver's configuration. The
-// receiver has no duplicate probe to set, so any setting is refused rather than measured as if
-// it applied.
-func setProbe(_ *receiver.Config, probe string) error {
-	switch probe {
-	case "":
-		return nil
-	case "on", "off":
-		return errors.New("-probe: the receiver has no duplicate probe yet")
-	}
-	return fmt.Errorf("-probe=%q: want on or off", probe)
+// setProbe is the one place the probe setting reaches the receiver's configuration: off sets
+// Config.NoDuplicateProbe; on and "" leave the receiver's default, on.
+func setProbe(cfg *receiver.Config, probe string) {
+	cfg.NoDuplicateProbe = probe == "off"
 }
 
 // Row is what one kind of delivery cost: the first pass's new events, the redrive's new
@@ -171,9 +166,7 @@ func newReceiver(ctx context.Context, client *dynamodb.Client, file *sources.Fil
 		Logger:   slog.New(slog.DiscardHandler), // one line per delivery: not what is measured
 		Metrics:  io.Discard,
 	}
-	if err := setProbe(&cfg, probe); err != nil {
-		return nil, err
-	}
+	setProbe(&cfg, probe)
 	return receiver.New(cfg)
 }
 

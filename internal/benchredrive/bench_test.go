@@ -8,16 +8,18 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/receiver"
 )
 
-// TestEachNewEventIsOneTransactionAndEachDuplicateOneCancelledOne runs the bench at a small
-// size against the emulator: every new event with effects is one TransactWriteItems, every
-// duplicate one cancelled TransactWriteItems and nothing else (no read), and the units charged
-// are the sizing rules' on the items the table holds.
-func TestEachNewEventIsOneTransactionAndEachDuplicateOneCancelledOne(t *testing.T) {
+// TestWithoutTheProbeEachNewEventIsOneTransactionAndEachDuplicateOneCancelledOne runs the bench
+// at a small size against the emulator, the receiver's duplicate probe off: every new event
+// with effects is one TransactWriteItems, every duplicate one cancelled TransactWriteItems and
+// nothing else (no read), and the units charged are the sizing rules' on the items the table
+// holds.
+func TestWithoutTheProbeEachNewEventIsOneTransactionAndEachDuplicateOneCancelledOne(t *testing.T) {
 	client := awstest.Client(t)
 	table := awstest.Table(t, client)
-	r, err := Run(context.Background(), awstest.Config(t), table, Config{New: 40, Redrive: 50, Duplicates: 40, Senders: 8, Seed: 1})
+	r, err := Run(context.Background(), awstest.Config(t), table, Config{New: 40, Redrive: 50, Duplicates: 40, Senders: 8, Seed: 1, Probe: "off"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,15 +62,41 @@ func TestEachNewEventIsOneTransactionAndEachDuplicateOneCancelledOne(t *testing.
 	}
 }
 
-// TestAProbeSettingIsRefusedWhileTheReceiverHasNoProbe: the flag names a receiver option that
-// does not exist, so it stops the run rather than measure without it.
-func TestAProbeSettingIsRefusedWhileTheReceiverHasNoProbe(t *testing.T) {
-	for _, p := range []string{"on", "off"} {
-		if err := setProbe(nil, p); err == nil || !strings.Contains(err.Error(), "the receiver has no duplicate probe yet") {
-			t.Errorf("-probe=%s: %v", p, err)
+// TestWithTheProbeARedrivesDuplicatesAreReadNotWritten: with the receiver's default, the
+// first pass's new events are one TransactWriteItems each, no read; once the redrive sets in
+// (within the receiver's window of 64 deliveries), each duplicate is one eventually consistent
+// GetItem (half a read unit) and no write, each new event a GetItem and its transaction.
+func TestWithTheProbeARedrivesDuplicatesAreReadNotWritten(t *testing.T) {
+	client := awstest.Client(t)
+	table := awstest.Table(t, client)
+	r, err := Run(context.Background(), awstest.Config(t), table, Config{New: 200, Redrive: 250, Duplicates: 200, Senders: 8, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, redNew, redDup := r.Rows[0], r.Rows[1], r.Rows[2]
+	if want := map[string]int{"TransactWriteItems": 200}; first.Outcomes["accepted"] != 200 || !maps.Equal(first.Calls, want) || first.Requests != 200 || first.ReadUnits != 0 {
+		t.Errorf("first pass: outcomes %v, calls %v in %d requests, %v read units; want 200 accepted, one transaction each", first.Outcomes, first.Calls, first.Requests, first.ReadUnits)
+	}
+	if redNew.Outcomes["accepted"] != 50 || redNew.Calls["TransactWriteItems"] != 50 || redNew.Cancelled != 0 || redNew.Calls["GetItem"] > 50 {
+		t.Errorf("redrive, new: outcomes %v, calls %v; want 50 accepted, each one transaction and at most one read", redNew.Outcomes, redNew.Calls)
+	}
+	written, read := redDup.Calls["TransactWriteItems"], redDup.Calls["GetItem"]
+	if redDup.Outcomes["duplicate"] != 200 || written+read != 200 || redDup.Cancelled != written || written > 64 ||
+		redDup.ReadUnits != float64(read)/2 || redDup.WriteUnits != 4*written || len(redDup.Calls) > 2 {
+		t.Errorf("redrive, duplicates: outcomes %v, calls %v (%d cancelled), %d write and %v read units; want 200 duplicates, each one read (half a unit) or, before the redrive is seen (at most 64), one cancelled transaction",
+			redDup.Outcomes, redDup.Calls, redDup.Cancelled, redDup.WriteUnits, redDup.ReadUnits)
+	}
+}
+
+// TestAProbeSettingIsOnOrOff: the flag sets the receiver's option; another value stops the run.
+func TestAProbeSettingIsOnOrOff(t *testing.T) {
+	for p, off := range map[string]bool{"": false, "on": false, "off": true} {
+		var cfg receiver.Config
+		if setProbe(&cfg, p); cfg.NoDuplicateProbe != off || (Config{Senders: 1, Probe: p}).validate() != nil {
+			t.Errorf("-probe=%q: NoDuplicateProbe %v, want %v", p, cfg.NoDuplicateProbe, off)
 		}
 	}
-	if err := setProbe(nil, ""); err != nil {
-		t.Errorf("no -probe: %v", err)
+	if err := (Config{Senders: 1, Probe: "yes"}).validate(); err == nil || !strings.Contains(err.Error(), "want on or off") {
+		t.Errorf("-probe=yes: %v", err)
 	}
 }

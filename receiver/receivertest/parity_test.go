@@ -123,7 +123,7 @@ func parityCases() []refusal {
 		{name: "empty source", site: "validName/is empty", event: withSource("")},
 		{name: "source too long", site: "validName/is %d bytes, limit is %d", event: withSource(strings.Repeat("s", dedup.MaxSourceLen+1))},
 		{name: "source with a capital", site: "validName/has %q; use a-z, 0-9, '-' and '_'", event: withSource("Stripe")},
-		{name: "source not configured", site: "prepare/%q is not configured", event: withSource("paypal")},
+		{name: "source not configured", site: "admit/%q is not configured", event: withSource("paypal")},
 		{name: "empty event id", site: "validText/is empty", event: withID("")},
 		{name: "event id too long", site: "validText/is %d bytes, limit is %d", event: withID(strings.Repeat("i", dedup.MaxEventIDBytes+1))},
 		{name: "event id not UTF-8", site: "validText/is not valid UTF-8", event: withID("evt_\xff")},
