@@ -8,9 +8,9 @@
 // Pages: the event page (/events/{source}/{id}: the claim, its effects, each intent's
 // timeline and attempt history, the body guard), search (/events?source=&id=, or an effect's
 // key: /events?key=), the parked intents in a time window with redrive, of some or of every
-// match in rounds (/parked), the backlog per target (/backlog), an overview of charts, of what
-// failed most today and of the paused targets, with pause and resume (/), and the leak audit's
-// last result (/audit). Every page is built from key lookups and queries (of the pending
+// match in rounds, and resolve with a reason (/parked), the backlog per target (/backlog), an
+// overview of charts, of what failed most today and of the paused targets, with pause and
+// resume (/), and the leak audit's last result (/audit). Every page is built from key lookups and queries (of the pending
 // index, or by an effect's key), never a Scan, and bounded (Config.MaxIndexReads); a count the
 // bound cut is written "≥ N".
 //
@@ -88,8 +88,8 @@ type Config struct {
 	// CheckAddr would refuse for a non-loopback address guards only requests from a loopback
 	// peer (RemoteAddr) addressed to a loopback host.
 	Token string
-	// Operator is who a redrive or a pause is recorded as done by (the intent's
-	// redriven_by, the pause's by), 1 to dedup.MaxRedrivenBy printable bytes. Default
+	// Operator is who a redrive, a resolve or a pause is recorded as done by (the intent's
+	// redriven_by or resolved_by, the pause's by), 1 to dedup.MaxRedrivenBy printable bytes. Default
 	// "console".
 	Operator string
 	// Metrics, when set, draws the overview's charts, and counts its failures per target,

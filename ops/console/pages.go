@@ -87,7 +87,8 @@ func (c *Console) routes() {
 	// /events/{source}/{id} is routed by eventRoute, before the mux: the mux cleans paths
 	// (an id "a//b" or ".." would be redirected elsewhere), and ids are any printable text.
 	c.mux.HandleFunc("/parked", c.only(http.MethodGet, c.parkedPage))
-	c.mux.HandleFunc("/redrive", c.only(http.MethodPost, c.redrive))
+	c.mux.HandleFunc("/redrive", c.only(http.MethodPost, c.actOnParked))
+	c.mux.HandleFunc("/resolve", c.only(http.MethodPost, c.actOnParked))
 	c.mux.HandleFunc("/redrive/query", c.only(http.MethodPost, c.redriveQuery))
 	c.mux.HandleFunc("/pause", c.only(http.MethodPost, c.pauseTarget))
 	c.mux.HandleFunc("/resume", c.only(http.MethodPost, c.pauseTarget))

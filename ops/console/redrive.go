@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -174,19 +175,43 @@ type confirmRow struct {
 	Ref                 string // the ref of the state shown here
 }
 
+// An action is what a form of parked intents does to each one the operator confirmed, on
+// condition that it is still parked as the confirmation showed it: a redrive (POST /redrive,
+// dedup.Claims.RedriveBy) or a resolve (POST /resolve, dedup.Claims.Resolve with the form's
+// why), each recorded as done by the console's Operator. Both share one form, one
+// confirmation and one result page.
+type action struct {
+	Name, Verb, Done string // "redrive", "Re-drive", "re-driven"
+	Why              string // a resolve's reason
+	apply            func(ctx context.Context, cl *dedup.Claim, intent string) error
+}
+
+func (c *Console) actionOf(r *http.Request) action {
+	claims := &dedup.Claims{API: c.cfg.DynamoDB, Table: c.cfg.Table, Now: c.cfg.Now}
+	if r.URL.Path == "/resolve" {
+		why := r.PostFormValue("why")
+		return action{Name: "resolve", Verb: "Resolve", Done: "resolved", Why: why, apply: func(ctx context.Context, cl *dedup.Claim, intent string) error {
+			return claims.Resolve(ctx, cl, intent, c.cfg.Operator, why)
+		}}
+	}
+	return action{Name: "redrive", Verb: "Re-drive", Done: "re-driven", apply: func(ctx context.Context, cl *dedup.Claim, intent string) error {
+		return claims.RedriveBy(ctx, cl, intent, c.cfg.Operator)
+	}}
+}
+
 type redriveResult struct {
 	ref
 	OK     bool
 	Result string
 }
 
-// actionForm reads the form of an action (a redrive, a pause, a resume), of at most limit
+// actionForm reads the form of an action (a redrive, a resolve, a pause, a resume), of at most limit
 // bytes, and answers the request itself when it is not to be acted on: a read-only console
 // (403), an unreadable form (400), a CSRF token missing or not this browser's (403). A
 // cross-origin POST was refused before (guard).
 func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	if c.cfg.ReadOnly {
-		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives, pauses and resumes nothing.")
+		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives, resolves, pauses and resumes nothing.")
 		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -201,42 +226,50 @@ func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, limit int64
 	return true
 }
 
-// formRefs reads and checks a redrive form's refs; it answers the request itself when they
-// cannot be used.
-func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) ([]ref, bool) {
+// formRefs reads and checks the form of an action on parked intents: its refs, and a
+// resolve's reason; it answers the request itself when they cannot be used.
+func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) (action, []ref, bool) {
 	if !c.actionForm(w, r, maxRedriveBody) {
-		return nil, false
+		return action{}, nil, false
 	}
+	act := c.actionOf(r)
+	verb := strings.ToLower(act.Verb)
 	values := r.PostForm["ref"]
 	if len(values) == 0 {
-		c.fail(w, r, http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to re-drive.")
-		return nil, false
+		c.fail(w, r, http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to "+verb+".")
+		return act, nil, false
 	}
 	if len(values) > maxRedrive {
-		c.fail(w, r, http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; re-drive at most %d at once.", len(values), maxRedrive))
-		return nil, false
+		c.fail(w, r, http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; %s at most %d at once.", len(values), verb, maxRedrive))
+		return act, nil, false
+	}
+	if err := dedup.Printable(act.Why, dedup.MaxResolution); act.Name == "resolve" && err != nil {
+		c.fail(w, r, http.StatusBadRequest, "Say why", "A resolve records why: the reason "+err.Error()+".")
+		return act, nil, false
 	}
 	refs := make([]ref, 0, len(values))
 	for _, v := range values {
 		rf, err := decodeRef(v)
 		if err != nil {
 			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
-			return nil, false
+			return act, nil, false
 		}
 		// A ref names a claim the console listed from the table: its source's syntax is
 		// checked, not whether the sources file still has it (a source renamed or retired
 		// keeps its claims, and their parked intents, for its retention).
 		if err := dedup.ValidateSourceName("source", rf.Source); err != nil {
 			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
-			return nil, false
+			return act, nil, false
 		}
 		refs = append(refs, rf)
 	}
-	return refs, true
+	return act, refs, true
 }
 
-func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
-	refs, ok := c.formRefs(w, r)
+// actOnParked re-drives or resolves (actionOf) the parked intents a form names: without
+// confirm=yes it shows them as the table holds them now (confirm), with it acts on each.
+func (c *Console) actOnParked(w http.ResponseWriter, r *http.Request) {
+	act, refs, ok := c.formRefs(w, r)
 	if !ok {
 		return
 	}
@@ -251,7 +284,7 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		c.confirm(w, r, refs, claims)
+		c.confirm(w, r, act, refs, claims)
 		return
 	}
 	results := make([]redriveResult, 0, len(refs))
@@ -265,52 +298,56 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 			res.Result = "the claim has no such intent"
 		case !rf.Seen:
 			if cl.Intents[rf.Intent].Status != dedup.IntentParked {
-				res.Result = "not parked any more (re-driven already, or running)"
+				res.Result = notParked
 			} else {
-				res.Result = "not re-driven: the form does not say which parked state you confirmed (open the Parked page again)"
+				res.Result = "not " + act.Done + ": the form does not say which parked state you confirmed (open the Parked page again)"
 			}
 		default:
-			res.OK, res.Result = c.redriveSeen(r, cl, rf)
+			res.OK, res.Result = c.actSeen(r, act, cl, rf)
 		}
 		results = append(results, res)
 	}
-	c.render(w, r, http.StatusOK, "redriven", page{Title: "Re-drive", Nav: "parked", Data: redrivenView{Results: results}})
+	c.render(w, r, http.StatusOK, "redriven", page{Title: act.Verb, Nav: "parked", Data: redrivenView{Results: results}})
 }
 
-// redriveSeen re-drives one intent on condition, in the write itself, that it is still
-// parked in the state the operator confirmed (rf's attempts and incarnation): cl, read
+const notParked = "not parked any more (re-driven or resolved already, or running)"
+
+// actSeen re-drives or resolves one intent on condition, in the write itself, that it is
+// still parked in the state the operator confirmed (rf's attempts and incarnation): cl, read
 // before, gives the claim's shard and explains a refusal.
-func (c *Console) redriveSeen(r *http.Request, cl *dedup.Claim, rf ref) (bool, string) {
+func (c *Console) actSeen(r *http.Request, act action, cl *dedup.Claim, rf ref) (bool, string) {
 	seen := *cl
 	seen.CommitToken = rf.Commit
 	seen.Intents = maps.Clone(cl.Intents)
 	in := seen.Intents[rf.Intent]
 	in.Attempts = rf.Attempts
 	seen.Intents[rf.Intent] = in
-	err := (&dedup.Claims{API: c.cfg.DynamoDB, Table: c.cfg.Table, Now: c.cfg.Now}).RedriveBy(r.Context(), &seen, rf.Intent, c.cfg.Operator)
+	err := act.apply(r.Context(), &seen, rf.Intent)
 	switch {
+	case err == nil && act.Name == "resolve":
+		return true, "resolved by " + c.cfg.Operator + ": " + act.Why
 	case err == nil:
 		return true, "re-driven by " + c.cfg.Operator + "; idempotency key " + dedup.IdempotencyKey(rf.Source, rf.EventID, rf.Intent)
 	case errors.Is(err, dedup.ErrNotParked):
 		now := cl.Intents[rf.Intent]
 		switch {
 		case now.Status != dedup.IntentParked:
-			return false, "not parked any more (re-driven already, or running)"
+			return false, notParked
 		case cl.CommitToken != rf.Commit:
-			return false, "not re-driven: the event was claimed again since you confirmed (another incarnation); look at it again"
+			return false, "not " + act.Done + ": the event was claimed again since you confirmed (another incarnation); look at it again"
 		case now.Attempts != rf.Attempts:
-			return false, fmt.Sprintf("not re-driven: parked again since you confirmed (now after attempt %d, was %d); look at it again", now.Attempts, rf.Attempts)
+			return false, fmt.Sprintf("not %s: parked again since you confirmed (now after attempt %d, was %d); look at it again", act.Done, now.Attempts, rf.Attempts)
 		default:
-			return false, "not parked any more (re-driven already, or running)"
+			return false, notParked
 		}
 	default:
-		return false, "failed: " + c.logged(r, "the redrive", err)
+		return false, "failed: " + c.logged(r, "the "+act.Name, err)
 	}
 }
 
-// confirm shows the intents a redrive form names as the table holds them now, each with the
+// confirm shows the intents an action's form names as the table holds them now, each with the
 // state shown carried in its ref: what the operator confirms is what this page shows.
-func (c *Console) confirm(w http.ResponseWriter, r *http.Request, refs []ref, claims map[string]*dedup.Claim) {
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request, act action, refs []ref, claims map[string]*dedup.Claim) {
 	rows := make([]confirmRow, 0, len(refs))
 	parked := 0
 	for _, rf := range refs {
@@ -326,11 +363,13 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, refs []ref, cl
 			row.Found, row.Attempts, row.Target = true, in.Attempts, in.Target
 			row.LastError, row.ParkedAt = c.intentError(in, in.LastError), in.FinishedAt
 			if in.Status != dedup.IntentParked {
-				row.Note = "not parked any more (" + in.Status + "): nothing to re-drive"
+				row.Note = "not parked any more (" + in.Status + "): nothing to " + strings.ToLower(act.Verb)
 				break
 			}
 			row.Parked, row.Ref = true, encodeRef(cl, rf.Intent)
-			row.AtMostOnce, row.MaySent = c.caution(in)
+			if act.Name == "redrive" { // a resolve calls no downstream: nothing to be careful of
+				row.AtMostOnce, row.MaySent = c.caution(in)
+			}
 			parked++
 			switch {
 			case rf.Seen && (rf.Attempts != in.Attempts || rf.Commit != cl.CommitToken):
@@ -344,11 +383,12 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, refs []ref, cl
 		}
 		rows = append(rows, row)
 	}
-	title := "Re-drive " + strconv.Itoa(parked) + " intents?"
-	c.render(w, r, http.StatusOK, "confirm", page{Title: title, Nav: "parked", Data: confirmView{Rows: rows, Parked: parked}})
+	title := act.Verb + " " + strconv.Itoa(parked) + " intents?"
+	c.render(w, r, http.StatusOK, "confirm", page{Title: title, Nav: "parked", Data: confirmView{Action: act, Rows: rows, Parked: parked}})
 }
 
 type confirmView struct {
+	Action action
 	Rows   []confirmRow
 	Parked int
 }
@@ -431,7 +471,7 @@ func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) {
 			if row.Since.UnixMilli() <= hi {
 				continue
 			}
-			ok, res := c.redriveSeen(r, row.claim, ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent, Seen: true,
+			ok, res := c.actSeen(r, c.actionOf(r), row.claim, ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent, Seen: true,
 				Attempts: row.Attempts, Commit: row.claim.CommitToken})
 			switch {
 			case ok:

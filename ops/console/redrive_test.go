@@ -596,6 +596,84 @@ func TestAResolvedIntentLeavesTheParkedPageAndItsStorySaysWhy(t *testing.T) {
 	mustContain(t, b.get("/events/shop/evt_given_up"), "resolved", "by bob (hookctl): the warehouse will never know this order")
 }
 
+// A parked intent is resolved from the Parked page, with a reason, through the redrive's
+// confirmation: it leaves the parked view and its claim records why and who; the same form
+// sent again resolves nothing more. A resolve needs a reason, and a read-only console
+// refuses it.
+func TestAParkedIntentIsResolvedFromTheParkedPageWithWhyAndWho(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_by_hand", false)
+	e.down.setRefuse(key("shop", "evt_by_hand", "email.send"), true)
+	e.drain()
+	b := e.serve(nil)
+	page := b.get("/parked")
+	mustContain(t, page, `formaction="/resolve"`, `id="resolve-selected"`)
+	one := url.Values{"ref": refs(page)[:1], "csrf": {csrf(t, page)}}
+
+	if r := b.post("/resolve", one); r.Status != http.StatusBadRequest {
+		t.Fatalf("a resolve without a reason: %d, want 400", r.Status)
+	}
+	one.Set("why", "sent by hand from the mail client")
+	confirm := b.post("/resolve", one)
+	mustContain(t, confirm, `id="confirm-resolve"`, `action="/resolve"`, "evt_by_hand", `value="sent by hand from the mail client"`)
+	if in := e.claim("shop", "evt_by_hand").Intents["email.send"]; in.Status != dedup.IntentParked {
+		t.Fatal("the confirmation page resolved")
+	}
+	form := url.Values{"ref": refs(confirm), "csrf": {csrf(t, confirm)}, "why": {"sent by hand from the mail client"}, "confirm": {"yes"}}
+	if r := b.post("/resolve", url.Values{"ref": form["ref"], "csrf": form["csrf"], "confirm": {"yes"}}); r.Status != http.StatusBadRequest {
+		t.Fatalf("a confirmed resolve without a reason: %d, want 400", r.Status)
+	}
+	mustContain(t, b.post("/resolve", form), "resolved by ada (test): sent by hand from the mail client")
+	c := e.claim("shop", "evt_by_hand")
+	if in := c.Intents["email.send"]; in.Status != dedup.IntentResolved || in.Resolution != "sent by hand from the mail client" ||
+		in.ResolvedBy != "ada (test)" || in.ResolvedAt == "" {
+		t.Fatalf("after the resolve: %+v", in)
+	}
+	mustContain(t, b.get("/parked"), "No parked intents")
+	again := b.post("/resolve", form)
+	mustContain(t, again, "not parked any more")
+	mustNotContain(t, again, "resolved by ada")
+	if after := e.claim("shop", "evt_by_hand"); after.Intents["email.send"].ResolvedAt != c.Intents["email.send"].ResolvedAt ||
+		len(after.Intents["email.send"].History) != len(c.Intents["email.send"].History) {
+		t.Fatalf("the form sent again wrote: %+v", after.Intents["email.send"])
+	}
+
+	ro := e.serve(func(c *console.Config) { c.ReadOnly = true })
+	e.commit("shop", "evt_kept", false)
+	e.down.setRefuse(key("shop", "evt_kept", "email.send"), true)
+	e.drain()
+	for _, p := range []string{"/parked", "/events/shop/evt_kept"} {
+		r := ro.get(p)
+		mustContain(t, r, "evt_kept")
+		mustNotContain(t, r, `action="/resolve"`, `formaction="/resolve"`)
+	}
+	r := ro.post("/resolve", url.Values{"ref": {"s=shop&e=evt_kept&i=email.send"}, "why": {"x"}, "confirm": {"yes"}})
+	if r.Status != http.StatusForbidden {
+		t.Fatalf("a read-only console's resolve: %d, want 403", r.Status)
+	}
+	if in := e.claim("shop", "evt_kept").Intents["email.send"]; in.Status != dedup.IntentParked {
+		t.Fatal("a read-only console resolved")
+	}
+}
+
+// A parked intent is resolved from its event page, beside its Redrive.
+func TestAParkedIntentIsResolvedFromItsEventPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_never", false)
+	e.down.setRefuse(key("shop", "evt_never", "email.send"), true)
+	e.drain()
+	b := e.serve(nil)
+	event := b.get("/events/shop/evt_never")
+	mustContain(t, event, `action="/resolve"`, "Resolve email.send")
+	confirm := b.post("/resolve", url.Values{"ref": refs(event)[:1], "csrf": {csrf(t, event)}, "why": {"the order was cancelled"}})
+	mustContain(t, confirm, `id="confirm-resolve"`)
+	mustContain(t, b.post("/resolve", url.Values{"ref": refs(confirm), "csrf": {csrf(t, confirm)}, "why": {"the order was cancelled"}, "confirm": {"yes"}}),
+		"resolved by ada (test)")
+	mustContain(t, b.get("/events/shop/evt_never"), "by ada (test): the order was cancelled")
+}
+
 var bulkFormRe = regexp.MustCompile(`(?s)<form method="post" action="/redrive/query"[^>]*>(.*?)</form>`)
 
 // bulkForm is a page's form re-driving by query, as a browser sends it (nil: none).
