@@ -43,8 +43,9 @@ func chromium(t *testing.T) string {
 // The console in a real browser, over the deployed stack: an event sent through the stack is
 // found from the search box with its intent done, and from its effect's key; an intent parked
 // by the downstream's refusal is re-driven from the Parked page and the downstream applies it
-// once; another is re-driven by query; the overview's chart shows the index's numbers; the
-// target is paused and resumed from the overview. CONSOLE_SCREENSHOTS=dir saves the pages as PNGs (docs/console).
+// once; another is re-driven by query; a third is resolved with a reason; the overview's chart
+// shows the index's numbers and its Failures section the refused target; the target is paused
+// and resumed from the overview. CONSOLE_SCREENSHOTS=dir saves the pages as PNGs (docs/console).
 func TestTheConsoleInABrowser(t *testing.T) {
 	s := deployed(t)
 	exe := chromium(t)
@@ -139,11 +140,12 @@ func TestTheConsoleInABrowser(t *testing.T) {
 			}
 		}
 	}
-	var chart string
+	var chart, failed string
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(`svg.chart`, chromedp.ByQuery),
 		chromedp.OuterHTML(`g.row[data-label="email"]`, &chart, chromedp.ByQuery),
+		chromedp.Text(`#failed-targets tr[data-failed="email"]`, &failed, chromedp.ByQuery),
 		shot("overview"),
 	); err != nil {
 		t.Fatal(err)
@@ -151,6 +153,10 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	// due / waiting / running / parked
 	if m := regexp.MustCompile(`>(\d+) / (\d+) / (\d+) / (\d+)</text>`).FindStringSubmatch(chart); m == nil || m[4] != fmt.Sprint(parkedEmail) {
 		t.Fatalf("the email row %q, want %d parked", chart, parkedEmail)
+	}
+	// Failures lists the email target, with the parked attempt in its last hour and day.
+	if m := regexp.MustCompile(`^email\s+(?:≥ )?(\d+)\s+(?:≥ )?(\d+)`).FindStringSubmatch(strings.TrimSpace(failed)); m == nil || m[1] == "0" || m[2] == "0" {
+		t.Fatalf("the Failures section's email row %q, want at least one failure in the hour and the day", failed)
 	}
 
 	// 3. Re-driven from the Parked page, through the confirmation; then applied once.
@@ -211,7 +217,41 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	}
 	s.waitIntent(t, thirdID, dedup.IntentDone)
 
-	// 5. The email target paused from the overview, through the confirmation, then resumed:
+	// 5. Resolved from the Parked page, with a reason, through the confirmation.
+	fourthID, body := harness.Order(run, 4)
+	key = dedup.IdempotencyKey("shop", fourthID, "email.send")
+	s.down.Refuse(key, true)
+	defer s.down.Refuse(key, false)
+	if status, resp, err := s.sender.Send(context.Background(), fourthID, body, false); err != nil || status != 200 {
+		t.Fatalf("send: %d %s %v", status, resp, err)
+	}
+	s.waitIntent(t, fourthID, dedup.IntentParked)
+	box = fmt.Sprintf(`input[name="ref"][value*="e=%s&"]`, fourthID)
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/parked?source=shop"),
+		chromedp.WaitVisible(box, chromedp.ByQuery),
+		chromedp.Click(box, chromedp.ByQuery),
+		chromedp.SendKeys(`#resolve-why`, "e2e: sent by hand", chromedp.ByQuery),
+		chromedp.Click(`#resolve-selected`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#confirm-resolve`, chromedp.ByQuery),
+		chromedp.Click(`#confirm-resolve`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#results`, chromedp.ByQuery),
+		chromedp.Text(`#results`, &result, chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(result, fourthID) || !strings.Contains(result, "resolved by e2e (browser): e2e: sent by hand") {
+		t.Fatalf("results of the resolve: %s", result)
+	}
+	c, err = dedup.GetClaim(context.Background(), s.db, s.table, "shop", fourthID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := c.Intents["email.send"]; in.Status != dedup.IntentResolved || in.ResolvedBy != "e2e (browser)" || in.Resolution != "e2e: sent by hand" {
+		t.Fatalf("%+v: want the resolve recorded", in)
+	}
+
+	// 6. The email target paused from the overview, through the confirmation, then resumed:
 	// recorded with the operator's name, and left paused by nothing, however the test ends.
 	targets := &outbox.Targets{API: s.db, Table: s.table}
 	defer targets.Resume(context.Background(), "email")
