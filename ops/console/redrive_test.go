@@ -483,12 +483,14 @@ func forms(name string, page response) []form {
 	return out
 }
 
-// Nothing is re-driven that the operator was not shown: every redrive form the console serves (the Parked page's selection and "all
-// shown", the event page's button, the confirmation), captured while the intent was parked
-// and sent again later, as served and with confirm=yes added, re-drives nothing once the
-// intent has moved on: re-driven and pending, run and parked again, its event claimed again
-// (another incarnation, parked at the same attempt count as the one shown).
-func TestNoReplayOfARedriveFormRedrivesWhatTheOperatorWasNotShown(t *testing.T) {
+// Nothing is re-driven or resolved that the operator was not shown: every redrive form the
+// console serves (the Parked page's selection and "all shown", the event page's button, the
+// confirmation), captured while the intent was parked and sent again later, as served and with
+// confirm=yes added, to /redrive and, with a reason, to /resolve (whose forms carry the same
+// refs), re-drives and resolves nothing once the intent has moved on: re-driven and pending,
+// run and parked again, its event claimed again (another incarnation, parked at the same
+// attempt count as the one shown).
+func TestNoReplayOfARedriveOrResolveFormActsOnWhatTheOperatorWasNotShown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	// Claims kept an hour, committed three hours ago: expired, so the event can be claimed
@@ -532,24 +534,29 @@ func TestNoReplayOfARedriveFormRedrivesWhatTheOperatorWasNotShown(t *testing.T) 
 		t.Helper()
 		before := e.claim("shop", "evt_replay")
 		for _, f := range captured {
-			for _, confirmed := range []bool{false, true} {
-				v := url.Values{}
-				for k, vs := range f.fields {
-					v[k] = slices.Clone(vs)
-				}
-				if confirmed {
-					v.Set("confirm", "yes")
-				}
-				r := b.post("/redrive", v)
-				if r.Status != http.StatusOK {
-					t.Fatalf("%s: %s sent again (confirm %v): %d\n%s", when, f.name, confirmed, r.Status, r.Body)
-				}
-				if strings.Contains(r.Body, `<tr class="ok">`) {
-					t.Fatalf("%s: %s sent again (confirm %v) says it re-drove:\n%s", when, f.name, confirmed, results(r))
-				}
-				if after := e.claim("shop", "evt_replay"); !reflect.DeepEqual(after.Intents, before.Intents) || after.CommitToken != before.CommitToken {
-					t.Fatalf("%s: %s sent again (confirm %v) changed the intent:\nbefore %+v\nafter  %+v", when, f.name, confirmed,
-						before.Intents["email.send"], after.Intents["email.send"])
+			for _, to := range []string{"/redrive", "/resolve"} {
+				for _, confirmed := range []bool{false, true} {
+					v := url.Values{}
+					for k, vs := range f.fields {
+						v[k] = slices.Clone(vs)
+					}
+					if confirmed {
+						v.Set("confirm", "yes")
+					}
+					if to == "/resolve" {
+						v.Set("why", "done by hand")
+					}
+					r := b.post(to, v)
+					if r.Status != http.StatusOK {
+						t.Fatalf("%s: %s sent again to %s (confirm %v): %d\n%s", when, f.name, to, confirmed, r.Status, r.Body)
+					}
+					if strings.Contains(r.Body, `<tr class="ok">`) {
+						t.Fatalf("%s: %s sent again to %s (confirm %v) says it acted:\n%s", when, f.name, to, confirmed, results(r))
+					}
+					if after := e.claim("shop", "evt_replay"); !reflect.DeepEqual(after.Intents, before.Intents) || after.CommitToken != before.CommitToken {
+						t.Fatalf("%s: %s sent again to %s (confirm %v) changed the intent:\nbefore %+v\nafter  %+v", when, f.name, to, confirmed,
+							before.Intents["email.send"], after.Intents["email.send"])
+					}
 				}
 			}
 		}
