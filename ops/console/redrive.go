@@ -205,9 +205,9 @@ type redriveResult struct {
 	Result string
 }
 
-// actionForm reads the form of an action (a redrive, a resolve, a pause, a resume), of at most limit
-// bytes, and answers the request itself when it is not to be acted on: a read-only console
-// (403), an unreadable form (400), a CSRF token missing or not this browser's (403). A
+// actionForm reads the form of an action (a redrive, a resolve, a pause, a resume), of at
+// most limit bytes, and answers the request itself when it is not to be acted on: a read-only
+// console (403), an unreadable form (400), a CSRF token missing or not this browser's (403). A
 // cross-origin POST was refused before (guard).
 func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	if c.cfg.ReadOnly {
