@@ -17,12 +17,14 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/internal/faultproxy"
 	"github.com/oncehook/oncehook/receiver"
 )
@@ -470,5 +472,65 @@ func probeSchedule(t *testing.T, seed uint64) {
 	}
 	if a, b := claims(on), claims(off); !reflect.DeepEqual(a, b) {
 		t.Fatalf("the tables differ: with the probe %v, without %v", a, b)
+	}
+}
+
+// everyOther answers every other request of one operation whose body contains match with a
+// DynamoDB error, without reaching the engine: a transient failure the SDK's next attempt gets
+// past.
+type everyOther struct {
+	next             http.RoundTripper
+	operation, match string
+	status           int
+	body             string
+	n                atomic.Int64
+}
+
+func (f *everyOther) RoundTrip(r *http.Request) (*http.Response, error) {
+	if awstest.Operation(r) != f.operation || !awstest.BodyContains(r, f.match) || f.n.Add(1)%2 == 0 {
+		return f.next.RoundTrip(r)
+	}
+	inject := &awstest.InjectErrors{Next: f.next, Operation: f.operation, N: -1, Status: f.status, Body: f.body}
+	return inject.RoundTrip(r)
+}
+
+// TestUnderARedriveThrottledProbeReadsLeaveTheWritesTheirRetries: when DynamoDB throttles the
+// probe's reads (read capacity spent in a redrive, write capacity not) and fails each new
+// event's first write attempt, every new event is still accepted, as it is with the probe off:
+// the reads the probe could not make must not spend what lets the write get past a transient
+// failure. The client is the one a launched receiver builds, the SDK's standard retryer with
+// its retry quota (its backoff shortened).
+func TestUnderARedriveThrottledProbeReadsLeaveTheWritesTheirRetries(t *testing.T) {
+	t.Parallel()
+	for _, probe := range []bool{true, false} {
+		t.Run(fmt.Sprintf("probe %v", probe), func(t *testing.T) {
+			t.Parallel()
+			reads := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "GetItem", N: 0, Match: `"ConsistentRead":false`, Status: 400,
+				Body: `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected"}`}
+			writes := &everyOther{next: reads, operation: "TransactWriteItems", match: "msg_new", status: 500,
+				body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`}
+			opts := []envOption{withClient(awstest.WithTransport(writes)), withClient(func(o *dynamodb.Options) {
+				o.Retryer = retry.NewStandard(func(s *retry.StandardOptions) { s.MaxBackoff = time.Millisecond })
+			})}
+			if !probe {
+				opts = append(opts, withoutProbe())
+			}
+			e := newEnv(t, opts...)
+			reqs := make([]events.APIGatewayV2HTTPRequest, receiver.WindowMin)
+			for i := range reqs {
+				reqs[i] = e.shopEvent("msg_quota")(i)
+				e.post(reqs[i])
+			}
+			reads.SetN(-1)
+			more := e.shopEvent("msg_new")
+			for i := range 100 {
+				for _, req := range reqs[:4] { // the redrive goes on
+					e.post(req)
+				}
+				if resp := e.post(more(i)); resp.StatusCode != 200 || resp.Body != `{"received":true,"duplicate":false}` {
+					t.Fatalf("new event %d (probe reads throttled: %d): %d %s (%v), want accepted", i, reads.Injected(), resp.StatusCode, resp.Body, e.lastLogLine()["error"])
+				}
+			}
+		})
 	}
 }
