@@ -125,16 +125,7 @@ func TestProbeReadsAnyStoredExpiryAsTheClaimConditionDoes(t *testing.T) {
 		if _, err := e.store.Commit(ctx, ev, claimOnly(100+i)); err != nil {
 			t.Fatal(err)
 		}
-		in := &dynamodb.UpdateItemInput{TableName: &e.table,
-			Key: map[string]types.AttributeValue{"pk": s(dedup.ClaimKey(ev.Source, ev.ID)), "sk": s(dedup.ClaimSK)}}
-		if exp == nil {
-			in.UpdateExpression = aws.String("REMOVE expires_at")
-		} else {
-			in.UpdateExpression, in.ExpressionAttributeValues = aws.String("SET expires_at = :e"), map[string]types.AttributeValue{":e": exp}
-		}
-		if _, err := e.client.UpdateItem(ctx, in); err != nil {
-			t.Fatalf("expires_at %v: %v", exp, err)
-		}
+		e.setExpiry(t, ev, exp)
 		probed, err := e.store.Probe(ctx, ev)
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +139,22 @@ func TestProbeReadsAnyStoredExpiryAsTheClaimConditionDoes(t *testing.T) {
 		if (probed.Outcome == dedup.OutcomeDuplicate) != (committed.Outcome == dedup.OutcomeDuplicate) {
 			t.Errorf("expires_at %s (now %d): Probe answered %v, Commit %v", show(exp), now, probed.Outcome, committed.Outcome)
 		}
+	}
+}
+
+// setExpiry writes exp as the expires_at of ev's claim (nil: removes it), as a tool or an
+// operator might.
+func (e *env) setExpiry(t *testing.T, ev dedup.Event, exp types.AttributeValue) {
+	t.Helper()
+	in := &dynamodb.UpdateItemInput{TableName: &e.table,
+		Key: map[string]types.AttributeValue{"pk": s(dedup.ClaimKey(ev.Source, ev.ID)), "sk": s(dedup.ClaimSK)}}
+	if exp == nil {
+		in.UpdateExpression = aws.String("REMOVE expires_at")
+	} else {
+		in.UpdateExpression, in.ExpressionAttributeValues = aws.String("SET expires_at = :e"), map[string]types.AttributeValue{":e": exp}
+	}
+	if _, err := e.client.UpdateItem(context.Background(), in); err != nil {
+		t.Fatalf("expires_at %s: %v", show(exp), err)
 	}
 }
 
