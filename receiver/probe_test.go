@@ -534,3 +534,20 @@ func TestUnderARedriveThrottledProbeReadsLeaveTheWritesTheirRetries(t *testing.T
 		})
 	}
 }
+
+// TestTheCallsLoggedCountAProbeReadThatFoundNothing: a probe read that does not see the claim
+// (a stale read) is one of the delivery's DynamoDB calls, counted in its log line whatever
+// answers the delivery after it, the write or the read of the claim made when the planner
+// refuses the payload.
+func TestTheCallsLoggedCountAProbeReadThatFoundNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withClient(staleReads))
+	reqs := e.sendNew(receiver.WindowMin, e.shopEvent("msg_calls"))
+	e.redrive(reqs)
+	refused := e.request("shop", `{"id":"msg_calls_0","type":"order.paid","timestamp":"2026-08-25T09:14:03Z","data":{}}`, nil, "msg_calls_0")
+	resp, reads, writes := e.deliver(refused)
+	if logged := e.lastLogLine()["dynamodb_calls"]; resp.StatusCode != 200 || logged != float64(reads+writes) {
+		t.Fatalf("a duplicate the planner refuses, its probe read stale: %d %s, logged %v calls, made %d (%d reads, %d writes)",
+			resp.StatusCode, resp.Body, logged, reads+writes, reads, writes)
+	}
+}
