@@ -313,11 +313,14 @@ func (r *Recorder) Condition(e dedup.Effect) (expr string, names map[string]stri
 	return r.store.Condition(e)
 }
 
-// Claimed reports whether the event was committed.
-func (r *Recorder) Claimed(_ context.Context, source, id string) (bool, error) {
+// Claimed answers the event as a duplicate when it was committed.
+func (r *Recorder) Claimed(_ context.Context, ev dedup.Event) (dedup.Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.seen[dedup.ClaimKey(source, id)], nil
+	if r.seen[dedup.ClaimKey(ev.Source, ev.ID)] {
+		return dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}, nil
+	}
+	return dedup.Result{}, nil
 }
 
 // Retention is the source's retention, from the sources file.
