@@ -1,11 +1,11 @@
 package dedup
 
 import (
-	"math/big"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"strings"

@@ -211,7 +211,9 @@ func (s *Store) Retention(source string) (Retention, bool) {
 // Calls 1); otherwise its Outcome is zero. It is the answer a receiver needs when it cannot
 // plan or commit a delivery (a planner change, a payload the planner now refuses) and must
 // still answer 200, as any duplicate, if the event was accepted before.
-func (s *Store) Claimed(ctx context.Context, ev Event) (Result, error) { return s.answer(ctx, ev, true) }
+func (s *Store) Claimed(ctx context.Context, ev Event) (Result, error) {
+	return s.answer(ctx, ev, true)
+}
 
 // Probe is Claimed read before any plan is made, eventually consistent and in one attempt:
 // when its Outcome is zero, Commit decides: no claim seen, a claim past its expiry that TTL has
