@@ -824,6 +824,7 @@ type delivery struct {
 	droppedDeliveryID bool
 	secretRefreshErr  error // the secrets' re-read at their maximum age failed
 	probeCalls        int   // the duplicate probe's read, when it found no duplicate
+	probed            bool  // the duplicate probe read the claim (found or not)
 }
 
 // events are the delivery's planned events: a batch's, or the single event's.

@@ -89,6 +89,9 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	if d.droppedDeliveryID {
 		attrs = append(attrs, slog.Bool("delivery_id_dropped", true))
 	}
+	if d.probed {
+		attrs = append(attrs, slog.Bool("probed", true))
+	}
 	if d.errKind != "" {
 		attrs = append(attrs, slog.String("error_kind", d.errKind))
 	}
@@ -125,6 +128,9 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	doc.Count("Received", bySource)
 	if d.secretRefreshErr != nil {
 		doc.Count("SecretRefreshFailed", bySource)
+	}
+	if d.probed {
+		doc.Count("Probed", bySource) // the duplicate probe read its claim: a redrive is on
 	}
 	switch d.errKind {
 	case "signature":

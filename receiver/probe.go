@@ -74,6 +74,7 @@ func (h *Handler) probe(ctx context.Context, d *delivery, ev *dedup.Event) bool 
 	pctx, cancel := context.WithTimeout(ctx, time.Until(d.start.Add(src.answerWithin))/4)
 	res, err := h.store.(Prober).Probe(pctx, *ev)
 	cancel()
+	d.probed = true
 	if err != nil || res.Outcome != dedup.OutcomeDuplicate {
 		d.probeCalls = res.Calls
 		return false

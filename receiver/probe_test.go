@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -111,10 +112,14 @@ func TestTheProbeTurnsOnInARedriveAndOffWhenNewEventsDominateAgain(t *testing.T)
 	e := newEnv(t)
 	reqs := e.sendNew(receiver.WindowMin, e.shopEvent("msg_window"))
 	e.redrive(reqs)
+	probed := strings.Count(e.metricsText(), `"Probed":1`)
 	for i, req := range reqs {
-		if reads, writes := e.redeliver(req); reads != 1 || writes != 0 || e.lastLogLine()["dynamodb_calls"] != 1.0 {
+		if reads, writes := e.redeliver(req); reads != 1 || writes != 0 || e.lastLogLine()["dynamodb_calls"] != 1.0 || e.lastLogLine()["probed"] != true {
 			t.Fatalf("duplicate %d under the redrive: %d reads and %d writes (logged %v), want 1 read and no write", i, reads, writes, e.lastLogLine()["dynamodb_calls"])
 		}
+	}
+	if n := strings.Count(e.metricsText(), `"Probed":1`) - probed; n != len(reqs) {
+		t.Fatalf("%d Probed metrics for %d probed deliveries", n, len(reqs))
 	}
 	// New events under the redrive are probed, then written; once they dominate, written alone.
 	more, off := e.shopEvent("msg_after"), -1
@@ -125,6 +130,9 @@ func TestTheProbeTurnsOnInARedriveAndOffWhenNewEventsDominateAgain(t *testing.T)
 		}
 		if logged := e.lastLogLine()["dynamodb_calls"]; logged != float64(reads+writes) {
 			t.Fatalf("new event %d: logged %v calls, made %d", i, logged, reads+writes)
+		}
+		if probed := e.lastLogLine()["probed"] == true; probed != (reads == 1) {
+			t.Fatalf("new event %d: logged probed %v after %d reads", i, probed, reads)
 		}
 		if reads == 0 && off < 0 {
 			off = i
@@ -405,14 +413,19 @@ func (p *probedEnv) run(s scheduled) seen {
 	p.mu.Unlock()
 	resp := p.post(p.build(s))
 	log := p.lastLogLine()
-	for _, k := range []string{"time", "latency_ms", "commit_ms", "request_id", "dynamodb_calls"} {
-		delete(log, k) // timings, and the probe's read
+	for _, k := range []string{"time", "latency_ms", "commit_ms", "request_id", "dynamodb_calls", "probed"} {
+		delete(log, k) // timings, and the probe's read and its mark
 	}
 	p.mu.Lock()
 	docs := jsonLines(p.t, bytes.NewBuffer(p.metrics.Bytes()[mark:]))
 	p.mu.Unlock()
 	for _, d := range docs {
 		delete(d["_aws"].(map[string]any), "Timestamp")
+		delete(d, "Probed") // the probe's mark, and its declaration
+		for _, m := range d["_aws"].(map[string]any)["CloudWatchMetrics"].([]any) {
+			m := m.(map[string]any)
+			m["Metrics"] = slices.DeleteFunc(m["Metrics"].([]any), func(x any) bool { return x.(map[string]any)["Name"] == "Probed" })
+		}
 		if _, ok := d["CommitLatency"]; ok {
 			d["CommitLatency"] = "present"
 		}
