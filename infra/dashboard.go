@@ -56,7 +56,7 @@ func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *
 		src := []string{"source", name}
 		rows = append(rows, &[]awscloudwatch.IWidget{
 			graph(name+": deliveries", w.ours("Received", "Sum", five, src...), w.ours("Accepted", "Sum", five, src...), w.ours("Duplicate", "Sum", five, src...),
-				w.ours("BackstopAbsorbed", "Sum", five, src...)),
+				w.ours("BackstopAbsorbed", "Sum", five, src...), w.ours("Probed", "Sum", five, src...)),
 			graph(name+": refused", w.ours("SignatureRejected", "Sum", five, src...), w.ours("Rejected", "Sum", five, src...), w.ours("Unavailable", "Sum", five, src...),
 				w.ours("Failed", "Sum", five, src...), w.ours("ReplayRefused", "Sum", five, src...), w.ours("UnknownType", "Sum", five, src...)),
 			graph(name+": commit latency (ms)", w.ours("CommitLatency", "p50", five, src...), w.ours("CommitLatency", "p99", five, src...)),
@@ -69,7 +69,7 @@ func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *
 		rows = append(rows, &[]awscloudwatch.IWidget{
 			graph(t+": intents", w.ours("IntentsDone", "Sum", five, tgt...), w.ours("IntentsRetried", "Sum", five, tgt...),
 				w.ours("IntentsParked", "Sum", five, tgt...), w.ours("LeaseLost", "Sum", five, tgt...), w.ours("RetryNotScheduled", "Sum", five, tgt...),
-				w.ours("IntentsHeld", "Sum", five, tgt...)),
+				w.ours("IntentsHeld", "Sum", five, tgt...), w.ours("IntentsPaused", "Sum", five, tgt...)),
 			graph(t+": call latency (ms)", w.ours("ExecutionLatency", "p50", five, tgt...), w.ours("ExecutionLatency", "p99", five, tgt...)),
 		})
 	}

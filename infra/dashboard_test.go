@@ -84,6 +84,8 @@ func TestTheDashboardShowsWhatAnOperatorLooksAtFirst(t *testing.T) {
 		"AWS/ApiGateway Latency ApiId":                         1,
 		"AWS/SQS ApproximateNumberOfMessagesVisible QueueName": 1,
 		ns + " UnknownType source":                             len(synth.o.Sources.Names()),
+		ns + " Probed source":                                  len(synth.o.Sources.Names()),
+		ns + " IntentsPaused target":                           1,
 	} {
 		if got[metric] < n {
 			t.Errorf("the dashboard charts %q %d times, want %d", metric, got[metric], n)

@@ -137,7 +137,7 @@ func TestTheWorkerAndSweeperWriteExactlyTheirMetricCatalog(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
 	m := outbox.NewEMFMetrics(&b, "")
-	for _, o := range []string{outbox.OutcomeDone, outbox.OutcomeRetry, outbox.OutcomeParked, outbox.OutcomeLeaseLost, outbox.OutcomeBusy, outbox.OutcomeDeferred, outbox.OutcomeHeld, "unscheduled"} {
+	for _, o := range []string{outbox.OutcomeDone, outbox.OutcomeRetry, outbox.OutcomeParked, outbox.OutcomeLeaseLost, outbox.OutcomeBusy, outbox.OutcomeDeferred, outbox.OutcomeHeld, outbox.OutcomePaused, "unscheduled"} {
 		m.Intent("email", o, time.Millisecond)
 	}
 	m.Sweep(outbox.SweepReport{Summary: outbox.Summary{}})

@@ -31,7 +31,7 @@ func NewEMFMetrics(w io.Writer, namespace string) *EMFMetrics {
 // they write it with. A test holds EMFMetrics to it; the stack names only these.
 func EmittedMetrics() []emf.Metric {
 	var out []emf.Metric
-	for _, n := range []string{"IntentsDone", "IntentsRetried", "IntentsParked", "LeaseLost", "RetryNotScheduled", "IntentsHeld", "ExecutionLatency"} {
+	for _, n := range []string{"IntentsDone", "IntentsRetried", "IntentsParked", "LeaseLost", "RetryNotScheduled", "IntentsHeld", "IntentsPaused", "ExecutionLatency"} {
 		out = append(out, emf.Metric{Name: n, Dimensions: byTarget})
 	}
 	for _, n := range []string{"SweepRuns", "ParkedClaims", "SweepRedriven", "SweepSettled", "SweepFailures", "SweepDeferred", "SweepIncomplete",

@@ -93,7 +93,13 @@ func TestTheReceiverWritesExactlyItsMetricCatalog(t *testing.T) {
 	stale.handler = h
 	stale.post(stale.request("shop", `{"type":"order.refunded"}`, nil, "msg_m8"))
 
-	got := emitted(t, e.metricsText()+"\n"+throttle.metricsText()+"\n"+lose.metricsText()+"\n"+stale.metricsText())
+	// Probed needs a redrive: duplicates the most of the source's recent deliveries.
+	redrive := newEnv(t)
+	reqs := redrive.sendNew(receiver.WindowMin, redrive.shopEvent("msg_m9"))
+	redrive.redrive(reqs)
+	redrive.redeliver(reqs[0])
+
+	got := emitted(t, e.metricsText()+"\n"+throttle.metricsText()+"\n"+lose.metricsText()+"\n"+stale.metricsText()+"\n"+redrive.metricsText())
 	want := map[string]bool{}
 	for _, m := range receiver.EmittedMetrics() {
 		want[key(m)] = true

@@ -19,7 +19,7 @@ const Namespace = "oncehook"
 func EmittedMetrics() []emf.Metric {
 	var out []emf.Metric
 	for _, n := range []string{"Received", "SignatureRejected", "Unavailable", "Failed", "Rejected", "TooOld", "UnknownType",
-		"ReplayRefused", "PayloadMismatch", "LostResponseRecovered", "CommitLatency", "SecretRefreshFailed"} {
+		"ReplayRefused", "PayloadMismatch", "LostResponseRecovered", "CommitLatency", "SecretRefreshFailed", "Probed"} {
 		out = append(out, emf.Metric{Name: n, Dimensions: bySource})
 	}
 	for _, n := range []string{"Accepted", "Duplicate", "BackstopAbsorbed"} {
