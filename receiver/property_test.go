@@ -65,28 +65,30 @@ type propertyScheme struct {
 	planned []string
 }
 
+// Every source waits the longest a provider does (29 s), so that a slow emulator under load
+// answers in time: the property is about signatures, not deadlines.
 const propertySourcesTemplate = `{"sources": {
-  "standard-webhooks": {"scheme": "standard-webhooks", "secrets": [{"env": "P_SECRET_SW"}], "retry_horizon": "72h", "redrive_window": "1d"},
-  "svix":       {"scheme": "svix", "secrets": [{"env": "P_SECRET_SW"}], "redrive_window": "1d"},
-  "stripe":     {"scheme": "stripe", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d"},
-  "github":     {"scheme": "github", "secrets": [{"env": "P_SECRET"}], "retry_horizon": "1h", "redrive_window": "1d"},
-  "shopify":    {"scheme": "shopify", "secrets": [{"env": "P_SECRET"}], "retry_horizon": "48h", "redrive_window": "1d"},
-  "slack":      {"scheme": "slack", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d"},
-  "zoom":       {"scheme": "zoom", "secrets": [{"env": "P_SECRET"}], "event_id": {"json": "payload.object.uuid"}, "redrive_window": "1d"},
-  "paddle":     {"scheme": "paddle", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d"},
-  "pagerduty":  {"scheme": "pagerduty", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d"},
-  "linear":     {"scheme": "linear", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d"},
-  "intercom":   {"scheme": "intercom", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d"},
-  "twilio":     {"scheme": "twilio", "secrets": [{"env": "P_SECRET"}], "event_type": {"form": "MessageStatus"}, "redrive_window": "1d"},
-  "twilio-form-id": {"scheme": "twilio", "secrets": [{"env": "P_SECRET"}], "event_id": {"form": "SmsSid"}, "event_type": {"form": "MessageStatus"}, "redrive_window": "1d"},
-  "shopify-strict": {"scheme": "shopify", "secrets": [{"env": "P_SECRET"}], "replay_guard": "body", "retry_horizon": "48h", "redrive_window": "1d"},
-  "square":     {"scheme": "square", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d"},
-  "discord":    {"scheme": "discord", "public_keys": [%q], "event_id": {"json": "event.data.id"}, "redrive_window": "1d"},
-  "sendgrid":   {"scheme": "sendgrid", "public_keys": [%q], "redrive_window": "1d"},
-  "twitch":     {"scheme": "twitch", "secrets": [{"env": "P_SECRET"}], "retry_horizon": "1h", "redrive_window": "1d"},
+  "standard-webhooks": {"scheme": "standard-webhooks", "secrets": [{"env": "P_SECRET_SW"}], "retry_horizon": "72h", "redrive_window": "1d", "delivery_timeout": "29s"},
+  "svix":       {"scheme": "svix", "secrets": [{"env": "P_SECRET_SW"}], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "stripe":     {"scheme": "stripe", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "github":     {"scheme": "github", "secrets": [{"env": "P_SECRET"}], "retry_horizon": "1h", "redrive_window": "1d", "delivery_timeout": "29s"},
+  "shopify":    {"scheme": "shopify", "secrets": [{"env": "P_SECRET"}], "retry_horizon": "48h", "redrive_window": "1d", "delivery_timeout": "29s"},
+  "slack":      {"scheme": "slack", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "zoom":       {"scheme": "zoom", "secrets": [{"env": "P_SECRET"}], "event_id": {"json": "payload.object.uuid"}, "redrive_window": "1d", "delivery_timeout": "29s"},
+  "paddle":     {"scheme": "paddle", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "pagerduty":  {"scheme": "pagerduty", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "linear":     {"scheme": "linear", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "intercom":   {"scheme": "intercom", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "twilio":     {"scheme": "twilio", "secrets": [{"env": "P_SECRET"}], "event_type": {"form": "MessageStatus"}, "redrive_window": "1d", "delivery_timeout": "29s"},
+  "twilio-form-id": {"scheme": "twilio", "secrets": [{"env": "P_SECRET"}], "event_id": {"form": "SmsSid"}, "event_type": {"form": "MessageStatus"}, "redrive_window": "1d", "delivery_timeout": "29s"},
+  "shopify-strict": {"scheme": "shopify", "secrets": [{"env": "P_SECRET"}], "replay_guard": "body", "retry_horizon": "48h", "redrive_window": "1d", "delivery_timeout": "29s"},
+  "square":     {"scheme": "square", "secrets": [{"env": "P_SECRET"}], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "discord":    {"scheme": "discord", "public_keys": [%q], "event_id": {"json": "event.data.id"}, "redrive_window": "1d", "delivery_timeout": "29s"},
+  "sendgrid":   {"scheme": "sendgrid", "public_keys": [%q], "redrive_window": "1d", "delivery_timeout": "29s"},
+  "twitch":     {"scheme": "twitch", "secrets": [{"env": "P_SECRET"}], "retry_horizon": "1h", "redrive_window": "1d", "delivery_timeout": "29s"},
   "hmac-sha256": {"scheme": "hmac-sha256", "hmac": {"header": "X-Partner-Signature", "prefix": "sha256="}, "secrets": [{"env": "P_SECRET"}],
                   "event_id": {"header": "X-Partner-Id"}, "event_type": {"header": "X-Partner-Event"}, "delivery_id": {"header": "X-Partner-Delivery"},
-                  "retry_horizon": "24h", "redrive_window": "1d"}
+                  "retry_horizon": "24h", "redrive_window": "1d", "delivery_timeout": "29s"}
 }}`
 
 var propertySecrets = map[string]string{"P_SECRET": "property-test-secret", "P_SECRET_SW": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
