@@ -102,3 +102,21 @@ func TestASettingThatCannotWorkIsRefusedNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestAWholeNumberOfSecondsTooBigForADurationIsRefusedNamed: LEASE_SECONDS and
+// SWEEP_MIN_AGE_SECONDS are whole seconds, held in a time.Duration; a number of seconds past
+// what one holds (about 292 years) is refused with its variable and the value as written, never
+// wrapped around into another duration (2^55 s wraps to 0, read as the default; 2^55 s + 120
+// to 120 s).
+func TestAWholeNumberOfSecondsTooBigForADurationIsRefusedNamed(t *testing.T) {
+	for _, name := range []string{"LEASE_SECONDS", "SWEEP_MIN_AGE_SECONDS"} {
+		for _, v := range []string{"36028797018963968", "36028797018964088", "20000000000", "9223372036854775807"} {
+			s, err := FromEnv(getenv(map[string]string{"TABLE_NAME": "t", name: v}))
+			var e *Error
+			if !errors.As(err, &e) || e.Var != name || e.Value != v {
+				t.Errorf("%s=%s: read as lease %s, sweep min age %s, %v; want an *Error naming %s with the value as written",
+					name, v, s.Lease, s.SweepMinAge, err, name)
+			}
+		}
+	}
+}

@@ -469,3 +469,71 @@ func TestAResourceTheSynthCannotPlaceIsWarnedOf(t *testing.T) {
 		})
 	}
 }
+
+// literalBytes is how many bytes of a template value are literal: the whole of a string, the
+// literal parts of an Fn::Join, none of a Ref or an attribute (known only at deploy).
+func literalBytes(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v)
+	case []any:
+		n := 0
+		for _, e := range v {
+			n += literalBytes(e)
+		}
+		return n
+	case map[string]any:
+		if j, ok := v["Fn::Join"].([]any); ok && len(j) == 2 {
+			parts, _ := j[1].([]any)
+			return literalBytes(parts) + len(fmt.Sprint(j[0]))*max(len(parts)-1, 0)
+		}
+	}
+	return 0
+}
+
+// TestBindingsThatOverflowTheFunctionsEnvironmentFailTheSynth: ONCEHOOK_BINDINGS is JSON whose
+// values (the bound tables' names) CloudFormation completes at deploy, and whose keys (the
+// sources file's table names) are literal. Lambda's 4 KB limit holds for the final
+// environment: an environment whose literal bytes alone are over it is refused at synth,
+// naming its size, as a literal value would be; it is not counted as one value known only at
+// deploy and passed without even a warning.
+func TestBindingsThatOverflowTheFunctionsEnvironmentFailTheSynth(t *testing.T) {
+	var file strings.Builder
+	file.WriteString(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},"tables":{`)
+	var names []string
+	for i := range 36 {
+		name := fmt.Sprintf("customers-%02d-%s", i, strings.Repeat("x", 100))
+		names = append(names, name)
+		if i > 0 {
+			file.WriteString(",")
+		}
+		fmt.Fprintf(&file, `%q:{"bound":true,"partition_key":"email","actions":["update","check"]}`, name)
+	}
+	file.WriteString(`}}`)
+	path := sourcesFile(t, file.String())
+	tpl, err := synthesizeWith(func(stack awscdk.Stack) *Props {
+		table := defineResources(stack).table
+		p := prebuilt("arm64")
+		p.SourcesFile = path
+		p.TableBindings = map[string]awsdynamodb.ITable{}
+		for _, n := range names {
+			p.TableBindings[n] = table
+		}
+		return p
+	}, nil)
+	if err != nil {
+		if !strings.Contains(err.Error(), "4 KB") {
+			t.Fatalf("refused without naming the limit: %v", err)
+		}
+		return
+	}
+	for name, fn := range functionsByTag(t, tpl) {
+		size := 0
+		for k, v := range envOf(fn) {
+			size += len(k) + literalBytes(v)
+		}
+		if size > 4096 {
+			t.Errorf("%s: the synth passed an environment of at least %d literal bytes, over Lambda's 4 KB: the deployment fails at CreateFunction", name, size)
+		}
+	}
+}

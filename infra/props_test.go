@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -694,4 +695,108 @@ func TestTheSynthSizesTheLeaseFromTheApplicationsExecutors(t *testing.T) {
 		return
 	}
 	t.Fatal("no outbox function")
+}
+
+// functionEnvironments is each function's environment variables by its role (receiver,
+// outbox, sweeper), a value CloudFormation completes at deploy rendered.
+func functionEnvironments(t *testing.T, tpl assertions.Template) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	for name, fn := range functionsByTag(t, tpl) {
+		out[name] = map[string]string{}
+		for k, v := range envOf(fn) {
+			out[name][k] = render(v)
+		}
+	}
+	return out
+}
+
+// TestTheStartReadsTheApplicationsTargetsAndAuditPrefixesAsTheSynthWasGivenThem: the
+// application's executors' targets (ONCEHOOK_TARGETS) and the leak audit's prefixes
+// (AUDIT_PREFIXES) are comma-separated lists at start, read with their entries trimmed. A
+// target or a prefix that list would read as another ("crm,billing" as crm and billing, " crm"
+// as crm: targets no executor of the application's map serves, so the outbox refuses to start)
+// fails the synth naming its prop; else every function reads back exactly what it was given.
+func TestTheStartReadsTheApplicationsTargetsAndAuditPrefixesAsTheSynthWasGivenThem(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		set     func(*Props)
+		prop    string
+		want    []string
+		current func(deployment.Settings) []string
+	}{
+		{"a target with a comma", func(p *Props) { p.Outbox.Executors = bounded("crm,billing") }, "Props.Outbox.Executors",
+			[]string{"crm,billing"}, func(s deployment.Settings) []string { return s.Targets }},
+		{"a target with a space around it", func(p *Props) { p.Outbox.Executors = bounded(" crm") }, "Props.Outbox.Executors",
+			[]string{" crm"}, func(s deployment.Settings) []string { return s.Targets }},
+		{"an empty target", func(p *Props) { p.Outbox.Executors = bounded("") }, "Props.Outbox.Executors",
+			[]string{""}, func(s deployment.Settings) []string { return s.Targets }},
+		{"a prefix with a comma", func(p *Props) { p.Sweeper.AuditPrefixes = []string{"ORDER#,INV#"} }, "Props.Sweeper.AuditPrefixes",
+			[]string{"ORDER#,INV#"}, func(s deployment.Settings) []string { return s.AuditPrefixes }},
+		{"a prefix with a space around it", func(p *Props) { p.Sweeper.AuditPrefixes = []string{" ORDER#"} }, "Props.Sweeper.AuditPrefixes",
+			[]string{" ORDER#"}, func(s deployment.Settings) []string { return s.AuditPrefixes }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := prebuilt("arm64")
+			c.set(p)
+			tpl, err := synthesize(p)
+			if err != nil {
+				if !strings.Contains(err.Error(), c.prop) {
+					t.Fatalf("refused without naming %s: %v", c.prop, err)
+				}
+				return
+			}
+			for name, env := range functionEnvironments(t, tpl) {
+				if c.prop == "Props.Sweeper.AuditPrefixes" && name != "sweeper" {
+					continue
+				}
+				s, err := deployment.FromEnv(func(k string) string { return env[k] })
+				if err != nil {
+					t.Fatalf("%s: the start refuses what the synth accepted: %v", name, err)
+				}
+				if got := c.current(s); !slices.Equal(got, c.want) {
+					t.Errorf("%s: the start reads %q, the synth was given %q", name, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestALeaseForATimeoutOfAFractionOfASecondIsOneTheWorkerAccepts: a target's timeout (or an
+// executor's bound) may be a fraction of a second ("55.5s"), and the lease the synth derives
+// from it with the margin then is too; LEASE_SECONDS is whole seconds. The synth either refuses
+// such a timeout naming the target, or writes a lease the worker's start accepts with that
+// target: never one rounded down below the call plus its margin (a batch of 512, two rounds of
+// 256, gives the functions whole-second timeouts and a 60.5 s lease, written as 60), nor a
+// refusal from CloudFormation's whole seconds that names nothing of the props.
+func TestALeaseForATimeoutOfAFractionOfASecondIsOneTheWorkerAccepts(t *testing.T) {
+	for _, c := range []struct {
+		timeout string
+		batch   float64
+	}{{"55.5s", 512}, {"60.5s", 0}} {
+		t.Run(c.timeout, func(t *testing.T) {
+			p := prebuilt("arm64")
+			p.Outbox.StreamBatchSize = c.batch
+			p.SourcesFile = sourcesFile(t, fmt.Sprintf(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},
+			  "targets":{"slow":{"type":"http","url":"https://example.com/x","timeout":%q}}}`, c.timeout))
+			tpl, err := synthesize(p)
+			if err != nil {
+				if !strings.Contains(err.Error(), `"slow"`) && !strings.Contains(err.Error(), "targets.slow") {
+					t.Fatalf("refused without naming the target: %v", err)
+				}
+				return
+			}
+			d, _ := time.ParseDuration(c.timeout)
+			for _, name := range []string{"outbox", "sweeper"} {
+				lease, err := strconv.Atoi(functionEnvironments(t, tpl)[name]["LEASE_SECONDS"])
+				if err != nil {
+					t.Fatal(err)
+				}
+				x := &outbox.HTTPExecutor{URL: "https://example.com/x", Timeout: d}
+				if _, err := outbox.New(&dynamodb.Client{}, outbox.Config{Table: "t", Lease: time.Duration(lease) * time.Second, Executors: map[string]outbox.Executor{"slow": x}}); err != nil {
+					t.Errorf("%s: LEASE_SECONDS=%d: the worker refuses the lease the stack gives it: %v", name, lease, err)
+				}
+			}
+		})
+	}
 }

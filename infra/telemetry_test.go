@@ -505,3 +505,23 @@ func TestTheStoredHeadersGrantsPassCdkNag(t *testing.T) {
 		}
 	}
 }
+
+// TestTheStoredHeadersVariablesAreNotPropsEnvironments: ONCEHOOK_OTLP_HEADERS_SECRET and
+// _PARAMETER name where the functions read the exporter's headers at start, and only the
+// store Props.Telemetry.OpenTelemetry names is granted: the construct derives them. Set in
+// Props.Environment beside HeadersSecret, one the start refuses ("set one of them") or a store
+// the roles may not read, it fails the synth naming Props.Environment and the variable.
+func TestTheStoredHeadersVariablesAreNotPropsEnvironments(t *testing.T) {
+	for _, variable := range []string{tracing.OTLPHeadersSecret, tracing.OTLPHeadersParameter} {
+		_, err := synthesizeWith(func(stack awscdk.Stack) *Props {
+			p := prebuilt("arm64")
+			p.Telemetry.OpenTelemetry = &OpenTelemetry{Endpoint: "https://otlp.example.com",
+				HeadersSecret: awssecretsmanager.NewSecret(stack, jsii.String("Intake"), nil)}
+			p.Environment = map[string]string{variable: "/otel/other-headers"}
+			return p
+		}, nil)
+		if err == nil || !strings.Contains(err.Error(), "Props.Environment") || !strings.Contains(err.Error(), variable) {
+			t.Errorf("Props.Environment %s beside HeadersSecret: got %v, want the synth refused naming both", variable, err)
+		}
+	}
+}

@@ -307,9 +307,10 @@ func TestTheSweeperAuditsTheTablesMarkedForIt(t *testing.T) {
 	}
 }
 
-// TestAnHTTPReceiverRefusesASignedURLItCannotKnow: served over net/http, a Twilio source with no
-// url can only be verified at a trusted host; without one the receiver does not start.
-func TestAnHTTPReceiverRefusesASignedURLItCannotKnow(t *testing.T) {
+// loadSignedURLSource loads the environment of a deployment whose one source (Twilio) signs
+// the URL it calls and sets no url.
+func loadSignedURLSource(t *testing.T) *Env {
+	t.Helper()
 	awstest.Config(t)
 	t.Setenv("TABLE_NAME", "t")
 	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
@@ -319,6 +320,13 @@ func TestAnHTTPReceiverRefusesASignedURLItCannotKnow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return env
+}
+
+// TestAnHTTPReceiverRefusesASignedURLItCannotKnow: served over net/http, a Twilio source with no
+// url can only be verified at a trusted host; without one the receiver does not start.
+func TestAnHTTPReceiverRefusesASignedURLItCannotKnow(t *testing.T) {
+	env := loadSignedURLSource(t)
 	t.Setenv("ONCEHOOK_TRUSTED_HOSTS", "")
 	if err := reread(env); err != nil {
 		t.Fatal(err)
@@ -428,4 +436,21 @@ func readClaim(t *testing.T, db *dynamodb.Client, table, id string) *dedup.Claim
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestTrustedHostsTheReceiverCannotUseAreRefusedNamingTheVariable: ONCEHOOK_TRUSTED_HOSTS lists
+// host names; an entry with a port or a scheme, which the receiver cannot match a Host header
+// against, stops the start with an error naming the variable, as every setting's does.
+func TestTrustedHostsTheReceiverCannotUseAreRefusedNamingTheVariable(t *testing.T) {
+	env := loadSignedURLSource(t)
+	for _, v := range []string{"hooks.example.com:443", "https://hooks.example.com", "hooks.example.com/hooks"} {
+		t.Setenv("ONCEHOOK_TRUSTED_HOSTS", v)
+		err := reread(env)
+		if err == nil {
+			_, err = NewHTTPReceiver(env, nil)
+		}
+		if err == nil || !strings.Contains(err.Error(), "ONCEHOOK_TRUSTED_HOSTS") {
+			t.Errorf("ONCEHOOK_TRUSTED_HOSTS=%s: got %v, want the start refused naming the variable", v, err)
+		}
+	}
 }

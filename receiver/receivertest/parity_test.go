@@ -325,3 +325,25 @@ func TestTheKitRefusesSettingsTheStartRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestTheKitRefusesTrustedHostsAsTheStartDoes: trusted hosts that are not host names (a port,
+// a scheme) are refused by the kit as the functions' start refuses them, with the same
+// *deployment.Error naming ONCEHOOK_TRUSTED_HOSTS, never with an error of the receiver's
+// Config that the launched receiver, reading the same settings, does not give.
+func TestTheKitRefusesTrustedHostsAsTheStartDoes(t *testing.T) {
+	f, err := sources.Parse([]byte(parityFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := map[string]string{"stripe": secrets["stripe"]}
+	for _, host := range []string{"hooks.example.com:443", "https://hooks.example.com"} {
+		s := deployment.Settings{Table: "t", TrustedHosts: []string{host}}
+		env := s.Environment()
+		_, startErr := deployment.FromEnv(func(k string) string { return env[k] })
+		_, _, kitErr := receivertest.NewHandler(f, secret, nil, receivertest.WithSettings(s))
+		var named *deployment.Error
+		if !errors.As(kitErr, &named) || named.Var != "ONCEHOOK_TRUSTED_HOSTS" || startErr == nil || startErr.Error() != kitErr.Error() {
+			t.Errorf("trusted host %q: the kit answers %v, the start %v; want both the same refusal naming ONCEHOOK_TRUSTED_HOSTS", host, kitErr, startErr)
+		}
+	}
+}
