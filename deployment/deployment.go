@@ -32,6 +32,7 @@ package deployment
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,9 @@ const (
 	// once a minute.
 	MinSecretsMaxAge = time.Minute
 )
+
+// maxSeconds is the most whole seconds a time.Duration holds.
+const maxSeconds = int64(math.MaxInt64 / time.Second)
 
 // Settings is one deployment's configuration. Its zero fields take their defaults (Defaults).
 type Settings struct {
@@ -139,9 +143,9 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	}{{"LEASE_SECONDS", &s.Lease}, {"SWEEP_MIN_AGE_SECONDS", &s.SweepMinAge}}
 	for _, d := range secs {
 		if v := getenv(d.name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return s, &Error{Var: d.name, Value: v, Want: "a positive whole number"}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 || n > maxSeconds {
+				return s, &Error{Var: d.name, Value: v, Want: fmt.Sprintf("a positive whole number of seconds, at most %d", maxSeconds)}
 			}
 			*d.to = time.Duration(n) * time.Second
 		}
@@ -202,6 +206,11 @@ func (s Settings) Check() error {
 	}
 	if s.SecretsMaxAge < MinSecretsMaxAge {
 		return &Error{Var: "ONCEHOOK_SECRETS_MAX_AGE", Value: s.SecretsMaxAge.String(), Want: "a duration of at least " + MinSecretsMaxAge.String() + " (5m, 1h)"}
+	}
+	for _, h := range s.TrustedHosts {
+		if err := sources.CheckHost(h); err != nil {
+			return &Error{Var: "ONCEHOOK_TRUSTED_HOSTS", Value: h, Want: "host names (no scheme, port or path)"}
+		}
 	}
 	for _, l := range []struct {
 		name string

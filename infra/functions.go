@@ -141,13 +141,17 @@ const deployValue = 128
 // settings (a vendor's header) are what fill it.
 func checkEnvironment(fn awslambda.Function, name string, vars map[string]*string) error {
 	literal, tokens := 0, 0
+	stack := awscdk.Stack_Of(fn)
 	for k, v := range vars {
 		literal += len(k)
-		if unresolved(*v) {
-			tokens++
+		if !unresolved(*v) {
+			literal += len(*v)
 			continue
 		}
-		literal += len(*v)
+		// A value with tokens in it (ONCEHOOK_BINDINGS: JSON keys around names and ARNs):
+		// its literal parts count, each value CloudFormation fills in at deploy is a token.
+		l, t := resolvedSize(stack.Resolve(v))
+		literal, tokens = literal+l, tokens+t
 	}
 	if literal > maxEnvironment {
 		return fmt.Errorf("the %s function's environment: %d bytes with its literal values alone (the inline sources file, Props.Environment, Props.Telemetry.OpenTelemetry's settings), over Lambda's 4 KB: a smaller OpenTelemetry header or resource attributes, or Code.Dir or Code.GoPackage (which carry the sources file in the code, not the environment)",
@@ -159,6 +163,29 @@ func checkEnvironment(fn awslambda.Function, name string, vars map[string]*strin
 			strings.ToLower(name), literal, tokens)), nil)
 	}
 	return nil
+}
+
+// resolvedSize is the literal bytes and the deploy-time values of a resolved CloudFormation
+// value: strings, Fn::Join's parts and separators, and any other intrinsic as one value.
+func resolvedSize(v any) (literal, tokens int) {
+	switch v := v.(type) {
+	case string:
+		return len(v), 0
+	case []any:
+		for _, e := range v {
+			l, t := resolvedSize(e)
+			literal, tokens = literal+l, tokens+t
+		}
+		return literal, tokens
+	case map[string]any:
+		if join, ok := v["Fn::Join"].([]any); ok && len(v) == 1 && len(join) == 2 {
+			sep, _ := join[0].(string)
+			parts, _ := join[1].([]any)
+			l, t := resolvedSize(parts)
+			return l + len(sep)*max(len(parts)-1, 0), t
+		}
+	}
+	return 0, 1
 }
 
 // checkFunctions fills in each function's options from the construct-wide ones and refuses

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -63,7 +64,25 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 	if err := checkTelemetry(&cfg); err != nil {
 		return cfg, nil, nil, err
 	}
+	if err := checkSettings(cfg); err != nil {
+		return cfg, nil, nil, err
+	}
 	return cfg, file, raw, nil
+}
+
+// checkSettings refuses the props the functions' settings are written from (deployment.Settings)
+// where the start would refuse or misread them, naming the prop: every function's environment
+// is checked again as a whole when it is written (function).
+func checkSettings(cfg Props) error {
+	err := deployment.Settings{Targets: sortedKeys(cfg.Outbox.Executors), AuditPrefixes: cfg.Sweeper.AuditPrefixes,
+		AuditSample: cfg.Sweeper.AuditSample, PendingShards: cfg.Table.PendingShards}.Check()
+	var e *deployment.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	prop := map[string]string{"ONCEHOOK_TARGETS": "Props.Outbox.Executors", "AUDIT_PREFIXES": "Props.Sweeper.AuditPrefixes",
+		"AUDIT_SAMPLE": "Props.Sweeper.AuditSample", "PENDING_SHARDS": "Props.Table.PendingShards"}[e.Var]
+	return fmt.Errorf("%s: %q: want %s", prop, e.Value, e.Want)
 }
 
 // deployable refuses, for a stack on AWS, a sources file that only works on a developer's
@@ -106,7 +125,9 @@ func private(host string) bool {
 // so does the synth.
 var derived = map[string]bool{"AUDIT_PREFIXES": true, "AUDIT_SAMPLE": true, "TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
 	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true, "ONCEHOOK_BINDINGS": true,
-	"ONCEHOOK_DUPLICATE_PROBE": true, "ONCEHOOK_TRUSTED_HOSTS": true}
+	"ONCEHOOK_DUPLICATE_PROBE": true, "ONCEHOOK_TRUSTED_HOSTS": true,
+	"ONCEHOOK_OTLP_HEADERS_SECRET": true, "ONCEHOOK_OTLP_HEADERS_PARAMETER": true} // Props.Telemetry.OpenTelemetry's
+
 
 func compactJSON(b []byte) []byte {
 	var buf bytes.Buffer

@@ -118,9 +118,10 @@ func PlanTimings(batchSize, concurrency int, calls map[string]time.Duration) (Ti
 	if batchSize <= 0 || concurrency <= 0 {
 		return t, &ConfigError{Field: "BatchSize", Reason: "and Concurrency must be positive"}
 	}
-	t.Lease = max(DefaultLease, MinLease(t.MaxCall, t.Margin))
-	t.FunctionTimeout = max(time.Minute, t.NeededFunctionTimeout())
-	t.SweeperTimeout = max(DefaultSweeperTimeout, t.NeededSweeperTimeout())
+	// Whole seconds, rounded up: what LEASE_SECONDS and a function's Timeout can say.
+	t.Lease = ceilSecond(max(DefaultLease, MinLease(t.MaxCall, t.Margin)))
+	t.FunctionTimeout = ceilSecond(max(time.Minute, t.NeededFunctionTimeout()))
+	t.SweeperTimeout = ceilSecond(max(DefaultSweeperTimeout, t.NeededSweeperTimeout()))
 	field := "targets"
 	if t.Slowest != "" {
 		field = fmt.Sprintf("target %q's timeout", t.Slowest)
@@ -134,6 +135,13 @@ func PlanTimings(batchSize, concurrency int, calls map[string]time.Duration) (Ti
 			t.MaxCall, t.NeededSweeperTimeout())}
 	}
 	return t, CheckTimings(t)
+}
+
+func ceilSecond(d time.Duration) time.Duration {
+	if r := d % time.Second; r != 0 {
+		return d - r + time.Second
+	}
+	return d
 }
 
 // CheckTimings reports, as a *ConfigError naming the setting, timings that cannot work: a lease

@@ -187,8 +187,8 @@ func New(cfg Config) (*Handler, error) {
 		h.namespace = Namespace
 	}
 	for _, host := range cfg.TrustedHosts {
-		if host == "" || strings.ContainsAny(host, "/:@ ") {
-			return nil, fmt.Errorf("receiver: TrustedHosts: %q is not a host name (no scheme, port or path)", host)
+		if err := sources.CheckHost(host); err != nil {
+			return nil, fmt.Errorf("receiver: TrustedHosts: %w", err)
 		}
 		if h.trusted == nil {
 			h.trusted = map[string]bool{}

@@ -441,6 +441,15 @@ func (d Duration) String() string {
 	return strings.Trim(string(b), `"`)
 }
 
+// CheckHost refuses what is not a host name alone: a trusted host whose Host header may stand
+// for the URL a URL-signing source (twilio, square) was called at has no scheme, port or path.
+func CheckHost(host string) error {
+	if host == "" || strings.ContainsAny(host, "/:@ ") {
+		return fmt.Errorf("%q is not a host name (no scheme, port or path)", host)
+	}
+	return nil
+}
+
 // ParseDuration is time.ParseDuration plus whole days ("30d").
 func ParseDuration(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
