@@ -128,7 +128,6 @@ var derived = map[string]bool{"AUDIT_PREFIXES": true, "AUDIT_SAMPLE": true, "TAB
 	"ONCEHOOK_DUPLICATE_PROBE": true, "ONCEHOOK_TRUSTED_HOSTS": true,
 	"ONCEHOOK_OTLP_HEADERS_SECRET": true, "ONCEHOOK_OTLP_HEADERS_PARAMETER": true} // Props.Telemetry.OpenTelemetry's
 
-
 func compactJSON(b []byte) []byte {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {
