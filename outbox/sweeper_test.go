@@ -312,3 +312,38 @@ func TestASweepWithoutTimeForASlowTargetHandsItsIntentToTheOutbox(t *testing.T) 
 		t.Fatalf("%+v: want the slow intent done by the outbox", in)
 	}
 }
+
+// The parked alarm's gauge (SweepReport.Parked, ParkedClaims) counts the claims under the
+// parked shards. An intent that parks while another of its event is still open (a retry
+// waiting on its backoff, a paused target) leaves its claim under its due shard, and is not
+// counted: during a second target's long outage, or its maintenance, the first target's
+// parked intents raise no alarm.
+func TestTheParkedCountIncludesAnIntentParkedBesideAnOpenOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_beside",
+		dedup.Intent{Name: "email.send", Target: "email", Payload: []byte(`{}`)},
+		dedup.Intent{Name: "fulfilment.create", Target: "http:fulfilment", Payload: []byte(`{}`)})
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			return outbox.Permanent(fmt.Errorf("http 422: recipient unknown"))
+		})
+		c.Executors["http:fulfilment"] = outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			return fmt.Errorf("http 503: warehouse busy")
+		})
+		c.Backoff = func(int) time.Duration { return time.Hour }
+	})
+	if _, err := w.Process(context.Background(), e.claim("evt_beside")); err != nil {
+		t.Fatal(err)
+	}
+	if cl := e.claim("evt_beside"); cl.Intents["email.send"].Status != dedup.IntentParked || cl.Intents["fulfilment.create"].Status != dedup.IntentPending {
+		t.Fatalf("setup: %+v, want email.send parked and fulfilment.create pending", cl.Intents)
+	}
+	rep, err := (&outbox.Sweeper{Worker: w}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Parked != 1 {
+		t.Errorf("the sweep counts %d parked claims, want 1: email.send of evt_beside is parked", rep.Parked)
+	}
+}

@@ -809,3 +809,32 @@ func TestEveryParkedIntentMatchingAQueryIsRedrivenInRounds(t *testing.T) {
 }
 
 const maxRedrive = 200
+
+// An intent parks while another intent of its event is still open: a retry waiting on its
+// backoff (hours, past a few failures), or a target paused for its downstream's maintenance.
+// The outbox leaves the claim under its due shard until nothing of it is open, and the Parked
+// page reads the parked shards only: the parked intent is missing from the list, from "all
+// shown" and from a redrive by query, and the page's total, written exact, says there is
+// nothing parked, while the overview counts it parked and its event page offers its Redrive.
+func TestTheParkedPageListsAnIntentParkedBesideAnOpenOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.down.setRefuse(key("shop", "evt_beside", "email.send"), true)  // 422: parked
+	e.down.setUnavailable(key("shop", "evt_beside", "crm.update"), 1) // 503: retried in an hour
+	e.commit("shop", "evt_beside", false)
+	e.drain()
+	cl := e.claim("shop", "evt_beside")
+	if cl.Intents["email.send"].Status != dedup.IntentParked || cl.Intents["crm.update"].Status != dedup.IntentPending {
+		t.Fatalf("setup: %+v, want email.send parked and crm.update pending", cl.Intents)
+	}
+	b := e.serve(nil)
+	mustContain(t, b.get("/events/shop/evt_beside"), `action="/redrive"`)
+	parked := b.get("/parked")
+	total := regexp.MustCompile(`<strong id="total">([^<]*)</strong>`).FindStringSubmatch(parked.Body)
+	if total == nil || !strings.Contains(parked.Body, "evt_beside") {
+		t.Errorf("the Parked page does not list the parked intent of evt_beside (total %q)", total)
+	}
+	if total != nil && total[1] == "0" {
+		t.Errorf("the Parked page's total is an exact 0 while email.send of evt_beside is parked")
+	}
+}
