@@ -819,7 +819,7 @@ const maxRedrive = 200
 func TestTheParkedPageListsAnIntentParkedBesideAnOpenOne(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.down.setRefuse(key("shop", "evt_beside", "email.send"), true)  // 422: parked
+	e.down.setRefuse(key("shop", "evt_beside", "email.send"), true)   // 422: parked
 	e.down.setUnavailable(key("shop", "evt_beside", "crm.update"), 1) // 503: retried in an hour
 	e.commit("shop", "evt_beside", false)
 	e.drain()
