@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -345,5 +346,60 @@ func TestTheParkedCountIncludesAnIntentParkedBesideAnOpenOne(t *testing.T) {
 	}
 	if rep.Parked != 1 {
 		t.Errorf("the sweep counts %d parked claims, want 1: email.send of evt_beside is parked", rep.Parked)
+	}
+}
+
+// settleFails refuses the write that takes a claim out of the pending index (Claims.Settle),
+// as a throttled or unreachable table does: the write before it has been made.
+type settleFails struct{ dedup.UpdateAPI }
+
+func (s settleFails) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if strings.HasPrefix(aws.ToString(in.UpdateExpression), "REMOVE "+dedup.IndexPartitionKey) {
+		return nil, fmt.Errorf("ProvisionedThroughputExceededException: the table is throttling")
+	}
+	return s.UpdateAPI.UpdateItem(ctx, in, o...)
+}
+
+// A resolve is two writes: the intent resolved, then its claim out of the parked shards once
+// nothing of it is parked (Settle). When the second fails (a throttled table, a dropped
+// connection), the operator is told it failed, and sending it again finds the intent resolved
+// already ("not parked any more"); the sweeper settles a claim left behind only under the due
+// shards, and counts the parked shards without reading them. So the claim, with nothing
+// parked, stays in the parked alarm's count until it expires, and nothing takes it out.
+func TestAResolveWhoseSettleFailedLeavesTheParkedCount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_resolved")
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			return outbox.Permanent(fmt.Errorf("http 422: recipient unknown"))
+		})
+	})
+	if _, err := w.Process(context.Background(), e.claim("evt_resolved")); err != nil {
+		t.Fatal(err)
+	}
+	sweep := &outbox.Sweeper{Worker: w}
+	if rep, err := sweep.Run(context.Background()); err != nil || rep.Parked != 1 {
+		t.Fatalf("setup: %+v %v, want one parked claim", rep, err)
+	}
+	claims := &dedup.Claims{API: settleFails{e.client}, Table: e.table, Now: e.now}
+	if err := claims.Resolve(context.Background(), e.claim("evt_resolved"), "email.send", "ada (test)", "sent by hand"); err == nil {
+		t.Fatal("setup: the resolve's settle did not fail")
+	}
+	// The operator sends the resolve again, as the failure says to.
+	again := &dedup.Claims{API: e.client, Table: e.table, Now: e.now}
+	if err := again.Resolve(context.Background(), e.claim("evt_resolved"), "email.send", "ada (test)", "sent by hand"); err != nil && !errors.Is(err, dedup.ErrNotParked) {
+		t.Fatal(err)
+	}
+	if in := e.claim("evt_resolved").Intents["email.send"]; in.Status != dedup.IntentResolved {
+		t.Fatalf("setup: %+v, want resolved", in)
+	}
+	e.advance(time.Hour)
+	rep, err := sweep.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Parked != 0 {
+		t.Errorf("after the resolve, its retry and a sweep, the sweep counts %d parked claims, want 0: nothing of evt_resolved is parked", rep.Parked)
 	}
 }
