@@ -644,3 +644,46 @@ func TestAPayloadQuotedBackInAnyShapeIsNotShownWithoutShowPayloads(t *testing.T)
 		})
 	}
 }
+
+// startedExecution is a Step Functions target as the worker sees it: it reports the execution
+// ARN it started (outbox.Reporter), which the intent records as what was sent.
+type startedExecution struct{ arn string }
+
+func (x startedExecution) Execute(ctx context.Context, t outbox.Task) error { return nil }
+func (x startedExecution) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
+	return "execution " + x.arn, nil
+}
+
+// docs/console.md: "an IAM identity or a target's ARN never reaches a page", the account id
+// neither. What a Step Functions target reports as sent is its execution's ARN, which is the
+// state machine's ARN (the target's, from the sources file) with the account, and the event
+// page shows it as it is.
+func TestWhatATargetSentShowsNeitherTheAccountNorTheTargetsARN(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const machine = "arn:aws:states:us-east-1:123456789012:stateMachine:SECRET-MACHINE-orders"
+	f, err := sources.Parse([]byte(strings.Replace(testSources,
+		`"email": {"url": "http://127.0.0.1:1/SECRET-URL-PATH", "headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}}`,
+		`"email": {"type": "stepfunctions", "arn": "`+machine+`"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	exec := startedExecution{arn: "arn:aws:states:us-east-1:123456789012:execution:SECRET-MACHINE-orders:shop-evt_sent-email"}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": e.exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_sent", false)
+	e.drain()
+	if in := e.claim("shop", "evt_sent").Intents["email.send"]; in.Status != dedup.IntentDone || !strings.Contains(in.Sent, "123456789012") {
+		t.Fatalf("setup: %+v, want done with the execution's ARN as sent", in)
+	}
+	r := e.serve(nil).get("/events/shop/evt_sent")
+	mustContain(t, r, "evt_sent", "email.send")
+	for _, s := range []string{"123456789012", "SECRET-MACHINE"} {
+		if strings.Contains(r.Body, s) {
+			t.Errorf("the event page shows %q in what was sent", s)
+		}
+	}
+}
