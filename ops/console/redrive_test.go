@@ -838,3 +838,38 @@ func TestTheParkedPageListsAnIntentParkedBesideAnOpenOne(t *testing.T) {
 		t.Errorf("the Parked page's total is an exact 0 while email.send of evt_beside is parked")
 	}
 }
+
+// An at-most-once target's intent parked by a clean refusal (a 422: the call reached the
+// downstream, which said no) carries no "at-most-once:" mark: only the sources file's
+// delivery says what it is. hookctl console runs without a sources file (it says only that
+// sources are not checked by name and fewer secrets are redacted), and its redrive by query
+// then counts no at-most-once intent among the matches ("0 excluded") and re-drives it with the
+// rest: a second call of an at-most-once intent nobody chose to send.
+func TestARedriveByQueryWithoutTheSourcesFileSendsNoAtMostOnceIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// The deployment's sources file says email is at-most-once; the console is not given it.
+	f, err := sources.Parse([]byte(strings.Replace(testSources, `"headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}`,
+		`"headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}, "delivery": "at-most-once"`, 1)))
+	if err != nil || f.Targets["email"].Delivery != sources.AtMostOnce {
+		t.Fatalf("setup: %v", err)
+	}
+	e.down.setRefuse(key("shop", "evt_amo_422", "email.send"), true)
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": outbox.AtMostOnce(e.exec), "crm": e.exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_amo_422", false)
+	e.drain()
+	if in := e.claim("shop", "evt_amo_422").Intents["email.send"]; in.Status != dedup.IntentParked {
+		t.Fatalf("setup: %+v, want parked", in)
+	}
+	b := e.serve(func(c *console.Config) { c.Sources = nil })
+	next := bulkForm(b.get("/parked"))
+	for round := 0; next != nil && round < 5; round++ {
+		next = bulkForm(b.post("/redrive/query", next))
+	}
+	if in := e.claim("shop", "evt_amo_422").Intents["email.send"]; in.Status != dedup.IntentParked {
+		t.Errorf("the at-most-once intent was re-driven by query: %s, redriven by %q", in.Status, in.RedrivenBy)
+	}
+}
