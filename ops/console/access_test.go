@@ -708,3 +708,41 @@ func TestAnotherSitesPageCannotSpendTheGuessesAtTheToken(t *testing.T) {
 		t.Errorf("the operator's sign-in link, after another site's frames: %d, want 303", r.Status)
 	}
 }
+
+// A sign-in link is the operator's when they open it: from a terminal or the address bar
+// (Sec-Fetch-Site: none), or with a client that sends no Fetch Metadata. One another origin's
+// page navigates the window to (a link, window.open, a form with target=_top), as often as it
+// likes, is not compared with the token and spends none of the bound: it is answered with the
+// sign-in form and sets no cookie, whatever token it carries.
+func TestASignInLinkAnotherOriginOpensIsNotAGuess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	open := func(site, token string) response {
+		req, _ := http.NewRequest(http.MethodGet, b.base+"/login?token="+token, nil)
+		req.Header.Set("Sec-Fetch-Site", site)
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		req.Header.Set("Sec-Fetch-Dest", "document")
+		return b.do(req)
+	}
+	for _, site := range []string{"cross-site", "same-site"} {
+		for i := range 12 {
+			if r := open(site, fmt.Sprintf("guess-%d", i)); r.Status != http.StatusForbidden || !strings.Contains(r.Body, `action="/login"`) {
+				t.Fatalf("a %s page's sign-in link: %d, want 403 and the sign-in form", site, r.Status)
+			}
+		}
+		if r := open(site, testToken); r.Status != http.StatusForbidden || len(r.Header.Values("Set-Cookie")) != 0 {
+			t.Errorf("a %s page's sign-in link with the right token: %d %v, want 403 and no cookie", site, r.Status, r.Header.Values("Set-Cookie"))
+		}
+	}
+	if r := open("none", "not-the-token"); r.Status != http.StatusUnauthorized {
+		t.Errorf("the operator's link with a wrong token: %d, want 401 (a guess)", r.Status)
+	}
+	if r := open("none", testToken); r.Status != http.StatusSeeOther {
+		t.Errorf("the operator's sign-in link, after another origin's: %d, want 303", r.Status)
+	}
+}

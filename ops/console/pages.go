@@ -714,8 +714,16 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		// The sign-in link (hookctl console prints it) carries the token in its query.
+		// The sign-in link (hookctl console prints it) carries the token in its query. The
+		// operator opens it from a terminal or the address bar (Sec-Fetch-Site: none); one
+		// another site's page navigates to is not theirs, and is not compared: it would spend
+		// the bound on guesses, and lock them out of their own console (guess).
 		if q := r.URL.Query(); q.Has("token") {
+			if fromAnotherOrigin(r) {
+				c.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in",
+					Detail: "A sign-in link opened from another site's page is not taken. Open the console's link from your terminal or the address bar, or enter the token here."})
+				return
+			}
 			c.signIn(w, r, q.Get("token"))
 			return
 		}
