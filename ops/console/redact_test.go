@@ -610,6 +610,10 @@ func TestAPayloadQuotedBackInAnyShapeIsNotShownWithoutShowPayloads(t *testing.T)
 		"a value escaped by Python's html.escape": {
 			`<p>Invalid recipient: Sean O&#x27;Brien &lt;sean.obrien@example.com&gt;</p>`, "sean.obrien@example.com"},
 		"a value escaped by Django (&quot;)": {`<p>Note too long: say &quot;hi&quot; to Jo</p>`, "say &quot;hi&quot; to Jo"},
+		// The outbox keeps the answer's first 256 bytes: here they end inside &#x27;.
+		"a value escaped by Python's html.escape, cut inside a reference": {
+			`<p>Invalid recipient ` + strings.Repeat(".", 256-len(`<p>Invalid recipient `)-len(`Sean O&#x2`)) +
+				`Sean O&#x27;Brien &lt;sean.obrien@example.com&gt;</p>`, "Sean O"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
