@@ -382,17 +382,22 @@ func replaceSpans(msg string, spans []region) string {
 	return msg
 }
 
-// What an AWS service's error names of the deployment: ARNs (the target's, the role and
-// session of the caller), account ids, request ids. docs/console.md: an AWS error's details go
-// to the log, never to a page; the intent's last error may quote one. An ARN keeps its
-// service, for the operator to read what failed.
+// What an AWS service's error, or what a target reports it sent, names of the deployment:
+// ARNs (the target's, the role and session of the caller), account ids, request ids.
+// docs/console.md: an AWS error's details go to the log, never to a page; the intent's last
+// error may quote one. An ARN keeps its service, for the operator to read what failed; a Step
+// Functions execution's keeps its resource type and its name too (the name after the state
+// machine's, an express execution's run id after it), by which the operator finds it, while
+// the region, the account and the state machine (the target's ARN) are redacted.
 var (
+	executionInText = regexp.MustCompile(`\barn:(aws[a-z-]*):states:[a-z0-9-]*:[0-9]{12}:(execution|express):[^:\s"'<>,;()\\]+:([^\s"'<>,;()\\]+)`)
 	arnInText       = regexp.MustCompile(`\barn:(aws[a-z-]*):([a-z0-9-]+):[a-z0-9-]*:[0-9]{12}:[^\s"'<>,;()\\]+`)
 	accountInText   = regexp.MustCompile(`\b[0-9]{12}\b`)
 	requestIDInText = regexp.MustCompile(`(?i)\b(request ?id|x-amzn-requestid|x-amz-request-id)(["\\]*[:=]\s*["\\]*)[A-Za-z0-9/+=-]+`)
 )
 
 func redactAWS(msg string) string {
+	msg = executionInText.ReplaceAllString(msg, "arn:$1:states:"+redacted+":$2:"+redacted+":$3")
 	msg = arnInText.ReplaceAllString(msg, "arn:$1:$2:"+redacted)
 	msg = accountInText.ReplaceAllLiteralString(msg, redacted)
 	return requestIDInText.ReplaceAllString(msg, "$1$2"+redacted)
