@@ -324,6 +324,8 @@ func TestRedriveAllShownWorksForEveryPageTheParkedPageShows(t *testing.T) {
 // after a call that may have reached the downstream), whether the sources file says the
 // target is at-most-once or only the worker's record does (no sources file), and the
 // confirmation leaves them unticked: a person ticks each after checking the downstream.
+// Without the sources file the other target's delivery cannot be known either (it may be
+// at-most-once), so the confirmation ticks neither, and says why.
 func TestAnAtMostOnceIntentThatMayHaveBeenSentIsFlaggedAndNotPreselected(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -357,6 +359,16 @@ func TestAnAtMostOnceIntentThatMayHaveBeenSentIsFlaggedAndNotPreselected(t *test
 		mustContain(t, response{Body: all}, "1 of them at-most-once")
 		confirm := b.post("/redrive", url.Values{"ref": refs(response{Body: all}), "csrf": {csrf(t, page)}})
 		ticked := regexp.MustCompile(`name="ref" value="([^"]+)"[^>]* checked`).FindAllStringSubmatch(confirm.Body, -1)
+		if file == nil {
+			// crm's delivery is the sources file's to say: without it, crm.update may be
+			// at-most-once too, and is left for a person, saying why.
+			mustContain(t, response{Body: all}, "1 of unknown delivery")
+			mustContain(t, confirm, "delivery unknown")
+			if len(ticked) != 0 {
+				t.Fatalf("%s: ticked %v, want none (neither target's delivery is known):\n%s", name, ticked, confirm.Body)
+			}
+			continue
+		}
 		if len(ticked) != 1 || !strings.Contains(ticked[0][1], "i=crm.update") {
 			t.Fatalf("%s: ticked %v, want only crm.update (the at-most-once intent left for a person):\n%s", name, ticked, confirm.Body)
 		}
@@ -865,9 +877,15 @@ func TestARedriveByQueryWithoutTheSourcesFileSendsNoAtMostOnceIntent(t *testing.
 		t.Fatalf("setup: %+v, want parked", in)
 	}
 	b := e.serve(func(c *console.Config) { c.Sources = nil })
-	next := bulkForm(b.get("/parked"))
+	parked := b.get("/parked")
+	mustContain(t, parked, "delivery unknown", "started without the sources file")
+	next := bulkForm(parked)
 	for round := 0; next != nil && round < 5; round++ {
-		next = bulkForm(b.post("/redrive/query", next))
+		page := b.post("/redrive/query", next)
+		if round == 0 { // the page that re-drives nothing says what it leaves, and why
+			mustContain(t, page, "leaves them parked", "started without the sources file")
+		}
+		next = bulkForm(page)
 	}
 	if in := e.claim("shop", "evt_amo_422").Intents["email.send"]; in.Status != dedup.IntentParked {
 		t.Errorf("the at-most-once intent was re-driven by query: %s, redriven by %q", in.Status, in.RedrivenBy)
