@@ -487,3 +487,40 @@ func TestResolvingEveryParkedIntentFromOneReadLeavesTheIndex(t *testing.T) {
 		t.Fatalf("under %q with nothing parked or open (%+v), want out of the index", c.PendingShard, c.Intents)
 	}
 }
+
+// An attempt whose call outlived its lease is still an attempt that called the downstream:
+// another worker took the intent over (the next attempt) and finished it, and then this
+// attempt's worker records what its call got. The fence rightly refuses its status (ErrLeaseLost),
+// but the history, which "cannot say what did not happen, nor miss what did", then misses a
+// call that happened: the operator reading it sees attempt 2 done and nothing of attempt 1,
+// whose call may have been applied too (a second call of one key).
+func TestAnAttemptWhoseLeaseWasTakenOverIsInTheHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	e.outboxClaim(t, "evt_overtaken")
+	first, err := cs.Lease(ctx, e.claim(t, "shop", "evt_overtaken"), "a", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || first == nil {
+		t.Fatal(first, err)
+	}
+	e.clock.Advance(2 * leaseFor) // the first call outlives its lease
+	second, err := cs.Lease(ctx, e.claim(t, "shop", "evt_overtaken"), "a", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || second == nil || second.Attempt != 2 {
+		t.Fatalf("takeover: %+v %v, want attempt 2", second, err)
+	}
+	if err := cs.Done(ctx, second, "msg_2"); err != nil {
+		t.Fatal(err)
+	}
+	first.Code = 500
+	if err := cs.Retry(ctx, first, e.clock.Now().Add(time.Minute), "POST https://x: 500"); !errors.Is(err, dedup.ErrLeaseLost) {
+		t.Fatalf("the first attempt's record: %v, want ErrLeaseLost", err)
+	}
+	in := e.claim(t, "shop", "evt_overtaken").Intents["a"]
+	for _, h := range in.History {
+		if h.Attempt == 1 {
+			return
+		}
+	}
+	t.Errorf("history %q: attempt 1 called the downstream (answered 500) and is not in it", history(in))
+}

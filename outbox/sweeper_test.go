@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -310,5 +311,95 @@ func TestASweepWithoutTimeForASlowTargetHandsItsIntentToTheOutbox(t *testing.T) 
 	}
 	if in := e.claim("evt_sweep_slow").Intents["report"]; in.Status != dedup.IntentDone || in.Attempts != 1 {
 		t.Fatalf("%+v: want the slow intent done by the outbox", in)
+	}
+}
+
+// The parked alarm's gauge (SweepReport.Parked, ParkedClaims) counts the claims under the
+// parked shards. An intent that parks while another of its event is still open (a retry
+// waiting on its backoff, a paused target) leaves its claim under its due shard, and is not
+// counted: during a second target's long outage, or its maintenance, the first target's
+// parked intents raise no alarm.
+func TestTheParkedCountIncludesAnIntentParkedBesideAnOpenOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_beside",
+		dedup.Intent{Name: "email.send", Target: "email", Payload: []byte(`{}`)},
+		dedup.Intent{Name: "fulfilment.create", Target: "http:fulfilment", Payload: []byte(`{}`)})
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			return outbox.Permanent(fmt.Errorf("http 422: recipient unknown"))
+		})
+		c.Executors["http:fulfilment"] = outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			return fmt.Errorf("http 503: warehouse busy")
+		})
+		c.Backoff = func(int) time.Duration { return time.Hour }
+	})
+	if _, err := w.Process(context.Background(), e.claim("evt_beside")); err != nil {
+		t.Fatal(err)
+	}
+	if cl := e.claim("evt_beside"); cl.Intents["email.send"].Status != dedup.IntentParked || cl.Intents["fulfilment.create"].Status != dedup.IntentPending {
+		t.Fatalf("setup: %+v, want email.send parked and fulfilment.create pending", cl.Intents)
+	}
+	rep, err := (&outbox.Sweeper{Worker: w}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Parked != 1 {
+		t.Errorf("the sweep counts %d parked claims, want 1: email.send of evt_beside is parked", rep.Parked)
+	}
+}
+
+// settleFails refuses the write that takes a claim out of the pending index (Claims.Settle),
+// as a throttled or unreachable table does: the write before it has been made.
+type settleFails struct{ dedup.UpdateAPI }
+
+func (s settleFails) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if strings.HasPrefix(aws.ToString(in.UpdateExpression), "REMOVE "+dedup.IndexPartitionKey) {
+		return nil, fmt.Errorf("ProvisionedThroughputExceededException: the table is throttling")
+	}
+	return s.UpdateAPI.UpdateItem(ctx, in, o...)
+}
+
+// A resolve is two writes: the intent resolved, then its claim out of the parked shards once
+// nothing of it is parked (Settle). When the second fails (a throttled table, a dropped
+// connection), the operator is told it failed, and sending it again finds the intent resolved
+// already ("not parked any more"); the sweeper settles a claim left behind only under the due
+// shards, and counts the parked shards without reading them. So the claim, with nothing
+// parked, stays in the parked alarm's count until it expires, and nothing takes it out.
+func TestAResolveWhoseSettleFailedLeavesTheParkedCount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_resolved")
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+			return outbox.Permanent(fmt.Errorf("http 422: recipient unknown"))
+		})
+	})
+	if _, err := w.Process(context.Background(), e.claim("evt_resolved")); err != nil {
+		t.Fatal(err)
+	}
+	sweep := &outbox.Sweeper{Worker: w}
+	if rep, err := sweep.Run(context.Background()); err != nil || rep.Parked != 1 {
+		t.Fatalf("setup: %+v %v, want one parked claim", rep, err)
+	}
+	claims := &dedup.Claims{API: settleFails{e.client}, Table: e.table, Now: e.now}
+	if err := claims.Resolve(context.Background(), e.claim("evt_resolved"), "email.send", "ada (test)", "sent by hand"); err == nil {
+		t.Fatal("setup: the resolve's settle did not fail")
+	}
+	// The operator sends the resolve again, as the failure says to.
+	again := &dedup.Claims{API: e.client, Table: e.table, Now: e.now}
+	if err := again.Resolve(context.Background(), e.claim("evt_resolved"), "email.send", "ada (test)", "sent by hand"); err != nil && !errors.Is(err, dedup.ErrNotParked) {
+		t.Fatal(err)
+	}
+	if in := e.claim("evt_resolved").Intents["email.send"]; in.Status != dedup.IntentResolved {
+		t.Fatalf("setup: %+v, want resolved", in)
+	}
+	e.advance(time.Hour)
+	rep, err := sweep.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Parked != 0 {
+		t.Errorf("after the resolve, its retry and a sweep, the sweep counts %d parked claims, want 0: nothing of evt_resolved is parked", rep.Parked)
 	}
 }

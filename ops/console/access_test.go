@@ -643,3 +643,106 @@ func TestTheSignInLinkSignsIn(t *testing.T) {
 		t.Fatalf("/audit signed in by the link: %d", r.Status)
 	}
 }
+
+// A page that frames the console (an <iframe>, a <frame>) makes the browser navigate the
+// frame, cookie and all when the page is of the same site: another port of localhost. The
+// console is never shown framed (frame-ancestors 'none', X-Frame-Options: DENY), so serving the
+// frame only spends its reads for the framing page: a hidden frame per page, as many as it
+// likes, each up to MaxIndexReads of the index, and no person sees them. A framed navigation
+// from another origin is refused before any read, as an <img> is.
+func TestAFrameAnotherPageEmbedsReadsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	api := &countingAPI{API: e.client}
+	h, err := console.New(console.Config{DynamoDB: everyCall{api}, Table: e.table, Sources: e.file, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := signedIn(t, h)
+	for _, site := range []string{"same-site", "cross-site"} {
+		for _, dest := range []string{"iframe", "frame"} {
+			for _, path := range []string{"/", "/backlog", "/parked", "/events?source=shop"} {
+				req, _ := http.NewRequest(http.MethodGet, b.base+path, nil)
+				req.Header.Set("Sec-Fetch-Site", site)
+				req.Header.Set("Sec-Fetch-Mode", "navigate")
+				req.Header.Set("Sec-Fetch-Dest", dest)
+				if r := b.do(req); r.Status != http.StatusForbidden {
+					t.Errorf("%s in a %s %s: %d, want 403", path, site, dest, r.Status)
+				}
+			}
+		}
+	}
+	if n := api.calls.Load(); n != 0 {
+		t.Errorf("the framed requests made %d DynamoDB calls, want none", n)
+	}
+}
+
+// Guesses at the token are bounded (10, then one every 6 s), and past the bound none is
+// compared, the right one neither: the operator's sign-in link and their scripts' bearer token
+// are answered 429. So what may spend the bound matters: any page the operator's browser
+// opens can frame /login?token=<anything> (a navigation, which the console serves whatever
+// site asks), a frame every 6 seconds, and keep the operator out of their own console for as
+// long as the tab stays open. A guess another site's page made is not the operator's: it must
+// not spend their bound.
+func TestAnotherSitesPageCannotSpendTheGuessesAtTheToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	for range 12 { // a hidden frame of another site's page, loaded again and again
+		req, _ := http.NewRequest(http.MethodGet, b.base+"/login?token=not-the-token", nil)
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		req.Header.Set("Sec-Fetch-Dest", "iframe")
+		b.do(req)
+	}
+	req, _ := http.NewRequest(http.MethodGet, b.base+"/audit", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	if r := b.do(req); r.Status != http.StatusOK {
+		t.Errorf("the operator's script with the right token, after another site's frames: %d, want 200", r.Status)
+	}
+	if r := b.get("/login?token=" + testToken); r.Status != http.StatusSeeOther {
+		t.Errorf("the operator's sign-in link, after another site's frames: %d, want 303", r.Status)
+	}
+}
+
+// A sign-in link is the operator's when they open it: from a terminal or the address bar
+// (Sec-Fetch-Site: none), or with a client that sends no Fetch Metadata. One another origin's
+// page navigates the window to (a link, window.open, a form with target=_top), as often as it
+// likes, is not compared with the token and spends none of the bound: it is answered with the
+// sign-in form and sets no cookie, whatever token it carries.
+func TestASignInLinkAnotherOriginOpensIsNotAGuess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := console.New(console.Config{DynamoDB: e.client, Table: e.table, Sources: e.file, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, serveHandler(t, h))
+	open := func(site, token string) response {
+		req, _ := http.NewRequest(http.MethodGet, b.base+"/login?token="+token, nil)
+		req.Header.Set("Sec-Fetch-Site", site)
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		req.Header.Set("Sec-Fetch-Dest", "document")
+		return b.do(req)
+	}
+	for _, site := range []string{"cross-site", "same-site"} {
+		for i := range 12 {
+			if r := open(site, fmt.Sprintf("guess-%d", i)); r.Status != http.StatusForbidden || !strings.Contains(r.Body, `action="/login"`) {
+				t.Fatalf("a %s page's sign-in link: %d, want 403 and the sign-in form", site, r.Status)
+			}
+		}
+		if r := open(site, testToken); r.Status != http.StatusForbidden || len(r.Header.Values("Set-Cookie")) != 0 {
+			t.Errorf("a %s page's sign-in link with the right token: %d %v, want 403 and no cookie", site, r.Status, r.Header.Values("Set-Cookie"))
+		}
+	}
+	if r := open("none", "not-the-token"); r.Status != http.StatusUnauthorized {
+		t.Errorf("the operator's link with a wrong token: %d, want 401 (a guess)", r.Status)
+	}
+	if r := open("none", testToken); r.Status != http.StatusSeeOther {
+		t.Errorf("the operator's sign-in link, after another origin's: %d, want 303", r.Status)
+	}
+}

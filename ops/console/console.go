@@ -23,7 +23,8 @@
 // Authorization: Bearer header), on loopback too; guesses at it are bounded; a weak one
 // guards only requests from a loopback peer addressed to a loopback host (neither a remote
 // client nor a DNS-rebinding page can reach it). A request another site's page makes, other
-// than a navigation, is refused before any read. CheckAddr is the rule a server should apply
+// than a navigation, and a framed load from any page, is refused before any read and any
+// guess at the token; a sign-in link another site's page opens is not compared. CheckAddr is the rule a server should apply
 // before listening: loopback only, unless a strong token is set and TLS serves it.
 package console
 
@@ -368,8 +369,9 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				c.fail(w, r, http.StatusInternalServerError, "Internal error", "The page failed; the console's log has the details.")
 			}
 		}()
-		if crossOrigin.Check(r) != nil || crossSiteRead(r) {
-			c.fail(w, r, http.StatusForbidden, "Cross-origin request refused", "This request came from another site. Use the console's own pages.")
+		if crossOrigin.Check(r) != nil || foreignFetch(r) {
+			c.fail(w, r, http.StatusForbidden, "Cross-origin request refused",
+				"This request came from another site, or from a frame (the console is never shown in one). Use the console's own pages.")
 			return
 		}
 		// Without a strong token the console is for this machine only: addressed to a loopback
@@ -437,19 +439,39 @@ func (c *Console) guard(next http.Handler) http.Handler {
 // by its Sec-Fetch-Site or Origin header, before the CSRF token is even looked at.
 var crossOrigin = http.NewCrossOriginProtection()
 
-// crossSiteRead reports a request another origin's page made a browser send other than by
-// navigating to the console (an <img>, a <script>, a fetch()): Fetch Metadata's Resource
-// Isolation Policy. CrossOriginProtection lets every GET through, and a page costs up to
-// MaxIndexReads of the index. A same-site one is refused too: another port of localhost is
-// the same site, and the SameSite=Strict cookies go with its requests. Without
-// Sec-Fetch-Site (curl, an older browser) it is not one.
-func crossSiteRead(r *http.Request) bool {
+// foreignFetch reports a request another page made a browser send other than by navigating
+// the window to the console: Fetch Metadata's Resource Isolation Policy, refused before any
+// read (CrossOriginProtection lets every GET through, and a page costs up to MaxIndexReads of
+// the index), and before any guess at the token.
+//
+//   - A framed load (an <iframe>, a <frame>, an <object>, an <embed>), from any site: the
+//     console is never shown framed (frame-ancestors 'none', X-Frame-Options: DENY), so serving
+//     one would only spend reads, or guesses at /login, for the page that framed it, unseen.
+//   - From another origin (cross-site, or same-site: another port of localhost is the same
+//     site, and the SameSite=Strict cookies go with its requests), anything but a navigation
+//     (an <img>, a <script>, a fetch()).
+//
+// Without Fetch Metadata (curl, an older browser) it is not one.
+func foreignFetch(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Dest") {
+	case "iframe", "frame", "fencedframe", "object", "embed":
+		return true
+	}
+	if !fromAnotherOrigin(r) {
+		return false
+	}
+	return r.Header.Get("Sec-Fetch-Mode") != "navigate"
+}
+
+// fromAnotherOrigin reports a request the browser says (Sec-Fetch-Site) another origin's page
+// made, a navigation included: not the console's own pages, not the operator's typing or
+// opening a link from outside the browser (none), and not a client without Fetch Metadata.
+func fromAnotherOrigin(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
 		return false
 	}
-	dest := r.Header.Get("Sec-Fetch-Dest")
-	return r.Header.Get("Sec-Fetch-Mode") != "navigate" || dest == "object" || dest == "embed"
+	return true
 }
 
 // unreadableQuery reports the first parameter of a raw query that is not valid
@@ -536,7 +558,10 @@ func (c *Console) loginValid(v string) bool {
 
 // guess compares a presented token with the console's, within the bound on guesses: only a
 // wrong one spends it, so an operator's scripts with the right token are never limited, and
-// past the bound nothing is compared (the answer says nothing of the token).
+// past the bound nothing is compared (the answer says nothing of the token). The bound is
+// shared, so what another site's page makes the operator's browser send never reaches it: a
+// framed or sub-resource load is refused first (foreignFetch), and a sign-in link another
+// origin navigates to is not compared (login); a cross-origin POST is refused (crossOrigin).
 func (c *Console) guess(presented string) int {
 	c.guessMu.Lock()
 	defer c.guessMu.Unlock()

@@ -590,8 +590,11 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 
 func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	in := cl.Intents[name]
+	// What the target reported it sent is redacted as an error is: a Step Functions execution's
+	// ARN names the account and the state machine (the target's ARN).
+	sent := c.red.redact(in.Sent)
 	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
-		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: in.Sent, LastError: c.intentError(in, in.LastError),
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: sent, LastError: c.intentError(in, in.LastError),
 		Attempts: in.Attempts, Budget: in.Spent(), PayloadBytes: len(in.Payload),
 		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
 	if c.cfg.ShowPayloads {
@@ -623,8 +626,8 @@ func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	case dedup.IntentDone, dedup.IntentParked, dedup.IntentResolved:
 		if t, err := time.Parse(time.RFC3339Nano, in.FinishedAt); err == nil {
 			d := fmt.Sprintf("after %d attempts", in.Attempts)
-			if in.Sent != "" {
-				d += "; sent " + in.Sent
+			if sent != "" {
+				d += "; sent " + sent
 			}
 			what := in.Status
 			if what == dedup.IntentResolved {
@@ -714,8 +717,16 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		// The sign-in link (hookctl console prints it) carries the token in its query.
+		// The sign-in link (hookctl console prints it) carries the token in its query. The
+		// operator opens it from a terminal or the address bar (Sec-Fetch-Site: none); one
+		// another site's page navigates to is not theirs, and is not compared: it would spend
+		// the bound on guesses, and lock them out of their own console (guess).
 		if q := r.URL.Query(); q.Has("token") {
+			if fromAnotherOrigin(r) {
+				c.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in",
+					Detail: "A sign-in link opened from another site's page is not taken. Open the console's link from your terminal or the address bar, or enter the token here."})
+				return
+			}
 			c.signIn(w, r, q.Get("token"))
 			return
 		}

@@ -134,3 +134,36 @@ func TestAPauseIsRefusedWithoutARedrivesGuardsOrForATargetNotInTheSourcesFile(t 
 		t.Fatalf("resuming a paused target the sources file lacks: %d, %v", r.Status, e.paused())
 	}
 }
+
+// A resume's confirmation shows the pause it lifts: who paused the target, when and why. Like
+// a redrive's, the confirmed form is the operator's decision about what they were shown, and
+// sent again later (a stale tab, a second operator's old confirmation) it must not lift
+// another pause: bob's maintenance ends and he resumes, carol pauses the target for hers, and
+// ada's confirmation of bob's pause, submitted now, lets the calls go into carol's downstream
+// maintenance.
+func TestAResumeConfirmedForOnePauseDoesNotLiftALaterOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	targets := &outbox.Targets{API: e.client, Table: e.table, Now: func() time.Time { return now }}
+	ctx := context.Background()
+	if err := targets.Pause(ctx, "email", "bob", "relay upgrade"); err != nil {
+		t.Fatal(err)
+	}
+	b := e.serve(nil)
+	confirm := b.post("/resume", url.Values{"csrf": {csrf(t, b.get("/"))}, "target": {"email"}})
+	mustContain(t, confirm, "Resume email?", "bob", "relay upgrade")
+	shown := url.Values{"csrf": {csrf(t, confirm)}, "target": {"email"}, "why": {""}, "confirm": {"yes"}}
+
+	if err := targets.Resume(ctx, "email"); err != nil { // bob resumes
+		t.Fatal(err)
+	}
+	now = now.Add(time.Hour)
+	if err := targets.Pause(ctx, "email", "carol", "database migration"); err != nil { // carol pauses
+		t.Fatal(err)
+	}
+	b.post("/resume", shown) // ada's confirmation of bob's pause
+	if p, ok := e.paused()["email"]; !ok || p.By != "carol" {
+		t.Errorf("after a confirmation of bob's pause was sent: email paused %v (%+v), want carol's pause kept", ok, p)
+	}
+}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -30,7 +32,8 @@ var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
 // of every secret part of the sources file's targets is replaced: their URLs' paths and
 // queries whole, the path segments, query values and header values that could be a secret
 // (secretLike), the userinfo; each as configured and decoded, path-, query- and
-// fully-percent-escaped, JSON- and HTML-escaped, in any letter case; and a message's truncated
+// fully-percent-escaped, JSON-escaped, in any letter case, looked for in the message with its
+// JSON escapes and HTML character references decoded too (views); and a message's truncated
 // start of one wherever a quoted text or the message may have been cut (cutEnds).
 type redactor struct {
 	known *regexp.Regexp // nil: no target's secrets known (no sources file)
@@ -149,7 +152,9 @@ func encodings(s string) []string {
 	for _, b := range bases {
 		goJSON, _ := json.Marshal(b)
 		plainJSON := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(b)
-		for _, f := range []string{b, url.PathEscape(b), url.QueryEscape(b), escapeAll(b), html.EscapeString(b),
+		// No HTML-escaped form: a message is read with its character references decoded
+		// (views), whichever an escaper writes (&#39;, &#x27;, &apos;).
+		for _, f := range []string{b, url.PathEscape(b), url.QueryEscape(b), escapeAll(b),
 			string(goJSON[1 : len(goJSON)-1]), plainJSON} {
 			out = append(out, f, strings.ReplaceAll(f, "/", `\/`))
 		}
@@ -187,22 +192,23 @@ func (x *redactor) redact(msg string) string {
 
 // redactForms replaces, in msg, every form matched by known (forms lower-cased, longest first),
 // and the start of one wherever a message may have been cut (cutEnds). Both are looked for in
-// msg with its \uXXXX escapes decoded (unescaped), since a JSON encoder may escape any
-// character (Python's json.dumps every non-ASCII one, Go's <, > and &), and replaced where they
-// stand in msg.
+// each of msg's views (its JSON escapes decoded, then its HTML character references too), and
+// replaced where they stand in msg.
 func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp) string {
 	if known == nil {
 		return msg
 	}
 	// Cut-off secrets are read with the whole ones, before any is replaced: a replacement
 	// would hide what they start.
-	d, at := unescaped(msg)
-	spans := cutStarts(d, forms)
-	for _, m := range known.FindAllStringIndex(d, -1) {
-		spans = append(spans, region{m[0], m[1]})
-	}
-	for i := range spans {
-		spans[i] = region{at[spans[i].from], at[spans[i].to]}
+	var spans []region
+	for _, v := range views(msg) {
+		found := cutStarts(v.text, forms)
+		for _, m := range known.FindAllStringIndex(v.text, -1) {
+			found = append(found, region{m[0], m[1]})
+		}
+		for _, sp := range found {
+			spans = append(spans, region{v.at[sp.from], v.at[sp.to]})
+		}
 	}
 	msg = replaceSpans(msg, spans)
 	// Again until nothing changes: a form replaced at one position can leave another (a
@@ -217,31 +223,104 @@ func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp)
 	return msg
 }
 
+// A view is a message as a form is looked for in it: text, and for each of its bytes, and its
+// end, the offset in the message where that byte's source starts.
+type view struct {
+	text string
+	at   []int
+}
+
+// views are the ways msg may hold a form: with its JSON escapes decoded, since a JSON encoder
+// may escape any character (Python's json.dumps every non-ASCII one, Go's <, > and &); and that
+// with its HTML character references decoded too, once and twice, since an HTML page quotes a
+// value escaped in whatever way its escaper writes (Python's html.escape &#x27;, Django's
+// &quot;, Go's &#39;, &apos;, decimal or hexadecimal): one decoding (html.UnescapeString)
+// rather than a list of escapers' forms.
+func views(msg string) []view {
+	v := decode(view{msg, identity(len(msg))}, jsonEscape, unescapeJSON)
+	out := []view{v}
+	for range 2 {
+		next := decode(v, htmlReference, unescapeHTML)
+		if next.text == v.text {
+			break
+		}
+		out, v = append(out, next), next
+	}
+	return out
+}
+
+func identity(n int) []int {
+	at := make([]int, n+1)
+	for i := range at {
+		at[i] = i
+	}
+	return at
+}
+
+// decode is v with each match of pat replaced by dec of it, its offsets carried through: each
+// byte a match decodes to starts where the match does.
+func decode(v view, pat *regexp.Regexp, dec func(string) string) view {
+	var b strings.Builder
+	at := make([]int, 0, len(v.text)+1)
+	next := 0
+	for _, m := range append(pat.FindAllStringIndex(v.text, -1), []int{len(v.text), len(v.text)}) {
+		for ; next < m[0]; next++ {
+			b.WriteByte(v.text[next])
+			at = append(at, v.at[next])
+		}
+		src := v.text[m[0]:m[1]]
+		if src == "" { // the end
+			break
+		}
+		if r := dec(src); r != src {
+			b.WriteString(r)
+			// What it decodes to starts where it does, but for what it kept of its own end (the
+			// quote after a reference cut short), which stays where it stands.
+			kept := 0
+			for kept < len(r) && kept < len(src) && r[len(r)-1-kept] == src[len(src)-1-kept] {
+				kept++
+			}
+			for range len(r) - kept {
+				at = append(at, v.at[m[0]])
+			}
+			for i := m[1] - kept; i < m[1]; i++ {
+				at = append(at, v.at[i])
+			}
+		} else { // left as it is: each byte its own source
+			for i := m[0]; i < m[1]; i++ {
+				b.WriteByte(v.text[i])
+				at = append(at, v.at[i])
+			}
+		}
+		next = m[1]
+	}
+	return view{b.String(), append(at, v.at[len(v.text)])}
+}
+
 // jsonEscape is one character JSON-escaped, its backslash escaped or not: \uXXXX, a surrogate
 // pair, or an escape cut short by a truncation (before its u too: a history's error is cut at
 // HistoryErrorBytes, marked "…").
 var jsonEscape = regexp.MustCompile(`\\\\?u[dD][89abAB][0-9a-fA-F]{2}\\\\?u[dD][c-fC-F][0-9a-fA-F]{2}|\\\\?u[0-9a-fA-F]{0,4}|\\\\?…$`)
 
-// unescaped is msg with its JSON escapes (jsonEscape) decoded, one cut short as nothing, and
-// for each byte of it, and its end, the offset in msg where that byte's source starts.
-func unescaped(msg string) (string, []int) {
-	var b strings.Builder
-	at := make([]int, 0, len(msg)+1)
-	next := 0
-	for _, m := range append(jsonEscape.FindAllStringIndex(msg, -1), []int{len(msg), len(msg)}) {
-		for ; next < m[0]; next++ {
-			b.WriteByte(msg[next])
-			at = append(at, next)
-		}
-		var r string
-		json.Unmarshal([]byte(`"`+strings.ReplaceAll(msg[m[0]:m[1]], `\\`, `\`)+`"`), &r)
-		b.WriteString(r)
-		for range len(r) {
-			at = append(at, m[0])
-		}
-		next = m[1]
+// unescapeJSON is the character a jsonEscape stands for; one cut short, nothing.
+func unescapeJSON(esc string) string {
+	var r string
+	json.Unmarshal([]byte(`"`+strings.ReplaceAll(esc, `\\`, `\`)+`"`), &r)
+	return r
+}
+
+// htmlReference is one HTML character reference, named, decimal or hexadecimal, with the
+// semicolon every escaper writes; or one cut short by a truncation, just before where a quoted
+// text or the message may have been cut (cutEnds: a quote, the worker's "…", the end).
+var htmlReference = regexp.MustCompile(`&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z][a-zA-Z0-9]{1,31});|&#?[xX]?[0-9a-zA-Z]{0,31}(?:["']|…$|$)`)
+
+// unescapeHTML is the character an htmlReference stands for (html.UnescapeString: a name it
+// does not know is left as it is); one cut short, nothing but the cut it stands before.
+func unescapeHTML(ref string) string {
+	if strings.HasSuffix(ref, ";") {
+		return html.UnescapeString(ref)
 	}
-	return b.String(), append(at, len(msg))
+	return strings.TrimLeft(ref[1:], "#0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 }
 
 // cutEnds are the places where a quoted text may have been cut short: the outbox keeps the
@@ -303,17 +382,22 @@ func replaceSpans(msg string, spans []region) string {
 	return msg
 }
 
-// What an AWS service's error names of the deployment: ARNs (the target's, the role and
-// session of the caller), account ids, request ids. docs/console.md: an AWS error's details go
-// to the log, never to a page; the intent's last error may quote one. An ARN keeps its
-// service, for the operator to read what failed.
+// What an AWS service's error, or what a target reports it sent, names of the deployment:
+// ARNs (the target's, the role and session of the caller), account ids, request ids.
+// docs/console.md: an AWS error's details go to the log, never to a page; the intent's last
+// error may quote one. An ARN keeps its service, for the operator to read what failed; a Step
+// Functions execution's keeps its resource type and its name too (the name after the state
+// machine's, an express execution's run id after it), by which the operator finds it, while
+// the region, the account and the state machine (the target's ARN) are redacted.
 var (
+	executionInText = regexp.MustCompile(`\barn:(aws[a-z-]*):states:[a-z0-9-]*:[0-9]{12}:(execution|express):[^:\s"'<>,;()\\]+:([^\s"'<>,;()\\]+)`)
 	arnInText       = regexp.MustCompile(`\barn:(aws[a-z-]*):([a-z0-9-]+):[a-z0-9-]*:[0-9]{12}:[^\s"'<>,;()\\]+`)
 	accountInText   = regexp.MustCompile(`\b[0-9]{12}\b`)
 	requestIDInText = regexp.MustCompile(`(?i)\b(request ?id|x-amzn-requestid|x-amz-request-id)(["\\]*[:=]\s*["\\]*)[A-Za-z0-9/+=-]+`)
 )
 
 func redactAWS(msg string) string {
+	msg = executionInText.ReplaceAllString(msg, "arn:$1:states:"+redacted+":$2:"+redacted+":$3")
 	msg = arnInText.ReplaceAllString(msg, "arn:$1:$2:"+redacted)
 	msg = accountInText.ReplaceAllLiteralString(msg, redacted)
 	return requestIDInText.ReplaceAllString(msg, "$1$2"+redacted)
@@ -327,21 +411,37 @@ func basicForms(userPass string) []string {
 		base64.URLEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b)}
 }
 
+// minPayloadDigits is the fewest digits a JSON number of a payload has for its text to be
+// hidden where an error quotes it: a phone, account, card or order number, a postcode, an
+// amount in cents of 100.00 and up. A shorter one (a count, a status code, a year) would hide
+// the error's own words and identifies no one.
+const minPayloadDigits = 5
+
 // payloadForms are the texts of an intent's payload an error may quote back: the payload
-// whole and each of its JSON string values of minSecret bytes or more (a downstream that
+// whole, each of its JSON string values of minSecret bytes or more, and each of its numbers
+// of minPayloadDigits digits or more, as written and as a float prints (a downstream that
 // refuses a request often echoes it, or names a field and its value).
 func payloadForms(payload []byte) []string {
 	if len(payload) == 0 {
 		return nil
 	}
 	pieces := []string{string(payload)}
+	d := json.NewDecoder(bytes.NewReader(payload))
+	d.UseNumber() // a number's text as written, not as a float64 prints it
 	var v any
-	if json.Unmarshal(payload, &v) == nil {
+	if d.Decode(&v) == nil {
 		var walk func(any)
 		walk = func(v any) {
 			switch v := v.(type) {
 			case string:
 				pieces = append(pieces, v)
+			case json.Number:
+				if len(strings.Map(keepDigits, v.String())) >= minPayloadDigits {
+					pieces = append(pieces, v.String())
+					if f, err := v.Float64(); err == nil {
+						pieces = append(pieces, strconv.FormatFloat(f, 'f', -1, 64))
+					}
+				}
 			case []any:
 				for _, e := range v {
 					walk(e)
@@ -355,6 +455,14 @@ func payloadForms(payload []byte) []string {
 		walk(v)
 	}
 	return pieces
+}
+
+// keepDigits is a strings.Map function keeping only decimal digits.
+func keepDigits(r rune) rune {
+	if '0' <= r && r <= '9' {
+		return r
+	}
+	return -1
 }
 
 // compile turns pieces into the lower-cased forms (every encoding, minSecret bytes or more,

@@ -596,3 +596,99 @@ func TestAPayloadQuotedBackJSONEscapedIsNotShownWithoutShowPayloads(t *testing.T
 		})
 	}
 }
+
+// A downstream quotes a refused payload back in the shapes its framework writes, and the
+// console, which hides the payload without ShowPayloads, must hide it there in each: a number
+// named in a validation message (a phone or an account number is PII as a JSON number as much
+// as a string), and a value HTML-escaped as Python's html.escape and Django write it (&#x27;
+// and &quot;, where Go's html.EscapeString writes &#39; and &#34;).
+func TestAPayloadQuotedBackInAnyShapeIsNotShownWithoutShowPayloads(t *testing.T) {
+	t.Parallel()
+	const payload = `{"to":"Sean O'Brien <sean.obrien@example.com>","phone":14155550123,"note":"say \"hi\" to Jo"}`
+	for name, c := range map[string]struct{ echo, hidden string }{
+		"a number in a validation message": {`{"error":"phone 14155550123 is not a mobile number"}`, "14155550123"},
+		"a value escaped by Python's html.escape": {
+			`<p>Invalid recipient: Sean O&#x27;Brien &lt;sean.obrien@example.com&gt;</p>`, "sean.obrien@example.com"},
+		"a value escaped by Django (&quot;)": {`<p>Note too long: say &quot;hi&quot; to Jo</p>`, "say &quot;hi&quot; to Jo"},
+		// The outbox keeps the answer's first 256 bytes: here they end inside &#x27;.
+		"a value escaped by Python's html.escape, cut inside a reference": {
+			`<p>Invalid recipient ` + strings.Repeat(".", 256-len(`<p>Invalid recipient `)-len(`Sean O&#x2`)) +
+				`Sean O&#x27;Brien &lt;sean.obrien@example.com&gt;</p>`, "Sean O"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, c.echo, http.StatusUnprocessableEntity)
+			}))
+			t.Cleanup(down.Close)
+			exec := &outbox.HTTPExecutor{URL: down.URL + "/hooks/in", Timeout: 5 * time.Second}
+			var err error
+			if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec},
+				Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_shaped", Type: "order.paid", Payload: []byte(`{}`)},
+				dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(payload)}}}); err != nil {
+				t.Fatal(err)
+			}
+			e.drain()
+			if in := e.claim("shop", "evt_shaped").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, c.hidden) {
+				t.Fatalf("setup: %+v, want parked with the echo", in)
+			}
+			b := e.serve(nil)
+			parked := b.get("/parked")
+			for where, r := range map[string]response{"event page": b.get("/events/shop/evt_shaped"), "parked page": parked} {
+				mustContain(t, r, "evt_shaped")
+				// The page escapes what it shows once more: & as &amp;.
+				if strings.Contains(r.Body, c.hidden) || strings.Contains(r.Body, html.EscapeString(c.hidden)) {
+					t.Errorf("the %s shows %q of the payload without ShowPayloads", where, c.hidden)
+				}
+			}
+		})
+	}
+}
+
+// startedExecution is a Step Functions target as the worker sees it: it reports the execution
+// ARN it started (outbox.Reporter), which the intent records as what was sent.
+type startedExecution struct{ arn string }
+
+func (x startedExecution) Execute(ctx context.Context, t outbox.Task) error { return nil }
+func (x startedExecution) ExecuteReport(ctx context.Context, t outbox.Task) (string, error) {
+	return "execution " + x.arn, nil
+}
+
+// docs/console.md: "an IAM identity or a target's ARN never reaches a page", the account id
+// neither. What a Step Functions target reports as sent is its execution's ARN, which is the
+// state machine's ARN (the target's, from the sources file) with the account, and the event
+// page shows it as it is.
+func TestWhatATargetSentShowsNeitherTheAccountNorTheTargetsARN(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const machine = "arn:aws:states:us-east-1:123456789012:stateMachine:SECRET-MACHINE-orders"
+	f, err := sources.Parse([]byte(strings.Replace(testSources,
+		`"email": {"url": "http://127.0.0.1:1/SECRET-URL-PATH", "headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}}`,
+		`"email": {"type": "stepfunctions", "arn": "`+machine+`"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = f
+	exec := startedExecution{arn: "arn:aws:states:us-east-1:123456789012:execution:SECRET-MACHINE-orders:shop-evt_sent-email"}
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": e.exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_sent", false)
+	e.drain()
+	if in := e.claim("shop", "evt_sent").Intents["email.send"]; in.Status != dedup.IntentDone || !strings.Contains(in.Sent, "123456789012") {
+		t.Fatalf("setup: %+v, want done with the execution's ARN as sent", in)
+	}
+	r := e.serve(nil).get("/events/shop/evt_sent")
+	// The execution's name stays: the operator finds the execution by it.
+	mustContain(t, r, "evt_sent", "email.send", "arn:aws:states:[redacted]:execution:[redacted]:shop-evt_sent-email")
+	for _, s := range []string{"123456789012", "SECRET-MACHINE"} {
+		if strings.Contains(r.Body, s) {
+			t.Errorf("the event page shows %q in what was sent", s)
+		}
+	}
+}

@@ -31,10 +31,14 @@ type parkedView struct {
 	AtLeast  bool
 	Complete time.Time
 	Targets  []string
-	// Cautious counts the rows that are at-most-once (left unticked by the confirmation).
-	Cautious int
-	Max      int // the rows listed at most (maxRedrive)
-	Reads    int // the index entries read at most (MaxIndexReads)
+	// Cautious counts the rows that are at-most-once, Uncertain those whose target's delivery
+	// the console cannot know (unknownDelivery): both left unticked by the confirmation.
+	Cautious, Uncertain int
+	// Unknown: the targets of the rows whose delivery the console cannot know, flagged so.
+	Unknown   map[string]bool
+	NoSources bool
+	Max       int // the rows listed at most (maxRedrive)
+	Reads     int // the index entries read at most (MaxIndexReads)
 }
 
 func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
@@ -61,8 +65,13 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
 	if v.AtLeast && complete != noneSure {
 		v.Complete = time.UnixMilli(complete)
 	}
+	v.Unknown, v.NoSources = map[string]bool{}, c.cfg.Sources == nil
 	for _, row := range v.Rows {
-		if row.AtMostOnce {
+		switch {
+		case c.unknownDelivery(row.Target, row.MaySent):
+			v.Uncertain++
+			v.Unknown[row.Target] = true
+		case row.AtMostOnce:
 			v.Cautious++
 		}
 	}
@@ -137,18 +146,33 @@ func isHex(s string) bool {
 // been sent, or a stranded attempt), after the "permanent: " of its PermanentError.
 const maySentMarker = "at-most-once: "
 
-// caution reports whether an intent is at-most-once (its target's delivery in the sources
-// file) and whether it may have been sent (the outbox parked it saying so): either is a
-// person's call to re-drive, after checking the downstream, and is never preselected.
+// caution reports whether an intent may be at-most-once, and whether it may have been sent
+// (the outbox parked it saying so): either is a person's call to re-drive, after checking the
+// downstream, never preselected by a confirmation nor re-driven by query. It may be
+// at-most-once when its target's delivery in the sources file says so, and when the console
+// cannot know its delivery (deliveryKnown): a clean refusal (a 422) of an at-most-once call
+// carries no mark of it, and only the sources file says what the target is.
 func (c *Console) caution(in dedup.ClaimIntent) (atMostOnce, maySent bool) {
-	if c.cfg.Sources != nil {
-		if t := c.cfg.Sources.Targets[in.Target]; t != nil && t.Delivery == sources.AtMostOnce {
-			atMostOnce = true
-		}
-	}
+	atMostOnce = !c.deliveryKnown(in.Target) || c.cfg.Sources.Targets[in.Target].Delivery == sources.AtMostOnce
 	maySent = strings.HasPrefix(strings.TrimPrefix(in.LastError, "permanent: "), maySentMarker)
 	return atMostOnce || maySent, maySent
 }
+
+// deliveryKnown reports whether the console knows target's delivery: its sources file names
+// the target. Without the file (hookctl console without -sources), or for a target it does
+// not name (renamed, retired), the target may be at-most-once.
+func (c *Console) deliveryKnown(target string) bool {
+	return c.cfg.Sources != nil && c.cfg.Sources.Targets[target] != nil
+}
+
+// unknownDelivery reports an intent that caution flags only because its target's delivery
+// cannot be known: not one the outbox marked as at-most-once and maybe sent (maySent).
+func (c *Console) unknownDelivery(target string, maySent bool) bool {
+	return !maySent && !c.deliveryKnown(target)
+}
+
+// unknownNote is the confirmation's note on an intent of unknownDelivery.
+const unknownNote = "delivery unknown: this console has no sources file (-sources), or the file does not name the target, so it may be at-most-once; check the downstream before ticking it"
 
 // maxRedrive bounds one redrive request, and the rows the Parked page lists.
 const maxRedrive = 200
@@ -171,6 +195,7 @@ type confirmRow struct {
 	Changed bool
 	// AtMostOnce, MaySent: see Console.caution; left unticked.
 	AtMostOnce, MaySent bool
+	Unknown             bool // see Console.unknownDelivery; left unticked
 	Note                string
 	Ref                 string // the ref of the state shown here
 }
@@ -369,6 +394,7 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, act action, re
 			row.Parked, row.Ref = true, encodeRef(cl, rf.Intent)
 			if act.Name == "redrive" { // a resolve calls no downstream: nothing to be careful of
 				row.AtMostOnce, row.MaySent = c.caution(in)
+				row.Unknown = c.unknownDelivery(in.Target, row.MaySent)
 			}
 			parked++
 			switch {
@@ -377,6 +403,8 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, act action, re
 				row.Note = "changed since the list was read (parked again, or claimed again): look at it before ticking it"
 			case row.MaySent:
 				row.Note = "at-most-once, and may have been sent: check the downstream before ticking it"
+			case row.Unknown:
+				row.Note = unknownNote
 			case row.AtMostOnce:
 				row.Note = "at-most-once: a second call is not absorbed by the downstream; check it before ticking it"
 			}
@@ -407,7 +435,9 @@ type bulkView struct {
 	Done, Changed, Failed, Rounds int             // so far, as the forms carry them
 	Remaining                     int             // matching intents still parked, at-most-once ones aside
 	AtLeast                       bool            // the read bound stopped first: Remaining is at least
-	Excluded                      int             // at-most-once ones: never re-driven by query
+	Excluded                      int             // those that may be at-most-once: never re-driven by query
+	Unknown                       int             // of Excluded, those whose target's delivery cannot be known
+	NoSources                     bool            // the console has no sources file
 	Next                          int             // the next round's size (0: read on first)
 	Finished, Stuck               bool
 	Fields                        map[string]string // the next form's
@@ -416,7 +446,8 @@ type bulkView struct {
 
 // redriveQuery re-drives every parked intent matching a query (source, target, error, and when
 // its claim entered the parked index: from and to, epoch milliseconds) in rounds of at most
-// maxRedrive, at-most-once ones aside. Each request is a POST carrying the query, to fixed when
+// maxRedrive, those that may be at-most-once aside (caution: a target the console cannot know
+// the delivery of among them). Each request is a POST carrying the query, to fixed when
 // it is first read (nothing parked after it is part of it), and, for a round, lo: the round
 // re-drives the matching intents parked in (lo, to], each through Claims.RedriveBy on
 // condition that it is still parked as the round read it; a request without lo re-drives
@@ -455,10 +486,14 @@ func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) {
 	if win.From == 0 {
 		v.From = time.Time{}
 	}
+	v.NoSources = c.cfg.Sources == nil
 	var todo []parkedRow
 	for _, row := range rows {
 		if row.AtMostOnce {
 			v.Excluded++
+			if c.unknownDelivery(row.Target, row.MaySent) {
+				v.Unknown++
+			}
 		} else {
 			todo = append(todo, row)
 		}

@@ -324,6 +324,8 @@ func TestRedriveAllShownWorksForEveryPageTheParkedPageShows(t *testing.T) {
 // after a call that may have reached the downstream), whether the sources file says the
 // target is at-most-once or only the worker's record does (no sources file), and the
 // confirmation leaves them unticked: a person ticks each after checking the downstream.
+// Without the sources file the other target's delivery cannot be known either (it may be
+// at-most-once), so the confirmation ticks neither, and says why.
 func TestAnAtMostOnceIntentThatMayHaveBeenSentIsFlaggedAndNotPreselected(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -357,6 +359,16 @@ func TestAnAtMostOnceIntentThatMayHaveBeenSentIsFlaggedAndNotPreselected(t *test
 		mustContain(t, response{Body: all}, "1 of them at-most-once")
 		confirm := b.post("/redrive", url.Values{"ref": refs(response{Body: all}), "csrf": {csrf(t, page)}})
 		ticked := regexp.MustCompile(`name="ref" value="([^"]+)"[^>]* checked`).FindAllStringSubmatch(confirm.Body, -1)
+		if file == nil {
+			// crm's delivery is the sources file's to say: without it, crm.update may be
+			// at-most-once too, and is left for a person, saying why.
+			mustContain(t, response{Body: all}, "1 of unknown delivery")
+			mustContain(t, confirm, "delivery unknown")
+			if len(ticked) != 0 {
+				t.Fatalf("%s: ticked %v, want none (neither target's delivery is known):\n%s", name, ticked, confirm.Body)
+			}
+			continue
+		}
 		if len(ticked) != 1 || !strings.Contains(ticked[0][1], "i=crm.update") {
 			t.Fatalf("%s: ticked %v, want only crm.update (the at-most-once intent left for a person):\n%s", name, ticked, confirm.Body)
 		}
@@ -809,3 +821,73 @@ func TestEveryParkedIntentMatchingAQueryIsRedrivenInRounds(t *testing.T) {
 }
 
 const maxRedrive = 200
+
+// An intent parks while another intent of its event is still open: a retry waiting on its
+// backoff (hours, past a few failures), or a target paused for its downstream's maintenance.
+// The outbox leaves the claim under its due shard until nothing of it is open, and the Parked
+// page reads the parked shards only: the parked intent is missing from the list, from "all
+// shown" and from a redrive by query, and the page's total, written exact, says there is
+// nothing parked, while the overview counts it parked and its event page offers its Redrive.
+func TestTheParkedPageListsAnIntentParkedBesideAnOpenOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.down.setRefuse(key("shop", "evt_beside", "email.send"), true)   // 422: parked
+	e.down.setUnavailable(key("shop", "evt_beside", "crm.update"), 1) // 503: retried in an hour
+	e.commit("shop", "evt_beside", false)
+	e.drain()
+	cl := e.claim("shop", "evt_beside")
+	if cl.Intents["email.send"].Status != dedup.IntentParked || cl.Intents["crm.update"].Status != dedup.IntentPending {
+		t.Fatalf("setup: %+v, want email.send parked and crm.update pending", cl.Intents)
+	}
+	b := e.serve(nil)
+	mustContain(t, b.get("/events/shop/evt_beside"), `action="/redrive"`)
+	parked := b.get("/parked")
+	total := regexp.MustCompile(`<strong id="total">([^<]*)</strong>`).FindStringSubmatch(parked.Body)
+	if total == nil || !strings.Contains(parked.Body, "evt_beside") {
+		t.Errorf("the Parked page does not list the parked intent of evt_beside (total %q)", total)
+	}
+	if total != nil && total[1] == "0" {
+		t.Errorf("the Parked page's total is an exact 0 while email.send of evt_beside is parked")
+	}
+}
+
+// An at-most-once target's intent parked by a clean refusal (a 422: the call reached the
+// downstream, which said no) carries no "at-most-once:" mark: only the sources file's
+// delivery says what it is. hookctl console runs without a sources file (it says only that
+// sources are not checked by name and fewer secrets are redacted), and its redrive by query
+// then counts no at-most-once intent among the matches ("0 excluded") and re-drives it with the
+// rest: a second call of an at-most-once intent nobody chose to send.
+func TestARedriveByQueryWithoutTheSourcesFileSendsNoAtMostOnceIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// The deployment's sources file says email is at-most-once; the console is not given it.
+	f, err := sources.Parse([]byte(strings.Replace(testSources, `"headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}`,
+		`"headers": {"X-Api-Key": "SECRET-HEADER-VALUE"}, "delivery": "at-most-once"`, 1)))
+	if err != nil || f.Targets["email"].Delivery != sources.AtMostOnce {
+		t.Fatalf("setup: %v", err)
+	}
+	e.down.setRefuse(key("shop", "evt_amo_422", "email.send"), true)
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": outbox.AtMostOnce(e.exec), "crm": e.exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.commit("shop", "evt_amo_422", false)
+	e.drain()
+	if in := e.claim("shop", "evt_amo_422").Intents["email.send"]; in.Status != dedup.IntentParked {
+		t.Fatalf("setup: %+v, want parked", in)
+	}
+	b := e.serve(func(c *console.Config) { c.Sources = nil })
+	parked := b.get("/parked")
+	mustContain(t, parked, "delivery unknown", "started without the sources file")
+	next := bulkForm(parked)
+	for round := 0; next != nil && round < 5; round++ {
+		page := b.post("/redrive/query", next)
+		if round == 0 { // the page that re-drives nothing says what it leaves, and why
+			mustContain(t, page, "leaves them parked", "started without the sources file")
+		}
+		next = bulkForm(page)
+	}
+	if in := e.claim("shop", "evt_amo_422").Intents["email.send"]; in.Status != dedup.IntentParked {
+		t.Errorf("the at-most-once intent was re-driven by query: %s, redriven by %q", in.Status, in.RedrivenBy)
+	}
+}
