@@ -56,6 +56,8 @@ func StoredOTLPHeaders(ctx context.Context) (map[string]string, error) {
 
 // parseHeaders reads headers as OTEL_EXPORTER_OTLP_HEADERS has them (key=value pairs, comma-
 // separated, values URL-encoded), or as a JSON object of strings. Its errors quote no value.
+// (Not baggage.Parse: it refuses a raw space in a value, which the exporter's reading takes,
+// and splits a value at ';' into properties.)
 func parseHeaders(s string) (map[string]string, error) {
 	h := map[string]string{}
 	if s = strings.TrimSpace(s); strings.HasPrefix(s, "{") {

@@ -29,7 +29,7 @@ func invocation[In, Out any](t *tracing.Tracing, name string, trigger func(In) a
 		return handler
 	}
 	tracer := t.Provider.Tracer("github.com/oncehook/oncehook/launch", trace.WithSchemaURL(semconv.SchemaURL))
-	return func(ctx context.Context, in In) (Out, error) {
+	return flushed(t, func(ctx context.Context, in In) (Out, error) {
 		attrs := []attribute.KeyValue{trigger(in), semconv.FaaSColdstart(coldStart.Swap(false))}
 		if lc, ok := lambdacontext.FromContext(ctx); ok {
 			attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID), semconv.CloudResourceID(lc.InvokedFunctionArn))
@@ -37,11 +37,11 @@ func invocation[In, Out any](t *tracing.Tracing, name string, trigger func(In) a
 		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 		defer func() {
 			// A panic too: its invocation is the one an operator most needs to find, and
-			// Lambda's runtime stops the process after it, with every span not yet exported.
+			// Lambda's runtime stops the process after it, with every span not yet exported
+			// (flushed exports them).
 			if r := recover(); r != nil {
 				span.SetStatus(codes.Error, "panic")
 				span.End()
-				t.Flush(ctx)
 				panic(r)
 			}
 		}()
@@ -50,9 +50,8 @@ func invocation[In, Out any](t *tracing.Tracing, name string, trigger func(In) a
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
-		t.Flush(ctx)
 		return out, err
-	}
+	})
 }
 
 // flushed is a handler whose invocations export their spans at the end (the receiver's: each

@@ -2,25 +2,29 @@ package outbox
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/internal/tracecontext"
 )
 
-// TracerName is the instrumentation scope of the outbox's spans.
-const TracerName = tracecontext.Scope
+// TracerName is the instrumentation scope of the outbox's spans, its executors' included.
+const TracerName = "github.com/oncehook/oncehook/outbox"
 
 // The outbox's spans. An intent's turn is SpanIntent ("intent email.send"), a child of the span
 // its claim was committed under (the receiver's commit, read from the claim), however long
@@ -133,7 +137,7 @@ func endIntent(span trace.Span, outcome string, err error) {
 		// as a busy intent is not one.
 		span.SetAttributes(AttrHeld.String(held.Error()))
 	} else if err != nil {
-		span.SetStatus(codes.Error, tracecontext.Describe(redact(err)))
+		span.SetStatus(codes.Error, describe(redact(err)))
 	} else if outcome == OutcomeParked {
 		span.SetStatus(codes.Error, "parked")
 	}
@@ -153,7 +157,7 @@ func (w *Worker) step(ctx context.Context, name string, kind trace.SpanKind, att
 
 // dynamoDB is the attributes of the worker's UpdateItem on its table.
 func (w *Worker) dynamoDB() []attribute.KeyValue {
-	return append(tracecontext.AWS("DynamoDB", "UpdateItem"), semconv.AWSDynamoDBTableNames(w.cfg.Table))
+	return []attribute.KeyValue{semconv.RPCSystemNameKey.String("aws-api"), semconv.RPCMethod("DynamoDB/UpdateItem"), semconv.AWSDynamoDBTableNames(w.cfg.Table)}
 }
 
 // endLease records what the lease did on its span (and the attempt on the intent's) and ends it.
@@ -169,7 +173,7 @@ func endLease(intent, span trace.Span, l *lease, err error) {
 	if l != nil {
 		intent.SetAttributes(AttrAttempt.Int(l.Attempt))
 	}
-	tracecontext.End(span, err, "dynamodb")
+	EndCall(span, err, "dynamodb")
 }
 
 // call is one call of the intent's target, as the call span: the executor's own client span (a
@@ -185,7 +189,7 @@ func (w *Worker) call(ctx context.Context, x Executor, t Task) (sent string, err
 			if sent != "" {
 				span.SetAttributes(AttrSent.String(dedup.Truncate(sent)))
 			}
-			tracecontext.End(span, redact(err), callErrorType(err))
+			EndCall(span, redact(err), callErrorType(err))
 		}()
 	}
 	return execute(ctx, x, t)
@@ -218,10 +222,10 @@ func (w *Worker) finishAttrs(status string) func() []attribute.KeyValue {
 func (w *Worker) endFinish(span trace.Span, err error) {
 	if errors.Is(err, dedup.ErrLeaseLost) {
 		// Not a failure of the write: a newer attempt owns the intent and records it.
-		tracecontext.End(span, nil, "", AttrLease.String("lost"))
+		EndCall(span, nil, "", AttrLease.String("lost"))
 		return
 	}
-	tracecontext.End(span, err, "dynamodb")
+	EndCall(span, err, "dynamodb")
 }
 
 // endSweep records the run's report on the sweep's span and ends it.
@@ -290,6 +294,8 @@ func postponed(err error) bool {
 // recording. The URL's path and query are not recorded (url.full): a webhook URL's path is
 // often its secret (Slack's and Discord's incoming webhooks), and a trace backend is one more
 // place to keep it; the host, port and scheme say where the call went.
+// Not otelhttp's transport: it records url.full, path included, and its injection replaces a
+// target's own static trace headers.
 func startHTTPCall(ctx context.Context, rawURL string) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
@@ -305,7 +311,7 @@ func startHTTPCall(ctx context.Context, rawURL string) (context.Context, trace.S
 		}
 		attrs = append(attrs, semconv.ServerPort(port))
 	}
-	return tracecontext.Start(ctx, http.MethodPost, trace.SpanKindClient, attrs...)
+	return StartCall(ctx, http.MethodPost, trace.SpanKindClient, attrs...)
 }
 
 // endHTTPCall ends an HTTP executor's span: error.type is the status code of a non-2xx
@@ -316,10 +322,10 @@ func endHTTPCall(span trace.Span, err error) {
 	}
 	var se *StatusError
 	if errors.As(err, &se) {
-		tracecontext.End(span, redact(err), strconv.Itoa(se.StatusCode))
+		EndCall(span, redact(err), strconv.Itoa(se.StatusCode))
 		return
 	}
-	tracecontext.End(span, redact(err), callErrorType(err))
+	EndCall(span, redact(err), callErrorType(err))
 }
 
 // redact is err as a span or a log line may describe it, the one redaction of a call's
@@ -341,7 +347,7 @@ func redact(err error) error {
 	var se *StatusError
 	var te *transportError
 	var ue *url.Error
-	var d tracecontext.Described
+	var d described
 	switch {
 	case errors.As(err, &se):
 		// The status by its code and the standard text for it: the reason phrase is the
@@ -357,9 +363,9 @@ func redact(err error) error {
 		// Rebuilt from its parts rather than edited: net/http names the URL as it re-wrote it
 		// (the password as ***, the scheme lower-cased, a space escaped), so the configured
 		// URL and net/http's form of it can differ in every byte that is a secret.
-		part, desc = te, "POST "+shownURL(te.URL)+": "+unanswered(te.Err)
+		part, desc = te, "POST "+shownURL(te.URL)+": "+Unanswered(te.Err)
 	case errors.As(err, &ue):
-		part, desc = ue, ue.Op+" "+shownURL(ue.URL)+": "+unanswered(ue.Err)
+		part, desc = ue, ue.Op+" "+shownURL(ue.URL)+": "+Unanswered(ue.Err)
 	case errors.As(err, &d):
 		part, desc = d, d.SpanDescription() // an executor's own (a function's error answer)
 	default:
@@ -374,10 +380,32 @@ func redact(err error) error {
 	return describedError{full, desc, err}
 }
 
-// unanswered describes a call that got no answer it could read (tracecontext.Unanswered).
-func unanswered(err error) string {
-	desc, _ := tracecontext.Unanswered(err)
-	return desc
+// Unanswered describes an HTTP call that got no answer it could read, by its kind: net/http's
+// own text is shown only when it names nothing but addresses (a network error, a certificate's
+// refusal). Any other (net/http's refusal of a malformed answer quotes the answer's bytes, which
+// may echo the request's path: a webhook's secret, an intake's key) is described by its kind
+// alone. An executor of the application's, or a program's own exporter, describes so what a
+// span or a log line says of such a call.
+func Unanswered(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne *net.OpError
+	var ce *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer within the call's timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.As(err, &ne):
+		return ne.Error()
+	case errors.As(err, &ce):
+		return ce.Error() // the certificate's names, the host's
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection closed before a whole answer"
+	}
+	return "an answer that is not HTTP, or an HTTP failure (its text is not shown: it may quote the answer)"
 }
 
 // describedError is an error redacted (redact): msg for a log line, desc for a span's status.
@@ -413,9 +441,80 @@ func recordStatus(ctx context.Context, code int) {
 // injectHeaders adds the trace context of ctx to h, as the global propagator writes it, where h
 // has no such header yet: a static header of the target's (its own traceparent, say) is kept.
 func injectHeaders(ctx context.Context, h http.Header) {
-	for k, v := range tracecontext.Fields(ctx) {
+	for k, v := range TraceFields(ctx) {
 		if k = textproto.CanonicalMIMEHeaderKey(k); len(h.Values(k)) == 0 && k != "Idempotency-Key" && k != "Content-Type" {
 			h.Set(k, v)
 		}
 	}
+}
+
+// maxTraceField bounds a propagated field's value: W3C lets a tracestate be discarded past 512
+// characters, and a field this long is none of ours.
+const maxTraceField = 512
+
+// TraceFields is the trace context of ctx as the global propagator writes it (traceparent and
+// tracestate for W3C Trace Context), for an executor to carry to its downstream: each value at
+// most 512 bytes of printable ASCII; nil when the propagator writes nothing (tracing off, or no
+// span context in ctx).
+func TraceFields(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() { // tracing off: no span, and nothing more asked
+		return nil
+	}
+	prop := otel.GetTextMapPropagator()
+	if len(prop.Fields()) == 0 {
+		return nil
+	}
+	carrier := propagation.MapCarrier{}
+	prop.Inject(ctx, carrier)
+	for k, v := range carrier {
+		if v == "" || len(v) > maxTraceField || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			delete(carrier, k)
+		}
+	}
+	if len(carrier) == 0 {
+		return nil
+	}
+	return carrier
+}
+
+// StartCall starts an executor's span for its call (a client or a producer) under the span in
+// ctx, with that span's provider, when that span is recording; otherwise it returns ctx as it
+// is and a nil span, which EndCall ignores.
+func StartCall(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, nil
+	}
+	return parent.TracerProvider().Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL)).Start(ctx, name,
+		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+}
+
+// EndCall ends a span StartCall started, with attrs; in error when err is set: its status is
+// err as a span describes it (see Executor), its error.type errType, the error's kind.
+func EndCall(s trace.Span, err error, errType string, attrs ...attribute.KeyValue) {
+	if s == nil {
+		return
+	}
+	if err != nil {
+		s.SetStatus(codes.Error, describe(err))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
+	}
+	s.SetAttributes(attrs...)
+	s.End()
+}
+
+// described is an error that a span describes otherwise than its Error (see Executor).
+type described interface {
+	error
+	SpanDescription() string
+}
+
+// describe is err as a span's status gives it: the SpanDescription of the first described
+// error in its chain, or its Error.
+func describe(err error) string {
+	var d described
+	if errors.As(err, &d) {
+		return d.SpanDescription()
+	}
+	return err.Error()
 }

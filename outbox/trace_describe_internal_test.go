@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/internal/tracecontext"
 )
 
 type quotingError struct{}
@@ -29,7 +28,7 @@ func TestAnExecutorsSpanDescriptionIsWhatEverySpanRecords(t *testing.T) {
 		"not sent":  NotSent(quotingError{}),
 		"wrapped":   fmt.Errorf("call: %w", quotingError{}),
 	} {
-		if got := tracecontext.Describe(redact(err)); strings.Contains(got, "jane@") || got != "refused" {
+		if got := describe(redact(err)); strings.Contains(got, "jane@") || got != "refused" {
 			t.Errorf("%s: the span says %q", name, got)
 		}
 		if !strings.Contains(err.Error(), "jane@") {

@@ -758,3 +758,27 @@ func TestASweptClaimHandedOffIsNoErrorSpan(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceFieldsAreBoundedAndNoneWhenOff: nothing without a propagator (tracing off) or without a
+// span context; a field over 512 bytes or with a byte outside printable ASCII is left out.
+func TestTraceFieldsAreBoundedAndNoneWhenOff(t *testing.T) {
+	long, err := trace.ParseTraceState(strings.Repeat("k", 200) + "=" + strings.Repeat("v", 200) + "," + strings.Repeat("j", 200) + "=v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceState: long})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	defer otel.SetTextMapPropagator(propagation.TraceContext{}) // as TestMain sets it
+	if f := outbox.TraceFields(ctx); f != nil {
+		t.Fatalf("no propagator (tracing off): %v", f)
+	}
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	f := outbox.TraceFields(ctx)
+	if f["traceparent"] != "00-01000000000000000000000000000000-0200000000000000-00" || f["tracestate"] != "" {
+		t.Fatalf("%v: want the traceparent, and the tracestate over 512 bytes left out", f)
+	}
+	if f := outbox.TraceFields(context.Background()); f != nil {
+		t.Fatalf("no span context: %v", f)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -139,11 +140,16 @@ func endPanicked(s trace.Span) {
 		return // no recover: the panic goes on as it is
 	}
 	if r := recover(); r != nil {
-		s.SetStatus(codes.Error, "panic")
-		s.SetAttributes(semconv.ErrorTypeKey.String("panic"))
-		s.End()
-		panic(r)
+		endInPanic(s, r)
 	}
+}
+
+// endInPanic ends s in error for the panic r, and panics on with r.
+func endInPanic(s trace.Span, r any) {
+	s.SetStatus(codes.Error, "panic")
+	s.SetAttributes(semconv.ErrorTypeKey.String("panic"))
+	s.End()
+	panic(r)
 }
 
 // untraced is ctx without its span context, for the delivery span to start from: so that
@@ -177,10 +183,7 @@ func (s step) endPanicked() {
 		return // no recover: the panic goes on as it is
 	}
 	if r := recover(); r != nil {
-		s.span.SetStatus(codes.Error, "panic")
-		s.span.SetAttributes(semconv.ErrorTypeKey.String("panic"))
-		s.span.End()
-		panic(r)
+		endInPanic(s.span, r)
 	}
 }
 
@@ -235,41 +238,14 @@ func (d *delivery) commitAttrs(n int) []attribute.KeyValue {
 	return attrs
 }
 
-// parseTraceparent reads a W3C traceparent strictly (lower-case hex, ids not zero, version not
-// ff, a later version read by its first 55 characters), and only up to maxTraceparent
-// characters: a malformed, hostile or oversized value is no context, never an error.
+// parseTraceparent reads a W3C traceparent as OpenTelemetry's propagator does (strictly: lower-
+// case hex, ids not zero, a later version read by its first fields), without its tracestate,
+// and only up to maxTraceparent characters: a malformed, hostile or oversized value is no
+// context, never an error.
 func parseTraceparent(h string) (trace.SpanContext, bool) {
-	const n = 55 // "00-" + 32 + "-" + 16 + "-" + 2
-	if len(h) < n || len(h) > maxTraceparent || (len(h) > n && h[n] != '-') {
+	if len(h) > maxTraceparent {
 		return trace.SpanContext{}, false
 	}
-	if h[2] != '-' || h[35] != '-' || h[52] != '-' || !lowerHex(h[:2]) || h[:2] == "ff" || (h[:2] == "00" && len(h) != n) {
-		return trace.SpanContext{}, false
-	}
-	if !lowerHex(h[3:35]) || !lowerHex(h[36:52]) || !lowerHex(h[53:55]) {
-		return trace.SpanContext{}, false
-	}
-	tid, err := trace.TraceIDFromHex(h[3:35])
-	if err != nil {
-		return trace.SpanContext{}, false
-	}
-	sid, err := trace.SpanIDFromHex(h[36:52])
-	if err != nil {
-		return trace.SpanContext{}, false
-	}
-	flags, err := strconv.ParseUint(h[53:55], 16, 8)
-	if err != nil {
-		return trace.SpanContext{}, false
-	}
-	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags) & trace.FlagsSampled, Remote: true})
+	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": h}))
 	return sc, sc.IsValid()
-}
-
-func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -4,10 +4,11 @@
 // a function's environment without starting it.
 //
 // It is a package apart from launch so that the CDK construct (package infra), which runs
-// CheckEnv on the functions' tracing settings at synth, links OpenTelemetry's SDK and none of
-// the AWS service clients the functions call: a team's first synth compiles every package its
-// CDK app imports. What needs a client stays in launch: it reads the exporter's stored headers
-// (OTLPHeadersSecret) and hands that reading to FromEnv.
+// CheckEnv on the functions' tracing settings at synth, links OpenTelemetry's SDK and, of the
+// AWS service clients the functions call, only the outbox's (whose description of a failed HTTP
+// call it shares; the construct links the outbox anyway): a team's first synth compiles every
+// package its CDK app imports. What needs another client stays in launch: it reads the
+// exporter's stored headers (OTLPHeadersSecret) and hands that reading to FromEnv.
 //
 // The functions' tracing is OpenTelemetry's, set by its own variables, which the SDK and its
 // OTLP/HTTP exporter (otlptracehttp) read themselves:
@@ -51,7 +52,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -60,7 +60,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/oncehook/oncehook/internal/tracecontext"
+	"github.com/oncehook/oncehook/outbox"
 )
 
 // The OTLP exporter's headers (a vendor's intake key) are read at start from a secret store, as
@@ -199,7 +199,8 @@ func newBatcher(exp sdktrace.SpanExporter, opts []sdktrace.BatchSpanProcessorOpt
 }
 
 // tracingOn reads what only this project decides: whether tracing is on, the exporter and
-// protocol it links (OTLP over HTTP), and the propagators the calls carry.
+// protocol it links (OTLP over HTTP), and the propagators the calls carry. (Not contrib's
+// autoexport, which reads OTEL_TRACES_EXPORTER too: it links the gRPC exporters and Prometheus.)
 func tracingOn(getenv func(string) string) (propagation.TextMapPropagator, bool, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, false, nil
@@ -211,24 +212,18 @@ func tracingOn(getenv func(string) string) (propagation.TextMapPropagator, bool,
 	default:
 		return nil, false, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: want otlp or none (the functions link OpenTelemetry's OTLP/HTTP exporter alone)", v)
 	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			if v != "http/protobuf" && v != "http/json" {
-				return nil, false, fmt.Errorf("%s=%q: want http/protobuf or http/json (no gRPC exporter is linked)", name, v)
-			}
-			break // the traces' own protocol wins
+	if name, v := otlpSetting(getenv, "PROTOCOL"); v != "" && v != "http/protobuf" && v != "http/json" {
+		return nil, false, fmt.Errorf("%s=%q: want http/protobuf or http/json (no gRPC exporter is linked)", name, v)
+	}
+	// The exporter takes any URL it can parse, and one without a host ("localhost:4318") fails
+	// every export: refused, never quoted (an intake's key can be its path).
+	if name, v := otlpSetting(getenv, "ENDPOINT"); v != "" {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, false, fmt.Errorf("%s: not an http(s) URL", name)
 		}
 	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
-		// The exporter takes any URL it can parse, and one without a host ("localhost:4318")
-		// fails every export: refused, never quoted (an intake's key can be its path).
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return nil, false, fmt.Errorf("%s: not an http(s) URL", name)
-			}
-			break // the traces' own endpoint wins
-		}
-	}
+	// Not contrib's autoprop: it links the deprecated X-Ray propagator module, and B3, Jaeger
+	// and OT propagators no downstream of ours reads.
 	var props []propagation.TextMapPropagator
 	names := getenv("OTEL_PROPAGATORS")
 	if strings.TrimSpace(names) == "" {
@@ -322,14 +317,19 @@ func (s *sdkLog) started() error {
 
 // Handle is the SDK's error handler: a failed export, or a setting it could not read at start.
 func (s *sdkLog) Handle(err error) {
-	s.mu.Lock()
-	if s.starting {
-		s.failed = append(s.failed, sdkSetting(err))
-		s.mu.Unlock()
-		return
+	if !s.collected(sdkSetting(err)) {
+		s.logger.Warn("opentelemetry: "+exportFailure(err, s.shown), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	}
-	s.mu.Unlock()
-	s.logger.Warn("opentelemetry: "+exportFailure(err, s.shown), "setting", "OTEL_EXPORTER_OTLP_ENDPOINT")
+}
+
+// collected keeps what failed while the SDK starts, and reports whether it is starting.
+func (s *sdkLog) collected(what string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.starting {
+		s.failed = append(s.failed, what)
+	}
+	return s.starting
 }
 
 // sdkSetting names the variable an error the SDK reports at start is about (its sampler's
@@ -368,24 +368,29 @@ func (s *sdkLog) Error(_ error, msg string, kv ...any) {
 		}
 		what = v + " (or its _TRACES_ form): the exporter cannot " + msg
 	}
-	s.mu.Lock()
-	if s.starting {
-		s.failed = append(s.failed, what)
-		s.mu.Unlock()
-		return
+	if !s.collected(what) {
+		s.logger.Warn("opentelemetry: " + what)
 	}
-	s.mu.Unlock()
-	s.logger.Warn("opentelemetry: " + what)
+}
+
+// otlpSetting is the exporter's setting of the name given (ENDPOINT, PROTOCOL) and the variable
+// it is read from: the traces' own (OTEL_EXPORTER_OTLP_TRACES_<name>) wins over the general one.
+func otlpSetting(getenv func(string) string, setting string) (variable, value string) {
+	for _, variable := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + setting, "OTEL_EXPORTER_OTLP_" + setting} {
+		if v := strings.TrimSpace(getenv(variable)); v != "" {
+			return variable, v
+		}
+	}
+	return "", ""
 }
 
 // shownEndpoint is the traces' endpoint as the exporter reads it, by scheme, host and the
 // standard path only: an intake's key can be its path, query or password.
 func shownEndpoint(getenv func(string) string) string {
-	raw, base := "http://localhost:4318", true
-	if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); v != "" {
-		raw, base = v, false
-	} else if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); v != "" {
-		raw = v
+	variable, raw := otlpSetting(getenv, "ENDPOINT")
+	base := variable != "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" // the exporter adds the standard path
+	if raw == "" {
+		raw = "http://localhost:4318"
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
@@ -415,8 +420,7 @@ func exportFailure(err error, shown string) string {
 	var ue *url.Error
 	switch msg := err.Error(); {
 	case errors.As(err, &ue):
-		desc, _ := tracecontext.Unanswered(ue.Err)
-		return "an OTLP export to " + shown + " failed: " + desc
+		return "an OTLP export to " + shown + " failed: " + outbox.Unanswered(ue.Err)
 	case strings.Contains(msg, "retry-able request failure"):
 		return "an OTLP export to " + shown + " failed: the collector asked for a retry (429, 502, 503 or 504) until the export's time ran out"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -432,6 +436,8 @@ func exportFailure(err error, shown string) string {
 
 // lambdaResource describes the function (the FaaS and cloud conventions), from what Lambda
 // sets in its environment; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES come last, and win.
+// (Not contrib's detectors/aws/lambda: its last release, v0.53.0, leaves out cloud.platform and
+// service.name, gives faas.max_memory in MiB, and its schema URL conflicts with this one's.)
 func lambdaResource(ctx context.Context) (*resource.Resource, error) {
 	attrs := []attribute.KeyValue{semconv.CloudProviderAWS, semconv.CloudPlatformAWSLambda}
 	if name := os.Getenv("AWS_LAMBDA_FUNCTION_NAME"); name != "" {

@@ -41,7 +41,6 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 
-	"github.com/oncehook/oncehook/internal/tracecontext"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -70,7 +69,7 @@ func envelope(ctx context.Context, t outbox.Task, room int) ([]byte, error) {
 	}
 	env := Envelope{IdempotencyKey: t.IdempotencyKey, Source: t.Source, EventID: t.EventID,
 		EventType: t.EventType, Intent: t.Intent, Payload: t.Payload}
-	if tc := tracecontext.Fields(ctx); tc["traceparent"] != "" {
+	if tc := outbox.TraceFields(ctx); tc["traceparent"] != "" {
 		env.Traceparent, env.Tracestate = tc["traceparent"], tc["tracestate"]
 		if b, err := json.Marshal(env); err == nil && len(b) <= room {
 			return b, nil

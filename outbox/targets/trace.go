@@ -10,11 +10,11 @@ import (
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/oncehook/oncehook/internal/tracecontext"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -41,12 +41,14 @@ const maxMessageAttributes = 10
 
 // startCall starts the call's span (a child of the worker's call span, when it is recording).
 // Its name and attributes are built only then: with tracing off a call costs no allocation
-// for a span never started.
+// for a span never started. (Not otelaws' middleware: the clients are the application's, and
+// the call's span is one of the executor's steps, with its own end.)
 func startCall(ctx context.Context, service, operation string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
 	}
-	return tracecontext.Start(ctx, service+"."+operation, kind, append(tracecontext.AWS(service, operation), attrs()...)...)
+	aws := []attribute.KeyValue{semconv.RPCSystemNameKey.String("aws-api"), semconv.RPCMethod(service + "/" + operation)}
+	return outbox.StartCall(ctx, service+"."+operation, kind, append(aws, attrs()...)...)
 }
 
 // endCall ends the call's span with what it sent, or its error's kind.
@@ -67,7 +69,7 @@ func endCall(span trace.Span, sent string, err error) {
 	if sent != "" {
 		attrs = append(attrs, attribute.String("oncehook.sent", sent))
 	}
-	tracecontext.End(span, err, kind, attrs...)
+	outbox.EndCall(span, err, kind, attrs...)
 }
 
 // maxMessageBytes is SNS's limit on a message with its attributes, EventBridge's on an entry
@@ -90,7 +92,7 @@ const maxSyncInvokeBytes = 6 << 20
 // data type and value) past maxMessageBytes. A message that fits without the trace is never
 // refused for it: the trace is the first thing given up.
 func messageFields(ctx context.Context, own map[string]string, body, limit int) map[string]string {
-	fields := tracecontext.Fields(ctx)
+	fields := outbox.TraceFields(ctx)
 	size := body
 	for k, v := range own {
 		size += attributeBytes(k, v)
@@ -108,9 +110,25 @@ func messageFields(ctx context.Context, own map[string]string, body, limit int) 
 // attributeBytes is what a String message attribute counts against a message's size.
 func attributeBytes(name, value string) int { return len(name) + len("String") + len(value) }
 
-// xray is the X-Ray trace header of ctx's trace context, "" without one.
+// xrayHeader is the HTTP header the X-Ray trace header travels in on an AWS API request (SNS
+// and Lambda read it from Publish and Invoke).
+const xrayHeader = "X-Amzn-Trace-Id"
+
+// xray is the X-Ray trace header of ctx's span context; "" without one or when the calls
+// carry no trace (no propagator: tracing off, or OTEL_PROPAGATORS=none). It follows the span,
+// not the W3C fields: a propagator of baggage alone still gets the AWS targets X-Ray's header.
+// (Written here, not by contrib's X-Ray propagator: that module is deprecated, "no longer
+// supported", and the header is one line of X-Ray's documented format.)
 func xray(ctx context.Context) string {
-	return tracecontext.XRay(ctx)
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() || len(otel.GetTextMapPropagator().Fields()) == 0 {
+		return ""
+	}
+	tid, sampled := sc.TraceID().String(), "0"
+	if sc.IsSampled() {
+		sampled = "1"
+	}
+	return "Root=1-" + tid[:8] + "-" + tid[8:] + ";Parent=" + sc.SpanID().String() + ";Sampled=" + sampled
 }
 
 // sqsSystemAttributes carries the X-Ray trace header as SQS's AWSTraceHeader (which counts
@@ -129,7 +147,7 @@ func sqsSystemAttributes(ctx context.Context) map[string]sqstypes.MessageSystemA
 func snsTraceHeader(ctx context.Context, opts []func(*sns.Options)) []func(*sns.Options) {
 	if h := xray(ctx); h != "" {
 		opts = append(opts, func(o *sns.Options) {
-			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(tracecontext.XRayHeader, h))
+			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(xrayHeader, h))
 		})
 	}
 	return opts
@@ -139,7 +157,7 @@ func snsTraceHeader(ctx context.Context, opts []func(*sns.Options)) []func(*sns.
 func lambdaTraceHeader(ctx context.Context, opts []func(*lambda.Options)) []func(*lambda.Options) {
 	if h := xray(ctx); h != "" {
 		opts = append(opts, func(o *lambda.Options) {
-			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(tracecontext.XRayHeader, h))
+			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(xrayHeader, h))
 		})
 	}
 	return opts

@@ -31,3 +31,23 @@ func TestTheXRayHeaderFollowsTheSpanWhateverTheW3CFields(t *testing.T) {
 		}
 	}
 }
+
+func TestXRayIsTheSpanContextInX_RaysForm(t *testing.T) {
+	t.Cleanup(func() { otel.SetTextMapPropagator(propagation.TraceContext{}) }) // as TestMain sets it
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	for flags, want := range map[trace.TraceFlags]string{
+		0x01: "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1",
+		0x00: "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=0",
+		0x03: "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1",
+	} {
+		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags}))
+		if got := xray(ctx); got != want {
+			t.Errorf("flags %02x: XRay = %q, want %q", byte(flags), got, want)
+		}
+	}
+	if got := xray(context.Background()); got != "" {
+		t.Errorf("no span context: XRay = %q", got)
+	}
+}
