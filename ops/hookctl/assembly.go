@@ -30,6 +30,22 @@ type construct struct {
 	sourcesPath  string   // the sources file the receiver was deployed with ("" when inline)
 	sourcesBytes []byte
 	sources      *sources.File
+	arch         string // the receiver's Lambda architecture: x86_64 or arm64
+}
+
+// runs refuses a construct whose functions this machine's emulator cannot run: it runs a
+// function's bootstrap as a local process, so an arm64 binary on an amd64 machine (and the
+// reverse) deploys, and then answers every delivery 502 "Exec format error".
+func (c *construct) runs(goarch string) error {
+	want := map[string]string{"amd64": "x86_64", "arm64": "arm64"}[goarch]
+	if want == "" || c.arch == want {
+		return nil
+	}
+	fix := "set infra.Props.X86 for the local stack (X86: local && runtime.GOARCH == \"amd64\", as examples/storefront/infra/main.go does)"
+	if want == "arm64" {
+		fix = "leave infra.Props.X86 unset for the local stack"
+	}
+	return fmt.Errorf("stack %s: the functions are built for %s, and this machine's emulator runs %s binaries: %s", c.stack, c.arch, want, fix)
 }
 
 // readAssembly finds every oncehook construct in the cloud assembly in dir (cdk.out), nested
@@ -143,7 +159,11 @@ func readTemplate(path, stackName string, assets map[string]string) ([]*construc
 		if r.Type != "AWS::Lambda::Function" || tag(r, functionTag) != "receiver" {
 			continue
 		}
-		c := &construct{stack: stackName, receiver: id}
+		c := &construct{stack: stackName, receiver: id, arch: "x86_64"} // Lambda's default
+		var archs []string
+		if json.Unmarshal(r.Properties["Architectures"], &archs) == nil && len(archs) == 1 {
+			c.arch = archs[0]
+		}
 		var env struct {
 			Variables map[string]json.RawMessage `json:"Variables"`
 		}

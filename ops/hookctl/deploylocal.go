@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -177,6 +178,9 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		return errNoConstruct
 	}
 	for _, k := range found {
+		if err := k.runs(runtime.GOARCH); err != nil {
+			return err
+		}
 		for _, w := range k.sources.Warnings() {
 			fmt.Fprintf(c.stderr, "warning: stack %s: %s\n", k.stack, w)
 		}

@@ -146,6 +146,24 @@ func TestReadAssemblyInEveryShape(t *testing.T) {
 			}
 		})
 	}
+	t.Run("functions this machine's emulator cannot run", func(t *testing.T) {
+		dir := copyAssembly(t, func(r map[string]map[string]any) {
+			r[receiverID]["Properties"].(map[string]any)["Architectures"] = []any{"arm64"}
+		})
+		found, err := readAssembly(dir)
+		if err != nil || len(found) != 1 {
+			t.Fatalf("%v %v", found, err)
+		}
+		if err := found[0].runs("amd64"); err == nil || !strings.Contains(err.Error(), "built for arm64") || !strings.Contains(err.Error(), "infra.Props.X86") {
+			t.Fatalf("arm64 functions on an amd64 emulator: %v, want a refusal naming Props.X86", err)
+		}
+		if err := found[0].runs("arm64"); err != nil {
+			t.Fatalf("arm64 functions on an arm64 emulator: %v", err)
+		}
+		if found, _ := readAssembly(copyAssembly(t, nil)); found[0].runs("amd64") != nil || found[0].runs("arm64") == nil {
+			t.Fatal("x86_64 functions: want them run on amd64 alone")
+		}
+	})
 	t.Run("a sources file that is not the one built", func(t *testing.T) {
 		dir := copyAssembly(t, nil)
 		found, _ := readAssembly(dir)
