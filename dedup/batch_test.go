@@ -385,3 +385,32 @@ func TestABatchUnderTransactionConflictRetriesAndThenGivesUp(t *testing.T) {
 		})
 	}
 }
+
+// TestARedeliveredBatchReadsAnyStoredExpiryAsTheClaimConditionDoes: the claims a redelivered
+// batch reads ahead of its writes are judged as the claim condition judges them: one whose
+// expires_at is past, in whatever number form it was stored (a fraction of a second from a
+// float clock), is re-admitted by the write, never answered as a duplicate from the read.
+func TestARedeliveredBatchReadsAnyStoredExpiryAsTheClaimConditionDoes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	none := func(int) dedup.Plan { return dedup.Plan{} }
+	evs, plans := batchOf(1, 201, none)
+	if _, _, err := e.store.CommitBatch(ctx, evs, plans); err != nil {
+		t.Fatal(err)
+	}
+	expired := orderEvent(150) // in the part of the batch its redelivery reads first
+	e.setExpiry(t, expired, num(fmt.Sprintf("%d.5", e.clock.Now().Unix()-100)))
+	if res, err := e.store.Commit(ctx, expired, dedup.Plan{}); err != nil || res.Outcome != dedup.OutcomeAccepted {
+		t.Fatalf("alone, the expired claim's event: %+v, %v; want re-admitted by the claim condition", res, err)
+	}
+	// Expired again, and the whole batch redelivered.
+	e.setExpiry(t, expired, num(fmt.Sprintf("%d.5", e.clock.Now().Unix()-100)))
+	rs, _, err := e.store.CommitBatch(ctx, evs, plans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rs[149].Outcome; got != dedup.OutcomeAccepted || e.counter.Calls("BatchGetItem") == 0 {
+		t.Fatalf("in the redelivered batch (%d batch reads), the expired claim's event: %v; want re-admitted, as alone", e.counter.Calls("BatchGetItem"), got)
+	}
+}

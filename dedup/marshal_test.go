@@ -134,8 +134,8 @@ func TestPutEffectOfRoundTripsThroughDynamoDB(t *testing.T) {
 	if !errors.As(err, &ie) || ie.Field != "effects[0].pk" {
 		t.Fatalf("a put without pk: %v", err)
 	}
-	if claimed, err := e.store.Claimed(context.Background(), "shop", orderEvent(3).ID); err != nil || claimed {
-		t.Fatalf("a refused plan was claimed: %v %v", claimed, err)
+	if res, err := e.store.Claimed(context.Background(), orderEvent(3)); err != nil || res.Outcome == dedup.OutcomeDuplicate {
+		t.Fatalf("a refused plan was claimed: %v %v", res.Outcome, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -25,7 +26,9 @@ var claimConditionPtr = aws.String(claimCondition) // shared: the SDK only reads
 
 // holds is the claim condition read back: whether item, a claim as stored (nil: none), holds
 // its event id at now, so that a write of the claim would fail its condition. A claim holds
-// until expires_at < now, and one without expires_at (not ours to judge) always does.
+// until expires_at < now, compared as DynamoDB compares numbers (exactly: an expiry another
+// writer stored as 1767225600.5 or -1 is read as the condition reads it), and one without
+// expires_at (not ours to judge) always does.
 func holds(item map[string]types.AttributeValue, now int64) bool {
 	if item[PartitionKey] == nil {
 		return false
@@ -34,8 +37,9 @@ func holds(item map[string]types.AttributeValue, now int64) bool {
 	if !ok {
 		return true
 	}
-	exp, err := strconv.ParseInt(n.Value, 10, 64)
-	return err != nil || exp >= now
+	exp, ok := new(big.Rat).SetString(n.Value)
+	// Not a number DynamoDB stores: said not to hold, so the write's condition decides.
+	return ok && exp.Cmp(new(big.Rat).SetInt64(now)) >= 0
 }
 
 // request is one delivery's write, built and checked before any call is made.

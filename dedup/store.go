@@ -206,34 +206,38 @@ func (s *Store) Retention(source string) (Retention, bool) {
 	return r, ok
 }
 
-// Claimed reports whether an unexpired claim holds the event id: the answer a receiver needs
-// when it cannot plan or commit a delivery (a planner change, a payload the planner now
-// refuses) and must still answer 200 if the event was accepted before. One consistent read.
-func (s *Store) Claimed(ctx context.Context, source, eventID string) (bool, error) {
-	item, err := s.readClaim(ctx, str(ClaimKey(source, eventID)), true, claimedProjection)
-	return err == nil && holds(item, s.now().Unix()), err
+// Claimed answers ev from its claim, read consistently, as Commit would answer it when the
+// claim holds the id (OutcomeDuplicate, the first delivery's id and time, PayloadMismatch;
+// Calls 1); otherwise its Outcome is zero. It is the answer a receiver needs when it cannot
+// plan or commit a delivery (a planner change, a payload the planner now refuses) and must
+// still answer 200, as any duplicate, if the event was accepted before.
+func (s *Store) Claimed(ctx context.Context, ev Event) (Result, error) {
+	return s.answer(ctx, ev, true)
 }
 
-// Probe answers ev from its claim, read before any plan is made, when Commit would answer it
-// OutcomeDuplicate: when the claim condition would fail, its claim holding the id (see holds).
-// It then returns the duplicate's Result as Commit gives it (the first delivery's id and time,
-// PayloadMismatch; Calls 1), having written nothing. Otherwise its Outcome is zero, and Commit
-// decides: no claim seen, a claim past its expiry that TTL has not deleted yet (the condition
-// admits a new claim over it), or a failed read (its error returned).
+// Probe is Claimed read before any plan is made, eventually consistent and in one attempt:
+// when its Outcome is zero, Commit decides: no claim seen, a claim past its expiry that TTL has
+// not deleted yet (the condition admits a new claim over it), or a failed read (its error
+// returned).
 //
 // The read is one eventually consistent GetItem of what the Result needs: half a read unit for
 // a claim under 4 KB, where a duplicate's cancelled transaction costs two write units per item.
 // A stale read can miss a claim just written, and Commit then answers it; it never shows one
 // that no longer holds, since a claim's expiry never moves earlier and only TTL deletes a claim,
-// once expired. A body guard changes nothing: a claim that holds answers duplicate whatever the
-// guard says (its condition is the transaction's first), and an id never claimed, a forged one
-// included, is left to the write and its guard. ev is checked as Commit checks it first.
-func (s *Store) Probe(ctx context.Context, ev Event) (Result, error) {
+// so what it answers is what Commit would. Being only an optimisation, it is not retried and
+// takes nothing from the client's retry quota, which the write may need.
+func (s *Store) Probe(ctx context.Context, ev Event) (Result, error) { return s.answer(ctx, ev, false) }
+
+func (s *Store) answer(ctx context.Context, ev Event, consistent bool) (Result, error) {
 	if _, err := s.admit(&ev); err != nil {
 		return Result{}, err
 	}
+	var opts []func(*dynamodb.Options)
+	if !consistent {
+		opts = append(opts, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
+	}
 	res := Result{Calls: 1}
-	item, err := s.readClaim(ctx, str(ClaimKey(ev.Source, ev.ID)), false, probeProjection)
+	item, err := s.readClaim(ctx, str(ClaimKey(ev.Source, ev.ID)), consistent, probeProjection, opts...)
 	if err != nil || !holds(item, s.now().Unix()) {
 		return res, err
 	}
@@ -241,19 +245,16 @@ func (s *Store) Probe(ctx context.Context, ev Event) (Result, error) {
 }
 
 // What Claimed and Probe read of a claim: what holds tests, and what a duplicate's Result says.
-var (
-	claimedProjection = aws.String(PartitionKey + ", " + TTLAttribute)
-	probeProjection   = aws.String(PartitionKey + ", " + TTLAttribute + ", " + attrPayloadSHA256 + ", " + attrDeliveryID + ", " + attrReceivedAt)
-)
+var probeProjection = aws.String(PartitionKey + ", " + TTLAttribute + ", " + attrPayloadSHA256 + ", " + attrDeliveryID + ", " + attrReceivedAt)
 
 // readClaim reads the projection (nil: all) of the claim keyed pk: nil when there is none.
-func (s *Store) readClaim(ctx context.Context, pk types.AttributeValue, consistent bool, projection *string) (map[string]types.AttributeValue, error) {
+func (s *Store) readClaim(ctx context.Context, pk types.AttributeValue, consistent bool, projection *string, opts ...func(*dynamodb.Options)) (map[string]types.AttributeValue, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:            s.tablePtr,
 		Key:                  map[string]types.AttributeValue{PartitionKey: pk, SortKey: str(ClaimSK)},
 		ConsistentRead:       aws.Bool(consistent),
 		ProjectionExpression: projection,
-	})
+	}, opts...)
 	if err != nil {
 		return nil, classify("GetItem", err)
 	}

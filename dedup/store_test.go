@@ -3,10 +3,12 @@ package dedup_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
 )
@@ -99,4 +101,71 @@ func TestProbeLeavesToCommitWhatItCannotAnswer(t *testing.T) {
 	if e.counter.Total() != 0 {
 		t.Fatalf("%d calls for events Commit refuses, want none", e.counter.Total())
 	}
+}
+
+// TestProbeReadsAnyStoredExpiryAsTheClaimConditionDoes: whatever number (or other value) a
+// claim's expires_at holds, as a tool or an operator may have written it (a fraction of a
+// second from a float clock, a negative number, another type, none), Probe answers duplicate
+// exactly when Commit's condition refuses the claim: a claim the condition treats as expired
+// must never be answered as a duplicate, or the event's effects are never written.
+func TestProbeReadsAnyStoredExpiryAsTheClaimConditionDoes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	now := e.clock.Now().Unix()
+	expiries := []types.AttributeValue{
+		num(fmt.Sprint(now - 100)), num(fmt.Sprint(now + 100)), num(fmt.Sprint(now)),
+		num(fmt.Sprintf("%d.5", now-100)), num(fmt.Sprintf("%d.5", now+100)), num(fmt.Sprintf("%d.5", now-1)),
+		num("0.5"), num("-1"), num("-1.5"), num("99999999999999999999"), num("-99999999999999999999"),
+		num(fmt.Sprintf("%.9e", float64(now-100))), num(fmt.Sprintf("%.9e", float64(now+1000))),
+		&types.AttributeValueMemberS{Value: fmt.Sprint(now - 100)}, nil,
+	}
+	for i, exp := range expiries {
+		ev := orderEvent(100 + i)
+		if _, err := e.store.Commit(ctx, ev, claimOnly(100+i)); err != nil {
+			t.Fatal(err)
+		}
+		e.setExpiry(t, ev, exp)
+		probed, err := e.store.Probe(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := ev
+		again.DeliveryID = "dlv_again"
+		committed, err := e.store.Commit(ctx, again, claimOnly(100+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (probed.Outcome == dedup.OutcomeDuplicate) != (committed.Outcome == dedup.OutcomeDuplicate) {
+			t.Errorf("expires_at %s (now %d): Probe answered %v, Commit %v", show(exp), now, probed.Outcome, committed.Outcome)
+		}
+	}
+}
+
+// setExpiry writes exp as the expires_at of ev's claim (nil: removes it), as a tool or an
+// operator might.
+func (e *env) setExpiry(t *testing.T, ev dedup.Event, exp types.AttributeValue) {
+	t.Helper()
+	in := &dynamodb.UpdateItemInput{TableName: &e.table,
+		Key: map[string]types.AttributeValue{"pk": s(dedup.ClaimKey(ev.Source, ev.ID)), "sk": s(dedup.ClaimSK)}}
+	if exp == nil {
+		in.UpdateExpression = aws.String("REMOVE expires_at")
+	} else {
+		in.UpdateExpression, in.ExpressionAttributeValues = aws.String("SET expires_at = :e"), map[string]types.AttributeValue{":e": exp}
+	}
+	if _, err := e.client.UpdateItem(context.Background(), in); err != nil {
+		t.Fatalf("expires_at %s: %v", show(exp), err)
+	}
+}
+
+func num(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+
+func show(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberN:
+		return v.Value
+	case *types.AttributeValueMemberS:
+		return fmt.Sprintf("%q (a string)", v.Value)
+	}
+	return "(none)"
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/oncehook/oncehook/deployment"
 )
 
 // Code is where one function's code comes from: exactly one of its fields.
@@ -72,7 +74,7 @@ func (c Code) stage(function string, arm64 bool, sources []byte, stagingRoot str
 			return staged{}, fmt.Errorf("%s.Code: the sources file is %d bytes, over the %d that fit in the function's environment: give GoPackage or Dir, so the construct can bundle it with the binary",
 				function, len(sources), maxInlineSources)
 		}
-		return staged{code: c.Lambda, env: map[string]string{"ONCEHOOK_SOURCES": string(sources)}}, nil
+		return staged{code: c.Lambda, env: deployment.Settings{Sources: string(sources)}.Environment()}, nil
 	}
 	dir, err := os.MkdirTemp(stagingRoot, function+"-")
 	if err != nil {
@@ -95,7 +97,7 @@ func (c Code) stage(function string, arm64 bool, sources []byte, stagingRoot str
 	sum := sha256.Sum256(sources)
 	return staged{
 		code: awslambda.Code_FromAsset(jsii.String(dir), nil),
-		env:  map[string]string{"ONCEHOOK_SOURCES_SHA256": hex.EncodeToString(sum[:])},
+		env:  deployment.Settings{SourcesSHA256: hex.EncodeToString(sum[:])}.Environment(),
 	}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -51,22 +52,18 @@ func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 	return code, nil
 }
 
-// functionEnv is every function's environment: the table, the metrics namespace, the pending
-// shards, OpenTelemetry's settings, the bindings, the application's targets and
-// Props.Environment. The outbox and the sweeper add their own (outboxEnv).
+// functionEnv is every function's environment: the deployment's settings the construct
+// derives (the table, the metrics namespace, the pending shards, the bindings, the
+// application's targets), OpenTelemetry's settings and Props.Environment. The outbox and the
+// sweeper add their own (outboxEnv).
 func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[string]string {
-	env := map[string]string{"TABLE_NAME": *table.TableName(), "LOG_LEVEL": "info", "PENDING_SHARDS": fmt.Sprint(cfg.Table.PendingShards),
-		"METRICS_NAMESPACE": cfg.Telemetry.MetricsNamespace}
+	env := deployment.Settings{Table: *table.TableName(), LogLevel: "info", PendingShards: cfg.Table.PendingShards,
+		MetricsNamespace: cfg.Telemetry.MetricsNamespace, Bindings: bindings, Targets: sortedKeys(cfg.Outbox.Executors),
+		NoDuplicateProbe: cfg.Receiver.NoDuplicateProbe}.Environment()
 	if cfg.Telemetry.OpenTelemetry != nil {
 		for k, v := range telemetryEnv(cfg.Telemetry.OpenTelemetry) {
 			env[k] = v
 		}
-	}
-	if bindings != "" {
-		env["ONCEHOOK_BINDINGS"] = bindings // every function binds the whole file at start
-	}
-	if len(cfg.Outbox.Executors) > 0 {
-		env["ONCEHOOK_TARGETS"] = strings.Join(sortedKeys(cfg.Outbox.Executors), ",")
 	}
 	for k, v := range cfg.Environment {
 		env[k] = v
@@ -98,6 +95,16 @@ func function(scope constructs.Construct, id string, cfg Props, opts FunctionOpt
 	}
 	for k, v := range code.env {
 		vars[k] = jsii.String(v)
+	}
+	// The settings the function's start will read, checked as it will check them.
+	get := func(k string) string {
+		if v := vars[k]; v != nil {
+			return *v
+		}
+		return ""
+	}
+	if _, err := deployment.FromEnv(get); err != nil {
+		return nil, fmt.Errorf("the %s function's environment (Props.Environment): %w", strings.ToLower(id), err)
 	}
 	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
 		Role:         role,

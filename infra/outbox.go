@@ -14,6 +14,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -133,7 +134,7 @@ func checkOutbox(cfg *Props, file *sources.File) error {
 // outboxEnv is the outbox's and the sweeper's environment: every function's, the retry queue
 // they schedule retries on, and the lease they hold an intent for.
 func outboxEnv(env map[string]string, retries awssqs.Queue, timings outbox.Timings) map[string]string {
-	out := map[string]string{"RETRY_QUEUE_URL": *retries.QueueUrl(), "LEASE_SECONDS": fmt.Sprint(int(timings.Lease.Seconds()))}
+	out := deployment.Settings{RetryQueueURL: *retries.QueueUrl(), Lease: timings.Lease}.Environment()
 	for k, v := range env {
 		out[k] = v
 	}

@@ -56,7 +56,7 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 		}
 	}
 	for k := range cfg.Environment {
-		if reservedEnv[k] {
+		if derived[k] {
 			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
 		}
 	}
@@ -100,9 +100,13 @@ func private(host string) bool {
 	return ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified())
 }
 
-// reservedEnv are the variables the construct sets itself.
-var reservedEnv = map[string]bool{"AUDIT_PREFIXES": true, "AUDIT_SAMPLE": true, "TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
-	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true, "ONCEHOOK_BINDINGS": true}
+// derived are the deployment's settings (package deployment) the construct derives from its
+// props and resources. The others (LOG_LEVEL, MAX_ATTEMPTS, SWEEP_MIN_AGE_SECONDS,
+// ONCEHOOK_SECRETS_MAX_AGE) Props.Environment may set; each function's start checks them, and
+// so does the synth.
+var derived = map[string]bool{"AUDIT_PREFIXES": true, "AUDIT_SAMPLE": true, "TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
+	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true, "ONCEHOOK_BINDINGS": true,
+	"ONCEHOOK_DUPLICATE_PROBE": true, "ONCEHOOK_TRUSTED_HOSTS": true}
 
 func compactJSON(b []byte) []byte {
 	var buf bytes.Buffer

@@ -111,6 +111,9 @@ func TestPropsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 		{"a sources file that does not exist", func(p *Props) { p.SourcesFile = "nope.json" }, "Props.SourcesFile"},
 		{"a shard count over the maximum", func(p *Props) { p.Table.PendingShards = 5000 }, "Props.Table.PendingShards"},
 		{"an environment variable the construct sets", func(p *Props) { p.Environment = map[string]string{"TABLE_NAME": "x"} }, "Props.Environment: TABLE_NAME"},
+		{"a setting the functions would refuse at start", func(p *Props) { p.Environment = map[string]string{"LOG_LEVEL": "verbose"} },
+			`the receiver function's environment (Props.Environment): LOG_LEVEL="verbose"`},
+		{"an attempt budget that is not positive", func(p *Props) { p.Environment = map[string]string{"MAX_ATTEMPTS": "0"} }, `MAX_ATTEMPTS="0"`},
 		{"a custom target that is an HTTP target", func(p *Props) { p.Outbox.Executors = bounded("email") }, `Props.Outbox.Executors: "email"`},
 		{"an executor that declares no bound", func(p *Props) { p.Outbox.Executors = map[string]outbox.Executor{"crm": outbox.ExecutorFunc(nil)} },
 			`Props.Outbox.Executors["crm"] (outbox.ExecutorFunc) declares no bound`},
@@ -133,6 +136,7 @@ func TestPropsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 func TestTheFloodGuardsAndAnExistingApi(t *testing.T) {
 	p := prebuilt("arm64")
 	p.Receiver.ReservedConcurrency = 50
+	p.Receiver.NoDuplicateProbe = true
 	p.Outbox.Executors = bounded("crm", "billing")
 	tpl, err := synthesize(p)
 	if err != nil {
@@ -146,7 +150,7 @@ func TestTheFloodGuardsAndAnExistingApi(t *testing.T) {
 	must(t, func() {
 		tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), props(map[string]any{
 			"Description": "oncehook receiver", "ReservedConcurrentExecutions": 50,
-			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(props(map[string]any{"ONCEHOOK_TARGETS": "billing,crm"}))},
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(props(map[string]any{"ONCEHOOK_TARGETS": "billing,crm", "ONCEHOOK_DUPLICATE_PROBE": "off"}))},
 			"Tags":        assertions.Match_ArrayWith(&[]any{map[string]any{"Key": "oncehook:function", "Value": "receiver"}}),
 		}))
 	})

@@ -51,6 +51,10 @@ type ReceiverProps struct {
 	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
 	// allowance. Only with the construct's own API.
 	SourceThrottles map[string]Throttle
+	// NoDuplicateProbe turns off the receiver's duplicate probe, which answers a duplicate
+	// from an eventually consistent read of its claim while a source is in a redrive
+	// (receiver.Config.NoDuplicateProbe, ONCEHOOK_DUPLICATE_PROBE=off).
+	NoDuplicateProbe bool
 	// Domain serves the webhook API on a custom domain, so that the URL each provider is
 	// configured with survives replacing the API. Only with the construct's own API.
 	Domain *Domain

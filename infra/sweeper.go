@@ -3,7 +3,7 @@ package infra
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"maps"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -13,6 +13,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -44,12 +45,7 @@ type SweeperProps struct {
 func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
 	env map[string]string, timings outbox.Timings, o *Oncehook) error {
 	sweeperEnv := outboxEnv(env, o.RetryQueue, timings)
-	if len(cfg.Sweeper.AuditPrefixes) > 0 {
-		sweeperEnv["AUDIT_PREFIXES"] = strings.Join(cfg.Sweeper.AuditPrefixes, ",")
-		if cfg.Sweeper.AuditSample > 0 {
-			sweeperEnv["AUDIT_SAMPLE"] = fmt.Sprint(cfg.Sweeper.AuditSample)
-		}
-	}
+	maps.Copy(sweeperEnv, deployment.Settings{AuditPrefixes: cfg.Sweeper.AuditPrefixes, AuditSample: cfg.Sweeper.AuditSample}.Environment())
 	fn, err := function(c, "Sweeper", cfg, cfg.Sweeper.Function, code, sweeperEnv, timings.SweeperTimeout.Seconds())
 	if err != nil {
 		return err

@@ -6,48 +6,11 @@
 //	func main() { launch.Outbox(myapp.Executors()) }
 //	func main() { launch.Sweeper(myapp.Executors()) }
 //
-// Each reads the same environment (the stack sets it), refuses to start with an error naming
-// the setting when it cannot work, and otherwise hands its handler to lambda.Start:
-//
-//	TABLE_NAME              the DynamoDB table (required)
-//	ONCEHOOK_SOURCES        the sources file's JSON, inline; or
-//	ONCEHOOK_SOURCES_FILE   its path (default: sources.json beside the binary)
-//	ONCEHOOK_SOURCES_SHA256 the file's SHA-256, when the stack bundled it: any other file is refused
-//	ONCEHOOK_BINDINGS       the names and ARNs of the file's bound tables and targets, as JSON
-//	                        (sources.Bindings; the stack sets it from its bindings, resolved by
-//	                        CloudFormation): a bound entry without one, a binding for an entry
-//	                        the file does not bind, or a value that is not a name or ARN of its
-//	                        kind refuses the start
-//	ONCEHOOK_TARGETS        intent targets served by the application's own executors, comma-
-//	                        separated: the outbox refuses to start without an executor for each,
-//	                        and the receiver refuses a plan whose intent names a target that is
-//	                        neither these nor a target of the sources file
-//	ONCEHOOK_SECRETS_MAX_AGE receiver: how long a source's secrets are used before they are read
-//	                        again (default 5m, at least 1m): the longest a secret revoked at its
-//	                        store keeps verifying on a warm instance
-//	ONCEHOOK_DUPLICATE_PROBE receiver: on (default) or off: the duplicate probe, which answers a
-//	                        duplicate from a read of its claim while a source is in a redrive
-//	                        (receiver.Config.NoDuplicateProbe)
-//	LOG_LEVEL               debug, info (default), warn, error
-//	METRICS_NAMESPACE       the CloudWatch namespace of the EMF metrics (default oncehook)
-//	PENDING_SHARDS          the pending index's shard count (default 16)
-//	LEASE_SECONDS           outbox, sweeper: lease length (default 60; at least every target's
-//	                        timeout plus 5 s)
-//	MAX_ATTEMPTS            outbox, sweeper: failed attempts before parking (default 10)
-//	RETRY_QUEUE_URL         outbox, sweeper: the SQS queue that wakes retries at their due time
-//	SWEEP_MIN_AGE_SECONDS   sweeper: claims younger than this are left alone (default 120)
-//	AUDIT_PREFIXES          sweeper: partition-key prefixes of put-effect records, comma-
-//	                        separated: each sweep then audits the next AUDIT_SAMPLE items
-//	                        (default 100) for records written outside a claim (dedup.Auditor)
-//	ONCEHOOK_TRUSTED_HOSTS  NewHTTPReceiver: the hosts whose Host header may stand for the URL a
-//	                        URL-signing source (twilio, square) without a url was called at
-//	OTEL_TRACES_EXPORTER    otlp turns OpenTelemetry tracing on, exporting OTLP over HTTP to
-//	                        OTEL_EXPORTER_OTLP_ENDPOINT (default a collector on localhost:4318);
-//	                        unset or none is off (package launch/tracing has the other OTEL_ variables)
-//	ONCEHOOK_OTLP_HEADERS_SECRET, ONCEHOOK_OTLP_HEADERS_PARAMETER
-//	                        the exporter's headers (an intake's key), read once at start from a
-//	                        Secrets Manager secret or an SSM SecureString parameter, never logged
-//	AWS_ENDPOINT_URL        an emulator's endpoint, for local runs
+// Each reads the deployment's settings from the environment the stack sets (package
+// deployment has the variables: deployment.FromEnv), refuses to start with an error naming the
+// setting when it cannot work, and otherwise hands its handler to lambda.Start. Tracing is
+// OpenTelemetry's, from its own OTEL_ variables (package launch/tracing), with the exporter's
+// headers read once at start from ONCEHOOK_OTLP_HEADERS_SECRET or _PARAMETER, never logged.
 //
 // NewReceiver, NewWorker and NewSweeper build the same things without starting them, for a
 // program that serves them itself (the receiver as an http.Handler in a container, tests).
@@ -64,7 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +42,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/launch/tracing"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/outbox/targets"
@@ -100,10 +63,8 @@ type Env struct {
 	Secrets *sources.Secrets
 	Store   *dedup.Store
 	Logger  *slog.Logger
-	// PendingShards is the pending index's shard count (PENDING_SHARDS, default 16).
-	PendingShards int
-	// Targets are the intent targets the application's own executors serve (ONCEHOOK_TARGETS).
-	Targets []string
+	// Settings are the deployment's settings, read once from the environment.
+	Settings deployment.Settings
 	// Tracing is the functions' OpenTelemetry tracing (OTEL_TRACES_EXPORTER; tracing.FromEnv).
 	Tracing *tracing.Tracing
 }
@@ -117,18 +78,17 @@ type Needs struct {
 
 // Load builds the Env from the process environment. Its errors name the setting at fault.
 func Load(ctx context.Context, needs Needs) (*Env, error) {
-	logger := NewLogger(os.Getenv("LOG_LEVEL"))
+	settings, err := deployment.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	logger := NewLogger(settings.LogLevel)
 	slog.SetDefault(logger)
 	tr, err := tracing.FromEnv(ctx, logger, StoredOTLPHeaders)
 	if err != nil {
 		return nil, err
 	}
-
-	table := os.Getenv("TABLE_NAME")
-	if table == "" {
-		return nil, fmt.Errorf("TABLE_NAME is not set")
-	}
-	file, err := loadSources()
+	file, err := loadSources(settings)
 	if err != nil {
 		return nil, err
 	}
@@ -136,36 +96,22 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
-	dbOpts, err := dynamoDBFaults(logger, os.Getenv("ONCEHOOK_FAULTS"))
+	dbOpts, err := dynamoDBFaults(logger, settings.Faults)
 	if err != nil {
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg, dbOpts...)
 	var secrets *sources.Secrets
 	if needs.Secrets {
-		maxAge := sources.DefaultMaxAge
-		if v := os.Getenv("ONCEHOOK_SECRETS_MAX_AGE"); v != "" {
-			if maxAge, err = sources.ParseDuration(v); err != nil || maxAge < SecretRefresh {
-				return nil, fmt.Errorf("ONCEHOOK_SECRETS_MAX_AGE=%q: want a duration of at least %s (5m, 1h)", v, SecretRefresh)
-			}
-		}
 		secrets, err = sources.NewSecrets(ctx, file, &sources.Resolver{
 			SecretsManager: secretsmanager.NewFromConfig(cfg),
 			SSM:            ssm.NewFromConfig(cfg),
-		}, SecretRefresh, sources.MaxAge(maxAge))
+		}, SecretRefresh, sources.MaxAge(settings.SecretsMaxAge))
 		if err != nil {
 			return nil, err
 		}
 	}
-	shards, err := envInt("PENDING_SHARDS", dedup.PendingShards)
-	if err != nil {
-		return nil, err
-	}
-	store, err := dedup.New(db, dedup.Config{Table: table, Sources: file.Retentions(), Tables: file.DedupTables(), PendingShards: shards})
-	if err != nil {
-		return nil, err
-	}
-	targets, err := customTargets(os.Getenv("ONCEHOOK_TARGETS"))
+	store, err := dedup.New(db, dedup.Config{Table: settings.Table, Sources: file.Retentions(), Tables: file.DedupTables(), PendingShards: settings.PendingShards})
 	if err != nil {
 		return nil, err
 	}
@@ -176,32 +122,17 @@ func Load(ctx context.Context, needs Needs) (*Env, error) {
 	for _, w := range file.Warnings() {
 		logger.Warn("sources file: "+w.Reason, "field", w.Field)
 	}
-	return &Env{AWS: cfg, DynamoDB: db, Table: table, Sources: file, Secrets: secrets, Store: store, Logger: logger,
-		PendingShards: shards, Targets: targets, Tracing: tr}, nil
+	return &Env{AWS: cfg, DynamoDB: db, Table: settings.Table, Sources: file, Secrets: secrets, Store: store, Logger: logger,
+		Settings: settings, Tracing: tr}, nil
 }
 
-func customTargets(v string) ([]string, error) {
-	var out []string
-	for _, t := range strings.Split(v, ",") {
-		if t = strings.TrimSpace(t); t == "" {
-			continue
-		}
-		if len(t) > dedup.MaxIntentTargetLen {
-			return nil, fmt.Errorf("ONCEHOOK_TARGETS: %q is longer than %d bytes", t, dedup.MaxIntentTargetLen)
-		}
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
-}
-
-func loadSources() (*sources.File, error) {
-	f, err := readSources()
+func loadSources(s deployment.Settings) (*sources.File, error) {
+	f, err := readSources(s)
 	if err != nil {
 		return nil, err
 	}
 	// What the deployment resolved for the file's bound tables and targets.
-	b, err := sources.ParseBindings([]byte(os.Getenv("ONCEHOOK_BINDINGS")))
+	b, err := sources.ParseBindings([]byte(s.Bindings))
 	if err != nil {
 		return nil, fmt.Errorf("ONCEHOOK_BINDINGS: %w", err)
 	}
@@ -211,15 +142,15 @@ func loadSources() (*sources.File, error) {
 	return f, nil
 }
 
-func readSources() (*sources.File, error) {
-	if inline := os.Getenv("ONCEHOOK_SOURCES"); inline != "" {
-		f, err := sources.Parse([]byte(inline))
+func readSources(s deployment.Settings) (*sources.File, error) {
+	if s.Sources != "" {
+		f, err := sources.Parse([]byte(s.Sources))
 		if err != nil {
 			return nil, fmt.Errorf("ONCEHOOK_SOURCES: %w", err)
 		}
 		return f, nil
 	}
-	path := os.Getenv("ONCEHOOK_SOURCES_FILE")
+	path := s.SourcesFile
 	if path == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -232,8 +163,8 @@ func readSources() (*sources.File, error) {
 		return nil, fmt.Errorf("sources: %w", err)
 	}
 	// The stack bundles the very file it derived the permissions from, and says so by its hash.
-	if want := os.Getenv("ONCEHOOK_SOURCES_SHA256"); want != "" {
-		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != want {
+	if s.SourcesSHA256 != "" {
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != s.SourcesSHA256 {
 			return nil, fmt.Errorf("sources: %s is not the file the stack was synthesized with (ONCEHOOK_SOURCES_SHA256): redeploy", path)
 		}
 	}
@@ -320,7 +251,7 @@ func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor
 
 // KnownTargets is every intent target the deployment serves: the sources file's HTTP targets
 // and the application's own (ONCEHOOK_TARGETS).
-func (env *Env) KnownTargets() []string { return KnownTargets(env.Sources, env.Targets) }
+func (env *Env) KnownTargets() []string { return KnownTargets(env.Sources, env.Settings.Targets) }
 
 // KnownTargets is the receiver's Config.Targets for a sources file and the targets the
 // application's own executors serve, sorted: nil (any target) when there are none. The
@@ -341,14 +272,7 @@ func KnownTargets(f *sources.File, own []string) []string {
 // target of the file keeps its semantics: it is wrapped in outbox.AtMostOnce. Every target in ONCEHOOK_TARGETS must have
 // an executor, or it refuses, naming the target.
 func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, error) {
-	lease, err := envInt("LEASE_SECONDS", 60)
-	if err != nil {
-		return nil, err
-	}
-	attempts, err := envInt("MAX_ATTEMPTS", 10)
-	if err != nil {
-		return nil, err
-	}
+	set := env.Settings
 	if _, err := outbox.Bounds(executors); err != nil {
 		return nil, err
 	}
@@ -362,29 +286,29 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 		}
 		all[name] = x
 	}
-	for _, t := range env.Targets {
+	for _, t := range set.Targets {
 		if all[t] == nil {
 			return nil, fmt.Errorf("ONCEHOOK_TARGETS names %q, and no executor serves it: register one with launch.Outbox and launch.Sweeper", t)
 		}
 	}
 	var sched outbox.Scheduler
-	if url := os.Getenv("RETRY_QUEUE_URL"); url != "" {
-		sched = &outbox.SQSScheduler{API: sqs.NewFromConfig(env.AWS), QueueURL: url}
+	if set.RetryQueueURL != "" {
+		sched = &outbox.SQSScheduler{API: sqs.NewFromConfig(env.AWS), QueueURL: set.RetryQueueURL}
 	}
 	w, err := outbox.New(env.DynamoDB, outbox.Config{
 		Table:          env.Table,
 		Executors:      all,
 		Limits:         TargetLimits(env.Sources),
-		Lease:          time.Duration(lease) * time.Second,
-		MaxAttempts:    attempts,
+		Lease:          set.Lease,
+		MaxAttempts:    set.MaxAttempts,
 		Scheduler:      sched,
-		PendingShards:  env.PendingShards,
+		PendingShards:  set.PendingShards,
 		Logger:         env.Logger,
-		Metrics:        outbox.NewEMFMetrics(os.Stdout, os.Getenv("METRICS_NAMESPACE")),
+		Metrics:        outbox.NewEMFMetrics(os.Stdout, set.MetricsNamespace),
 		TracerProvider: env.Tracing.TracerProvider(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w (LEASE_SECONDS=%d)", err, lease)
+		return nil, fmt.Errorf("%w (LEASE_SECONDS=%d)", err, int(set.Lease.Seconds()))
 	}
 	return w, nil
 }
@@ -407,32 +331,19 @@ func NewSweeper(env *Env, executors map[string]outbox.Executor) (*outbox.Sweeper
 	if err != nil {
 		return nil, err
 	}
-	minAge, err := envInt("SWEEP_MIN_AGE_SECONDS", 120)
-	if err != nil {
-		return nil, err
-	}
-	s := &outbox.Sweeper{Worker: w, MinAge: time.Duration(minAge) * time.Second}
-	if prefixes := os.Getenv("AUDIT_PREFIXES"); prefixes != "" {
-		sample, err := envInt("AUDIT_SAMPLE", 100)
-		if err != nil {
-			return nil, err
-		}
-		s.Audit = &dedup.Auditor{Client: env.DynamoDB, Table: env.Table, Prefixes: strings.Split(prefixes, ","), Sample: sample}
+	set := env.Settings
+	s := &outbox.Sweeper{Worker: w, MinAge: set.SweepMinAge}
+	if len(set.AuditPrefixes) > 0 {
+		s.Audit = &dedup.Auditor{Client: env.DynamoDB, Table: env.Table, Prefixes: set.AuditPrefixes, Sample: set.AuditSample}
 		if err := s.Audit.Validate(); err != nil {
 			return nil, fmt.Errorf("AUDIT_PREFIXES, AUDIT_SAMPLE: %w", err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(env.Sources.Tables)) {
-		t := env.Sources.Tables[name]
-		if !t.Audit {
-			continue
+		if t := env.Sources.Tables[name]; t.Audit {
+			s.AuditTables = append(s.AuditTables, &dedup.Auditor{Client: env.DynamoDB, Table: env.Table, Sample: set.AuditSample,
+				Audited: t.PhysicalName(name), PartitionKey: t.PartitionKey, SortKey: t.SortKey})
 		}
-		sample, err := envInt("AUDIT_SAMPLE", 100)
-		if err != nil {
-			return nil, err
-		}
-		s.AuditTables = append(s.AuditTables, &dedup.Auditor{Client: env.DynamoDB, Table: env.Table, Sample: sample,
-			Audited: t.PhysicalName(name), PartitionKey: t.PartitionKey, SortKey: t.SortKey})
 	}
 	return s, nil
 }
@@ -448,40 +359,24 @@ func newReceiver(env *Env, register func(*receiver.Planners), trusted []string) 
 	if env.Secrets == nil {
 		return nil, fmt.Errorf("launch: the receiver needs its secrets: Load with Needs{Secrets: true}")
 	}
-	noProbe, err := noDuplicateProbe()
-	if err != nil {
-		return nil, err
-	}
 	planners := receiver.NewPlanners()
 	if register != nil {
 		register(planners)
 	}
-	return receiver.New(receiver.Config{
-		Sources:        env.Sources,
-		Secrets:        env.Secrets,
-		Store:          env.Store,
-		Planners:       planners,
-		Targets:        env.KnownTargets(),
-		Logger:         env.Logger,
-		Metrics:        os.Stdout,
-		Namespace:      os.Getenv("METRICS_NAMESPACE"),
-		TrustedHosts:   trusted,
-		TracerProvider: env.Tracing.TracerProvider(),
-
-		NoDuplicateProbe: noProbe,
-	})
+	cfg := ReceiverConfig(env.Settings, env.Sources)
+	cfg.Secrets, cfg.Store, cfg.Planners = env.Secrets, env.Store, planners
+	cfg.Logger, cfg.Metrics, cfg.TracerProvider = env.Logger, os.Stdout, env.Tracing.TracerProvider()
+	cfg.TrustedHosts = trusted
+	return receiver.New(cfg)
 }
 
-// noDuplicateProbe reads ONCEHOOK_DUPLICATE_PROBE: on (the default) or off.
-func noDuplicateProbe() (bool, error) {
-	switch v := os.Getenv("ONCEHOOK_DUPLICATE_PROBE"); v {
-	case "", "on":
-		return false, nil
-	case "off":
-		return true, nil
-	default:
-		return false, fmt.Errorf("ONCEHOOK_DUPLICATE_PROBE=%q: want on (the default) or off", v)
-	}
+// ReceiverConfig is the receiver's configuration as a deployment's settings and sources file
+// make it: its intent targets (KnownTargets), metrics namespace, trusted hosts and duplicate
+// probe. The launched receiver and the test kit (receivertest) both start from it, and add
+// the secrets, the store and the planners.
+func ReceiverConfig(s deployment.Settings, f *sources.File) receiver.Config {
+	return receiver.Config{Sources: f, Targets: KnownTargets(f, s.Targets), Namespace: s.MetricsNamespace,
+		TrustedHosts: s.TrustedHosts, NoDuplicateProbe: s.NoDuplicateProbe}
 }
 
 // NewHTTPReceiver is NewReceiver for a program that serves the receiver over net/http (a
@@ -489,13 +384,7 @@ func noDuplicateProbe() (bool, error) {
 // separated) for the sources that sign the URL they call and set no url, and refuses to start
 // (receiver.Handler.CheckHTTP) when such a source could not be verified.
 func NewHTTPReceiver(env *Env, register func(*receiver.Planners)) (http.Handler, error) {
-	var trusted []string
-	for _, host := range strings.Split(os.Getenv("ONCEHOOK_TRUSTED_HOSTS"), ",") {
-		if host = strings.TrimSpace(host); host != "" {
-			trusted = append(trusted, host)
-		}
-	}
-	h, err := newReceiver(env, register, trusted)
+	h, err := newReceiver(env, register, env.Settings.TrustedHosts)
 	if err != nil {
 		return nil, err
 	}
@@ -503,17 +392,4 @@ func NewHTTPReceiver(env *Env, register func(*receiver.Planners)) (http.Handler,
 		return nil, fmt.Errorf("launch: %w (ONCEHOOK_TRUSTED_HOSTS)", err)
 	}
 	return h, nil
-}
-
-// envInt reads a positive integer; unset means def, anything else is refused.
-func envInt(name string, def int) (int, error) {
-	v := os.Getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive whole number", name, v)
-	}
-	return n, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/outbox/targets"
@@ -23,6 +24,16 @@ import (
 )
 
 // These tests set process environment variables, so they do not run in parallel.
+
+// reread reads the deployment's settings again, as a new start would, after a test changed
+// the environment.
+func reread(env *Env) error {
+	s, err := deployment.FromEnv(os.Getenv)
+	if err == nil {
+		env.Settings = s
+	}
+	return err
+}
 
 func TestLoadRefusesToStartWithABadEnvironment(t *testing.T) {
 	awstest.Config(t) // needs the endpoint for the AWS config; skipped in -short mode
@@ -133,13 +144,20 @@ func TestTheSweeperAuditsWhenAskedAndRefusesAnAuditThatCannotWork(t *testing.T) 
 	}
 	t.Setenv("AUDIT_PREFIXES", "ORDER#,SHIPMENT#")
 	t.Setenv("AUDIT_SAMPLE", "50")
+	if err := reread(env); err != nil {
+		t.Fatal(err)
+	}
 	if s, err = NewSweeper(env, nil); err != nil || s.Audit == nil || strings.Join(s.Audit.Prefixes, " ") != "ORDER# SHIPMENT#" || s.Audit.Sample != 50 {
 		t.Fatalf("%+v, %v", s, err)
 	}
 	for _, bad := range [][2]string{{"ORDER#,EVT#shop", "50"}, {"ORDER#", "5000"}, {"ORDER#", "many"}} {
 		t.Setenv("AUDIT_PREFIXES", bad[0])
 		t.Setenv("AUDIT_SAMPLE", bad[1])
-		if _, err := NewSweeper(env, nil); err == nil || !strings.Contains(err.Error(), "AUDIT_") {
+		err := reread(env)
+		if err == nil {
+			_, err = NewSweeper(env, nil)
+		}
+		if err == nil || !strings.Contains(err.Error(), "AUDIT_") {
 			t.Errorf("%v: got %v, want the setting named", bad, err)
 		}
 	}
@@ -302,14 +320,23 @@ func TestAnHTTPReceiverRefusesASignedURLItCannotKnow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("ONCEHOOK_TRUSTED_HOSTS", "")
+	if err := reread(env); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := NewHTTPReceiver(env, nil); err == nil || !strings.Contains(err.Error(), "sources.sms") || !strings.Contains(err.Error(), "ONCEHOOK_TRUSTED_HOSTS") {
 		t.Fatalf("got %v, want the source and the setting named", err)
 	}
 	t.Setenv("ONCEHOOK_TRUSTED_HOSTS", "hooks.example.com, sms.example.com")
+	if err := reread(env); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := NewHTTPReceiver(env, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("ONCEHOOK_TRUSTED_HOSTS", "https://hooks.example.com")
+	if err := reread(env); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := NewHTTPReceiver(env, nil); err == nil || !strings.Contains(err.Error(), "TrustedHosts") {
 		t.Fatalf("a URL for a host: got %v", err)
 	}
@@ -320,7 +347,9 @@ func TestAnHTTPReceiverRefusesASignedURLItCannotKnow(t *testing.T) {
 func TestTheDuplicateProbeIsOnUnlessTurnedOff(t *testing.T) {
 	for v, off := range map[string]bool{"": false, "on": false, "off": true} {
 		t.Setenv("ONCEHOOK_DUPLICATE_PROBE", v)
-		if got, err := noDuplicateProbe(); err != nil || got != off {
+		t.Setenv("TABLE_NAME", "t")
+		s, err := deployment.FromEnv(os.Getenv)
+		if got := s.NoDuplicateProbe; err != nil || got != off {
 			t.Errorf("ONCEHOOK_DUPLICATE_PROBE=%q: off %v, %v; want off %v", v, got, err, off)
 		}
 	}
@@ -334,10 +363,17 @@ func TestTheDuplicateProbeIsOnUnlessTurnedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("ONCEHOOK_DUPLICATE_PROBE", "false")
-	if _, err := NewReceiver(env, nil); err == nil || !strings.Contains(err.Error(), `ONCEHOOK_DUPLICATE_PROBE="false"`) {
+	err = reread(env)
+	if err == nil {
+		_, err = NewReceiver(env, nil)
+	}
+	if err == nil || !strings.Contains(err.Error(), `ONCEHOOK_DUPLICATE_PROBE="false"`) {
 		t.Fatalf("got %v, want the setting named", err)
 	}
 	t.Setenv("ONCEHOOK_DUPLICATE_PROBE", "off")
+	if err := reread(env); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := NewReceiver(env, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,9 @@ import (
 // Committer is the dedup core, as the receiver uses it. *dedup.Store satisfies it.
 type Committer interface {
 	Commit(ctx context.Context, ev dedup.Event, plan dedup.Plan) (dedup.Result, error)
-	// Claimed reports whether an unexpired claim holds the event id.
-	Claimed(ctx context.Context, source, eventID string) (bool, error)
+	// Claimed answers ev as a duplicate (dedup.OutcomeDuplicate) when an unexpired claim holds
+	// its id; otherwise its Outcome is zero.
+	Claimed(ctx context.Context, ev dedup.Event) (dedup.Result, error)
 	// Retention reports the source's retention, and whether the store knows the source.
 	Retention(source string) (dedup.Retention, bool)
 }
@@ -256,6 +257,9 @@ func (h *Handler) serve(ctx context.Context, req request) response {
 	ctx, span := h.startDelivery(ctx, &d.req)
 	defer endPanicked(span)
 	h.handle(ctx, d)
+	if len(d.one) == 1 {
+		d.one[0].result.Calls += d.probeCalls // the probe's read, when it found no duplicate
+	}
 	if d.resp.status == http.StatusBadRequest && d.src != nil && d.src.noRetry[0] != "" {
 		d.resp.headers[d.src.noRetry[0]] = d.src.noRetry[1] // what is refused will be refused again
 	}
@@ -564,7 +568,6 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
 		defer committing.endPanicked()                                            // a store's panic
 		err := h.write(cctx, d)
-		d.one[0].result.Calls += d.probeCalls // the probe's read, when it found no duplicate
 		if committing.recording() {
 			committing.end(err, d.commitAttrs(n)...)
 		}
@@ -649,8 +652,9 @@ func (h *Handler) answer(d *delivery) response {
 // payload the planner now refuses), it is a duplicate like any other: true, and e says so.
 // Only a new event is refused. This costs a read, on this path only.
 func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err error) bool {
-	if claimed, cerr := h.store.Claimed(ctx, e.ev.Source, e.ev.ID); cerr == nil && claimed {
-		e.write, e.result = false, dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}
+	if res, cerr := h.store.Claimed(ctx, e.ev); cerr == nil && res.Outcome == dedup.OutcomeDuplicate {
+		res.Calls += e.result.Calls // a write's, when the store refused the plan
+		e.write, e.result = false, res
 		return true
 	}
 	d.event = e.ev

@@ -374,3 +374,43 @@ func TestNewRefusesASourceTheStoreDoesNotKnow(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestADuplicateThatCanNoLongerBePlannedIsLoggedAndCountedAsAnyDuplicate: a redelivery whose
+// body differs from the first delivery's, and which today's planner refuses, is a duplicate
+// like any other: flagged as a payload mismatch in its log line (a warning) and its metrics, whether the duplicate probe answered it (in a redrive) or the receiver found its
+// claim after the planner refused it (the probe off, or not in a redrive): the probe may save a
+// write, never change how a delivery is reported.
+func TestADuplicateThatCanNoLongerBePlannedIsLoggedAndCountedAsAnyDuplicate(t *testing.T) {
+	t.Parallel()
+	for _, probe := range []bool{true, false} {
+		t.Run(fmt.Sprintf("probe %v", probe), func(t *testing.T) {
+			t.Parallel()
+			var e *env
+			if probe {
+				e = newEnv(t)
+			} else {
+				e = newEnv(t, withoutProbe())
+			}
+			reqs := e.sendNew(receiver.WindowMin, e.shopEvent("msg_replan"))
+			for range 2 { // a redrive, where the probe (when on) answers
+				for _, req := range reqs {
+					e.post(req)
+				}
+			}
+			refused := e.request("shop", `{"id":"msg_replan_0","type":"order.paid","timestamp":"2026-08-25T09:14:03Z","data":{}}`, nil, "msg_replan_0")
+			e.mu.Lock()
+			mark := e.metrics.Len()
+			e.mu.Unlock()
+			if r := e.post(refused); r.StatusCode != 200 || r.Body != `{"received":true,"duplicate":true}` {
+				t.Fatalf("got %d %s, want 200 duplicate", r.StatusCode, r.Body)
+			}
+			line := e.lastLogLine()
+			e.mu.Lock()
+			metrics := e.metrics.String()[mark:]
+			e.mu.Unlock()
+			if line["outcome"] != "duplicate" || line["payload_mismatch"] != true || line["level"] != "WARN" || !strings.Contains(metrics, `"PayloadMismatch":1`) {
+				t.Fatalf("logged %v and counted %s; want a duplicate flagged (and counted) as a payload mismatch", line, metrics)
+			}
+		})
+	}
+}

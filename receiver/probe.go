@@ -69,7 +69,9 @@ func (h *Handler) probe(ctx context.Context, d *delivery, ev *dedup.Event) bool 
 	if !known && src.conf.UnknownTypes == sources.UnknownTypesIgnore {
 		return false // never written: nothing to save
 	}
-	pctx, cancel := context.WithDeadline(ctx, d.start.Add(src.answerWithin))
+	// A quarter of the time left to answer in, at most: a read that hangs must leave the write
+	// the rest, or the delivery it was to save a write for gets a 503.
+	pctx, cancel := context.WithTimeout(ctx, time.Until(d.start.Add(src.answerWithin))/4)
 	res, err := h.store.(Prober).Probe(pctx, *ev)
 	cancel()
 	if err != nil || res.Outcome != dedup.OutcomeDuplicate {

@@ -1,19 +1,31 @@
 package receiver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/internal/faultproxy"
 	"github.com/oncehook/oncehook/receiver"
 )
 
@@ -219,5 +231,323 @@ func TestAProbeThatMissesAClaimFallsBackToTheWrite(t *testing.T) {
 	}
 	if n := e.countPrefix("ORDER#"); n != receiver.WindowMin {
 		t.Fatalf("%d shipments, want %d", n, receiver.WindowMin)
+	}
+}
+
+// TestUnderARedriveANewEventIsAcceptedWhateverItsProbeReadDoes: the probe's read is an
+// optimisation, so whatever happens to it (a connection reset after DynamoDB read the claim, a cut
+// answer, a throttle, a server error, an answer that never comes), the new event
+// behind it is still written and accepted, as it is with the probe off: the read must leave the
+// write the time it has without one. The source answers within its delivery timeout (2 s here,
+// the least a source may set).
+func TestUnderARedriveANewEventIsAcceptedWhateverItsProbeReadDoes(t *testing.T) {
+	t.Parallel()
+	const shop2s = `{"sources": {"shop": {"scheme": "standard-webhooks", "secrets": [{"env": "SHOP_SECRET"}], "retry_horizon": "72h", "redrive_window": "30d", "delivery_timeout": "2s"}}}`
+	throttle := faultproxy.Reply{Status: 400, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected"}`}
+	failure := faultproxy.Reply{Status: 500, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`}
+	for _, c := range []struct {
+		fault faultproxy.Fault
+		reply faultproxy.Reply
+		name  string
+	}{
+		{faultproxy.ResetAfterRequest, faultproxy.Reply{}, "reset after the request"},
+		{faultproxy.CutAnswer, faultproxy.Reply{}, "cut answer"},
+		{faultproxy.Answer, throttle, "throttled"},
+		{faultproxy.Answer, failure, "server error"},
+		{faultproxy.Hold, faultproxy.Reply{}, "no answer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var armed atomic.Bool
+			proxy := faultproxy.Start(t, faultproxy.Config{
+				Upstream: os.Getenv("AWS_ENDPOINT_URL"),
+				Fault:    c.fault,
+				Answer:   c.reply,
+				Match: func(r *http.Request, body []byte) bool {
+					return armed.Load() && faultproxy.Operation(r, body) == "GetItem" && !bytes.Contains(body, []byte(`"ConsistentRead":true`))
+				},
+			})
+			e := newEnv(t, withSources(shop2s, nil), withClient(func(o *dynamodb.Options) {
+				o.BaseEndpoint, o.HTTPClient = aws.String(proxy.URL), proxy.Client()
+				o.Logger = logging.Nop{} // a cut answer makes the SDK warn about the connection
+			}))
+			reqs := e.sendNew(receiver.WindowMin, e.shopEvent("msg_fault"))
+			e.redrive(reqs)
+			armed.Store(true)
+			resp, reads, writes := e.deliver(e.shopEvent("msg_new")(0))
+			if resp.StatusCode != 200 || resp.Body != `{"received":true,"duplicate":false}` || reads != 1 || writes != 1 {
+				t.Fatalf("a new event whose probe read met %s: %d %s in %d reads and %d writes (%v), want accepted by its write after the read",
+					c.fault, resp.StatusCode, resp.Body, reads, writes, e.lastLogLine()["error"])
+			}
+		})
+	}
+}
+
+// TestARandomScheduleIsAnsweredAlikeWithAndWithoutTheProbe runs one generated schedule of
+// deliveries through two receivers, one kept in a redrive (its probe on for every delivery) and
+// one with the probe off, and holds them to the same answer for each delivery (status, headers,
+// body), the same log line but for its timings and call count, the same metrics but for
+// CommitLatency's value, and the same table at the end: the probe may save a write, never
+// change what a delivery does. The deliveries: redeliveries of a few ids with their body, with
+// another body, with a type no planner handles, with a payload the planner refuses, GitHub's
+// body under a forged delivery id (its body guard), and claims left to expire.
+func TestARandomScheduleIsAnsweredAlikeWithAndWithoutTheProbe(t *testing.T) {
+	t.Parallel()
+	const seeds = 3
+	base := rand.Uint64() % 1_000_000
+	if s := os.Getenv("ONCEHOOK_SCHEDULE_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ONCEHOOK_SCHEDULE_SEED=%q: %v", s, err)
+		}
+		base = n
+	}
+	t.Logf("seeds %d to %d (ONCEHOOK_SCHEDULE_SEED=%d replays them)", base, base+seeds-1, base)
+	for seed := base; seed < base+seeds; seed++ {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
+			probeSchedule(t, seed)
+		})
+	}
+}
+
+// scheduled is one delivery of a generated schedule, built alike for both receivers.
+type scheduled struct {
+	source  string
+	id      int    // index into the source's ids
+	variant string // "a", "b" (another body), "unknown" (type), "bad" (payload), "forged" (github)
+	forged  int    // the forged delivery id's number
+	expire  bool   // instead of a delivery: every claim so far expires
+}
+
+func (s scheduled) String() string {
+	if s.expire {
+		return "the claims expire"
+	}
+	return fmt.Sprintf("%s id %d %s", s.source, s.id, s.variant)
+}
+
+// probedEnv is a receiver under test in the schedule, and its redrive's primers.
+type probedEnv struct {
+	*env
+	primers map[string][]events.APIGatewayV2HTTPRequest
+	round   int
+}
+
+// build is the delivery s to this receiver (each receiver signs its own).
+func (p *probedEnv) build(s scheduled) events.APIGatewayV2HTTPRequest {
+	id := fmt.Sprintf("sched_%d", s.id)
+	switch s.source {
+	case "shop":
+		body := orderBody(id, "ord_"+id)
+		switch s.variant {
+		case "b":
+			body = orderBody(id, "ord_other_"+id)
+		case "unknown":
+			body = strings.Replace(body, "order.paid", "order.refunded", 1)
+		case "bad":
+			body = `{"id":"` + id + `","type":"order.paid","timestamp":"2026-08-25T09:14:03Z","data":{}}`
+		}
+		return p.request("shop", body, nil, id)
+	}
+	guid := fmt.Sprintf("5c0ffee0-cc78-11e3-81ab-%012d", s.id)
+	body := fmt.Sprintf(`{"action":"opened","data":{"order_id":"ord_gh_%d"}}`, s.id)
+	typ := "order.paid"
+	switch s.variant {
+	case "b":
+		body = fmt.Sprintf(`{"action":"opened","data":{"order_id":"ord_gh_other_%d"}}`, s.id)
+	case "unknown":
+		typ = "issues"
+	case "bad":
+		body = `{"action":"opened","data":{}}`
+	case "forged":
+		guid = fmt.Sprintf("f0f0f0f0-0000-0000-0000-%012d", s.forged)
+	}
+	return p.request("github", body, http.Header{"X-Github-Delivery": {guid}, "X-Github-Hook-Id": {"292430182"}, "X-Github-Event": {typ}}, "")
+}
+
+// prime puts the source in a redrive: its primers (written the first time, after each expiry
+// anew) redelivered, so that duplicates are the most of its last deliveries.
+func (p *probedEnv) prime(source string) {
+	if p.primers[source] == nil {
+		for i := range receiver.WindowMin {
+			id := fmt.Sprintf("primer_%d_%d", p.round, i)
+			if source == "shop" {
+				p.primers[source] = append(p.primers[source], p.request("shop", orderBody(id, "ord_"+id), nil, id))
+			} else {
+				p.primers[source] = append(p.primers[source], p.githubEvent(fmt.Sprintf("00000000-0000-0000-%04d-%012d", p.round, i), 1000*p.round+i))
+			}
+		}
+		for _, req := range p.primers[source] {
+			p.post(req)
+		}
+	}
+	for _, req := range p.primers[source] {
+		p.post(req)
+	}
+}
+
+// seen is what one delivery did, as compared between the receivers.
+type seen struct {
+	status  int
+	headers map[string]string
+	body    string
+	log     map[string]any
+	metrics []map[string]any
+}
+
+func (p *probedEnv) run(s scheduled) seen {
+	p.prime(s.source)
+	p.mu.Lock()
+	mark := p.metrics.Len()
+	p.mu.Unlock()
+	resp := p.post(p.build(s))
+	log := p.lastLogLine()
+	for _, k := range []string{"time", "latency_ms", "commit_ms", "request_id", "dynamodb_calls"} {
+		delete(log, k) // timings, and the probe's read
+	}
+	p.mu.Lock()
+	docs := jsonLines(p.t, bytes.NewBuffer(p.metrics.Bytes()[mark:]))
+	p.mu.Unlock()
+	for _, d := range docs {
+		delete(d["_aws"].(map[string]any), "Timestamp")
+		if _, ok := d["CommitLatency"]; ok {
+			d["CommitLatency"] = "present"
+		}
+	}
+	return seen{status: resp.StatusCode, headers: resp.Headers, body: resp.Body, log: log, metrics: docs}
+}
+
+func probeSchedule(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x70be))
+	var steps []scheduled
+	for range 40 {
+		if r.IntN(12) == 0 {
+			steps = append(steps, scheduled{expire: true})
+			continue
+		}
+		s := scheduled{source: []string{"shop", "github"}[r.IntN(2)], id: r.IntN(4), forged: len(steps)}
+		variants := []string{"a", "a", "a", "b", "unknown", "bad"}
+		if s.source == "github" {
+			variants = append(variants, "forged")
+		}
+		s.variant = variants[r.IntN(len(variants))]
+		steps = append(steps, s)
+	}
+	on := &probedEnv{env: newEnv(t), primers: map[string][]events.APIGatewayV2HTTPRequest{}}
+	off := &probedEnv{env: newEnv(t, withoutProbe()), primers: map[string][]events.APIGatewayV2HTTPRequest{}}
+	for i, s := range steps {
+		if s.expire {
+			for _, p := range []*probedEnv{on, off} {
+				ret, _ := p.store.Retention("shop")
+				gh, _ := p.store.Retention("github")
+				p.mu.Lock()
+				p.ahead += max(ret.Effective(), gh.Effective()) + time.Hour
+				p.mu.Unlock()
+				p.primers, p.round = map[string][]events.APIGatewayV2HTTPRequest{}, p.round+1
+			}
+			continue
+		}
+		on.counter.Reset()
+		a := on.run(s)
+		probed := on.counter.Calls("GetItem") > 0
+		b := off.run(s)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("step %d (%v; probed: %v): with the probe\n%+v\nwithout\n%+v", i, s, probed, a, b)
+		}
+	}
+	claims := func(p *probedEnv) map[string]string {
+		out := map[string]string{}
+		for _, it := range p.items() {
+			pk, sk := it["pk"].(*types.AttributeValueMemberS).Value, it["sk"].(*types.AttributeValueMemberS).Value
+			outcome := ""
+			if o, ok := it["outcome"].(*types.AttributeValueMemberS); ok {
+				outcome = o.Value
+			}
+			out[pk+" "+sk] = outcome
+		}
+		return out
+	}
+	if a, b := claims(on), claims(off); !reflect.DeepEqual(a, b) {
+		t.Fatalf("the tables differ: with the probe %v, without %v", a, b)
+	}
+}
+
+// everyOther answers every other request of one operation whose body contains match with a
+// DynamoDB error, without reaching the engine: a transient failure the SDK's next attempt gets
+// past.
+type everyOther struct {
+	next             http.RoundTripper
+	operation, match string
+	status           int
+	body             string
+	n                atomic.Int64
+}
+
+func (f *everyOther) RoundTrip(r *http.Request) (*http.Response, error) {
+	if awstest.Operation(r) != f.operation || !awstest.BodyContains(r, f.match) || f.n.Add(1)%2 == 0 {
+		return f.next.RoundTrip(r)
+	}
+	inject := &awstest.InjectErrors{Next: f.next, Operation: f.operation, N: -1, Status: f.status, Body: f.body}
+	return inject.RoundTrip(r)
+}
+
+// TestUnderARedriveThrottledProbeReadsLeaveTheWritesTheirRetries: when DynamoDB throttles the
+// probe's reads (read capacity spent in a redrive, write capacity not) and fails each new
+// event's first write attempt, every new event is still accepted, as it is with the probe off:
+// the reads the probe could not make must not spend what lets the write get past a transient
+// failure. The client is the one a launched receiver builds, the SDK's standard retryer with
+// its retry quota (its backoff shortened).
+func TestUnderARedriveThrottledProbeReadsLeaveTheWritesTheirRetries(t *testing.T) {
+	t.Parallel()
+	for _, probe := range []bool{true, false} {
+		t.Run(fmt.Sprintf("probe %v", probe), func(t *testing.T) {
+			t.Parallel()
+			reads := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "GetItem", N: 0, Match: `"ConsistentRead":false`, Status: 400,
+				Body: `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected"}`}
+			writes := &everyOther{next: reads, operation: "TransactWriteItems", match: "msg_new", status: 500,
+				body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`}
+			opts := []envOption{withClient(awstest.WithTransport(writes)), withClient(func(o *dynamodb.Options) {
+				o.Retryer = retry.NewStandard(func(s *retry.StandardOptions) { s.MaxBackoff = time.Millisecond })
+			})}
+			if !probe {
+				opts = append(opts, withoutProbe())
+			}
+			e := newEnv(t, opts...)
+			reqs := make([]events.APIGatewayV2HTTPRequest, receiver.WindowMin)
+			for i := range reqs {
+				reqs[i] = e.shopEvent("msg_quota")(i)
+				e.post(reqs[i])
+			}
+			reads.SetN(-1)
+			more := e.shopEvent("msg_new")
+			for i := range 100 {
+				for _, req := range reqs[:4] { // the redrive goes on
+					e.post(req)
+				}
+				if resp := e.post(more(i)); resp.StatusCode != 200 || resp.Body != `{"received":true,"duplicate":false}` {
+					t.Fatalf("new event %d (probe reads throttled: %d): %d %s (%v), want accepted", i, reads.Injected(), resp.StatusCode, resp.Body, e.lastLogLine()["error"])
+				}
+			}
+		})
+	}
+}
+
+// TestTheCallsLoggedCountAProbeReadThatFoundNothing: a probe read that does not see the claim
+// (a stale read) is one of the delivery's DynamoDB calls, counted in its log line whatever
+// answers the delivery after it, the write or the read of the claim made when the planner
+// refuses the payload.
+func TestTheCallsLoggedCountAProbeReadThatFoundNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withClient(staleReads))
+	reqs := e.sendNew(receiver.WindowMin, e.shopEvent("msg_calls"))
+	e.redrive(reqs)
+	refused := e.request("shop", `{"id":"msg_calls_0","type":"order.paid","timestamp":"2026-08-25T09:14:03Z","data":{}}`, nil, "msg_calls_0")
+	resp, reads, writes := e.deliver(refused)
+	if logged := e.lastLogLine()["dynamodb_calls"]; resp.StatusCode != 200 || logged != float64(reads+writes) {
+		t.Fatalf("a duplicate the planner refuses, its probe read stale: %d %s, logged %v calls, made %d (%d reads, %d writes)",
+			resp.StatusCode, resp.Body, logged, reads+writes, reads, writes)
 	}
 }

@@ -341,7 +341,7 @@ func TestASendGridBatchClaimsEachEventOnce(t *testing.T) {
 		t.Fatalf("metrics %v, want %v", counts, want)
 	}
 	for _, id := range []string{"sg_1", "sg_2", "sg_3", "sg_4"} {
-		if ok, err := store.Claimed(context.Background(), "sendgrid", id); err != nil || !ok {
+		if res, err := store.Claimed(context.Background(), dedup.Event{Source: "sendgrid", ID: id, Type: "open"}); err != nil || res.Outcome != dedup.OutcomeDuplicate {
 			t.Fatalf("%s not claimed: %v", id, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/launch"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver"
@@ -288,5 +289,39 @@ func TestTheKitRefusesAnExecutorTheOutboxRefuses(t *testing.T) {
 	_, _, err = receivertest.NewHandler(f, map[string]string{"stripe": secrets["stripe"]}, nil, receivertest.WithExecutors(unbounded))
 	if err == nil || !strings.Contains(err.Error(), `Executors["crm"] (outbox.ExecutorFunc) declares no bound`) {
 		t.Fatalf("got %v, want the executor without a bound refused, named", err)
+	}
+}
+
+// TestTheKitRefusesSettingsTheStartRefuses: a deployment's settings given to the kit are held
+// to what the functions' start holds them to (deployment.Settings.Check), named; settings that
+// work give the kit the launched receiver's targets.
+func TestTheKitRefusesSettingsTheStartRefuses(t *testing.T) {
+	f, err := sources.Parse([]byte(parityFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := map[string]string{"stripe": secrets["stripe"]}
+	bad := deployment.Settings{Targets: []string{"crm,billing"}}
+	var named *deployment.Error
+	if _, _, err := receivertest.NewHandler(f, secret, nil, receivertest.WithSettings(bad)); !errors.As(err, &named) || named.Var != "ONCEHOOK_TARGETS" {
+		t.Fatalf("got %v, want the setting named", err)
+	}
+	for target, want := range map[string]receivertest.Outcome{"crm": receivertest.Accepted, "email": receivertest.Accepted, "billing": receivertest.Refused} {
+		register := func(ps *receiver.Planners) {
+			ps.Handle("stripe", "order.paid", func(context.Context, dedup.Event) (dedup.Plan, error) {
+				return dedup.Plan{Intents: []dedup.Intent{{Name: "call", Target: target, Payload: []byte(`{}`)}}}, nil
+			})
+		}
+		h, _, err := receivertest.NewHandler(f, secret, register, receivertest.WithSettings(deployment.Settings{Targets: []string{"crm"}}), receivertest.WithTargets("email"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := receivertest.Request(f, "stripe", secrets["stripe"], []byte(`{"id":"evt_s1","type":"order.paid"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := receivertest.Deliver(context.Background(), h, req); got.Outcome != want {
+			t.Errorf("an intent for %s: %+v, want %v", target, got, want)
+		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/launch"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver"
@@ -311,11 +313,14 @@ func (r *Recorder) Condition(e dedup.Effect) (expr string, names map[string]stri
 	return r.store.Condition(e)
 }
 
-// Claimed reports whether the event was committed.
-func (r *Recorder) Claimed(_ context.Context, source, id string) (bool, error) {
+// Claimed answers the event as a duplicate when it was committed.
+func (r *Recorder) Claimed(_ context.Context, ev dedup.Event) (dedup.Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.seen[dedup.ClaimKey(source, id)], nil
+	if r.seen[dedup.ClaimKey(ev.Source, ev.ID)] {
+		return dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}, nil
+	}
+	return dedup.Result{}, nil
 }
 
 // Retention is the source's retention, from the sources file.
@@ -354,8 +359,8 @@ func (s staticSecrets) Refresh(context.Context, string) (bool, error) { return f
 type HandlerOption func(*handlerOptions)
 
 type handlerOptions struct {
-	own []string
-	err error
+	settings deployment.Settings
+	err      error
 }
 
 // WithExecutors gives the handler the targets of the application's own executors (the map it
@@ -368,14 +373,26 @@ func WithExecutors(executors map[string]outbox.Executor) HandlerOption {
 			o.err = err
 		}
 		for name := range executors {
-			o.own = append(o.own, name)
+			o.settings.Targets = append(o.settings.Targets, name)
 		}
 	}
 }
 
 // WithTargets is WithExecutors by the targets' names (ONCEHOOK_TARGETS).
 func WithTargets(names ...string) HandlerOption {
-	return func(o *handlerOptions) { o.own = append(o.own, names...) }
+	return func(o *handlerOptions) { o.settings.Targets = append(o.settings.Targets, names...) }
+}
+
+// WithSettings builds the handler from a deployment's settings, as the launched receiver
+// does (launch.ReceiverConfig): its application targets, trusted hosts and duplicate probe.
+// NewHandler refuses settings the functions' start refuses, naming the setting. Targets from
+// WithExecutors and WithTargets are added to the settings'.
+func WithSettings(s deployment.Settings) HandlerOption {
+	return func(o *handlerOptions) {
+		own := o.settings.Targets
+		o.settings = s
+		o.settings.Targets = append(slices.Clone(s.Targets), own...)
+	}
 }
 
 // NewHandler builds the real receiver over a Recorder, with the planners register adds and
@@ -386,6 +403,9 @@ func NewHandler(f *sources.File, secrets map[string]string, register func(*recei
 	var o handlerOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.err == nil {
+		o.err = o.settings.Check()
 	}
 	if o.err != nil {
 		return nil, nil, o.err
@@ -409,7 +429,9 @@ func NewHandler(f *sources.File, secrets map[string]string, register func(*recei
 	if register != nil {
 		register(planners)
 	}
-	h, err := receiver.New(receiver.Config{Sources: f, Secrets: s, Store: rec, Planners: planners, Targets: launch.KnownTargets(f, o.own)})
+	cfg := launch.ReceiverConfig(o.settings, f)
+	cfg.Secrets, cfg.Store, cfg.Planners = s, rec, planners
+	h, err := receiver.New(cfg)
 	return h, rec, err
 }
 

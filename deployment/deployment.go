@@ -1,0 +1,282 @@
+// Package deployment is a deployment's settings as one typed value: the construct (infra)
+// writes it into the functions' environment at synth, launch reads it back at their start
+// (FromEnv), and the test kit (receivertest.WithSettings) builds its receiver from it. Each
+// setting is parsed, defaulted and range-checked here only, and every refusal names the
+// variable it came from.
+//
+// The environment variables, by field:
+//
+//	TABLE_NAME               Table: the claims table (required)
+//	ONCEHOOK_SOURCES         Sources: the sources file's JSON, inline; or
+//	ONCEHOOK_SOURCES_FILE    SourcesFile: its path (default: sources.json beside the binary)
+//	ONCEHOOK_SOURCES_SHA256  SourcesSHA256: the bundled file's SHA-256; any other file is refused
+//	ONCEHOOK_BINDINGS        Bindings: the bound tables' names and targets' ARNs, as JSON (sources.Bindings)
+//	ONCEHOOK_TARGETS         Targets: intent targets the application's own executors serve, comma-separated
+//	ONCEHOOK_SECRETS_MAX_AGE SecretsMaxAge: receiver, how long a secret is used before it is read again (default 5m, at least 1m)
+//	ONCEHOOK_DUPLICATE_PROBE NoDuplicateProbe: receiver, on (default) or off (receiver.Config.NoDuplicateProbe)
+//	ONCEHOOK_TRUSTED_HOSTS   TrustedHosts: net/http receiver, hosts whose Host header stands for a URL-signing source's URL
+//	ONCEHOOK_FAULTS          Faults: the fault injector's plan (binaries built with -tags faultinject only)
+//	LOG_LEVEL                LogLevel: debug, info (default), warn, error
+//	METRICS_NAMESPACE        MetricsNamespace: the EMF metrics' CloudWatch namespace (default oncehook)
+//	PENDING_SHARDS           PendingShards: the pending index's shard count (default 16)
+//	LEASE_SECONDS            Lease: outbox and sweeper, whole seconds (default 60)
+//	MAX_ATTEMPTS             MaxAttempts: outbox and sweeper, failed attempts before parking (default 10)
+//	RETRY_QUEUE_URL          RetryQueueURL: outbox and sweeper, the SQS queue that wakes retries
+//	SWEEP_MIN_AGE_SECONDS    SweepMinAge: sweeper, claims younger than this are left alone (default 120)
+//	AUDIT_PREFIXES           AuditPrefixes: sweeper, the leak audit's partition-key prefixes, comma-separated
+//	AUDIT_SAMPLE             AuditSample: sweeper, items each sweep audits (default 100)
+//
+// OpenTelemetry's own OTEL_ variables are not settings of this package: the exporter reads
+// them (package launch/tracing).
+package deployment
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
+)
+
+// Defaults.
+const (
+	DefaultLease         = 60 * time.Second
+	DefaultMaxAttempts   = 10
+	DefaultSweepMinAge   = 120 * time.Second
+	DefaultAuditSample   = 100
+	DefaultSecretsMaxAge = 5 * time.Minute
+	// MinSecretsMaxAge is the least SecretsMaxAge: a source's secrets are re-read at most
+	// once a minute.
+	MinSecretsMaxAge = time.Minute
+)
+
+// Settings is one deployment's configuration. Its zero fields take their defaults (Defaults).
+type Settings struct {
+	Table         string
+	Sources       string
+	SourcesFile   string
+	SourcesSHA256 string
+	Bindings      string
+	Targets       []string
+	SecretsMaxAge time.Duration
+	// NoDuplicateProbe turns the receiver's duplicate probe off.
+	NoDuplicateProbe bool
+	TrustedHosts     []string
+	Faults           string
+	LogLevel         string
+	MetricsNamespace string
+	PendingShards    int
+	Lease            time.Duration
+	MaxAttempts      int
+	RetryQueueURL    string
+	SweepMinAge      time.Duration
+	AuditPrefixes    []string
+	AuditSample      int
+}
+
+// An Error is a setting that cannot work, named by its environment variable.
+type Error struct {
+	Var, Value, Want string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s=%q: want %s", e.Var, e.Value, e.Want) }
+
+// vars are the variables the package owns: the construct refuses them in a stack's extra
+// environment (Reserved).
+var vars = []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "ONCEHOOK_SOURCES_SHA256",
+	"ONCEHOOK_BINDINGS", "ONCEHOOK_TARGETS", "ONCEHOOK_SECRETS_MAX_AGE", "ONCEHOOK_DUPLICATE_PROBE",
+	"ONCEHOOK_TRUSTED_HOSTS", "ONCEHOOK_FAULTS", "LOG_LEVEL", "METRICS_NAMESPACE", "PENDING_SHARDS",
+	"LEASE_SECONDS", "MAX_ATTEMPTS", "RETRY_QUEUE_URL", "SWEEP_MIN_AGE_SECONDS", "AUDIT_PREFIXES", "AUDIT_SAMPLE"}
+
+// Reserved says whether name is a variable of Settings, which only Settings.Environment sets.
+func Reserved(name string) bool { return slices.Contains(vars, name) }
+
+// FromEnv reads the settings from getenv (os.Getenv), with their defaults, and checks them.
+func FromEnv(getenv func(string) string) (Settings, error) {
+	s := Settings{
+		Table: getenv("TABLE_NAME"), Sources: getenv("ONCEHOOK_SOURCES"), SourcesFile: getenv("ONCEHOOK_SOURCES_FILE"),
+		SourcesSHA256: getenv("ONCEHOOK_SOURCES_SHA256"), Bindings: getenv("ONCEHOOK_BINDINGS"),
+		Targets: list(getenv("ONCEHOOK_TARGETS")), TrustedHosts: list(getenv("ONCEHOOK_TRUSTED_HOSTS")),
+		Faults: getenv("ONCEHOOK_FAULTS"), LogLevel: getenv("LOG_LEVEL"), MetricsNamespace: getenv("METRICS_NAMESPACE"),
+		RetryQueueURL: getenv("RETRY_QUEUE_URL"), AuditPrefixes: list(getenv("AUDIT_PREFIXES")),
+	}
+	if s.Table == "" {
+		return s, &Error{Var: "TABLE_NAME", Want: "the claims table's name"}
+	}
+	switch v := getenv("ONCEHOOK_DUPLICATE_PROBE"); v {
+	case "", "on":
+	case "off":
+		s.NoDuplicateProbe = true
+	default:
+		return s, &Error{Var: "ONCEHOOK_DUPLICATE_PROBE", Value: v, Want: "on (the default) or off"}
+	}
+	if v := getenv("ONCEHOOK_SECRETS_MAX_AGE"); v != "" {
+		d, err := sources.ParseDuration(v)
+		if err != nil || d < MinSecretsMaxAge {
+			return s, &Error{Var: "ONCEHOOK_SECRETS_MAX_AGE", Value: v, Want: "a duration of at least " + MinSecretsMaxAge.String() + " (5m, 1h)"}
+		}
+		s.SecretsMaxAge = d
+	}
+	ints := []struct {
+		name string
+		to   *int
+	}{{"PENDING_SHARDS", &s.PendingShards}, {"MAX_ATTEMPTS", &s.MaxAttempts}, {"AUDIT_SAMPLE", &s.AuditSample}}
+	for _, i := range ints {
+		if v := getenv(i.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return s, &Error{Var: i.name, Value: v, Want: "a positive whole number"}
+			}
+			*i.to = n
+		}
+	}
+	secs := []struct {
+		name string
+		to   *time.Duration
+	}{{"LEASE_SECONDS", &s.Lease}, {"SWEEP_MIN_AGE_SECONDS", &s.SweepMinAge}}
+	for _, d := range secs {
+		if v := getenv(d.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return s, &Error{Var: d.name, Value: v, Want: "a positive whole number"}
+			}
+			*d.to = time.Duration(n) * time.Second
+		}
+	}
+	s = s.WithDefaults()
+	return s, s.Check()
+}
+
+// WithDefaults is s with each zero setting at its default.
+func (s Settings) WithDefaults() Settings {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&s.PendingShards, dedup.PendingShards)
+	def(&s.MaxAttempts, DefaultMaxAttempts)
+	def(&s.AuditSample, DefaultAuditSample)
+	defDur(&s.Lease, DefaultLease)
+	defDur(&s.SweepMinAge, DefaultSweepMinAge)
+	defDur(&s.SecretsMaxAge, DefaultSecretsMaxAge)
+	s.Targets = sortedSet(s.Targets)
+	return s
+}
+
+// Check refuses settings that cannot work, naming the variable: what FromEnv's parsing does
+// not hold by itself, for settings built in code (the construct's).
+func (s Settings) Check() error {
+	s = s.WithDefaults()
+	switch strings.ToLower(s.LogLevel) {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return &Error{Var: "LOG_LEVEL", Value: s.LogLevel, Want: "debug, info, warn or error"}
+	}
+	if s.PendingShards < 1 || s.PendingShards > dedup.MaxPendingShards {
+		return &Error{Var: "PENDING_SHARDS", Value: strconv.Itoa(s.PendingShards), Want: fmt.Sprintf("between 1 and %d", dedup.MaxPendingShards)}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"MAX_ATTEMPTS", s.MaxAttempts}, {"AUDIT_SAMPLE", s.AuditSample}} {
+		if n.v < 1 {
+			return &Error{Var: n.name, Value: strconv.Itoa(n.v), Want: "a positive whole number"}
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"LEASE_SECONDS", s.Lease}, {"SWEEP_MIN_AGE_SECONDS", s.SweepMinAge}} {
+		if d.v < time.Second || d.v%time.Second != 0 {
+			return &Error{Var: d.name, Value: d.v.String(), Want: "a positive whole number of seconds"}
+		}
+	}
+	if s.SecretsMaxAge < MinSecretsMaxAge {
+		return &Error{Var: "ONCEHOOK_SECRETS_MAX_AGE", Value: s.SecretsMaxAge.String(), Want: "a duration of at least " + MinSecretsMaxAge.String() + " (5m, 1h)"}
+	}
+	for _, l := range []struct {
+		name string
+		v    []string
+		max  int
+	}{{"ONCEHOOK_TARGETS", s.Targets, dedup.MaxIntentTargetLen}, {"AUDIT_PREFIXES", s.AuditPrefixes, 0}, {"ONCEHOOK_TRUSTED_HOSTS", s.TrustedHosts, 0}} {
+		for _, e := range l.v {
+			if e == "" || strings.Contains(e, ",") || strings.TrimSpace(e) != e || (l.max > 0 && len(e) > l.max) {
+				want := "non-empty entries without commas or spaces around them"
+				if l.max > 0 {
+					want += fmt.Sprintf(", of at most %d bytes", l.max)
+				}
+				return &Error{Var: l.name, Value: e, Want: want}
+			}
+		}
+	}
+	return nil
+}
+
+// Environment is s as the functions' environment variables: only the settings s sets, so a
+// function's environment carries what it was given and its start applies the defaults.
+func (s Settings) Environment() map[string]string {
+	env := map[string]string{}
+	set := func(name, v string) {
+		if v != "" {
+			env[name] = v
+		}
+	}
+	num := func(name string, n int) {
+		if n != 0 {
+			env[name] = strconv.Itoa(n)
+		}
+	}
+	set("TABLE_NAME", s.Table)
+	set("ONCEHOOK_SOURCES", s.Sources)
+	set("ONCEHOOK_SOURCES_FILE", s.SourcesFile)
+	set("ONCEHOOK_SOURCES_SHA256", s.SourcesSHA256)
+	set("ONCEHOOK_BINDINGS", s.Bindings)
+	set("ONCEHOOK_TARGETS", strings.Join(sortedSet(s.Targets), ","))
+	if s.SecretsMaxAge != 0 {
+		env["ONCEHOOK_SECRETS_MAX_AGE"] = s.SecretsMaxAge.String()
+	}
+	if s.NoDuplicateProbe {
+		env["ONCEHOOK_DUPLICATE_PROBE"] = "off"
+	}
+	set("ONCEHOOK_TRUSTED_HOSTS", strings.Join(s.TrustedHosts, ","))
+	set("ONCEHOOK_FAULTS", s.Faults)
+	set("LOG_LEVEL", s.LogLevel)
+	set("METRICS_NAMESPACE", s.MetricsNamespace)
+	num("PENDING_SHARDS", s.PendingShards)
+	num("LEASE_SECONDS", int(s.Lease/time.Second))
+	num("MAX_ATTEMPTS", s.MaxAttempts)
+	set("RETRY_QUEUE_URL", s.RetryQueueURL)
+	num("SWEEP_MIN_AGE_SECONDS", int(s.SweepMinAge/time.Second))
+	set("AUDIT_PREFIXES", strings.Join(s.AuditPrefixes, ","))
+	num("AUDIT_SAMPLE", s.AuditSample)
+	return env
+}
+
+// list splits a comma-separated value, dropping blanks.
+func list(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func sortedSet(v []string) []string {
+	if len(v) == 0 {
+		return nil
+	}
+	out := slices.Clone(v)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

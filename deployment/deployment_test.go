@@ -1,0 +1,104 @@
+package deployment
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func getenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// TestWhatTheSynthWritesTheStartReadsBack: for generated settings, the environment
+// Environment writes is read back by FromEnv as the same settings, with the defaults filled
+// in, and every variable written is one Reserved names.
+func TestWhatTheSynthWritesTheStartReadsBack(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	word := func() string { return fmt.Sprintf("w%d", r.IntN(1000)) }
+	words := func() []string {
+		var out []string
+		for range r.IntN(4) {
+			out = append(out, word())
+		}
+		return out
+	}
+	pick := func(v ...string) string { return v[r.IntN(len(v))] }
+	for i := range 500 {
+		s := Settings{
+			Table: "t-" + word(), Sources: pick("", `{"sources":{}}`), SourcesFile: pick("", "/var/task/sources.json"),
+			SourcesSHA256: pick("", "ab12"), Bindings: pick("", `{"tables":{"orders":"Orders"}}`), Targets: words(),
+			SecretsMaxAge: time.Duration(r.IntN(3)) * time.Hour, NoDuplicateProbe: r.IntN(2) == 0, TrustedHosts: words(),
+			Faults: pick("", "dynamodb.error=0.1"), LogLevel: pick("", "debug", "info", "warn", "error"),
+			MetricsNamespace: pick("", "shop/webhooks"), PendingShards: r.IntN(64), Lease: time.Duration(r.IntN(900)) * time.Second,
+			MaxAttempts: r.IntN(20), RetryQueueURL: pick("", "https://sqs.eu-west-1.amazonaws.com/1/q"),
+			SweepMinAge: time.Duration(r.IntN(600)) * time.Second, AuditPrefixes: words(), AuditSample: r.IntN(500),
+		}
+		env := s.Environment()
+		for k := range env {
+			if !Reserved(k) {
+				t.Fatalf("case %d: Environment writes %s, which Reserved does not name", i, k)
+			}
+		}
+		got, err := FromEnv(getenv(env))
+		if err != nil {
+			t.Fatalf("case %d: %+v: %v", i, s, err)
+		}
+		if want := s.WithDefaults(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("case %d: read back\n%+v\nwant\n%+v", i, got, want)
+		}
+	}
+}
+
+func TestUnsetSettingsTakeTheirDefaults(t *testing.T) {
+	s, err := FromEnv(getenv(map[string]string{"TABLE_NAME": "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PendingShards != 16 || s.Lease != time.Minute || s.MaxAttempts != 10 || s.SweepMinAge != 2*time.Minute ||
+		s.AuditSample != 100 || s.SecretsMaxAge != 5*time.Minute || s.NoDuplicateProbe || s.Targets != nil {
+		t.Fatalf("defaults %+v", s)
+	}
+}
+
+// TestASettingThatCannotWorkIsRefusedNamed: read from the environment or built in code (the
+// construct's), a setting that cannot work is refused with an *Error naming its variable.
+func TestASettingThatCannotWorkIsRefusedNamed(t *testing.T) {
+	env := []struct{ name, value string }{
+		{"TABLE_NAME", ""},
+		{"PENDING_SHARDS", "many"}, {"PENDING_SHARDS", "0"}, {"PENDING_SHARDS", "5000"},
+		{"LEASE_SECONDS", "-1"}, {"LEASE_SECONDS", "1.5"}, {"MAX_ATTEMPTS", "0"}, {"AUDIT_SAMPLE", "x"},
+		{"SWEEP_MIN_AGE_SECONDS", "2m"}, {"ONCEHOOK_SECRETS_MAX_AGE", "30s"}, {"ONCEHOOK_SECRETS_MAX_AGE", "soon"},
+		{"ONCEHOOK_DUPLICATE_PROBE", "false"}, {"LOG_LEVEL", "verbose"},
+		{"ONCEHOOK_TARGETS", strings.Repeat("t", 300)},
+	}
+	for _, c := range env {
+		m := map[string]string{"TABLE_NAME": "t", c.name: c.value}
+		_, err := FromEnv(getenv(m))
+		var e *Error
+		if !errors.As(err, &e) || e.Var != c.name || !strings.Contains(err.Error(), c.name+"=") {
+			t.Errorf("%s=%q: got %v, want an *Error naming %s", c.name, c.value, err, c.name)
+		}
+	}
+	code := []struct {
+		name string
+		s    Settings
+	}{
+		{"PENDING_SHARDS", Settings{PendingShards: -1}},
+		{"LEASE_SECONDS", Settings{Lease: 1500 * time.Millisecond}},
+		{"SWEEP_MIN_AGE_SECONDS", Settings{SweepMinAge: -time.Second}},
+		{"MAX_ATTEMPTS", Settings{MaxAttempts: -3}},
+		{"ONCEHOOK_SECRETS_MAX_AGE", Settings{SecretsMaxAge: time.Second}},
+		{"ONCEHOOK_TARGETS", Settings{Targets: []string{"crm,billing"}}},
+		{"AUDIT_PREFIXES", Settings{AuditPrefixes: []string{""}}},
+		{"ONCEHOOK_TRUSTED_HOSTS", Settings{TrustedHosts: []string{" hooks.example.com"}}},
+	}
+	for _, c := range code {
+		var e *Error
+		if err := c.s.Check(); !errors.As(err, &e) || e.Var != c.name {
+			t.Errorf("%+v: got %v, want an *Error naming %s", c.s, err, c.name)
+		}
+	}
+}
