@@ -69,9 +69,13 @@ const (
 // ClaimSK is the sort key of every claim item; PendingIndex is the sparse GSI over claims
 // with open intents (pending or running) or parked ones, spread over a number of hash keys of
 // each kind (the shard count: PendingShards unless configured) so that no single GSI partition
-// takes every write. A claim is under its due shard ("P<n>") while any intent is open, under
-// the parked shard of the same number ("parked-<n>") once every intent is done or parked and at
-// least one is parked, and leaves the index when all are done.
+// takes every write. A claim's place follows from its intents' statuses alone, and keeps its
+// shard number: under its due shard ("P<n>") while an intent is open and none is parked, its
+// due-parked shard ("due-parked-<n>") while one is open and one is parked, its parked shard
+// ("parked-<n>") once none is open and one is parked, and out of the index once every intent is
+// done or resolved. The sweeper reads the due and due-parked shards (OpenShards: the open
+// work); the parked view and its alarm read the parked and due-parked ones (ParkedViewShards:
+// every claim with a parked intent, and no other).
 const (
 	ClaimSK = "CLAIM"
 	// BodySK is the sort key of a body guard (Event.GuardBody): pk EVT#<source>#<body sha256>.
@@ -85,10 +89,10 @@ const (
 	MaxPendingShards = 1024
 )
 
-// MaxIntents bounds the intents of one event. The outbox's last write for an event names
-// every intent in its condition (so that the claim leaves the index only when all are
-// finished), and DynamoDB limits an expression to 4 KB; 50 intents keep that condition under
-// 1.5 KB whatever their names.
+// MaxIntents bounds the intents of one event. A write that moves the claim in the pending index
+// may name every other intent in its condition (so that the claim leaves the index only when
+// all are finished), and DynamoDB limits an expression to 4 KB; 50 intents keep that condition
+// under 3 KB whatever their names.
 const MaxIntents = 50
 
 // IntentBookkeepingBytes is the room Commit keeps free in the claim, per intent, for what the
@@ -97,12 +101,13 @@ const MaxIntents = 50
 // sent (up to 515 bytes), with finished_at, lease_owner, attempts_base, a growing attempt
 // count and the last redrive's record (redriven_by, up to MaxRedrivenBy bytes, redriven_at
 // and its 16-byte redrive_id): about 1,270 bytes in all (a lease adds lease_until and next_attempt_at, but
-// never with sent), rounded up for the claim's parked shard name; and the history, HistoryLength
-// entries of up to HistoryEntryBytes each, in a list (10 bytes): 2,190 more. A claim that would not leave
+// never with sent), rounded up for the claim's shard name (due-parked-<n> the longest); and the
+// history, HistoryLength entries of up to HistoryEntryBytes each, in a list (10 bytes): 2,250
+// more. A claim that would not leave
 // it is refused with a *LimitError: DynamoDB refuses a write that takes an item over 400 KB,
 // and a lease or a done that can never be written would leave the intent unrunnable, or called
 // again after every lease expiry.
-const IntentBookkeepingBytes = 3598
+const IntentBookkeepingBytes = 3658
 
 // MaxRedrivenBy bounds ClaimIntent.RedrivenBy, who re-drove the intent last.
 const MaxRedrivenBy = 64
@@ -151,21 +156,31 @@ func DueShard(pk string, shards int) string {
 	return "P" + strconv.Itoa(n)
 }
 
-// ParkedShardFor is the parked hash key of the same number as a due one ("P3" -> "parked-3"):
-// the outbox moves a claim between the two without knowing the shard count.
-func ParkedShardFor(due string) string {
-	return parkedPrefix + strings.TrimPrefix(due, "P")
-}
+// ParkedShardFor is the parked hash key of the same number as another one ("P3" or
+// "due-parked-3" -> "parked-3"): the outbox moves a claim between its shards without knowing
+// the shard count.
+func ParkedShardFor(shard string) string { return parkedPrefix + shardNumber(shard) }
 
-// DueShardFor is the due hash key of the same number as a parked one ("parked-3" -> "P3").
-func DueShardFor(parked string) string {
-	return "P" + strings.TrimPrefix(parked, parkedPrefix)
-}
+// DueShardFor is the due hash key of the same number as another one ("parked-3" -> "P3").
+func DueShardFor(shard string) string { return "P" + shardNumber(shard) }
 
-// IsParkedShard reports whether a pending_shard value is a parked shard.
+// DueParkedShardFor is the due-parked hash key of the same number as another one ("P3" ->
+// "due-parked-3"): a claim's place while one of its intents is open and another parked.
+func DueParkedShardFor(shard string) string { return dueParkedPrefix + shardNumber(shard) }
+
+// IsParkedShard reports whether a pending_shard value is a parked shard: nothing of its claims
+// is open, and something is parked.
 func IsParkedShard(s string) bool { return strings.HasPrefix(s, parkedPrefix) }
 
-// ShardNames lists every due and parked hash key for a shard count, for the sweeper's queries.
+// IsDueParkedShard reports whether a pending_shard value is a due-parked shard: its claims
+// have an intent open and one parked.
+func IsDueParkedShard(s string) bool { return strings.HasPrefix(s, dueParkedPrefix) }
+
+// InParkedView reports whether a claim under the pending_shard value s has a parked intent:
+// s is a parked or a due-parked shard.
+func InParkedView(s string) bool { return IsParkedShard(s) || IsDueParkedShard(s) }
+
+// ShardNames lists every due and parked hash key for a shard count.
 func ShardNames(shards int) (due, parked []string) {
 	for i := range shards {
 		due = append(due, "P"+strconv.Itoa(i))
@@ -174,7 +189,44 @@ func ShardNames(shards int) (due, parked []string) {
 	return due, parked
 }
 
-const parkedPrefix = "parked-"
+// DueParkedShards lists every due-parked hash key for a shard count.
+func DueParkedShards(shards int) []string {
+	names := make([]string, shards)
+	for i := range shards {
+		names[i] = dueParkedPrefix + strconv.Itoa(i)
+	}
+	return names
+}
+
+// OpenShards lists the hash keys whose claims have open intents, for a shard count: the due
+// shards, then the due-parked ones. The sweeper reads them.
+func OpenShards(shards int) []string {
+	due, _ := ShardNames(shards)
+	return append(due, DueParkedShards(shards)...)
+}
+
+// ParkedViewShards lists the hash keys whose claims have a parked intent, for a shard count:
+// the parked shards, then the due-parked ones. The parked view (the console's Parked page,
+// hookctl parked) lists their claims, and the sweeper counts them for the parked alarm.
+func ParkedViewShards(shards int) []string {
+	_, parked := ShardNames(shards)
+	return append(parked, DueParkedShards(shards)...)
+}
+
+const (
+	parkedPrefix    = "parked-"
+	dueParkedPrefix = "due-parked-"
+)
+
+// shardNumber is the number of a due, parked or due-parked hash key.
+func shardNumber(s string) string {
+	for _, p := range [...]string{dueParkedPrefix, parkedPrefix, "P"} {
+		if n, ok := strings.CutPrefix(s, p); ok {
+			return n
+		}
+	}
+	return s
+}
 
 func shardOf(pk string, shards int) int {
 	h := uint32(2166136261) // FNV-1a, as hash/fnv's New32a, without its allocation
@@ -257,9 +309,11 @@ type ClaimIntent struct {
 	ResolvedBy string `dynamodbav:"resolved_by,omitempty"`
 	ResolvedAt string `dynamodbav:"resolved_at,omitempty"`
 	// History is how the intent's last HistoryLength attempts ended, and the operator's
-	// redrives and resolve among them, oldest first: each written by the transition it records,
-	// in the same write (Claims). An attempt whose worker stopped before recording it has no
-	// entry (its number is missing), nor has a lease given back unused (GiveBack: no call).
+	// redrives and resolve among them, oldest first (in the order written): each written by the
+	// transition it records, in the same write (Claims), or, for an attempt whose lease was
+	// taken over before it recorded how its call ended, by a write of its own after the refused
+	// one (Attempt.Late). An attempt whose worker stopped before recording it has no entry (its
+	// number is missing), nor has a lease given back unused (GiveBack: no call).
 	History []Attempt `dynamodbav:"history,omitempty"`
 }
 
@@ -282,6 +336,10 @@ type Attempt struct {
 	Error string `dynamodbav:"error,omitempty"`
 	// By is who redrove or resolved the intent, as the operator's tool named them.
 	By string `dynamodbav:"by,omitempty"`
+	// Late marks an attempt that recorded how its call ended after its lease was taken over
+	// (its call outlived the lease, and a later attempt or a stranded park moved the intent
+	// on): its call was made, but its outcome changed nothing of the intent.
+	Late bool `dynamodbav:"late,omitempty"`
 }
 
 // Outcomes of an intent's history entries besides the statuses done, parked and resolved.
@@ -303,9 +361,10 @@ const HistoryLength = 10
 const HistoryErrorBytes = 160
 
 // HistoryEntryBytes is the most one history entry adds to the claim: a map of attempt (up to
-// 6 digits), outcome, code, at (epoch ms) and an error of HistoryErrorBytes plus an ellipsis
-// (an attempt's entry), or by of MaxRedrivenBy bytes (an operator's, never with an error).
-const HistoryEntryBytes = 218
+// 6 digits), outcome, code, at (epoch ms), an error of HistoryErrorBytes plus an ellipsis and
+// the late mark (an attempt's entry), or by of MaxRedrivenBy bytes (an operator's, never with
+// an error).
+const HistoryEntryBytes = 224
 
 // EffectKey is the key of an effect record the claim's transaction wrote: in the claims' own
 // table (Table "") its pk and sk, in another its key attributes' values as text.

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,11 +34,21 @@ import (
 //	Done        running at our attempt        token, attempt                    done (+ sent); the claim settles  done under our lease owner
 //	Park        running at our attempt        token, attempt                    parked, with why; settles         parked under our lease owner
 //	Retry       running at our attempt        token, attempt                    pending, not before next          pending at our attempt, due at next
-//	Settle      nothing open, under a due     token; every intent's status      out of the index, or under its    (nothing to recognise: idempotent)
-//	            shard                         as seen                           parked shard
-//	Redrive     parked at the attempts seen   token (when seen); attempts       pending, due now, fresh budget;   our nonce on the intent
-//	                                                                            under its due shard, woken
-//	Resolve     parked at the attempts seen   token (when seen); attempts       resolved, with why; then Settle   our nonce on the intent
+//	Settle      under another place than its  token; the others that make       where its statuses say            (nothing to recognise: idempotent)
+//	            statuses say                  its place (placeAfter)
+//	Redrive     parked at the attempts seen   token (when seen); attempts;      pending, due now, fresh budget;   our nonce on the intent
+//	                                          the others for its place          its place, woken
+//	Resolve     parked at the attempts seen   token (when seen); attempts;      resolved, with why; its place     our nonce on the intent
+//	                                          the others for its place
+//
+// Where a claim is in the pending index follows from its intents' statuses (placeAfter: due,
+// due-parked, parked, or out), and only these transitions write it: each that changes an
+// intent's class writes the claim's new place in its own write, conditional on the other
+// intents that decide it; Done and Park, which cannot know they are last when two intents
+// finish at once, end with a Settle from the claim as their write left it.
+//
+// A write of a leased attempt refused because its lease was taken over (ErrLeaseLost) still
+// records the attempt in the intent's history, Late, in a write of its own: its call was made.
 //
 // A fence is never reused: attempts (the token a lease's writes are fenced on) only grows. A
 // lease that wrote nothing (Stranded) is never given back, and a given-back lease keeps its
@@ -46,7 +57,8 @@ import (
 // Done, Park, Retry, Redrive and Resolve each add an entry to the intent's history
 // (ClaimIntent.History, the last HistoryLength) in their own write: the history cannot say what
 // did not happen, nor miss what did. Their write sent again after a lost answer is refused by
-// its fence (the intent has moved on), so it never adds an entry twice.
+// its fence (the intent has moved on), and its late entry is not added when the history holds
+// it already, so it never adds an entry twice.
 type Claims struct {
 	API   UpdateAPI
 	Table string
@@ -91,6 +103,10 @@ type Lease struct {
 	Code int
 
 	owner string // recognises our own writes after a lost answer
+	// history is the intent's history as Claim's item held it (nil: none), when seen: the
+	// writes that rewrite it whole are fenced on it (a late attempt's entry may come between).
+	history     types.AttributeValue
+	historySeen bool
 	// overStranded: our done replaces another worker's stranded park of our own attempt (the
 	// fence is then that park).
 	overStranded bool
@@ -157,6 +173,7 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 	switch {
 	case own:
 		l.Attempt, l.Claim = held.Intents[intent].Attempts, held
+		l.seen(refusedItem(err))
 		return l, nil
 	case refused && held != nil && o.AtMostOnce:
 		// Stranded only once the lease has been over for StrandedAfter too: until then its
@@ -165,6 +182,7 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 		in := held.Intents[intent]
 		if in.Status == IntentRunning && in.LeaseUntil+o.StrandedAfter.Milliseconds() < now.UnixMilli() && held.CommitToken == claim.CommitToken {
 			l.Attempt, l.owner, l.Claim, l.Stranded = in.Attempts, in.LeaseOwner, held, true
+			l.seen(refusedItem(err))
 			return l, nil
 		}
 		return nil, nil
@@ -177,7 +195,22 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 		return nil, fmt.Errorf("lease: decode claim: %w", err)
 	}
 	l.Attempt = l.Claim.Intents[intent].Attempts
+	l.seen(out.Attributes)
 	return l, nil
+}
+
+// seen takes the intent's history as item (the claim the lease holds) has it.
+func (l *Lease) seen(item map[string]types.AttributeValue) {
+	l.history, l.historySeen = seenHistory(item, l.Intent), item != nil
+}
+
+// fence is the condition of a write of the leased attempt that rewrites the intent's history
+// (the fence, or fenceAt) with the history as the lease saw it, adding its value.
+func (l *Lease) historyFence(cond string, values map[string]types.AttributeValue) string {
+	if !l.historySeen {
+		return cond
+	}
+	return cond + " AND " + historyAsSeen(l.history, values)
 }
 
 // GiveBack returns a lease whose call was never made (its target's limit held it back): the
@@ -222,46 +255,68 @@ func (c *Claims) Park(ctx context.Context, l *Lease, why string) error {
 
 // Retry puts the leased attempt's intent back to pending, not before next, with why.
 func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string) error {
-	values := fenceValues(l)
-	values[":pending"] = str(IntentPending)
-	values[":next"] = num(next.UnixMilli())
-	values[":err"] = str(Truncate(why))
-	values[":history"] = c.history(l.Claim.Intents[l.Intent], Attempt{Attempt: l.Attempt, Outcome: AttemptRetried, Code: l.Code, Error: why})
-	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(c.Table),
-		Key:       ClaimItemKey(l.Claim.PK),
-		// lease_owner stays, to recognise this write if the SDK has to send it again.
-		UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err, " +
-			historySet + " REMOVE intents.#n.lease_until"),
-		ConditionExpression:                 aws.String(fence),
-		ExpressionAttributeNames:            intentNames(l.Intent),
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	// Ours whatever has happened since: the next attempt's lease keeps the due time and the
-	// error our retry wrote (to the millisecond, with the backoff's jitter: no other write's).
-	_, refused, own := ownWrite(err, func(h *Claim) bool {
-		in := h.Intents[l.Intent]
-		return in.Attempts >= l.Attempt && in.NextAttemptAt == next.UnixMilli() && in.LastError == Truncate(why) && h.CommitToken == l.Claim.CommitToken
-	})
-	switch {
-	case own:
-		return nil
-	case refused:
-		return ErrLeaseLost
+	for range 3 {
+		values := fenceValues(l)
+		values[":pending"] = str(IntentPending)
+		values[":next"] = num(next.UnixMilli())
+		values[":err"] = str(Truncate(why))
+		values[":history"] = c.history(l.Claim.Intents[l.Intent], Attempt{Attempt: l.Attempt, Outcome: AttemptRetried, Code: l.Code, Error: why})
+		_, err := c.update(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(c.Table),
+			Key:       ClaimItemKey(l.Claim.PK),
+			// lease_owner stays, to recognise this write if the SDK has to send it again.
+			UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err, " +
+				historySet + " REMOVE intents.#n.lease_until"),
+			ConditionExpression:                 aws.String(l.historyFence(fence, values)),
+			ExpressionAttributeNames:            intentNames(l.Intent),
+			ExpressionAttributeValues:           values,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		// Ours whatever has happened since: the next attempt's lease keeps the due time and the
+		// error our retry wrote (to the millisecond, with the backoff's jitter: no other write's).
+		held, refused, own := ownWrite(err, func(h *Claim) bool {
+			in := h.Intents[l.Intent]
+			return in.Attempts >= l.Attempt && in.NextAttemptAt == next.UnixMilli() && in.LastError == Truncate(why) && h.CommitToken == l.Claim.CommitToken
+		})
+		switch {
+		case own:
+			return nil
+		case refused && l.holds(held):
+			// Our lease holds: a late attempt's entry came into the history. Again, with it.
+			l.Claim = held
+			l.seen(refusedItem(err))
+			continue
+		case refused:
+			c.recordLate(ctx, l, Attempt{Attempt: l.Attempt, Outcome: AttemptRetried, Code: l.Code, Error: why}, err)
+			return ErrLeaseLost
+		}
+		return err
 	}
-	return err
+	return errors.New("dedup: retry: the history kept changing under the write")
 }
 
-// finish records a terminal status (done or parked) for the attempt we leased. When, in the
-// claim as our lease returned it, every other intent is already done or parked, the same write
-// takes the claim out of the due index (into its parked part when any intent is parked), on
-// condition that those intents are still as we saw them. When two last intents finish at
-// once, neither write knows it is last; the one that sees every intent finished afterwards
-// settles the claim with one more write.
+// holds reports whether held (a refused write's claim) shows the intent still running under
+// this lease.
+func (l *Lease) holds(held *Claim) bool {
+	if held == nil {
+		return false
+	}
+	in := held.Intents[l.Intent]
+	return in.Status == IntentRunning && in.Attempts == l.Attempt && in.LeaseOwner == l.owner && held.CommitToken == l.Claim.CommitToken
+}
+
+// finish records a terminal status (done or parked) for the attempt we leased. When that moves
+// the claim in the pending index (placeAfter: out of it, or under another of its shards), the
+// same write moves it, on condition that the other intents still make it so. When two last
+// intents finish at once, neither write knows it is last; the one that sees them all
+// finished afterwards settles the claim with one more write (Settle, as every finish ends).
 func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string) error {
-	for range 3 { // the others' statuses can change under us only by an operator's redrive
-		out, err := c.update(ctx, c.finishInput(l, status, why, sent))
+	for try := range 4 {
+		// The others' classes change under us when they finish, or by an operator's action:
+		// after three refusals the write leaves the place to the Settle after it. Never from a
+		// parked shard: the sweeper does not read those, so a claim left there would stay.
+		placed := try < 3 || IsParkedShard(l.Claim.PendingShard)
+		out, err := c.update(ctx, c.finishInput(l, status, why, sent, placed))
 		held, refused, own := ownWrite(err, func(h *Claim) bool {
 			in := h.Intents[l.Intent]
 			// A park is ours only with our why: another worker's stranded park of our attempt
@@ -280,15 +335,22 @@ func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string)
 			ours := h.Attempts == l.Attempt && h.LeaseOwner == l.owner && held.CommitToken == l.Claim.CommitToken
 			switch {
 			case ours && h.Status == IntentRunning:
-				// Our lease holds; another intent changed since we saw it. Again, as it is now.
+				// Our lease holds; another intent, or the history (a late attempt's entry),
+				// changed since we saw it. Again, as it is now.
 				l.Claim = held
+				l.seen(refusedItem(err))
 			case ours && status == IntentDone && !l.Stranded && !l.overStranded && h.Status == IntentParked:
 				// Another worker parked our attempt as stranded ("may have been sent") while our
 				// call outlived the lease (only a stranded park leaves our owner and attempt on a
 				// park). It was sent, and succeeded: done is the truth, and keeps an operator from
 				// redriving it into a second send. Again, fenced on that park.
 				l.Claim, l.overStranded = held, true
+				l.seen(refusedItem(err))
+			case ours && l.overStranded && h.Status == IntentParked:
+				l.Claim = held // the park holds; another intent changed since we saw it
+				l.seen(refusedItem(err))
 			default:
+				c.recordLate(ctx, l, Attempt{Attempt: l.Attempt, Outcome: status, Code: l.Code, Error: why}, err)
 				return ErrLeaseLost
 			}
 			continue
@@ -304,7 +366,7 @@ func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string)
 	return errors.New("dedup: finish: the claim kept changing under the write")
 }
 
-func (c *Claims) finishInput(l *Lease, status, why, sent string) *dynamodb.UpdateItemInput {
+func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *dynamodb.UpdateItemInput {
 	names := intentNames(l.Intent)
 	values := fenceValues(l)
 	values[":status"] = str(status)
@@ -330,20 +392,18 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string) *dynamodb.Updat
 		set = append(set, "intents.#n.last_error = :err")
 		values[":err"] = str("parked as stranded while its call was under way; its worker then recorded it done")
 	}
-	if others, shard, leaves := indexAfter(l.Claim, l.Intent, status); leaves {
-		cond += othersAsSeen(others, names, values)
-		if shard == "" {
-			remove = append(remove, IndexPartitionKey, IndexSortKey)
-		} else {
-			set = append(set, IndexPartitionKey+" = :shard", IndexSortKey+" = :since")
-			values[":shard"] = str(shard)
-			values[":since"] = num(c.now().UnixMilli())
-		}
+	cond = l.historyFence(cond, values)
+	from := l.Claim.PendingShard
+	if p := placeAfter(l.Claim, l.Intent, status); placed && (p.shard != from || IsParkedShard(from)) {
+		cond += p.use(names, values)
+		set, remove = c.place(from, p.shard, status == IntentParked, set, remove, values)
+	} else if status == IntentParked && from != "" {
+		set, remove = c.place(from, from, true, set, remove, values) // where it is; a park moves its time
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.Table),
 		Key:                                 ClaimItemKey(l.Claim.PK),
-		UpdateExpression:                    aws.String("SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")),
+		UpdateExpression:                    aws.String(updateExpression(set, remove)),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
@@ -352,50 +412,27 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string) *dynamodb.Updat
 	}
 }
 
-// Settle takes a claim with nothing open out of the due part of the pending index: out of the
-// index when every intent is done, into its parked part when any is parked (where the sweeper
-// counts it without reading it). Whoever notices such a claim calls it: the worker after a
-// finish that could not know it was last, the sweeper for a claim left behind (a lost
-// answer, a claim written before this rule). Conditional on every intent's status as seen,
-// so an intent re-driven meanwhile keeps the claim where the sweeper looks.
+// Settle puts a claim where its intents' statuses say it belongs in the pending index
+// (placeAfter), when it is not there: out of it once every intent is done or resolved, under
+// its parked shard once none is open and one is parked (where the sweeper counts it without
+// reading it), its due-parked shard while one is open and one parked, its due shard while one
+// is open and none parked. Whoever notices a claim out of place calls it: the worker after a
+// finish that could not know it was last, the sweeper for a claim left behind (a lost answer,
+// a claim written before this rule). Conditional on the other intents still making it so, so
+// an intent re-driven meanwhile keeps the claim where the sweeper looks.
 func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
-	if claim == nil || claim.Open() || claim.PendingShard == "" {
+	if claim == nil || len(claim.Intents) == 0 {
 		return nil
 	}
-	parked := false
-	for _, in := range claim.Intents {
-		parked = parked || in.Status == IntentParked
-	}
-	if parked && IsParkedShard(claim.PendingShard) {
+	p := placeAfter(claim, "", "")
+	if p.shard == claim.PendingShard {
 		return nil // already where it belongs
 	}
 	names := map[string]string{"#st": attrIntentStatus}
 	values := map[string]types.AttributeValue{":commit": str(claim.CommitToken)}
-	cond := "commit_token = :commit"
-	intents := make([]string, 0, len(claim.Intents))
-	for n := range claim.Intents {
-		intents = append(intents, n)
-	}
-	sort.Strings(intents)
-	for i, n := range intents {
-		ph := "#i" + strconv.Itoa(i)
-		names[ph] = n
-		cond += " AND intents." + ph + ".#st = " + statusValue(claim.Intents[n].Status, values)
-	}
-	update := "REMOVE " + IndexPartitionKey + ", " + IndexSortKey
-	if parked {
-		update = "SET " + IndexPartitionKey + " = :shard, " + IndexSortKey + " = :since"
-		values[":shard"] = str(ParkedShardFor(claim.PendingShard))
-		values[":since"] = num(c.now().UnixMilli())
-	}
-	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(c.Table),
-		Key:                       ClaimItemKey(claim.PK),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	})
+	cond := "commit_token = :commit" + p.use(names, values)
+	set, remove := c.place(claim.PendingShard, p.shard, false, nil, nil, values)
+	_, err := c.update(ctx, c.conditional(claim.PK, updateExpression(set, remove), cond, names, values))
 	if _, refused, _ := ownWrite(err, nil); refused {
 		return nil // something changed: whoever changed it keeps the claim where it belongs
 	}
@@ -407,7 +444,8 @@ func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
 
 // Redrive is the operator's action on a parked intent: back to pending, due now, with a fresh
 // attempt budget (counted from its current attempts, which as the fencing token never go
-// back). It puts the claim back among the due work and sets its wake marker, so the claim's
+// back). In the same write it puts the claim back among the due work (its due shard, or its
+// due-parked one while another intent is parked) and sets its wake marker, so the claim's
 // MODIFY record brings it to the worker; the sweeper would too.
 //
 // The write is conditional on the intent being parked as claim shows it: at claim's attempt
@@ -429,72 +467,28 @@ func (c *Claims) RedriveBy(ctx context.Context, claim *Claim, intent, by string)
 }
 
 func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) error {
-	in, ok := claim.Intents[intent]
-	if !ok {
-		return fmt.Errorf("dedup: claim %s has no intent %q", claim.PK, intent)
-	}
 	now := c.now()
-	// Back under the due shard of the claim's number. A claim with a parked intent is under
-	// its parked shard (or, written by an older release, still under its due shard).
-	shard := claim.PendingShard
-	switch {
-	case IsParkedShard(shard):
-		shard = DueShardFor(shard)
-	case shard == "":
-		shard = PendingShard(claim.PK)
-	}
-	// The nonce is how this call recognises its own write after a lost answer: the time
-	// cannot tell it from another redrive made in the same millisecond.
-	nonce := fmt.Sprintf("%016x", rand.Uint64())
-	set := "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :now, intents.#n.attempts_base = intents.#n.attempts, " +
-		"intents.#n." + attrIntentRedriveID + " = :rid, pending_shard = :shard, pending_since = :since, " + attrWake + " = :now"
-	values := map[string]types.AttributeValue{
-		":rid":     str(nonce),
-		":pending": str(IntentPending),
-		":now":     num(now.UnixMilli()),
-		":shard":   str(shard),
-		":since":   num(now.UnixMilli()),
-	}
+	set := []string{"intents.#n.#st = :pending", "intents.#n.next_attempt_at = :now", "intents.#n.attempts_base = intents.#n.attempts",
+		"intents.#n." + attrIntentRedriveID + " = :rid", attrWake + " = :now"}
+	values := map[string]types.AttributeValue{":pending": str(IntentPending), ":now": num(now.UnixMilli())}
 	if by != "" {
-		set += ", intents.#n." + attrIntentRedrivenBy + " = :by, intents.#n." + attrIntentRedrivenAt + " = :at"
+		set = append(set, "intents.#n."+attrIntentRedrivenBy+" = :by", "intents.#n."+attrIntentRedrivenAt+" = :at")
 		values[":by"] = str(by)
 		values[":at"] = str(now.UTC().Format(time.RFC3339))
 	}
-	set += ", " + historySet
-	values[":history"] = c.history(in, Attempt{Attempt: in.Attempts, Outcome: AttemptRedriven, By: by})
-	cond := parkedAsSeen(claim, in, values)
-	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.Table),
-		Key:                                 ClaimItemKey(claim.PK),
-		UpdateExpression:                    aws.String(set + " REMOVE intents.#n.finished_at"),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            intentNames(intent),
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	// Another's redrive (same attempts, maybe the same millisecond) has its own nonce; ours
-	// stays on the intent until the next redrive, whatever a worker has done with it since.
-	_, refused, own := ownWrite(err, func(h *Claim) bool {
-		in := h.Intents[intent]
-		return in.RedriveID == nonce
-	})
-	switch {
-	case own:
-		return nil
-	case refused:
-		return ErrNotParked
-	}
-	return err
+	return c.actOnParked(ctx, claim, intent, IntentPending, Attempt{Outcome: AttemptRedriven, By: by},
+		set, []string{"intents.#n.finished_at"}, values)
 }
 
 // Resolve is the operator's other action on a parked intent: closed, with why (1 to
 // MaxResolution bytes of printable UTF-8) and who (by, as RedriveBy), never run again. A
-// resolved intent is finished, like a done one: once no intent of the claim is parked or open,
-// the claim then leaves the pending index (Settle: out of the parked view, and the count the
-// parked alarm reads). As
-// Redrive, it is conditional on the intent being parked as claim shows it (ErrNotParked), and
-// recognises its own write after a lost answer by a nonce. Invalid input is an *InvalidError
-// naming the field, and nothing is written.
+// resolved intent is finished, like a done one. The same write puts the claim where its
+// intents then say (placeAfter): out of the parked view, and the count the parked alarm reads,
+// once no other intent is parked; out of the pending index once none is open either. One
+// write: nothing of a resolve can be left half done. As Redrive, it is conditional on the
+// intent being parked as claim shows it (ErrNotParked), and recognises its own write after a
+// lost answer by a nonce. Invalid input is an *InvalidError naming the field, and nothing is
+// written.
 func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why string) error {
 	if err := Printable(by, MaxRedrivenBy); err != nil {
 		return &InvalidError{Field: "resolved_by", Reason: err.Error()}
@@ -502,46 +496,60 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 	if err := Printable(why, MaxResolution); err != nil {
 		return &InvalidError{Field: "resolution", Reason: err.Error()}
 	}
-	in, ok := claim.Intents[intent]
+	now := c.now()
+	set := []string{"intents.#n.#st = :resolved", "intents.#n.resolution = :why", "intents.#n.resolved_by = :by", "intents.#n.resolved_at = :at",
+		"intents.#n." + attrIntentRedriveID + " = :rid"}
+	values := map[string]types.AttributeValue{":resolved": str(IntentResolved), ":why": str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339))}
+	return c.actOnParked(ctx, claim, intent, IntentResolved, Attempt{Outcome: IntentResolved, By: by}, set, nil, values)
+}
+
+// actOnParked is an operator's action on a parked intent (Redrive, Resolve) as one write: the
+// intent's new status (set, remove, values; :rid is the nonce) with its history entry (entry,
+// at the intent's attempts), and the claim's place in the pending index its statuses then
+// call for (placeAfter), on condition that the intent is still parked as claim shows it
+// (parkedAsSeen) and the other intents still make that place right. When only the others
+// changed, it tries again on the claim as DynamoDB returned it. The nonce is how it
+// recognises its own write after a lost answer: the time cannot tell it from another's made
+// in the same millisecond, and it stays on the intent until the next action.
+func (c *Claims) actOnParked(ctx context.Context, claim *Claim, intent, status string, entry Attempt, set, remove []string, values map[string]types.AttributeValue) error {
+	shown, ok := claim.Intents[intent]
 	if !ok {
 		return fmt.Errorf("dedup: claim %s has no intent %q", claim.PK, intent)
 	}
-	now := c.now()
-	nonce := fmt.Sprintf("%016x", rand.Uint64())
-	values := map[string]types.AttributeValue{
-		":resolved": str(IntentResolved),
-		":why":      str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339)), ":rid": str(nonce),
-		":history": c.history(in, Attempt{Attempt: in.Attempts, Outcome: IntentResolved, By: by}),
+	nonce, commit := fmt.Sprintf("%016x", rand.Uint64()), claim.CommitToken
+	values[":rid"] = str(nonce)
+	// The history as claim shows it, in DynamoDB's form; after a refusal, as the item held it.
+	seen, _ := attributevalue.Marshal(shown.History)
+	if shown.History == nil {
+		seen = nil
 	}
-	cond := parkedAsSeen(claim, in, values)
-	out, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(c.Table),
-		Key:       ClaimItemKey(claim.PK),
-		UpdateExpression: aws.String("SET intents.#n.#st = :resolved, intents.#n.resolution = :why, intents.#n.resolved_by = :by, " +
-			"intents.#n.resolved_at = :at, intents.#n." + attrIntentRedriveID + " = :rid, " + historySet),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            intentNames(intent),
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	held, refused, own := ownWrite(err, func(h *Claim) bool { return h.Intents[intent].RedriveID == nonce })
-	var after *Claim
-	switch {
-	case own:
-		after = held
-	case refused:
-		return ErrNotParked
-	case err != nil:
-		return err
-	default:
-		if after, err = UnmarshalClaim(out.Attributes); err != nil {
-			return fmt.Errorf("resolve: decode claim: %w", err)
+	for range 3 {
+		in := claim.Intents[intent]
+		names := intentNames(intent)
+		vals := maps.Clone(values)
+		entry.Attempt = in.Attempts
+		vals[":history"] = c.history(in, entry)
+		cond := parkedAsSeen(claim, shown, vals) + " AND " + historyAsSeen(seen, vals)
+		p := placeAfter(claim, intent, status)
+		cond += p.use(names, vals)
+		s, r := c.place(claim.PendingShard, p.shard, false, append(slices.Clone(set), historySet), slices.Clone(remove), vals)
+		_, err := c.update(ctx, c.conditional(claim.PK, updateExpression(s, r), cond, names, vals))
+		held, refused, own := ownWrite(err, func(h *Claim) bool { return h.Intents[intent].RedriveID == nonce })
+		switch {
+		case own:
+			return nil
+		case refused && held != nil && held.Intents[intent].Status == IntentParked && held.Intents[intent].Attempts == shown.Attempts &&
+			(commit == "" || held.CommitToken == commit):
+			// Still parked as shown: another intent, or the history (a late attempt's entry),
+			// changed. Again, as it is now.
+			claim, seen = held, seenHistory(refusedItem(err), intent)
+			continue
+		case refused:
+			return ErrNotParked
 		}
+		return err
 	}
-	// Out of the parked view once nothing of the claim is parked or open: Settle decides from
-	// the claim as this write left it (a page read before another intent was resolved cannot).
-	return c.Settle(ctx, after)
+	return errors.New("dedup: the claim kept changing under the operator's write")
 }
 
 // Printable reports whether s is 1 to max bytes of printable UTF-8: what an operator's record
@@ -639,19 +647,6 @@ func ClaimItemKey(pk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(ClaimSK)}
 }
 
-// othersAsSeen is the condition that the intents others are still in the statuses seen, as a
-// write that moves the claim in the pending index must hold them (an intent re-driven meanwhile
-// keeps the claim where the sweeper looks); it adds their names and values.
-func othersAsSeen(others []namedStatus, names map[string]string, values map[string]types.AttributeValue) string {
-	cond := ""
-	for i, other := range others {
-		ph := "#o" + strconv.Itoa(i)
-		names[ph] = other.name
-		cond += " AND intents." + ph + ".#st = " + statusValue(other.status, values)
-	}
-	return cond
-}
-
 // parkedAsSeen is the condition of an operator's action on the intent #n: still parked at the
 // attempt count claim shows for it (in) and, when claim has one, in claim's incarnation (its commit
 // token): a page read earlier acts on nothing once the intent has run again or the event has
@@ -666,55 +661,235 @@ func parkedAsSeen(claim *Claim, in ClaimIntent, values map[string]types.Attribut
 	return cond
 }
 
-// statusValue is the placeholder for a finished status, added to values (DynamoDB refuses
-// placeholders an expression does not use, so only those used are added).
-func statusValue(s string, values map[string]types.AttributeValue) string {
-	ph := ":" + s // done, parked, resolved: the statuses of a finished intent
-	values[ph] = str(s)
-	return ph
+// The pending index's place of a claim follows from its intents' statuses alone: whether any
+// is open (pending or running) and whether any is parked (see ClaimSK). A transition that
+// changes an intent's class moves the claim in its own write when its place changes, on
+// condition that the other intents still make the new place right: one of them still open
+// (or parked) where the place needs one, every one not open (or not parked) where it needs
+// none. Witnesses rather than every status as seen: an open intent leased or retried
+// meanwhile (pending, running) changes nothing of the place, and refuses nothing.
+type placement struct {
+	shard string // "": out of the index
+	// conds are the conditions on the other intents, by name; used by use.
+	conds map[string]string
 }
 
-type namedStatus struct{ name, status string }
-
-// othersFinished returns the intents of c other than name, in name order, if all of them are
-// finished: done, parked or resolved (nil otherwise), and whether any is parked.
-func othersFinished(c *Claim, name string) (others []namedStatus, parked bool) {
+// placeAfter is where claim c belongs once its intent name has status (name "": as it is),
+// keeping its shard number, and the condition on its other intents that place rests on.
+func placeAfter(c *Claim, name, status string) placement {
+	mine := ""
+	if name != "" {
+		mine = class(status)
+	}
+	var others []string
+	openW, parkedW := "", ""
 	for n, in := range c.Intents {
 		if n == name {
 			continue
 		}
-		if in.Status != IntentDone && in.Status != IntentParked && in.Status != IntentResolved {
-			return nil, false
+		others = append(others, n)
+		switch class(in.Status) {
+		case classOpen: // the first in name order: the same witness on a retry
+			if openW == "" || n < openW {
+				openW = n
+			}
+		case classParked:
+			if parkedW == "" || n < parkedW {
+				parkedW = n
+			}
 		}
-		parked = parked || in.Status == IntentParked
-		others = append(others, namedStatus{n, in.Status})
 	}
-	sort.Slice(others, func(i, j int) bool { return others[i].name < others[j].name })
-	return others, parked
+	open, parked := mine == classOpen || openW != "", mine == classParked || parkedW != ""
+	p := placement{conds: map[string]string{}}
+	due := PendingShard(c.PK)
+	if c.PendingShard != "" {
+		due = DueShardFor(c.PendingShard)
+	}
+	switch {
+	case open && parked:
+		p.shard = DueParkedShardFor(due)
+	case open:
+		p.shard = due
+	case parked:
+		p.shard = ParkedShardFor(due)
+	}
+	for _, n := range others {
+		switch {
+		case !open && !parked:
+			p.conds[n] = "IN (:p_done, :p_resolved)"
+		case !open:
+			p.conds[n] = "IN (:p_done, :p_parked, :p_resolved)"
+		case !parked:
+			p.conds[n] = "<> :p_parked"
+		}
+	}
+	if open && mine != classOpen {
+		p.conds[openW] = "IN (:p_pending, :p_running)"
+	}
+	if parked && mine != classParked {
+		p.conds[parkedW] = "= :p_parked"
+	}
+	return p
 }
 
-// indexAfter says where the claim belongs in the pending index once intent name has status,
-// if that moves it: leaves is true when the claim is under a due shard and every other intent
-// (listed in others) is finished; shard is then its parked shard when any intent is parked,
-// "" to leave the index.
-func indexAfter(c *Claim, name, status string) (others []namedStatus, shard string, leaves bool) {
-	if c.PendingShard == "" || IsParkedShard(c.PendingShard) {
-		return nil, "", false
+// use returns p's condition (" AND ..." on each other intent it names, in name order), adding
+// its names and the values it uses (DynamoDB refuses a placeholder an expression does not
+// use).
+func (p placement) use(names map[string]string, values map[string]types.AttributeValue) string {
+	cond := ""
+	for i, n := range slices.Sorted(maps.Keys(p.conds)) {
+		ph := "#p" + strconv.Itoa(i)
+		names[ph] = n
+		cond += " AND intents." + ph + ".#st " + p.conds[n]
+		for _, s := range []string{IntentPending, IntentRunning, IntentDone, IntentParked, IntentResolved} {
+			if strings.Contains(p.conds[n], ":p_"+s) {
+				values[":p_"+s] = str(s)
+			}
+		}
 	}
-	others, parked := othersFinished(c, name)
-	if others == nil && len(c.Intents) > 1 {
-		return nil, "", false // another intent is still open
+	return cond
+}
+
+// place adds to set and remove the writes that move the claim from the index's hash key from
+// to to ("": out of the index), and values their values. The sort key (when the claim entered
+// its place) is now, except between the parked view's two shards (parked, due-parked) when no
+// intent parks: the Parked page lists a claim from its last park, and a redrive by query's
+// window must keep a parked intent whose sibling was resolved or re-driven meanwhile. A park
+// moves it even when the claim stays where it is: an intent parked again after a redrive
+// enters the view anew, after the window that re-drove it.
+func (c *Claims) place(from, to string, parks bool, set, remove []string, values map[string]types.AttributeValue) ([]string, []string) {
+	if to == "" {
+		if from != "" {
+			remove = append(remove, IndexPartitionKey, IndexSortKey)
+		}
+		return set, remove
 	}
-	if parked || status == IntentParked {
-		return others, ParkedShardFor(c.PendingShard), true
+	if to != from {
+		set = append(set, IndexPartitionKey+" = :shard")
+		values[":shard"] = str(to)
 	}
-	return others, "", true
+	if parks || (to != from && !(InParkedView(from) && InParkedView(to))) {
+		set = append(set, IndexSortKey+" = :since")
+		values[":since"] = num(c.now().UnixMilli())
+	}
+	return set, remove
+}
+
+// An intent's class, as its claim's place reads it.
+const (
+	classOpen   = "open"
+	classParked = "parked"
+	classClosed = "closed" // done or resolved
+)
+
+func class(status string) string {
+	switch status {
+	case IntentPending, IntentRunning:
+		return classOpen
+	case IntentParked:
+		return classParked
+	}
+	return classClosed
+}
+
+// conditional is the conditional UpdateItem of the claim pk, whose refusal returns the item
+// (ALL_OLD: what ownWrite reads).
+func (c *Claims) conditional(pk, update, cond string, names map[string]string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.Table),
+		Key:                                 ClaimItemKey(pk),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// updateExpression joins an update's SET and REMOVE clauses, either of which may be empty.
+func updateExpression(set, remove []string) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, "SET "+strings.Join(set, ", "))
+	}
+	if len(remove) > 0 {
+		parts = append(parts, "REMOVE "+strings.Join(remove, ", "))
+	}
+	return strings.Join(parts, " ")
+}
+
+// recordLate adds to the intent's history the entry of an attempt whose write was refused
+// (refusal: that write's error) because its lease had been taken over: its call was made (the
+// downstream may have applied it), so the history, which never misses what happened, keeps
+// it, marked Late. Written whole, as every history write is, on condition that the history is
+// still the one the refusal returned, in the same incarnation: a write of the history in
+// between refuses it, and it tries again on what that write left, twice more. Best effort:
+// the caller's answer is the lost lease whatever this does.
+func (c *Claims) recordLate(ctx context.Context, l *Lease, a Attempt, refusal error) {
+	a.Late = true
+	for range 3 {
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(refusal, &ccf) || ccf.Item == nil {
+			return
+		}
+		held, err := UnmarshalClaim(ccf.Item)
+		if err != nil || held.CommitToken != l.Claim.CommitToken {
+			return // gone, or claimed again: another incarnation's history
+		}
+		in, ok := held.Intents[l.Intent]
+		if !ok {
+			return
+		}
+		for _, h := range in.History {
+			if h.Attempt == a.Attempt && h.Outcome == a.Outcome && h.Code == a.Code && h.Error == truncate(a.Error, HistoryErrorBytes) {
+				return // our own write, made before its answer was lost, holds it already
+			}
+		}
+		values := map[string]types.AttributeValue{":commit": str(l.Claim.CommitToken), ":history": c.history(in, a)}
+		cond := "commit_token = :commit AND attribute_exists(intents.#n.#st) AND " + historyAsSeen(seenHistory(ccf.Item, l.Intent), values)
+		_, refusal = c.update(ctx, c.conditional(l.Claim.PK, "SET "+historySet, cond, intentNames(l.Intent), values))
+		if refusal == nil {
+			return
+		}
+	}
+}
+
+// refusedItem is the item a refused conditional write returned (ALL_OLD), or nil.
+func refusedItem(err error) map[string]types.AttributeValue {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item
+	}
+	return nil
+}
+
+// seenHistory is the history of intent as item (a claim as DynamoDB returned it) holds it, nil
+// when it has none.
+func seenHistory(item map[string]types.AttributeValue, intent string) types.AttributeValue {
+	if m, ok := item[attrIntents].(*types.AttributeValueMemberM); ok {
+		if in, ok := m.Value[intent].(*types.AttributeValueMemberM); ok {
+			return in.Value["history"]
+		}
+	}
+	return nil
+}
+
+// historyAsSeen is the condition that the intent #n's history is still seen (DynamoDB compares
+// lists whole, entry by entry), adding its value: the fence of a write that rewrites the
+// history whole, against an entry written in between (a late attempt's).
+func historyAsSeen(seen types.AttributeValue, values map[string]types.AttributeValue) string {
+	if seen == nil {
+		return "attribute_not_exists(intents.#n.history)"
+	}
+	values[":seen_history"] = seen
+	return "intents.#n.history = :seen_history"
 }
 
 // historySet writes an intent's history whole (:history, from Claims.history): DynamoDB cannot
 // append to a list and drop its head in one expression (the two paths overlap). Whole is safe:
-// every write that carries it is fenced on the intent as the history was read (the attempt
-// leased, or parked at the attempts seen), and no other write changes the history.
+// every write that carries it is fenced on the history as it was read (historyAsSeen), besides
+// the intent's own fence (the attempt leased, parked at the attempts seen): a late attempt's
+// entry, which changes nothing else of the intent, can come between a read and the write.
 const historySet = "intents.#n.history = :history"
 
 // history is in's history with entry a appended (written now, its error cut to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -488,6 +489,24 @@ func TestResolvingEveryParkedIntentFromOneReadLeavesTheIndex(t *testing.T) {
 	}
 }
 
+// takeover commits the event id, leases its intent a, lets that lease pass (its call outlives
+// it) and leases a again: the first attempt and the second, which took it over.
+func (e *env) takeover(t *testing.T, cs *dedup.Claims, id string) (first, second *dedup.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	e.outboxClaim(t, id)
+	first, err := cs.Lease(ctx, e.claim(t, "shop", id), "a", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || first == nil {
+		t.Fatal(first, err)
+	}
+	e.clock.Advance(2 * leaseFor) // the first call outlives its lease
+	second, err = cs.Lease(ctx, e.claim(t, "shop", id), "a", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || second == nil || second.Attempt != 2 {
+		t.Fatalf("takeover: %+v %v, want attempt 2", second, err)
+	}
+	return first, second
+}
+
 // An attempt whose call outlived its lease is still an attempt that called the downstream:
 // another worker took the intent over (the next attempt) and finished it, and then this
 // attempt's worker records what its call got. The fence rightly refuses its status (ErrLeaseLost),
@@ -499,16 +518,7 @@ func TestAnAttemptWhoseLeaseWasTakenOverIsInTheHistory(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	cs := e.claims(e.client)
-	e.outboxClaim(t, "evt_overtaken")
-	first, err := cs.Lease(ctx, e.claim(t, "shop", "evt_overtaken"), "a", dedup.LeaseOptions{For: leaseFor})
-	if err != nil || first == nil {
-		t.Fatal(first, err)
-	}
-	e.clock.Advance(2 * leaseFor) // the first call outlives its lease
-	second, err := cs.Lease(ctx, e.claim(t, "shop", "evt_overtaken"), "a", dedup.LeaseOptions{For: leaseFor})
-	if err != nil || second == nil || second.Attempt != 2 {
-		t.Fatalf("takeover: %+v %v, want attempt 2", second, err)
-	}
+	first, second := e.takeover(t, cs, "evt_overtaken")
 	if err := cs.Done(ctx, second, "msg_2"); err != nil {
 		t.Fatal(err)
 	}
@@ -523,4 +533,188 @@ func TestAnAttemptWhoseLeaseWasTakenOverIsInTheHistory(t *testing.T) {
 		}
 	}
 	t.Errorf("history %q: attempt 1 called the downstream (answered 500) and is not in it", history(in))
+}
+
+// An attempt's late entry is added once, though the SDK sends its write again after a lost
+// answer, and an operator's action from a claim read before it keeps it: the history is
+// rewritten whole only on condition that it is as read.
+func TestALateAttemptsEntryIsAddedOnceAndKeptByAnOperatorsAction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	first, second := e.takeover(t, cs, "evt_late")
+	if err := cs.Park(ctx, second, "http 422"); err != nil {
+		t.Fatal(err)
+	}
+	shown := e.claim(t, "shop", "evt_late") // the operator's page, read before the late entry
+	first.Code = 503
+	if err := e.claims(answerLost{e.client}).Retry(ctx, first, e.clock.Now().Add(time.Minute), "http 503"); !errors.Is(err, dedup.ErrLeaseLost) {
+		t.Fatalf("the first attempt's retry: %v, want ErrLeaseLost", err)
+	}
+	if h := history(e.claim(t, "shop", "evt_late").Intents["a"]); len(h) != 2 || !strings.HasPrefix(h[1], "1 retry 503") {
+		t.Fatalf("history %q: want attempt 2's park, then attempt 1's retry once", h)
+	}
+	if err := cs.Resolve(ctx, shown, "a", "ada (test)", "done by hand"); err != nil {
+		t.Fatal(err)
+	}
+	in := e.claim(t, "shop", "evt_late").Intents["a"]
+	if h := history(in); len(h) != 3 || !strings.HasPrefix(h[1], "1 retry 503") || !in.History[1].Late || in.History[0].Late || in.History[2].Outcome != dedup.IntentResolved {
+		t.Fatalf("history %q (%+v): want the late entry kept by the resolve", h, in.History)
+	}
+}
+
+// A claim's place in the pending index follows its intents: its due shard while one is open
+// and none parked, its due-parked shard while one is open and one parked (the parked view and
+// the sweeper both read it), its parked shard once none is open, out of the index once none is
+// parked either; each transition writes it, a retry and a lease leave it.
+func TestAClaimIsUnderTheShardItsIntentsCallFor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	c := e.outboxClaim(t, "evt_place")
+	due := dedup.PendingShard(c.PK)
+	want := func(step, shard string) {
+		t.Helper()
+		if c = e.claim(t, "shop", "evt_place"); c.PendingShard != shard {
+			t.Fatalf("%s: under %q (%+v), want %q", step, c.PendingShard, c.Intents, shard)
+		}
+	}
+	lease := func(name string) *dedup.Lease {
+		t.Helper()
+		l, err := cs.Lease(ctx, e.claim(t, "shop", "evt_place"), name, dedup.LeaseOptions{For: leaseFor})
+		if err != nil || l == nil {
+			t.Fatal(l, err)
+		}
+		return l
+	}
+	if err := cs.Park(ctx, lease("a"), "http 422"); err != nil {
+		t.Fatal(err)
+	}
+	want("a parked, b pending", dedup.DueParkedShardFor(due))
+	parkedSince := c.PendingSince
+	e.clock.Advance(time.Second)
+	if err := cs.Retry(ctx, lease("b"), e.clock.Now().Add(time.Hour), "http 503"); err != nil {
+		t.Fatal(err)
+	}
+	if want("b retried", dedup.DueParkedShardFor(due)); c.PendingSince != parkedSince {
+		t.Fatalf("a retry moved the claim's time in the parked view: %d, was %d", c.PendingSince, parkedSince)
+	}
+	if err := cs.Redrive(ctx, c, "a"); err != nil {
+		t.Fatal(err)
+	}
+	want("a re-driven", due)
+	if err := cs.Park(ctx, lease("a"), "http 422"); err != nil {
+		t.Fatal(err)
+	}
+	want("a parked again", dedup.DueParkedShardFor(due))
+	if err := cs.Resolve(ctx, c, "a", "ada (test)", "done by hand"); err != nil {
+		t.Fatal(err)
+	}
+	want("a resolved, b pending", due)
+	e.clock.Advance(time.Hour)
+	if err := cs.Park(ctx, lease("b"), "http 422"); err != nil {
+		t.Fatal(err)
+	}
+	want("b parked, a resolved", dedup.ParkedShardFor(due))
+	if err := cs.Resolve(ctx, c, "b", "ada (test)", "done by hand"); err != nil {
+		t.Fatal(err)
+	}
+	want("both resolved", "")
+}
+
+// indexWritesFail refuses every write that only moves a claim in the pending index (a Settle),
+// as a throttled table would: what a transition writes with the intent's status stands alone.
+type indexWritesFail struct{ api dedup.UpdateAPI }
+
+func (f indexWritesFail) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if u := *in.UpdateExpression; strings.HasPrefix(u, "SET pending_shard") || strings.HasPrefix(u, "REMOVE pending_shard") {
+		return nil, errors.New("ProvisionedThroughputExceededException: the table is throttling")
+	}
+	return f.api.UpdateItem(ctx, in, o...)
+}
+
+// A finish decided from its lease's read, which showed its sibling parked, while an operator
+// re-drove that sibling since: its write moves the claim only on condition that the sibling is
+// still parked, so it is refused and written again from the claim as it is, and the claim
+// stays among the due work, with no Settle to repair it.
+func TestAFinishFromAStaleReadNeverHidesAReDrivenIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	c := e.outboxClaim(t, "evt_stale_finish")
+	b, err := cs.Lease(ctx, c, "b", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || b == nil {
+		t.Fatal(b, err)
+	}
+	if err := cs.Park(ctx, b, "http 422"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := cs.Lease(ctx, e.claim(t, "shop", "evt_stale_finish"), "a", dedup.LeaseOptions{For: leaseFor}) // its read: b parked
+	if err != nil || a == nil {
+		t.Fatal(a, err)
+	}
+	if err := cs.Redrive(ctx, e.claim(t, "shop", "evt_stale_finish"), "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.claims(indexWritesFail{e.client}).Done(ctx, a, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.claim(t, "shop", "evt_stale_finish"); c.PendingShard != dedup.PendingShard(c.PK) || c.Intents["b"].Status != dedup.IntentPending {
+		t.Fatalf("under %q with b %s: the re-driven intent must stay among the due work", c.PendingShard, c.Intents["b"].Status)
+	}
+}
+
+// An operator's action is conditional on the intent's state as shown (parked, at the attempt
+// count shown, in the incarnation shown), each on its own: a claim whose history is as stored
+// (the console's, read just before, with the state its form carried) acts on nothing else.
+func TestAnOperatorsActionIsConditionalOnTheStateShown(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		shown func(t *testing.T, e *env, now *dedup.Claim) *dedup.Claim
+	}{
+		{"an intent not parked", func(t *testing.T, e *env, now *dedup.Claim) *dedup.Claim {
+			if err := e.claims(e.client).Redrive(context.Background(), now, "a"); err != nil {
+				t.Fatal(err)
+			}
+			return shownAs(e.claim(t, "shop", now.EventID), "a", dedup.IntentParked, now.Intents["a"].Attempts, now.CommitToken)
+		}},
+		{"another attempt count", func(t *testing.T, e *env, now *dedup.Claim) *dedup.Claim {
+			return shownAs(now, "a", dedup.IntentParked, now.Intents["a"].Attempts-1, now.CommitToken)
+		}},
+		{"another incarnation", func(t *testing.T, e *env, now *dedup.Claim) *dedup.Claim {
+			return shownAs(now, "a", dedup.IntentParked, now.Intents["a"].Attempts, "0123456789abcdef0123456789abcdef")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			shown := c.shown(t, e, e.parkBoth(t, "evt_shown"))
+			before := e.claim(t, "shop", "evt_shown")
+			ctx := context.Background()
+			if err := e.claims(e.client).Redrive(ctx, shown, "a"); !errors.Is(err, dedup.ErrNotParked) {
+				t.Fatalf("redrive: %v, want ErrNotParked", err)
+			}
+			if err := e.claims(e.client).Resolve(ctx, shown, "a", "ada (test)", "closed"); !errors.Is(err, dedup.ErrNotParked) {
+				t.Fatalf("resolve: %v, want ErrNotParked", err)
+			}
+			if after := e.claim(t, "shop", "evt_shown"); after.Intents["a"].Status != before.Intents["a"].Status || len(after.Intents["a"].History) != len(before.Intents["a"].History) {
+				t.Fatalf("an action on a state not shown wrote: %+v, was %+v", after.Intents["a"], before.Intents["a"])
+			}
+		})
+	}
+}
+
+// shownAs is claim as a form carried it: intent in status at attempts, in incarnation commit.
+func shownAs(claim *dedup.Claim, intent, status string, attempts int, commit string) *dedup.Claim {
+	shown := *claim
+	shown.CommitToken = commit
+	shown.Intents = maps.Clone(claim.Intents)
+	in := shown.Intents[intent]
+	in.Status, in.Attempts = status, attempts
+	shown.Intents[intent] = in
+	return &shown
 }

@@ -155,13 +155,13 @@ func TestUnitsRoundUpPerKBForWritesAnd4KBForReads(t *testing.T) {
 	}
 }
 
-// TestHistoryEntryBytesIsTheLongestEntry: the longest entry an intent's history can hold, an
-// attempt's with a six-digit count, a code and an error cut to HistoryErrorBytes (an
+// TestHistoryEntryBytesIsTheLongestEntry: the longest entry an intent's history can hold, a
+// late attempt's with a six-digit count, a code and an error cut to HistoryErrorBytes (an
 // operator's, with who, is shorter), is HistoryEntryBytes in the list that holds it.
 func TestHistoryEntryBytesIsTheLongestEntry(t *testing.T) {
 	t.Parallel()
 	c := &Claims{Now: func() time.Time { return time.Date(2286, 11, 20, 17, 46, 39, 999e6, time.UTC) }} // 13 digits
-	attempt := Attempt{Attempt: 999_999, Outcome: IntentParked, Code: 599, Error: strings.Repeat("x", 600)}
+	attempt := Attempt{Attempt: 999_999, Outcome: IntentParked, Code: 599, Error: strings.Repeat("x", 600), Late: true}
 	operator := Attempt{Attempt: 999_999, Outcome: AttemptRedriven, By: strings.Repeat("b", MaxRedrivenBy)}
 	for _, a := range []Attempt{attempt, operator} {
 		list := c.history(ClaimIntent{}, a).(*types.AttributeValueMemberL)

@@ -432,7 +432,14 @@ type Pause struct {
 	By  string    `dynamodbav:"by"`
 	Why string    `dynamodbav:"why"`
 	At  time.Time `dynamodbav:"at"`
+	// ID is the pause's own nonce, written by Pause: ResumePause lifts the pause it names and no
+	// later one. Empty on a pause written by an older release.
+	ID string `dynamodbav:"id,omitempty"`
 }
+
+// ErrPauseChanged is returned by ResumePause when the target is not paused by the pause shown:
+// resumed since, or paused again (by someone else, or for another reason).
+var ErrPauseChanged = errors.New("outbox: the target's pause is not the one shown")
 
 // Targets pauses and resumes the calls to a target, across every worker: an operator's tool
 // (hookctl pause, the console) holds a downstream's work during its maintenance, and resumes
@@ -468,24 +475,54 @@ func (t *Targets) Pause(ctx context.Context, target, by, why string) error {
 	if t.Now != nil {
 		now = t.Now
 	}
-	p, _ := attributevalue.Marshal(Pause{By: by, Why: why, At: now().UTC().Truncate(time.Second)}) // cannot fail: strings and a time
-	return t.write(ctx, "SET #t = :p", target, map[string]types.AttributeValue{":p": p})
+	id := strconv.FormatUint(rand.Uint64(), 36)
+	p, _ := attributevalue.Marshal(Pause{By: by, Why: why, At: now().UTC().Truncate(time.Second), ID: id}) // cannot fail: strings and a time
+	return t.write(ctx, "SET #t = :p", target, map[string]types.AttributeValue{":p": p}, "", nil)
 }
 
-// Resume resumes target's calls; resuming a target that is not paused does nothing.
+// Resume resumes target's calls, whoever paused it; resuming a target that is not paused does
+// nothing. An operator's tool that showed a pause before its confirmation resumes with
+// ResumePause.
 func (t *Targets) Resume(ctx context.Context, target string) error {
-	return t.write(ctx, "REMOVE #t", target, nil)
+	return t.write(ctx, "REMOVE #t", target, nil, "", nil)
 }
 
-func (t *Targets) write(ctx context.Context, update, target string, values map[string]types.AttributeValue) error {
-	_, err := t.API.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+// ResumePause resumes target's calls if target is still paused by the pause shown (as Paused
+// returned it): a confirmation of one pause, sent after the target was resumed and paused
+// again, lifts nothing and returns ErrPauseChanged, as does one sent after the target was
+// resumed. The pause is named by its ID, or, for one written by an older release, by who,
+// why and when.
+func (t *Targets) ResumePause(ctx context.Context, target string, shown Pause) error {
+	names := map[string]string{"#by": "by", "#why": "why", "#at": "at", "#id": "id"}
+	at, _ := attributevalue.Marshal(shown.At) // cannot fail: a time
+	values := map[string]types.AttributeValue{":by": str(shown.By), ":why": str(shown.Why), ":at": at}
+	cond := "attribute_not_exists(#t.#id) AND #t.#by = :by AND #t.#why = :why AND #t.#at = :at"
+	if shown.ID != "" {
+		names, values = map[string]string{"#id": "id"}, map[string]types.AttributeValue{":id": str(shown.ID)}
+		cond = "#t.#id = :id"
+	}
+	err := t.write(ctx, "REMOVE #t", target, values, cond, names)
+	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+		return ErrPauseChanged
+	}
+	return err
+}
+
+func (t *Targets) write(ctx context.Context, update, target string, values map[string]types.AttributeValue, cond string, names map[string]string) error {
+	in := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.Table),
 		Key:                       pausedKey(),
 		UpdateExpression:          aws.String(update),
 		ExpressionAttributeNames:  map[string]string{"#t": pausedPrefix + target},
 		ExpressionAttributeValues: values,
-	})
-	if err != nil {
+	}
+	if cond != "" {
+		in.ConditionExpression = aws.String(cond)
+		for k, v := range names {
+			in.ExpressionAttributeNames[k] = v
+		}
+	}
+	if _, err := t.API.UpdateItem(ctx, in); err != nil {
 		return fmt.Errorf("target %s: %w", target, err)
 	}
 	return nil

@@ -894,3 +894,69 @@ func TestAPauseWithoutItsRecordIsRefused(t *testing.T) {
 		t.Fatalf("%+v %v, want nothing paused", paused, err)
 	}
 }
+
+// A resume of the pause shown lifts that pause only: once the target was paused again (by
+// someone else, or over the same pause) it lifts nothing and says so (ErrPauseChanged), as it
+// does once the target was resumed; a pause written before pauses had an id is named by who,
+// why and when. Resume itself lifts whatever pause the target has.
+func TestAResumeOfAPauseShownLiftsThatPauseOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	targets := &outbox.Targets{API: e.client, Table: e.table, Now: e.now}
+	paused := func() map[string]outbox.Pause {
+		t.Helper()
+		p, err := targets.Paused(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := targets.Pause(ctx, "email", "bob", "relay upgrade"); err != nil {
+		t.Fatal(err)
+	}
+	bobs := paused()["email"]
+	if bobs.ID == "" {
+		t.Fatalf("%+v: a pause without its id", bobs)
+	}
+	if err := targets.Pause(ctx, "email", "bob", "relay upgrade"); err != nil { // the same words, again
+		t.Fatal(err)
+	}
+	if err := targets.ResumePause(ctx, "email", bobs); !errors.Is(err, outbox.ErrPauseChanged) {
+		t.Fatalf("a resume of a pause paused over: %v, want ErrPauseChanged", err)
+	}
+	if err := targets.ResumePause(ctx, "email", paused()["email"]); err != nil {
+		t.Fatal(err)
+	}
+	if p := paused(); len(p) != 0 {
+		t.Fatalf("after the resume of the pause shown: %v", p)
+	}
+	if err := targets.ResumePause(ctx, "email", bobs); !errors.Is(err, outbox.ErrPauseChanged) {
+		t.Fatalf("a resume of a target resumed since: %v, want ErrPauseChanged", err)
+	}
+	// An older release's pause: no id.
+	_, err := e.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(e.table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: outbox.PausedPK}, "sk": &types.AttributeValueMemberS{Value: outbox.PausedSK}},
+		UpdateExpression:          aws.String("SET #t = :p"),
+		ExpressionAttributeNames:  map[string]string{"#t": "paused#crm"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"by": &types.AttributeValueMemberS{Value: "carol"}, "why": &types.AttributeValueMemberS{Value: "migration"}, "at": &types.AttributeValueMemberS{Value: "2026-01-02T03:04:05Z"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := paused()["crm"]
+	other := old
+	other.Why = "another reason"
+	if err := targets.ResumePause(ctx, "crm", other); !errors.Is(err, outbox.ErrPauseChanged) {
+		t.Fatalf("a resume of another pause than the older release's: %v, want ErrPauseChanged", err)
+	}
+	if err := targets.ResumePause(ctx, "crm", old); err != nil {
+		t.Fatal(err)
+	}
+	if err := targets.Pause(ctx, "email", "dan", "outage"); err != nil {
+		t.Fatal(err)
+	}
+	if err := targets.Resume(ctx, "email"); err != nil || len(paused()) != 0 {
+		t.Fatalf("an unconditional resume: %v, paused %v", err, paused())
+	}
+}

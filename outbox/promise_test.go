@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
@@ -510,7 +512,13 @@ func TestAWorkerWhoseLeaseExpiredMidCallChangesNothing(t *testing.T) {
 			if sum := <-done; sum[outbox.OutcomeLeaseLost] != 1 {
 				t.Fatalf("first worker: %v, want its write refused (lease lost)", sum)
 			}
-			if after := e.items(); !reflect.DeepEqual(after, before) {
+			// Its call was made, so the intent's history records it (late); nothing else of the
+			// table changes.
+			after := e.items()
+			if h := e.claim("evt_fence").Intents["email.send"].History; len(h) != 1 || h[0].Attempt != 1 || !h[0].Late {
+				t.Fatalf("history %+v: want the first attempt's late entry", h)
+			}
+			if !reflect.DeepEqual(withoutHistory(after), withoutHistory(before)) {
 				t.Fatalf("the first worker's late write changed the table:\nbefore %v\nafter  %v", before, after)
 			}
 			next.release(nil)
@@ -520,8 +528,33 @@ func TestAWorkerWhoseLeaseExpiredMidCallChangesNothing(t *testing.T) {
 			if in := e.claim("evt_fence").Intents["email.send"]; in.Status != dedup.IntentDone || in.Attempts != 2 {
 				t.Fatalf("%+v: want the second attempt's done to stand", in)
 			}
+			if h := e.claim("evt_fence").Intents["email.send"].History; len(h) != 2 || h[0].Attempt != 1 || !h[0].Late || h[1].Attempt != 2 || h[1].Late {
+				t.Fatalf("history %+v: want the first attempt's late entry, then the second's done", h)
+			}
 		})
 	}
+}
+
+// withoutHistory is items without their intents' histories.
+func withoutHistory(items map[string]map[string]types.AttributeValue) map[string]map[string]types.AttributeValue {
+	out := map[string]map[string]types.AttributeValue{}
+	for k, item := range items {
+		item = maps.Clone(item)
+		if m, ok := item["intents"].(*types.AttributeValueMemberM); ok {
+			intents := map[string]types.AttributeValue{}
+			for name, in := range m.Value {
+				if im, ok := in.(*types.AttributeValueMemberM); ok {
+					c := maps.Clone(im.Value)
+					delete(c, "history")
+					in = &types.AttributeValueMemberM{Value: c}
+				}
+				intents[name] = in
+			}
+			item["intents"] = &types.AttributeValueMemberM{Value: intents}
+		}
+		out[k] = item
+	}
+	return out
 }
 
 func TestAnEventWithMaxIntentsLongNamesFinishesAndLeavesTheIndex(t *testing.T) {

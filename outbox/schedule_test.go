@@ -37,8 +37,8 @@ import (
 //   - a done at-least-once intent reached it at least once, and its effect was applied once;
 //   - after each fault-free sweep, nothing is pending past its due time;
 //   - every claim ends where the pending index says: under a due shard while an intent is
-//     open, under its parked shard once none is open and one is parked, out of it when all
-//     are done;
+//     open and none parked, its due-parked shard while one is open and one parked, under its
+//     parked shard once none is open and one is parked, out of it when all are done;
 //   - no two calls to the max_in_flight 1 target are under way at the downstream at once
 //     while the clock stands still (a jump of the clock frees a slot held on it, legitimately).
 //
@@ -393,19 +393,25 @@ func (e *env) overInFlight(suffix string, lead time.Duration) (a, b callSpan, ok
 }
 
 // indexPlace is where a claim belongs in the pending index: its due shard while an intent is
-// open, its parked shard once none is open and one is parked, nowhere when all are done.
+// open and none parked, its due-parked shard while one is open and one parked, its parked
+// shard once none is open and one is parked, nowhere when all are done or resolved.
 func indexPlace(c *dedup.Claim) string {
 	due := dedup.PendingShard(c.PK)
-	parked := false
+	open, parked := false, false
 	for _, in := range c.Intents {
 		switch in.Status {
 		case dedup.IntentPending, dedup.IntentRunning:
-			return due
+			open = true
 		case dedup.IntentParked:
 			parked = true
 		}
 	}
-	if parked {
+	switch {
+	case open && parked:
+		return dedup.DueParkedShardFor(due)
+	case open:
+		return due
+	case parked:
 		return dedup.ParkedShardFor(due)
 	}
 	return ""

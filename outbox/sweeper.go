@@ -20,15 +20,16 @@ import (
 // Sweeper is the outbox's safety net: it re-drives intents the stream and retry paths left
 // behind (a wake-up that was lost, a lease that expired with a crashed worker, records whose
 // batch gave up). A stream mapping's on-failure destination carries only metadata, so the
-// table, not a queue, is the truth, and the sweeper reads it through the due part of the
-// sparse pending index (no scans).
+// table, not a queue, is the truth, and the sweeper reads it through the open part of the
+// sparse pending index (no scans): the due shards and the due-parked ones (dedup.OpenShards).
 //
-// One Run works the index's due shards at once, a claim of each in turn from a shard chosen at
+// One Run works those shards at once, a claim of each in turn from a shard chosen at
 // random (so none starves when a run stops early), and runs up to Concurrency claims at a
 // time. It takes no claim it could not finish before its invocation's deadline. Runs never
 // overlap: a run holds a lock item in the table (SweepLockPK), and a run that finds it held
-// does nothing. Parked claims are counted through the index's parked shards, without reading
-// them, and left alone until an operator re-drives them.
+// does nothing. Claims with a parked intent are counted through the index's parked and
+// due-parked shards (dedup.ParkedViewShards), without reading them; a parked intent is left
+// alone until an operator re-drives or resolves it.
 type Sweeper struct {
 	Worker *Worker
 	// MinAge skips claims younger than this: the stream path is still on them. Default 2 min.
@@ -52,13 +53,13 @@ const (
 
 // SweepReport is what one Run found and did.
 type SweepReport struct {
-	Claims   int     // claims in the due index old enough to look at, read
+	Claims   int     // claims in the open shards old enough to look at, read
 	Summary  Summary // outcomes of the intents it ran
-	Parked   int     // claims under the parked shards: each has at least one parked intent
+	Parked   int     // claims with a parked intent: under the parked and due-parked shards
 	Settled  int     // claims with nothing open moved out of the due index
 	Failures int     // claims whose steps could not be recorded
 	// Deferred counts the claims left for the next run because the deadline was near;
-	// Incomplete is true when the run stopped before reading every due shard to its end.
+	// Incomplete is true when the run stopped before reading every open shard to its end.
 	Deferred   int
 	Incomplete bool
 	// HandedOff counts the deferred claims whose intent the run had no time for and handed
@@ -70,7 +71,7 @@ type SweepReport struct {
 	Audit *dedup.AuditReport
 }
 
-// Run sweeps the due shards of the pending index once. Its report reaches Metrics even when
+// Run sweeps the open shards of the pending index once. Its report reaches Metrics even when
 // it stops early.
 func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	w := s.Worker
@@ -150,13 +151,13 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	return rep, qerr
 }
 
-// walk reads the due shards a page at a time and hands their keys to the sweepers one shard
+// walk reads the open shards (due, due-parked) a page at a time and hands their keys to the sweepers one shard
 // after another, a claim from each in turn (starting from a random shard), so that a run that
 // stops early has served every shard alike. It stops when every shard is read, or when the
 // deadline leaves no time for another claim.
 func (s *Sweeper) walk(ctx context.Context, cutoff int64, keys chan<- map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) error {
 	w := s.Worker
-	shards, _ := dedup.ShardNames(w.cfg.PendingShards)
+	shards := dedup.OpenShards(w.cfg.PendingShards)
 	type cursor struct {
 		shard string
 		start map[string]types.AttributeValue
@@ -264,7 +265,7 @@ func (s *Sweeper) checkDeadline(ctx context.Context) {
 }
 
 // sweepOne reads the claim itself (the index holds keys only, and may lag) and runs what is due,
-// or settles a claim with nothing open.
+// or settles a claim its index place does not fit (Worker.Process).
 func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) {
 	w := s.Worker
 	count := func(f func()) { mu.Lock(); f(); mu.Unlock() }
@@ -327,13 +328,13 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 	}
 }
 
-// countParked counts the claims under the parked shards (a count query over index keys: the
-// claims themselves are not read).
+// countParked counts the claims with a parked intent: those under the parked and due-parked
+// shards, where the claim's transitions put every such claim, and no other (a count query
+// over index keys: the claims themselves are not read).
 func (s *Sweeper) countParked(ctx context.Context) (int, error) {
 	w := s.Worker
 	n := 0
-	_, parked := dedup.ShardNames(w.cfg.PendingShards)
-	for _, shard := range parked {
+	for _, shard := range dedup.ParkedViewShards(w.cfg.PendingShards) {
 		p := dynamodb.NewQueryPaginator(w.api, &dynamodb.QueryInput{
 			TableName:                 aws.String(w.cfg.Table),
 			IndexName:                 aws.String(dedup.PendingIndex),

@@ -360,12 +360,12 @@ func (s settleFails) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 	return s.UpdateAPI.UpdateItem(ctx, in, o...)
 }
 
-// A resolve is two writes: the intent resolved, then its claim out of the parked shards once
-// nothing of it is parked (Settle). When the second fails (a throttled table, a dropped
-// connection), the operator is told it failed, and sending it again finds the intent resolved
-// already ("not parked any more"); the sweeper settles a claim left behind only under the due
-// shards, and counts the parked shards without reading them. So the claim, with nothing
-// parked, stays in the parked alarm's count until it expires, and nothing takes it out.
+// A resolve that took the intent out of its status but left its claim under the parked
+// shards (a second write, Settle, failed: a throttled table, a dropped connection) would keep
+// the claim in the parked alarm's count until it expires: sending the resolve again finds the
+// intent resolved already ("not parked any more"), and the sweeper counts the parked shards
+// without reading them. A resolve is one write, its claim's place in the index with its
+// status: the wrapper below, which refuses a separate settle, leaves nothing half done.
 func TestAResolveWhoseSettleFailedLeavesTheParkedCount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -383,8 +383,8 @@ func TestAResolveWhoseSettleFailedLeavesTheParkedCount(t *testing.T) {
 		t.Fatalf("setup: %+v %v, want one parked claim", rep, err)
 	}
 	claims := &dedup.Claims{API: settleFails{e.client}, Table: e.table, Now: e.now}
-	if err := claims.Resolve(context.Background(), e.claim("evt_resolved"), "email.send", "ada (test)", "sent by hand"); err == nil {
-		t.Fatal("setup: the resolve's settle did not fail")
+	if err := claims.Resolve(context.Background(), e.claim("evt_resolved"), "email.send", "ada (test)", "sent by hand"); err != nil {
+		t.Logf("the resolve: %v", err) // a resolve of two writes fails here, its first one made
 	}
 	// The operator sends the resolve again, as the failure says to.
 	again := &dedup.Claims{API: e.client, Table: e.table, Now: e.now}

@@ -265,7 +265,8 @@ var ErrNoTime = errors.New("outbox: not enough time left in this invocation to r
 // under an expired lease. It returns an error only when DynamoDB could not record a step or
 // there was no time to run an intent (ErrNoTime), so the caller should deliver the claim
 // again (a stream batch item failure); downstream failures are recorded in the claim and are
-// not errors here. A claim with nothing open that is still among the due work leaves it.
+// not errors here. A claim with nothing due is put where its intents say in the pending index
+// when it is not there (dedup.Claims.Settle: one with nothing open leaves the due work).
 func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, error) {
 	sum := Summary{}
 	now := w.cfg.Now()

@@ -39,8 +39,7 @@ func IDPrefix(src *sources.Source, run string) string {
 // there. inIndex is every claim of the prefix still in the index.
 func Unfinished(ctx context.Context, db DB, table, prefix string) (unfinished, inIndex int, err error) {
 	var keys []map[string]types.AttributeValue
-	due, _ := dedup.ShardNames(dedup.PendingShards)
-	for _, shard := range due {
+	for _, shard := range dedup.OpenShards(dedup.PendingShards) {
 		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
 			TableName:              aws.String(table),
 			IndexName:              aws.String(dedup.PendingIndex),

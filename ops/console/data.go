@@ -84,7 +84,7 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window,
 }
 
 func entryOf(shard string, item map[string]types.AttributeValue) indexEntry {
-	e := indexEntry{Parked: dedup.IsParkedShard(shard)}
+	e := indexEntry{Parked: dedup.InParkedView(shard)}
 	if v, ok := item[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
 		e.PK = v.Value
 	}
@@ -156,13 +156,14 @@ func (f parkedFilter) match(r parkedRow) bool {
 		(f.Error == "" || strings.Contains(strings.ToLower(r.LastError), strings.ToLower(f.Error)))
 }
 
-// parked lists the parked intents under the parked shards (where the outbox puts a claim once
-// nothing in it is open and something is parked: the list hookctl parked shows) that entered
-// them within w and match f, newest first. The shards are read newest first, merged, so the
-// filter is applied to the newest: every matching intent parked after complete is listed
-// (complete is allRead when everything in w was read).
+// parked lists the parked intents under the parked and due-parked shards (where the claim's
+// transitions put every claim with a parked intent, whether or not another is still open:
+// the list hookctl parked shows) that entered them within w and match f, newest first. The
+// shards are read newest first, merged, so the filter is applied to the newest: every
+// matching intent parked after complete is listed (complete is allRead when everything in w
+// was read).
 func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []parkedRow, complete int64, err error) {
-	_, shards := dedup.ShardNames(c.cfg.PendingShards)
+	shards := dedup.ParkedViewShards(c.cfg.PendingShards)
 	prefix := ""
 	if f.Source != "" {
 		prefix = dedup.ClaimKey(f.Source, "")
@@ -213,18 +214,18 @@ type targetLoad struct {
 	Paused                      *outbox.Pause // who paused it, why and when (outbox.Targets); nil: not paused
 }
 
-// loads reads the claims under the due shards (and the parked ones when withParked) and
-// counts their intents per target, and the paused targets (one GetItem): a paused target has
+// loads reads the claims with open intents (under the due and due-parked shards, and the
+// parked ones too when withParked) and counts their intents per target, and the paused targets (one GetItem): a paused target has
 // a row, whether or not the sources file or an intent names it.
 func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoad, cls []*dedup.Claim, more bool, err error) {
 	paused, err := (&outbox.Targets{API: c.cfg.DynamoDB, Table: c.cfg.Table}).Paused(ctx)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	due, parked := dedup.ShardNames(c.cfg.PendingShards)
-	shards := due
+	shards := dedup.OpenShards(c.cfg.PendingShards)
 	if withParked {
-		shards = append(slices.Clone(due), parked...)
+		_, parked := dedup.ShardNames(c.cfg.PendingShards)
+		shards = append(shards, parked...)
 	}
 	cls, more, err = c.indexed(ctx, shards, "")
 	if err != nil {
@@ -388,7 +389,8 @@ func (c *Console) newest(ctx context.Context, shards []string, prefix string, w 
 // missing; a zero cutoff: a shard was not read at all).
 func (c *Console) recent(ctx context.Context, source string, w window, limit int) (keys []indexEntry, partial bool, cutoff time.Time, err error) {
 	due, parked := dedup.ShardNames(c.cfg.PendingShards)
-	complete, err := c.newest(ctx, append(due, parked...), dedup.ClaimKey(source, ""), w, limit, func(entries []indexEntry) ([]time.Time, error) {
+	shards := append(append(due, parked...), dedup.DueParkedShards(c.cfg.PendingShards)...)
+	complete, err := c.newest(ctx, shards, dedup.ClaimKey(source, ""), w, limit, func(entries []indexEntry) ([]time.Time, error) {
 		keys = append(keys, entries...)
 		var t []time.Time
 		for _, e := range entries {

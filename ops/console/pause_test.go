@@ -2,8 +2,11 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,16 @@ import (
 	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/outbox"
 )
+
+// pauseShown is the pause a resume's confirmation names in its form.
+func pauseShown(t *testing.T, page response) string {
+	t.Helper()
+	m := regexp.MustCompile(`name="pause" value="([^"]*)"`).FindStringSubmatch(page.Body)
+	if m == nil {
+		t.Fatalf("no pause in the resume's form:\n%s", page.Body)
+	}
+	return html.UnescapeString(m[1])
+}
 
 func (e *env) paused() map[string]outbox.Pause {
 	e.t.Helper()
@@ -63,7 +76,7 @@ func TestATargetIsPausedAndResumedFromTheOverview(t *testing.T) {
 	if _, ok := e.paused()["email"]; !ok {
 		t.Fatal("the resume's confirmation resumed")
 	}
-	done = b.post("/resume", url.Values{"csrf": {csrf(t, confirm)}, "target": {"email"}, "confirm": {"yes"}})
+	done = b.post("/resume", url.Values{"csrf": {csrf(t, confirm)}, "target": {"email"}, "confirm": {"yes"}, "pause": {pauseShown(t, confirm)}})
 	if done.Status != http.StatusSeeOther {
 		t.Fatalf("confirmed resume: %d", done.Status)
 	}
@@ -130,7 +143,9 @@ func TestAPauseIsRefusedWithoutARedrivesGuardsOrForATargetNotInTheSourcesFile(t 
 	ro := readOnly.get("/")
 	mustContain(t, ro, `<tr data-paused="billing">`, "typo")
 	mustNotContain(t, ro, `action="/resume"`)
-	if r := b.post("/resume", with("target", "billing")); r.Status != http.StatusSeeOther || len(e.paused()) != 0 {
+	resume := with("target", "billing")
+	resume.Set("pause", pauseShown(t, b.post("/resume", url.Values{"csrf": {token}, "target": {"billing"}})))
+	if r := b.post("/resume", resume); r.Status != http.StatusSeeOther || len(e.paused()) != 0 {
 		t.Fatalf("resuming a paused target the sources file lacks: %d, %v", r.Status, e.paused())
 	}
 }
@@ -165,5 +180,39 @@ func TestAResumeConfirmedForOnePauseDoesNotLiftALaterOne(t *testing.T) {
 	b.post("/resume", shown) // ada's confirmation of bob's pause
 	if p, ok := e.paused()["email"]; !ok || p.By != "carol" {
 		t.Errorf("after a confirmation of bob's pause was sent: email paused %v (%+v), want carol's pause kept", ok, p)
+	}
+}
+
+// A resume confirmed for a pause that has changed since (resumed and paused again, or paused
+// again over it) lifts nothing and says so: 409, the confirmation of the pause as it is now,
+// whose own form then resumes it. One sent after the target was resumed lifts nothing either.
+func TestAStaleResumeIsAnsweredWithThePauseAsItIsNow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	targets := &outbox.Targets{API: e.client, Table: e.table}
+	ctx := context.Background()
+	if err := targets.Pause(ctx, "email", "bob", "relay upgrade"); err != nil {
+		t.Fatal(err)
+	}
+	b := e.serve(nil)
+	confirm := b.post("/resume", url.Values{"csrf": {csrf(t, b.get("/"))}, "target": {"email"}})
+	shown := url.Values{"csrf": {csrf(t, confirm)}, "target": {"email"}, "confirm": {"yes"}, "pause": {pauseShown(t, confirm)}}
+	if err := targets.Pause(ctx, "email", "carol", "database migration"); err != nil { // paused again over bob's
+		t.Fatal(err)
+	}
+	stale := b.post("/resume", shown)
+	if stale.Status != http.StatusConflict {
+		t.Fatalf("a stale resume: %d, want 409", stale.Status)
+	}
+	mustContain(t, stale, `id="stale"`, "Not resumed", "carol", "database migration", `id="confirm-pause"`)
+	if p, ok := e.paused()["email"]; !ok || p.By != "carol" {
+		t.Fatalf("after a stale resume: %+v %v, want carol's pause kept", p, ok)
+	}
+	again := url.Values{"csrf": {csrf(t, stale)}, "target": {"email"}, "confirm": {"yes"}, "pause": {pauseShown(t, stale)}}
+	if r := b.post("/resume", again); r.Status != http.StatusSeeOther || len(e.paused()) != 0 {
+		t.Fatalf("the resume confirmed again: %d, paused %v", r.Status, e.paused())
+	}
+	if r := b.post("/resume", again); r.Status != http.StatusConflict || !strings.Contains(r.Body, "resumed already") {
+		t.Fatalf("the same resume sent again: %d\n%s", r.Status, r.Body)
 	}
 }

@@ -55,7 +55,10 @@ func listPaused(ctx context.Context, c *cli, targets *outbox.Targets) error {
 }
 
 // resume lets a paused target's calls go again: the sweeper's next run calls its held intents,
-// at the target's limits.
+// at the target's limits. It is unconditional (outbox.Targets.Resume): a command acts on the
+// target as it is when it runs, with no confirmation shown before it that could go stale (the
+// console's resume, confirmed on a page, lifts only the pause it showed). It says whose pause
+// it lifted, as read just before.
 func resume(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 1 {
 		return errors.New("want <target>")
@@ -64,10 +67,20 @@ func resume(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	paused, err := targets.Paused(ctx)
+	if err != nil {
+		return err
+	}
 	if err := targets.Resume(ctx, args[0]); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "resumed %s: the sweeper's next run calls its held intents, at its limits\n", args[0])
+	p, ok := paused[args[0]]
+	if !ok {
+		fmt.Fprintf(c.stdout, "resumed %s: it was not paused\n", args[0])
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "resumed %s (paused by %s since %s: %s): the sweeper's next run calls its held intents, at its limits\n",
+		args[0], p.By, p.At.Format(time.RFC3339), p.Why)
 	return nil
 }
 
