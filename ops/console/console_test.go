@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/ops/console"
 )
@@ -101,6 +106,33 @@ func TestNoFormIsReadPastItsBound(t *testing.T) {
 	page := b.get("/parked")
 	if r := b.post("/redrive", url.Values{"csrf": {csrf(t, page)}, "ref": {strings.Repeat("s=shop&e=x&i=y", 400_000)}}); r.Status != http.StatusBadRequest {
 		t.Fatalf("a redrive form of 5 MB: %d, want 400", r.Status)
+	}
+}
+
+// An attempt recorded after its lease was taken over (its call was made, beside the attempt
+// that took over) is marked late on the event page.
+func TestTheEventPageMarksALateAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_late", false)
+	hist, err := attributevalue.Marshal([]dedup.Attempt{
+		{At: time.Now().UnixMilli(), Attempt: 1, Outcome: dedup.AttemptRetried, Code: 500, Error: "POST failed", Late: true},
+		{At: time.Now().UnixMilli(), Attempt: 2, Outcome: dedup.IntentDone},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: &e.table,
+		Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: dedup.ClaimKey("shop", "evt_late")}, "sk": &types.AttributeValueMemberS{Value: dedup.ClaimSK}},
+		UpdateExpression:          aws.String("SET intents.#n.history = :h"),
+		ExpressionAttributeNames:  map[string]string{"#n": "email.send"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": hist}}); err != nil {
+		t.Fatal(err)
+	}
+	page := e.serve(nil).get("/events/shop/evt_late")
+	rows := regexp.MustCompile(`(?s)<tr class="attempt".*?</tr>`).FindAllString(regexp.MustCompile(`(?s)id="intent-email.send".*?</table>`).FindString(page.Body), -1)
+	if len(rows) != 2 || strings.Contains(rows[0], `class="late"`) || !strings.Contains(rows[1], `class="late"`) {
+		t.Fatalf("history rows, newest first:\n%s\nwant the first attempt (listed last) marked late, and it alone", strings.Join(rows, "\n"))
 	}
 }
 

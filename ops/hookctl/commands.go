@@ -88,6 +88,9 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 			if a.By != "" {
 				what = "by " + a.By
 			}
+			if a.Late {
+				what = "late (its lease was taken over; its call was made): " + what
+			}
 			fmt.Fprintf(w, "  %s\t#%d\t%s\t%s\t%s\n", time.UnixMilli(a.At).UTC().Format(time.RFC3339), a.Attempt, a.Outcome, code, what)
 		}
 		w.Flush()
