@@ -834,3 +834,30 @@ func TestAParkFromAStaleReadPutsTheClaimInTheParkedView(t *testing.T) {
 			now.Intents["b"].Status, now.Intents["c"].Status, now.PendingShard, want)
 	}
 }
+
+// An attempt whose lease was taken over, and whose retry is refused, is not the next
+// attempt's retry because both name the same due time and error (a backoff without jitter, or
+// one that lands on the same millisecond; the same downstream failing alike): its call was
+// made, so it is in the history, late, and its worker hears of the lost lease.
+func TestARefusedRetryIsNotTakenForTheNextAttemptsRetryOfTheSameDueTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	first, second := e.takeover(t, cs, "evt_same_retry")
+	next := e.clock.Now().Add(5 * time.Second)
+	second.Code = 503
+	if err := cs.Retry(ctx, second, next, "http 503"); err != nil {
+		t.Fatal(err)
+	}
+	first.Code = 503
+	err := cs.Retry(ctx, first, next, "http 503")
+	in := e.claim(t, "shop", "evt_same_retry").Intents["a"]
+	late := false
+	for _, h := range in.History {
+		late = late || (h.Attempt == 1 && h.Late)
+	}
+	if !errors.Is(err, dedup.ErrLeaseLost) || !late {
+		t.Fatalf("the first attempt's retry: %v, history %q: want ErrLeaseLost and attempt 1's late entry", err, history(in))
+	}
+}
