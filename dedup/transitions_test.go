@@ -718,3 +718,146 @@ func shownAs(claim *dedup.Claim, intent, status string, attempts int, commit str
 	shown.Intents[intent] = in
 	return &shown
 }
+
+// threeIntents commits one event with intents a, b and c and returns its claim as stored.
+func (e *env) threeIntents(t *testing.T, id string) *dedup.Claim {
+	t.Helper()
+	_, err := e.store.Commit(context.Background(), dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)}, dedup.Plan{
+		Intents: []dedup.Intent{{Name: "a", Target: "email", Payload: []byte(`{}`)}, {Name: "b", Target: "email", Payload: []byte(`{}`)}, {Name: "c", Target: "email", Payload: []byte(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.claim(t, "shop", id)
+}
+
+// A stranded lease makes no call: when the attempt it was to park finished meanwhile (its
+// worker recorded it done just after the lease and its margin ran out), its park is refused,
+// and nothing of it belongs in the history: no late entry, and the attempt once, as it ended.
+func TestARefusedStrandedParkAddsNothingToTheHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	amo := dedup.LeaseOptions{For: time.Second, AtMostOnce: true, StrandedAfter: time.Second}
+	mine, err := cs.Lease(ctx, e.outboxClaim(t, "evt_stranded_late"), "a", amo)
+	if err != nil || mine == nil || mine.Stranded {
+		t.Fatal(mine, err)
+	}
+	e.clock.Advance(3 * time.Second) // our call outlived the lease and its margin
+	stranded, err := cs.Lease(ctx, e.claim(t, "shop", "evt_stranded_late"), "a", amo)
+	if err != nil || stranded == nil || !stranded.Stranded {
+		t.Fatalf("%+v %v, want a stranded lease", stranded, err)
+	}
+	if err := cs.Done(ctx, mine, "msg_1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Park(ctx, stranded, "at-most-once: attempt 1 may have been sent"); !errors.Is(err, dedup.ErrLeaseLost) {
+		t.Fatalf("the stranded park: %v, want ErrLeaseLost", err)
+	}
+	in := e.claim(t, "shop", "evt_stranded_late").Intents["a"]
+	if h := history(in); in.Status != dedup.IntentDone || len(h) != 1 || !strings.HasPrefix(h[0], "1 done") {
+		t.Fatalf("%s, history %q: want done, attempt 1 once, as it ended (a stranded lease called nothing)", in.Status, h)
+	}
+}
+
+// A redrive decided from a read that showed the claim under its due-parked shard (another
+// intent open then), while that intent finished since and moved the claim to its parked shard:
+// the re-driven intent is open, so the claim must be where the sweeper reads, not left under
+// the parked shard, which it never reads.
+func TestARedriveFromAStaleReadPutsTheClaimAmongTheDueWork(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	e.threeIntents(t, "evt_stale_redrive")
+	for _, name := range []string{"a", "b"} {
+		l, err := cs.Lease(ctx, e.claim(t, "shop", "evt_stale_redrive"), name, dedup.LeaseOptions{For: leaseFor})
+		if err != nil || l == nil {
+			t.Fatal(l, err)
+		}
+		if err := cs.Park(ctx, l, "http 422"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := cs.Lease(ctx, e.claim(t, "shop", "evt_stale_redrive"), "c", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || c == nil {
+		t.Fatal(c, err)
+	}
+	shown := e.claim(t, "shop", "evt_stale_redrive") // the operator's page: a and b parked, c running
+	if !dedup.IsDueParkedShard(shown.PendingShard) {
+		t.Fatalf("setup: under %q, want its due-parked shard", shown.PendingShard)
+	}
+	if err := cs.Done(ctx, c, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Redrive(ctx, shown, "a"); err != nil {
+		t.Fatal(err)
+	}
+	now := e.claim(t, "shop", "evt_stale_redrive")
+	if want := dedup.DueParkedShardFor(now.PendingShard); now.PendingShard != want {
+		t.Fatalf("a %s, b %s, c %s under %q, want %q: the re-driven intent is out of every shard the sweeper reads",
+			now.Intents["a"].Status, now.Intents["b"].Status, now.Intents["c"].Status, now.PendingShard, want)
+	}
+}
+
+// A park decided from a read that showed another intent parked (the claim under its due-parked
+// shard), while an operator re-drove that intent since (the claim back under its due shard):
+// the write that parks must itself put the claim where the parked view reads, as the finish
+// that re-drove nothing does, whatever becomes of the Settle after it (a throttled table).
+func TestAParkFromAStaleReadPutsTheClaimInTheParkedView(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	e.threeIntents(t, "evt_stale_park")
+	b, err := cs.Lease(ctx, e.claim(t, "shop", "evt_stale_park"), "b", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || b == nil {
+		t.Fatal(b, err)
+	}
+	if err := cs.Park(ctx, b, "http 422"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := cs.Lease(ctx, e.claim(t, "shop", "evt_stale_park"), "a", dedup.LeaseOptions{For: leaseFor}) // its read: b parked, c pending
+	if err != nil || a == nil {
+		t.Fatal(a, err)
+	}
+	if err := cs.Redrive(ctx, e.claim(t, "shop", "evt_stale_park"), "b"); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.claims(indexWritesFail{e.client}).Park(ctx, a, "http 422") // its Settle is throttled
+	now := e.claim(t, "shop", "evt_stale_park")
+	if now.Intents["a"].Status != dedup.IntentParked {
+		t.Fatalf("a %s, want parked", now.Intents["a"].Status)
+	}
+	if want := dedup.DueParkedShardFor(now.PendingShard); now.PendingShard != want {
+		t.Fatalf("a parked, b %s, c %s under %q, want %q: the parked intent is out of every shard the parked view reads",
+			now.Intents["b"].Status, now.Intents["c"].Status, now.PendingShard, want)
+	}
+}
+
+// An attempt whose lease was taken over, and whose retry is refused, is not the next
+// attempt's retry because both name the same due time and error (a backoff without jitter, or
+// one that lands on the same millisecond; the same downstream failing alike): its call was
+// made, so it is in the history, late, and its worker hears of the lost lease.
+func TestARefusedRetryIsNotTakenForTheNextAttemptsRetryOfTheSameDueTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	first, second := e.takeover(t, cs, "evt_same_retry")
+	next := e.clock.Now().Add(5 * time.Second)
+	second.Code = 503
+	if err := cs.Retry(ctx, second, next, "http 503"); err != nil {
+		t.Fatal(err)
+	}
+	first.Code = 503
+	err := cs.Retry(ctx, first, next, "http 503")
+	in := e.claim(t, "shop", "evt_same_retry").Intents["a"]
+	late := false
+	for _, h := range in.History {
+		late = late || (h.Attempt == 1 && h.Late)
+	}
+	if !errors.Is(err, dedup.ErrLeaseLost) || !late {
+		t.Fatalf("the first attempt's retry: %v, history %q: want ErrLeaseLost and attempt 1's late entry", err, history(in))
+	}
+}
