@@ -276,7 +276,10 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 		// error our retry wrote (to the millisecond, with the backoff's jitter: no other write's).
 		held, refused, own := ownWrite(err, func(h *Claim) bool {
 			in := h.Intents[l.Intent]
-			return in.Attempts >= l.Attempt && in.NextAttemptAt == next.UnixMilli() && in.LastError == Truncate(why) && h.CommitToken == l.Claim.CommitToken
+			return in.Attempts >= l.Attempt && in.NextAttemptAt == next.UnixMilli() && in.LastError == Truncate(why) && h.CommitToken == l.Claim.CommitToken &&
+				slices.ContainsFunc(in.History, func(a Attempt) bool { // and our entry: not the next attempt's retry alike
+					return a.Attempt == l.Attempt && a.Outcome == AttemptRetried && !a.Late
+				})
 		})
 		switch {
 		case own:
@@ -350,7 +353,9 @@ func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string)
 				l.Claim = held // the park holds; another intent changed since we saw it
 				l.seen(refusedItem(err))
 			default:
-				c.recordLate(ctx, l, Attempt{Attempt: l.Attempt, Outcome: status, Code: l.Code, Error: why}, err)
+				if !l.Stranded { // a stranded lease made no call: nothing to record
+					c.recordLate(ctx, l, Attempt{Attempt: l.Attempt, Outcome: status, Code: l.Code, Error: why}, err)
+				}
 				return ErrLeaseLost
 			}
 			continue
@@ -394,11 +399,20 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 	}
 	cond = l.historyFence(cond, values)
 	from := l.Claim.PendingShard
-	if p := placeAfter(l.Claim, l.Intent, status); placed && (p.shard != from || IsParkedShard(from)) {
+	p := placeAfter(l.Claim, l.Intent, status)
+	switch moves := placed && (p.shard != from || IsParkedShard(from)); {
+	case moves:
 		cond += p.use(names, values)
 		set, remove = c.place(from, p.shard, status == IntentParked, set, remove, values)
-	} else if status == IntentParked && from != "" {
-		set, remove = c.place(from, from, true, set, remove, values) // where it is; a park moves its time
+	case placed:
+		// It stays where the read found it, on condition that it is still there: a claim an
+		// operator moved since (a redrive of another intent) is read again and placed anew.
+		cond += shardAsSeen(from, values)
+		fallthrough
+	default:
+		if status == IntentParked && from != "" {
+			set, remove = c.place(from, from, true, set, remove, values) // where it is; a park moves its time
+		}
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.Table),
@@ -531,7 +545,9 @@ func (c *Claims) actOnParked(ctx context.Context, claim *Claim, intent, status s
 		vals[":history"] = c.history(in, entry)
 		cond := parkedAsSeen(claim, shown, vals) + " AND " + historyAsSeen(seen, vals)
 		p := placeAfter(claim, intent, status)
-		cond += p.use(names, vals)
+		// The place is written from this read: on condition that the claim is still where it
+		// showed, as a finish may have moved it since (to parked, with nothing open).
+		cond += p.use(names, vals) + shardAsSeen(claim.PendingShard, vals)
 		s, r := c.place(claim.PendingShard, p.shard, false, append(slices.Clone(set), historySet), slices.Clone(remove), vals)
 		_, err := c.update(ctx, c.conditional(claim.PK, updateExpression(s, r), cond, names, vals))
 		held, refused, own := ownWrite(err, func(h *Claim) bool { return h.Intents[intent].RedriveID == nonce })
@@ -550,6 +566,16 @@ func (c *Claims) actOnParked(ctx context.Context, claim *Claim, intent, status s
 		return err
 	}
 	return errors.New("dedup: the claim kept changing under the operator's write")
+}
+
+// shardAsSeen is the condition that the claim is in the pending index where a read showed it
+// (shard; "" for out of it).
+func shardAsSeen(shard string, values map[string]types.AttributeValue) string {
+	if shard == "" {
+		return " AND attribute_not_exists(" + IndexPartitionKey + ")"
+	}
+	values[":seen_shard"] = str(shard)
+	return " AND " + IndexPartitionKey + " = :seen_shard"
 }
 
 // Printable reports whether s is 1 to max bytes of printable UTF-8: what an operator's record
