@@ -119,7 +119,10 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	}
 	if v := getenv("ONCEHOOK_SECRETS_MAX_AGE"); v != "" {
 		d, err := sources.ParseDuration(v)
-		if err != nil || d < MinSecretsMaxAge {
+		if err != nil {
+			return s, &Error{Var: "ONCEHOOK_SECRETS_MAX_AGE", Value: v, Want: "a duration (5m, 1h, 30d; whole days up to 3650d): " + err.Error()}
+		}
+		if d < MinSecretsMaxAge {
 			return s, &Error{Var: "ONCEHOOK_SECRETS_MAX_AGE", Value: v, Want: "a duration of at least " + MinSecretsMaxAge.String() + " (5m, 1h)"}
 		}
 		s.SecretsMaxAge = d

@@ -82,6 +82,10 @@ func TestASettingThatCannotWorkIsRefusedNamed(t *testing.T) {
 			t.Errorf("%s=%q: got %v, want an *Error naming %s", c.name, c.value, err, c.name)
 		}
 	}
+	// The reason is the value's: a number of days over the limit is not "under a minute".
+	if _, err := FromEnv(getenv(map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SECRETS_MAX_AGE": "3651d"})); err == nil || strings.Contains(err.Error(), "at least") {
+		t.Errorf("ONCEHOOK_SECRETS_MAX_AGE=3651d: got %v, want the days' limit named", err)
+	}
 	code := []struct {
 		name string
 		s    Settings

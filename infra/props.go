@@ -56,9 +56,13 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 			return cfg, nil, nil, err
 		}
 	}
-	for k := range cfg.Environment {
+	for k, v := range cfg.Environment {
 		if derived[k] {
 			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
+		}
+		if deployment.Reserved(k) && v == "" {
+			// Read as unset at start: the default, silently, where a value was meant.
+			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is empty: give it a value, or leave it out for its default", k)
 		}
 	}
 	if err := checkTelemetry(&cfg); err != nil {
