@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/internal/faultproxy"
+	"github.com/oncehook/oncehook/internal/seeds"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/outbox/targets"
 )
@@ -34,17 +35,7 @@ import (
 // (its consumer deduplicates on the idempotency_key attribute).
 func TestRandomizedSchedulesWithAnAWSExecutorKeepBothPromises(t *testing.T) {
 	t.Parallel()
-	const seeds = 4
-	base := rand.Uint64() % 1_000_000
-	if s := os.Getenv("ONCEHOOK_SCHEDULE_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("ONCEHOOK_SCHEDULE_SEED=%q: %v", s, err)
-		}
-		base = n
-	}
-	t.Logf("seeds %d to %d (ONCEHOOK_SCHEDULE_SEED=%d replays them)", base, base+seeds-1, base)
-	for seed := base; seed < base+seeds; seed++ {
+	for _, seed := range seeds.Schedule(t, 4) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { randomSchedule(t, seed, sqsTarget) })
 	}
 }

@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/internal/faults"
+	"github.com/oncehook/oncehook/internal/seeds"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -56,17 +55,7 @@ import (
 // interleaving (which call meets which fault) stays the machine's.
 func TestRandomizedSchedulesKeepBothPromises(t *testing.T) {
 	t.Parallel()
-	const seeds = 8
-	base := rand.Uint64() % 1_000_000
-	if s := os.Getenv("ONCEHOOK_SCHEDULE_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("ONCEHOOK_SCHEDULE_SEED=%q: %v", s, err)
-		}
-		base = n
-	}
-	t.Logf("seeds %d to %d (ONCEHOOK_SCHEDULE_SEED=%d replays them)", base, base+seeds-1, base)
-	for seed := base; seed < base+seeds; seed++ {
+	for _, seed := range seeds.Schedule(t, 8) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { randomSchedule(t, seed, httpTarget) })
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/internal/faultproxy"
+	"github.com/oncehook/oncehook/internal/seeds"
 	"github.com/oncehook/oncehook/receiver"
 )
 
@@ -303,17 +303,7 @@ func TestUnderARedriveANewEventIsAcceptedWhateverItsProbeReadDoes(t *testing.T) 
 // body under a forged delivery id (its body guard), and claims left to expire.
 func TestARandomScheduleIsAnsweredAlikeWithAndWithoutTheProbe(t *testing.T) {
 	t.Parallel()
-	const seeds = 3
-	base := rand.Uint64() % 1_000_000
-	if s := os.Getenv("ONCEHOOK_SCHEDULE_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("ONCEHOOK_SCHEDULE_SEED=%q: %v", s, err)
-		}
-		base = n
-	}
-	t.Logf("seeds %d to %d (ONCEHOOK_SCHEDULE_SEED=%d replays them)", base, base+seeds-1, base)
-	for seed := base; seed < base+seeds; seed++ {
+	for _, seed := range seeds.Schedule(t, 3) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			t.Parallel()
 			probeSchedule(t, seed)
