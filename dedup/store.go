@@ -234,7 +234,7 @@ func (s *Store) answer(ctx context.Context, ev Event, consistent bool) (Result, 
 	}
 	var opts []func(*dynamodb.Options)
 	if !consistent {
-		opts = append(opts, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
+		opts = oneAttempt
 	}
 	res := Result{Calls: 1}
 	item, err := s.readClaim(ctx, str(ClaimKey(ev.Source, ev.ID)), consistent, probeProjection, opts...)
@@ -243,6 +243,10 @@ func (s *Store) answer(ctx context.Context, ev Event, consistent bool) (Result, 
 	}
 	return duplicate(item, payloadHash(ev.Payload), res), nil
 }
+
+// oneAttempt makes a call once, taking nothing from the client's retry quota: the probe's
+// read, an optimisation a write may need the quota more than.
+var oneAttempt = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} }}
 
 // What Claimed and Probe read of a claim: what holds tests, and what a duplicate's Result says.
 var probeProjection = aws.String(PartitionKey + ", " + TTLAttribute + ", " + attrPayloadSHA256 + ", " + attrDeliveryID + ", " + attrReceivedAt)
