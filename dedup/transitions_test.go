@@ -331,20 +331,11 @@ func TestAParkDoesNotTakeAStrandedParkOfItsAttemptForItsOwn(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	cs := e.claims(e.client)
-	amo := dedup.LeaseOptions{For: time.Second, AtMostOnce: true, StrandedAfter: time.Second}
-	mine, err := cs.Lease(ctx, e.outboxClaim(t, "evt_park_stranded"), "a", amo)
-	if err != nil || mine == nil || mine.Stranded {
-		t.Fatal(mine, err)
-	}
-	e.clock.Advance(3 * time.Second) // our call outlived the lease and its margin
-	stranded, err := cs.Lease(ctx, e.claim(t, "shop", "evt_park_stranded"), "a", amo)
-	if err != nil || stranded == nil || !stranded.Stranded {
-		t.Fatalf("%+v %v, want a stranded lease", stranded, err)
-	}
+	mine, stranded := e.strandedOver(t, cs, "evt_park_stranded")
 	if err := cs.Park(ctx, stranded, "stranded: may have been sent"); err != nil {
 		t.Fatal(err)
 	}
-	err = cs.Park(ctx, mine, "timeout: context deadline exceeded")
+	err := cs.Park(ctx, mine, "timeout: context deadline exceeded")
 	in := e.claim(t, "shop", "evt_park_stranded").Intents["a"]
 	if err == nil && in.LastError != "timeout: context deadline exceeded" {
 		t.Fatalf("our park: nil, but the intent holds another's park (%q): another's write passed for ours", in.LastError)
@@ -730,6 +721,24 @@ func (e *env) threeIntents(t *testing.T, id string) *dedup.Claim {
 	return e.claim(t, "shop", id)
 }
 
+// strandedOver leases at-most-once intent "a" of a new claim id (mine), lets its call outlive
+// the lease and its margin, and has another worker take the stranded lease over it.
+func (e *env) strandedOver(t *testing.T, cs *dedup.Claims, id string) (mine, stranded *dedup.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	amo := dedup.LeaseOptions{For: time.Second, AtMostOnce: true, StrandedAfter: time.Second}
+	mine, err := cs.Lease(ctx, e.outboxClaim(t, id), "a", amo)
+	if err != nil || mine == nil || mine.Stranded {
+		t.Fatal(mine, err)
+	}
+	e.clock.Advance(3 * time.Second) // our call outlived the lease and its margin
+	stranded, err = cs.Lease(ctx, e.claim(t, "shop", id), "a", amo)
+	if err != nil || stranded == nil || !stranded.Stranded {
+		t.Fatalf("%+v %v, want a stranded lease", stranded, err)
+	}
+	return mine, stranded
+}
+
 // A stranded lease makes no call: when the attempt it was to park finished meanwhile (its
 // worker recorded it done just after the lease and its margin ran out), its park is refused,
 // and nothing of it belongs in the history: no late entry, and the attempt once, as it ended.
@@ -738,16 +747,7 @@ func TestARefusedStrandedParkAddsNothingToTheHistory(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	cs := e.claims(e.client)
-	amo := dedup.LeaseOptions{For: time.Second, AtMostOnce: true, StrandedAfter: time.Second}
-	mine, err := cs.Lease(ctx, e.outboxClaim(t, "evt_stranded_late"), "a", amo)
-	if err != nil || mine == nil || mine.Stranded {
-		t.Fatal(mine, err)
-	}
-	e.clock.Advance(3 * time.Second) // our call outlived the lease and its margin
-	stranded, err := cs.Lease(ctx, e.claim(t, "shop", "evt_stranded_late"), "a", amo)
-	if err != nil || stranded == nil || !stranded.Stranded {
-		t.Fatalf("%+v %v, want a stranded lease", stranded, err)
-	}
+	mine, stranded := e.strandedOver(t, cs, "evt_stranded_late")
 	if err := cs.Done(ctx, mine, "msg_1"); err != nil {
 		t.Fatal(err)
 	}

@@ -564,22 +564,7 @@ func TestAPayloadQuotedBackJSONEscapedIsNotShownWithoutShowPayloads(t *testing.T
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, echo, http.StatusUnprocessableEntity)
-			}))
-			t.Cleanup(down.Close)
-			exec := &outbox.HTTPExecutor{URL: down.URL + "/hooks/in", Timeout: 5 * time.Second}
-			var err error
-			if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec},
-				Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_escaped", Type: "order.paid", Payload: []byte(`{}`)},
-				dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(pythonPayload)}}}); err != nil {
-				t.Fatal(err)
-			}
-			e.drain()
-			if in := e.claim("shop", "evt_escaped").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, `\u`) {
+			if in := e.parkEchoed(t, "evt_escaped", pythonPayload, echo); !strings.Contains(in.LastError, `\u`) {
 				t.Fatalf("setup: %+v, want parked with the escaped echo", in)
 			}
 			b := e.serve(nil)
@@ -618,22 +603,7 @@ func TestAPayloadQuotedBackInAnyShapeIsNotShownWithoutShowPayloads(t *testing.T)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, c.echo, http.StatusUnprocessableEntity)
-			}))
-			t.Cleanup(down.Close)
-			exec := &outbox.HTTPExecutor{URL: down.URL + "/hooks/in", Timeout: 5 * time.Second}
-			var err error
-			if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec},
-				Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_shaped", Type: "order.paid", Payload: []byte(`{}`)},
-				dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(payload)}}}); err != nil {
-				t.Fatal(err)
-			}
-			e.drain()
-			if in := e.claim("shop", "evt_shaped").Intents["email.send"]; in.Status != dedup.IntentParked || !strings.Contains(in.LastError, c.hidden) {
+			if in := e.parkEchoed(t, "evt_shaped", payload, c.echo); !strings.Contains(in.LastError, c.hidden) {
 				t.Fatalf("setup: %+v, want parked with the echo", in)
 			}
 			b := e.serve(nil)
@@ -647,6 +617,33 @@ func TestAPayloadQuotedBackInAnyShapeIsNotShownWithoutShowPayloads(t *testing.T)
 			}
 		})
 	}
+}
+
+// parkEchoed commits event id of shop with one intent, email.send carrying payload, to a
+// downstream that refuses it with 422 and echo as its answer, and runs the worker: the intent
+// parks with the echo in its last error. It returns the intent as parked.
+func (e *env) parkEchoed(t *testing.T, id, payload, echo string) dedup.ClaimIntent {
+	t.Helper()
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, echo, http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(down.Close)
+	exec := &outbox.HTTPExecutor{URL: down.URL + "/hooks/in", Timeout: 5 * time.Second}
+	var err error
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Commit(context.Background(), dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(payload)}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	in := e.claim("shop", id).Intents["email.send"]
+	if in.Status != dedup.IntentParked {
+		t.Fatalf("setup: %+v, want parked", in)
+	}
+	return in
 }
 
 // startedExecution is a Step Functions target as the worker sees it: it reports the execution
