@@ -35,6 +35,8 @@ type cli struct {
 	deploy             deployFlags
 	console            consoleFlags
 	logs               logsFlags
+	coldstart          coldstartFlags
+	flags              *flag.FlagSet // coldstart parses its flags after its <bootstrap> with it
 	stdin              io.Reader
 	stdout, stderr     io.Writer
 
@@ -45,9 +47,11 @@ type cli struct {
 	db  *dynamodb.Client
 }
 
-func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli, []string, error) {
+func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli, []string, error) {
 	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	name := cmd.name
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	c.flags = fs
 	fs.SetOutput(stderr)
 	var stackPath string
 	fs.StringVar(&c.sourcesPath, "sources", "", "the deployment's sources file (default $ONCEHOOK_SOURCES_FILE, else the local stack's)")
@@ -59,30 +63,11 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 		shards = n
 	}
 	fs.IntVar(&c.pendingShards, "pending-shards", shards, "the pending index's shard count, as deployed (default $PENDING_SHARDS or 16)")
-	switch name {
-	case "send":
-		c.send.define(fs)
-	case "inspect", "redrive", "resolve":
-		fs.StringVar(&c.scope, "scope", "", "for a source whose ids a header scopes (GitHub: the hook's id, X-GitHub-Hook-ID), the scope of an\n"+
-			"<event_id> given as the provider shows it (GitHub's delivery GUID): the claim's id is <scope>:<event_id>")
-	case "storm":
-		c.storm.define(fs)
-	case "replay":
-		fs.IntVar(&c.replay.rate, "rate", 50, "deliveries per second")
-		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
-		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
-	case "console":
-		c.console.define(fs)
-	case "logs":
-		c.logs.define(fs)
-	case "audit":
-		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
-		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")
-	case "deploy-local":
-		c.deploy.define(fs)
+	if cmd.flags != nil {
+		cmd.flags(c, fs)
 	}
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: hookctl "+usage)
+		fmt.Fprintln(stderr, "usage: hookctl "+cmd.usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -50,17 +50,7 @@ type coldstartFlags struct {
 	timeout                                         time.Duration
 }
 
-func coldstart(ctx context.Context, c *cli, args []string) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return errors.New("want <bootstrap> first (make build writes dist/receiver/bootstrap), then its flags")
-	}
-	bootstrap, err := filepath.Abs(args[0])
-	if err != nil {
-		return err
-	}
-	var f coldstartFlags
-	fs := flag.NewFlagSet("coldstart", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
+func (f *coldstartFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.runs, "runs", 10, "cold starts, one fresh process each")
 	fs.StringVar(&f.secretsManager, "secretsmanager", "", "read the signing secret from this Secrets Manager secret at init, as deployed (oncehook-local/shop for the local stack); default: an environment variable")
 	fs.StringVar(&f.source, "source", "shop", "the source name the deliveries are POSTed to")
@@ -69,15 +59,22 @@ func coldstart(ctx context.Context, c *cli, args []string) error {
 	fs.IntVar(&f.concurrency, "concurrency", 16, "with -throughput: warm processes (Lambda environments), one delivery in flight each")
 	fs.IntVar(&f.baseline, "baseline", 0, "with -throughput: first time this many raw PutItems at the same concurrency")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "the most one invocation (or one init) may take")
-	fs.Usage = func() {
-		fmt.Fprintln(c.stderr, "usage: hookctl "+coldstartUsage)
-		fs.PrintDefaults()
+}
+
+func coldstart(ctx context.Context, c *cli, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return errors.New("want <bootstrap> first (make build writes dist/receiver/bootstrap), then its flags")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	bootstrap, err := filepath.Abs(args[0])
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if err := c.flags.Parse(args[1:]); err != nil {
+		return err
+	}
+	f := c.coldstart
+	if c.flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", c.flags.Args())
 	}
 	if c.table == "" {
 		return errors.New("no table: pass -table or set TABLE_NAME (the receiver writes its claims there)")

@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -42,25 +41,29 @@ const deployUsage = "deploy-local [-app CMD|DIR -c key=value -secrets FILE -exam
 // deployFlags are deploy-local's.
 type deployFlags struct {
 	app, secrets, cdk, dir string
-	context, examples      pairFlag
+	context, examples      listFlag
 	verbose                bool
 }
 
-// pairFlag is a repeatable key=value flag.
-type pairFlag []string
+// listFlag is a repeatable flag whose values are each a name, sep and a value.
+type listFlag struct {
+	values []string
+	sep    string
+}
 
-func (p *pairFlag) String() string { return strings.Join(*p, " ") }
-func (p *pairFlag) Set(v string) error {
-	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", v)
+func (l *listFlag) String() string { return strings.Join(l.values, " ") }
+func (l *listFlag) Set(v string) error {
+	if k, _, ok := strings.Cut(v, l.sep); !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want name%svalue, got %q", l.sep, v)
 	}
-	*p = append(*p, v)
+	l.values = append(l.values, v)
 	return nil
 }
 
 func (f *deployFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.app, "app", "", "the command that runs the CDK app (as cdk --app: 'go run ./infra'), or a synthesized cloud assembly's\n"+
 		"folder; default the app of cdk.json here")
+	f.context.sep, f.examples.sep = "=", "="
 	fs.Var(&f.context, "c", "CDK context for the synth, key=value (repeatable), e.g. -c local=true")
 	fs.StringVar(&f.secrets, "secrets", "", "a JSON file of the secrets' values, {\"<source>\": \"<secret>\"} (or keyed \"secretsmanager:<name>\", \"ssm:<name>\");\n"+
 		"a secret it does not give keeps its value in the emulator, or gets a fresh one that fits the source's scheme")
@@ -84,8 +87,8 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	}
 	endpoint = strings.TrimSuffix(endpoint, "/")
 	c.stack = &stack{path: "deploy-local", vars: map[string]string{"AWS_ENDPOINT_URL": endpoint}}
-	if err := emulatorAnswers(ctx, endpoint); err != nil {
-		return err
+	if err := answers(endpoint); err != nil { // before a synth is spent
+		return fmt.Errorf("nothing answers on %s: start the emulator first (make up, in a checkout of oncehook, starts MiniStack; LocalStack serves too)", endpoint)
 	}
 	cdk := strings.Fields(f.cdk)
 	if len(cdk) == 0 {
@@ -154,7 +157,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		if f.app != "" {
 			synthArgs = append(synthArgs, "--app", f.app)
 		}
-		for _, kv := range f.context {
+		for _, kv := range f.context.values {
 			synthArgs = append(synthArgs, "--context", kv)
 		}
 		if err := cdkRun("synthesizing the app into "+assembly, append(synthArgs, stacks...)...); err != nil {
@@ -194,7 +197,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	examples, err := readExamples(f.examples, found)
+	examples, err := readExamples(f.examples.values, found)
 	if err != nil {
 		return err
 	}
@@ -261,22 +264,6 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 type deployedConstruct struct {
 	*construct
 	table, api, urlTemplate string
-}
-
-// emulatorAnswers checks that something listens on the endpoint before a synth is spent.
-func emulatorAnswers(ctx context.Context, endpoint string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/_localstack/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("nothing answers on %s: start the emulator first (make up, in a checkout of oncehook, starts MiniStack; LocalStack serves too)", endpoint)
-	}
-	resp.Body.Close()
-	return nil
 }
 
 func isAssembly(dir string) bool {

@@ -27,34 +27,52 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 type command struct {
-	usage string
-	run   func(ctx context.Context, env *cli, args []string) error
+	name, usage string
+	run         func(ctx context.Context, env *cli, args []string) error
+	flags       func(c *cli, fs *flag.FlagSet) // the command's own, beside the common ones
 }
 
-var commands = map[string]command{
-	"deploy-local":    {deployUsage, deployLocal},
-	"inspect":         {"inspect [-scope S] <source> <event_id>", inspect},
-	"redrive":         {"redrive [-scope S] <source> <event_id> [intent]", redrive},
-	"resolve":         {"resolve [-scope S] <source> <event_id> <intent> <why...>", resolve},
-	"parked":          {"parked", parked},
-	"pause":           {"pause [<target> <why...>]   (no target: list the paused targets)", pause},
-	"resume":          {"resume <target>", resume},
-	"check-retention": {"check-retention", checkRetention},
-	"send":            {"send [-id ID -type T -delivery D -scope S -header 'N: v' -key K -secret S -signed-url U] <source> [url]   (body on stdin)", send},
-	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> [url]", storm},
-	"replay":          {"replay [-rate N -copies K -shuffle] <source> [url] <file.jsonl>", replay},
-	"audit":           {"audit [-prefix P -sample N]", audit},
-	"backfill":        {"backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill},
-	"keygen":          {"keygen discord|sendgrid", keygen},
-	"coldstart":       {coldstartUsage, coldstart},
-	"console":         {consoleUsage, consoleCmd},
-	"logs":            {logsUsage, logs},
+// commands in the order the usage lists them.
+var commands = []command{
+	{"deploy-local", deployUsage, deployLocal, func(c *cli, fs *flag.FlagSet) { c.deploy.define(fs) }},
+	{"send", "send [-id ID -type T -delivery D -scope S -header 'N: v' -key K -secret S -signed-url U] <source> [url]   (body on stdin)", send,
+		func(c *cli, fs *flag.FlagSet) { c.send.define(fs) }},
+	{"inspect", "inspect [-scope S] <source> <event_id>", inspect, scopeFlag},
+	{"redrive", "redrive [-scope S] <source> <event_id> [intent]", redrive, scopeFlag},
+	{"resolve", "resolve [-scope S] <source> <event_id> <intent> <why...>", resolve, scopeFlag},
+	{"parked", "parked", parked, nil},
+	{"pause", "pause [<target> <why...>]   (no target: list the paused targets)", pause, nil},
+	{"resume", "resume <target>", resume, nil},
+	{"check-retention", "check-retention", checkRetention, nil},
+	{"storm", "storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> [url]", storm,
+		func(c *cli, fs *flag.FlagSet) { c.storm.define(fs) }},
+	{"replay", "replay [-rate N -copies K -shuffle] <source> [url] <file.jsonl>", replay, func(c *cli, fs *flag.FlagSet) {
+		fs.IntVar(&c.replay.rate, "rate", 50, "deliveries per second")
+		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
+		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
+	}},
+	{"audit", "audit [-prefix P -sample N]", audit, func(c *cli, fs *flag.FlagSet) {
+		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
+		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")
+	}},
+	{"backfill", "backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill, nil},
+	{"keygen", "keygen discord|sendgrid", keygen, nil},
+	{"coldstart", coldstartUsage, coldstart, func(c *cli, fs *flag.FlagSet) { c.coldstart.define(fs) }},
+	{"console", consoleUsage, consoleCmd, func(c *cli, fs *flag.FlagSet) { c.console.define(fs) }},
+	{"logs", logsUsage, logs, func(c *cli, fs *flag.FlagSet) { c.logs.define(fs) }},
+}
+
+func scopeFlag(c *cli, fs *flag.FlagSet) {
+	fs.StringVar(&c.scope, "scope", "", "for a source whose ids a header scopes (GitHub: the hook's id, X-GitHub-Hook-ID), the scope of an\n"+
+		"<event_id> given as the provider shows it (GitHub's delivery GUID): the claim's id is <scope>:<event_id>")
 }
 
 func main() {
@@ -71,13 +89,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		usage(stdout)
 		return 0
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
+	if i < 0 {
 		fmt.Fprintf(stderr, "hookctl: unknown command %q\n\n", args[0])
 		usage(stderr)
 		return 2
 	}
-	env, rest, err := parseFlags(args[0], cmd.usage, args[1:], stdin, stdout, stderr)
+	cmd := commands[i]
+	env, rest, err := parseFlags(cmd, args[1:], stdin, stdout, stderr)
 	if err != nil {
 		if err == errHelp {
 			return 0
@@ -93,8 +112,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "resolve", "parked", "pause", "resume", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart", "console"} {
-		fmt.Fprintln(w, "  "+commands[name].usage)
+	for _, c := range commands {
+		fmt.Fprintln(w, "  "+c.usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE), -table NAME (default $TABLE_NAME), -stack FILE (default\n"+
 		"$ONCEHOOK_STACK, else "+StackFile+" in this folder: a local deploy's stack, its endpoint, table, sources and URLs)")

@@ -32,19 +32,7 @@ import (
 type sendFlags struct {
 	id, eventType, delivery, scope string
 	key, secret, signedURL         string
-	headers                        headerFlag
-}
-
-type headerFlag []string
-
-func (h *headerFlag) String() string { return strings.Join(*h, ", ") }
-func (h *headerFlag) Set(v string) error {
-	name, value, ok := strings.Cut(v, ":")
-	if !ok || strings.TrimSpace(name) == "" {
-		return fmt.Errorf("want 'Name: value', got %q", v)
-	}
-	*h = append(*h, strings.TrimSpace(name)+":"+strings.TrimSpace(value))
-	return nil
+	headers                        listFlag
 }
 
 func (f *sendFlags) define(fs *flag.FlagSet) {
@@ -61,6 +49,7 @@ func (f *sendFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.signedURL, "signed-url", "", "for a source that signs the URL (twilio, square) and sets no url: the URL to sign, as the receiver\n"+
 		"rebuilds it; default the URL posted to, as https, and on the emulator's path form /_aws/execute-api/<id>/...\n"+
 		"the domain MiniStack reports, https://<id>.execute-api.localhost/...")
+	f.headers.sep = ":"
 	fs.Var(&f.headers, "header", "add a header, 'Name: value' (repeatable)")
 }
 
@@ -116,9 +105,9 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	default:
 		return nil, fmt.Errorf("-scope: source %s's event ids are not scoped by a header", source)
 	}
-	for _, h := range f.headers {
+	for _, h := range f.headers.values {
 		name, value, _ := strings.Cut(h, ":")
-		opts = append(opts, receivertest.WithHeader(name, value))
+		opts = append(opts, receivertest.WithHeader(strings.TrimSpace(name), strings.TrimSpace(value)))
 	}
 
 	// The URL signed, for the schemes that sign one.
