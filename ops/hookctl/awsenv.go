@@ -6,11 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,12 +91,7 @@ func writeStack(path, comment string, vars map[string]string) error {
 	for _, line := range strings.Split(strings.TrimSpace(comment), "\n") {
 		b.WriteString("# " + line + "\n")
 	}
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		b.WriteString(k + "=" + shellQuote(vars[k]) + "\n")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

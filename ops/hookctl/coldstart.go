@@ -32,7 +32,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,7 +112,7 @@ func coldstart(ctx context.Context, c *cli, args []string) error {
 			for i, r := range cold {
 				ds[i] = pick(r)
 			}
-			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+			slices.Sort(ds)
 			fmt.Fprintf(w, "  %-6s %9s %9s %9s %9s\n", name, ms(ds[0]), ms(quantile(ds, 0.5)), ms(quantile(ds, 0.9)), ms(ds[len(ds)-1]))
 		}
 		row("init", func(r coldRun) time.Duration { return r.init })

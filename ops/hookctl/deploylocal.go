@@ -11,13 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -638,11 +638,7 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 		fmt.Fprintf(w, "\nStack %s is up on %s%s\n", d.stack, endpoint, recorded)
 		// Each row names what it is, indented by two: a row indented further would read as a
 		// command.
-		names := make([]string, 0, len(d.sources.Targets))
-		for name := range d.sources.Targets {
-			names = append(names, name)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(d.sources.Targets))
 		width := 0
 		for _, n := range append(slices.Clone(d.routes), names...) {
 			width = max(width, len(n))

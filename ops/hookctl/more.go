@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -142,7 +143,10 @@ func replay(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	fmt.Fprintf(c.stderr, "\n")
-	fmt.Fprintf(c.stdout, "sent %d: accepted %d, duplicate %d, other %v\n", len(all), counts["accepted"], counts["duplicate"], without(counts, "accepted", "duplicate"))
+	others := maps.Clone(counts)
+	delete(others, "accepted")
+	delete(others, "duplicate")
+	fmt.Fprintf(c.stdout, "sent %d: accepted %d, duplicate %d, other %v\n", len(all), counts["accepted"], counts["duplicate"], others)
 	return nil
 }
 
@@ -205,15 +209,4 @@ type replayFlags struct {
 type auditFlags struct {
 	prefix string
 	sample int
-}
-
-func without(m map[string]int, keys ...string) map[string]int {
-	out := map[string]int{}
-	for k, v := range m {
-		out[k] = v
-	}
-	for _, k := range keys {
-		delete(out, k)
-	}
-	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"text/template"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,7 +25,6 @@ import (
 	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/sources"
-	"github.com/oncehook/oncehook/webhook"
 )
 
 // storm sends N generated order.paid events x K concurrent copies to a deployment, then
@@ -96,11 +97,19 @@ func storm(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return fmt.Errorf("-template: %w", err)
 		}
-		tpl, err := harness.ParseTemplate(string(text))
+		tpl, err := template.New("event").Option("missingkey=error").Parse(string(text))
 		if err != nil {
 			return fmt.Errorf("-template: %w", err)
 		}
-		event = tpl.Events
+		event = func(run string, i int) (string, []byte) {
+			id := harness.EventID(run, i)
+			var b bytes.Buffer
+			_ = tpl.Execute(&b, struct {
+				ID, Run, Time string
+				N             int
+			}{id, run, time.Now().UTC().Format(time.RFC3339), i})
+			return id, b.Bytes()
+		}
 	}
 	var down *harness.Downstream
 	if f.downstream != "" {
@@ -304,15 +313,7 @@ func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, 
 	if err != nil {
 		return nil, err
 	}
-	opts := webhook.Options{Tolerance: time.Duration(src.TimestampTolerance)}
-	if src.HMAC != nil {
-		opts.Header, opts.Encoding, opts.Prefix = src.HMAC.Header, src.HMAC.Encoding, src.HMAC.Prefix
-	}
-	scheme, err := webhook.New(src.Scheme, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &harness.Sender{URL: url, Scheme: scheme, Secret: secret, File: f, Source: source,
+	return &harness.Sender{URL: url, Secret: secret, File: f, Source: source, // signed as the provider signs (File)
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}, nil
 }
 
