@@ -297,9 +297,11 @@ func tail(path string, n int) string {
 
 // secretPut is what deploy-local did with one secret a sources file names.
 type secretPut struct {
-	ref     sources.SecretRef
-	sources []string
-	how     string
+	ref              sources.SecretRef
+	sources, schemes []string // the sources that share it, and their schemes
+	value            string   // given by the -secrets file, when given
+	given            bool
+	how              string
 }
 
 // putSecrets puts every Secrets Manager secret and SSM parameter the constructs' sources files
@@ -318,9 +320,7 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 	}
 	used := map[string]bool{}
 	byRef := map[string]*secretPut{}
-	var order []string
-	values := map[string]string{}
-	schemes := map[string][]string{}
+	var out []*secretPut
 	for _, k := range found {
 		for _, name := range k.sources.Names() {
 			src := k.sources.Sources[name]
@@ -330,20 +330,19 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 				if p == nil {
 					p = &secretPut{ref: ref}
 					byRef[key] = p
-					order = append(order, key)
+					out = append(out, p)
 				}
-				p.sources = append(p.sources, name)
-				schemes[key] = append(schemes[key], src.Scheme)
+				p.sources, p.schemes = append(p.sources, name), append(p.schemes, src.Scheme)
 				for _, g := range []string{key, name} {
 					v, ok := given[g]
 					if !ok {
 						continue
 					}
 					used[g] = true
-					if prev, set := values[key]; set && prev != v {
+					if p.given && p.value != v {
 						return nil, fmt.Errorf("-secrets %s gives %s two values (for the sources %s, which share it)", valuesPath, key, strings.Join(p.sources, " and "))
 					}
-					values[key] = v
+					p.value, p.given = v, true
 				}
 			}
 		}
@@ -354,9 +353,7 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 		}
 	}
 	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
-	for _, key := range order {
-		p := byRef[key]
-		v, isGiven := values[key]
+	for _, p := range out {
 		switch {
 		case p.ref.Env != "":
 			p.how = "not put: an environment variable, which the app sets (Environment) and hookctl send reads from its own"
@@ -365,52 +362,41 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 			p.how = "not put: an ARN names it; create it in the emulator yourself"
 			continue
 		}
-		if !isGiven {
-			present, ok, err := currentSecret(ctx, sm, ps, p.ref)
+		v, how := p.value, "from "+valuesPath
+		if !p.given {
+			present, err := currentSecret(ctx, &sources.Resolver{SecretsManager: sm, SSM: ps}, p.ref)
 			if err != nil {
 				return nil, err
 			}
-			if ok && usable(present, schemes[key]) {
+			if usable(present, p.schemes) {
 				p.how = "kept"
 				continue
 			}
-			if v, err = freshSecret(schemes[key]); err != nil {
+			if v, err = freshSecret(p.schemes); err != nil {
 				return nil, err
 			}
+			how = "generated"
 		}
 		if err := writeSecret(ctx, sm, ps, p.ref, v); err != nil {
 			return nil, err
 		}
-		p.how = map[bool]string{true: "from " + valuesPath, false: "generated"}[isGiven]
-	}
-	out := make([]*secretPut, 0, len(order))
-	for _, key := range order {
-		out = append(out, byRef[key])
+		p.how = how
 	}
 	return out, nil
 }
 
-func currentSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client, ref sources.SecretRef) (string, bool, error) {
-	if ref.SecretsManager != "" {
-		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(ref.SecretsManager)})
-		var missing *smtypes.ResourceNotFoundException
-		if errors.As(err, &missing) {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, fmt.Errorf("%s: %w", ref, err)
-		}
-		return aws.ToString(out.SecretString), true, nil
-	}
-	out, err := ps.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(ref.SSM), WithDecryption: aws.Bool(true)})
-	var missing *ssmtypes.ParameterNotFound
-	if errors.As(err, &missing) {
-		return "", false, nil
+// currentSecret is the secret's value in the emulator, "" when it has none.
+func currentSecret(ctx context.Context, r *sources.Resolver, ref sources.SecretRef) (string, error) {
+	v, err := r.Resolve(ctx, []sources.SecretRef{ref})
+	var smMissing *smtypes.ResourceNotFoundException
+	var ssmMissing *ssmtypes.ParameterNotFound
+	if errors.As(err, &smMissing) || errors.As(err, &ssmMissing) {
+		return "", nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("%s: %w", ref, err)
+		return "", err
 	}
-	return aws.ToString(out.Parameter.Value), true, nil
+	return v[0], nil
 }
 
 func writeSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client, ref sources.SecretRef, v string) error {
@@ -473,6 +459,7 @@ func usable(v string, schemes []string) bool {
 
 // example is one source's printed delivery: its body and the flags it needs.
 type example struct {
+	src                *sources.Source
 	source, body, file string
 	flags              []string
 	id                 string // what inspect is given
@@ -524,7 +511,7 @@ func readExamples(pairs []string, found []*construct) ([]example, error) {
 		// first send into an emulator that already has the last deploy's is new again.
 		token := freshID("")
 		body = bytes.ReplaceAll(body, []byte("{{fresh}}"), []byte(token))
-		e := example{source: name, body: string(body), file: file}
+		e := example{src: src, source: name, body: string(body), file: file}
 		if src.EventID != nil && src.EventID.Header != "" {
 			e.id = "msg_" + token
 			e.flags = append(e.flags, "-id", e.id)
@@ -545,7 +532,7 @@ func readExamples(pairs []string, found []*construct) ([]example, error) {
 }
 
 func minimalExample(name string, src *sources.Source) example {
-	e := example{source: name}
+	e := example{src: src, source: name}
 	obj := map[string]any{}
 	form := url.Values{}
 	id, eventType := freshID("evt_local_"), "oncehook.test"
@@ -673,17 +660,8 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 	} else {
 		fmt.Fprintf(w, "\nTry it from this folder, in any shell (-stack names the stack file).\n")
 	}
-	srcOf := func(name string) *sources.Source {
-		for _, d := range deployed {
-			if s := d.sources.Sources[name]; s != nil {
-				return s
-			}
-		}
-		return nil
-	}
 	for _, e := range examples {
-		src := srcOf(e.source)
-		if sources.PublicKeyScheme(src.Scheme) {
+		if src := e.src; sources.PublicKeyScheme(src.Scheme) {
 			fmt.Fprintf(w, "\n%s verifies with its provider's public keys: make a pair with `%s keygen %s`, list the public key in the\n"+
 				"source's public_keys, deploy again, and send with -key <the private key>.\n", e.source, progName(), src.Scheme)
 			continue

@@ -53,15 +53,9 @@ func (f *sendFlags) define(fs *flag.FlagSet) {
 	fs.Var(&f.headers, "header", "add a header, 'Name: value' (repeatable)")
 }
 
-// delivery is one signed request, ready to send.
-type delivery struct {
-	req  *http.Request
-	body []byte
-}
-
 // buildDelivery signs body for source as its provider would, with what f says, and addresses
 // it to target.
-func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, target string, body []byte, f sendFlags) (*delivery, error) {
+func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, target string, body []byte, f sendFlags) (*http.Request, error) {
 	src := file.Sources[source]
 	located := func(l *sources.Locator) (header bool) { return l != nil && l.Header != "" }
 	var opts []receivertest.Option
@@ -141,7 +135,7 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 		}
 		req.Host = req.URL.Host
 	}
-	return &delivery{req: req.WithContext(ctx), body: body}, nil
+	return req.WithContext(ctx), nil
 }
 
 // rebuiltURL is the URL a receiver rebuilds from a request POSTed to target (the receiver's
@@ -263,16 +257,24 @@ func exampleType(scheme string) string {
 	return "order.paid"
 }
 
-// webhookURL is source's URL: the argument, else the local stack's.
-func (c *cli) webhookURL(source string, args []string) (string, error) {
-	if len(args) > 0 {
-		return args[0], nil
+// target is the sources file and where to post source's deliveries: url, else the local
+// stack's URL for the source.
+func (c *cli) target(source, url string) (*sources.File, string, error) {
+	f, err := c.sources()
+	if err != nil {
+		return nil, "", err
+	}
+	if f.Sources[source] == nil {
+		return nil, "", fmt.Errorf("no source %q in %s (its sources: %s)", source, c.sourcesPath, strings.Join(f.Names(), ", "))
+	}
+	if url != "" {
+		return f, url, nil
 	}
 	if tmpl := c.stack.get(stackWebhookURL); tmpl != "" {
 		c.noteStack()
-		return strings.ReplaceAll(tmpl, "{source}", source), nil
+		return f, strings.ReplaceAll(tmpl, "{source}", source), nil
 	}
-	return "", errors.New("want <url>, the source's webhook URL" + noStack)
+	return nil, "", errors.New("want <url>, the source's webhook URL" + noStack)
 }
 
 func send(ctx context.Context, c *cli, args []string) error {
@@ -280,14 +282,7 @@ func send(ctx context.Context, c *cli, args []string) error {
 		return errors.New("want <source> [url], with the body on stdin")
 	}
 	source := args[0]
-	file, err := c.sources()
-	if err != nil {
-		return err
-	}
-	if file.Sources[source] == nil {
-		return fmt.Errorf("no source %q in %s (its sources: %s)", source, c.sourcesPath, strings.Join(file.Names(), ", "))
-	}
-	target, err := c.webhookURL(source, args[1:])
+	file, target, err := c.target(source, strings.Join(args[1:], ""))
 	if err != nil {
 		return err
 	}
@@ -297,11 +292,11 @@ func send(ctx context.Context, c *cli, args []string) error {
 	}
 	// The body is stdin without the one newline that echo and editors end it with (as curl -d).
 	body = bytes.TrimSuffix(bytes.TrimSuffix(body, []byte("\n")), []byte("\r"))
-	d, err := c.buildDelivery(ctx, file, source, target, body, c.send)
+	req, err := c.buildDelivery(ctx, file, source, target, body, c.send)
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(d.req)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return err
 	}

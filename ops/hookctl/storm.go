@@ -292,19 +292,11 @@ func (c *cli) verifyIntents(ctx context.Context, source, run, keyPrefix string, 
 // sender builds a harness.Sender for a source of the sources file, with its first secret, to
 // url (the local stack's URL for the source when url is "").
 func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, error) {
-	f, err := c.sources()
+	f, url, err := c.target(source, url)
 	if err != nil {
 		return nil, err
 	}
-	src, ok := f.Sources[source]
-	if !ok {
-		return nil, fmt.Errorf("no source %q in %s (its sources: %s)", source, c.sourcesPath, strings.Join(f.Names(), ", "))
-	}
-	if url == "" {
-		if url, err = c.webhookURL(source, nil); err != nil {
-			return nil, err
-		}
-	}
+	src := f.Sources[source]
 	if sources.PublicKeyScheme(src.Scheme) {
 		// discord, sendgrid: the provider signs with a private key the operator does not hold.
 		return nil, fmt.Errorf("source %q verifies with the provider's public keys: storm and replay sign with shared secrets (hookctl send -key signs one delivery)", source)
