@@ -237,13 +237,9 @@ func (fn *coldFunction) coldRun(ctx context.Context, run string, n int) (coldRun
 // throughputRun storms concurrency warm processes sharing one Runtime API with events x copies.
 func (fn *coldFunction) throughputRun(ctx context.Context, c *cli, run string, f coldstartFlags) error {
 	conc := max(f.concurrency, 1)
-	var rawRate float64
-	if f.baseline > 0 {
-		var err error
-		if rawRate, err = c.putRate(ctx, run, f.baseline, conc); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.stdout, "baseline: %d raw PutItems at concurrency %d: %.0f/s\n", f.baseline, conc, rawRate)
+	rawRate, err := c.putRate(ctx, run, f.baseline, conc)
+	if err != nil {
+		return err
 	}
 	api, err := startRuntimeAPI(fn.timeout)
 	if err != nil {

@@ -1,28 +1,10 @@
-// Command hookctl is the operator's CLI for an oncehook deployment, local or on AWS.
-//
-//	hookctl deploy-local [flags] [stack...]     deploy a CDK app using the construct to the local emulator
-//	hookctl send <source> [url]                 sign a body (stdin) as the provider would, POST it
-//	hookctl inspect <source> <event_id>         the claim, its effects and its intents
-//	hookctl redrive <source> <event_id> [intent] put parked intents back to pending
-//	hookctl parked                              every parked intent, with its last error
-//	hookctl pause [<target> <why...>]           hold a target's calls (its downstream's maintenance); list the paused
-//	hookctl resume <target>                     let a paused target's calls go again
-//	hookctl check-retention                     each source's retention against its provider
-//	hookctl storm <source> [url]                N events x K concurrent copies, then verify
-//	hookctl replay <source> [url] <file.jsonl>  send recorded deliveries, rate-limited (a redrive)
-//	hookctl audit                               effect records without a claim (leaks)
-//	hookctl backfill <source> <file>            claim ids processed before dedup was switched on
-//	hookctl keygen discord|sendgrid             a key pair to test a public-key source with
-//	hookctl coldstart <bootstrap>               the receiver binary's cold start under a local Runtime API
-//	hookctl console                             the operator console, a web UI (package console)
-//	hookctl logs [receiver|outbox|sweeper]      the functions' log lines, oldest first (-follow)
+// Command hookctl is the operator's CLI for an oncehook deployment, local or on AWS: hookctl
+// help lists its commands (the table below), docs/hookctl.md describes them.
 //
 // It talks to AWS through the standard credentials chain, without the EC2 instance metadata
 // service unless AWS_EC2_METADATA_DISABLED=false asks for it. In a folder where a local deploy
 // recorded its stack (.oncehook/stack.env: make run, hookctl deploy-local), it talks to that
 // stack, with the emulator's dummy credentials, unless the environment points elsewhere.
-// Common flags: -sources (default $ONCEHOOK_SOURCES_FILE), -table (default $TABLE_NAME),
-// -stack (default $ONCEHOOK_STACK or .oncehook/stack.env); docs/hookctl.md has the rest.
 package main
 
 import (

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/template"
 	"time"
@@ -160,11 +161,10 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	run := fmt.Sprintf("storm%d", time.Now().Unix())
 	started := time.Now()
 	var rawRate float64
-	if f.baseline > 0 && c.table != "" {
+	if c.table != "" {
 		if rawRate, err = c.putRate(ctx, run, f.baseline, f.concurrency); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "baseline: %d raw PutItems at concurrency %d: %.0f/s\n", f.baseline, f.concurrency, rawRate)
 	}
 	all := make([]int, f.events)
 	for i := range all {
@@ -331,39 +331,44 @@ func (c *cli) countPrefix(ctx context.Context, prefix string) (int, error) {
 }
 
 // putRate times n unconditional PutItems of small items (expiring within the hour) at the
-// given concurrency: the engine's raw write rate, for comparison with the whole stack's.
+// given concurrency, and says so: the engine's raw write rate, for comparison with the whole
+// stack's. No PutItem (n 0) is a rate of 0.
 func (c *cli) putRate(ctx context.Context, run string, n, concurrency int) (float64, error) {
+	if n <= 0 {
+		return 0, nil
+	}
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return 0, err
 	}
 	work := make(chan int)
-	errs := make(chan error, concurrency)
+	var wg sync.WaitGroup
+	var failed error
+	var once sync.Once
 	start := time.Now()
 	for range max(concurrency, 1) {
-		go func() {
-			var first error
+		wg.Go(func() {
 			for i := range work {
 				_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.table), Item: map[string]types.AttributeValue{
 					dedup.PartitionKey: &types.AttributeValueMemberS{Value: fmt.Sprintf("BASELINE#%s#%d", run, i)},
 					dedup.SortKey:      &types.AttributeValueMemberS{Value: "X"},
 					dedup.TTLAttribute: &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
 				}})
-				if err != nil && first == nil {
-					first = err
+				if err != nil {
+					once.Do(func() { failed = err })
 				}
 			}
-			errs <- first
-		}()
+		})
 	}
 	for i := range n {
 		work <- i
 	}
 	close(work)
-	for range max(concurrency, 1) {
-		if err := <-errs; err != nil {
-			return 0, err
-		}
+	wg.Wait()
+	if failed != nil {
+		return 0, failed
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	rate := float64(n) / time.Since(start).Seconds()
+	fmt.Fprintf(c.stdout, "baseline: %d raw PutItems at concurrency %d: %.0f/s\n", n, concurrency, rate)
+	return rate, nil
 }
