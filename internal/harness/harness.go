@@ -219,16 +219,14 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 	results := make(chan result, 1024)
 	var workers sync.WaitGroup
 	for range max(cfg.Concurrency, 1) {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
+		workers.Go(func() {
 			for d := range work {
 				id, body := event(cfg.Run, d.event)
 				start := time.Now()
 				status, resp, retryAfter, err := s.send(ctx, id, body, false)
 				results <- result{d, status, IsDuplicate(resp), err, start, time.Since(start), retryAfter}
 			}
-		}()
+		})
 	}
 	// open counts deliveries not yet finally answered; work closes when none is left (every
 	// first send has been queued, and no retry is waiting).

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,34 +53,24 @@ func (s *stack) get(key string) string {
 	return s.vars[key]
 }
 
-// readStack parses a stack file. The format is the subset of shell assignments writeStack
-// produces (KEY=value, KEY='quoted value', comments); a dotenv library would be a dependency
-// for these twenty lines.
+// readStack parses the subset of shell assignments writeStack produces (KEY=value,
+// KEY='quoted value', comments): a dotenv library would be a dependency for twenty lines.
 func readStack(path string) (*stack, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	s := &stack{path: path, vars: map[string]string{}}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
+	return s, eachLine(path, func(n int, line string) error {
 		key, value, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
 		if !ok || key == "" {
-			return nil, fmt.Errorf("%s:%d: want KEY=value", path, n)
+			return fmt.Errorf("%s:%d: want KEY=value", path, n)
 		}
 		if strings.HasPrefix(value, "'") {
 			if len(value) < 2 || !strings.HasSuffix(value, "'") {
-				return nil, fmt.Errorf("%s:%d: unterminated quote", path, n)
+				return fmt.Errorf("%s:%d: unterminated quote", path, n)
 			}
 			value = strings.ReplaceAll(value[1:len(value)-1], `'\''`, `'`)
 		}
 		s.vars[key] = value
-	}
-	return s, sc.Err()
+		return nil
+	})
 }
 
 // writeStack writes vars as a stack file, each value quoted for a shell where it needs it.
@@ -228,10 +216,9 @@ func (c *cli) awsOptions() (opts []func(*config.LoadOptions) error, local bool) 
 	return opts, true
 }
 
-// localEnv is the region and credentials hookctl uses with an emulator at the endpoint in use
-// (nil for another endpoint): a stack file's region where the stack names the endpoint, else
-// the caller's, else us-east-1; the caller's access key, else the stack's or "test" (and no
-// profile).
+// localEnv is the region and credentials for an emulator at the endpoint in use (nil for
+// another endpoint): the naming stack file's region, else the caller's, else us-east-1; the
+// caller's access key, else the stack's or "test", and never a profile's.
 func (c *cli) localEnv() map[string]string {
 	endpoint, from := c.endpoint()
 	if endpoint == "" || !isLocal(endpoint) {

@@ -3,22 +3,11 @@ package main
 // coldstart runs the receiver's built Lambda binary (dist/receiver/bootstrap) the way Lambda
 // does, under a minimal Lambda Runtime API served on a loopback port, and times it.
 //
-// Each cold run execs a fresh process with AWS_LAMBDA_RUNTIME_API pointing at a new server,
-// hands its first GET .../invocation/next a signed API Gateway HTTP API (payload v2) delivery
-// of a new order.paid event, then a second one, and kills the process. It reports:
-//
-//	init    exec -> the first GET /next (configuration, sources file, secrets, AWS clients)
-//	first   that GET -> the POST .../response of the first event (the first commit)
-//	total   exec -> that response: "process start to first event handled"
-//	warm    the second event, on the now-warm process
-//	cpu     the process's user + system CPU time over its life
-//
-// With -throughput N it then starts -concurrency warm processes on one shared Runtime API and
-// sends N events x -copies concurrent copies through them: the receiver's own throughput on
-// the emulator's DynamoDB, without the emulator's API Gateway and Lambda layers. -baseline B
-// times B raw PutItems at the same concurrency first (the same baseline as storm -baseline).
-//
-// The Runtime API and the processes are runtimeapi.go's; the deliveries are harness.Sender's.
+// Each cold run execs a fresh process on a new Runtime API (runtimeapi.go), sends it a new
+// order.paid, then a second one, and kills it: init is exec -> its first GET /next, first that
+// GET -> the first event's response, warm the second event. -throughput storms warm processes
+// on one Runtime API: the receiver's own throughput, without the emulator's API Gateway and
+// Lambda layers (docs/measured.md).
 
 import (
 	"bytes"

@@ -39,19 +39,8 @@ func backfill(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	in, err := os.Open(args[1])
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	wrote, kept, line := 0, 0, 0
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
+	wrote, kept := 0, 0
+	err = eachLine(args[1], func(line int, text string) error {
 		id, at, _ := strings.Cut(text, "\t")
 		processed := time.Now()
 		if at != "" {
@@ -71,8 +60,9 @@ func backfill(ctx context.Context, c *cli, args []string) error {
 		if (wrote+kept)%1000 == 0 {
 			fmt.Fprintf(c.stderr, "\r%d lines", wrote+kept)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "backfilled %d claims; %d already claimed or past their retention\n", wrote, kept)
@@ -96,27 +86,18 @@ func replay(ctx context.Context, c *cli, args []string) error {
 		ID   string          `json:"id"`
 		Body json.RawMessage `json:"body"`
 	}
-	in, err := os.Open(args[2])
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	var all []delivery
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 6<<20)
-	for n := 1; sc.Scan(); n++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
+	err = eachLine(args[2], func(n int, line string) error {
 		var d delivery
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil || len(d.Body) == 0 {
+		if err := json.Unmarshal([]byte(line), &d); err != nil || len(d.Body) == 0 {
 			return fmt.Errorf("line %d: want {\"id\": ..., \"body\": {...}}", n)
 		}
 		for range max(c.replay.copies, 1) {
 			all = append(all, d)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if c.replay.shuffle {
@@ -209,4 +190,24 @@ type replayFlags struct {
 type auditFlags struct {
 	prefix string
 	sample int
+}
+
+// eachLine calls fn with each line of the file at path, trimmed, and its number, but for blank
+// lines and # comments.
+func eachLine(path string, fn func(n int, line string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 6<<20) // a replayed delivery is a whole body on one line
+	for n := 1; sc.Scan(); n++ {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			if err := fn(n, line); err != nil {
+				return err
+			}
+		}
+	}
+	return sc.Err()
 }

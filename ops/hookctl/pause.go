@@ -54,11 +54,9 @@ func listPaused(ctx context.Context, c *cli, targets *outbox.Targets) error {
 	return nil
 }
 
-// resume lets a paused target's calls go again: the sweeper's next run calls its held intents,
-// at the target's limits. It is unconditional (outbox.Targets.Resume): a command acts on the
-// target as it is when it runs, with no confirmation shown before it that could go stale (the
-// console's resume, confirmed on a page, lifts only the pause it showed). It says whose pause
-// it lifted, as read just before.
+// resume lets a paused target's calls go again. It is unconditional (outbox.Targets.Resume): no
+// confirmation shown before it could go stale, unlike the console's. It says whose pause it
+// lifted, as read just before.
 func resume(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 1 {
 		return errors.New("want <target>")

@@ -17,13 +17,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// runtimeAPI is a minimal Lambda Runtime API on a loopback port, with aws-lambda-go's contract
-// (runtime_api_client.go): GET .../invocation/next answers an event with its request id and
-// deadline; the result is POSTed to .../invocation/<id>/response (or /error). AWS's runtime
-// interface emulator wraps one process and takes one invocation at a time; coldstart runs many
-// processes on one queue, so the server is in process. As an http.RoundTripper it hands each
-// request to the processes as an API Gateway HTTP API (payload 2.0) event, so harness.Sender
-// and harness.Storm drive the binary as they drive a deployed stack.
+// runtimeAPI is a minimal Lambda Runtime API on a loopback port (aws-lambda-go's
+// runtime_api_client.go contract). AWS's runtime interface emulator wraps one process and takes
+// one invocation at a time; coldstart runs many processes on one queue. As an http.RoundTripper
+// it hands each request to them as an API Gateway HTTP API (payload 2.0) event, so
+// harness.Sender and harness.Storm drive the binary as they drive a deployed stack.
 type runtimeAPI struct {
 	addr    string
 	queue   chan *invocation

@@ -224,11 +224,9 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// verifyIntents waits (up to -wait) until no claim of the run has an intent pending or
-// running, sweeping every -sweep meanwhile, then reads every claim and checks the end state
-// against what the run asked for (harness.CheckOutbox): with DynamoDB faults, it first counts
-// the faults the functions injected, and every kind asked for must have been. It returns what
-// is wrong.
+// verifyIntents waits (up to -wait, sweeping every -sweep) until no intent of the run is open,
+// then checks the end state against what the run asked for (harness.CheckOutbox, and with
+// DynamoDB faults, that each kind asked for was injected). It returns what is wrong.
 func (c *cli) verifyIntents(ctx context.Context, source, run, keyPrefix string, dep *harness.Deployment, down *harness.Downstream, spec faults.Spec, started time.Time) []string {
 	f := c.storm
 	db, err := c.dynamo(ctx)
