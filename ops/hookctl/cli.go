@@ -20,8 +20,6 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-var errHelp = errors.New("help")
-
 // cli is what every command gets: its flags' values and its streams. AWS clients are made
 // on first use, so commands that need none work without credentials.
 type cli struct {
@@ -71,17 +69,13 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, errHelp
-		}
 		return nil, nil, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	stackNamed := set["stack"]
 	if name != "deploy-local" { // it writes the stack file; it reads none
 		var err error
-		if c.stack, err = findStack(stackPath, stackNamed); err != nil {
+		if c.stack, err = findStack(stackPath, set["stack"]); err != nil {
 			fmt.Fprintln(stderr, "hookctl "+name+":", err)
 			return nil, nil, err
 		}
@@ -115,10 +109,21 @@ func (c *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
 		}
 		c.db = dynamodb.NewFromConfig(cfg)
 	}
-	if c.table == "" {
-		return nil, errors.New("no table: pass -table or set TABLE_NAME" + noStack)
+	if err := c.needTable(""); err != nil {
+		return nil, err
 	}
 	return c.db, nil
+}
+
+// needTable says what to do when no table is named; why, when set, says what it is for.
+func (c *cli) needTable(why string) error {
+	if c.table != "" {
+		return nil
+	}
+	if why == "" {
+		why = noStack
+	}
+	return errors.New("no table: pass -table or set TABLE_NAME" + why)
 }
 
 func (c *cli) sources() (*sources.File, error) {

@@ -65,8 +65,8 @@ func coldstart(ctx context.Context, c *cli, args []string) error {
 	if c.flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", c.flags.Args())
 	}
-	if c.table == "" {
-		return errors.New("no table: pass -table or set TABLE_NAME (the receiver writes its claims there)")
+	if err := c.needTable(" (the receiver writes its claims there)"); err != nil {
+		return err
 	}
 	st, err := os.Stat(bootstrap)
 	if err != nil {

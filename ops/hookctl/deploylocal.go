@@ -98,7 +98,8 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("no %s on PATH: install the CDK CLI and cdklocal (npm install -g aws-cdk aws-cdk-local), or name the command with -cdk", cdk[0])
 	}
 	assembly := f.app
-	synth := !isAssembly(f.app)
+	_, err := os.Stat(filepath.Join(f.app, "manifest.json"))
+	synth := f.app == "" || err != nil // not a synthesized cloud assembly's folder
 	if synth && f.app == "" {
 		if _, err := os.Stat("cdk.json"); err != nil {
 			return errors.New("no -app and no cdk.json here: pass -app with the command that runs your CDK app, e.g. -app 'go run ./infra'")
@@ -264,14 +265,6 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 type deployedConstruct struct {
 	*construct
 	table, api, urlTemplate string
-}
-
-func isAssembly(dir string) bool {
-	if dir == "" {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(dir, "manifest.json"))
-	return err == nil
 }
 
 func physicalID(ctx context.Context, cf *cloudformation.Client, stack, logical string) (string, error) {
@@ -512,16 +505,16 @@ func readExamples(pairs []string, found []*construct) ([]example, error) {
 		token := freshID("")
 		body = bytes.ReplaceAll(body, []byte("{{fresh}}"), []byte(token))
 		e := example{src: src, source: name, body: string(body), file: file}
-		if src.EventID != nil && src.EventID.Header != "" {
+		if inHeader(src.EventID) {
 			e.id = "msg_" + token
 			e.flags = append(e.flags, "-id", e.id)
 		} else {
 			e.id = bodyValue(src, body, src.EventID)
 		}
 		switch {
-		case src.EventType != nil && src.EventType.Header != "" && eventType == "":
+		case inHeader(src.EventType) && eventType == "":
 			return nil, fmt.Errorf("-example %s: source %s reads its event type from the %s header: give it as %s:<type>=%s", p, name, src.EventType.Header, name, file)
-		case src.EventType != nil && src.EventType.Header != "":
+		case inHeader(src.EventType):
 			e.flags = append(e.flags, "-type", eventType)
 		case eventType != "":
 			return nil, fmt.Errorf("-example %s: source %s reads its event type from the body", p, name)

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -80,7 +81,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmd := commands[i]
 	env, rest, err := parseFlags(cmd, args[1:], stdin, stdout, stderr)
 	if err != nil {
-		if err == errHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2

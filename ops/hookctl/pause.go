@@ -24,7 +24,19 @@ func pause(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if len(args) == 0 {
-		return listPaused(ctx, c, targets)
+		paused, err := targets.Paused(ctx)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "TARGET\tPAUSED AT\tBY\tWHY")
+		for _, name := range slices.Sorted(maps.Keys(paused)) {
+			p := paused[name]
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, p.At.Format(time.RFC3339), p.By, p.Why)
+		}
+		w.Flush()
+		fmt.Fprintf(c.stdout, "%d paused targets\n", len(paused))
+		return nil
 	}
 	// A name the deployment does not call would pause nothing: refused when the sources file says so.
 	if f, err := c.sources(); err == nil && f.Targets[args[0]] == nil {
@@ -35,22 +47,6 @@ func pause(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "paused %s: %s\nits intents wait, spending no attempt, until: hookctl resume %s\n", args[0], why, args[0])
-	return nil
-}
-
-func listPaused(ctx context.Context, c *cli, targets *outbox.Targets) error {
-	paused, err := targets.Paused(ctx)
-	if err != nil {
-		return err
-	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TARGET\tPAUSED AT\tBY\tWHY")
-	for _, name := range slices.Sorted(maps.Keys(paused)) {
-		p := paused[name]
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, p.At.Format(time.RFC3339), p.By, p.Why)
-	}
-	w.Flush()
-	fmt.Fprintf(c.stdout, "%d paused targets\n", len(paused))
 	return nil
 }
 

@@ -57,12 +57,11 @@ func (f *sendFlags) define(fs *flag.FlagSet) {
 // it to target.
 func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, target string, body []byte, f sendFlags) (*http.Request, error) {
 	src := file.Sources[source]
-	located := func(l *sources.Locator) (header bool) { return l != nil && l.Header != "" }
 	var opts []receivertest.Option
 
 	// The event id: a header's is -id (fresh by default); a body's is the body's.
 	switch {
-	case located(src.EventID):
+	case inHeader(src.EventID):
 		id := f.id
 		if id == "" {
 			id = fmt.Sprintf("msg_%d", time.Now().UnixNano())
@@ -76,18 +75,18 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	}
 	// The event type: a header's is -type, which must be given; a body's is the body's.
 	switch {
-	case located(src.EventType) && f.eventType == "":
+	case inHeader(src.EventType) && f.eventType == "":
 		return nil, fmt.Errorf("source %s reads its event type from the %s header: pass -type (for example -type %s)", source, src.EventType.Header, exampleType(src.Scheme))
-	case located(src.EventType):
+	case inHeader(src.EventType):
 		opts = append(opts, receivertest.WithEventType(f.eventType))
 	case f.eventType != "":
 		return nil, fmt.Errorf("-type %s: source %s reads its event type from the body (%s): drop -type, or put the type in the body", f.eventType, source, locatorName(src.EventType))
 	}
 	switch {
 	case f.delivery == "":
-	case located(src.DeliveryID) && !(located(src.EventID) && src.DeliveryID.Header == src.EventID.Header):
+	case inHeader(src.DeliveryID) && !(inHeader(src.EventID) && src.DeliveryID.Header == src.EventID.Header):
 		opts = append(opts, receivertest.WithDeliveryID(f.delivery))
-	case located(src.DeliveryID):
+	case inHeader(src.DeliveryID):
 		return nil, fmt.Errorf("-delivery: source %s's delivery id is its event id (%s): pass -id", source, src.DeliveryID.Header)
 	default:
 		return nil, fmt.Errorf("-delivery: source %s reads no delivery id from a header", source)
@@ -137,6 +136,9 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	}
 	return req.WithContext(ctx), nil
 }
+
+// inHeader reports whether l locates its value in a header (a flag's business), not the body.
+func inHeader(l *sources.Locator) bool { return l != nil && l.Header != "" }
 
 // rebuiltURL is the URL a receiver rebuilds from a request POSTed to target (the receiver's
 // source.url): https, the domain API Gateway served it on (RequestContext.DomainName), the raw
