@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -105,29 +103,30 @@ func replay(ctx context.Context, c *cli, args []string) error {
 	}
 	tick := time.NewTicker(time.Second / time.Duration(max(c.replay.rate, 1)))
 	defer tick.Stop()
-	counts := map[string]int{}
-	for i, d := range all {
-		<-tick.C
-		status, resp, err := sender.Send(ctx, d.ID, d.Body, false)
-		switch {
-		case err != nil:
-			counts["error"]++
-		case status != http.StatusOK:
-			counts[fmt.Sprint(status)]++
-		case harness.IsDuplicate(resp):
-			counts["duplicate"]++
-		default:
-			counts["accepted"]++
-		}
-		if (i+1)%max(len(all)/10, 1) == 0 {
-			fmt.Fprintf(c.stderr, "\rsent %d/%d", i+1, len(all))
-		}
+	indexes := make([]int, len(all))
+	for i := range indexes {
+		indexes[i] = i
 	}
+	// One worker, paced by the ticker: the storm's counting, at the replay's rate.
+	rep := harness.Storm(ctx, sender, harness.StormConfig{Events: indexes, Concurrency: 1,
+		Event: func(_ string, i int) (string, []byte) {
+			<-tick.C
+			return all[i].ID, all[i].Body
+		},
+		Progress: func(done int) {
+			if done%max(len(all)/10, 1) == 0 {
+				fmt.Fprintf(c.stderr, "\rsent %d/%d", done, len(all))
+			}
+		}})
 	fmt.Fprintf(c.stderr, "\n")
-	others := maps.Clone(counts)
-	delete(others, "accepted")
-	delete(others, "duplicate")
-	fmt.Fprintf(c.stdout, "sent %d: accepted %d, duplicate %d, other %v\n", len(all), counts["accepted"], counts["duplicate"], others)
+	others := map[string]int{}
+	for status, n := range rep.Statuses {
+		others[fmt.Sprint(status)] = n
+	}
+	if rep.Errors > 0 {
+		others["error"] = rep.Errors
+	}
+	fmt.Fprintf(c.stdout, "sent %d: accepted %d, duplicate %d, other %v\n", len(all), rep.Accepted, rep.Duplicates, others)
 	return nil
 }
 
