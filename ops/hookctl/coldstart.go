@@ -12,8 +12,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/sources"
+	"github.com/oncehook/oncehook/webhook"
 )
 
 const coldstartUsage = "coldstart [-table T] <bootstrap> [-runs N -secretsmanager NAME -throughput N -copies K -concurrency C -baseline B]"
@@ -130,6 +129,7 @@ func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartF
 	fn := &coldFunction{bootstrap: bootstrap, timeout: f.timeout}
 	ref := sources.SecretRef{Env: coldstartSecretEnv}
 	var secret string
+	var err error
 	if f.secretsManager != "" {
 		ref = sources.SecretRef{SecretsManager: f.secretsManager}
 		r, err := c.resolver(ctx)
@@ -141,14 +141,12 @@ func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartF
 			return nil, err
 		}
 		secret = s[0]
-	} else {
-		var b [24]byte
-		_, _ = rand.Read(b[:])
-		secret = "whsec_" + base64.StdEncoding.EncodeToString(b[:])
+	} else if secret, err = freshSecret([]string{webhook.StandardWebhooks}); err != nil {
+		return nil, err
 	}
 	fn.secretFrom = ref.String()
 	inline, err := json.Marshal(map[string]any{"sources": map[string]any{f.source: map[string]any{
-		"scheme": "standard-webhooks", "secrets": []sources.SecretRef{ref},
+		"scheme": webhook.StandardWebhooks, "secrets": []sources.SecretRef{ref},
 		"retry_horizon": "72h", "redrive_window": "30d",
 	}}})
 	if err != nil {
