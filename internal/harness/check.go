@@ -80,16 +80,16 @@ func CheckOutbox(exp Expect, t Tally, d *Downstream, prefix string) []string {
 	if missing > 0 {
 		p = append(p, fmt.Sprintf("%d intents done but never applied downstream", missing))
 	}
-	if rejected := d.Rejected(prefix); rejected > parked {
-		p = append(p, fmt.Sprintf("%d keys refused with a 422 but only %d intents parked", rejected, parked))
+	if st.Rejected > parked {
+		p = append(p, fmt.Sprintf("%d keys refused with a 422 but only %d intents parked", st.Rejected, parked))
 	}
 	if exp.Downstream.Zero() && functionFaults == 0 {
 		if st.Calls != exp.Events || st.Applied != exp.Events {
 			p = append(p, fmt.Sprintf("no fault injected, yet %d calls and %d keys applied for %d events: each intent must be called once", st.Calls, st.Applied, exp.Events))
 		}
 	}
-	if n, keys := d.UnexplainedRepeats(prefix); n > functionFaults {
-		p = append(p, fmt.Sprintf("%d repeated calls of applied keys beyond what lost answers explain (and %d faults in the outbox's writes): %v", n, functionFaults, keys))
+	if st.Unexplained > functionFaults {
+		p = append(p, fmt.Sprintf("%d repeated calls of applied keys beyond what lost answers explain (and %d faults in the outbox's writes): %v", st.Unexplained, functionFaults, st.Worst))
 	}
 	return p
 }

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"text/template"
 	"time"
 
 	"github.com/oncehook/oncehook/internal/faults"
@@ -103,31 +102,6 @@ func OrderID(run string, i int) string { return fmt.Sprintf("ord_%s_%06d", run, 
 
 // EventID is the id of event i of a run: msg_<run>_<i>.
 func EventID(run string, i int) string { return fmt.Sprintf("msg_%s_%06d", run, i) }
-
-// Template is a storm's event body for any source: a text/template with {{.ID}} (the event's
-// id, msg_<run>_<i>: put it where the source reads its id from the body, if it does),
-// {{.Run}}, {{.N}} (the event's number) and {{.Time}} (now, RFC 3339).
-type Template struct{ t *template.Template }
-
-// ParseTemplate reads a Template.
-func ParseTemplate(text string) (*Template, error) {
-	t, err := template.New("event").Option("missingkey=error").Parse(text)
-	if err != nil {
-		return nil, err
-	}
-	return &Template{t}, nil
-}
-
-// Events is the storm's Event function for the template.
-func (t *Template) Events(run string, i int) (id string, body []byte) {
-	id = EventID(run, i)
-	var b bytes.Buffer
-	_ = t.t.Execute(&b, struct {
-		ID, Run, Time string
-		N             int
-	}{id, run, time.Now().UTC().Format(time.RFC3339), i})
-	return id, b.Bytes()
-}
 
 // StormConfig is one storm: Events distinct events, each sent Copies times, by Concurrency
 // workers. Copies of one event are queued back to back, so different workers send them at
@@ -245,16 +219,14 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 	results := make(chan result, 1024)
 	var workers sync.WaitGroup
 	for range max(cfg.Concurrency, 1) {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
+		workers.Go(func() {
 			for d := range work {
 				id, body := event(cfg.Run, d.event)
 				start := time.Now()
 				status, resp, retryAfter, err := s.send(ctx, id, body, false)
 				results <- result{d, status, IsDuplicate(resp), err, start, time.Since(start), retryAfter}
 			}
-		}()
+		})
 	}
 	// open counts deliveries not yet finally answered; work closes when none is left (every
 	// first send has been queued, and no retry is waiting).
@@ -496,8 +468,15 @@ type DownstreamStats struct {
 	Applied int // distinct keys applied (each once: that is the downstream's idempotency)
 	Calls   int // calls, failed and retried ones included
 	Repeats int // calls for a key already applied, answered 200 without applying again
-	// Injected counts the calls failed on purpose, by kind.
+	// Injected counts the calls failed on purpose, by kind; Rejected the keys refused with an
+	// injected 422 (each an intent parked on purpose).
 	Injected map[faults.Kind]int
+	Rejected int
+	// Unexplained counts the repeats no lost answer (Lose: applied, then 500) explains: beyond
+	// them, a repeat was a second execution of a done intent, unless a fault injected into the
+	// worker's own writes explains it. Worst names up to five such keys.
+	Unexplained int
+	Worst       []string
 }
 
 // Stats counts what the downstream saw for keys starting with prefix.
@@ -505,59 +484,31 @@ func (d *Downstream) Stats(prefix string) DownstreamStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := DownstreamStats{Injected: map[faults.Kind]int{}}
-	for k, n := range d.calls {
+	for _, k := range slices.Sorted(maps.Keys(d.calls)) {
 		if !strings.HasPrefix(k, prefix) {
 			continue
 		}
+		n, f := d.calls[k], d.faulted[k]
 		st.Keys++
 		st.Calls += n
 		st.Repeats += d.repeats[k]
 		if d.applied[k] {
 			st.Applied++
 		}
-		for kind, m := range d.faulted[k] {
+		for kind, m := range f {
 			st.Injected[kind] += m
 		}
-	}
-	return st
-}
-
-// UnexplainedRepeats counts, over the keys starting with prefix, the calls for an already
-// applied key that no injected fault explains: a downstream call is repeated legitimately only
-// when an earlier answer for the key was lost (Lose: applied, then 500), so a key's repeats
-// beyond its lost answers were a second execution of a done intent. (A failure of the worker's
-// own writes after a successful call explains them too: those are bounded by the functions'
-// injected faults, counted by Deployment.InjectedFaults.) It also returns the worst keys.
-func (d *Downstream) UnexplainedRepeats(prefix string) (n int, keys []string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for k, r := range d.repeats {
-		if !strings.HasPrefix(k, prefix) {
-			continue
+		if f[faults.Reject] > 0 {
+			st.Rejected++
 		}
-		if extra := r - d.faulted[k][faults.Lose]; extra > 0 {
-			n += extra
-			if len(keys) < 5 {
-				keys = append(keys, fmt.Sprintf("%s (%d calls, %d repeats, %d lost answers)", k, d.calls[k], r, d.faulted[k][faults.Lose]))
+		if extra := d.repeats[k] - f[faults.Lose]; extra > 0 {
+			st.Unexplained += extra
+			if len(st.Worst) < 5 {
+				st.Worst = append(st.Worst, fmt.Sprintf("%s (%d calls, %d repeats, %d lost answers)", k, n, d.repeats[k], f[faults.Lose]))
 			}
 		}
 	}
-	sort.Strings(keys)
-	return n, keys
-}
-
-// Rejected counts the distinct keys starting with prefix that were refused with an injected
-// 422 (Reject): each is an intent parked on purpose.
-func (d *Downstream) Rejected(prefix string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for k, m := range d.faulted {
-		if strings.HasPrefix(k, prefix) && m[faults.Reject] > 0 {
-			n++
-		}
-	}
-	return n
+	return st
 }
 
 // Applied reports whether key has been applied.

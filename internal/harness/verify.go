@@ -33,11 +33,11 @@ func IDPrefix(src *sources.Source, run string) string {
 	return p
 }
 
-// Unfinished counts the claims under prefix that still have an intent pending or running: it
+// unfinished counts the claims under prefix that still have an intent pending or running: it
 // reads the sparse pending index (a claim leaves it when every intent is done), and reads a
 // claim itself only when few are left in the index, since a parked intent keeps its claim
-// there. inIndex is every claim of the prefix still in the index.
-func Unfinished(ctx context.Context, db DB, table, prefix string) (unfinished, inIndex int, err error) {
+// there.
+func unfinished(ctx context.Context, db DB, table, prefix string) (n int, err error) {
 	var keys []map[string]types.AttributeValue
 	for _, shard := range dedup.OpenShards(dedup.PendingShards) {
 		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
@@ -53,43 +53,43 @@ func Unfinished(ctx context.Context, db DB, table, prefix string) (unfinished, i
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
-				return 0, 0, err
+				return 0, err
 			}
 			keys = append(keys, page.Items...)
 		}
 	}
 	if len(keys) > 200 {
-		return len(keys), len(keys), nil
+		return len(keys), nil
 	}
 	for _, k := range keys {
 		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 			Key: map[string]types.AttributeValue{dedup.PartitionKey: k[dedup.PartitionKey], dedup.SortKey: k[dedup.SortKey]}})
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if out.Item == nil {
 			continue
 		}
 		c, err := dedup.UnmarshalClaim(out.Item)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		for _, in := range c.Intents {
 			if in.Status == dedup.IntentPending || in.Status == dedup.IntentRunning {
-				unfinished++
+				n++
 				break
 			}
 		}
 	}
-	return unfinished, len(keys), nil
+	return n, nil
 }
 
-// WaitFinished polls Unfinished until no claim under prefix has a pending or running intent,
+// WaitFinished polls until no claim under prefix has a pending or running intent,
 // calling tick (when set) between polls, for at most wait. It returns the last count.
 func WaitFinished(ctx context.Context, db DB, table, prefix string, wait time.Duration, tick func()) (int, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		n, _, err := Unfinished(ctx, db, table, prefix)
+		n, err := unfinished(ctx, db, table, prefix)
 		if err != nil || n == 0 || !time.Now().Before(deadline) {
 			return n, err
 		}

@@ -6,17 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
+	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/sources"
 )
-
-// functionTag is the tag the construct (infra.FunctionTag) puts on each function, with its
-// role: how deploy-local finds the construct in any app's templates.
-const functionTag = "oncehook:function"
 
 // construct is one oncehook construct of a synthesized app (a cloud assembly), as deploy-local
 // needs it: where its sources file is, and the logical ids of its table and API.
@@ -99,12 +97,7 @@ func readAssembly(dir string) ([]*construct, error) {
 		}
 	}
 	var all []*construct
-	names := make([]string, 0, len(manifest.Artifacts))
-	for name := range manifest.Artifacts {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(manifest.Artifacts)) {
 		a := manifest.Artifacts[name]
 		switch a.Type {
 		case "cdk:cloud-assembly":
@@ -148,15 +141,11 @@ func readTemplate(path, stackName string, assets map[string]string) ([]*construc
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	ids := make([]string, 0, len(t.Resources))
-	for id := range t.Resources {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(t.Resources))
 	var found []*construct
 	for _, id := range ids {
 		r := t.Resources[id]
-		if r.Type != "AWS::Lambda::Function" || tag(r, functionTag) != "receiver" {
+		if r.Type != "AWS::Lambda::Function" || tag(r, harness.FunctionTag) != "receiver" {
 			continue
 		}
 		c := &construct{stack: stackName, receiver: id, arch: "x86_64"} // Lambda's default
@@ -228,7 +217,7 @@ func readTemplate(path, stackName string, assets map[string]string) ([]*construc
 		if c.api == "" {
 			return nil, fmt.Errorf("stack %s: no POST /hooks/<source> route of an HTTP API invokes the receiver %s", stackName, id)
 		}
-		sort.Strings(c.routes)
+		slices.Sort(c.routes)
 		found = append(found, c)
 	}
 	return found, nil
@@ -286,4 +275,4 @@ func routeIntegration(v json.RawMessage) string {
 	return ""
 }
 
-var errNoConstruct = errors.New("no oncehook construct in the app: no stack has a function tagged " + functionTag + "=receiver (infra.New adds it)")
+var errNoConstruct = errors.New("no oncehook construct in the app: no stack has a function tagged " + harness.FunctionTag + "=receiver (infra.New adds it)")

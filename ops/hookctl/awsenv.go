@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,34 +53,24 @@ func (s *stack) get(key string) string {
 	return s.vars[key]
 }
 
-// readStack parses a stack file. The format is the subset of shell assignments writeStack
-// produces (KEY=value, KEY='quoted value', comments); a dotenv library would be a dependency
-// for these twenty lines.
+// readStack parses the subset of shell assignments writeStack produces (KEY=value,
+// KEY='quoted value', comments): a dotenv library would be a dependency for twenty lines.
 func readStack(path string) (*stack, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	s := &stack{path: path, vars: map[string]string{}}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
+	return s, eachLine(path, func(n int, line string) error {
 		key, value, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
 		if !ok || key == "" {
-			return nil, fmt.Errorf("%s:%d: want KEY=value", path, n)
+			return fmt.Errorf("%s:%d: want KEY=value", path, n)
 		}
 		if strings.HasPrefix(value, "'") {
 			if len(value) < 2 || !strings.HasSuffix(value, "'") {
-				return nil, fmt.Errorf("%s:%d: unterminated quote", path, n)
+				return fmt.Errorf("%s:%d: unterminated quote", path, n)
 			}
 			value = strings.ReplaceAll(value[1:len(value)-1], `'\''`, `'`)
 		}
 		s.vars[key] = value
-	}
-	return s, sc.Err()
+		return nil
+	})
 }
 
 // writeStack writes vars as a stack file, each value quoted for a shell where it needs it.
@@ -90,12 +79,7 @@ func writeStack(path, comment string, vars map[string]string) error {
 	for _, line := range strings.Split(strings.TrimSpace(comment), "\n") {
 		b.WriteString("# " + line + "\n")
 	}
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		b.WriteString(k + "=" + shellQuote(vars[k]) + "\n")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -207,38 +191,50 @@ func (c *cli) noteStack() {
 //   - the EC2 instance metadata service is off unless AWS_EC2_METADATA_DISABLED=false asks for
 //     it (on an EC2 instance with a role), so that no credentials is one clear line, not the
 //     SDK's retries against 169.254.169.254;
-//   - a local endpoint (a stack file's, or a loopback AWS_ENDPOINT_URL) gets the emulator's
-//     dummy credentials unless AWS_ACCESS_KEY_ID gives some (a profile's are never sent there),
-//     and the stack's region, else us-east-1, where the caller sets none;
+//   - a local endpoint (a stack file's, or a loopback AWS_ENDPOINT_URL) gets localEnv's region
+//     and credentials;
 //   - the SDK logs nothing (its warnings are not the operator's business).
 func (c *cli) awsOptions() (opts []func(*config.LoadOptions) error, local bool) {
 	opts = append(opts, config.WithLogger(logging.Nop{}))
 	if os.Getenv("AWS_EC2_METADATA_DISABLED") == "" {
 		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
-	endpoint, from := c.endpoint()
-	fromStack := endpoint != "" && from != "AWS_ENDPOINT_URL"
-	if fromStack {
+	if endpoint, from := c.endpoint(); endpoint != "" && from != "AWS_ENDPOINT_URL" {
 		opts = append(opts, config.WithBaseEndpoint(endpoint))
 	}
-	local = endpoint != "" && isLocal(endpoint)
-	if !local {
+	vars := c.localEnv()
+	if vars == nil {
 		return opts, false
 	}
-	switch region := c.stack.get("AWS_REGION"); {
-	case fromStack && region != "":
-		opts = append(opts, config.WithRegion(region))
-	case os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "":
-		opts = append(opts, config.WithRegion(or(region, "us-east-1")))
-	}
-	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+	opts = append(opts, config.WithRegion(vars["AWS_REGION"]))
+	if key, ok := vars["AWS_ACCESS_KEY_ID"]; ok {
 		// Not a profile's either: the SDK fails its load on a profile this machine lacks, and
 		// an emulator has no use for one.
 		os.Unsetenv("AWS_PROFILE")
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(
-			or(c.stack.get("AWS_ACCESS_KEY_ID"), "test"), or(c.stack.get("AWS_SECRET_ACCESS_KEY"), "test"), "")))
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(key, vars["AWS_SECRET_ACCESS_KEY"], "")))
 	}
 	return opts, true
+}
+
+// localEnv is the region and credentials for an emulator at the endpoint in use (nil for
+// another endpoint): the naming stack file's region, else the caller's, else us-east-1; the
+// caller's access key, else the stack's or "test", and never a profile's.
+func (c *cli) localEnv() map[string]string {
+	endpoint, from := c.endpoint()
+	if endpoint == "" || !isLocal(endpoint) {
+		return nil
+	}
+	region := or(os.Getenv("AWS_REGION"), or(os.Getenv("AWS_DEFAULT_REGION"), or(c.stack.get("AWS_REGION"), "us-east-1")))
+	if r := c.stack.get("AWS_REGION"); r != "" && from != "AWS_ENDPOINT_URL" {
+		region = r
+	}
+	vars := map[string]string{"AWS_REGION": region, "AWS_DEFAULT_REGION": region}
+	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+		vars["AWS_ACCESS_KEY_ID"] = or(c.stack.get("AWS_ACCESS_KEY_ID"), "test")
+		vars["AWS_SECRET_ACCESS_KEY"] = or(c.stack.get("AWS_SECRET_ACCESS_KEY"), "test")
+		vars["AWS_PROFILE"] = "" // never a profile's credentials to an emulator
+	}
+	return vars
 }
 
 func (c *cli) config(ctx context.Context) (aws.Config, error) {
@@ -288,23 +284,15 @@ func credentialsConfigured() bool {
 // CLI, a receiver binary): the caller's, with the endpoint, region and credentials hookctl
 // itself uses where they come from a stack file or stand in for an emulator's.
 func (c *cli) childEnv() []string {
-	endpoint, from := c.endpoint()
+	endpoint, _ := c.endpoint()
 	if endpoint == "" {
 		return os.Environ()
 	}
-	vars := map[string]string{"AWS_ENDPOINT_URL": endpoint}
-	if isLocal(endpoint) {
-		region := or(os.Getenv("AWS_REGION"), or(os.Getenv("AWS_DEFAULT_REGION"), or(c.stack.get("AWS_REGION"), "us-east-1")))
-		if r := c.stack.get("AWS_REGION"); r != "" && from != "AWS_ENDPOINT_URL" {
-			region = r
-		}
-		vars["AWS_REGION"], vars["AWS_DEFAULT_REGION"] = region, region
-		if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-			vars["AWS_ACCESS_KEY_ID"] = or(c.stack.get("AWS_ACCESS_KEY_ID"), "test")
-			vars["AWS_SECRET_ACCESS_KEY"] = or(c.stack.get("AWS_SECRET_ACCESS_KEY"), "test")
-			vars["AWS_PROFILE"] = "" // never a profile's credentials to an emulator
-		}
+	vars := c.localEnv()
+	if vars == nil {
+		vars = map[string]string{}
 	}
+	vars["AWS_ENDPOINT_URL"] = endpoint
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")

@@ -20,8 +20,6 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-var errHelp = errors.New("help")
-
 // cli is what every command gets: its flags' values and its streams. AWS clients are made
 // on first use, so commands that need none work without credentials.
 type cli struct {
@@ -35,6 +33,8 @@ type cli struct {
 	deploy             deployFlags
 	console            consoleFlags
 	logs               logsFlags
+	coldstart          coldstartFlags
+	flags              *flag.FlagSet // coldstart parses its flags after its <bootstrap> with it
 	stdin              io.Reader
 	stdout, stderr     io.Writer
 
@@ -45,9 +45,11 @@ type cli struct {
 	db  *dynamodb.Client
 }
 
-func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli, []string, error) {
+func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli, []string, error) {
 	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	name := cmd.name
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	c.flags = fs
 	fs.SetOutput(stderr)
 	var stackPath string
 	fs.StringVar(&c.sourcesPath, "sources", "", "the deployment's sources file (default $ONCEHOOK_SOURCES_FILE, else the local stack's)")
@@ -59,44 +61,21 @@ func parseFlags(name, usage string, args []string, stdin io.Reader, stdout, stde
 		shards = n
 	}
 	fs.IntVar(&c.pendingShards, "pending-shards", shards, "the pending index's shard count, as deployed (default $PENDING_SHARDS or 16)")
-	switch name {
-	case "send":
-		c.send.define(fs)
-	case "inspect", "redrive", "resolve":
-		fs.StringVar(&c.scope, "scope", "", "for a source whose ids a header scopes (GitHub: the hook's id, X-GitHub-Hook-ID), the scope of an\n"+
-			"<event_id> given as the provider shows it (GitHub's delivery GUID): the claim's id is <scope>:<event_id>")
-	case "storm":
-		c.storm.define(fs)
-	case "replay":
-		fs.IntVar(&c.replay.rate, "rate", 50, "deliveries per second")
-		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
-		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
-	case "console":
-		c.console.define(fs)
-	case "logs":
-		c.logs.define(fs)
-	case "audit":
-		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
-		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")
-	case "deploy-local":
-		c.deploy.define(fs)
+	if cmd.flags != nil {
+		cmd.flags(c, fs)
 	}
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: hookctl "+usage)
+		fmt.Fprintln(stderr, "usage: hookctl "+cmd.usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, errHelp
-		}
 		return nil, nil, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	stackNamed := set["stack"]
 	if name != "deploy-local" { // it writes the stack file; it reads none
 		var err error
-		if c.stack, err = findStack(stackPath, stackNamed); err != nil {
+		if c.stack, err = findStack(stackPath, set["stack"]); err != nil {
 			fmt.Fprintln(stderr, "hookctl "+name+":", err)
 			return nil, nil, err
 		}
@@ -130,10 +109,21 @@ func (c *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
 		}
 		c.db = dynamodb.NewFromConfig(cfg)
 	}
-	if c.table == "" {
-		return nil, errors.New("no table: pass -table or set TABLE_NAME" + noStack)
+	if err := c.needTable(""); err != nil {
+		return nil, err
 	}
 	return c.db, nil
+}
+
+// needTable says what to do when no table is named; why, when set, says what it is for.
+func (c *cli) needTable(why string) error {
+	if c.table != "" {
+		return nil
+	}
+	if why == "" {
+		why = noStack
+	}
+	return errors.New("no table: pass -table or set TABLE_NAME" + why)
 }
 
 func (c *cli) sources() (*sources.File, error) {

@@ -200,9 +200,6 @@ func parked(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.table == "" {
-		return errors.New("-table (or TABLE_NAME) is required")
-	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SOURCE\tEVENT ID\tINTENT\tTARGET\tATTEMPTS\tPARKED AT\tLAST ERROR")
 	n := 0

@@ -11,14 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -42,25 +41,29 @@ const deployUsage = "deploy-local [-app CMD|DIR -c key=value -secrets FILE -exam
 // deployFlags are deploy-local's.
 type deployFlags struct {
 	app, secrets, cdk, dir string
-	context, examples      pairFlag
+	context, examples      listFlag
 	verbose                bool
 }
 
-// pairFlag is a repeatable key=value flag.
-type pairFlag []string
+// listFlag is a repeatable flag whose values are each a name, sep and a value.
+type listFlag struct {
+	values []string
+	sep    string
+}
 
-func (p *pairFlag) String() string { return strings.Join(*p, " ") }
-func (p *pairFlag) Set(v string) error {
-	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", v)
+func (l *listFlag) String() string { return strings.Join(l.values, " ") }
+func (l *listFlag) Set(v string) error {
+	if k, _, ok := strings.Cut(v, l.sep); !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want name%svalue, got %q", l.sep, v)
 	}
-	*p = append(*p, v)
+	l.values = append(l.values, v)
 	return nil
 }
 
 func (f *deployFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.app, "app", "", "the command that runs the CDK app (as cdk --app: 'go run ./infra'), or a synthesized cloud assembly's\n"+
 		"folder; default the app of cdk.json here")
+	f.context.sep, f.examples.sep = "=", "="
 	fs.Var(&f.context, "c", "CDK context for the synth, key=value (repeatable), e.g. -c local=true")
 	fs.StringVar(&f.secrets, "secrets", "", "a JSON file of the secrets' values, {\"<source>\": \"<secret>\"} (or keyed \"secretsmanager:<name>\", \"ssm:<name>\");\n"+
 		"a secret it does not give keeps its value in the emulator, or gets a fresh one that fits the source's scheme")
@@ -84,8 +87,8 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	}
 	endpoint = strings.TrimSuffix(endpoint, "/")
 	c.stack = &stack{path: "deploy-local", vars: map[string]string{"AWS_ENDPOINT_URL": endpoint}}
-	if err := emulatorAnswers(ctx, endpoint); err != nil {
-		return err
+	if err := answers(endpoint); err != nil { // before a synth is spent
+		return fmt.Errorf("nothing answers on %s: start the emulator first (make up, in a checkout of oncehook, starts MiniStack; LocalStack serves too)", endpoint)
 	}
 	cdk := strings.Fields(f.cdk)
 	if len(cdk) == 0 {
@@ -95,7 +98,8 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("no %s on PATH: install the CDK CLI and cdklocal (npm install -g aws-cdk aws-cdk-local), or name the command with -cdk", cdk[0])
 	}
 	assembly := f.app
-	synth := !isAssembly(f.app)
+	_, err := os.Stat(filepath.Join(f.app, "manifest.json"))
+	synth := f.app == "" || err != nil // not a synthesized cloud assembly's folder
 	if synth && f.app == "" {
 		if _, err := os.Stat("cdk.json"); err != nil {
 			return errors.New("no -app and no cdk.json here: pass -app with the command that runs your CDK app, e.g. -app 'go run ./infra'")
@@ -154,7 +158,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		if f.app != "" {
 			synthArgs = append(synthArgs, "--app", f.app)
 		}
-		for _, kv := range f.context {
+		for _, kv := range f.context.values {
 			synthArgs = append(synthArgs, "--context", kv)
 		}
 		if err := cdkRun("synthesizing the app into "+assembly, append(synthArgs, stacks...)...); err != nil {
@@ -194,7 +198,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	examples, err := readExamples(f.examples, found)
+	examples, err := readExamples(f.examples.values, found)
 	if err != nil {
 		return err
 	}
@@ -263,30 +267,6 @@ type deployedConstruct struct {
 	table, api, urlTemplate string
 }
 
-// emulatorAnswers checks that something listens on the endpoint before a synth is spent.
-func emulatorAnswers(ctx context.Context, endpoint string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/_localstack/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("nothing answers on %s: start the emulator first (make up, in a checkout of oncehook, starts MiniStack; LocalStack serves too)", endpoint)
-	}
-	resp.Body.Close()
-	return nil
-}
-
-func isAssembly(dir string) bool {
-	if dir == "" {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(dir, "manifest.json"))
-	return err == nil
-}
-
 func physicalID(ctx context.Context, cf *cloudformation.Client, stack, logical string) (string, error) {
 	out, err := cf.DescribeStackResource(ctx, &cloudformation.DescribeStackResourceInput{StackName: aws.String(stack), LogicalResourceId: aws.String(logical)})
 	if err != nil {
@@ -310,9 +290,11 @@ func tail(path string, n int) string {
 
 // secretPut is what deploy-local did with one secret a sources file names.
 type secretPut struct {
-	ref     sources.SecretRef
-	sources []string
-	how     string
+	ref              sources.SecretRef
+	sources, schemes []string // the sources that share it, and their schemes
+	value            string   // given by the -secrets file, when given
+	given            bool
+	how              string
 }
 
 // putSecrets puts every Secrets Manager secret and SSM parameter the constructs' sources files
@@ -331,9 +313,7 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 	}
 	used := map[string]bool{}
 	byRef := map[string]*secretPut{}
-	var order []string
-	values := map[string]string{}
-	schemes := map[string][]string{}
+	var out []*secretPut
 	for _, k := range found {
 		for _, name := range k.sources.Names() {
 			src := k.sources.Sources[name]
@@ -343,20 +323,19 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 				if p == nil {
 					p = &secretPut{ref: ref}
 					byRef[key] = p
-					order = append(order, key)
+					out = append(out, p)
 				}
-				p.sources = append(p.sources, name)
-				schemes[key] = append(schemes[key], src.Scheme)
+				p.sources, p.schemes = append(p.sources, name), append(p.schemes, src.Scheme)
 				for _, g := range []string{key, name} {
 					v, ok := given[g]
 					if !ok {
 						continue
 					}
 					used[g] = true
-					if prev, set := values[key]; set && prev != v {
+					if p.given && p.value != v {
 						return nil, fmt.Errorf("-secrets %s gives %s two values (for the sources %s, which share it)", valuesPath, key, strings.Join(p.sources, " and "))
 					}
-					values[key] = v
+					p.value, p.given = v, true
 				}
 			}
 		}
@@ -367,9 +346,7 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 		}
 	}
 	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
-	for _, key := range order {
-		p := byRef[key]
-		v, isGiven := values[key]
+	for _, p := range out {
 		switch {
 		case p.ref.Env != "":
 			p.how = "not put: an environment variable, which the app sets (Environment) and hookctl send reads from its own"
@@ -378,52 +355,41 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 			p.how = "not put: an ARN names it; create it in the emulator yourself"
 			continue
 		}
-		if !isGiven {
-			present, ok, err := currentSecret(ctx, sm, ps, p.ref)
+		v, how := p.value, "from "+valuesPath
+		if !p.given {
+			present, err := currentSecret(ctx, &sources.Resolver{SecretsManager: sm, SSM: ps}, p.ref)
 			if err != nil {
 				return nil, err
 			}
-			if ok && usable(present, schemes[key]) {
+			if usable(present, p.schemes) {
 				p.how = "kept"
 				continue
 			}
-			if v, err = freshSecret(schemes[key]); err != nil {
+			if v, err = freshSecret(p.schemes); err != nil {
 				return nil, err
 			}
+			how = "generated"
 		}
 		if err := writeSecret(ctx, sm, ps, p.ref, v); err != nil {
 			return nil, err
 		}
-		p.how = map[bool]string{true: "from " + valuesPath, false: "generated"}[isGiven]
-	}
-	out := make([]*secretPut, 0, len(order))
-	for _, key := range order {
-		out = append(out, byRef[key])
+		p.how = how
 	}
 	return out, nil
 }
 
-func currentSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client, ref sources.SecretRef) (string, bool, error) {
-	if ref.SecretsManager != "" {
-		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(ref.SecretsManager)})
-		var missing *smtypes.ResourceNotFoundException
-		if errors.As(err, &missing) {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, fmt.Errorf("%s: %w", ref, err)
-		}
-		return aws.ToString(out.SecretString), true, nil
-	}
-	out, err := ps.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(ref.SSM), WithDecryption: aws.Bool(true)})
-	var missing *ssmtypes.ParameterNotFound
-	if errors.As(err, &missing) {
-		return "", false, nil
+// currentSecret is the secret's value in the emulator, "" when it has none.
+func currentSecret(ctx context.Context, r *sources.Resolver, ref sources.SecretRef) (string, error) {
+	v, err := r.Resolve(ctx, []sources.SecretRef{ref})
+	var smMissing *smtypes.ResourceNotFoundException
+	var ssmMissing *ssmtypes.ParameterNotFound
+	if errors.As(err, &smMissing) || errors.As(err, &ssmMissing) {
+		return "", nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("%s: %w", ref, err)
+		return "", err
 	}
-	return aws.ToString(out.Parameter.Value), true, nil
+	return v[0], nil
 }
 
 func writeSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client, ref sources.SecretRef, v string) error {
@@ -486,6 +452,7 @@ func usable(v string, schemes []string) bool {
 
 // example is one source's printed delivery: its body and the flags it needs.
 type example struct {
+	src                *sources.Source
 	source, body, file string
 	flags              []string
 	id                 string // what inspect is given
@@ -537,17 +504,17 @@ func readExamples(pairs []string, found []*construct) ([]example, error) {
 		// first send into an emulator that already has the last deploy's is new again.
 		token := freshID("")
 		body = bytes.ReplaceAll(body, []byte("{{fresh}}"), []byte(token))
-		e := example{source: name, body: string(body), file: file}
-		if src.EventID != nil && src.EventID.Header != "" {
+		e := example{src: src, source: name, body: string(body), file: file}
+		if inHeader(src.EventID) {
 			e.id = "msg_" + token
 			e.flags = append(e.flags, "-id", e.id)
 		} else {
 			e.id = bodyValue(src, body, src.EventID)
 		}
 		switch {
-		case src.EventType != nil && src.EventType.Header != "" && eventType == "":
+		case inHeader(src.EventType) && eventType == "":
 			return nil, fmt.Errorf("-example %s: source %s reads its event type from the %s header: give it as %s:<type>=%s", p, name, src.EventType.Header, name, file)
-		case src.EventType != nil && src.EventType.Header != "":
+		case inHeader(src.EventType):
 			e.flags = append(e.flags, "-type", eventType)
 		case eventType != "":
 			return nil, fmt.Errorf("-example %s: source %s reads its event type from the body", p, name)
@@ -558,7 +525,7 @@ func readExamples(pairs []string, found []*construct) ([]example, error) {
 }
 
 func minimalExample(name string, src *sources.Source) example {
-	e := example{source: name}
+	e := example{src: src, source: name}
 	obj := map[string]any{}
 	form := url.Values{}
 	id, eventType := freshID("evt_local_"), "oncehook.test"
@@ -651,11 +618,7 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 		fmt.Fprintf(w, "\nStack %s is up on %s%s\n", d.stack, endpoint, recorded)
 		// Each row names what it is, indented by two: a row indented further would read as a
 		// command.
-		names := make([]string, 0, len(d.sources.Targets))
-		for name := range d.sources.Targets {
-			names = append(names, name)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(d.sources.Targets))
 		width := 0
 		for _, n := range append(slices.Clone(d.routes), names...) {
 			width = max(width, len(n))
@@ -690,17 +653,8 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 	} else {
 		fmt.Fprintf(w, "\nTry it from this folder, in any shell (-stack names the stack file).\n")
 	}
-	srcOf := func(name string) *sources.Source {
-		for _, d := range deployed {
-			if s := d.sources.Sources[name]; s != nil {
-				return s
-			}
-		}
-		return nil
-	}
 	for _, e := range examples {
-		src := srcOf(e.source)
-		if sources.PublicKeyScheme(src.Scheme) {
+		if src := e.src; sources.PublicKeyScheme(src.Scheme) {
 			fmt.Fprintf(w, "\n%s verifies with its provider's public keys: make a pair with `%s keygen %s`, list the public key in the\n"+
 				"source's public_keys, deploy again, and send with -key <the private key>.\n", e.source, progName(), src.Scheme)
 			continue

@@ -224,9 +224,9 @@ func TestPutSecretsGivesEverySecretAValueItsSchemesTake(t *testing.T) {
 		"github":{"scheme":"github","secrets":[{"secretsmanager":"t%[1]s/github"},{"env":"GITHUB_PREVIOUS"}],"retry_horizon":"1h"}}}`, run)
 	k := fileConstruct(t, raw)
 	read := func(ref sources.SecretRef) string {
-		v, ok, err := currentSecret(ctx, sm, ps, ref)
-		if err != nil || !ok {
-			t.Fatalf("%s: %v %v", ref, ok, err)
+		v, err := currentSecret(ctx, &sources.Resolver{SecretsManager: sm, SSM: ps}, ref)
+		if err != nil || v == "" {
+			t.Fatalf("%s: %q %v", ref, v, err)
 		}
 		return v
 	}

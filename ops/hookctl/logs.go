@@ -47,8 +47,8 @@ func logs(ctx context.Context, c *cli, args []string) error {
 			return fmt.Errorf("%q is not a function: want %v", r, harness.Roles)
 		}
 	}
-	if c.table == "" {
-		return fmt.Errorf("no table: pass -table or set TABLE_NAME" + noStack)
+	if err := c.needTable(""); err != nil {
+		return err
 	}
 	cfg, err := c.config(ctx)
 	if err != nil {

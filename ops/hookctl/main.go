@@ -1,60 +1,61 @@
-// Command hookctl is the operator's CLI for an oncehook deployment, local or on AWS.
-//
-//	hookctl deploy-local [flags] [stack...]     deploy a CDK app using the construct to the local emulator
-//	hookctl send <source> [url]                 sign a body (stdin) as the provider would, POST it
-//	hookctl inspect <source> <event_id>         the claim, its effects and its intents
-//	hookctl redrive <source> <event_id> [intent] put parked intents back to pending
-//	hookctl parked                              every parked intent, with its last error
-//	hookctl pause [<target> <why...>]           hold a target's calls (its downstream's maintenance); list the paused
-//	hookctl resume <target>                     let a paused target's calls go again
-//	hookctl check-retention                     each source's retention against its provider
-//	hookctl storm <source> [url]                N events x K concurrent copies, then verify
-//	hookctl replay <source> [url] <file.jsonl>  send recorded deliveries, rate-limited (a redrive)
-//	hookctl audit                               effect records without a claim (leaks)
-//	hookctl backfill <source> <file>            claim ids processed before dedup was switched on
-//	hookctl keygen discord|sendgrid             a key pair to test a public-key source with
-//	hookctl coldstart <bootstrap>               the receiver binary's cold start under a local Runtime API
-//	hookctl console                             the operator console, a web UI (package console)
-//	hookctl logs [receiver|outbox|sweeper]      the functions' log lines, oldest first (-follow)
+// Command hookctl is the operator's CLI for an oncehook deployment, local or on AWS: hookctl
+// help lists its commands (the table below), docs/hookctl.md describes them.
 //
 // It talks to AWS through the standard credentials chain, without the EC2 instance metadata
 // service unless AWS_EC2_METADATA_DISABLED=false asks for it. In a folder where a local deploy
 // recorded its stack (.oncehook/stack.env: make run, hookctl deploy-local), it talks to that
 // stack, with the emulator's dummy credentials, unless the environment points elsewhere.
-// Common flags: -sources (default $ONCEHOOK_SOURCES_FILE), -table (default $TABLE_NAME),
-// -stack (default $ONCEHOOK_STACK or .oncehook/stack.env); docs/hookctl.md has the rest.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 type command struct {
-	usage string
-	run   func(ctx context.Context, env *cli, args []string) error
+	name, usage string
+	run         func(ctx context.Context, env *cli, args []string) error
+	flags       func(c *cli, fs *flag.FlagSet) // the command's own, beside the common ones
 }
 
-var commands = map[string]command{
-	"deploy-local":    {deployUsage, deployLocal},
-	"inspect":         {"inspect [-scope S] <source> <event_id>", inspect},
-	"redrive":         {"redrive [-scope S] <source> <event_id> [intent]", redrive},
-	"resolve":         {"resolve [-scope S] <source> <event_id> <intent> <why...>", resolve},
-	"parked":          {"parked", parked},
-	"pause":           {"pause [<target> <why...>]   (no target: list the paused targets)", pause},
-	"resume":          {"resume <target>", resume},
-	"check-retention": {"check-retention", checkRetention},
-	"send":            {"send [-id ID -type T -delivery D -scope S -header 'N: v' -key K -secret S -signed-url U] <source> [url]   (body on stdin)", send},
-	"storm":           {"storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> [url]", storm},
-	"replay":          {"replay [-rate N -copies K -shuffle] <source> [url] <file.jsonl>", replay},
-	"audit":           {"audit [-prefix P -sample N]", audit},
-	"backfill":        {"backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill},
-	"keygen":          {"keygen discord|sendgrid", keygen},
-	"coldstart":       {coldstartUsage, coldstart},
-	"console":         {consoleUsage, consoleCmd},
-	"logs":            {logsUsage, logs},
+// commands in the order the usage lists them.
+var commands = []command{
+	{"deploy-local", deployUsage, deployLocal, func(c *cli, fs *flag.FlagSet) { c.deploy.define(fs) }},
+	{"send", "send [-id ID -type T -delivery D -scope S -header 'N: v' -key K -secret S -signed-url U] <source> [url]   (body on stdin)", send,
+		func(c *cli, fs *flag.FlagSet) { c.send.define(fs) }},
+	{"inspect", "inspect [-scope S] <source> <event_id>", inspect, scopeFlag},
+	{"redrive", "redrive [-scope S] <source> <event_id> [intent]", redrive, scopeFlag},
+	{"resolve", "resolve [-scope S] <source> <event_id> <intent> <why...>", resolve, scopeFlag},
+	{"parked", "parked", parked, nil},
+	{"pause", "pause [<target> <why...>]   (no target: list the paused targets)", pause, nil},
+	{"resume", "resume <target>", resume, nil},
+	{"check-retention", "check-retention", checkRetention, nil},
+	{"storm", "storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> [url]", storm,
+		func(c *cli, fs *flag.FlagSet) { c.storm.define(fs) }},
+	{"replay", "replay [-rate N -copies K -shuffle] <source> [url] <file.jsonl>", replay, func(c *cli, fs *flag.FlagSet) {
+		fs.IntVar(&c.replay.rate, "rate", 50, "deliveries per second")
+		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
+		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
+	}},
+	{"audit", "audit [-prefix P -sample N]", audit, func(c *cli, fs *flag.FlagSet) {
+		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
+		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")
+	}},
+	{"backfill", "backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill, nil},
+	{"keygen", "keygen discord|sendgrid", keygen, nil},
+	{"coldstart", coldstartUsage, coldstart, func(c *cli, fs *flag.FlagSet) { c.coldstart.define(fs) }},
+	{"console", consoleUsage, consoleCmd, func(c *cli, fs *flag.FlagSet) { c.console.define(fs) }},
+	{"logs", logsUsage, logs, func(c *cli, fs *flag.FlagSet) { c.logs.define(fs) }},
+}
+
+func scopeFlag(c *cli, fs *flag.FlagSet) {
+	fs.StringVar(&c.scope, "scope", "", "for a source whose ids a header scopes (GitHub: the hook's id, X-GitHub-Hook-ID), the scope of an\n"+
+		"<event_id> given as the provider shows it (GitHub's delivery GUID): the claim's id is <scope>:<event_id>")
 }
 
 func main() {
@@ -71,15 +72,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		usage(stdout)
 		return 0
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
+	if i < 0 {
 		fmt.Fprintf(stderr, "hookctl: unknown command %q\n\n", args[0])
 		usage(stderr)
 		return 2
 	}
-	env, rest, err := parseFlags(args[0], cmd.usage, args[1:], stdin, stdout, stderr)
+	cmd := commands[i]
+	env, rest, err := parseFlags(cmd, args[1:], stdin, stdout, stderr)
 	if err != nil {
-		if err == errHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
@@ -93,8 +95,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")
-	for _, name := range []string{"deploy-local", "send", "inspect", "redrive", "resolve", "parked", "pause", "resume", "check-retention", "storm", "replay", "audit", "backfill", "keygen", "coldstart", "console"} {
-		fmt.Fprintln(w, "  "+commands[name].usage)
+	for _, c := range commands {
+		fmt.Fprintln(w, "  "+c.usage)
 	}
 	fmt.Fprintln(w, "\nflags: -sources FILE (default $ONCEHOOK_SOURCES_FILE), -table NAME (default $TABLE_NAME), -stack FILE (default\n"+
 		"$ONCEHOOK_STACK, else "+StackFile+" in this folder: a local deploy's stack, its endpoint, table, sources and URLs)")

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -38,19 +37,8 @@ func backfill(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	in, err := os.Open(args[1])
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	wrote, kept, line := 0, 0, 0
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
+	wrote, kept := 0, 0
+	err = eachLine(args[1], func(line int, text string) error {
 		id, at, _ := strings.Cut(text, "\t")
 		processed := time.Now()
 		if at != "" {
@@ -70,8 +58,9 @@ func backfill(ctx context.Context, c *cli, args []string) error {
 		if (wrote+kept)%1000 == 0 {
 			fmt.Fprintf(c.stderr, "\r%d lines", wrote+kept)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "backfilled %d claims; %d already claimed or past their retention\n", wrote, kept)
@@ -95,27 +84,18 @@ func replay(ctx context.Context, c *cli, args []string) error {
 		ID   string          `json:"id"`
 		Body json.RawMessage `json:"body"`
 	}
-	in, err := os.Open(args[2])
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	var all []delivery
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 6<<20)
-	for n := 1; sc.Scan(); n++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
+	err = eachLine(args[2], func(n int, line string) error {
 		var d delivery
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil || len(d.Body) == 0 {
+		if err := json.Unmarshal([]byte(line), &d); err != nil || len(d.Body) == 0 {
 			return fmt.Errorf("line %d: want {\"id\": ..., \"body\": {...}}", n)
 		}
 		for range max(c.replay.copies, 1) {
 			all = append(all, d)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if c.replay.shuffle {
@@ -123,26 +103,30 @@ func replay(ctx context.Context, c *cli, args []string) error {
 	}
 	tick := time.NewTicker(time.Second / time.Duration(max(c.replay.rate, 1)))
 	defer tick.Stop()
-	counts := map[string]int{}
-	for i, d := range all {
-		<-tick.C
-		status, resp, err := sender.Send(ctx, d.ID, d.Body, false)
-		switch {
-		case err != nil:
-			counts["error"]++
-		case status != http.StatusOK:
-			counts[fmt.Sprint(status)]++
-		case harness.IsDuplicate(resp):
-			counts["duplicate"]++
-		default:
-			counts["accepted"]++
-		}
-		if (i+1)%max(len(all)/10, 1) == 0 {
-			fmt.Fprintf(c.stderr, "\rsent %d/%d", i+1, len(all))
-		}
+	indexes := make([]int, len(all))
+	for i := range indexes {
+		indexes[i] = i
 	}
+	// One worker, paced by the ticker: the storm's counting, at the replay's rate.
+	rep := harness.Storm(ctx, sender, harness.StormConfig{Events: indexes, Concurrency: 1,
+		Event: func(_ string, i int) (string, []byte) {
+			<-tick.C
+			return all[i].ID, all[i].Body
+		},
+		Progress: func(done int) {
+			if done%max(len(all)/10, 1) == 0 {
+				fmt.Fprintf(c.stderr, "\rsent %d/%d", done, len(all))
+			}
+		}})
 	fmt.Fprintf(c.stderr, "\n")
-	fmt.Fprintf(c.stdout, "sent %d: accepted %d, duplicate %d, other %v\n", len(all), counts["accepted"], counts["duplicate"], without(counts, "accepted", "duplicate"))
+	others := map[string]int{}
+	for status, n := range rep.Statuses {
+		others[fmt.Sprint(status)] = n
+	}
+	if rep.Errors > 0 {
+		others["error"] = rep.Errors
+	}
+	fmt.Fprintf(c.stdout, "sent %d: accepted %d, duplicate %d, other %v\n", len(all), rep.Accepted, rep.Duplicates, others)
 	return nil
 }
 
@@ -207,13 +191,22 @@ type auditFlags struct {
 	sample int
 }
 
-func without(m map[string]int, keys ...string) map[string]int {
-	out := map[string]int{}
-	for k, v := range m {
-		out[k] = v
+// eachLine calls fn with each line of the file at path, trimmed, and its number, but for blank
+// lines and # comments.
+func eachLine(path string, fn func(n int, line string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
 	}
-	for _, k := range keys {
-		delete(out, k)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 6<<20) // a replayed delivery is a whole body on one line
+	for n := 1; sc.Scan(); n++ {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			if err := fn(n, line); err != nil {
+				return err
+			}
+		}
 	}
-	return out
+	return sc.Err()
 }

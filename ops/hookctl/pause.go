@@ -24,7 +24,19 @@ func pause(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if len(args) == 0 {
-		return listPaused(ctx, c, targets)
+		paused, err := targets.Paused(ctx)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "TARGET\tPAUSED AT\tBY\tWHY")
+		for _, name := range slices.Sorted(maps.Keys(paused)) {
+			p := paused[name]
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, p.At.Format(time.RFC3339), p.By, p.Why)
+		}
+		w.Flush()
+		fmt.Fprintf(c.stdout, "%d paused targets\n", len(paused))
+		return nil
 	}
 	// A name the deployment does not call would pause nothing: refused when the sources file says so.
 	if f, err := c.sources(); err == nil && f.Targets[args[0]] == nil {
@@ -38,27 +50,9 @@ func pause(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func listPaused(ctx context.Context, c *cli, targets *outbox.Targets) error {
-	paused, err := targets.Paused(ctx)
-	if err != nil {
-		return err
-	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TARGET\tPAUSED AT\tBY\tWHY")
-	for _, name := range slices.Sorted(maps.Keys(paused)) {
-		p := paused[name]
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, p.At.Format(time.RFC3339), p.By, p.Why)
-	}
-	w.Flush()
-	fmt.Fprintf(c.stdout, "%d paused targets\n", len(paused))
-	return nil
-}
-
-// resume lets a paused target's calls go again: the sweeper's next run calls its held intents,
-// at the target's limits. It is unconditional (outbox.Targets.Resume): a command acts on the
-// target as it is when it runs, with no confirmation shown before it that could go stale (the
-// console's resume, confirmed on a page, lifts only the pause it showed). It says whose pause
-// it lifted, as read just before.
+// resume lets a paused target's calls go again. It is unconditional (outbox.Targets.Resume): no
+// confirmation shown before it could go stale, unlike the console's. It says whose pause it
+// lifted, as read just before.
 func resume(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 1 {
 		return errors.New("want <target>")

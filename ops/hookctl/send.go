@@ -32,19 +32,7 @@ import (
 type sendFlags struct {
 	id, eventType, delivery, scope string
 	key, secret, signedURL         string
-	headers                        headerFlag
-}
-
-type headerFlag []string
-
-func (h *headerFlag) String() string { return strings.Join(*h, ", ") }
-func (h *headerFlag) Set(v string) error {
-	name, value, ok := strings.Cut(v, ":")
-	if !ok || strings.TrimSpace(name) == "" {
-		return fmt.Errorf("want 'Name: value', got %q", v)
-	}
-	*h = append(*h, strings.TrimSpace(name)+":"+strings.TrimSpace(value))
-	return nil
+	headers                        listFlag
 }
 
 func (f *sendFlags) define(fs *flag.FlagSet) {
@@ -61,25 +49,19 @@ func (f *sendFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.signedURL, "signed-url", "", "for a source that signs the URL (twilio, square) and sets no url: the URL to sign, as the receiver\n"+
 		"rebuilds it; default the URL posted to, as https, and on the emulator's path form /_aws/execute-api/<id>/...\n"+
 		"the domain MiniStack reports, https://<id>.execute-api.localhost/...")
+	f.headers.sep = ":"
 	fs.Var(&f.headers, "header", "add a header, 'Name: value' (repeatable)")
-}
-
-// delivery is one signed request, ready to send.
-type delivery struct {
-	req  *http.Request
-	body []byte
 }
 
 // buildDelivery signs body for source as its provider would, with what f says, and addresses
 // it to target.
-func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, target string, body []byte, f sendFlags) (*delivery, error) {
+func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, target string, body []byte, f sendFlags) (*http.Request, error) {
 	src := file.Sources[source]
-	located := func(l *sources.Locator) (header bool) { return l != nil && l.Header != "" }
 	var opts []receivertest.Option
 
 	// The event id: a header's is -id (fresh by default); a body's is the body's.
 	switch {
-	case located(src.EventID):
+	case inHeader(src.EventID):
 		id := f.id
 		if id == "" {
 			id = fmt.Sprintf("msg_%d", time.Now().UnixNano())
@@ -93,18 +75,18 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	}
 	// The event type: a header's is -type, which must be given; a body's is the body's.
 	switch {
-	case located(src.EventType) && f.eventType == "":
+	case inHeader(src.EventType) && f.eventType == "":
 		return nil, fmt.Errorf("source %s reads its event type from the %s header: pass -type (for example -type %s)", source, src.EventType.Header, exampleType(src.Scheme))
-	case located(src.EventType):
+	case inHeader(src.EventType):
 		opts = append(opts, receivertest.WithEventType(f.eventType))
 	case f.eventType != "":
 		return nil, fmt.Errorf("-type %s: source %s reads its event type from the body (%s): drop -type, or put the type in the body", f.eventType, source, locatorName(src.EventType))
 	}
 	switch {
 	case f.delivery == "":
-	case located(src.DeliveryID) && !(located(src.EventID) && src.DeliveryID.Header == src.EventID.Header):
+	case inHeader(src.DeliveryID) && !(inHeader(src.EventID) && src.DeliveryID.Header == src.EventID.Header):
 		opts = append(opts, receivertest.WithDeliveryID(f.delivery))
-	case located(src.DeliveryID):
+	case inHeader(src.DeliveryID):
 		return nil, fmt.Errorf("-delivery: source %s's delivery id is its event id (%s): pass -id", source, src.DeliveryID.Header)
 	default:
 		return nil, fmt.Errorf("-delivery: source %s reads no delivery id from a header", source)
@@ -116,9 +98,9 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	default:
 		return nil, fmt.Errorf("-scope: source %s's event ids are not scoped by a header", source)
 	}
-	for _, h := range f.headers {
+	for _, h := range f.headers.values {
 		name, value, _ := strings.Cut(h, ":")
-		opts = append(opts, receivertest.WithHeader(name, value))
+		opts = append(opts, receivertest.WithHeader(strings.TrimSpace(name), strings.TrimSpace(value)))
 	}
 
 	// The URL signed, for the schemes that sign one.
@@ -152,8 +134,11 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 		}
 		req.Host = req.URL.Host
 	}
-	return &delivery{req: req.WithContext(ctx), body: body}, nil
+	return req.WithContext(ctx), nil
 }
+
+// inHeader reports whether l locates its value in a header (a flag's business), not the body.
+func inHeader(l *sources.Locator) bool { return l != nil && l.Header != "" }
 
 // rebuiltURL is the URL a receiver rebuilds from a request POSTed to target (the receiver's
 // source.url): https, the domain API Gateway served it on (RequestContext.DomainName), the raw
@@ -274,16 +259,24 @@ func exampleType(scheme string) string {
 	return "order.paid"
 }
 
-// webhookURL is source's URL: the argument, else the local stack's.
-func (c *cli) webhookURL(source string, args []string) (string, error) {
-	if len(args) > 0 {
-		return args[0], nil
+// target is the sources file and where to post source's deliveries: url, else the local
+// stack's URL for the source.
+func (c *cli) target(source, url string) (*sources.File, string, error) {
+	f, err := c.sources()
+	if err != nil {
+		return nil, "", err
+	}
+	if f.Sources[source] == nil {
+		return nil, "", fmt.Errorf("no source %q in %s (its sources: %s)", source, c.sourcesPath, strings.Join(f.Names(), ", "))
+	}
+	if url != "" {
+		return f, url, nil
 	}
 	if tmpl := c.stack.get(stackWebhookURL); tmpl != "" {
 		c.noteStack()
-		return strings.ReplaceAll(tmpl, "{source}", source), nil
+		return f, strings.ReplaceAll(tmpl, "{source}", source), nil
 	}
-	return "", errors.New("want <url>, the source's webhook URL" + noStack)
+	return nil, "", errors.New("want <url>, the source's webhook URL" + noStack)
 }
 
 func send(ctx context.Context, c *cli, args []string) error {
@@ -291,14 +284,7 @@ func send(ctx context.Context, c *cli, args []string) error {
 		return errors.New("want <source> [url], with the body on stdin")
 	}
 	source := args[0]
-	file, err := c.sources()
-	if err != nil {
-		return err
-	}
-	if file.Sources[source] == nil {
-		return fmt.Errorf("no source %q in %s (its sources: %s)", source, c.sourcesPath, strings.Join(file.Names(), ", "))
-	}
-	target, err := c.webhookURL(source, args[1:])
+	file, target, err := c.target(source, strings.Join(args[1:], ""))
 	if err != nil {
 		return err
 	}
@@ -308,11 +294,11 @@ func send(ctx context.Context, c *cli, args []string) error {
 	}
 	// The body is stdin without the one newline that echo and editors end it with (as curl -d).
 	body = bytes.TrimSuffix(bytes.TrimSuffix(body, []byte("\n")), []byte("\r"))
-	d, err := c.buildDelivery(ctx, file, source, target, body, c.send)
+	req, err := c.buildDelivery(ctx, file, source, target, body, c.send)
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(d.req)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +11,9 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"text/template"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,7 +26,6 @@ import (
 	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/sources"
-	"github.com/oncehook/oncehook/webhook"
 )
 
 // storm sends N generated order.paid events x K concurrent copies to a deployment, then
@@ -96,11 +98,19 @@ func storm(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return fmt.Errorf("-template: %w", err)
 		}
-		tpl, err := harness.ParseTemplate(string(text))
+		tpl, err := template.New("event").Option("missingkey=error").Parse(string(text))
 		if err != nil {
 			return fmt.Errorf("-template: %w", err)
 		}
-		event = tpl.Events
+		event = func(run string, i int) (string, []byte) {
+			id := harness.EventID(run, i)
+			var b bytes.Buffer
+			_ = tpl.Execute(&b, struct {
+				ID, Run, Time string
+				N             int
+			}{id, run, time.Now().UTC().Format(time.RFC3339), i})
+			return id, b.Bytes()
+		}
 	}
 	var down *harness.Downstream
 	if f.downstream != "" {
@@ -151,11 +161,10 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	run := fmt.Sprintf("storm%d", time.Now().Unix())
 	started := time.Now()
 	var rawRate float64
-	if f.baseline > 0 && c.table != "" {
+	if c.table != "" {
 		if rawRate, err = c.putRate(ctx, run, f.baseline, f.concurrency); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "baseline: %d raw PutItems at concurrency %d: %.0f/s\n", f.baseline, f.concurrency, rawRate)
 	}
 	all := make([]int, f.events)
 	for i := range all {
@@ -215,11 +224,9 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// verifyIntents waits (up to -wait) until no claim of the run has an intent pending or
-// running, sweeping every -sweep meanwhile, then reads every claim and checks the end state
-// against what the run asked for (harness.CheckOutbox): with DynamoDB faults, it first counts
-// the faults the functions injected, and every kind asked for must have been. It returns what
-// is wrong.
+// verifyIntents waits (up to -wait, sweeping every -sweep) until no intent of the run is open,
+// then checks the end state against what the run asked for (harness.CheckOutbox, and with
+// DynamoDB faults, that each kind asked for was injected). It returns what is wrong.
 func (c *cli) verifyIntents(ctx context.Context, source, run, keyPrefix string, dep *harness.Deployment, down *harness.Downstream, spec faults.Spec, started time.Time) []string {
 	f := c.storm
 	db, err := c.dynamo(ctx)
@@ -283,19 +290,11 @@ func (c *cli) verifyIntents(ctx context.Context, source, run, keyPrefix string, 
 // sender builds a harness.Sender for a source of the sources file, with its first secret, to
 // url (the local stack's URL for the source when url is "").
 func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, error) {
-	f, err := c.sources()
+	f, url, err := c.target(source, url)
 	if err != nil {
 		return nil, err
 	}
-	src, ok := f.Sources[source]
-	if !ok {
-		return nil, fmt.Errorf("no source %q in %s (its sources: %s)", source, c.sourcesPath, strings.Join(f.Names(), ", "))
-	}
-	if url == "" {
-		if url, err = c.webhookURL(source, nil); err != nil {
-			return nil, err
-		}
-	}
+	src := f.Sources[source]
 	if sources.PublicKeyScheme(src.Scheme) {
 		// discord, sendgrid: the provider signs with a private key the operator does not hold.
 		return nil, fmt.Errorf("source %q verifies with the provider's public keys: storm and replay sign with shared secrets (hookctl send -key signs one delivery)", source)
@@ -304,15 +303,7 @@ func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, 
 	if err != nil {
 		return nil, err
 	}
-	opts := webhook.Options{Tolerance: time.Duration(src.TimestampTolerance)}
-	if src.HMAC != nil {
-		opts.Header, opts.Encoding, opts.Prefix = src.HMAC.Header, src.HMAC.Encoding, src.HMAC.Prefix
-	}
-	scheme, err := webhook.New(src.Scheme, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &harness.Sender{URL: url, Scheme: scheme, Secret: secret, File: f, Source: source,
+	return &harness.Sender{URL: url, Secret: secret, File: f, Source: source, // signed as the provider signs (File)
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}, nil
 }
 
@@ -338,39 +329,44 @@ func (c *cli) countPrefix(ctx context.Context, prefix string) (int, error) {
 }
 
 // putRate times n unconditional PutItems of small items (expiring within the hour) at the
-// given concurrency: the engine's raw write rate, for comparison with the whole stack's.
+// given concurrency, and says so: the engine's raw write rate, for comparison with the whole
+// stack's. No PutItem (n 0) is a rate of 0.
 func (c *cli) putRate(ctx context.Context, run string, n, concurrency int) (float64, error) {
+	if n <= 0 {
+		return 0, nil
+	}
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return 0, err
 	}
 	work := make(chan int)
-	errs := make(chan error, concurrency)
+	var wg sync.WaitGroup
+	var failed error
+	var once sync.Once
 	start := time.Now()
 	for range max(concurrency, 1) {
-		go func() {
-			var first error
+		wg.Go(func() {
 			for i := range work {
 				_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.table), Item: map[string]types.AttributeValue{
 					dedup.PartitionKey: &types.AttributeValueMemberS{Value: fmt.Sprintf("BASELINE#%s#%d", run, i)},
 					dedup.SortKey:      &types.AttributeValueMemberS{Value: "X"},
 					dedup.TTLAttribute: &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())},
 				}})
-				if err != nil && first == nil {
-					first = err
+				if err != nil {
+					once.Do(func() { failed = err })
 				}
 			}
-			errs <- first
-		}()
+		})
 	}
 	for i := range n {
 		work <- i
 	}
 	close(work)
-	for range max(concurrency, 1) {
-		if err := <-errs; err != nil {
-			return 0, err
-		}
+	wg.Wait()
+	if failed != nil {
+		return 0, failed
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	rate := float64(n) / time.Since(start).Seconds()
+	fmt.Fprintf(c.stdout, "baseline: %d raw PutItems at concurrency %d: %.0f/s\n", n, concurrency, rate)
+	return rate, nil
 }
