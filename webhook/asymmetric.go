@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -48,93 +47,76 @@ type PublicKeyScheme interface {
 }
 
 type publicKeyScheme struct {
-	name      string
-	sigHeader string
-	tsHeader  string
-	tolerance time.Duration
-	keys      pubring
+	base
+	sigHeader, tsHeader string
 }
 
 func newPublicKeyScheme(name string, tolerance time.Duration) *publicKeyScheme {
-	s := &publicKeyScheme{name: name, tolerance: tolerance}
-	switch name {
-	case Discord:
-		s.sigHeader, s.tsHeader = DiscordSignatureHeader, DiscordTimestampHeader
-		s.keys.parse = parseEd25519Public
-	case SendGrid:
-		s.sigHeader, s.tsHeader = SendGridSignatureHeader, SendGridTimestampHeader
-		s.keys.parse = parseECDSAPublic
+	s := &publicKeyScheme{base: base{name, tolerance, &keyring{scheme: name, public: parseECDSAPublic}},
+		sigHeader: SendGridSignatureHeader, tsHeader: SendGridTimestampHeader}
+	if name == Discord {
+		s.sigHeader, s.tsHeader, s.ring.public = DiscordSignatureHeader, DiscordTimestampHeader, parseEd25519Public
 	}
 	return s
 }
 
-func (s *publicKeyScheme) Name() string     { return s.name }
 func (s *publicKeyScheme) PublicKeys() bool { return true }
-
-func (s *publicKeyScheme) checkSecrets(keys []string) error { return s.keys.check(s.name, keys) }
 
 // maxSignatureLen bounds the signature header: an Ed25519 signature is 128 hex digits, a DER
 // P-256 ECDSA one at most 72 bytes (96 base64 characters).
 const maxSignatureLen = 128
 
 func (s *publicKeyScheme) Verify(h http.Header, body []byte, keys []string, now time.Time) error {
-	if err := s.keys.check(s.name, keys); err != nil {
+	if err := s.ring.check(keys); err != nil {
 		return err
 	}
-	sig, reason, detail := header(h, s.sigHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.sigHeader, detail)
+	sig, err := s.readHeader(h, s.sigHeader)
+	if err != nil {
+		return err
 	}
-	ts, reason, detail := header(h, s.tsHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.tsHeader, detail)
+	ts, err := s.readHeader(h, s.tsHeader)
+	if err != nil {
+		return err
 	}
 	unix, ok := parseUnix(ts)
-	if !ok {
-		return reject(s.name, ReasonMalformedHeader, s.tsHeader, "the timestamp is not a Unix time in seconds")
-	}
-	if detail := timestampDetail(unix, now, s.tolerance); detail != "" {
-		return reject(s.name, ReasonTimestamp, s.tsHeader, detail)
+	if err := s.checkTime(s.tsHeader, unix, ok, now); err != nil {
+		return err
 	}
 	if len(sig) > maxSignatureLen {
-		return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is too long")
+		return s.reject(ReasonMalformedHeader, s.sigHeader, "the signature is too long")
 	}
-	msg := make([]byte, 0, len(ts)+len(body))
-	msg = append(append(msg, ts...), body...)
+	msg := append([]byte(ts), body...)
 	switch s.name {
 	case Discord:
-		var raw [ed25519.SignatureSize]byte
-		if n, err := hex.Decode(raw[:], []byte(sig)); err != nil || n != len(raw) || len(sig) != 2*len(raw) {
-			return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is not 128 hex digits")
+		raw, err := hex.DecodeString(sig)
+		if err != nil || len(raw) != ed25519.SignatureSize {
+			return s.reject(ReasonMalformedHeader, s.sigHeader, "the signature is not 128 hex digits")
 		}
 		for _, k := range keys {
-			if ed25519.Verify(s.keys.get(k).key.(ed25519.PublicKey), msg, raw[:]) {
+			if ed25519.Verify(s.ring.get(k).pub.(ed25519.PublicKey), msg, raw) {
 				return nil
 			}
 		}
 	case SendGrid:
 		raw, err := base64.StdEncoding.DecodeString(sig)
 		if err != nil || len(raw) == 0 {
-			return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is not base64")
+			return s.reject(ReasonMalformedHeader, s.sigHeader, "the signature is not base64")
 		}
 		sum := sha256.Sum256(msg)
 		for _, k := range keys {
-			if ecdsa.VerifyASN1(s.keys.get(k).key.(*ecdsa.PublicKey), sum[:], raw) {
+			if ecdsa.VerifyASN1(s.ring.get(k).pub.(*ecdsa.PublicKey), sum[:], raw) {
 				return nil
 			}
 		}
 	}
-	return reject(s.name, ReasonNoMatch, s.sigHeader, "")
+	return s.reject(ReasonNoMatch, s.sigHeader, "")
 }
 
 func (s *publicKeyScheme) Sign(h http.Header, body []byte, privateKey string, _ string, now time.Time) error {
-	if h == nil {
-		return nilHeader(s.name)
+	ts, err := s.signedNow(h, now)
+	if err != nil {
+		return err
 	}
-	if now.Unix() < 0 {
-		return &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
-	}
-	ts := strconv.FormatInt(now.Unix(), 10)
 	msg := append([]byte(ts), body...)
 	var sig string
 	switch s.name {
@@ -202,34 +184,4 @@ func parseECDSAPublic(s string) (any, error) {
 		return nil, errors.New("the public key is not a DER ECDSA public key")
 	}
 	return ec, nil
-}
-
-// pubring caches parsed public keys by their configured text, as keyring does secrets.
-type pubring struct {
-	parse func(string) (any, error)
-	keys  cache[pubkey]
-}
-
-type pubkey struct {
-	key any
-	err error
-}
-
-func (r *pubring) get(s string) pubkey { return r.keys.get(s, r.prepare) }
-
-func (r *pubring) prepare(s string) pubkey {
-	key, err := r.parse(s)
-	return pubkey{key: key, err: err}
-}
-
-func (r *pubring) check(scheme string, keys []string) error {
-	if len(keys) == 0 {
-		return &InvalidError{Scheme: scheme, Field: "secrets", Reason: "no public key given"}
-	}
-	for i, s := range keys {
-		if k := r.get(s); k.err != nil {
-			return &InvalidError{Scheme: scheme, Field: "secrets[" + strconv.Itoa(i) + "]", Reason: k.err.Error()}
-		}
-	}
-	return nil
 }

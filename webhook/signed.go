@@ -33,11 +33,11 @@ func SignedContent(s Scheme, rawURL string, body []byte) ([]byte, error) {
 	}
 	parsed, err := parseSignedURL(rawURL)
 	if err != nil {
-		return nil, reject(u.name, ReasonMalformedHeader, "Host", "the URL the delivery was sent to is not an absolute http(s) URL")
+		return nil, u.badURL()
 	}
 	params, detail := twilioParams(parsed, body)
 	if detail != "" {
-		return nil, reject(u.name, ReasonMalformedBody, "", detail)
+		return nil, u.reject(ReasonMalformedBody, "", detail)
 	}
 	return twilioMessage(rawURL, params), nil
 }
@@ -205,9 +205,7 @@ func Covers(s Scheme) Coverage {
 	switch s := s.(type) {
 	case *standardScheme:
 		return Coverage{Signature: s.sigHeader, Body: true, Headers: []string{s.idHeader, s.tsHeader}}
-	case *stripeScheme:
-		return Coverage{Signature: StripeHeader, Body: true} // its timestamp is in Stripe-Signature
-	case *timestamped:
+	case *timestamped: // Stripe's and Paddle's timestamp is in the signature header
 		c := Coverage{Signature: s.sigHeader, Body: true}
 		if s.idHeader != "" {
 			c.Headers = append(c.Headers, s.idHeader)

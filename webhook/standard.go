@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -52,22 +51,18 @@ const (
 )
 
 type standardScheme struct {
-	name                          string
+	base
 	idHeader, tsHeader, sigHeader string
-	tolerance                     time.Duration
-	ring                          *keyring
 }
 
 func newStandard(name string, tolerance time.Duration) *standardScheme {
-	s := &standardScheme{name: name, tolerance: tolerance, ring: newKeyring(name, decodeStandardSecret),
+	s := &standardScheme{base: base{name, tolerance, newKeyring(name, decodeStandardSecret)},
 		idHeader: StandardIDHeader, tsHeader: StandardTimestampHeader, sigHeader: StandardSignatureHeader}
 	if name == Svix {
 		s.idHeader, s.tsHeader, s.sigHeader = SvixIDHeader, SvixTimestampHeader, SvixSignatureHeader
 	}
 	return s
 }
-
-func (s *standardScheme) Name() string { return s.name }
 
 // decodeStandardSecret decodes "whsec_<base64>" or a bare "<base64>" into the key bytes.
 func decodeStandardSecret(secret string) ([]byte, error) {
@@ -89,16 +84,14 @@ func parseStandardSignature(v string, sigs *signatures) (detail string) {
 			continue
 		}
 		version, sig, ok := strings.Cut(tok, ",")
-		if !ok {
+		switch {
+		case !ok:
 			return "a signature is not version,signature"
-		}
-		if version != "v1" {
+		case version != "v1":
 			continue
-		}
-		if sigs.n == maxSignatures {
+		case sigs.n == maxSignatures:
 			return "too many v1 signatures"
-		}
-		if !decodeBase64(sig, sigs.sig[sigs.n][:]) {
+		case !decodeDigest(sig, true, sigs.sig[sigs.n][:]):
 			return "a v1 signature is not a base64 SHA-256 digest"
 		}
 		sigs.n++
@@ -110,50 +103,39 @@ func (s *standardScheme) Verify(h http.Header, body []byte, secrets []string, no
 	if err := s.ring.check(secrets); err != nil {
 		return err
 	}
-	id, reason, detail := header(h, s.idHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.idHeader, detail)
+	var v [3]string
+	for i, key := range [...]string{s.idHeader, s.tsHeader, s.sigHeader} {
+		var err error
+		if v[i], err = s.readHeader(h, key); err != nil {
+			return err
+		}
 	}
-	ts, reason, detail := header(h, s.tsHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.tsHeader, detail)
-	}
-	sigHeader, reason, detail := header(h, s.sigHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.sigHeader, detail)
-	}
+	id, ts := v[0], v[1]
 	unix, ok := parseUnix(ts)
-	if !ok {
-		return reject(s.name, ReasonMalformedHeader, s.tsHeader,
-			"the timestamp is not a Unix time in seconds")
-	}
-	if detail := timestampDetail(unix, now, s.tolerance); detail != "" {
-		return reject(s.name, ReasonTimestamp, s.tsHeader, detail)
+	if err := s.checkTime(s.tsHeader, unix, ok, now); err != nil {
+		return err
 	}
 	var sigs signatures
-	if detail := parseStandardSignature(sigHeader, &sigs); detail != "" {
-		return reject(s.name, ReasonMalformedHeader, s.sigHeader, detail)
+	if detail := parseStandardSignature(v[2], &sigs); detail != "" {
+		return s.reject(ReasonMalformedHeader, s.sigHeader, detail)
 	}
 	if sigs.n == 0 {
-		return reject(s.name, ReasonNoMatch, s.sigHeader, "there is no v1 signature")
+		return s.reject(ReasonNoMatch, s.sigHeader, "there is no v1 signature")
 	}
 	if !s.ring.anySecret(secrets, &sigs, body, id, ts) {
-		return reject(s.name, ReasonNoMatch, s.sigHeader, "")
+		return s.reject(ReasonNoMatch, s.sigHeader, "")
 	}
 	return nil
 }
 
 func (s *standardScheme) Sign(h http.Header, body []byte, secret string, id string, now time.Time) error {
-	if h == nil {
-		return nilHeader(s.name)
+	ts, err := s.signedNow(h, now)
+	if err != nil {
+		return err
 	}
 	if id == "" {
 		return &InvalidError{Scheme: s.name, Field: "id", Reason: "the message id is signed and must not be empty"}
 	}
-	if now.Unix() < 0 {
-		return &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
-	}
-	ts := strconv.FormatInt(now.Unix(), 10)
 	sum, err := s.ring.sign(secret, body, id, ts)
 	if err != nil {
 		return err
@@ -163,5 +145,3 @@ func (s *standardScheme) Sign(h http.Header, body []byte, secret string, id stri
 	h.Set(s.sigHeader, "v1,"+base64.StdEncoding.EncodeToString(sum[:]))
 	return nil
 }
-
-func (s *standardScheme) checkSecrets(secrets []string) error { return s.ring.check(secrets) }

@@ -8,12 +8,18 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Slack, Zoom, Paddle and Twitch sign a timestamp (and Twitch a message id) with the body, each with
-// HMAC-SHA256, hex-encoded, keyed with the secret as written:
+// Stripe, Slack, Zoom, Paddle and Twitch sign a timestamp (and Twitch a message id) with the
+// body, each with HMAC-SHA256, hex-encoded:
 //
+//   - Stripe: HMAC("t." + body), keyed with the whole "whsec_..." secret as written, sent as
+//     Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...][,v0=<hex>], one v1 per active secret
+//     while one is rolled and a fake v0 for test events. Only v1 is verified: ignoring anything
+//     else is what prevents downgrade attacks
+//     (https://docs.stripe.com/webhooks, "Verify webhook signatures manually").
 //   - Slack: HMAC("v0:" + X-Slack-Request-Timestamp + ":" + body), sent as
 //     X-Slack-Signature: v0=<hex>
 //     (https://api.slack.com/authentication/verifying-requests-from-slack).
@@ -29,6 +35,7 @@ import (
 
 // The headers of the timestamped schemes, in net/http's canonical form.
 const (
+	StripeHeader          = "Stripe-Signature"
 	SlackSignatureHeader  = "X-Slack-Signature"
 	SlackTimestampHeader  = "X-Slack-Request-Timestamp"
 	PaddleHeader          = "Paddle-Signature"
@@ -41,29 +48,31 @@ const (
 )
 
 type timestamped struct {
-	name      string
+	base
 	sigHeader string
-	tsHeader  string // "" when the timestamp is in the signature header (Paddle)
+	tsHeader  string // "" when the timestamp is in the signature header (Stripe, Paddle)
 	idHeader  string // a signed message id (Twitch)
 	version   string // a literal signed before the timestamp (Slack's "v0")
 	sigPrefix string // before the hex digest in a single-signature header
 	rfc3339   bool   // the timestamp is RFC 3339, not Unix seconds
-	tolerance time.Duration
-	ring      *keyring
+	// list is the signature header's form when it carries the timestamp: its separator, then
+	// the timestamp's key and the signatures' (Stripe's ",", "t", "v1").
+	list [3]string
 }
 
 func newTimestamped(name string, tolerance time.Duration) *timestamped {
-	s := &timestamped{name: name, tolerance: tolerance, ring: newKeyring(name, rawSecret)}
+	s := &timestamped{base: base{name, tolerance, newKeyring(name, rawSecret)}}
+	s.ring.sep = ":"
 	switch name {
+	case Stripe:
+		s.sigHeader, s.list = StripeHeader, [3]string{",", "t", "v1"}
+		s.ring.sep = "."
 	case Slack:
 		s.sigHeader, s.tsHeader, s.version, s.sigPrefix = SlackSignatureHeader, SlackTimestampHeader, "v0", "v0="
-		s.ring.sep = ":"
 	case Zoom:
 		s.sigHeader, s.tsHeader, s.version, s.sigPrefix = ZoomSignatureHeader, ZoomTimestampHeader, "v0", "v0="
-		s.ring.sep = ":"
 	case Paddle:
-		s.sigHeader = PaddleHeader
-		s.ring.sep = ":"
+		s.sigHeader, s.list = PaddleHeader, [3]string{";", "ts", "h1"}
 	case Twitch:
 		s.sigHeader, s.tsHeader, s.idHeader, s.sigPrefix, s.rfc3339 = TwitchSignatureHeader, TwitchTimestampHeader, TwitchIDHeader, "sha256=", true
 		s.ring.sep = ""
@@ -71,7 +80,36 @@ func newTimestamped(name string, tolerance time.Duration) *timestamped {
 	return s
 }
 
-func (s *timestamped) Name() string { return s.name }
+// parseSignedList parses the "<tsKey>=<time><sep><sigKey>=<hex>[<sep><sigKey>=<hex>...]" form
+// Stripe (t, v1, ",") and Paddle (ts, h1, ";") use: exactly one timestamp, up to maxSignatures
+// signatures of 64 hex digits, other keys skipped so a provider can add some.
+func parseSignedList(v string, sep byte, tsKey, sigKey string, ts *string, sigs *signatures) (detail string) {
+	seenTS := false
+	for rest, more := v, true; more; {
+		var elem string
+		elem, rest, more = strings.Cut(rest, string(sep))
+		k, val, ok := strings.Cut(strings.Trim(elem, " \t"), "=")
+		switch {
+		case !ok:
+			return "an element is not a key=value pair"
+		case k == tsKey && seenTS:
+			return "the timestamp is repeated"
+		case k == tsKey:
+			seenTS, *ts = true, val
+		case k != sigKey:
+		case sigs.n == maxSignatures:
+			return "too many " + sigKey + " signatures"
+		case !decodeDigest(val, false, sigs.sig[sigs.n][:]):
+			return "a " + sigKey + " signature is not 64 hex digits"
+		default:
+			sigs.n++
+		}
+	}
+	if !seenTS {
+		return "there is no timestamp"
+	}
+	return ""
+}
 
 // unix reads a signed timestamp as sent.
 func (s *timestamped) unix(ts string) (int64, bool) {
@@ -79,55 +117,49 @@ func (s *timestamped) unix(ts string) (int64, bool) {
 		return parseUnix(ts)
 	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
-	if err != nil {
-		return 0, false
-	}
-	return t.Unix(), true
+	return t.Unix(), err == nil
 }
 
 func (s *timestamped) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
 	if err := s.ring.check(secrets); err != nil {
 		return err
 	}
-	v, reason, detail := header(h, s.sigHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.sigHeader, detail)
+	v, err := s.readHeader(h, s.sigHeader)
+	if err != nil {
+		return err
 	}
 	var sigs signatures
 	var ts, id string
 	tsAt := s.sigHeader
 	if s.tsHeader == "" {
-		if detail := parseSignedList(v, ';', "ts", "h1", &ts, &sigs); detail != "" {
-			return reject(s.name, ReasonMalformedHeader, s.sigHeader, detail)
+		if detail := parseSignedList(v, s.list[0][0], s.list[1], s.list[2], &ts, &sigs); detail != "" {
+			return s.reject(ReasonMalformedHeader, s.sigHeader, detail)
 		}
 	} else {
 		if detail := parseBodySignature(v, s.sigPrefix, EncodingHex, sigs.sig[0][:]); detail != "" {
-			return reject(s.name, ReasonMalformedHeader, s.sigHeader, detail)
+			return s.reject(ReasonMalformedHeader, s.sigHeader, detail)
 		}
 		sigs.n = 1
-		if ts, reason, detail = header(h, s.tsHeader); reason != "" {
-			return reject(s.name, reason, s.tsHeader, detail)
+		if ts, err = s.readHeader(h, s.tsHeader); err != nil {
+			return err
 		}
 		tsAt = s.tsHeader
 	}
 	if s.idHeader != "" {
-		if id, reason, detail = header(h, s.idHeader); reason != "" {
-			return reject(s.name, reason, s.idHeader, detail)
+		if id, err = s.readHeader(h, s.idHeader); err != nil {
+			return err
 		}
 	}
 	unix, ok := s.unix(ts)
-	if !ok {
-		return reject(s.name, ReasonMalformedHeader, tsAt, "the timestamp is not of the scheme's form")
-	}
-	if detail := timestampDetail(unix, now, s.tolerance); detail != "" {
-		return reject(s.name, ReasonTimestamp, tsAt, detail)
+	if err := s.checkTime(tsAt, unix, ok, now); err != nil {
+		return err
 	}
 	if sigs.n == 0 {
-		return reject(s.name, ReasonNoMatch, s.sigHeader, "there is no h1 signature")
+		return s.reject(ReasonNoMatch, s.sigHeader, "there is no "+s.list[2]+" signature")
 	}
 	var f [2]string
 	if !s.ring.anySecret(secrets, &sigs, body, s.fields(&f, id, ts)...) {
-		return reject(s.name, ReasonNoMatch, s.sigHeader, "")
+		return s.reject(ReasonNoMatch, s.sigHeader, "")
 	}
 	return nil
 }
@@ -148,16 +180,13 @@ func (s *timestamped) fields(f *[2]string, id, ts string) []string {
 }
 
 func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string, now time.Time) error {
-	if h == nil {
-		return nilHeader(s.name)
-	}
-	if now.Unix() < 0 {
-		return &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
+	ts, err := s.signedNow(h, now)
+	if err != nil {
+		return err
 	}
 	if s.idHeader != "" && id == "" {
 		return &InvalidError{Scheme: s.name, Field: "id", Reason: "the message id is signed and must not be empty"}
 	}
-	ts := strconv.FormatInt(now.Unix(), 10)
 	if s.rfc3339 {
 		ts = now.UTC().Format(time.RFC3339Nano)
 	}
@@ -167,10 +196,9 @@ func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string,
 		return err
 	}
 	digest := hex.EncodeToString(sum[:])
-	switch {
-	case s.tsHeader == "":
-		h.Set(s.sigHeader, "ts="+ts+";h1="+digest)
-	default:
+	if s.tsHeader == "" {
+		h.Set(s.sigHeader, s.list[1]+"="+ts+s.list[0]+s.list[2]+"="+digest)
+	} else {
 		h.Set(s.sigHeader, s.sigPrefix+digest)
 		h.Set(s.tsHeader, ts)
 	}
@@ -179,8 +207,6 @@ func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string,
 	}
 	return nil
 }
-
-func (s *timestamped) checkSecrets(secrets []string) error { return s.ring.check(secrets) }
 
 // Challenge answers Slack's url_verification and Twitch's webhook_callback_verification (a
 // signed request that asks the endpoint to echo its challenge before events are sent to it),
