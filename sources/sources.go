@@ -27,7 +27,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -253,33 +252,25 @@ const (
 	UnknownTypesIgnore = "ignore"
 )
 
-// DeliveryTimeouts are the schemes' providers' delivery timeouts, as documented:
-//   - github: "GitHub expects a response within 10 seconds" (docs.github.com, Handling webhook
-//     deliveries / Best practices: respond within 10 seconds);
-//   - shopify: Shopify waits 5 seconds for a response (shopify.dev, webhooks best practices);
-//   - standard-webhooks: the Svix-operated senders time out after 15 seconds (docs.svix.com,
-//     retries); Standard Webhooks itself sets no number;
-//   - stripe: Stripe publishes no number; 10 seconds is a conservative bound;
-//   - hmac-sha256: unknown provider: 10 seconds.
-//   - svix: 15 seconds (docs.svix.com/retries);
-//   - slack: 3 seconds (api.slack.com/apis/events-api);
-//   - paddle: 5 seconds (developer.paddle.com/webhooks/respond-to-webhooks);
-//   - pagerduty: 5 seconds (developer-docs, webhooks/02-Behavior.md);
-//   - linear: 5 seconds (linear.app/developers/webhooks);
-//   - twitch: "a few seconds": 3 seconds;
-//   - zoom: 3 seconds (developers.zoom.us/docs/api/webhooks);
-//   - intercom: 5 seconds (developers.intercom.com, webhook notifications);
-//   - twilio: 15 seconds for all attempts, 5 s to connect (the connection overrides' defaults);
-//   - square: 10 seconds (developer.squareup.com/docs/webhooks/troubleshooting);
-//   - discord: 3 seconds (discord.com/developers/docs/events/webhook-events);
-//   - sendgrid: SendGrid publishes no number: 10 seconds.
+// DeliveryTimeouts are the schemes' providers' delivery timeouts, as documented.
 var DeliveryTimeouts = map[string]time.Duration{
-	"github": 10 * time.Second, "shopify": 5 * time.Second, "standard-webhooks": 15 * time.Second,
-	"stripe": 10 * time.Second, "hmac-sha256": 10 * time.Second,
-	"svix": 15 * time.Second, "slack": 3 * time.Second, "paddle": 5 * time.Second,
-	"pagerduty": 5 * time.Second, "linear": 5 * time.Second, "twitch": 3 * time.Second,
-	"zoom": 3 * time.Second, "intercom": 5 * time.Second, "twilio": 15 * time.Second,
-	"square": 10 * time.Second, "discord": 3 * time.Second, "sendgrid": 10 * time.Second,
+	"github":            10 * time.Second, // "GitHub expects a response within 10 seconds" (docs.github.com, Best practices)
+	"shopify":           5 * time.Second,  // shopify.dev, webhooks best practices
+	"standard-webhooks": 15 * time.Second, // the Svix-operated senders' (docs.svix.com, retries); the standard sets none
+	"stripe":            10 * time.Second, // Stripe publishes no number: a conservative bound
+	"hmac-sha256":       10 * time.Second, // unknown provider
+	"svix":              15 * time.Second, // docs.svix.com/retries
+	"slack":             3 * time.Second,  // api.slack.com/apis/events-api
+	"paddle":            5 * time.Second,  // developer.paddle.com/webhooks/respond-to-webhooks
+	"pagerduty":         5 * time.Second,  // developer-docs, webhooks/02-Behavior.md
+	"linear":            5 * time.Second,  // linear.app/developers/webhooks
+	"twitch":            3 * time.Second,  // "a few seconds"
+	"zoom":              3 * time.Second,  // developers.zoom.us/docs/api/webhooks
+	"intercom":          5 * time.Second,  // developers.intercom.com, webhook notifications
+	"twilio":            15 * time.Second, // for all attempts, 5 s to connect (the connection overrides' defaults)
+	"square":            10 * time.Second, // developer.squareup.com/docs/webhooks/troubleshooting
+	"discord":           3 * time.Second,  // discord.com/developers/docs/events/webhook-events
+	"sendgrid":          10 * time.Second, // SendGrid publishes no number
 }
 
 // The values of Source.ReplayGuard.
@@ -596,14 +587,7 @@ func decodeEntries[T any](section string, raw map[string]json.RawMessage, out ma
 }
 
 // Names returns the source names in order.
-func (f *File) Names() []string {
-	names := make([]string, 0, len(f.Sources))
-	for n := range f.Sources {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (f *File) Names() []string { return slices.Sorted(maps.Keys(f.Sources)) }
 
 // Retentions returns each source's retention, for dedup.Config.
 func (f *File) Retentions() map[string]dedup.Retention {

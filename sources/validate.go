@@ -7,7 +7,6 @@ import (
 	"net/textproto"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -27,7 +26,7 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // Schemes are the signature schemes a source can name.
-var Schemes = []string{"standard-webhooks", "svix", "stripe", "github", "shopify", "slack", "zoom", "paddle", "pagerduty", "linear", "intercom", "twilio", "square", "discord", "sendgrid", "twitch", "hmac-sha256"}
+var Schemes = webhook.Names
 
 // Preset is where a provider puts its event id, type, delivery id and event time, and how long
 // it retries a failed delivery when it documents that.
@@ -281,10 +280,10 @@ func (f *File) Validate() error {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q is not an absolute http(s) URL", tg.URL)}
 		}
-		if time.Duration(tg.Timeout) < 0 || time.Duration(tg.Timeout) > 10*time.Minute {
-			return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
+		if err := tg.checkTimeout(at); err != nil {
+			return err
 		}
-		for _, h := range sortedHeaders(tg.Headers) {
+		for _, h := range slices.Sorted(maps.Keys(tg.Headers)) {
 			field := at + ".headers." + h
 			switch textproto.CanonicalMIMEHeaderKey(h) {
 			case "Idempotency-Key", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection":
@@ -341,8 +340,8 @@ func (t *Target) validateAWS(at string) error {
 	if !unbound && !named && (len(p) != 6 || p[0] != "arn" || p[2] != kind[0] || !strings.HasPrefix(p[5], kind[1]) || len(p[5]) == len(kind[1])) {
 		return &FieldError{Field: at + ".arn", Reason: fmt.Sprintf("%q is not the ARN of a %s resource (arn:aws:%s:<region>:<account>:%s...)", t.ARN, t.Type, kind[0], kind[1])}
 	}
-	if time.Duration(t.Timeout) < 0 || time.Duration(t.Timeout) > 10*time.Minute {
-		return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
+	if err := t.checkTimeout(at); err != nil {
+		return err
 	}
 	fifo := strings.HasSuffix(t.ARN, ".fifo") || unbound // a bound queue's or topic's: at synth and at File.Bind
 	switch {
@@ -362,49 +361,34 @@ func (t *Target) validateAWS(at string) error {
 	return nil
 }
 
-func validBusName(s string) bool {
-	if s == "" || len(s) > 256 {
-		return false
+// checkTimeout bounds a target's per-call timeout.
+func (t *Target) checkTimeout(at string) error {
+	if time.Duration(t.Timeout) < 0 || time.Duration(t.Timeout) > 10*time.Minute {
+		return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
 	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-/", r)) {
-			return false
-		}
-	}
-	return true
+	return nil
 }
+
+// validBusName accepts EventBridge's bus names (1-256 of a-z A-Z 0-9 . _ - /).
+func validBusName(s string) bool { return len(s) >= 1 && len(s) <= 256 && onlyNameChars(s, "._-/") }
 
 // validTableName accepts DynamoDB's table names (3-255 of a-z A-Z 0-9 _ - .) and table ARNs.
 func validTableName(s string) bool {
 	if strings.HasPrefix(s, "arn:") {
 		return strings.Contains(s, ":table/")
 	}
-	if len(s) < 3 || len(s) > 255 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
+	return len(s) >= 3 && len(s) <= 255 && onlyNameChars(s, "_-.")
 }
 
-func sortedHeaders(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+// onlyNameChars reports whether s holds only ASCII letters, digits and the runes of extra.
+func onlyNameChars(s, extra string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(extra, r))
+	})
 }
 
 func (s *Source) validate(at string) error {
-	known := false
-	for _, k := range Schemes {
-		known = known || s.Scheme == k
-	}
-	if !known {
+	if !slices.Contains(Schemes, s.Scheme) {
 		return &FieldError{Field: at + ".scheme", Reason: fmt.Sprintf("%q is not one of %s", s.Scheme, strings.Join(Schemes, ", "))}
 	}
 	if s.Scheme == "hmac-sha256" {
@@ -419,13 +403,7 @@ func (s *Source) validate(at string) error {
 		return err
 	}
 	for i, r := range s.Secrets {
-		n := 0
-		for _, v := range []string{r.Env, r.SecretsManager, r.SSM} {
-			if v != "" {
-				n++
-			}
-		}
-		if n != 1 {
+		if nonEmpty(r.Env, r.SecretsManager, r.SSM) != 1 {
 			return &FieldError{Field: fmt.Sprintf("%s.secrets[%d]", at, i), Reason: "set exactly one of env, secretsmanager, ssm"}
 		}
 	}
@@ -567,9 +545,7 @@ func (s *Source) validateBody(at string) error {
 		if !URLScheme(s.Scheme) {
 			return &FieldError{Field: at + ".url", Reason: "only the schemes that sign the URL (twilio, square) take it"}
 		}
-		u, err := url.Parse(s.URL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" || u.User != nil ||
-			!strings.HasPrefix(s.URL, u.Scheme+"://") {
+		if _, err := webhook.New(s.Scheme, webhook.Options{URL: s.URL}); err != nil { // the URL's one owner
 			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q is not an absolute http(s) URL (lower-case scheme, no user or fragment)", s.URL)}
 		}
 		if strings.Contains(s.URL, "?") {
