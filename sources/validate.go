@@ -35,97 +35,48 @@ type Preset struct {
 	RetryHorizon                               time.Duration
 }
 
-// Presets are the documented locations per scheme, used where a source sets none:
-//   - standard-webhooks: webhook-id is the message id, identical on every retry.
-//   - stripe: the event object's id ("evt_..."), identical on retries and resends.
-//   - github: X-GitHub-Delivery, kept on redelivery, scoped by X-GitHub-Hook-ID.
-//   - shopify: X-Shopify-Webhook-Id, which Shopify's delivery-verification guide names as
-//     the key for detecting duplicates. (X-Shopify-Event-Id is shared by every subscription
-//     and topic one merchant action fans out to, so keying on it alone would collapse
-//     distinct deliveries; it is recorded as the delivery id for tracing instead.)
+// Presets are the documented locations per scheme, used where a source sets none.
 var Presets = map[string]Preset{
-	"standard-webhooks": {
-		EventID:    &Locator{Header: "webhook-id"},
-		EventType:  &Locator{JSON: "type"},
-		OccurredAt: &Locator{JSON: "timestamp"},
-	},
+	// webhook-id is the message id, the same on every retry.
+	"standard-webhooks": {EventID: inHeader("webhook-id"), EventType: inJSON("type"), OccurredAt: inJSON("timestamp")},
 	// svix-id is signed and kept on every attempt; the schedule (immediately, 5 s, 5 min,
 	// 30 min, 2 h, 5 h, 10 h, 10 h) ends about 27.6 h after the first attempt
 	// (docs.svix.com/retries). The body's time field is each sender's own.
-	"svix": {
-		EventID:      &Locator{Header: "svix-id"},
-		EventType:    &Locator{JSON: "type"},
-		RetryHorizon: 28 * time.Hour,
-	},
-	// Stripe attempts delivery for up to three days in live mode (docs.stripe.com/webhooks).
-	"stripe": {
-		EventID:      &Locator{JSON: "id"},
-		EventType:    &Locator{JSON: "type"},
-		OccurredAt:   &Locator{JSON: "created"},
-		RetryHorizon: 72 * time.Hour,
-	},
+	"svix": {EventID: inHeader("svix-id"), EventType: inJSON("type"), RetryHorizon: 28 * time.Hour},
+	// The event object's id ("evt_...") is the same on retries and resends; Stripe attempts
+	// delivery for up to three days in live mode (docs.stripe.com/webhooks).
+	"stripe": {EventID: inJSON("id"), EventType: inJSON("type"), OccurredAt: inJSON("created"), RetryHorizon: 72 * time.Hour},
 	// The Events API envelope: event_id is kept on retries, which come after about 1 and 5
 	// minutes (api.slack.com/apis/events-api, "Retries").
-	"slack": {
-		EventID:      &Locator{JSON: "event_id"},
-		EventType:    &Locator{JSON: "event.type"},
-		OccurredAt:   &Locator{JSON: "event_time"},
-		RetryHorizon: 10 * time.Minute,
-	},
+	"slack": {EventID: inJSON("event_id"), EventType: inJSON("event.type"), OccurredAt: inJSON("event_time"), RetryHorizon: 10 * time.Minute},
 	// Paddle Billing retries a live notification up to 60 times over 3 days
 	// (developer.paddle.com/webhooks/respond-to-webhooks); notification_id is per destination.
-	"paddle": {
-		EventID:      &Locator{JSON: "event_id"},
-		EventType:    &Locator{JSON: "event_type"},
-		DeliveryID:   &Locator{JSON: "notification_id"},
-		OccurredAt:   &Locator{JSON: "occurred_at"},
-		RetryHorizon: 72 * time.Hour,
-	},
+	"paddle": {EventID: inJSON("event_id"), EventType: inJSON("event_type"), DeliveryID: inJSON("notification_id"),
+		OccurredAt: inJSON("occurred_at"), RetryHorizon: 72 * time.Hour},
 	// PagerDuty v3 retries for up to 48 hours (developer-docs, webhooks/02-Behavior.md); the
 	// signed event.id is the key, X-Webhook-Id (per webhook, kept on attempts) the delivery id.
-	"pagerduty": {
-		EventID:      &Locator{JSON: "event.id"},
-		EventType:    &Locator{JSON: "event.event_type"},
-		DeliveryID:   &Locator{Header: "X-Webhook-Id"},
-		OccurredAt:   &Locator{JSON: "event.occurred_at"},
-		RetryHorizon: 48 * time.Hour,
-	},
+	"pagerduty": {EventID: inJSON("event.id"), EventType: inJSON("event.event_type"), DeliveryID: inHeader("X-Webhook-Id"),
+		OccurredAt: inJSON("event.occurred_at"), RetryHorizon: 48 * time.Hour},
 	// Linear's payload has no event id: Linear-Delivery identifies the payload (Linear does not
 	// say a retry keeps it; the body guard, on by default since the header is unsigned, refuses
-	// a byte-identical body under another id). Retries come after 1 min, 1 h and 6 h
+	// a byte-identical body under another id). Its type is signed (Linear-Event repeats it,
+	// unsigned, and is held to it). Retries come after 1 min, 1 h and 6 h
 	// (linear.app/developers/webhooks); webhookTimestamp is in milliseconds.
-	"linear": {
-		EventID:      &Locator{Header: "Linear-Delivery"},
-		EventType:    &Locator{JSON: "type"}, // signed; Linear-Event repeats it, unsigned, and is held to it
-		OccurredAt:   &Locator{JSON: "webhookTimestamp"},
-		RetryHorizon: 8 * time.Hour,
-	},
+	"linear": {EventID: inHeader("Linear-Delivery"), EventType: inJSON("type"), OccurredAt: inJSON("webhookTimestamp"), RetryHorizon: 8 * time.Hour},
 	// Twitch-Eventsub-Message-Id is signed and kept when Twitch resends; Twitch documents no
-	// retry horizon (dev.twitch.tv/docs/eventsub/handling-webhook-events).
-	"twitch": {
-		EventID: &Locator{Header: "Twitch-Eventsub-Message-Id"},
-		// Signed; Twitch-Eventsub-Subscription-Type repeats it, unsigned, and is held to it.
-		EventType: &Locator{JSON: "subscription.type"},
-	},
+	// retry horizon (dev.twitch.tv/docs/eventsub/handling-webhook-events). The type is signed;
+	// Twitch-Eventsub-Subscription-Type repeats it, unsigned, and is held to it.
+	"twitch": {EventID: inHeader("Twitch-Eventsub-Message-Id"), EventType: inJSON("subscription.type")},
 	// Zoom's payload carries no event id (event, event_ts in milliseconds, payload), and
 	// x-zm-trackingid names a request, not the event: the source must locate one (for example
 	// payload.object.uuid for a meeting's events, one source per event family). Zoom retries 3
 	// times, 5, 25 and 85 minutes after the first attempt (developers.zoom.us, "Webhook
 	// delays").
-	"zoom": {
-		EventType:    &Locator{JSON: "event"},
-		OccurredAt:   &Locator{JSON: "event_ts"},
-		RetryHorizon: 90 * time.Minute,
-	},
+	"zoom": {EventType: inJSON("event"), OccurredAt: inJSON("event_ts"), RetryHorizon: 90 * time.Minute},
 	// Intercom's notification id ("notif_...") names the notification and is kept on its one
 	// retry, a minute later (developers.intercom.com, webhook models: "retried only once after
 	// 1 minute"); created_at is Unix seconds. Pings (topic "ping", id null) are acknowledged.
-	"intercom": {
-		EventID:      &Locator{JSON: "id"},
-		EventType:    &Locator{JSON: "topic"},
-		OccurredAt:   &Locator{JSON: "created_at"},
-		RetryHorizon: 5 * time.Minute,
-	},
+	"intercom": {EventID: inJSON("id"), EventType: inJSON("topic"), OccurredAt: inJSON("created_at"), RetryHorizon: 5 * time.Minute},
 	// Twilio's I-Twilio-Idempotency-Token is the same on a callback's retries; Twilio's own
 	// reference does not describe it, and it is not signed, so the body guard is on (a
 	// callback's body names its SID and status). Twilio retries within a callback's 15 s
@@ -133,51 +84,35 @@ var Presets = map[string]Preset{
 	// (twilio.com/docs/usage/webhooks/webhooks-connection-overrides); Event Streams, which
 	// retries for 4 hours, is a different product. The event type depends on the product
 	// (SmsStatus, MessageStatus, CallStatus): the source names it.
-	"twilio": {
-		EventID:      &Locator{Header: "I-Twilio-Idempotency-Token"},
-		RetryHorizon: time.Hour,
-	},
+	"twilio": {EventID: inHeader("I-Twilio-Idempotency-Token"), RetryHorizon: time.Hour},
 	// Square's event_id is signed (in the body) and is its documented idempotency value;
 	// failed deliveries are retried for up to 72 hours after the event
 	// (developer.squareup.com/docs/webhooks/troubleshooting, and the delivery SLA page).
-	"square": {
-		EventID:      &Locator{JSON: "event_id"},
-		EventType:    &Locator{JSON: "type"},
-		OccurredAt:   &Locator{JSON: "created_at"},
-		RetryHorizon: 72 * time.Hour,
-	},
+	"square": {EventID: inJSON("event_id"), EventType: inJSON("type"), OccurredAt: inJSON("created_at"), RetryHorizon: 72 * time.Hour},
 	// Discord's webhook events carry no event id (an envelope of version, application_id,
 	// type, and event {type, timestamp, data}): the source must locate one in event.data where
 	// its event types have one (an entitlement's id). Discord retries for up to 10 minutes
 	// (discord.com/developers/docs/events/webhook-events). Interactions are not webhooks: their
 	// answer is the interaction's response, which the receiver does not make.
-	"discord": {
-		EventType:    &Locator{JSON: "event.type"},
-		OccurredAt:   &Locator{JSON: "event.timestamp"},
-		RetryHorizon: 10 * time.Minute,
-	},
+	"discord": {EventType: inJSON("event.type"), OccurredAt: inJSON("event.timestamp"), RetryHorizon: 10 * time.Minute},
 	// SendGrid posts a batch (set batch: true), each event with its own sg_event_id, "unique
 	// for every event" and the documented key for duplicates; it retries a failed post for up
 	// to 24 hours (twilio.com/docs/sendgrid/for-developers/tracking-events/event).
-	"sendgrid": {
-		EventID:      &Locator{JSON: "sg_event_id"},
-		EventType:    &Locator{JSON: "event"},
-		DeliveryID:   &Locator{JSON: "sg_message_id"},
-		OccurredAt:   &Locator{JSON: "timestamp"},
-		RetryHorizon: 24 * time.Hour,
-	},
-	"github": {
-		EventID:    &Locator{Header: "X-GitHub-Delivery", ScopeHeader: "X-GitHub-Hook-ID"},
-		EventType:  &Locator{Header: "X-GitHub-Event"},
-		DeliveryID: &Locator{Header: "X-GitHub-Delivery"},
-	},
-	"shopify": {
-		EventID:    &Locator{Header: "X-Shopify-Webhook-Id"},
-		EventType:  &Locator{Header: "X-Shopify-Topic"},
-		DeliveryID: &Locator{Header: "X-Shopify-Event-Id"},
-		OccurredAt: &Locator{Header: "X-Shopify-Triggered-At"},
-	},
+	"sendgrid": {EventID: inJSON("sg_event_id"), EventType: inJSON("event"), DeliveryID: inJSON("sg_message_id"),
+		OccurredAt: inJSON("timestamp"), RetryHorizon: 24 * time.Hour},
+	// X-GitHub-Delivery is kept on redelivery, scoped by X-GitHub-Hook-ID.
+	"github": {EventID: &Locator{Header: "X-GitHub-Delivery", ScopeHeader: "X-GitHub-Hook-ID"},
+		EventType: inHeader("X-GitHub-Event"), DeliveryID: inHeader("X-GitHub-Delivery")},
+	// X-Shopify-Webhook-Id is what Shopify's delivery-verification guide names as the key for
+	// detecting duplicates. X-Shopify-Event-Id is shared by every subscription and topic one
+	// merchant action fans out to, so keying on it alone would collapse distinct deliveries:
+	// it is recorded as the delivery id, for tracing.
+	"shopify": {EventID: inHeader("X-Shopify-Webhook-Id"), EventType: inHeader("X-Shopify-Topic"),
+		DeliveryID: inHeader("X-Shopify-Event-Id"), OccurredAt: inHeader("X-Shopify-Triggered-At")},
 }
+
+func inHeader(name string) *Locator { return &Locator{Header: name} }
+func inJSON(path string) *Locator   { return &Locator{JSON: path} }
 
 // maxBody is the largest body that can reach the receiver: Lambda takes a synchronous request
 // of at most lambdaPayload bytes, and API Gateway hands it the body inside a JSON event
