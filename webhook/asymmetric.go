@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -9,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -152,17 +150,9 @@ func (s *publicKeyScheme) Sign(h http.Header, body []byte, privateKey string, _ 
 // the endpoint and expects answered with 204 and no body: the answer is empty, of no content
 // type.
 func (s *publicKeyScheme) Challenge(_ http.Header, body []byte, _ []string) ([]byte, string, bool) {
-	if s.name != Discord || !bytes.Contains(body, []byte(`"version"`)) {
-		return nil, "", false
-	}
-	var p struct {
-		Version *int
-		Type    *int
-	}
-	if json.Unmarshal(body, &p) != nil || p.Version == nil || p.Type == nil || *p.Type != 0 {
-		return nil, "", false
-	}
-	return nil, "", true
+	var p struct{ Version, Type *int }
+	ok := s.name == Discord && control(body, `"version"`, &p) && p.Version != nil && p.Type != nil && *p.Type == 0
+	return nil, "", ok
 }
 
 func parseEd25519Public(s string) (any, error) {

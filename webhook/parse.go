@@ -63,6 +63,18 @@ func (s *base) checkTime(at string, unix int64, ok bool, now time.Time) error {
 	return nil
 }
 
+// match rejects the delivery, whose signature header is at, unless one of secrets (all
+// checked) signed fields and body with one of sigs, the header's signatures of version.
+func (s *base) match(at, version string, secrets []string, sigs *signatures, body []byte, fields ...string) error {
+	if sigs.n == 0 {
+		return s.reject(ReasonNoMatch, at, "there is no "+version+" signature")
+	}
+	if !s.ring.anySecret(secrets, sigs, body, fields...) {
+		return s.reject(ReasonNoMatch, at, "")
+	}
+	return nil
+}
+
 // signedNow checks Sign's common arguments and returns now as Unix seconds.
 func (s *base) signedNow(h http.Header, now time.Time) (string, error) {
 	if h == nil {

@@ -103,14 +103,6 @@ type twitchMessage struct {
 	} `json:"subscription"`
 }
 
-// readTwitch reads a Twitch body: ok is false for a body that is not a JSON object.
-func readTwitch(body []byte) (m twitchMessage, ok bool) {
-	if json.Unmarshal(body, &m) != nil {
-		return m, false
-	}
-	return m, true
-}
-
 // kind is the message's kind, from the signed body: a verification carries a challenge, a
 // notification an event, and a revocation neither, with its subscription's status no longer
 // "enabled" (Twitch's three bodies, per its guide). A body of none of these shapes is "".
@@ -130,8 +122,8 @@ func (m *twitchMessage) kind() string {
 // TwitchVerification or TwitchRevocation) from its signed body, or "" for a body of none of
 // these shapes.
 func TwitchMessageKind(body []byte) string {
-	m, ok := readTwitch(body)
-	if !ok {
+	var m twitchMessage
+	if json.Unmarshal(body, &m) != nil {
 		return ""
 	}
 	return m.kind()
@@ -143,8 +135,8 @@ func (s *timestamped) CheckHeaders(h http.Header, body []byte) error {
 	if s.name != Twitch {
 		return nil
 	}
-	m, ok := readTwitch(body)
-	if !ok {
+	var m twitchMessage
+	if json.Unmarshal(body, &m) != nil {
 		return nil // not an object: the receiver refuses it for what it is
 	}
 	if v := h.Get(TwitchTypeHeader); v != "" && v != m.kind() {

@@ -119,13 +119,7 @@ func (s *standardScheme) Verify(h http.Header, body []byte, secrets []string, no
 	if detail := parseStandardSignature(v[2], &sigs); detail != "" {
 		return s.reject(ReasonMalformedHeader, s.sigHeader, detail)
 	}
-	if sigs.n == 0 {
-		return s.reject(ReasonNoMatch, s.sigHeader, "there is no v1 signature")
-	}
-	if !s.ring.anySecret(secrets, &sigs, body, id, ts) {
-		return s.reject(ReasonNoMatch, s.sigHeader, "")
-	}
-	return nil
+	return s.match(s.sigHeader, "v1", secrets, &sigs, body, id, ts)
 }
 
 func (s *standardScheme) Sign(h http.Header, body []byte, secret string, id string, now time.Time) error {

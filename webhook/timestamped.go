@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -154,14 +153,8 @@ func (s *timestamped) Verify(h http.Header, body []byte, secrets []string, now t
 	if err := s.checkTime(tsAt, unix, ok, now); err != nil {
 		return err
 	}
-	if sigs.n == 0 {
-		return s.reject(ReasonNoMatch, s.sigHeader, "there is no "+s.list[2]+" signature")
-	}
 	var f [2]string
-	if !s.ring.anySecret(secrets, &sigs, body, s.fields(&f, id, ts)...) {
-		return s.reject(ReasonNoMatch, s.sigHeader, "")
-	}
-	return nil
+	return s.match(s.sigHeader, s.list[2], secrets, &sigs, body, s.fields(&f, id, ts)...)
 }
 
 // fields are what is signed before the body, in order, in f (the caller's, so that nothing is
@@ -215,14 +208,11 @@ func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string,
 func (s *timestamped) Challenge(h http.Header, body []byte, secrets []string) ([]byte, string, bool) {
 	switch s.name {
 	case Zoom:
-		if !bytes.Contains(body, []byte(`"endpoint.url_validation"`)) {
-			return nil, "", false
-		}
 		var c struct {
 			Event   string
 			Payload struct{ PlainToken string }
 		}
-		if json.Unmarshal(body, &c) != nil || c.Event != "endpoint.url_validation" || c.Payload.PlainToken == "" {
+		if !control(body, `"endpoint.url_validation"`, &c) || c.Event != "endpoint.url_validation" || c.Payload.PlainToken == "" {
 			return nil, "", false
 		}
 		secret, ok := s.signedBy(h, body, secrets)
@@ -239,19 +229,16 @@ func (s *timestamped) Challenge(h http.Header, body []byte, secrets []string) ([
 		}{c.Payload.PlainToken, hex.EncodeToString(m.Sum(nil))})
 		return answer, "application/json", true
 	case Slack:
-		if !bytes.Contains(body, []byte(`"url_verification"`)) {
-			return nil, "", false // the hot path: no JSON decoding for events
-		}
 		var c struct{ Type, Challenge string }
-		if json.Unmarshal(body, &c) != nil || c.Type != "url_verification" || c.Challenge == "" {
+		if !control(body, `"url_verification"`, &c) || c.Type != "url_verification" || c.Challenge == "" {
 			return nil, "", false
 		}
 		return []byte(c.Challenge), "text/plain", true
 	case Twitch:
 		// What the message is comes from the signed body; Twitch-Eventsub-Message-Type, unsigned,
 		// is only held to it (CheckHeaders).
-		m, ok := readTwitch(body)
-		if !ok {
+		var m twitchMessage
+		if json.Unmarshal(body, &m) != nil {
 			return nil, "", false
 		}
 		switch m.kind() {

@@ -122,10 +122,7 @@ func (s *urlScheme) VerifyURL(rawURL string, h http.Header, body []byte, secrets
 	}
 	sigs.n = 1
 	if s.name == Square {
-		if !s.ring.anySecret(secrets, &sigs, body, rawURL) {
-			return s.reject(ReasonNoMatch, s.header, "")
-		}
-		return nil
+		return s.match(s.header, "", secrets, &sigs, body, rawURL)
 	}
 	params, detail := twilioParams(u, body)
 	if detail != "" {
