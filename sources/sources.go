@@ -484,27 +484,21 @@ func Parse(b []byte) (*File, error) {
 	if err := decodeStrict(b, &raw); err != nil {
 		return nil, fmt.Errorf("invalid sources file: %w", err)
 	}
-	f := File{Sources: make(map[string]*Source, len(raw.Sources))}
-	if err := decodeEntries("sources", raw.Sources, f.Sources); err != nil {
+	var f File
+	var err error
+	if f.Sources, err = decodeEntries[Source]("sources", raw.Sources); err != nil {
 		return nil, err
 	}
-	if raw.Targets != nil {
-		f.Targets = make(map[string]*Target, len(raw.Targets))
-		if err := decodeEntries("targets", raw.Targets, f.Targets); err != nil {
-			return nil, err
-		}
+	if f.Targets, err = decodeEntries[Target]("targets", raw.Targets); err != nil {
+		return nil, err
 	}
-	if raw.Tables != nil {
-		f.Tables = make(map[string]*Table, len(raw.Tables))
-		if err := decodeEntries("tables", raw.Tables, f.Tables); err != nil {
-			return nil, err
-		}
+	if f.Tables, err = decodeEntries[Table]("tables", raw.Tables); err != nil {
+		return nil, err
 	}
 	// A limit written as 0 is a mistake, not "no cap" (that is the field left out): in Go a
 	// Target's zero limit is absent, so only the file can tell the two apart.
 	for _, name := range slices.Sorted(maps.Keys(raw.Targets)) {
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(raw.Targets[name], &keys) // decoded above
+		keys := fieldsOf(raw.Targets[name])
 		for _, field := range []string{"max_in_flight", "rate"} {
 			if v, ok := keys[field]; ok {
 				if n, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64); err == nil && n == 0 {
@@ -521,12 +515,8 @@ func Parse(b []byte) (*File, error) {
 		return nil, err
 	}
 	for _, name := range f.Names() {
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(raw.Sources[name], &keys) // decoded above
-		if _, ok := keys["redrive_window"]; ok {
-			continue
-		}
-		if _, ok := keys["keep"]; ok {
+		keys := fieldsOf(raw.Sources[name])
+		if keys["redrive_window"] != nil || keys["keep"] != nil {
 			continue // the team chose the retention itself
 		}
 		src := f.Sources[name]
@@ -569,9 +559,13 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-// decodeEntries decodes each entry of one of the file's maps, in name order, into out; an
+// decodeEntries decodes each entry of one of the file's maps, in name order (nil for none); an
 // error names the entry (sources.<name>) and drops encoding/json's "json: " prefix.
-func decodeEntries[T any](section string, raw map[string]json.RawMessage, out map[string]*T) error {
+func decodeEntries[T any](section string, raw map[string]json.RawMessage) (map[string]*T, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	out := make(map[string]*T, len(raw))
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		if bytes.Equal(bytes.TrimSpace(raw[name]), []byte("null")) {
 			out[name] = nil // Validate names it
@@ -579,11 +573,19 @@ func decodeEntries[T any](section string, raw map[string]json.RawMessage, out ma
 		}
 		v := new(T)
 		if err := decodeStrict(raw[name], v); err != nil {
-			return &FieldError{Field: section + "." + name, Reason: strings.TrimPrefix(err.Error(), "json: ")}
+			return nil, &FieldError{Field: section + "." + name, Reason: strings.TrimPrefix(err.Error(), "json: ")}
 		}
 		out[name] = v
 	}
-	return nil
+	return out, nil
+}
+
+// fieldsOf returns the fields an entry, already decoded, writes: only the raw entry tells a
+// field written as its zero value from one left out.
+func fieldsOf(entry json.RawMessage) map[string]json.RawMessage {
+	var keys map[string]json.RawMessage
+	_ = json.Unmarshal(entry, &keys)
+	return keys
 }
 
 // Names returns the source names in order.
