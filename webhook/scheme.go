@@ -111,9 +111,7 @@ func New(name string, opts Options) (Scheme, error) {
 	}
 	tolerance := cmp.Or(opts.Tolerance, DefaultTolerance(name))
 	switch name {
-	case StandardWebhooks, Svix:
-		return newStandard(name, tolerance), nil
-	case Stripe, Slack, Zoom, Paddle, Twitch:
+	case StandardWebhooks, Svix, Stripe, Slack, Zoom, Paddle, Twitch:
 		return newTimestamped(name, tolerance), nil
 	case Discord, SendGrid:
 		return newPublicKeyScheme(name, tolerance), nil

@@ -195,8 +195,6 @@ type Coverage struct {
 // Covers returns what s's signature covers.
 func Covers(s Scheme) Coverage {
 	switch s := s.(type) {
-	case *standardScheme:
-		return Coverage{Signature: s.sigHeader, Body: true, Headers: []string{s.idHeader, s.tsHeader}}
 	case *timestamped: // Stripe's and Paddle's timestamp is in the signature header
 		c := Coverage{Signature: s.sigHeader, Body: true}
 		if s.idHeader != "" {

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,8 +12,9 @@ import (
 	"time"
 )
 
-// Stripe, Slack, Zoom, Paddle and Twitch sign a timestamp (and Twitch a message id) with the
-// body, each with HMAC-SHA256, hex-encoded:
+// Standard Webhooks (standard.go), Stripe, Slack, Zoom, Paddle and Twitch sign a timestamp (and
+// Standard Webhooks and Twitch a message id) with the body, each with HMAC-SHA256, hex-encoded
+// but for Standard Webhooks:
 //
 //   - Stripe: HMAC("t." + body), keyed with the whole "whsec_..." secret as written, sent as
 //     Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...][,v0=<hex>], one v1 per active secret
@@ -52,29 +54,38 @@ type timestamped struct {
 	tsHeader  string // "" when the timestamp is in the signature header (Stripe, Paddle)
 	idHeader  string // a signed message id (Twitch)
 	version   string // a literal signed before the timestamp (Slack's "v0")
-	sigPrefix string // before the hex digest in a single-signature header
+	sigPrefix string // before the digest in a single-signature header, or each of Standard Webhooks'
 	rfc3339   bool   // the timestamp is RFC 3339, not Unix seconds
-	// list is the signature header's form when it carries the timestamp: its separator, then
-	// the timestamp's key and the signatures' (Stripe's ",", "t", "v1").
-	list [3]string
+	spaced    bool   // the signature header is Standard Webhooks' space-delimited list, in base64
+	// The signature header's form when it carries the timestamp (Stripe's ",", "t", "v1"):
+	// the separator, and the timestamp's key; sigKey is also what a list's signatures are.
+	listSep, tsKey, sigKey string
 }
 
 func newTimestamped(name string, tolerance time.Duration) *timestamped {
 	s := &timestamped{base: base{name, tolerance, newKeyring(name, rawSecret)}}
 	s.ring.sep = ":"
 	switch name {
+	case StandardWebhooks:
+		s.sigHeader, s.tsHeader, s.idHeader = StandardSignatureHeader, StandardTimestampHeader, StandardIDHeader
+	case Svix:
+		s.sigHeader, s.tsHeader, s.idHeader = SvixSignatureHeader, SvixTimestampHeader, SvixIDHeader
 	case Stripe:
-		s.sigHeader, s.list = StripeHeader, [3]string{",", "t", "v1"}
+		s.sigHeader, s.listSep, s.tsKey, s.sigKey = StripeHeader, ",", "t", "v1"
 		s.ring.sep = "."
 	case Slack:
 		s.sigHeader, s.tsHeader, s.version, s.sigPrefix = SlackSignatureHeader, SlackTimestampHeader, "v0", "v0="
 	case Zoom:
 		s.sigHeader, s.tsHeader, s.version, s.sigPrefix = ZoomSignatureHeader, ZoomTimestampHeader, "v0", "v0="
 	case Paddle:
-		s.sigHeader, s.list = PaddleHeader, [3]string{";", "ts", "h1"}
+		s.sigHeader, s.listSep, s.tsKey, s.sigKey = PaddleHeader, ";", "ts", "h1"
 	case Twitch:
 		s.sigHeader, s.tsHeader, s.idHeader, s.sigPrefix, s.rfc3339 = TwitchSignatureHeader, TwitchTimestampHeader, TwitchIDHeader, "sha256=", true
 		s.ring.sep = ""
+	}
+	if name == StandardWebhooks || name == Svix {
+		s.sigPrefix, s.sigKey, s.spaced = "v1,", "v1", true
+		s.ring.decode, s.ring.sep = decodeStandardSecret, "."
 	}
 	return s
 }
@@ -128,21 +139,23 @@ func (s *timestamped) Verify(h http.Header, body []byte, secrets []string, now t
 		return err
 	}
 	var sigs signatures
-	var ts, id string
-	tsAt := s.sigHeader
-	if s.tsHeader == "" {
-		if detail := parseSignedList(v, s.list[0][0], s.list[1], s.list[2], &ts, &sigs); detail != "" {
-			return s.reject(ReasonMalformedHeader, s.sigHeader, detail)
-		}
-	} else {
-		if detail := parseBodySignature(v, s.sigPrefix, EncodingHex, sigs.sig[0][:]); detail != "" {
-			return s.reject(ReasonMalformedHeader, s.sigHeader, detail)
-		}
-		sigs.n = 1
+	var ts, id, detail string
+	switch {
+	case s.tsHeader == "":
+		detail = parseSignedList(v, s.listSep[0], s.tsKey, s.sigKey, &ts, &sigs)
+	case s.spaced:
+		detail = parseStandardSignature(v, &sigs)
+	default:
+		detail, sigs.n = parseBodySignature(v, s.sigPrefix, EncodingHex, sigs.sig[0][:]), 1
+	}
+	if detail != "" {
+		return s.reject(ReasonMalformedHeader, s.sigHeader, detail)
+	}
+	tsAt := cmp.Or(s.tsHeader, s.sigHeader)
+	if s.tsHeader != "" {
 		if ts, err = s.readHeader(h, s.tsHeader); err != nil {
 			return err
 		}
-		tsAt = s.tsHeader
 	}
 	if s.idHeader != "" {
 		if id, err = s.readHeader(h, s.idHeader); err != nil {
@@ -154,7 +167,7 @@ func (s *timestamped) Verify(h http.Header, body []byte, secrets []string, now t
 		return err
 	}
 	var f [2]string
-	return s.match(s.sigHeader, s.list[2], secrets, &sigs, body, s.fields(&f, id, ts)...)
+	return s.match(s.sigHeader, s.sigKey, secrets, &sigs, body, s.fields(&f, id, ts)...)
 }
 
 // fields are what is signed before the body, in order, in f (the caller's, so that nothing is
@@ -188,9 +201,9 @@ func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string,
 	if err != nil {
 		return err
 	}
-	digest := hex.EncodeToString(sum[:])
+	digest := encodeDigest(sum[:], s.spaced)
 	if s.tsHeader == "" {
-		h.Set(s.sigHeader, s.list[1]+"="+ts+s.list[0]+s.list[2]+"="+digest)
+		h.Set(s.sigHeader, s.tsKey+"="+ts+s.listSep+s.sigKey+"="+digest)
 	} else {
 		h.Set(s.sigHeader, s.sigPrefix+digest)
 		h.Set(s.tsHeader, ts)
