@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/webhook"
 )
 
 // File is a parsed sources file.
@@ -302,15 +303,9 @@ func (s *Source) IDSigned() bool {
 	if l.JSON != "" || l.Form != "" {
 		return true // in the body, which every scheme signs
 	}
-	switch s.Scheme {
-	case "standard-webhooks":
-		return strings.EqualFold(l.Header, "webhook-id")
-	case "svix":
-		return strings.EqualFold(l.Header, "svix-id")
-	case "twitch":
-		return strings.EqualFold(l.Header, "Twitch-Eventsub-Message-Id")
-	}
-	return false
+	signed := map[string]string{webhook.StandardWebhooks: webhook.StandardIDHeader, webhook.Svix: webhook.SvixIDHeader,
+		webhook.Twitch: webhook.TwitchIDHeader}[s.Scheme]
+	return signed != "" && strings.EqualFold(l.Header, signed)
 }
 
 // TimeSigned reports whether the event's time is read from the signed body (an occurred_at

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -185,14 +186,9 @@ func twilioParams(u *url.URL, body []byte) (url.Values, string) {
 // twilioMessage is what Twilio signs: the URL, then every parameter name followed by its value,
 // by name and, for a repeated name, by value (twilio-python's RequestValidator).
 func twilioMessage(rawURL string, params url.Values) []byte {
-	names := make([]string, 0, len(params))
-	for k := range params {
-		names = append(names, k)
-	}
-	slices.Sort(names)
 	var b strings.Builder
 	b.WriteString(rawURL)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		vs := slices.Clone(params[k])
 		slices.Sort(vs)
 		for _, v := range slices.Compact(vs) {
