@@ -353,51 +353,46 @@ func (s *Source) validate(at string) error {
 	if err := s.validateBody(at); err != nil {
 		return err
 	}
-	// A preset locator that cannot apply to the body (a JSON path for a form, a header for a
-	// batch's events) is left out: a required one must then be located by the source.
-	fits := func(l *Locator) *Locator {
-		if l == nil || (s.Body == BodyForm && l.JSON != "") || (s.Batch && l.JSON == "") {
-			return nil
-		}
-		return l
-	}
-	s.EventID = orPreset(s.EventID, fits(p.EventID))
-	s.EventType = orPreset(s.EventType, fits(p.EventType))
-	s.DeliveryID = orPreset(s.DeliveryID, fits(p.DeliveryID))
-	s.OccurredAt = orPreset(s.OccurredAt, fits(p.OccurredAt))
 	for _, l := range []struct {
 		field    string
-		loc      *Locator
+		loc      **Locator
 		required bool
 		preset   *Locator
 	}{
-		{"event_id", s.EventID, true, p.EventID},
-		{"event_type", s.EventType, true, p.EventType},
-		{"delivery_id", s.DeliveryID, false, p.DeliveryID},
-		{"occurred_at", s.OccurredAt, false, p.OccurredAt},
+		{"event_id", &s.EventID, true, p.EventID},
+		{"event_type", &s.EventType, true, p.EventType},
+		{"delivery_id", &s.DeliveryID, false, p.DeliveryID},
+		{"occurred_at", &s.OccurredAt, false, p.OccurredAt},
 	} {
-		if l.loc == nil {
+		// A preset locator that cannot apply to the body (a JSON path for a form, a header for
+		// a batch's events) is left out: a required one must then be located by the source.
+		if pl := l.preset; *l.loc == nil && pl != nil && !(s.Body == BodyForm && pl.JSON != "") && !(s.Batch && pl.JSON == "") {
+			c := *pl // a copy: editing one source cannot change another
+			*l.loc = &c
+		}
+		loc, field := *l.loc, at+"."+l.field
+		if loc == nil {
 			if l.required && l.preset != nil {
-				return &FieldError{Field: at + "." + l.field, Reason: "is required: the " + s.Scheme + " preset's " + l.preset.String() + " cannot be read from this source's body (" + s.bodyKind() + ")"}
+				return &FieldError{Field: field, Reason: "is required: the " + s.Scheme + " preset's " + l.preset.String() + " cannot be read from this source's body (" + s.bodyKind() + ")"}
 			}
 			if l.required {
-				return &FieldError{Field: at + "." + l.field, Reason: "is required: the " + s.Scheme + " scheme has no default location"}
+				return &FieldError{Field: field, Reason: "is required: the " + s.Scheme + " scheme has no default location"}
 			}
 			continue
 		}
-		if n := nonEmpty(l.loc.Header, l.loc.JSON, l.loc.Form); n != 1 {
-			return &FieldError{Field: at + "." + l.field, Reason: "set exactly one of header, json, form"}
+		if n := nonEmpty(loc.Header, loc.JSON, loc.Form); n != 1 {
+			return &FieldError{Field: field, Reason: "set exactly one of header, json, form"}
 		}
 		switch {
-		case l.loc.Form != "" && s.Body != BodyForm:
-			return &FieldError{Field: at + "." + l.field + ".form", Reason: `locates a form key, and the body is ` + s.Body + `: set "body": "form"`}
-		case s.Batch && (l.loc.JSON == "" || l.loc.ScopeHeader != ""):
-			return &FieldError{Field: at + "." + l.field, Reason: "a batch's events cannot be told apart by a header: locate it in each event with a json path"}
-		case l.loc.JSON != "" && s.Body == BodyForm:
-			return &FieldError{Field: at + "." + l.field + ".json", Reason: `locates a JSON path, and the body is a form: locate a form key, or set "body": "form:<key>" for a form field holding JSON`}
+		case loc.Form != "" && s.Body != BodyForm:
+			return &FieldError{Field: field + ".form", Reason: `locates a form key, and the body is ` + s.Body + `: set "body": "form"`}
+		case s.Batch && (loc.JSON == "" || loc.ScopeHeader != ""):
+			return &FieldError{Field: field, Reason: "a batch's events cannot be told apart by a header: locate it in each event with a json path"}
+		case loc.JSON != "" && s.Body == BodyForm:
+			return &FieldError{Field: field + ".json", Reason: `locates a JSON path, and the body is a form: locate a form key, or set "body": "form:<key>" for a form field holding JSON`}
 		}
-		if strings.HasPrefix(l.loc.JSON, ".") || strings.HasSuffix(l.loc.JSON, ".") || strings.Contains(l.loc.JSON, "..") {
-			return &FieldError{Field: at + "." + l.field + ".json", Reason: fmt.Sprintf("%q is not a dot-separated path", l.loc.JSON)}
+		if strings.HasPrefix(loc.JSON, ".") || strings.HasSuffix(loc.JSON, ".") || strings.Contains(loc.JSON, "..") {
+			return &FieldError{Field: field + ".json", Reason: fmt.Sprintf("%q is not a dot-separated path", loc.JSON)}
 		}
 	}
 
@@ -535,15 +530,4 @@ func nonEmpty(vs ...string) int {
 		}
 	}
 	return n
-}
-
-func orPreset(l, preset *Locator) *Locator {
-	if l != nil {
-		return l
-	}
-	if preset == nil {
-		return nil
-	}
-	c := *preset
-	return &c
 }
