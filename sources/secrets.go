@@ -106,12 +106,11 @@ func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
 	return "", fmt.Errorf("empty reference")
 }
 
-// Secrets holds each source's resolved secrets for the life of a function instance. It
-// re-reads a source's secrets on demand (after a signature failure) at most once per
-// MinRefresh, so a rotation is picked up without a redeploy and a flood of forged requests
-// cannot turn into a flood of Secrets Manager calls; and, with MaxAge, once they are older than
-// that (RefreshStale), so a secret revoked at its store (deleted, emptied or replaced) stops verifying on a warm instance
-// within MaxAge.
+// Secrets holds each source's resolved secrets for the life of a function instance. It re-reads
+// them after a signature failure at most once per MinRefresh (Refresh), so a rotation is picked
+// up without a redeploy and forged requests cannot flood the store with calls; and, with MaxAge,
+// once they are older than that (RefreshStale), so a secret revoked at its store stops
+// verifying on a warm instance within MaxAge.
 type Secrets struct {
 	resolver   *Resolver
 	refs       map[string][]SecretRef

@@ -54,9 +54,8 @@ type File struct {
 type Table struct {
 	Name string `json:"name,omitempty"`
 	// Bound says the table's name is not in the file: the CDK app binds the entry to a table
-	// it defines or imports (infra's Props.TableBindings), grants on that table, and hands the
-	// functions its name (ONCEHOOK_BINDINGS), which launch applies with File.Bind at start.
-	// A bound table has no name.
+	// (infra's Props.TableBindings) and hands the functions its name, which File.Bind applies
+	// at start. A bound table has no name.
 	Bound        bool     `json:"bound,omitempty"`
 	PartitionKey string   `json:"partition_key"`
 	SortKey      string   `json:"sort_key,omitempty"`
@@ -110,11 +109,9 @@ type Target struct {
 	// ARN is the AWS resource: the queue (sqs), topic (sns), event bus (eventbridge; a name
 	// such as "default" serves too), state machine (stepfunctions) or function (lambda).
 	ARN string `json:"arn,omitempty"`
-	// Bound says the ARN is not in the file: the CDK app binds the target to a resource it
-	// defines or imports (infra's Props.QueueBindings, TopicBindings, EventBusBindings,
-	// StateMachineBindings or FunctionBindings, by Type), grants on that resource, and hands
-	// the functions its ARN (ONCEHOOK_BINDINGS), which launch applies with File.Bind at start.
-	// Only AWS targets are bound; a bound target has no arn.
+	// Bound says the ARN is not in the file: the CDK app binds the target to a resource
+	// (infra's Props.<BindingProps[Type]>) and hands the functions its ARN, which File.Bind
+	// applies at start. Only AWS targets are bound; a bound target has no arn.
 	Bound bool `json:"bound,omitempty"`
 	// GroupID is a FIFO queue's or topic's message group; default one group per event.
 	GroupID string `json:"group_id,omitempty"`
@@ -126,18 +123,17 @@ type Target struct {
 	// "request-response" (the outbox waits, and retries a function error). An at-most-once
 	// Lambda target must be request-response: Lambda's queue retries events itself.
 	Invocation string `json:"invocation,omitempty"`
-	// Delivery is "at-least-once" (the default: a crash between the call and its record sends
-	// again, and the downstream's dedup absorbs it) or "at-most-once", for a downstream with no
-	// idempotency key at all: an attempt that may have been sent is never sent again, and
-	// parks for a person instead (outbox.AtMostOnce).
+	// Delivery is "at-least-once" (the default: the downstream's dedup absorbs a resend) or
+	// "at-most-once", for a downstream with no idempotency key: an attempt that may have been
+	// sent is never sent again, and parks for a person instead (outbox.AtMostOnce).
 	Delivery string `json:"delivery,omitempty"`
 	// MaxInFlight caps the calls to the target under way at once, across every worker (every
 	// outbox invocation and the sweeper). 1 to 1000; absent (0 here) is no cap, and a file that
 	// writes 0 is refused.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
-	// Rate caps the calls to the target started per second, across every worker. 0.01 to
-	// 10000; absent (0 here) is no cap, and a file that writes 0 is refused. A call a limit holds back waits for its turn, or is woken near
-	// it; it spends no attempt and never parks (outbox.Limit).
+	// Rate caps the calls to the target started per second, across every worker: 0.01 to 500;
+	// absent (0 here) is no cap, and a file that writes 0 is refused. A call a limit holds back
+	// waits for its turn; it spends no attempt and never parks (outbox.Limit).
 	Rate float64 `json:"rate,omitempty"`
 
 	resolved bool // Bound, and given its ARN by File.Bind
@@ -180,11 +176,10 @@ type Source struct {
 	// secret, so they live in the file. Several allow rotation.
 	PublicKeys []string `json:"public_keys,omitempty"`
 	// URL is the URL the provider calls, as configured there up to its path, for the schemes
-	// that sign it (twilio, square); the query string is each request's own, as signed.
-	// Unset, the receiver rebuilds it from each request: https://, the domain API Gateway
-	// served it on (never the Host header, which the sender writes), the raw path (a named
-	// stage included). Set it whenever the provider's URL is not what API Gateway sees (a
-	// custom domain with an API mapping path, a CDN or a proxy in front, a container).
+	// that sign it (twilio, square); the query string is each request's own, as signed. Unset,
+	// the receiver rebuilds it from the domain API Gateway served (never the Host header, which
+	// the sender writes) and the raw path: set it when the provider's URL is not what API
+	// Gateway sees (a custom domain with a mapping path, a CDN or a proxy in front).
 	URL string `json:"url,omitempty"`
 	// Body is the body's format: "json" (the default; "form" for twilio), "form"
 	// (application/x-www-form-urlencoded, located by form key), or "form:<key>" (a form whose
@@ -192,15 +187,13 @@ type Source struct {
 	// locators, planners' fields and Event.Payload then read that JSON).
 	Body string `json:"body,omitempty"`
 	// Batch says the body is a JSON array of events, each with its own id (SendGrid's Event
-	// Webhook): each is claimed and planned as its own event, its locators read from it, in as
-	// few writes as DynamoDB's limits allow (dedup.Store.CommitBatch), and the delivery gets
-	// 200 once every event is durably claimed. Locators must be JSON paths: a header cannot
-	// tell a batch's events apart. Always true for sendgrid.
+	// Webhook), each claimed and planned as its own event (dedup.Store.CommitBatch); the
+	// delivery gets 200 once every one is durably claimed. Locators must be JSON paths: a header
+	// cannot tell a batch's events apart. Always true for sendgrid.
 	Batch bool `json:"batch,omitempty"`
 	// MaxBatchEvents is the most events a batch delivery may hold (413 beyond it, nothing
-	// written): a delivery's events are claimed within its provider's timeout, so a batch the
-	// receiver cannot write in time would be retried, and refused, for ever. Only with batch.
-	// Default DefaultMaxBatchEvents.
+	// written): a batch the receiver cannot claim within its provider's timeout would be retried,
+	// and refused, for ever. Only with batch; default DefaultMaxBatchEvents.
 	MaxBatchEvents int `json:"max_batch_events,omitempty"`
 	// HMAC configures the generic hmac-sha256 scheme (ignored by the others).
 	HMAC *HMAC `json:"hmac,omitempty"`
@@ -225,25 +218,21 @@ type Source struct {
 	TimestampTolerance Duration `json:"timestamp_tolerance,omitempty"`
 	// MaxBodyBytes is the largest body accepted (413 beyond it). Default DefaultMaxBodyBytes.
 	MaxBodyBytes int `json:"max_body_bytes,omitempty"`
-	// DeliveryTimeout is how long the provider waits for an answer before it counts the delivery
-	// failed and retries. The receiver answers 503 before then when DynamoDB is slow (a late
-	// 200 is a retry, and a retry storm); the stack sizes the receiver's timeout and its
-	// latency alarm by the tightest one. Default per scheme (DeliveryTimeouts).
+	// DeliveryTimeout is how long the provider waits for an answer before it retries: the
+	// receiver answers 503 before then when DynamoDB is slow (a late 200 is a retry anyway),
+	// and the stack sizes its timeout and latency alarm by the tightest. Default DeliveryTimeouts.
 	DeliveryTimeout Duration `json:"delivery_timeout,omitempty"`
 	// ReplayGuard is "body", "body+type" or "off". With "body", what the signature covers
-	// (webhook.SignedContent: the body, or Twilio's URL and sorted fields) is claimed in the
-	// same write as the event id (dedup.Event.GuardBody), so a signed delivery re-sent under a
-	// forged event id runs nothing, whatever type it claims to be. "body+type" claims the signed
-	// content together with the event type, for a provider that sends one body under several
-	// unsigned types (Shopify's fan-out of one action to several topics): a copy under another
-	// type is then a new event. Default: "body+type" for shopify; "body" for other sources
-	// whose signature does not cover the event id (IDSigned); "off" when it does (Standard
-	// Webhooks' webhook-id, a body field).
+	// (webhook.SignedContent) is claimed in the same write as the event id
+	// (dedup.Event.GuardBody), so a signed delivery re-sent under a forged event id runs nothing.
+	// "body+type" claims it with the event type, for a provider that sends one body under
+	// several unsigned types (Shopify's topics). Default: "body+type" for shopify, "body" for
+	// other sources whose signature does not cover the event id (IDSigned), else "off".
 	ReplayGuard string `json:"replay_guard,omitempty"`
 	// UnknownTypes is what the receiver does with an event type no planner is registered for:
-	// "claim" (the default) claims it with an empty plan, so its redeliveries stay duplicates
-	// for the whole retention; "ignore" answers 200 without claiming it, so a redelivery after
-	// the planner ships still runs it. Both count UnknownType.
+	// "claim" (the default) claims it with an empty plan, so its redeliveries stay duplicates;
+	// "ignore" answers 200 without claiming it, so a redelivery after the planner ships runs it.
+	// Both count UnknownType.
 	UnknownTypes string `json:"unknown_types,omitempty"`
 }
 

@@ -66,6 +66,8 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"no secrets", `{"sources":{"s":{"scheme":"stripe","retry_horizon":"1d"}}}`, "sources.s.secrets"},
 		{"a secret with two places", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S","ssm":"/p"}],"retry_horizon":"1d"}}}`, "sources.s.secrets[0]"},
 		{"a generic scheme without a header", `{"sources":{"s":{"scheme":"hmac-sha256","secrets":[{"env":"S"}],"event_id":{"json":"id"},"event_type":{"json":"type"},"retry_horizon":"1d"}}}`, "sources.s.hmac.header"},
+		{"a generic scheme whose header is not a header name", `{"sources":{"s":{"scheme":"hmac-sha256","hmac":{"header":"X Sig"},"secrets":[{"env":"S"}],"event_id":{"json":"id"},"event_type":{"json":"type"},"retry_horizon":"1d"}}}`, "sources.s.hmac.header"},
+		{"a generic scheme with a prefix holding a space", `{"sources":{"s":{"scheme":"hmac-sha256","hmac":{"header":"X-Sig","prefix":"sha256 ="},"secrets":[{"env":"S"}],"event_id":{"json":"id"},"event_type":{"json":"type"},"retry_horizon":"1d"}}}`, "sources.s.hmac.prefix"},
 		{"a generic scheme without an event id", `{"sources":{"s":{"scheme":"hmac-sha256","hmac":{"header":"X-Sig"},"secrets":[{"env":"S"}],"event_type":{"json":"type"},"retry_horizon":"1d"}}}`, "sources.s.event_id"},
 		{"a locator with both places", `{"sources":{"s":{` + ok + `,"event_id":{"json":"id","header":"X-Id"}}}}`, "sources.s.event_id"},
 		{"a bad JSON path", `{"sources":{"s":{` + ok + `,"event_type":{"json":"data..type"}}}}`, "sources.s.event_type.json"},

@@ -1,6 +1,8 @@
 package sources
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -326,12 +328,12 @@ func (s *Source) validate(at string) error {
 	if !slices.Contains(Schemes, s.Scheme) {
 		return &FieldError{Field: at + ".scheme", Reason: fmt.Sprintf("%q is not one of %s", s.Scheme, strings.Join(Schemes, ", "))}
 	}
-	if s.Scheme == "hmac-sha256" {
-		if s.HMAC == nil || s.HMAC.Header == "" {
-			return &FieldError{Field: at + ".hmac.header", Reason: "is required by the hmac-sha256 scheme"}
-		}
-		if e := s.HMAC.Encoding; e != "" && e != "hex" && e != "base64" {
-			return &FieldError{Field: at + ".hmac.encoding", Reason: fmt.Sprintf("%q is not hex or base64", e)}
+	if s.Scheme == webhook.HMACSHA256 {
+		// The receiver builds the scheme with these options: webhook.New is their one check.
+		h := cmp.Or(s.HMAC, &HMAC{})
+		_, err := webhook.New(s.Scheme, webhook.Options{Header: h.Header, Encoding: h.Encoding, Prefix: h.Prefix})
+		if ie := (*webhook.InvalidError)(nil); errors.As(err, &ie) {
+			return &FieldError{Field: at + ".hmac." + strings.ToLower(ie.Field), Reason: ie.Reason}
 		}
 	}
 	if err := s.validateKeys(at); err != nil {
