@@ -118,6 +118,7 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"zoom without an id", `{"sources":{"s":{"scheme":"zoom","secrets":[{"env":"S"}]}}}`, "sources.s.event_id: is required"},
 		{"discord without an id", `{"sources":{"s":{"scheme":"discord","public_keys":["k"]}}}`, "sources.s.event_id: is required"},
 		{"a batch located by a header", `{"sources":{"s":{` + ok + `,"batch":true,"event_id":{"header":"X-Id"}}}}`, "sources.s.event_id: a batch's events cannot be told apart by a header"},
+		{"a tolerance for a scheme that signs no time", `{"sources":{"s":{"scheme":"github","secrets":[{"env":"S"}],"retry_horizon":"1h","timestamp_tolerance":"5m"}}}`, "sources.s.timestamp_tolerance: github signatures carry no timestamp"},
 		{"a tolerance over a day", `{"sources":{"s":{` + ok + `,"timestamp_tolerance":"25h"}}}`, "sources.s.timestamp_tolerance: must be at most 24h"},
 		{"a scheme's default tolerance as long as the retention", `{"sources":{"s":{"scheme":"twitch","secrets":[{"env":"S"}],"retry_horizon":"1m","keep":"5m"}}}`, "sources.s.timestamp_tolerance: twitch's default 10m0s is not shorter than the retention"},
 		{"a tolerance as long as the retention", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"1h","redrive_window":"1h","keep":"3h","timestamp_tolerance":"3h"}}}`, "sources.s.timestamp_tolerance: 3h0m0s is not shorter than the retention"},
