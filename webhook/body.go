@@ -31,15 +31,10 @@ import (
 //     SHA-1 is what Intercom sends; HMAC-SHA1 is not broken by SHA-1's collisions (an HMAC's
 //     security rests on the compression function being a PRF, RFC 6151 §2).
 
-// GitHubHeader is the header carrying GitHub's SHA-256 signature.
-const GitHubHeader = "X-Hub-Signature-256"
-
-// ShopifyHeader is the header carrying Shopify's signature, in net/http's canonical form.
-const ShopifyHeader = "X-Shopify-Hmac-Sha256"
-
-// PagerDutyHeader, LinearHeader and IntercomHeader carry PagerDuty's, Linear's and Intercom's
-// signatures.
+// The headers of the body-signing schemes, in net/http's canonical form.
 const (
+	GitHubHeader    = "X-Hub-Signature-256"
+	ShopifyHeader   = "X-Shopify-Hmac-Sha256"
 	PagerDutyHeader = "X-Pagerduty-Signature"
 	LinearHeader    = "Linear-Signature"
 	IntercomHeader  = "X-Hub-Signature"

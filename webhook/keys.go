@@ -13,15 +13,11 @@ import (
 )
 
 // Secrets are prepared once, not per delivery: decoding a whsec_ secret, keying an HMAC or
-// parsing a public key costs allocations the hot path should not pay for every event. Each
-// scheme keeps a keyring, a copy-on-write map from the configured string to its prepared key,
-// read with one atomic load and one map lookup (no lock, no allocation). An HMAC key holds a
-// sync.Pool of keyed states, so concurrent Verify calls never share one.
-//
-// A cache rather than an exported prepared-keys type keeps the Scheme interface on plain
-// strings from configuration, and rotating is passing another list. Secrets come from
-// configuration, never from requests, so the bound (maxKeys) only matters if a caller invents
-// secrets; then the ring starts over.
+// parsing a public key allocates. Each scheme keeps a keyring, a copy-on-write map from the
+// configured string to its prepared key, read with one atomic load and one map lookup; an HMAC
+// key pools its keyed states, so concurrent Verify calls never share one. A cache, rather than
+// an exported prepared-keys type, keeps the Scheme interface on the configuration's strings.
+// Secrets never come from requests: the bound (maxKeys) only matters if a caller invents them.
 
 // maxKeys bounds a keyring. Rotation needs two or three secrets per scheme instance.
 const maxKeys = 32

@@ -61,16 +61,14 @@ var Names = []string{StandardWebhooks, Svix, Stripe, GitHub, Shopify, Slack, Zoo
 type Scheme interface {
 	// Name returns the name the scheme was made with, e.g. "stripe".
 	Name() string
-	// Verify returns nil when one of secrets signed the delivery (h = request headers, canonical
-	// keys as in net/http; body = raw bytes as received), or an error matching ErrSignature
-	// (a *SignatureError naming the scheme and the reason: header missing, malformed header,
-	// timestamp outside tolerance, no signature matched). It never panics on hostile input.
+	// Verify returns nil when one of secrets signed the delivery (h: request headers, canonical
+	// keys as in net/http; body: raw bytes as received), or a *SignatureError (ErrSignature)
+	// giving the reason. It never panics on hostile input, and compares in constant time.
 	//
 	// A delivery is accepted if ANY secret matches ANY signature in the header, so secrets can
-	// be rotated on either side. Every secret must be usable: when none is given, or one is
-	// empty or does not decode, Verify returns an *InvalidError (ErrInvalid) naming it, before
-	// looking at the request, since that is the receiver's fault and not the sender's.
-	// Signatures are compared in constant time.
+	// be rotated on either side. Every secret must be usable: when none is given, or one does
+	// not decode, Verify returns an *InvalidError (ErrInvalid) naming it before looking at the
+	// request, since that is the receiver's fault.
 	Verify(h http.Header, body []byte, secrets []string, now time.Time) error
 	// Sign sets on h the headers the provider would send for body, signed with secret, at now.
 	// id is the message/delivery id for schemes that sign one (Standard Webhooks' webhook-id);
@@ -163,10 +161,8 @@ var defaultTolerances = map[string]time.Duration{
 	Linear: 8 * time.Hour,
 }
 
-// DefaultTolerance is the tolerance New gives the named scheme when Options.Tolerance is 0: its
-// provider's own check where the provider documents signing each attempt when it is sent, else
-// long enough for the provider's last retry, which may carry the first attempt's signature. It
-// is 0 for the schemes that sign no time.
+// DefaultTolerance is the tolerance New gives the named scheme when Options.Tolerance is 0 (its
+// provider's own check, or long enough for its last retry), and 0 for a scheme that signs no time.
 func DefaultTolerance(name string) time.Duration { return defaultTolerances[name] }
 
 // MaxTolerance is the largest Options.Tolerance New accepts. A tolerance is how long a
@@ -207,10 +203,9 @@ func checkOptions(name string, opts Options) error {
 	return nil
 }
 
-// CheckSecrets reports whether every secret is usable by s, as Verify would: it returns an
-// *InvalidError naming the first unusable secret, or nil. Call it when the receiver starts, so a
-// bad secret stops the deployment instead of failing every delivery. It also prepares the keys,
-// so the first delivery does not pay for it.
+// CheckSecrets returns an *InvalidError naming the first secret s cannot use, as Verify would,
+// or nil. Called at start, it stops a deployment with a bad secret instead of failing every
+// delivery, and prepares the keys so the first delivery does not pay for it.
 func CheckSecrets(s Scheme, secrets []string) error {
 	if c, ok := s.(interface{ checkSecrets([]string) error }); ok {
 		return c.checkSecrets(secrets)

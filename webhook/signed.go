@@ -173,11 +173,9 @@ func (s *bodyScheme) CheckHeaders(h http.Header, body []byte) error {
 	return nil
 }
 
-// Coverage is what one scheme's signature covers. Everything a delivery carries outside it
-// (every other header, the query string of a scheme that does not sign the URL, the form's
-// encoding for Twilio) can be changed by whoever holds a captured delivery, and must not decide
-// what a receiver does. The receiver's property test holds each scheme to its Coverage: changing
-// a covered part breaks the signature, changing anything else does not.
+// Coverage is what one scheme's signature covers. Everything else a delivery carries (other
+// headers, the query string of a scheme that does not sign the URL, Twilio's form encoding) can
+// be changed by whoever holds a captured delivery, and must not decide what a receiver does.
 type Coverage struct {
 	// Signature is the header carrying the signature.
 	Signature string

@@ -283,11 +283,9 @@ func (s *timestamped) signedBy(h http.Header, body []byte, secrets []string) (st
 }
 
 // Challenger is a scheme whose provider sends control messages besides events: a signed
-// challenge whose answer must echo a value from it, or prove the secret, before events are sent
-// (Slack's url_verification, Twitch's webhook_callback_verification, Zoom's
-// endpoint.url_validation), or a notice to acknowledge (Twitch's revocation, Intercom's
-// pings, Discord's PING). The receiver asks
-// it once the signature is verified, and answers one without claiming anything.
+// challenge whose answer must echo a value from it, or prove the secret (Slack's, Twitch's and
+// Zoom's endpoint checks), or a notice to acknowledge (Twitch's revocation, Intercom's pings,
+// Discord's PING). The receiver asks it once the signature is verified, and claims nothing.
 type Challenger interface {
 	// Challenge returns the answer's body and content type when the delivery is a control
 	// message: an empty answer without a content type asks for 204 No Content (Discord's
