@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"time"
 )
 
 // Discord and SendGrid sign with a private key and publish the public one, so a receiver holds
@@ -44,19 +43,9 @@ type PublicKeyScheme interface {
 	PublicKeys() bool
 }
 
-type publicKeyScheme struct {
-	base
-	sigHeader, tsHeader string
-}
-
-func newPublicKeyScheme(name string, tolerance time.Duration) *publicKeyScheme {
-	s := &publicKeyScheme{base: base{name, tolerance, &keyring{scheme: name, public: parseECDSAPublic}},
-		sigHeader: SendGridSignatureHeader, tsHeader: SendGridTimestampHeader}
-	if name == Discord {
-		s.sigHeader, s.tsHeader, s.ring.public = DiscordSignatureHeader, DiscordTimestampHeader, parseEd25519Public
-	}
-	return s
-}
+// publicKeyScheme is a timestamped scheme whose keyring holds public keys (ring.public): it
+// verifies with verifyPublic and signs with signPublic instead of an HMAC.
+type publicKeyScheme struct{ *timestamped }
 
 func (s *publicKeyScheme) PublicKeys() bool { return true }
 
@@ -64,22 +53,8 @@ func (s *publicKeyScheme) PublicKeys() bool { return true }
 // P-256 ECDSA one at most 72 bytes (96 base64 characters).
 const maxSignatureLen = 128
 
-func (s *publicKeyScheme) Verify(h http.Header, body []byte, keys []string, now time.Time) error {
-	if err := s.ring.check(keys); err != nil {
-		return err
-	}
-	sig, err := s.readHeader(h, s.sigHeader)
-	if err != nil {
-		return err
-	}
-	ts, err := s.readHeader(h, s.tsHeader)
-	if err != nil {
-		return err
-	}
-	unix, ok := parseUnix(ts)
-	if err := s.checkTime(s.tsHeader, unix, ok, now); err != nil {
-		return err
-	}
+// verifyPublic reports whether one of keys (all checked) signed ts + body with sig.
+func (s *timestamped) verifyPublic(sig, ts string, body []byte, keys []string) error {
 	if len(sig) > maxSignatureLen {
 		return s.reject(ReasonMalformedHeader, s.sigHeader, "the signature is too long")
 	}
@@ -110,40 +85,28 @@ func (s *publicKeyScheme) Verify(h http.Header, body []byte, keys []string, now 
 	return s.reject(ReasonNoMatch, s.sigHeader, "")
 }
 
-func (s *publicKeyScheme) Sign(h http.Header, body []byte, privateKey string, _ string, now time.Time) error {
-	ts, err := s.signedNow(h, now)
-	if err != nil {
-		return err
-	}
+// signPublic signs ts + body with privateKey, for Sign.
+func (s *timestamped) signPublic(privateKey, ts string, body []byte) (string, error) {
 	msg := append([]byte(ts), body...)
-	var sig string
-	switch s.name {
-	case Discord:
+	if s.name == Discord {
 		seed, err := hex.DecodeString(privateKey)
 		if err != nil || len(seed) != ed25519.SeedSize {
-			return &InvalidError{Scheme: s.name, Field: "secret", Reason: "want the Ed25519 private key's 32-byte seed in hex"}
+			return "", &InvalidError{Scheme: s.name, Field: "secret", Reason: "want the Ed25519 private key's 32-byte seed in hex"}
 		}
-		sig = hex.EncodeToString(ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg))
-	case SendGrid:
-		der, err := base64.StdEncoding.DecodeString(privateKey)
-		var key any
-		if err == nil {
-			key, err = x509.ParsePKCS8PrivateKey(der)
-		}
-		ec, ok := key.(*ecdsa.PrivateKey)
-		if err != nil || !ok {
-			return &InvalidError{Scheme: s.name, Field: "secret", Reason: "want an ECDSA private key as base64 DER PKCS #8"}
-		}
-		sum := sha256.Sum256(msg)
-		der, err = ecdsa.SignASN1(rand.Reader, ec, sum[:])
-		if err != nil {
-			return err
-		}
-		sig = base64.StdEncoding.EncodeToString(der)
+		return hex.EncodeToString(ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg)), nil
 	}
-	h.Set(s.sigHeader, sig)
-	h.Set(s.tsHeader, ts)
-	return nil
+	der, err := base64.StdEncoding.DecodeString(privateKey)
+	var key any
+	if err == nil {
+		key, err = x509.ParsePKCS8PrivateKey(der)
+	}
+	ec, ok := key.(*ecdsa.PrivateKey)
+	if err != nil || !ok {
+		return "", &InvalidError{Scheme: s.name, Field: "secret", Reason: "want an ECDSA private key as base64 DER PKCS #8"}
+	}
+	sum := sha256.Sum256(msg)
+	der, err = ecdsa.SignASN1(rand.Reader, ec, sum[:])
+	return base64.StdEncoding.EncodeToString(der), err
 }
 
 // Challenge acknowledges Discord's webhook-event PING (type 0), which Discord sends to prove

@@ -112,7 +112,7 @@ func New(name string, opts Options) (Scheme, error) {
 	case StandardWebhooks, Svix, Stripe, Slack, Zoom, Paddle, Twitch:
 		return newTimestamped(name, tolerance), nil
 	case Discord, SendGrid:
-		return newPublicKeyScheme(name, tolerance), nil
+		return &publicKeyScheme{newTimestamped(name, tolerance)}, nil
 	case Twilio, Square:
 		return newURLScheme(name, opts.URL)
 	case Linear:

@@ -205,7 +205,7 @@ func Covers(s Scheme) Coverage {
 	case *bodyScheme:
 		return Coverage{Signature: s.header, Body: true}
 	case *publicKeyScheme:
-		return Coverage{Signature: s.sigHeader, Body: true, Headers: []string{s.tsHeader}}
+		return Covers(s.timestamped)
 	case *urlScheme:
 		if s.name == Twilio {
 			return Coverage{Signature: s.header, Fields: true, URL: true}

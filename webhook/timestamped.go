@@ -48,6 +48,8 @@ const (
 	ZoomTimestampHeader   = "X-Zm-Request-Timestamp"
 )
 
+// timestamped verifies a signature over a signed time (and id) and the body: an HMAC, or for
+// Discord and SendGrid (asymmetric.go) a public key's.
 type timestamped struct {
 	base
 	sigHeader string
@@ -82,6 +84,10 @@ func newTimestamped(name string, tolerance time.Duration) *timestamped {
 	case Twitch:
 		s.sigHeader, s.tsHeader, s.idHeader, s.sigPrefix, s.rfc3339 = TwitchSignatureHeader, TwitchTimestampHeader, TwitchIDHeader, "sha256=", true
 		s.ring.sep = ""
+	case Discord:
+		s.sigHeader, s.tsHeader, s.ring.public = DiscordSignatureHeader, DiscordTimestampHeader, parseEd25519Public
+	case SendGrid:
+		s.sigHeader, s.tsHeader, s.ring.public = SendGridSignatureHeader, SendGridTimestampHeader, parseECDSAPublic
 	}
 	if name == StandardWebhooks || name == Svix {
 		s.sigPrefix, s.sigKey, s.spaced = "v1,", "v1", true
@@ -141,6 +147,7 @@ func (s *timestamped) Verify(h http.Header, body []byte, secrets []string, now t
 	var sigs signatures
 	var ts, id, detail string
 	switch {
+	case s.ring.public != nil: // verifyPublic reads it, once the time is checked
 	case s.tsHeader == "":
 		detail = parseSignedList(v, s.listSep[0], s.tsKey, s.sigKey, &ts, &sigs)
 	case s.spaced:
@@ -165,6 +172,9 @@ func (s *timestamped) Verify(h http.Header, body []byte, secrets []string, now t
 	unix, ok := s.unix(ts)
 	if err := s.checkTime(tsAt, unix, ok, now); err != nil {
 		return err
+	}
+	if s.ring.public != nil {
+		return s.verifyPublic(v, ts, body, secrets)
 	}
 	var f [2]string
 	return s.match(s.sigHeader, s.sigKey, secrets, &sigs, body, s.fields(&f, id, ts)...)
@@ -196,12 +206,18 @@ func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string,
 	if s.rfc3339 {
 		ts = now.UTC().Format(time.RFC3339Nano)
 	}
-	var f [2]string
-	sum, err := s.ring.sign(secret, body, s.fields(&f, id, ts)...)
+	var digest string
+	if s.ring.public != nil {
+		digest, err = s.signPublic(secret, ts, body)
+	} else {
+		var f [2]string
+		var sum [sha256.Size]byte
+		sum, err = s.ring.sign(secret, body, s.fields(&f, id, ts)...)
+		digest = encodeDigest(sum[:], s.spaced)
+	}
 	if err != nil {
 		return err
 	}
-	digest := encodeDigest(sum[:], s.spaced)
 	if s.tsHeader == "" {
 		h.Set(s.sigHeader, s.tsKey+"="+ts+s.listSep+s.sigKey+"="+digest)
 	} else {
