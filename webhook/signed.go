@@ -154,20 +154,8 @@ func (s *timestamped) CheckHeaders(h http.Header, body []byte) error {
 
 // CheckHeaders holds Linear's Linear-Event to the signed body's type.
 func (s *bodyScheme) CheckHeaders(h http.Header, body []byte) error {
-	if s.name != Linear {
-		return nil
-	}
-	v := h.Get(LinearEventHeader)
-	if v == "" {
-		return nil
-	}
-	var m struct {
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(body, &m) != nil {
-		return nil
-	}
-	if v != m.Type {
+	var m struct{ Type string }
+	if v := h.Get(LinearEventHeader); s.name == Linear && v != "" && json.Unmarshal(body, &m) == nil && v != m.Type {
 		return &HeaderMismatchError{Scheme: s.name, Header: LinearEventHeader, Says: quote(v), Signed: "says " + quote(m.Type)}
 	}
 	return nil
