@@ -112,12 +112,8 @@ func (f *File) bind(b Bindings, apply bool) error {
 			return &FieldError{Field: "targets." + name, Reason: fmt.Sprintf("is bound, and no binding names it: bind it in the CDK app (infra's Props.%s), which hands the functions its ARN", BindingProps[t.Type])}
 		}
 	}
-	for name, t := range tables {
-		f.Tables[name] = t
-	}
-	for name, t := range targets {
-		f.Targets[name] = t
-	}
+	maps.Copy(f.Tables, tables)
+	maps.Copy(f.Targets, targets)
 	return nil
 }
 

@@ -38,36 +38,24 @@ type Resolver struct {
 // Resolve returns the values of refs, in order. A missing or empty secret is an error naming
 // its reference (never its value).
 func (r *Resolver) Resolve(ctx context.Context, refs []SecretRef) ([]string, error) {
-	out := make([]string, 0, len(refs))
-	for _, ref := range refs {
-		v, err := r.resolve(ctx, ref)
-		if err != nil {
-			return nil, fmt.Errorf("secret %s: %w", ref, err)
-		}
-		if v == "" {
-			return nil, fmt.Errorf("secret %s is empty", ref)
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return r.resolveAll(ctx, refs, false)
 }
 
-// resolveHeld is Resolve for a re-read: a reference its store says no longer exists (deleted,
-// or scheduled for deletion) is revoked and left out, rather than failing the re-read, which
-// would keep the revoked value held for the life of the instance. Any other failure fails it.
-// At start a missing secret stays an error (Resolve): it is a misconfiguration.
-func (r *Resolver) resolveHeld(ctx context.Context, refs []SecretRef) ([]string, error) {
+// resolveAll resolves refs; held is a re-read, for which a reference its store says no longer
+// exists (deleted, scheduled for deletion, emptied) is revoked and left out, rather than failing
+// the re-read, which would keep the revoked value held for the life of the instance. At start a
+// missing secret stays an error: it is a misconfiguration.
+func (r *Resolver) resolveAll(ctx context.Context, refs []SecretRef, held bool) ([]string, error) {
 	out := make([]string, 0, len(refs))
 	for _, ref := range refs {
 		v, err := r.resolve(ctx, ref)
-		if err != nil {
-			if revoked(err) {
-				continue
-			}
+		switch {
+		case held && (v == "" && err == nil || revoked(err)):
+			continue
+		case err != nil:
 			return nil, fmt.Errorf("secret %s: %w", ref, err)
-		}
-		if v == "" {
-			continue // emptied: revoked too
+		case v == "":
+			return nil, fmt.Errorf("secret %s is empty", ref)
 		}
 		out = append(out, v)
 	}
@@ -118,12 +106,11 @@ func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
 	return "", fmt.Errorf("empty reference")
 }
 
-// Secrets holds each source's resolved secrets for the life of a function instance. It
-// re-reads a source's secrets on demand (after a signature failure) at most once per
-// MinRefresh, so a rotation is picked up without a redeploy and a flood of forged requests
-// cannot turn into a flood of Secrets Manager calls; and, with MaxAge, once they are older than
-// that (RefreshStale), so a secret revoked at its store (deleted, emptied or replaced) stops verifying on a warm instance
-// within MaxAge.
+// Secrets holds each source's resolved secrets for the life of a function instance. It re-reads
+// them after a signature failure at most once per MinRefresh (Refresh), so a rotation is picked
+// up without a redeploy and forged requests cannot flood the store with calls; and, with MaxAge,
+// once they are older than that (RefreshStale), so a secret revoked at its store stops
+// verifying on a warm instance within MaxAge.
 type Secrets struct {
 	resolver   *Resolver
 	refs       map[string][]SecretRef
@@ -222,7 +209,7 @@ func (s *Secrets) refresh(ctx context.Context, source string, within time.Durati
 	s.fetched[source] = s.now() // claim the refresh before the slow call
 	s.mu.Unlock()
 
-	vals, err := s.resolver.resolveHeld(ctx, s.refs[source])
+	vals, err := s.resolver.resolveAll(ctx, s.refs[source], true)
 	if err != nil {
 		return false, err
 	}

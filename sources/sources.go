@@ -27,12 +27,12 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/webhook"
 )
 
 // File is a parsed sources file.
@@ -54,9 +54,8 @@ type File struct {
 type Table struct {
 	Name string `json:"name,omitempty"`
 	// Bound says the table's name is not in the file: the CDK app binds the entry to a table
-	// it defines or imports (infra's Props.TableBindings), grants on that table, and hands the
-	// functions its name (ONCEHOOK_BINDINGS), which launch applies with File.Bind at start.
-	// A bound table has no name.
+	// (infra's Props.TableBindings) and hands the functions its name, which File.Bind applies
+	// at start. A bound table has no name.
 	Bound        bool     `json:"bound,omitempty"`
 	PartitionKey string   `json:"partition_key"`
 	SortKey      string   `json:"sort_key,omitempty"`
@@ -110,11 +109,9 @@ type Target struct {
 	// ARN is the AWS resource: the queue (sqs), topic (sns), event bus (eventbridge; a name
 	// such as "default" serves too), state machine (stepfunctions) or function (lambda).
 	ARN string `json:"arn,omitempty"`
-	// Bound says the ARN is not in the file: the CDK app binds the target to a resource it
-	// defines or imports (infra's Props.QueueBindings, TopicBindings, EventBusBindings,
-	// StateMachineBindings or FunctionBindings, by Type), grants on that resource, and hands
-	// the functions its ARN (ONCEHOOK_BINDINGS), which launch applies with File.Bind at start.
-	// Only AWS targets are bound; a bound target has no arn.
+	// Bound says the ARN is not in the file: the CDK app binds the target to a resource
+	// (infra's Props.<BindingProps[Type]>) and hands the functions its ARN, which File.Bind
+	// applies at start. Only AWS targets are bound; a bound target has no arn.
 	Bound bool `json:"bound,omitempty"`
 	// GroupID is a FIFO queue's or topic's message group; default one group per event.
 	GroupID string `json:"group_id,omitempty"`
@@ -126,18 +123,17 @@ type Target struct {
 	// "request-response" (the outbox waits, and retries a function error). An at-most-once
 	// Lambda target must be request-response: Lambda's queue retries events itself.
 	Invocation string `json:"invocation,omitempty"`
-	// Delivery is "at-least-once" (the default: a crash between the call and its record sends
-	// again, and the downstream's dedup absorbs it) or "at-most-once", for a downstream with no
-	// idempotency key at all: an attempt that may have been sent is never sent again, and
-	// parks for a person instead (outbox.AtMostOnce).
+	// Delivery is "at-least-once" (the default: the downstream's dedup absorbs a resend) or
+	// "at-most-once", for a downstream with no idempotency key: an attempt that may have been
+	// sent is never sent again, and parks for a person instead (outbox.AtMostOnce).
 	Delivery string `json:"delivery,omitempty"`
 	// MaxInFlight caps the calls to the target under way at once, across every worker (every
 	// outbox invocation and the sweeper). 1 to 1000; absent (0 here) is no cap, and a file that
 	// writes 0 is refused.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
-	// Rate caps the calls to the target started per second, across every worker. 0.01 to
-	// 10000; absent (0 here) is no cap, and a file that writes 0 is refused. A call a limit holds back waits for its turn, or is woken near
-	// it; it spends no attempt and never parks (outbox.Limit).
+	// Rate caps the calls to the target started per second, across every worker: 0.01 to 500;
+	// absent (0 here) is no cap, and a file that writes 0 is refused. A call a limit holds back
+	// waits for its turn; it spends no attempt and never parks (outbox.Limit).
 	Rate float64 `json:"rate,omitempty"`
 
 	resolved bool // Bound, and given its ARN by File.Bind
@@ -180,11 +176,10 @@ type Source struct {
 	// secret, so they live in the file. Several allow rotation.
 	PublicKeys []string `json:"public_keys,omitempty"`
 	// URL is the URL the provider calls, as configured there up to its path, for the schemes
-	// that sign it (twilio, square); the query string is each request's own, as signed.
-	// Unset, the receiver rebuilds it from each request: https://, the domain API Gateway
-	// served it on (never the Host header, which the sender writes), the raw path (a named
-	// stage included). Set it whenever the provider's URL is not what API Gateway sees (a
-	// custom domain with an API mapping path, a CDN or a proxy in front, a container).
+	// that sign it (twilio, square); the query string is each request's own, as signed. Unset,
+	// the receiver rebuilds it from the domain API Gateway served (never the Host header, which
+	// the sender writes) and the raw path: set it when the provider's URL is not what API
+	// Gateway sees (a custom domain with a mapping path, a CDN or a proxy in front).
 	URL string `json:"url,omitempty"`
 	// Body is the body's format: "json" (the default; "form" for twilio), "form"
 	// (application/x-www-form-urlencoded, located by form key), or "form:<key>" (a form whose
@@ -192,15 +187,13 @@ type Source struct {
 	// locators, planners' fields and Event.Payload then read that JSON).
 	Body string `json:"body,omitempty"`
 	// Batch says the body is a JSON array of events, each with its own id (SendGrid's Event
-	// Webhook): each is claimed and planned as its own event, its locators read from it, in as
-	// few writes as DynamoDB's limits allow (dedup.Store.CommitBatch), and the delivery gets
-	// 200 once every event is durably claimed. Locators must be JSON paths: a header cannot
-	// tell a batch's events apart. Always true for sendgrid.
+	// Webhook), each claimed and planned as its own event (dedup.Store.CommitBatch); the
+	// delivery gets 200 once every one is durably claimed. Locators must be JSON paths: a header
+	// cannot tell a batch's events apart. Always true for sendgrid.
 	Batch bool `json:"batch,omitempty"`
 	// MaxBatchEvents is the most events a batch delivery may hold (413 beyond it, nothing
-	// written): a delivery's events are claimed within its provider's timeout, so a batch the
-	// receiver cannot write in time would be retried, and refused, for ever. Only with batch.
-	// Default DefaultMaxBatchEvents.
+	// written): a batch the receiver cannot claim within its provider's timeout would be retried,
+	// and refused, for ever. Only with batch; default DefaultMaxBatchEvents.
 	MaxBatchEvents int `json:"max_batch_events,omitempty"`
 	// HMAC configures the generic hmac-sha256 scheme (ignored by the others).
 	HMAC *HMAC `json:"hmac,omitempty"`
@@ -225,25 +218,21 @@ type Source struct {
 	TimestampTolerance Duration `json:"timestamp_tolerance,omitempty"`
 	// MaxBodyBytes is the largest body accepted (413 beyond it). Default DefaultMaxBodyBytes.
 	MaxBodyBytes int `json:"max_body_bytes,omitempty"`
-	// DeliveryTimeout is how long the provider waits for an answer before it counts the delivery
-	// failed and retries. The receiver answers 503 before then when DynamoDB is slow (a late
-	// 200 is a retry, and a retry storm); the stack sizes the receiver's timeout and its
-	// latency alarm by the tightest one. Default per scheme (DeliveryTimeouts).
+	// DeliveryTimeout is how long the provider waits for an answer before it retries: the
+	// receiver answers 503 before then when DynamoDB is slow (a late 200 is a retry anyway),
+	// and the stack sizes its timeout and latency alarm by the tightest. Default DeliveryTimeouts.
 	DeliveryTimeout Duration `json:"delivery_timeout,omitempty"`
 	// ReplayGuard is "body", "body+type" or "off". With "body", what the signature covers
-	// (webhook.SignedContent: the body, or Twilio's URL and sorted fields) is claimed in the
-	// same write as the event id (dedup.Event.GuardBody), so a signed delivery re-sent under a
-	// forged event id runs nothing, whatever type it claims to be. "body+type" claims the signed
-	// content together with the event type, for a provider that sends one body under several
-	// unsigned types (Shopify's fan-out of one action to several topics): a copy under another
-	// type is then a new event. Default: "body+type" for shopify; "body" for other sources
-	// whose signature does not cover the event id (IDSigned); "off" when it does (Standard
-	// Webhooks' webhook-id, a body field).
+	// (webhook.SignedContent) is claimed in the same write as the event id
+	// (dedup.Event.GuardBody), so a signed delivery re-sent under a forged event id runs nothing.
+	// "body+type" claims it with the event type, for a provider that sends one body under
+	// several unsigned types (Shopify's topics). Default: "body+type" for shopify, "body" for
+	// other sources whose signature does not cover the event id (IDSigned), else "off".
 	ReplayGuard string `json:"replay_guard,omitempty"`
 	// UnknownTypes is what the receiver does with an event type no planner is registered for:
-	// "claim" (the default) claims it with an empty plan, so its redeliveries stay duplicates
-	// for the whole retention; "ignore" answers 200 without claiming it, so a redelivery after
-	// the planner ships still runs it. Both count UnknownType.
+	// "claim" (the default) claims it with an empty plan, so its redeliveries stay duplicates;
+	// "ignore" answers 200 without claiming it, so a redelivery after the planner ships runs it.
+	// Both count UnknownType.
 	UnknownTypes string `json:"unknown_types,omitempty"`
 }
 
@@ -253,33 +242,25 @@ const (
 	UnknownTypesIgnore = "ignore"
 )
 
-// DeliveryTimeouts are the schemes' providers' delivery timeouts, as documented:
-//   - github: "GitHub expects a response within 10 seconds" (docs.github.com, Handling webhook
-//     deliveries / Best practices: respond within 10 seconds);
-//   - shopify: Shopify waits 5 seconds for a response (shopify.dev, webhooks best practices);
-//   - standard-webhooks: the Svix-operated senders time out after 15 seconds (docs.svix.com,
-//     retries); Standard Webhooks itself sets no number;
-//   - stripe: Stripe publishes no number; 10 seconds is a conservative bound;
-//   - hmac-sha256: unknown provider: 10 seconds.
-//   - svix: 15 seconds (docs.svix.com/retries);
-//   - slack: 3 seconds (api.slack.com/apis/events-api);
-//   - paddle: 5 seconds (developer.paddle.com/webhooks/respond-to-webhooks);
-//   - pagerduty: 5 seconds (developer-docs, webhooks/02-Behavior.md);
-//   - linear: 5 seconds (linear.app/developers/webhooks);
-//   - twitch: "a few seconds": 3 seconds;
-//   - zoom: 3 seconds (developers.zoom.us/docs/api/webhooks);
-//   - intercom: 5 seconds (developers.intercom.com, webhook notifications);
-//   - twilio: 15 seconds for all attempts, 5 s to connect (the connection overrides' defaults);
-//   - square: 10 seconds (developer.squareup.com/docs/webhooks/troubleshooting);
-//   - discord: 3 seconds (discord.com/developers/docs/events/webhook-events);
-//   - sendgrid: SendGrid publishes no number: 10 seconds.
+// DeliveryTimeouts are the schemes' providers' delivery timeouts, as documented.
 var DeliveryTimeouts = map[string]time.Duration{
-	"github": 10 * time.Second, "shopify": 5 * time.Second, "standard-webhooks": 15 * time.Second,
-	"stripe": 10 * time.Second, "hmac-sha256": 10 * time.Second,
-	"svix": 15 * time.Second, "slack": 3 * time.Second, "paddle": 5 * time.Second,
-	"pagerduty": 5 * time.Second, "linear": 5 * time.Second, "twitch": 3 * time.Second,
-	"zoom": 3 * time.Second, "intercom": 5 * time.Second, "twilio": 15 * time.Second,
-	"square": 10 * time.Second, "discord": 3 * time.Second, "sendgrid": 10 * time.Second,
+	"github":            10 * time.Second, // "GitHub expects a response within 10 seconds" (docs.github.com, Best practices)
+	"shopify":           5 * time.Second,  // shopify.dev, webhooks best practices
+	"standard-webhooks": 15 * time.Second, // the Svix-operated senders' (docs.svix.com, retries); the standard sets none
+	"stripe":            10 * time.Second, // Stripe publishes no number: a conservative bound
+	"hmac-sha256":       10 * time.Second, // unknown provider
+	"svix":              15 * time.Second, // docs.svix.com/retries
+	"slack":             3 * time.Second,  // api.slack.com/apis/events-api
+	"paddle":            5 * time.Second,  // developer.paddle.com/webhooks/respond-to-webhooks
+	"pagerduty":         5 * time.Second,  // developer-docs, webhooks/02-Behavior.md
+	"linear":            5 * time.Second,  // linear.app/developers/webhooks
+	"twitch":            3 * time.Second,  // "a few seconds"
+	"zoom":              3 * time.Second,  // developers.zoom.us/docs/api/webhooks
+	"intercom":          5 * time.Second,  // developers.intercom.com, webhook notifications
+	"twilio":            15 * time.Second, // for all attempts, 5 s to connect (the connection overrides' defaults)
+	"square":            10 * time.Second, // developer.squareup.com/docs/webhooks/troubleshooting
+	"discord":           3 * time.Second,  // discord.com/developers/docs/events/webhook-events
+	"sendgrid":          10 * time.Second, // SendGrid publishes no number
 }
 
 // The values of Source.ReplayGuard.
@@ -311,15 +292,9 @@ func (s *Source) IDSigned() bool {
 	if l.JSON != "" || l.Form != "" {
 		return true // in the body, which every scheme signs
 	}
-	switch s.Scheme {
-	case "standard-webhooks":
-		return strings.EqualFold(l.Header, "webhook-id")
-	case "svix":
-		return strings.EqualFold(l.Header, "svix-id")
-	case "twitch":
-		return strings.EqualFold(l.Header, "Twitch-Eventsub-Message-Id")
-	}
-	return false
+	signed := map[string]string{webhook.StandardWebhooks: webhook.StandardIDHeader, webhook.Svix: webhook.SvixIDHeader,
+		webhook.Twitch: webhook.TwitchIDHeader}[s.Scheme]
+	return signed != "" && strings.EqualFold(l.Header, signed)
 }
 
 // TimeSigned reports whether the event's time is read from the signed body (an occurred_at
@@ -493,27 +468,21 @@ func Parse(b []byte) (*File, error) {
 	if err := decodeStrict(b, &raw); err != nil {
 		return nil, fmt.Errorf("invalid sources file: %w", err)
 	}
-	f := File{Sources: make(map[string]*Source, len(raw.Sources))}
-	if err := decodeEntries("sources", raw.Sources, f.Sources); err != nil {
+	var f File
+	var err error
+	if f.Sources, err = decodeEntries[Source]("sources", raw.Sources); err != nil {
 		return nil, err
 	}
-	if raw.Targets != nil {
-		f.Targets = make(map[string]*Target, len(raw.Targets))
-		if err := decodeEntries("targets", raw.Targets, f.Targets); err != nil {
-			return nil, err
-		}
+	if f.Targets, err = decodeEntries[Target]("targets", raw.Targets); err != nil {
+		return nil, err
 	}
-	if raw.Tables != nil {
-		f.Tables = make(map[string]*Table, len(raw.Tables))
-		if err := decodeEntries("tables", raw.Tables, f.Tables); err != nil {
-			return nil, err
-		}
+	if f.Tables, err = decodeEntries[Table]("tables", raw.Tables); err != nil {
+		return nil, err
 	}
 	// A limit written as 0 is a mistake, not "no cap" (that is the field left out): in Go a
 	// Target's zero limit is absent, so only the file can tell the two apart.
 	for _, name := range slices.Sorted(maps.Keys(raw.Targets)) {
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(raw.Targets[name], &keys) // decoded above
+		keys := fieldsOf(raw.Targets[name])
 		for _, field := range []string{"max_in_flight", "rate"} {
 			if v, ok := keys[field]; ok {
 				if n, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64); err == nil && n == 0 {
@@ -530,12 +499,8 @@ func Parse(b []byte) (*File, error) {
 		return nil, err
 	}
 	for _, name := range f.Names() {
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(raw.Sources[name], &keys) // decoded above
-		if _, ok := keys["redrive_window"]; ok {
-			continue
-		}
-		if _, ok := keys["keep"]; ok {
+		keys := fieldsOf(raw.Sources[name])
+		if keys["redrive_window"] != nil || keys["keep"] != nil {
 			continue // the team chose the retention itself
 		}
 		src := f.Sources[name]
@@ -578,9 +543,13 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-// decodeEntries decodes each entry of one of the file's maps, in name order, into out; an
+// decodeEntries decodes each entry of one of the file's maps, in name order (nil for none); an
 // error names the entry (sources.<name>) and drops encoding/json's "json: " prefix.
-func decodeEntries[T any](section string, raw map[string]json.RawMessage, out map[string]*T) error {
+func decodeEntries[T any](section string, raw map[string]json.RawMessage) (map[string]*T, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	out := make(map[string]*T, len(raw))
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		if bytes.Equal(bytes.TrimSpace(raw[name]), []byte("null")) {
 			out[name] = nil // Validate names it
@@ -588,22 +557,23 @@ func decodeEntries[T any](section string, raw map[string]json.RawMessage, out ma
 		}
 		v := new(T)
 		if err := decodeStrict(raw[name], v); err != nil {
-			return &FieldError{Field: section + "." + name, Reason: strings.TrimPrefix(err.Error(), "json: ")}
+			return nil, &FieldError{Field: section + "." + name, Reason: strings.TrimPrefix(err.Error(), "json: ")}
 		}
 		out[name] = v
 	}
-	return nil
+	return out, nil
+}
+
+// fieldsOf returns the fields an entry, already decoded, writes: only the raw entry tells a
+// field written as its zero value from one left out.
+func fieldsOf(entry json.RawMessage) map[string]json.RawMessage {
+	var keys map[string]json.RawMessage
+	_ = json.Unmarshal(entry, &keys)
+	return keys
 }
 
 // Names returns the source names in order.
-func (f *File) Names() []string {
-	names := make([]string, 0, len(f.Sources))
-	for n := range f.Sources {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (f *File) Names() []string { return slices.Sorted(maps.Keys(f.Sources)) }
 
 // Retentions returns each source's retention, for dedup.Config.
 func (f *File) Retentions() map[string]dedup.Retention {

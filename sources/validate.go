@@ -1,13 +1,14 @@
 package sources
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"net/textproto"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // Schemes are the signature schemes a source can name.
-var Schemes = []string{"standard-webhooks", "svix", "stripe", "github", "shopify", "slack", "zoom", "paddle", "pagerduty", "linear", "intercom", "twilio", "square", "discord", "sendgrid", "twitch", "hmac-sha256"}
+var Schemes = webhook.Names
 
 // Preset is where a provider puts its event id, type, delivery id and event time, and how long
 // it retries a failed delivery when it documents that.
@@ -36,97 +37,48 @@ type Preset struct {
 	RetryHorizon                               time.Duration
 }
 
-// Presets are the documented locations per scheme, used where a source sets none:
-//   - standard-webhooks: webhook-id is the message id, identical on every retry.
-//   - stripe: the event object's id ("evt_..."), identical on retries and resends.
-//   - github: X-GitHub-Delivery, kept on redelivery, scoped by X-GitHub-Hook-ID.
-//   - shopify: X-Shopify-Webhook-Id, which Shopify's delivery-verification guide names as
-//     the key for detecting duplicates. (X-Shopify-Event-Id is shared by every subscription
-//     and topic one merchant action fans out to, so keying on it alone would collapse
-//     distinct deliveries; it is recorded as the delivery id for tracing instead.)
+// Presets are the documented locations per scheme, used where a source sets none.
 var Presets = map[string]Preset{
-	"standard-webhooks": {
-		EventID:    &Locator{Header: "webhook-id"},
-		EventType:  &Locator{JSON: "type"},
-		OccurredAt: &Locator{JSON: "timestamp"},
-	},
+	// webhook-id is the message id, the same on every retry.
+	"standard-webhooks": {EventID: inHeader("webhook-id"), EventType: inJSON("type"), OccurredAt: inJSON("timestamp")},
 	// svix-id is signed and kept on every attempt; the schedule (immediately, 5 s, 5 min,
 	// 30 min, 2 h, 5 h, 10 h, 10 h) ends about 27.6 h after the first attempt
 	// (docs.svix.com/retries). The body's time field is each sender's own.
-	"svix": {
-		EventID:      &Locator{Header: "svix-id"},
-		EventType:    &Locator{JSON: "type"},
-		RetryHorizon: 28 * time.Hour,
-	},
-	// Stripe attempts delivery for up to three days in live mode (docs.stripe.com/webhooks).
-	"stripe": {
-		EventID:      &Locator{JSON: "id"},
-		EventType:    &Locator{JSON: "type"},
-		OccurredAt:   &Locator{JSON: "created"},
-		RetryHorizon: 72 * time.Hour,
-	},
+	"svix": {EventID: inHeader("svix-id"), EventType: inJSON("type"), RetryHorizon: 28 * time.Hour},
+	// The event object's id ("evt_...") is the same on retries and resends; Stripe attempts
+	// delivery for up to three days in live mode (docs.stripe.com/webhooks).
+	"stripe": {EventID: inJSON("id"), EventType: inJSON("type"), OccurredAt: inJSON("created"), RetryHorizon: 72 * time.Hour},
 	// The Events API envelope: event_id is kept on retries, which come after about 1 and 5
 	// minutes (api.slack.com/apis/events-api, "Retries").
-	"slack": {
-		EventID:      &Locator{JSON: "event_id"},
-		EventType:    &Locator{JSON: "event.type"},
-		OccurredAt:   &Locator{JSON: "event_time"},
-		RetryHorizon: 10 * time.Minute,
-	},
+	"slack": {EventID: inJSON("event_id"), EventType: inJSON("event.type"), OccurredAt: inJSON("event_time"), RetryHorizon: 10 * time.Minute},
 	// Paddle Billing retries a live notification up to 60 times over 3 days
 	// (developer.paddle.com/webhooks/respond-to-webhooks); notification_id is per destination.
-	"paddle": {
-		EventID:      &Locator{JSON: "event_id"},
-		EventType:    &Locator{JSON: "event_type"},
-		DeliveryID:   &Locator{JSON: "notification_id"},
-		OccurredAt:   &Locator{JSON: "occurred_at"},
-		RetryHorizon: 72 * time.Hour,
-	},
+	"paddle": {EventID: inJSON("event_id"), EventType: inJSON("event_type"), DeliveryID: inJSON("notification_id"),
+		OccurredAt: inJSON("occurred_at"), RetryHorizon: 72 * time.Hour},
 	// PagerDuty v3 retries for up to 48 hours (developer-docs, webhooks/02-Behavior.md); the
 	// signed event.id is the key, X-Webhook-Id (per webhook, kept on attempts) the delivery id.
-	"pagerduty": {
-		EventID:      &Locator{JSON: "event.id"},
-		EventType:    &Locator{JSON: "event.event_type"},
-		DeliveryID:   &Locator{Header: "X-Webhook-Id"},
-		OccurredAt:   &Locator{JSON: "event.occurred_at"},
-		RetryHorizon: 48 * time.Hour,
-	},
+	"pagerduty": {EventID: inJSON("event.id"), EventType: inJSON("event.event_type"), DeliveryID: inHeader("X-Webhook-Id"),
+		OccurredAt: inJSON("event.occurred_at"), RetryHorizon: 48 * time.Hour},
 	// Linear's payload has no event id: Linear-Delivery identifies the payload (Linear does not
 	// say a retry keeps it; the body guard, on by default since the header is unsigned, refuses
-	// a byte-identical body under another id). Retries come after 1 min, 1 h and 6 h
+	// a byte-identical body under another id). Its type is signed (Linear-Event repeats it,
+	// unsigned, and is held to it). Retries come after 1 min, 1 h and 6 h
 	// (linear.app/developers/webhooks); webhookTimestamp is in milliseconds.
-	"linear": {
-		EventID:      &Locator{Header: "Linear-Delivery"},
-		EventType:    &Locator{JSON: "type"}, // signed; Linear-Event repeats it, unsigned, and is held to it
-		OccurredAt:   &Locator{JSON: "webhookTimestamp"},
-		RetryHorizon: 8 * time.Hour,
-	},
+	"linear": {EventID: inHeader("Linear-Delivery"), EventType: inJSON("type"), OccurredAt: inJSON("webhookTimestamp"), RetryHorizon: 8 * time.Hour},
 	// Twitch-Eventsub-Message-Id is signed and kept when Twitch resends; Twitch documents no
-	// retry horizon (dev.twitch.tv/docs/eventsub/handling-webhook-events).
-	"twitch": {
-		EventID: &Locator{Header: "Twitch-Eventsub-Message-Id"},
-		// Signed; Twitch-Eventsub-Subscription-Type repeats it, unsigned, and is held to it.
-		EventType: &Locator{JSON: "subscription.type"},
-	},
+	// retry horizon (dev.twitch.tv/docs/eventsub/handling-webhook-events). The type is signed;
+	// Twitch-Eventsub-Subscription-Type repeats it, unsigned, and is held to it.
+	"twitch": {EventID: inHeader("Twitch-Eventsub-Message-Id"), EventType: inJSON("subscription.type")},
 	// Zoom's payload carries no event id (event, event_ts in milliseconds, payload), and
 	// x-zm-trackingid names a request, not the event: the source must locate one (for example
 	// payload.object.uuid for a meeting's events, one source per event family). Zoom retries 3
 	// times, 5, 25 and 85 minutes after the first attempt (developers.zoom.us, "Webhook
 	// delays").
-	"zoom": {
-		EventType:    &Locator{JSON: "event"},
-		OccurredAt:   &Locator{JSON: "event_ts"},
-		RetryHorizon: 90 * time.Minute,
-	},
+	"zoom": {EventType: inJSON("event"), OccurredAt: inJSON("event_ts"), RetryHorizon: 90 * time.Minute},
 	// Intercom's notification id ("notif_...") names the notification and is kept on its one
 	// retry, a minute later (developers.intercom.com, webhook models: "retried only once after
 	// 1 minute"); created_at is Unix seconds. Pings (topic "ping", id null) are acknowledged.
-	"intercom": {
-		EventID:      &Locator{JSON: "id"},
-		EventType:    &Locator{JSON: "topic"},
-		OccurredAt:   &Locator{JSON: "created_at"},
-		RetryHorizon: 5 * time.Minute,
-	},
+	"intercom": {EventID: inJSON("id"), EventType: inJSON("topic"), OccurredAt: inJSON("created_at"), RetryHorizon: 5 * time.Minute},
 	// Twilio's I-Twilio-Idempotency-Token is the same on a callback's retries; Twilio's own
 	// reference does not describe it, and it is not signed, so the body guard is on (a
 	// callback's body names its SID and status). Twilio retries within a callback's 15 s
@@ -134,51 +86,35 @@ var Presets = map[string]Preset{
 	// (twilio.com/docs/usage/webhooks/webhooks-connection-overrides); Event Streams, which
 	// retries for 4 hours, is a different product. The event type depends on the product
 	// (SmsStatus, MessageStatus, CallStatus): the source names it.
-	"twilio": {
-		EventID:      &Locator{Header: "I-Twilio-Idempotency-Token"},
-		RetryHorizon: time.Hour,
-	},
+	"twilio": {EventID: inHeader("I-Twilio-Idempotency-Token"), RetryHorizon: time.Hour},
 	// Square's event_id is signed (in the body) and is its documented idempotency value;
 	// failed deliveries are retried for up to 72 hours after the event
 	// (developer.squareup.com/docs/webhooks/troubleshooting, and the delivery SLA page).
-	"square": {
-		EventID:      &Locator{JSON: "event_id"},
-		EventType:    &Locator{JSON: "type"},
-		OccurredAt:   &Locator{JSON: "created_at"},
-		RetryHorizon: 72 * time.Hour,
-	},
+	"square": {EventID: inJSON("event_id"), EventType: inJSON("type"), OccurredAt: inJSON("created_at"), RetryHorizon: 72 * time.Hour},
 	// Discord's webhook events carry no event id (an envelope of version, application_id,
 	// type, and event {type, timestamp, data}): the source must locate one in event.data where
 	// its event types have one (an entitlement's id). Discord retries for up to 10 minutes
 	// (discord.com/developers/docs/events/webhook-events). Interactions are not webhooks: their
 	// answer is the interaction's response, which the receiver does not make.
-	"discord": {
-		EventType:    &Locator{JSON: "event.type"},
-		OccurredAt:   &Locator{JSON: "event.timestamp"},
-		RetryHorizon: 10 * time.Minute,
-	},
+	"discord": {EventType: inJSON("event.type"), OccurredAt: inJSON("event.timestamp"), RetryHorizon: 10 * time.Minute},
 	// SendGrid posts a batch (set batch: true), each event with its own sg_event_id, "unique
 	// for every event" and the documented key for duplicates; it retries a failed post for up
 	// to 24 hours (twilio.com/docs/sendgrid/for-developers/tracking-events/event).
-	"sendgrid": {
-		EventID:      &Locator{JSON: "sg_event_id"},
-		EventType:    &Locator{JSON: "event"},
-		DeliveryID:   &Locator{JSON: "sg_message_id"},
-		OccurredAt:   &Locator{JSON: "timestamp"},
-		RetryHorizon: 24 * time.Hour,
-	},
-	"github": {
-		EventID:    &Locator{Header: "X-GitHub-Delivery", ScopeHeader: "X-GitHub-Hook-ID"},
-		EventType:  &Locator{Header: "X-GitHub-Event"},
-		DeliveryID: &Locator{Header: "X-GitHub-Delivery"},
-	},
-	"shopify": {
-		EventID:    &Locator{Header: "X-Shopify-Webhook-Id"},
-		EventType:  &Locator{Header: "X-Shopify-Topic"},
-		DeliveryID: &Locator{Header: "X-Shopify-Event-Id"},
-		OccurredAt: &Locator{Header: "X-Shopify-Triggered-At"},
-	},
+	"sendgrid": {EventID: inJSON("sg_event_id"), EventType: inJSON("event"), DeliveryID: inJSON("sg_message_id"),
+		OccurredAt: inJSON("timestamp"), RetryHorizon: 24 * time.Hour},
+	// X-GitHub-Delivery is kept on redelivery, scoped by X-GitHub-Hook-ID.
+	"github": {EventID: &Locator{Header: "X-GitHub-Delivery", ScopeHeader: "X-GitHub-Hook-ID"},
+		EventType: inHeader("X-GitHub-Event"), DeliveryID: inHeader("X-GitHub-Delivery")},
+	// X-Shopify-Webhook-Id is what Shopify's delivery-verification guide names as the key for
+	// detecting duplicates. X-Shopify-Event-Id is shared by every subscription and topic one
+	// merchant action fans out to, so keying on it alone would collapse distinct deliveries:
+	// it is recorded as the delivery id, for tracing.
+	"shopify": {EventID: inHeader("X-Shopify-Webhook-Id"), EventType: inHeader("X-Shopify-Topic"),
+		DeliveryID: inHeader("X-Shopify-Event-Id"), OccurredAt: inHeader("X-Shopify-Triggered-At")},
 }
+
+func inHeader(name string) *Locator { return &Locator{Header: name} }
+func inJSON(path string) *Locator   { return &Locator{JSON: path} }
 
 // maxBody is the largest body that can reach the receiver: Lambda takes a synchronous request
 // of at most lambdaPayload bytes, and API Gateway hands it the body inside a JSON event
@@ -281,10 +217,10 @@ func (f *File) Validate() error {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q is not an absolute http(s) URL", tg.URL)}
 		}
-		if time.Duration(tg.Timeout) < 0 || time.Duration(tg.Timeout) > 10*time.Minute {
-			return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
+		if err := tg.checkTimeout(at); err != nil {
+			return err
 		}
-		for _, h := range sortedHeaders(tg.Headers) {
+		for _, h := range slices.Sorted(maps.Keys(tg.Headers)) {
 			field := at + ".headers." + h
 			switch textproto.CanonicalMIMEHeaderKey(h) {
 			case "Idempotency-Key", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection":
@@ -341,8 +277,8 @@ func (t *Target) validateAWS(at string) error {
 	if !unbound && !named && (len(p) != 6 || p[0] != "arn" || p[2] != kind[0] || !strings.HasPrefix(p[5], kind[1]) || len(p[5]) == len(kind[1])) {
 		return &FieldError{Field: at + ".arn", Reason: fmt.Sprintf("%q is not the ARN of a %s resource (arn:aws:%s:<region>:<account>:%s...)", t.ARN, t.Type, kind[0], kind[1])}
 	}
-	if time.Duration(t.Timeout) < 0 || time.Duration(t.Timeout) > 10*time.Minute {
-		return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
+	if err := t.checkTimeout(at); err != nil {
+		return err
 	}
 	fifo := strings.HasSuffix(t.ARN, ".fifo") || unbound // a bound queue's or topic's: at synth and at File.Bind
 	switch {
@@ -362,70 +298,51 @@ func (t *Target) validateAWS(at string) error {
 	return nil
 }
 
-func validBusName(s string) bool {
-	if s == "" || len(s) > 256 {
-		return false
+// checkTimeout bounds a target's per-call timeout.
+func (t *Target) checkTimeout(at string) error {
+	if time.Duration(t.Timeout) < 0 || time.Duration(t.Timeout) > 10*time.Minute {
+		return &FieldError{Field: at + ".timeout", Reason: "must be between 0 (default 10s) and 10m"}
 	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-/", r)) {
-			return false
-		}
-	}
-	return true
+	return nil
 }
+
+// validBusName accepts EventBridge's bus names (1-256 of a-z A-Z 0-9 . _ - /).
+func validBusName(s string) bool { return len(s) >= 1 && len(s) <= 256 && onlyNameChars(s, "._-/") }
 
 // validTableName accepts DynamoDB's table names (3-255 of a-z A-Z 0-9 _ - .) and table ARNs.
 func validTableName(s string) bool {
 	if strings.HasPrefix(s, "arn:") {
 		return strings.Contains(s, ":table/")
 	}
-	if len(s) < 3 || len(s) > 255 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
+	return len(s) >= 3 && len(s) <= 255 && onlyNameChars(s, "_-.")
 }
 
-func sortedHeaders(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+// onlyNameChars reports whether s holds only ASCII letters, digits and the runes of extra.
+func onlyNameChars(s, extra string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(extra, r))
+	})
 }
 
 func (s *Source) validate(at string) error {
-	known := false
-	for _, k := range Schemes {
-		known = known || s.Scheme == k
-	}
-	if !known {
+	if !slices.Contains(Schemes, s.Scheme) {
 		return &FieldError{Field: at + ".scheme", Reason: fmt.Sprintf("%q is not one of %s", s.Scheme, strings.Join(Schemes, ", "))}
 	}
-	if s.Scheme == "hmac-sha256" {
-		if s.HMAC == nil || s.HMAC.Header == "" {
-			return &FieldError{Field: at + ".hmac.header", Reason: "is required by the hmac-sha256 scheme"}
-		}
-		if e := s.HMAC.Encoding; e != "" && e != "hex" && e != "base64" {
-			return &FieldError{Field: at + ".hmac.encoding", Reason: fmt.Sprintf("%q is not hex or base64", e)}
-		}
+	// The receiver builds the scheme with these options: webhook.New is their one check.
+	opts := webhook.Options{Tolerance: time.Duration(s.TimestampTolerance), URL: s.URL}
+	if h := cmp.Or(s.HMAC, &HMAC{}); s.Scheme == webhook.HMACSHA256 {
+		opts.Header, opts.Encoding, opts.Prefix = h.Header, h.Encoding, h.Prefix
+	}
+	var ie *webhook.InvalidError
+	if _, err := webhook.New(s.Scheme, opts); errors.As(err, &ie) {
+		field := map[string]string{"Tolerance": "timestamp_tolerance", "URL": "url"}[ie.Field]
+		return &FieldError{Field: at + "." + cmp.Or(field, "hmac."+strings.ToLower(ie.Field)), Reason: ie.Reason}
 	}
 	if err := s.validateKeys(at); err != nil {
 		return err
 	}
 	for i, r := range s.Secrets {
-		n := 0
-		for _, v := range []string{r.Env, r.SecretsManager, r.SSM} {
-			if v != "" {
-				n++
-			}
-		}
-		if n != 1 {
+		if nonEmpty(r.Env, r.SecretsManager, r.SSM) != 1 {
 			return &FieldError{Field: fmt.Sprintf("%s.secrets[%d]", at, i), Reason: "set exactly one of env, secretsmanager, ssm"}
 		}
 	}
@@ -440,60 +357,49 @@ func (s *Source) validate(at string) error {
 	if err := s.validateBody(at); err != nil {
 		return err
 	}
-	// A preset locator that cannot apply to the body (a JSON path for a form, a header for a
-	// batch's events) is left out: a required one must then be located by the source.
-	fits := func(l *Locator) *Locator {
-		if l == nil || (s.Body == BodyForm && l.JSON != "") || (s.Batch && l.JSON == "") {
-			return nil
-		}
-		return l
-	}
-	s.EventID = orPreset(s.EventID, fits(p.EventID))
-	s.EventType = orPreset(s.EventType, fits(p.EventType))
-	s.DeliveryID = orPreset(s.DeliveryID, fits(p.DeliveryID))
-	s.OccurredAt = orPreset(s.OccurredAt, fits(p.OccurredAt))
 	for _, l := range []struct {
 		field    string
-		loc      *Locator
+		loc      **Locator
 		required bool
 		preset   *Locator
 	}{
-		{"event_id", s.EventID, true, p.EventID},
-		{"event_type", s.EventType, true, p.EventType},
-		{"delivery_id", s.DeliveryID, false, p.DeliveryID},
-		{"occurred_at", s.OccurredAt, false, p.OccurredAt},
+		{"event_id", &s.EventID, true, p.EventID},
+		{"event_type", &s.EventType, true, p.EventType},
+		{"delivery_id", &s.DeliveryID, false, p.DeliveryID},
+		{"occurred_at", &s.OccurredAt, false, p.OccurredAt},
 	} {
-		if l.loc == nil {
+		// A preset locator that cannot apply to the body (a JSON path for a form, a header for
+		// a batch's events) is left out: a required one must then be located by the source.
+		if pl := l.preset; *l.loc == nil && pl != nil && !(s.Body == BodyForm && pl.JSON != "") && !(s.Batch && pl.JSON == "") {
+			c := *pl // a copy: editing one source cannot change another
+			*l.loc = &c
+		}
+		loc, field := *l.loc, at+"."+l.field
+		if loc == nil {
 			if l.required && l.preset != nil {
-				return &FieldError{Field: at + "." + l.field, Reason: "is required: the " + s.Scheme + " preset's " + l.preset.String() + " cannot be read from this source's body (" + s.bodyKind() + ")"}
+				return &FieldError{Field: field, Reason: "is required: the " + s.Scheme + " preset's " + l.preset.String() + " cannot be read from this source's body (" + s.bodyKind() + ")"}
 			}
 			if l.required {
-				return &FieldError{Field: at + "." + l.field, Reason: "is required: the " + s.Scheme + " scheme has no default location"}
+				return &FieldError{Field: field, Reason: "is required: the " + s.Scheme + " scheme has no default location"}
 			}
 			continue
 		}
-		if n := nonEmpty(l.loc.Header, l.loc.JSON, l.loc.Form); n != 1 {
-			return &FieldError{Field: at + "." + l.field, Reason: "set exactly one of header, json, form"}
+		if n := nonEmpty(loc.Header, loc.JSON, loc.Form); n != 1 {
+			return &FieldError{Field: field, Reason: "set exactly one of header, json, form"}
 		}
 		switch {
-		case l.loc.Form != "" && s.Body != BodyForm:
-			return &FieldError{Field: at + "." + l.field + ".form", Reason: `locates a form key, and the body is ` + s.Body + `: set "body": "form"`}
-		case s.Batch && (l.loc.JSON == "" || l.loc.ScopeHeader != ""):
-			return &FieldError{Field: at + "." + l.field, Reason: "a batch's events cannot be told apart by a header: locate it in each event with a json path"}
-		case l.loc.JSON != "" && s.Body == BodyForm:
-			return &FieldError{Field: at + "." + l.field + ".json", Reason: `locates a JSON path, and the body is a form: locate a form key, or set "body": "form:<key>" for a form field holding JSON`}
+		case loc.Form != "" && s.Body != BodyForm:
+			return &FieldError{Field: field + ".form", Reason: `locates a form key, and the body is ` + s.Body + `: set "body": "form"`}
+		case s.Batch && (loc.JSON == "" || loc.ScopeHeader != ""):
+			return &FieldError{Field: field, Reason: "a batch's events cannot be told apart by a header: locate it in each event with a json path"}
+		case loc.JSON != "" && s.Body == BodyForm:
+			return &FieldError{Field: field + ".json", Reason: `locates a JSON path, and the body is a form: locate a form key, or set "body": "form:<key>" for a form field holding JSON`}
 		}
-		if strings.HasPrefix(l.loc.JSON, ".") || strings.HasSuffix(l.loc.JSON, ".") || strings.Contains(l.loc.JSON, "..") {
-			return &FieldError{Field: at + "." + l.field + ".json", Reason: fmt.Sprintf("%q is not a dot-separated path", l.loc.JSON)}
+		if strings.HasPrefix(loc.JSON, ".") || strings.HasSuffix(loc.JSON, ".") || strings.Contains(loc.JSON, "..") {
+			return &FieldError{Field: field + ".json", Reason: fmt.Sprintf("%q is not a dot-separated path", loc.JSON)}
 		}
 	}
 
-	if time.Duration(s.TimestampTolerance) < 0 {
-		return &FieldError{Field: at + ".timestamp_tolerance", Reason: "must not be negative"}
-	}
-	if time.Duration(s.TimestampTolerance) > webhook.MaxTolerance {
-		return &FieldError{Field: at + ".timestamp_tolerance", Reason: "must be at most 24h: a captured delivery verifies for as long as the tolerance"}
-	}
 	if s.MaxBodyBytes < 0 || s.MaxBodyBytes > maxBody {
 		return &FieldError{Field: at + ".max_body_bytes", Reason: fmt.Sprintf("must be between 0 (default %d) and %d, the largest body that fits Lambda's request limit once API Gateway has wrapped and base64-encoded it", DefaultMaxBodyBytes, maxBody)}
 	}
@@ -563,20 +469,10 @@ func (s *Source) validateKeys(at string) error {
 
 // validateBody checks url, body and batch, and fills the body's default.
 func (s *Source) validateBody(at string) error {
-	if s.URL != "" {
-		if !URLScheme(s.Scheme) {
-			return &FieldError{Field: at + ".url", Reason: "only the schemes that sign the URL (twilio, square) take it"}
-		}
-		u, err := url.Parse(s.URL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" || u.User != nil ||
-			!strings.HasPrefix(s.URL, u.Scheme+"://") {
-			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q is not an absolute http(s) URL (lower-case scheme, no user or fragment)", s.URL)}
-		}
-		if strings.Contains(s.URL, "?") {
-			// The provider signs the query it calls with, which it may extend (Twilio appends
-			// bodySHA256): the receiver takes it from each request, as signed.
-			return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q has a query string: give the URL up to its path; the query is read from each request, where the provider signed it", s.URL)}
-		}
+	if strings.Contains(s.URL, "?") { // a URL webhook.New accepted (Source.validate)
+		// The provider signs the query it calls with, which it may extend (Twilio appends
+		// bodySHA256): the receiver takes it from each request, as signed.
+		return &FieldError{Field: at + ".url", Reason: fmt.Sprintf("%q has a query string: give the URL up to its path; the query is read from each request, where the provider signed it", s.URL)}
 	}
 	if s.Body == "" {
 		s.Body = BodyJSON
@@ -624,15 +520,4 @@ func nonEmpty(vs ...string) int {
 		}
 	}
 	return n
-}
-
-func orPreset(l, preset *Locator) *Locator {
-	if l != nil {
-		return l
-	}
-	if preset == nil {
-		return nil
-	}
-	c := *preset
-	return &c
 }

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -9,11 +8,8 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
-	"time"
 )
 
 // Discord and SendGrid sign with a private key and publish the public one, so a receiver holds
@@ -47,140 +43,79 @@ type PublicKeyScheme interface {
 	PublicKeys() bool
 }
 
-type publicKeyScheme struct {
-	name      string
-	sigHeader string
-	tsHeader  string
-	tolerance time.Duration
-	keys      pubring
-}
+// publicKeyScheme is a timestamped scheme whose keyring holds public keys (ring.public): it
+// verifies with verifyPublic and signs with signPublic instead of an HMAC.
+type publicKeyScheme struct{ *timestamped }
 
-func newPublicKeyScheme(name string, tolerance time.Duration) *publicKeyScheme {
-	s := &publicKeyScheme{name: name, tolerance: tolerance}
-	switch name {
-	case Discord:
-		s.sigHeader, s.tsHeader = DiscordSignatureHeader, DiscordTimestampHeader
-		s.keys.parse = parseEd25519Public
-	case SendGrid:
-		s.sigHeader, s.tsHeader = SendGridSignatureHeader, SendGridTimestampHeader
-		s.keys.parse = parseECDSAPublic
-	}
-	return s
-}
-
-func (s *publicKeyScheme) Name() string     { return s.name }
 func (s *publicKeyScheme) PublicKeys() bool { return true }
-
-func (s *publicKeyScheme) checkSecrets(keys []string) error { return s.keys.check(s.name, keys) }
 
 // maxSignatureLen bounds the signature header: an Ed25519 signature is 128 hex digits, a DER
 // P-256 ECDSA one at most 72 bytes (96 base64 characters).
 const maxSignatureLen = 128
 
-func (s *publicKeyScheme) Verify(h http.Header, body []byte, keys []string, now time.Time) error {
-	if err := s.keys.check(s.name, keys); err != nil {
-		return err
-	}
-	sig, reason, detail := header(h, s.sigHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.sigHeader, detail)
-	}
-	ts, reason, detail := header(h, s.tsHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.tsHeader, detail)
-	}
-	unix, ok := parseUnix(ts)
-	if !ok {
-		return reject(s.name, ReasonMalformedHeader, s.tsHeader, "the timestamp is not a Unix time in seconds")
-	}
-	if detail := timestampDetail(unix, now, s.tolerance); detail != "" {
-		return reject(s.name, ReasonTimestamp, s.tsHeader, detail)
-	}
+// verifyPublic reports whether one of keys (all checked) signed ts + body with sig.
+func (s *timestamped) verifyPublic(sig, ts string, body []byte, keys []string) error {
 	if len(sig) > maxSignatureLen {
-		return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is too long")
+		return s.reject(ReasonMalformedHeader, s.sigHeader, "the signature is too long")
 	}
-	msg := make([]byte, 0, len(ts)+len(body))
-	msg = append(append(msg, ts...), body...)
+	msg := append([]byte(ts), body...)
 	switch s.name {
 	case Discord:
-		var raw [ed25519.SignatureSize]byte
-		if n, err := hex.Decode(raw[:], []byte(sig)); err != nil || n != len(raw) || len(sig) != 2*len(raw) {
-			return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is not 128 hex digits")
+		raw, err := hex.DecodeString(sig)
+		if err != nil || len(raw) != ed25519.SignatureSize {
+			return s.reject(ReasonMalformedHeader, s.sigHeader, "the signature is not 128 hex digits")
 		}
 		for _, k := range keys {
-			if ed25519.Verify(s.keys.get(k).key.(ed25519.PublicKey), msg, raw[:]) {
+			if ed25519.Verify(s.ring.get(k).pub.(ed25519.PublicKey), msg, raw) {
 				return nil
 			}
 		}
 	case SendGrid:
 		raw, err := base64.StdEncoding.DecodeString(sig)
 		if err != nil || len(raw) == 0 {
-			return reject(s.name, ReasonMalformedHeader, s.sigHeader, "the signature is not base64")
+			return s.reject(ReasonMalformedHeader, s.sigHeader, "the signature is not base64")
 		}
 		sum := sha256.Sum256(msg)
 		for _, k := range keys {
-			if ecdsa.VerifyASN1(s.keys.get(k).key.(*ecdsa.PublicKey), sum[:], raw) {
+			if ecdsa.VerifyASN1(s.ring.get(k).pub.(*ecdsa.PublicKey), sum[:], raw) {
 				return nil
 			}
 		}
 	}
-	return reject(s.name, ReasonNoMatch, s.sigHeader, "")
+	return s.reject(ReasonNoMatch, s.sigHeader, "")
 }
 
-func (s *publicKeyScheme) Sign(h http.Header, body []byte, privateKey string, _ string, now time.Time) error {
-	if h == nil {
-		return nilHeader(s.name)
-	}
-	if now.Unix() < 0 {
-		return &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
-	}
-	ts := strconv.FormatInt(now.Unix(), 10)
+// signPublic signs ts + body with privateKey, for Sign.
+func (s *timestamped) signPublic(privateKey, ts string, body []byte) (string, error) {
 	msg := append([]byte(ts), body...)
-	var sig string
-	switch s.name {
-	case Discord:
+	if s.name == Discord {
 		seed, err := hex.DecodeString(privateKey)
 		if err != nil || len(seed) != ed25519.SeedSize {
-			return &InvalidError{Scheme: s.name, Field: "secret", Reason: "want the Ed25519 private key's 32-byte seed in hex"}
+			return "", &InvalidError{Scheme: s.name, Field: "secret", Reason: "want the Ed25519 private key's 32-byte seed in hex"}
 		}
-		sig = hex.EncodeToString(ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg))
-	case SendGrid:
-		der, err := base64.StdEncoding.DecodeString(privateKey)
-		var key any
-		if err == nil {
-			key, err = x509.ParsePKCS8PrivateKey(der)
-		}
-		ec, ok := key.(*ecdsa.PrivateKey)
-		if err != nil || !ok {
-			return &InvalidError{Scheme: s.name, Field: "secret", Reason: "want an ECDSA private key as base64 DER PKCS #8"}
-		}
-		sum := sha256.Sum256(msg)
-		der, err = ecdsa.SignASN1(rand.Reader, ec, sum[:])
-		if err != nil {
-			return err
-		}
-		sig = base64.StdEncoding.EncodeToString(der)
+		return hex.EncodeToString(ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg)), nil
 	}
-	h.Set(s.sigHeader, sig)
-	h.Set(s.tsHeader, ts)
-	return nil
+	der, err := base64.StdEncoding.DecodeString(privateKey)
+	var key any
+	if err == nil {
+		key, err = x509.ParsePKCS8PrivateKey(der)
+	}
+	ec, ok := key.(*ecdsa.PrivateKey)
+	if err != nil || !ok {
+		return "", &InvalidError{Scheme: s.name, Field: "secret", Reason: "want an ECDSA private key as base64 DER PKCS #8"}
+	}
+	sum := sha256.Sum256(msg)
+	der, err = ecdsa.SignASN1(rand.Reader, ec, sum[:])
+	return base64.StdEncoding.EncodeToString(der), err
 }
 
 // Challenge acknowledges Discord's webhook-event PING (type 0), which Discord sends to prove
 // the endpoint and expects answered with 204 and no body: the answer is empty, of no content
 // type.
 func (s *publicKeyScheme) Challenge(_ http.Header, body []byte, _ []string) ([]byte, string, bool) {
-	if s.name != Discord || !bytes.Contains(body, []byte(`"version"`)) {
-		return nil, "", false
-	}
-	var p struct {
-		Version *int
-		Type    *int
-	}
-	if json.Unmarshal(body, &p) != nil || p.Version == nil || p.Type == nil || *p.Type != 0 {
-		return nil, "", false
-	}
-	return nil, "", true
+	var p struct{ Version, Type *int }
+	ok := s.name == Discord && control(body, `"version"`, &p) && p.Version != nil && p.Type != nil && *p.Type == 0
+	return nil, "", ok
 }
 
 func parseEd25519Public(s string) (any, error) {
@@ -202,34 +137,4 @@ func parseECDSAPublic(s string) (any, error) {
 		return nil, errors.New("the public key is not a DER ECDSA public key")
 	}
 	return ec, nil
-}
-
-// pubring caches parsed public keys by their configured text, as keyring does secrets.
-type pubring struct {
-	parse func(string) (any, error)
-	keys  cache[pubkey]
-}
-
-type pubkey struct {
-	key any
-	err error
-}
-
-func (r *pubring) get(s string) pubkey { return r.keys.get(s, r.prepare) }
-
-func (r *pubring) prepare(s string) pubkey {
-	key, err := r.parse(s)
-	return pubkey{key: key, err: err}
-}
-
-func (r *pubring) check(scheme string, keys []string) error {
-	if len(keys) == 0 {
-		return &InvalidError{Scheme: scheme, Field: "secrets", Reason: "no public key given"}
-	}
-	for i, s := range keys {
-		if k := r.get(s); k.err != nil {
-			return &InvalidError{Scheme: scheme, Field: "secrets[" + strconv.Itoa(i) + "]", Reason: k.err.Error()}
-		}
-	}
-	return nil
 }

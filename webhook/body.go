@@ -1,10 +1,7 @@
 package webhook
 
 import (
-	"bytes"
 	"crypto/sha1"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -34,15 +31,10 @@ import (
 //     SHA-1 is what Intercom sends; HMAC-SHA1 is not broken by SHA-1's collisions (an HMAC's
 //     security rests on the compression function being a PRF, RFC 6151 §2).
 
-// GitHubHeader is the header carrying GitHub's SHA-256 signature.
-const GitHubHeader = "X-Hub-Signature-256"
-
-// ShopifyHeader is the header carrying Shopify's signature, in net/http's canonical form.
-const ShopifyHeader = "X-Shopify-Hmac-Sha256"
-
-// PagerDutyHeader, LinearHeader and IntercomHeader carry PagerDuty's, Linear's and Intercom's
-// signatures.
+// The headers of the body-signing schemes, in net/http's canonical form.
 const (
+	GitHubHeader    = "X-Hub-Signature-256"
+	ShopifyHeader   = "X-Shopify-Hmac-Sha256"
 	PagerDutyHeader = "X-Pagerduty-Signature"
 	LinearHeader    = "Linear-Signature"
 	IntercomHeader  = "X-Hub-Signature"
@@ -57,29 +49,16 @@ const (
 )
 
 type bodyScheme struct {
-	name     string
+	base     // tolerance bounds Linear's webhookTimestamp; 0 for the schemes that sign no time
 	header   string
 	prefix   string
 	encoding string
 	list     string // when set, the header is a list of signatures separated by it (PagerDuty)
-	// tolerance bounds the time signed in the body (Linear's webhookTimestamp); 0 for the
-	// schemes that sign none.
-	tolerance time.Duration
-	ring      *keyring
 }
 
 func newBodyScheme(name, header, prefix, encoding string) *bodyScheme {
-	return &bodyScheme{name: name, header: header, prefix: prefix, encoding: encoding,
-		ring: newKeyring(name, rawSecret)}
+	return &bodyScheme{base: base{name: name, ring: newKeyring(name, rawSecret)}, header: header, prefix: prefix, encoding: encoding}
 }
-
-// sha1Digests makes s sign with HMAC-SHA1 (Intercom, Twilio).
-func (s *bodyScheme) sha1Digests() *bodyScheme {
-	s.ring.hash, s.ring.size = sha1.New, sha1.Size
-	return s
-}
-
-func (s *bodyScheme) Name() string { return s.name }
 
 // digestName names a digest by its length, for error details.
 func digestName(size int) string {
@@ -92,60 +71,49 @@ func digestName(size int) string {
 // parseBodySignature decodes prefix + encoded digest into dst, or says why it is malformed.
 func parseBodySignature(v, prefix, encoding string, dst []byte) (detail string) {
 	digest, ok := strings.CutPrefix(v, prefix)
-	if !ok {
+	switch {
+	case !ok:
 		return "the value does not start with the expected prefix"
-	}
-	if encoding == EncodingBase64 {
-		if !decodeBase64(digest, dst) {
-			return "the signature is not a base64 " + digestName(len(dst)) + " digest"
-		}
+	case decodeDigest(digest, encoding == EncodingBase64, dst):
 		return ""
+	case encoding == EncodingBase64:
+		return "the signature is not a base64 " + digestName(len(dst)) + " digest"
 	}
-	if !decodeHex(digest, dst) {
-		return "the signature is not " + strconv.Itoa(2*len(dst)) + " hex digits"
-	}
-	return ""
+	return "the signature is not " + strconv.Itoa(2*len(dst)) + " hex digits"
 }
 
 func (s *bodyScheme) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
 	if err := s.ring.check(secrets); err != nil {
 		return err
 	}
-	v, reason, detail := header(h, s.header)
-	if reason != "" {
-		return reject(s.name, reason, s.header, detail)
+	v, err := s.readHeader(h, s.header)
+	if err != nil {
+		return err
 	}
 	var sigs signatures
 	if s.list == "" {
 		if detail := parseBodySignature(v, s.prefix, s.encoding, sigs.sig[0][:s.ring.size]); detail != "" {
-			return reject(s.name, ReasonMalformedHeader, s.header, detail)
+			return s.reject(ReasonMalformedHeader, s.header, detail)
 		}
 		sigs.n = 1
-	} else {
-		for rest, more := v, true; more; {
-			var item string
-			item, rest, more = strings.Cut(rest, s.list)
-			item = trimSpace(item)
-			if !strings.HasPrefix(item, s.prefix) {
-				continue // another version
-			}
-			if sigs.n == maxSignatures {
-				return reject(s.name, ReasonMalformedHeader, s.header, "too many signatures")
-			}
-			if detail := parseBodySignature(item, s.prefix, s.encoding, sigs.sig[sigs.n][:s.ring.size]); detail != "" {
-				return reject(s.name, ReasonMalformedHeader, s.header, detail)
-			}
-			sigs.n++
-		}
-		if sigs.n == 0 {
-			return reject(s.name, ReasonNoMatch, s.header, "there is no "+strings.TrimSuffix(s.prefix, "=")+" signature")
-		}
 	}
-	if !s.ring.anySecret(secrets, &sigs, body) {
-		return reject(s.name, ReasonNoMatch, s.header, "")
+	for rest, more := v, s.list != ""; more; {
+		var item string
+		item, rest, more = strings.Cut(rest, s.list)
+		item = strings.Trim(item, " \t")
+		if !strings.HasPrefix(item, s.prefix) {
+			continue // another version
+		}
+		if sigs.n == maxSignatures {
+			return s.reject(ReasonMalformedHeader, s.header, "too many signatures")
+		}
+		if detail := parseBodySignature(item, s.prefix, s.encoding, sigs.sig[sigs.n][:s.ring.size]); detail != "" {
+			return s.reject(ReasonMalformedHeader, s.header, detail)
+		}
+		sigs.n++
 	}
-	if s.tolerance == 0 {
-		return nil
+	if err := s.match(s.header, strings.TrimSuffix(s.prefix, "="), secrets, &sigs, body); err != nil || s.tolerance == 0 {
+		return err
 	}
 	// Linear's time is webhookTimestamp, milliseconds, in the body the signature covers: read
 	// once the body is known to be Linear's. A body without one is let through, as Linear's
@@ -158,42 +126,28 @@ func (s *bodyScheme) Verify(h http.Header, body []byte, secrets []string, now ti
 	}
 	ms, err := m.WebhookTimestamp.Int64()
 	if err != nil {
-		return reject(s.name, ReasonMalformedBody, "", "webhookTimestamp is not a whole number of milliseconds")
+		return s.reject(ReasonMalformedBody, "", "webhookTimestamp is not a whole number of milliseconds")
 	}
-	if detail := timestampDetail(ms/1000, now, s.tolerance); detail != "" {
-		return reject(s.name, ReasonTimestamp, "", detail)
-	}
-	return nil
+	return s.checkTime("", ms/1000, true, now)
 }
 
 func (s *bodyScheme) Sign(h http.Header, body []byte, secret string, _ string, _ time.Time) error {
 	if h == nil {
-		return nilHeader(s.name)
+		return s.nilHeader()
 	}
 	sum, err := s.ring.sign(secret, body)
 	if err != nil {
 		return err
 	}
-	var digest string
-	if s.encoding == EncodingBase64 {
-		digest = base64.StdEncoding.EncodeToString(sum[:s.ring.size])
-	} else {
-		digest = hex.EncodeToString(sum[:s.ring.size])
-	}
-	h.Set(s.header, s.prefix+digest)
+	h.Set(s.header, s.prefix+encodeDigest(sum[:s.ring.size], s.encoding == EncodingBase64))
 	return nil
 }
-
-func (s *bodyScheme) checkSecrets(secrets []string) error { return s.ring.check(secrets) }
 
 // Challenge acknowledges Intercom's pings (topic "ping", with a null id), which every
 // subscription receives and which are not events.
 func (s *bodyScheme) Challenge(_ http.Header, body []byte, _ []string) ([]byte, string, bool) {
-	if s.name != Intercom || !bytes.Contains(body, []byte(`"ping"`)) {
-		return nil, "", false
-	}
 	var n struct{ Type, Topic string }
-	if json.Unmarshal(body, &n) != nil || n.Type != "notification_event" || n.Topic != "ping" {
+	if s.name != Intercom || !control(body, `"ping"`, &n) || n.Type != "notification_event" || n.Topic != "ping" {
 		return nil, "", false
 	}
 	return nil, "text/plain", true

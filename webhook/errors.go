@@ -81,11 +81,3 @@ func (e *InvalidError) Error() string {
 
 // Is reports whether target is ErrInvalid.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-func nilHeader(scheme string) error {
-	return &InvalidError{Scheme: scheme, Field: "h", Reason: "the header map is nil"}
-}
-
-func reject(scheme, reason, header, detail string) error {
-	return &SignatureError{Scheme: scheme, Reason: reason, Header: header, Detail: detail}
-}

@@ -112,3 +112,22 @@ func wantInvalid(t *testing.T, err error, field string) {
 
 // clock is the tests' fixed "now".
 var clock = time.Unix(1_700_000_000, 0)
+
+// stripeSignature is a Stripe-Signature value parsed as the stripe scheme parses it.
+type stripeSignature struct {
+	t    string // the timestamp as sent, which is what is signed
+	unix int64
+	sigs signatures
+}
+
+// parseStripeSignature parses v as the stripe scheme's Verify does, or says why it is malformed.
+func parseStripeSignature(v string, p *stripeSignature) (detail string) {
+	if detail := parseSignedList(v, ',', "t", "v1", &p.t, &p.sigs); detail != "" {
+		return detail
+	}
+	var ok bool
+	if p.unix, ok = parseUnix(p.t); !ok {
+		return "the timestamp is not a Unix time in seconds"
+	}
+	return ""
+}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/subtle"
 	"hash"
@@ -11,18 +12,12 @@ import (
 	"sync/atomic"
 )
 
-// Secrets are prepared once, not per delivery. Verify takes the secrets as strings (that is what
-// the configuration holds), but decoding a whsec_ secret and keying an HMAC cost allocations that
-// the receiver's hot path should not pay for every event. So each scheme keeps a small keyring:
-// a copy-on-write map from the secret string to its prepared key, read with one atomic load and
-// one map lookup (no lock, no allocation). A prepared key holds the decoded key bytes and a
-// sync.Pool of keyed HMAC states, so verifying costs no allocation once warm, and concurrent
-// Verify calls never share a hash state.
-//
-// Why a cache rather than an exported prepared-keys type: the Scheme interface stays the one the
-// receiver and the CLI use (plain strings from configuration), and rotating a secret is just
-// passing a different list. The ring is bounded (maxKeys): secrets come from configuration, never
-// from requests, so it only fills if a caller invents secrets; then it starts over.
+// Secrets are prepared once, not per delivery: decoding a whsec_ secret, keying an HMAC or
+// parsing a public key allocates. Each scheme keeps a keyring, a copy-on-write map from the
+// configured string to its prepared key, read with one atomic load and one map lookup; an HMAC
+// key pools its keyed states, so concurrent Verify calls never share one. A cache, rather than
+// an exported prepared-keys type, keeps the Scheme interface on the configuration's strings.
+// Secrets never come from requests: the bound (maxKeys) only matters if a caller invents them.
 
 // maxKeys bounds a keyring. Rotation needs two or three secrets per scheme instance.
 const maxKeys = 32
@@ -31,51 +26,21 @@ const maxKeys = 32
 type keyring struct {
 	scheme string
 	decode func(secret string) ([]byte, error)
+	// public parses a public-key scheme's keys, in place of decode and the HMAC.
+	public func(key string) (any, error)
 	sep    string // what follows each signed field before the body: "." for most schemes
 	hash   func() hash.Hash
 	size   int // the digest's length: sha256.Size, or sha1.Size for the SHA-1 schemes
-	keys   cache[*key]
-}
 
-// cache is a bounded copy-on-write map from configured strings to what they prepare into,
-// read with one atomic load and one map lookup (no lock, no allocation).
-type cache[V any] struct {
-	m  atomic.Pointer[map[string]V]
+	m  atomic.Pointer[map[string]*key]
 	mu sync.Mutex // serialises writers of m
 }
 
-// get returns what s prepared into, preparing it on first use.
-func (c *cache[V]) get(s string, prepare func(string) V) V {
-	if m := c.m.Load(); m != nil {
-		if v, ok := (*m)[s]; ok {
-			return v
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var old map[string]V
-	if m := c.m.Load(); m != nil {
-		old = *m
-	}
-	if v, ok := old[s]; ok {
-		return v
-	}
-	v := prepare(s)
-	next := make(map[string]V, len(old)+1)
-	if len(old) < maxKeys {
-		maps.Copy(next, old)
-	}
-	next[s] = v
-	c.m.Store(&next)
-	return v
-}
-
-// key is one prepared secret, or the reason it is unusable.
+// key is one prepared secret or public key, or the reason it is unusable.
 type key struct {
-	err  error // an *InvalidError without the index; see keyring.check
-	sep  string
-	size int
-	pool sync.Pool
+	err  error // an *InvalidError without its Field; see keyring.check
+	pub  any
+	pool sync.Pool // of *macState
 }
 
 // macState is one keyed HMAC with its scratch space, reused through key.pool.
@@ -90,20 +55,51 @@ func newKeyring(scheme string, decode func(string) ([]byte, error)) *keyring {
 }
 
 // get returns the prepared key for secret, preparing it on first use.
-func (r *keyring) get(secret string) *key { return r.keys.get(secret, r.prepare) }
+func (r *keyring) get(secret string) *key {
+	if m := r.m.Load(); m != nil {
+		if k, ok := (*m)[secret]; ok {
+			return k
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var old map[string]*key
+	if m := r.m.Load(); m != nil {
+		old = *m
+	}
+	if k, ok := old[secret]; ok {
+		return k
+	}
+	k := r.prepare(secret)
+	next := make(map[string]*key, len(old)+1)
+	if len(old) < maxKeys {
+		maps.Copy(next, old)
+	}
+	next[secret] = k
+	r.m.Store(&next)
+	return k
+}
 
 func (r *keyring) prepare(secret string) *key {
+	invalid := func(reason string) *key { return &key{err: &InvalidError{Scheme: r.scheme, Reason: reason}} }
+	if r.public != nil {
+		pub, err := r.public(secret)
+		if err != nil {
+			return invalid(err.Error())
+		}
+		return &key{pub: pub}
+	}
 	if secret == "" {
-		return &key{err: &InvalidError{Scheme: r.scheme, Reason: "the secret is empty"}}
+		return invalid("the secret is empty")
 	}
 	raw, err := r.decode(secret)
 	if err != nil {
-		return &key{err: &InvalidError{Scheme: r.scheme, Reason: err.Error()}}
+		return invalid(err.Error())
 	}
 	if len(raw) == 0 {
-		return &key{err: &InvalidError{Scheme: r.scheme, Reason: "the secret decodes to no bytes"}}
+		return invalid("the secret decodes to no bytes")
 	}
-	k := &key{sep: r.sep, size: r.size}
+	k := &key{}
 	k.pool.New = func() any { return &macState{h: hmac.New(r.hash, raw)} }
 	return k
 }
@@ -113,30 +109,36 @@ func (r *keyring) prepare(secret string) *key {
 // match once the old secret is retired.
 func (r *keyring) check(secrets []string) error {
 	if len(secrets) == 0 {
-		return &InvalidError{Scheme: r.scheme, Field: "secrets", Reason: "no secret given"}
+		what := "secret"
+		if r.public != nil {
+			what = "public key"
+		}
+		return &InvalidError{Scheme: r.scheme, Field: "secrets", Reason: "no " + what + " given"}
 	}
 	for i, s := range secrets {
 		if k := r.get(s); k.err != nil {
-			e := *k.err.(*InvalidError)
-			e.Field = "secrets[" + strconv.Itoa(i) + "]"
-			return &e
+			return k.named("secrets[" + strconv.Itoa(i) + "]")
 		}
 	}
 	return nil
 }
 
-// mac sets out to HMAC(key, f1 sep f2 sep ... body), its first size bytes (the rest zero): each field is followed by the
-// ring's separator (a full stop for Standard Webhooks and Stripe, a colon for Slack and Paddle,
-// nothing for Twitch).
-// The fields are copied into the pooled scratch buffer so that nothing escapes to the heap.
-func (k *key) mac(out *[sha256.Size]byte, body []byte, fields ...string) {
+// named is k's error naming the field at fault.
+func (k *key) named(field string) error {
+	e := *k.err.(*InvalidError)
+	e.Field = field
+	return &e
+}
+
+// mac sets out to HMAC(key, f1 sep f2 sep ... body), its first size bytes (the rest zero). The
+// fields are copied into the pooled scratch buffer so that nothing escapes to the heap.
+func (r *keyring) mac(k *key, out *[sha256.Size]byte, body []byte, fields ...string) {
 	st := k.pool.Get().(*macState)
 	st.h.Reset()
 	if len(fields) > 0 {
 		st.scratch = st.scratch[:0]
 		for _, f := range fields {
-			st.scratch = append(st.scratch, f...)
-			st.scratch = append(st.scratch, k.sep...)
+			st.scratch = append(append(st.scratch, f...), r.sep...)
 		}
 		st.h.Write(st.scratch)
 	}
@@ -172,7 +174,7 @@ func (s *signatures) matches(sum *[sha256.Size]byte, size int) bool {
 func (r *keyring) anySecret(secrets []string, sigs *signatures, body []byte, fields ...string) bool {
 	var sum [sha256.Size]byte
 	for _, s := range secrets {
-		r.get(s).mac(&sum, body, fields...)
+		r.mac(r.get(s), &sum, body, fields...)
 		if sigs.matches(&sum, r.size) {
 			return true
 		}
@@ -185,14 +187,15 @@ func (r *keyring) sign(secret string, body []byte, fields ...string) ([sha256.Si
 	var sum [sha256.Size]byte
 	k := r.get(secret)
 	if k.err != nil {
-		e := *k.err.(*InvalidError)
-		e.Field = "secret"
-		return sum, &e
+		return sum, k.named("secret")
 	}
-	k.mac(&sum, body, fields...)
+	r.mac(k, &sum, body, fields...)
 	return sum, nil
 }
 
 // rawSecret is the decoding of schemes whose secret is used as the key bytes as written
 // (Stripe, GitHub, Shopify, generic).
 func rawSecret(s string) ([]byte, error) { return []byte(s), nil }
+
+// hmacSHA1 makes the ring key HMAC-SHA1 (Intercom, Twilio).
+func (r *keyring) hmacSHA1() { r.hash, r.size = sha1.New, sha1.Size }

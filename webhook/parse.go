@@ -3,6 +3,7 @@ package webhook
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"time"
@@ -15,111 +16,120 @@ import (
 // None of this is needed for security (a forger still needs the MAC), but a single form per value
 // means that what we verify is exactly what the provider's own libraries verify.
 
+// base is what every scheme has: its name, the tolerance of its signed time, and its keys.
+type base struct {
+	name      string
+	tolerance time.Duration
+	ring      *keyring
+}
+
+func (s *base) Name() string { return s.name }
+
+func (s *base) checkSecrets(secrets []string) error { return s.ring.check(secrets) }
+
+func (s *base) reject(reason, header, detail string) error {
+	return &SignatureError{Scheme: s.name, Reason: reason, Header: header, Detail: detail}
+}
+
 // maxHeaderLen bounds the signature headers we parse. Real ones are under 300 bytes.
 const maxHeaderLen = 4096
 
-// header returns the single value of the canonical header key, or a rejection reason and detail.
-func header(h http.Header, key string) (v, reason, detail string) {
+// readHeader returns the single value of the canonical header key.
+func (s *base) readHeader(h http.Header, key string) (string, error) {
 	vs := h[key]
 	switch {
 	case len(vs) == 0 || (len(vs) == 1 && vs[0] == ""):
-		return "", ReasonMissingHeader, ""
+		return "", s.reject(ReasonMissingHeader, key, "")
 	case len(vs) > 1:
-		return "", ReasonMalformedHeader, "the header is repeated"
+		return "", s.reject(ReasonMalformedHeader, key, "the header is repeated")
 	case len(vs[0]) > maxHeaderLen:
-		return "", ReasonMalformedHeader, "the header is too long"
+		return "", s.reject(ReasonMalformedHeader, key, "the header is too long")
 	}
-	return vs[0], "", ""
+	return vs[0], nil
+}
+
+// checkTime holds the signed time unix, read from header at (ok false when it did not parse),
+// to the tolerance, both ways.
+func (s *base) checkTime(at string, unix int64, ok bool, now time.Time) error {
+	if !ok {
+		return s.reject(ReasonMalformedHeader, at, "the timestamp is not of the scheme's form")
+	}
+	switch d := now.Sub(time.Unix(unix, 0)); { // Sub saturates instead of overflowing
+	case d > s.tolerance:
+		return s.reject(ReasonTimestamp, at, "the signed timestamp is older than the tolerance")
+	case d < -s.tolerance:
+		return s.reject(ReasonTimestamp, at, "the signed timestamp is further in the future than the tolerance")
+	}
+	return nil
+}
+
+// match rejects the delivery, whose signature header is at, unless one of secrets (all
+// checked) signed fields and body with one of sigs, the header's signatures of version.
+func (s *base) match(at, version string, secrets []string, sigs *signatures, body []byte, fields ...string) error {
+	if sigs.n == 0 {
+		return s.reject(ReasonNoMatch, at, "there is no "+version+" signature")
+	}
+	if !s.ring.anySecret(secrets, sigs, body, fields...) {
+		return s.reject(ReasonNoMatch, at, "")
+	}
+	return nil
+}
+
+// signedNow checks Sign's common arguments and returns now as Unix seconds.
+func (s *base) signedNow(h http.Header, now time.Time) (string, error) {
+	if h == nil {
+		return "", s.nilHeader()
+	}
+	if now.Unix() < 0 {
+		return "", &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
+	}
+	return strconv.FormatInt(now.Unix(), 10), nil
+}
+
+func (s *base) nilHeader() error {
+	return &InvalidError{Scheme: s.name, Field: "h", Reason: "the header map is nil"}
 }
 
 // parseUnix parses a canonical decimal Unix timestamp in seconds: digits only, no sign, no
 // leading zero, at most 18 digits (so it cannot overflow).
 func parseUnix(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 18 || (s[0] == '0' && len(s) > 1) {
+	if len(s) > 18 || len(s) > 1 && s[0] == '0' {
 		return 0, false
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
-}
-
-// timestampDetail returns "" when the signed time ts is within tolerance of now (both ways), or
-// why it is not.
-func timestampDetail(ts int64, now time.Time, tolerance time.Duration) string {
-	d := now.Sub(time.Unix(ts, 0)) // saturates instead of overflowing
-	switch {
-	case d > tolerance:
-		return "the signed timestamp is older than the tolerance"
-	case d < -tolerance:
-		return "the signed timestamp is further in the future than the tolerance"
-	}
-	return ""
-}
-
-// decodeHex decodes exactly 2*len(dst) hex digits (either case) into dst: 64 for a SHA-256
-// digest, 40 for SHA-1.
-func decodeHex(s string, dst []byte) bool {
-	if len(s) != 2*len(dst) {
-		return false
-	}
-	for i := range dst {
-		hi, ok1 := fromHex(s[2*i])
-		lo, ok2 := fromHex(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+	n, err := strconv.ParseUint(s, 10, 64) // refuses a sign, and "_" in base 10
+	return int64(n), err == nil
 }
 
 // b64 is standard padded base64 that also refuses non-zero padding bits, so each 32-byte value
 // has exactly one encoding.
 var b64 = base64.StdEncoding.Strict()
 
-// b64Len is the length of a padded base64 SHA-256 digest, the longest we decode.
-const b64Len = (sha256.Size + 2) / 3 * 4
-
-// decodeBase64 decodes exactly one padded standard-base64 digest of len(dst) bytes (44
-// characters for SHA-256, 28 for SHA-1) into dst.
-func decodeBase64(s string, dst []byte) bool {
-	if len(s) != (len(dst)+2)/3*4 || len(s) > b64Len {
+// decodeDigest decodes exactly one digest of len(dst) bytes into dst: hex (either case; 64
+// digits for SHA-256, 40 for SHA-1) or padded standard base64 (44 and 28 characters).
+func decodeDigest(s string, isBase64 bool, dst []byte) bool {
+	want := 2 * len(dst)
+	if isBase64 {
+		want = (len(dst) + 2) / 3 * 4
+	}
+	if len(s) != want || len(dst) > sha256.Size {
 		return false
 	}
-	var src [b64Len]byte
+	var src [2 * sha256.Size]byte // on the stack: a string converted to []byte would escape
 	n := copy(src[:], s)
 	var out [sha256.Size + 1]byte
-	m, err := b64.Decode(out[:], src[:n])
-	if err != nil || m != len(dst) {
-		return false // also catches '\r' and '\n', which the decoder skips
+	if isBase64 {
+		m, err := b64.Decode(out[:], src[:n])
+		// m also catches '\r' and '\n', which the decoder skips
+		return err == nil && m == len(dst) && copy(dst, out[:m]) == m
 	}
-	copy(dst, out[:m])
-	return true
+	_, err := hex.Decode(dst, src[:n])
+	return err == nil
 }
 
-// trimSpace trims the optional whitespace (space, tab) HTTP allows around list elements.
-func trimSpace(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
+// encodeDigest encodes sum as decodeDigest decodes it.
+func encodeDigest(sum []byte, isBase64 bool) string {
+	if isBase64 {
+		return base64.StdEncoding.EncodeToString(sum)
 	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
+	return hex.EncodeToString(sum)
 }

@@ -3,9 +3,12 @@ package webhook
 import (
 	"cmp"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The names New accepts.
@@ -58,16 +61,14 @@ var Names = []string{StandardWebhooks, Svix, Stripe, GitHub, Shopify, Slack, Zoo
 type Scheme interface {
 	// Name returns the name the scheme was made with, e.g. "stripe".
 	Name() string
-	// Verify returns nil when one of secrets signed the delivery (h = request headers, canonical
-	// keys as in net/http; body = raw bytes as received), or an error matching ErrSignature
-	// (a *SignatureError naming the scheme and the reason: header missing, malformed header,
-	// timestamp outside tolerance, no signature matched). It never panics on hostile input.
+	// Verify returns nil when one of secrets signed the delivery (h: request headers, canonical
+	// keys as in net/http; body: raw bytes as received), or a *SignatureError (ErrSignature)
+	// giving the reason. It never panics on hostile input, and compares in constant time.
 	//
 	// A delivery is accepted if ANY secret matches ANY signature in the header, so secrets can
-	// be rotated on either side. Every secret must be usable: when none is given, or one is
-	// empty or does not decode, Verify returns an *InvalidError (ErrInvalid) naming it, before
-	// looking at the request, since that is the receiver's fault and not the sender's.
-	// Signatures are compared in constant time.
+	// be rotated on either side. Every secret must be usable: when none is given, or one does
+	// not decode, Verify returns an *InvalidError (ErrInvalid) naming it before looking at the
+	// request, since that is the receiver's fault.
 	Verify(h http.Header, body []byte, secrets []string, now time.Time) error
 	// Sign sets on h the headers the provider would send for body, signed with secret, at now.
 	// id is the message/delivery id for schemes that sign one (Standard Webhooks' webhook-id);
@@ -100,49 +101,38 @@ type Options struct {
 // New returns the named scheme (one of Names). Unknown names or bad options give an
 // *InvalidError naming the field.
 func New(name string, opts Options) (Scheme, error) {
+	if !slices.Contains(Names, name) {
+		return nil, &InvalidError{Field: "name", Reason: "unknown scheme " + quote(name) + "; want one of " + strings.Join(Names, ", ")}
+	}
+	if err := checkOptions(name, opts); err != nil {
+		return nil, err
+	}
 	tolerance := cmp.Or(opts.Tolerance, DefaultTolerance(name))
 	switch name {
-	case StandardWebhooks, Svix, Stripe, Slack, Zoom, Paddle, Twitch, Linear, Discord, SendGrid:
-		if err := onlyTolerance(name, opts); err != nil {
-			return nil, err
-		}
-		switch name {
-		case Stripe:
-			return newStripe(tolerance), nil
-		case Slack, Zoom, Paddle, Twitch:
-			return newTimestamped(name, tolerance), nil
-		case Linear:
-			s := newBodyScheme(Linear, LinearHeader, "", EncodingHex)
-			s.tolerance = tolerance
-			return s, nil
-		case Discord, SendGrid:
-			return newPublicKeyScheme(name, tolerance), nil
-		}
-		return newStandard(name, tolerance), nil
-	case GitHub, Shopify, PagerDuty, Intercom:
-		if err := noOptions(name, opts); err != nil {
-			return nil, err
-		}
-		switch name {
-		case GitHub:
-			return newBodyScheme(GitHub, GitHubHeader, "sha256=", EncodingHex), nil
-		case PagerDuty:
-			s := newBodyScheme(PagerDuty, PagerDutyHeader, "v1=", EncodingHex)
-			s.list = ","
-			return s, nil
-		case Intercom:
-			return newBodyScheme(Intercom, IntercomHeader, "sha1=", EncodingHex).sha1Digests(), nil
-		}
-		return newBodyScheme(Shopify, ShopifyHeader, "", EncodingBase64), nil
+	case StandardWebhooks, Svix, Stripe, Slack, Zoom, Paddle, Twitch:
+		return newTimestamped(name, tolerance), nil
+	case Discord, SendGrid:
+		return &publicKeyScheme{newTimestamped(name, tolerance)}, nil
 	case Twilio, Square:
-		if err := noOptions(name, Options{Tolerance: opts.Tolerance, Header: opts.Header, Encoding: opts.Encoding, Prefix: opts.Prefix}); err != nil {
-			return nil, err
-		}
 		return newURLScheme(name, opts.URL)
-	case HMACSHA256:
-		return newGeneric(opts)
+	case Linear:
+		s := newBodyScheme(Linear, LinearHeader, "", EncodingHex)
+		s.tolerance = tolerance
+		return s, nil
+	case GitHub:
+		return newBodyScheme(GitHub, GitHubHeader, "sha256=", EncodingHex), nil
+	case Shopify:
+		return newBodyScheme(Shopify, ShopifyHeader, "", EncodingBase64), nil
+	case PagerDuty:
+		s := newBodyScheme(PagerDuty, PagerDutyHeader, "v1=", EncodingHex)
+		s.list = ","
+		return s, nil
+	case Intercom:
+		s := newBodyScheme(Intercom, IntercomHeader, "sha1=", EncodingHex)
+		s.ring.hmacSHA1()
+		return s, nil
 	}
-	return nil, &InvalidError{Field: "name", Reason: "unknown scheme " + quote(name) + "; want one of " + strings.Join(Names, ", ")}
+	return newBodyScheme(HMACSHA256, http.CanonicalHeaderKey(opts.Header), opts.Prefix, cmp.Or(opts.Encoding, EncodingHex)), nil
 }
 
 // defaultTolerances are the schemes' default tolerances. A tolerance must let every legitimate
@@ -171,10 +161,8 @@ var defaultTolerances = map[string]time.Duration{
 	Linear: 8 * time.Hour,
 }
 
-// DefaultTolerance is the tolerance New gives the named scheme when Options.Tolerance is 0: its
-// provider's own check where the provider documents signing each attempt when it is sent, else
-// long enough for the provider's last retry, which may carry the first attempt's signature. It
-// is 0 for the schemes that sign no time.
+// DefaultTolerance is the tolerance New gives the named scheme when Options.Tolerance is 0 (its
+// provider's own check, or long enough for its last retry), and 0 for a scheme that signs no time.
 func DefaultTolerance(name string) time.Duration { return defaultTolerances[name] }
 
 // MaxTolerance is the largest Options.Tolerance New accepts. A tolerance is how long a
@@ -182,95 +170,47 @@ func DefaultTolerance(name string) time.Duration { return defaultTolerances[name
 // queueing, only for replays (a receiver's dedup claim must also outlive it).
 const MaxTolerance = 24 * time.Hour
 
-func onlyTolerance(name string, opts Options) error {
-	if opts.Tolerance < 0 {
-		return &InvalidError{Scheme: name, Field: "Tolerance", Reason: "must not be negative"}
-	}
-	if opts.Tolerance > MaxTolerance {
-		return &InvalidError{Scheme: name, Field: "Tolerance", Reason: "must be at most " + MaxTolerance.String() + ": a captured delivery verifies for as long as the tolerance"}
-	}
-	return genericFieldsUnset(name, opts)
-}
-
-func noOptions(name string, opts Options) error {
-	if opts.Tolerance != 0 {
-		return &InvalidError{Scheme: name, Field: "Tolerance", Reason: name + " signatures carry no timestamp"}
-	}
-	return genericFieldsUnset(name, opts)
-}
-
-func genericFieldsUnset(name string, opts Options) error {
-	if opts.URL != "" {
-		return &InvalidError{Scheme: name, Field: "URL", Reason: "only the schemes that sign the URL (twilio, square) take it"}
-	}
-	for _, f := range [...]struct{ field, value string }{
-		{"Header", opts.Header}, {"Encoding", opts.Encoding}, {"Prefix", opts.Prefix},
-	} {
-		if f.value != "" {
-			return &InvalidError{Scheme: name, Field: f.field, Reason: "only the hmac-sha256 scheme takes it"}
+// checkOptions refuses the options the named scheme does not take, and bad values of those it
+// does.
+func checkOptions(name string, opts Options) error {
+	invalid := func(field, reason string) error { return &InvalidError{Scheme: name, Field: field, Reason: reason} }
+	switch {
+	case DefaultTolerance(name) == 0 && opts.Tolerance != 0:
+		return invalid("Tolerance", name+" signatures carry no timestamp")
+	case opts.Tolerance < 0:
+		return invalid("Tolerance", "must not be negative")
+	case opts.Tolerance > MaxTolerance:
+		return invalid("Tolerance", "must be at most "+MaxTolerance.String()+": a captured delivery verifies for as long as the tolerance")
+	case opts.URL != "" && name != Twilio && name != Square:
+		return invalid("URL", "only the schemes that sign the URL (twilio, square) take it")
+	case name != HMACSHA256:
+		for _, f := range [...]struct{ field, value string }{
+			{"Header", opts.Header}, {"Encoding", opts.Encoding}, {"Prefix", opts.Prefix},
+		} {
+			if f.value != "" {
+				return invalid(f.field, "only the hmac-sha256 scheme takes it")
+			}
 		}
+	case opts.Header == "":
+		return invalid("Header", "is required")
+	case !httpguts.ValidHeaderFieldName(opts.Header):
+		return invalid("Header", "is not an HTTP header name")
+	case opts.Encoding != "" && opts.Encoding != EncodingHex && opts.Encoding != EncodingBase64:
+		return invalid("Encoding", quote(opts.Encoding)+` is not "hex" or "base64"`)
+	case len(opts.Prefix) > 64 || strings.ContainsFunc(opts.Prefix, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
+		return invalid("Prefix", "must be at most 64 visible ASCII characters, without spaces")
 	}
 	return nil
 }
 
-func newGeneric(opts Options) (Scheme, error) {
-	if err := noOptions(HMACSHA256, Options{Tolerance: opts.Tolerance, URL: opts.URL}); err != nil {
-		return nil, err
-	}
-	if opts.Header == "" {
-		return nil, &InvalidError{Scheme: HMACSHA256, Field: "Header", Reason: "is required"}
-	}
-	if !isToken(opts.Header) {
-		return nil, &InvalidError{Scheme: HMACSHA256, Field: "Header", Reason: "is not an HTTP header name"}
-	}
-	switch opts.Encoding {
-	case "":
-		opts.Encoding = EncodingHex
-	case EncodingHex, EncodingBase64:
-	default:
-		return nil, &InvalidError{Scheme: HMACSHA256, Field: "Encoding",
-			Reason: quote(opts.Encoding) + ` is not "hex" or "base64"`}
-	}
-	if len(opts.Prefix) > 64 || !isVisibleASCII(opts.Prefix) {
-		return nil, &InvalidError{Scheme: HMACSHA256, Field: "Prefix",
-			Reason: "must be at most 64 visible ASCII characters, without spaces"}
-	}
-	return newBodyScheme(HMACSHA256, http.CanonicalHeaderKey(opts.Header), opts.Prefix, opts.Encoding), nil
-}
-
-// CheckSecrets reports whether every secret is usable by s, as Verify would: it returns an
-// *InvalidError naming the first unusable secret, or nil. Call it when the receiver starts, so a
-// bad secret stops the deployment instead of failing every delivery. It also prepares the keys,
-// so the first delivery does not pay for it.
+// CheckSecrets returns an *InvalidError naming the first secret s cannot use, as Verify would,
+// or nil. Called at start, it stops a deployment with a bad secret instead of failing every
+// delivery, and prepares the keys so the first delivery does not pay for it.
 func CheckSecrets(s Scheme, secrets []string) error {
 	if c, ok := s.(interface{ checkSecrets([]string) error }); ok {
 		return c.checkSecrets(secrets)
 	}
 	return nil
-}
-
-// isToken reports whether s is an RFC 9110 token (a valid header name).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-		if !alnum && strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func isVisibleASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // quote quotes s for an error message, truncated so a huge argument cannot flood a log.

@@ -148,10 +148,10 @@ func TestKeyringStartsOverWhenFull(t *testing.T) {
 			t.Fatal(k.err)
 		}
 	}
-	if n := len(*r.keys.m.Load()); n > maxKeys {
+	if n := len(*r.m.Load()); n > maxKeys {
 		t.Fatalf("the keyring holds %d keys, want at most %d", n, maxKeys)
 	}
-	if _, held := (*r.keys.m.Load())["k"]; held {
+	if _, held := (*r.m.Load())["k"]; held {
 		t.Fatal("the first key is still held: the ring did not start over")
 	}
 	again := r.get("k")
@@ -160,7 +160,7 @@ func TestKeyringStartsOverWhenFull(t *testing.T) {
 	}
 	// And it still signs as HMAC-SHA256 keyed with the secret, computed here without the ring.
 	var sum [sha256.Size]byte
-	again.mac(&sum, []byte("Hello, World!"))
+	r.mac(again, &sum, []byte("Hello, World!"))
 	want := hmac.New(sha256.New, []byte("k"))
 	want.Write([]byte("Hello, World!"))
 	if !hmac.Equal(sum[:], want.Sum(nil)) {

@@ -33,11 +33,11 @@ func SignedContent(s Scheme, rawURL string, body []byte) ([]byte, error) {
 	}
 	parsed, err := parseSignedURL(rawURL)
 	if err != nil {
-		return nil, reject(u.name, ReasonMalformedHeader, "Host", "the URL the delivery was sent to is not an absolute http(s) URL")
+		return nil, u.badURL()
 	}
 	params, detail := twilioParams(parsed, body)
 	if detail != "" {
-		return nil, reject(u.name, ReasonMalformedBody, "", detail)
+		return nil, u.reject(ReasonMalformedBody, "", detail)
 	}
 	return twilioMessage(rawURL, params), nil
 }
@@ -103,14 +103,6 @@ type twitchMessage struct {
 	} `json:"subscription"`
 }
 
-// readTwitch reads a Twitch body: ok is false for a body that is not a JSON object.
-func readTwitch(body []byte) (m twitchMessage, ok bool) {
-	if json.Unmarshal(body, &m) != nil {
-		return m, false
-	}
-	return m, true
-}
-
 // kind is the message's kind, from the signed body: a verification carries a challenge, a
 // notification an event, and a revocation neither, with its subscription's status no longer
 // "enabled" (Twitch's three bodies, per its guide). A body of none of these shapes is "".
@@ -130,8 +122,8 @@ func (m *twitchMessage) kind() string {
 // TwitchVerification or TwitchRevocation) from its signed body, or "" for a body of none of
 // these shapes.
 func TwitchMessageKind(body []byte) string {
-	m, ok := readTwitch(body)
-	if !ok {
+	var m twitchMessage
+	if json.Unmarshal(body, &m) != nil {
 		return ""
 	}
 	return m.kind()
@@ -143,8 +135,8 @@ func (s *timestamped) CheckHeaders(h http.Header, body []byte) error {
 	if s.name != Twitch {
 		return nil
 	}
-	m, ok := readTwitch(body)
-	if !ok {
+	var m twitchMessage
+	if json.Unmarshal(body, &m) != nil {
 		return nil // not an object: the receiver refuses it for what it is
 	}
 	if v := h.Get(TwitchTypeHeader); v != "" && v != m.kind() {
@@ -162,30 +154,16 @@ func (s *timestamped) CheckHeaders(h http.Header, body []byte) error {
 
 // CheckHeaders holds Linear's Linear-Event to the signed body's type.
 func (s *bodyScheme) CheckHeaders(h http.Header, body []byte) error {
-	if s.name != Linear {
-		return nil
-	}
-	v := h.Get(LinearEventHeader)
-	if v == "" {
-		return nil
-	}
-	var m struct {
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(body, &m) != nil {
-		return nil
-	}
-	if v != m.Type {
+	var m struct{ Type string }
+	if v := h.Get(LinearEventHeader); s.name == Linear && v != "" && json.Unmarshal(body, &m) == nil && v != m.Type {
 		return &HeaderMismatchError{Scheme: s.name, Header: LinearEventHeader, Says: quote(v), Signed: "says " + quote(m.Type)}
 	}
 	return nil
 }
 
-// Coverage is what one scheme's signature covers. Everything a delivery carries outside it
-// (every other header, the query string of a scheme that does not sign the URL, the form's
-// encoding for Twilio) can be changed by whoever holds a captured delivery, and must not decide
-// what a receiver does. The receiver's property test holds each scheme to its Coverage: changing
-// a covered part breaks the signature, changing anything else does not.
+// Coverage is what one scheme's signature covers. Everything else a delivery carries (other
+// headers, the query string of a scheme that does not sign the URL, Twilio's form encoding) can
+// be changed by whoever holds a captured delivery, and must not decide what a receiver does.
 type Coverage struct {
 	// Signature is the header carrying the signature.
 	Signature string
@@ -203,11 +181,7 @@ type Coverage struct {
 // Covers returns what s's signature covers.
 func Covers(s Scheme) Coverage {
 	switch s := s.(type) {
-	case *standardScheme:
-		return Coverage{Signature: s.sigHeader, Body: true, Headers: []string{s.idHeader, s.tsHeader}}
-	case *stripeScheme:
-		return Coverage{Signature: StripeHeader, Body: true} // its timestamp is in Stripe-Signature
-	case *timestamped:
+	case *timestamped: // Stripe's and Paddle's timestamp is in the signature header
 		c := Coverage{Signature: s.sigHeader, Body: true}
 		if s.idHeader != "" {
 			c.Headers = append(c.Headers, s.idHeader)
@@ -219,7 +193,7 @@ func Covers(s Scheme) Coverage {
 	case *bodyScheme:
 		return Coverage{Signature: s.header, Body: true}
 	case *publicKeyScheme:
-		return Coverage{Signature: s.sigHeader, Body: true, Headers: []string{s.tsHeader}}
+		return Covers(s.timestamped)
 	case *urlScheme:
 		if s.name == Twilio {
 			return Coverage{Signature: s.header, Fields: true, URL: true}

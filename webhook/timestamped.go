@@ -1,19 +1,26 @@
 package webhook
 
 import (
-	"bytes"
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Slack, Zoom, Paddle and Twitch sign a timestamp (and Twitch a message id) with the body, each with
-// HMAC-SHA256, hex-encoded, keyed with the secret as written:
+// Standard Webhooks (standard.go), Stripe, Slack, Zoom, Paddle and Twitch sign a timestamp (and
+// Standard Webhooks and Twitch a message id) with the body, each with HMAC-SHA256, hex-encoded
+// but for Standard Webhooks:
 //
+//   - Stripe: HMAC("t." + body), keyed with the whole "whsec_..." secret as written, sent as
+//     Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...][,v0=<hex>], one v1 per active secret
+//     while one is rolled and a fake v0 for test events. Only v1 is verified: ignoring anything
+//     else is what prevents downgrade attacks
+//     (https://docs.stripe.com/webhooks, "Verify webhook signatures manually").
 //   - Slack: HMAC("v0:" + X-Slack-Request-Timestamp + ":" + body), sent as
 //     X-Slack-Signature: v0=<hex>
 //     (https://api.slack.com/authentication/verifying-requests-from-slack).
@@ -29,6 +36,7 @@ import (
 
 // The headers of the timestamped schemes, in net/http's canonical form.
 const (
+	StripeHeader          = "Stripe-Signature"
 	SlackSignatureHeader  = "X-Slack-Signature"
 	SlackTimestampHeader  = "X-Slack-Request-Timestamp"
 	PaddleHeader          = "Paddle-Signature"
@@ -40,38 +48,84 @@ const (
 	ZoomTimestampHeader   = "X-Zm-Request-Timestamp"
 )
 
+// timestamped verifies a signature over a signed time (and id) and the body: an HMAC, or for
+// Discord and SendGrid (asymmetric.go) a public key's.
 type timestamped struct {
-	name      string
+	base
 	sigHeader string
-	tsHeader  string // "" when the timestamp is in the signature header (Paddle)
+	tsHeader  string // "" when the timestamp is in the signature header (Stripe, Paddle)
 	idHeader  string // a signed message id (Twitch)
 	version   string // a literal signed before the timestamp (Slack's "v0")
-	sigPrefix string // before the hex digest in a single-signature header
+	sigPrefix string // before the digest in a single-signature header, or each of Standard Webhooks'
 	rfc3339   bool   // the timestamp is RFC 3339, not Unix seconds
-	tolerance time.Duration
-	ring      *keyring
+	spaced    bool   // the signature header is Standard Webhooks' space-delimited list, in base64
+	// The signature header's form when it carries the timestamp (Stripe's ",", "t", "v1"):
+	// the separator, and the timestamp's key; sigKey is also what a list's signatures are.
+	listSep, tsKey, sigKey string
 }
 
 func newTimestamped(name string, tolerance time.Duration) *timestamped {
-	s := &timestamped{name: name, tolerance: tolerance, ring: newKeyring(name, rawSecret)}
+	s := &timestamped{base: base{name, tolerance, newKeyring(name, rawSecret)}}
+	s.ring.sep = ":"
 	switch name {
+	case StandardWebhooks:
+		s.sigHeader, s.tsHeader, s.idHeader = StandardSignatureHeader, StandardTimestampHeader, StandardIDHeader
+	case Svix:
+		s.sigHeader, s.tsHeader, s.idHeader = SvixSignatureHeader, SvixTimestampHeader, SvixIDHeader
+	case Stripe:
+		s.sigHeader, s.listSep, s.tsKey, s.sigKey = StripeHeader, ",", "t", "v1"
+		s.ring.sep = "."
 	case Slack:
 		s.sigHeader, s.tsHeader, s.version, s.sigPrefix = SlackSignatureHeader, SlackTimestampHeader, "v0", "v0="
-		s.ring.sep = ":"
 	case Zoom:
 		s.sigHeader, s.tsHeader, s.version, s.sigPrefix = ZoomSignatureHeader, ZoomTimestampHeader, "v0", "v0="
-		s.ring.sep = ":"
 	case Paddle:
-		s.sigHeader = PaddleHeader
-		s.ring.sep = ":"
+		s.sigHeader, s.listSep, s.tsKey, s.sigKey = PaddleHeader, ";", "ts", "h1"
 	case Twitch:
 		s.sigHeader, s.tsHeader, s.idHeader, s.sigPrefix, s.rfc3339 = TwitchSignatureHeader, TwitchTimestampHeader, TwitchIDHeader, "sha256=", true
 		s.ring.sep = ""
+	case Discord:
+		s.sigHeader, s.tsHeader, s.ring.public = DiscordSignatureHeader, DiscordTimestampHeader, parseEd25519Public
+	case SendGrid:
+		s.sigHeader, s.tsHeader, s.ring.public = SendGridSignatureHeader, SendGridTimestampHeader, parseECDSAPublic
+	}
+	if name == StandardWebhooks || name == Svix {
+		s.sigPrefix, s.sigKey, s.spaced = "v1,", "v1", true
+		s.ring.decode, s.ring.sep = decodeStandardSecret, "."
 	}
 	return s
 }
 
-func (s *timestamped) Name() string { return s.name }
+// parseSignedList parses the "<tsKey>=<time><sep><sigKey>=<hex>[<sep><sigKey>=<hex>...]" form
+// Stripe (t, v1, ",") and Paddle (ts, h1, ";") use: exactly one timestamp, up to maxSignatures
+// signatures of 64 hex digits, other keys skipped so a provider can add some.
+func parseSignedList(v string, sep byte, tsKey, sigKey string, ts *string, sigs *signatures) (detail string) {
+	seenTS := false
+	for rest, more := v, true; more; {
+		var elem string
+		elem, rest, more = strings.Cut(rest, string(sep))
+		k, val, ok := strings.Cut(strings.Trim(elem, " \t"), "=")
+		switch {
+		case !ok:
+			return "an element is not a key=value pair"
+		case k == tsKey && seenTS:
+			return "the timestamp is repeated"
+		case k == tsKey:
+			seenTS, *ts = true, val
+		case k != sigKey:
+		case sigs.n == maxSignatures:
+			return "too many " + sigKey + " signatures"
+		case !decodeDigest(val, false, sigs.sig[sigs.n][:]):
+			return "a " + sigKey + " signature is not 64 hex digits"
+		default:
+			sigs.n++
+		}
+	}
+	if !seenTS {
+		return "there is no timestamp"
+	}
+	return ""
+}
 
 // unix reads a signed timestamp as sent.
 func (s *timestamped) unix(ts string) (int64, bool) {
@@ -79,57 +133,51 @@ func (s *timestamped) unix(ts string) (int64, bool) {
 		return parseUnix(ts)
 	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
-	if err != nil {
-		return 0, false
-	}
-	return t.Unix(), true
+	return t.Unix(), err == nil
 }
 
 func (s *timestamped) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
 	if err := s.ring.check(secrets); err != nil {
 		return err
 	}
-	v, reason, detail := header(h, s.sigHeader)
-	if reason != "" {
-		return reject(s.name, reason, s.sigHeader, detail)
+	v, err := s.readHeader(h, s.sigHeader)
+	if err != nil {
+		return err
 	}
 	var sigs signatures
-	var ts, id string
-	tsAt := s.sigHeader
-	if s.tsHeader == "" {
-		if detail := parseSignedList(v, ';', "ts", "h1", &ts, &sigs); detail != "" {
-			return reject(s.name, ReasonMalformedHeader, s.sigHeader, detail)
+	var ts, id, detail string
+	switch {
+	case s.ring.public != nil: // verifyPublic reads it, once the time is checked
+	case s.tsHeader == "":
+		detail = parseSignedList(v, s.listSep[0], s.tsKey, s.sigKey, &ts, &sigs)
+	case s.spaced:
+		detail = parseStandardSignature(v, &sigs)
+	default:
+		detail, sigs.n = parseBodySignature(v, s.sigPrefix, EncodingHex, sigs.sig[0][:]), 1
+	}
+	if detail != "" {
+		return s.reject(ReasonMalformedHeader, s.sigHeader, detail)
+	}
+	tsAt := cmp.Or(s.tsHeader, s.sigHeader)
+	if s.tsHeader != "" {
+		if ts, err = s.readHeader(h, s.tsHeader); err != nil {
+			return err
 		}
-	} else {
-		if detail := parseBodySignature(v, s.sigPrefix, EncodingHex, sigs.sig[0][:]); detail != "" {
-			return reject(s.name, ReasonMalformedHeader, s.sigHeader, detail)
-		}
-		sigs.n = 1
-		if ts, reason, detail = header(h, s.tsHeader); reason != "" {
-			return reject(s.name, reason, s.tsHeader, detail)
-		}
-		tsAt = s.tsHeader
 	}
 	if s.idHeader != "" {
-		if id, reason, detail = header(h, s.idHeader); reason != "" {
-			return reject(s.name, reason, s.idHeader, detail)
+		if id, err = s.readHeader(h, s.idHeader); err != nil {
+			return err
 		}
 	}
 	unix, ok := s.unix(ts)
-	if !ok {
-		return reject(s.name, ReasonMalformedHeader, tsAt, "the timestamp is not of the scheme's form")
+	if err := s.checkTime(tsAt, unix, ok, now); err != nil {
+		return err
 	}
-	if detail := timestampDetail(unix, now, s.tolerance); detail != "" {
-		return reject(s.name, ReasonTimestamp, tsAt, detail)
-	}
-	if sigs.n == 0 {
-		return reject(s.name, ReasonNoMatch, s.sigHeader, "there is no h1 signature")
+	if s.ring.public != nil {
+		return s.verifyPublic(v, ts, body, secrets)
 	}
 	var f [2]string
-	if !s.ring.anySecret(secrets, &sigs, body, s.fields(&f, id, ts)...) {
-		return reject(s.name, ReasonNoMatch, s.sigHeader, "")
-	}
-	return nil
+	return s.match(s.sigHeader, s.sigKey, secrets, &sigs, body, s.fields(&f, id, ts)...)
 }
 
 // fields are what is signed before the body, in order, in f (the caller's, so that nothing is
@@ -148,29 +196,31 @@ func (s *timestamped) fields(f *[2]string, id, ts string) []string {
 }
 
 func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string, now time.Time) error {
-	if h == nil {
-		return nilHeader(s.name)
-	}
-	if now.Unix() < 0 {
-		return &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
+	ts, err := s.signedNow(h, now)
+	if err != nil {
+		return err
 	}
 	if s.idHeader != "" && id == "" {
 		return &InvalidError{Scheme: s.name, Field: "id", Reason: "the message id is signed and must not be empty"}
 	}
-	ts := strconv.FormatInt(now.Unix(), 10)
 	if s.rfc3339 {
 		ts = now.UTC().Format(time.RFC3339Nano)
 	}
-	var f [2]string
-	sum, err := s.ring.sign(secret, body, s.fields(&f, id, ts)...)
+	var digest string
+	if s.ring.public != nil {
+		digest, err = s.signPublic(secret, ts, body)
+	} else {
+		var f [2]string
+		var sum [sha256.Size]byte
+		sum, err = s.ring.sign(secret, body, s.fields(&f, id, ts)...)
+		digest = encodeDigest(sum[:], s.spaced)
+	}
 	if err != nil {
 		return err
 	}
-	digest := hex.EncodeToString(sum[:])
-	switch {
-	case s.tsHeader == "":
-		h.Set(s.sigHeader, "ts="+ts+";h1="+digest)
-	default:
+	if s.tsHeader == "" {
+		h.Set(s.sigHeader, s.tsKey+"="+ts+s.listSep+s.sigKey+"="+digest)
+	} else {
 		h.Set(s.sigHeader, s.sigPrefix+digest)
 		h.Set(s.tsHeader, ts)
 	}
@@ -180,8 +230,6 @@ func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string,
 	return nil
 }
 
-func (s *timestamped) checkSecrets(secrets []string) error { return s.ring.check(secrets) }
-
 // Challenge answers Slack's url_verification and Twitch's webhook_callback_verification (a
 // signed request that asks the endpoint to echo its challenge before events are sent to it),
 // Zoom's endpoint.url_validation (whose answer proves the secret), and acknowledges Twitch's
@@ -189,14 +237,11 @@ func (s *timestamped) checkSecrets(secrets []string) error { return s.ring.check
 func (s *timestamped) Challenge(h http.Header, body []byte, secrets []string) ([]byte, string, bool) {
 	switch s.name {
 	case Zoom:
-		if !bytes.Contains(body, []byte(`"endpoint.url_validation"`)) {
-			return nil, "", false
-		}
 		var c struct {
 			Event   string
 			Payload struct{ PlainToken string }
 		}
-		if json.Unmarshal(body, &c) != nil || c.Event != "endpoint.url_validation" || c.Payload.PlainToken == "" {
+		if !control(body, `"endpoint.url_validation"`, &c) || c.Event != "endpoint.url_validation" || c.Payload.PlainToken == "" {
 			return nil, "", false
 		}
 		secret, ok := s.signedBy(h, body, secrets)
@@ -213,19 +258,16 @@ func (s *timestamped) Challenge(h http.Header, body []byte, secrets []string) ([
 		}{c.Payload.PlainToken, hex.EncodeToString(m.Sum(nil))})
 		return answer, "application/json", true
 	case Slack:
-		if !bytes.Contains(body, []byte(`"url_verification"`)) {
-			return nil, "", false // the hot path: no JSON decoding for events
-		}
 		var c struct{ Type, Challenge string }
-		if json.Unmarshal(body, &c) != nil || c.Type != "url_verification" || c.Challenge == "" {
+		if !control(body, `"url_verification"`, &c) || c.Type != "url_verification" || c.Challenge == "" {
 			return nil, "", false
 		}
 		return []byte(c.Challenge), "text/plain", true
 	case Twitch:
 		// What the message is comes from the signed body; Twitch-Eventsub-Message-Type, unsigned,
 		// is only held to it (CheckHeaders).
-		m, ok := readTwitch(body)
-		if !ok {
+		var m twitchMessage
+		if json.Unmarshal(body, &m) != nil {
 			return nil, "", false
 		}
 		switch m.kind() {
@@ -257,11 +299,9 @@ func (s *timestamped) signedBy(h http.Header, body []byte, secrets []string) (st
 }
 
 // Challenger is a scheme whose provider sends control messages besides events: a signed
-// challenge whose answer must echo a value from it, or prove the secret, before events are sent
-// (Slack's url_verification, Twitch's webhook_callback_verification, Zoom's
-// endpoint.url_validation), or a notice to acknowledge (Twitch's revocation, Intercom's
-// pings, Discord's PING). The receiver asks
-// it once the signature is verified, and answers one without claiming anything.
+// challenge whose answer must echo a value from it, or prove the secret (Slack's, Twitch's and
+// Zoom's endpoint checks), or a notice to acknowledge (Twitch's revocation, Intercom's pings,
+// Discord's PING). The receiver asks it once the signature is verified, and claims nothing.
 type Challenger interface {
 	// Challenge returns the answer's body and content type when the delivery is a control
 	// message: an empty answer without a content type asks for 204 No Content (Discord's

@@ -1,11 +1,11 @@
 package webhook
 
 import (
-	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -45,18 +45,17 @@ type URLVerifier interface {
 }
 
 type urlScheme struct {
-	name   string
+	base
 	header string
 	url    string // Options.URL
-	ring   *keyring
 }
 
 func newURLScheme(name, rawURL string) (*urlScheme, error) {
-	s := &urlScheme{name: name, url: rawURL, ring: newKeyring(name, rawSecret)}
+	s := &urlScheme{base: base{name: name, ring: newKeyring(name, rawSecret)}, url: rawURL}
 	switch name {
 	case Twilio:
 		s.header = TwilioHeader
-		s.ring.hash, s.ring.size = sha1.New, sha1.Size
+		s.ring.hmacSHA1()
 	case Square:
 		s.header = SquareHeader
 		s.ring.sep = ""
@@ -74,14 +73,10 @@ func parseSignedURL(rawURL string) (*url.URL, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" || u.User != nil ||
 		!strings.HasPrefix(rawURL, u.Scheme+"://") {
-		return nil, &InvalidError{Reason: "must be an absolute http or https URL (lower-case scheme, no user or fragment)"}
+		return nil, errors.New("must be an absolute http or https URL (lower-case scheme, no user or fragment)")
 	}
 	return u, nil
 }
-
-func (s *urlScheme) Name() string { return s.name }
-
-func (s *urlScheme) checkSecrets(secrets []string) error { return s.ring.check(secrets) }
 
 func (s *urlScheme) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
 	if s.url == "" {
@@ -101,6 +96,12 @@ func (s *urlScheme) noURL() error {
 	return &InvalidError{Scheme: s.name, Field: "URL", Reason: s.name + " signs the URL it calls: set Options.URL, or call VerifyURL and SignURL"}
 }
 
+// badURL rejects a delivery sent to rawURL, rebuilt from the request (its Host header): the
+// sender's fault.
+func (s *urlScheme) badURL() error {
+	return s.reject(ReasonMalformedHeader, "Host", "the URL the delivery was sent to is not an absolute http(s) URL")
+}
+
 func (s *urlScheme) VerifyURL(rawURL string, h http.Header, body []byte, secrets []string, _ time.Time) error {
 	if err := s.ring.check(secrets); err != nil {
 		return err
@@ -109,45 +110,40 @@ func (s *urlScheme) VerifyURL(rawURL string, h http.Header, body []byte, secrets
 	if rawURL != s.url || s.name == Twilio { // Options.URL was checked by New; Square needs no parts
 		var err error
 		if u, err = parseSignedURL(rawURL); err != nil {
-			// A URL given per call is rebuilt from the request (its Host header): the sender's fault.
-			return reject(s.name, ReasonMalformedHeader, "Host", "the URL the delivery was sent to is not an absolute http(s) URL")
+			return s.badURL()
 		}
 	}
-	v, reason, detail := header(h, s.header)
-	if reason != "" {
-		return reject(s.name, reason, s.header, detail)
+	v, err := s.readHeader(h, s.header)
+	if err != nil {
+		return err
 	}
 	var sigs signatures
-	if !decodeBase64(v, sigs.sig[0][:s.ring.size]) {
-		return reject(s.name, ReasonMalformedHeader, s.header, "the signature is not a base64 "+digestName(s.ring.size)+" digest")
+	if !decodeDigest(v, true, sigs.sig[0][:s.ring.size]) {
+		return s.reject(ReasonMalformedHeader, s.header, "the signature is not a base64 "+digestName(s.ring.size)+" digest")
 	}
 	sigs.n = 1
 	if s.name == Square {
-		if !s.ring.anySecret(secrets, &sigs, body, rawURL) {
-			return reject(s.name, ReasonNoMatch, s.header, "")
-		}
-		return nil
+		return s.match(s.header, "", secrets, &sigs, body, rawURL)
 	}
 	params, detail := twilioParams(u, body)
 	if detail != "" {
-		return reject(s.name, ReasonMalformedBody, "", detail)
+		return s.reject(ReasonMalformedBody, "", detail)
 	}
 	for _, candidate := range portForms(rawURL, u) {
 		if s.ring.anySecret(secrets, &sigs, twilioMessage(candidate, params)) {
 			return nil
 		}
 	}
-	return reject(s.name, ReasonNoMatch, s.header, "")
+	return s.reject(ReasonNoMatch, s.header, "")
 }
 
 func (s *urlScheme) SignURL(rawURL string, h http.Header, body []byte, secret, _ string, _ time.Time) error {
 	if h == nil {
-		return nilHeader(s.name)
+		return s.nilHeader()
 	}
 	u, err := parseSignedURL(rawURL)
 	if err != nil {
-		err.(*InvalidError).Scheme, err.(*InvalidError).Field = s.name, "url"
-		return err
+		return &InvalidError{Scheme: s.name, Field: "url", Reason: err.Error()}
 	}
 	var sum [sha256.Size]byte
 	if s.name == Square {
@@ -162,7 +158,7 @@ func (s *urlScheme) SignURL(rawURL string, h http.Header, body []byte, secret, _
 	if err != nil {
 		return err
 	}
-	h.Set(s.header, base64.StdEncoding.EncodeToString(sum[:s.ring.size]))
+	h.Set(s.header, encodeDigest(sum[:s.ring.size], true))
 	return nil
 }
 
@@ -190,14 +186,9 @@ func twilioParams(u *url.URL, body []byte) (url.Values, string) {
 // twilioMessage is what Twilio signs: the URL, then every parameter name followed by its value,
 // by name and, for a repeated name, by value (twilio-python's RequestValidator).
 func twilioMessage(rawURL string, params url.Values) []byte {
-	names := make([]string, 0, len(params))
-	for k := range params {
-		names = append(names, k)
-	}
-	slices.Sort(names)
 	var b strings.Builder
 	b.WriteString(rawURL)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		vs := slices.Clone(params[k])
 		slices.Sort(vs)
 		for _, v := range slices.Compact(vs) {
