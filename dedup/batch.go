@@ -33,29 +33,25 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 	start, now := time.Now(), s.now()
 	tc := traceValue(ctx) // one span committed them all
 	reqs := make([]*request, len(evs))
-	first := map[string]int{} // claim key -> index of its first event in the batch
-	for i := range evs {
-		if err := evs[i].Validate(); err != nil {
-			return nil, 0, batchError(i, err)
-		}
-		ret, ok := s.sources[evs[i].Source]
-		if !ok {
-			return nil, 0, &InvalidError{Field: fmt.Sprintf("events[%d].source", i), Reason: fmt.Sprintf("%q is not configured", evs[i].Source)}
-		}
-		if reqs[i], err = s.buildRequest(&evs[i], &plans[i], ret.Effective(), now, tc); err != nil {
-			return nil, 0, batchError(i, err)
-		}
-		if _, seen := first[ClaimKey(evs[i].Source, evs[i].ID)]; !seen {
-			first[ClaimKey(evs[i].Source, evs[i].ID)] = i
-		}
-	}
-	results = make([]Result, len(evs))
+	firstOf := make([]int, len(evs)) // the index of the batch's first event with the same claim key
+	first := map[string]int{}
 	var pending []int
 	for i := range evs {
-		if first[ClaimKey(evs[i].Source, evs[i].ID)] == i {
+		keep, err := s.admit(&evs[i])
+		if err == nil {
+			reqs[i], err = s.buildRequest(&evs[i], &plans[i], keep, now, tc)
+		}
+		if err != nil {
+			return nil, 0, batchError(i, err)
+		}
+		key := attrString(reqs[i].claim, PartitionKey)
+		if _, seen := first[key]; !seen {
+			first[key] = i
 			pending = append(pending, i)
 		}
+		firstOf[i] = first[key]
 	}
+	results = make([]Result, len(evs))
 	probed := false
 	for len(pending) > 0 && err == nil {
 		chunk := pack(reqs, pending)
@@ -71,11 +67,10 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 		}
 	}
 	for i := range evs {
-		if j := first[ClaimKey(evs[i].Source, evs[i].ID)]; j != i && results[j].Outcome != 0 {
+		if j := firstOf[i]; j != i && results[j].Outcome != 0 {
 			results[i] = Result{Outcome: OutcomeDuplicate, FirstDeliveryID: evs[j].DeliveryID}
 		}
-		s.observer.ObserveCommit(ctx, Report{Source: evs[i].Source, EventType: evs[i].Type, EventID: evs[i].ID,
-			DeliveryID: evs[i].DeliveryID, Result: results[i], Latency: time.Since(start), Err: errIfUnset(results[i], err)})
+		s.observe(ctx, &evs[i], results[i], start, errIfUnset(results[i], err))
 	}
 	return results, calls, err
 }
@@ -156,11 +151,7 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 	for attempt := 1; len(chunk) > 0; {
 		if len(chunk) == 1 {
 			i := chunk[0]
-			if reqs[i].effects == nil && reqs[i].guard == nil {
-				results[i], err = s.put(ctx, reqs[i])
-			} else {
-				results[i], err = s.transact(ctx, reqs[i])
-			}
+			results[i], err = s.write(ctx, reqs[i])
 			return calls + results[i].Calls, err
 		}
 		calls++
@@ -189,23 +180,11 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 				retry = append(retry, i) // cancelled for another event's sake
 				continue
 			}
-			c := readCancellation(mine, len(req.effects), req.guard != nil)
-			var res Result
-			switch c.kind {
-			case claimTaken:
-				res, err = s.taken(ctx, req, c.old, Result{})
-			case bodyTaken:
-				res = replay(c.old, Result{})
-			case effectRefused:
-				res, err = s.absorb(ctx, req, c.refused, Result{})
-			case conflicted:
+			res, again, err := s.cancelled(ctx, req, mine, Result{}, tce)
+			if again {
 				conflict = true
 				retry = append(retry, i)
 				continue
-			case throttled:
-				return calls, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: tce}
-			default:
-				return calls, fmt.Errorf("dedup: transaction cancelled: %s: %w", c.detail, tce)
 			}
 			calls += res.Calls
 			if err != nil {
@@ -217,11 +196,8 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 			return calls, fmt.Errorf("dedup: transaction cancelled with no reason for any event: %w", tce)
 		}
 		if conflict {
-			if attempt > s.retries {
-				return calls, &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: tce}
-			}
-			if err := s.sleep(ctx, attempt); err != nil {
-				return calls, classify("TransactWriteItems", err)
+			if err := s.conflictWait(ctx, attempt, tce); err != nil {
+				return calls, err
 			}
 			attempt++
 		}

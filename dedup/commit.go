@@ -21,16 +21,14 @@ import (
 func (s *Store) Commit(ctx context.Context, ev Event, plan Plan) (Result, error) {
 	start := time.Now()
 	res, err := s.commit(ctx, &ev, &plan)
-	s.observer.ObserveCommit(ctx, Report{
-		Source:     ev.Source,
-		EventType:  ev.Type,
-		EventID:    ev.ID,
-		DeliveryID: ev.DeliveryID,
-		Result:     res,
-		Latency:    time.Since(start),
-		Err:        err,
-	})
+	s.observe(ctx, &ev, res, start, err)
 	return res, err
+}
+
+// observe tells the Observer how the commit of ev that began at start ended.
+func (s *Store) observe(ctx context.Context, ev *Event, res Result, start time.Time, err error) {
+	s.observer.ObserveCommit(ctx, Report{Source: ev.Source, EventType: ev.Type, EventID: ev.ID, DeliveryID: ev.DeliveryID,
+		Result: res, Latency: time.Since(start), Err: err})
 }
 
 func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, error) {
@@ -38,6 +36,12 @@ func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
+	return s.write(ctx, req)
+}
+
+// write commits one request: a plan without effects or body guard is one PutItem, anything
+// else a transaction.
+func (s *Store) write(ctx context.Context, req *request) (Result, error) {
 	if req.effects == nil && req.guard == nil {
 		return s.put(ctx, req)
 	}
@@ -104,32 +108,44 @@ func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
 		if !errors.As(err, &tce) {
 			return res, classify("TransactWriteItems", err)
 		}
-		c := readCancellation(tce.CancellationReasons, len(req.effects), req.guard != nil)
-		switch c.kind {
-		case claimTaken:
-			return s.taken(ctx, req, c.old, res)
-		case bodyTaken:
-			return replay(c.old, res), nil
-		case effectRefused:
-			return s.absorb(ctx, req, c.refused, res)
-		case conflicted:
-			if attempt > s.retries {
-				return res, &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: err}
-			}
-			if err := s.sleep(ctx, attempt); err != nil {
-				return res, classify("TransactWriteItems", err)
-			}
-		case throttled:
-			return res, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
-		default:
-			return res, fmt.Errorf("dedup: transaction cancelled: %s: %w", c.detail, err)
+		r, conflict, err := s.cancelled(ctx, req, tce.CancellationReasons, res, err)
+		if !conflict {
+			return r, err
+		}
+		if err := s.conflictWait(ctx, attempt, err); err != nil {
+			return res, err
 		}
 	}
 }
 
-// sleep waits before retrying a conflicted transaction: full jitter over an exponential base,
-// so concurrent doubles do not retry in lockstep.
-func (s *Store) sleep(ctx context.Context, attempt int) error {
+// cancelled answers req from its transaction's cancellation reasons (cause: the error to wrap),
+// as readCancellation reads them; conflict says, with nothing answered, to try it again.
+func (s *Store) cancelled(ctx context.Context, req *request, reasons []types.CancellationReason, res Result, cause error) (_ Result, conflict bool, err error) {
+	c := readCancellation(reasons, len(req.effects), req.guard != nil)
+	switch c.kind {
+	case claimTaken:
+		res, err = s.taken(ctx, req, c.old, res)
+	case bodyTaken:
+		res = replay(c.old, res)
+	case effectRefused:
+		res, err = s.absorb(ctx, req, c.refused, res)
+	case conflicted:
+		return res, true, nil
+	case throttled:
+		return res, false, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: cause}
+	default:
+		return res, false, fmt.Errorf("dedup: transaction cancelled: %s: %w", c.detail, cause)
+	}
+	return res, false, err
+}
+
+// conflictWait waits before trying a conflicted transaction again: full jitter over an
+// exponential base, so concurrent doubles do not retry in lockstep. Past the retries it
+// allows, the conflict is an *UnavailableError wrapping cause.
+func (s *Store) conflictWait(ctx context.Context, attempt int, cause error) error {
+	if attempt > s.retries {
+		return &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: cause}
+	}
 	if s.backoff == 0 {
 		return nil
 	}
@@ -137,7 +153,7 @@ func (s *Store) sleep(ctx context.Context, attempt int) error {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return classify("TransactWriteItems", ctx.Err())
 	case <-t.C:
 		return nil
 	}
