@@ -146,25 +146,14 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 	if o.AtMostOnce {
 		cond = "commit_token = :commit AND " + pending // DynamoDB refuses redundant parentheses
 	}
-	out, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(c.Table),
-		Key:       ClaimItemKey(claim.PK),
-		UpdateExpression: aws.String("SET intents.#n.#st = :running, intents.#n.lease_until = :until, " +
-			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE " + attrWake),
-		ConditionExpression:      aws.String(cond),
-		ExpressionAttributeNames: intentNames(intent),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":running": str(IntentRunning),
-			":pending": str(IntentPending),
-			":until":   num(now.Add(o.For).UnixMilli()),
-			":now":     num(now.UnixMilli()),
-			":one":     num(1),
-			":commit":  str(claim.CommitToken),
-			":owner":   str(owner),
-		},
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	in := c.conditional(claim.PK, "SET intents.#n.#st = :running, intents.#n.lease_until = :until, "+
+		"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE "+attrWake,
+		cond, intentNames(intent), map[string]types.AttributeValue{
+			":running": str(IntentRunning), ":pending": str(IntentPending), ":until": num(now.Add(o.For).UnixMilli()),
+			":now": num(now.UnixMilli()), ":one": num(1), ":commit": str(claim.CommitToken), ":owner": str(owner),
+		})
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := c.update(ctx, in)
 	l := &Lease{Intent: intent, owner: owner}
 	held, refused, own := ownWrite(err, func(h *Claim) bool {
 		in := h.Intents[intent]
@@ -172,8 +161,8 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 	})
 	switch {
 	case own:
-		l.Attempt, l.Claim = held.Intents[intent].Attempts, held
-		l.seen(refusedItem(err))
+		l.Attempt = held.Intents[intent].Attempts
+		l.again(held, err)
 		return l, nil
 	case refused && held != nil && o.AtMostOnce:
 		// Stranded only once the lease has been over for StrandedAfter too: until then its
@@ -181,8 +170,8 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 		// not park what is about to be done.
 		in := held.Intents[intent]
 		if in.Status == IntentRunning && in.LeaseUntil+o.StrandedAfter.Milliseconds() < now.UnixMilli() && held.CommitToken == claim.CommitToken {
-			l.Attempt, l.owner, l.Claim, l.Stranded = in.Attempts, in.LeaseOwner, held, true
-			l.seen(refusedItem(err))
+			l.Attempt, l.owner, l.Stranded = in.Attempts, in.LeaseOwner, true
+			l.again(held, err)
 			return l, nil
 		}
 		return nil, nil
@@ -226,15 +215,8 @@ func (c *Claims) GiveBack(ctx context.Context, l *Lease) error {
 	vals[":pending"] = str(IntentPending)
 	vals[":one"] = num(1)
 	vals[":zero"] = num(0)
-	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(c.Table),
-		Key:       ClaimItemKey(l.Claim.PK),
-		UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.attempts_base = if_not_exists(intents.#n.attempts_base, :zero) + :one " +
-			"REMOVE intents.#n.lease_until, intents.#n.lease_owner"),
-		ConditionExpression:       aws.String(fence + " AND intents.#n.lease_owner = :owner"),
-		ExpressionAttributeNames:  intentNames(l.Intent),
-		ExpressionAttributeValues: vals,
-	})
+	_, err := c.update(ctx, c.conditional(l.Claim.PK, "SET intents.#n.#st = :pending, intents.#n.attempts_base = if_not_exists(intents.#n.attempts_base, :zero) + :one "+
+		"REMOVE intents.#n.lease_until, intents.#n.lease_owner", fence+" AND intents.#n.lease_owner = :owner", intentNames(l.Intent), vals))
 	if _, refused, _ := ownWrite(err, nil); refused {
 		return nil // already given back (a retried write whose first answer was lost), or taken over
 	}
@@ -260,18 +242,10 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 		values[":pending"] = str(IntentPending)
 		values[":next"] = num(next.UnixMilli())
 		values[":err"] = str(Truncate(why))
-		values[":history"] = c.history(l.Claim.Intents[l.Intent], Attempt{Attempt: l.Attempt, Outcome: AttemptRetried, Code: l.Code, Error: why})
-		_, err := c.update(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(c.Table),
-			Key:       ClaimItemKey(l.Claim.PK),
-			// lease_owner stays, to recognise this write if the SDK has to send it again.
-			UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err, " +
-				historySet + " REMOVE intents.#n.lease_until"),
-			ConditionExpression:                 aws.String(l.historyFence(fence, values)),
-			ExpressionAttributeNames:            intentNames(l.Intent),
-			ExpressionAttributeValues:           values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
+		values[":history"] = c.history(l.Claim.Intents[l.Intent], l.entry(AttemptRetried, why))
+		// lease_owner stays, to recognise this write if the SDK has to send it again.
+		_, err := c.update(ctx, c.conditional(l.Claim.PK, "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err, "+
+			historySet+" REMOVE intents.#n.lease_until", l.historyFence(fence, values), intentNames(l.Intent), values))
 		// Ours whatever has happened since: the next attempt's lease keeps the due time and the
 		// error our retry wrote (to the millisecond, with the backoff's jitter: no other write's).
 		held, refused, own := ownWrite(err, func(h *Claim) bool {
@@ -284,13 +258,12 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 		switch {
 		case own:
 			return nil
-		case refused && l.holds(held):
+		case refused && held != nil && l.ours(held) && held.Intents[l.Intent].Status == IntentRunning:
 			// Our lease holds: a late attempt's entry came into the history. Again, with it.
-			l.Claim = held
-			l.seen(refusedItem(err))
+			l.again(held, err)
 			continue
 		case refused:
-			c.recordLate(ctx, l, Attempt{Attempt: l.Attempt, Outcome: AttemptRetried, Code: l.Code, Error: why}, err)
+			c.recordLate(ctx, l, l.entry(AttemptRetried, why), err)
 			return ErrLeaseLost
 		}
 		return err
@@ -298,14 +271,22 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 	return errors.New("dedup: retry: the history kept changing under the write")
 }
 
-// holds reports whether held (a refused write's claim) shows the intent still running under
-// this lease.
-func (l *Lease) holds(held *Claim) bool {
-	if held == nil {
-		return false
-	}
-	in := held.Intents[l.Intent]
-	return in.Status == IntentRunning && in.Attempts == l.Attempt && in.LeaseOwner == l.owner && held.CommitToken == l.Claim.CommitToken
+// ours reports whether h (a claim a write returned) shows the intent at this lease's attempt,
+// under its owner, in its incarnation: whatever its status, no newer lease has taken it.
+func (l *Lease) ours(h *Claim) bool {
+	in := h.Intents[l.Intent]
+	return in.Attempts == l.Attempt && in.LeaseOwner == l.owner && h.CommitToken == l.Claim.CommitToken
+}
+
+// again takes held, the claim a refused write (err) returned, as the one the next try fences on.
+func (l *Lease) again(held *Claim, err error) {
+	l.Claim = held
+	l.seen(refusedItem(err))
+}
+
+// entry is the history entry of the leased attempt ending with outcome, why.
+func (l *Lease) entry(outcome, why string) Attempt {
+	return Attempt{Attempt: l.Attempt, Outcome: outcome, Code: l.Code, Error: why}
 }
 
 // finish records a terminal status (done or parked) for the attempt we leased. When that moves
@@ -324,8 +305,7 @@ func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string)
 			in := h.Intents[l.Intent]
 			// A park is ours only with our why: another worker's stranded park of our attempt
 			// carries our owner too.
-			return in.Status == status && in.Attempts == l.Attempt && in.LeaseOwner == l.owner && h.CommitToken == l.Claim.CommitToken &&
-				(status != IntentParked || in.LastError == Truncate(why))
+			return in.Status == status && l.ours(h) && (status != IntentParked || in.LastError == Truncate(why))
 		})
 		var after *Claim
 		switch {
@@ -334,30 +314,24 @@ func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string)
 		case refused && held == nil:
 			return ErrLeaseLost
 		case refused:
-			h := held.Intents[l.Intent]
-			ours := h.Attempts == l.Attempt && h.LeaseOwner == l.owner && held.CommitToken == l.Claim.CommitToken
-			switch {
-			case ours && h.Status == IntentRunning:
+			switch st := held.Intents[l.Intent].Status; {
+			case l.ours(held) && st == IntentRunning:
 				// Our lease holds; another intent, or the history (a late attempt's entry),
 				// changed since we saw it. Again, as it is now.
-				l.Claim = held
-				l.seen(refusedItem(err))
-			case ours && status == IntentDone && !l.Stranded && !l.overStranded && h.Status == IntentParked:
+			case l.ours(held) && st == IntentParked && (l.overStranded || status == IntentDone && !l.Stranded):
 				// Another worker parked our attempt as stranded ("may have been sent") while our
 				// call outlived the lease (only a stranded park leaves our owner and attempt on a
 				// park). It was sent, and succeeded: done is the truth, and keeps an operator from
-				// redriving it into a second send. Again, fenced on that park.
-				l.Claim, l.overStranded = held, true
-				l.seen(refusedItem(err))
-			case ours && l.overStranded && h.Status == IntentParked:
-				l.Claim = held // the park holds; another intent changed since we saw it
-				l.seen(refusedItem(err))
+				// redriving it into a second send. Again, fenced on that park (which, once we
+				// fence on it, holds while another intent changes).
+				l.overStranded = true
 			default:
 				if !l.Stranded { // a stranded lease made no call: nothing to record
-					c.recordLate(ctx, l, Attempt{Attempt: l.Attempt, Outcome: status, Code: l.Code, Error: why}, err)
+					c.recordLate(ctx, l, l.entry(status, why), err)
 				}
 				return ErrLeaseLost
 			}
+			l.again(held, err)
 			continue
 		case err != nil:
 			return err
@@ -388,7 +362,7 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 		values[":sent"] = str(Truncate(sent))
 	}
 	cond := fence
-	values[":history"] = c.history(l.Claim.Intents[l.Intent], Attempt{Attempt: l.Attempt, Outcome: status, Code: l.Code, Error: why})
+	values[":history"] = c.history(l.Claim.Intents[l.Intent], l.entry(status, why))
 	if l.overStranded {
 		cond = strandedFence
 		values[":parked"] = str(IntentParked)
@@ -414,16 +388,9 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 			set, remove = c.place(from, from, true, set, remove, values) // where it is; a park moves its time
 		}
 	}
-	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.Table),
-		Key:                                 ClaimItemKey(l.Claim.PK),
-		UpdateExpression:                    aws.String(updateExpression(set, remove)),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	in := c.conditional(l.Claim.PK, updateExpression(set, remove), cond, names, values)
+	in.ReturnValues = types.ReturnValueAllNew
+	return in
 }
 
 // Settle puts a claim where its intents' statuses say it belongs in the pending index
@@ -854,25 +821,18 @@ func updateExpression(set, remove []string) string {
 func (c *Claims) recordLate(ctx context.Context, l *Lease, a Attempt, refusal error) {
 	a.Late = true
 	for range 3 {
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(refusal, &ccf) || ccf.Item == nil {
-			return
-		}
-		held, err := UnmarshalClaim(ccf.Item)
-		if err != nil || held.CommitToken != l.Claim.CommitToken {
+		held, _, _ := ownWrite(refusal, nil)
+		if held == nil || held.CommitToken != l.Claim.CommitToken {
 			return // gone, or claimed again: another incarnation's history
 		}
 		in, ok := held.Intents[l.Intent]
-		if !ok {
-			return
-		}
-		for _, h := range in.History {
-			if h.Attempt == a.Attempt && h.Outcome == a.Outcome && h.Code == a.Code && h.Error == truncate(a.Error, HistoryErrorBytes) {
-				return // our own write, made before its answer was lost, holds it already
-			}
+		if !ok || slices.ContainsFunc(in.History, func(h Attempt) bool {
+			return h.Attempt == a.Attempt && h.Outcome == a.Outcome && h.Code == a.Code && h.Error == truncate(a.Error, HistoryErrorBytes)
+		}) {
+			return // no such intent; or our own write, made before its answer was lost, holds it already
 		}
 		values := map[string]types.AttributeValue{":commit": str(l.Claim.CommitToken), ":history": c.history(in, a)}
-		cond := "commit_token = :commit AND attribute_exists(intents.#n.#st) AND " + historyAsSeen(seenHistory(ccf.Item, l.Intent), values)
+		cond := "commit_token = :commit AND attribute_exists(intents.#n.#st) AND " + historyAsSeen(seenHistory(refusedItem(refusal), l.Intent), values)
 		_, refusal = c.update(ctx, c.conditional(l.Claim.PK, "SET "+historySet, cond, intentNames(l.Intent), values))
 		if refusal == nil {
 			return
