@@ -84,12 +84,16 @@ func anyDuplicate(results []Result, chunk []int) bool {
 	return false
 }
 
-func batchError(i int, err error) error {
+func batchError(i int, err error) error { return under(fmt.Sprintf("events[%d]", i), err) }
+
+// under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
+// "events[2].source"), or else in its message.
+func under(what string, err error) error {
 	var ie *InvalidError
 	if errors.As(err, &ie) {
-		return &InvalidError{Field: fmt.Sprintf("events[%d].%s", i, ie.Field), Reason: ie.Reason}
+		return &InvalidError{Field: what + "." + ie.Field, Reason: ie.Reason}
 	}
-	return fmt.Errorf("events[%d]: %w", i, err)
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 func errIfUnset(r Result, err error) error {
