@@ -182,35 +182,32 @@ func InParkedView(s string) bool { return IsParkedShard(s) || IsDueParkedShard(s
 
 // ShardNames lists every due and parked hash key for a shard count.
 func ShardNames(shards int) (due, parked []string) {
-	for i := range shards {
-		due = append(due, "P"+strconv.Itoa(i))
-		parked = append(parked, parkedPrefix+strconv.Itoa(i))
-	}
-	return due, parked
+	return shardNames("P", shards), shardNames(parkedPrefix, shards)
 }
 
 // DueParkedShards lists every due-parked hash key for a shard count.
-func DueParkedShards(shards int) []string {
-	names := make([]string, shards)
-	for i := range shards {
-		names[i] = dueParkedPrefix + strconv.Itoa(i)
-	}
-	return names
-}
+func DueParkedShards(shards int) []string { return shardNames(dueParkedPrefix, shards) }
 
 // OpenShards lists the hash keys whose claims have open intents, for a shard count: the due
 // shards, then the due-parked ones. The sweeper reads them.
 func OpenShards(shards int) []string {
-	due, _ := ShardNames(shards)
-	return append(due, DueParkedShards(shards)...)
+	return append(shardNames("P", shards), DueParkedShards(shards)...)
 }
 
 // ParkedViewShards lists the hash keys whose claims have a parked intent, for a shard count:
 // the parked shards, then the due-parked ones. The parked view (the console's Parked page,
 // hookctl parked) lists their claims, and the sweeper counts them for the parked alarm.
 func ParkedViewShards(shards int) []string {
-	_, parked := ShardNames(shards)
-	return append(parked, DueParkedShards(shards)...)
+	return append(shardNames(parkedPrefix, shards), DueParkedShards(shards)...)
+}
+
+// shardNames are the hash keys prefix0 to prefix<shards-1>.
+func shardNames(prefix string, shards int) []string {
+	names := make([]string, shards)
+	for i := range names {
+		names[i] = prefix + strconv.Itoa(i)
+	}
+	return names
 }
 
 const (

@@ -55,10 +55,6 @@ type request struct {
 	touched []string                  // itemID of each effect's item, for packing a batch
 }
 
-// bodyCondition admits a body guard when no unexpired one holds the body. (A redelivery of the
-// same event finds its claim taken first: index 0 answers duplicate whatever the guard says.)
-const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now"
-
 // bodyGuard is the item that claims the body for ev (guarded: the hex SHA-256 of Event.Guard,
 // or of the payload): its key, the event id holding it, the claim's expiry (TTL) and the claim
 // it belongs to.
@@ -72,7 +68,9 @@ func bodyGuard(table *string, ev *Event, claimPK, guarded, expiresAt string, now
 			TTLAttribute:       &types.AttributeValueMemberN{Value: expiresAt},
 			ClaimedByAttribute: str(claimPK),
 		},
-		ConditionExpression:                 aws.String(bodyCondition),
+		// The claim's rule, for the body: no unexpired guard holds it. (A redelivery of the same
+		// event finds its claim taken first: index 0 answers duplicate whatever the guard says.)
+		ConditionExpression:                 claimConditionPtr,
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}

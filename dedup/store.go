@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -171,10 +172,6 @@ func New(api API, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sources := make(map[string]Retention, len(cfg.Sources))
-	for k, v := range cfg.Sources {
-		sources[k] = v
-	}
 	tables := make(map[string]otherTable, len(cfg.Tables))
 	for name, k := range cfg.Tables {
 		physical := k.Name
@@ -187,7 +184,7 @@ func New(api API, cfg Config) (*Store, error) {
 		api:      api,
 		table:    cfg.Table,
 		tablePtr: aws.String(cfg.Table),
-		sources:  sources,
+		sources:  maps.Clone(cfg.Sources),
 		now:      cfg.Now,
 		observer: cfg.Observer,
 		retries:  cfg.ConflictRetries,
@@ -289,23 +286,18 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 		return false, nil // its retention has passed: a claim would already count as expired
 	}
 	token := commitToken(&ev, now, rand.Uint64())
-	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: s.tablePtr,
-		Item: map[string]types.AttributeValue{
-			PartitionKey:    str(ClaimKey(source, eventID)),
-			SortKey:         str(ClaimSK),
-			attrSource:      str(source),
-			attrEventID:     str(eventID),
-			attrEventType:   str(OutcomeBackfilled),
-			attrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
-			TTLAttribute:    num(expires.Unix()),
-			attrOutcome:     str(OutcomeBackfilled),
-			attrCommitToken: str(token),
-		},
-		ConditionExpression:                 claimConditionPtr,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now.Unix())},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	req := &request{nowVals: s.nowValues(now), claim: map[string]types.AttributeValue{
+		PartitionKey:    str(ClaimKey(source, eventID)),
+		SortKey:         str(ClaimSK),
+		attrSource:      str(source),
+		attrEventID:     str(eventID),
+		attrEventType:   str(OutcomeBackfilled),
+		attrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
+		TTLAttribute:    num(expires.Unix()),
+		attrOutcome:     str(OutcomeBackfilled),
+		attrCommitToken: str(token),
+	}}
+	_, err := s.api.PutItem(ctx, req.putInput(s.tablePtr))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Our own write, when a lost response made the SDK send it again (see commitToken).
