@@ -30,7 +30,7 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 	if len(evs) != len(plans) {
 		return nil, 0, &InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
 	}
-	start, now := time.Now(), s.now()
+	start, now := time.Now(), s.cfg.Now()
 	tc := traceValue(ctx) // one span committed them all
 	reqs := make([]*request, len(evs))
 	firstOf := make([]int, len(evs)) // the index of the batch's first event with the same claim key

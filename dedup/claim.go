@@ -44,18 +44,6 @@ const (
 	attrIntentPayload  = "payload"
 	attrIntentStatus   = "status"
 	attrIntentAttempts = "attempts"
-	// Written by the outbox worker.
-	attrIntentLeaseUntil  = "lease_until"     // epoch ms; a running intent whose lease has passed may be taken again
-	attrIntentNextAttempt = "next_attempt_at" // epoch ms; a pending intent is not run before it
-	attrIntentLastError   = "last_error"
-	attrIntentFinishedAt  = "finished_at" // RFC 3339, when it became done or parked
-	// attrIntentAttemptsBase is the attempt count when an operator last re-drove the intent:
-	// the attempt budget counts from it, because attempts itself (the fencing token) must
-	// only ever grow.
-	attrIntentAttemptsBase = "attempts_base"
-	// attrIntentLeaseOwner identifies the lease holder, so a worker whose lease request was
-	// retried after a lost response recognises its own lease.
-	attrIntentLeaseOwner = "lease_owner"
 	// Written by an operator's redrive (outbox.RedriveBy): who re-drove the intent last, and
 	// when (RFC 3339).
 	attrIntentRedrivenBy = "redriven_by"
@@ -285,12 +273,16 @@ type ClaimIntent struct {
 	Payload       []byte `dynamodbav:"payload"`
 	Status        string `dynamodbav:"status"`
 	Attempts      int    `dynamodbav:"attempts"`
-	LeaseUntil    int64  `dynamodbav:"lease_until,omitempty"`
-	NextAttemptAt int64  `dynamodbav:"next_attempt_at,omitempty"`
+	LeaseUntil    int64  `dynamodbav:"lease_until,omitempty"`     // epoch ms; a running intent past it may be taken again
+	NextAttemptAt int64  `dynamodbav:"next_attempt_at,omitempty"` // epoch ms; a pending intent is not run before it
 	LastError     string `dynamodbav:"last_error,omitempty"`
-	FinishedAt    string `dynamodbav:"finished_at,omitempty"`
-	AttemptsBase  int    `dynamodbav:"attempts_base,omitempty"`
-	LeaseOwner    string `dynamodbav:"lease_owner,omitempty"`
+	FinishedAt    string `dynamodbav:"finished_at,omitempty"` // RFC 3339, when it became done or parked
+	// AttemptsBase is the attempt count the budget counts from (an operator's redrive, a lease
+	// given back): Attempts itself, the fencing token, only ever grows.
+	AttemptsBase int `dynamodbav:"attempts_base,omitempty"`
+	// LeaseOwner identifies the lease holder: a worker whose write was sent again after a lost
+	// answer recognises its own.
+	LeaseOwner string `dynamodbav:"lease_owner,omitempty"`
 	// Sent is what the executor's call produced, when it says (a message id, an execution
 	// ARN): recorded as the intent is done.
 	Sent string `dynamodbav:"sent,omitempty"`

@@ -27,7 +27,7 @@ func (s *Store) Commit(ctx context.Context, ev Event, plan Plan) (Result, error)
 
 // observe tells the Observer how the commit of ev that began at start ended.
 func (s *Store) observe(ctx context.Context, ev *Event, res Result, start time.Time, err error) {
-	s.observer.ObserveCommit(ctx, Report{Source: ev.Source, EventType: ev.Type, EventID: ev.ID, DeliveryID: ev.DeliveryID,
+	s.cfg.Observer.ObserveCommit(ctx, Report{Source: ev.Source, EventType: ev.Type, EventID: ev.ID, DeliveryID: ev.DeliveryID,
 		Result: res, Latency: time.Since(start), Err: err})
 }
 
@@ -63,7 +63,7 @@ func (s *Store) prepare(ev *Event, plan *Plan, tc []byte) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.buildRequest(ev, plan, keep, s.now(), tc)
+	return s.buildRequest(ev, plan, keep, s.cfg.Now(), tc)
 }
 
 // admit checks ev as every Commit does before any call, and returns its source's retention.
@@ -71,7 +71,7 @@ func (s *Store) admit(ev *Event) (time.Duration, error) {
 	if err := ev.Validate(); err != nil {
 		return 0, err
 	}
-	ret, ok := s.sources[ev.Source]
+	ret, ok := s.cfg.Sources[ev.Source]
 	if !ok {
 		return 0, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", ev.Source)}
 	}
@@ -143,13 +143,13 @@ func (s *Store) cancelled(ctx context.Context, req *request, reasons []types.Can
 // exponential base, so concurrent doubles do not retry in lockstep. Past the retries it
 // allows, the conflict is an *UnavailableError wrapping cause.
 func (s *Store) conflictWait(ctx context.Context, attempt int, cause error) error {
-	if attempt > s.retries {
+	if attempt > s.cfg.ConflictRetries {
 		return &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: cause}
 	}
-	if s.backoff == 0 {
+	if s.cfg.ConflictBackoff == 0 {
 		return nil
 	}
-	t := time.NewTimer(rand.N(s.backoff << min(attempt-1, MaxConflictRetries)))
+	t := time.NewTimer(rand.N(s.cfg.ConflictBackoff << min(attempt-1, MaxConflictRetries)))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

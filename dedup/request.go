@@ -210,7 +210,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 			return nil, err
 		}
 		set(attrIntents, intents)
-		set(IndexPartitionKey, vals.str(DueShard(pk, s.shards)))
+		set(IndexPartitionKey, vals.str(DueShard(pk, s.cfg.PendingShards)))
 		set(IndexSortKey, vals.num(t.pendingSince))
 		set(attrWake, vals.num(t.pendingSince))
 		// Its room is counted whether or not there is a context to store: see TraceContextBytes.

@@ -132,14 +132,8 @@ func (c *Config) Validate() error {
 // Store commits deliveries: claim, effects and outbox in one write.
 type Store struct {
 	api      API
-	table    string
+	cfg      Config  // with its defaults set; Sources a copy
 	tablePtr *string // shared by every request: the SDK only reads it
-	sources  map[string]Retention
-	now      func() time.Time
-	observer Observer
-	retries  int
-	backoff  time.Duration
-	shards   int
 	tables   map[string]otherTable
 	nowVals  atomic.Pointer[nowValues]
 }
@@ -180,26 +174,16 @@ func New(api API, cfg Config) (*Store, error) {
 		}
 		tables[name] = otherTable{TableKeys: k, name: aws.String(physical)}
 	}
-	return &Store{
-		api:      api,
-		table:    cfg.Table,
-		tablePtr: aws.String(cfg.Table),
-		sources:  maps.Clone(cfg.Sources),
-		now:      cfg.Now,
-		observer: cfg.Observer,
-		retries:  cfg.ConflictRetries,
-		backoff:  cfg.ConflictBackoff,
-		shards:   cfg.PendingShards,
-		tables:   tables,
-	}, nil
+	cfg.Sources = maps.Clone(cfg.Sources)
+	return &Store{api: api, cfg: cfg, tablePtr: aws.String(cfg.Table), tables: tables}, nil
 }
 
 // Table is the name of the table the Store writes to.
-func (s *Store) Table() string { return s.table }
+func (s *Store) Table() string { return s.cfg.Table }
 
 // Retention returns the retention configured for source.
 func (s *Store) Retention(source string) (Retention, bool) {
-	r, ok := s.sources[source]
+	r, ok := s.cfg.Sources[source]
 	return r, ok
 }
 
@@ -235,7 +219,7 @@ func (s *Store) answer(ctx context.Context, ev Event, consistent bool) (Result, 
 	}
 	res := Result{Calls: 1}
 	item, err := s.readClaim(ctx, str(ClaimKey(ev.Source, ev.ID)), consistent, probeProjection, opts...)
-	if err != nil || !holds(item, s.now().Unix()) {
+	if err != nil || !holds(item, s.cfg.Now().Unix()) {
 		return res, err
 	}
 	return duplicate(item, payloadHash(ev.Payload), res), nil
@@ -276,12 +260,12 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 	if err := ev.Validate(); err != nil {
 		return false, err
 	}
-	r, ok := s.sources[source]
+	r, ok := s.cfg.Sources[source]
 	if !ok {
 		return false, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", source)}
 	}
 	expires := processedAt.Add(r.Effective())
-	now := s.now()
+	now := s.cfg.Now()
 	if !expires.After(now) {
 		return false, nil // its retention has passed: a claim would already count as expired
 	}
