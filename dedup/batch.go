@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -59,7 +60,7 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 		var n int
 		n, err = s.commitChunk(ctx, reqs, chunk, results)
 		calls += n
-		if err == nil && !probed && len(pending) > 0 && anyDuplicate(results, chunk) {
+		if err == nil && !probed && len(pending) > 0 && slices.ContainsFunc(chunk, func(i int) bool { return results[i].Outcome == OutcomeDuplicate }) {
 			// A redelivery: read what is claimed already rather than write it again (probe.go).
 			probed = true
 			pending, n, err = s.skipClaimed(ctx, reqs, pending, results, now.Unix())
@@ -73,15 +74,6 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 		s.observe(ctx, &evs[i], results[i], start, errIfUnset(results[i], err))
 	}
 	return results, calls, err
-}
-
-func anyDuplicate(results []Result, chunk []int) bool {
-	for _, i := range chunk {
-		if results[i].Outcome == OutcomeDuplicate {
-			return true
-		}
-	}
-	return false
 }
 
 func batchError(i int, err error) error { return under(fmt.Sprintf("events[%d]", i), err) }
@@ -180,7 +172,7 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 			req := reqs[i]
 			mine := reasons[:actionsOf(req)]
 			reasons = reasons[actionsOf(req):]
-			if allNone(mine) {
+			if !slices.ContainsFunc(mine, func(r types.CancellationReason) bool { return code(r) != "None" && code(r) != "" }) {
 				retry = append(retry, i) // cancelled for another event's sake
 				continue
 			}
@@ -208,15 +200,6 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 		chunk = retry
 	}
 	return calls, nil
-}
-
-func allNone(reasons []types.CancellationReason) bool {
-	for _, r := range reasons {
-		if c := code(r); c != "None" && c != "" {
-			return false
-		}
-	}
-	return true
 }
 
 func batchActions(reqs []*request, chunk []int) int {

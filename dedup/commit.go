@@ -149,11 +149,19 @@ func (s *Store) conflictWait(ctx context.Context, attempt int, cause error) erro
 	if s.cfg.ConflictBackoff == 0 {
 		return nil
 	}
-	t := time.NewTimer(rand.N(s.cfg.ConflictBackoff << min(attempt-1, MaxConflictRetries)))
+	if err := jitterWait(ctx, s.cfg.ConflictBackoff<<min(attempt-1, MaxConflictRetries)); err != nil {
+		return classify("TransactWriteItems", err)
+	}
+	return nil
+}
+
+// jitterWait waits a random time below d (full jitter), or until ctx ends: its error.
+func jitterWait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(rand.N(d))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return classify("TransactWriteItems", ctx.Err())
+		return ctx.Err()
 	case <-t.C:
 		return nil
 	}

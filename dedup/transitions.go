@@ -471,11 +471,11 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 // lost answer by a nonce. Invalid input is an *InvalidError naming the field, and nothing is
 // written.
 func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why string) error {
-	if err := Printable(by, MaxRedrivenBy); err != nil {
-		return &InvalidError{Field: "resolved_by", Reason: err.Error()}
+	if err := printableField("resolved_by", by, MaxRedrivenBy); err != nil {
+		return err
 	}
-	if err := Printable(why, MaxResolution); err != nil {
-		return &InvalidError{Field: "resolution", Reason: err.Error()}
+	if err := printableField("resolution", why, MaxResolution); err != nil {
+		return err
 	}
 	now := c.now()
 	set := []string{"intents.#n.#st = :resolved", "intents.#n.resolution = :why", "intents.#n.resolved_by = :by", "intents.#n.resolved_at = :at",
@@ -561,9 +561,12 @@ func Printable(s string, max int) error {
 
 // ValidRedrivenBy reports whether by can be recorded as who re-drove an intent: 1 to
 // MaxRedrivenBy bytes of printable UTF-8.
-func ValidRedrivenBy(by string) error {
-	if err := Printable(by, MaxRedrivenBy); err != nil {
-		return &InvalidError{Field: "redriven_by", Reason: err.Error()}
+func ValidRedrivenBy(by string) error { return printableField("redriven_by", by, MaxRedrivenBy) }
+
+// printableField is Printable as an *InvalidError naming field.
+func printableField(field, s string, max int) error {
+	if err := Printable(s, max); err != nil {
+		return &InvalidError{Field: field, Reason: err.Error()}
 	}
 	return nil
 }
@@ -603,12 +606,8 @@ func (c *Claims) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dyn
 		if !errors.As(err, &tce) || attempt > retries {
 			return out, err
 		}
-		t := time.NewTimer(rand.N(20 * time.Millisecond << attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if jitterWait(ctx, 20*time.Millisecond<<attempt) != nil {
 			return out, err
-		case <-t.C:
 		}
 	}
 }
