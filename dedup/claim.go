@@ -122,6 +122,11 @@ func ClaimKey(source, eventID string) string {
 	return string(appendClaimKey(make([]byte, 0, len(ClaimPrefix)+len(source)+1+len(eventID)), source, eventID))
 }
 
+// ClaimItemKey is the key of the claim item whose partition key is pk (ClaimKey), for reads.
+func ClaimItemKey(pk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(ClaimSK)}
+}
+
 func appendClaimKey(b []byte, source, eventID string) []byte {
 	b = append(b, ClaimPrefix...)
 	b = append(b, source...)

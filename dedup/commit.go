@@ -178,7 +178,7 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 		// Real DynamoDB returns the item; this read is for engines that do not.
 		// On a failed read (nil) the condition has still told us the id is claimed.
 		res.Calls++
-		old, _ = s.readClaim(ctx, req.claim[PartitionKey], true, nil)
+		old, _ = s.readClaim(ctx, attrString(req.claim, PartitionKey), true, nil)
 	}
 	res.Outcome = OutcomeDuplicate
 	if old == nil {

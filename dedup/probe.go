@@ -42,7 +42,7 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 			defer func() { <-sem; wg.Done() }()
 			keys := make([]map[string]types.AttributeValue, len(group))
 			for k, i := range group {
-				keys[k] = map[string]types.AttributeValue{PartitionKey: reqs[i].claim[PartitionKey], SortKey: str(ClaimSK)}
+				keys[k] = ClaimItemKey(attrString(reqs[i].claim, PartitionKey))
 			}
 			out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
 				RequestItems: map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: keys, ConsistentRead: aws.Bool(true)}},

@@ -218,7 +218,7 @@ func (s *Store) answer(ctx context.Context, ev Event, consistent bool) (Result, 
 		opts = oneAttempt
 	}
 	res := Result{Calls: 1}
-	item, err := s.readClaim(ctx, str(ClaimKey(ev.Source, ev.ID)), consistent, probeProjection, opts...)
+	item, err := s.readClaim(ctx, ClaimKey(ev.Source, ev.ID), consistent, probeProjection, opts...)
 	if err != nil || !holds(item, s.cfg.Now().Unix()) {
 		return res, err
 	}
@@ -233,10 +233,10 @@ var oneAttempt = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.Retryer
 var probeProjection = aws.String(PartitionKey + ", " + TTLAttribute + ", " + attrPayloadSHA256 + ", " + attrDeliveryID + ", " + attrReceivedAt)
 
 // readClaim reads the projection (nil: all) of the claim keyed pk: nil when there is none.
-func (s *Store) readClaim(ctx context.Context, pk types.AttributeValue, consistent bool, projection *string, opts ...func(*dynamodb.Options)) (map[string]types.AttributeValue, error) {
+func (s *Store) readClaim(ctx context.Context, pk string, consistent bool, projection *string, opts ...func(*dynamodb.Options)) (map[string]types.AttributeValue, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:            s.tablePtr,
-		Key:                  map[string]types.AttributeValue{PartitionKey: pk, SortKey: str(ClaimSK)},
+		Key:                  ClaimItemKey(pk),
 		ConsistentRead:       aws.Bool(consistent),
 		ProjectionExpression: projection,
 	}, opts...)
@@ -257,14 +257,11 @@ const OutcomeBackfilled = "backfilled"
 // whether it wrote one.
 func (s *Store) Backfill(ctx context.Context, source, eventID string, processedAt time.Time) (bool, error) {
 	ev := Event{Source: source, ID: eventID, Type: OutcomeBackfilled}
-	if err := ev.Validate(); err != nil {
+	keep, err := s.admit(&ev)
+	if err != nil {
 		return false, err
 	}
-	r, ok := s.cfg.Sources[source]
-	if !ok {
-		return false, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", source)}
-	}
-	expires := processedAt.Add(r.Effective())
+	expires := processedAt.Add(keep)
 	now := s.cfg.Now()
 	if !expires.After(now) {
 		return false, nil // its retention has passed: a claim would already count as expired
@@ -281,7 +278,7 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 		attrOutcome:     str(OutcomeBackfilled),
 		attrCommitToken: str(token),
 	}}
-	_, err := s.api.PutItem(ctx, req.putInput(s.tablePtr))
+	_, err = s.api.PutItem(ctx, req.putInput(s.tablePtr))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Our own write, when a lost response made the SDK send it again (see commitToken).

@@ -634,11 +634,6 @@ func intentNames(name string) map[string]string {
 	return map[string]string{"#n": name, "#st": attrIntentStatus}
 }
 
-// ClaimItemKey is the key of the claim item whose partition key is pk (ClaimKey), for reads.
-func ClaimItemKey(pk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(ClaimSK)}
-}
-
 // parkedAsSeen is the condition of an operator's action on the intent #n: still parked at the
 // attempt count claim shows for it (in) and, when claim has one, in claim's incarnation (its commit
 // token): a page read earlier acts on nothing once the intent has run again or the event has
