@@ -20,10 +20,9 @@ import (
 )
 
 // Claims writes every change a claim goes through after its commit: the outbox's turns on its
-// intents and an operator's actions. It is the one writer of a committed claim item; each
-// transition is one conditional UpdateItem whose condition is written here once, and each
-// recognises its own write after a lost answer the same way (ownWrite: the item DynamoDB
-// returns with a refusal, ALL_OLD, already shows it).
+// intents and an operator's actions. Each transition is one conditional UpdateItem whose
+// condition is written here once, and recognises its own write after a lost answer by the item
+// DynamoDB returns with the refusal (ownWrite).
 //
 //	transition  from                          fence                             to                                a lost answer, sent again, finds
 //	Lease       pending and due, or running   commit token; status (and due)    running, attempts+1 (the token)   running under our lease owner
@@ -41,24 +40,18 @@ import (
 //	Resolve     parked at the attempts seen   token (when seen); attempts;      resolved, with why; its place     our nonce on the intent
 //	                                          the others for its place
 //
-// Where a claim is in the pending index follows from its intents' statuses (placeAfter: due,
-// due-parked, parked, or out), and only these transitions write it: each that changes an
-// intent's class writes the claim's new place in its own write, conditional on the other
-// intents that decide it; Done and Park, which cannot know they are last when two intents
-// finish at once, end with a Settle from the claim as their write left it.
+// A claim's place in the pending index follows from its intents' statuses (placeAfter), and only
+// these transitions write it: each that changes an intent's class writes the new place in the
+// same write, conditional on the other intents that decide it; Done and Park, which cannot know
+// they are last when two intents finish at once, end with a Settle.
 //
-// A write of a leased attempt refused because its lease was taken over (ErrLeaseLost) still
-// records the attempt in the intent's history, Late, in a write of its own: its call was made.
+// A fence is never reused: attempts only grows, a stranded lease (it wrote nothing) is never
+// given back, and a given-back lease moves the budget's base instead.
 //
-// A fence is never reused: attempts (the token a lease's writes are fenced on) only grows. A
-// lease that wrote nothing (Stranded) is never given back, and a given-back lease keeps its
-// attempt count and moves the budget's base instead.
-//
-// Done, Park, Retry, Redrive and Resolve each add an entry to the intent's history
-// (ClaimIntent.History, the last HistoryLength) in their own write: the history cannot say what
-// did not happen, nor miss what did. Their write sent again after a lost answer is refused by
-// its fence (the intent has moved on), and its late entry is not added when the history holds
-// it already, so it never adds an entry twice.
+// Done, Park, Retry, Redrive and Resolve each add an entry to the intent's history in their own
+// write, so it cannot say what did not happen. A leased attempt's write refused because its
+// lease was taken over (ErrLeaseLost) still records its entry, Late, in a write of its own (its
+// call was made), and not when the history holds it already (a lost answer): never twice.
 type Claims struct {
 	API   UpdateAPI
 	Table string
@@ -129,15 +122,11 @@ func (c *Claims) now() time.Time {
 	return c.Now()
 }
 
-// Lease takes the intent if it is still due in the stored claim (not only as the caller saw
-// it) and belongs to the same claim (commit token: a claim re-admitted after expiry is a new
-// claim). It removes the claim's wake marker, so that this write's stream record does not
-// invoke the worker again. It returns nil, and no error, when another worker has the intent
-// or it is no longer due.
-//
-// An at-most-once intent is leased only while pending: one running under a lease over for
-// StrandedAfter too had its call under way when its worker stopped, so it comes back Stranded,
-// under the attempt it was leased at (its park is fenced on it, so one worker does it).
+// Lease takes the intent if it is still due in the stored claim, in the same incarnation (a claim
+// re-admitted after expiry is a new claim), and removes the wake marker so this write's stream
+// record does not invoke the worker again. It returns nil, and no error, when another worker has
+// the intent or it is no longer due. An at-most-once intent is leased only while pending: one
+// running past its lease and StrandedAfter comes back Stranded, under its attempt.
 func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o LeaseOptions) (*Lease, error) {
 	now := c.now()
 	owner := strconv.FormatUint(rand.Uint64(), 36)
@@ -193,8 +182,7 @@ func (l *Lease) seen(item map[string]types.AttributeValue) {
 	l.history, l.historySeen = seenHistory(item, l.Intent), item != nil
 }
 
-// fence is the condition of a write of the leased attempt that rewrites the intent's history
-// (the fence, or fenceAt) with the history as the lease saw it, adding its value.
+// historyFence is cond with the history as the lease saw it (historyAsSeen), when it saw it.
 func (l *Lease) historyFence(cond string, values map[string]types.AttributeValue) string {
 	if !l.historySeen {
 		return cond
@@ -289,11 +277,10 @@ func (l *Lease) entry(outcome, why string) Attempt {
 	return Attempt{Attempt: l.Attempt, Outcome: outcome, Code: l.Code, Error: why}
 }
 
-// finish records a terminal status (done or parked) for the attempt we leased. When that moves
-// the claim in the pending index (placeAfter: out of it, or under another of its shards), the
-// same write moves it, on condition that the other intents still make it so. When two last
-// intents finish at once, neither write knows it is last; the one that sees them all
-// finished afterwards settles the claim with one more write (Settle, as every finish ends).
+// finish records a terminal status (done or parked) for the attempt we leased, moving the claim
+// in the pending index in the same write when its place changes (on condition that the other
+// intents still make it so), and ends with a Settle: when two last intents finish at once,
+// neither write knows it is last.
 func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string) error {
 	for try := range 4 {
 		// The others' classes change under us when they finish, or by an operator's action:
@@ -394,13 +381,10 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 }
 
 // Settle puts a claim where its intents' statuses say it belongs in the pending index
-// (placeAfter), when it is not there: out of it once every intent is done or resolved, under
-// its parked shard once none is open and one is parked (where the sweeper counts it without
-// reading it), its due-parked shard while one is open and one parked, its due shard while one
-// is open and none parked. Whoever notices a claim out of place calls it: the worker after a
-// finish that could not know it was last, the sweeper for a claim left behind (a lost answer,
-// a claim written before this rule). Conditional on the other intents still making it so, so
-// an intent re-driven meanwhile keeps the claim where the sweeper looks.
+// (placeAfter; see ClaimSK), when it is not there, on condition that the other intents still
+// make it so: an intent re-driven meanwhile keeps the claim where the sweeper looks. Whoever
+// notices a claim out of place calls it: the worker after a finish, the sweeper for a claim
+// left behind.
 func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
 	if claim == nil || len(claim.Intents) == 0 {
 		return nil
@@ -424,15 +408,11 @@ func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
 }
 
 // Redrive is the operator's action on a parked intent: back to pending, due now, with a fresh
-// attempt budget (counted from its current attempts, which as the fencing token never go
-// back). In the same write it puts the claim back among the due work (its due shard, or its
-// due-parked one while another intent is parked) and sets its wake marker, so the claim's
-// MODIFY record brings it to the worker; the sweeper would too.
-//
-// The write is conditional on the intent being parked as claim shows it: at claim's attempt
-// count for it and, when claim has one, in claim's incarnation (its commit token). A claim read
-// earlier (the page an operator confirmed) re-drives nothing, ErrNotParked, once the intent has
-// run again since or the event has been claimed again.
+// attempt budget, and in the same write the claim back among the due work with its wake marker
+// set, so its stream record brings it to the worker. It is conditional on the intent being
+// parked as claim shows it (its attempts, and its commit token when claim has one): a page read
+// earlier re-drives nothing, ErrNotParked, once the intent has run again or the event has been
+// claimed again.
 func (c *Claims) Redrive(ctx context.Context, claim *Claim, intent string) error {
 	return c.redrive(ctx, claim, intent, "")
 }
@@ -461,15 +441,11 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 		set, []string{"intents.#n.finished_at"}, values)
 }
 
-// Resolve is the operator's other action on a parked intent: closed, with why (1 to
-// MaxResolution bytes of printable UTF-8) and who (by, as RedriveBy), never run again. A
-// resolved intent is finished, like a done one. The same write puts the claim where its
-// intents then say (placeAfter): out of the parked view, and the count the parked alarm reads,
-// once no other intent is parked; out of the pending index once none is open either. One
-// write: nothing of a resolve can be left half done. As Redrive, it is conditional on the
-// intent being parked as claim shows it (ErrNotParked), and recognises its own write after a
-// lost answer by a nonce. Invalid input is an *InvalidError naming the field, and nothing is
-// written.
+// Resolve is the operator's other action on a parked intent: finished without running again,
+// with why (1 to MaxResolution bytes of printable UTF-8) and who (by, as RedriveBy). The same
+// write puts the claim where its intents then say (placeAfter), so nothing of a resolve can be
+// left half done. As Redrive, it is conditional on the intent being parked as claim shows it
+// (ErrNotParked). Invalid input is an *InvalidError naming the field, and nothing is written.
 func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why string) error {
 	if err := printableField("resolved_by", by, MaxRedrivenBy); err != nil {
 		return err
@@ -485,13 +461,11 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 }
 
 // actOnParked is an operator's action on a parked intent (Redrive, Resolve) as one write: the
-// intent's new status (set, remove, values; :rid is the nonce) with its history entry (entry,
-// at the intent's attempts), and the claim's place in the pending index its statuses then
-// call for (placeAfter), on condition that the intent is still parked as claim shows it
-// (parkedAsSeen) and the other intents still make that place right. When only the others
-// changed, it tries again on the claim as DynamoDB returned it. The nonce is how it
-// recognises its own write after a lost answer: the time cannot tell it from another's made
-// in the same millisecond, and it stays on the intent until the next action.
+// intent's new status (set, remove, values; :rid is the nonce), its history entry and the
+// claim's new place, on condition that the intent is still parked as claim shows it
+// (parkedAsSeen) and the other intents still make that place right; when only the others
+// changed, it tries again on the claim DynamoDB returned. The nonce recognises its own write
+// after a lost answer: a time cannot tell it from another's in the same millisecond.
 func (c *Claims) actOnParked(ctx context.Context, claim *Claim, intent, status string, entry Attempt, set, remove []string, values map[string]types.AttributeValue) error {
 	shown, ok := claim.Intents[intent]
 	if !ok {
