@@ -85,16 +85,15 @@ const MaxIntents = 50
 
 // IntentBookkeepingBytes is the room Commit keeps free in the claim, per intent, for what the
 // outbox worker and an operator's redrive add later. The longest is a done after earlier
-// failures: the last_error of a failed attempt (up to 515 bytes) stays next to what the call
-// sent (up to 515 bytes), with finished_at, lease_owner, attempts_base, a growing attempt
-// count and the last redrive's record (redriven_by, up to MaxRedrivenBy bytes, redriven_at
-// and its 16-byte redrive_id): about 1,270 bytes in all (a lease adds lease_until and next_attempt_at, but
-// never with sent), rounded up for the claim's shard name (due-parked-<n> the longest); and the
-// history, HistoryLength entries of up to HistoryEntryBytes each, in a list (10 bytes): 2,250
-// more. A claim that would not leave
-// it is refused with a *LimitError: DynamoDB refuses a write that takes an item over 400 KB,
-// and a lease or a done that can never be written would leave the intent unrunnable, or called
-// again after every lease expiry.
+// failures: the last_error of a failed attempt (up to 515 bytes) next to what the call sent (up
+// to 515), with finished_at, lease_owner, attempts_base, a growing attempt count and the last
+// redrive's record (redriven_by, up to MaxRedrivenBy bytes, redriven_at and its 16-byte
+// redrive_id): about 1,270 bytes (a lease adds lease_until and next_attempt_at, never with
+// sent), rounded up for the claim's shard name (due-parked-<n> the longest); and the history,
+// HistoryLength entries of up to HistoryEntryBytes in a list (10 bytes): 2,250 more. A claim
+// that would not leave it is refused with a *LimitError: DynamoDB refuses a write that takes an
+// item over 400 KB, and a lease or a done that can never be written would leave the intent
+// unrunnable, or called again after every lease expiry.
 const IntentBookkeepingBytes = 3658
 
 // MaxRedrivenBy bounds ClaimIntent.RedrivenBy, who re-drove the intent last.
