@@ -224,15 +224,12 @@ func LastAudit(ctx context.Context, api GetItemAPI, table, audited string) (*Aud
 		return nil, nil
 	}
 	var item struct {
-		At      string `dynamodbav:"last_run_at"`
-		Read    int    `dynamodbav:"last_read"`
-		Effects int    `dynamodbav:"last_effects"`
-		Without int    `dynamodbav:"last_without_claim"`
-		Keys    []struct {
-			PK string `dynamodbav:"pk"`
-			SK string `dynamodbav:"sk"`
-		} `dynamodbav:"last_keys"`
-		Wrapped bool `dynamodbav:"last_wrapped"`
+		At      string      `dynamodbav:"last_run_at"`
+		Read    int         `dynamodbav:"last_read"`
+		Effects int         `dynamodbav:"last_effects"`
+		Without int         `dynamodbav:"last_without_claim"`
+		Keys    []EffectKey `dynamodbav:"last_keys"` // Table is set from audited
+		Wrapped bool        `dynamodbav:"last_wrapped"`
 	}
 	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
 		return nil, fmt.Errorf("audit record %s: %w", attrString(key, PartitionKey), err)
