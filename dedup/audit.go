@@ -100,11 +100,11 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	if sample == 0 {
 		sample = 100
 	}
-	scanned, pkName, skName, cursorPK := a.Table, PartitionKey, SortKey, AuditCursorPK
+	scanned, pkName, skName := a.Table, PartitionKey, SortKey
 	if a.Audited != "" {
-		scanned, pkName, skName, cursorPK = a.Audited, a.PartitionKey, a.SortKey, AuditCursorPK+"#"+a.Audited
+		scanned, pkName, skName = a.Audited, a.PartitionKey, a.SortKey
 	}
-	cursorKey := map[string]types.AttributeValue{PartitionKey: str(cursorPK), SortKey: str(AuditCursorSK)}
+	cursorKey := auditCursorKey(a.Audited)
 	cur, err := a.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(a.Table), Key: cursorKey})
 	if err != nil {
 		return rep, fmt.Errorf("audit cursor: %w", err)
@@ -182,15 +182,20 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 		remove = []string{"cursor_sk"}
 	}
 	values[":wrapped"] = &types.AttributeValueMemberBOOL{Value: rep.Wrapped}
-	expr := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
-	}
-	move := &dynamodb.UpdateItemInput{TableName: aws.String(a.Table), Key: cursorKey, UpdateExpression: aws.String(expr), ExpressionAttributeValues: values}
+	move := &dynamodb.UpdateItemInput{TableName: aws.String(a.Table), Key: cursorKey, UpdateExpression: aws.String(updateExpression(set, remove)), ExpressionAttributeValues: values}
 	if _, err := a.Client.UpdateItem(ctx, move); err != nil {
 		return rep, fmt.Errorf("audit cursor: %w", err)
 	}
 	return rep, nil
+}
+
+// auditCursorKey is the key of the cursor of the audit of audited ("": oncehook's own table).
+func auditCursorKey(audited string) map[string]types.AttributeValue {
+	pk := AuditCursorPK
+	if audited != "" {
+		pk += "#" + audited
+	}
+	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(AuditCursorSK)}
 }
 
 // AuditRecord is the result of an Auditor's last run, as it recorded it on its cursor.
@@ -210,12 +215,8 @@ type AuditRecord struct {
 // own, else the Auditor's Audited), by the cursor's key in table: one GetItem. It returns nil
 // and no error when no audit has run there.
 func LastAudit(ctx context.Context, api GetItemAPI, table, audited string) (*AuditRecord, error) {
-	pk := AuditCursorPK
-	if audited != "" {
-		pk += "#" + audited
-	}
-	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
-		Key: map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(AuditCursorSK)}})
+	key := auditCursorKey(audited)
+	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key})
 	if err != nil {
 		return nil, err
 	}
@@ -223,18 +224,15 @@ func LastAudit(ctx context.Context, api GetItemAPI, table, audited string) (*Aud
 		return nil, nil
 	}
 	var item struct {
-		At      string `dynamodbav:"last_run_at"`
-		Read    int    `dynamodbav:"last_read"`
-		Effects int    `dynamodbav:"last_effects"`
-		Without int    `dynamodbav:"last_without_claim"`
-		Keys    []struct {
-			PK string `dynamodbav:"pk"`
-			SK string `dynamodbav:"sk"`
-		} `dynamodbav:"last_keys"`
-		Wrapped bool `dynamodbav:"last_wrapped"`
+		At      string      `dynamodbav:"last_run_at"`
+		Read    int         `dynamodbav:"last_read"`
+		Effects int         `dynamodbav:"last_effects"`
+		Without int         `dynamodbav:"last_without_claim"`
+		Keys    []EffectKey `dynamodbav:"last_keys"` // Table is set from audited
+		Wrapped bool        `dynamodbav:"last_wrapped"`
 	}
 	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
-		return nil, fmt.Errorf("audit record %s: %w", pk, err)
+		return nil, fmt.Errorf("audit record %s: %w", attrString(key, PartitionKey), err)
 	}
 	rec := &AuditRecord{Audited: audited, Read: item.Read, Effects: item.Effects, WithoutClaim: item.Without, Wrapped: item.Wrapped}
 	rec.At, _ = time.Parse(time.RFC3339, item.At)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,32 +31,28 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 	if len(evs) != len(plans) {
 		return nil, 0, &InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
 	}
-	start, now := time.Now(), s.now()
+	start, now := time.Now(), s.cfg.Now()
 	tc := traceValue(ctx) // one span committed them all
 	reqs := make([]*request, len(evs))
-	first := map[string]int{} // claim key -> index of its first event in the batch
-	for i := range evs {
-		if err := evs[i].Validate(); err != nil {
-			return nil, 0, batchError(i, err)
-		}
-		ret, ok := s.sources[evs[i].Source]
-		if !ok {
-			return nil, 0, &InvalidError{Field: fmt.Sprintf("events[%d].source", i), Reason: fmt.Sprintf("%q is not configured", evs[i].Source)}
-		}
-		if reqs[i], err = s.buildRequest(&evs[i], &plans[i], ret.Effective(), now, tc); err != nil {
-			return nil, 0, batchError(i, err)
-		}
-		if _, seen := first[ClaimKey(evs[i].Source, evs[i].ID)]; !seen {
-			first[ClaimKey(evs[i].Source, evs[i].ID)] = i
-		}
-	}
-	results = make([]Result, len(evs))
+	firstOf := make([]int, len(evs)) // the index of the batch's first event with the same claim key
+	first := map[string]int{}
 	var pending []int
 	for i := range evs {
-		if first[ClaimKey(evs[i].Source, evs[i].ID)] == i {
+		keep, err := s.admit(&evs[i])
+		if err == nil {
+			reqs[i], err = s.buildRequest(&evs[i], &plans[i], keep, now, tc)
+		}
+		if err != nil {
+			return nil, 0, batchError(i, err)
+		}
+		key := attrString(reqs[i].claim, PartitionKey)
+		if _, seen := first[key]; !seen {
+			first[key] = i
 			pending = append(pending, i)
 		}
+		firstOf[i] = first[key]
 	}
+	results = make([]Result, len(evs))
 	probed := false
 	for len(pending) > 0 && err == nil {
 		chunk := pack(reqs, pending)
@@ -63,7 +60,7 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 		var n int
 		n, err = s.commitChunk(ctx, reqs, chunk, results)
 		calls += n
-		if err == nil && !probed && len(pending) > 0 && anyDuplicate(results, chunk) {
+		if err == nil && !probed && len(pending) > 0 && slices.ContainsFunc(chunk, func(i int) bool { return results[i].Outcome == OutcomeDuplicate }) {
 			// A redelivery: read what is claimed already rather than write it again (probe.go).
 			probed = true
 			pending, n, err = s.skipClaimed(ctx, reqs, pending, results, now.Unix())
@@ -71,30 +68,24 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 		}
 	}
 	for i := range evs {
-		if j := first[ClaimKey(evs[i].Source, evs[i].ID)]; j != i && results[j].Outcome != 0 {
+		if j := firstOf[i]; j != i && results[j].Outcome != 0 {
 			results[i] = Result{Outcome: OutcomeDuplicate, FirstDeliveryID: evs[j].DeliveryID}
 		}
-		s.observer.ObserveCommit(ctx, Report{Source: evs[i].Source, EventType: evs[i].Type, EventID: evs[i].ID,
-			DeliveryID: evs[i].DeliveryID, Result: results[i], Latency: time.Since(start), Err: errIfUnset(results[i], err)})
+		s.observe(ctx, &evs[i], results[i], start, errIfUnset(results[i], err))
 	}
 	return results, calls, err
 }
 
-func anyDuplicate(results []Result, chunk []int) bool {
-	for _, i := range chunk {
-		if results[i].Outcome == OutcomeDuplicate {
-			return true
-		}
-	}
-	return false
-}
+func batchError(i int, err error) error { return under(fmt.Sprintf("events[%d]", i), err) }
 
-func batchError(i int, err error) error {
+// under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
+// "events[2].source"), or else in its message.
+func under(what string, err error) error {
 	var ie *InvalidError
 	if errors.As(err, &ie) {
-		return &InvalidError{Field: fmt.Sprintf("events[%d].%s", i, ie.Field), Reason: ie.Reason}
+		return &InvalidError{Field: what + "." + ie.Field, Reason: ie.Reason}
 	}
-	return fmt.Errorf("events[%d]: %w", i, err)
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 func errIfUnset(r Result, err error) error {
@@ -156,11 +147,7 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 	for attempt := 1; len(chunk) > 0; {
 		if len(chunk) == 1 {
 			i := chunk[0]
-			if reqs[i].effects == nil && reqs[i].guard == nil {
-				results[i], err = s.put(ctx, reqs[i])
-			} else {
-				results[i], err = s.transact(ctx, reqs[i])
-			}
+			results[i], err = s.write(ctx, reqs[i])
 			return calls + results[i].Calls, err
 		}
 		calls++
@@ -185,27 +172,15 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 			req := reqs[i]
 			mine := reasons[:actionsOf(req)]
 			reasons = reasons[actionsOf(req):]
-			if allNone(mine) {
+			if !slices.ContainsFunc(mine, func(r types.CancellationReason) bool { return code(r) != "None" && code(r) != "" }) {
 				retry = append(retry, i) // cancelled for another event's sake
 				continue
 			}
-			c := readCancellation(mine, len(req.effects), req.guard != nil)
-			var res Result
-			switch c.kind {
-			case claimTaken:
-				res, err = s.taken(ctx, req, c.old, Result{})
-			case bodyTaken:
-				res = replay(c.old, Result{})
-			case effectRefused:
-				res, err = s.absorb(ctx, req, c.refused, Result{})
-			case conflicted:
+			res, again, err := s.cancelled(ctx, req, mine, Result{}, tce)
+			if again {
 				conflict = true
 				retry = append(retry, i)
 				continue
-			case throttled:
-				return calls, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: tce}
-			default:
-				return calls, fmt.Errorf("dedup: transaction cancelled: %s: %w", c.detail, tce)
 			}
 			calls += res.Calls
 			if err != nil {
@@ -217,26 +192,14 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 			return calls, fmt.Errorf("dedup: transaction cancelled with no reason for any event: %w", tce)
 		}
 		if conflict {
-			if attempt > s.retries {
-				return calls, &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: tce}
-			}
-			if err := s.sleep(ctx, attempt); err != nil {
-				return calls, classify("TransactWriteItems", err)
+			if err := s.conflictWait(ctx, attempt, tce); err != nil {
+				return calls, err
 			}
 			attempt++
 		}
 		chunk = retry
 	}
 	return calls, nil
-}
-
-func allNone(reasons []types.CancellationReason) bool {
-	for _, r := range reasons {
-		if c := code(r); c != "None" && c != "" {
-			return false
-		}
-	}
-	return true
 }
 
 func batchActions(reqs []*request, chunk []int) int {

@@ -44,18 +44,6 @@ const (
 	attrIntentPayload  = "payload"
 	attrIntentStatus   = "status"
 	attrIntentAttempts = "attempts"
-	// Written by the outbox worker.
-	attrIntentLeaseUntil  = "lease_until"     // epoch ms; a running intent whose lease has passed may be taken again
-	attrIntentNextAttempt = "next_attempt_at" // epoch ms; a pending intent is not run before it
-	attrIntentLastError   = "last_error"
-	attrIntentFinishedAt  = "finished_at" // RFC 3339, when it became done or parked
-	// attrIntentAttemptsBase is the attempt count when an operator last re-drove the intent:
-	// the attempt budget counts from it, because attempts itself (the fencing token) must
-	// only ever grow.
-	attrIntentAttemptsBase = "attempts_base"
-	// attrIntentLeaseOwner identifies the lease holder, so a worker whose lease request was
-	// retried after a lost response recognises its own lease.
-	attrIntentLeaseOwner = "lease_owner"
 	// Written by an operator's redrive (outbox.RedriveBy): who re-drove the intent last, and
 	// when (RFC 3339).
 	attrIntentRedrivenBy = "redriven_by"
@@ -97,16 +85,15 @@ const MaxIntents = 50
 
 // IntentBookkeepingBytes is the room Commit keeps free in the claim, per intent, for what the
 // outbox worker and an operator's redrive add later. The longest is a done after earlier
-// failures: the last_error of a failed attempt (up to 515 bytes) stays next to what the call
-// sent (up to 515 bytes), with finished_at, lease_owner, attempts_base, a growing attempt
-// count and the last redrive's record (redriven_by, up to MaxRedrivenBy bytes, redriven_at
-// and its 16-byte redrive_id): about 1,270 bytes in all (a lease adds lease_until and next_attempt_at, but
-// never with sent), rounded up for the claim's shard name (due-parked-<n> the longest); and the
-// history, HistoryLength entries of up to HistoryEntryBytes each, in a list (10 bytes): 2,250
-// more. A claim that would not leave
-// it is refused with a *LimitError: DynamoDB refuses a write that takes an item over 400 KB,
-// and a lease or a done that can never be written would leave the intent unrunnable, or called
-// again after every lease expiry.
+// failures: the last_error of a failed attempt (up to 515 bytes) next to what the call sent (up
+// to 515), with finished_at, lease_owner, attempts_base, a growing attempt count and the last
+// redrive's record (redriven_by, up to MaxRedrivenBy bytes, redriven_at and its 16-byte
+// redrive_id): about 1,270 bytes (a lease adds lease_until and next_attempt_at, never with
+// sent), rounded up for the claim's shard name (due-parked-<n> the longest); and the history,
+// HistoryLength entries of up to HistoryEntryBytes in a list (10 bytes): 2,250 more. A claim
+// that would not leave it is refused with a *LimitError: DynamoDB refuses a write that takes an
+// item over 400 KB, and a lease or a done that can never be written would leave the intent
+// unrunnable, or called again after every lease expiry.
 const IntentBookkeepingBytes = 3658
 
 // MaxRedrivenBy bounds ClaimIntent.RedrivenBy, who re-drove the intent last.
@@ -132,6 +119,11 @@ const MaxResolution = 200
 // so the first '#' after the prefix ends the source and no two (source, id) pairs collide.
 func ClaimKey(source, eventID string) string {
 	return string(appendClaimKey(make([]byte, 0, len(ClaimPrefix)+len(source)+1+len(eventID)), source, eventID))
+}
+
+// ClaimItemKey is the key of the claim item whose partition key is pk (ClaimKey), for reads.
+func ClaimItemKey(pk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(ClaimSK)}
 }
 
 func appendClaimKey(b []byte, source, eventID string) []byte {
@@ -182,35 +174,32 @@ func InParkedView(s string) bool { return IsParkedShard(s) || IsDueParkedShard(s
 
 // ShardNames lists every due and parked hash key for a shard count.
 func ShardNames(shards int) (due, parked []string) {
-	for i := range shards {
-		due = append(due, "P"+strconv.Itoa(i))
-		parked = append(parked, parkedPrefix+strconv.Itoa(i))
-	}
-	return due, parked
+	return shardNames("P", shards), shardNames(parkedPrefix, shards)
 }
 
 // DueParkedShards lists every due-parked hash key for a shard count.
-func DueParkedShards(shards int) []string {
-	names := make([]string, shards)
-	for i := range shards {
-		names[i] = dueParkedPrefix + strconv.Itoa(i)
-	}
-	return names
-}
+func DueParkedShards(shards int) []string { return shardNames(dueParkedPrefix, shards) }
 
 // OpenShards lists the hash keys whose claims have open intents, for a shard count: the due
 // shards, then the due-parked ones. The sweeper reads them.
 func OpenShards(shards int) []string {
-	due, _ := ShardNames(shards)
-	return append(due, DueParkedShards(shards)...)
+	return append(shardNames("P", shards), DueParkedShards(shards)...)
 }
 
 // ParkedViewShards lists the hash keys whose claims have a parked intent, for a shard count:
 // the parked shards, then the due-parked ones. The parked view (the console's Parked page,
 // hookctl parked) lists their claims, and the sweeper counts them for the parked alarm.
 func ParkedViewShards(shards int) []string {
-	_, parked := ShardNames(shards)
-	return append(parked, DueParkedShards(shards)...)
+	return append(shardNames(parkedPrefix, shards), DueParkedShards(shards)...)
+}
+
+// shardNames are the hash keys prefix0 to prefix<shards-1>.
+func shardNames(prefix string, shards int) []string {
+	names := make([]string, shards)
+	for i := range names {
+		names[i] = prefix + strconv.Itoa(i)
+	}
+	return names
 }
 
 const (
@@ -288,12 +277,16 @@ type ClaimIntent struct {
 	Payload       []byte `dynamodbav:"payload"`
 	Status        string `dynamodbav:"status"`
 	Attempts      int    `dynamodbav:"attempts"`
-	LeaseUntil    int64  `dynamodbav:"lease_until,omitempty"`
-	NextAttemptAt int64  `dynamodbav:"next_attempt_at,omitempty"`
+	LeaseUntil    int64  `dynamodbav:"lease_until,omitempty"`     // epoch ms; a running intent past it may be taken again
+	NextAttemptAt int64  `dynamodbav:"next_attempt_at,omitempty"` // epoch ms; a pending intent is not run before it
 	LastError     string `dynamodbav:"last_error,omitempty"`
-	FinishedAt    string `dynamodbav:"finished_at,omitempty"`
-	AttemptsBase  int    `dynamodbav:"attempts_base,omitempty"`
-	LeaseOwner    string `dynamodbav:"lease_owner,omitempty"`
+	FinishedAt    string `dynamodbav:"finished_at,omitempty"` // RFC 3339, when it became done or parked
+	// AttemptsBase is the attempt count the budget counts from (an operator's redrive, a lease
+	// given back): Attempts itself, the fencing token, only ever grows.
+	AttemptsBase int `dynamodbav:"attempts_base,omitempty"`
+	// LeaseOwner identifies the lease holder: a worker whose write was sent again after a lost
+	// answer recognises its own.
+	LeaseOwner string `dynamodbav:"lease_owner,omitempty"`
 	// Sent is what the executor's call produced, when it says (a message id, an execution
 	// ARN): recorded as the intent is done.
 	Sent string `dynamodbav:"sent,omitempty"`

@@ -21,16 +21,14 @@ import (
 func (s *Store) Commit(ctx context.Context, ev Event, plan Plan) (Result, error) {
 	start := time.Now()
 	res, err := s.commit(ctx, &ev, &plan)
-	s.observer.ObserveCommit(ctx, Report{
-		Source:     ev.Source,
-		EventType:  ev.Type,
-		EventID:    ev.ID,
-		DeliveryID: ev.DeliveryID,
-		Result:     res,
-		Latency:    time.Since(start),
-		Err:        err,
-	})
+	s.observe(ctx, &ev, res, start, err)
 	return res, err
+}
+
+// observe tells the Observer how the commit of ev that began at start ended.
+func (s *Store) observe(ctx context.Context, ev *Event, res Result, start time.Time, err error) {
+	s.cfg.Observer.ObserveCommit(ctx, Report{Source: ev.Source, EventType: ev.Type, EventID: ev.ID, DeliveryID: ev.DeliveryID,
+		Result: res, Latency: time.Since(start), Err: err})
 }
 
 func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, error) {
@@ -38,6 +36,12 @@ func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
+	return s.write(ctx, req)
+}
+
+// write commits one request: a plan without effects or body guard is one PutItem, anything
+// else a transaction.
+func (s *Store) write(ctx context.Context, req *request) (Result, error) {
 	if req.effects == nil && req.guard == nil {
 		return s.put(ctx, req)
 	}
@@ -59,7 +63,7 @@ func (s *Store) prepare(ev *Event, plan *Plan, tc []byte) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.buildRequest(ev, plan, keep, s.now(), tc)
+	return s.buildRequest(ev, plan, keep, s.cfg.Now(), tc)
 }
 
 // admit checks ev as every Commit does before any call, and returns its source's retention.
@@ -67,7 +71,7 @@ func (s *Store) admit(ev *Event) (time.Duration, error) {
 	if err := ev.Validate(); err != nil {
 		return 0, err
 	}
-	ret, ok := s.sources[ev.Source]
+	ret, ok := s.cfg.Sources[ev.Source]
 	if !ok {
 		return 0, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", ev.Source)}
 	}
@@ -104,36 +108,56 @@ func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
 		if !errors.As(err, &tce) {
 			return res, classify("TransactWriteItems", err)
 		}
-		c := readCancellation(tce.CancellationReasons, len(req.effects), req.guard != nil)
-		switch c.kind {
-		case claimTaken:
-			return s.taken(ctx, req, c.old, res)
-		case bodyTaken:
-			return replay(c.old, res), nil
-		case effectRefused:
-			return s.absorb(ctx, req, c.refused, res)
-		case conflicted:
-			if attempt > s.retries {
-				return res, &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: err}
-			}
-			if err := s.sleep(ctx, attempt); err != nil {
-				return res, classify("TransactWriteItems", err)
-			}
-		case throttled:
-			return res, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
-		default:
-			return res, fmt.Errorf("dedup: transaction cancelled: %s: %w", c.detail, err)
+		r, conflict, err := s.cancelled(ctx, req, tce.CancellationReasons, res, err)
+		if !conflict {
+			return r, err
+		}
+		if err := s.conflictWait(ctx, attempt, err); err != nil {
+			return res, err
 		}
 	}
 }
 
-// sleep waits before retrying a conflicted transaction: full jitter over an exponential base,
-// so concurrent doubles do not retry in lockstep.
-func (s *Store) sleep(ctx context.Context, attempt int) error {
-	if s.backoff == 0 {
+// cancelled answers req from its transaction's cancellation reasons (cause: the error to wrap),
+// as readCancellation reads them; conflict says, with nothing answered, to try it again.
+func (s *Store) cancelled(ctx context.Context, req *request, reasons []types.CancellationReason, res Result, cause error) (_ Result, conflict bool, err error) {
+	c := readCancellation(reasons, len(req.effects), req.guard != nil)
+	switch c.kind {
+	case claimTaken:
+		res, err = s.taken(ctx, req, c.old, res)
+	case bodyTaken:
+		res = replay(c.old, res)
+	case effectRefused:
+		res, err = s.absorb(ctx, req, c.refused, res)
+	case conflicted:
+		return res, true, nil
+	case throttled:
+		return res, false, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: cause}
+	default:
+		return res, false, fmt.Errorf("dedup: transaction cancelled: %s: %w", c.detail, cause)
+	}
+	return res, false, err
+}
+
+// conflictWait waits before trying a conflicted transaction again: full jitter over an
+// exponential base, so concurrent doubles do not retry in lockstep. Past the retries it
+// allows, the conflict is an *UnavailableError wrapping cause.
+func (s *Store) conflictWait(ctx context.Context, attempt int, cause error) error {
+	if attempt > s.cfg.ConflictRetries {
+		return &UnavailableError{Reason: "transaction conflict persisted", RetryAfter: time.Second, Err: cause}
+	}
+	if s.cfg.ConflictBackoff == 0 {
 		return nil
 	}
-	t := time.NewTimer(rand.N(s.backoff << min(attempt-1, MaxConflictRetries)))
+	if err := jitterWait(ctx, s.cfg.ConflictBackoff<<min(attempt-1, MaxConflictRetries)); err != nil {
+		return classify("TransactWriteItems", err)
+	}
+	return nil
+}
+
+// jitterWait waits a random time below d (full jitter), or until ctx ends: its error.
+func jitterWait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(rand.N(d))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -154,7 +178,7 @@ func (s *Store) taken(ctx context.Context, req *request, old map[string]types.At
 		// Real DynamoDB returns the item; this read is for engines that do not.
 		// On a failed read (nil) the condition has still told us the id is claimed.
 		res.Calls++
-		old, _ = s.readClaim(ctx, req.claim[PartitionKey], true, nil)
+		old, _ = s.readClaim(ctx, attrString(req.claim, PartitionKey), true, nil)
 	}
 	res.Outcome = OutcomeDuplicate
 	if old == nil {

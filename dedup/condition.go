@@ -26,13 +26,9 @@ func (e Effect) Condition() (expr string, names map[string]string, values map[st
 // (#0, :0) may be numbered otherwise; the condition is the same. An effect In a table the
 // store does not have is an *InvalidError (field "table"), as Commit refuses it.
 func (s *Store) Condition(e Effect) (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
-	pkName := PartitionKey
-	if e.table != "" {
-		t, ok := s.tables[e.table]
-		if !ok {
-			return "", nil, nil, &InvalidError{Field: "table", Reason: fmt.Sprintf("%q is not one of the store's tables (Config.Tables)", e.table)}
-		}
-		pkName = t.PartitionKey
+	_, pkName, _, err := s.effectTable(e)
+	if err != nil {
+		return "", nil, nil, err
 	}
 	return conditionString(conditionOf(e, pkName))
 }

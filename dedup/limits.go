@@ -63,30 +63,14 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sizeOf(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numberSize(s)
-		}
-		return n
+		return sizeOf(v.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sizeOf(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
 		// 3 bytes for the list, 1 per element.
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
+		return 3 + sizeOf(v.Value, func(e types.AttributeValue) int { return 1 + valueSize(e) })
 	case *types.AttributeValueMemberM:
 		n := 3
 		for k, e := range v.Value {
@@ -95,6 +79,15 @@ func valueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// sizeOf is the sum of size over a set's or a list's elements.
+func sizeOf[T any](elems []T, size func(T) int) int {
+	n := 0
+	for _, e := range elems {
+		n += size(e)
+	}
+	return n
 }
 
 // numberSize is 1 byte per two significant digits plus 1, as DynamoDB documents it.

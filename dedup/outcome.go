@@ -30,17 +30,10 @@ const (
 )
 
 func (o Outcome) String() string {
-	switch o {
-	case OutcomeAccepted:
-		return "accepted"
-	case OutcomeDuplicate:
-		return "duplicate"
-	case OutcomeAbsorbed:
-		return "absorbed"
-	case OutcomeReplay:
-		return "replay"
+	if o < OutcomeAccepted || o > OutcomeReplay {
+		return "unknown"
 	}
-	return "unknown"
+	return [...]string{"accepted", "duplicate", "absorbed", "replay"}[o-OutcomeAccepted]
 }
 
 // Result describes a committed delivery.

@@ -1,6 +1,8 @@
 package dedup
 
 import (
+	"maps"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -114,14 +116,7 @@ func (e Effect) KeyItem() map[string]types.AttributeValue {
 // Item returns a copy of the item a put effect writes, as the planner built it (Commit adds
 // claimed_by); nil for an update.
 func (e Effect) Item() map[string]types.AttributeValue {
-	if e.item == nil {
-		return nil
-	}
-	out := make(map[string]types.AttributeValue, len(e.item))
-	for k, v := range e.item {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(e.item)
 }
 
 // Update returns an update effect's update expression with its names and values ("" for a put).

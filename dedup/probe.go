@@ -42,16 +42,16 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 			defer func() { <-sem; wg.Done() }()
 			keys := make([]map[string]types.AttributeValue, len(group))
 			for k, i := range group {
-				keys[k] = map[string]types.AttributeValue{PartitionKey: reqs[i].claim[PartitionKey], SortKey: str(ClaimSK)}
+				keys[k] = ClaimItemKey(attrString(reqs[i].claim, PartitionKey))
 			}
 			out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
-				RequestItems: map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
+				RequestItems: map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
 			})
 			if err != nil {
 				return // the transactions decide these
 			}
 			items := map[string]map[string]types.AttributeValue{}
-			for _, it := range out.Responses[s.table] {
+			for _, it := range out.Responses[s.cfg.Table] {
 				items[attrString(it, PartitionKey)] = it
 			}
 			found[g] = items

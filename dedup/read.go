@@ -7,7 +7,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // GetItemAPI is the part of the DynamoDB client a reader of single items uses.
@@ -35,7 +34,7 @@ func (e *NoClaimError) Is(target error) bool { return target == ErrNoClaim }
 func GetClaim(ctx context.Context, api GetItemAPI, table, source, eventID string) (*Claim, error) {
 	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(table),
-		Key:            map[string]types.AttributeValue{PartitionKey: &types.AttributeValueMemberS{Value: ClaimKey(source, eventID)}, SortKey: &types.AttributeValueMemberS{Value: ClaimSK}},
+		Key:            ClaimItemKey(ClaimKey(source, eventID)),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,10 +55,6 @@ type request struct {
 	touched []string                  // itemID of each effect's item, for packing a batch
 }
 
-// bodyCondition admits a body guard when no unexpired one holds the body. (A redelivery of the
-// same event finds its claim taken first: index 0 answers duplicate whatever the guard says.)
-const bodyCondition = "attribute_not_exists(pk) OR expires_at < :now"
-
 // bodyGuard is the item that claims the body for ev (guarded: the hex SHA-256 of Event.Guard,
 // or of the payload): its key, the event id holding it, the claim's expiry (TTL) and the claim
 // it belongs to.
@@ -71,7 +68,9 @@ func bodyGuard(table *string, ev *Event, claimPK, guarded, expiresAt string, now
 			TTLAttribute:       &types.AttributeValueMemberN{Value: expiresAt},
 			ClaimedByAttribute: str(claimPK),
 		},
-		ConditionExpression:                 aws.String(bodyCondition),
+		// The claim's rule, for the body: no unexpired guard holds it. (A redelivery of the same
+		// event finds its claim taken first: index 0 answers duplicate whatever the guard says.)
+		ConditionExpression:                 claimConditionPtr,
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
@@ -211,7 +210,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 			return nil, err
 		}
 		set(attrIntents, intents)
-		set(IndexPartitionKey, vals.str(DueShard(pk, s.shards)))
+		set(IndexPartitionKey, vals.str(DueShard(pk, s.cfg.PendingShards)))
 		set(IndexSortKey, vals.num(t.pendingSince))
 		set(attrWake, vals.num(t.pendingSince))
 		// Its room is counted whether or not there is a context to store: see TraceContextBytes.
@@ -273,10 +272,7 @@ func intentsValue(vals *values, intents []Intent) (types.AttributeValue, error) 
 			return nil, &InvalidError{Field: field("name"), Reason: fmt.Sprintf("%q is used by an earlier intent", in.Name)}
 		}
 		if err := validText("target", in.Target, MaxIntentTargetLen, true); err != nil {
-			if ie, ok := err.(*InvalidError); ok {
-				ie.Field = field("target") // named here: formatting it up front cost every request
-			}
-			return nil, err
+			return nil, under("intents["+strconv.Itoa(i)+"]", err) // named here: formatting it up front cost every request
 		}
 		payload := in.Payload
 		if payload == nil {
@@ -310,7 +306,7 @@ func validIntentName(field func(string) string, s string) error {
 }
 
 // effectItems builds the transaction's effect actions. It returns them, the list of their
-// keys for the claim, and their size for the transaction limit.
+// keys for the claim, the items they touch (itemID) and their size for the transaction limit.
 func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]types.TransactWriteItem, types.AttributeValue, []string, int, error) {
 	items := make([]types.TransactWriteItem, 0, len(effects))
 	keys := make([]types.AttributeValue, 0, len(effects))
@@ -324,38 +320,27 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 				kinds++
 			}
 		}
-		if kinds != 1 || (e.item == nil && e.key == nil) {
+		switch {
+		case kinds != 1 || (e.item == nil && e.key == nil):
 			return nil, nil, nil, 0, &InvalidError{Field: what(), Reason: "must be built with PutEffect, UpdateEffect, DeleteEffect or CheckEffect"}
-		}
-		if e.absent && e.condition != nil && !e.check {
+		case e.absent && e.condition != nil && !e.check:
 			return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "IfAbsent and If cannot be combined; put both in one If"}
+		case e.check && e.condition == nil:
+			return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "a check needs a condition"}
 		}
-		// Where the effect goes, and which attributes hold its key there.
-		table, pkName, skName := s.tablePtr, PartitionKey, SortKey
-		if e.table != "" {
-			t, ok := s.tables[e.table]
-			if !ok {
-				return nil, nil, nil, 0, &InvalidError{Field: what() + ".table", Reason: fmt.Sprintf("%q is not one of the store's tables (Config.Tables)", e.table)}
-			}
-			table, pkName, skName = t.name, t.PartitionKey, t.SortKey
+		table, pkName, skName, err := s.effectTable(e)
+		if err != nil {
+			return nil, nil, nil, 0, under(what(), err)
 		}
 		src := e.KeyItem()
-		var pk, sk string
-		var err error
-		if e.table == "" {
-			pk, sk, err = effectKey(what, src)
-		} else {
-			pk, sk, err = otherKey(what, src, pkName, skName)
-		}
+		pk, sk, err := effectKey(what, src, pkName, skName, e.table == "")
 		if err != nil {
 			return nil, nil, nil, 0, err
 		}
 		// One item however its key is written ("1" and "1.0") and whichever name its table has.
 		id := itemID(aws.ToString(table), src[pkName], src[skName])
-		for j, k := range ids {
-			if k == id {
-				return nil, nil, nil, 0, &InvalidError{Field: what(), Reason: fmt.Sprintf("writes the same item as effects[%d]; a transaction may touch an item once", j)}
-			}
+		if j := slices.Index(ids, id); j >= 0 {
+			return nil, nil, nil, 0, &InvalidError{Field: what(), Reason: fmt.Sprintf("writes the same item as effects[%d]; a transaction may touch an item once", j)}
 		}
 		ids = append(ids, id)
 		recorded := map[string]types.AttributeValue{PartitionKey: vals.str(pk), SortKey: vals.str(sk)}
@@ -368,11 +353,16 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 		if skName != "" {
 			itemKey[skName] = src[skName]
 		}
-
-		cond, names, values, err := effectCondition(e, pkName)
-		if err != nil {
-			return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
+		// An update builds its condition with its update expression, below.
+		var cond *string
+		var names map[string]string
+		var values map[string]types.AttributeValue
+		if e.update == nil {
+			if cond, names, values, err = conditionOf(e, pkName); err != nil {
+				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
+			}
 		}
+		var act types.TransactWriteItem
 		switch {
 		case e.item != nil:
 			item := make(map[string]types.AttributeValue, len(e.item)+1)
@@ -387,34 +377,13 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 				return nil, nil, nil, 0, &LimitError{Limit: "item size", What: what(), Got: n, Max: MaxItemBytes}
 			}
 			total += n
-			items = append(items, types.TransactWriteItem{Put: &types.Put{
-				TableName:                 table,
-				Item:                      item,
-				ConditionExpression:       cond,
-				ExpressionAttributeNames:  names,
-				ExpressionAttributeValues: values,
-			}})
+			act.Put = &types.Put{TableName: table, Item: item, ConditionExpression: cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}
 		case e.del:
 			total += ItemSize(itemKey) + ItemSize(values)
-			items = append(items, types.TransactWriteItem{Delete: &types.Delete{
-				TableName:                 table,
-				Key:                       itemKey,
-				ConditionExpression:       cond,
-				ExpressionAttributeNames:  names,
-				ExpressionAttributeValues: values,
-			}})
+			act.Delete = &types.Delete{TableName: table, Key: itemKey, ConditionExpression: cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}
 		case e.check:
-			if e.condition == nil {
-				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: "a check needs a condition"}
-			}
 			total += ItemSize(itemKey) + ItemSize(values)
-			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-				TableName:                 table,
-				Key:                       itemKey,
-				ConditionExpression:       cond,
-				ExpressionAttributeNames:  names,
-				ExpressionAttributeValues: values,
-			}})
+			act.ConditionCheck = &types.ConditionCheck{TableName: table, Key: itemKey, ConditionExpression: cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}
 		default:
 			b := expression.NewBuilder().WithUpdate(*e.update)
 			if c := builtCondition(e, pkName); c != nil {
@@ -425,26 +394,26 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
 			}
 			total += ItemSize(itemKey) + ItemSize(expr.Values())
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName:                 table,
-				Key:                       itemKey,
-				UpdateExpression:          expr.Update(),
-				ConditionExpression:       expr.Condition(),
-				ExpressionAttributeNames:  expr.Names(),
-				ExpressionAttributeValues: expr.Values(),
-			}})
+			act.Update = &types.Update{TableName: table, Key: itemKey, UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()}
 		}
+		items = append(items, act)
 	}
 	return items, &types.AttributeValueMemberL{Value: keys}, ids, total, nil
 }
 
-// effectCondition is a put's, delete's or check's condition: IfAbsent on the table's partition
-// key, or the built If. (An update builds its condition with its update expression.)
-func effectCondition(e Effect, pkName string) (cond *string, names map[string]string, values map[string]types.AttributeValue, err error) {
-	if e.update != nil {
-		return nil, nil, nil, nil
+// effectTable is where e goes: its table, the claims' own or the one In names (an *InvalidError
+// naming "table" when the store has none by that name), and the attributes of its key there
+// (skName "" for none).
+func (s *Store) effectTable(e Effect) (table *string, pkName, skName string, err error) {
+	if e.table == "" {
+		return s.tablePtr, PartitionKey, SortKey, nil
 	}
-	return conditionOf(e, pkName)
+	t, ok := s.tables[e.table]
+	if !ok {
+		return nil, "", "", &InvalidError{Field: "table", Reason: fmt.Sprintf("%q is not one of the store's tables (Config.Tables)", e.table)}
+	}
+	return t.name, t.PartitionKey, t.SortKey, nil
 }
 
 // conditionOf is e's condition, IfAbsent testing pkName, built alone.
@@ -474,50 +443,36 @@ func builtCondition(e Effect, pkName string) *expression.ConditionBuilder {
 
 var absentCondition = aws.String("attribute_not_exists(pk)")
 
-// effectKey checks an effect's key: string pk and sk within DynamoDB's key limits, and never in
-// the claims' key space, so a planner cannot overwrite or forge a claim.
-func effectKey(what func() string, item map[string]types.AttributeValue) (pk, sk string, err error) {
-	pk, ok := keyString(item, PartitionKey)
-	if !ok {
-		return "", "", &InvalidError{Field: what() + ".pk", Reason: "must be a non-empty string"}
+// effectKey checks an effect's key and returns it as text, for the claim's list. In the claims'
+// own table (own) pk and sk are non-empty strings, and pk is never in the claims' key space, so a
+// planner cannot overwrite or forge a claim; in another, the table's key attributes (skName ""
+// for none) are non-empty scalars. Both are within DynamoDB's key limits.
+func effectKey(what func() string, item map[string]types.AttributeValue, pkName, skName string, own bool) (pk, sk string, err error) {
+	part := func(name, which string, max int) (string, error) {
+		v, ok := keyText(item[name])
+		if own {
+			v, ok = keyString(item, name)
+		}
+		switch {
+		case !ok && own:
+			return "", &InvalidError{Field: what() + "." + name, Reason: "must be a non-empty string"}
+		case !ok:
+			return "", &InvalidError{Field: what() + "." + name, Reason: "must be a non-empty string, number or binary (the table's " + which + " key)"}
+		case len(v) > max:
+			return "", &LimitError{Limit: which + " key size", What: what(), Got: len(v), Max: max}
+		}
+		return v, nil
 	}
-	sk, ok = keyString(item, SortKey)
-	if !ok {
-		return "", "", &InvalidError{Field: what() + ".sk", Reason: "must be a non-empty string"}
+	if pk, err = part(pkName, "partition", MaxPartitionKeyBytes); err != nil {
+		return "", "", err
 	}
-	if strings.HasPrefix(pk, ClaimPrefix) {
+	if own && strings.HasPrefix(pk, ClaimPrefix) {
 		return "", "", &InvalidError{Field: what() + ".pk", Reason: "starts with " + ClaimPrefix + ", which is reserved for claims"}
 	}
-	if len(pk) > MaxPartitionKeyBytes {
-		return "", "", &LimitError{Limit: "partition key size", What: what(), Got: len(pk), Max: MaxPartitionKeyBytes}
+	if skName != "" {
+		sk, err = part(skName, "sort", MaxSortKeyBytes)
 	}
-	if len(sk) > MaxSortKeyBytes {
-		return "", "", &LimitError{Limit: "sort key size", What: what(), Got: len(sk), Max: MaxSortKeyBytes}
-	}
-	return pk, sk, nil
-}
-
-// otherKey checks an effect's key in another table: the table's key attributes present,
-// scalars, within DynamoDB's key limits. It returns them as text, for the claim's list.
-func otherKey(what func() string, item map[string]types.AttributeValue, pkName, skName string) (pk, sk string, err error) {
-	pk, ok := keyText(item[pkName])
-	if !ok {
-		return "", "", &InvalidError{Field: what() + "." + pkName, Reason: "must be a non-empty string, number or binary (the table's partition key)"}
-	}
-	if len(pk) > MaxPartitionKeyBytes {
-		return "", "", &LimitError{Limit: "partition key size", What: what(), Got: len(pk), Max: MaxPartitionKeyBytes}
-	}
-	if skName == "" {
-		return pk, "", nil
-	}
-	sk, ok = keyText(item[skName])
-	if !ok {
-		return "", "", &InvalidError{Field: what() + "." + skName, Reason: "must be a non-empty string, number or binary (the table's sort key)"}
-	}
-	if len(sk) > MaxSortKeyBytes {
-		return "", "", &LimitError{Limit: "sort key size", What: what(), Got: len(sk), Max: MaxSortKeyBytes}
-	}
-	return pk, sk, nil
+	return pk, sk, err
 }
 
 // keyText is a key attribute's value as text: a string as it is, a number as written, binary

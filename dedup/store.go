@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -131,14 +132,8 @@ func (c *Config) Validate() error {
 // Store commits deliveries: claim, effects and outbox in one write.
 type Store struct {
 	api      API
-	table    string
+	cfg      Config  // with its defaults set; Sources a copy
 	tablePtr *string // shared by every request: the SDK only reads it
-	sources  map[string]Retention
-	now      func() time.Time
-	observer Observer
-	retries  int
-	backoff  time.Duration
-	shards   int
 	tables   map[string]otherTable
 	nowVals  atomic.Pointer[nowValues]
 }
@@ -171,10 +166,6 @@ func New(api API, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sources := make(map[string]Retention, len(cfg.Sources))
-	for k, v := range cfg.Sources {
-		sources[k] = v
-	}
 	tables := make(map[string]otherTable, len(cfg.Tables))
 	for name, k := range cfg.Tables {
 		physical := k.Name
@@ -183,26 +174,16 @@ func New(api API, cfg Config) (*Store, error) {
 		}
 		tables[name] = otherTable{TableKeys: k, name: aws.String(physical)}
 	}
-	return &Store{
-		api:      api,
-		table:    cfg.Table,
-		tablePtr: aws.String(cfg.Table),
-		sources:  sources,
-		now:      cfg.Now,
-		observer: cfg.Observer,
-		retries:  cfg.ConflictRetries,
-		backoff:  cfg.ConflictBackoff,
-		shards:   cfg.PendingShards,
-		tables:   tables,
-	}, nil
+	cfg.Sources = maps.Clone(cfg.Sources)
+	return &Store{api: api, cfg: cfg, tablePtr: aws.String(cfg.Table), tables: tables}, nil
 }
 
 // Table is the name of the table the Store writes to.
-func (s *Store) Table() string { return s.table }
+func (s *Store) Table() string { return s.cfg.Table }
 
 // Retention returns the retention configured for source.
 func (s *Store) Retention(source string) (Retention, bool) {
-	r, ok := s.sources[source]
+	r, ok := s.cfg.Sources[source]
 	return r, ok
 }
 
@@ -237,8 +218,8 @@ func (s *Store) answer(ctx context.Context, ev Event, consistent bool) (Result, 
 		opts = oneAttempt
 	}
 	res := Result{Calls: 1}
-	item, err := s.readClaim(ctx, str(ClaimKey(ev.Source, ev.ID)), consistent, probeProjection, opts...)
-	if err != nil || !holds(item, s.now().Unix()) {
+	item, err := s.readClaim(ctx, ClaimKey(ev.Source, ev.ID), consistent, probeProjection, opts...)
+	if err != nil || !holds(item, s.cfg.Now().Unix()) {
 		return res, err
 	}
 	return duplicate(item, payloadHash(ev.Payload), res), nil
@@ -252,10 +233,10 @@ var oneAttempt = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.Retryer
 var probeProjection = aws.String(PartitionKey + ", " + TTLAttribute + ", " + attrPayloadSHA256 + ", " + attrDeliveryID + ", " + attrReceivedAt)
 
 // readClaim reads the projection (nil: all) of the claim keyed pk: nil when there is none.
-func (s *Store) readClaim(ctx context.Context, pk types.AttributeValue, consistent bool, projection *string, opts ...func(*dynamodb.Options)) (map[string]types.AttributeValue, error) {
+func (s *Store) readClaim(ctx context.Context, pk string, consistent bool, projection *string, opts ...func(*dynamodb.Options)) (map[string]types.AttributeValue, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:            s.tablePtr,
-		Key:                  map[string]types.AttributeValue{PartitionKey: pk, SortKey: str(ClaimSK)},
+		Key:                  ClaimItemKey(pk),
 		ConsistentRead:       aws.Bool(consistent),
 		ProjectionExpression: projection,
 	}, opts...)
@@ -276,36 +257,28 @@ const OutcomeBackfilled = "backfilled"
 // whether it wrote one.
 func (s *Store) Backfill(ctx context.Context, source, eventID string, processedAt time.Time) (bool, error) {
 	ev := Event{Source: source, ID: eventID, Type: OutcomeBackfilled}
-	if err := ev.Validate(); err != nil {
+	keep, err := s.admit(&ev)
+	if err != nil {
 		return false, err
 	}
-	r, ok := s.sources[source]
-	if !ok {
-		return false, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not configured", source)}
-	}
-	expires := processedAt.Add(r.Effective())
-	now := s.now()
+	expires := processedAt.Add(keep)
+	now := s.cfg.Now()
 	if !expires.After(now) {
 		return false, nil // its retention has passed: a claim would already count as expired
 	}
 	token := commitToken(&ev, now, rand.Uint64())
-	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: s.tablePtr,
-		Item: map[string]types.AttributeValue{
-			PartitionKey:    str(ClaimKey(source, eventID)),
-			SortKey:         str(ClaimSK),
-			attrSource:      str(source),
-			attrEventID:     str(eventID),
-			attrEventType:   str(OutcomeBackfilled),
-			attrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
-			TTLAttribute:    num(expires.Unix()),
-			attrOutcome:     str(OutcomeBackfilled),
-			attrCommitToken: str(token),
-		},
-		ConditionExpression:                 claimConditionPtr,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now.Unix())},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	req := &request{nowVals: s.nowValues(now), claim: map[string]types.AttributeValue{
+		PartitionKey:    str(ClaimKey(source, eventID)),
+		SortKey:         str(ClaimSK),
+		attrSource:      str(source),
+		attrEventID:     str(eventID),
+		attrEventType:   str(OutcomeBackfilled),
+		attrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
+		TTLAttribute:    num(expires.Unix()),
+		attrOutcome:     str(OutcomeBackfilled),
+		attrCommitToken: str(token),
+	}}
+	_, err = s.api.PutItem(ctx, req.putInput(s.tablePtr))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Our own write, when a lost response made the SDK send it again (see commitToken).

@@ -20,10 +20,9 @@ import (
 )
 
 // Claims writes every change a claim goes through after its commit: the outbox's turns on its
-// intents and an operator's actions. It is the one writer of a committed claim item; each
-// transition is one conditional UpdateItem whose condition is written here once, and each
-// recognises its own write after a lost answer the same way (ownWrite: the item DynamoDB
-// returns with a refusal, ALL_OLD, already shows it).
+// intents and an operator's actions. Each transition is one conditional UpdateItem whose
+// condition is written here once, and recognises its own write after a lost answer by the item
+// DynamoDB returns with the refusal (ownWrite).
 //
 //	transition  from                          fence                             to                                a lost answer, sent again, finds
 //	Lease       pending and due, or running   commit token; status (and due)    running, attempts+1 (the token)   running under our lease owner
@@ -41,24 +40,18 @@ import (
 //	Resolve     parked at the attempts seen   token (when seen); attempts;      resolved, with why; its place     our nonce on the intent
 //	                                          the others for its place
 //
-// Where a claim is in the pending index follows from its intents' statuses (placeAfter: due,
-// due-parked, parked, or out), and only these transitions write it: each that changes an
-// intent's class writes the claim's new place in its own write, conditional on the other
-// intents that decide it; Done and Park, which cannot know they are last when two intents
-// finish at once, end with a Settle from the claim as their write left it.
+// A claim's place in the pending index follows from its intents' statuses (placeAfter), and only
+// these transitions write it: each that changes an intent's class writes the new place in the
+// same write, conditional on the other intents that decide it; Done and Park, which cannot know
+// they are last when two intents finish at once, end with a Settle.
 //
-// A write of a leased attempt refused because its lease was taken over (ErrLeaseLost) still
-// records the attempt in the intent's history, Late, in a write of its own: its call was made.
+// A fence is never reused: attempts only grows, a stranded lease (it wrote nothing) is never
+// given back, and a given-back lease moves the budget's base instead.
 //
-// A fence is never reused: attempts (the token a lease's writes are fenced on) only grows. A
-// lease that wrote nothing (Stranded) is never given back, and a given-back lease keeps its
-// attempt count and moves the budget's base instead.
-//
-// Done, Park, Retry, Redrive and Resolve each add an entry to the intent's history
-// (ClaimIntent.History, the last HistoryLength) in their own write: the history cannot say what
-// did not happen, nor miss what did. Their write sent again after a lost answer is refused by
-// its fence (the intent has moved on), and its late entry is not added when the history holds
-// it already, so it never adds an entry twice.
+// Done, Park, Retry, Redrive and Resolve each add an entry to the intent's history in their own
+// write, so it cannot say what did not happen. A leased attempt's write refused because its
+// lease was taken over (ErrLeaseLost) still records its entry, Late, in a write of its own (its
+// call was made), and not when the history holds it already (a lost answer): never twice.
 type Claims struct {
 	API   UpdateAPI
 	Table string
@@ -129,15 +122,11 @@ func (c *Claims) now() time.Time {
 	return c.Now()
 }
 
-// Lease takes the intent if it is still due in the stored claim (not only as the caller saw
-// it) and belongs to the same claim (commit token: a claim re-admitted after expiry is a new
-// claim). It removes the claim's wake marker, so that this write's stream record does not
-// invoke the worker again. It returns nil, and no error, when another worker has the intent
-// or it is no longer due.
-//
-// An at-most-once intent is leased only while pending: one running under a lease over for
-// StrandedAfter too had its call under way when its worker stopped, so it comes back Stranded,
-// under the attempt it was leased at (its park is fenced on it, so one worker does it).
+// Lease takes the intent if it is still due in the stored claim, in the same incarnation (a claim
+// re-admitted after expiry is a new claim), and removes the wake marker so this write's stream
+// record does not invoke the worker again. It returns nil, and no error, when another worker has
+// the intent or it is no longer due. An at-most-once intent is leased only while pending: one
+// running past its lease and StrandedAfter comes back Stranded, under its attempt.
 func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o LeaseOptions) (*Lease, error) {
 	now := c.now()
 	owner := strconv.FormatUint(rand.Uint64(), 36)
@@ -146,25 +135,14 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 	if o.AtMostOnce {
 		cond = "commit_token = :commit AND " + pending // DynamoDB refuses redundant parentheses
 	}
-	out, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(c.Table),
-		Key:       ClaimItemKey(claim.PK),
-		UpdateExpression: aws.String("SET intents.#n.#st = :running, intents.#n.lease_until = :until, " +
-			"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE " + attrWake),
-		ConditionExpression:      aws.String(cond),
-		ExpressionAttributeNames: intentNames(intent),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":running": str(IntentRunning),
-			":pending": str(IntentPending),
-			":until":   num(now.Add(o.For).UnixMilli()),
-			":now":     num(now.UnixMilli()),
-			":one":     num(1),
-			":commit":  str(claim.CommitToken),
-			":owner":   str(owner),
-		},
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	in := c.conditional(claim.PK, "SET intents.#n.#st = :running, intents.#n.lease_until = :until, "+
+		"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE "+attrWake,
+		cond, intentNames(intent), map[string]types.AttributeValue{
+			":running": str(IntentRunning), ":pending": str(IntentPending), ":until": num(now.Add(o.For).UnixMilli()),
+			":now": num(now.UnixMilli()), ":one": num(1), ":commit": str(claim.CommitToken), ":owner": str(owner),
+		})
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := c.update(ctx, in)
 	l := &Lease{Intent: intent, owner: owner}
 	held, refused, own := ownWrite(err, func(h *Claim) bool {
 		in := h.Intents[intent]
@@ -172,8 +150,8 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 	})
 	switch {
 	case own:
-		l.Attempt, l.Claim = held.Intents[intent].Attempts, held
-		l.seen(refusedItem(err))
+		l.Attempt = held.Intents[intent].Attempts
+		l.again(held, err)
 		return l, nil
 	case refused && held != nil && o.AtMostOnce:
 		// Stranded only once the lease has been over for StrandedAfter too: until then its
@@ -181,8 +159,8 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 		// not park what is about to be done.
 		in := held.Intents[intent]
 		if in.Status == IntentRunning && in.LeaseUntil+o.StrandedAfter.Milliseconds() < now.UnixMilli() && held.CommitToken == claim.CommitToken {
-			l.Attempt, l.owner, l.Claim, l.Stranded = in.Attempts, in.LeaseOwner, held, true
-			l.seen(refusedItem(err))
+			l.Attempt, l.owner, l.Stranded = in.Attempts, in.LeaseOwner, true
+			l.again(held, err)
 			return l, nil
 		}
 		return nil, nil
@@ -204,8 +182,7 @@ func (l *Lease) seen(item map[string]types.AttributeValue) {
 	l.history, l.historySeen = seenHistory(item, l.Intent), item != nil
 }
 
-// fence is the condition of a write of the leased attempt that rewrites the intent's history
-// (the fence, or fenceAt) with the history as the lease saw it, adding its value.
+// historyFence is cond with the history as the lease saw it (historyAsSeen), when it saw it.
 func (l *Lease) historyFence(cond string, values map[string]types.AttributeValue) string {
 	if !l.historySeen {
 		return cond
@@ -226,15 +203,8 @@ func (c *Claims) GiveBack(ctx context.Context, l *Lease) error {
 	vals[":pending"] = str(IntentPending)
 	vals[":one"] = num(1)
 	vals[":zero"] = num(0)
-	_, err := c.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(c.Table),
-		Key:       ClaimItemKey(l.Claim.PK),
-		UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.attempts_base = if_not_exists(intents.#n.attempts_base, :zero) + :one " +
-			"REMOVE intents.#n.lease_until, intents.#n.lease_owner"),
-		ConditionExpression:       aws.String(fence + " AND intents.#n.lease_owner = :owner"),
-		ExpressionAttributeNames:  intentNames(l.Intent),
-		ExpressionAttributeValues: vals,
-	})
+	_, err := c.update(ctx, c.conditional(l.Claim.PK, "SET intents.#n.#st = :pending, intents.#n.attempts_base = if_not_exists(intents.#n.attempts_base, :zero) + :one "+
+		"REMOVE intents.#n.lease_until, intents.#n.lease_owner", fence+" AND intents.#n.lease_owner = :owner", intentNames(l.Intent), vals))
 	if _, refused, _ := ownWrite(err, nil); refused {
 		return nil // already given back (a retried write whose first answer was lost), or taken over
 	}
@@ -260,18 +230,10 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 		values[":pending"] = str(IntentPending)
 		values[":next"] = num(next.UnixMilli())
 		values[":err"] = str(Truncate(why))
-		values[":history"] = c.history(l.Claim.Intents[l.Intent], Attempt{Attempt: l.Attempt, Outcome: AttemptRetried, Code: l.Code, Error: why})
-		_, err := c.update(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(c.Table),
-			Key:       ClaimItemKey(l.Claim.PK),
-			// lease_owner stays, to recognise this write if the SDK has to send it again.
-			UpdateExpression: aws.String("SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err, " +
-				historySet + " REMOVE intents.#n.lease_until"),
-			ConditionExpression:                 aws.String(l.historyFence(fence, values)),
-			ExpressionAttributeNames:            intentNames(l.Intent),
-			ExpressionAttributeValues:           values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
+		values[":history"] = c.history(l.Claim.Intents[l.Intent], l.entry(AttemptRetried, why))
+		// lease_owner stays, to recognise this write if the SDK has to send it again.
+		_, err := c.update(ctx, c.conditional(l.Claim.PK, "SET intents.#n.#st = :pending, intents.#n.next_attempt_at = :next, intents.#n.last_error = :err, "+
+			historySet+" REMOVE intents.#n.lease_until", l.historyFence(fence, values), intentNames(l.Intent), values))
 		// Ours whatever has happened since: the next attempt's lease keeps the due time and the
 		// error our retry wrote (to the millisecond, with the backoff's jitter: no other write's).
 		held, refused, own := ownWrite(err, func(h *Claim) bool {
@@ -284,13 +246,12 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 		switch {
 		case own:
 			return nil
-		case refused && l.holds(held):
+		case refused && held != nil && l.ours(held) && held.Intents[l.Intent].Status == IntentRunning:
 			// Our lease holds: a late attempt's entry came into the history. Again, with it.
-			l.Claim = held
-			l.seen(refusedItem(err))
+			l.again(held, err)
 			continue
 		case refused:
-			c.recordLate(ctx, l, Attempt{Attempt: l.Attempt, Outcome: AttemptRetried, Code: l.Code, Error: why}, err)
+			c.recordLate(ctx, l, l.entry(AttemptRetried, why), err)
 			return ErrLeaseLost
 		}
 		return err
@@ -298,21 +259,28 @@ func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string
 	return errors.New("dedup: retry: the history kept changing under the write")
 }
 
-// holds reports whether held (a refused write's claim) shows the intent still running under
-// this lease.
-func (l *Lease) holds(held *Claim) bool {
-	if held == nil {
-		return false
-	}
-	in := held.Intents[l.Intent]
-	return in.Status == IntentRunning && in.Attempts == l.Attempt && in.LeaseOwner == l.owner && held.CommitToken == l.Claim.CommitToken
+// ours reports whether h (a claim a write returned) shows the intent at this lease's attempt,
+// under its owner, in its incarnation: whatever its status, no newer lease has taken it.
+func (l *Lease) ours(h *Claim) bool {
+	in := h.Intents[l.Intent]
+	return in.Attempts == l.Attempt && in.LeaseOwner == l.owner && h.CommitToken == l.Claim.CommitToken
 }
 
-// finish records a terminal status (done or parked) for the attempt we leased. When that moves
-// the claim in the pending index (placeAfter: out of it, or under another of its shards), the
-// same write moves it, on condition that the other intents still make it so. When two last
-// intents finish at once, neither write knows it is last; the one that sees them all
-// finished afterwards settles the claim with one more write (Settle, as every finish ends).
+// again takes held, the claim a refused write (err) returned, as the one the next try fences on.
+func (l *Lease) again(held *Claim, err error) {
+	l.Claim = held
+	l.seen(refusedItem(err))
+}
+
+// entry is the history entry of the leased attempt ending with outcome, why.
+func (l *Lease) entry(outcome, why string) Attempt {
+	return Attempt{Attempt: l.Attempt, Outcome: outcome, Code: l.Code, Error: why}
+}
+
+// finish records a terminal status (done or parked) for the attempt we leased, moving the claim
+// in the pending index in the same write when its place changes (on condition that the other
+// intents still make it so), and ends with a Settle: when two last intents finish at once,
+// neither write knows it is last.
 func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string) error {
 	for try := range 4 {
 		// The others' classes change under us when they finish, or by an operator's action:
@@ -324,8 +292,7 @@ func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string)
 			in := h.Intents[l.Intent]
 			// A park is ours only with our why: another worker's stranded park of our attempt
 			// carries our owner too.
-			return in.Status == status && in.Attempts == l.Attempt && in.LeaseOwner == l.owner && h.CommitToken == l.Claim.CommitToken &&
-				(status != IntentParked || in.LastError == Truncate(why))
+			return in.Status == status && l.ours(h) && (status != IntentParked || in.LastError == Truncate(why))
 		})
 		var after *Claim
 		switch {
@@ -334,30 +301,24 @@ func (c *Claims) finish(ctx context.Context, l *Lease, status, why, sent string)
 		case refused && held == nil:
 			return ErrLeaseLost
 		case refused:
-			h := held.Intents[l.Intent]
-			ours := h.Attempts == l.Attempt && h.LeaseOwner == l.owner && held.CommitToken == l.Claim.CommitToken
-			switch {
-			case ours && h.Status == IntentRunning:
+			switch st := held.Intents[l.Intent].Status; {
+			case l.ours(held) && st == IntentRunning:
 				// Our lease holds; another intent, or the history (a late attempt's entry),
 				// changed since we saw it. Again, as it is now.
-				l.Claim = held
-				l.seen(refusedItem(err))
-			case ours && status == IntentDone && !l.Stranded && !l.overStranded && h.Status == IntentParked:
+			case l.ours(held) && st == IntentParked && (l.overStranded || status == IntentDone && !l.Stranded):
 				// Another worker parked our attempt as stranded ("may have been sent") while our
 				// call outlived the lease (only a stranded park leaves our owner and attempt on a
 				// park). It was sent, and succeeded: done is the truth, and keeps an operator from
-				// redriving it into a second send. Again, fenced on that park.
-				l.Claim, l.overStranded = held, true
-				l.seen(refusedItem(err))
-			case ours && l.overStranded && h.Status == IntentParked:
-				l.Claim = held // the park holds; another intent changed since we saw it
-				l.seen(refusedItem(err))
+				// redriving it into a second send. Again, fenced on that park (which, once we
+				// fence on it, holds while another intent changes).
+				l.overStranded = true
 			default:
 				if !l.Stranded { // a stranded lease made no call: nothing to record
-					c.recordLate(ctx, l, Attempt{Attempt: l.Attempt, Outcome: status, Code: l.Code, Error: why}, err)
+					c.recordLate(ctx, l, l.entry(status, why), err)
 				}
 				return ErrLeaseLost
 			}
+			l.again(held, err)
 			continue
 		case err != nil:
 			return err
@@ -388,7 +349,7 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 		values[":sent"] = str(Truncate(sent))
 	}
 	cond := fence
-	values[":history"] = c.history(l.Claim.Intents[l.Intent], Attempt{Attempt: l.Attempt, Outcome: status, Code: l.Code, Error: why})
+	values[":history"] = c.history(l.Claim.Intents[l.Intent], l.entry(status, why))
 	if l.overStranded {
 		cond = strandedFence
 		values[":parked"] = str(IntentParked)
@@ -414,26 +375,16 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 			set, remove = c.place(from, from, true, set, remove, values) // where it is; a park moves its time
 		}
 	}
-	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.Table),
-		Key:                                 ClaimItemKey(l.Claim.PK),
-		UpdateExpression:                    aws.String(updateExpression(set, remove)),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	in := c.conditional(l.Claim.PK, updateExpression(set, remove), cond, names, values)
+	in.ReturnValues = types.ReturnValueAllNew
+	return in
 }
 
 // Settle puts a claim where its intents' statuses say it belongs in the pending index
-// (placeAfter), when it is not there: out of it once every intent is done or resolved, under
-// its parked shard once none is open and one is parked (where the sweeper counts it without
-// reading it), its due-parked shard while one is open and one parked, its due shard while one
-// is open and none parked. Whoever notices a claim out of place calls it: the worker after a
-// finish that could not know it was last, the sweeper for a claim left behind (a lost answer,
-// a claim written before this rule). Conditional on the other intents still making it so, so
-// an intent re-driven meanwhile keeps the claim where the sweeper looks.
+// (placeAfter; see ClaimSK), when it is not there, on condition that the other intents still
+// make it so: an intent re-driven meanwhile keeps the claim where the sweeper looks. Whoever
+// notices a claim out of place calls it: the worker after a finish, the sweeper for a claim
+// left behind.
 func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
 	if claim == nil || len(claim.Intents) == 0 {
 		return nil
@@ -457,15 +408,11 @@ func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
 }
 
 // Redrive is the operator's action on a parked intent: back to pending, due now, with a fresh
-// attempt budget (counted from its current attempts, which as the fencing token never go
-// back). In the same write it puts the claim back among the due work (its due shard, or its
-// due-parked one while another intent is parked) and sets its wake marker, so the claim's
-// MODIFY record brings it to the worker; the sweeper would too.
-//
-// The write is conditional on the intent being parked as claim shows it: at claim's attempt
-// count for it and, when claim has one, in claim's incarnation (its commit token). A claim read
-// earlier (the page an operator confirmed) re-drives nothing, ErrNotParked, once the intent has
-// run again since or the event has been claimed again.
+// attempt budget, and in the same write the claim back among the due work with its wake marker
+// set, so its stream record brings it to the worker. It is conditional on the intent being
+// parked as claim shows it (its attempts, and its commit token when claim has one): a page read
+// earlier re-drives nothing, ErrNotParked, once the intent has run again or the event has been
+// claimed again.
 func (c *Claims) Redrive(ctx context.Context, claim *Claim, intent string) error {
 	return c.redrive(ctx, claim, intent, "")
 }
@@ -494,21 +441,17 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 		set, []string{"intents.#n.finished_at"}, values)
 }
 
-// Resolve is the operator's other action on a parked intent: closed, with why (1 to
-// MaxResolution bytes of printable UTF-8) and who (by, as RedriveBy), never run again. A
-// resolved intent is finished, like a done one. The same write puts the claim where its
-// intents then say (placeAfter): out of the parked view, and the count the parked alarm reads,
-// once no other intent is parked; out of the pending index once none is open either. One
-// write: nothing of a resolve can be left half done. As Redrive, it is conditional on the
-// intent being parked as claim shows it (ErrNotParked), and recognises its own write after a
-// lost answer by a nonce. Invalid input is an *InvalidError naming the field, and nothing is
-// written.
+// Resolve is the operator's other action on a parked intent: finished without running again,
+// with why (1 to MaxResolution bytes of printable UTF-8) and who (by, as RedriveBy). The same
+// write puts the claim where its intents then say (placeAfter), so nothing of a resolve can be
+// left half done. As Redrive, it is conditional on the intent being parked as claim shows it
+// (ErrNotParked). Invalid input is an *InvalidError naming the field, and nothing is written.
 func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why string) error {
-	if err := Printable(by, MaxRedrivenBy); err != nil {
-		return &InvalidError{Field: "resolved_by", Reason: err.Error()}
+	if err := printableField("resolved_by", by, MaxRedrivenBy); err != nil {
+		return err
 	}
-	if err := Printable(why, MaxResolution); err != nil {
-		return &InvalidError{Field: "resolution", Reason: err.Error()}
+	if err := printableField("resolution", why, MaxResolution); err != nil {
+		return err
 	}
 	now := c.now()
 	set := []string{"intents.#n.#st = :resolved", "intents.#n.resolution = :why", "intents.#n.resolved_by = :by", "intents.#n.resolved_at = :at",
@@ -518,13 +461,11 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 }
 
 // actOnParked is an operator's action on a parked intent (Redrive, Resolve) as one write: the
-// intent's new status (set, remove, values; :rid is the nonce) with its history entry (entry,
-// at the intent's attempts), and the claim's place in the pending index its statuses then
-// call for (placeAfter), on condition that the intent is still parked as claim shows it
-// (parkedAsSeen) and the other intents still make that place right. When only the others
-// changed, it tries again on the claim as DynamoDB returned it. The nonce is how it
-// recognises its own write after a lost answer: the time cannot tell it from another's made
-// in the same millisecond, and it stays on the intent until the next action.
+// intent's new status (set, remove, values; :rid is the nonce), its history entry and the
+// claim's new place, on condition that the intent is still parked as claim shows it
+// (parkedAsSeen) and the other intents still make that place right; when only the others
+// changed, it tries again on the claim DynamoDB returned. The nonce recognises its own write
+// after a lost answer: a time cannot tell it from another's in the same millisecond.
 func (c *Claims) actOnParked(ctx context.Context, claim *Claim, intent, status string, entry Attempt, set, remove []string, values map[string]types.AttributeValue) error {
 	shown, ok := claim.Intents[intent]
 	if !ok {
@@ -594,9 +535,12 @@ func Printable(s string, max int) error {
 
 // ValidRedrivenBy reports whether by can be recorded as who re-drove an intent: 1 to
 // MaxRedrivenBy bytes of printable UTF-8.
-func ValidRedrivenBy(by string) error {
-	if err := Printable(by, MaxRedrivenBy); err != nil {
-		return &InvalidError{Field: "redriven_by", Reason: err.Error()}
+func ValidRedrivenBy(by string) error { return printableField("redriven_by", by, MaxRedrivenBy) }
+
+// printableField is Printable as an *InvalidError naming field.
+func printableField(field, s string, max int) error {
+	if err := Printable(s, max); err != nil {
+		return &InvalidError{Field: field, Reason: err.Error()}
 	}
 	return nil
 }
@@ -636,12 +580,8 @@ func (c *Claims) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dyn
 		if !errors.As(err, &tce) || attempt > retries {
 			return out, err
 		}
-		t := time.NewTimer(rand.N(20 * time.Millisecond << attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if jitterWait(ctx, 20*time.Millisecond<<attempt) != nil {
 			return out, err
-		case <-t.C:
 		}
 	}
 }
@@ -666,11 +606,6 @@ func fenceValues(l *Lease) map[string]types.AttributeValue {
 // intentNames are the expression names for one intent: #n is its map key, #st "status".
 func intentNames(name string) map[string]string {
 	return map[string]string{"#n": name, "#st": attrIntentStatus}
-}
-
-// ClaimItemKey is the key of the claim item whose partition key is pk (ClaimKey), for reads.
-func ClaimItemKey(pk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(ClaimSK)}
 }
 
 // parkedAsSeen is the condition of an operator's action on the intent #n: still parked at the
@@ -854,25 +789,18 @@ func updateExpression(set, remove []string) string {
 func (c *Claims) recordLate(ctx context.Context, l *Lease, a Attempt, refusal error) {
 	a.Late = true
 	for range 3 {
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(refusal, &ccf) || ccf.Item == nil {
-			return
-		}
-		held, err := UnmarshalClaim(ccf.Item)
-		if err != nil || held.CommitToken != l.Claim.CommitToken {
+		held, _, _ := ownWrite(refusal, nil)
+		if held == nil || held.CommitToken != l.Claim.CommitToken {
 			return // gone, or claimed again: another incarnation's history
 		}
 		in, ok := held.Intents[l.Intent]
-		if !ok {
-			return
-		}
-		for _, h := range in.History {
-			if h.Attempt == a.Attempt && h.Outcome == a.Outcome && h.Code == a.Code && h.Error == truncate(a.Error, HistoryErrorBytes) {
-				return // our own write, made before its answer was lost, holds it already
-			}
+		if !ok || slices.ContainsFunc(in.History, func(h Attempt) bool {
+			return h.Attempt == a.Attempt && h.Outcome == a.Outcome && h.Code == a.Code && h.Error == truncate(a.Error, HistoryErrorBytes)
+		}) {
+			return // no such intent; or our own write, made before its answer was lost, holds it already
 		}
 		values := map[string]types.AttributeValue{":commit": str(l.Claim.CommitToken), ":history": c.history(in, a)}
-		cond := "commit_token = :commit AND attribute_exists(intents.#n.#st) AND " + historyAsSeen(seenHistory(ccf.Item, l.Intent), values)
+		cond := "commit_token = :commit AND attribute_exists(intents.#n.#st) AND " + historyAsSeen(seenHistory(refusedItem(refusal), l.Intent), values)
 		_, refusal = c.update(ctx, c.conditional(l.Claim.PK, "SET "+historySet, cond, intentNames(l.Intent), values))
 		if refusal == nil {
 			return
