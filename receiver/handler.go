@@ -353,14 +353,14 @@ func (h *Handler) verify(ctx context.Context, d *delivery) bool {
 		d.secretRefreshErr = stale.RefreshStale(ctx, src.name)
 	}
 	_, verifying := h.startStep(ctx, SpanVerify, trace.SpanKindInternal)
-	defer verifying.endPanicked() // a secrets store's panic (Refresh) too
+	defer endPanicked(verifying) // a secrets store's panic (Refresh) too
 	err = src.verify(signedURL, d.req.header, d.raw, h.secrets.Get(src.name), d.now)
 	if err != nil {
 		if changed, rerr := h.secrets.Refresh(ctx, src.name); rerr == nil && changed {
 			err = src.verify(signedURL, d.req.header, d.raw, h.secrets.Get(src.name), d.now)
 		}
 	}
-	verifying.end(err)
+	endStep(verifying, err)
 	switch {
 	case errors.Is(err, webhook.ErrInvalid):
 		// A secret we hold is unusable (empty, not base64): our fault, not the sender's.
@@ -443,15 +443,15 @@ func (h *Handler) plan(ctx context.Context, d *delivery) bool {
 		n, d.evs.events = len(d.parts), make([]planned, 0, len(d.parts))
 	}
 	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal) // one span for all the events
-	defer planning.endPanicked()
+	defer endPanicked(planning)
 	for i := range n {
 		if !h.planEvent(ctx, pctx, d, i, at[:]) {
-			planning.end(d.err)
+			endStep(planning, d.err)
 			return false
 		}
 	}
-	if planning.recording() {
-		planning.end(nil, d.planAttrs(n)...)
+	if planning.IsRecording() {
+		endStep(planning, nil, d.planAttrs(n)...)
 	}
 	return true
 }
@@ -566,10 +566,10 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		// for a failure anyway, and retried.
 		cctx, cancel := context.WithDeadline(ctx, d.start.Add(d.src.answerWithin))
 		cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
-		defer committing.endPanicked()                                            // a store's panic
+		defer endPanicked(committing)                                             // a store's panic
 		err := h.write(cctx, d)
-		if committing.recording() {
-			committing.end(err, d.commitAttrs(n)...)
+		if committing.IsRecording() {
+			endStep(committing, err, d.commitAttrs(n)...)
 		}
 		cancel()
 		d.commitTime = time.Since(commitStart)

@@ -140,16 +140,11 @@ func endPanicked(s trace.Span) {
 		return // no recover: the panic goes on as it is
 	}
 	if r := recover(); r != nil {
-		endInPanic(s, r)
+		s.SetStatus(codes.Error, "panic")
+		s.SetAttributes(semconv.ErrorTypeKey.String("panic"))
+		s.End()
+		panic(r)
 	}
-}
-
-// endInPanic ends s in error for the panic r, and panics on with r.
-func endInPanic(s trace.Span, r any) {
-	s.SetStatus(codes.Error, "panic")
-	s.SetAttributes(semconv.ErrorTypeKey.String("panic"))
-	s.End()
-	panic(r)
 }
 
 // untraced is ctx without its span context, for the delivery span to start from: so that
@@ -163,44 +158,27 @@ func untraced(ctx context.Context) context.Context {
 	return trace.ContextWithSpanContext(ctx, trace.SpanContext{})
 }
 
-// step is one step's span (verify, plan, commit); the zero step is tracing off, and every
-// method of it does nothing.
-type step struct{ span trace.Span }
-
-// startStep starts a step under the delivery span in ctx, when that span is recording (a
-// delivery not sampled records no steps).
-func (h *Handler) startStep(ctx context.Context, name string, kind trace.SpanKind) (context.Context, step) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, step{}
+// startStep starts a step's span (verify, plan, commit) under the delivery span in ctx when
+// that span records; otherwise the step is that span, recording nothing, and ending it is left
+// to the delivery.
+func (h *Handler) startStep(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if s := trace.SpanFromContext(ctx); !s.IsRecording() {
+		return ctx, s
 	}
-	ctx, s := h.tracer.Start(ctx, name, trace.WithSpanKind(kind))
-	return ctx, step{s}
+	return h.tracer.Start(ctx, name, trace.WithSpanKind(kind))
 }
 
-// endPanicked, deferred, ends the step in error when its function panics (see endPanicked).
-func (s step) endPanicked() {
-	if s.span == nil {
-		return // no recover: the panic goes on as it is
-	}
-	if r := recover(); r != nil {
-		endInPanic(s.span, r)
-	}
-}
-
-// recording reports whether attributes set on the step are kept: check it before building them.
-func (s step) recording() bool { return s.span != nil }
-
-// end ends the step, in error when err is set.
-func (s step) end(err error, attrs ...attribute.KeyValue) {
-	if s.span == nil {
+// endStep ends a recording step, in error when err is set.
+func endStep(s trace.Span, err error, attrs ...attribute.KeyValue) {
+	if !s.IsRecording() {
 		return
 	}
 	if err != nil {
-		s.span.SetStatus(codes.Error, err.Error())
+		s.SetStatus(codes.Error, err.Error())
 		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(err)))
 	}
-	s.span.SetAttributes(attrs...)
-	s.span.End()
+	s.SetAttributes(attrs...)
+	s.End()
 }
 
 // errorType names an error's kind for error.type: its Go type, the convention's fallback.
