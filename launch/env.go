@@ -27,7 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -175,72 +175,41 @@ func readSources(s deployment.Settings) (*sources.File, error) {
 	return f, nil
 }
 
-// NewLogger returns a JSON logger on stdout at the named level (info when empty or unknown),
-// whose lines written under a span carry its trace_id and span_id (TraceLogs).
+// NewLogger returns a JSON logger on stdout at the named level (slog's names, in any case; info
+// when empty or unknown), whose lines written under a span carry its trace_id and span_id
+// (TraceLogs).
 func NewLogger(level string) *slog.Logger {
 	var l slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		l = slog.LevelDebug
-	case "warn":
-		l = slog.LevelWarn
-	case "error":
-		l = slog.LevelError
-	}
+	_ = l.UnmarshalText([]byte(level)) // left at info when it fails: deployment.Check names the value
 	return slog.New(TraceLogs(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l})))
 }
 
-// HTTPExecutors builds the outbox's HTTP executors from the sources file's http targets.
-func HTTPExecutors(f *sources.File) map[string]outbox.Executor {
+// TargetExecutors builds every built-in executor the sources file's targets name: HTTP, and
+// the AWS services' (package outbox/targets), whose clients use cfg and are built only for the
+// services named.
+func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor {
+	sqsc := sync.OnceValue(func() *sqs.Client { return sqs.NewFromConfig(cfg) })
+	snsc := sync.OnceValue(func() *sns.Client { return sns.NewFromConfig(cfg) })
+	ebc := sync.OnceValue(func() *eventbridge.Client { return eventbridge.NewFromConfig(cfg) })
+	sfnc := sync.OnceValue(func() *sfn.Client { return sfn.NewFromConfig(cfg) })
+	lamc := sync.OnceValue(func() *lambda.Client { return lambda.NewFromConfig(cfg) })
 	client := &http.Client{Transport: http.DefaultTransport}
 	m := make(map[string]outbox.Executor, len(f.Targets))
 	for name, t := range f.Targets {
-		if t.Type == sources.TargetHTTP || t.Type == "" {
-			m[name] = &outbox.HTTPExecutor{URL: t.URL, Client: client, Timeout: time.Duration(t.Timeout), Headers: t.Headers}
-		}
-	}
-	return m
-}
-
-// TargetExecutors builds every built-in executor the sources file's targets name: HTTP, and
-// the AWS services' (package outbox/targets), whose clients use cfg.
-func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor {
-	m := HTTPExecutors(f)
-	var (
-		sqsc *sqs.Client
-		snsc *sns.Client
-		ebc  *eventbridge.Client
-		sfnc *sfn.Client
-		lamc *lambda.Client
-	)
-	for name, t := range f.Targets {
 		timeout := time.Duration(t.Timeout)
 		switch t.Type {
+		case sources.TargetHTTP, "":
+			m[name] = &outbox.HTTPExecutor{URL: t.URL, Client: client, Timeout: timeout, Headers: t.Headers}
 		case sources.TargetSQS:
-			if sqsc == nil {
-				sqsc = sqs.NewFromConfig(cfg)
-			}
-			m[name] = &targets.SQS{Client: sqsc, QueueURL: t.QueueURL(), GroupID: t.GroupID, Timeout: timeout}
+			m[name] = &targets.SQS{Client: sqsc(), QueueURL: t.QueueURL(), GroupID: t.GroupID, Timeout: timeout}
 		case sources.TargetSNS:
-			if snsc == nil {
-				snsc = sns.NewFromConfig(cfg)
-			}
-			m[name] = &targets.SNS{Client: snsc, TopicARN: t.ARN, GroupID: t.GroupID, Timeout: timeout}
+			m[name] = &targets.SNS{Client: snsc(), TopicARN: t.ARN, GroupID: t.GroupID, Timeout: timeout}
 		case sources.TargetEventBridge:
-			if ebc == nil {
-				ebc = eventbridge.NewFromConfig(cfg)
-			}
-			m[name] = &targets.EventBridge{Client: ebc, Bus: t.ARN, Source: t.Source, DetailType: t.DetailType, Timeout: timeout}
+			m[name] = &targets.EventBridge{Client: ebc(), Bus: t.ARN, Source: t.Source, DetailType: t.DetailType, Timeout: timeout}
 		case sources.TargetStepFunctions:
-			if sfnc == nil {
-				sfnc = sfn.NewFromConfig(cfg)
-			}
-			m[name] = &targets.StepFunctions{Client: sfnc, StateMachineARN: t.ARN, Timeout: timeout}
+			m[name] = &targets.StepFunctions{Client: sfnc(), StateMachineARN: t.ARN, Timeout: timeout}
 		case sources.TargetLambda:
-			if lamc == nil {
-				lamc = lambda.NewFromConfig(cfg)
-			}
-			m[name] = &targets.Lambda{Client: lamc, Function: t.ARN, Synchronous: t.Invocation == "request-response", Timeout: timeout}
+			m[name] = &targets.Lambda{Client: lamc(), Function: t.ARN, Synchronous: t.Invocation == "request-response", Timeout: timeout}
 		}
 		if t.Delivery == sources.AtMostOnce {
 			m[name] = outbox.AtMostOnce(m[name])
