@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -112,16 +113,10 @@ var providerHeaders = map[string]http.Header{
 // URL-signing source without a url is signed over https://Host/hooks/<source>.
 const Host = "abc123.execute-api.eu-west-1.amazonaws.com"
 
-var counter struct {
-	sync.Mutex
-	n int
-}
+var counter atomic.Int64
 
 func freshID(prefix string) string {
-	counter.Lock()
-	defer counter.Unlock()
-	counter.n++
-	return fmt.Sprintf("%s%d_%d", prefix, time.Now().UnixNano(), counter.n)
+	return fmt.Sprintf("%s%d_%d", prefix, time.Now().UnixNano(), counter.Add(1))
 }
 
 // Request builds the API Gateway HTTP API (payload 2.0) request source's provider would send
