@@ -11,12 +11,11 @@ import (
 	"github.com/oncehook/oncehook/emf"
 )
 
-// Namespace is the CloudWatch namespace of the receiver's metrics unless Config.Namespace
-// names another (one per deployment, so that two stacks in an account feed separate alarms).
+// Namespace is the receiver's CloudWatch namespace unless Config.Namespace names another.
 const Namespace = "oncehook"
 
-// EmittedMetrics is every metric the receiver writes, under each dimension set it writes it
-// with. A test holds the receiver to it, and the stack's dashboard and alarms name only these.
+// EmittedMetrics is every metric the receiver writes, under each dimension set: a test holds
+// the receiver to it, and the stack's dashboard and alarms name only these.
 func EmittedMetrics() []emf.Metric {
 	var out []emf.Metric
 	for _, n := range []string{"Received", "SignatureRejected", "Unavailable", "Failed", "Rejected", "TooOld", "UnknownType",
@@ -29,16 +28,14 @@ func EmittedMetrics() []emf.Metric {
 	return out
 }
 
-// The dimension sets. Event types become a dimension only when a planner is registered for
-// them (otherwise "other"): types come from the payload, and an unbounded dimension is a
-// cost and a denial-of-service vector in CloudWatch.
+// The dimension sets. An event type is a dimension only when a planner is registered for it
+// (otherwise "other"): a sender chooses types, and an unbounded dimension is a cost.
 var (
 	bySource = []string{"source"}
 	byType   = []string{"source", "event_type"}
 )
 
-// observe writes the delivery's log line and its EMF metrics. It never logs secrets or
-// payloads, and names hostile values (an unknown source) only by kind.
+// observe writes the delivery's log line and its EMF metrics, never secrets or payloads.
 func (h *Handler) observe(ctx context.Context, d *delivery) {
 	res := &d.one[0].result // a single event's commit
 	attrs := make([]slog.Attr, 0, 20)
@@ -165,9 +162,8 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	if !d.batch {
 		return
 	}
-	// A batch's outcomes: one document per event type it holds, the counts summed (a document
-	// per event made a 1 MiB SendGrid batch 2.8 MB of EMF). Types are bounded by the planners
-	// registered, so the documents are too.
+	// A batch's outcomes: a document per type, not per event (which made a 1 MiB SendGrid batch
+	// 2.8 MB of EMF).
 	for i := range byTypes {
 		t := &byTypes[i]
 		doc.Reset(h.namespace, time.Now())
@@ -179,15 +175,14 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 	}
 }
 
-// tally is the outcomes of a delivery's committed events of one type ("other" for the types no
-// planner is registered for).
+// tally is the outcomes of a delivery's committed events of one type.
 type tally struct {
 	typ                                                                 string
 	accepted, duplicate, absorbed, replay, mismatch, recovered, unknown int
 }
 
-// tallyByType appends evs' tallies to dst, one per type in order of first appearance: the
-// output is deterministic. Types are few (bounded by the planners), so a scan finds each.
+// tallyByType appends evs' tallies to dst, one per type in order of first appearance. Types
+// are few (bounded by the planners), so a scan finds each.
 func tallyByType(dst []tally, evs []planned) []tally {
 	for _, e := range evs {
 		res, typ := e.result, "other"
