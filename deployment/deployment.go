@@ -1,8 +1,7 @@
 // Package deployment is a deployment's settings as one typed value: the construct (infra)
-// writes it into the functions' environment at synth, launch reads it back at their start
-// (FromEnv), and the test kit (receivertest.WithSettings) builds its receiver from it. Each
-// setting is parsed, defaulted and range-checked here only, and every refusal names the
-// variable it came from.
+// writes it into the functions' environment, launch reads it back (FromEnv), and
+// receivertest.WithSettings builds from it. Each setting is parsed, defaulted and checked here
+// only, and every refusal names its variable.
 //
 // The environment variables, by field:
 //
@@ -26,8 +25,7 @@
 //	AUDIT_PREFIXES           AuditPrefixes: sweeper, the leak audit's partition-key prefixes, comma-separated
 //	AUDIT_SAMPLE             AuditSample: sweeper, items each sweep audits (default 100)
 //
-// OpenTelemetry's own OTEL_ variables are not settings of this package: the exporter reads
-// them (package launch/tracing).
+// OpenTelemetry's OTEL_ variables are launch/tracing's.
 package deployment
 
 import (
@@ -88,8 +86,7 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s=%q: want %s", e.Var, e.Value, e.Want) }
 
-// vars are the variables the package owns: the construct refuses them in a stack's extra
-// environment (Reserved).
+// vars are the variables the package owns (Reserved).
 var vars = []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "ONCEHOOK_SOURCES_SHA256",
 	"ONCEHOOK_BINDINGS", "ONCEHOOK_TARGETS", "ONCEHOOK_SECRETS_MAX_AGE", "ONCEHOOK_DUPLICATE_PROBE",
 	"ONCEHOOK_TRUSTED_HOSTS", "ONCEHOOK_FAULTS", "LOG_LEVEL", "METRICS_NAMESPACE", "PENDING_SHARDS",
@@ -159,28 +156,23 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 
 // WithDefaults is s with each zero setting at its default.
 func (s Settings) WithDefaults() Settings {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&s.PendingShards, dedup.PendingShards)
-	def(&s.MaxAttempts, DefaultMaxAttempts)
-	def(&s.AuditSample, DefaultAuditSample)
-	defDur(&s.Lease, DefaultLease)
-	defDur(&s.SweepMinAge, DefaultSweepMinAge)
-	defDur(&s.SecretsMaxAge, DefaultSecretsMaxAge)
+	orDefault(&s.PendingShards, dedup.PendingShards)
+	orDefault(&s.MaxAttempts, DefaultMaxAttempts)
+	orDefault(&s.AuditSample, DefaultAuditSample)
+	orDefault(&s.Lease, DefaultLease)
+	orDefault(&s.SweepMinAge, DefaultSweepMinAge)
+	orDefault(&s.SecretsMaxAge, DefaultSecretsMaxAge)
 	s.Targets = sortedSet(s.Targets)
 	return s
 }
 
-// Check refuses settings that cannot work, naming the variable: what FromEnv's parsing does
-// not hold by itself, for settings built in code (the construct's).
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+// Check refuses settings that cannot work, naming the variable, for settings built in code too.
 func (s Settings) Check() error {
 	s = s.WithDefaults()
 	switch strings.ToLower(s.LogLevel) {
@@ -233,8 +225,8 @@ func (s Settings) Check() error {
 	return nil
 }
 
-// Environment is s as the functions' environment variables: only the settings s sets, so a
-// function's environment carries what it was given and its start applies the defaults.
+// Environment is s as the functions' environment variables: only those s sets, so that the
+// start applies the defaults.
 func (s Settings) Environment() map[string]string {
 	env := map[string]string{}
 	set := func(name, v string) {

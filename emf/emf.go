@@ -20,8 +20,8 @@ package emf
 import (
 	"io"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -43,11 +43,9 @@ type Metric struct {
 	Dimensions []string // in order; nil for none
 }
 
-// Document is one EMF log line under construction. It is not safe for concurrent use.
-//
-// It keeps its few properties, directives and metrics in slices over arrays of its own, so a
-// document of ordinary size costs two allocations (itself and its rendering): one is written
-// for every delivery, on the receiver's hot path.
+// Document is one EMF log line under construction. It is not safe for concurrent use. It keeps
+// its parts in arrays of its own, so that one of ordinary size costs two allocations: one is
+// written for every delivery.
 type Document struct {
 	namespace  string
 	ts         time.Time
@@ -80,8 +78,8 @@ func New(namespace string, ts time.Time) *Document {
 	return d
 }
 
-// Reset empties the document and starts it again in namespace at ts, keeping its storage:
-// a caller writing one per request can keep documents in a sync.Pool.
+// Reset empties the document and starts it again in namespace at ts, keeping its storage (for
+// a sync.Pool).
 func (d *Document) Reset(namespace string, ts time.Time) {
 	d.namespace, d.ts = namespace, ts
 	clear(d.propBuf[:]) // drop the last request's values and dimension sets
@@ -98,8 +96,8 @@ func (d *Document) Set(key, value string) {
 			value = value[:len(value)-1]
 		}
 	}
-	i := sort.Search(len(d.props), func(i int) bool { return d.props[i].key >= key })
-	if i < len(d.props) && d.props[i].key == key {
+	i, found := slices.BinarySearchFunc(d.props, key, func(p prop, k string) int { return strings.Compare(p.key, k) })
+	if found {
 		d.props[i].value = value
 		return
 	}
@@ -109,12 +107,11 @@ func (d *Document) Set(key, value string) {
 // Count adds 1 to the count metric name, reported under each of dimSets.
 func (d *Document) Count(name string, dimSets ...[]string) { d.Add(name, 1, Count, dimSets...) }
 
-// Add records value (in unit) for metric name, reported under each of dimSets (none: the
-// metric without dimensions). Recording a metric again adds the values; a metric name must
-// keep one list of dimension sets within a document, since the document holds one value per
-// name.
+// Add records value (in unit) for metric name, reported under each of dimSets (none: without
+// dimensions). Recording a metric again adds the values; a name keeps one list of dimension
+// sets within a document.
 func (d *Document) Add(name string, value float64, unit Unit, dimSets ...[]string) {
-	dir := slices.IndexFunc(d.directives, func(dir directive) bool { return sameSets(dir.dimSets, dimSets) })
+	dir := slices.IndexFunc(d.directives, func(dir directive) bool { return slices.EqualFunc(dir.dimSets, dimSets, slices.Equal) })
 	if dir < 0 {
 		dir = len(d.directives)
 		d.directives = append(d.directives, directive{dimSets: dimSets})
@@ -128,10 +125,6 @@ func (d *Document) Add(name string, value float64, unit Unit, dimSets ...[]strin
 	d.metrics = append(d.metrics, metric{dir, name, unit, value})
 }
 
-func sameSets(a, b [][]string) bool {
-	return slices.EqualFunc(a, b, func(x, y []string) bool { return slices.Equal(x, y) })
-}
-
 // Empty reports whether no metric was recorded.
 func (d *Document) Empty() bool { return len(d.directives) == 0 }
 
@@ -140,8 +133,7 @@ func (d *Document) MarshalJSON() ([]byte, error) {
 	return d.appendJSON(make([]byte, 0, 1024)), nil
 }
 
-// appendJSON writes the JSON directly rather than through maps and reflection: a document is
-// written for every delivery, on the receiver's hot path.
+// appendJSON writes the JSON directly, without maps and reflection: it is on the hot path.
 func (d *Document) appendJSON(b []byte) []byte {
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, d.ts.UnixMilli(), 10)

@@ -6,14 +6,10 @@
 //	func main() { launch.Outbox(myapp.Executors()) }
 //	func main() { launch.Sweeper(myapp.Executors()) }
 //
-// Each reads the deployment's settings from the environment the stack sets (package
-// deployment has the variables: deployment.FromEnv), refuses to start with an error naming the
-// setting when it cannot work, and otherwise hands its handler to lambda.Start. Tracing is
-// OpenTelemetry's, from its own OTEL_ variables (package launch/tracing), with the exporter's
-// headers read once at start from ONCEHOOK_OTLP_HEADERS_SECRET or _PARAMETER, never logged.
-//
-// NewReceiver, NewWorker and NewSweeper build the same things without starting them, for a
-// program that serves them itself (the receiver as an http.Handler in a container, tests).
+// Each reads the deployment's settings (deployment.FromEnv), refuses to start with an error
+// naming a setting that cannot work, and hands its handler to lambda.Start. Tracing is
+// OpenTelemetry's, from its OTEL_ variables (package launch/tracing). NewReceiver, NewWorker and
+// NewSweeper build the same without starting them (a container, tests).
 package launch
 
 import (
@@ -27,7 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -175,72 +171,41 @@ func readSources(s deployment.Settings) (*sources.File, error) {
 	return f, nil
 }
 
-// NewLogger returns a JSON logger on stdout at the named level (info when empty or unknown),
-// whose lines written under a span carry its trace_id and span_id (TraceLogs).
+// NewLogger returns a JSON logger on stdout at the named level (slog's names, in any case; info
+// when empty or unknown), whose lines written under a span carry its trace_id and span_id
+// (TraceLogs).
 func NewLogger(level string) *slog.Logger {
 	var l slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		l = slog.LevelDebug
-	case "warn":
-		l = slog.LevelWarn
-	case "error":
-		l = slog.LevelError
-	}
+	_ = l.UnmarshalText([]byte(level)) // left at info when it fails: deployment.Check names the value
 	return slog.New(TraceLogs(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l})))
 }
 
-// HTTPExecutors builds the outbox's HTTP executors from the sources file's http targets.
-func HTTPExecutors(f *sources.File) map[string]outbox.Executor {
+// TargetExecutors builds every built-in executor the sources file's targets name: HTTP, and
+// the AWS services' (package outbox/targets), whose clients use cfg and are built only for the
+// services named.
+func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor {
+	sqsc := sync.OnceValue(func() *sqs.Client { return sqs.NewFromConfig(cfg) })
+	snsc := sync.OnceValue(func() *sns.Client { return sns.NewFromConfig(cfg) })
+	ebc := sync.OnceValue(func() *eventbridge.Client { return eventbridge.NewFromConfig(cfg) })
+	sfnc := sync.OnceValue(func() *sfn.Client { return sfn.NewFromConfig(cfg) })
+	lamc := sync.OnceValue(func() *lambda.Client { return lambda.NewFromConfig(cfg) })
 	client := &http.Client{Transport: http.DefaultTransport}
 	m := make(map[string]outbox.Executor, len(f.Targets))
 	for name, t := range f.Targets {
-		if t.Type == sources.TargetHTTP || t.Type == "" {
-			m[name] = &outbox.HTTPExecutor{URL: t.URL, Client: client, Timeout: time.Duration(t.Timeout), Headers: t.Headers}
-		}
-	}
-	return m
-}
-
-// TargetExecutors builds every built-in executor the sources file's targets name: HTTP, and
-// the AWS services' (package outbox/targets), whose clients use cfg.
-func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor {
-	m := HTTPExecutors(f)
-	var (
-		sqsc *sqs.Client
-		snsc *sns.Client
-		ebc  *eventbridge.Client
-		sfnc *sfn.Client
-		lamc *lambda.Client
-	)
-	for name, t := range f.Targets {
 		timeout := time.Duration(t.Timeout)
 		switch t.Type {
+		case sources.TargetHTTP, "":
+			m[name] = &outbox.HTTPExecutor{URL: t.URL, Client: client, Timeout: timeout, Headers: t.Headers}
 		case sources.TargetSQS:
-			if sqsc == nil {
-				sqsc = sqs.NewFromConfig(cfg)
-			}
-			m[name] = &targets.SQS{Client: sqsc, QueueURL: t.QueueURL(), GroupID: t.GroupID, Timeout: timeout}
+			m[name] = &targets.SQS{Client: sqsc(), QueueURL: t.QueueURL(), GroupID: t.GroupID, Timeout: timeout}
 		case sources.TargetSNS:
-			if snsc == nil {
-				snsc = sns.NewFromConfig(cfg)
-			}
-			m[name] = &targets.SNS{Client: snsc, TopicARN: t.ARN, GroupID: t.GroupID, Timeout: timeout}
+			m[name] = &targets.SNS{Client: snsc(), TopicARN: t.ARN, GroupID: t.GroupID, Timeout: timeout}
 		case sources.TargetEventBridge:
-			if ebc == nil {
-				ebc = eventbridge.NewFromConfig(cfg)
-			}
-			m[name] = &targets.EventBridge{Client: ebc, Bus: t.ARN, Source: t.Source, DetailType: t.DetailType, Timeout: timeout}
+			m[name] = &targets.EventBridge{Client: ebc(), Bus: t.ARN, Source: t.Source, DetailType: t.DetailType, Timeout: timeout}
 		case sources.TargetStepFunctions:
-			if sfnc == nil {
-				sfnc = sfn.NewFromConfig(cfg)
-			}
-			m[name] = &targets.StepFunctions{Client: sfnc, StateMachineARN: t.ARN, Timeout: timeout}
+			m[name] = &targets.StepFunctions{Client: sfnc(), StateMachineARN: t.ARN, Timeout: timeout}
 		case sources.TargetLambda:
-			if lamc == nil {
-				lamc = lambda.NewFromConfig(cfg)
-			}
-			m[name] = &targets.Lambda{Client: lamc, Function: t.ARN, Synchronous: t.Invocation == "request-response", Timeout: timeout}
+			m[name] = &targets.Lambda{Client: lamc(), Function: t.ARN, Synchronous: t.Invocation == "request-response", Timeout: timeout}
 		}
 		if t.Delivery == sources.AtMostOnce {
 			m[name] = outbox.AtMostOnce(m[name])
@@ -254,8 +219,7 @@ func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor
 func (env *Env) KnownTargets() []string { return KnownTargets(env.Sources, env.Settings.Targets) }
 
 // KnownTargets is the receiver's Config.Targets for a sources file and the targets the
-// application's own executors serve, sorted: nil (any target) when there are none. The
-// launched receiver and receivertest both take their targets from it.
+// application's own executors serve, sorted: nil (any target) when there are none.
 func KnownTargets(f *sources.File, own []string) []string {
 	var names []string
 	for n := range f.Targets {
@@ -266,11 +230,10 @@ func KnownTargets(f *sources.File, own []string) []string {
 	return slices.Compact(names)
 }
 
-// NewWorker builds the outbox worker the outbox and sweeper functions share: the sources
-// file's HTTP targets plus executors (which may add targets or replace a built-in one), from
-// LEASE_SECONDS, MAX_ATTEMPTS and RETRY_QUEUE_URL. An executor that replaces an at-most-once
-// target of the file keeps its semantics: it is wrapped in outbox.AtMostOnce. Every target in ONCEHOOK_TARGETS must have
-// an executor, or it refuses, naming the target.
+// NewWorker builds the outbox worker the outbox and sweeper functions share: the built-in
+// executors plus executors (which may add targets or replace one; an at-most-once target's
+// replacement is wrapped in outbox.AtMostOnce). Every target in ONCEHOOK_TARGETS must have an
+// executor, or it refuses, naming the target.
 func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, error) {
 	set := env.Settings
 	if _, err := outbox.Bounds(executors); err != nil {
@@ -279,8 +242,6 @@ func NewWorker(env *Env, executors map[string]outbox.Executor) (*outbox.Worker, 
 	all := TargetExecutors(env.Sources, env.AWS)
 	for name, x := range executors {
 		if t := env.Sources.Targets[name]; t != nil && t.Delivery == sources.AtMostOnce && !outbox.IsAtMostOnce(x) {
-			// The sources file promises at most once for this target: an executor of the
-			// application's replaces how it is called, never that promise.
 			x = outbox.AtMostOnce(x)
 			env.Logger.Info("the application's executor serves an at-most-once target: wrapped in outbox.AtMostOnce", "target", name)
 		}
@@ -348,9 +309,8 @@ func NewSweeper(env *Env, executors map[string]outbox.Executor) (*outbox.Sweeper
 	return s, nil
 }
 
-// NewReceiver builds the receiver with the planners register adds, refusing (with the name)
-// planners for a source the sources file does not have, and plans whose intents name a target
-// the deployment does not serve (KnownTargets).
+// NewReceiver builds the receiver with the planners register adds, as ReceiverConfig
+// configures it.
 func NewReceiver(env *Env, register func(*receiver.Planners)) (*receiver.Handler, error) {
 	return newReceiver(env, register, nil)
 }
@@ -371,18 +331,15 @@ func newReceiver(env *Env, register func(*receiver.Planners), trusted []string) 
 }
 
 // ReceiverConfig is the receiver's configuration as a deployment's settings and sources file
-// make it: its intent targets (KnownTargets), metrics namespace, trusted hosts and duplicate
-// probe. The launched receiver and the test kit (receivertest) both start from it, and add
-// the secrets, the store and the planners.
+// make it, for the launched receiver and receivertest to add secrets, store and planners to.
 func ReceiverConfig(s deployment.Settings, f *sources.File) receiver.Config {
 	return receiver.Config{Sources: f, Targets: KnownTargets(f, s.Targets), Namespace: s.MetricsNamespace,
 		TrustedHosts: s.TrustedHosts, NoDuplicateProbe: s.NoDuplicateProbe}
 }
 
-// NewHTTPReceiver is NewReceiver for a program that serves the receiver over net/http (a
-// container): it trusts the Host header of the hosts ONCEHOOK_TRUSTED_HOSTS lists (comma-
-// separated) for the sources that sign the URL they call and set no url, and refuses to start
-// (receiver.Handler.CheckHTTP) when such a source could not be verified.
+// NewHTTPReceiver is NewReceiver served over net/http: it trusts the Host headers
+// ONCEHOOK_TRUSTED_HOSTS lists, and refuses to start when a URL-signing source could not be
+// verified (receiver.Handler.CheckHTTP).
 func NewHTTPReceiver(env *Env, register func(*receiver.Planners)) (http.Handler, error) {
 	h, err := newReceiver(env, register, env.Settings.TrustedHosts)
 	if err != nil {

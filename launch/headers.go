@@ -17,10 +17,9 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// StoredOTLPHeaders reads the OTLP exporter's headers from the secret store the environment
-// names (tracing.OTLPHeadersSecret or OTLPHeadersParameter, which say what the value may hold):
-// nil when it names none. Its errors name the variable and never quote the value. Load passes
-// it to tracing.FromEnv, and so does a program that starts tracing itself.
+// StoredOTLPHeaders reads the OTLP exporter's headers from the store tracing.OTLPHeadersSecret
+// or OTLPHeadersParameter names (nil for none), for tracing.FromEnv. Its errors name the
+// variable and never quote the value.
 func StoredOTLPHeaders(ctx context.Context) (map[string]string, error) {
 	secret, param := strings.TrimSpace(os.Getenv(tracing.OTLPHeadersSecret)), strings.TrimSpace(os.Getenv(tracing.OTLPHeadersParameter))
 	if secret == "" && param == "" {
@@ -54,10 +53,9 @@ func StoredOTLPHeaders(ctx context.Context) (map[string]string, error) {
 	return h, nil
 }
 
-// parseHeaders reads headers as OTEL_EXPORTER_OTLP_HEADERS has them (key=value pairs, comma-
-// separated, values URL-encoded), or as a JSON object of strings. Its errors quote no value.
-// (Not baggage.Parse: it refuses a raw space in a value, which the exporter's reading takes,
-// and splits a value at ';' into properties.)
+// parseHeaders reads headers as OTEL_EXPORTER_OTLP_HEADERS has them, or as a JSON object of
+// strings, quoting no value in its errors. (Not baggage.Parse: it refuses a raw space in a
+// value, which the exporter takes, and splits a value at ';'.)
 func parseHeaders(s string) (map[string]string, error) {
 	h := map[string]string{}
 	if s = strings.TrimSpace(s); strings.HasPrefix(s, "{") {

@@ -15,9 +15,8 @@ import (
 	"github.com/oncehook/oncehook/receiver"
 )
 
-// Receiver starts the receiver Lambda (behind API Gateway's HTTP API, or a function URL) with
-// the planners register adds. It does not return; when the configuration cannot work it logs
-// why, naming the setting, and exits 1, so the deployment's first invocation shows it.
+// Receiver starts the receiver Lambda with the planners register adds. It does not return; a
+// configuration that cannot work is logged, naming the setting, and exits 1.
 func Receiver(register func(*receiver.Planners)) {
 	env := mustLoad("receiver", Needs{Secrets: true})
 	h, err := NewReceiver(env, register)
@@ -25,9 +24,8 @@ func Receiver(register func(*receiver.Planners)) {
 	lambda.Start(flushed(env.Tracing, h.Handle))
 }
 
-// Outbox starts the outbox Lambda, on the table's stream and the retry queue, with the
-// sources file's HTTP targets and executors (which may add targets or replace a built-in
-// one). It does not return.
+// Outbox starts the outbox Lambda with the built-in executors and executors (NewWorker). It
+// does not return.
 func Outbox(executors map[string]outbox.Executor) {
 	env := mustLoad("outbox", Needs{})
 	w, err := NewWorker(env, executors)

@@ -20,9 +20,8 @@ var coldStart atomic.Bool
 
 func init() { coldStart.Store(true) }
 
-// invocation wraps a Lambda handler with a span for each invocation (the FaaS conventions:
-// its trigger, its request id), under which the outbox's and the sweeper's work starts, and
-// the flush that exports it. Off, it is the handler as it is.
+// invocation wraps a Lambda handler with a span per invocation (the FaaS conventions), under
+// which the outbox's and the sweeper's work starts, and the flush. Off, it is the handler.
 func invocation[In, Out any](t *tracing.Tracing, name string, trigger func(In) attribute.KeyValue, kind trace.SpanKind,
 	handler func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
 	if t == nil || t.Provider == nil {
@@ -36,9 +35,7 @@ func invocation[In, Out any](t *tracing.Tracing, name string, trigger func(In) a
 		}
 		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 		defer func() {
-			// A panic too: its invocation is the one an operator most needs to find, and
-			// Lambda's runtime stops the process after it, with every span not yet exported
-			// (flushed exports them).
+			// A panic too: the invocation an operator most needs to find.
 			if r := recover(); r != nil {
 				span.SetStatus(codes.Error, "panic")
 				span.End()
@@ -54,8 +51,8 @@ func invocation[In, Out any](t *tracing.Tracing, name string, trigger func(In) a
 	})
 }
 
-// flushed is a handler whose invocations export their spans at the end (the receiver's: each
-// delivery is its own trace, so no invocation span is added).
+// flushed is a handler whose invocations export their spans at the end (the receiver's, whose
+// deliveries are each their own trace).
 func flushed[In, Out any](t *tracing.Tracing, handler func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
 	if t == nil || t.Provider == nil {
 		return handler
@@ -73,9 +70,8 @@ func flushed[In, Out any](t *tracing.Tracing, handler func(context.Context, In) 
 	}
 }
 
-// outboxTrigger tells the outbox's two triggers apart (the table's stream, a data source; the
-// retry queue, pub/sub) as the worker does: by the first record's eventSource, never by bytes
-// anywhere in the event (a sender chooses event ids and types).
+// outboxTrigger tells the outbox's two triggers apart (the stream, the retry queue) as the
+// worker does: by the first record's eventSource, never by bytes a sender chose.
 func outboxTrigger(raw json.RawMessage) attribute.KeyValue {
 	if firstEventSource(raw) == "aws:sqs" {
 		return semconv.FaaSTriggerPubSub
@@ -116,15 +112,13 @@ func firstEventSource(raw []byte) string {
 	return ""
 }
 
-// TraceLogs wraps a log handler so that every line written under a span (a context holding a
-// valid span context: a delivery's, an intent's) carries the span's trace_id and span_id, W3C
-// hex, to find the line's trace from the line and the lines of a trace from the trace.
+// TraceLogs wraps a log handler so that every line written under a span carries its trace_id
+// and span_id (W3C hex), to go from a line to its trace and back.
 func TraceLogs(h slog.Handler) slog.Handler { return traceLogs{Handler: h, root: h} }
 
-// traceLogs is TraceLogs' handler. trace_id and span_id stay at the line's top level under a
-// logger's groups too (where the Logs Insights query looks): root is the handler before its
-// first group, and ops what was added since, replayed after the trace's attributes for a line
-// written under a span.
+// traceLogs is TraceLogs' handler. trace_id and span_id stay at the top level under groups
+// too (where Logs Insights looks): root is the handler before its first group, and ops what
+// was added since, replayed after the trace's attributes.
 type traceLogs struct {
 	slog.Handler
 	root slog.Handler

@@ -21,18 +21,16 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return e.field + " " + e.reason }
 
-// reader is what the receiver reads from one source's deliveries: where the event id, type,
-// delivery id and time live, and the fields its planners declared, with every JSON path among
-// them compiled to be read in the one pass that checks the body.
+// reader is what the receiver reads from one source's deliveries: the event's id, type,
+// delivery id and time, and its planners' fields, every JSON path among them read in the one
+// pass that checks the body.
 type reader struct {
 	eventID, eventType, deliveryID, occurredAt *sources.Locator
-	// slot is the index in paths of each locator above, in that order, or -1 for a header or
-	// an absent locator.
+	// slot is each locator's index in paths, or -1 (a header, or none).
 	slot     [4]int
 	planners map[string]plannerAt // by event type
 	paths    jsonPaths
-	// form: the body is a form, located by form key; formJSON: the body is a form whose
-	// formJSON field holds the JSON payload.
+	// form: the body is a form, read by key; formJSON: a form field holding the JSON payload.
 	form     bool
 	formJSON string
 }
@@ -82,8 +80,8 @@ func newReader(src *sources.Source, planners map[string]planner) (*reader, error
 	return r, nil
 }
 
-// canonicalHeaders copies a locator with its header names in canonical form, the form
-// http.Header.Get looks up: canonicalizing a name like "webhook-id" on every request allocates.
+// canonicalHeaders copies a locator with canonical header names: canonicalizing "webhook-id"
+// on every request's Get allocates.
 func canonicalHeaders(l *sources.Locator) *sources.Locator {
 	if l == nil {
 		return nil
@@ -94,8 +92,8 @@ func canonicalHeaders(l *sources.Locator) *sources.Locator {
 	return &c
 }
 
-// payload returns what the locators and planners read: the body itself, or for a "form:<key>"
-// source the JSON in that form field; and a form body's fields.
+// payload returns what the locators and planners read (the body, or a "form:<key>" source's
+// JSON field), and a form body's fields.
 func (r *reader) payload(raw []byte, text string) ([]byte, string, url.Values, error) {
 	if !r.form && r.formJSON == "" {
 		return raw, text, nil, nil
@@ -126,10 +124,9 @@ func formValue(form url.Values, key string) (string, error) {
 	return "", &fieldError{field: "body", reason: "repeats the form key " + strconv.Quote(key)}
 }
 
-// extract builds the dedup event from a verified delivery: one pass over the body checks it is
-// a JSON object and finds, in at, every value the source's configuration and planners read.
-// at must have room for maxPaths spans; text is raw as a string, or "" (see scalar). A form
-// body (form non-nil) is read by key instead.
+// extract builds the dedup event from a verified delivery: one pass checks the body is a JSON
+// object and finds, in at (room for maxPaths), every value read; text is raw as a string, or
+// "" (see scalar). A form body (form non-nil) is read by key instead.
 func (r *reader) extract(name string, h http.Header, raw []byte, text string, at []span, form url.Values) (dedup.Event, error) {
 	if form == nil && !r.paths.scan(raw, at) {
 		return dedup.Event{}, &fieldError{field: "body", reason: "is not a JSON object"}
@@ -189,8 +186,7 @@ func orFormError(formErr, err error) error {
 	return err
 }
 
-// plan runs the planner registered for the event's type, if any (known reports which), with
-// the fields it declared, read from at by extract.
+// plan runs the planner registered for the event's type, if any, with its fields read by extract.
 func (r *reader) plan(ctx context.Context, ev dedup.Event, text string, at []span, form url.Values) (plan dedup.Plan, known bool, err error) {
 	p, ok := r.planners[ev.Type]
 	if !ok {

@@ -8,19 +8,16 @@
 //
 //	200 {"received":true,"duplicate":false|true}  accepted, duplicate, or absorbed
 //	400 malformed body, missing or invalid event id / type (the message names the field), a
-//	    signed event time older than the source's retention, or one header name sent twice in
-//	    different case (named; API Gateway v2 lower-cases names and joins repeats, so only a
-//	    REST API's event or a hand-built one can: which to believe would be map order's choice)
+//	    signed event time older than the source's retention, a header name sent twice in
+//	    different case (a REST API's event: which to believe would be map order's choice)
 //	401 bad or missing signature, timestamp outside tolerance (nothing is claimed)
 //	404 unknown source      405 not a POST      413 body over the source's limit
 //	503 + Retry-After        DynamoDB throttled or failed: deliver again later
 //	500 anything else (a misconfiguration); the provider retries
 //
-// Handle takes the HTTP API's payload v2 (and Lambda function URLs'), HandleV1 a REST API's
-// payload v1, ServeHTTP a net/http request: each turns its request into the receiver's own, which
-// one pipeline answers, step by step: route, read, verify, control (a provider's challenge or
-// ping), locate, admit, probe (a single event, during a redrive: Config.NoDuplicateProbe) and
-// plan each event, commit. A single event is a batch of one.
+// Handle takes the HTTP API's payload v2 (and function URLs'), HandleV1 a REST API's v1,
+// ServeHTTP a net/http request; one pipeline answers them all: route, read, verify, control,
+// locate, then admit, probe and plan each event, commit. A single event is a batch of one.
 package receiver
 
 import (
@@ -64,10 +61,10 @@ type Secrets interface {
 	Refresh(ctx context.Context, source string) (bool, error)
 }
 
-// StaleSecrets is Secrets that age: RefreshStale re-reads a source's secrets once they are
-// older than the implementation's maximum age, so a secret revoked at its store stops
-// verifying within that time. The receiver calls it before verifying each delivery; an error
-// (the old values kept) is counted as SecretRefreshFailed. *sources.Secrets satisfies it.
+// StaleSecrets is Secrets that age: RefreshStale, called before each verification, re-reads a
+// source's secrets once older than the implementation's maximum age, so a revoked secret stops
+// verifying within it. An error keeps the old values and counts SecretRefreshFailed.
+// *sources.Secrets satisfies it.
 type StaleSecrets interface {
 	RefreshStale(ctx context.Context, source string) error
 }
@@ -86,29 +83,20 @@ type Config struct {
 	Namespace string
 	// Now is the clock for signature timestamps; time.Now when nil.
 	Now func() time.Time
-	// TrustedHosts are the hosts ServeHTTP may take a URL-signing source's URL from (the Host
-	// header, when it names one of them), for a source that sets no url. Unused by Handle,
-	// which takes the domain API Gateway served the request on.
+	// TrustedHosts are the Host headers ServeHTTP may build a URL-signing source's URL from,
+	// when the source sets no url. Handle takes API Gateway's domain instead.
 	TrustedHosts []string
-	// Targets, when set, are the intent targets the deployment's outbox serves (the sources
-	// file's targets and the application's own executors'). A plan whose intent names another
-	// target is refused before anything is written (500, naming it), instead of parking the
-	// intent later for want of an executor.
+	// Targets, when set, are the intent targets the deployment's outbox serves. A plan naming
+	// another is refused before anything is written (500, naming it), not parked later.
 	Targets []string
-	// TracerProvider, when set, gives each delivery an OpenTelemetry trace: a server span
-	// (SpanDelivery) with a span for each step (verify, plan, commit), and the commit's span
-	// context stored on the claim, where the outbox's spans continue it. The trace is the
-	// delivery's own: a provider's traceparent is recorded as a link, never as the parent.
-	// Nil is tracing off, at no cost (no span is started). launch sets it when
-	// OTEL_TRACES_EXPORTER is otlp; otel.GetTracerProvider() is the global one.
+	// TracerProvider, when set, gives each delivery its own trace: a server span (SpanDelivery)
+	// with a span per step, the commit's stored on the claim for the outbox to continue. A
+	// provider's traceparent is a link, never the parent. Nil is tracing off, at no cost.
 	TracerProvider trace.TracerProvider
-	// NoDuplicateProbe turns the duplicate probe off. With it on (the default), a source's
-	// single events are probed during a redrive (duplicates at least half of at least 16 of its
-	// last 64 deliveries in the last 10 s, on this instance): each event's claim is read,
-	// eventually consistently, before it is planned, and one found holding the id is answered
-	// as a duplicate without planning or writing (half a read unit instead of the cancelled
-	// write). Outside a redrive, and with a Store that is not a Prober, every event is planned
-	// and written in one request.
+	// NoDuplicateProbe turns the duplicate probe off. On (the default, with a Store that is a
+	// Prober), a source's single events are probed during a redrive (duplicates at least half
+	// of at least 16 of its last 64 deliveries in 10 s, on this instance): an event whose claim
+	// a read finds is answered as a duplicate without planning or writing.
 	NoDuplicateProbe bool
 }
 
@@ -129,34 +117,29 @@ type Handler struct {
 }
 
 type source struct {
-	name   string
-	conf   *sources.Source
-	scheme webhook.Scheme
-	// signedURL is set for the schemes that sign the URL they call (Twilio, Square).
-	signedURL webhook.URLVerifier
+	name      string
+	conf      *sources.Source
+	scheme    webhook.Scheme
+	signedURL webhook.URLVerifier // for the schemes that sign the URL they call (Twilio, Square)
 	read      *reader
-	// keep is the source's retention: its deliveries signed longer ago are refused when the
-	// signature covers their time (sources.Source.TimeSigned).
+	// keep is the retention: a delivery whose signed time is older is refused (TimeSigned).
 	keep time.Duration
-	// answerWithin is how long after the request arrived the commit must be done: the
-	// provider's delivery timeout less a second for the answer to travel.
+	// answerWithin is when the commit must be done: the provider's timeout less a second.
 	answerWithin time.Duration
-	// The scheme's quirks (webhook.NoContentAnswerer, HeadAnswerer, NoRetryMarker): 204 and no
-	// body for an accepted delivery, 200 for a HEAD, the header that stops a provider's retries.
+	// The scheme's quirks (webhook.NoContentAnswerer, HeadAnswerer, NoRetryMarker).
 	noContent, answersHead bool
 	noRetry                [2]string
 	window                 *window // its recent deliveries, for the duplicate probe; nil: no probe
 }
 
-// BatchCommitter is a Committer that writes a batch's events together, as *dedup.Store does
-// (see dedup.Store.CommitBatch). With a store that is not one, the receiver commits a batch's
-// events one Commit at a time.
+// BatchCommitter is a Committer that writes a batch's events together (dedup.Store.CommitBatch);
+// otherwise a batch is committed one Commit at a time.
 type BatchCommitter interface {
 	CommitBatch(ctx context.Context, evs []dedup.Event, plans []dedup.Plan) ([]dedup.Result, int, error)
 }
 
-// New validates cfg and builds a Handler. Every source's scheme is built here, so a bad
-// sources file stops the function at start rather than failing requests.
+// New validates cfg and builds a Handler, every source's scheme included: a bad sources file
+// stops the function at start rather than failing requests.
 func New(cfg Config) (*Handler, error) {
 	if cfg.Sources == nil || cfg.Secrets == nil || cfg.Store == nil {
 		return nil, errors.New("receiver: Sources, Secrets and Store are required")
@@ -269,24 +252,20 @@ func (h *Handler) serve(ctx context.Context, req request) response {
 	return d.resp
 }
 
-// handle runs the pipeline's steps in order: each goes on (true), or answers the delivery
-// (d.resp) and so ends it. A single event is a batch of one: plan and commit serve both.
+// handle runs the pipeline's steps in order: each goes on (true) or answers the delivery.
 func (h *Handler) handle(ctx context.Context, d *delivery) {
 	if h.route(d) && h.read(d) && h.verify(ctx, d) && h.control(d) && h.locate(d) && h.plan(ctx, d) {
 		h.commit(ctx, d)
 	}
 }
 
-// stop answers the delivery with r, noting kind (its error kind) and err; it returns false,
-// for a step to return.
+// stop answers the delivery with r, noting its error kind and err; false, for a step to return.
 func (d *delivery) stop(kind string, err error, r response) bool {
 	d.errKind, d.err, d.resp = kind, err, r
 	return false
 }
 
-// route finds the delivery's source, and answers what is not a delivery to one: a body
-// ServeHTTP could not read, a HEAD the source's scheme answers, another method than POST, an
-// unknown source.
+// route finds the delivery's source, and answers what is not a delivery to one.
 func (h *Handler) route(d *delivery) bool {
 	if src, ok := h.sources[d.req.source]; ok {
 		d.source, d.src = d.req.source, src
@@ -306,9 +285,8 @@ func (h *Handler) route(d *delivery) bool {
 	return true
 }
 
-// read takes the body as the provider sent it, within the source's limit: decoded first when
-// API Gateway encoded it in base64, since the signature is over the bytes sent, never over a
-// re-encoding. A header sent twice is refused here.
+// read takes the body as the provider sent it (decoded when API Gateway base64-encoded it: the
+// signature is over the bytes sent), within the source's limit.
 func (h *Handler) read(d *delivery) bool {
 	limit, n := d.src.conf.MaxBodyBytes, len(d.req.body)
 	if d.req.base64 {
@@ -335,9 +313,8 @@ func (h *Handler) read(d *delivery) bool {
 	return true
 }
 
-// verify checks the delivery's signature, noting the URL it covers for a scheme that signs one.
-// A failure re-reads the secrets (rate-limited) and tries once more: the secret may have been
-// rotated since this instance read it.
+// verify checks the delivery's signature. A failure re-reads the secrets (rate-limited) and
+// tries once more: the secret may have been rotated since.
 func (h *Handler) verify(ctx context.Context, d *delivery) bool {
 	src := d.src
 	signedURL, err := src.url(&d.req)
@@ -353,14 +330,14 @@ func (h *Handler) verify(ctx context.Context, d *delivery) bool {
 		d.secretRefreshErr = stale.RefreshStale(ctx, src.name)
 	}
 	_, verifying := h.startStep(ctx, SpanVerify, trace.SpanKindInternal)
-	defer verifying.endPanicked() // a secrets store's panic (Refresh) too
+	defer endPanicked(verifying) // a secrets store's panic (Refresh) too
 	err = src.verify(signedURL, d.req.header, d.raw, h.secrets.Get(src.name), d.now)
 	if err != nil {
 		if changed, rerr := h.secrets.Refresh(ctx, src.name); rerr == nil && changed {
 			err = src.verify(signedURL, d.req.header, d.raw, h.secrets.Get(src.name), d.now)
 		}
 	}
-	verifying.end(err)
+	endStep(verifying, err)
 	switch {
 	case errors.Is(err, webhook.ErrInvalid):
 		// A secret we hold is unusable (empty, not base64): our fault, not the sender's.
@@ -372,13 +349,10 @@ func (h *Handler) verify(ctx context.Context, d *delivery) bool {
 	return true
 }
 
-// control refuses a verified delivery whose unsigned headers contradict its signed body, and
-// answers a provider's control message (Slack's url_verification, Twitch's callback
-// verification, a ping) with what it asks, claiming nothing.
+// control refuses a delivery whose unsigned headers contradict its signed body, and answers a
+// provider's control message (url_verification, a ping) with what it asks, claiming nothing.
 func (h *Handler) control(d *delivery) bool {
 	if hc, ok := d.src.scheme.(webhook.HeaderChecker); ok {
-		// What the receiver acts on comes from the signed body; an unsigned header that says
-		// otherwise is refused rather than believed or ignored.
 		if err := hc.CheckHeaders(d.req.header, d.raw); err != nil {
 			var me *webhook.HeaderMismatchError
 			errors.As(err, &me)
@@ -396,8 +370,8 @@ func (h *Handler) control(d *delivery) bool {
 	return true
 }
 
-// part is where one event lies in a verified body: the body itself (or a form:<key> source's
-// payload in it), or an element of a batch's array.
+// part is where one event lies in a verified body: the body (or its form:<key> payload), or
+// an element of a batch.
 type part struct {
 	raw  []byte
 	text string     // raw as a string, or "" (see scalar)
@@ -434,8 +408,8 @@ func (h *Handler) locate(d *delivery) bool {
 	return true
 }
 
-// plan admits and plans every event of the delivery before anything is written: one bad event
-// refuses the whole delivery (400 naming it) rather than leave part of it claimed.
+// plan admits and plans every event before anything is written: one bad event refuses the
+// whole delivery rather than leave part of it claimed.
 func (h *Handler) plan(ctx context.Context, d *delivery) bool {
 	var at [maxPaths]span // where the values read from an event lie; on the stack
 	n := 1
@@ -443,15 +417,15 @@ func (h *Handler) plan(ctx context.Context, d *delivery) bool {
 		n, d.evs.events = len(d.parts), make([]planned, 0, len(d.parts))
 	}
 	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal) // one span for all the events
-	defer planning.endPanicked()
+	defer endPanicked(planning)
 	for i := range n {
 		if !h.planEvent(ctx, pctx, d, i, at[:]) {
-			planning.end(d.err)
+			endStep(planning, d.err)
 			return false
 		}
 	}
-	if planning.recording() {
-		planning.end(nil, d.planAttrs(n)...)
+	if planning.IsRecording() {
+		endStep(planning, nil, d.planAttrs(n)...)
 	}
 	return true
 }
@@ -501,9 +475,8 @@ func (h *Handler) planEvent(ctx, pctx context.Context, d *delivery, i int, at []
 	return true
 }
 
-// admit checks an event located in a verified delivery (err: why it could not be located)
-// before it is planned, and answers it unless it may be. at prefixes the fields named
-// ("events[3]." in a batch).
+// admit checks a located event (err: why it could not be located) before it is planned, and
+// answers it unless it may be. at prefixes the fields named ("events[3]." in a batch).
 func (h *Handler) admit(d *delivery, ev *dedup.Event, err error, at string) bool {
 	if err != nil {
 		return badRequest(d, err, at)
@@ -513,8 +486,7 @@ func (h *Handler) admit(d *delivery, ev *dedup.Event, err error, at string) bool
 		ev.DeliveryID, d.droppedDeliveryID = "", true
 	}
 	ev.GuardBody = d.src.conf.ReplayGuard != sources.ReplayGuardOff
-	// Checked here as well as in Commit, so the planner never sees an unusable event, and
-	// before anything of the event is logged.
+	// As Commit checks it: the planner never sees, nor the log shows, an unusable event.
 	if err := ev.Validate(); err != nil {
 		var ie *dedup.InvalidError
 		if at != "" && errors.As(err, &ie) {
@@ -541,8 +513,7 @@ func badRequest(d *delivery, err error, at string) bool {
 	return d.stop("bad_request", err, reply(http.StatusBadRequest, at+err.Error(), field))
 }
 
-// checkTargets refuses a plan whose intent names a target the deployment's outbox does not
-// serve (Config.Targets).
+// checkTargets refuses a plan whose intent names a target not in Config.Targets.
 func (h *Handler) checkTargets(ev *dedup.Event, plan *dedup.Plan) error {
 	for _, in := range plan.Intents {
 		if h.targets != nil && !h.targets[in.Target] {
@@ -552,8 +523,7 @@ func (h *Handler) checkTargets(ev *dedup.Event, plan *dedup.Plan) error {
 	return nil
 }
 
-// commit writes the planned events' claims, effects and outbox (a single event's in one
-// DynamoDB write), and answers the delivery.
+// commit writes the planned events' claims, effects and intents, and answers the delivery.
 func (h *Handler) commit(ctx context.Context, d *delivery) {
 	if !d.batch && d.evs.ignored == 1 {
 		// Not claimed: a redelivery after a planner for this type ships will run it.
@@ -566,10 +536,10 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		// for a failure anyway, and retried.
 		cctx, cancel := context.WithDeadline(ctx, d.start.Add(d.src.answerWithin))
 		cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
-		defer committing.endPanicked()                                            // a store's panic
+		defer endPanicked(committing)                                             // a store's panic
 		err := h.write(cctx, d)
-		if committing.recording() {
-			committing.end(err, d.commitAttrs(n)...)
+		if committing.IsRecording() {
+			endStep(committing, err, d.commitAttrs(n)...)
 		}
 		cancel()
 		d.commitTime = time.Since(commitStart)
@@ -591,8 +561,7 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 	}
 }
 
-// write commits the events to write: a batch's through the store's CommitBatch when it has
-// one, else each with Commit.
+// write commits the events to write: a batch's with CommitBatch when the store has it.
 func (h *Handler) write(ctx context.Context, d *delivery) error {
 	b, all := &d.evs, d.events()
 	if bc, ok := h.store.(BatchCommitter); ok && d.batch {
@@ -623,8 +592,7 @@ func (h *Handler) write(ctx context.Context, d *delivery) error {
 	return nil
 }
 
-// answer is a committed delivery's 200: a batch's counts, or a single event's outcome (204
-// with no body for a scheme that asks it).
+// answer is a committed delivery's 200: a batch's counts, or a single event's outcome.
 func (h *Handler) answer(d *delivery) response {
 	dups := 0
 	for _, e := range d.events() {
@@ -647,10 +615,9 @@ func (h *Handler) answer(d *delivery) response {
 	return response{status: http.StatusOK, headers: okHeaders, body: `{"received":true,"duplicate":false}`}
 }
 
-// planError answers an event that could not be planned or whose plan was refused. If the
-// event was accepted before (the planner changed since, or the provider reused the id for a
-// payload the planner now refuses), it is a duplicate like any other: true, and e says so.
-// Only a new event is refused. This costs a read, on this path only.
+// planError answers an event that could not be planned or whose plan was refused. One accepted
+// before (the planner changed since) is a duplicate like any other: true, and e says so. Only
+// a new event is refused. This costs a read, on this path only.
 func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err error) bool {
 	if res, cerr := h.store.Claimed(ctx, e.ev); cerr == nil && res.Outcome == dedup.OutcomeDuplicate {
 		res.Calls += e.result.Calls // a write's, when the store refused the plan
@@ -664,20 +631,18 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 	case errors.As(err, &pe):
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), pe.Field))
 	case errors.As(err, &ute):
-		// Ours to fix (a planner or the deployment's executors), and retried by the provider
-		// once fixed; named, so that a test or a log says which intent and target.
+		// Ours to fix, and retried by the provider once fixed; named for the log and the tests.
 		return d.stop("planner", err, reply(http.StatusInternalServerError,
 			fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target), "intents["+ute.Intent+"].target"))
 	case errors.Is(err, ErrBadPayload):
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, err.Error(), ""))
 	}
-	// A planner failure or a plan the store refused (an effect without a key, over a
-	// DynamoDB limit): ours to fix, and the provider's retry will find it fixed.
+	// A planner failure or a plan the store refused: ours to fix, and retried by the provider.
 	return d.stop("planner", err, reply(http.StatusInternalServerError, "internal error", ""))
 }
 
-// commitError maps the dedup core's typed errors to statuses. Nothing was written on any of
-// these paths except, possibly, on ErrUnavailable, where the redelivery we ask for is safe.
+// commitError maps the dedup core's typed errors to statuses. Nothing was written except,
+// possibly, on ErrUnavailable, where the redelivery asked for is safe.
 func (h *Handler) commitError(d *delivery, err error) bool {
 	var ie *dedup.InvalidError
 	var ue *dedup.UnavailableError
@@ -689,12 +654,11 @@ func (h *Handler) commitError(d *delivery, err error) bool {
 		r.headers["Retry-After"] = strconv.Itoa(int((ue.RetryAfter + time.Second - 1) / time.Second))
 		return d.stop("unavailable", err, r)
 	}
-	// A plan over a DynamoDB limit, a missing table, denied access: a 500 the provider
-	// retries, and an error log line that names the cause for the operator.
+	// A missing table, denied access: a 500 the provider retries, the cause in the log.
 	return d.stop("internal", err, reply(http.StatusInternalServerError, "internal error", ""))
 }
 
-// verify verifies a delivery by the source's scheme, with the URL it signs when it signs one.
+// verify verifies by the source's scheme, with the signed URL for a scheme that signs one.
 func (s *source) verify(signedURL string, hdr http.Header, raw []byte, secrets []string, now time.Time) error {
 	if s.signedURL != nil {
 		return s.signedURL.VerifyURL(signedURL, hdr, raw, secrets, now)
@@ -702,12 +666,10 @@ func (s *source) verify(signedURL string, hdr http.Header, raw []byte, secrets [
 	return s.scheme.Verify(hdr, raw, secrets, now)
 }
 
-// url is the URL a URL-signing provider called ("" for the other schemes): the source's
-// configured url, else https://<the domain API Gateway served the request on><the raw path,
-// stage included>, and then the request's own query string (signed: the provider appends to
-// it, as Twilio's bodySHA256). Never the Host header, which the sender writes: a delivery
-// captured for one deployment must not verify at another that shares the provider's
-// account-wide key.
+// url is the URL a URL-signing provider called ("" for the other schemes): the source's url,
+// else https://<API Gateway's domain><the raw path>, with the request's query (signed). Never
+// the Host header, which the sender writes: a delivery captured for one deployment must not
+// verify at another sharing the provider's account-wide key.
 func (s *source) url(req *request) (string, error) {
 	if s.signedURL == nil {
 		return "", nil
@@ -726,9 +688,8 @@ func (s *source) url(req *request) (string, error) {
 }
 
 // NoSignedURLError is a delivery to a source whose scheme signs the URL it calls (twilio,
-// square) when the receiver cannot know that URL: the source sets no url, and the request
-// names no domain the receiver trusts (API Gateway's RequestContext.DomainName; over
-// ServeHTTP, a Host in Config.TrustedHosts). It is answered 500: the configuration is at fault.
+// square) when that URL is unknown: the source sets no url, and the request names no trusted
+// domain (API Gateway's, or a Host in Config.TrustedHosts). It is a 500: the configuration's fault.
 type NoSignedURLError struct {
 	Source, Scheme string
 }
@@ -738,9 +699,8 @@ func (e *NoSignedURLError) Error() string {
 }
 
 // guardContent sets what ev's body guard claims, when the source guards: what the signature
-// covers, as the provider canonicalises it (signed, the raw body, for the schemes that sign
-// it; Twilio's URL and sorted fields; Square's URL and body), with the type before it for
-// "body+type". Left nil when that is the payload itself, which the store then hashes.
+// covers, as the provider canonicalises it, with the type before it for "body+type". Left nil
+// when that is the payload itself, which the store then hashes.
 func (s *source) guardContent(ev *dedup.Event, signedURL string, signed []byte) error {
 	if s.conf.ReplayGuard == sources.ReplayGuardOff {
 		return nil
@@ -754,10 +714,9 @@ func (s *source) guardContent(ev *dedup.Event, signedURL string, signed []byte) 
 		content = c
 	}
 	if s.conf.ReplayGuard == sources.ReplayGuardBodyAndType {
-		// The type is unsigned: only one a planner is registered for keys the guard, so a
-		// body is claimed at most once per planned type and once for all others, whatever
-		// types a sender invents. A type never holds a NUL (dedup.Event.Validate): the two
-		// parts cannot be confused.
+		// The type is unsigned: only a planned one keys the guard, so a body is claimed once
+		// per planned type and once for all others, whatever types a sender invents. A type
+		// holds no NUL (dedup.Event.Validate): the parts cannot be confused.
 		typ := ""
 		if _, planned := s.read.planners[ev.Type]; planned {
 			typ = ev.Type
@@ -771,9 +730,8 @@ func (s *source) guardContent(ev *dedup.Event, signedURL string, signed []byte) 
 	return nil
 }
 
-// UnknownTargetError is a plan whose intent names a target the deployment's outbox does not
-// serve (Config.Targets): the receiver refuses it, writing nothing, rather than leave an intent
-// no executor will ever run.
+// UnknownTargetError is a plan whose intent names a target not in Config.Targets: refused,
+// writing nothing, rather than leave an intent no executor will run.
 type UnknownTargetError struct {
 	Source, EventType, Intent, Target string
 }
@@ -782,12 +740,10 @@ func (e *UnknownTargetError) Error() string {
 	return fmt.Sprintf("receiver: the %s planner for %s planned intent %q for target %q, which no executor serves", e.EventType, e.Source, e.Intent, e.Target)
 }
 
-// maxRequestIDLen bounds the request id logged: over ServeHTTP it is the sender's X-Request-Id,
-// logged before anything is verified.
+// maxRequestIDLen bounds the request id logged: over ServeHTTP it is the sender's, unverified.
 const maxRequestIDLen = 128
 
-// boundedID is a request id fit to log: at most maxRequestIDLen bytes of printable ASCII, the
-// rest cut and marked.
+// boundedID is an id fit to log: at most maxRequestIDLen bytes of printable ASCII, cut and marked.
 func boundedID(id string) string {
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c < 0x21 || c > 0x7e || i == maxRequestIDLen {
@@ -797,8 +753,7 @@ func boundedID(id string) string {
 	return id
 }
 
-// delivery is what one request did, for the log line and the metrics, and what the pipeline's
-// steps hand on.
+// delivery is what one request did, as the pipeline's steps hand it on.
 type delivery struct {
 	req        request
 	src        *source // nil until routed to a known source
@@ -844,8 +799,7 @@ type planned struct {
 	result dedup.Result
 }
 
-// batchResult is what a delivery's events did: a batch's events not ignored, in the body's
-// order, and the counts (a single event's too).
+// batchResult is a batch's events not ignored, in order, and the counts (a single event's too).
 type batchResult struct {
 	events  []planned
 	ignored int

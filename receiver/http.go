@@ -9,17 +9,14 @@ import (
 	"strings"
 )
 
-// ServeHTTP answers a delivery POSTed to <anything>/hooks/{source} over plain net/http (a
-// container, a server of your own) by the same code path as Handle: the same statuses, the
-// same single write. It reads at most the largest max_body_bytes of the sources file (413
-// beyond it), and joins a header's repeated values with commas, as API Gateway does. Mount it
-// where the provider's URL points:
+// ServeHTTP answers a delivery POSTed to <anything>/hooks/{source} over net/http by the same
+// pipeline as Handle. It reads at most the largest max_body_bytes of the sources file (413
+// beyond it), and joins a header's repeated values with commas, as API Gateway does:
 //
 //	http.Handle("/hooks/", h)
 //
-// A source whose scheme signs the URL it calls (twilio, square) needs its url, or the hosts it
-// is called at in Config.TrustedHosts: the Host header is the sender's to write, and is used
-// only when trusted (CheckHTTP refuses, at start, a handler that has neither).
+// A source whose scheme signs the URL it calls (twilio, square) needs its url, or its hosts in
+// Config.TrustedHosts: the Host header is the sender's, used only when trusted (CheckHTTP).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := make(http.Header, len(r.Header)+1)
 	for k, v := range r.Header {
@@ -32,8 +29,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		untrustedHost: domain == "" && len(h.trusted) > 0}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.maxBody)))
 	if err != nil {
-		// Refused before the pipeline could read the body, and still a delivery: its span,
-		// its log line and its metrics, as its other refusals.
+		// Still a delivery: its span, log line and metrics, as the other refusals.
 		var tooLarge *http.MaxBytesError
 		resp := reply(http.StatusBadRequest, "the body could not be read", "body")
 		if errors.As(err, &tooLarge) {
@@ -62,10 +58,9 @@ func (h *Handler) trustedHost(host string) string {
 	return ""
 }
 
-// CheckHTTP reports whether ServeHTTP can verify every source: it returns a
-// *NoSignedURLError for the first source whose scheme signs the URL it calls (twilio, square)
-// that sets no url while Config.TrustedHosts is empty. Call it before serving (launch's
-// NewHTTPReceiver does), so such a deployment does not start instead of answering 500.
+// CheckHTTP reports whether ServeHTTP can verify every source: a *NoSignedURLError for the
+// first URL-signing source without a url while Config.TrustedHosts is empty. Call it before
+// serving (launch.NewHTTPReceiver does), so such a deployment does not start.
 func (h *Handler) CheckHTTP() error {
 	if len(h.trusted) > 0 {
 		return nil

@@ -13,14 +13,10 @@ import (
 )
 
 // HandleJSON registers p for events of eventType from source, with the verified body decoded
-// into a T by encoding/json (T's json tags, matched as encoding/json matches them; fields the
-// body lacks keep their zero value, and fields T lacks are ignored, as providers add them). A
-// body that does not decode into T is the payload's fault: a *PayloadError (400, nothing
-// claimed) naming the field's path ("data.object.amount_total") and the kind of JSON value it
-// held, never the value itself, and p is not run. A field that must be present is p's to check
-// (return a *PayloadError naming it). For a planner that reads a few fields of a large body,
-// HandleFields reads them in the receiver's own pass instead. For sources whose body is JSON: a
-// form-encoded body (Twilio) is refused as not JSON.
+// into a T by encoding/json (fields the body lacks keep their zero value; fields T lacks are
+// ignored). A body that does not decode is a *PayloadError (400, nothing claimed) naming the
+// field's path and the kind of JSON value it held, never the value, and p is not run. A field
+// that must be present is p's to check. A form-encoded body (Twilio) is refused as not JSON.
 //
 // It is a function, not a method of Planners, because Go methods take no type parameters.
 func HandleJSON[T any](ps *Planners, source, eventType string, p func(ctx context.Context, ev dedup.Event, v T) (dedup.Plan, error)) {
@@ -53,8 +49,7 @@ func decodeJSON(payload []byte, v any) error {
 		if field == "" {
 			field = "body"
 		}
-		// te.Value is "number 1e999" for a number: keep the kind, so a hostile body's value never
-		// reaches the answer or the log.
+		// te.Value is "number 1e999": the kind only, so a hostile value never reaches the log.
 		kind, _, _ := strings.Cut(te.Value, " ")
 		return &PayloadError{Field: field, Reason: fmt.Sprintf("is a JSON %s, want %s", kind, te.Type)}
 	}

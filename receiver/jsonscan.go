@@ -9,12 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// The receiver reads a few values (event id, type, time) from bodies that can be large, and
-// must also refuse bodies that are not JSON. Decoding the body into maps to find the values,
-// or even encoding/json's validity check followed by a walk per value, cost most of the hot
-// path, so this file does both in one pass: a direct recursive-descent validator that, while
-// it checks the document, picks up the values at a set of paths compiled in advance.
-// FuzzScanJSON checks both verdicts against encoding/json.
+// The receiver reads a few values from bodies that can be large, and must refuse bodies that
+// are not JSON. encoding/json's check followed by a walk per value cost most of the hot path,
+// so one recursive-descent pass both validates and picks up the values at paths compiled in
+// advance. FuzzValidJSON and FuzzLookupJSON hold its verdicts to encoding/json's.
 
 // maxDepth is encoding/json's nesting limit.
 const maxDepth = 10000
@@ -44,8 +42,8 @@ func compilePaths(paths ...string) (jsonPaths, error) {
 	return ps, nil
 }
 
-// span is where a value lies in a document: doc[start:end], or nowhere when end is 0. Offsets
-// rather than slices keep the caller's array of them on its stack.
+// span is where a value lies in a document: doc[start:end], or nowhere when end is 0 (offsets
+// keep the caller's array on its stack).
 type span struct{ start, end int }
 
 // in returns the raw value the span covers in doc, or nil.
@@ -56,9 +54,8 @@ func (v span) in(doc []byte) []byte {
 	return doc[v.start:v.end]
 }
 
-// scan reports whether doc is exactly one valid JSON object (RFC 8259, with the same verdict
-// as encoding/json's Valid) and, in the same pass, sets vals[p] to where the value at path p
-// lies, or to nowhere. Where a key repeats, the last one wins, as in encoding/json.
+// scan reports whether doc is exactly one valid JSON object (encoding/json's verdict) and sets
+// vals[p] to where the value at path p lies, or nowhere. A repeated key's last value wins.
 func (ps jsonPaths) scan(doc []byte, vals []span) bool {
 	clear(vals[:len(ps)])
 	s := scanner{doc: doc, paths: ps, vals: vals}
@@ -199,8 +196,7 @@ func keyEquals(raw []byte, key string) bool {
 	if plain(inner) {
 		return false
 	}
-	// A copy, on this rare path only: what json.Unmarshal reads escapes to the heap, and the
-	// document with it, which would move every caller's array of spans there too.
+	// A copy, on this rare path: what json.Unmarshal reads escapes, and would take the document.
 	var k string
 	return json.Unmarshal(bytes.Clone(raw), &k) == nil && k == key
 }
@@ -249,8 +245,7 @@ func validString(doc []byte, i int) (int, bool) {
 	return i, false
 }
 
-// special marks the bytes validString must look at: the quote, the backslash and the control
-// characters. One table load per byte is most of the cost of checking a body.
+// special marks the bytes validString must look at: one table load per byte is the cost.
 var special = func() (t [256]bool) {
 	for c := range 0x20 {
 		t[c] = true
@@ -307,9 +302,8 @@ func skipSpace(doc []byte, i int) int {
 	return i
 }
 
-// scalar returns the raw JSON string (decoded) or number (as written: numeric ids, Unix
-// timestamps) that v covers in doc as a string; "" for anything else. text is doc as a string
-// when the caller has it (API Gateway's body) or "": a value that needs no decoding is then a
+// scalar returns the JSON string (decoded) or number (as written) v covers in doc; "" for
+// anything else. text is doc as a string, or "": a value needing no decoding is then a
 // substring of it rather than a copy.
 func scalar(doc []byte, text string, v span) string {
 	raw := v.in(doc)

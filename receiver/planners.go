@@ -9,15 +9,13 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// A Planner turns one event into its plan: the local effect records to write with the claim
-// and the intents (external effects) for the outbox. It must be a pure function of the event:
-// every delivery of an event must plan the same thing, and it must not call anything that has
+// A Planner turns one event into its plan: the effect records written with the claim and the
+// intents for the outbox. It must be a pure function of the event, calling nothing that has
 // effects: those belong in the plan.
 type Planner func(ctx context.Context, ev dedup.Event) (dedup.Plan, error)
 
-// ErrBadPayload is matched by planner errors that blame the payload (a missing field, a wrong
-// type). The receiver answers 400 with the error's message and claims nothing; any other
-// planner error is a 500, and the provider will retry.
+// ErrBadPayload is matched by planner errors that blame the payload: a 400 with the error's
+// message, nothing claimed. Any other planner error is a 500, and the provider retries.
 var ErrBadPayload = errors.New("bad payload")
 
 // PayloadError is a planner's complaint about one field of the payload.
@@ -31,17 +29,13 @@ func (e *PayloadError) Error() string { return e.Field + " " + e.Reason }
 // Is makes errors.Is(err, ErrBadPayload) true.
 func (e *PayloadError) Is(target error) bool { return target == ErrBadPayload }
 
-// A FieldPlanner is a Planner that reads a few fields of the payload, declared with
-// HandleFields. The receiver reads them in the pass that checks the body, so a large payload is
-// read once in all. vals holds the fields' values in the order the Fields lists them (see
-// Fields.Read for what a value is).
+// A FieldPlanner is a Planner of a few payload fields, declared with HandleFields and read in
+// the pass that checks the body. vals holds their values in the Fields' order (see Fields.Read).
 type FieldPlanner func(ctx context.Context, ev dedup.Event, vals []string) (dedup.Plan, error)
 
-// Planners maps (source, event type) to a Planner. Event types without one are handled as the
-// source's sources-file entry says (unknown_types: claimed with an empty plan, or answered 200
-// without a claim) and counted as UnknownType. Register every planner before building the
-// Handler: New reads the registry once, and refuses it (naming the pair) when a pair was
-// registered twice or names a source the sources file does not have.
+// Planners maps (source, event type) to a Planner. Other types are handled as the source's
+// unknown_types says and counted as UnknownType. Register every planner before New, which
+// refuses (naming the pair) a pair registered twice or a source the sources file lacks.
 type Planners struct {
 	m    map[[2]string]planner
 	errs []error
@@ -101,10 +95,8 @@ func (ps *Planners) check(known func(source string) bool) error {
 	return errors.Join(errs...)
 }
 
-// Plan runs the planner registered for the event's source and type, reading the fields it
-// declared from the payload, exactly as the receiver does; known reports whether one is
-// registered (with none, the plan is empty). It is how a test runs a planner (see
-// receivertest).
+// Plan runs the planner registered for the event's source and type as the receiver does;
+// known reports whether one is (with none, the plan is empty). Tests run planners with it.
 func (ps *Planners) Plan(ctx context.Context, ev dedup.Event) (plan dedup.Plan, known bool, err error) {
 	p, ok := ps.m[[2]string{ev.Source, ev.Type}]
 	if !ok {
@@ -136,17 +128,15 @@ func (ps *Planners) forSource(source string) map[string]planner {
 	return m
 }
 
-// Fields reads several values of a payload in one pass over it. Build it once, where the
-// planner is declared: planners that need a few fields of a large payload then pay for one
-// pass, and none for decoding the rest.
+// Fields reads several values of a payload in one pass. Build it once, where the planner is
+// declared.
 type Fields struct {
 	names []string
 	paths jsonPaths
 }
 
 // NewFields compiles dot-separated paths of object keys ("data.object.id"), at most 64. It
-// panics on an empty key: the paths are the application's constants, and a wrong one is found
-// at start.
+// panics on an empty key: the paths are constants, so a wrong one is found at start.
 func NewFields(paths ...string) *Fields {
 	ps, err := compilePaths(paths...)
 	if err != nil {
@@ -155,9 +145,8 @@ func NewFields(paths ...string) *Fields {
 	return &Fields{names: paths, paths: ps}
 }
 
-// Read returns, in the order of the paths, the string (decoded) or number (as written) at
-// each, and "" where there is none or the value is of another kind. It returns nil when payload
-// is not a JSON object. Where a key repeats, the last one wins, as in encoding/json.
+// Read returns, in the paths' order, the string (decoded) or number (as written) at each, ""
+// for none or another kind; nil when payload is not a JSON object. A repeated key's last wins.
 func (f *Fields) Read(payload []byte) []string {
 	var buf [8]span
 	at := buf[:0]

@@ -17,19 +17,17 @@ type Prober interface {
 }
 
 // The duplicate probe's window: a source is in a redrive while at least half of at least
-// windowMin of its last windowSlots committed deliveries in the last windowSpan, on this
-// instance, were duplicates. Counted in deliveries, so a redrive is noticed within a few dozen
-// of them at any rate, and ends as soon as new events are the most again; bounded in time, so
-// a redrive long over does not hold the probe on for a quiet source's next events.
+// windowMin of its last windowSlots deliveries in windowSpan, on this instance, were
+// duplicates. Counted in deliveries, it turns at any rate; bounded in time, a redrive long
+// over does not hold the probe on for a quiet source.
 const (
 	windowSlots = 64
 	windowMin   = 16
 	windowSpan  = 10 * time.Second
 )
 
-// window is a source's last deliveries, each one word (its time in milliseconds, shifted, and
-// whether it was a duplicate), so that concurrent deliveries record and read it without a lock:
-// a slot read while it is written is one delivery's or the other's, either a fair sample.
+// window is a source's last deliveries, one word each (time in milliseconds, shifted, and a
+// duplicate bit), read and written without a lock: a torn read is still one delivery's.
 type window struct {
 	next  atomic.Uint64
 	slots [windowSlots]atomic.Int64
@@ -55,11 +53,9 @@ func (w *window) redrive(now time.Time) bool {
 }
 
 // probe answers a single event as a duplicate before it is planned, when its source is in a
-// redrive and the store finds its claim holding the id: one eventually consistent read instead
-// of a write the claim's condition would cancel. Anything else (not in a redrive, no claim seen,
-// a failed read) leaves the event to be planned and written, and the write's condition decides.
-// A batch is not probed: its redelivery reads the claims after its first chunk finds one taken
-// (dedup.Store.CommitBatch), so it already writes little more than its new events.
+// redrive and a read finds its claim: instead of a write the claim's condition would cancel.
+// Otherwise the write's condition decides. A batch is not probed: dedup.Store.CommitBatch
+// already reads the claims once a chunk finds one taken.
 func (h *Handler) probe(ctx context.Context, d *delivery, ev *dedup.Event) bool {
 	src := d.src
 	if src.window == nil || !src.window.redrive(d.now) {
@@ -69,8 +65,7 @@ func (h *Handler) probe(ctx context.Context, d *delivery, ev *dedup.Event) bool 
 	if !known && src.conf.UnknownTypes == sources.UnknownTypesIgnore {
 		return false // never written: nothing to save
 	}
-	// A quarter of the time left to answer in, at most: a read that hangs must leave the write
-	// the rest, or the delivery it was to save a write for gets a 503.
+	// A quarter of the time left at most: a hanging read must leave the write the rest.
 	pctx, cancel := context.WithTimeout(ctx, time.Until(d.start.Add(src.answerWithin))/4)
 	res, err := h.store.(Prober).Probe(pctx, *ev)
 	cancel()

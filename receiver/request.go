@@ -13,17 +13,16 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// request is one delivery as the receiver reads it, whichever edge it came by: Handle,
-// HandleV1 and ServeHTTP each build one, and one pipeline answers it.
+// request is one delivery as the receiver reads it, whichever edge (Handle, HandleV1,
+// ServeHTTP) built it.
 type request struct {
 	method, source string
 	header         http.Header // canonical names, one value each; nil when twice is set
 	twice          string      // a header name sent twice in different case
 	body           string      // the bytes as sent, or their base64 when base64 is set
 	base64         bool
-	// domain is the host the request was served on, when the receiver trusts it (API
-	// Gateway's; over ServeHTTP a host in Config.TrustedHosts); path and query are as sent. A
-	// URL-signing source's URL is built from them.
+	// domain is the host served on, when trusted; path and query are as sent. A URL-signing
+	// source's URL is built from them.
 	domain, path, query string
 	requestID           string
 	untrustedHost       bool      // over ServeHTTP, a Host not among Config.TrustedHosts
@@ -51,14 +50,12 @@ func fromV2(req events.APIGatewayV2HTTPRequest) request {
 		path: req.RawPath, query: req.RawQueryString, requestID: req.RequestContext.RequestID}
 }
 
-// HandleV1 answers a REST API (payload format 1.0) request as Handle answers its v2 shape:
-// the same statuses and the same work. Multi-value headers are joined with commas, as the
-// HTTP API does; names keep the sender's case, so one sent twice in different case is
-// refused (400) as Handle refuses it. The path is the one the client called, the stage included
-// (RequestContext.Path), and the domain API Gateway's: a URL-signing source verifies against
-// them. Payload 1.0 carries the query string decoded, not as sent: it is re-encoded with its
-// parameters sorted, so a URL-signing source behind a REST API should be called at a URL
-// whose query has at most one parameter (Twilio's bodySHA256), or set its url.
+// HandleV1 answers a REST API (payload format 1.0) request as Handle answers its v2 shape.
+// Multi-value headers are joined with commas, as the HTTP API does; a name sent twice in
+// different case is refused (400). A URL-signing source verifies against the path the client
+// called (the stage included) on API Gateway's domain; payload 1.0 carries the query decoded,
+// so it is re-encoded with its parameters sorted: such a source behind a REST API should be
+// called with at most one query parameter (Twilio's bodySHA256), or set its url.
 func (h *Handler) HandleV1(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	headers := make(map[string]string, len(req.Headers)+len(req.MultiValueHeaders))
 	multi := make(map[string]bool, len(req.MultiValueHeaders))
@@ -89,9 +86,8 @@ func (h *Handler) HandleV1(ctx context.Context, req events.APIGatewayProxyReques
 	return events.APIGatewayProxyResponse{StatusCode: r.status, Headers: r.headers, Body: r.body}, nil
 }
 
-// sourceName reads the source from the path: the stack's routes are one per source (POST
-// /hooks/<name>, no path parameters), as is a function URL's; an application's own API may
-// route POST /hooks/{source} instead.
+// sourceName reads the source from the {source} path parameter, or else the path (the stack's
+// routes are one per source, as is a function URL's).
 func sourceName(params map[string]string, path string) string {
 	if s := params["source"]; s != "" {
 		return s
@@ -103,12 +99,10 @@ func sourceName(params map[string]string, path string) string {
 	return ""
 }
 
-// header turns API Gateway's lower-cased header map into an http.Header: one backing array
-// for the values, and canonical names from a cache (the same dozen names arrive on every
-// request, and canonicalizing a lower-case name allocates). A name the map holds twice in
-// different case (a REST API's event, a hand-built one: API Gateway v2 lower-cases names and
-// joins repeats) is returned as twice, the least such name, and no header: kept, either
-// spelling would win by map order, and a signature is over one value, never over the two joined.
+// header turns API Gateway's header map into an http.Header, with one backing array for the
+// values and canonical names from a cache (canonicalizing a lower-case name allocates). A name
+// held twice in different case is returned as twice (the least such) with no header: either
+// spelling would win by map order, and a signature is over one value.
 func header(m map[string]string) (h http.Header, twice string) {
 	h = make(http.Header, len(m))
 	vals := make([]string, 0, len(m))

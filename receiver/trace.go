@@ -18,10 +18,8 @@ import (
 // TracerName is the instrumentation scope of the receiver's spans.
 const TracerName = "github.com/oncehook/oncehook/receiver"
 
-// The receiver's span names: one delivery is a server span (SpanDelivery, "POST
-// /hooks/{source}"; a request by another method is "<method> /hooks/{source}", or "HTTP
-// /hooks/{source}" for a method HTTP does not define, as OpenTelemetry's HTTP conventions name
-// a server span) with a child for each step it took.
+// The receiver's span names: a delivery is a server span named by OpenTelemetry's HTTP
+// conventions (SpanDelivery for a POST), with a child for each step it took.
 const (
 	SpanDelivery = "POST " + route
 	SpanVerify   = "verify"
@@ -29,8 +27,7 @@ const (
 	SpanCommit   = "commit"
 )
 
-// Attributes of the receiver's spans that no OpenTelemetry convention names: what the
-// delivery was, and what its commit did.
+// Attributes of the receiver's spans that no OpenTelemetry convention names.
 const (
 	AttrSource        = attribute.Key("oncehook.source")
 	AttrEventID       = attribute.Key("oncehook.event_id")
@@ -42,25 +39,21 @@ const (
 	AttrEffects       = attribute.Key("oncehook.plan.effects")
 	AttrIntents       = attribute.Key("oncehook.plan.intents")
 	AttrEvents        = attribute.Key("oncehook.batch.events")
-	// AttrLink says what a link of the delivery span is: "provider" for the traceparent the
-	// provider sent (recorded, never trusted as the parent), "caller" for a span the
-	// handler's context already had (a middleware's, a function wrapper's).
+	// AttrLink says what a link of the delivery span is: "provider" for the provider's
+	// traceparent, "caller" for a span the handler's context already had.
 	AttrLink = attribute.Key("oncehook.link")
 )
 
 // route is the receiver's route, as the delivery span names it.
 const route = "/hooks/{source}"
 
-// maxTraceparent bounds the traceparent header read: a version-00 value is 55 characters,
-// and a later version's is read by its first 55 (W3C Trace Context). Anything longer is
-// ignored unread.
+// maxTraceparent bounds the traceparent read (a version-00 value is 55 characters): anything
+// longer is ignored unread.
 const maxTraceparent = 256
 
 // startDelivery starts the delivery's server span, a root of its own trace: a provider's
-// traceparent says where the provider's trace is, not which of ours this one belongs to, so
-// it is a link (as is a span the context held already). Its links and attributes are read and
-// set only when it records: with tracing off (a no-op provider) the delivery builds nothing
-// for it.
+// traceparent says where its trace is, not which of ours this is, so it is a link (as is a
+// span the context held). Links and attributes are built only when the span records.
 func (h *Handler) startDelivery(ctx context.Context, req *request) (context.Context, trace.Span) {
 	caller := trace.SpanContextFromContext(ctx)
 	name, method := "HTTP "+route, semconv.HTTPRequestMethodOther
@@ -72,10 +65,8 @@ func (h *Handler) startDelivery(ctx context.Context, req *request) (context.Cont
 	case "":
 		method = attribute.KeyValue{}
 	}
-	// Started from a context without the caller's span, not only as a new root: a provider
-	// that ignores WithNewRoot (the noop one, the global one before an SDK is set) hands the
-	// parent's span context back as the new span's, and the commit would store the caller's
-	// (a middleware's reading of the sender's traceparent).
+	// Not only a new root: a provider that ignores WithNewRoot (the noop one) hands back the
+	// caller's span context, and the commit would store it on the claim.
 	ctx, s := h.tracer.Start(untraced(ctx), name, deliveryStart...)
 	if !s.IsRecording() {
 		return ctx, s
@@ -100,8 +91,7 @@ func (h *Handler) startDelivery(ctx context.Context, req *request) (context.Cont
 // deliveryStart is how every delivery span starts, built once.
 var deliveryStart = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer)}
 
-// endDelivery records on the delivery span what the delivery did (as its log line says it)
-// and ends it.
+// endDelivery records on the delivery span what the delivery did, and ends it.
 func endDelivery(s trace.Span, d *delivery) {
 	if !s.IsRecording() {
 		s.End()
@@ -140,22 +130,15 @@ func endPanicked(s trace.Span) {
 		return // no recover: the panic goes on as it is
 	}
 	if r := recover(); r != nil {
-		endInPanic(s, r)
+		s.SetStatus(codes.Error, "panic")
+		s.SetAttributes(semconv.ErrorTypeKey.String("panic"))
+		s.End()
+		panic(r)
 	}
 }
 
-// endInPanic ends s in error for the panic r, and panics on with r.
-func endInPanic(s trace.Span, r any) {
-	s.SetStatus(codes.Error, "panic")
-	s.SetAttributes(semconv.ErrorTypeKey.String("panic"))
-	s.End()
-	panic(r)
-}
-
-// untraced is ctx without its span context, for the delivery span to start from: so that
-// with tracing off (or a provider that ignores WithNewRoot) none is stored on the claim. A caller's span (a middleware's that read the sender's traceparent, a function
-// wrapper's) is not the receiver's to store: the claim's context is its own commit span's, or
-// none.
+// untraced is ctx without its span context: a caller's span (a middleware's) is not the
+// receiver's to store on the claim.
 func untraced(ctx context.Context) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
@@ -163,44 +146,27 @@ func untraced(ctx context.Context) context.Context {
 	return trace.ContextWithSpanContext(ctx, trace.SpanContext{})
 }
 
-// step is one step's span (verify, plan, commit); the zero step is tracing off, and every
-// method of it does nothing.
-type step struct{ span trace.Span }
-
-// startStep starts a step under the delivery span in ctx, when that span is recording (a
-// delivery not sampled records no steps).
-func (h *Handler) startStep(ctx context.Context, name string, kind trace.SpanKind) (context.Context, step) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, step{}
+// startStep starts a step's span (verify, plan, commit) under the delivery span in ctx when
+// that span records; otherwise the step is that span, recording nothing, and ending it is left
+// to the delivery.
+func (h *Handler) startStep(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if s := trace.SpanFromContext(ctx); !s.IsRecording() {
+		return ctx, s
 	}
-	ctx, s := h.tracer.Start(ctx, name, trace.WithSpanKind(kind))
-	return ctx, step{s}
+	return h.tracer.Start(ctx, name, trace.WithSpanKind(kind))
 }
 
-// endPanicked, deferred, ends the step in error when its function panics (see endPanicked).
-func (s step) endPanicked() {
-	if s.span == nil {
-		return // no recover: the panic goes on as it is
-	}
-	if r := recover(); r != nil {
-		endInPanic(s.span, r)
-	}
-}
-
-// recording reports whether attributes set on the step are kept: check it before building them.
-func (s step) recording() bool { return s.span != nil }
-
-// end ends the step, in error when err is set.
-func (s step) end(err error, attrs ...attribute.KeyValue) {
-	if s.span == nil {
+// endStep ends a recording step, in error when err is set.
+func endStep(s trace.Span, err error, attrs ...attribute.KeyValue) {
+	if !s.IsRecording() {
 		return
 	}
 	if err != nil {
-		s.span.SetStatus(codes.Error, err.Error())
+		s.SetStatus(codes.Error, err.Error())
 		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(err)))
 	}
-	s.span.SetAttributes(attrs...)
-	s.span.End()
+	s.SetAttributes(attrs...)
+	s.End()
 }
 
 // errorType names an error's kind for error.type: its Go type, the convention's fallback.

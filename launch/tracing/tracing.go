@@ -1,17 +1,12 @@
 // Package tracing is the OpenTelemetry tracing of oncehook's functions: FromEnv builds it from
-// the process environment at a function's start (launch.Load does), Flush exports each
-// invocation's spans before Lambda freezes the environment, and CheckEnv runs the same start on
-// a function's environment without starting it.
+// the environment at a function's start (launch.Load does), Flush exports each invocation's
+// spans before Lambda freezes the environment, and CheckEnv runs the same start without
+// starting it. It is apart from launch so that the CDK construct (package infra), which runs
+// CheckEnv at synth, links no AWS client the functions call but the outbox's: launch reads the
+// exporter's stored headers (OTLPHeadersSecret) and hands them to FromEnv.
 //
-// It is a package apart from launch so that the CDK construct (package infra), which runs
-// CheckEnv on the functions' tracing settings at synth, links OpenTelemetry's SDK and, of the
-// AWS service clients the functions call, only the outbox's (whose description of a failed HTTP
-// call it shares; the construct links the outbox anyway): a team's first synth compiles every
-// package its CDK app imports. What needs another client stays in launch: it reads the
-// exporter's stored headers (OTLPHeadersSecret) and hands that reading to FromEnv.
-//
-// The functions' tracing is OpenTelemetry's, set by its own variables, which the SDK and its
-// OTLP/HTTP exporter (otlptracehttp) read themselves:
+// The tracing is set by OpenTelemetry's own variables, which the SDK and its OTLP/HTTP exporter
+// (otlptracehttp) read themselves:
 //
 //	OTEL_TRACES_EXPORTER         otlp turns it on; unset or none is off (at no cost: no span is
 //	                             started). Anything else is refused at start, naming it.
@@ -28,12 +23,10 @@
 //	OTEL_SERVICE_NAME            default the function's name; OTEL_RESOURCE_ATTRIBUTES adds more
 //	OTEL_BSP_*                   the SDK's batch span processor
 //
-// A value the SDK reports it cannot parse while it starts (a header, a timeout, a certificate,
-// a sampler, resource attributes) is refused at start: the SDK would otherwise carry on with a
-// default. OpenTelemetry's own default exporter is otlp; here it is none, so a function
-// without a collector never pays for a failing export.
-// Built with -tags oncehook_notrace_export, a binary links no exporter (nor the gRPC packages
-// it brings, about 11-16 MB) and refuses otlp at start.
+// A value the SDK reports it cannot parse while it starts is refused at start, where the SDK
+// would carry on with a default. The default exporter is none (OpenTelemetry's is otlp), so a
+// function without a collector never pays for a failing export. Built with
+// -tags oncehook_notrace_export, a binary links no exporter (11-16 MB) and refuses otlp.
 package tracing
 
 import (
@@ -63,26 +56,19 @@ import (
 	"github.com/oncehook/oncehook/outbox"
 )
 
-// The OTLP exporter's headers (a vendor's intake key) are read at start from a secret store, as
-// the sources' secrets are, so that the key is never in a function's environment or the
-// template that sets it (launch reads them, and passes the reading to FromEnv):
-//
-//	ONCEHOOK_OTLP_HEADERS_SECRET     a Secrets Manager secret (name or ARN) whose SecretString is
-//	                                 the headers; or
-//	ONCEHOOK_OTLP_HEADERS_PARAMETER  an SSM parameter (a SecureString, decrypted) holding them
-//
-// The value is either OTEL_EXPORTER_OTLP_HEADERS' form (api-key=<key>,x-team=payments; values
-// URL-encoded) or a JSON object of strings (Secrets Manager's key/value secret). It replaces the
-// OTEL_EXPORTER_OTLP_HEADERS variables, which may then not be set. It is never logged, nor
-// quoted in an error.
+// The OTLP exporter's headers (a vendor's key) can be read at start from a secret store, so the
+// key is never in a function's environment or template: a Secrets Manager secret
+// (ONCEHOOK_OTLP_HEADERS_SECRET) or an SSM SecureString (ONCEHOOK_OTLP_HEADERS_PARAMETER)
+// holding OTEL_EXPORTER_OTLP_HEADERS' form (api-key=<key>,x-team=payments) or a JSON object of
+// strings. It replaces the OTEL_EXPORTER_OTLP_HEADERS variables, which may then not be set, and
+// is never logged nor quoted in an error.
 const (
 	OTLPHeadersSecret    = "ONCEHOOK_OTLP_HEADERS_SECRET"
 	OTLPHeadersParameter = "ONCEHOOK_OTLP_HEADERS_PARAMETER"
 )
 
-// flushTimeout bounds the export at the end of each invocation (a collector layer on
-// localhost takes a millisecond or two): spans must leave before Lambda freezes the
-// environment, and the receiver's answer waits for them.
+// flushTimeout bounds the export at the end of each invocation (a collector layer on localhost
+// takes a millisecond or two): the answer waits for it.
 const flushTimeout = 500 * time.Millisecond
 
 // Tracing is the functions' OpenTelemetry tracing, built from the environment by FromEnv.
@@ -90,9 +76,8 @@ const flushTimeout = 500 * time.Millisecond
 type Tracing struct {
 	Provider *sdktrace.TracerProvider
 
-	// spans counts the sampled spans ended and those the batcher handed its exporter, so that
-	// Flush reports spans the batcher dropped for a full queue, which OpenTelemetry's SDK
-	// only writes to its debug log (nil for a Tracing built by hand).
+	// spans counts the sampled spans ended and those handed to the exporter, so that Flush
+	// reports the drops the SDK only writes to its debug log (nil for a Tracing built by hand).
 	spans  *spanCounts
 	logger *slog.Logger
 }
@@ -126,27 +111,22 @@ func (x countHanded) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlyS
 	return x.SpanExporter.ExportSpans(ctx, spans)
 }
 
-// defaultQueueSize is the batcher's span queue unless OTEL_BSP_MAX_QUEUE_SIZE says otherwise:
-// a stream batch of 1,000 records ends about 5,000 spans before its flush, and the SDK's
-// default (2,048) would drop the rest when the collector is slower than the invocation.
+// defaultQueueSize is the batcher's queue unless OTEL_BSP_MAX_QUEUE_SIZE says otherwise: a
+// stream batch of 1,000 records ends about 5,000 spans, over the SDK's default (2,048).
 const defaultQueueSize = 8192
 
-// FromEnv builds the tracing the environment asks for (the OTEL_ variables above): off, or an
-// SDK tracer provider exporting through otlptracehttp in batches, set as OpenTelemetry's global
-// provider with the propagators as the global propagator, so that an application's planners
-// and executors trace into the same traces. stored, when not nil, reads the exporter's headers
-// from where the environment stores them (launch's reads the store OTLPHeadersSecret or
-// OTLPHeadersParameter names), and is called only when tracing is on; the headers it returns,
-// if any, are the exporter's. Its errors name the variable, and never quote a value (a
-// header's is a vendor's key).
+// FromEnv builds the tracing the environment asks for: off, or an SDK tracer provider exporting
+// through otlptracehttp in batches, set as OpenTelemetry's global provider and propagator so an
+// application's planners and executors trace into the same traces. stored, when not nil and
+// tracing is on, reads the exporter's headers (launch.StoredOTLPHeaders). Its errors name the
+// variable and never quote a value.
 func FromEnv(ctx context.Context, logger *slog.Logger, stored func(context.Context) (map[string]string, error)) (*Tracing, error) {
 	prop, on, err := tracingOn(os.Getenv)
 	if err != nil || !on {
 		return &Tracing{}, err
 	}
 	sdk := &sdkLog{logger: logger, shown: shownEndpoint(os.Getenv), starting: true}
-	// The SDK reports what it cannot parse, and later failed exports, to these: ours, so that
-	// nothing it quotes (a header's value, the endpoint's path) is logged.
+	// Ours, so that nothing the SDK quotes (a header's value, the endpoint's path) is logged.
 	otel.SetLogger(logr.New(sdk))
 	otel.SetErrorHandler(sdk)
 	if !exportLinked {
@@ -199,8 +179,8 @@ func newBatcher(exp sdktrace.SpanExporter, opts []sdktrace.BatchSpanProcessorOpt
 }
 
 // tracingOn reads what only this project decides: whether tracing is on, the exporter and
-// protocol it links (OTLP over HTTP), and the propagators the calls carry. (Not contrib's
-// autoexport, which reads OTEL_TRACES_EXPORTER too: it links the gRPC exporters and Prometheus.)
+// protocol (OTLP over HTTP) and the propagators. (Not contrib's autoexport: it links the gRPC
+// exporters and Prometheus.)
 func tracingOn(getenv func(string) string) (propagation.TextMapPropagator, bool, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, false, nil
@@ -215,15 +195,13 @@ func tracingOn(getenv func(string) string) (propagation.TextMapPropagator, bool,
 	if name, v := otlpSetting(getenv, "PROTOCOL"); v != "" && v != "http/protobuf" && v != "http/json" {
 		return nil, false, fmt.Errorf("%s=%q: want http/protobuf or http/json (no gRPC exporter is linked)", name, v)
 	}
-	// The exporter takes any URL it can parse, and one without a host ("localhost:4318") fails
-	// every export: refused, never quoted (an intake's key can be its path).
+	// The exporter takes a URL without a host ("localhost:4318") and fails every export.
 	if name, v := otlpSetting(getenv, "ENDPOINT"); v != "" {
 		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, false, fmt.Errorf("%s: not an http(s) URL", name)
 		}
 	}
-	// Not contrib's autoprop: it links the deprecated X-Ray propagator module, and B3, Jaeger
-	// and OT propagators no downstream of ours reads.
+	// Not contrib's autoprop: it links X-Ray's deprecated module, B3, Jaeger and OT.
 	var props []propagation.TextMapPropagator
 	names := getenv("OTEL_PROPAGATORS")
 	if strings.TrimSpace(names) == "" {
@@ -246,12 +224,10 @@ func tracingOn(getenv func(string) string) (propagation.TextMapPropagator, bool,
 // checkMu serializes CheckEnv, which sets the process's OTEL_ variables for the SDK.
 var checkMu sync.Mutex
 
-// CheckEnv reports what FromEnv would refuse in env, a function's environment (the OTEL_
-// variables above), by the same start: the SDK's own reading of them. The TLS files are left
-// out (env names a function's files, read at its start), and so are the stored headers (a
-// synth never reads a secret store). infra runs it at synth, so that a deployment whose
-// functions would refuse to start fails before it is deployed. It sets OpenTelemetry's global
-// logger and error handler, as FromEnv does.
+// CheckEnv reports what FromEnv would refuse in env, a function's environment, by the same
+// start, less the TLS files (the function's) and the stored headers (a synth reads no secret).
+// infra runs it at synth, so that functions that would refuse to start are never deployed. It
+// sets OpenTelemetry's global logger and error handler, as FromEnv does.
 func CheckEnv(env map[string]string) error {
 	checkMu.Lock()
 	defer checkMu.Unlock()
@@ -292,9 +268,9 @@ func CheckEnv(env map[string]string) error {
 	return t.Shutdown(context.Background()) // nothing was traced: nothing is exported
 }
 
-// sdkLog is OpenTelemetry's global logger and error handler, as FromEnv sets them:
-// while the SDK starts, its errors are collected (by what failed, never the value it quotes)
-// and refuse the start; afterwards, a failed export is logged as exportFailure describes it.
+// sdkLog is OpenTelemetry's global logger and error handler: while the SDK starts, its errors
+// are collected (by what failed, never the value) and refuse the start; afterwards, a failed
+// export is logged as exportFailure describes it.
 type sdkLog struct {
 	logger *slog.Logger
 	shown  string // the endpoint, shown (shownEndpoint)
@@ -332,8 +308,7 @@ func (s *sdkLog) collected(what string) bool {
 	return s.starting
 }
 
-// sdkSetting names the variable an error the SDK reports at start is about (its sampler's
-// errors; the others come through Error with the exporter's message).
+// sdkSetting names the variable an error the SDK reports at start is about.
 func sdkSetting(err error) string {
 	if strings.Contains(err.Error(), "sampler") {
 		return "OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG: " + err.Error() // the sampler's name, or its ratio: no secret
@@ -350,8 +325,7 @@ var exporterVariables = map[string]string{
 	"escape header value": "OTEL_EXPORTER_OTLP_HEADERS",
 }
 
-// The logr sink: the SDK's errors only (its info is debugging), by message, without the values
-// it logs with them (a header's, the endpoint's).
+// The logr sink: the SDK's errors only, by message, without the values logged with them.
 func (s *sdkLog) Init(logr.RuntimeInfo)          {}
 func (s *sdkLog) Enabled(int) bool               { return false }
 func (s *sdkLog) Info(int, string, ...any)       {}
@@ -360,8 +334,7 @@ func (s *sdkLog) WithName(string) logr.LogSink   { return s }
 func (s *sdkLog) Error(_ error, msg string, kv ...any) {
 	what := msg
 	if v, ok := exporterVariables[msg]; ok {
-		// The SDK reads the general variable and then the traces' own, which wins: a general
-		// value it cannot parse under a traces' one is not what the traces use.
+		// A general value the SDK cannot parse under a traces' one (which wins) is not used.
 		traces := os.Getenv(strings.Replace(v, "OTEL_EXPORTER_OTLP_", "OTEL_EXPORTER_OTLP_TRACES_", 1))
 		if len(kv) >= 2 && traces != "" && fmt.Sprint(kv[1]) != traces {
 			return
@@ -373,8 +346,8 @@ func (s *sdkLog) Error(_ error, msg string, kv ...any) {
 	}
 }
 
-// otlpSetting is the exporter's setting of the name given (ENDPOINT, PROTOCOL) and the variable
-// it is read from: the traces' own (OTEL_EXPORTER_OTLP_TRACES_<name>) wins over the general one.
+// otlpSetting is the exporter's setting (ENDPOINT, PROTOCOL) and its variable: the traces' own
+// wins over the general one.
 func otlpSetting(getenv func(string) string, setting string) (variable, value string) {
 	for _, variable := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + setting, "OTEL_EXPORTER_OTLP_" + setting} {
 		if v := strings.TrimSpace(getenv(variable)); v != "" {
@@ -384,8 +357,8 @@ func otlpSetting(getenv func(string) string, setting string) (variable, value st
 	return "", ""
 }
 
-// shownEndpoint is the traces' endpoint as the exporter reads it, by scheme, host and the
-// standard path only: an intake's key can be its path, query or password.
+// shownEndpoint is the traces' endpoint by scheme, host and the standard path only: an
+// intake's key can be its path, query or password.
 func shownEndpoint(getenv func(string) string) string {
 	variable, raw := otlpSetting(getenv, "ENDPOINT")
 	base := variable != "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" // the exporter adds the standard path
@@ -406,16 +379,14 @@ func shownEndpoint(getenv func(string) string) string {
 	return u.Scheme + "://" + u.Host + "/…"
 }
 
-// failedSend is the exporter's error for an answer it does not retry: "failed to send to
-// <URL>: <status line> (body: ...)"; partialSuccess its error for spans the collector refused.
+// The exporter's errors for an answer it does not retry, and for spans the collector refused.
 var (
 	failedSend     = regexp.MustCompile(`failed to send to \S+: (\d{3})`)
 	partialSuccess = regexp.MustCompile(`OTLP partial success: .*\((\d+) spans? rejected\)`)
 )
 
-// exportFailure is a failed export as the log says it: the exporter's errors quote the URL it
-// posted to (an intake's key can be its path or query) and the collector's answer (which may
-// echo it), so they are described by what failed, as the outbox describes a webhook's.
+// exportFailure is a failed export as the log says it: by what failed, since the exporter's
+// errors quote the URL and the collector's answer, which may hold an intake's key.
 func exportFailure(err error, shown string) string {
 	var ue *url.Error
 	switch msg := err.Error(); {
@@ -434,10 +405,9 @@ func exportFailure(err error, shown string) string {
 	return "an OTLP export to " + shown + " failed (the error is not shown: it may quote the endpoint or the collector's answer)"
 }
 
-// lambdaResource describes the function (the FaaS and cloud conventions), from what Lambda
-// sets in its environment; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES come last, and win.
-// (Not contrib's detectors/aws/lambda: its last release, v0.53.0, leaves out cloud.platform and
-// service.name, gives faas.max_memory in MiB, and its schema URL conflicts with this one's.)
+// lambdaResource describes the function from Lambda's environment; OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES win. (Not contrib's detectors/aws/lambda: it leaves out
+// cloud.platform and service.name, gives faas.max_memory in MiB, and its schema URL conflicts.)
 func lambdaResource(ctx context.Context) (*resource.Resource, error) {
 	attrs := []attribute.KeyValue{semconv.CloudProviderAWS, semconv.CloudPlatformAWSLambda}
 	if name := os.Getenv("AWS_LAMBDA_FUNCTION_NAME"); name != "" {
@@ -463,11 +433,9 @@ func lambdaResource(ctx context.Context) (*resource.Resource, error) {
 	return resource.Merge(base, env)
 }
 
-// Flush exports what the invocation's spans left in the batch, before Lambda freezes the
-// environment (nothing when tracing is off): for at most flushTimeout, and never past the
-// invocation's deadline (less flushReserve for the answer), since a late answer is a timed-out
-// invocation. A failed export, and spans the batcher dropped, are logged; neither fails the
-// invocation.
+// Flush exports the invocation's spans before Lambda freezes the environment: for at most
+// flushTimeout, and never past the deadline less flushReserve (a late answer is a timed-out
+// invocation). A failed export and dropped spans are logged, never failing the invocation.
 func (t *Tracing) Flush(ctx context.Context) {
 	if t == nil || t.Provider == nil {
 		return
@@ -494,8 +462,8 @@ func (t *Tracing) Flush(ctx context.Context) {
 // flushReserve is the time an invocation keeps, after its flush, to answer before its deadline.
 const flushReserve = 50 * time.Millisecond
 
-// reportDrops logs the spans the batcher dropped since the last report: after a whole flush,
-// every sampled span ended was handed to the exporter unless it was dropped.
+// reportDrops logs the spans dropped since the last report: after a whole flush, a sampled
+// span ended and not handed to the exporter was dropped.
 func (t *Tracing) reportDrops() {
 	c := t.spans
 	if c == nil {
@@ -514,8 +482,7 @@ func (t *Tracing) reportDrops() {
 	otel.Handle(errors.New(msg))
 }
 
-// TracerProvider is the provider for receiver.Config and outbox.Config: nil when tracing is
-// off, which those take as off.
+// TracerProvider is the provider for receiver.Config and outbox.Config: nil when off.
 func (t *Tracing) TracerProvider() trace.TracerProvider {
 	if t == nil || t.Provider == nil {
 		return nil
@@ -524,7 +491,7 @@ func (t *Tracing) TracerProvider() trace.TracerProvider {
 }
 
 // Shutdown exports what is left and stops the provider, for a program that serves the
-// functions itself (launch.NewHTTPReceiver) and exits; nothing when tracing is off.
+// functions itself and exits.
 func (t *Tracing) Shutdown(ctx context.Context) error {
 	if t == nil || t.Provider == nil {
 		return nil

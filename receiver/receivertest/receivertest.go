@@ -10,14 +10,12 @@
 //	resp, _ := receivertest.Deliver(ctx, h, req) // resp.Outcome: Accepted, Duplicate, Refused...
 //	plan := rec.Last().Plan // its effects' keys, items and conditions, its intents
 //
-// The kit refuses what production refuses, with the same answer and the same typed error: the
-// Recorder checks every commit with a real dedup.Store configured from the sources file
-// (dedup.Store.Check), and the handler is the real receiver with the launched receiver's intent
-// targets (launch.KnownTargets: the file's and the executors').
+// The kit refuses what production refuses, with the same answer and typed error: the Recorder
+// checks every commit with a real dedup.Store (dedup.Store.Check), and the handler is the real
+// receiver configured as the launched one (launch.ReceiverConfig).
 //
 // For a public-key source (discord, sendgrid), the secret given to Request and NewHandler is
-// the private key whose public key the sources file lists: Request signs with it, the handler
-// verifies with the file's public_keys.
+// the private key whose public key the sources file lists.
 package receivertest
 
 import (
@@ -30,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -57,13 +56,12 @@ type options struct {
 	query                            string // the raw query string the request is sent with
 }
 
-// WithQuery sends the request with the raw query string q (no "?"), as the provider calls the
-// URL: a URL-signing scheme (Twilio, Square) signs it.
+// WithQuery sends the request with the raw query string q (no "?"), which a URL-signing scheme
+// (Twilio, Square) signs.
 func WithQuery(q string) Option { return func(o *options) { o.query = q } }
 
 // WithEventID sets the event id where the source reads it from a header (GitHub's
-// X-GitHub-Delivery, Shopify's X-Shopify-Webhook-Id, Standard Webhooks' webhook-id). An id read
-// from the body is the body's. Default: a fresh id.
+// X-GitHub-Delivery); an id read from the body is the body's. Default: a fresh id.
 func WithEventID(id string) Option { return func(o *options) { o.id = id } }
 
 // WithEventType sets the event type where the source reads it from a header (X-GitHub-Event,
@@ -87,8 +85,7 @@ func WithHeader(name, value string) Option {
 // Base64 sends the body base64-encoded, as API Gateway does for binary media types.
 func Base64() Option { return func(o *options) { o.base64 = true } }
 
-// providerHeaders are the headers each provider sends besides the ones the sources file
-// locates, so that a request looks like the provider's.
+// providerHeaders are the headers each provider sends besides the ones the sources file locates.
 var providerHeaders = map[string]http.Header{
 	webhook.GitHub:           {"User-Agent": {"GitHub-Hookshot/044aadd"}, "X-Github-Hook-Installation-Target-Type": {"repository"}},
 	webhook.Shopify:          {"User-Agent": {"Shopify-Captain-Hook"}, "X-Shopify-Api-Version": {"2026-07"}, "X-Shopify-Shop-Domain": {"example.myshopify.com"}},
@@ -112,22 +109,15 @@ var providerHeaders = map[string]http.Header{
 // URL-signing source without a url is signed over https://Host/hooks/<source>.
 const Host = "abc123.execute-api.eu-west-1.amazonaws.com"
 
-var counter struct {
-	sync.Mutex
-	n int
-}
+var counter atomic.Int64
 
 func freshID(prefix string) string {
-	counter.Lock()
-	defer counter.Unlock()
-	counter.n++
-	return fmt.Sprintf("%s%d_%d", prefix, time.Now().UnixNano(), counter.n)
+	return fmt.Sprintf("%s%d_%d", prefix, time.Now().UnixNano(), counter.Add(1))
 }
 
 // Request builds the API Gateway HTTP API (payload 2.0) request source's provider would send
-// with body: signed with secret by the source's scheme at the given time, the headers the
-// sources file locates the id, type and delivery id in filled (ids fresh unless given), and
-// the provider's usual headers, lower-cased as API Gateway hands them to Lambda.
+// with body: signed with secret by the source's scheme, the located headers filled (ids fresh
+// unless given), and the provider's usual headers, lower-cased as API Gateway hands them over.
 func Request(f *sources.File, source, secret string, body []byte, opts ...Option) (events.APIGatewayV2HTTPRequest, error) {
 	src := f.Sources[source]
 	if src == nil {
@@ -257,11 +247,10 @@ type Committed struct {
 	Plan  dedup.Plan
 }
 
-// Recorder stands in for the dedup store: it records what the receiver commits and answers as
-// DynamoDB would for one process's deliveries (accepted the first time, duplicate after). It
-// refuses what the store refuses, with the store's own error: every commit is first checked by
-// a real dedup.Store configured as the launched receiver's is (the sources file's retentions
-// and tables), which makes no call (dedup.Store.Check).
+// Recorder stands in for the dedup store: it records what the receiver commits and answers
+// accepted the first time, duplicate after. It refuses what the store refuses, with the
+// store's own error: a real dedup.Store, configured from the sources file, checks every commit
+// without a call (dedup.Store.Check).
 type Recorder struct {
 	file  *sources.File
 	store *dedup.Store
@@ -282,8 +271,7 @@ func NewRecorder(f *sources.File) *Recorder {
 // noAPI is the DynamoDB API of the Recorder's store, which only checks: it is never called.
 type noAPI struct{ dedup.API }
 
-// Commit records the plan of an event not seen before, after the store's own checks: a plan
-// the store refuses is refused here with the same *dedup.InvalidError or *dedup.LimitError.
+// Commit records the plan of an event not seen before, after the store's own checks.
 func (r *Recorder) Commit(_ context.Context, ev dedup.Event, plan dedup.Plan) (dedup.Result, error) {
 	if r.err != nil {
 		return dedup.Result{}, r.err
@@ -303,9 +291,7 @@ func (r *Recorder) Commit(_ context.Context, ev dedup.Event, plan dedup.Plan) (d
 }
 
 // Condition returns e's condition as the launched receiver's store sends it to DynamoDB
-// (dedup.Store.Condition): for an effect In one of the sources file's tables, IfAbsent tests
-// that table's partition key. A Recorder whose configuration the store refused returns that
-// error.
+// (dedup.Store.Condition), or the error the store refused the configuration with.
 func (r *Recorder) Condition(e dedup.Effect) (expr string, names map[string]string, values map[string]types.AttributeValue, err error) {
 	if r.err != nil {
 		return "", nil, nil, r.err
@@ -363,10 +349,10 @@ type handlerOptions struct {
 	err      error
 }
 
-// WithExecutors gives the handler the targets of the application's own executors (the map it
-// hands launch.Outbox), besides the sources file's: a plan whose intent names a target neither
-// serves is refused, as the launched receiver refuses it (receiver.UnknownTargetError).
-// NewHandler refuses executors the deployment refuses (outbox.Bounds: one without a bound).
+// WithExecutors gives the handler the targets of the application's own executors, besides the
+// sources file's: a plan naming a target neither serves is refused, as when launched
+// (receiver.UnknownTargetError). NewHandler refuses executors the deployment refuses
+// (outbox.Bounds).
 func WithExecutors(executors map[string]outbox.Executor) HandlerOption {
 	return func(o *handlerOptions) {
 		if _, err := outbox.Bounds(executors); err != nil && o.err == nil {
@@ -384,9 +370,8 @@ func WithTargets(names ...string) HandlerOption {
 }
 
 // WithSettings builds the handler from a deployment's settings, as the launched receiver
-// does (launch.ReceiverConfig): its application targets, trusted hosts and duplicate probe.
-// NewHandler refuses settings the functions' start refuses, naming the setting. Targets from
-// WithExecutors and WithTargets are added to the settings'.
+// does; NewHandler refuses settings the functions' start refuses. Targets from WithExecutors
+// and WithTargets are added to the settings'.
 func WithSettings(s deployment.Settings) HandlerOption {
 	return func(o *handlerOptions) {
 		own := o.settings.Targets
@@ -396,9 +381,8 @@ func WithSettings(s deployment.Settings) HandlerOption {
 }
 
 // NewHandler builds the real receiver over a Recorder, with the planners register adds and
-// one secret per source (secrets[source]; every source of f needs one). Its intent targets are
-// the launched receiver's (launch.KnownTargets): the sources file's, and the executors'
-// WithExecutors gives; with neither, any target is accepted, as in production.
+// one secret per source (every source of f needs one). Its intent targets are the sources
+// file's and WithExecutors'; with neither, any target is accepted, as in production.
 func NewHandler(f *sources.File, secrets map[string]string, register func(*receiver.Planners), opts ...HandlerOption) (*receiver.Handler, *Recorder, error) {
 	var o handlerOptions
 	for _, opt := range opts {
@@ -452,23 +436,13 @@ const (
 )
 
 func (o Outcome) String() string {
-	switch o {
-	case Accepted:
-		return "accepted"
-	case Duplicate:
-		return "duplicate"
-	case Ignored:
-		return "ignored"
-	case Answered:
-		return "answered"
-	case Refused:
-		return "refused"
+	if o >= Accepted && o <= Refused {
+		return [...]string{"accepted", "duplicate", "ignored", "answered", "refused"}[o-Accepted]
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-// Response is the receiver's answer, read: what became of the delivery, the status, and for a
-// refusal the reason and the field the receiver names.
+// Response is the receiver's answer, read.
 type Response struct {
 	Outcome Outcome
 	Status  int
