@@ -576,9 +576,9 @@ func (c *Console) guess(presented string) int {
 	return guessWrong
 }
 
-func (c *Console) tooManyGuesses(w http.ResponseWriter, r *http.Request) {
+func (c *Console) tooManyGuesses(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Retry-After", strconv.Itoa(int(guessEvery/time.Second)))
-	c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
+	return c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
 		Detail: "Too many wrong tokens: the console compares no more for a while. Try again in a minute."})
 }
 

@@ -137,16 +137,11 @@ func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (
 	return claims, false, nil
 }
 
-// parkedRow is one parked intent, for the Parked page.
+// parkedRow is one parked intent, for the Parked page and a redrive by query.
 type parkedRow struct {
-	Source, EventID, Intent, Target string
-	Attempts                        int
-	ParkedAt, LastError             string
-	RedrivenBy, RedrivenAt          string
-	Since                           time.Time // its claim entered the parked index
-	Ref                             string    // the form value naming it for a redrive
-	AtMostOnce, MaySent             bool      // see Console.caution
-	claim                           *dedup.Claim
+	intentRow
+	Since time.Time // its claim entered the parked index
+	claim *dedup.Claim
 }
 
 type parkedFilter struct{ Source, Target, Error string }
@@ -184,15 +179,10 @@ func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []
 				continue
 			}
 			for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
-				in := cl.Intents[name]
-				if in.Status != dedup.IntentParked {
+				if cl.Intents[name].Status != dedup.IntentParked {
 					continue
 				}
-				r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
-					ParkedAt: in.FinishedAt, LastError: c.intentError(in, in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
-					Since: e.Since, Ref: encodeRef(cl, name), claim: cl}
-				r.AtMostOnce, r.MaySent = c.caution(in)
-				if f.match(r) {
+				if r := (parkedRow{intentRow: c.rowOf(cl, name), Since: e.Since, claim: cl}); f.match(r) {
 					rows = append(rows, r)
 					kept = append(kept, e.Since)
 				}
@@ -412,30 +402,26 @@ func (c *Console) recent(ctx context.Context, source string, w window, limit int
 	return keys, partial, cutoff, nil
 }
 
-// bodyGuard reads the claim's body guard, when it names one.
+// guardView is a claim's body guard, as the event page shows it.
 type guardView struct {
 	Key, HeldBy string
 	Expires     time.Time
 	Found, Ours bool
 }
 
+// bodyGuard reads the claim's body guard, when it names one.
 func (c *Console) bodyGuard(ctx context.Context, cl *dedup.Claim) (*guardView, error) {
 	if cl.BodyGuard == "" {
 		return nil, nil
 	}
 	pk := dedup.ClaimKey(cl.Source, cl.BodyGuard)
-	out, err := c.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.cfg.Table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: pk}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.BodySK}}})
+	item, err := c.getItem(ctx, pk, dedup.BodySK, true)
 	if err != nil {
 		return nil, err
 	}
-	g := &guardView{Key: pk + " / " + dedup.BodySK}
-	if out.Item == nil {
-		return g, nil
-	}
-	g.Found = true
+	g := &guardView{Key: pk + " / " + dedup.BodySK, Found: item != nil}
 	// A body guard holds the event id it guards for, and expires with its claim.
-	if held, err := dedup.UnmarshalClaim(out.Item); err == nil {
+	if held, err := dedup.UnmarshalClaim(item); item != nil && err == nil {
 		g.HeldBy, g.Ours = held.EventID, held.EventID != "" && held.EventID == cl.EventID
 		if held.ExpiresAt != 0 {
 			g.Expires = time.Unix(held.ExpiresAt, 0)
@@ -444,10 +430,10 @@ func (c *Console) bodyGuard(ctx context.Context, cl *dedup.Claim) (*guardView, e
 	return g, nil
 }
 
-// effectValue reads an effect record of oncehook's own table (ShowPayloads only).
-func (c *Console) effectValue(ctx context.Context, k dedup.EffectKey) (map[string]types.AttributeValue, error) {
-	out, err := c.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.cfg.Table),
-		Key: map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: k.PK}, dedup.SortKey: &types.AttributeValueMemberS{Value: k.SK}}})
+// getItem reads one item of oncehook's table by its key: nil when there is none.
+func (c *Console) getItem(ctx context.Context, pk, sk string, consistent bool) (map[string]types.AttributeValue, error) {
+	out, err := c.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.cfg.Table), ConsistentRead: aws.Bool(consistent),
+		Key: map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: pk}, dedup.SortKey: &types.AttributeValueMemberS{Value: sk}}})
 	if err != nil {
 		return nil, err
 	}
@@ -482,10 +468,6 @@ func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, e
 	return out, never, nil
 }
 
-var errNoClaim = dedup.ErrNoClaim
-
-func isNoClaim(err error) bool { return errors.Is(err, errNoClaim) }
-
 // readClaims reads claims by pk, consistently, 100 to a BatchGetItem (keys it leaves
 // unprocessed are asked again, after a pause): a pk without a claim is absent from the map.
 func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*dedup.Claim, error) {
@@ -495,7 +477,7 @@ func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*ded
 	for _, pk := range pks {
 		if !seen[pk] {
 			seen[pk] = true
-			keys = append(keys, map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: pk}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.ClaimSK}})
+			keys = append(keys, dedup.ClaimItemKey(pk))
 		}
 	}
 	for len(keys) > 0 {

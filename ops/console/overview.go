@@ -40,12 +40,11 @@ var (
 	loadSeries   = []series{{"due", "s1"}, {"waiting", "s0"}, {"running", "s2"}, {"parked", "s3"}}
 )
 
-func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	loads, cls, more, err := c.loads(ctx, true)
 	if err != nil {
-		c.awsFail(w, r, "reading the pending index", err)
-		return
+		return awsErr("reading the pending index", err)
 	}
 	bySource, byTarget := c.failures(cls)
 	v := overviewView{Claims: len(cls), More: more}
@@ -75,7 +74,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		ch.AtLeast = more
 		v.Charts = append(v.Charts, ch)
 	}
-	c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: v})
+	return c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: v})
 }
 
 // metricCharts: per source and per target, the last hour and the last day, from Metrics; and
