@@ -23,9 +23,8 @@ import (
 
 // indexEntry is one key of the pending index: a claim's pk and when it entered its shard.
 type indexEntry struct {
-	PK     string
-	Since  time.Time
-	Parked bool
+	PK    string
+	Since time.Time
 }
 
 // source and id of a claim's pk (EVT#<source>#<id>: the first '#' after the prefix ends the
@@ -43,9 +42,9 @@ func splitClaimPK(pk string) (source, id string, ok bool) {
 type window struct{ From, To int64 }
 
 // shardRead is one Query of a shard of the pending index within w: at most limit entries
-// evaluated (the filter, when prefix is given, keeps those whose pk starts with it), newest
-// first when newest is set, from start (nil: the shard's first). It returns what was evaluated (the budget it
-// spent), the entries kept, and where the next read starts (nil: the shard is read to its end).
+// evaluated (with prefix, those whose pk starts with it are kept), newest first when newest is
+// set, from start (nil: the shard's first). It returns the entries kept, where the next read
+// starts (nil: the shard is read to its end), and the entries evaluated (the bound it spent).
 func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window, newest bool, start map[string]types.AttributeValue, limit int) (
 	entries []indexEntry, next map[string]types.AttributeValue, spent int, err error) {
 	in := &dynamodb.QueryInput{
@@ -75,7 +74,14 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window,
 		return nil, nil, 0, err
 	}
 	for _, item := range out.Items {
-		entries = append(entries, entryOf(shard, item))
+		var e indexEntry
+		if v, ok := item[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
+			e.PK = v.Value
+		}
+		if v, ok := item[dedup.IndexSortKey].(*types.AttributeValueMemberN); ok {
+			e.Since = epochMillis(v.Value)
+		}
+		entries = append(entries, e)
 	}
 	// A page that evaluated nothing but says there is more would never end a loop: count it
 	// as one.
@@ -83,22 +89,9 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window,
 	return entries, out.LastEvaluatedKey, spent, nil
 }
 
-func entryOf(shard string, item map[string]types.AttributeValue) indexEntry {
-	e := indexEntry{Parked: dedup.InParkedView(shard)}
-	if v, ok := item[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
-		e.PK = v.Value
-	}
-	if v, ok := item[dedup.IndexSortKey].(*types.AttributeValueMemberN); ok {
-		e.Since = epochMillis(v.Value)
-	}
-	return e
-}
-
 // indexed reads the claims under shards, oldest first within each, shard by shard, at most
-// MaxIndexReads index entries in all (and the claims they name, 100 to a consistent
-// BatchGetItem); more reports that some were left unread. With prefix, only the claims whose
-// pk starts with it are read (the index's filter: the entries it evaluates count all the same).
-func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (claims []*dedup.Claim, more bool, err error) {
+// MaxIndexReads index entries in all; more reports that some were left unread.
+func (c *Console) indexed(ctx context.Context, shards []string) (claims []*dedup.Claim, more bool, err error) {
 	left := c.cfg.MaxIndexReads
 	for i, shard := range shards {
 		var start map[string]types.AttributeValue
@@ -106,24 +99,18 @@ func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (
 			if left == 0 {
 				return claims, true, nil
 			}
-			entries, next, spent, err := c.shardRead(ctx, shard, prefix, window{}, false, start, left)
+			entries, next, spent, err := c.shardRead(ctx, shard, "", window{}, false, start, left)
 			if err != nil {
 				return nil, false, err
 			}
 			left = max(0, left-spent)
-			if len(entries) > 0 {
-				pks := make([]string, len(entries))
-				for j, e := range entries {
-					pks[j] = e.PK
-				}
-				read, err := c.readClaims(ctx, pks)
-				if err != nil {
-					return nil, false, err
-				}
-				for _, pk := range pks {
-					if cl := read[pk]; cl != nil { // gone between the query and the read: skipped
-						claims = append(claims, cl)
-					}
+			read, err := c.claimsAt(ctx, entries)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, cl := range read {
+				if cl != nil {
+					claims = append(claims, cl)
 				}
 			}
 			if start = next; start == nil {
@@ -164,17 +151,13 @@ func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []
 		prefix = dedup.ClaimKey(f.Source, "")
 	}
 	complete, err = c.newest(ctx, shards, prefix, w, 0, func(entries []indexEntry) ([]time.Time, error) {
-		pks := make([]string, len(entries))
-		for i, e := range entries {
-			pks[i] = e.PK
-		}
-		read, err := c.readClaims(ctx, pks)
+		read, err := c.claimsAt(ctx, entries)
 		if err != nil {
 			return nil, err
 		}
 		var kept []time.Time
-		for _, e := range entries {
-			cl := read[e.PK] // nil: gone between the query and the read, skipped
+		for i, e := range entries {
+			cl := read[i]
 			if cl == nil {
 				continue
 			}
@@ -217,7 +200,7 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 		_, parked := dedup.ShardNames(c.cfg.PendingShards)
 		shards = append(shards, parked...)
 	}
-	cls, more, err = c.indexed(ctx, shards, "")
+	cls, more, err = c.indexed(ctx, shards)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -510,6 +493,21 @@ func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*ded
 		}
 	}
 	return out, nil
+}
+
+// claimsAt reads the claims entries name, in their order: nil for one gone between the query
+// and the read.
+func (c *Console) claimsAt(ctx context.Context, entries []indexEntry) ([]*dedup.Claim, error) {
+	pks := make([]string, len(entries))
+	for i, e := range entries {
+		pks[i] = e.PK
+	}
+	read, err := c.readClaims(ctx, pks)
+	out := make([]*dedup.Claim, len(entries))
+	for i, pk := range pks {
+		out[i] = read[pk]
+	}
+	return out, err
 }
 
 // maxUnprocessedRounds bounds the BatchGetItem calls one batch of keys gets while DynamoDB

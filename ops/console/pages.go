@@ -558,17 +558,14 @@ type effectView struct {
 	Missing       bool
 }
 
+// intentView is an intent on its event's page: a parked one with its Ref and MaySent.
 type intentView struct {
-	Name, Target, Kind, Status string
-	Key, Sent, LastError       string
-	Attempts, Budget           int
-	Payload                    string
-	PayloadBytes               int
-	RedrivenBy, RedrivenAt     string
-	Steps                      []step
-	History                    []dedup.Attempt // newest first, errors redacted
-	Ref                        string
-	MaySent                    bool // see Console.caution
+	intentRow
+	Kind, Status, Key, Sent string
+	Budget, PayloadBytes    int
+	Payload                 string
+	Steps                   []step
+	History                 []dedup.Attempt // newest first, errors redacted
 }
 
 type step struct {
@@ -633,20 +630,17 @@ func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 	// What the target reported it sent is redacted as an error is: a Step Functions execution's
 	// ARN names the account and the state machine (the target's ARN).
 	sent := c.red.redact(in.Sent)
-	v := intentView{Name: name, Target: in.Target, Kind: c.targetKind(in.Target), Status: in.Status,
-		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: sent, LastError: c.intentError(in, in.LastError),
-		Attempts: in.Attempts, Budget: in.Spent(), PayloadBytes: len(in.Payload),
-		RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt}
+	v := intentView{intentRow: c.rowOf(cl, name), Kind: c.targetKind(in.Target), Status: in.Status,
+		Key: dedup.IdempotencyKey(cl.Source, cl.EventID, name), Sent: sent, Budget: in.Spent(), PayloadBytes: len(in.Payload)}
+	if in.Status != dedup.IntentParked {
+		v.Ref, v.MaySent = "", false
+	}
 	if c.cfg.ShowPayloads {
 		v.Payload = text(in.Payload)
 	}
 	for _, a := range slices.Backward(in.History) {
 		a.Error = c.intentError(in, a.Error)
 		v.History = append(v.History, a)
-	}
-	if in.Status == dedup.IntentParked {
-		v.Ref = encodeRef(cl, name)
-		_, v.MaySent = c.caution(in)
 	}
 	v.Steps = append(v.Steps, step{At: cl.ReceivedAt, What: "claimed", Detail: "committed with the claim, pending"})
 	if t, err := time.Parse(time.RFC3339, in.RedrivenAt); err == nil {

@@ -77,8 +77,7 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) error {
 	return c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
 }
 
-// intentRow is one intent as a list of parked intents shows it (the Parked page, a
-// confirmation).
+// intentRow is one intent as a page shows it: the Parked page, a confirmation, its event.
 type intentRow struct {
 	Source, EventID, Intent, Target string
 	Attempts                        int
