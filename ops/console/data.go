@@ -138,12 +138,10 @@ func (f parkedFilter) match(r parkedRow) bool {
 		(f.Error == "" || strings.Contains(strings.ToLower(r.LastError), strings.ToLower(f.Error)))
 }
 
-// parked lists the parked intents under the parked and due-parked shards (where the claim's
-// transitions put every claim with a parked intent, whether or not another is still open:
-// the list hookctl parked shows) that entered them within w and match f, newest first. The
-// shards are read newest first, merged, so the filter is applied to the newest: every
-// matching intent parked after complete is listed (complete is allRead when everything in w
-// was read).
+// parked lists the parked intents under the parked and due-parked shards (every claim with a
+// parked intent: the list hookctl parked shows) that entered them within w and match f, newest
+// first, merged across shards: every match parked after complete is listed (allRead: every
+// one in w).
 func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []parkedRow, complete int64, err error) {
 	shards := dedup.ParkedViewShards(c.cfg.PendingShards)
 	prefix := ""
@@ -187,9 +185,9 @@ type targetLoad struct {
 	Paused                      *outbox.Pause // who paused it, why and when (outbox.Targets); nil: not paused
 }
 
-// loads reads the claims with open intents (under the due and due-parked shards, and the
-// parked ones too when withParked) and counts their intents per target, and the paused targets (one GetItem): a paused target has
-// a row, whether or not the sources file or an intent names it.
+// loads counts the intents of the claims with open intents (and parked ones too when
+// withParked) per target, with the paused targets: a paused target has a row, whether or not
+// the sources file or an intent names it.
 func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoad, cls []*dedup.Claim, more bool, err error) {
 	paused, err := (&outbox.Targets{API: c.cfg.DynamoDB, Table: c.cfg.Table}).Paused(ctx)
 	if err != nil {
@@ -510,21 +508,19 @@ func (c *Console) claimsAt(ctx context.Context, entries []indexEntry) ([]*dedup.
 	return out, err
 }
 
-// maxUnprocessedRounds bounds the BatchGetItem calls one batch of keys gets while DynamoDB
-// leaves keys unprocessed (the table is throttling): a page opened during an incident gives up
-// and says so, rather than spend, for as long as the browser waits, the capacity the outbox
-// needs.
+// maxUnprocessedRounds bounds the BatchGetItem calls one batch gets while DynamoDB leaves keys
+// unprocessed (throttling): a page opened during an incident gives up and says so, rather than
+// spend the capacity the outbox needs.
 const maxUnprocessedRounds = 5
 
 // errThrottled is a read the table kept throttling past maxUnprocessedRounds.
 var errThrottled = errors.New("the table is throttling reads: keys left unprocessed " + strconv.Itoa(maxUnprocessedRounds) + " times")
 
-// writers finds the claims that wrote the effect records whose partition key is key: a Query
-// by that key in oncehook's table and in each table of the sources file whose name the console
-// knows (by the table's own key name), at most MaxIndexReads items in all. A put effect's item
-// names its claim (dedup.ClaimedByAttribute). notes says what was not searched, not read, or
-// found without a claim; a failed read of an application's table is one of them (the
-// operator's credentials may not reach it).
+// writers finds the claims that wrote the effect records whose partition key is key (a put
+// effect's item names its claim, dedup.ClaimedByAttribute): a Query in oncehook's table and in
+// each of the sources file's tables whose name it knows, at most MaxIndexReads items in all.
+// notes says what was not searched, not read (the operator's credentials may not reach an
+// application's table), or found without a claim.
 func (c *Console) writers(r *http.Request, key string) (pks, notes []string, err error) {
 	type table struct{ label, name, pk string }
 	tables := []table{{"oncehook's table", c.cfg.Table, dedup.PartitionKey}}

@@ -54,7 +54,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 		failureOf(byTarget, l.Target)
 		if l.Paused != nil {
 			v.Paused = append(v.Paused, l)
-		} else if c.cfg.Sources != nil && c.cfg.Sources.Targets[l.Target] != nil {
+		} else if c.target(l.Target) != nil {
 			v.Pausable = append(v.Pausable, l.Target)
 		}
 	}
@@ -159,10 +159,8 @@ func (c *Console) indexSourceChart(cls []*dedup.Claim) chart {
 }
 
 // failures counts the failed attempts (retried or parked) of the last hour and the last day,
-// per source and per target, in the histories of cls (the claims the overview read from the
-// pending index, due and parked). An intent that failed and then succeeded is among them only
-// while its claim is in the index (another of its intents open or parked): these are lower
-// bounds; the metrics' per target are exact.
+// per source and per target, in the histories of cls: lower bounds, since an intent that
+// failed then succeeded is among them only while its claim is in the index.
 func (c *Console) failures(cls []*dedup.Claim) (bySource, byTarget map[string]*failureRow) {
 	now := c.cfg.Now()
 	hour, day := now.Add(-time.Hour).UnixMilli(), now.Add(-24*time.Hour).UnixMilli()

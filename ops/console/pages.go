@@ -224,6 +224,22 @@ func (c *Console) sourceNames() []string {
 	return c.cfg.Sources.Names()
 }
 
+// source and target are what the sources file says of a source or a target: nil without the
+// file (hookctl console without -sources), or for a name it does not have (renamed, retired).
+func (c *Console) source(name string) *sources.Source {
+	if c.cfg.Sources == nil {
+		return nil
+	}
+	return c.cfg.Sources.Sources[name]
+}
+
+func (c *Console) target(name string) *sources.Target {
+	if c.cfg.Sources == nil {
+		return nil
+	}
+	return c.cfg.Sources.Targets[name]
+}
+
 // eventURL is an event page's address: /events/{source}/{id}, the id path-escaped ('/' too).
 // An id that is a dot segment ("." or "..") goes in the query instead, since browsers and
 // proxies resolve dot segments in a path whatever their escaping.
@@ -344,11 +360,8 @@ func (c *Console) windowOf(r *http.Request) (window, error) {
 // <that header's value>:<id>, a key lookup once the scope is given (the console never scans
 // the table for it). "" otherwise, and without a sources file.
 func (c *Console) scopeHint(source, id string) string {
-	if c.cfg.Sources == nil || strings.Contains(id, ":") {
-		return ""
-	}
-	s := c.cfg.Sources.Sources[source]
-	if s == nil || s.EventID == nil || s.EventID.ScopeHeader == "" {
+	s := c.source(source)
+	if s == nil || s.EventID == nil || s.EventID.ScopeHeader == "" || strings.Contains(id, ":") {
 		return ""
 	}
 	header := s.EventID.ScopeHeader
@@ -614,10 +627,8 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 	if v.Guard, err = c.bodyGuard(ctx, cl); err != nil {
 		return awsErr("reading the body guard", err)
 	}
-	if c.cfg.Sources != nil && v.Guard == nil {
-		if s := c.cfg.Sources.Sources[source]; s != nil && s.Guarded() {
-			v.Guarded = true
-		}
+	if s := c.source(source); s != nil && v.Guard == nil {
+		v.Guarded = s.Guarded()
 	}
 	for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
 		v.Intents = append(v.Intents, c.intentView(cl, name))
@@ -680,21 +691,14 @@ func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 // targetKind is a target's type and delivery from the sources file: never its URL, ARN or
 // headers.
 func (c *Console) targetKind(target string) string {
-	if c.cfg.Sources == nil {
-		return ""
-	}
-	t := c.cfg.Sources.Targets[target]
+	t := c.target(target)
 	if t == nil {
 		return ""
 	}
-	k := t.Type
-	if k == "" {
-		k = "http"
-	}
 	if t.Delivery == sources.AtMostOnce {
-		k += ", at-most-once"
+		return cmp.Or(t.Type, "http") + ", at-most-once"
 	}
-	return k
+	return cmp.Or(t.Type, "http")
 }
 
 func text(b []byte) string {

@@ -44,13 +44,10 @@ func decodePause(v string) (outbox.Pause, bool) {
 }
 
 // pauseTarget pauses (POST /pause: target, why) or resumes (POST /resume: target) a target
-// through outbox.Targets, the one writer of the pause item, with a redrive's guards
-// (actionForm): a form without confirm=yes shows what it will do, one with it does it, the
-// pause recorded as done by the console's Operator, and answers with the overview. A pause
-// takes a target of the sources file only (another name would pause nothing the deployment
-// calls); a resume takes one of it, or one that is paused, and lifts only the pause its
-// confirmation showed (the form's pause field, outbox.Targets.ResumePause): otherwise it
-// answers 409 with the confirmation of the pause as it is now.
+// through outbox.Targets, with a redrive's guards (actionForm) and confirmation (confirm=yes).
+// A pause takes a target of the sources file only (another would pause nothing the deployment
+// calls). A resume lifts only the pause its confirmation showed (the form's pause field):
+// otherwise it answers 409 with the confirmation of the pause as it is now.
 func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) error {
 	if err := c.actionForm(w, r, 4<<10); err != nil {
 		return err
@@ -72,7 +69,7 @@ func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) error {
 	if err := show(); err != nil {
 		return awsErr("reading the paused targets", err)
 	}
-	if known := c.cfg.Sources != nil && c.cfg.Sources.Targets[v.Target] != nil; !known && !(v.Resume && v.Now != nil) {
+	if c.target(v.Target) == nil && !(v.Resume && v.Now != nil) {
 		return failure(http.StatusBadRequest, "Not a target", "target "+strconv.Quote(clip(v.Target, 120))+
 			" is not in the sources file: the console pauses only a target the deployment calls.")
 	}

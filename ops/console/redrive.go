@@ -84,8 +84,8 @@ type intentRow struct {
 	ParkedAt, LastError             string
 	RedrivenBy, RedrivenAt          string
 	Ref                             string // names it, in the state shown, in a form
-	// AtMostOnce, MaySent: see Console.caution. Unknown: flagged only because the console
-	// cannot know its target's delivery (deliveryKnown), not marked maybe sent by the outbox.
+	// AtMostOnce, MaySent: see Console.caution. Unknown: flagged only because the sources file
+	// does not say the target's delivery, not marked maybe sent by the outbox.
 	AtMostOnce, MaySent, Unknown bool
 }
 
@@ -95,16 +95,14 @@ func (c *Console) rowOf(cl *dedup.Claim, name string) intentRow {
 		ParkedAt: in.FinishedAt, LastError: c.intentError(in, in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
 		Ref: encodeRef(cl, name)}
 	row.AtMostOnce, row.MaySent = c.caution(in)
-	row.Unknown = !row.MaySent && !c.deliveryKnown(in.Target)
+	row.Unknown = !row.MaySent && c.target(in.Target) == nil
 	return row
 }
 
-// A ref names one parked intent in a form, and the state the page showed it in: its source,
-// event id and name, its attempt count (the outbox's fencing token: every attempt increments
-// it, so an intent parked again since has another) and its claim's incarnation (the commit
-// token: a claim re-admitted after expiry has another), URL-encoded. A redrive is conditional
-// on that state in DynamoDB's own write, so a form sent again later (a reload, a stale tab)
-// re-drives nothing the operator was not shown.
+// A ref names one parked intent in a form, URL-encoded, and the state the page showed it in:
+// its attempt count (every attempt increments it) and its claim's incarnation (the commit
+// token). An action is conditional on that state in DynamoDB's own write, so a form sent again
+// later (a reload, a stale tab) acts on nothing the operator was not shown.
 func encodeRef(cl *dedup.Claim, intent string) string {
 	return url.Values{"s": {cl.Source}, "e": {cl.EventID}, "i": {intent},
 		"a": {strconv.Itoa(cl.Intents[intent].Attempts)}, "c": {cl.CommitToken}}.Encode()
@@ -158,20 +156,12 @@ const maySentMarker = "at-most-once: "
 // caution reports whether an intent may be at-most-once, and whether it may have been sent
 // (the outbox parked it saying so): either is a person's call to re-drive, after checking the
 // downstream, never preselected by a confirmation nor re-driven by query. It may be
-// at-most-once when its target's delivery in the sources file says so, and when the console
-// cannot know its delivery (deliveryKnown): a clean refusal (a 422) of an at-most-once call
-// carries no mark of it, and only the sources file says what the target is.
+// at-most-once when the sources file says so of its target, or does not name the target: a
+// clean refusal (a 422) of an at-most-once call carries no mark of it.
 func (c *Console) caution(in dedup.ClaimIntent) (atMostOnce, maySent bool) {
-	atMostOnce = !c.deliveryKnown(in.Target) || c.cfg.Sources.Targets[in.Target].Delivery == sources.AtMostOnce
+	t := c.target(in.Target)
 	maySent = strings.HasPrefix(strings.TrimPrefix(in.LastError, "permanent: "), maySentMarker)
-	return atMostOnce || maySent, maySent
-}
-
-// deliveryKnown reports whether the console knows target's delivery: its sources file names
-// the target. Without the file (hookctl console without -sources), or for a target it does
-// not name (renamed, retired), the target may be at-most-once.
-func (c *Console) deliveryKnown(target string) bool {
-	return c.cfg.Sources != nil && c.cfg.Sources.Targets[target] != nil
+	return t == nil || t.Delivery == sources.AtMostOnce || maySent, maySent
 }
 
 // maxRedrive bounds one redrive request, and the rows the Parked page lists.
@@ -192,11 +182,9 @@ type confirmRow struct {
 	Note    string
 }
 
-// An action is what a form of parked intents does to each one the operator confirmed, on
-// condition that it is still parked as the confirmation showed it: a redrive (POST /redrive,
-// dedup.Claims.RedriveBy) or a resolve (POST /resolve, dedup.Claims.Resolve with the form's
-// why), each recorded as done by the console's Operator. Both share one form, one
-// confirmation and one result page.
+// An action is what a form of parked intents does to each one the operator confirmed, still
+// parked as shown: a redrive (POST /redrive) or a resolve with the form's why (POST /resolve),
+// recorded as done by the console's Operator. Both share one form, confirmation and result page.
 type action struct {
 	Name, Verb, Done string // "redrive", "Re-drive", "re-driven"
 	Why              string // a resolve's reason
@@ -223,9 +211,8 @@ type redriveResult struct {
 }
 
 // actionForm reads the form of an action (a redrive, a resolve, a pause, a resume), of at
-// most limit bytes, and refuses it when it is not to be acted on: a read-only console (403), an
-// unreadable form (400), a CSRF token missing or not this browser's (403). A cross-origin POST
-// was refused before (guard).
+// most limit bytes, and refuses it on a read-only console, unreadable, or without this
+// browser's CSRF token (a cross-origin POST was refused before, by guard).
 func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, limit int64) error {
 	if c.cfg.ReadOnly {
 		return failure(http.StatusForbidden, "Read-only", "This console is read-only: it re-drives, resolves, pauses and resumes nothing.")
@@ -421,16 +408,12 @@ type bulkView struct {
 	Max                           int
 }
 
-// redriveQuery re-drives every parked intent matching a query (source, target, error, and when
-// its claim entered the parked index: from and to, epoch milliseconds) in rounds of at most
-// maxRedrive, those that may be at-most-once aside (caution: a target the console cannot know
-// the delivery of among them). Each request is a POST carrying the query, to fixed when
-// it is first read (nothing parked after it is part of it), and, for a round, lo: the round
-// re-drives the matching intents parked in (lo, to], each through Claims.RedriveBy on
-// condition that it is still parked as the round read it; a request without lo re-drives
-// nothing. Each page reads the window newest first and offers the next round, whose range
-// lies below the last: a form sent again re-drives nothing more (what it re-drove is not
-// parked any more, and an intent parked again since entered the index after to).
+// redriveQuery re-drives every parked intent matching a query (source, target, error, and a
+// window from and to, epoch milliseconds, to fixed when first read) in rounds of at most
+// maxRedrive, those that may be at-most-once (caution) aside. A round (lo given) re-drives the
+// matches parked in (lo, to], each on condition it is still parked as the round read it, and
+// offers the next, whose range lies below: a form sent again re-drives nothing more (what it
+// re-drove is not parked any more, and one parked again since entered the index after to).
 func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) error {
 	if err := c.actionForm(w, r, 16<<10); err != nil {
 		return err
