@@ -95,9 +95,7 @@ func urlSecrets(raw string) []string {
 	}
 	if u.RawQuery != "" {
 		out = append(out, u.RawQuery)
-		for _, pair := range strings.Split(u.RawQuery, "&") {
-			out = append(out, pair)
-		}
+		out = append(out, strings.Split(u.RawQuery, "&")...)
 		for k, vs := range u.Query() {
 			for _, v := range vs {
 				out = append(out, k+"="+v)

@@ -458,12 +458,13 @@ func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) error {
 	if _, round := r.PostForm["lo"]; round {
 		// Only what this read is sure of: every entry above complete.
 		hi = min(max(n["lo"], complete), win.To)
+		act := c.actionOf(r)
 		for _, row := range todo {
 			if row.Since.UnixMilli() <= hi {
 				continue
 			}
-			ok, res := c.actSeen(r, c.actionOf(r), row.claim, ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent, Seen: true,
-				Attempts: row.Attempts, Commit: row.claim.CommitToken})
+			rf := ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent, Seen: true, Attempts: row.Attempts, Commit: row.claim.CommitToken}
+			ok, res := c.actSeen(r, act, row.claim, rf)
 			switch {
 			case ok:
 				v.Done++
@@ -472,7 +473,7 @@ func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) error {
 			default:
 				v.Changed++
 			}
-			v.Results = append(v.Results, redriveResult{ref: ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent}, OK: ok, Result: res})
+			v.Results = append(v.Results, redriveResult{ref: rf, OK: ok, Result: res})
 		}
 		v.Rounds++
 	}
