@@ -1,31 +1,23 @@
 // Package console is oncehook's operator console: a web UI over a deployment's table, run by
-// the operator against their own stack with their own AWS credentials (hookctl console), or
-// mounted by a team in a server of their own. It is an http.Handler:
+// the operator with their own AWS credentials (hookctl console), or mounted by a team in a
+// server of their own. It is an http.Handler:
 //
 //	c, err := console.New(console.Config{DynamoDB: dynamodb.NewFromConfig(cfg), Table: table, Sources: file, Token: token})
 //	http.ListenAndServe("127.0.0.1:8030", c)
 //
-// Pages: the event page (/events/{source}/{id}: the claim, its effects, each intent's
-// timeline and attempt history, the body guard), search (/events?source=&id=, or an effect's
-// key: /events?key=), the parked intents in a time window with redrive, of some or of every
-// match in rounds, and resolve with a reason (/parked), the backlog per target (/backlog), an
-// overview of charts, of what failed most today and of the paused targets, with pause and
-// resume (/), and the leak audit's last result (/audit). Every page is built from key lookups and queries (of the pending
-// index, or by an effect's key), never a Scan, and bounded (Config.MaxIndexReads); a count the
-// bound cut is written "≥ N".
+// Pages: an event (/events/{source}/{id}), search by id or by an effect's key (/events), the
+// parked intents with redrive and resolve (/parked), the backlog per target (/backlog), the
+// overview with pause and resume (/), and the leak audit (/audit). Every page is built from
+// key lookups and queries, never a Scan, and bounded (Config.MaxIndexReads); a count the bound
+// cut is written "≥ N".
 //
-// It is safe by default: every response carries a Content-Security-Policy that allows no
-// script at all; every state-changing request is a POST carrying a CSRF token bound to a
-// cookie, and is refused cross-origin; ReadOnly hides and refuses every action; intent
-// payloads and effect values are shown only with ShowPayloads; nothing from the sources file
-// but names, types and deliveries is rendered (never a secret reference, a URL or a header).
-// It serves no request without its Token (a sign-in form or link sets a cookie, or an
-// Authorization: Bearer header), on loopback too; guesses at it are bounded; a weak one
-// guards only requests from a loopback peer addressed to a loopback host (neither a remote
-// client nor a DNS-rebinding page can reach it). A request another site's page makes, other
-// than a navigation, and a framed load from any page, is refused before any read and any
-// guess at the token; a sign-in link another site's page opens is not compared. CheckAddr is the rule a server should apply
-// before listening: loopback only, unless a strong token is set and TLS serves it.
+// It is safe by default: a Content-Security-Policy that allows no script; every action a POST
+// with a CSRF token, refused cross-origin; ReadOnly refuses every action; payloads only with
+// ShowPayloads; nothing of the sources file but names, types and deliveries. Every request
+// needs the Token, on loopback too; guesses at it are bounded, and a weak one guards only
+// loopback requests to a loopback host. A framed load, or another site's request other than a
+// navigation, is refused before any read or guess. CheckAddr is the rule a server should apply
+// before listening.
 package console
 
 import (
@@ -45,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -121,8 +114,7 @@ type Console struct {
 	// strongToken: Token guards the console from other machines (StrongToken); without it
 	// the console answers this machine only.
 	strongToken bool
-	mu          sync.Mutex
-	tableOK     bool
+	tableOK     atomic.Bool // CheckTable passed: it is not asked again
 
 	// guesses bounds the presented tokens the console compares with its own (guess).
 	guessMu sync.Mutex
@@ -186,10 +178,9 @@ func New(cfg Config) (*Console, error) {
 // ServeHTTP serves the console.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
-// CheckAddr is the listening rule: an address on a loopback interface, or, with a strong
-// token and TLS (the token, the login cookie and every page cross the network), any. A token
-// guards a non-loopback address only when it is strong (StrongToken). It names what to do
-// when addr cannot be served that way.
+// CheckAddr is the listening rule: an address on a loopback interface, or any with a strong
+// token (StrongToken) and TLS (the token, the login cookie and every page cross the network).
+// Its error names what to do.
 func CheckAddr(addr, token string, tls bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -221,23 +212,15 @@ func NewToken() string {
 // (CheckAddr).
 const MinTokenBytes = 32
 
-// minTokenBits is the least log2 of the guesses zxcvbn estimates a token needs. zxcvbn counts
-// a random character as 10 guesses at most, and reads dates and sequences into random hex, so
-// 32 random hex digits (`openssl rand -hex 16`) estimate at 91 bits at the least seen in 1,000
-// draws, well above; a word, a passphrase of common words, a keyboard row, a sequence, a date
-// or a repeat estimate below, however long.
+// minTokenBits is the least log2 of the guesses zxcvbn estimates a token needs: 32 random hex
+// digits estimate at 91 bits at the least seen in 1,000 draws (zxcvbn reads dates and
+// sequences into them); a passphrase, a keyboard row, a date or a repeat below, however long.
 const minTokenBits = 80
 
 // StrongToken reports whether token looks generated: at least MinTokenBytes bytes, and at
-// least 2^80 guesses by zxcvbn's estimate, which knows the shapes people choose (dictionary
-// words and common passwords, keyboard patterns, sequences, repeats, dates), so a passphrase
-// or "oncehook-console-token-2026" is refused where a count of characters' variety would take
-// it. Guesses at a token are also bounded (10, then one every 6 s), but a list of the
-// well-known strings would get through that in a day.
-//
-// zxcvbn (github.com/trustelem/zxcvbn, a port of Dropbox's) is used rather than a rule of our
-// own: what makes a string guessable is its frequency lists and pattern matchers, which are
-// the hard part.
+// least 2^80 guesses by zxcvbn's estimate, which knows the shapes people choose (words,
+// common passwords, keyboard patterns, sequences, dates), so "oncehook-console-token-2026" is
+// refused. The bound on guesses would not stop a list of well-known strings for a day.
 func StrongToken(token string) bool {
 	if len(token) < MinTokenBytes {
 		return false
@@ -246,21 +229,20 @@ func StrongToken(token string) bool {
 }
 
 func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return host == "localhost" || loopbackIP(strings.Trim(host, "[]"))
+}
+
+func loopbackIP(s string) bool {
+	ip := net.ParseIP(s)
 	return ip != nil && ip.IsLoopback()
 }
 
-// loopbackPeer reports whether a request's RemoteAddr is a loopback IP (a hostname never is).
-func loopbackPeer(remote string) bool {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		host = remote
+// hostOf is addr's host, without its port when it has one.
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return addr
 }
 
 // noTableError is CheckTable's answer for a table that does not exist.
@@ -326,19 +308,12 @@ func CheckTable(ctx context.Context, api API, table string) error {
 }
 
 func (c *Console) checkTable(ctx context.Context) error {
-	c.mu.Lock()
-	ok := c.tableOK
-	c.mu.Unlock()
-	if ok {
+	if c.tableOK.Load() {
 		return nil
 	}
-	if err := CheckTable(ctx, c.cfg.DynamoDB, c.cfg.Table); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.tableOK = true
-	c.mu.Unlock()
-	return nil
+	err := CheckTable(ctx, c.cfg.DynamoDB, c.cfg.Table)
+	c.tableOK.Store(err == nil)
+	return err
 }
 
 const (
@@ -381,16 +356,12 @@ func (c *Console) guard(next http.Handler) http.Handler {
 		// loopback whoever its client is). All before any guess at a weak token is taken
 		// (/login included): a weak token must not make the console easier to reach than none.
 		if !c.strongToken {
-			host := r.Host
-			if h, _, err := net.SplitHostPort(r.Host); err == nil {
-				host = h
-			}
-			if !loopbackHost(host) {
+			if !loopbackHost(hostOf(r.Host)) {
 				c.fail(w, r, http.StatusMisdirectedRequest, "Not a loopback host",
 					"This console answers only requests addressed to 127.0.0.1, ::1 or localhost.")
 				return
 			}
-			if !loopbackPeer(r.RemoteAddr) || proxied(r) {
+			if !loopbackIP(hostOf(r.RemoteAddr)) || proxied(r) { // a hostname is never a loopback peer
 				c.fail(w, r, http.StatusForbidden, "Not a loopback client",
 					"This console answers only clients on this machine.")
 				return
@@ -408,17 +379,18 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			// Past the access checks: the pages may name the deployment (render).
 			r = r.WithContext(context.WithValue(r.Context(), accessKey{}, true))
 			if err := c.checkTable(r.Context()); err != nil {
+				status, detail := http.StatusBadGateway, err.Error()
 				var none *noTableError
 				switch {
 				case errors.Is(err, ErrNotOncehookTable):
-					c.cfg.Logger.Error("console: table check", "error", err)
-					c.fail(w, r, http.StatusInternalServerError, "The table cannot be read as oncehook's", err.Error())
+					status = http.StatusInternalServerError
+					fallthrough
 				case errors.As(err, &none):
 					c.cfg.Logger.Error("console: table check", "error", err)
-					c.fail(w, r, http.StatusBadGateway, "The table cannot be read as oncehook's", err.Error())
-				default:
-					c.fail(w, r, http.StatusBadGateway, "The table cannot be read as oncehook's", c.logged(r, "describing table "+c.cfg.Table, err)+".")
+				default: // DescribeTable's own error names the account: logged, not shown
+					detail = c.logged(r, "describing table "+c.cfg.Table, err) + "."
 				}
+				c.fail(w, r, status, "The table cannot be read as oncehook's", detail)
 				return
 			}
 		}
@@ -439,19 +411,12 @@ func (c *Console) guard(next http.Handler) http.Handler {
 // by its Sec-Fetch-Site or Origin header, before the CSRF token is even looked at.
 var crossOrigin = http.NewCrossOriginProtection()
 
-// foreignFetch reports a request another page made a browser send other than by navigating
-// the window to the console: Fetch Metadata's Resource Isolation Policy, refused before any
-// read (CrossOriginProtection lets every GET through, and a page costs up to MaxIndexReads of
-// the index), and before any guess at the token.
-//
-//   - A framed load (an <iframe>, a <frame>, an <object>, an <embed>), from any site: the
-//     console is never shown framed (frame-ancestors 'none', X-Frame-Options: DENY), so serving
-//     one would only spend reads, or guesses at /login, for the page that framed it, unseen.
-//   - From another origin (cross-site, or same-site: another port of localhost is the same
-//     site, and the SameSite=Strict cookies go with its requests), anything but a navigation
-//     (an <img>, a <script>, a fetch()).
-//
-// Without Fetch Metadata (curl, an older browser) it is not one.
+// foreignFetch reports, by Fetch Metadata, a request another page made a browser send other
+// than by navigating to the console, refused before any read (CrossOriginProtection lets every
+// GET through, and a page costs up to MaxIndexReads) and any guess at the token: a framed load
+// from any site (the console is never shown framed, so it would only spend reads or guesses,
+// unseen), and anything but a navigation from another origin (same-site included: another port
+// of localhost is the same site). Without Fetch Metadata (curl) it is not one.
 func foreignFetch(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Dest") {
 	case "iframe", "frame", "fencedframe", "object", "embed":
@@ -557,11 +522,9 @@ func (c *Console) loginValid(v string) bool {
 }
 
 // guess compares a presented token with the console's, within the bound on guesses: only a
-// wrong one spends it, so an operator's scripts with the right token are never limited, and
-// past the bound nothing is compared (the answer says nothing of the token). The bound is
-// shared, so what another site's page makes the operator's browser send never reaches it: a
-// framed or sub-resource load is refused first (foreignFetch), and a sign-in link another
-// origin navigates to is not compared (login); a cross-origin POST is refused (crossOrigin).
+// wrong one spends it (the right one is never limited), and past the bound nothing is compared.
+// The bound is shared, so what another site's page makes the browser send never reaches it
+// (foreignFetch, crossOrigin, login).
 func (c *Console) guess(presented string) int {
 	c.guessMu.Lock()
 	defer c.guessMu.Unlock()
@@ -576,9 +539,9 @@ func (c *Console) guess(presented string) int {
 	return guessWrong
 }
 
-func (c *Console) tooManyGuesses(w http.ResponseWriter, r *http.Request) {
+func (c *Console) tooManyGuesses(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Retry-After", strconv.Itoa(int(guessEvery/time.Second)))
-	c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
+	return c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
 		Detail: "Too many wrong tokens: the console compares no more for a while. Try again in a minute."})
 }
 
@@ -586,20 +549,25 @@ func (c *Console) tooManyGuesses(w http.ResponseWriter, r *http.Request) {
 // has none: the token is the cookie's value signed with the console's key, so a form's token
 // proves it was read from this console by the cookie's holder.
 func (c *Console) csrf(w http.ResponseWriter, r *http.Request) string {
-	ck, err := r.Cookie(csrfCookie)
-	if err != nil || len(ck.Value) != 32 {
+	v := csrfValue(r)
+	if v == "" {
 		b := make([]byte, 16)
 		rand.Read(b)
-		ck = &http.Cookie{Name: csrfCookie, Value: hex.EncodeToString(b), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
-		http.SetCookie(w, ck)
+		v = hex.EncodeToString(b)
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	}
-	return c.sign("csrf", ck.Value)
+	return c.sign("csrf", v)
 }
 
 func (c *Console) csrfOK(r *http.Request) bool {
-	ck, err := r.Cookie(csrfCookie)
-	if err != nil || len(ck.Value) != 32 {
-		return false
+	v := csrfValue(r)
+	return v != "" && hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(c.sign("csrf", v)))
+}
+
+// csrfValue is the request's CSRF cookie, "" when it has none of the console's making.
+func csrfValue(r *http.Request) string {
+	if ck, err := r.Cookie(csrfCookie); err == nil && len(ck.Value) == 32 {
+		return ck.Value
 	}
-	return hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(c.sign("csrf", ck.Value)))
+	return ""
 }

@@ -23,9 +23,8 @@ import (
 
 // indexEntry is one key of the pending index: a claim's pk and when it entered its shard.
 type indexEntry struct {
-	PK     string
-	Since  time.Time
-	Parked bool
+	PK    string
+	Since time.Time
 }
 
 // source and id of a claim's pk (EVT#<source>#<id>: the first '#' after the prefix ends the
@@ -43,9 +42,9 @@ func splitClaimPK(pk string) (source, id string, ok bool) {
 type window struct{ From, To int64 }
 
 // shardRead is one Query of a shard of the pending index within w: at most limit entries
-// evaluated (the filter, when prefix is given, keeps those whose pk starts with it), newest
-// first when newest is set, from start (nil: the shard's first). It returns what was evaluated (the budget it
-// spent), the entries kept, and where the next read starts (nil: the shard is read to its end).
+// evaluated (with prefix, those whose pk starts with it are kept), newest first when newest is
+// set, from start (nil: the shard's first). It returns the entries kept, where the next read
+// starts (nil: the shard is read to its end), and the entries evaluated (the bound it spent).
 func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window, newest bool, start map[string]types.AttributeValue, limit int) (
 	entries []indexEntry, next map[string]types.AttributeValue, spent int, err error) {
 	in := &dynamodb.QueryInput{
@@ -75,7 +74,14 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window,
 		return nil, nil, 0, err
 	}
 	for _, item := range out.Items {
-		entries = append(entries, entryOf(shard, item))
+		var e indexEntry
+		if v, ok := item[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
+			e.PK = v.Value
+		}
+		if v, ok := item[dedup.IndexSortKey].(*types.AttributeValueMemberN); ok {
+			e.Since = epochMillis(v.Value)
+		}
+		entries = append(entries, e)
 	}
 	// A page that evaluated nothing but says there is more would never end a loop: count it
 	// as one.
@@ -83,22 +89,9 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window,
 	return entries, out.LastEvaluatedKey, spent, nil
 }
 
-func entryOf(shard string, item map[string]types.AttributeValue) indexEntry {
-	e := indexEntry{Parked: dedup.InParkedView(shard)}
-	if v, ok := item[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
-		e.PK = v.Value
-	}
-	if v, ok := item[dedup.IndexSortKey].(*types.AttributeValueMemberN); ok {
-		e.Since = epochMillis(v.Value)
-	}
-	return e
-}
-
 // indexed reads the claims under shards, oldest first within each, shard by shard, at most
-// MaxIndexReads index entries in all (and the claims they name, 100 to a consistent
-// BatchGetItem); more reports that some were left unread. With prefix, only the claims whose
-// pk starts with it are read (the index's filter: the entries it evaluates count all the same).
-func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (claims []*dedup.Claim, more bool, err error) {
+// MaxIndexReads index entries in all; more reports that some were left unread.
+func (c *Console) indexed(ctx context.Context, shards []string) (claims []*dedup.Claim, more bool, err error) {
 	left := c.cfg.MaxIndexReads
 	for i, shard := range shards {
 		var start map[string]types.AttributeValue
@@ -106,24 +99,18 @@ func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (
 			if left == 0 {
 				return claims, true, nil
 			}
-			entries, next, spent, err := c.shardRead(ctx, shard, prefix, window{}, false, start, left)
+			entries, next, spent, err := c.shardRead(ctx, shard, "", window{}, false, start, left)
 			if err != nil {
 				return nil, false, err
 			}
 			left = max(0, left-spent)
-			if len(entries) > 0 {
-				pks := make([]string, len(entries))
-				for j, e := range entries {
-					pks[j] = e.PK
-				}
-				read, err := c.readClaims(ctx, pks)
-				if err != nil {
-					return nil, false, err
-				}
-				for _, pk := range pks {
-					if cl := read[pk]; cl != nil { // gone between the query and the read: skipped
-						claims = append(claims, cl)
-					}
+			read, err := c.claimsAt(ctx, entries)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, cl := range read {
+				if cl != nil {
+					claims = append(claims, cl)
 				}
 			}
 			if start = next; start == nil {
@@ -137,16 +124,11 @@ func (c *Console) indexed(ctx context.Context, shards []string, prefix string) (
 	return claims, false, nil
 }
 
-// parkedRow is one parked intent, for the Parked page.
+// parkedRow is one parked intent, for the Parked page and a redrive by query.
 type parkedRow struct {
-	Source, EventID, Intent, Target string
-	Attempts                        int
-	ParkedAt, LastError             string
-	RedrivenBy, RedrivenAt          string
-	Since                           time.Time // its claim entered the parked index
-	Ref                             string    // the form value naming it for a redrive
-	AtMostOnce, MaySent             bool      // see Console.caution
-	claim                           *dedup.Claim
+	intentRow
+	Since time.Time // its claim entered the parked index
+	claim *dedup.Claim
 }
 
 type parkedFilter struct{ Source, Target, Error string }
@@ -156,12 +138,10 @@ func (f parkedFilter) match(r parkedRow) bool {
 		(f.Error == "" || strings.Contains(strings.ToLower(r.LastError), strings.ToLower(f.Error)))
 }
 
-// parked lists the parked intents under the parked and due-parked shards (where the claim's
-// transitions put every claim with a parked intent, whether or not another is still open:
-// the list hookctl parked shows) that entered them within w and match f, newest first. The
-// shards are read newest first, merged, so the filter is applied to the newest: every
-// matching intent parked after complete is listed (complete is allRead when everything in w
-// was read).
+// parked lists the parked intents under the parked and due-parked shards (every claim with a
+// parked intent: the list hookctl parked shows) that entered them within w and match f, newest
+// first, merged across shards: every match parked after complete is listed (allRead: every
+// one in w).
 func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []parkedRow, complete int64, err error) {
 	shards := dedup.ParkedViewShards(c.cfg.PendingShards)
 	prefix := ""
@@ -169,30 +149,21 @@ func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []
 		prefix = dedup.ClaimKey(f.Source, "")
 	}
 	complete, err = c.newest(ctx, shards, prefix, w, 0, func(entries []indexEntry) ([]time.Time, error) {
-		pks := make([]string, len(entries))
-		for i, e := range entries {
-			pks[i] = e.PK
-		}
-		read, err := c.readClaims(ctx, pks)
+		read, err := c.claimsAt(ctx, entries)
 		if err != nil {
 			return nil, err
 		}
 		var kept []time.Time
-		for _, e := range entries {
-			cl := read[e.PK] // nil: gone between the query and the read, skipped
+		for i, e := range entries {
+			cl := read[i]
 			if cl == nil {
 				continue
 			}
 			for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
-				in := cl.Intents[name]
-				if in.Status != dedup.IntentParked {
+				if cl.Intents[name].Status != dedup.IntentParked {
 					continue
 				}
-				r := parkedRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
-					ParkedAt: in.FinishedAt, LastError: c.intentError(in, in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
-					Since: e.Since, Ref: encodeRef(cl, name), claim: cl}
-				r.AtMostOnce, r.MaySent = c.caution(in)
-				if f.match(r) {
+				if r := (parkedRow{intentRow: c.rowOf(cl, name), Since: e.Since, claim: cl}); f.match(r) {
 					rows = append(rows, r)
 					kept = append(kept, e.Since)
 				}
@@ -214,9 +185,9 @@ type targetLoad struct {
 	Paused                      *outbox.Pause // who paused it, why and when (outbox.Targets); nil: not paused
 }
 
-// loads reads the claims with open intents (under the due and due-parked shards, and the
-// parked ones too when withParked) and counts their intents per target, and the paused targets (one GetItem): a paused target has
-// a row, whether or not the sources file or an intent names it.
+// loads counts the intents of the claims with open intents (and parked ones too when
+// withParked) per target, with the paused targets: a paused target has a row, whether or not
+// the sources file or an intent names it.
 func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoad, cls []*dedup.Claim, more bool, err error) {
 	paused, err := (&outbox.Targets{API: c.cfg.DynamoDB, Table: c.cfg.Table}).Paused(ctx)
 	if err != nil {
@@ -227,7 +198,7 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 		_, parked := dedup.ShardNames(c.cfg.PendingShards)
 		shards = append(shards, parked...)
 	}
-	cls, more, err = c.indexed(ctx, shards, "")
+	cls, more, err = c.indexed(ctx, shards)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -412,30 +383,26 @@ func (c *Console) recent(ctx context.Context, source string, w window, limit int
 	return keys, partial, cutoff, nil
 }
 
-// bodyGuard reads the claim's body guard, when it names one.
+// guardView is a claim's body guard, as the event page shows it.
 type guardView struct {
 	Key, HeldBy string
 	Expires     time.Time
 	Found, Ours bool
 }
 
+// bodyGuard reads the claim's body guard, when it names one.
 func (c *Console) bodyGuard(ctx context.Context, cl *dedup.Claim) (*guardView, error) {
 	if cl.BodyGuard == "" {
 		return nil, nil
 	}
 	pk := dedup.ClaimKey(cl.Source, cl.BodyGuard)
-	out, err := c.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.cfg.Table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: pk}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.BodySK}}})
+	item, err := c.getItem(ctx, pk, dedup.BodySK, true)
 	if err != nil {
 		return nil, err
 	}
-	g := &guardView{Key: pk + " / " + dedup.BodySK}
-	if out.Item == nil {
-		return g, nil
-	}
-	g.Found = true
+	g := &guardView{Key: pk + " / " + dedup.BodySK, Found: item != nil}
 	// A body guard holds the event id it guards for, and expires with its claim.
-	if held, err := dedup.UnmarshalClaim(out.Item); err == nil {
+	if held, err := dedup.UnmarshalClaim(item); item != nil && err == nil {
 		g.HeldBy, g.Ours = held.EventID, held.EventID != "" && held.EventID == cl.EventID
 		if held.ExpiresAt != 0 {
 			g.Expires = time.Unix(held.ExpiresAt, 0)
@@ -444,10 +411,10 @@ func (c *Console) bodyGuard(ctx context.Context, cl *dedup.Claim) (*guardView, e
 	return g, nil
 }
 
-// effectValue reads an effect record of oncehook's own table (ShowPayloads only).
-func (c *Console) effectValue(ctx context.Context, k dedup.EffectKey) (map[string]types.AttributeValue, error) {
-	out, err := c.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.cfg.Table),
-		Key: map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: k.PK}, dedup.SortKey: &types.AttributeValueMemberS{Value: k.SK}}})
+// getItem reads one item of oncehook's table by its key: nil when there is none.
+func (c *Console) getItem(ctx context.Context, pk, sk string, consistent bool) (map[string]types.AttributeValue, error) {
+	out, err := c.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.cfg.Table), ConsistentRead: aws.Bool(consistent),
+		Key: map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: pk}, dedup.SortKey: &types.AttributeValueMemberS{Value: sk}}})
 	if err != nil {
 		return nil, err
 	}
@@ -482,10 +449,6 @@ func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, e
 	return out, never, nil
 }
 
-var errNoClaim = dedup.ErrNoClaim
-
-func isNoClaim(err error) bool { return errors.Is(err, errNoClaim) }
-
 // readClaims reads claims by pk, consistently, 100 to a BatchGetItem (keys it leaves
 // unprocessed are asked again, after a pause): a pk without a claim is absent from the map.
 func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*dedup.Claim, error) {
@@ -495,7 +458,7 @@ func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*ded
 	for _, pk := range pks {
 		if !seen[pk] {
 			seen[pk] = true
-			keys = append(keys, map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: pk}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.ClaimSK}})
+			keys = append(keys, dedup.ClaimItemKey(pk))
 		}
 	}
 	for len(keys) > 0 {
@@ -530,21 +493,34 @@ func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*ded
 	return out, nil
 }
 
-// maxUnprocessedRounds bounds the BatchGetItem calls one batch of keys gets while DynamoDB
-// leaves keys unprocessed (the table is throttling): a page opened during an incident gives up
-// and says so, rather than spend, for as long as the browser waits, the capacity the outbox
-// needs.
+// claimsAt reads the claims entries name, in their order: nil for one gone between the query
+// and the read.
+func (c *Console) claimsAt(ctx context.Context, entries []indexEntry) ([]*dedup.Claim, error) {
+	pks := make([]string, len(entries))
+	for i, e := range entries {
+		pks[i] = e.PK
+	}
+	read, err := c.readClaims(ctx, pks)
+	out := make([]*dedup.Claim, len(entries))
+	for i, pk := range pks {
+		out[i] = read[pk]
+	}
+	return out, err
+}
+
+// maxUnprocessedRounds bounds the BatchGetItem calls one batch gets while DynamoDB leaves keys
+// unprocessed (throttling): a page opened during an incident gives up and says so, rather than
+// spend the capacity the outbox needs.
 const maxUnprocessedRounds = 5
 
 // errThrottled is a read the table kept throttling past maxUnprocessedRounds.
 var errThrottled = errors.New("the table is throttling reads: keys left unprocessed " + strconv.Itoa(maxUnprocessedRounds) + " times")
 
-// writers finds the claims that wrote the effect records whose partition key is key: a Query
-// by that key in oncehook's table and in each table of the sources file whose name the console
-// knows (by the table's own key name), at most MaxIndexReads items in all. A put effect's item
-// names its claim (dedup.ClaimedByAttribute). notes says what was not searched, not read, or
-// found without a claim; a failed read of an application's table is one of them (the
-// operator's credentials may not reach it).
+// writers finds the claims that wrote the effect records whose partition key is key (a put
+// effect's item names its claim, dedup.ClaimedByAttribute): a Query in oncehook's table and in
+// each of the sources file's tables whose name it knows, at most MaxIndexReads items in all.
+// notes says what was not searched, not read (the operator's credentials may not reach an
+// application's table), or found without a claim.
 func (c *Console) writers(r *http.Request, key string) (pks, notes []string, err error) {
 	type table struct{ label, name, pk string }
 	tables := []table{{"oncehook's table", c.cfg.Table, dedup.PartitionKey}}

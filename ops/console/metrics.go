@@ -44,8 +44,7 @@ func (m *CloudWatch) Sums(ctx context.Context, start, end time.Time, qs []Metric
 	if ns == "" {
 		ns = "oncehook"
 	}
-	period := int32(end.Sub(start).Round(time.Minute) / time.Second)
-	period = max(60, period)
+	period := max(60, int32(end.Sub(start).Round(time.Minute)/time.Second))
 	out := make([]float64, len(qs))
 	for first := 0; first < len(qs); first += 500 {
 		batch := qs[first:min(first+500, len(qs))]

@@ -40,12 +40,11 @@ var (
 	loadSeries   = []series{{"due", "s1"}, {"waiting", "s0"}, {"running", "s2"}, {"parked", "s3"}}
 )
 
-func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	loads, cls, more, err := c.loads(ctx, true)
 	if err != nil {
-		c.awsFail(w, r, "reading the pending index", err)
-		return
+		return awsErr("reading the pending index", err)
 	}
 	bySource, byTarget := c.failures(cls)
 	v := overviewView{Claims: len(cls), More: more}
@@ -55,7 +54,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		failureOf(byTarget, l.Target)
 		if l.Paused != nil {
 			v.Paused = append(v.Paused, l)
-		} else if c.cfg.Sources != nil && c.cfg.Sources.Targets[l.Target] != nil {
+		} else if c.target(l.Target) != nil {
 			v.Pausable = append(v.Pausable, l.Target)
 		}
 	}
@@ -75,7 +74,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		ch.AtLeast = more
 		v.Charts = append(v.Charts, ch)
 	}
-	c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: v})
+	return c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: v})
 }
 
 // metricCharts: per source and per target, the last hour and the last day, from Metrics; and
@@ -160,10 +159,8 @@ func (c *Console) indexSourceChart(cls []*dedup.Claim) chart {
 }
 
 // failures counts the failed attempts (retried or parked) of the last hour and the last day,
-// per source and per target, in the histories of cls (the claims the overview read from the
-// pending index, due and parked). An intent that failed and then succeeded is among them only
-// while its claim is in the index (another of its intents open or parked): these are lower
-// bounds; the metrics' per target are exact.
+// per source and per target, in the histories of cls: lower bounds, since an intent that
+// failed then succeeded is among them only while its claim is in the index.
 func (c *Console) failures(cls []*dedup.Claim) (bySource, byTarget map[string]*failureRow) {
 	now := c.cfg.Now()
 	hour, day := now.Add(-time.Hour).UnixMilli(), now.Add(-24*time.Hour).UnixMilli()

@@ -44,48 +44,52 @@ func decodePause(v string) (outbox.Pause, bool) {
 }
 
 // pauseTarget pauses (POST /pause: target, why) or resumes (POST /resume: target) a target
-// through outbox.Targets, the one writer of the pause item, with a redrive's guards
-// (actionForm): a form without confirm=yes shows what it will do, one with it does it, the
-// pause recorded as done by the console's Operator, and answers with the overview. A pause
-// takes a target of the sources file only (another name would pause nothing the deployment
-// calls); a resume takes one of it, or one that is paused, and lifts only the pause its
-// confirmation showed (the form's pause field, outbox.Targets.ResumePause): otherwise it
-// answers 409 with the confirmation of the pause as it is now.
-func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) {
-	if !c.actionForm(w, r, 4<<10) {
-		return
+// through outbox.Targets, with a redrive's guards (actionForm) and confirmation (confirm=yes).
+// A pause takes a target of the sources file only (another would pause nothing the deployment
+// calls). A resume lifts only the pause its confirmation showed (the form's pause field):
+// otherwise it answers 409 with the confirmation of the pause as it is now.
+func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) error {
+	if err := c.actionForm(w, r, 4<<10); err != nil {
+		return err
 	}
 	v := pauseView{Resume: r.URL.Path == "/resume", Target: r.PostFormValue("target"), Why: r.PostFormValue("why"), By: c.cfg.Operator}
 	targets := &outbox.Targets{API: c.cfg.DynamoDB, Table: c.cfg.Table, Now: c.cfg.Now}
-	paused, err := targets.Paused(r.Context())
-	if err != nil {
-		c.awsFail(w, r, "reading the paused targets", err)
-		return
+	// show reads the target's pause as it is now, for the page.
+	show := func() error {
+		paused, err := targets.Paused(r.Context())
+		if err != nil {
+			return err
+		}
+		v.Now, v.Shown = nil, ""
+		if p, ok := paused[v.Target]; ok {
+			v.Now, v.Shown = &p, encodePause(p)
+		}
+		return nil
 	}
-	if p, ok := paused[v.Target]; ok {
-		v.Now, v.Shown = &p, encodePause(p)
+	if err := show(); err != nil {
+		return awsErr("reading the paused targets", err)
 	}
-	if known := c.cfg.Sources != nil && c.cfg.Sources.Targets[v.Target] != nil; !known && !(v.Resume && v.Now != nil) {
-		c.fail(w, r, http.StatusBadRequest, "Not a target", "target "+strconv.Quote(clip(v.Target, 120))+
+	if c.target(v.Target) == nil && !(v.Resume && v.Now != nil) {
+		return failure(http.StatusBadRequest, "Not a target", "target "+strconv.Quote(clip(v.Target, 120))+
 			" is not in the sources file: the console pauses only a target the deployment calls.")
-		return
 	}
 	if err := dedup.Printable(v.Why, dedup.MaxResolution); err != nil && !v.Resume {
-		c.fail(w, r, http.StatusBadRequest, "Say why", "A pause records why: the reason "+err.Error()+".")
-		return
+		return failure(http.StatusBadRequest, "Say why", "A pause records why: the reason "+err.Error()+".")
 	}
-	confirm := func(status int) {
+	confirm := func(status int) error {
 		title := "Pause " + v.Target + "?"
 		if v.Resume {
 			title = "Resume " + v.Target + "?"
 		}
-		c.render(w, r, status, "pause", page{Title: title, Nav: "overview", Data: v})
+		return c.render(w, r, status, "pause", page{Title: title, Nav: "overview", Data: v})
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		confirm(http.StatusOK)
-		return
+		return confirm(http.StatusOK)
 	}
-	if v.Resume {
+	var err error
+	if !v.Resume {
+		err = targets.Pause(r.Context(), v.Target, c.cfg.Operator, v.Why)
+	} else {
 		// A resume is the operator's decision about the pause they were shown: conditional on
 		// it, so a confirmation sent again later (a stale tab, another operator's old page)
 		// lifts no pause made since.
@@ -100,25 +104,16 @@ func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) {
 			if errors.Is(err, outbox.ErrPauseChanged) {
 				v.Stale = "Not resumed: the pause you confirmed (by " + shown.By + " at " + shown.At.Format(time.RFC3339) +
 					") is not the target's pause any more."
-				if p, rerr := targets.Paused(r.Context()); rerr == nil { // as it is now, for the page
-					v.Now, v.Shown = nil, ""
-					if p, ok := p[v.Target]; ok {
-						v.Now, v.Shown = &p, encodePause(p)
-					}
-				}
 				err = nil
+				_ = show() // should it fail, the page shows the pause as read before
 			}
 		}
 		if v.Stale != "" {
-			confirm(http.StatusConflict)
-			return
+			return confirm(http.StatusConflict)
 		}
-	} else {
-		err = targets.Pause(r.Context(), v.Target, c.cfg.Operator, v.Why)
 	}
 	if err != nil {
-		c.awsFail(w, r, "writing the pause", err)
-		return
+		return awsErr("writing the pause", err)
 	}
-	redirect(w, "/#paused")
+	return redirect(w, "/#paused")
 }

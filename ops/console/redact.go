@@ -24,21 +24,14 @@ const redacted = "[redacted]"
 // urlInText finds absolute URLs in an error message.
 var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
 
-// redactor hides, in the error messages the console shows (an intent's last error), what a
-// deployment's targets hold secret. A downstream's error quotes what it was called with in
+// redactor hides, in the errors the console shows (an intent's last error, what it sent), what
+// a deployment's targets hold secret. A downstream's error quotes what it was called with in
 // whatever shape its framework writes: an absolute URL, the path alone ("Cannot POST
-// /hooks/<token>"), a query value, a header, escaped for a URL, JSON or HTML, cut off by the
-// outbox's truncation. So, after every absolute URL is cut to its scheme and host, every form
-// of every secret part of the sources file's targets is replaced: their URLs' paths and
-// queries whole, the path segments, query values and header values that could be a secret
-// (secretLike), the userinfo; each as configured and decoded, path-, query- and
-// fully-percent-escaped, JSON-escaped, in any letter case, looked for in the message with its
-// JSON escapes and HTML character references decoded too (views); and a message's truncated
-// start of one wherever a quoted text or the message may have been cut (cutEnds).
-type redactor struct {
-	known *regexp.Regexp // nil: no target's secrets known (no sources file)
-	forms []string       // every form, lower-case, for a truncated end
-}
+// /hooks/<token>"), a query value, a header, escaped for a URL, JSON or HTML, cut off by a
+// truncation. So every absolute URL is cut to its scheme and host, and every form (encodings)
+// of every secret part of the targets (their URLs' paths and queries, the segments, values and
+// headers that could be a secret, the userinfo) is replaced, whole or cut short.
+type redactor struct{ formSet }
 
 func newRedactor(f *sources.File) *redactor {
 	x := &redactor{}
@@ -60,7 +53,7 @@ func newRedactor(f *sources.File) *redactor {
 			}
 		}
 	}
-	x.forms, x.known = compile(pieces)
+	x.formSet = compile(pieces)
 	return x
 }
 
@@ -102,9 +95,7 @@ func urlSecrets(raw string) []string {
 	}
 	if u.RawQuery != "" {
 		out = append(out, u.RawQuery)
-		for _, pair := range strings.Split(u.RawQuery, "&") {
-			out = append(out, pair)
-		}
+		out = append(out, strings.Split(u.RawQuery, "&")...)
 		for k, vs := range u.Query() {
 			for _, v := range vs {
 				out = append(out, k+"="+v)
@@ -186,24 +177,28 @@ func (x *redactor) redact(msg string) string {
 		}
 		return out
 	})
-	msg = redactAWS(msg)
-	return x.redactForms(msg, x.forms, x.known)
+	return x.formSet.redact(redactAWS(msg))
 }
 
-// redactForms replaces, in msg, every form matched by known (forms lower-cased, longest first),
-// and the start of one wherever a message may have been cut (cutEnds). Both are looked for in
-// each of msg's views (its JSON escapes decoded, then its HTML character references too), and
-// replaced where they stand in msg.
-func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp) string {
-	if known == nil {
+// A formSet is the texts to redact: every form of each (encodings), minSecret bytes or more.
+type formSet struct {
+	lower []string       // lower-cased, longest first, for a truncated end
+	known *regexp.Regexp // any of them, in any letter case; nil: none
+}
+
+// redact replaces, in msg, every form, and the start of one wherever a message may have been
+// cut (cutEnds). Both are looked for in each of msg's views (its JSON escapes decoded, then its
+// HTML character references too), and replaced where they stand in msg.
+func (f formSet) redact(msg string) string {
+	if f.known == nil {
 		return msg
 	}
 	// Cut-off secrets are read with the whole ones, before any is replaced: a replacement
 	// would hide what they start.
 	var spans []region
 	for _, v := range views(msg) {
-		found := cutStarts(v.text, forms)
-		for _, m := range known.FindAllStringIndex(v.text, -1) {
+		found := cutStarts(v.text, f.lower)
+		for _, m := range f.known.FindAllStringIndex(v.text, -1) {
 			found = append(found, region{m[0], m[1]})
 		}
 		for _, sp := range found {
@@ -214,7 +209,7 @@ func (x *redactor) redactForms(msg string, forms []string, known *regexp.Regexp)
 	// Again until nothing changes: a form replaced at one position can leave another (a
 	// segment) that started inside it.
 	for range 4 {
-		next := known.ReplaceAllLiteralString(msg, redacted)
+		next := f.known.ReplaceAllLiteralString(msg, redacted)
 		if next == msg {
 			break
 		}
@@ -465,9 +460,8 @@ func keepDigits(r rune) rune {
 	return -1
 }
 
-// compile turns pieces into the lower-cased forms (every encoding, minSecret bytes or more,
-// longest first) and the pattern that matches any of them.
-func compile(pieces []string) ([]string, *regexp.Regexp) {
+// compile is the formSet of pieces.
+func compile(pieces []string) formSet {
 	seen := map[string]bool{}
 	var forms []string
 	for _, p := range pieces {
@@ -479,7 +473,7 @@ func compile(pieces []string) ([]string, *regexp.Regexp) {
 		}
 	}
 	if len(forms) == 0 {
-		return nil, nil
+		return formSet{}
 	}
 	// Longest first: at one position the longest form is replaced whole.
 	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
@@ -488,7 +482,7 @@ func compile(pieces []string) ([]string, *regexp.Regexp) {
 		quoted[i] = regexp.QuoteMeta(form)
 		forms[i] = strings.ToLower(form)
 	}
-	return forms, regexp.MustCompile(`(?i)(?:` + strings.Join(quoted, "|") + `)`)
+	return formSet{forms, regexp.MustCompile(`(?i)(?:` + strings.Join(quoted, "|") + `)`)}
 }
 
 // intentError is an error of in (its last error, or one of its history's) as the console may
@@ -499,6 +493,5 @@ func (c *Console) intentError(in dedup.ClaimIntent, msg string) string {
 	if c.cfg.ShowPayloads || msg == "" {
 		return msg
 	}
-	forms, known := compile(payloadForms(in.Payload))
-	return c.red.redactForms(msg, forms, known)
+	return compile(payloadForms(in.Payload)).redact(msg)
 }

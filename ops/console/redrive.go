@@ -32,45 +32,41 @@ type parkedView struct {
 	Complete time.Time
 	Targets  []string
 	// Cautious counts the rows that are at-most-once, Uncertain those whose target's delivery
-	// the console cannot know (unknownDelivery): both left unticked by the confirmation.
+	// the console cannot know (intentRow.Unknown): both left unticked by the confirmation.
 	Cautious, Uncertain int
-	// Unknown: the targets of the rows whose delivery the console cannot know, flagged so.
-	Unknown   map[string]bool
-	NoSources bool
-	Max       int // the rows listed at most (maxRedrive)
-	Reads     int // the index entries read at most (MaxIndexReads)
+	NoSources           bool
+	Max                 int // the rows listed at most (maxRedrive)
+	Reads               int // the index entries read at most (MaxIndexReads)
 }
 
-func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
+func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := parkedFilter{Source: q.Get("source"), Target: q.Get("target"), Error: q.Get("error")}
-	if f.Source != "" && !c.checkSource(w, r, f.Source) {
-		return
+	if f.Source != "" {
+		if err := c.checkSource(f.Source); err != nil {
+			return err
+		}
 	}
 	if len(f.Target) > 256 || len(f.Error) > 256 {
-		c.fail(w, r, http.StatusBadRequest, "Filter too long", "target and error filters are at most 256 bytes.")
-		return
+		return failure(http.StatusBadRequest, "Filter too long", "target and error filters are at most 256 bytes.")
 	}
-	win, ok := c.windowOf(w, r)
-	if !ok {
-		return
+	win, err := c.windowOf(r)
+	if err != nil {
+		return err
 	}
 	rows, complete, err := c.parked(r.Context(), f, win)
 	if err != nil {
-		c.awsFail(w, r, "reading the parked intents", err)
-		return
+		return awsErr("reading the parked intents", err)
 	}
 	v := parkedView{Filter: f, Since: q.Get("since"), From: q.Get("from"), To: q.Get("to"), Window: win, Rows: rows[:min(len(rows), maxRedrive)],
-		Total: len(rows), AtLeast: complete != allRead, Max: maxRedrive, Reads: c.cfg.MaxIndexReads}
+		Total: len(rows), AtLeast: complete != allRead, Max: maxRedrive, Reads: c.cfg.MaxIndexReads, NoSources: c.cfg.Sources == nil}
 	if v.AtLeast && complete != noneSure {
 		v.Complete = time.UnixMilli(complete)
 	}
-	v.Unknown, v.NoSources = map[string]bool{}, c.cfg.Sources == nil
 	for _, row := range v.Rows {
 		switch {
-		case c.unknownDelivery(row.Target, row.MaySent):
+		case row.Unknown:
 			v.Uncertain++
-			v.Unknown[row.Target] = true
 		case row.AtMostOnce:
 			v.Cautious++
 		}
@@ -78,15 +74,35 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.Sources != nil {
 		v.Targets = slices.Sorted(maps.Keys(c.cfg.Sources.Targets))
 	}
-	c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
+	return c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
 }
 
-// A ref names one parked intent in a form, and the state the page showed it in: its source,
-// event id and name, its attempt count (the outbox's fencing token: every attempt increments
-// it, so an intent parked again since has another) and its claim's incarnation (the commit
-// token: a claim re-admitted after expiry has another), URL-encoded. A redrive is conditional
-// on that state in DynamoDB's own write, so a form sent again later (a reload, a stale tab)
-// re-drives nothing the operator was not shown.
+// intentRow is one intent as a page shows it: the Parked page, a confirmation, its event.
+type intentRow struct {
+	Source, EventID, Intent, Target string
+	Attempts                        int
+	ParkedAt, LastError             string
+	RedrivenBy, RedrivenAt          string
+	Ref                             string // names it, in the state shown, in a form
+	// AtMostOnce, MaySent: see Console.caution. Unknown: flagged only because the sources file
+	// does not say the target's delivery, not marked maybe sent by the outbox.
+	AtMostOnce, MaySent, Unknown bool
+}
+
+func (c *Console) rowOf(cl *dedup.Claim, name string) intentRow {
+	in := cl.Intents[name]
+	row := intentRow{Source: cl.Source, EventID: cl.EventID, Intent: name, Target: in.Target, Attempts: in.Attempts,
+		ParkedAt: in.FinishedAt, LastError: c.intentError(in, in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
+		Ref: encodeRef(cl, name)}
+	row.AtMostOnce, row.MaySent = c.caution(in)
+	row.Unknown = !row.MaySent && c.target(in.Target) == nil
+	return row
+}
+
+// A ref names one parked intent in a form, URL-encoded, and the state the page showed it in:
+// its attempt count (every attempt increments it) and its claim's incarnation (the commit
+// token). An action is conditional on that state in DynamoDB's own write, so a form sent again
+// later (a reload, a stale tab) acts on nothing the operator was not shown.
 func encodeRef(cl *dedup.Claim, intent string) string {
 	return url.Values{"s": {cl.Source}, "e": {cl.EventID}, "i": {intent},
 		"a": {strconv.Itoa(cl.Intents[intent].Attempts)}, "c": {cl.CommitToken}}.Encode()
@@ -122,7 +138,7 @@ func decodeRef(v string) (ref, error) {
 		}
 		r.Attempts = n
 	}
-	if c := q.Get("c"); len(c) > 64 || !isHex(c) {
+	if c := q.Get("c"); len(c) > 64 || strings.Trim(c, "0123456789abcdef") != "" {
 		return ref{}, errors.New("the incarnation is not a commit token")
 	}
 	r.Commit = q.Get("c")
@@ -130,15 +146,6 @@ func decodeRef(v string) (ref, error) {
 	_, hasA := q["a"]
 	r.Seen = hasA && r.Commit != ""
 	return r, nil
-}
-
-func isHex(s string) bool {
-	for _, b := range []byte(s) {
-		if !('0' <= b && b <= '9' || 'a' <= b && b <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // maySentMarker starts the error the outbox records when it parks an at-most-once intent whose
@@ -149,30 +156,13 @@ const maySentMarker = "at-most-once: "
 // caution reports whether an intent may be at-most-once, and whether it may have been sent
 // (the outbox parked it saying so): either is a person's call to re-drive, after checking the
 // downstream, never preselected by a confirmation nor re-driven by query. It may be
-// at-most-once when its target's delivery in the sources file says so, and when the console
-// cannot know its delivery (deliveryKnown): a clean refusal (a 422) of an at-most-once call
-// carries no mark of it, and only the sources file says what the target is.
+// at-most-once when the sources file says so of its target, or does not name the target: a
+// clean refusal (a 422) of an at-most-once call carries no mark of it.
 func (c *Console) caution(in dedup.ClaimIntent) (atMostOnce, maySent bool) {
-	atMostOnce = !c.deliveryKnown(in.Target) || c.cfg.Sources.Targets[in.Target].Delivery == sources.AtMostOnce
+	t := c.target(in.Target)
 	maySent = strings.HasPrefix(strings.TrimPrefix(in.LastError, "permanent: "), maySentMarker)
-	return atMostOnce || maySent, maySent
+	return t == nil || t.Delivery == sources.AtMostOnce || maySent, maySent
 }
-
-// deliveryKnown reports whether the console knows target's delivery: its sources file names
-// the target. Without the file (hookctl console without -sources), or for a target it does
-// not name (renamed, retired), the target may be at-most-once.
-func (c *Console) deliveryKnown(target string) bool {
-	return c.cfg.Sources != nil && c.cfg.Sources.Targets[target] != nil
-}
-
-// unknownDelivery reports an intent that caution flags only because its target's delivery
-// cannot be known: not one the outbox marked as at-most-once and maybe sent (maySent).
-func (c *Console) unknownDelivery(target string, maySent bool) bool {
-	return !maySent && !c.deliveryKnown(target)
-}
-
-// unknownNote is the confirmation's note on an intent of unknownDelivery.
-const unknownNote = "delivery unknown: this console has no sources file (-sources), or the file does not name the target, so it may be at-most-once; check the downstream before ticking it"
 
 // maxRedrive bounds one redrive request, and the rows the Parked page lists.
 const maxRedrive = 200
@@ -183,28 +173,18 @@ const maxRedriveBody = maxRedrive*8<<10 + 4<<10
 
 // confirmRow is one intent of the confirmation: as the table holds it now.
 type confirmRow struct {
-	ref
-	Found     bool // the claim and the intent exist
-	Parked    bool
-	Attempts  int
-	LastError string
-	ParkedAt  string
-	Target    string
+	intentRow
+	Found  bool // the claim and the intent exist
+	Parked bool
 	// Changed: parked, but not in the state the list showed (parked again since, or claimed
-	// again): shown, and left unticked.
+	// again): shown, and left unticked, as are the cautious ones (intentRow).
 	Changed bool
-	// AtMostOnce, MaySent: see Console.caution; left unticked.
-	AtMostOnce, MaySent bool
-	Unknown             bool // see Console.unknownDelivery; left unticked
-	Note                string
-	Ref                 string // the ref of the state shown here
+	Note    string
 }
 
-// An action is what a form of parked intents does to each one the operator confirmed, on
-// condition that it is still parked as the confirmation showed it: a redrive (POST /redrive,
-// dedup.Claims.RedriveBy) or a resolve (POST /resolve, dedup.Claims.Resolve with the form's
-// why), each recorded as done by the console's Operator. Both share one form, one
-// confirmation and one result page.
+// An action is what a form of parked intents does to each one the operator confirmed, still
+// parked as shown: a redrive (POST /redrive) or a resolve with the form's why (POST /resolve),
+// recorded as done by the console's Operator. Both share one form, confirmation and result page.
 type action struct {
 	Name, Verb, Done string // "redrive", "Re-drive", "re-driven"
 	Why              string // a resolve's reason
@@ -231,108 +211,104 @@ type redriveResult struct {
 }
 
 // actionForm reads the form of an action (a redrive, a resolve, a pause, a resume), of at
-// most limit bytes, and answers the request itself when it is not to be acted on: a read-only
-// console (403), an unreadable form (400), a CSRF token missing or not this browser's (403). A
-// cross-origin POST was refused before (guard).
-func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, limit int64) bool {
+// most limit bytes, and refuses it on a read-only console, unreadable, or without this
+// browser's CSRF token (a cross-origin POST was refused before, by guard).
+func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, limit int64) error {
 	if c.cfg.ReadOnly {
-		c.fail(w, r, http.StatusForbidden, "Read-only", "This console is read-only: it re-drives, resolves, pauses and resumes nothing.")
-		return false
+		return failure(http.StatusForbidden, "Read-only", "This console is read-only: it re-drives, resolves, pauses and resumes nothing.")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
-		c.fail(w, r, http.StatusBadRequest, "Unreadable form", "The form could not be read (too large, or not a form).")
-		return false
+		return failure(http.StatusBadRequest, "Unreadable form", "The form could not be read (too large, or not a form).")
 	}
 	if !c.csrfOK(r) {
-		c.fail(w, r, http.StatusForbidden, "Form expired", "The form's CSRF token is missing or wrong: reload the page and try again.")
-		return false
+		return failure(http.StatusForbidden, "Form expired", "The form's CSRF token is missing or wrong: reload the page and try again.")
 	}
-	return true
+	return nil
 }
 
 // formRefs reads and checks the form of an action on parked intents: its refs, and a
-// resolve's reason; it answers the request itself when they cannot be used.
-func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) (action, []ref, bool) {
-	if !c.actionForm(w, r, maxRedriveBody) {
-		return action{}, nil, false
+// resolve's reason.
+func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) (action, []ref, error) {
+	if err := c.actionForm(w, r, maxRedriveBody); err != nil {
+		return action{}, nil, err
 	}
 	act := c.actionOf(r)
 	verb := strings.ToLower(act.Verb)
 	values := r.PostForm["ref"]
 	if len(values) == 0 {
-		c.fail(w, r, http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to "+verb+".")
-		return act, nil, false
+		return act, nil, failure(http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to "+verb+".")
 	}
 	if len(values) > maxRedrive {
-		c.fail(w, r, http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; %s at most %d at once.", len(values), verb, maxRedrive))
-		return act, nil, false
+		return act, nil, failure(http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; %s at most %d at once.", len(values), verb, maxRedrive))
 	}
 	if err := dedup.Printable(act.Why, dedup.MaxResolution); act.Name == "resolve" && err != nil {
-		c.fail(w, r, http.StatusBadRequest, "Say why", "A resolve records why: the reason "+err.Error()+".")
-		return act, nil, false
+		return act, nil, failure(http.StatusBadRequest, "Say why", "A resolve records why: the reason "+err.Error()+".")
 	}
 	refs := make([]ref, 0, len(values))
 	for _, v := range values {
 		rf, err := decodeRef(v)
-		if err != nil {
-			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
-			return act, nil, false
-		}
 		// A ref names a claim the console listed from the table: its source's syntax is
 		// checked, not whether the sources file still has it (a source renamed or retired
 		// keeps its claims, and their parked intents, for its retention).
-		if err := dedup.ValidateSourceName("source", rf.Source); err != nil {
-			c.fail(w, r, http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
-			return act, nil, false
+		if err == nil {
+			err = dedup.ValidateSourceName("source", rf.Source)
+		}
+		if err != nil {
+			return act, nil, failure(http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
 		}
 		refs = append(refs, rf)
 	}
-	return act, refs, true
+	return act, refs, nil
 }
 
 // actOnParked re-drives or resolves (actionOf) the parked intents a form names: without
 // confirm=yes it shows them as the table holds them now (confirm), with it acts on each.
-func (c *Console) actOnParked(w http.ResponseWriter, r *http.Request) {
-	act, refs, ok := c.formRefs(w, r)
-	if !ok {
-		return
+func (c *Console) actOnParked(w http.ResponseWriter, r *http.Request) error {
+	act, refs, err := c.formRefs(w, r)
+	if err != nil {
+		return err
 	}
-	ctx := r.Context()
 	pks := make([]string, len(refs))
 	for i, rf := range refs {
 		pks[i] = dedup.ClaimKey(rf.Source, rf.EventID)
 	}
-	claims, err := c.readClaims(ctx, pks)
+	claims, err := c.readClaims(r.Context(), pks)
 	if err != nil {
-		c.awsFail(w, r, "reading the claims", err)
-		return
+		return awsErr("reading the claims", err)
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		c.confirm(w, r, act, refs, claims)
-		return
+		return c.confirm(w, r, act, refs, claims)
 	}
 	results := make([]redriveResult, 0, len(refs))
 	for _, rf := range refs {
 		res := redriveResult{ref: rf}
-		cl := claims[dedup.ClaimKey(rf.Source, rf.EventID)]
+		cl, missing := lookup(claims, rf)
 		switch {
 		case cl == nil:
-			res.Result = "no claim (expired?)"
-		case !hasIntent(cl, rf.Intent):
-			res.Result = "the claim has no such intent"
+			res.Result = missing
+		case !rf.Seen && cl.Intents[rf.Intent].Status != dedup.IntentParked:
+			res.Result = notParked
 		case !rf.Seen:
-			if cl.Intents[rf.Intent].Status != dedup.IntentParked {
-				res.Result = notParked
-			} else {
-				res.Result = "not " + act.Done + ": the form does not say which parked state you confirmed (open the Parked page again)"
-			}
+			res.Result = "not " + act.Done + ": the form does not say which parked state you confirmed (open the Parked page again)"
 		default:
 			res.OK, res.Result = c.actSeen(r, act, cl, rf)
 		}
 		results = append(results, res)
 	}
-	c.render(w, r, http.StatusOK, "redriven", page{Title: act.Verb, Nav: "parked", Data: redrivenView{Results: results}})
+	return c.render(w, r, http.StatusOK, "redriven", page{Title: act.Verb, Nav: "parked", Data: redrivenView{Results: results}})
+}
+
+// lookup is the claim holding the intent rf names, or why there is none.
+func lookup(claims map[string]*dedup.Claim, rf ref) (*dedup.Claim, string) {
+	cl := claims[dedup.ClaimKey(rf.Source, rf.EventID)]
+	if cl == nil {
+		return nil, "no claim (expired?)"
+	}
+	if _, ok := cl.Intents[rf.Intent]; !ok {
+		return nil, "the claim has no such intent"
+	}
+	return cl, ""
 }
 
 const notParked = "not parked any more (re-driven or resolved already, or running)"
@@ -372,58 +348,46 @@ func (c *Console) actSeen(r *http.Request, act action, cl *dedup.Claim, rf ref) 
 
 // confirm shows the intents an action's form names as the table holds them now, each with the
 // state shown carried in its ref: what the operator confirms is what this page shows.
-func (c *Console) confirm(w http.ResponseWriter, r *http.Request, act action, refs []ref, claims map[string]*dedup.Claim) {
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request, act action, refs []ref, claims map[string]*dedup.Claim) error {
 	rows := make([]confirmRow, 0, len(refs))
 	parked := 0
 	for _, rf := range refs {
-		row := confirmRow{ref: rf}
-		cl := claims[dedup.ClaimKey(rf.Source, rf.EventID)]
+		cl, missing := lookup(claims, rf)
+		if cl == nil {
+			rows = append(rows, confirmRow{intentRow: intentRow{Source: rf.Source, EventID: rf.EventID, Intent: rf.Intent}, Note: missing})
+			continue
+		}
+		in := cl.Intents[rf.Intent]
+		row := confirmRow{intentRow: c.rowOf(cl, rf.Intent), Found: true, Parked: in.Status == dedup.IntentParked}
+		if !row.Parked || act.Name != "redrive" { // a resolve calls no downstream: nothing to be careful of
+			row.AtMostOnce, row.MaySent, row.Unknown = false, false, false
+		}
 		switch {
-		case cl == nil:
-			row.Note = "no claim (expired?)"
-		case !hasIntent(cl, rf.Intent):
-			row.Note = "the claim has no such intent"
-		default:
-			in := cl.Intents[rf.Intent]
-			row.Found, row.Attempts, row.Target = true, in.Attempts, in.Target
-			row.LastError, row.ParkedAt = c.intentError(in, in.LastError), in.FinishedAt
-			if in.Status != dedup.IntentParked {
-				row.Note = "not parked any more (" + in.Status + "): nothing to " + strings.ToLower(act.Verb)
-				break
-			}
-			row.Parked, row.Ref = true, encodeRef(cl, rf.Intent)
-			if act.Name == "redrive" { // a resolve calls no downstream: nothing to be careful of
-				row.AtMostOnce, row.MaySent = c.caution(in)
-				row.Unknown = c.unknownDelivery(in.Target, row.MaySent)
-			}
+		case !row.Parked:
+			row.Note = "not parked any more (" + in.Status + "): nothing to " + strings.ToLower(act.Verb)
+		case rf.Seen && (rf.Attempts != in.Attempts || rf.Commit != cl.CommitToken):
+			row.Changed = true
+			row.Note = "changed since the list was read (parked again, or claimed again): look at it before ticking it"
+		case row.MaySent:
+			row.Note = "at-most-once, and may have been sent: check the downstream before ticking it"
+		case row.Unknown:
+			row.Note = "delivery unknown: this console has no sources file (-sources), or the file does not name the target, so it may be at-most-once; check the downstream before ticking it"
+		case row.AtMostOnce:
+			row.Note = "at-most-once: a second call is not absorbed by the downstream; check it before ticking it"
+		}
+		if row.Parked {
 			parked++
-			switch {
-			case rf.Seen && (rf.Attempts != in.Attempts || rf.Commit != cl.CommitToken):
-				row.Changed = true
-				row.Note = "changed since the list was read (parked again, or claimed again): look at it before ticking it"
-			case row.MaySent:
-				row.Note = "at-most-once, and may have been sent: check the downstream before ticking it"
-			case row.Unknown:
-				row.Note = unknownNote
-			case row.AtMostOnce:
-				row.Note = "at-most-once: a second call is not absorbed by the downstream; check it before ticking it"
-			}
 		}
 		rows = append(rows, row)
 	}
 	title := act.Verb + " " + strconv.Itoa(parked) + " intents?"
-	c.render(w, r, http.StatusOK, "confirm", page{Title: title, Nav: "parked", Data: confirmView{Action: act, Rows: rows, Parked: parked}})
+	return c.render(w, r, http.StatusOK, "confirm", page{Title: title, Nav: "parked", Data: confirmView{Action: act, Rows: rows, Parked: parked}})
 }
 
 type confirmView struct {
 	Action action
 	Rows   []confirmRow
 	Parked int
-}
-
-func hasIntent(cl *dedup.Claim, name string) bool {
-	_, ok := cl.Intents[name]
-	return ok
 }
 
 // bulkView is a redrive by query's page: the query, the round just run, the totals the forms
@@ -444,33 +408,27 @@ type bulkView struct {
 	Max                           int
 }
 
-// redriveQuery re-drives every parked intent matching a query (source, target, error, and when
-// its claim entered the parked index: from and to, epoch milliseconds) in rounds of at most
-// maxRedrive, those that may be at-most-once aside (caution: a target the console cannot know
-// the delivery of among them). Each request is a POST carrying the query, to fixed when
-// it is first read (nothing parked after it is part of it), and, for a round, lo: the round
-// re-drives the matching intents parked in (lo, to], each through Claims.RedriveBy on
-// condition that it is still parked as the round read it; a request without lo re-drives
-// nothing. Each page reads the window newest first and offers the next round, whose range
-// lies below the last: a form sent again re-drives nothing more (what it re-drove is not
-// parked any more, and an intent parked again since entered the index after to).
-func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) {
-	if !c.actionForm(w, r, 16<<10) {
-		return
+// redriveQuery re-drives every parked intent matching a query (source, target, error, and a
+// window from and to, epoch milliseconds, to fixed when first read) in rounds of at most
+// maxRedrive, those that may be at-most-once (caution) aside. A round (lo given) re-drives the
+// matches parked in (lo, to], each on condition it is still parked as the round read it, and
+// offers the next, whose range lies below: a form sent again re-drives nothing more (what it
+// re-drove is not parked any more, and one parked again since entered the index after to).
+func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) error {
+	if err := c.actionForm(w, r, 16<<10); err != nil {
+		return err
 	}
 	f := parkedFilter{Source: r.PostFormValue("source"), Target: r.PostFormValue("target"), Error: r.PostFormValue("error")}
 	n := map[string]int64{}
 	for _, k := range []string{"from", "to", "lo", "done", "changed", "failed", "rounds"} {
 		v, err := strconv.ParseInt(r.PostFormValue(k), 10, 64)
 		if r.PostFormValue(k) != "" && (err != nil || (v < 0 && k != "lo")) {
-			c.fail(w, r, http.StatusBadRequest, "Not a query", k+": not a count or a time in epoch milliseconds.")
-			return
+			return failure(http.StatusBadRequest, "Not a query", k+": not a count or a time in epoch milliseconds.")
 		}
 		n[k] = v
 	}
 	if (f.Source != "" && dedup.ValidateSourceName("source", f.Source) != nil) || len(f.Target) > 256 || len(f.Error) > 256 || (n["to"] != 0 && n["from"] > n["to"]) {
-		c.fail(w, r, http.StatusBadRequest, "Not a query", "The source, target, error or window cannot be one: open the Parked page again.")
-		return
+		return failure(http.StatusBadRequest, "Not a query", "The source, target, error or window cannot be one: open the Parked page again.")
 	}
 	win := window{From: n["from"], To: n["to"]}
 	if win.To == 0 {
@@ -478,36 +436,35 @@ func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) {
 	}
 	rows, complete, err := c.parked(r.Context(), f, win)
 	if err != nil {
-		c.awsFail(w, r, "reading the parked intents", err)
-		return
+		return awsErr("reading the parked intents", err)
 	}
 	v := bulkView{Filter: f, From: time.UnixMilli(win.From), To: time.UnixMilli(win.To), Done: int(n["done"]), Changed: int(n["changed"]),
-		Failed: int(n["failed"]), Rounds: int(n["rounds"]), AtLeast: complete != allRead, Max: maxRedrive}
+		Failed: int(n["failed"]), Rounds: int(n["rounds"]), AtLeast: complete != allRead, Max: maxRedrive, NoSources: c.cfg.Sources == nil}
 	if win.From == 0 {
 		v.From = time.Time{}
 	}
-	v.NoSources = c.cfg.Sources == nil
 	var todo []parkedRow
 	for _, row := range rows {
-		if row.AtMostOnce {
-			v.Excluded++
-			if c.unknownDelivery(row.Target, row.MaySent) {
-				v.Unknown++
-			}
-		} else {
+		if !row.AtMostOnce {
 			todo = append(todo, row)
+			continue
+		}
+		v.Excluded++
+		if row.Unknown {
+			v.Unknown++
 		}
 	}
 	hi := win.To
 	if _, round := r.PostForm["lo"]; round {
 		// Only what this read is sure of: every entry above complete.
 		hi = min(max(n["lo"], complete), win.To)
+		act := c.actionOf(r)
 		for _, row := range todo {
 			if row.Since.UnixMilli() <= hi {
 				continue
 			}
-			ok, res := c.actSeen(r, c.actionOf(r), row.claim, ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent, Seen: true,
-				Attempts: row.Attempts, Commit: row.claim.CommitToken})
+			rf := ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent, Seen: true, Attempts: row.Attempts, Commit: row.claim.CommitToken}
+			ok, res := c.actSeen(r, act, row.claim, rf)
 			switch {
 			case ok:
 				v.Done++
@@ -516,7 +473,7 @@ func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) {
 			default:
 				v.Changed++
 			}
-			v.Results = append(v.Results, redriveResult{ref: ref{Source: row.Source, EventID: row.EventID, Intent: row.Intent}, OK: ok, Result: res})
+			v.Results = append(v.Results, redriveResult{ref: rf, OK: ok, Result: res})
 		}
 		v.Rounds++
 	}
@@ -563,7 +520,7 @@ func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) {
 	if v.Rounds > 0 {
 		title = "Re-drive by query: round " + strconv.Itoa(v.Rounds)
 	}
-	c.render(w, r, http.StatusOK, "redriven", page{Title: title, Nav: "parked", Data: redrivenView{Results: v.Results, Bulk: &v}})
+	return c.render(w, r, http.StatusOK, "redriven", page{Title: title, Nav: "parked", Data: redrivenView{Results: v.Results, Bulk: &v}})
 }
 
 // redrivenView is the redrive's result page: its results, and a redrive by query's progress.
