@@ -167,11 +167,7 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 	for k, v := range o.headers {
 		h[k] = v
 	}
-	wopts := webhook.Options{Tolerance: time.Duration(src.TimestampTolerance)}
-	if src.HMAC != nil {
-		wopts.Header, wopts.Encoding, wopts.Prefix = src.HMAC.Header, src.HMAC.Encoding, src.HMAC.Prefix
-	}
-	scheme, err := webhook.New(src.Scheme, wopts)
+	scheme, err := src.WebhookScheme()
 	if err != nil {
 		return events.APIGatewayV2HTTPRequest{}, err
 	}
