@@ -21,7 +21,6 @@ import (
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
-	"github.com/oncehook/oncehook/webhook"
 )
 
 // fixtureTime is when the recorded fixtures were signed; tests run the handler's clock there.
@@ -229,11 +228,7 @@ func (e *env) countPrefix(prefix string) int {
 func (e *env) request(source string, body string, hdr http.Header, id string) events.APIGatewayV2HTTPRequest {
 	e.t.Helper()
 	conf := e.file.Sources[source]
-	var opts webhook.Options
-	if conf.HMAC != nil {
-		opts = webhook.Options{Header: conf.HMAC.Header, Encoding: conf.HMAC.Encoding, Prefix: conf.HMAC.Prefix}
-	}
-	scheme, err := webhook.New(conf.Scheme, opts)
+	scheme, err := conf.WebhookScheme()
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -197,11 +197,7 @@ func New(cfg Config) (*Handler, error) {
 // newSource builds the named source's scheme and reader, and checks its secrets.
 func newSource(name string, cfg *Config) (*source, error) {
 	conf := cfg.Sources.Sources[name]
-	opts := webhook.Options{Tolerance: time.Duration(conf.TimestampTolerance), URL: conf.URL}
-	if conf.HMAC != nil {
-		opts.Header, opts.Encoding, opts.Prefix = conf.HMAC.Header, conf.HMAC.Encoding, conf.HMAC.Prefix
-	}
-	scheme, err := webhook.New(conf.Scheme, opts)
+	scheme, err := conf.WebhookScheme()
 	if err != nil {
 		return nil, err
 	}

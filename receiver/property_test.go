@@ -420,12 +420,7 @@ type propertyRun struct {
 }
 
 func (p *propertyRun) scheme(name string) webhook.Scheme {
-	conf := p.file.Sources[name]
-	opts := webhook.Options{}
-	if conf.HMAC != nil {
-		opts = webhook.Options{Header: conf.HMAC.Header, Encoding: conf.HMAC.Encoding, Prefix: conf.HMAC.Prefix}
-	}
-	s, err := webhook.New(conf.Scheme, opts)
+	s, err := p.file.Sources[name].WebhookScheme()
 	if err != nil {
 		p.t.Fatal(err)
 	}

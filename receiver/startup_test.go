@@ -118,3 +118,15 @@ func TestASlowWriteIsAnswered503BeforeTheProviderGivesUp(t *testing.T) {
 		t.Fatalf("%d %v %s: want 503 with Retry-After", resp.StatusCode, resp.Headers, resp.Body)
 	}
 }
+
+// TestAnHMACBlockOnAnotherSchemeIsIgnored: the hmac block configures hmac-sha256 alone, as the
+// sources file documents; a file that loads starts a receiver.
+func TestAnHMACBlockOnAnotherSchemeIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withSources(`{"sources": {"stripe": {"scheme": "stripe", "hmac": {"header": "X-Signature"},
+  "secrets": [{"env": "STRIPE_SECRET"}], "retry_horizon": "3d", "redrive_window": "30d"}}}`, nil))
+	resp, _ := e.handler.Handle(context.Background(), e.request("stripe", `{"id":"evt_hmac","type":"charge.succeeded"}`, nil, "evt_hmac"))
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+	}
+}

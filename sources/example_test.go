@@ -3,6 +3,8 @@ package sources_test
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/oncehook/oncehook/sources"
 )
@@ -74,4 +76,33 @@ func ExampleFile_Bind() {
 	// Storefront-Customers1A2B3C
 	// https://sqs.us-east-1.amazonaws.com/111111111111/Storefront-Audit4D5E6F
 	// targets.audit.arn: "arn:aws:sns:us-east-1:111111111111:alerts" is not the ARN of a sqs resource (arn:aws:sqs:<region>:<account>:...)
+}
+
+// A source's scheme, built from its entry as the receiver builds it: here the generic
+// hmac-sha256 with the partner's header and prefix. It signs as the provider does and
+// verifies with the source's resolved secrets.
+func ExampleSource_WebhookScheme() {
+	f, err := sources.Parse([]byte(`{"sources": {"partner": {"scheme": "hmac-sha256",
+	  "hmac": {"header": "X-Partner-Signature", "prefix": "sha256="}, "secrets": [{"env": "PARTNER_SECRET"}],
+	  "event_id": {"json": "id"}, "event_type": {"json": "type"}, "retry_horizon": "1d", "redrive_window": "7d"}}}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	scheme, err := f.Sources["partner"].WebhookScheme()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, now := []byte(`{"id":"evt_1","type":"order.paid"}`), time.Now()
+	h := http.Header{}
+	if err := scheme.Sign(h, body, "partner-secret", "evt_1", now); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(h.Get("X-Partner-Signature")[:len("sha256=")])
+	fmt.Println(scheme.Verify(h, body, []string{"partner-secret"}, now))
+	// Output:
+	// sha256=
+	// <nil>
 }

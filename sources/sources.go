@@ -325,6 +325,17 @@ func PublicKeyScheme(scheme string) bool { return scheme == "discord" || scheme 
 // URLScheme reports whether the scheme signs the URL the provider called (url).
 func URLScheme(scheme string) bool { return scheme == "twilio" || scheme == "square" }
 
+// WebhookScheme builds the source's signature scheme as the receiver verifies it: its
+// timestamp_tolerance, its url, and for hmac-sha256 its hmac block. Bad settings give a
+// *webhook.InvalidError naming the webhook.Options field; Parse refuses a file holding one.
+func (s *Source) WebhookScheme() (webhook.Scheme, error) {
+	opts := webhook.Options{Tolerance: time.Duration(s.TimestampTolerance), URL: s.URL}
+	if s.Scheme == webhook.HMACSHA256 && s.HMAC != nil { // the other schemes ignore the block
+		opts.Header, opts.Encoding, opts.Prefix = s.HMAC.Header, s.HMAC.Encoding, s.HMAC.Prefix
+	}
+	return webhook.New(s.Scheme, opts)
+}
+
 // DefaultMaxBodyBytes is the body limit when a source sets none: far above ordinary webhook
 // payloads, far below Lambda's 6 MB request limit.
 const DefaultMaxBodyBytes = 1 << 20

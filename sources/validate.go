@@ -325,17 +325,9 @@ func onlyNameChars(s, extra string) bool {
 }
 
 func (s *Source) validate(at string) error {
-	if !slices.Contains(Schemes, s.Scheme) {
-		return &FieldError{Field: at + ".scheme", Reason: fmt.Sprintf("%q is not one of %s", s.Scheme, strings.Join(Schemes, ", "))}
-	}
-	// The receiver builds the scheme with these options: webhook.New is their one check.
-	opts := webhook.Options{Tolerance: time.Duration(s.TimestampTolerance), URL: s.URL}
-	if h := cmp.Or(s.HMAC, &HMAC{}); s.Scheme == webhook.HMACSHA256 {
-		opts.Header, opts.Encoding, opts.Prefix = h.Header, h.Encoding, h.Prefix
-	}
 	var ie *webhook.InvalidError
-	if _, err := webhook.New(s.Scheme, opts); errors.As(err, &ie) {
-		field := map[string]string{"Tolerance": "timestamp_tolerance", "URL": "url"}[ie.Field]
+	if _, err := s.WebhookScheme(); errors.As(err, &ie) { // the receiver's own build is the one check
+		field := map[string]string{"name": "scheme", "Tolerance": "timestamp_tolerance", "URL": "url"}[ie.Field]
 		return &FieldError{Field: at + "." + cmp.Or(field, "hmac."+strings.ToLower(ie.Field)), Reason: ie.Reason}
 	}
 	if err := s.validateKeys(at); err != nil {

@@ -19,6 +19,7 @@
 package receivertest
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -167,22 +168,13 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 	for k, v := range o.headers {
 		h[k] = v
 	}
-	wopts := webhook.Options{Tolerance: time.Duration(src.TimestampTolerance)}
-	if src.HMAC != nil {
-		wopts.Header, wopts.Encoding, wopts.Prefix = src.HMAC.Header, src.HMAC.Encoding, src.HMAC.Prefix
-	}
-	scheme, err := webhook.New(src.Scheme, wopts)
+	scheme, err := src.WebhookScheme()
 	if err != nil {
 		return events.APIGatewayV2HTTPRequest{}, err
 	}
+	path := "/hooks/" + source // the stack's route for the source: no path parameters
 	if u, ok := scheme.(webhook.URLVerifier); ok {
-		url := src.URL
-		if url == "" {
-			url = o.url
-		}
-		if url == "" {
-			url = "https://" + Host + "/hooks/" + source
-		}
+		url := cmp.Or(src.URL, o.url, "https://"+Host+path)
 		if o.query != "" {
 			url += "?" + o.query
 		}
@@ -199,19 +191,19 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 	}
 	req := events.APIGatewayV2HTTPRequest{
 		Version:        "2.0",
-		RouteKey:       "POST /hooks/" + source, // the stack's route for the source: no path parameters
-		RawPath:        "/hooks/" + source,
+		RouteKey:       "POST " + path,
+		RawPath:        path,
 		RawQueryString: o.query,
 		Headers:        headers,
 		Body:           string(body),
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			DomainName: Host,
-			RouteKey:   "POST /hooks/" + source,
+			RouteKey:   "POST " + path,
 			Stage:      "$default",
 			RequestID:  freshID("req_"),
 			TimeEpoch:  o.at.UnixMilli(),
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
-				Method: http.MethodPost, Path: "/hooks/" + source, Protocol: "HTTP/1.1", SourceIP: "192.0.2.44", UserAgent: h.Get("User-Agent"),
+				Method: http.MethodPost, Path: path, Protocol: "HTTP/1.1", SourceIP: "192.0.2.44", UserAgent: h.Get("User-Agent"),
 			},
 		},
 	}
