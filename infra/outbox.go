@@ -2,11 +2,11 @@ package infra
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
@@ -65,15 +65,7 @@ func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sour
 		return err
 	}
 	o.Outbox = fn
-	// SendMessage only (GrantSendMessages adds GetQueueAttributes and GetQueueUrl, which the
-	// scheduler never calls: it is given the queue's URL).
-	allow(fn, []string{"sqs:SendMessage"}, o.RetryQueue.QueueArn())
-	grantQueueKey(stack, cfg, fn)
-	// Least privilege (launch/testdata/calls.json): the worker leases and records (UpdateItem)
-	// and reads a woken claim (GetItem).
-	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, o.Table.TableArn())
-	grantTargets(stack, file, bound, fn)
-	grantTableKey(stack, o.Table, fn)
+	grantWorker(stack, cfg, file, bound, o, fn)
 
 	o.StreamMapping = awslambdaeventsources.NewDynamoEventSource(o.Table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
@@ -135,23 +127,21 @@ func checkOutbox(cfg *Props, file *sources.File) error {
 // they schedule retries on, and the lease they hold an intent for.
 func outboxEnv(env map[string]string, retries awssqs.Queue, timings outbox.Timings) map[string]string {
 	out := deployment.Settings{RetryQueueURL: *retries.QueueUrl(), Lease: timings.Lease}.Environment()
-	for k, v := range env {
-		out[k] = v
-	}
+	maps.Copy(out, env)
 	return out
 }
 
-// grantQueueKey lets fn send to the retry queue under its customer-managed key (Props.Outbox.QueueKey),
-// which encrypts with it, through SQS only.
-func grantQueueKey(stack awscdk.Stack, cfg Props, fn awslambda.Function) {
-	if cfg.Outbox.QueueKey == nil {
-		return
+// grantWorker is what the outbox and the sweeper both may do (least privilege:
+// launch/testdata/calls.json): schedule retries (SendMessage only: the scheduler is given the
+// queue's URL), lease and record (UpdateItem), read a claim (GetItem), call each AWS target.
+func grantWorker(stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, o *Oncehook, fn awslambda.Function) {
+	allow(fn, []string{"sqs:SendMessage"}, o.RetryQueue.QueueArn())
+	if cfg.Outbox.QueueKey != nil {
+		allowKey(fn, sendKeyActions, []*string{cfg.Outbox.QueueKey.KeyArn()}, "sqs")
 	}
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
-		Resources:  jsii.Strings(*cfg.Outbox.QueueKey.KeyArn()),
-		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("sqs.%s.amazonaws.com", *stack.Region())}},
-	}))
+	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, o.Table.TableArn())
+	grantTargets(stack, file, bound, fn)
+	grantTableKey(o.Table, fn)
 }
 
 // newQueues are the retry queue that wakes retried intents and the failure queue that takes
@@ -225,11 +215,11 @@ var targetActions = map[string][]string{
 	sources.TargetLambda:        {"lambda:InvokeFunction"},
 }
 
-// grantTargets lets the outbox and the sweeper (which runs what the outbox left behind) call
-// each AWS target of the sources file, and nothing else of its service: the resource its ARN
-// names, or the one Props binds it to (with the queue's or topic's customer-managed key, which
-// sending encrypts with, through that service only).
-func grantTargets(stack awscdk.Stack, f *sources.File, bound *bindings, fns ...awslambda.Function) {
+// grantTargets lets fn (the outbox, or the sweeper, which runs what the outbox left behind)
+// call each AWS target of the sources file, and nothing else of its service: the resource its
+// ARN names, or the one Props binds it to (with the queue's or topic's customer-managed key,
+// which sending encrypts with, through that service only).
+func grantTargets(stack awscdk.Stack, f *sources.File, bound *bindings, fn awslambda.Function) {
 	for _, name := range sortedKeys(f.Targets) {
 		t := f.Targets[name]
 		actions, ok := targetActions[t.Type]
@@ -240,26 +230,15 @@ func grantTargets(stack awscdk.Stack, f *sources.File, bound *bindings, fns ...a
 		if b := bound.targets[name]; t.Bound && b != nil {
 			arn = b.arn
 			if b.key != nil {
-				service := map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type]
-				for _, fn := range fns {
-					fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-						Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
-						Resources:  jsii.Strings(*b.key.KeyArn()),
-						Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("%s.%s.amazonaws.com", service, *stack.Region())}},
-					}))
-				}
+				allowKey(fn, sendKeyActions, []*string{b.key.KeyArn()}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
 			}
 		} else if t.Type == sources.TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") {
 			arn = jsii.String(fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.ARN))
 		}
 		if t.Type == sources.TargetStepFunctions {
 			// A retry that meets ExecutionAlreadyExists reads the execution to compare inputs.
-			for _, fn := range fns {
-				allow(fn, []string{"states:DescribeExecution"}, executionArn(stack, arn))
-			}
+			allow(fn, []string{"states:DescribeExecution"}, executionArn(stack, arn))
 		}
-		for _, fn := range fns {
-			allow(fn, actions, arn)
-		}
+		allow(fn, actions, arn)
 	}
 }

@@ -3,8 +3,8 @@ package infra
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -12,10 +12,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -94,7 +92,7 @@ func newReceiver(c constructs.Construct, stack awscdk.Stack, cfg Props, file *so
 	allow(fn, append(ownTableActions(), "dynamodb:BatchGetItem"), o.Table.TableArn())
 	grantSecrets(stack, file, fn, cfg.Receiver.SecretsKeys)
 	grantTables(stack, file, bound, fn)
-	grantTableKey(stack, o.Table, fn)
+	grantTableKey(o.Table, fn)
 
 	api, base := webhookAPI(c, cfg, file, fn, o)
 	o.Api = api
@@ -167,15 +165,10 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			Description:          jsii.String("oncehook webhook receiver"),
 			DefaultDomainMapping: mapping,
 		})
-		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
-			Retention:     cfg.Telemetry.LogRetention,
-			RemovalPolicy: cfg.Telemetry.LogRemoval,
-			EncryptionKey: cfg.Telemetry.LogKey,
-		})
-		o.AccessLogs = accessLogs
+		o.AccessLogs = logGroup(c, "ApiAccessLogs", cfg)
 		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
 		stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
-			DestinationArn: accessLogs.LogGroupArn(),
+			DestinationArn: o.AccessLogs.LogGroupArn(),
 			Format:         jsii.String(accessLogFormat),
 		})
 		stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
@@ -229,10 +222,7 @@ func receiverTimeout(f *sources.File) time.Duration {
 // each kind the API accepts (dedup.PutEffect, UpdateEffect, DeleteEffect, CheckEffect:
 // sources.TableActions), which a planner may write there as well as in its own tables.
 func ownTableActions() []string {
-	actions := []string{"dynamodb:GetItem", "dynamodb:PutItem"}
-	for _, a := range sources.TableActions {
-		actions = append(actions, a)
-	}
+	actions := slices.AppendSeq([]string{"dynamodb:GetItem", "dynamodb:PutItem"}, maps.Values(sources.TableActions))
 	slices.Sort(actions)
 	return slices.Compact(actions)
 }
@@ -251,9 +241,7 @@ func grantTables(stack awscdk.Stack, f *sources.File, bound *bindings, fn awslam
 		slices.Sort(actions)
 		arn, key := appTable(stack, bound, name, t)
 		if key != nil {
-			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions: jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"), Resources: jsii.Strings(*key.KeyArn()), Conditions: viaDynamoDB(stack),
-			}))
+			allowKey(fn, tableKeyActions, []*string{key.KeyArn()}, "dynamodb")
 		}
 		allow(fn, slices.Compact(actions), arn)
 	}
@@ -269,11 +257,6 @@ func appTable(stack awscdk.Stack, bound *bindings, name string, t *sources.Table
 		return jsii.String(arn), nil
 	}
 	return jsii.String(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.PhysicalName(name))), nil
-}
-
-// viaDynamoDB limits a key's use to DynamoDB's, in the stack's Region.
-func viaDynamoDB(stack awscdk.Stack) *map[string]any {
-	return &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("dynamodb.%s.amazonaws.com", *stack.Region())}}
 }
 
 // grantSecrets lets the receiver read exactly the secrets the sources file names, by reference:
@@ -292,8 +275,8 @@ func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function, ke
 			}
 		}
 	}
-	sort.Strings(sm)
-	sort.Strings(ps)
+	slices.Sort(sm)
+	slices.Sort(ps)
 	if len(sm) > 0 {
 		allow(fn, []string{"secretsmanager:GetSecretValue"}, *jsii.Strings(slices.Compact(sm)...)...)
 	}
@@ -305,13 +288,7 @@ func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function, ke
 		for _, k := range keys {
 			arns = append(arns, k.KeyArn())
 		}
-		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions:   jsii.Strings("kms:Decrypt"),
-			Resources: &arns,
-			Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": []any{
-				fmt.Sprintf("secretsmanager.%s.amazonaws.com", *stack.Region()), fmt.Sprintf("ssm.%s.amazonaws.com", *stack.Region()),
-			}}},
-		}))
+		allowKey(fn, []string{"kms:Decrypt"}, arns, "secretsmanager", "ssm")
 	}
 }
 
@@ -339,12 +316,5 @@ func parameterArn(stack awscdk.Stack, ref string) string {
 		return ref
 	}
 	name, _, _ := strings.Cut(ref, ":") // parameter names have no colons
-	return fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), trimSlash(name))
-}
-
-func trimSlash(s string) string {
-	if len(s) > 0 && s[0] == '/' {
-		return s[1:]
-	}
-	return s
+	return fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), strings.TrimPrefix(name, "/"))
 }

@@ -51,21 +51,13 @@ func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sou
 		return err
 	}
 	o.Sweeper = fn
-	if !cfg.Sweeper.Unreserved {
-		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
-	}
-	// Least privilege (launch/testdata/calls.json): the sweeper schedules retries, leases and
-	// records (UpdateItem), reads a swept claim (GetItem) and the pending index (Query).
-	allow(fn, []string{"sqs:SendMessage"}, o.RetryQueue.QueueArn())
-	grantQueueKey(stack, cfg, fn)
-	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, o.Table.TableArn())
+	// Besides the outbox's: it reads the pending index (Query).
+	grantWorker(stack, cfg, file, bound, o, fn)
 	allow(fn, []string{"dynamodb:Query"}, jsii.String(*o.Table.TableArn()+"/index/"+dedup.PendingIndex))
 	if len(cfg.Sweeper.AuditPrefixes) > 0 {
 		allow(fn, []string{"dynamodb:Scan"}, o.Table.TableArn()) // the leak audit's sample
 	}
 	grantAudits(stack, file, bound, fn)
-	grantTargets(stack, file, bound, fn) // it runs what the outbox left behind
-	grantTableKey(stack, o.Table, fn)
 
 	// The sweeper's runs are asynchronous: Lambda's defaults (2 retries, kept 6 hours) would
 	// queue throttled runs behind its reserved concurrency of 1. A run that could not start is
@@ -116,9 +108,7 @@ func grantAudits(stack awscdk.Stack, f *sources.File, bound *bindings, sweeper a
 		}
 		arn, key := appTable(stack, bound, name, t)
 		if key != nil {
-			sweeper.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions: jsii.Strings("kms:Decrypt"), Resources: jsii.Strings(*key.KeyArn()), Conditions: viaDynamoDB(stack),
-			}))
+			allowKey(sweeper, []string{"kms:Decrypt"}, []*string{key.KeyArn()}, "dynamodb")
 		}
 		allow(sweeper, []string{"dynamodb:Scan"}, arn) // the leak audit's sample
 	}
