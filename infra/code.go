@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,8 +84,14 @@ func (c Code) stage(function string, arm64 bool, sources []byte, stagingRoot str
 		if err := goBuild(c, arm64, bootstrap); err != nil {
 			return staged{}, fmt.Errorf("%s.Code: %w", function, err)
 		}
-	} else if err := copyFile(filepath.Join(c.Dir, "bootstrap"), bootstrap, 0o755); err != nil {
-		return staged{}, fmt.Errorf("%s.Code.Dir: %w", function, err)
+	} else {
+		b, err := os.ReadFile(filepath.Join(c.Dir, "bootstrap"))
+		if err == nil {
+			err = os.WriteFile(bootstrap, b, 0o755)
+		}
+		if err != nil {
+			return staged{}, fmt.Errorf("%s.Code.Dir: %w", function, err)
+		}
 	}
 	if err := checkArch(bootstrap, arm64); err != nil {
 		return staged{}, fmt.Errorf("%s.Code: %w", function, err)
@@ -133,21 +138,4 @@ func checkArch(path string, arm64 bool) error {
 		return fmt.Errorf("%s is built for %s and the function runs on %s: rebuild it (make build ARCH=...)", path, f.Machine, name)
 	}
 	return nil
-}
-
-func copyFile(from, to string, mode os.FileMode) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -91,17 +92,14 @@ func newTable(c constructs.Construct, stack awscdk.Stack, cfg Props) (awsdynamod
 	return table, nil
 }
 
-// checkTable fills in the table's defaults and refuses what cannot work: a shard count out of
-// range, a logical id CloudFormation would refuse, settings of a created table with an adopted
-// one, an adopted table without a stream.
+// checkTable fills in the table's defaults and refuses what cannot work: a logical id
+// CloudFormation would refuse, settings of a created table with an adopted one, an adopted
+// table without a stream. (The shard count's range is deployment's: checkSettings.)
 func checkTable(cfg *Props, _ *sources.File) error {
 	if cfg.Table.PendingShards == 0 {
 		cfg.Table.PendingShards = dedup.PendingShards
 	}
-	if cfg.Table.PendingShards < 1 || cfg.Table.PendingShards > dedup.MaxPendingShards {
-		return fmt.Errorf("Props.Table.PendingShards %d: must be between 1 and %d", cfg.Table.PendingShards, dedup.MaxPendingShards)
-	}
-	if id := cfg.Table.LogicalID; id != "" && !logicalID(id) {
+	if id := cfg.Table.LogicalID; id != "" && !logicalID.MatchString(id) {
 		return fmt.Errorf("Props.Table.LogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
 	}
 	if cfg.Table.Existing != nil {
@@ -264,14 +262,5 @@ func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
 	return wrong
 }
 
-func logicalID(id string) bool {
-	if id == "" || len(id) > 255 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
-}
+// logicalID is a CloudFormation logical id: 1-255 letters and digits.
+var logicalID = regexp.MustCompile(`^[A-Za-z0-9]{1,255}$`)
