@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"strings"
 
@@ -196,10 +197,7 @@ func resolvedSize(v any) (literal, tokens int) {
 // what Lambda would: memory outside 128-10,240 MB, a negative reservation, a second one for the
 // sweeper or the receiver.
 func checkFunctions(cfg *Props, _ *sources.File) error {
-	if cfg.MemorySize == 0 {
-		cfg.MemorySize = 256
-	}
-	if cfg.MemorySize < 128 || cfg.MemorySize > 10240 {
+	if !knob(&cfg.MemorySize, 256, 128, 10240, false) {
 		return fmt.Errorf("Props.MemorySize %g: must be between 128 and 10240 MB", cfg.MemorySize)
 	}
 	if cfg.Receiver.ReservedConcurrency != 0 {
@@ -212,13 +210,10 @@ func checkFunctions(cfg *Props, _ *sources.File) error {
 		return errors.New("Props.Sweeper.Function.ReservedConcurrency: the sweeper runs one at a time (reserved 1); Props.Sweeper.Unreserved removes the reservation")
 	}
 	for _, f := range parts(cfg) {
-		if f.opts.MemorySize == 0 {
-			f.opts.MemorySize = cfg.MemorySize
-		}
-		if f.opts.MemorySize < 128 || f.opts.MemorySize > 10240 {
+		if !knob(&f.opts.MemorySize, cfg.MemorySize, 128, 10240, false) {
 			return fmt.Errorf("Props.%s.Function.MemorySize %g: must be between 128 and 10240 MB", f.name, f.opts.MemorySize)
 		}
-		if f.opts.ReservedConcurrency < 0 || f.opts.ReservedConcurrency != float64(int(f.opts.ReservedConcurrency)) {
+		if !knob(&f.opts.ReservedConcurrency, 0, 0, math.MaxInt32, true) {
 			return fmt.Errorf("Props.%s.Function.ReservedConcurrency %g: must be a whole number, 0 for no reservation", f.name, f.opts.ReservedConcurrency)
 		}
 		if f.opts.Architecture == nil {
@@ -232,6 +227,15 @@ func checkFunctions(cfg *Props, _ *sources.File) error {
 		cfg.Sweeper.Function.ReservedConcurrency = 1 // one run at a time
 	}
 	return nil
+}
+
+// knob fills in a numeric prop's default (for 0) and says whether it is then between lo and hi,
+// and, with whole, a whole number.
+func knob(v *float64, def, lo, hi float64, whole bool) bool {
+	if *v == 0 {
+		*v = def
+	}
+	return *v >= lo && *v <= hi && (!whole || *v == math.Trunc(*v))
 }
 
 func allow(fn awslambda.Function, actions []string, resources ...*string) {

@@ -94,22 +94,13 @@ func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sour
 // checkOutbox fills in the stream mapping's and the retry queue's defaults and refuses what
 // Lambda would, and an application target that is also an HTTP target of the sources file.
 func checkOutbox(cfg *Props, file *sources.File) error {
-	if cfg.Outbox.StreamParallelization == 0 {
-		cfg.Outbox.StreamParallelization = 2
-	}
-	if cfg.Outbox.StreamParallelization < 1 || cfg.Outbox.StreamParallelization > 10 || cfg.Outbox.StreamParallelization != float64(int(cfg.Outbox.StreamParallelization)) {
+	if !knob(&cfg.Outbox.StreamParallelization, 2, 1, 10, true) {
 		return fmt.Errorf("Props.Outbox.StreamParallelization %g: must be a whole number between 1 and 10", cfg.Outbox.StreamParallelization)
 	}
-	if cfg.Outbox.StreamBatchSize == 0 {
-		cfg.Outbox.StreamBatchSize = outboxBatchSize
-	}
-	if cfg.Outbox.StreamBatchSize < 1 || cfg.Outbox.StreamBatchSize > 10000 || cfg.Outbox.StreamBatchSize != float64(int(cfg.Outbox.StreamBatchSize)) {
+	if !knob(&cfg.Outbox.StreamBatchSize, outboxBatchSize, 1, 10000, true) {
 		return fmt.Errorf("Props.Outbox.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.Outbox.StreamBatchSize)
 	}
-	if cfg.Outbox.RetryConcurrency == 0 {
-		cfg.Outbox.RetryConcurrency = 5
-	}
-	if cfg.Outbox.RetryConcurrency < 2 || cfg.Outbox.RetryConcurrency > 1000 {
+	if !knob(&cfg.Outbox.RetryConcurrency, 5, 2, 1000, false) {
 		return fmt.Errorf("Props.Outbox.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.Outbox.RetryConcurrency)
 	}
 	for _, t := range sortedKeys(cfg.Outbox.Executors) {

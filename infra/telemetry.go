@@ -2,6 +2,7 @@ package infra
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"strings"
@@ -15,9 +16,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/oncehook/oncehook/launch/tracing"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // TelemetryProps override what the functions emit and where (Props.Telemetry): metrics in a
@@ -101,25 +102,33 @@ type OpenTelemetry struct {
 // layerArn is a Lambda layer version's ARN.
 var layerArn = regexp.MustCompile(`^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z0-9_-]+:[0-9]+$`)
 
-// checkTelemetry refuses an OpenTelemetry prop that cannot work, naming the field; and, with
-// the prop set, OTEL_ variables in Props.Environment (one place sets them).
-func checkTelemetry(cfg *Props) error {
+// checkTelemetry fills in the logs' defaults and refuses a namespace CloudWatch would, an
+// OpenTelemetry prop that cannot work, naming the field, and, with that prop set, OTEL_
+// variables in Props.Environment (one place sets them).
+func checkTelemetry(cfg *Props, _ *sources.File) error {
+	if ns := cfg.Telemetry.MetricsNamespace; ns != "" && !validNamespace(ns) {
+		return fmt.Errorf("Props.Telemetry.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", ns)
+	}
+	if cfg.Telemetry.LogRetention == "" {
+		cfg.Telemetry.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if cfg.Telemetry.LogRemoval == "" {
+		cfg.Telemetry.LogRemoval = awscdk.RemovalPolicy_DESTROY
+	}
 	o := cfg.Telemetry.OpenTelemetry
 	if err := plainHeaders("Props.Environment", cfg.Environment); err != nil {
 		return err
-	}
-	if o != nil {
-		if err := plainHeaders("Props.Telemetry.OpenTelemetry.Environment", o.Environment); err != nil {
-			return err
-		}
-		if o.HeadersSecret != nil && o.HeadersParameter != nil {
-			return fmt.Errorf("Props.Telemetry.OpenTelemetry: set HeadersSecret or HeadersParameter, not both")
-		}
 	}
 	if o == nil {
 		// The functions read OTEL_ variables wherever they come from: Props.Environment's are
 		// checked as the start checks them.
 		return checkOtelEnv("Props.Environment", cfg.Environment)
+	}
+	if err := plainHeaders("Props.Telemetry.OpenTelemetry.Environment", o.Environment); err != nil {
+		return err
+	}
+	if o.HeadersSecret != nil && o.HeadersParameter != nil {
+		return fmt.Errorf("Props.Telemetry.OpenTelemetry: set HeadersSecret or HeadersParameter, not both")
 	}
 	if o.CollectorLayerArn == "" && o.Endpoint == "" {
 		return fmt.Errorf("Props.Telemetry.OpenTelemetry: set CollectorLayerArn (a collector layer) or Endpoint (an OTLP/HTTP endpoint)")
@@ -159,10 +168,7 @@ func checkTelemetry(cfg *Props) error {
 // is left to the functions' start, and so is the general variable a _TRACES_ one with a token
 // replaces (OTEL_EXPORTER_OTLP_PROTOCOL beside a _TRACES_PROTOCOL parameter).
 func checkOtelEnv(field string, vars map[string]string) error {
-	env := map[string]string{}
-	for k, v := range vars {
-		env[k] = v
-	}
+	env := maps.Clone(vars)
 	for k, v := range vars {
 		if unresolved(v) {
 			delete(env, k)
@@ -212,16 +218,10 @@ func checkLayerArchitecture(cfg *Props) error {
 	if m[1] != "arm64" {
 		layer = "x86_64"
 	}
-	for _, f := range []struct {
-		name string
-		o    FunctionOptions
-	}{{"Receiver.Function", cfg.Receiver.Function}, {"Outbox.Function", cfg.Outbox.Function}, {"Sweeper.Function", cfg.Sweeper.Function}} {
-		if f.o.Architecture == nil {
-			continue
-		}
-		if arch := *f.o.Architecture.Name(); arch != layer {
-			return fmt.Errorf("Props.Telemetry.OpenTelemetry.CollectorLayerArn %q: a collector layer for %s, and the %s runs on %s (Props.%s.Architecture, or Props.X86): use the layer built for %s; functions of both architectures cannot share one layer",
-				a, layer, strings.TrimSuffix(f.name, ".Function"), arch, f.name, arch)
+	for _, f := range parts(cfg) {
+		if arch := *f.opts.Architecture.Name(); arch != layer {
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry.CollectorLayerArn %q: a collector layer for %s, and the %s runs on %s (Props.%s.Function.Architecture, or Props.X86): use the layer built for %s; functions of both architectures cannot share one layer",
+				a, layer, f.name, arch, f.name, arch)
 		}
 	}
 	return nil
@@ -268,48 +268,24 @@ func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function)
 			o.HeadersParameter.GrantRead(fn.Role())
 		}
 		if o.XRay {
-			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:   jsii.Strings("xray:PutTraceSegments", "xray:PutTelemetryRecords"),
-				Resources: jsii.Strings("*"),
-			}))
-			cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
-				Id:        jsii.String("AwsSolutions-IAM5"),
-				Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions (Props.Telemetry.OpenTelemetry.XRay: the collector layer exports the function's traces to X-Ray)."),
-				AppliesTo: &[]interface{}{"Resource::*"},
-			}}, jsii.Bool(true))
+			allow(fn, []string{"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, jsii.String("*"))
+			nag(fn.Role(), "AwsSolutions-IAM5", "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions (Props.Telemetry.OpenTelemetry.XRay: the collector layer exports the function's traces to X-Ray).", "Resource::*")
 		}
 	}
 }
+
+// notNamespace is a character CloudWatch does not take in a namespace.
+var notNamespace = regexp.MustCompile(`[^A-Za-z0-9._/#:-]`)
 
 // defaultNamespace is DefaultNamespace and the construct's path, each character CloudWatch
 // does not take in a namespace replaced with "_".
 func defaultNamespace(path string) string {
-	ns := []rune(DefaultNamespace + "/" + path)
-	for i, r := range ns {
-		if !namespaceRune(r) {
-			ns[i] = '_'
-		}
-	}
-	if len(ns) > 255 {
-		ns = ns[:255]
-	}
-	return string(ns)
-}
-
-func namespaceRune(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)
+	ns := notNamespace.ReplaceAllString(DefaultNamespace+"/"+path, "_")
+	return ns[:min(len(ns), 255)]
 }
 
 func validNamespace(ns string) bool {
-	if ns == "" || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
-		return false
-	}
-	for _, r := range ns {
-		if !namespaceRune(r) {
-			return false
-		}
-	}
-	return true
+	return ns != "" && len(ns) <= 255 && !strings.HasPrefix(ns, "AWS/") && !notNamespace.MatchString(ns)
 }
 
 // allowLogs lets CloudWatch Logs encrypt with key, for log groups of this account only.
