@@ -23,11 +23,9 @@ import (
 // the table's stream in batches of 100, two at once per shard, woken by a retry queue five at
 // once; both queues under SQS's own encryption.
 type OutboxProps struct {
-	// Code is the function's code. Default: oncehook's OutboxPackage, built from
-	// Props.GoModuleDir.
+	// Code is the function's code (default OutboxPackage, built from Props.GoModuleDir).
 	Code Code
-	// Function sets the function's memory, architecture and reserved concurrency over the
-	// construct-wide defaults.
+	// Function is the function's options over the construct-wide ones.
 	Function FunctionOptions
 	// Executors are the application's own executors, by the intent target each serves: the
 	// map its outbox and sweeper pass to launch.Outbox and launch.Sweeper. Their targets are
@@ -54,18 +52,18 @@ type OutboxProps struct {
 	QueueKey awskms.IKey
 }
 
-// newOutbox is the outbox: its worker on the table's stream, woken by the retry queue for the
+// outbox is the outbox: its worker on the table's stream, woken by the retry queue for the
 // intents it retries; the failure queue that takes what exhausted its retries; and what the
 // worker may do: lease and record on the table, schedule retries, call each AWS target.
-func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
-	env map[string]string, timings outbox.Timings, o *Oncehook) error {
-	o.RetryQueue, o.FailureQueue = newQueues(c, cfg, timings)
-	fn, err := function(c, "Outbox", cfg, cfg.Outbox.Function, code, outboxEnv(env, o.RetryQueue, timings), timings.FunctionTimeout.Seconds())
+func (b *builder) outbox() error {
+	cfg, o, timings := b.cfg, b.o, b.timings
+	o.RetryQueue, o.FailureQueue = newQueues(b.c, cfg, timings)
+	fn, err := function(b.c, "Outbox", cfg, cfg.Outbox.Function, b.code["outbox"], b.workerEnv(), timings.FunctionTimeout.Seconds())
 	if err != nil {
 		return err
 	}
 	o.Outbox = fn
-	grantWorker(stack, cfg, file, bound, o, fn)
+	b.grantWorker(fn)
 
 	o.StreamMapping = awslambdaeventsources.NewDynamoEventSource(o.Table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
@@ -114,25 +112,25 @@ func checkOutbox(cfg *Props, file *sources.File) error {
 	return nil
 }
 
-// outboxEnv is the outbox's and the sweeper's environment: every function's, the retry queue
+// workerEnv is the outbox's and the sweeper's environment: every function's, the retry queue
 // they schedule retries on, and the lease they hold an intent for.
-func outboxEnv(env map[string]string, retries awssqs.Queue, timings outbox.Timings) map[string]string {
-	out := deployment.Settings{RetryQueueURL: *retries.QueueUrl(), Lease: timings.Lease}.Environment()
-	maps.Copy(out, env)
-	return out
+func (b *builder) workerEnv() map[string]string {
+	env := deployment.Settings{RetryQueueURL: *b.o.RetryQueue.QueueUrl(), Lease: b.timings.Lease}.Environment()
+	maps.Copy(env, b.env)
+	return env
 }
 
 // grantWorker is what the outbox and the sweeper both may do (least privilege:
 // launch/testdata/calls.json): schedule retries (SendMessage only: the scheduler is given the
 // queue's URL), lease and record (UpdateItem), read a claim (GetItem), call each AWS target.
-func grantWorker(stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, o *Oncehook, fn awslambda.Function) {
-	allow(fn, []string{"sqs:SendMessage"}, o.RetryQueue.QueueArn())
-	if cfg.Outbox.QueueKey != nil {
-		allowKey(fn, sendKeyActions, []*string{cfg.Outbox.QueueKey.KeyArn()}, "sqs")
+func (b *builder) grantWorker(fn awslambda.Function) {
+	allow(fn, []string{"sqs:SendMessage"}, b.o.RetryQueue.QueueArn())
+	if key := b.cfg.Outbox.QueueKey; key != nil {
+		allowKey(fn, sendKeyActions, []*string{key.KeyArn()}, "sqs")
 	}
-	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, o.Table.TableArn())
-	grantTargets(stack, file, bound, fn)
-	grantTableKey(o.Table, fn)
+	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, b.o.Table.TableArn())
+	b.grantTargets(fn)
+	grantTableKey(b.o.Table, fn)
 }
 
 // newQueues are the retry queue that wakes retried intents and the failure queue that takes
@@ -210,18 +208,19 @@ var targetActions = map[string][]string{
 // call each AWS target of the sources file, and nothing else of its service: the resource its
 // ARN names, or the one Props binds it to (with the queue's or topic's customer-managed key,
 // which sending encrypts with, through that service only).
-func grantTargets(stack awscdk.Stack, f *sources.File, bound *bindings, fn awslambda.Function) {
-	for _, name := range sortedKeys(f.Targets) {
-		t := f.Targets[name]
+func (b *builder) grantTargets(fn awslambda.Function) {
+	stack := b.stack
+	for _, name := range sortedKeys(b.file.Targets) {
+		t := b.file.Targets[name]
 		actions, ok := targetActions[t.Type]
 		if !ok {
 			continue
 		}
 		arn := jsii.String(t.ARN)
-		if b := bound.targets[name]; t.Bound && b != nil {
-			arn = b.arn
-			if b.key != nil {
-				allowKey(fn, sendKeyActions, []*string{b.key.KeyArn()}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
+		if bt := b.bound.targets[name]; t.Bound && bt != nil {
+			arn = bt.arn
+			if bt.key != nil {
+				allowKey(fn, sendKeyActions, []*string{bt.key.KeyArn()}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
 			}
 		} else if t.Type == sources.TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") {
 			arn = jsii.String(fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.ARN))

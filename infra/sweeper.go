@@ -9,20 +9,17 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/deployment"
-	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
 // SweeperProps override the sweeper's defaults (Props.Sweeper): oncehook's own sweeper package,
 // every 2 minutes, one run at a time, without the leak audit.
 type SweeperProps struct {
-	// Code is the function's code. Default: oncehook's SweeperPackage, built from
-	// Props.GoModuleDir.
+	// Code is the function's code (default SweeperPackage, built from Props.GoModuleDir).
 	Code Code
 	// Function sets the function's memory and architecture over the construct-wide defaults
 	// (not its reserved concurrency: see Unreserved).
@@ -39,25 +36,25 @@ type SweeperProps struct {
 	AuditSample   int
 }
 
-// newSweeper is the sweeper: its function, one run at a time (reserved concurrency 1 unless
+// sweeper is the sweeper: its function, one run at a time (reserved concurrency 1 unless
 // Props.Sweeper.Unreserved), on a schedule every 2 minutes; it re-drives what the stream and
 // retry paths left behind (the pending index), and samples the table for the leak audit.
-func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
-	env map[string]string, timings outbox.Timings, o *Oncehook) error {
-	sweeperEnv := outboxEnv(env, o.RetryQueue, timings)
-	maps.Copy(sweeperEnv, deployment.Settings{AuditPrefixes: cfg.Sweeper.AuditPrefixes, AuditSample: cfg.Sweeper.AuditSample}.Environment())
-	fn, err := function(c, "Sweeper", cfg, cfg.Sweeper.Function, code, sweeperEnv, timings.SweeperTimeout.Seconds())
+func (b *builder) sweeper() error {
+	cfg, o := b.cfg, b.o
+	env := b.workerEnv()
+	maps.Copy(env, deployment.Settings{AuditPrefixes: cfg.Sweeper.AuditPrefixes, AuditSample: cfg.Sweeper.AuditSample}.Environment())
+	fn, err := function(b.c, "Sweeper", cfg, cfg.Sweeper.Function, b.code["sweeper"], env, b.timings.SweeperTimeout.Seconds())
 	if err != nil {
 		return err
 	}
 	o.Sweeper = fn
 	// Besides the outbox's: it reads the pending index (Query).
-	grantWorker(stack, cfg, file, bound, o, fn)
+	b.grantWorker(fn)
 	allow(fn, []string{"dynamodb:Query"}, jsii.String(*o.Table.TableArn()+"/index/"+dedup.PendingIndex))
 	if len(cfg.Sweeper.AuditPrefixes) > 0 {
 		allow(fn, []string{"dynamodb:Scan"}, o.Table.TableArn()) // the leak audit's sample
 	}
-	grantAudits(stack, file, bound, fn)
+	b.grantAudits(fn)
 
 	// The sweeper's runs are asynchronous: Lambda's defaults (2 retries, kept 6 hours) would
 	// queue throttled runs behind its reserved concurrency of 1. A run that could not start is
@@ -66,15 +63,13 @@ func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sou
 		RetryAttempts: jsii.Number(0),
 		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
 	})
-	o.SweepSchedule = awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
+	o.SweepSchedule = awsevents.NewRule(b.c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("re-drive outbox intents the stream path left behind"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(2))),
 	})
-	// The target as the rule's template states it, and EventBridge's permission to invoke, are
-	// written here rather than by awseventstargets, whose Go package alone brings RDS, ECS,
-	// AppSync and more into every CDK app's first build (with awsroute53targets, 47 s of
-	// compiling on a 2-core machine: docs/measured.md).
-	// A run that could not start is not worth starting late: the next one comes soon.
+	// The rule's target and EventBridge's permission are written here rather than by
+	// awseventstargets, whose Go package alone brings RDS, ECS, AppSync and more into every
+	// CDK app's first build (docs/measured.md). No retries, as above.
 	o.SweepSchedule.Node().DefaultChild().(awsevents.CfnRule).AddPropertyOverride(jsii.String("Targets"), []map[string]any{{
 		"Id": "Target0", "Arn": fn.FunctionArn(),
 		"RetryPolicy": map[string]any{"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
@@ -100,13 +95,13 @@ func checkSweeper(cfg *Props, _ *sources.File) error {
 
 // grantAudits lets the sweeper sample the application's tables the sources file audits (Scan),
 // with a bound table's customer-managed key through DynamoDB only.
-func grantAudits(stack awscdk.Stack, f *sources.File, bound *bindings, sweeper awslambda.Function) {
-	for _, name := range sortedKeys(f.Tables) {
-		t := f.Tables[name]
+func (b *builder) grantAudits(sweeper awslambda.Function) {
+	for _, name := range sortedKeys(b.file.Tables) {
+		t := b.file.Tables[name]
 		if !t.Audit {
 			continue
 		}
-		arn, key := appTable(stack, bound, name, t)
+		arn, key := b.appTable(name, t)
 		if key != nil {
 			allowKey(sweeper, []string{"kms:Decrypt"}, []*string{key.KeyArn()}, "dynamodb")
 		}

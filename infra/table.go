@@ -21,33 +21,20 @@ import (
 // point-in-time recovery, deletion protection (unless Props.Local), AWS owned encryption and
 // the pending index in 16 shards.
 type TableProps struct {
-	// Encryption and Key choose the table's encryption, as in awsdynamodb.TableProps: AWS
-	// owned (the default), AWS managed, or customer managed (Key, or a new key with rotation).
-	// Claims and effect records hold payload fields: an email, an address. With a
-	// customer-managed key each function may use it for the table.
+	// Encryption and Key choose the table's encryption, as in awsdynamodb.TableProps (claims
+	// and effect records hold payload fields): AWS owned by default.
 	Encryption awsdynamodb.TableEncryption
 	Key        awskms.IKey
-	// LogicalID keeps the table's CloudFormation logical id. The id follows the construct's
-	// path, so renaming or moving the construct would replace the table (a new, empty one: its
-	// dedup history lost, a redrive run again); set this to the id the table has in the
-	// deployed template ("WebhooksTable1A2B3C4D") and the same table stays.
+	// LogicalID keeps the table's CloudFormation logical id ("WebhooksTable1A2B3C4D") when the
+	// construct is renamed or moved, which would otherwise replace it with an empty table.
 	LogicalID string
 	// PendingShards is the pending index's shard count: raise it with the event rate
 	// (docs/capacity.md), never lower it. Default 16.
 	PendingShards int
-	// Existing adopts a table the construct does not create: one of another stack (a stateful
-	// stack that outlives this one), one defined beside the construct, or one created outside
-	// CloudFormation and imported with awsdynamodb.Table_FromTableAttributes (with its
-	// TableStreamArn, and EncryptionKey when it is under a customer-managed key). The stream
-	// mapping, every grant, the alarms, the dashboard and the outputs are then on it, and no
-	// table is created. It must be what oncehook's code needs: key pk (string, partition) and
-	// sk (string, sort), a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, TTL on expires_at, and
-	// the pending index (partition key pending_shard, string; sort key pending_since, number;
-	// keys projected at least), in the stack's account and Region. The synth refuses a table
-	// without a stream ARN and, for a table defined in the app, any of these it does not have;
-	// an imported table's settings cannot be read at synth, and the team keeps them
-	// (docs/stack.md, "Adopting a table"). Not with LogicalID, Encryption or Key, which
-	// configure the table the construct creates.
+	// Existing adopts a table the construct does not create (another stack's, or one imported
+	// with its TableStreamArn): everything is then on it. It must have what oncehook's code
+	// needs (adoptedNeeds; docs/stack.md, "Adopting a table"). Not with LogicalID, Encryption or
+	// Key.
 	Existing awsdynamodb.ITable
 }
 
@@ -118,12 +105,9 @@ func checkTable(cfg *Props, _ *sources.File) error {
 	return nil
 }
 
-// adopt checks Props.Table.Existing: in the stack's account and Region (the stream mapping and
-// the claims' transactions are), and, when the table is defined in the app (its CloudFormation
-// resource is there to read), of the shape the code needs: the dedup core's key and TTL
-// attribute, a stream with new images for the outbox, the sweeper's pending index. An imported
-// table cannot be read at synth: the synth says so (cdk synth's info), and docs/stack.md says
-// what the team must have set.
+// adopt checks Props.Table.Existing: in the stack's account and Region, and, when the table is
+// defined in the app (its resource is there to read), of the shape the code needs. An imported
+// table cannot be read at synth: the synth says so in an info.
 func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) error {
 	if err := placed(c, stack, "Props.Table.Existing", "the outbox's stream mapping and the receiver's transactions need the table in the stack's account and Region",
 		true, t.Env(), t.TableArn(), t.TableStreamArn()); err != nil {
@@ -200,9 +184,8 @@ func tableKey(t awsdynamodb.ITable) (partition, sort string, known bool) {
 	return partition, sort, true
 }
 
-// tableProblems lists what the table's resource (AWS::DynamoDB::Table, or GlobalTable for a
-// TableV2) lacks of oncehook's needs, read from its properties as the synth resolves them. A
-// property set from a token (a parameter, an import) cannot be read at synth and is not judged.
+// tableProblems lists what the table's resource lacks of oncehook's needs (a property set
+// from a token is not judged).
 func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
 	props := readTableProps(stack, r)
 	if props == nil {
