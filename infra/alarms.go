@@ -25,15 +25,13 @@ import (
 // AlarmProps override the alarms' defaults (Props.Alarms): a new topic nobody is subscribed to
 // (the synth warns), and a duplicate spike at 500 in 5 minutes.
 type AlarmProps struct {
-	// Topic receives every alarm's ALARM and OK; default a new topic (Oncehook.AlarmTopic), to
-	// subscribe whoever is on call.
+	// Topic receives every alarm's ALARM and OK; default a new topic (Oncehook.AlarmTopic).
 	Topic awssns.ITopic
-	// Emails and HttpsEndpoints subscribe the alarm topic (the construct's own or Topic): each
-	// address gets every ALARM and OK once it confirms the subscription. A stack with neither
-	// and no Topic synthesizes with a warning: its alarms reach nobody.
+	// Emails and HttpsEndpoints subscribe the alarm topic; with neither and no Topic the synth
+	// warns that the alarms reach nobody.
 	Emails, HttpsEndpoints []string
-	// DuplicateSpike is the number of duplicates per source in 5 minutes that alarms (a redrive
-	// in progress, or handler latency over the provider's timeout). Default 500.
+	// DuplicateSpike is the number of duplicates per source in 5 minutes that alarms (a redrive,
+	// or handler latency over the provider's timeout). Default 500.
 	DuplicateSpike float64
 }
 

@@ -67,11 +67,9 @@ func bind[R any](m map[string]R, target func(R) *boundTarget) map[string]*boundT
 	return out
 }
 
-// checkBindings holds Props' bindings to the sources file: every binding is for a bound entry
-// of the file, of the resource kind its type calls for; every bound entry has one; what the
-// synth can know of the resource (its Region, a FIFO queue for a group_id, a name or ARN that
-// is not a token) is what the runtime needs. What only the resolved names show is refused at
-// start (launch: sources.File.Bind).
+// checkBindings holds Props' bindings to the sources file: each binds a bound entry, with the
+// resource its type calls for; each bound entry has one; what the synth can know of the
+// resource is what the runtime needs. The start refuses the rest (sources.File.Bind).
 func checkBindings(scope constructs.Construct, stack awscdk.Stack, cfg Props, f *sources.File) (*bindings, error) {
 	b := &bindings{tables: map[string]awsdynamodb.ITable{}, targets: map[string]*boundTarget{}}
 	for _, name := range sortedKeys(cfg.TableBindings) {

@@ -16,24 +16,19 @@ import (
 	"github.com/oncehook/oncehook/deployment"
 )
 
-// Code is where one function's code comes from: exactly one of its fields.
-//
-// With GoPackage or Dir, the construct stages the bootstrap binary together with the sources
-// file it was given (sources.json, its SHA-256 in ONCEHOOK_SOURCES_SHA256, checked by the
-// function at start), so the file the permissions were derived from is the file the function
-// reads. With Lambda (an opaque awslambda.Code), the sources file is passed inline in
-// ONCEHOOK_SOURCES, which Lambda's 4 KB environment limit bounds.
+// Code is where one function's code comes from: exactly one of its fields. With GoPackage or
+// Dir, the sources file the permissions were derived from is staged beside the binary (its
+// SHA-256 checked at start); with Lambda, it goes inline in the environment (3 KB at most).
 type Code struct {
-	// GoPackage is a Go package to build with the local go toolchain (no Docker), as `go
-	// build` names it from GoModuleDir: "./cmd/receiver", or an import path such as
-	// "github.com/oncehook/oncehook/functions/outbox" that the module requires.
+	// GoPackage is a Go package to build with the local toolchain (no Docker), as `go build`
+	// names it from GoModuleDir: "./cmd/receiver", or an import path the module requires.
 	GoPackage string
 	// GoModuleDir is where `go build` runs for GoPackage. Default ".".
 	GoModuleDir string
 	// Tags are extra build tags for GoPackage (lambda.norpc is always set).
 	Tags []string
-	// Dir holds a prebuilt bootstrap (`make build`'s dist/<function>). Its architecture is
-	// checked against the one the stack deploys: a stale host build must not reach Lambda.
+	// Dir holds a prebuilt bootstrap (`make build`'s dist/<function>), of the architecture the
+	// function deploys on (checked: a stale host build must not reach Lambda).
 	Dir string
 	// Lambda is code built by other means; the sources file then goes inline.
 	Lambda awslambda.Code

@@ -13,9 +13,8 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// newDashboard is a dashboard of the metrics the functions actually write (watch.ours refuses
-// any other): every alarm's state first, then the platform, then the same metrics as the
-// alarms, by source and by target.
+// newDashboard is every alarm's state, then the platform's metrics, then the functions' own
+// by source and by target.
 func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *Oncehook) awscloudwatch.Dashboard {
 	w := &watch{scope: scope, cfg: cfg, o: o}
 	const five = 5 * time.Minute

@@ -20,9 +20,6 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// What the three functions share: their options, their code, the environment that points them
-// at the table, and how each is defined (its own log group and role).
-
 // FunctionTag tags each function with its role in the deployment: receiver, outbox, sweeper.
 const FunctionTag = "oncehook:function"
 
@@ -64,10 +61,8 @@ func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 	return code, nil
 }
 
-// functionEnv is every function's environment: the deployment's settings the construct
-// derives (the table, the metrics namespace, the pending shards, the bindings, the
-// application's targets), OpenTelemetry's settings and Props.Environment. The outbox and the
-// sweeper add their own (outboxEnv).
+// functionEnv is every function's environment: the settings the construct derives,
+// OpenTelemetry's and Props.Environment (the outbox and the sweeper add theirs: workerEnv).
 func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[string]string {
 	env := deployment.Settings{Table: *table.TableName(), LogLevel: "info", PendingShards: cfg.Table.PendingShards,
 		MetricsNamespace: cfg.Telemetry.MetricsNamespace, Bindings: bindings, Targets: sortedKeys(cfg.Outbox.Executors),
@@ -136,14 +131,12 @@ func logGroup(scope constructs.Construct, id string, cfg Props) awslogs.LogGroup
 const maxEnvironment = 4 << 10
 
 // deployValue is what the size check counts for a value known only at deploy (a table's name,
-// a queue's URL, bound ARNs): a warning, not a refusal, when the environment could pass the
-// limit with such values this long.
+// a queue's URL, bound ARNs), to warn of an environment such values could take over the limit.
 const deployValue = 128
 
 // checkEnvironment refuses a function's environment that is over Lambda's 4 KB with its
 // literal values alone (CreateFunction would refuse it), and warns when values known only at
-// deploy could take it over. An inline sources file (Code.Lambda) and OpenTelemetry's
-// settings (a vendor's header) are what fill it.
+// deploy could take it over.
 func checkEnvironment(fn awslambda.Function, name string, vars map[string]*string) error {
 	literal, tokens := 0, 0
 	stack := awscdk.Stack_Of(fn)
@@ -194,8 +187,7 @@ func resolvedSize(v any) (literal, tokens int) {
 }
 
 // checkFunctions fills in each function's options from the construct-wide ones and refuses
-// what Lambda would: memory outside 128-10,240 MB, a negative reservation, a second one for the
-// sweeper or the receiver.
+// what Lambda would, and a second reservation for the sweeper or the receiver.
 func checkFunctions(cfg *Props, _ *sources.File) error {
 	if !knob(&cfg.MemorySize, 256, 128, 10240, false) {
 		return fmt.Errorf("Props.MemorySize %g: must be between 128 and 10240 MB", cfg.MemorySize)

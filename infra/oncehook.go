@@ -36,10 +36,9 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// Props configures an oncehook deployment: what the whole deployment shares at the top, and
-// one struct per part (Table, Receiver, Outbox, Sweeper, Alarms, Telemetry) that overrides
-// that part's defaults. The zero values are the safe defaults; only SourcesFile is required.
-// The synth refuses what cannot work, naming the prop by its path (Props.Outbox.StreamBatchSize).
+// Props configures an oncehook deployment: what it all shares, and one struct per part that
+// overrides that part's defaults. Zero values are the safe defaults; the synth refuses what
+// cannot work, naming the prop by its path (Props.Outbox.StreamBatchSize).
 type Props struct {
 	// SourcesFile is the deployment's sources file (required): validated at synth, the IAM
 	// policies derived from it, and handed to the functions (see Code).
@@ -200,9 +199,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	return o, nil
 }
 
-// builder is what the functions' parts are built from: the checked props and sources file,
-// the bindings, each function's code and the environment they share, the outbox's timings,
-// and the result so far.
+// builder is what the functions' parts are built from, and the result so far.
 type builder struct {
 	c       constructs.Construct
 	stack   awscdk.Stack

@@ -27,34 +27,28 @@ type OutboxProps struct {
 	Code Code
 	// Function is the function's options over the construct-wide ones.
 	Function FunctionOptions
-	// Executors are the application's own executors, by the intent target each serves: the
-	// map its outbox and sweeper pass to launch.Outbox and launch.Sweeper. Their targets are
-	// ONCEHOOK_TARGETS, so the receiver refuses intents for any other target and the outbox
-	// refuses to start without an executor for each; their bounds (outbox.Bounded) size the
-	// lease and the functions' timeouts. An executor without a bound fails the synth, naming
-	// it (outbox.Bounds).
+	// Executors are the application's own executors, by the intent target each serves, as its
+	// outbox and sweeper pass them to launch: their targets are ONCEHOOK_TARGETS, and their
+	// bounds (outbox.Bounds, required) size the lease and the functions' timeouts.
 	Executors map[string]outbox.Executor
-	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
-	// 100. The outbox runs up to outbox.DefaultConcurrency (256) records at once, so its
-	// function's timeout is derived from the rounds a batch takes and the slowest target's
-	// timeout: a batch that could not run within Lambda's 15 minutes fails the synth.
+	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000; default
+	// 100). The function's timeout is derived from it: a batch that could not run within
+	// Lambda's 15 minutes fails the synth.
 	StreamBatchSize float64
 	// StreamParallelization is the stream mapping's parallelization factor (1 to 10): batches
 	// of one shard processed at once, for an event rate one worker per shard cannot keep up
 	// with (OutboxIteratorAge). Default 2.
 	StreamParallelization float64
-	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
-	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
-	// cannot take the account's concurrency from the receiver. Default 5.
+	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once (2
+	// to 1000; default 5), so a burst of retries cannot take the receiver's concurrency.
 	RetryConcurrency float64
 	// QueueKey puts the retry and failure queues under a customer-managed KMS key (default
-	// SQS's own encryption); the functions that send to them may use it through SQS.
+	// SQS's own encryption).
 	QueueKey awskms.IKey
 }
 
-// outbox is the outbox: its worker on the table's stream, woken by the retry queue for the
-// intents it retries; the failure queue that takes what exhausted its retries; and what the
-// worker may do: lease and record on the table, schedule retries, call each AWS target.
+// outbox is the outbox: its queues, and its worker on the table's stream, woken by the retry
+// queue for the intents it retries.
 func (b *builder) outbox() error {
 	cfg, o, timings := b.cfg, b.o, b.timings
 	o.RetryQueue, o.FailureQueue = newQueues(b.c, cfg, timings)
@@ -162,10 +156,9 @@ func newQueues(c constructs.Construct, cfg Props, timings outbox.Timings) (retri
 // The outbox's stream batch by default; its worker runs a batch whole (outbox.Config's default).
 const outboxBatchSize = 100
 
-// outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
-// targets' timeouts and the stream batch with outbox.PlanTimings, the computation the
-// functions' start applies too, so the synth fails on timings that cannot work, naming the
-// target or the batch. The application's own targets take their executors' bounds.
+// outboxTimings derives the lease and the outbox's and the sweeper's timeouts from the targets'
+// timeouts (the executors' bounds for the application's own) and the stream batch, with
+// outbox.PlanTimings as the functions' start does: the synth fails on timings that cannot work.
 func outboxTimings(f *sources.File, custom map[string]outbox.Executor, batch int) (outbox.Timings, error) {
 	calls, err := outbox.Bounds(custom)
 	if err != nil {
@@ -204,10 +197,8 @@ var targetActions = map[string][]string{
 	sources.TargetLambda:        {"lambda:InvokeFunction"},
 }
 
-// grantTargets lets fn (the outbox, or the sweeper, which runs what the outbox left behind)
-// call each AWS target of the sources file, and nothing else of its service: the resource its
-// ARN names, or the one Props binds it to (with the queue's or topic's customer-managed key,
-// which sending encrypts with, through that service only).
+// grantTargets lets fn call each AWS target of the sources file, and nothing else of its
+// service: the resource its ARN names, or the bound one (with its key, through that service).
 func (b *builder) grantTargets(fn awslambda.Function) {
 	stack := b.stack
 	for _, name := range sortedKeys(b.file.Targets) {

@@ -17,9 +17,8 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// configure reads and validates the sources file and the props, filling in the defaults:
-// everything that cannot work is refused here, before a resource is defined. Each part checks
-// its own props (checkTable, checkFunctions, checkReceiver and so on, in the part's file).
+// configure reads the sources file and checks the props, filling in the defaults: what cannot
+// work is refused before a resource is defined. Each part's check is in the part's file.
 func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err error) {
 	if props == nil || props.SourcesFile == "" {
 		return cfg, nil, nil, errors.New("Props.SourcesFile is required")
@@ -58,9 +57,8 @@ func checkEnvironmentProp(cfg *Props, _ *sources.File) error {
 	return nil
 }
 
-// checkSettings refuses the props the functions' settings are written from (deployment.Settings)
-// where the start would refuse or misread them, naming the prop: every function's environment
-// is checked again as a whole when it is written (function).
+// checkSettings refuses the props the functions' settings are written from where the start
+// would refuse them (deployment.Settings.Check), naming the prop.
 func checkSettings(cfg *Props, _ *sources.File) error {
 	err := deployment.Settings{Targets: sortedKeys(cfg.Outbox.Executors), AuditPrefixes: cfg.Sweeper.AuditPrefixes,
 		AuditSample: cfg.Sweeper.AuditSample, PendingShards: cfg.Table.PendingShards}.Check()
@@ -73,8 +71,8 @@ func checkSettings(cfg *Props, _ *sources.File) error {
 	return fmt.Errorf("%s: %q: want %s", prop, e.Value, e.Want)
 }
 
-// deployable refuses, for a stack on AWS (not Local), a sources file that only works on a developer's
-// machine: an env secret (the stack sets no such variable) or a target on a loopback or private
+// deployable refuses, on a stack that is not Local, a sources file that only works on a
+// developer's machine: an env secret (the stack sets none) or a target on a loopback or private
 // address (unreachable from Lambda, or an SSRF hole).
 func deployable(cfg *Props, f *sources.File) error {
 	if cfg.Local {

@@ -21,24 +21,20 @@ import (
 type SweeperProps struct {
 	// Code is the function's code (default SweeperPackage, built from Props.GoModuleDir).
 	Code Code
-	// Function sets the function's memory and architecture over the construct-wide defaults
-	// (not its reserved concurrency: see Unreserved).
+	// Function is the function's memory and architecture over the construct-wide ones (not its
+	// reserved concurrency: see Unreserved).
 	Function FunctionOptions
-	// Unreserved leaves the sweeper without its reserved concurrency of 1, for an account
-	// whose concurrency quota has nothing to reserve (a new account's 10). Its lock item still
-	// keeps two runs from overlapping; the reservation keeps a second one from even starting.
+	// Unreserved leaves the sweeper without its reserved concurrency of 1, for an account whose
+	// quota has nothing to reserve; its lock item still keeps two runs from overlapping.
 	Unreserved bool
 	// AuditPrefixes turns on the leak audit: each sweep reads the next AuditSample items
-	// (default 100) of the table and counts records under these partition-key prefixes (the
-	// ones only put effects write: ORDER#) that no claim wrote (EffectsWithoutClaim, alarmed).
-	// See dedup.Auditor.
+	// (default 100) and counts records under these prefixes that no claim wrote (dedup.Auditor).
 	AuditPrefixes []string
 	AuditSample   int
 }
 
-// sweeper is the sweeper: its function, one run at a time (reserved concurrency 1 unless
-// Props.Sweeper.Unreserved), on a schedule every 2 minutes; it re-drives what the stream and
-// retry paths left behind (the pending index), and samples the table for the leak audit.
+// sweeper is the sweeper: its function, one run at a time, every 2 minutes; it re-drives what
+// the stream and retry paths left behind (the pending index), and runs the leak audit.
 func (b *builder) sweeper() error {
 	cfg, o := b.cfg, b.o
 	env := b.workerEnv()

@@ -113,12 +113,12 @@ func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) err
 		true, t.Env(), t.TableArn(), t.TableStreamArn()); err != nil {
 		return err
 	}
-	l1 := tableResource(t)
-	if l1 == nil {
+	props, ok := readTable(t)
+	if !ok {
 		awscdk.Annotations_Of(c).AddInfo(jsii.String("oncehook: Props.Table.Existing is imported, and its settings cannot be read at synth: it must have " + adoptedNeeds + " (docs/stack.md, \"Adopting a table\")"))
 		return nil
 	}
-	if wrong := tableProblems(awscdk.Stack_Of(t), l1); len(wrong) > 0 {
+	if wrong := tableProblems(props); len(wrong) > 0 {
 		return fmt.Errorf("Props.Table.Existing %s: oncehook cannot use it: %s (it needs %s)", *t.Node().Path(), strings.Join(wrong, "; "), adoptedNeeds)
 	}
 	return nil
@@ -132,12 +132,17 @@ type keyElement struct{ AttributeName, KeyType string }
 // property leaves into as it is.
 type tableProps map[string]json.RawMessage
 
-func readTableProps(stack awscdk.Stack, r awscdk.CfnResource) tableProps {
-	var props tableProps
-	if b, err := json.Marshal(stack.Resolve(r.CfnProperties())); err != nil || json.Unmarshal(b, &props) != nil {
-		return nil
+// readTable reads t's AWS::DynamoDB::Table or GlobalTable (TableV2) when t is defined in the
+// app; ok is false for an imported table, whose settings the synth cannot read.
+func readTable(t awsdynamodb.ITable) (props tableProps, ok bool) {
+	l1, ok := t.Node().DefaultChild().(awscdk.CfnResource)
+	if !ok || (*l1.CfnResourceType() != "AWS::DynamoDB::Table" && *l1.CfnResourceType() != "AWS::DynamoDB::GlobalTable") {
+		return nil, false
 	}
-	return props
+	if b, err := json.Marshal(awscdk.Stack_Of(t).Resolve(l1.CfnProperties())); err != nil || json.Unmarshal(b, &props) != nil {
+		return nil, true
+	}
+	return props, true
 }
 
 func (props tableProps) get(name string, into any) bool {
@@ -152,25 +157,12 @@ func (props tableProps) get(name string, into any) bool {
 	return props != nil
 }
 
-// tableResource is t's AWS::DynamoDB::Table or GlobalTable (TableV2) when t is defined in the
-// app; nil for an imported table, whose settings the synth cannot read.
-func tableResource(t awsdynamodb.ITable) awscdk.CfnResource {
-	l1, ok := t.Node().DefaultChild().(awscdk.CfnResource)
-	if !ok || (*l1.CfnResourceType() != "AWS::DynamoDB::Table" && *l1.CfnResourceType() != "AWS::DynamoDB::GlobalTable") {
-		return nil
-	}
-	return l1
-}
-
 // tableKey is a table's partition and sort key attribute names ("" for no sort key), when the
 // synth can read them.
 func tableKey(t awsdynamodb.ITable) (partition, sort string, known bool) {
-	l1 := tableResource(t)
-	if l1 == nil {
-		return "", "", false
-	}
+	props, _ := readTable(t)
 	var keys []keyElement
-	if !readTableProps(awscdk.Stack_Of(t), l1).get("keySchema", &keys) || len(keys) == 0 {
+	if !props.get("keySchema", &keys) || len(keys) == 0 {
 		return "", "", false
 	}
 	for _, k := range keys {
@@ -186,11 +178,7 @@ func tableKey(t awsdynamodb.ITable) (partition, sort string, known bool) {
 
 // tableProblems lists what the table's resource lacks of oncehook's needs (a property set
 // from a token is not judged).
-func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
-	props := readTableProps(stack, r)
-	if props == nil {
-		return nil
-	}
+func tableProblems(props tableProps) []string {
 	get := props.get
 	var (
 		keys  []keyElement

@@ -26,76 +26,42 @@ import (
 // no traces.
 type TelemetryProps struct {
 	// MetricsNamespace is the CloudWatch namespace the functions write their metrics in and the
-	// alarms read: one per deployment, so that staging and production in one account do not
-	// feed each other's alarms. Default DefaultNamespace + "/" + the construct's path
-	// ("oncehook/Production/Webhooks"), unique per construct instance in an account and Region.
+	// alarms read. Default DefaultNamespace + "/" + the construct's path, so that two
+	// deployments in one account do not feed each other's alarms.
 	MetricsNamespace string
-	// LogRetention is how long the functions' and the API's log groups keep their lines.
-	// Default one month.
+	// LogRetention and LogRemoval are the functions' and the API's log groups' retention
+	// (default one month) and removal policy (default DESTROY; RETAIN outlives the stack).
 	LogRetention awslogs.RetentionDays
-	// LogRemoval is what becomes of those log groups when the stack deletes them. Default
-	// DESTROY (the lines expire anyway); RETAIN for an audit trail that outlives the stack.
-	LogRemoval awscdk.RemovalPolicy
-	// LogKey puts every log group (the functions' and the API's) under a customer-managed KMS
-	// key (default CloudWatch Logs' own encryption). A key defined in the app is given the
-	// statement that lets CloudWatch Logs use it for this account's log groups; an imported
-	// key's policy must have it already.
+	LogRemoval   awscdk.RemovalPolicy
+	// LogKey puts every log group under a customer-managed KMS key; a key defined in the app is
+	// given the statement that lets CloudWatch Logs use it (an imported key must have it).
 	LogKey awskms.IKey
-	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
-	// role send its segments); default none.
+	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE); default none.
 	Tracing awslambda.Tracing
-	// OpenTelemetry turns on the functions' OpenTelemetry traces, exported to a collector
-	// layer or an OTLP endpoint (see OpenTelemetry); default off.
+	// OpenTelemetry turns on the functions' OpenTelemetry traces; default off.
 	OpenTelemetry *OpenTelemetry
 }
 
-// OpenTelemetry turns on the functions' OpenTelemetry traces: each delivery a trace from the
-// provider's request to the downstream's call, retries hours later included
-// (docs/operations.md). The functions export OTLP over HTTP (launch: OTEL_TRACES_EXPORTER=otlp)
-// to a collector layer on localhost, or to an endpoint. Set one of CollectorLayerArn and
-// Endpoint.
+// OpenTelemetry turns on the functions' OpenTelemetry traces, exported over OTLP/HTTP to a
+// collector layer on localhost or to an endpoint: set one of CollectorLayerArn and Endpoint
+// (docs/operations.md, "Traces").
 type OpenTelemetry struct {
-	// CollectorLayerArn is a collector Lambda layer, added to each function: ADOT's
-	// (aws-otel-collector-<arch>-ver-...; its default configuration exports to X-Ray: set
-	// XRay) or OpenTelemetry's own (opentelemetry-collector-<arch>-...). Layers are per Region
-	// and architecture: the ARN must be the stack's Region's, for the functions' architecture
-	// (arm64 unless X86); the synth refuses a layer of another Region (when the stack's is
-	// known) and one whose name says another architecture than a function's. The functions
-	// export to it on localhost:4318 and it forwards as its configuration says
-	// (OPENTELEMETRY_COLLECTOR_CONFIG_URI in Environment for your own).
+	// CollectorLayerArn is a collector Lambda layer (ADOT's, or OpenTelemetry's own), added to
+	// each function: of the stack's Region and the functions' architecture, which the synth
+	// checks where it can.
 	CollectorLayerArn string
-	// Endpoint is an OTLP/HTTP endpoint the functions export to (OTEL_EXPORTER_OTLP_ENDPOINT;
-	// they post to <Endpoint>/v1/traces): a collector of the team's own, a vendor's intake
-	// (its key in HeadersSecret or HeadersParameter). X-Ray's own OTLP endpoint takes
-	// SigV4-signed requests only, which a collector layer signs: use one for X-Ray. Without a
-	// layer, each invocation's spans are sent before it answers: a remote endpoint costs that
-	// round trip on every invocation, a layer on localhost about a millisecond.
+	// Endpoint is an OTLP/HTTP endpoint the functions export to (OTEL_EXPORTER_OTLP_ENDPOINT).
 	Endpoint string
-	// XRay lets each function's role send to X-Ray (xray:PutTraceSegments and
-	// xray:PutTelemetryRecords, which support no resource), as a collector layer exporting to
-	// X-Ray does with the function's credentials.
+	// XRay lets each function's role send to X-Ray, for a collector layer exporting there.
 	XRay bool
-	// HeadersSecret is a Secrets Manager secret whose value is the exporter's headers: a
-	// vendor's intake key ("api-key=<key>", OTEL_EXPORTER_OTLP_HEADERS' form, or a JSON object
-	// of strings, Secrets Manager's key/value secret). Each function's role may read it (and
-	// decrypt it with its key); the functions read it once at start (launch:
-	// ONCEHOOK_OTLP_HEADERS_SECRET holds its ARN), and never log it. The key is never in the
-	// template nor a function's environment: OTEL_EXPORTER_OTLP_HEADERS and its _TRACES_ form
-	// are refused in Environment and Props.Environment.
-	HeadersSecret awssecretsmanager.ISecret
-	// HeadersParameter is HeadersSecret in an SSM SecureString parameter instead
-	// (awsssm.StringParameter_FromSecureStringParameterAttributes, with its EncryptionKey when
-	// it is not SSM's default key). Set one of them.
+	// HeadersSecret (Secrets Manager) or HeadersParameter (an SSM SecureString) holds the
+	// exporter's headers, an intake's key, which the functions read at start: never in the
+	// template nor an environment. Set one of them.
+	HeadersSecret    awssecretsmanager.ISecret
 	HeadersParameter awsssm.IStringParameter
-	// Environment is more OpenTelemetry settings for every function: OTEL_ variables (the
-	// sampler, OTEL_TRACES_SAMPLER=parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG=0.1;
-	// OTEL_SERVICE_NAME) and the collector layer's OPENTELEMETRY_COLLECTOR_CONFIG_URI. Not
-	// OTEL_TRACES_EXPORTER, OTEL_SDK_DISABLED nor, with Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT:
-	// the prop sets them; nor OTEL_EXPORTER_OTLP_HEADERS (or _TRACES_HEADERS), whose key would
-	// be in the template in plain text: HeadersSecret holds it. The synth refuses what the
-	// functions would refuse at start (tracing.CheckEnv); a value holding a token (the
-	// stack's Region, a parameter), here or in Endpoint, is known only at deploy, and the
-	// functions check it at start.
+	// Environment is more OpenTelemetry settings for every function (OTEL_ variables, the
+	// collector's OPENTELEMETRY_COLLECTOR_CONFIG_URI), checked as the functions' start checks
+	// them; not what the prop sets, nor the exporter's headers.
 	Environment map[string]string
 }
 
@@ -163,10 +129,9 @@ func checkTelemetry(cfg *Props, _ *sources.File) error {
 	return checkOtelEnv("Props.Telemetry.OpenTelemetry.Environment", telemetryEnv(o))
 }
 
-// checkOtelEnv fails what the functions would refuse at start (tracing.FromEnv) in env: the same
-// checks. A value holding a token (the stack's Region, a parameter) is known only at deploy: it
-// is left to the functions' start, and so is the general variable a _TRACES_ one with a token
-// replaces (OTEL_EXPORTER_OTLP_PROTOCOL beside a _TRACES_PROTOCOL parameter).
+// checkOtelEnv refuses what the functions' start would (tracing.CheckEnv) in vars. A value
+// holding a token is known only at deploy, and left to the start, as is the general variable a
+// _TRACES_ one with a token replaces.
 func checkOtelEnv(field string, vars map[string]string) error {
 	env := maps.Clone(vars)
 	for k, v := range vars {
@@ -184,9 +149,8 @@ func checkOtelEnv(field string, vars map[string]string) error {
 }
 
 // plainHeaders refuses the exporter's headers in a function's environment: they hold an
-// intake's key, which would be in the template (and the function's configuration) in plain
-// text; a dynamic reference ({{resolve:secretsmanager:...}}) is resolved into the function's
-// environment in plain text too. The value is never quoted.
+// intake's key, which would be in plain text there (a dynamic reference too, once resolved).
+// The value is never quoted.
 func plainHeaders(field string, env map[string]string) error {
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
 		if _, ok := env[k]; ok {
@@ -246,8 +210,7 @@ func telemetryEnv(o *OpenTelemetry) map[string]string {
 }
 
 // telemetry wires the OpenTelemetry prop into each function: the collector layer, the read of
-// the exporter's stored headers, and X-Ray's write actions (its environment, telemetryEnv, is
-// the functions' own from the start).
+// the exporter's stored headers, X-Ray's write actions (its environment is telemetryEnv).
 func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function) {
 	o := cfg.Telemetry.OpenTelemetry
 	if o == nil {
