@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
@@ -142,9 +143,7 @@ func (w *watch) alarm(a alarmSpec) {
 	if a.n == 0 {
 		a.m, a.n = 1, 1
 	}
-	if a.missing == "" {
-		a.missing = awscloudwatch.TreatMissingData_NOT_BREACHING
-	}
+	a.missing = cmp.Or(a.missing, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	al := awscloudwatch.NewAlarm(w.scope, jsii.String(a.id), &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String(a.description), Metric: a.metric, Threshold: jsii.Number(a.threshold),
 		EvaluationPeriods: jsii.Number(a.n), DatapointsToAlarm: jsii.Number(a.m), ComparisonOperator: op, TreatMissingData: a.missing,
@@ -303,9 +302,7 @@ func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
 
 // checkAlarms fills in the duplicate spike's default and refuses a subscription SNS would.
 func checkAlarms(cfg *Props, _ *sources.File) error {
-	if cfg.Alarms.DuplicateSpike == 0 {
-		cfg.Alarms.DuplicateSpike = 500
-	}
+	cfg.Alarms.DuplicateSpike = cmp.Or(cfg.Alarms.DuplicateSpike, 500)
 	for i, e := range cfg.Alarms.Emails {
 		if at := strings.LastIndexByte(e, '@'); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
 			return fmt.Errorf("Props.Alarms.Emails[%d] %q: not an email address", i, e)

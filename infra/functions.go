@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -51,9 +52,7 @@ func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 		if c.GoPackage == "" && c.Dir == "" && c.Lambda == nil {
 			c = Code{GoPackage: f.pkg}
 		}
-		if c.GoPackage != "" && c.GoModuleDir == "" {
-			c.GoModuleDir = cfg.GoModuleDir
-		}
+		c.GoModuleDir = cmp.Or(c.GoModuleDir, cfg.GoModuleDir)
 		if code[name], err = c.stage(name, arm64, compactJSON(raw), staging); err != nil {
 			return nil, err
 		}
@@ -224,9 +223,7 @@ func checkFunctions(cfg *Props, _ *sources.File) error {
 // knob fills in a numeric prop's default (for 0) and says whether it is then between lo and hi,
 // and, with whole, a whole number.
 func knob(v *float64, def, lo, hi float64, whole bool) bool {
-	if *v == 0 {
-		*v = def
-	}
+	*v = cmp.Or(*v, def)
 	return *v >= lo && *v <= hi && (!whole || *v == math.Trunc(*v))
 }
 

@@ -16,6 +16,7 @@
 package infra
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -172,9 +173,7 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	o := &Oncehook{Construct: c, Sources: file}
 	stack := awscdk.Stack_Of(c)
-	if cfg.Telemetry.MetricsNamespace == "" {
-		cfg.Telemetry.MetricsNamespace = defaultNamespace(*c.Node().Path())
-	}
+	cfg.Telemetry.MetricsNamespace = cmp.Or(cfg.Telemetry.MetricsNamespace, defaultNamespace(*c.Node().Path()))
 	o.MetricsNamespace = cfg.Telemetry.MetricsNamespace
 	if cfg.Telemetry.LogKey != nil {
 		allowLogs(stack, cfg.Telemetry.LogKey)

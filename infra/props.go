@@ -2,6 +2,7 @@ package infra
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,9 +31,7 @@ func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err err
 		return cfg, nil, nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
 	}
 	cfg = *props
-	if cfg.GoModuleDir == "" {
-		cfg.GoModuleDir = "."
-	}
+	cfg.GoModuleDir = cmp.Or(cfg.GoModuleDir, ".")
 	for _, check := range []func(*Props, *sources.File) error{checkTable, checkReceiver, checkOutbox, checkSweeper, checkFunctions, checkAlarms,
 		deployable, checkEnvironmentProp, checkTelemetry, checkSettings} {
 		if err := check(&cfg, file); err != nil {

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -94,12 +95,8 @@ func (b *builder) receiver() error {
 // checkReceiver fills in the API's throttling defaults and refuses a source throttle for no
 // source, a domain without its name or certificate, and either with an API of the app's own.
 func checkReceiver(cfg *Props, file *sources.File) error {
-	if cfg.Receiver.ThrottleRate == 0 {
-		cfg.Receiver.ThrottleRate = 1000
-	}
-	if cfg.Receiver.ThrottleBurst == 0 {
-		cfg.Receiver.ThrottleBurst = 2000
-	}
+	cfg.Receiver.ThrottleRate = cmp.Or(cfg.Receiver.ThrottleRate, 1000)
+	cfg.Receiver.ThrottleBurst = cmp.Or(cfg.Receiver.ThrottleBurst, 2000)
 	for _, name := range sortedKeys(cfg.Receiver.SourceThrottles) {
 		th := cfg.Receiver.SourceThrottles[name]
 		if file.Sources[name] == nil {

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,9 +84,7 @@ func newTable(c constructs.Construct, stack awscdk.Stack, cfg Props) (awsdynamod
 // CloudFormation would refuse, settings of a created table with an adopted one, an adopted
 // table without a stream. (The shard count's range is deployment's: checkSettings.)
 func checkTable(cfg *Props, _ *sources.File) error {
-	if cfg.Table.PendingShards == 0 {
-		cfg.Table.PendingShards = dedup.PendingShards
-	}
+	cfg.Table.PendingShards = cmp.Or(cfg.Table.PendingShards, dedup.PendingShards)
 	if id := cfg.Table.LogicalID; id != "" && !logicalID.MatchString(id) {
 		return fmt.Errorf("Props.Table.LogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
 	}

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/url"
@@ -75,12 +76,8 @@ func checkTelemetry(cfg *Props, _ *sources.File) error {
 	if ns := cfg.Telemetry.MetricsNamespace; ns != "" && !validNamespace(ns) {
 		return fmt.Errorf("Props.Telemetry.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", ns)
 	}
-	if cfg.Telemetry.LogRetention == "" {
-		cfg.Telemetry.LogRetention = awslogs.RetentionDays_ONE_MONTH
-	}
-	if cfg.Telemetry.LogRemoval == "" {
-		cfg.Telemetry.LogRemoval = awscdk.RemovalPolicy_DESTROY
-	}
+	cfg.Telemetry.LogRetention = cmp.Or(cfg.Telemetry.LogRetention, awslogs.RetentionDays_ONE_MONTH)
+	cfg.Telemetry.LogRemoval = cmp.Or(cfg.Telemetry.LogRemoval, awscdk.RemovalPolicy_DESTROY)
 	o := cfg.Telemetry.OpenTelemetry
 	if err := plainHeaders("Props.Environment", cfg.Environment); err != nil {
 		return err
@@ -203,9 +200,7 @@ func telemetryEnv(o *OpenTelemetry) map[string]string {
 	if o.HeadersParameter != nil {
 		env[tracing.OTLPHeadersParameter] = *o.HeadersParameter.ParameterName()
 	}
-	for k, v := range o.Environment {
-		env[k] = v
-	}
+	maps.Copy(env, o.Environment)
 	return env
 }
 
