@@ -253,13 +253,13 @@ func allTargets(file *sources.File, cfg Props) []string {
 	return slices.Compact(targets)
 }
 
-// newAlarmTopic is Props.Alarms.Topic, or a new topic this account's alarms may publish to, with
-// Props.Alarms.Emails and Props.Alarms.HttpsEndpoints subscribed (subscribe).
+// newAlarmTopic is Props.Alarms.Topic, or a new topic this account's alarms may publish to,
+// with Props.Alarms' subscriptions.
 func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns.ITopic {
 	topic := cfg.Alarms.Topic
 	if topic == nil {
-		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key, and an
-		// alarm notification carries names and states, no secrets (suppress.go).
+		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key
+		// (suppressTopic).
 		t := awssns.NewTopic(c, jsii.String("Alarms"), &awssns.TopicProps{DisplayName: jsii.String("oncehook alarms"), EnforceSSL: jsii.Bool(true)})
 		// A topic policy replaces SNS's default one, whose Allow is what lets CloudWatch
 		// publish: without this statement (EnforceSSL's policy has only a Deny) alarms fire

@@ -128,27 +128,22 @@ func (b *builder) grantWorker(fn awslambda.Function) {
 }
 
 // newQueues are the retry queue that wakes retried intents and the failure queue that takes
-// what exhausted its retries.
+// what exhausted its retries, both SSL-only and encrypted (under Props.Outbox.QueueKey if set).
 func newQueues(c constructs.Construct, cfg Props, timings outbox.Timings) (retries, dlq awssqs.Queue) {
-	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
-	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
-	queueEncryption := awssqs.QueueEncryption_SQS_MANAGED
-	if cfg.Outbox.QueueKey != nil {
-		queueEncryption = awssqs.QueueEncryption_KMS
+	queue := func(id string, p awssqs.QueueProps) awssqs.Queue {
+		p.EnforceSSL, p.Encryption, p.EncryptionMasterKey = jsii.Bool(true), awssqs.QueueEncryption_SQS_MANAGED, cfg.Outbox.QueueKey
+		if cfg.Outbox.QueueKey != nil {
+			p.Encryption = awssqs.QueueEncryption_KMS
+		}
+		return awssqs.NewQueue(c, jsii.String(id), &p)
 	}
-	dlq = awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
-		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
-		EnforceSSL:          jsii.Bool(true),
-		Encryption:          queueEncryption,
-		EncryptionMasterKey: cfg.Outbox.QueueKey,
-	})
-	retries = awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
-		VisibilityTimeout:   awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
-		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
-		EnforceSSL:          jsii.Bool(true),
-		Encryption:          queueEncryption,
-		EncryptionMasterKey: cfg.Outbox.QueueKey,
-		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+	dlq = queue("OutboxFailures", awssqs.QueueProps{RetentionPeriod: awscdk.Duration_Days(jsii.Number(14))})
+	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler), visible
+	// again after six times the function's timeout, as Lambda's SQS mapping asks.
+	retries = queue("OutboxRetries", awssqs.QueueProps{
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
+		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
 	return retries, dlq
 }

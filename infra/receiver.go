@@ -189,8 +189,7 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 }
 
 // receiverTimeout is the tightest provider's delivery timeout: past it the answer is worth
-// nothing (the provider has counted the delivery failed), and the handler itself answers 503
-// a second before it.
+// nothing (the handler itself answers 503 a second before).
 func receiverTimeout(f *sources.File) time.Duration {
 	t := time.Duration(0)
 	for _, name := range f.Names() {

@@ -29,9 +29,7 @@ func suppress(api awsapigatewayv2.HttpApi, dlq awssqs.Queue, worker awslambda.Fu
 	}
 }
 
-// suppressTopic excuses the new alarm topic's encryption: CloudWatch alarms cannot publish to a
-// topic encrypted with the AWS managed SNS key, and a notification holds an alarm's name and
-// state, no secrets. (Give Props.Alarms.Topic a topic under a customer key of your own to have one.)
+// suppressTopic excuses the new alarm topic's encryption (the reason says why).
 func suppressTopic(t awssns.Topic) {
 	nag(t, "AwsSolutions-SNS2", "CloudWatch alarms cannot publish to a topic under the AWS managed SNS key; notifications carry alarm names and states, no secrets. Pass Props.Alarms.Topic with a customer-managed key to encrypt.")
 }

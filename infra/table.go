@@ -125,10 +125,9 @@ func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) err
 
 type keyElement struct{ AttributeName, KeyType string }
 
-// tableProps are a table resource's properties as the synth resolves them, by the L1's own
-// (camelCase) names; get reads one into into, reporting false for a property set from a token
-// (a parameter, an import), which CloudFormation decides and the synth cannot judge. An absent
-// property leaves into as it is.
+// tableProps are a table resource's properties as the synth resolves them; get reads one into
+// into (an absent one leaves it as it is), false for one set from a token, which the synth
+// cannot judge.
 type tableProps map[string]json.RawMessage
 
 // readTable reads t's AWS::DynamoDB::Table or GlobalTable (TableV2) when t is defined in the

@@ -161,14 +161,12 @@ func plainHeaders(field string, env map[string]string) error {
 func unresolved(s string) bool { return *awscdk.Token_IsUnresolved(jsii.String(s)) }
 
 // layerArch reads the architecture a collector layer's name gives (ADOT's
-// aws-otel-collector-<arm64|amd64>-ver-..., OpenTelemetry's opentelemetry-collector-<arm64|amd64>-...),
-// "" when it names none (a layer of the team's own).
+// aws-otel-collector-<arch>-ver-..., OpenTelemetry's opentelemetry-collector-<arch>-...), if any.
 var layerArch = regexp.MustCompile(`:layer:[A-Za-z0-9_-]*?(?:^|[-_])(arm64|amd64|x86_64|x86-64)(?:[-_]|:)`)
 
 // checkLayerArchitecture refuses a collector layer whose name says it is built for another
-// architecture than a function's: the collector is an extension binary, and one the function
-// cannot execute fails every invocation's start, not only its traces. One layer serves every
-// function, so functions of both architectures cannot share a layer that names one.
+// architecture than a function's: an extension the function cannot execute fails every
+// invocation's start, not only its traces.
 func checkLayerArchitecture(cfg *Props) error {
 	a := cfg.Telemetry.OpenTelemetry.CollectorLayerArn
 	m := layerArch.FindStringSubmatch(a)
