@@ -6,7 +6,12 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	cdkenv "github.com/aws/aws-cdk-go/awscdk/v2/interfaces"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -36,44 +41,35 @@ type targetKind struct {
 
 // targetBindings are Props' target bindings by the target type each serves.
 func targetBindings(cfg Props) []targetKind {
-	kinds := []targetKind{{typ: sources.TargetSQS}, {typ: sources.TargetSNS}, {typ: sources.TargetEventBridge},
-		{typ: sources.TargetStepFunctions}, {typ: sources.TargetLambda}}
-	for i := range kinds {
-		kinds[i].bindings = map[string]*boundTarget{}
+	return []targetKind{
+		{sources.TargetSQS, bind(cfg.QueueBindings, func(q awssqs.IQueue) *boundTarget {
+			return &boundTarget{arn: q.QueueArn(), key: q.EncryptionMasterKey(), fifo: q.Fifo(), env: q.Env()}
+		})},
+		{sources.TargetSNS, bind(cfg.TopicBindings, func(t awssns.ITopic) *boundTarget {
+			return &boundTarget{arn: t.TopicArn(), key: t.MasterKey(), fifo: t.Fifo(), env: t.Env()}
+		})},
+		{sources.TargetEventBridge, bind(cfg.EventBusBindings, func(b awsevents.IEventBus) *boundTarget { return &boundTarget{arn: b.EventBusArn(), env: b.Env()} })},
+		{sources.TargetStepFunctions, bind(cfg.StateMachineBindings, func(m awsstepfunctions.IStateMachine) *boundTarget {
+			return &boundTarget{arn: m.StateMachineArn(), env: m.Env()}
+		})},
+		{sources.TargetLambda, bind(cfg.FunctionBindings, func(f awslambda.IFunction) *boundTarget { return &boundTarget{arn: f.FunctionArn(), env: f.Env()} })},
 	}
-	for name, q := range cfg.QueueBindings {
-		if kinds[0].bindings[name] = nil; q != nil {
-			kinds[0].bindings[name] = &boundTarget{arn: q.QueueArn(), key: q.EncryptionMasterKey(), fifo: q.Fifo(), env: q.Env()}
-		}
-	}
-	for name, t := range cfg.TopicBindings {
-		if kinds[1].bindings[name] = nil; t != nil {
-			kinds[1].bindings[name] = &boundTarget{arn: t.TopicArn(), key: t.MasterKey(), fifo: t.Fifo(), env: t.Env()}
-		}
-	}
-	for name, bus := range cfg.EventBusBindings {
-		if kinds[2].bindings[name] = nil; bus != nil {
-			kinds[2].bindings[name] = &boundTarget{arn: bus.EventBusArn(), env: bus.Env()}
-		}
-	}
-	for name, m := range cfg.StateMachineBindings {
-		if kinds[3].bindings[name] = nil; m != nil {
-			kinds[3].bindings[name] = &boundTarget{arn: m.StateMachineArn(), env: m.Env()}
-		}
-	}
-	for name, fn := range cfg.FunctionBindings {
-		if kinds[4].bindings[name] = nil; fn != nil {
-			kinds[4].bindings[name] = &boundTarget{arn: fn.FunctionArn(), env: fn.Env()}
-		}
-	}
-	return kinds
 }
 
-// checkBindings holds Props' bindings to the sources file: every binding is for a bound entry
-// of the file, of the resource kind its type calls for; every bound entry has one; what the
-// synth can know of the resource (its Region, a FIFO queue for a group_id, a name or ARN that
-// is not a token) is what the runtime needs. What only the resolved names show is refused at
-// start (launch: sources.File.Bind).
+// bind is one kind's bindings as boundTargets, a nil resource as nil.
+func bind[R any](m map[string]R, target func(R) *boundTarget) map[string]*boundTarget {
+	out := map[string]*boundTarget{}
+	for name, r := range m {
+		if out[name] = nil; any(r) != nil {
+			out[name] = target(r)
+		}
+	}
+	return out
+}
+
+// checkBindings holds Props' bindings to the sources file: each binds a bound entry, with the
+// resource its type calls for; each bound entry has one; what the synth can know of the
+// resource is what the runtime needs. The start refuses the rest (sources.File.Bind).
 func checkBindings(scope constructs.Construct, stack awscdk.Stack, cfg Props, f *sources.File) (*bindings, error) {
 	b := &bindings{tables: map[string]awsdynamodb.ITable{}, targets: map[string]*boundTarget{}}
 	for _, name := range sortedKeys(cfg.TableBindings) {
@@ -200,19 +196,17 @@ func (b *bindings) env(stack awscdk.Stack) string {
 	if b == nil || len(b.tables)+len(b.targets) == 0 {
 		return ""
 	}
-	v := map[string]any{}
-	if len(b.tables) > 0 {
-		tables := map[string]any{}
-		for name, t := range b.tables {
-			tables[name] = t.TableName()
-		}
+	tables, targets, v := map[string]any{}, map[string]any{}, map[string]any{}
+	for name, t := range b.tables {
+		tables[name] = t.TableName()
+	}
+	for name, t := range b.targets {
+		targets[name] = t.arn
+	}
+	if len(tables) > 0 {
 		v["tables"] = tables
 	}
-	if len(b.targets) > 0 {
-		targets := map[string]any{}
-		for name, t := range b.targets {
-			targets[name] = t.arn
-		}
+	if len(targets) > 0 {
 		v["targets"] = targets
 	}
 	return *stack.ToJsonString(v, nil)

@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,24 +16,19 @@ import (
 	"github.com/oncehook/oncehook/deployment"
 )
 
-// Code is where one function's code comes from: exactly one of its fields.
-//
-// With GoPackage or Dir, the construct stages the bootstrap binary together with the sources
-// file it was given (sources.json, its SHA-256 in ONCEHOOK_SOURCES_SHA256, checked by the
-// function at start), so the file the permissions were derived from is the file the function
-// reads. With Lambda (an opaque awslambda.Code), the sources file is passed inline in
-// ONCEHOOK_SOURCES, which Lambda's 4 KB environment limit bounds.
+// Code is where one function's code comes from: exactly one of its fields. With GoPackage or
+// Dir, the sources file the permissions were derived from is staged beside the binary (its
+// SHA-256 checked at start); with Lambda, it goes inline in the environment (3 KB at most).
 type Code struct {
-	// GoPackage is a Go package to build with the local go toolchain (no Docker), as `go
-	// build` names it from GoModuleDir: "./cmd/receiver", or an import path such as
-	// "github.com/oncehook/oncehook/functions/outbox" that the module requires.
+	// GoPackage is a Go package to build with the local toolchain (no Docker), as `go build`
+	// names it from GoModuleDir: "./cmd/receiver", or an import path the module requires.
 	GoPackage string
 	// GoModuleDir is where `go build` runs for GoPackage. Default ".".
 	GoModuleDir string
 	// Tags are extra build tags for GoPackage (lambda.norpc is always set).
 	Tags []string
-	// Dir holds a prebuilt bootstrap (`make build`'s dist/<function>). Its architecture is
-	// checked against the one the stack deploys: a stale host build must not reach Lambda.
+	// Dir holds a prebuilt bootstrap (`make build`'s dist/<function>), of the architecture the
+	// function deploys on (checked: a stale host build must not reach Lambda).
 	Dir string
 	// Lambda is code built by other means; the sources file then goes inline.
 	Lambda awslambda.Code
@@ -85,8 +79,14 @@ func (c Code) stage(function string, arm64 bool, sources []byte, stagingRoot str
 		if err := goBuild(c, arm64, bootstrap); err != nil {
 			return staged{}, fmt.Errorf("%s.Code: %w", function, err)
 		}
-	} else if err := copyFile(filepath.Join(c.Dir, "bootstrap"), bootstrap, 0o755); err != nil {
-		return staged{}, fmt.Errorf("%s.Code.Dir: %w", function, err)
+	} else {
+		b, err := os.ReadFile(filepath.Join(c.Dir, "bootstrap"))
+		if err == nil {
+			err = os.WriteFile(bootstrap, b, 0o755)
+		}
+		if err != nil {
+			return staged{}, fmt.Errorf("%s.Code.Dir: %w", function, err)
+		}
 	}
 	if err := checkArch(bootstrap, arm64); err != nil {
 		return staged{}, fmt.Errorf("%s.Code: %w", function, err)
@@ -133,21 +133,4 @@ func checkArch(path string, arm64 bool) error {
 		return fmt.Errorf("%s is built for %s and the function runs on %s: rebuild it (make build ARCH=...)", path, f.Machine, name)
 	}
 	return nil
-}
-
-func copyFile(from, to string, mode os.FileMode) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
@@ -14,75 +13,61 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// newDashboard is a dashboard of the metrics the functions actually write (watch.ours refuses
-// any other): every alarm's state first, then the platform, then the same metrics as the
-// alarms, by source and by target.
+// newDashboard is every alarm's state, then the platform's metrics, then the functions' own
+// by source and by target.
 func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *Oncehook) awscloudwatch.Dashboard {
-	w := &watch{scope: scope, cfg: cfg, namespace: o.MetricsNamespace}
-	api, receiverFn, worker, sweeper, dlq := o.Api, o.Receiver, o.Outbox, o.Sweeper, o.FailureQueue
+	w := &watch{scope: scope, cfg: cfg, o: o}
 	const five = 5 * time.Minute
-	aws := awsMetric
-	apiDims := map[string]*string{"ApiId": api.ApiId()}
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
 	}
 	var rows []*[]awscloudwatch.IWidget
 	// An alarm status widget shows at most 100 alarms.
-	for i := 0; i < len(o.Alarms); i += 100 {
-		var shown []interfacesawscloudwatch.IAlarmRef
-		for _, a := range o.Alarms[i:min(i+100, len(o.Alarms))] {
-			shown = append(shown, a)
+	for shown := range slices.Chunk(o.Alarms, 100) {
+		alarms := make([]interfacesawscloudwatch.IAlarmRef, len(shown))
+		for i, a := range shown {
+			alarms[i] = a
 		}
 		rows = append(rows, &[]awscloudwatch.IWidget{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
-			Title: jsii.String("alarms"), Alarms: &shown, Width: jsii.Number(24),
-			SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
+			Title: jsii.String("alarms"), Alarms: &alarms, Width: jsii.Number(24), SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
 		})})
 	}
 	var errs, throttles, durations []awscloudwatch.IMetric
-	for _, fn := range []awslambda.Function{receiverFn, worker, sweeper} {
-		dims := map[string]*string{"FunctionName": fn.FunctionName()}
-		errs = append(errs, aws("AWS/Lambda", "Errors", "Sum", five, dims))
-		throttles = append(throttles, aws("AWS/Lambda", "Throttles", "Sum", five, dims))
-		durations = append(durations, aws("AWS/Lambda", "Duration", "p99", five, dims))
+	for _, fn := range []awslambda.Function{o.Receiver, o.Outbox, o.Sweeper} {
+		errs = append(errs, w.lambda(fn, "Errors", "Sum", five))
+		throttles = append(throttles, w.lambda(fn, "Throttles", "Sum", five))
+		durations = append(durations, w.lambda(fn, "Duration", "p99", five))
 	}
 	rows = append(rows, &[]awscloudwatch.IWidget{
 		graph("function errors", errs...), graph("function throttles", throttles...), graph("function duration p99 (ms)", durations...),
 	}, &[]awscloudwatch.IWidget{
-		graph("API 4xx and 5xx", aws("AWS/ApiGateway", "4xx", "Sum", five, apiDims), aws("AWS/ApiGateway", "5xx", "Sum", five, apiDims)),
-		graph("API latency (ms)", aws("AWS/ApiGateway", "Latency", "p50", five, apiDims), aws("AWS/ApiGateway", "Latency", "p99", five, apiDims)),
-		graph("failure queue depth", dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")})),
+		graph("API 4xx and 5xx", w.api("4xx", "Sum", five), w.api("5xx", "Sum", five)),
+		graph("API latency (ms)", w.api("Latency", "p50", five), w.api("Latency", "p99", five)),
+		graph("failure queue depth", w.failures()),
 	})
 	for _, name := range file.Names() {
 		src := []string{"source", name}
 		rows = append(rows, &[]awscloudwatch.IWidget{
-			graph(name+": deliveries", w.ours("Received", "Sum", five, src...), w.ours("Accepted", "Sum", five, src...), w.ours("Duplicate", "Sum", five, src...),
-				w.ours("BackstopAbsorbed", "Sum", five, src...), w.ours("Probed", "Sum", five, src...)),
-			graph(name+": refused", w.ours("SignatureRejected", "Sum", five, src...), w.ours("Rejected", "Sum", five, src...), w.ours("Unavailable", "Sum", five, src...),
-				w.ours("Failed", "Sum", five, src...), w.ours("ReplayRefused", "Sum", five, src...), w.ours("UnknownType", "Sum", five, src...)),
+			graph(name+": deliveries", w.sums(five, src, "Received", "Accepted", "Duplicate", "BackstopAbsorbed", "Probed")...),
+			graph(name+": refused", w.sums(five, src, "SignatureRejected", "Rejected", "Unavailable", "Failed", "ReplayRefused", "UnknownType")...),
 			graph(name+": commit latency (ms)", w.ours("CommitLatency", "p50", five, src...), w.ours("CommitLatency", "p99", five, src...)),
 		})
 	}
-	targets := append(sortedKeys(file.Targets), sortedKeys(cfg.Outbox.Executors)...)
-	slices.Sort(targets)
-	for _, t := range slices.Compact(targets) {
+	for _, t := range allTargets(file, cfg) {
 		tgt := []string{"target", t}
 		rows = append(rows, &[]awscloudwatch.IWidget{
-			graph(t+": intents", w.ours("IntentsDone", "Sum", five, tgt...), w.ours("IntentsRetried", "Sum", five, tgt...),
-				w.ours("IntentsParked", "Sum", five, tgt...), w.ours("LeaseLost", "Sum", five, tgt...), w.ours("RetryNotScheduled", "Sum", five, tgt...),
-				w.ours("IntentsHeld", "Sum", five, tgt...), w.ours("IntentsPaused", "Sum", five, tgt...)),
+			graph(t+": intents", w.sums(five, tgt, "IntentsDone", "IntentsRetried", "IntentsParked", "LeaseLost", "RetryNotScheduled", "IntentsHeld", "IntentsPaused")...),
 			graph(t+": call latency (ms)", w.ours("ExecutionLatency", "p50", five, tgt...), w.ours("ExecutionLatency", "p99", five, tgt...)),
 		})
 	}
 	last := []awscloudwatch.IWidget{
-		graph("sweeps", w.ours("SweepRuns", "Sum", five), w.ours("SweepRedriven", "Sum", five), w.ours("SweepSettled", "Sum", five),
-			w.ours("SweepFailures", "Sum", five), w.ours("SweepDeferred", "Sum", five), w.ours("SweepIncomplete", "Sum", five)),
+		graph("sweeps", w.sums(five, nil, "SweepRuns", "SweepRedriven", "SweepSettled", "SweepFailures", "SweepDeferred", "SweepIncomplete")...),
 		graph("parked claims", w.ours("ParkedClaims", "Maximum", five)),
-		graph("outbox iterator age (ms)", aws("AWS/Lambda", "IteratorAge", "Maximum", five, map[string]*string{"FunctionName": worker.FunctionName()})),
+		graph("outbox iterator age (ms)", w.lambda(o.Outbox, "IteratorAge", "Maximum", five)),
 	}
 	if len(cfg.Sweeper.AuditPrefixes) > 0 {
-		last = append(last, graph("leak audit", w.ours("EffectsAudited", "Sum", five), w.ours("EffectsWithoutClaim", "Sum", five)))
+		last = append(last, graph("leak audit", w.sums(five, nil, "EffectsAudited", "EffectsWithoutClaim")...))
 	}
 	rows = append(rows, &last)
-	dash := awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{Widgets: &rows})
-	return dash
+	return awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{Widgets: &rows})
 }

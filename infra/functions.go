@@ -1,8 +1,11 @@
 package infra
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"strings"
 
@@ -18,11 +21,23 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// What the three functions share: their options, their code, the environment that points them
-// at the table, and how each is defined (its own log group and role).
-
 // FunctionTag tags each function with its role in the deployment: receiver, outbox, sweeper.
 const FunctionTag = "oncehook:function"
+
+// part is one function's props: its name as Props names it (Receiver), its code (pkg the
+// default's package) and its options.
+type part struct {
+	name string
+	code Code
+	pkg  string
+	opts *FunctionOptions
+}
+
+// parts are the receiver's, the outbox's and the sweeper's props, in that order.
+func parts(cfg *Props) []part {
+	return []part{{"Receiver", cfg.Receiver.Code, ReceiverPackage, &cfg.Receiver.Function},
+		{"Outbox", cfg.Outbox.Code, OutboxPackage, &cfg.Outbox.Function}, {"Sweeper", cfg.Sweeper.Code, SweeperPackage, &cfg.Sweeper.Function}}
+}
 
 // stageCode builds or checks each function's code, with the sources file beside it.
 func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
@@ -31,54 +46,37 @@ func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 		return nil, err
 	}
 	code := map[string]staged{}
-	for _, f := range []struct {
-		name string
-		c    Code
-		def  string
-		opts FunctionOptions
-	}{{"receiver", cfg.Receiver.Code, ReceiverPackage, cfg.Receiver.Function}, {"outbox", cfg.Outbox.Code, OutboxPackage, cfg.Outbox.Function}, {"sweeper", cfg.Sweeper.Code, SweeperPackage, cfg.Sweeper.Function}} {
+	for _, f := range parts(&cfg) {
 		arm64 := *f.opts.Architecture.Name() == *awslambda.Architecture_ARM_64().Name()
-		c := f.c
+		c, name := f.code, strings.ToLower(f.name)
 		if c.GoPackage == "" && c.Dir == "" && c.Lambda == nil {
-			c = Code{GoPackage: f.def}
+			c = Code{GoPackage: f.pkg}
 		}
-		if c.GoPackage != "" && c.GoModuleDir == "" {
-			c.GoModuleDir = cfg.GoModuleDir
-		}
-		if code[f.name], err = c.stage(f.name, arm64, compactJSON(raw), staging); err != nil {
+		c.GoModuleDir = cmp.Or(c.GoModuleDir, cfg.GoModuleDir)
+		if code[name], err = c.stage(name, arm64, compactJSON(raw), staging); err != nil {
 			return nil, err
 		}
 	}
 	return code, nil
 }
 
-// functionEnv is every function's environment: the deployment's settings the construct
-// derives (the table, the metrics namespace, the pending shards, the bindings, the
-// application's targets), OpenTelemetry's settings and Props.Environment. The outbox and the
-// sweeper add their own (outboxEnv).
+// functionEnv is every function's environment: the settings the construct derives,
+// OpenTelemetry's and Props.Environment (the outbox and the sweeper add theirs: workerEnv).
 func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[string]string {
 	env := deployment.Settings{Table: *table.TableName(), LogLevel: "info", PendingShards: cfg.Table.PendingShards,
 		MetricsNamespace: cfg.Telemetry.MetricsNamespace, Bindings: bindings, Targets: sortedKeys(cfg.Outbox.Executors),
 		NoDuplicateProbe: cfg.Receiver.NoDuplicateProbe}.Environment()
 	if cfg.Telemetry.OpenTelemetry != nil {
-		for k, v := range telemetryEnv(cfg.Telemetry.OpenTelemetry) {
-			env[k] = v
-		}
+		maps.Copy(env, telemetryEnv(cfg.Telemetry.OpenTelemetry))
 	}
-	for k, v := range cfg.Environment {
-		env[k] = v
-	}
+	maps.Copy(env, cfg.Environment)
 	return env
 }
 
 // function defines one Lambda, with its own log group and role, tagged with its role in the
 // deployment (oncehook:function) so tools find it without its name.
 func function(scope constructs.Construct, id string, cfg Props, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) (awslambda.Function, error) {
-	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
-		Retention:     cfg.Telemetry.LogRetention,
-		RemovalPolicy: cfg.Telemetry.LogRemoval,
-		EncryptionKey: cfg.Telemetry.LogKey,
-	})
+	logs := logGroup(scope, id+"Logs", cfg)
 	name := strings.ToLower(id)
 	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
 	role := awsiam.NewRole(scope, jsii.String(id+"Role"), &awsiam.RoleProps{
@@ -89,22 +87,15 @@ func function(scope constructs.Construct, id string, cfg Props, opts FunctionOpt
 		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
 		Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
 	}))
-	vars := map[string]*string{}
-	for k, v := range env {
-		vars[k] = jsii.String(v)
-	}
-	for k, v := range code.env {
-		vars[k] = jsii.String(v)
-	}
+	all := maps.Clone(env)
+	maps.Copy(all, code.env)
 	// The settings the function's start will read, checked as it will check them.
-	get := func(k string) string {
-		if v := vars[k]; v != nil {
-			return *v
-		}
-		return ""
+	if _, err := deployment.FromEnv(func(k string) string { return all[k] }); err != nil {
+		return nil, fmt.Errorf("the %s function's environment (Props.Environment): %w", name, err)
 	}
-	if _, err := deployment.FromEnv(get); err != nil {
-		return nil, fmt.Errorf("the %s function's environment (Props.Environment): %w", strings.ToLower(id), err)
+	vars := map[string]*string{}
+	for k, v := range all {
+		vars[k] = jsii.String(v)
 	}
 	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
 		Role:         role,
@@ -126,19 +117,25 @@ func function(scope constructs.Construct, id string, cfg Props, opts FunctionOpt
 	return fn, checkEnvironment(fn, name, vars)
 }
 
+// logGroup is a log group of the stack's (a function's, the API's access logs), kept and
+// encrypted as Props.Telemetry says.
+func logGroup(scope constructs.Construct, id string, cfg Props) awslogs.LogGroup {
+	return awslogs.NewLogGroup(scope, jsii.String(id), &awslogs.LogGroupProps{
+		Retention: cfg.Telemetry.LogRetention, RemovalPolicy: cfg.Telemetry.LogRemoval, EncryptionKey: cfg.Telemetry.LogKey,
+	})
+}
+
 // maxEnvironment is Lambda's limit on a function's environment: its variables' names and
 // values, 4 KB in all.
 const maxEnvironment = 4 << 10
 
 // deployValue is what the size check counts for a value known only at deploy (a table's name,
-// a queue's URL, bound ARNs): a warning, not a refusal, when the environment could pass the
-// limit with such values this long.
+// a queue's URL, bound ARNs), to warn of an environment such values could take over the limit.
 const deployValue = 128
 
 // checkEnvironment refuses a function's environment that is over Lambda's 4 KB with its
 // literal values alone (CreateFunction would refuse it), and warns when values known only at
-// deploy could take it over. An inline sources file (Code.Lambda) and OpenTelemetry's
-// settings (a vendor's header) are what fill it.
+// deploy could take it over.
 func checkEnvironment(fn awslambda.Function, name string, vars map[string]*string) error {
 	literal, tokens := 0, 0
 	stack := awscdk.Stack_Of(fn)
@@ -155,12 +152,12 @@ func checkEnvironment(fn awslambda.Function, name string, vars map[string]*strin
 	}
 	if literal > maxEnvironment {
 		return fmt.Errorf("the %s function's environment: %d bytes with its literal values alone (the inline sources file, Props.Environment, Props.Telemetry.OpenTelemetry's settings), over Lambda's 4 KB: a smaller OpenTelemetry header or resource attributes, or Code.Dir or Code.GoPackage (which carry the sources file in the code, not the environment)",
-			strings.ToLower(name), literal)
+			name, literal)
 	}
 	if literal+tokens*deployValue > maxEnvironment {
 		awscdk.Annotations_Of(fn).AddWarningV2(jsii.String("oncehook:environment-size"), jsii.String(fmt.Sprintf(
 			"the %s function's environment: %d bytes before its %d values known only at deploy (the table's name, the retry queue's URL, bound ARNs): Lambda refuses more than 4 KB in all",
-			strings.ToLower(name), literal, tokens)), nil)
+			name, literal, tokens)), nil)
 	}
 	return nil
 }
@@ -189,13 +186,9 @@ func resolvedSize(v any) (literal, tokens int) {
 }
 
 // checkFunctions fills in each function's options from the construct-wide ones and refuses
-// what Lambda would: memory outside 128-10,240 MB, a negative reservation, a second one for the
-// sweeper or the receiver.
+// what Lambda would, and a second reservation for the sweeper or the receiver.
 func checkFunctions(cfg *Props, _ *sources.File) error {
-	if cfg.MemorySize == 0 {
-		cfg.MemorySize = 256
-	}
-	if cfg.MemorySize < 128 || cfg.MemorySize > 10240 {
+	if !knob(&cfg.MemorySize, 256, 128, 10240, false) {
 		return fmt.Errorf("Props.MemorySize %g: must be between 128 and 10240 MB", cfg.MemorySize)
 	}
 	if cfg.Receiver.ReservedConcurrency != 0 {
@@ -207,27 +200,31 @@ func checkFunctions(cfg *Props, _ *sources.File) error {
 	if cfg.Sweeper.Function.ReservedConcurrency != 0 {
 		return errors.New("Props.Sweeper.Function.ReservedConcurrency: the sweeper runs one at a time (reserved 1); Props.Sweeper.Unreserved removes the reservation")
 	}
-	for _, f := range []struct {
-		name string
-		o    *FunctionOptions
-	}{{"Receiver.Function", &cfg.Receiver.Function}, {"Outbox.Function", &cfg.Outbox.Function}, {"Sweeper.Function", &cfg.Sweeper.Function}} {
-		if f.o.MemorySize == 0 {
-			f.o.MemorySize = cfg.MemorySize
+	for _, f := range parts(cfg) {
+		if !knob(&f.opts.MemorySize, cfg.MemorySize, 128, 10240, false) {
+			return fmt.Errorf("Props.%s.Function.MemorySize %g: must be between 128 and 10240 MB", f.name, f.opts.MemorySize)
 		}
-		if f.o.MemorySize < 128 || f.o.MemorySize > 10240 {
-			return fmt.Errorf("Props.%s.MemorySize %g: must be between 128 and 10240 MB", f.name, f.o.MemorySize)
+		if !knob(&f.opts.ReservedConcurrency, 0, 0, math.MaxInt32, true) {
+			return fmt.Errorf("Props.%s.Function.ReservedConcurrency %g: must be a whole number, 0 for no reservation", f.name, f.opts.ReservedConcurrency)
 		}
-		if f.o.ReservedConcurrency < 0 || f.o.ReservedConcurrency != float64(int(f.o.ReservedConcurrency)) {
-			return fmt.Errorf("Props.%s.ReservedConcurrency %g: must be a whole number, 0 for no reservation", f.name, f.o.ReservedConcurrency)
-		}
-		if f.o.Architecture == nil {
-			f.o.Architecture = awslambda.Architecture_ARM_64()
+		if f.opts.Architecture == nil {
+			f.opts.Architecture = awslambda.Architecture_ARM_64()
 			if cfg.X86 {
-				f.o.Architecture = awslambda.Architecture_X86_64()
+				f.opts.Architecture = awslambda.Architecture_X86_64()
 			}
 		}
 	}
+	if !cfg.Sweeper.Unreserved {
+		cfg.Sweeper.Function.ReservedConcurrency = 1 // one run at a time
+	}
 	return nil
+}
+
+// knob fills in a numeric prop's default (for 0) and says whether it is then between lo and hi,
+// and, with whole, a whole number.
+func knob(v *float64, def, lo, hi float64, whole bool) bool {
+	*v = cmp.Or(*v, def)
+	return *v >= lo && *v <= hi && (!whole || *v == math.Trunc(*v))
 }
 
 func allow(fn awslambda.Function, actions []string, resources ...*string) {
@@ -237,15 +234,32 @@ func allow(fn awslambda.Function, actions []string, resources ...*string) {
 	}))
 }
 
-// grantTableKey lets fn use the table's customer-managed key, if it has one: through DynamoDB
-// only (the table's items and its stream), as the secrets' keys are through Secrets Manager
-// and SSM: the key itself decrypts nothing else for it.
-func grantTableKey(stack awscdk.Stack, table awsdynamodb.ITable, fn awslambda.Function) {
+// What a function may do with a customer-managed key: use it for a table's items, or send to a
+// queue or topic under it.
+var (
+	tableKeyActions = []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"}
+	sendKeyActions  = []string{"kms:GenerateDataKey", "kms:Decrypt"}
+)
+
+// allowKey lets fn use keys for actions through the named services only (kms:ViaService, in
+// the stack's Region): the key itself decrypts nothing else for it.
+func allowKey(fn awslambda.Function, actions []string, keys []*string, services ...string) {
+	var via []any
+	for _, s := range services {
+		via = append(via, fmt.Sprintf("%s.%s.amazonaws.com", s, *awscdk.Stack_Of(fn).Region()))
+	}
+	var cond any = via
+	if len(via) == 1 {
+		cond = via[0]
+	}
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings(actions...), Resources: &keys, Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": cond}},
+	}))
+}
+
+// grantTableKey lets fn use the table's customer-managed key, if it has one, through DynamoDB.
+func grantTableKey(table awsdynamodb.ITable, fn awslambda.Function) {
 	if key := table.EncryptionKey(); key != nil {
-		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions:    jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"),
-			Resources:  jsii.Strings(*key.KeyArn()),
-			Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("dynamodb.%s.amazonaws.com", *stack.Region())}},
-		}))
+		allowKey(fn, tableKeyActions, []*string{key.KeyArn()}, "dynamodb")
 	}
 }

@@ -1,24 +1,22 @@
 // Package infra is oncehook as a CDK (Go) construct: one New(scope, id, props) defines the
 // table, the receiver behind an HTTP API, the outbox worker on the table's stream and its
 // retry queue, the scheduled sweeper, least-privilege IAM, alarms and a dashboard, and exposes
-// each as a field of the result. The same construct deploys to AWS and to a
-// LocalStack-compatible emulator; infra/app is oncehook's own app, a thin user of it.
+// each as a field of the result, on AWS or on an emulator (docs/stack.md).
 //
-// Each part is built by one function, in its own file, with the checks of its props: the
-// table (table.go, newTable), the receiver and its API (receiver.go, newReceiver), the outbox,
-// its queues and triggers (outbox.go, newOutbox), the sweeper and its schedule (sweeper.go,
-// newSweeper), the alarms and their topic (alarms.go), the dashboard (dashboard.go) and the
-// functions' telemetry (telemetry.go); functions.go is what the three functions share, props.go
-// reads the sources file and runs the checks, bind.go binds the file's resources.
+// Each part is built by one function in its own file, with the checks of its props (table.go,
+// receiver.go, outbox.go, sweeper.go, alarms.go, dashboard.go, telemetry.go); functions.go is
+// what the three functions share, props.go runs the checks, bind.go binds the sources file's
+// resources.
 //
 //	o := infra.New(stack, "Webhooks", &infra.Props{
 //		SourcesFile: "sources.json",
-//		Receiver:    infra.Code{GoPackage: "./cmd/receiver", GoModuleDir: ".."},
+//		Receiver:    infra.ReceiverProps{Code: infra.Code{GoPackage: "./cmd/receiver", GoModuleDir: ".."}},
 //	})
 //	o.Table.GrantReadData(myReportingFunction)
 package infra
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -35,18 +33,16 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
-// Props configures an oncehook deployment: what the whole deployment shares at the top, and
-// one struct per part (Table, Receiver, Outbox, Sweeper, Alarms, Telemetry) that overrides
-// that part's defaults. The zero values are the safe defaults; only SourcesFile is required.
-// The synth refuses what cannot work, naming the prop by its path (Props.Outbox.StreamBatchSize).
+// Props configures an oncehook deployment: what it all shares, and one struct per part that
+// overrides that part's defaults. Zero values are the safe defaults; the synth refuses what
+// cannot work, naming the prop by its path (Props.Outbox.StreamBatchSize).
 type Props struct {
-	// SourcesFile is the deployment's sources file (required). It is validated at synth (a
-	// retention shorter than a provider's promise, timings that cannot work and the like fail
-	// the synth, naming the field), the IAM policies are derived from it, and the functions are
-	// handed this same file (see Code).
+	// SourcesFile is the deployment's sources file (required): validated at synth, the IAM
+	// policies derived from it, and handed to the functions (see Code).
 	SourcesFile string
 	// GoModuleDir is where the functions' default packages are built (a module that requires
 	// oncehook), and any Code.GoPackage without a GoModuleDir of its own. Default ".".
@@ -62,48 +58,33 @@ type Props struct {
 	MemorySize float64
 	// Environment is added to every function's environment (it cannot replace oncehook's own).
 	Environment map[string]string
-	// AllowEnvSecrets and AllowPrivateTargets let a stack that is not Local keep what only works
-	// locally: secrets read from the functions' environment ("env" references, which the stack
-	// never sets: the receiver would fail at start), and targets on loopback or private
-	// addresses. Without them such a sources file fails the synth, naming the source or target.
+	// AllowEnvSecrets and AllowPrivateTargets let a stack that is not Local keep what otherwise
+	// fails its synth: "env" secrets (which the stack never sets), and targets on loopback or
+	// private addresses.
 	AllowEnvSecrets, AllowPrivateTargets bool
 
-	// TableBindings bind the sources file's tables marked "bound": true (which name no table)
-	// to tables the app defines or imports, by the name the file lists them under: the
-	// receiver is granted what each table's actions need (and the sweeper Scan where it
-	// audits), on that table and its customer-managed key, and the functions are handed its
-	// name as CloudFormation resolves it (ONCEHOOK_BINDINGS, applied by launch at start). So
-	// one sources file serves every account and stage, and the table needs no fixed physical
-	// name. A bound table is in the stack's account and Region, has the key the file's entry
-	// names (checked at synth for a table defined in the app), and is not Table.Existing.
+	// TableBindings bind the sources file's tables marked "bound": true to tables the app
+	// defines or imports, by the name the file lists them under: the grants are on them, and
+	// the functions get their names (ONCEHOOK_BINDINGS). docs/stack.md, "Binding the sources
+	// file to the app's resources".
 	TableBindings map[string]awsdynamodb.ITable
 	// QueueBindings, TopicBindings, EventBusBindings, StateMachineBindings and
-	// FunctionBindings bind the sources file's AWS targets marked "bound": true (which name
-	// no arn) to resources the app defines or imports, by target type (sqs, sns, eventbridge,
-	// stepfunctions, lambda): the outbox and the sweeper are granted the target's calls on
-	// that resource (and a queue's or topic's customer-managed key through its service), and
-	// are handed its ARN (ONCEHOOK_BINDINGS). The synth refuses a binding for a name the file
-	// does not have, or names literally, or of another type; a bound entry without a binding;
-	// a resource in another Region; a standard queue or topic for a target with a group_id.
+	// FunctionBindings bind the sources file's AWS targets marked "bound": true, by target
+	// type (sqs, sns, eventbridge, stepfunctions, lambda), as TableBindings do its tables.
 	QueueBindings        map[string]awssqs.IQueue
 	TopicBindings        map[string]awssns.ITopic
 	EventBusBindings     map[string]awsevents.IEventBus
 	StateMachineBindings map[string]awsstepfunctions.IStateMachine
 	FunctionBindings     map[string]awslambda.IFunction
 
-	// Table is the table of claims, effect records and the outbox: its encryption, its
-	// logical id, its pending index's shards, or a table to adopt instead (TableProps).
-	Table TableProps
-	// Receiver is the receiver function and the webhook API in front of it (ReceiverProps).
-	Receiver ReceiverProps
-	// Outbox is the outbox worker, its stream mapping and its retry and failure queues
-	// (OutboxProps).
-	Outbox OutboxProps
-	// Sweeper is the scheduled sweeper and its leak audit (SweeperProps).
-	Sweeper SweeperProps
-	// Alarms are where the alarms go and what pages (AlarmProps).
-	Alarms AlarmProps
-	// Telemetry is the functions' metrics namespace, logs and traces (TelemetryProps).
+	// Each part's props over its defaults: the table of claims, effect records and the outbox;
+	// the receiver and its API; the outbox worker, its stream mapping and queues; the sweeper
+	// and its leak audit; where the alarms go; the functions' metrics, logs and traces.
+	Table     TableProps
+	Receiver  ReceiverProps
+	Outbox    OutboxProps
+	Sweeper   SweeperProps
+	Alarms    AlarmProps
 	Telemetry TelemetryProps
 }
 
@@ -111,11 +92,10 @@ type Props struct {
 type FunctionOptions struct {
 	// MemorySize in MB (128 to 10,240); default Props.MemorySize.
 	MemorySize float64
-	// Architecture, default Props.X86's (arm64 unless X86). The function's code must be built
-	// for it: a prebuilt bootstrap of another architecture fails the synth.
+	// Architecture, default Props.X86's (arm64 unless X86); the function's code is built for it.
 	Architecture awslambda.Architecture
 	// ReservedConcurrency caps the function's concurrent executions (0: no cap). Not for the
-	// sweeper, which has 1 (Props.Sweeper.Unreserved removes it).
+	// sweeper (SweeperProps.Unreserved).
 	ReservedConcurrency float64
 }
 
@@ -134,8 +114,7 @@ type Oncehook struct {
 	// DomainTarget is the regional host name a custom domain's DNS record points at (nil
 	// without Props.Receiver.Domain).
 	DomainTarget *string
-	// RetryQueue wakes retried intents; FailureQueue takes the stream records and wake-ups that
-	// exhausted their retries.
+	// RetryQueue wakes retried intents; FailureQueue takes what exhausted its retries.
 	RetryQueue, FailureQueue awssqs.Queue
 	Alarms                   []awscloudwatch.Alarm
 	Dashboard                awscloudwatch.Dashboard
@@ -145,7 +124,7 @@ type Oncehook struct {
 	// read (Props.Telemetry.MetricsNamespace or its default).
 	MetricsNamespace string
 	// StreamMapping is the outbox's mapping on the table's stream, SweepSchedule the sweeper's
-	// rule, AccessLogs the API's access-log group (nil with Props.Receiver.HttpApi).
+	// rule, AccessLogs the API's access logs (nil with Props.Receiver.HttpApi).
 	StreamMapping awslambdaeventsources.DynamoEventSource
 	SweepSchedule awsevents.Rule
 	AccessLogs    awslogs.LogGroup
@@ -194,29 +173,21 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	o := &Oncehook{Construct: c, Sources: file}
 	stack := awscdk.Stack_Of(c)
-	if cfg.Telemetry.MetricsNamespace == "" {
-		cfg.Telemetry.MetricsNamespace = defaultNamespace(*c.Node().Path())
-	}
+	cfg.Telemetry.MetricsNamespace = cmp.Or(cfg.Telemetry.MetricsNamespace, defaultNamespace(*c.Node().Path()))
 	o.MetricsNamespace = cfg.Telemetry.MetricsNamespace
 	if cfg.Telemetry.LogKey != nil {
 		allowLogs(stack, cfg.Telemetry.LogKey)
 	}
 
-	// One function per part, in the order each needs the one before: the table; the receiver
-	// and its API; the outbox, its queues and its triggers; the sweeper and its schedule; then
-	// what watches them.
+	// One function per part, each after what it needs.
 	if o.Table, err = newTable(c, stack, cfg); err != nil {
 		return nil, err
 	}
-	env := functionEnv(cfg, o.Table, bound.env(stack))
-	if err := newReceiver(c, stack, cfg, file, bound, code["receiver"], env, o); err != nil {
-		return nil, err
-	}
-	if err := newOutbox(c, stack, cfg, file, bound, code["outbox"], env, timings, o); err != nil {
-		return nil, err
-	}
-	if err := newSweeper(c, stack, cfg, file, bound, code["sweeper"], env, timings, o); err != nil {
-		return nil, err
+	b := &builder{c: c, stack: stack, cfg: cfg, file: file, bound: bound, code: code, env: functionEnv(cfg, o.Table, bound.env(stack)), timings: timings, o: o}
+	for _, part := range []func() error{b.receiver, b.outbox, b.sweeper} {
+		if err := part(); err != nil {
+			return nil, err
+		}
 	}
 	telemetry(c, cfg, o.Receiver, o.Outbox, o.Sweeper)
 	o.AlarmTopic = newAlarmTopic(c, stack, cfg)
@@ -227,8 +198,20 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	return o, nil
 }
 
-// outputs are what an operator looks up after a deploy: the table (created or adopted), the
-// topic to subscribe, the queue that takes what gave up, the dashboard.
+// builder is what the functions' parts are built from, and the result so far.
+type builder struct {
+	c       constructs.Construct
+	stack   awscdk.Stack
+	cfg     Props
+	file    *sources.File
+	bound   *bindings
+	code    map[string]staged
+	env     map[string]string
+	timings outbox.Timings
+	o       *Oncehook
+}
+
+// outputs are what an operator looks up after a deploy.
 func outputs(c constructs.Construct, stack awscdk.Stack, o *Oncehook) {
 	awscdk.NewCfnOutput(c, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: o.Table.TableName(), Description: jsii.String("oncehook: the table of claims, effect records and the outbox")})
 	awscdk.NewCfnOutput(c, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: o.AlarmTopic.TopicArn(), Description: jsii.String("oncehook: the topic every alarm sends its ALARM and OK to")})

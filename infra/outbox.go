@@ -2,11 +2,11 @@ package infra
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
@@ -23,57 +23,41 @@ import (
 // the table's stream in batches of 100, two at once per shard, woken by a retry queue five at
 // once; both queues under SQS's own encryption.
 type OutboxProps struct {
-	// Code is the function's code. Default: oncehook's OutboxPackage, built from
-	// Props.GoModuleDir.
+	// Code is the function's code (default OutboxPackage, built from Props.GoModuleDir).
 	Code Code
-	// Function sets the function's memory, architecture and reserved concurrency over the
-	// construct-wide defaults.
+	// Function is the function's options over the construct-wide ones.
 	Function FunctionOptions
-	// Executors are the application's own executors, by the intent target each serves: the
-	// map its outbox and sweeper pass to launch.Outbox and launch.Sweeper. Their targets are
-	// ONCEHOOK_TARGETS, so the receiver refuses intents for any other target and the outbox
-	// refuses to start without an executor for each; their bounds (outbox.Bounded) size the
-	// lease and the functions' timeouts. An executor without a bound fails the synth, naming
-	// it (outbox.Bounds).
+	// Executors are the application's own executors, by the intent target each serves, as its
+	// outbox and sweeper pass them to launch: their targets are ONCEHOOK_TARGETS, and their
+	// bounds (outbox.Bounds, required) size the lease and the functions' timeouts.
 	Executors map[string]outbox.Executor
-	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000). Default
-	// 100. The outbox runs up to outbox.DefaultConcurrency (256) records at once, so its
-	// function's timeout is derived from the rounds a batch takes and the slowest target's
-	// timeout: a batch that could not run within Lambda's 15 minutes fails the synth.
+	// StreamBatchSize is the stream records one outbox invocation gets (1 to 10,000; default
+	// 100). The function's timeout is derived from it: a batch that could not run within
+	// Lambda's 15 minutes fails the synth.
 	StreamBatchSize float64
 	// StreamParallelization is the stream mapping's parallelization factor (1 to 10): batches
 	// of one shard processed at once, for an event rate one worker per shard cannot keep up
 	// with (OutboxIteratorAge). Default 2.
 	StreamParallelization float64
-	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once
-	// (the SQS mapping's MaximumConcurrency, 2 to 1000), so a burst of retries after an outage
-	// cannot take the account's concurrency from the receiver. Default 5.
+	// RetryConcurrency caps the outbox instances the retry queue's wake-ups run on at once (2
+	// to 1000; default 5), so a burst of retries cannot take the receiver's concurrency.
 	RetryConcurrency float64
 	// QueueKey puts the retry and failure queues under a customer-managed KMS key (default
-	// SQS's own encryption); the functions that send to them may use it through SQS.
+	// SQS's own encryption).
 	QueueKey awskms.IKey
 }
 
-// newOutbox is the outbox: its worker on the table's stream, woken by the retry queue for the
-// intents it retries; the failure queue that takes what exhausted its retries; and what the
-// worker may do: lease and record on the table, schedule retries, call each AWS target.
-func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
-	env map[string]string, timings outbox.Timings, o *Oncehook) error {
-	o.RetryQueue, o.FailureQueue = newQueues(c, cfg, timings)
-	fn, err := function(c, "Outbox", cfg, cfg.Outbox.Function, code, outboxEnv(env, o.RetryQueue, timings), timings.FunctionTimeout.Seconds())
+// outbox is the outbox: its queues, and its worker on the table's stream, woken by the retry
+// queue for the intents it retries.
+func (b *builder) outbox() error {
+	cfg, o, timings := b.cfg, b.o, b.timings
+	o.RetryQueue, o.FailureQueue = newQueues(b.c, cfg, timings)
+	fn, err := function(b.c, "Outbox", cfg, cfg.Outbox.Function, b.code["outbox"], b.workerEnv(), timings.FunctionTimeout.Seconds())
 	if err != nil {
 		return err
 	}
 	o.Outbox = fn
-	// SendMessage only (GrantSendMessages adds GetQueueAttributes and GetQueueUrl, which the
-	// scheduler never calls: it is given the queue's URL).
-	allow(fn, []string{"sqs:SendMessage"}, o.RetryQueue.QueueArn())
-	grantQueueKey(stack, cfg, fn)
-	// Least privilege (launch/testdata/calls.json): the worker leases and records (UpdateItem)
-	// and reads a woken claim (GetItem).
-	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, o.Table.TableArn())
-	grantTargets(stack, file, bound, fn)
-	grantTableKey(stack, o.Table, fn)
+	b.grantWorker(fn)
 
 	o.StreamMapping = awslambdaeventsources.NewDynamoEventSource(o.Table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
@@ -102,22 +86,13 @@ func newOutbox(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sour
 // checkOutbox fills in the stream mapping's and the retry queue's defaults and refuses what
 // Lambda would, and an application target that is also an HTTP target of the sources file.
 func checkOutbox(cfg *Props, file *sources.File) error {
-	if cfg.Outbox.StreamParallelization == 0 {
-		cfg.Outbox.StreamParallelization = 2
-	}
-	if cfg.Outbox.StreamParallelization < 1 || cfg.Outbox.StreamParallelization > 10 || cfg.Outbox.StreamParallelization != float64(int(cfg.Outbox.StreamParallelization)) {
+	if !knob(&cfg.Outbox.StreamParallelization, 2, 1, 10, true) {
 		return fmt.Errorf("Props.Outbox.StreamParallelization %g: must be a whole number between 1 and 10", cfg.Outbox.StreamParallelization)
 	}
-	if cfg.Outbox.StreamBatchSize == 0 {
-		cfg.Outbox.StreamBatchSize = outboxBatchSize
-	}
-	if cfg.Outbox.StreamBatchSize < 1 || cfg.Outbox.StreamBatchSize > 10000 || cfg.Outbox.StreamBatchSize != float64(int(cfg.Outbox.StreamBatchSize)) {
+	if !knob(&cfg.Outbox.StreamBatchSize, outboxBatchSize, 1, 10000, true) {
 		return fmt.Errorf("Props.Outbox.StreamBatchSize %g: must be a whole number between 1 and 10000 (Lambda's batch for a DynamoDB stream)", cfg.Outbox.StreamBatchSize)
 	}
-	if cfg.Outbox.RetryConcurrency == 0 {
-		cfg.Outbox.RetryConcurrency = 5
-	}
-	if cfg.Outbox.RetryConcurrency < 2 || cfg.Outbox.RetryConcurrency > 1000 {
+	if !knob(&cfg.Outbox.RetryConcurrency, 5, 2, 1000, false) {
 		return fmt.Errorf("Props.Outbox.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.Outbox.RetryConcurrency)
 	}
 	for _, t := range sortedKeys(cfg.Outbox.Executors) {
@@ -131,51 +106,44 @@ func checkOutbox(cfg *Props, file *sources.File) error {
 	return nil
 }
 
-// outboxEnv is the outbox's and the sweeper's environment: every function's, the retry queue
+// workerEnv is the outbox's and the sweeper's environment: every function's, the retry queue
 // they schedule retries on, and the lease they hold an intent for.
-func outboxEnv(env map[string]string, retries awssqs.Queue, timings outbox.Timings) map[string]string {
-	out := deployment.Settings{RetryQueueURL: *retries.QueueUrl(), Lease: timings.Lease}.Environment()
-	for k, v := range env {
-		out[k] = v
-	}
-	return out
+func (b *builder) workerEnv() map[string]string {
+	env := deployment.Settings{RetryQueueURL: *b.o.RetryQueue.QueueUrl(), Lease: b.timings.Lease}.Environment()
+	maps.Copy(env, b.env)
+	return env
 }
 
-// grantQueueKey lets fn send to the retry queue under its customer-managed key (Props.Outbox.QueueKey),
-// which encrypts with it, through SQS only.
-func grantQueueKey(stack awscdk.Stack, cfg Props, fn awslambda.Function) {
-	if cfg.Outbox.QueueKey == nil {
-		return
+// grantWorker is what the outbox and the sweeper both may do (least privilege:
+// launch/testdata/calls.json): schedule retries (SendMessage only: the scheduler is given the
+// queue's URL), lease and record (UpdateItem), read a claim (GetItem), call each AWS target.
+func (b *builder) grantWorker(fn awslambda.Function) {
+	allow(fn, []string{"sqs:SendMessage"}, b.o.RetryQueue.QueueArn())
+	if key := b.cfg.Outbox.QueueKey; key != nil {
+		allowKey(fn, sendKeyActions, []*string{key.KeyArn()}, "sqs")
 	}
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
-		Resources:  jsii.Strings(*cfg.Outbox.QueueKey.KeyArn()),
-		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("sqs.%s.amazonaws.com", *stack.Region())}},
-	}))
+	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, b.o.Table.TableArn())
+	b.grantTargets(fn)
+	grantTableKey(b.o.Table, fn)
 }
 
 // newQueues are the retry queue that wakes retried intents and the failure queue that takes
-// what exhausted its retries.
+// what exhausted its retries, both SSL-only and encrypted (under Props.Outbox.QueueKey if set).
 func newQueues(c constructs.Construct, cfg Props, timings outbox.Timings) (retries, dlq awssqs.Queue) {
-	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler). Their
-	// visibility timeout is six times the function's, as Lambda's SQS mapping asks.
-	queueEncryption := awssqs.QueueEncryption_SQS_MANAGED
-	if cfg.Outbox.QueueKey != nil {
-		queueEncryption = awssqs.QueueEncryption_KMS
+	queue := func(id string, p awssqs.QueueProps) awssqs.Queue {
+		p.EnforceSSL, p.Encryption, p.EncryptionMasterKey = jsii.Bool(true), awssqs.QueueEncryption_SQS_MANAGED, cfg.Outbox.QueueKey
+		if cfg.Outbox.QueueKey != nil {
+			p.Encryption = awssqs.QueueEncryption_KMS
+		}
+		return awssqs.NewQueue(c, jsii.String(id), &p)
 	}
-	dlq = awssqs.NewQueue(c, jsii.String("OutboxFailures"), &awssqs.QueueProps{
-		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
-		EnforceSSL:          jsii.Bool(true),
-		Encryption:          queueEncryption,
-		EncryptionMasterKey: cfg.Outbox.QueueKey,
-	})
-	retries = awssqs.NewQueue(c, jsii.String("OutboxRetries"), &awssqs.QueueProps{
-		VisibilityTimeout:   awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
-		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
-		EnforceSSL:          jsii.Bool(true),
-		Encryption:          queueEncryption,
-		EncryptionMasterKey: cfg.Outbox.QueueKey,
-		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+	dlq = queue("OutboxFailures", awssqs.QueueProps{RetentionPeriod: awscdk.Duration_Days(jsii.Number(14))})
+	// Wake-ups for retried intents, delayed until they are due (outbox.SQSScheduler), visible
+	// again after six times the function's timeout, as Lambda's SQS mapping asks.
+	retries = queue("OutboxRetries", awssqs.QueueProps{
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(min(6*timings.FunctionTimeout.Seconds(), 43200))),
+		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
 	return retries, dlq
 }
@@ -183,10 +151,9 @@ func newQueues(c constructs.Construct, cfg Props, timings outbox.Timings) (retri
 // The outbox's stream batch by default; its worker runs a batch whole (outbox.Config's default).
 const outboxBatchSize = 100
 
-// outboxTimings derives the lease and the outbox and sweeper functions' timeouts from the
-// targets' timeouts and the stream batch with outbox.PlanTimings, the computation the
-// functions' start applies too, so the synth fails on timings that cannot work, naming the
-// target or the batch. The application's own targets take their executors' bounds.
+// outboxTimings derives the lease and the outbox's and the sweeper's timeouts from the targets'
+// timeouts (the executors' bounds for the application's own) and the stream batch, with
+// outbox.PlanTimings as the functions' start does: the synth fails on timings that cannot work.
 func outboxTimings(f *sources.File, custom map[string]outbox.Executor, batch int) (outbox.Timings, error) {
 	calls, err := outbox.Bounds(custom)
 	if err != nil {
@@ -225,41 +192,29 @@ var targetActions = map[string][]string{
 	sources.TargetLambda:        {"lambda:InvokeFunction"},
 }
 
-// grantTargets lets the outbox and the sweeper (which runs what the outbox left behind) call
-// each AWS target of the sources file, and nothing else of its service: the resource its ARN
-// names, or the one Props binds it to (with the queue's or topic's customer-managed key, which
-// sending encrypts with, through that service only).
-func grantTargets(stack awscdk.Stack, f *sources.File, bound *bindings, fns ...awslambda.Function) {
-	for _, name := range sortedKeys(f.Targets) {
-		t := f.Targets[name]
+// grantTargets lets fn call each AWS target of the sources file, and nothing else of its
+// service: the resource its ARN names, or the bound one (with its key, through that service).
+func (b *builder) grantTargets(fn awslambda.Function) {
+	stack := b.stack
+	for _, name := range sortedKeys(b.file.Targets) {
+		t := b.file.Targets[name]
 		actions, ok := targetActions[t.Type]
 		if !ok {
 			continue
 		}
 		arn := jsii.String(t.ARN)
-		if b := bound.targets[name]; t.Bound && b != nil {
-			arn = b.arn
-			if b.key != nil {
-				service := map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type]
-				for _, fn := range fns {
-					fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-						Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
-						Resources:  jsii.Strings(*b.key.KeyArn()),
-						Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("%s.%s.amazonaws.com", service, *stack.Region())}},
-					}))
-				}
+		if bt := b.bound.targets[name]; t.Bound && bt != nil {
+			arn = bt.arn
+			if bt.key != nil {
+				allowKey(fn, sendKeyActions, []*string{bt.key.KeyArn()}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
 			}
 		} else if t.Type == sources.TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") {
 			arn = jsii.String(fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.ARN))
 		}
 		if t.Type == sources.TargetStepFunctions {
 			// A retry that meets ExecutionAlreadyExists reads the execution to compare inputs.
-			for _, fn := range fns {
-				allow(fn, []string{"states:DescribeExecution"}, executionArn(stack, arn))
-			}
+			allow(fn, []string{"states:DescribeExecution"}, executionArn(stack, arn))
 		}
-		for _, fn := range fns {
-			allow(fn, actions, arn)
-		}
+		allow(fn, actions, arn)
 	}
 }

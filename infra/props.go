@@ -2,82 +2,63 @@ package infra
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
-
 	"github.com/oncehook/oncehook/deployment"
+	"github.com/oncehook/oncehook/launch/tracing"
 	"github.com/oncehook/oncehook/sources"
 )
 
-// configure reads and validates the sources file and the props, filling in the defaults:
-// everything that cannot work is refused here, before a resource is defined. Each part checks
-// its own props (checkTable, checkFunctions, checkReceiver and so on, in the part's file).
+// configure reads the sources file and checks the props, filling in the defaults: what cannot
+// work is refused before a resource is defined. Each part's check is in the part's file.
 func configure(props *Props) (cfg Props, file *sources.File, raw []byte, err error) {
 	if props == nil || props.SourcesFile == "" {
 		return cfg, nil, nil, errors.New("Props.SourcesFile is required")
 	}
-	raw, err = os.ReadFile(props.SourcesFile)
-	if err != nil {
+	if raw, err = os.ReadFile(props.SourcesFile); err != nil {
 		return cfg, nil, nil, fmt.Errorf("Props.SourcesFile: %w", err)
 	}
-	file, err = sources.Parse(raw)
-	if err != nil {
+	if file, err = sources.Parse(raw); err != nil {
 		return cfg, nil, nil, fmt.Errorf("%s: %w", props.SourcesFile, err)
 	}
 	cfg = *props
-	if cfg.GoModuleDir == "" {
-		cfg.GoModuleDir = "."
-	}
-	if cfg.Telemetry.MetricsNamespace != "" && !validNamespace(cfg.Telemetry.MetricsNamespace) {
-		return cfg, nil, nil, fmt.Errorf("Props.Telemetry.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", cfg.Telemetry.MetricsNamespace)
-	}
-	if cfg.Telemetry.LogRetention == "" {
-		cfg.Telemetry.LogRetention = awslogs.RetentionDays_ONE_MONTH
-	}
-	if cfg.Telemetry.LogRemoval == "" {
-		cfg.Telemetry.LogRemoval = awscdk.RemovalPolicy_DESTROY
-	}
-	for _, check := range []func(*Props, *sources.File) error{checkTable, checkReceiver, checkOutbox, checkSweeper, checkFunctions, checkAlarms} {
+	cfg.GoModuleDir = cmp.Or(cfg.GoModuleDir, ".")
+	for _, check := range []func(*Props, *sources.File) error{checkTable, checkReceiver, checkOutbox, checkSweeper, checkFunctions, checkAlarms,
+		deployable, checkEnvironmentProp, checkTelemetry, checkSettings} {
 		if err := check(&cfg, file); err != nil {
 			return cfg, nil, nil, err
 		}
 	}
-	if !cfg.Local {
-		if err := deployable(file, cfg); err != nil {
-			return cfg, nil, nil, err
-		}
-	}
-	for k, v := range cfg.Environment {
-		if derived[k] {
-			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is set by the construct", k)
-		}
-		if deployment.Reserved(k) && v == "" {
-			// Read as unset at start: the default, silently, where a value was meant.
-			return cfg, nil, nil, fmt.Errorf("Props.Environment: %s is empty: give it a value, or leave it out for its default", k)
-		}
-	}
-	if err := checkTelemetry(&cfg); err != nil {
-		return cfg, nil, nil, err
-	}
-	if err := checkSettings(cfg); err != nil {
-		return cfg, nil, nil, err
-	}
 	return cfg, file, raw, nil
 }
 
-// checkSettings refuses the props the functions' settings are written from (deployment.Settings)
-// where the start would refuse or misread them, naming the prop: every function's environment
-// is checked again as a whole when it is written (function).
-func checkSettings(cfg Props) error {
+// checkEnvironmentProp refuses in Props.Environment a setting the construct derives, and an
+// empty one of deployment's, which the start would read as unset: the default, silently,
+// where a value was meant.
+func checkEnvironmentProp(cfg *Props, _ *sources.File) error {
+	for k, v := range cfg.Environment {
+		if derived(k) {
+			return fmt.Errorf("Props.Environment: %s is set by the construct", k)
+		}
+		if deployment.Reserved(k) && v == "" {
+			return fmt.Errorf("Props.Environment: %s is empty: give it a value, or leave it out for its default", k)
+		}
+	}
+	return nil
+}
+
+// checkSettings refuses the props the functions' settings are written from where the start
+// would refuse them (deployment.Settings.Check), naming the prop.
+func checkSettings(cfg *Props, _ *sources.File) error {
 	err := deployment.Settings{Targets: sortedKeys(cfg.Outbox.Executors), AuditPrefixes: cfg.Sweeper.AuditPrefixes,
 		AuditSample: cfg.Sweeper.AuditSample, PendingShards: cfg.Table.PendingShards}.Check()
 	var e *deployment.Error
@@ -89,10 +70,13 @@ func checkSettings(cfg Props) error {
 	return fmt.Errorf("%s: %q: want %s", prop, e.Value, e.Want)
 }
 
-// deployable refuses, for a stack on AWS, a sources file that only works on a developer's
-// machine: an env secret (the stack sets no such variable) or a target on a loopback or private
+// deployable refuses, on a stack that is not Local, a sources file that only works on a
+// developer's machine: an env secret (the stack sets none) or a target on a loopback or private
 // address (unreachable from Lambda, or an SSRF hole).
-func deployable(f *sources.File, cfg Props) error {
+func deployable(cfg *Props, f *sources.File) error {
+	if cfg.Local {
+		return nil
+	}
 	for _, name := range f.Names() {
 		for i, ref := range f.Sources[name].Secrets {
 			if ref.Env != "" && !cfg.AllowEnvSecrets {
@@ -123,14 +107,14 @@ func private(host string) bool {
 	return ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified())
 }
 
-// derived are the deployment's settings (package deployment) the construct derives from its
-// props and resources. The others (LOG_LEVEL, MAX_ATTEMPTS, SWEEP_MIN_AGE_SECONDS,
-// ONCEHOOK_SECRETS_MAX_AGE) Props.Environment may set; each function's start checks them, and
-// so does the synth.
-var derived = map[string]bool{"AUDIT_PREFIXES": true, "AUDIT_SAMPLE": true, "TABLE_NAME": true, "METRICS_NAMESPACE": true, "PENDING_SHARDS": true, "ONCEHOOK_TARGETS": true, "RETRY_QUEUE_URL": true,
-	"LEASE_SECONDS": true, "ONCEHOOK_SOURCES": true, "ONCEHOOK_SOURCES_FILE": true, "ONCEHOOK_SOURCES_SHA256": true, "ONCEHOOK_FAULTS": true, "ONCEHOOK_BINDINGS": true,
-	"ONCEHOOK_DUPLICATE_PROBE": true, "ONCEHOOK_TRUSTED_HOSTS": true,
-	"ONCEHOOK_OTLP_HEADERS_SECRET": true, "ONCEHOOK_OTLP_HEADERS_PARAMETER": true} // Props.Telemetry.OpenTelemetry's
+// settable are the deployment's settings (package deployment) Props.Environment may set; each
+// function's start checks them, and so does the synth. The construct derives the others from
+// its props and resources, and Props.Telemetry.OpenTelemetry's headers.
+var settable = []string{"LOG_LEVEL", "MAX_ATTEMPTS", "SWEEP_MIN_AGE_SECONDS", "ONCEHOOK_SECRETS_MAX_AGE"}
+
+func derived(k string) bool {
+	return deployment.Reserved(k) && !slices.Contains(settable, k) || k == tracing.OTLPHeadersSecret || k == tracing.OTLPHeadersParameter
+}
 
 func compactJSON(b []byte) []byte {
 	var buf bytes.Buffer
@@ -140,11 +124,4 @@ func compactJSON(b []byte) []byte {
 	return buf.Bytes()
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

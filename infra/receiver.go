@@ -1,10 +1,11 @@
 package infra
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -12,10 +13,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -27,36 +26,28 @@ import (
 // package, on a new HTTP API throttled to 1,000 requests a second (bursts of 2,000), with no
 // reserved concurrency.
 type ReceiverProps struct {
-	// Code is the function's code. Default: oncehook's ReceiverPackage, built from
-	// Props.GoModuleDir.
+	// Code is the function's code (default ReceiverPackage, built from Props.GoModuleDir).
 	Code Code
-	// Function sets the function's memory, architecture and reserved concurrency over the
-	// construct-wide defaults.
+	// Function is the function's options over the construct-wide ones.
 	Function FunctionOptions
 	// ReservedConcurrency caps the receiver's concurrent executions (0: no cap), so a flood
-	// cannot take the account's concurrency from the outbox and the sweeper. (A new account's
-	// unreserved minimum of 100 leaves little to reserve.) The same as Function's: set one.
+	// cannot take the account's concurrency from the outbox and the sweeper; Function's, set one.
 	ReservedConcurrency float64
-	// SecretsKeys are the customer-managed KMS keys the sources file's secrets and SecureString
-	// parameters are encrypted under: the receiver may decrypt with them through Secrets
-	// Manager and SSM only (kms:ViaService). Secrets under the AWS managed keys need none.
+	// SecretsKeys are the customer-managed KMS keys the sources file's secrets are under: the
+	// receiver may decrypt with them through Secrets Manager and SSM only.
 	SecretsKeys []awskms.IKey
 	// HttpApi is an existing HTTP API to add the webhook routes to; default a new one.
 	HttpApi awsapigatewayv2.HttpApi
 	// ThrottleRate and ThrottleBurst bound the new API's requests per second (default 1,000
-	// and 2,000): a flood of unsigned requests is refused at API Gateway rather than starting
-	// receivers that refuse them one by one.
+	// and 2,000), so API Gateway, not the receiver, refuses a flood.
 	ThrottleRate, ThrottleBurst float64
-	// SourceThrottles overrides ThrottleRate and ThrottleBurst for a source's own route (each
-	// source has one: POST /hooks/<name>), so one provider's flood cannot use up another's
-	// allowance. Only with the construct's own API.
+	// SourceThrottles overrides them on a source's own route (POST /hooks/<name>), so one
+	// provider's flood cannot use up another's allowance. Only with the construct's own API.
 	SourceThrottles map[string]Throttle
-	// NoDuplicateProbe turns off the receiver's duplicate probe, which answers a duplicate
-	// from an eventually consistent read of its claim while a source is in a redrive
-	// (receiver.Config.NoDuplicateProbe, ONCEHOOK_DUPLICATE_PROBE=off).
+	// NoDuplicateProbe turns off the receiver's duplicate probe (receiver.Config.NoDuplicateProbe).
 	NoDuplicateProbe bool
-	// Domain serves the webhook API on a custom domain, so that the URL each provider is
-	// configured with survives replacing the API. Only with the construct's own API.
+	// Domain serves the construct's own API on a custom domain, so the URL each provider is
+	// given survives replacing the API.
 	Domain *Domain
 }
 
@@ -71,32 +62,27 @@ type Domain struct {
 	Name string
 	// Certificate is an ACM certificate covering Name, in the stack's region (required).
 	Certificate awscertificatemanager.ICertificate
-	// Zone, when set, gets an alias A record for Name pointing at the API; otherwise point a
-	// CNAME at Oncehook.DomainTarget yourself.
+	// Zone gets an alias A record for Name; without it, point a CNAME at Oncehook.DomainTarget.
 	Zone awsroute53.IHostedZone
 }
 
-// newReceiver is the receiver: its function, allowed what its transaction and its secrets
+// receiver is the receiver: its function, allowed what its transaction and its secrets
 // need, behind the webhook API (one route per source).
-func newReceiver(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
-	env map[string]string, o *Oncehook) error {
-	fn, err := function(c, "Receiver", cfg, cfg.Receiver.Function, code, env, receiverTimeout(file).Seconds())
+func (b *builder) receiver() error {
+	cfg, file, o := b.cfg, b.file, b.o
+	fn, err := function(b.c, "Receiver", cfg, cfg.Receiver.Function, b.code["receiver"], b.env, receiverTimeout(file).Seconds())
 	if err != nil {
 		return err
 	}
 	o.Receiver = fn
-	// Least privilege: each function gets exactly the actions its code issues (recorded from
-	// its requests in launch/testdata/calls.json, which the IAM test holds these to). The
-	// receiver's transaction puts the claim, its body guard and put effects (PutItem) and
-	// applies update effects (UpdateItem); it reads a claim on a duplicate (GetItem) and, on a
-	// redelivered batch, the claims still to write (BatchGetItem). Effects on the table itself
-	// may be of every kind the API accepts (ownTableActions).
+	// Least privilege: exactly the calls its code makes (launch/testdata/calls.json, which the
+	// IAM test holds these to): ownTableActions, and BatchGetItem of a redelivered batch's claims.
 	allow(fn, append(ownTableActions(), "dynamodb:BatchGetItem"), o.Table.TableArn())
-	grantSecrets(stack, file, fn, cfg.Receiver.SecretsKeys)
-	grantTables(stack, file, bound, fn)
-	grantTableKey(stack, o.Table, fn)
+	grantSecrets(b.stack, file, fn, cfg.Receiver.SecretsKeys)
+	b.grantTables(fn)
+	grantTableKey(o.Table, fn)
 
-	api, base := webhookAPI(c, cfg, file, fn, o)
+	api, base := webhookAPI(b.c, cfg, file, fn, o)
 	o.Api = api
 	o.WebhookUrl = jsii.String(base + "/hooks/{source}")
 	o.WebhookUrls = map[string]*string{}
@@ -109,12 +95,8 @@ func newReceiver(c constructs.Construct, stack awscdk.Stack, cfg Props, file *so
 // checkReceiver fills in the API's throttling defaults and refuses a source throttle for no
 // source, a domain without its name or certificate, and either with an API of the app's own.
 func checkReceiver(cfg *Props, file *sources.File) error {
-	if cfg.Receiver.ThrottleRate == 0 {
-		cfg.Receiver.ThrottleRate = 1000
-	}
-	if cfg.Receiver.ThrottleBurst == 0 {
-		cfg.Receiver.ThrottleBurst = 2000
-	}
+	cfg.Receiver.ThrottleRate = cmp.Or(cfg.Receiver.ThrottleRate, 1000)
+	cfg.Receiver.ThrottleBurst = cmp.Or(cfg.Receiver.ThrottleBurst, 2000)
 	for _, name := range sortedKeys(cfg.Receiver.SourceThrottles) {
 		th := cfg.Receiver.SourceThrottles[name]
 		if file.Sources[name] == nil {
@@ -141,9 +123,9 @@ const accessLogFormat = `{"requestId":"$context.requestId","requestTime":"$conte
 	`"integrationStatus":"$context.integrationStatus","integrationLatency":"$context.integrationLatency",` +
 	`"error":"$context.error.message","integrationError":"$context.integrationErrorMessage"}`
 
-// webhookAPI adds one route per source, POST /hooks/<name>, to the API (a request for any other
-// source is answered 404 by API Gateway, without starting the receiver) and returns it with
-// the base URL the providers are given. (checkReceiver has checked the API's props.)
+// webhookAPI adds one route per source, POST /hooks/<name>, to the API (any other source is
+// answered 404 by API Gateway, without starting the receiver) and returns it with the base URL
+// the providers are given.
 func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver awslambda.Function, o *Oncehook) (awsapigatewayv2.HttpApi, string) {
 	api := cfg.Receiver.HttpApi
 	if api == nil {
@@ -167,15 +149,10 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			Description:          jsii.String("oncehook webhook receiver"),
 			DefaultDomainMapping: mapping,
 		})
-		accessLogs := awslogs.NewLogGroup(c, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
-			Retention:     cfg.Telemetry.LogRetention,
-			RemovalPolicy: cfg.Telemetry.LogRemoval,
-			EncryptionKey: cfg.Telemetry.LogKey,
-		})
-		o.AccessLogs = accessLogs
+		o.AccessLogs = logGroup(c, "ApiAccessLogs", cfg)
 		stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
 		stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
-			DestinationArn: accessLogs.LogGroupArn(),
+			DestinationArn: o.AccessLogs.LogGroupArn(),
 			Format:         jsii.String(accessLogFormat),
 		})
 		stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
@@ -212,8 +189,7 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 }
 
 // receiverTimeout is the tightest provider's delivery timeout: past it the answer is worth
-// nothing (the provider has counted the delivery failed), and the handler itself answers 503
-// a second before it.
+// nothing (the handler itself answers 503 a second before).
 func receiverTimeout(f *sources.File) time.Duration {
 	t := time.Duration(0)
 	for _, name := range f.Names() {
@@ -224,36 +200,28 @@ func receiverTimeout(f *sources.File) time.Duration {
 	return t
 }
 
-// ownTableActions are the DynamoDB actions the receiver's transaction needs on oncehook's own
-// table: the claim and its body guard (PutItem), a duplicate's claim (GetItem), and an effect of
-// each kind the API accepts (dedup.PutEffect, UpdateEffect, DeleteEffect, CheckEffect:
-// sources.TableActions), which a planner may write there as well as in its own tables.
+// ownTableActions are the receiver's actions on oncehook's own table: the claim and its body
+// guard (PutItem), a duplicate's claim (GetItem), and an effect of each kind
+// (sources.TableActions), which a planner may write there too.
 func ownTableActions() []string {
-	actions := []string{"dynamodb:GetItem", "dynamodb:PutItem"}
-	for _, a := range sources.TableActions {
-		actions = append(actions, a)
-	}
+	actions := slices.AppendSeq([]string{"dynamodb:GetItem", "dynamodb:PutItem"}, maps.Values(sources.TableActions))
 	slices.Sort(actions)
 	return slices.Compact(actions)
 }
 
-// grantTables lets the receiver do to each of the application's own tables (the sources
-// file's tables: named, or bound by Props.TableBindings) exactly what its effects do there, in
-// the claim's transaction; a bound table's customer-managed key is usable for that through
-// DynamoDB only. (The sweeper's audit of them: grantAudits.)
-func grantTables(stack awscdk.Stack, f *sources.File, bound *bindings, fn awslambda.Function) {
-	for _, name := range sortedKeys(f.Tables) {
-		t := f.Tables[name]
+// grantTables lets the receiver do to each of the sources file's tables exactly what its
+// effects do there, with a bound table's customer-managed key through DynamoDB.
+func (b *builder) grantTables(fn awslambda.Function) {
+	for _, name := range sortedKeys(b.file.Tables) {
+		t := b.file.Tables[name]
 		var actions []string
 		for _, a := range t.Actions {
 			actions = append(actions, sources.TableActions[a])
 		}
 		slices.Sort(actions)
-		arn, key := appTable(stack, bound, name, t)
+		arn, key := b.appTable(name, t)
 		if key != nil {
-			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions: jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"), Resources: jsii.Strings(*key.KeyArn()), Conditions: viaDynamoDB(stack),
-			}))
+			allowKey(fn, tableKeyActions, []*string{key.KeyArn()}, "dynamodb")
 		}
 		allow(fn, slices.Compact(actions), arn)
 	}
@@ -261,25 +229,18 @@ func grantTables(stack awscdk.Stack, f *sources.File, bound *bindings, fn awslam
 
 // appTable is one of the application's own tables: its ARN (the bound table's, or the one its
 // name makes in the stack's account and Region), and a bound table's customer-managed key.
-func appTable(stack awscdk.Stack, bound *bindings, name string, t *sources.Table) (*string, awskms.IKey) {
-	if b := bound.tables[name]; t.Bound && b != nil {
-		return b.TableArn(), b.EncryptionKey()
+func (b *builder) appTable(name string, t *sources.Table) (*string, awskms.IKey) {
+	if bt := b.bound.tables[name]; t.Bound && bt != nil {
+		return bt.TableArn(), bt.EncryptionKey()
 	}
 	if arn := t.PhysicalName(name); strings.HasPrefix(arn, "arn:") {
 		return jsii.String(arn), nil
 	}
-	return jsii.String(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.PhysicalName(name))), nil
+	return jsii.String(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *b.stack.Partition(), *b.stack.Region(), *b.stack.Account(), t.PhysicalName(name))), nil
 }
 
-// viaDynamoDB limits a key's use to DynamoDB's, in the stack's Region.
-func viaDynamoDB(stack awscdk.Stack) *map[string]any {
-	return &map[string]any{"StringEquals": map[string]any{"kms:ViaService": fmt.Sprintf("dynamodb.%s.amazonaws.com", *stack.Region())}}
-}
-
-// grantSecrets lets the receiver read exactly the secrets the sources file names, by reference:
-// the stack never sees a secret's value. (Secrets referenced by "env" are for local runs; the
-// stack does not set them.) Customer-managed keys the secrets are under may decrypt for it
-// only through Secrets Manager and SSM.
+// grantSecrets lets the receiver read exactly the secrets the sources file names, by reference
+// (the stack never sees a value), with their keys through Secrets Manager and SSM only.
 func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function, keys []awskms.IKey) {
 	var sm, ps []string
 	for _, name := range f.Names() {
@@ -292,8 +253,8 @@ func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function, ke
 			}
 		}
 	}
-	sort.Strings(sm)
-	sort.Strings(ps)
+	slices.Sort(sm)
+	slices.Sort(ps)
 	if len(sm) > 0 {
 		allow(fn, []string{"secretsmanager:GetSecretValue"}, *jsii.Strings(slices.Compact(sm)...)...)
 	}
@@ -305,13 +266,7 @@ func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function, ke
 		for _, k := range keys {
 			arns = append(arns, k.KeyArn())
 		}
-		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions:   jsii.Strings("kms:Decrypt"),
-			Resources: &arns,
-			Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": []any{
-				fmt.Sprintf("secretsmanager.%s.amazonaws.com", *stack.Region()), fmt.Sprintf("ssm.%s.amazonaws.com", *stack.Region()),
-			}}},
-		}))
+		allowKey(fn, []string{"kms:Decrypt"}, arns, "secretsmanager", "ssm")
 	}
 }
 
@@ -328,23 +283,13 @@ func secretArns(stack awscdk.Stack, ref string) []string {
 // parameterArn is the resource an SSM reference reads: a name, or an ARN, either with a
 // version or label selector (name:3, name:live), which IAM does not see.
 func parameterArn(stack awscdk.Stack, ref string) string {
-	if strings.HasPrefix(ref, "arn:") {
-		if i := strings.Index(ref, ":parameter/"); i >= 0 {
-			name := ref[i+len(":parameter/"):]
-			if j := strings.IndexByte(name, ':'); j >= 0 {
-				name = name[:j]
-			}
-			return ref[:i] + ":parameter/" + name
-		}
-		return ref
+	if !strings.HasPrefix(ref, "arn:") {
+		name, _, _ := strings.Cut(ref, ":") // parameter names have no colons
+		return fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), strings.TrimPrefix(name, "/"))
 	}
-	name, _, _ := strings.Cut(ref, ":") // parameter names have no colons
-	return fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), trimSlash(name))
-}
-
-func trimSlash(s string) string {
-	if len(s) > 0 && s[0] == '/' {
-		return s[1:]
+	if arn, name, ok := strings.Cut(ref, ":parameter/"); ok {
+		name, _, _ = strings.Cut(name, ":")
+		return arn + ":parameter/" + name
 	}
-	return s
+	return ref
 }

@@ -9,63 +9,48 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/deployment"
-	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
 // SweeperProps override the sweeper's defaults (Props.Sweeper): oncehook's own sweeper package,
 // every 2 minutes, one run at a time, without the leak audit.
 type SweeperProps struct {
-	// Code is the function's code. Default: oncehook's SweeperPackage, built from
-	// Props.GoModuleDir.
+	// Code is the function's code (default SweeperPackage, built from Props.GoModuleDir).
 	Code Code
-	// Function sets the function's memory and architecture over the construct-wide defaults
-	// (not its reserved concurrency: see Unreserved).
+	// Function is the function's memory and architecture over the construct-wide ones (not its
+	// reserved concurrency: see Unreserved).
 	Function FunctionOptions
-	// Unreserved leaves the sweeper without its reserved concurrency of 1, for an account
-	// whose concurrency quota has nothing to reserve (a new account's 10). Its lock item still
-	// keeps two runs from overlapping; the reservation keeps a second one from even starting.
+	// Unreserved leaves the sweeper without its reserved concurrency of 1, for an account whose
+	// quota has nothing to reserve; its lock item still keeps two runs from overlapping.
 	Unreserved bool
 	// AuditPrefixes turns on the leak audit: each sweep reads the next AuditSample items
-	// (default 100) of the table and counts records under these partition-key prefixes (the
-	// ones only put effects write: ORDER#) that no claim wrote (EffectsWithoutClaim, alarmed).
-	// See dedup.Auditor.
+	// (default 100) and counts records under these prefixes that no claim wrote (dedup.Auditor).
 	AuditPrefixes []string
 	AuditSample   int
 }
 
-// newSweeper is the sweeper: its function, one run at a time (reserved concurrency 1 unless
-// Props.Sweeper.Unreserved), on a schedule every 2 minutes; it re-drives what the stream and
-// retry paths left behind (the pending index), and samples the table for the leak audit.
-func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sources.File, bound *bindings, code staged,
-	env map[string]string, timings outbox.Timings, o *Oncehook) error {
-	sweeperEnv := outboxEnv(env, o.RetryQueue, timings)
-	maps.Copy(sweeperEnv, deployment.Settings{AuditPrefixes: cfg.Sweeper.AuditPrefixes, AuditSample: cfg.Sweeper.AuditSample}.Environment())
-	fn, err := function(c, "Sweeper", cfg, cfg.Sweeper.Function, code, sweeperEnv, timings.SweeperTimeout.Seconds())
+// sweeper is the sweeper: its function, one run at a time, every 2 minutes; it re-drives what
+// the stream and retry paths left behind (the pending index), and runs the leak audit.
+func (b *builder) sweeper() error {
+	cfg, o := b.cfg, b.o
+	env := b.workerEnv()
+	maps.Copy(env, deployment.Settings{AuditPrefixes: cfg.Sweeper.AuditPrefixes, AuditSample: cfg.Sweeper.AuditSample}.Environment())
+	fn, err := function(b.c, "Sweeper", cfg, cfg.Sweeper.Function, b.code["sweeper"], env, b.timings.SweeperTimeout.Seconds())
 	if err != nil {
 		return err
 	}
 	o.Sweeper = fn
-	if !cfg.Sweeper.Unreserved {
-		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
-	}
-	// Least privilege (launch/testdata/calls.json): the sweeper schedules retries, leases and
-	// records (UpdateItem), reads a swept claim (GetItem) and the pending index (Query).
-	allow(fn, []string{"sqs:SendMessage"}, o.RetryQueue.QueueArn())
-	grantQueueKey(stack, cfg, fn)
-	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, o.Table.TableArn())
+	// Besides the outbox's: it reads the pending index (Query).
+	b.grantWorker(fn)
 	allow(fn, []string{"dynamodb:Query"}, jsii.String(*o.Table.TableArn()+"/index/"+dedup.PendingIndex))
 	if len(cfg.Sweeper.AuditPrefixes) > 0 {
 		allow(fn, []string{"dynamodb:Scan"}, o.Table.TableArn()) // the leak audit's sample
 	}
-	grantAudits(stack, file, bound, fn)
-	grantTargets(stack, file, bound, fn) // it runs what the outbox left behind
-	grantTableKey(stack, o.Table, fn)
+	b.grantAudits(fn)
 
 	// The sweeper's runs are asynchronous: Lambda's defaults (2 retries, kept 6 hours) would
 	// queue throttled runs behind its reserved concurrency of 1. A run that could not start is
@@ -74,15 +59,13 @@ func newSweeper(c constructs.Construct, stack awscdk.Stack, cfg Props, file *sou
 		RetryAttempts: jsii.Number(0),
 		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(60)),
 	})
-	o.SweepSchedule = awsevents.NewRule(c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
+	o.SweepSchedule = awsevents.NewRule(b.c, jsii.String("SweepSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("re-drive outbox intents the stream path left behind"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(2))),
 	})
-	// The target as the rule's template states it, and EventBridge's permission to invoke, are
-	// written here rather than by awseventstargets, whose Go package alone brings RDS, ECS,
-	// AppSync and more into every CDK app's first build (with awsroute53targets, 47 s of
-	// compiling on a 2-core machine: docs/measured.md).
-	// A run that could not start is not worth starting late: the next one comes soon.
+	// The rule's target and EventBridge's permission are written here rather than by
+	// awseventstargets, whose Go package alone brings RDS, ECS, AppSync and more into every
+	// CDK app's first build (docs/measured.md). No retries, as above.
 	o.SweepSchedule.Node().DefaultChild().(awsevents.CfnRule).AddPropertyOverride(jsii.String("Targets"), []map[string]any{{
 		"Id": "Target0", "Arn": fn.FunctionArn(),
 		"RetryPolicy": map[string]any{"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
@@ -108,17 +91,15 @@ func checkSweeper(cfg *Props, _ *sources.File) error {
 
 // grantAudits lets the sweeper sample the application's tables the sources file audits (Scan),
 // with a bound table's customer-managed key through DynamoDB only.
-func grantAudits(stack awscdk.Stack, f *sources.File, bound *bindings, sweeper awslambda.Function) {
-	for _, name := range sortedKeys(f.Tables) {
-		t := f.Tables[name]
+func (b *builder) grantAudits(sweeper awslambda.Function) {
+	for _, name := range sortedKeys(b.file.Tables) {
+		t := b.file.Tables[name]
 		if !t.Audit {
 			continue
 		}
-		arn, key := appTable(stack, bound, name, t)
+		arn, key := b.appTable(name, t)
 		if key != nil {
-			sweeper.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions: jsii.Strings("kms:Decrypt"), Resources: jsii.Strings(*key.KeyArn()), Conditions: viaDynamoDB(stack),
-			}))
+			allowKey(sweeper, []string{"kms:Decrypt"}, []*string{key.KeyArn()}, "dynamodb")
 		}
 		allow(sweeper, []string{"dynamodb:Scan"}, arn) // the leak audit's sample
 	}

@@ -1,9 +1,11 @@
 package infra
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -20,33 +22,20 @@ import (
 // point-in-time recovery, deletion protection (unless Props.Local), AWS owned encryption and
 // the pending index in 16 shards.
 type TableProps struct {
-	// Encryption and Key choose the table's encryption, as in awsdynamodb.TableProps: AWS
-	// owned (the default), AWS managed, or customer managed (Key, or a new key with rotation).
-	// Claims and effect records hold payload fields: an email, an address. With a
-	// customer-managed key each function may use it for the table.
+	// Encryption and Key choose the table's encryption, as in awsdynamodb.TableProps (claims
+	// and effect records hold payload fields): AWS owned by default.
 	Encryption awsdynamodb.TableEncryption
 	Key        awskms.IKey
-	// LogicalID keeps the table's CloudFormation logical id. The id follows the construct's
-	// path, so renaming or moving the construct would replace the table (a new, empty one: its
-	// dedup history lost, a redrive run again); set this to the id the table has in the
-	// deployed template ("WebhooksTable1A2B3C4D") and the same table stays.
+	// LogicalID keeps the table's CloudFormation logical id ("WebhooksTable1A2B3C4D") when the
+	// construct is renamed or moved, which would otherwise replace it with an empty table.
 	LogicalID string
 	// PendingShards is the pending index's shard count: raise it with the event rate
 	// (docs/capacity.md), never lower it. Default 16.
 	PendingShards int
-	// Existing adopts a table the construct does not create: one of another stack (a stateful
-	// stack that outlives this one), one defined beside the construct, or one created outside
-	// CloudFormation and imported with awsdynamodb.Table_FromTableAttributes (with its
-	// TableStreamArn, and EncryptionKey when it is under a customer-managed key). The stream
-	// mapping, every grant, the alarms, the dashboard and the outputs are then on it, and no
-	// table is created. It must be what oncehook's code needs: key pk (string, partition) and
-	// sk (string, sort), a stream of NEW_IMAGE or NEW_AND_OLD_IMAGES, TTL on expires_at, and
-	// the pending index (partition key pending_shard, string; sort key pending_since, number;
-	// keys projected at least), in the stack's account and Region. The synth refuses a table
-	// without a stream ARN and, for a table defined in the app, any of these it does not have;
-	// an imported table's settings cannot be read at synth, and the team keeps them
-	// (docs/stack.md, "Adopting a table"). Not with LogicalID, Encryption or Key, which
-	// configure the table the construct creates.
+	// Existing adopts a table the construct does not create (another stack's, or one imported
+	// with its TableStreamArn): everything is then on it. It must have what oncehook's code
+	// needs (adoptedNeeds; docs/stack.md, "Adopting a table"). Not with LogicalID, Encryption or
+	// Key.
 	Existing awsdynamodb.ITable
 }
 
@@ -91,17 +80,12 @@ func newTable(c constructs.Construct, stack awscdk.Stack, cfg Props) (awsdynamod
 	return table, nil
 }
 
-// checkTable fills in the table's defaults and refuses what cannot work: a shard count out of
-// range, a logical id CloudFormation would refuse, settings of a created table with an adopted
-// one, an adopted table without a stream.
+// checkTable fills in the table's defaults and refuses what cannot work: a logical id
+// CloudFormation would refuse, settings of a created table with an adopted one, an adopted
+// table without a stream. (The shard count's range is deployment's: checkSettings.)
 func checkTable(cfg *Props, _ *sources.File) error {
-	if cfg.Table.PendingShards == 0 {
-		cfg.Table.PendingShards = dedup.PendingShards
-	}
-	if cfg.Table.PendingShards < 1 || cfg.Table.PendingShards > dedup.MaxPendingShards {
-		return fmt.Errorf("Props.Table.PendingShards %d: must be between 1 and %d", cfg.Table.PendingShards, dedup.MaxPendingShards)
-	}
-	if id := cfg.Table.LogicalID; id != "" && !logicalID(id) {
+	cfg.Table.PendingShards = cmp.Or(cfg.Table.PendingShards, dedup.PendingShards)
+	if id := cfg.Table.LogicalID; id != "" && !logicalID.MatchString(id) {
 		return fmt.Errorf("Props.Table.LogicalID %q: a CloudFormation logical id is 1-255 letters and digits", id)
 	}
 	if cfg.Table.Existing != nil {
@@ -120,23 +104,20 @@ func checkTable(cfg *Props, _ *sources.File) error {
 	return nil
 }
 
-// adopt checks Props.Table.Existing: in the stack's account and Region (the stream mapping and
-// the claims' transactions are), and, when the table is defined in the app (its CloudFormation
-// resource is there to read), of the shape the code needs: the dedup core's key and TTL
-// attribute, a stream with new images for the outbox, the sweeper's pending index. An imported
-// table cannot be read at synth: the synth says so (cdk synth's info), and docs/stack.md says
-// what the team must have set.
+// adopt checks Props.Table.Existing: in the stack's account and Region, and, when the table is
+// defined in the app (its resource is there to read), of the shape the code needs. An imported
+// table cannot be read at synth: the synth says so in an info.
 func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) error {
 	if err := placed(c, stack, "Props.Table.Existing", "the outbox's stream mapping and the receiver's transactions need the table in the stack's account and Region",
 		true, t.Env(), t.TableArn(), t.TableStreamArn()); err != nil {
 		return err
 	}
-	l1 := tableResource(t)
-	if l1 == nil {
+	props, ok := readTable(t)
+	if !ok {
 		awscdk.Annotations_Of(c).AddInfo(jsii.String("oncehook: Props.Table.Existing is imported, and its settings cannot be read at synth: it must have " + adoptedNeeds + " (docs/stack.md, \"Adopting a table\")"))
 		return nil
 	}
-	if wrong := tableProblems(awscdk.Stack_Of(t), l1); len(wrong) > 0 {
+	if wrong := tableProblems(props); len(wrong) > 0 {
 		return fmt.Errorf("Props.Table.Existing %s: oncehook cannot use it: %s (it needs %s)", *t.Node().Path(), strings.Join(wrong, "; "), adoptedNeeds)
 	}
 	return nil
@@ -144,18 +125,22 @@ func adopt(c constructs.Construct, stack awscdk.Stack, t awsdynamodb.ITable) err
 
 type keyElement struct{ AttributeName, KeyType string }
 
-// tableProps are a table resource's properties as the synth resolves them, by the L1's own
-// (camelCase) names; get reads one into into, reporting false for a property set from a token
-// (a parameter, an import), which CloudFormation decides and the synth cannot judge. An absent
-// property leaves into as it is.
+// tableProps are a table resource's properties as the synth resolves them; get reads one into
+// into (an absent one leaves it as it is), false for one set from a token, which the synth
+// cannot judge.
 type tableProps map[string]json.RawMessage
 
-func readTableProps(stack awscdk.Stack, r awscdk.CfnResource) tableProps {
-	var props tableProps
-	if b, err := json.Marshal(stack.Resolve(r.CfnProperties())); err != nil || json.Unmarshal(b, &props) != nil {
-		return nil
+// readTable reads t's AWS::DynamoDB::Table or GlobalTable (TableV2) when t is defined in the
+// app; ok is false for an imported table, whose settings the synth cannot read.
+func readTable(t awsdynamodb.ITable) (props tableProps, ok bool) {
+	l1, ok := t.Node().DefaultChild().(awscdk.CfnResource)
+	if !ok || (*l1.CfnResourceType() != "AWS::DynamoDB::Table" && *l1.CfnResourceType() != "AWS::DynamoDB::GlobalTable") {
+		return nil, false
 	}
-	return props
+	if b, err := json.Marshal(awscdk.Stack_Of(t).Resolve(l1.CfnProperties())); err != nil || json.Unmarshal(b, &props) != nil {
+		return nil, true
+	}
+	return props, true
 }
 
 func (props tableProps) get(name string, into any) bool {
@@ -170,25 +155,12 @@ func (props tableProps) get(name string, into any) bool {
 	return props != nil
 }
 
-// tableResource is t's AWS::DynamoDB::Table or GlobalTable (TableV2) when t is defined in the
-// app; nil for an imported table, whose settings the synth cannot read.
-func tableResource(t awsdynamodb.ITable) awscdk.CfnResource {
-	l1, ok := t.Node().DefaultChild().(awscdk.CfnResource)
-	if !ok || (*l1.CfnResourceType() != "AWS::DynamoDB::Table" && *l1.CfnResourceType() != "AWS::DynamoDB::GlobalTable") {
-		return nil
-	}
-	return l1
-}
-
 // tableKey is a table's partition and sort key attribute names ("" for no sort key), when the
 // synth can read them.
 func tableKey(t awsdynamodb.ITable) (partition, sort string, known bool) {
-	l1 := tableResource(t)
-	if l1 == nil {
-		return "", "", false
-	}
+	props, _ := readTable(t)
 	var keys []keyElement
-	if !readTableProps(awscdk.Stack_Of(t), l1).get("keySchema", &keys) || len(keys) == 0 {
+	if !props.get("keySchema", &keys) || len(keys) == 0 {
 		return "", "", false
 	}
 	for _, k := range keys {
@@ -202,14 +174,9 @@ func tableKey(t awsdynamodb.ITable) (partition, sort string, known bool) {
 	return partition, sort, true
 }
 
-// tableProblems lists what the table's resource (AWS::DynamoDB::Table, or GlobalTable for a
-// TableV2) lacks of oncehook's needs, read from its properties as the synth resolves them. A
-// property set from a token (a parameter, an import) cannot be read at synth and is not judged.
-func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
-	props := readTableProps(stack, r)
-	if props == nil {
-		return nil
-	}
+// tableProblems lists what the table's resource lacks of oncehook's needs (a property set
+// from a token is not judged).
+func tableProblems(props tableProps) []string {
 	get := props.get
 	var (
 		keys  []keyElement
@@ -264,14 +231,5 @@ func tableProblems(stack awscdk.Stack, r awscdk.CfnResource) []string {
 	return wrong
 }
 
-func logicalID(id string) bool {
-	if id == "" || len(id) > 255 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
-}
+// logicalID is a CloudFormation logical id: 1-255 letters and digits.
+var logicalID = regexp.MustCompile(`^[A-Za-z0-9]{1,255}$`)

@@ -1,7 +1,9 @@
 package infra
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"strings"
@@ -15,9 +17,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/oncehook/oncehook/launch/tracing"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // TelemetryProps override what the functions emit and where (Props.Telemetry): metrics in a
@@ -25,101 +27,71 @@ import (
 // no traces.
 type TelemetryProps struct {
 	// MetricsNamespace is the CloudWatch namespace the functions write their metrics in and the
-	// alarms read: one per deployment, so that staging and production in one account do not
-	// feed each other's alarms. Default DefaultNamespace + "/" + the construct's path
-	// ("oncehook/Production/Webhooks"), unique per construct instance in an account and Region.
+	// alarms read. Default DefaultNamespace + "/" + the construct's path, so that two
+	// deployments in one account do not feed each other's alarms.
 	MetricsNamespace string
-	// LogRetention is how long the functions' and the API's log groups keep their lines.
-	// Default one month.
+	// LogRetention and LogRemoval are the functions' and the API's log groups' retention
+	// (default one month) and removal policy (default DESTROY; RETAIN outlives the stack).
 	LogRetention awslogs.RetentionDays
-	// LogRemoval is what becomes of those log groups when the stack deletes them. Default
-	// DESTROY (the lines expire anyway); RETAIN for an audit trail that outlives the stack.
-	LogRemoval awscdk.RemovalPolicy
-	// LogKey puts every log group (the functions' and the API's) under a customer-managed KMS
-	// key (default CloudWatch Logs' own encryption). A key defined in the app is given the
-	// statement that lets CloudWatch Logs use it for this account's log groups; an imported
-	// key's policy must have it already.
+	LogRemoval   awscdk.RemovalPolicy
+	// LogKey puts every log group under a customer-managed KMS key; a key defined in the app is
+	// given the statement that lets CloudWatch Logs use it (an imported key must have it).
 	LogKey awskms.IKey
-	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE, which also lets each
-	// role send its segments); default none.
+	// Tracing is the functions' X-Ray tracing (awslambda.Tracing_ACTIVE); default none.
 	Tracing awslambda.Tracing
-	// OpenTelemetry turns on the functions' OpenTelemetry traces, exported to a collector
-	// layer or an OTLP endpoint (see OpenTelemetry); default off.
+	// OpenTelemetry turns on the functions' OpenTelemetry traces; default off.
 	OpenTelemetry *OpenTelemetry
 }
 
-// OpenTelemetry turns on the functions' OpenTelemetry traces: each delivery a trace from the
-// provider's request to the downstream's call, retries hours later included
-// (docs/operations.md). The functions export OTLP over HTTP (launch: OTEL_TRACES_EXPORTER=otlp)
-// to a collector layer on localhost, or to an endpoint. Set one of CollectorLayerArn and
-// Endpoint.
+// OpenTelemetry turns on the functions' OpenTelemetry traces, exported over OTLP/HTTP to a
+// collector layer on localhost or to an endpoint: set one of CollectorLayerArn and Endpoint
+// (docs/operations.md, "Traces").
 type OpenTelemetry struct {
-	// CollectorLayerArn is a collector Lambda layer, added to each function: ADOT's
-	// (aws-otel-collector-<arch>-ver-...; its default configuration exports to X-Ray: set
-	// XRay) or OpenTelemetry's own (opentelemetry-collector-<arch>-...). Layers are per Region
-	// and architecture: the ARN must be the stack's Region's, for the functions' architecture
-	// (arm64 unless X86); the synth refuses a layer of another Region (when the stack's is
-	// known) and one whose name says another architecture than a function's. The functions
-	// export to it on localhost:4318 and it forwards as its configuration says
-	// (OPENTELEMETRY_COLLECTOR_CONFIG_URI in Environment for your own).
+	// CollectorLayerArn is a collector Lambda layer (ADOT's, or OpenTelemetry's own), added to
+	// each function: of the stack's Region and the functions' architecture, which the synth
+	// checks where it can.
 	CollectorLayerArn string
-	// Endpoint is an OTLP/HTTP endpoint the functions export to (OTEL_EXPORTER_OTLP_ENDPOINT;
-	// they post to <Endpoint>/v1/traces): a collector of the team's own, a vendor's intake
-	// (its key in HeadersSecret or HeadersParameter). X-Ray's own OTLP endpoint takes
-	// SigV4-signed requests only, which a collector layer signs: use one for X-Ray. Without a
-	// layer, each invocation's spans are sent before it answers: a remote endpoint costs that
-	// round trip on every invocation, a layer on localhost about a millisecond.
+	// Endpoint is an OTLP/HTTP endpoint the functions export to (OTEL_EXPORTER_OTLP_ENDPOINT).
 	Endpoint string
-	// XRay lets each function's role send to X-Ray (xray:PutTraceSegments and
-	// xray:PutTelemetryRecords, which support no resource), as a collector layer exporting to
-	// X-Ray does with the function's credentials.
+	// XRay lets each function's role send to X-Ray, for a collector layer exporting there.
 	XRay bool
-	// HeadersSecret is a Secrets Manager secret whose value is the exporter's headers: a
-	// vendor's intake key ("api-key=<key>", OTEL_EXPORTER_OTLP_HEADERS' form, or a JSON object
-	// of strings, Secrets Manager's key/value secret). Each function's role may read it (and
-	// decrypt it with its key); the functions read it once at start (launch:
-	// ONCEHOOK_OTLP_HEADERS_SECRET holds its ARN), and never log it. The key is never in the
-	// template nor a function's environment: OTEL_EXPORTER_OTLP_HEADERS and its _TRACES_ form
-	// are refused in Environment and Props.Environment.
-	HeadersSecret awssecretsmanager.ISecret
-	// HeadersParameter is HeadersSecret in an SSM SecureString parameter instead
-	// (awsssm.StringParameter_FromSecureStringParameterAttributes, with its EncryptionKey when
-	// it is not SSM's default key). Set one of them.
+	// HeadersSecret (Secrets Manager) or HeadersParameter (an SSM SecureString) holds the
+	// exporter's headers, an intake's key, which the functions read at start: never in the
+	// template nor an environment. Set one of them.
+	HeadersSecret    awssecretsmanager.ISecret
 	HeadersParameter awsssm.IStringParameter
-	// Environment is more OpenTelemetry settings for every function: OTEL_ variables (the
-	// sampler, OTEL_TRACES_SAMPLER=parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG=0.1;
-	// OTEL_SERVICE_NAME) and the collector layer's OPENTELEMETRY_COLLECTOR_CONFIG_URI. Not
-	// OTEL_TRACES_EXPORTER, OTEL_SDK_DISABLED nor, with Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT:
-	// the prop sets them; nor OTEL_EXPORTER_OTLP_HEADERS (or _TRACES_HEADERS), whose key would
-	// be in the template in plain text: HeadersSecret holds it. The synth refuses what the
-	// functions would refuse at start (tracing.CheckEnv); a value holding a token (the
-	// stack's Region, a parameter), here or in Endpoint, is known only at deploy, and the
-	// functions check it at start.
+	// Environment is more OpenTelemetry settings for every function (OTEL_ variables, the
+	// collector's OPENTELEMETRY_COLLECTOR_CONFIG_URI), checked as the functions' start checks
+	// them; not what the prop sets, nor the exporter's headers.
 	Environment map[string]string
 }
 
 // layerArn is a Lambda layer version's ARN.
 var layerArn = regexp.MustCompile(`^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z0-9_-]+:[0-9]+$`)
 
-// checkTelemetry refuses an OpenTelemetry prop that cannot work, naming the field; and, with
-// the prop set, OTEL_ variables in Props.Environment (one place sets them).
-func checkTelemetry(cfg *Props) error {
+// checkTelemetry fills in the logs' defaults and refuses a namespace CloudWatch would, an
+// OpenTelemetry prop that cannot work, naming the field, and, with that prop set, OTEL_
+// variables in Props.Environment (one place sets them).
+func checkTelemetry(cfg *Props, _ *sources.File) error {
+	if ns := cfg.Telemetry.MetricsNamespace; ns != "" && !validNamespace(ns) {
+		return fmt.Errorf("Props.Telemetry.MetricsNamespace %q: 1-255 characters, not starting with AWS/, of letters, digits and . - _ / # :", ns)
+	}
+	cfg.Telemetry.LogRetention = cmp.Or(cfg.Telemetry.LogRetention, awslogs.RetentionDays_ONE_MONTH)
+	cfg.Telemetry.LogRemoval = cmp.Or(cfg.Telemetry.LogRemoval, awscdk.RemovalPolicy_DESTROY)
 	o := cfg.Telemetry.OpenTelemetry
 	if err := plainHeaders("Props.Environment", cfg.Environment); err != nil {
 		return err
-	}
-	if o != nil {
-		if err := plainHeaders("Props.Telemetry.OpenTelemetry.Environment", o.Environment); err != nil {
-			return err
-		}
-		if o.HeadersSecret != nil && o.HeadersParameter != nil {
-			return fmt.Errorf("Props.Telemetry.OpenTelemetry: set HeadersSecret or HeadersParameter, not both")
-		}
 	}
 	if o == nil {
 		// The functions read OTEL_ variables wherever they come from: Props.Environment's are
 		// checked as the start checks them.
 		return checkOtelEnv("Props.Environment", cfg.Environment)
+	}
+	if err := plainHeaders("Props.Telemetry.OpenTelemetry.Environment", o.Environment); err != nil {
+		return err
+	}
+	if o.HeadersSecret != nil && o.HeadersParameter != nil {
+		return fmt.Errorf("Props.Telemetry.OpenTelemetry: set HeadersSecret or HeadersParameter, not both")
 	}
 	if o.CollectorLayerArn == "" && o.Endpoint == "" {
 		return fmt.Errorf("Props.Telemetry.OpenTelemetry: set CollectorLayerArn (a collector layer) or Endpoint (an OTLP/HTTP endpoint)")
@@ -154,15 +126,11 @@ func checkTelemetry(cfg *Props) error {
 	return checkOtelEnv("Props.Telemetry.OpenTelemetry.Environment", telemetryEnv(o))
 }
 
-// checkOtelEnv fails what the functions would refuse at start (tracing.FromEnv) in env: the same
-// checks. A value holding a token (the stack's Region, a parameter) is known only at deploy: it
-// is left to the functions' start, and so is the general variable a _TRACES_ one with a token
-// replaces (OTEL_EXPORTER_OTLP_PROTOCOL beside a _TRACES_PROTOCOL parameter).
+// checkOtelEnv refuses what the functions' start would (tracing.CheckEnv) in vars. A value
+// holding a token is known only at deploy, and left to the start, as is the general variable a
+// _TRACES_ one with a token replaces.
 func checkOtelEnv(field string, vars map[string]string) error {
-	env := map[string]string{}
-	for k, v := range vars {
-		env[k] = v
-	}
+	env := maps.Clone(vars)
 	for k, v := range vars {
 		if unresolved(v) {
 			delete(env, k)
@@ -178,9 +146,8 @@ func checkOtelEnv(field string, vars map[string]string) error {
 }
 
 // plainHeaders refuses the exporter's headers in a function's environment: they hold an
-// intake's key, which would be in the template (and the function's configuration) in plain
-// text; a dynamic reference ({{resolve:secretsmanager:...}}) is resolved into the function's
-// environment in plain text too. The value is never quoted.
+// intake's key, which would be in plain text there (a dynamic reference too, once resolved).
+// The value is never quoted.
 func plainHeaders(field string, env map[string]string) error {
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
 		if _, ok := env[k]; ok {
@@ -194,14 +161,12 @@ func plainHeaders(field string, env map[string]string) error {
 func unresolved(s string) bool { return *awscdk.Token_IsUnresolved(jsii.String(s)) }
 
 // layerArch reads the architecture a collector layer's name gives (ADOT's
-// aws-otel-collector-<arm64|amd64>-ver-..., OpenTelemetry's opentelemetry-collector-<arm64|amd64>-...),
-// "" when it names none (a layer of the team's own).
+// aws-otel-collector-<arch>-ver-..., OpenTelemetry's opentelemetry-collector-<arch>-...), if any.
 var layerArch = regexp.MustCompile(`:layer:[A-Za-z0-9_-]*?(?:^|[-_])(arm64|amd64|x86_64|x86-64)(?:[-_]|:)`)
 
 // checkLayerArchitecture refuses a collector layer whose name says it is built for another
-// architecture than a function's: the collector is an extension binary, and one the function
-// cannot execute fails every invocation's start, not only its traces. One layer serves every
-// function, so functions of both architectures cannot share a layer that names one.
+// architecture than a function's: an extension the function cannot execute fails every
+// invocation's start, not only its traces.
 func checkLayerArchitecture(cfg *Props) error {
 	a := cfg.Telemetry.OpenTelemetry.CollectorLayerArn
 	m := layerArch.FindStringSubmatch(a)
@@ -212,16 +177,10 @@ func checkLayerArchitecture(cfg *Props) error {
 	if m[1] != "arm64" {
 		layer = "x86_64"
 	}
-	for _, f := range []struct {
-		name string
-		o    FunctionOptions
-	}{{"Receiver.Function", cfg.Receiver.Function}, {"Outbox.Function", cfg.Outbox.Function}, {"Sweeper.Function", cfg.Sweeper.Function}} {
-		if f.o.Architecture == nil {
-			continue
-		}
-		if arch := *f.o.Architecture.Name(); arch != layer {
-			return fmt.Errorf("Props.Telemetry.OpenTelemetry.CollectorLayerArn %q: a collector layer for %s, and the %s runs on %s (Props.%s.Architecture, or Props.X86): use the layer built for %s; functions of both architectures cannot share one layer",
-				a, layer, strings.TrimSuffix(f.name, ".Function"), arch, f.name, arch)
+	for _, f := range parts(cfg) {
+		if arch := *f.opts.Architecture.Name(); arch != layer {
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry.CollectorLayerArn %q: a collector layer for %s, and the %s runs on %s (Props.%s.Function.Architecture, or Props.X86): use the layer built for %s; functions of both architectures cannot share one layer",
+				a, layer, f.name, arch, f.name, arch)
 		}
 	}
 	return nil
@@ -239,15 +198,12 @@ func telemetryEnv(o *OpenTelemetry) map[string]string {
 	if o.HeadersParameter != nil {
 		env[tracing.OTLPHeadersParameter] = *o.HeadersParameter.ParameterName()
 	}
-	for k, v := range o.Environment {
-		env[k] = v
-	}
+	maps.Copy(env, o.Environment)
 	return env
 }
 
 // telemetry wires the OpenTelemetry prop into each function: the collector layer, the read of
-// the exporter's stored headers, and X-Ray's write actions (its environment, telemetryEnv, is
-// the functions' own from the start).
+// the exporter's stored headers, X-Ray's write actions (its environment is telemetryEnv).
 func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function) {
 	o := cfg.Telemetry.OpenTelemetry
 	if o == nil {
@@ -268,48 +224,24 @@ func telemetry(scope constructs.Construct, cfg Props, fns ...awslambda.Function)
 			o.HeadersParameter.GrantRead(fn.Role())
 		}
 		if o.XRay {
-			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:   jsii.Strings("xray:PutTraceSegments", "xray:PutTelemetryRecords"),
-				Resources: jsii.Strings("*"),
-			}))
-			cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
-				Id:        jsii.String("AwsSolutions-IAM5"),
-				Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions (Props.Telemetry.OpenTelemetry.XRay: the collector layer exports the function's traces to X-Ray)."),
-				AppliesTo: &[]interface{}{"Resource::*"},
-			}}, jsii.Bool(true))
+			allow(fn, []string{"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, jsii.String("*"))
+			nag(fn.Role(), "AwsSolutions-IAM5", "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions (Props.Telemetry.OpenTelemetry.XRay: the collector layer exports the function's traces to X-Ray).", "Resource::*")
 		}
 	}
 }
+
+// notNamespace is a character CloudWatch does not take in a namespace.
+var notNamespace = regexp.MustCompile(`[^A-Za-z0-9._/#:-]`)
 
 // defaultNamespace is DefaultNamespace and the construct's path, each character CloudWatch
 // does not take in a namespace replaced with "_".
 func defaultNamespace(path string) string {
-	ns := []rune(DefaultNamespace + "/" + path)
-	for i, r := range ns {
-		if !namespaceRune(r) {
-			ns[i] = '_'
-		}
-	}
-	if len(ns) > 255 {
-		ns = ns[:255]
-	}
-	return string(ns)
-}
-
-func namespaceRune(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_/#:", r)
+	ns := notNamespace.ReplaceAllString(DefaultNamespace+"/"+path, "_")
+	return ns[:min(len(ns), 255)]
 }
 
 func validNamespace(ns string) bool {
-	if ns == "" || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
-		return false
-	}
-	for _, r := range ns {
-		if !namespaceRune(r) {
-			return false
-		}
-	}
-	return true
+	return ns != "" && len(ns) <= 255 && !strings.HasPrefix(ns, "AWS/") && !notNamespace.MatchString(ns)
 }
 
 // allowLogs lets CloudWatch Logs encrypt with key, for log groups of this account only.

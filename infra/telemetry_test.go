@@ -210,7 +210,7 @@ func TestAnEndpointTheSynthRefusesIsNeverQuoted(t *testing.T) {
 	)
 	refused := 0
 	for _, endpoint := range cases {
-		err := checkTelemetry(&Props{Telemetry: TelemetryProps{OpenTelemetry: &OpenTelemetry{Endpoint: endpoint}}})
+		err := checkTelemetry(&Props{Telemetry: TelemetryProps{OpenTelemetry: &OpenTelemetry{Endpoint: endpoint}}}, nil)
 		if err == nil {
 			continue
 		}
