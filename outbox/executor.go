@@ -10,6 +10,9 @@ import (
 	"net/http/httptrace"
 	"sync/atomic"
 	"time"
+
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Task is one intent to execute, with everything an executor needs and nothing else.
@@ -249,7 +252,9 @@ func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastR
 func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 	ctx, span := startHTTPCall(ctx, x.URL)
 	err := x.post(ctx, t)
-	endHTTPCall(span, err)
+	if span != nil {
+		EndCall(span, redact(err), "")
+	}
 	return err
 }
 
@@ -291,7 +296,9 @@ func (x *HTTPExecutor) post(ctx context.Context, t Task) error {
 		return writes.NotSentUnlessWritten(&transportError{URL: x.URL, Err: err})
 	}
 	defer resp.Body.Close()
-	recordStatus(ctx, resp.StatusCode)
+	if s := trace.SpanFromContext(ctx); s.IsRecording() {
+		s.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
 	code := resp.StatusCode

@@ -58,6 +58,15 @@ type (
 	}
 )
 
+// oneSend is the options of an at-most-once task's call: noRetries (no SDK retry, so one send,
+// and a failure reported is the only attempt); none otherwise.
+func oneSend[O any](t outbox.Task, noRetries func(*O)) []func(*O) {
+	if t.AtMostOnce {
+		return []func(*O){noRetries}
+	}
+	return nil
+}
+
 // attributes are the message attributes SQS and SNS messages carry besides the body.
 func attributes(t outbox.Task) map[string]string {
 	return map[string]string{"idempotency_key": t.IdempotencyKey, "source": t.Source, "event_id": t.EventID,
@@ -111,10 +120,7 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
 		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
 	}
-	var opts []func(*sqs.Options)
-	if t.AtMostOnce {
-		opts = append(opts, func(o *sqs.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one send
-	}
+	opts := oneSend(t, func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	traced, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.SendMessage(traced, in, opts...)
 	if err != nil && len(attrs) > ownN && tooLong(err) {
@@ -172,11 +178,8 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
 		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
 	}
-	var opts []func(*sns.Options)
-	if t.AtMostOnce {
-		opts = append(opts, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
-	}
-	opts = snsTraceHeader(ctx, opts)
+	opts := oneSend(t, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
+	opts = withXRayHeader(ctx, opts, sns.WithAPIOptions)
 	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.Publish(ctx, in, opts...)
 	if err != nil {
@@ -213,9 +216,7 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent st
 	if bus == "" {
 		bus = "default"
 	}
-	ctx, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue {
-		return []attribute.KeyValue{semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(bus)}
-	})
+	ctx, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue { return sendAttrs(bus) })
 	defer func() { endCall(span, sent, err) }()
 	if source == "" {
 		source = "oncehook"
@@ -229,10 +230,7 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent st
 	if err != nil {
 		return "", err
 	}
-	var opts []func(*eventbridge.Options)
-	if t.AtMostOnce {
-		opts = append(opts, func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 })
-	}
+	opts := oneSend(t, func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 })
 	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		EventBusName: aws.String(bus), Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(detail)),
@@ -329,10 +327,7 @@ func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (sent 
 		kind = "express execution "
 	}
 	name := ExecutionName(t.IdempotencyKey)
-	var opts []func(*sfn.Options)
-	if t.AtMostOnce {
-		opts = append(opts, func(o *sfn.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one start
-	}
+	opts := oneSend(t, func(o *sfn.Options) { o.RetryMaxAttempts = 1 })
 	sctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.StartExecution(sctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload)),
 		TraceHeader: optional(xray(ctx))}, opts...)
@@ -421,14 +416,11 @@ func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string,
 	if err != nil {
 		return "", err
 	}
-	var opts []func(*lambda.Options)
-	if t.AtMostOnce {
-		if err := x.Check(true); err != nil {
-			return "", outbox.Permanent(err) // never sent: outbox.New refuses this pair up front
-		}
-		opts = append(opts, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
+	if err := x.Check(t.AtMostOnce); err != nil {
+		return "", outbox.Permanent(err) // never sent: outbox.New refuses this pair up front
 	}
-	opts = lambdaTraceHeader(ctx, opts)
+	opts := oneSend(t, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
+	opts = withXRayHeader(ctx, opts, lambda.WithAPIOptions)
 	ctx, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload}, opts...)
 	if err != nil {

@@ -5,10 +5,9 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -39,10 +38,9 @@ import (
 // maxMessageAttributes is SQS's and SNS's limit on a message's attributes.
 const maxMessageAttributes = 10
 
-// startCall starts the call's span (a child of the worker's call span, when it is recording).
-// Its name and attributes are built only then: with tracing off a call costs no allocation
-// for a span never started. (Not otelaws' middleware: the clients are the application's, and
-// the call's span is one of the executor's steps, with its own end.)
+// startCall starts the call's span under a recording call span, building its name and
+// attributes only then. (Not otelaws' middleware: the clients are the application's, and the
+// span is one of the executor's steps, with its own end.)
 func startCall(ctx context.Context, service, operation string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
@@ -53,23 +51,10 @@ func startCall(ctx context.Context, service, operation string, kind trace.SpanKi
 
 // endCall ends the call's span with what it sent, or its error's kind.
 func endCall(span trace.Span, sent string, err error) {
-	if span == nil {
-		return
+	if span != nil && sent != "" {
+		span.SetAttributes(outbox.AttrSent.String(sent))
 	}
-	kind := "_OTHER"
-	switch {
-	case outbox.IsPermanent(err):
-		kind = "permanent"
-	case outbox.IsNotSent(err):
-		kind = "not_sent"
-	case outbox.IsDeduplicated(err):
-		kind = "deduplicated"
-	}
-	var attrs []attribute.KeyValue
-	if sent != "" {
-		attrs = append(attrs, attribute.String("oncehook.sent", sent))
-	}
-	outbox.EndCall(span, err, kind, attrs...)
+	outbox.EndCall(span, err, "")
 }
 
 // maxMessageBytes is SNS's limit on a message with its attributes, EventBridge's on an entry
@@ -143,22 +128,11 @@ func sqsSystemAttributes(ctx context.Context) map[string]sqstypes.MessageSystemA
 	}
 }
 
-// snsTraceHeader sends the X-Ray trace header with Publish, where SNS reads it.
-func snsTraceHeader(ctx context.Context, opts []func(*sns.Options)) []func(*sns.Options) {
+// withXRayHeader adds to opts the X-Ray trace header of the request, where SNS (Publish) and
+// Lambda (Invoke) read it; with is the service's WithAPIOptions.
+func withXRayHeader[O any](ctx context.Context, opts []func(*O), with func(...func(*middleware.Stack) error) func(*O)) []func(*O) {
 	if h := xray(ctx); h != "" {
-		opts = append(opts, func(o *sns.Options) {
-			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(xrayHeader, h))
-		})
-	}
-	return opts
-}
-
-// lambdaTraceHeader sends the X-Ray trace header with Invoke, where Lambda reads it.
-func lambdaTraceHeader(ctx context.Context, opts []func(*lambda.Options)) []func(*lambda.Options) {
-	if h := xray(ctx); h != "" {
-		opts = append(opts, func(o *lambda.Options) {
-			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(xrayHeader, h))
-		})
+		opts = append(opts, with(smithyhttp.SetHeaderValue(xrayHeader, h)))
 	}
 	return opts
 }
@@ -179,13 +153,15 @@ func lastPart(s string, sep byte) string {
 
 // The spans' attributes, per service (the messaging and FaaS conventions, and AWS's).
 func sqsAttrs(queueURL string) []attribute.KeyValue {
-	return []attribute.KeyValue{semconv.MessagingSystemAWSSQS, semconv.MessagingOperationTypeSend,
-		semconv.MessagingDestinationName(lastPart(queueURL, '/')), semconv.AWSSQSQueueURL(queueURL)}
+	return sendAttrs(lastPart(queueURL, '/'), semconv.MessagingSystemAWSSQS, semconv.AWSSQSQueueURL(queueURL))
 }
 
 func snsAttrs(topicARN string) []attribute.KeyValue {
-	return []attribute.KeyValue{semconv.MessagingSystemAWSSNS, semconv.MessagingOperationTypeSend,
-		semconv.MessagingDestinationName(lastPart(topicARN, ':')), semconv.AWSSNSTopicARN(topicARN)}
+	return sendAttrs(lastPart(topicARN, ':'), semconv.MessagingSystemAWSSNS, semconv.AWSSNSTopicARN(topicARN))
+}
+
+func sendAttrs(destination string, more ...attribute.KeyValue) []attribute.KeyValue {
+	return append([]attribute.KeyValue{semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(destination)}, more...)
 }
 
 func lambdaAttrs(function string) []attribute.KeyValue {
