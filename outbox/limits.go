@@ -111,29 +111,10 @@ type limiter struct {
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
 	slots   map[string]chan struct{}
-	// calls counts the DynamoDB calls the limiter made (docs/outbox.md's cost per call).
-	calls atomicCounter
 	// The paused targets as last read (Targets.Paused), and when (the real clock).
 	pauseMu sync.Mutex
 	pauses  map[string]Pause
 	readAt  time.Time
-}
-
-type atomicCounter struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *atomicCounter) add(n int) {
-	c.mu.Lock()
-	c.n += n
-	c.mu.Unlock()
-}
-
-func (c *atomicCounter) get() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
 }
 
 func newLimiter(api API, table string, now func() time.Time, limits map[string]Limit) *limiter {
@@ -284,16 +265,13 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 		next := time.Unix(0, (index+1)*int64(window))
 		_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(l.table),
-			Key: map[string]types.AttributeValue{
-				dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitRatePrefix + strconv.FormatInt(index, 10)),
-			},
+			Key:       itemKey(LimitPK(target), limitRatePrefix+strconv.FormatInt(index, 10)),
 			// Every attribute name aliased: DynamoDB reserves many words (CALL, COUNT...).
 			UpdateExpression:          aws.String("ADD #calls :one SET #exp = :exp"),
 			ConditionExpression:       aws.String("attribute_not_exists(#calls) OR #calls < :quota"),
 			ExpressionAttributeNames:  map[string]string{"#calls": "calls", "#exp": dedup.TTLAttribute},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":quota": num(int64(quota)), ":exp": num(next.Add(time.Hour).Unix())},
 		})
-		l.calls.add(1)
 		var ccf *types.ConditionalCheckFailedException
 		switch {
 		case err == nil && !l.now().After(next):
@@ -340,7 +318,6 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(LimitPK(target)), ":slot": str(limitSlotPrefix)},
 			ConsistentRead:            aws.Bool(true),
 		})
-		l.calls.add(1)
 		if err != nil {
 			return 0, "", time.Time{}, 0, fmt.Errorf("slots of target %s: %w", target, err)
 		}
@@ -369,16 +346,13 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			i := free[rand.N(len(free))]
 			holdUntil := l.now().Add(hold)
 			_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: aws.String(l.table),
-				Key: map[string]types.AttributeValue{
-					dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitSlotPrefix + strconv.Itoa(i)),
-				},
+				TableName:                 aws.String(l.table),
+				Key:                       itemKey(LimitPK(target), limitSlotPrefix+strconv.Itoa(i)),
 				UpdateExpression:          aws.String("SET #holder = :me, #until = :until, #exp = :exp"),
 				ConditionExpression:       aws.String("attribute_not_exists(#until) OR #until < :now"),
 				ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.TTLAttribute},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner), ":until": num(holdUntil.UnixMilli()), ":now": num(now.UnixMilli()), ":exp": num(holdUntil.Add(time.Hour).Unix())},
 			})
-			l.calls.add(1)
 			var ccf *types.ConditionalCheckFailedException
 			switch {
 			case err == nil:
@@ -404,16 +378,13 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 // may be another's by now).
 func (l *limiter) releaseSlot(ctx context.Context, target string, slot int, owner string) {
 	_, _ = l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.table),
-		Key: map[string]types.AttributeValue{
-			dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitSlotPrefix + strconv.Itoa(slot)),
-		},
+		TableName:                 aws.String(l.table),
+		Key:                       itemKey(LimitPK(target), limitSlotPrefix+strconv.Itoa(slot)),
 		UpdateExpression:          aws.String("REMOVE #holder, #until"),
 		ConditionExpression:       aws.String("#holder = :me"),
 		ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner)},
 	})
-	l.calls.add(1)
 }
 
 // The item that names the paused targets, an attribute "paused#<target>" for each: in the
@@ -511,7 +482,7 @@ func (t *Targets) ResumePause(ctx context.Context, target string, shown Pause) e
 func (t *Targets) write(ctx context.Context, update, target string, values map[string]types.AttributeValue, cond string, names map[string]string) error {
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.Table),
-		Key:                       pausedKey(),
+		Key:                       itemKey(PausedPK, PausedSK),
 		UpdateExpression:          aws.String(update),
 		ExpressionAttributeNames:  map[string]string{"#t": pausedPrefix + target},
 		ExpressionAttributeValues: values,
@@ -532,7 +503,7 @@ func (t *Targets) write(ctx context.Context, update, target string, values map[s
 func (t *Targets) Paused(ctx context.Context) (map[string]Pause, error) {
 	out, err := t.API.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(t.Table),
-		Key:            pausedKey(),
+		Key:            itemKey(PausedPK, PausedSK),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -550,10 +521,6 @@ func (t *Targets) Paused(ctx context.Context) (map[string]Pause, error) {
 
 const pausedPrefix = "paused#"
 
-func pausedKey() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{dedup.PartitionKey: str(PausedPK), dedup.SortKey: str(PausedSK)}
-}
-
 // paused reports whether target is paused, from the paused targets as read at most pauseRead
 // ago, or, without read, as last read: no call, where a read would delay a lease whose slot is
 // already taken.
@@ -569,6 +536,11 @@ func (l *limiter) paused(ctx context.Context, target string, read bool) (bool, e
 	}
 	_, ok := l.pauses[target]
 	return ok, nil
+}
+
+// itemKey is the key of the table's item pk, sk.
+func itemKey(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{dedup.PartitionKey: str(pk), dedup.SortKey: str(sk)}
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -80,43 +81,31 @@ func (w *Worker) HandleRetries(ctx context.Context, ev events.SQSEvent) (events.
 	// An empty list, not null: some engines (MiniStack) cannot read a null list.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var mu sync.Mutex
-	sem := make(chan struct{}, w.concurrency(len(ev.Records)))
-	var wg sync.WaitGroup
-	for _, msg := range ev.Records {
+	w.each(len(ev.Records), func(i int) {
+		msg := ev.Records[i]
 		var wk wakeup
 		if err := json.Unmarshal([]byte(msg.Body), &wk); err != nil || wk.PK == "" {
 			// Nothing will make it readable: drop it (the sweeper still has the truth).
 			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "unreadable wake-up", slog.String("message_id", msg.MessageId))
-			continue
+			return
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := w.wake(ctx, wk); err != nil {
-				w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "wake-up not processed",
-					slog.String("message_id", msg.MessageId), slog.String("pk", wk.PK), slog.String("error", err.Error()))
-				mu.Lock()
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+		if err := w.wake(ctx, wk); err != nil {
+			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "wake-up not processed",
+				slog.String("message_id", msg.MessageId), slog.String("pk", wk.PK), slog.String("error", err.Error()))
+			mu.Lock()
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+			mu.Unlock()
+		}
+	})
 	return resp, nil
 }
 
 func (w *Worker) wake(ctx context.Context, wk wakeup) error {
-	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(w.cfg.Table), Key: dedup.ClaimItemKey(wk.PK), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return fmt.Errorf("read claim: %w", err)
+	item, err := w.readClaim(ctx, wk.PK)
+	if err != nil || item == nil {
+		return err // nil: expired and deleted, nothing left to do
 	}
-	if out.Item == nil {
-		return nil // expired and deleted: nothing left to do
-	}
-	claim, err := dedup.UnmarshalClaim(out.Item)
+	claim, err := dedup.UnmarshalClaim(item)
 	if err != nil {
 		w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "undecodable claim", slog.String("pk", wk.PK), slog.String("error", err.Error()))
 		return nil
@@ -147,6 +136,15 @@ func (w *Worker) wake(ctx context.Context, wk wakeup) error {
 		return nil
 	}
 	return w.cfg.Scheduler.Schedule(ctx, claim.PK, time.UnixMilli(next))
+}
+
+// readClaim reads the claim item of pk as stored (nil when it is gone).
+func (w *Worker) readClaim(ctx context.Context, pk string) (map[string]types.AttributeValue, error) {
+	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(w.cfg.Table), Key: dedup.ClaimItemKey(pk), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("read claim: %w", err)
+	}
+	return out.Item, nil
 }
 
 // Handle is the outbox function's Lambda handler: it takes the table's DynamoDB stream

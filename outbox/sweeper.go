@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -113,13 +115,11 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	keys := make(chan map[string]types.AttributeValue)
 	var wg sync.WaitGroup
 	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for key := range keys {
 				s.sweepOne(ctx, key, &rep, &mu)
 			}
-		}()
+		})
 	}
 	qerr := s.walk(ctx, cutoff, keys, &rep, &mu)
 	close(keys)
@@ -179,16 +179,10 @@ func (s *Sweeper) walk(ctx context.Context, cutoff int64, keys chan<- map[string
 				return errors.Join(errs...)
 			}
 			if len(c.buf) == 0 && !c.read {
-				page, err := w.api.Query(ctx, &dynamodb.QueryInput{
-					TableName:              aws.String(w.cfg.Table),
-					IndexName:              aws.String(dedup.PendingIndex),
-					KeyConditionExpression: aws.String("pending_shard = :s AND pending_since <= :cutoff"),
-					ExpressionAttributeValues: map[string]types.AttributeValue{
-						":s":      str(c.shard),
-						":cutoff": num(cutoff),
-					},
-					ExclusiveStartKey: c.start,
-				})
+				in := indexQuery(w.cfg.Table, c.shard)
+				in.KeyConditionExpression = aws.String(*in.KeyConditionExpression + " AND " + dedup.IndexSortKey + " <= :cutoff")
+				in.ExpressionAttributeValues[":cutoff"], in.ExclusiveStartKey = num(cutoff), c.start
+				page, err := w.api.Query(ctx, in)
 				if err != nil {
 					// One shard failing must not stop the others; the next run tries it again.
 					errs = append(errs, fmt.Errorf("sweep shard %s: %w", c.shard, err))
@@ -249,7 +243,7 @@ func (s *Sweeper) checkDeadline(ctx context.Context) {
 	}
 	w := s.Worker
 	left := time.Until(d)
-	for _, name := range sortedTargets(w.cfg.Executors) {
+	for _, name := range slices.Sorted(maps.Keys(w.cfg.Executors)) {
 		need := w.callBudget(name) + 3*w.cfg.Margin
 		if left >= need {
 			continue
@@ -273,19 +267,19 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 		count(func() { rep.Deferred++; rep.Incomplete = true })
 		return
 	}
-	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(w.cfg.Table),
-		Key:            map[string]types.AttributeValue{dedup.PartitionKey: key[dedup.PartitionKey], dedup.SortKey: key[dedup.SortKey]},
-		ConsistentRead: aws.Bool(true),
-	})
+	pk, _ := key[dedup.PartitionKey].(*types.AttributeValueMemberS)
+	if pk == nil {
+		return
+	}
+	item, err := w.readClaim(ctx, pk.Value)
 	if err != nil {
 		count(func() { rep.Failures++ })
 		return
 	}
-	if out.Item == nil {
+	if item == nil {
 		return
 	}
-	claim, err := dedup.UnmarshalClaim(out.Item)
+	claim, err := dedup.UnmarshalClaim(item)
 	if err != nil {
 		count(func() { rep.Failures++ })
 		return
@@ -335,13 +329,9 @@ func (s *Sweeper) countParked(ctx context.Context) (int, error) {
 	w := s.Worker
 	n := 0
 	for _, shard := range dedup.ParkedViewShards(w.cfg.PendingShards) {
-		p := dynamodb.NewQueryPaginator(w.api, &dynamodb.QueryInput{
-			TableName:                 aws.String(w.cfg.Table),
-			IndexName:                 aws.String(dedup.PendingIndex),
-			KeyConditionExpression:    aws.String("pending_shard = :s"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(shard)},
-			Select:                    types.SelectCount,
-		})
+		in := indexQuery(w.cfg.Table, shard)
+		in.Select = types.SelectCount
+		p := dynamodb.NewQueryPaginator(w.api, in)
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
@@ -365,7 +355,7 @@ func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error)
 	owner = strconv.FormatUint(rand.Uint64(), 36)
 	_, err = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(w.cfg.Table),
-		Key:                       lockKey(),
+		Key:                       itemKey(SweepLockPK, SweepLockSK),
 		UpdateExpression:          aws.String("SET lock_until = :until, lock_owner = :owner"),
 		ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR lock_until < :now OR lock_owner = :owner"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":until": num(until.UnixMilli()), ":now": num(now.UnixMilli()), ":owner": str(owner)},
@@ -388,13 +378,9 @@ func (s *Sweeper) unlock(owner string) {
 	defer cancel()
 	_, _ = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(w.cfg.Table),
-		Key:                       lockKey(),
+		Key:                       itemKey(SweepLockPK, SweepLockSK),
 		UpdateExpression:          aws.String("REMOVE lock_until, lock_owner"),
 		ConditionExpression:       aws.String("lock_owner = :owner"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner)},
 	})
-}
-
-func lockKey() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{dedup.PartitionKey: str(SweepLockPK), dedup.SortKey: str(SweepLockSK)}
 }

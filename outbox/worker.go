@@ -39,6 +39,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -164,7 +165,7 @@ func New(api API, cfg Config) (*Worker, error) {
 	if cfg.Margin < 0 || cfg.Lease <= cfg.Margin {
 		return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s must be longer than the margin %s", cfg.Lease, cfg.Margin)}
 	}
-	for _, name := range sortedTargets(cfg.Executors) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Executors)) {
 		x := cfg.Executors[name]
 		if x == nil {
 			return nil, &ConfigError{Field: "Executors", Reason: fmt.Sprintf("has no executor for target %q (nil)", name)}
@@ -223,15 +224,6 @@ func New(api API, cfg Config) (*Worker, error) {
 	return &Worker{api: api, cfg: cfg, tracer: newTracer(cfg.TracerProvider),
 		limits: newLimiter(api, cfg.Table, cfg.Now, cfg.Limits),
 		claims: &dedup.Claims{API: api, Table: cfg.Table, Now: cfg.Now, WriteRetries: cfg.WriteRetries}}, nil
-}
-
-func sortedTargets(m map[string]Executor) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // DefaultBackoff is 5 s doubling per failed attempt, capped at 15 minutes, less up to a
@@ -327,6 +319,20 @@ func (w *Worker) concurrency(n int) int {
 		c = DefaultConcurrency
 	}
 	return min(c, max(n, 1))
+}
+
+// each runs f(i) for each of a batch's n records, w.concurrency(n) at a time, and waits for all.
+func (w *Worker) each(n int, f func(i int)) {
+	sem := make(chan struct{}, w.concurrency(n))
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
 }
 
 func minTime(a, b time.Time) time.Time {
