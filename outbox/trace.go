@@ -145,16 +145,6 @@ func endIntent(span trace.Span, outcome string, err error) {
 	span.End()
 }
 
-// step starts a step of an intent's turn (lease, call, finish) under a recording intent span,
-// building attrs only then; otherwise ok is false and ctx is returned as it is.
-func (w *Worker) step(ctx context.Context, name string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (_ context.Context, _ trace.Span, ok bool) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, nil, false
-	}
-	ctx, span := w.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs()...))
-	return ctx, span, true
-}
-
 // dynamoDB is the attributes of the worker's UpdateItem.
 func (w *Worker) dynamoDB() []attribute.KeyValue {
 	return []attribute.KeyValue{semconv.RPCSystemNameKey.String("aws-api"), semconv.RPCMethod("DynamoDB/UpdateItem"), semconv.AWSDynamoDBTableNames(w.cfg.Table)}
@@ -179,10 +169,10 @@ func endLease(intent, span trace.Span, l *lease, err error) {
 // call is one call of the intent's target, as the call span (the executor's client span, and
 // the trace context it carries downstream, are its child's).
 func (w *Worker) call(ctx context.Context, x Executor, t Task) (sent string, err error) {
-	ctx, span, traced := w.step(ctx, SpanCall, trace.SpanKindInternal, func() []attribute.KeyValue {
+	ctx, span := startChild(ctx, SpanCall, trace.SpanKindInternal, func() []attribute.KeyValue {
 		return []attribute.KeyValue{AttrTarget.String(t.Target), AttrAttempt.Int(t.Attempt), AttrAtMostOnce.Bool(t.AtMostOnce)}
 	})
-	if traced {
+	if span != nil {
 		span.SetName(SpanCall + " " + t.Target)
 		defer func() {
 			if sent != "" {
@@ -280,21 +270,19 @@ func postponed(err error) bool {
 // otelhttp's transport: it records url.full, and its injection replaces a target's own static
 // trace headers.
 func startHTTPCall(ctx context.Context, rawURL string) (context.Context, trace.Span) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, nil
-	}
-	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodPost}
-	if u, err := url.Parse(rawURL); err == nil {
-		attrs = append(attrs, semconv.URLScheme(u.Scheme), semconv.ServerAddress(u.Hostname()))
-		port, _ := strconv.Atoi(u.Port())
-		if port == 0 && u.Scheme == "https" {
-			port = 443
-		} else if port == 0 {
-			port = 80
+	return startChild(ctx, http.MethodPost, trace.SpanKindClient, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{semconv.HTTPRequestMethodPost}
+		if u, err := url.Parse(rawURL); err == nil {
+			port, _ := strconv.Atoi(u.Port())
+			if port == 0 && u.Scheme == "https" {
+				port = 443
+			} else if port == 0 {
+				port = 80
+			}
+			attrs = append(attrs, semconv.URLScheme(u.Scheme), semconv.ServerAddress(u.Hostname()), semconv.ServerPort(port))
 		}
-		attrs = append(attrs, semconv.ServerPort(port))
-	}
-	return StartCall(ctx, http.MethodPost, trace.SpanKindClient, attrs...)
+		return attrs
+	})
 }
 
 // redact is err as a span or a log line may describe it, the one redaction of a call's failure:
@@ -437,12 +425,19 @@ func TraceFields(ctx context.Context) map[string]string {
 // ctx, with that span's provider, when that span is recording; otherwise it returns ctx as it
 // is and a nil span, which EndCall ignores.
 func StartCall(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return startChild(ctx, name, kind, func() []attribute.KeyValue { return attrs })
+}
+
+// startChild starts a span under the recording span in ctx, with that span's provider, and
+// builds attrs only then; otherwise it returns ctx as it is and a nil span: a step of a turn
+// with tracing off costs nothing.
+func startChild(ctx context.Context, name string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
 		return ctx, nil
 	}
 	return parent.TracerProvider().Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL)).Start(ctx, name,
-		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+		trace.WithSpanKind(kind), trace.WithAttributes(attrs()...))
 }
 
 // EndCall ends a span StartCall started, with attrs; in error when err is set: its status is
