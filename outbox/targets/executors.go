@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,13 +74,14 @@ func attributes(t outbox.Task) map[string]string {
 		"event_type": t.EventType, "intent": t.Intent}
 }
 
-// groupID is a FIFO message's group: the configured one, else the event's own (messages of
-// one event keep their order; events do not wait for each other).
-func groupID(configured string, t outbox.Task) string {
-	if configured != "" {
-		return configured
+// fifoIDs are a message's deduplication id (the key's hash) and group (the configured one, else
+// the event's own: its messages keep their order, events do not wait for each other) when its
+// queue or topic is FIFO (its name ends in ".fifo"); nil otherwise.
+func fifoIDs(destination, group string, t outbox.Task) (dedupID, groupID *string) {
+	if !strings.HasSuffix(destination, ".fifo") {
+		return nil, nil
 	}
-	return hashedKey(t.Source + ":" + t.EventID)
+	return aws.String(hashedKey(t.IdempotencyKey)), aws.String(cmp.Or(group, hashedKey(t.Source+":"+t.EventID)))
 }
 
 // SQS sends each intent's payload as one message to a queue. A FIFO queue (its URL ends in
@@ -116,10 +118,7 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(x.QueueURL), MessageBody: aws.String(string(t.Payload)), MessageAttributes: attrs,
 		MessageSystemAttributes: sqsSystemAttributes(ctx)}
-	if strings.HasSuffix(x.QueueURL, ".fifo") {
-		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
-		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
-	}
+	in.MessageDeduplicationId, in.MessageGroupId = fifoIDs(x.QueueURL, x.GroupID, t)
 	opts := oneSend(t, func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	traced, writes := outbox.TraceWrites(ctx)
 	out, err := x.Client.SendMessage(traced, in, opts...)
@@ -136,8 +135,7 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	if err != nil {
 		return "", classify("SQS SendMessage "+x.QueueURL, err, writes)
 	}
-	setMessageID(ctx, aws.ToString(out.MessageId))
-	return "message " + aws.ToString(out.MessageId), nil
+	return sentMessage(ctx, aws.ToString(out.MessageId)), nil
 }
 
 // tooLong says whether SQS refused a message for its length ("Message must be shorter than N
@@ -174,10 +172,7 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	defer func() { endCall(span, sent, err) }()
 	attrs := snsAttributes(messageFields(ctx, attributes(t), len(t.Payload), maxMessageBytes))
 	in := &sns.PublishInput{TopicArn: aws.String(x.TopicARN), Message: aws.String(string(t.Payload)), MessageAttributes: attrs}
-	if strings.HasSuffix(x.TopicARN, ".fifo") {
-		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
-		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
-	}
+	in.MessageDeduplicationId, in.MessageGroupId = fifoIDs(x.TopicARN, x.GroupID, t)
 	opts := oneSend(t, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
 	opts = withXRayHeader(ctx, opts, sns.WithAPIOptions)
 	ctx, writes := outbox.TraceWrites(ctx)
@@ -185,8 +180,7 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	if err != nil {
 		return "", classify("SNS Publish "+x.TopicARN, err, writes)
 	}
-	setMessageID(ctx, aws.ToString(out.MessageId))
-	return "message " + aws.ToString(out.MessageId), nil
+	return sentMessage(ctx, aws.ToString(out.MessageId)), nil
 }
 
 // EventBridge puts each intent as one event on a bus, its detail the Envelope. An entry the
@@ -212,20 +206,11 @@ func (x *EventBridge) Execute(ctx context.Context, t outbox.Task) error {
 func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
-	bus, source, detailType := x.Bus, x.Source, x.DetailType
-	if bus == "" {
-		bus = "default"
-	}
+	bus, source, detailType := cmp.Or(x.Bus, "default"), cmp.Or(x.Source, "oncehook"), cmp.Or(x.DetailType, t.Intent)
 	ctx, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue { return sendAttrs(bus) })
 	defer func() { endCall(span, sent, err) }()
-	if source == "" {
-		source = "oncehook"
-	}
-	if detailType == "" {
-		detailType = t.Intent
-	}
-	// An entry's size is its Source, DetailType and Detail (no Time or Resources are sent).
-	// EventBridge takes an entry of less than 256 KiB (its Source, DetailType and Detail).
+	// EventBridge takes an entry of less than 256 KiB: its Source, DetailType and Detail (no
+	// Time or Resources are sent).
 	detail, err := envelope(ctx, t, maxMessageBytes-1-len(source)-len(detailType))
 	if err != nil {
 		return "", err
