@@ -18,13 +18,9 @@ type IndexAPI interface {
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
-// ParkedClaims yields the claims with parked intents: those under the pending index's parked
-// and due-parked shards (dedup.ParkedViewShards: where a claim's transitions put it while
-// something of it is parked, whether or not another intent is still open), shard by shard,
-// oldest first within a shard, read consistently by their keys (the index holds keys only),
-// 100 to a BatchGetItem. A claim gone between the query and the read is skipped. It stops at
-// the first error, which it yields. shards is the deployment's shard count
-// (dedup.PendingShards unless configured). This is the list the ParkedIntents alarm points to.
+// ParkedClaims yields the claims with parked intents (under the pending index's parked and
+// due-parked shards, dedup.ParkedViewShards), as IndexedClaims reads them, shard by shard;
+// shards is the deployment's shard count. This is the list the ParkedIntents alarm points to.
 func ParkedClaims(ctx context.Context, api IndexAPI, table string, shards int) iter.Seq2[*dedup.Claim, error] {
 	return func(yield func(*dedup.Claim, error) bool) {
 		for _, shard := range dedup.ParkedViewShards(shards) {
@@ -38,9 +34,9 @@ func ParkedClaims(ctx context.Context, api IndexAPI, table string, shards int) i
 }
 
 // IndexedClaims yields the claims under one hash key of the pending index (a due shard "P<n>",
-// a due-parked one "due-parked-<n>" or a parked one "parked-<n>"), oldest first, read consistently by their keys, 100 to a
-// BatchGetItem (keys it leaves unprocessed are asked again). A claim gone between the query and
-// the read is skipped. It stops at the first error, which it yields.
+// a due-parked one "due-parked-<n>" or a parked one "parked-<n>"), oldest first, read
+// consistently by their keys (the index holds keys only), 100 to a BatchGetItem. A claim gone
+// between the query and the read is skipped. It stops at the first error, which it yields.
 func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.Seq2[*dedup.Claim, error] {
 	return func(yield func(*dedup.Claim, error) bool) {
 		p := dynamodb.NewQueryPaginator(api, indexQuery(table, shard))

@@ -12,11 +12,9 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// HandleStream processes a DynamoDB Streams batch. It acts on INSERT and MODIFY records of
-// claims with due intents; TTL deletions (REMOVE) and other items are ignored. Each record is
-// self-contained: the claim carries its whole outbox, so no record waits for another item of
-// the same transaction. Records that could not be recorded (DynamoDB failed) are returned as
-// batch item failures, by sequence number, so only they are delivered again.
+// HandleStream processes a DynamoDB Streams batch: INSERT and MODIFY records of claims with due
+// intents, each self-contained (the claim carries its whole outbox). Records that could not be
+// processed are returned as batch item failures, so only they are delivered again.
 func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	failed := make([]bool, len(ev.Records))
 	w.each(len(ev.Records), func(i int) {
