@@ -68,6 +68,14 @@ func oneSend[O any](t outbox.Task, noRetries func(*O)) []func(*O) {
 	return nil
 }
 
+// send makes one service call with what classifies its failure (classify): op names it, and
+// the call's WriteTrace says whether any of it was written.
+func send[In, Out, O any](ctx context.Context, op string, call func(context.Context, In, ...func(*O)) (Out, error), in In, opts ...func(*O)) (Out, error) {
+	traced, writes := outbox.TraceWrites(ctx)
+	out, err := call(traced, in, opts...)
+	return out, classify(op, err, writes)
+}
+
 // attributes are the message attributes SQS and SNS messages carry besides the body.
 func attributes(t outbox.Task) map[string]string {
 	return map[string]string{"idempotency_key": t.IdempotencyKey, "source": t.Source, "event_id": t.EventID,
@@ -120,8 +128,7 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 		MessageSystemAttributes: sqsSystemAttributes(ctx)}
 	in.MessageDeduplicationId, in.MessageGroupId = fifoIDs(x.QueueURL, x.GroupID, t)
 	opts := oneSend(t, func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
-	traced, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.SendMessage(traced, in, opts...)
+	out, err := send(ctx, "SQS SendMessage "+x.QueueURL, x.Client.SendMessage, in, opts...)
 	if err != nil && len(attrs) > ownN && tooLong(err) {
 		// A queue's own MaximumMessageSize (1 KiB to 1 MiB) counts the trace's attributes, and
 		// cannot be known without a call of its own: a message it refused for its length was
@@ -129,11 +136,10 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 		for _, k := range traceFields {
 			delete(attrs, k)
 		}
-		traced, writes = outbox.TraceWrites(ctx)
-		out, err = x.Client.SendMessage(traced, in, opts...)
+		out, err = send(ctx, "SQS SendMessage "+x.QueueURL, x.Client.SendMessage, in, opts...)
 	}
 	if err != nil {
-		return "", classify("SQS SendMessage "+x.QueueURL, err, writes)
+		return "", err
 	}
 	return sentMessage(ctx, aws.ToString(out.MessageId)), nil
 }
@@ -175,10 +181,9 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	in.MessageDeduplicationId, in.MessageGroupId = fifoIDs(x.TopicARN, x.GroupID, t)
 	opts := oneSend(t, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
 	opts = withXRayHeader(ctx, opts, sns.WithAPIOptions)
-	ctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.Publish(ctx, in, opts...)
+	out, err := send(ctx, "SNS Publish "+x.TopicARN, x.Client.Publish, in, opts...)
 	if err != nil {
-		return "", classify("SNS Publish "+x.TopicARN, err, writes)
+		return "", err
 	}
 	return sentMessage(ctx, aws.ToString(out.MessageId)), nil
 }
@@ -216,13 +221,12 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent st
 		return "", err
 	}
 	opts := oneSend(t, func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 })
-	ctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+	out, err := send(ctx, "EventBridge PutEvents "+bus, x.Client.PutEvents, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		EventBusName: aws.String(bus), Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(detail)),
 		TraceHeader: optional(xray(ctx)),
 	}}}, opts...)
 	if err != nil {
-		return "", classify("EventBridge PutEvents "+bus, err, writes)
+		return "", err
 	}
 	if out.FailedEntryCount > 0 {
 		code, msg := "", ""
@@ -313,15 +317,12 @@ func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (sent 
 	}
 	name := ExecutionName(t.IdempotencyKey)
 	opts := oneSend(t, func(o *sfn.Options) { o.RetryMaxAttempts = 1 })
-	sctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.StartExecution(sctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload)),
-		TraceHeader: optional(xray(ctx))}, opts...)
-	var exists *sfntypes.ExecutionAlreadyExists
+	out, err := send(ctx, "Step Functions StartExecution "+x.StateMachineARN, x.Client.StartExecution, &sfn.StartExecutionInput{
+		StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload)), TraceHeader: optional(xray(ctx))}, opts...)
 	if err == nil {
 		return kind + aws.ToString(out.ExecutionArn), nil
 	}
-	if !errors.As(err, &exists) {
-		err = classify("Step Functions StartExecution "+x.StateMachineARN, err, writes)
+	if _, exists := errors.AsType[*sfntypes.ExecutionAlreadyExists](err); !exists {
 		if !express && !outbox.IsPermanent(err) && !outbox.IsNotSent(err) {
 			err = outbox.Deduplicated(err) // the name holds a standard workflow to one execution
 		}
@@ -406,10 +407,9 @@ func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string,
 	}
 	opts := oneSend(t, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
 	opts = withXRayHeader(ctx, opts, lambda.WithAPIOptions)
-	ctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload}, opts...)
+	out, err := send(ctx, "Lambda Invoke "+x.Function, x.Client.Invoke, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload}, opts...)
 	if err != nil {
-		return "", classify("Lambda Invoke "+x.Function, err, writes)
+		return "", err
 	}
 	if out.FunctionError != nil {
 		// The function ran and failed: retried, and parked after the worker's attempts.
