@@ -10,6 +10,9 @@ import (
 	"net/http/httptrace"
 	"sync/atomic"
 	"time"
+
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Task is one intent to execute, with everything an executor needs and nothing else.
@@ -28,20 +31,18 @@ type Task struct {
 	AtMostOnce bool
 }
 
-// Executor runs intents for one target. An error is retried (with backoff, up to the
-// worker's attempt limit) unless it is marked Permanent, in which case the intent is parked
-// for an operator. The error is recorded whole in the claim's last_error; a span's status and
-// the worker's log line describe it by its Error too, unless an error in its chain has a
-// SpanDescription() string method: then by that, for an error that quotes what a downstream
-// answered (spans and logs leave for places which the claims table's readers and the
-// console's redaction do not guard).
+// Executor runs intents for one target. An error is retried (with backoff, up to the worker's
+// attempt limit) unless marked Permanent: then the intent parks for an operator. The error is
+// recorded whole in the claim's last_error; a span's status and the log line describe it by the
+// SpanDescription() string of an error in its chain that has one (for an error quoting what a
+// downstream answered: spans and logs leave for places the console's redaction does not
+// guard), else by its Error.
 type Executor interface {
 	Execute(ctx context.Context, t Task) error
 }
 
 // Reporter is an Executor that says what its call produced (a message id, an execution ARN):
-// the worker calls ExecuteReport instead of Execute and records sent on the intent as it
-// finishes it (hookctl inspect shows it).
+// the worker calls ExecuteReport instead of Execute and records sent on the intent.
 type Reporter interface {
 	Executor
 	ExecuteReport(ctx context.Context, t Task) (sent string, err error)
@@ -61,9 +62,8 @@ type ExecutorFunc func(ctx context.Context, t Task) error
 // Execute calls f.
 func (f ExecutorFunc) Execute(ctx context.Context, t Task) error { return f(ctx, t) }
 
-// BoundedFunc adapts a function whose calls take at most max to a Bounded Executor: the
-// worker ends each call's context then, and a deployment sizes its lease and timeouts from it
-// (launch and the construct refuse an application's executor without a bound).
+// BoundedFunc adapts a function whose calls take at most max to a Bounded Executor: the worker
+// ends each call's context then, and a deployment sizes its lease and timeouts from it.
 func BoundedFunc(max time.Duration, f func(ctx context.Context, t Task) error) Executor {
 	return boundedFunc{ExecutorFunc(f), max}
 }
@@ -86,13 +86,12 @@ func Permanent(err error) error { return &PermanentError{Err: err} }
 
 // IsPermanent reports whether err was marked Permanent.
 func IsPermanent(err error) bool {
-	var pe *PermanentError
-	return errors.As(err, &pe)
+	_, ok := errors.AsType[*PermanentError](err)
+	return ok
 }
 
-// NotSentError marks a failure the downstream cannot have acted on: the connection was refused,
-// or the service turned the request away unprocessed (throttling). An at-most-once intent may
-// be tried again after one; after any other failure it parks.
+// NotSentError marks a failure the downstream cannot have acted on (a refused connection, a
+// request throttled unprocessed): an at-most-once intent may be tried again after one.
 type NotSentError struct{ Err error }
 
 func (e *NotSentError) Error() string { return e.Err.Error() }
@@ -103,14 +102,13 @@ func NotSent(err error) error { return &NotSentError{Err: err} }
 
 // IsNotSent reports whether err was marked NotSent.
 func IsNotSent(err error) bool {
-	var ns *NotSentError
-	return errors.As(err, &ns)
+	_, ok := errors.AsType[*NotSentError](err)
+	return ok
 }
 
 // DeduplicatedError marks a failure that may have reached the downstream, after which a retry
-// still cannot act twice: the downstream itself refuses a second effect for the idempotency key
-// (a Step Functions standard workflow starts one execution per name). An at-most-once intent
-// is retried after one, as after NotSent.
+// still cannot act twice: the downstream refuses a second effect for the key (a Step Functions
+// standard workflow starts one execution per name). An at-most-once intent is retried after one.
 type DeduplicatedError struct{ Err error }
 
 func (e *DeduplicatedError) Error() string { return e.Err.Error() }
@@ -121,25 +119,21 @@ func Deduplicated(err error) error { return &DeduplicatedError{Err: err} }
 
 // IsDeduplicated reports whether err was marked Deduplicated.
 func IsDeduplicated(err error) bool {
-	var de *DeduplicatedError
-	return errors.As(err, &de)
+	_, ok := errors.AsType[*DeduplicatedError](err)
+	return ok
 }
 
-// Checker is an Executor that knows configurations it cannot serve. New calls Check with
-// whether the target is at-most-once (AtMostOnce) and refuses the target with its error: an
-// asynchronous Lambda invocation, which Lambda's own queue retries and may deliver twice,
-// cannot be at-most-once.
+// Checker is an Executor that knows configurations it cannot serve: New calls Check with
+// whether the target is at-most-once (AtMostOnce) and refuses the target with its error.
 type Checker interface {
 	Check(atMostOnce bool) error
 }
 
 // AtMostOnce wraps an executor whose downstream has no idempotency key of its own (SMTP, a
-// legacy API): its intents are called at most once. The lease before the call records the
-// attempt as under way; an attempt that never recorded its outcome (its worker stopped
-// mid-call) parks instead of being called again, and so does a failure that may have reached
-// the downstream: only a NotSent or Deduplicated error is retried. A parked intent is a person's decision
-// (check the downstream, then hookctl redrive if it was not sent). Use at-least-once, the
-// default, wherever the downstream deduplicates: it never needs a person.
+// legacy API): its intents are called at most once. An attempt that never recorded its outcome
+// (its worker stopped mid-call), or failed in a way that may have reached the downstream (any
+// error but NotSent or Deduplicated), parks for a person's decision instead of being called
+// again. Use at-least-once, the default, wherever the downstream deduplicates.
 func AtMostOnce(x Executor) Executor {
 	if b, ok := x.(Bounded); ok {
 		return &atMostOnceBounded{atMostOnce{x}, b}
@@ -169,30 +163,22 @@ func IsAtMostOnce(x Executor) bool {
 	return ok
 }
 
-// HTTPExecutor POSTs the intent's payload as JSON to URL with the Idempotency-Key header.
+// HTTPExecutor POSTs the intent's payload as JSON to URL with the Idempotency-Key header, and
+// classifies the answer:
 //
-// How it classifies the answer, and why:
+//   - 2xx: done.
+//   - 408, 425, 5xx, timeouts, transport errors: retried (slow, overloaded or failing for now).
+//   - 409: retried: Stripe and the IETF Idempotency-Key draft answer 409 while a request with the
+//     same key is in flight (our earlier attempt that timed out).
+//   - 429, and a failure before any of the request was written (WriteTrace): retried and NotSent,
+//     so an at-most-once intent is retried after them too; after any other failure it parks.
+//   - 3xx: permanent, never followed: a followed 301/302/303 turns the POST into a bodiless GET
+//     whose 2xx would record an effect that never happened; 307/308 would send the effect to a
+//     URL nobody configured.
+//   - other 4xx: permanent: the request itself is wrong.
 //
-//	2xx                       done
-//	408, 425, 429, 5xx        retried: the downstream is slow, overloaded or failing for now
-//	409                       retried: Stripe and the IETF Idempotency-Key draft answer 409 while a
-//	                          request with the same key is still in flight (our earlier attempt
-//	                          that timed out); the next attempt gets that request's answer
-//	timeouts, transport errors retried
-//	429, a failure before any retried, and marked NotSent: an at-most-once intent (AtMostOnce)
-//	of the request was written is retried after them too, and parked after any other failure
-//	(no connection, a refused (a reset after the request was written is "may have been sent",
-//	or timed-out dial)        whatever error it surfaces as: see WriteTrace)
-//	3xx                       permanent, never followed: a followed 301/302/303 turns the POST into
-//	                          a GET without a body (an HTTP->HTTPS hop, a login page) whose 2xx
-//	                          would record an effect that never happened; 307/308 would send the
-//	                          effect to a URL nobody configured. The error names the Location.
-//	other 4xx                 permanent: the request itself is wrong; parked for an operator
-//
-// Every non-2xx answer is a *StatusError (wrapped in a *PermanentError when permanent).
-//
-// For an at-most-once task the request is sent once: net/http does not replay it on a reused
-// connection that broke (see Execute), and the caller's transport must not retry either.
+// Every non-2xx answer is a *StatusError. An at-most-once task's request is sent once (see
+// Execute); the caller's transport must not retry either.
 type HTTPExecutor struct {
 	URL     string
 	Client  *http.Client  // http.DefaultClient's transport when nil; its redirect policy is never used
@@ -230,8 +216,7 @@ type transportError struct {
 func (e *transportError) Error() string { return "POST " + e.URL + ": " + e.Err.Error() }
 func (e *transportError) Unwrap() error { return e.Err }
 
-// MaxDuration is the longest one Execute call takes: the worker takes no lease it could not
-// finish (see Bounded).
+// MaxDuration is the longest one Execute call takes (Bounded).
 func (x *HTTPExecutor) MaxDuration() time.Duration {
 	if x.Timeout > 0 {
 		return x.Timeout
@@ -242,18 +227,17 @@ func (x *HTTPExecutor) MaxDuration() time.Duration {
 // noRedirects makes a client hand back a 3xx as it is.
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// Execute sends one request. With tracing on (a recording span in ctx), the request is a client
-// span of its own, and carries its trace context in the headers the global propagator writes
-// (W3C traceparent and tracestate): added to the static Headers, never over one of them, nor
-// over Idempotency-Key.
+// Execute sends one request. With tracing on, it is a client span of its own, and carries its
+// trace context in the headers the global propagator writes, never over a static header.
 func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
 	ctx, span := startHTTPCall(ctx, x.URL)
 	err := x.post(ctx, t)
-	endHTTPCall(span, err)
+	if span != nil {
+		EndCall(span, redact(err), "")
+	}
 	return err
 }
 
-// post is Execute's request.
 func (x *HTTPExecutor) post(ctx context.Context, t Task) error {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
@@ -268,11 +252,9 @@ func (x *HTTPExecutor) post(ctx context.Context, t Task) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
 	if t.AtMostOnce {
-		// net/http replays a request that carries an Idempotency-Key on a reused connection that
-		// broke after it was written, whenever it can rewind the body (GetBody) or there is no
-		// body at all (http.NoBody, which an empty payload gets). A body it can neither rewind
-		// nor take for empty is sent once. The price: an empty payload goes out as an empty
-		// chunked body rather than Content-Length: 0.
+		// net/http replays a request with an Idempotency-Key on a reused connection that broke
+		// after it was written, when it can rewind the body or there is none: a body it can do
+		// neither with is sent once (an empty payload goes out as an empty chunked body).
 		req.Body, req.GetBody, req.ContentLength = onceBody{bytes.NewReader(t.Payload)}, nil, int64(len(t.Payload))
 	}
 	if req.Header.Get("User-Agent") == "" {
@@ -286,12 +268,13 @@ func (x *HTTPExecutor) post(ctx context.Context, t Task) error {
 	traced, writes := TraceWrites(ctx)
 	resp, err := client.Do(req.WithContext(traced))
 	if err != nil {
-		// Where it failed decides, not what the error says: a refused dial after a replay of a
-		// request the server had read is still a request that was sent.
+		// Where it failed decides, not what the error says (a refused dial may be a replay).
 		return writes.NotSentUnlessWritten(&transportError{URL: x.URL, Err: err})
 	}
 	defer resp.Body.Close()
-	recordStatus(ctx, resp.StatusCode)
+	if s := trace.SpanFromContext(ctx); s.IsRecording() {
+		s.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
 	code := resp.StatusCode
@@ -322,18 +305,15 @@ type onceBody struct{ *bytes.Reader }
 func (onceBody) Close() error { return nil }
 
 // WriteTrace records whether an HTTP request made under its context (TraceWrites) wrote any of
-// itself to a connection. Until one did, a failure cannot have reached the downstream (no
-// connection, a refused or timed-out dial, a TLS handshake that failed); once one did, the
-// downstream may have read it, whatever error comes back: a reset, a dial refused for a replay
-// of it, a timeout. Executors use it to classify by where a call failed rather than by what
-// the error says.
+// itself to a connection: until one did, a failure cannot have reached the downstream; once one
+// did, it may have, whatever error comes back. Executors classify by it where a call failed
+// rather than by what the error says.
 type WriteTrace struct{ wrote atomic.Bool }
 
-// TraceWrites returns ctx with a net/http client trace (composed with any ctx already has)
-// that records in the WriteTrace whether a request made under it, on any attempt, wrote the
-// first of its headers. Every client built on net/http honours it, the AWS SDK's included,
-// across its own retries. The first header counts even while it is only buffered: erring on the
-// side of "may have been sent".
+// TraceWrites returns ctx with a net/http client trace (composed with any ctx has) that records
+// whether a request made under it, on any attempt, wrote its first header (even only
+// buffered: erring on the side of "may have been sent"). Every client built on net/http
+// honours it, the AWS SDK's included, across its retries.
 func TraceWrites(ctx context.Context) (context.Context, *WriteTrace) {
 	w := &WriteTrace{}
 	mark := func() { w.wrote.Store(true) }

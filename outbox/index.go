@@ -18,13 +18,9 @@ type IndexAPI interface {
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
-// ParkedClaims yields the claims with parked intents: those under the pending index's parked
-// and due-parked shards (dedup.ParkedViewShards: where a claim's transitions put it while
-// something of it is parked, whether or not another intent is still open), shard by shard,
-// oldest first within a shard, read consistently by their keys (the index holds keys only),
-// 100 to a BatchGetItem. A claim gone between the query and the read is skipped. It stops at
-// the first error, which it yields. shards is the deployment's shard count
-// (dedup.PendingShards unless configured). This is the list the ParkedIntents alarm points to.
+// ParkedClaims yields the claims with parked intents (under the pending index's parked and
+// due-parked shards, dedup.ParkedViewShards), as IndexedClaims reads them, shard by shard;
+// shards is the deployment's shard count. This is the list the ParkedIntents alarm points to.
 func ParkedClaims(ctx context.Context, api IndexAPI, table string, shards int) iter.Seq2[*dedup.Claim, error] {
 	return func(yield func(*dedup.Claim, error) bool) {
 		for _, shard := range dedup.ParkedViewShards(shards) {
@@ -38,17 +34,12 @@ func ParkedClaims(ctx context.Context, api IndexAPI, table string, shards int) i
 }
 
 // IndexedClaims yields the claims under one hash key of the pending index (a due shard "P<n>",
-// a due-parked one "due-parked-<n>" or a parked one "parked-<n>"), oldest first, read consistently by their keys, 100 to a
-// BatchGetItem (keys it leaves unprocessed are asked again). A claim gone between the query and
-// the read is skipped. It stops at the first error, which it yields.
+// a due-parked one "due-parked-<n>" or a parked one "parked-<n>"), oldest first, read
+// consistently by their keys (the index holds keys only), 100 to a BatchGetItem. A claim gone
+// between the query and the read is skipped. It stops at the first error, which it yields.
 func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.Seq2[*dedup.Claim, error] {
 	return func(yield func(*dedup.Claim, error) bool) {
-		p := dynamodb.NewQueryPaginator(api, &dynamodb.QueryInput{
-			TableName:                 aws.String(table),
-			IndexName:                 aws.String(dedup.PendingIndex),
-			KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
-		})
+		p := dynamodb.NewQueryPaginator(api, indexQuery(table, shard))
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
@@ -77,6 +68,16 @@ func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.
 	}
 }
 
+// indexQuery is the query of one hash key (shard) of the pending index.
+func indexQuery(table, shard string) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:                 aws.String(table),
+		IndexName:                 aws.String(dedup.PendingIndex),
+		KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(shard)},
+	}
+}
+
 // batchGet reads claims by their index keys, consistently, by pk.
 func batchGet(ctx context.Context, api IndexAPI, table string, keys []map[string]types.AttributeValue) (map[string]map[string]types.AttributeValue, error) {
 	req := make([]map[string]types.AttributeValue, 0, len(keys))
@@ -85,11 +86,9 @@ func batchGet(ctx context.Context, api IndexAPI, table string, keys []map[string
 	}
 	out := make(map[string]map[string]types.AttributeValue, len(keys))
 	for attempt := 0; len(req) > 0; attempt++ {
-		if attempt > 0 {
-			select { // unprocessed keys: the table is throttling, so back off before asking again
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
+		if attempt > 0 { // unprocessed keys: the table is throttling, so back off before asking again
+			if err := sleep(ctx, time.Duration(min(attempt, 10))*50*time.Millisecond); err != nil {
+				return nil, err
 			}
 		}
 		resp, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{

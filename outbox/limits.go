@@ -20,31 +20,23 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// Limit is how fast a target may be called, across every worker: every concurrent invocation
-// of the outbox function and the sweeper, on every instance. The zero Limit is no limit.
-//
-// The limits are kept in the claims table, because that is the one place every worker
-// shares: Lambda's own controls cannot express them (reserved concurrency caps invocations, not
-// calls to one target among several in a batch; an SQS mapping's maximum concurrency is per
-// queue, and the stream is not a queue). See docs/outbox.md, "Per-target limits".
+// Limit is how fast a target may be called, across every worker (every invocation of the
+// outbox function and the sweeper). The zero Limit is no limit. The limits are kept in the
+// claims table, the one place every worker shares: Lambda's own controls cap invocations, not
+// calls to one target. See docs/outbox.md, "Per-target limits".
 type Limit struct {
-	// MaxInFlight caps the calls to the target under way at once; 0: no cap. Each call holds
-	// one of MaxInFlight slot items from right before its lease until it is recorded; a call
-	// that may still be running at the downstream (it timed out, or its connection broke,
-	// before an answer) and a worker that stops mid-call hold theirs until the lease and the
-	// margin have ended, never longer.
+	// MaxInFlight caps the calls to the target under way at once; 0: no cap. Each call holds a
+	// slot item from right before its lease until it is recorded; a call that may still be
+	// running at the downstream, or whose worker stopped, holds it until its lease and margin end.
 	MaxInFlight int
-	// Rate caps the calls to the target started per second; 0: no cap. Time is cut into
-	// windows of RateQuota(Rate) calls each (a quarter of a second's worth, at least one call),
-	// each a counter item: a span of T covers at most ceil(T/window)+1 windows, so at most
-	// Rate*T calls plus one window's quota start in a span of whole windows, and never more
-	// than Rate*T plus two quotas (a span across one window's end and the next one's start).
+	// Rate caps the calls to the target started per second; 0: no cap. Time is cut into windows
+	// of RateQuota(Rate) calls, each a counter item: a span of T starts at most Rate*T calls
+	// plus two quotas (a span across one window's end and the next one's start).
 	Rate float64
 }
 
-// Bounds of Limit, as the sources file's max_in_flight and rate. A target's limit items share
-// one DynamoDB partition, which takes about 1,000 writes a second: a call under a rate writes
-// it once (a refused turn too), under max_in_flight twice.
+// Bounds of Limit. A target's limit items share one DynamoDB partition (about 1,000 writes a
+// second): a call under a rate writes it once, under max_in_flight twice.
 const (
 	MaxMaxInFlight = 1000
 	MaxRate        = 500
@@ -64,18 +56,12 @@ func (l Limit) Validate() error {
 // IsZero reports whether l limits nothing.
 func (l Limit) IsZero() bool { return l.MaxInFlight == 0 && l.Rate == 0 }
 
-// RateQuota is the calls one rate window of a target with this rate admits: a quarter of a
-// second's worth, at least one. The window lasts RateQuota/rate seconds: long against a write's
-// latency (a turn whose write outlasts its window is forfeited), short against the rate.
+// RateQuota is the calls one rate window admits: a quarter of a second's worth, at least one,
+// so that the window is long against a write's latency and short against the rate.
 func RateQuota(rate float64) int { return max(1, int(math.Ceil(rate/4))) }
 
-// rateWindow is the length of a rate window.
-func rateWindow(rate float64) time.Duration {
-	return time.Duration(float64(RateQuota(rate)) / rate * float64(time.Second))
-}
-
-// LimitPK is the partition of a target's limit items in the claims table: in the claims' key
-// space (EVT#), which effect records may not use, with a source no claim can have.
+// LimitPK is the partition of a target's limit items: in the claims' key space, which effect
+// records may not use, with a source no claim can have.
 func LimitPK(target string) string { return dedup.ClaimPrefix + "#limit#" + target }
 
 // The sort keys of a target's limit items.
@@ -99,10 +85,9 @@ func (e *heldError) Error() string {
 }
 func (e *heldError) Unwrap() error { return errHeld }
 
-// limiter admits calls to the targets that have a Limit. In each process a local limiter (a
-// token bucket at the target's rate, and a semaphore of its MaxInFlight) queues the process's
-// own goroutines first, so that only what could be admitted asks the table; the table's items
-// are what holds across processes.
+// limiter admits calls to the targets that have a Limit. A local token bucket and semaphore
+// queue the process's own calls first, so that only what could be admitted asks the table,
+// whose items hold across processes.
 type limiter struct {
 	api     API
 	table   string
@@ -111,29 +96,10 @@ type limiter struct {
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
 	slots   map[string]chan struct{}
-	// calls counts the DynamoDB calls the limiter made (docs/outbox.md's cost per call).
-	calls atomicCounter
 	// The paused targets as last read (Targets.Paused), and when (the real clock).
 	pauseMu sync.Mutex
 	pauses  map[string]Pause
 	readAt  time.Time
-}
-
-type atomicCounter struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *atomicCounter) add(n int) {
-	c.mu.Lock()
-	c.n += n
-	c.mu.Unlock()
-}
-
-func (c *atomicCounter) get() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
 }
 
 func newLimiter(api API, table string, now func() time.Time, limits map[string]Limit) *limiter {
@@ -154,28 +120,19 @@ func newLimiter(api API, table string, now func() time.Time, limits map[string]L
 	return l
 }
 
-// admission is a call the limits let through: the slot it holds (if its target has
-// max_in_flight), until when, and how to give it back.
+// admission is a call the limits let through.
 type admission struct {
-	// until is when the slot ends by itself (zero without one): the call's lease must end
-	// before it.
+	// until is when its slot ends by itself (zero without one): the call's lease must end first.
 	until time.Time
-	// release gives the slot back once the call is recorded. keep leaves the table's slot held
-	// until it ends by itself: the call may still be running at the downstream (it timed out,
-	// or its connection broke, before an answer).
+	// release gives the slot back once the call is recorded; keep leaves the table's slot held
+	// until it ends by itself (the call may still be running at the downstream).
 	release func(keep bool)
 }
 
-// admit waits for target's limits to let one call through, for as long as it may (until
-// deadline: the caller must still be able to make the call after). hold is how long a slot is
-// held from the moment it is taken: the lease the call runs under, written right after, and
-// the margin. It returns a *heldError (errHeld) when the limits did not admit the call by
-// deadline: the caller leaves the intent as it is, due, and tries again after the wait it
-// names.
-//
-// The waits come first (the process's own calls, then its own turn at the rate), the slot
-// last, right before the lease: so a slot is held for the call's lease, never for a wait, and
-// a worker that stops mid-call holds it until that lease has ended and no longer.
+// admit waits until deadline at most for target's limits to let one call through; hold is how
+// long a slot is held once taken (the call's lease and the margin). Past deadline it returns a
+// *heldError naming when to try again. The slot is taken last, right before the lease, so that
+// it is held for the call's lease, never for a wait.
 func (l *limiter) admit(ctx context.Context, target string, hold time.Duration, deadline time.Time) (*admission, error) {
 	lim, ok := l.limits[target]
 	if !ok {
@@ -183,24 +140,13 @@ func (l *limiter) admit(ctx context.Context, target string, hold time.Duration, 
 	}
 	releaseLocal := func() {}
 	if lim.MaxInFlight > 0 {
-		// The process's own calls queue here first: only one that could hold a slot asks the
-		// table for one.
 		local := l.slots[target]
-		if err := waitUntil(ctx, deadline, func() bool {
-			select {
-			case local <- struct{}{}:
-				return true
-			default:
-				return false
-			}
-		}); err != nil {
+		if !acquire(ctx, local, deadline) {
 			return nil, &heldError{target: target, wait: 200 * time.Millisecond, why: fmt.Sprintf("its %d calls in flight are this instance's", lim.MaxInFlight)}
 		}
 		releaseLocal = func() { <-local }
 	}
 	if lim.Rate > 0 {
-		// The process's own calls are spaced first, before their leases: only one the rate
-		// could admit goes on to a lease and to the table's window (takeWindow).
 		res := l.buckets[target].Reserve()
 		if d := res.Delay(); time.Now().Add(d).After(deadline) {
 			res.Cancel()
@@ -242,21 +188,22 @@ func (l *limiter) rated(target string) bool { return l.limits[target].Rate > 0 }
 // target is written this much longer, so the wait never shortens the call.
 const rateHold = 5 * time.Second
 
-// waitUntil polls try with a short backoff until it succeeds, deadline passes or ctx ends.
-func waitUntil(ctx context.Context, deadline time.Time, try func() bool) error {
-	pause := 5 * time.Millisecond
-	for {
-		if try() {
-			return nil
-		}
-		if time.Now().Add(pause).After(deadline) {
-			return errHeld
-		}
-		if err := sleep(ctx, pause+rand.N(pause)); err != nil {
-			return err
-		}
-		pause = min(pause*2, 200*time.Millisecond)
+// acquire takes a place in sem, waiting for one until deadline at most.
+func acquire(ctx context.Context, sem chan struct{}, deadline time.Time) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
 	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -270,39 +217,32 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// takeWindow takes one call from the current rate window of target, right before the call (so
-// the window the downstream sees a call in is the one that counted it): a conditional ADD on the
-// window's counter item (one write). A full window waits for the next, while deadline allows;
-// past it, a *heldError.
+// takeWindow takes one call from target's current rate window with a conditional ADD on its
+// counter item. A full window waits for the next until deadline; past it, a *heldError.
 func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.Time) error {
 	r := l.limits[target].Rate
 	quota := RateQuota(r)
-	window := rateWindow(r)
+	window := time.Duration(float64(quota) / r * float64(time.Second))
 	for refused := 0; ; {
 		now := l.now()
 		index := now.UnixNano() / int64(window)
 		next := time.Unix(0, (index+1)*int64(window))
 		_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(l.table),
-			Key: map[string]types.AttributeValue{
-				dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitRatePrefix + strconv.FormatInt(index, 10)),
-			},
+			Key:       itemKey(LimitPK(target), limitRatePrefix+strconv.FormatInt(index, 10)),
 			// Every attribute name aliased: DynamoDB reserves many words (CALL, COUNT...).
 			UpdateExpression:          aws.String("ADD #calls :one SET #exp = :exp"),
 			ConditionExpression:       aws.String("attribute_not_exists(#calls) OR #calls < :quota"),
 			ExpressionAttributeNames:  map[string]string{"#calls": "calls", "#exp": dedup.TTLAttribute},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":quota": num(int64(quota)), ":exp": num(next.Add(time.Hour).Unix())},
 		})
-		l.calls.add(1)
 		var ccf *types.ConditionalCheckFailedException
 		switch {
 		case err == nil && !l.now().After(next):
 			return nil
 		case err == nil:
-			// The write took so long that its window is over: a call now would land in a later
-			// window that did not count it. The turn is forfeited (the downstream sees fewer
-			// calls than the rate, never more), and the current window asked, if there is
-			// still time for the call after it.
+			// The write outlasted its window: a call now would land in a window that did not
+			// count it. The turn is forfeited (fewer calls than the rate, never more).
 			if time.Now().After(deadline) {
 				return &heldError{target: target, wait: window, why: fmt.Sprintf("%g calls a second, its rate: its window's writes outlasted the window", r)}
 			}
@@ -310,9 +250,8 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 		case !errors.As(err, &ccf):
 			return fmt.Errorf("rate window of target %s: %w", target, err)
 		}
-		// Other processes took this window: a later one, if there is time to wait for it. The
-		// wait spreads over more windows the more often it was refused, so that many waiting
-		// calls do not all ask at every window's start (each refusal is a write unit).
+		// Others took this window. The wait spreads over more windows the more often it was
+		// refused, so that waiting calls do not all ask at every window's start.
 		refused++
 		wait := next.Sub(now) + rand.N(window<<min(refused, 4)/2+1)
 		if time.Now().Add(wait).After(deadline) {
@@ -324,9 +263,9 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 	}
 }
 
-// takeSlot takes one of target's max slot items: it reads them (one Query) and claims a free
-// one, or one whose holder's lease has ended, with a conditional write. While all are held it
-// reads again after a pause, until deadline.
+// takeSlot reads target's n slot items (one Query) and claims a free one, or one whose hold has
+// ended, with a conditional write; while all are held it reads again after a pause, until
+// deadline.
 func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.Duration, deadline time.Time) (slot int, owner string, until time.Time, wait time.Duration, err error) {
 	owner = strconv.FormatUint(rand.Uint64(), 36)
 	pause := 20 * time.Millisecond
@@ -340,7 +279,6 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(LimitPK(target)), ":slot": str(limitSlotPrefix)},
 			ConsistentRead:            aws.Bool(true),
 		})
-		l.calls.add(1)
 		if err != nil {
 			return 0, "", time.Time{}, 0, fmt.Errorf("slots of target %s: %w", target, err)
 		}
@@ -369,16 +307,13 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			i := free[rand.N(len(free))]
 			holdUntil := l.now().Add(hold)
 			_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: aws.String(l.table),
-				Key: map[string]types.AttributeValue{
-					dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitSlotPrefix + strconv.Itoa(i)),
-				},
+				TableName:                 aws.String(l.table),
+				Key:                       itemKey(LimitPK(target), limitSlotPrefix+strconv.Itoa(i)),
 				UpdateExpression:          aws.String("SET #holder = :me, #until = :until, #exp = :exp"),
 				ConditionExpression:       aws.String("attribute_not_exists(#until) OR #until < :now"),
 				ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.TTLAttribute},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner), ":until": num(holdUntil.UnixMilli()), ":now": num(now.UnixMilli()), ":exp": num(holdUntil.Add(time.Hour).Unix())},
 			})
-			l.calls.add(1)
 			var ccf *types.ConditionalCheckFailedException
 			switch {
 			case err == nil:
@@ -400,31 +335,27 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 	}
 }
 
-// releaseSlot frees a slot we hold: conditional on still holding it (a slot whose lease ended
-// may be another's by now).
+// releaseSlot frees a slot if we still hold it (one whose hold ended may be another's).
 func (l *limiter) releaseSlot(ctx context.Context, target string, slot int, owner string) {
 	_, _ = l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.table),
-		Key: map[string]types.AttributeValue{
-			dedup.PartitionKey: str(LimitPK(target)), dedup.SortKey: str(limitSlotPrefix + strconv.Itoa(slot)),
-		},
+		TableName:                 aws.String(l.table),
+		Key:                       itemKey(LimitPK(target), limitSlotPrefix+strconv.Itoa(slot)),
 		UpdateExpression:          aws.String("REMOVE #holder, #until"),
 		ConditionExpression:       aws.String("#holder = :me"),
 		ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner)},
 	})
-	l.calls.add(1)
 }
 
-// The item that names the paused targets, an attribute "paused#<target>" for each: in the
-// claims' key space (EVT#), which effect records may not use, with a source no claim can have.
+// The item that names the paused targets, an attribute "paused#<target>" each, in the claims'
+// key space with a source no claim can have.
 const (
 	PausedPK = dedup.ClaimPrefix + "#targets"
 	PausedSK = "PAUSED"
 )
 
-// pauseRead is how long a worker takes the paused targets as it read them: the pause costs one
-// read of one item a second per busy worker instance, and nothing per intent.
+// pauseRead is how long a worker trusts the paused targets it read: one read a second per busy
+// worker, nothing per intent.
 const pauseRead = time.Second
 
 // Pause says who paused a target, why, and when.
@@ -432,8 +363,8 @@ type Pause struct {
 	By  string    `dynamodbav:"by"`
 	Why string    `dynamodbav:"why"`
 	At  time.Time `dynamodbav:"at"`
-	// ID is the pause's own nonce, written by Pause: ResumePause lifts the pause it names and no
-	// later one. Empty on a pause written by an older release.
+	// ID is the pause's nonce: ResumePause lifts the pause it names and no later one. Empty on a
+	// pause written by an older release.
 	ID string `dynamodbav:"id,omitempty"`
 }
 
@@ -441,17 +372,13 @@ type Pause struct {
 // resumed since, or paused again (by someone else, or for another reason).
 var ErrPauseChanged = errors.New("outbox: the target's pause is not the one shown")
 
-// Targets pauses and resumes the calls to a target, across every worker: an operator's tool
-// (hookctl pause, the console) holds a downstream's work during its maintenance, and resumes
-// it after.
+// Targets pauses and resumes the calls to a target across every worker, for an operator's
+// tool (hookctl pause, the console) during a downstream's maintenance.
 //
-// A paused target's due intents are not leased: they spend no attempt, at most once included
-// (no lease, no call), and stay pending and due under their claim's due shard, where the
-// sweeper finds them on its first run after Resume and runs them at the target's limits. A
-// worker reads the paused targets at most once a second (one consistent GetItem of one item)
-// before each intent's limits, and looks at what it read again right before the lease: a call
-// whose lease was taken before the worker read the pause (up to a second after Pause returned)
-// is still made.
+// A paused target's due intents are not leased: they spend no attempt and stay due, where the
+// sweeper finds them after Resume. A worker reads the paused targets at most once a second,
+// before each intent's limits, and looks again right before the lease: a call leased before
+// the worker read the pause (up to a second after Pause returned) is still made.
 type Targets struct {
 	API   API
 	Table string
@@ -459,9 +386,8 @@ type Targets struct {
 	Now func() time.Time
 }
 
-// Pause pauses target, recording by (who, as MaxRedrivenBy allows) and why (as a
-// resolution's). Pausing a paused target records the new by and why. Invalid input is a
-// *dedup.InvalidError naming the field, and nothing is written.
+// Pause pauses target, recording by (who) and why; pausing a paused target records the new
+// ones. Invalid input is a *dedup.InvalidError naming the field, and nothing is written.
 func (t *Targets) Pause(ctx context.Context, target, by, why string) error {
 	for _, f := range []struct {
 		name, value string
@@ -480,18 +406,14 @@ func (t *Targets) Pause(ctx context.Context, target, by, why string) error {
 	return t.write(ctx, "SET #t = :p", target, map[string]types.AttributeValue{":p": p}, "", nil)
 }
 
-// Resume resumes target's calls, whoever paused it; resuming a target that is not paused does
-// nothing. An operator's tool that showed a pause before its confirmation resumes with
-// ResumePause.
+// Resume resumes target's calls, whoever paused it; a target not paused is left as it is.
 func (t *Targets) Resume(ctx context.Context, target string) error {
 	return t.write(ctx, "REMOVE #t", target, nil, "", nil)
 }
 
-// ResumePause resumes target's calls if target is still paused by the pause shown (as Paused
-// returned it): a confirmation of one pause, sent after the target was resumed and paused
-// again, lifts nothing and returns ErrPauseChanged, as does one sent after the target was
-// resumed. The pause is named by its ID, or, for one written by an older release, by who,
-// why and when.
+// ResumePause resumes target's calls if it is still paused by the pause shown (as Paused
+// returned it), named by its ID (or, from an older release, by who, why and when); otherwise
+// it lifts nothing and returns ErrPauseChanged.
 func (t *Targets) ResumePause(ctx context.Context, target string, shown Pause) error {
 	names := map[string]string{"#by": "by", "#why": "why", "#at": "at", "#id": "id"}
 	at, _ := attributevalue.Marshal(shown.At) // cannot fail: a time
@@ -511,7 +433,7 @@ func (t *Targets) ResumePause(ctx context.Context, target string, shown Pause) e
 func (t *Targets) write(ctx context.Context, update, target string, values map[string]types.AttributeValue, cond string, names map[string]string) error {
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.Table),
-		Key:                       pausedKey(),
+		Key:                       itemKey(PausedPK, PausedSK),
 		UpdateExpression:          aws.String(update),
 		ExpressionAttributeNames:  map[string]string{"#t": pausedPrefix + target},
 		ExpressionAttributeValues: values,
@@ -532,7 +454,7 @@ func (t *Targets) write(ctx context.Context, update, target string, values map[s
 func (t *Targets) Paused(ctx context.Context) (map[string]Pause, error) {
 	out, err := t.API.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(t.Table),
-		Key:            pausedKey(),
+		Key:            itemKey(PausedPK, PausedSK),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -550,13 +472,8 @@ func (t *Targets) Paused(ctx context.Context) (map[string]Pause, error) {
 
 const pausedPrefix = "paused#"
 
-func pausedKey() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{dedup.PartitionKey: str(PausedPK), dedup.SortKey: str(PausedSK)}
-}
-
-// paused reports whether target is paused, from the paused targets as read at most pauseRead
-// ago, or, without read, as last read: no call, where a read would delay a lease whose slot is
-// already taken.
+// paused reports whether target is paused, as read at most pauseRead ago, or without read as
+// last read (where a read would delay a lease whose slot is taken).
 func (l *limiter) paused(ctx context.Context, target string, read bool) (bool, error) {
 	l.pauseMu.Lock()
 	defer l.pauseMu.Unlock()
@@ -569,6 +486,11 @@ func (l *limiter) paused(ctx context.Context, target string, read bool) (bool, e
 	}
 	_, ok := l.pauses[target]
 	return ok, nil
+}
+
+// itemKey is the key of the table's item pk, sk.
+func itemKey(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{dedup.PartitionKey: str(pk), dedup.SortKey: str(sk)}
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"io"
 	"sync"
 	"time"
@@ -21,10 +22,7 @@ type EMFMetrics struct {
 
 // NewEMFMetrics writes to w (stdout in Lambda), in namespace (Namespace when empty).
 func NewEMFMetrics(w io.Writer, namespace string) *EMFMetrics {
-	if namespace == "" {
-		namespace = Namespace
-	}
-	return &EMFMetrics{w: w, namespace: namespace}
+	return &EMFMetrics{w: w, namespace: cmp.Or(namespace, Namespace)}
 }
 
 // EmittedMetrics is every metric the worker and the sweeper write, under each dimension set
@@ -50,10 +48,8 @@ var intentMetric = map[string]string{
 	OutcomePaused: "IntentsPaused",
 }
 
-// Intent counts one turn: IntentsDone, IntentsRetried, IntentsParked or LeaseLost, with the
-// execution latency, per target; RetryNotScheduled when a retry's wake-up could not be
-// scheduled (the sweeper will find it); and IntentsHeld when the target's limit held a call
-// back, IntentsPaused when its target is paused (no call, no latency).
+// Intent counts one turn per target: IntentsDone, IntentsRetried, IntentsParked or LeaseLost
+// with the execution latency; RetryNotScheduled, IntentsHeld or IntentsPaused without (no call).
 func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 	name := intentMetric[outcome]
 	if name == "" {
@@ -68,10 +64,9 @@ func (m *EMFMetrics) Intent(target, outcome string, latency time.Duration) {
 	m.write(d)
 }
 
-// Sweep reports one run: SweepRuns (1, the heartbeat, skipped runs included), ParkedClaims (the
-// parked alarm's gauge: claims with at least one parked intent), SweepRedriven, SweepSettled,
-// SweepFailures, SweepDeferred and SweepIncomplete (1 when the run stopped early); with an
-// audit, EffectsAudited and EffectsWithoutClaim (the leak alarm's metric).
+// Sweep reports one run: SweepRuns (the heartbeat, skipped runs included), ParkedClaims (the
+// parked alarm's gauge), SweepRedriven, SweepSettled, SweepFailures, SweepDeferred and
+// SweepIncomplete; with an audit, EffectsAudited and EffectsWithoutClaim (the leak alarm's).
 func (m *EMFMetrics) Sweep(r SweepReport) {
 	d := emf.New(m.namespace, time.Now())
 	d.Add("SweepRuns", 1, emf.Count)

@@ -12,14 +12,14 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// Scheduler wakes a claim at a given time, so that a retried intent runs close to its due time
-// instead of waiting for the sweeper. It is best effort: a wake-up that cannot be scheduled,
-// or is lost, leaves the intent to the sweeper, which reads the table.
+// Scheduler wakes a claim at a given time, so that a retried intent runs close to its due time.
+// Best effort: a wake-up not scheduled, or lost, leaves the intent to the sweeper.
 type Scheduler interface {
 	Schedule(ctx context.Context, claimPK string, due time.Time) error
 }
@@ -29,17 +29,13 @@ type SQSAPI interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
-// MaxScheduleDelay is SQS's longest message delay. DefaultBackoff never waits longer; a
-// longer wait is scheduled in steps (the worker schedules the rest when a wake-up comes early).
+// MaxScheduleDelay is SQS's longest message delay; a longer wait is scheduled in steps.
 const MaxScheduleDelay = 15 * time.Minute
 
-// SQSScheduler schedules wake-ups as messages on an SQS queue, delayed until they are due
-// (DelaySeconds, at most 15 minutes), which the outbox function consumes (HandleRetries).
-//
-// Why a delay queue: a retry's own write cannot wake the worker at the right time (a stream
-// record arrives at once, and a filter cannot compare with the clock), and the sweeper runs
-// every few minutes. A delayed message costs one send and one receive per retry, nothing when
-// there are no retries, and needs no scheduler of our own.
+// SQSScheduler schedules wake-ups as messages on an SQS queue, delayed until they are due,
+// which the outbox function consumes (HandleRetries). A retry's own write cannot wake the
+// worker at the right time (a stream record arrives at once), and the sweeper runs every few
+// minutes; a delayed message costs a send and a receive per retry, and nothing without.
 type SQSScheduler struct {
 	API      SQSAPI
 	QueueURL string
@@ -71,52 +67,38 @@ func (s *SQSScheduler) Schedule(ctx context.Context, claimPK string, due time.Ti
 	return nil
 }
 
-// HandleRetries processes a batch of scheduled wake-ups (SQSScheduler's messages): it reads
-// each claim as stored and runs what is due. A wake-up that came before its intent is due (a
-// backoff longer than MaxScheduleDelay, or a clock apart) is scheduled again for the rest.
-// Messages whose claim could not be processed are returned as batch item failures, so SQS
-// delivers them again after their visibility timeout.
+// HandleRetries processes a batch of SQSScheduler's wake-ups: it reads each claim and runs what
+// is due; a wake-up that came early is scheduled again for the rest. Messages whose claim could
+// not be processed are returned as batch item failures, for SQS to deliver again.
 func (w *Worker) HandleRetries(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	// An empty list, not null: some engines (MiniStack) cannot read a null list.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var mu sync.Mutex
-	sem := make(chan struct{}, w.concurrency(len(ev.Records)))
-	var wg sync.WaitGroup
-	for _, msg := range ev.Records {
+	w.each(len(ev.Records), func(i int) {
+		msg := ev.Records[i]
 		var wk wakeup
 		if err := json.Unmarshal([]byte(msg.Body), &wk); err != nil || wk.PK == "" {
 			// Nothing will make it readable: drop it (the sweeper still has the truth).
 			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "unreadable wake-up", slog.String("message_id", msg.MessageId))
-			continue
+			return
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := w.wake(ctx, wk); err != nil {
-				w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "wake-up not processed",
-					slog.String("message_id", msg.MessageId), slog.String("pk", wk.PK), slog.String("error", err.Error()))
-				mu.Lock()
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+		if err := w.wake(ctx, wk); err != nil {
+			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "wake-up not processed",
+				slog.String("message_id", msg.MessageId), slog.String("pk", wk.PK), slog.String("error", err.Error()))
+			mu.Lock()
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+			mu.Unlock()
+		}
+	})
 	return resp, nil
 }
 
 func (w *Worker) wake(ctx context.Context, wk wakeup) error {
-	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(w.cfg.Table), Key: dedup.ClaimItemKey(wk.PK), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return fmt.Errorf("read claim: %w", err)
+	item, err := w.readClaim(ctx, wk.PK)
+	if err != nil || item == nil {
+		return err // nil: expired and deleted, nothing left to do
 	}
-	if out.Item == nil {
-		return nil // expired and deleted: nothing left to do
-	}
-	claim, err := dedup.UnmarshalClaim(out.Item)
+	claim, err := dedup.UnmarshalClaim(item)
 	if err != nil {
 		w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "undecodable claim", slog.String("pk", wk.PK), slog.String("error", err.Error()))
 		return nil
@@ -126,9 +108,7 @@ func (w *Worker) wake(ctx context.Context, wk wakeup) error {
 		return err
 	}
 	// Nothing was due: early. Wake again when the earliest open intent is due: a pending one at
-	// its next attempt, a running one when its lease has ended (its worker may have stopped, or
-	// failed to record the call: the woken claim runs it again, or parks it at most once), a
-	// margin after, as lease does.
+	// its next attempt, a running one a margin after its lease ends (its worker may have stopped).
 	now := w.cfg.Now().UnixMilli()
 	var next int64
 	for _, in := range claim.Intents {
@@ -149,9 +129,17 @@ func (w *Worker) wake(ctx context.Context, wk wakeup) error {
 	return w.cfg.Scheduler.Schedule(ctx, claim.PK, time.UnixMilli(next))
 }
 
-// Handle is the outbox function's Lambda handler: it takes the table's DynamoDB stream
-// batches (HandleStream) and the scheduled wake-ups from SQS (HandleRetries), told apart by
-// their records' event source, and answers each with its partial batch response.
+// readClaim reads the claim item of pk as stored (nil when it is gone).
+func (w *Worker) readClaim(ctx context.Context, pk string) (map[string]types.AttributeValue, error) {
+	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(w.cfg.Table), Key: dedup.ClaimItemKey(pk), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("read claim: %w", err)
+	}
+	return out.Item, nil
+}
+
+// Handle is the outbox function's Lambda handler: stream batches (HandleStream) and wake-ups
+// (HandleRetries), told apart by their records' event source.
 func (w *Worker) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	var peek struct {
 		Records []struct {

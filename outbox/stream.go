@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -13,42 +12,32 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// HandleStream processes a DynamoDB Streams batch. It acts on INSERT and MODIFY records of
-// claims with due intents; TTL deletions (REMOVE) and other items are ignored. Each record is
-// self-contained: the claim carries its whole outbox, so no record waits for another item of
-// the same transaction. Records that could not be recorded (DynamoDB failed) are returned as
-// batch item failures, by sequence number, so only they are delivered again.
+// HandleStream processes a DynamoDB Streams batch: INSERT and MODIFY records of claims with due
+// intents, each self-contained (the claim carries its whole outbox). Records that could not be
+// processed are returned as batch item failures, so only they are delivered again.
 func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	failed := make([]bool, len(ev.Records))
-	sem := make(chan struct{}, w.concurrency(len(ev.Records)))
-	var wg sync.WaitGroup
-	for i, rec := range ev.Records {
+	w.each(len(ev.Records), func(i int) {
+		rec := ev.Records[i]
 		claim, ok := w.claimOf(ctx, rec)
 		if !ok {
-			continue
+			return
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if _, err := w.Process(ctx, claim); err != nil {
-				failed[i] = true
-				attrs := []slog.Attr{slog.String("sequence_number", rec.Change.SequenceNumber), slog.String("event_id", claim.EventID),
-					slog.String("error", err.Error())}
-				// The mapping delivers the record again, but a record that keeps failing is
-				// bisected and at last sent to the failure queue, which carries no claim; and
-				// some engines drop it at once. A wake-up a few seconds out gives the claim a
-				// second path that needs neither (best effort: the sweeper is the last).
-				if w.cfg.Scheduler != nil {
-					if serr := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now().Add(failedRecordWake)); serr != nil {
-						attrs = append(attrs, slog.String("schedule_error", serr.Error()))
-					}
+		if _, err := w.Process(ctx, claim); err != nil {
+			failed[i] = true
+			attrs := []slog.Attr{slog.String("sequence_number", rec.Change.SequenceNumber), slog.String("event_id", claim.EventID),
+				slog.String("error", err.Error())}
+			// A record that keeps failing is bisected and at last sent to the failure queue,
+			// which carries no claim (and some engines drop it at once): a wake-up gives the
+			// claim a second path that needs neither (best effort: the sweeper is the last).
+			if w.cfg.Scheduler != nil {
+				if serr := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now().Add(failedRecordWake)); serr != nil {
+					attrs = append(attrs, slog.String("schedule_error", serr.Error()))
 				}
-				w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "record not processed", attrs...)
 			}
-		}()
-	}
-	wg.Wait()
+			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "record not processed", attrs...)
+		}
+	})
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}} // [], not null
 	for i, f := range failed {
 		if f {

@@ -1,11 +1,14 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,34 +21,28 @@ import (
 )
 
 // Sweeper is the outbox's safety net: it re-drives intents the stream and retry paths left
-// behind (a wake-up that was lost, a lease that expired with a crashed worker, records whose
-// batch gave up). A stream mapping's on-failure destination carries only metadata, so the
-// table, not a queue, is the truth, and the sweeper reads it through the open part of the
-// sparse pending index (no scans): the due shards and the due-parked ones (dedup.OpenShards).
+// behind (a lost wake-up, a lease expired with a crashed worker, a batch that gave up). The
+// table, not a queue, is the truth (a stream's on-failure destination carries only metadata):
+// the sweeper reads the open shards of the sparse pending index (dedup.OpenShards), no scans.
 //
-// One Run works those shards at once, a claim of each in turn from a shard chosen at
-// random (so none starves when a run stops early), and runs up to Concurrency claims at a
-// time. It takes no claim it could not finish before its invocation's deadline. Runs never
-// overlap: a run holds a lock item in the table (SweepLockPK), and a run that finds it held
-// does nothing. Claims with a parked intent are counted through the index's parked and
-// due-parked shards (dedup.ParkedViewShards), without reading them; a parked intent is left
-// alone until an operator re-drives or resolves it.
+// One Run takes a claim of each shard in turn, from a random one (so none starves when a run
+// stops early), up to Concurrency at a time, and none it could not finish before its deadline.
+// Runs never overlap: a run holds a lock item (SweepLockPK), and one that finds it held does
+// nothing. Claims with a parked intent are counted, not read; a parked intent waits for an
+// operator.
 type Sweeper struct {
 	Worker *Worker
 	// MinAge skips claims younger than this: the stream path is still on them. Default 2 min.
 	MinAge time.Duration
 	// Concurrency bounds the claims swept at once. Default 32.
 	Concurrency int
-	// Audit, when set, samples effect records for ones written outside a claim after each
-	// sweep that has time left (dedup.Auditor): the leak audit, on the sweeper's schedule.
+	// Audit, when set, runs the leak audit (dedup.Auditor) after each sweep that has time left.
 	Audit *dedup.Auditor
-	// AuditTables audit the application's own tables the same way, after Audit (each an
-	// Auditor with Audited set); their findings join the same report.
+	// AuditTables audit the application's own tables the same way, into the same report.
 	AuditTables []*dedup.Auditor
 }
 
-// The sweeper's lock item. Its key is in the claims' key space (EVT#), which effect records
-// may not use, with an empty source, which no claim can have.
+// The sweeper's lock item, in the claims' key space with a source no claim can have.
 const (
 	SweepLockPK = dedup.ClaimPrefix + "#sweeper"
 	SweepLockSK = "LOCK"
@@ -62,8 +59,7 @@ type SweepReport struct {
 	// Incomplete is true when the run stopped before reading every open shard to its end.
 	Deferred   int
 	Incomplete bool
-	// HandedOff counts the deferred claims whose intent the run had no time for and handed
-	// to the outbox function instead, through a wake-up due now (Config.Scheduler).
+	// HandedOff counts the deferred claims handed to the outbox function with a wake-up due now.
 	HandedOff int
 	// Skipped is true when another run held the lock: this one did nothing.
 	Skipped bool
@@ -99,11 +95,7 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	if rep.Parked, err = s.countParked(ctx); err != nil {
 		return rep, err
 	}
-	minAge := s.MinAge
-	if minAge == 0 {
-		minAge = 2 * time.Minute
-	}
-	cutoff := w.cfg.Now().Add(-minAge).UnixMilli()
+	cutoff := w.cfg.Now().Add(-cmp.Or(s.MinAge, 2*time.Minute)).UnixMilli()
 	conc := s.Concurrency
 	if conc <= 0 {
 		conc = 32
@@ -113,13 +105,11 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	keys := make(chan map[string]types.AttributeValue)
 	var wg sync.WaitGroup
 	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for key := range keys {
 				s.sweepOne(ctx, key, &rep, &mu)
 			}
-		}()
+		})
 	}
 	qerr := s.walk(ctx, cutoff, keys, &rep, &mu)
 	close(keys)
@@ -151,81 +141,63 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	return rep, qerr
 }
 
-// walk reads the open shards (due, due-parked) a page at a time and hands their keys to the sweepers one shard
-// after another, a claim from each in turn (starting from a random shard), so that a run that
-// stops early has served every shard alike. It stops when every shard is read, or when the
-// deadline leaves no time for another claim.
+// walk reads the open shards a page at a time and hands their keys out a claim from each shard
+// in turn, from a random one, so that a run that stops early has served every shard alike. It
+// stops when every shard is read, or the deadline leaves no time for another claim.
 func (s *Sweeper) walk(ctx context.Context, cutoff int64, keys chan<- map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) error {
 	w := s.Worker
-	shards := dedup.OpenShards(w.cfg.PendingShards)
 	type cursor struct {
 		shard string
-		start map[string]types.AttributeValue
+		pages *dynamodb.QueryPaginator // nil once a page failed
 		buf   []map[string]types.AttributeValue
-		read  bool // every page read
 	}
-	cursors := make([]*cursor, len(shards))
+	shards := dedup.OpenShards(w.cfg.PendingShards)
 	first := rand.N(len(shards))
+	cursors := make([]*cursor, len(shards))
 	for i := range shards {
-		cursors[i] = &cursor{shard: shards[(first+i)%len(shards)]}
+		shard := shards[(first+i)%len(shards)]
+		in := indexQuery(w.cfg.Table, shard)
+		in.KeyConditionExpression = aws.String(*in.KeyConditionExpression + " AND " + dedup.IndexSortKey + " <= :cutoff")
+		in.ExpressionAttributeValues[":cutoff"] = num(cutoff)
+		cursors[i] = &cursor{shard: shard, pages: dynamodb.NewQueryPaginator(w.api, in)}
 	}
 	incomplete := func() { mu.Lock(); rep.Incomplete = true; mu.Unlock() }
 	var errs []error
-	for {
-		progress := false
+	for done := false; !done; {
+		done = true
 		for _, c := range cursors {
 			if !s.hasTime(ctx) {
 				incomplete()
 				return errors.Join(errs...)
 			}
-			if len(c.buf) == 0 && !c.read {
-				page, err := w.api.Query(ctx, &dynamodb.QueryInput{
-					TableName:              aws.String(w.cfg.Table),
-					IndexName:              aws.String(dedup.PendingIndex),
-					KeyConditionExpression: aws.String("pending_shard = :s AND pending_since <= :cutoff"),
-					ExpressionAttributeValues: map[string]types.AttributeValue{
-						":s":      str(c.shard),
-						":cutoff": num(cutoff),
-					},
-					ExclusiveStartKey: c.start,
-				})
+			if len(c.buf) == 0 && c.pages != nil && c.pages.HasMorePages() {
+				page, err := c.pages.NextPage(ctx)
 				if err != nil {
 					// One shard failing must not stop the others; the next run tries it again.
 					errs = append(errs, fmt.Errorf("sweep shard %s: %w", c.shard, err))
 					incomplete()
-					c.read = true
+					c.pages = nil
 					continue
 				}
-				c.buf, c.start = page.Items, page.LastEvaluatedKey
-				c.read = c.start == nil
+				c.buf = page.Items
 			}
-			if len(c.buf) == 0 {
-				continue
+			if len(c.buf) > 0 {
+				select {
+				case keys <- c.buf[0]:
+				case <-ctx.Done():
+					incomplete()
+					return errors.Join(append(errs, ctx.Err())...)
+				}
+				c.buf = c.buf[1:]
 			}
-			select {
-			case keys <- c.buf[0]:
-			case <-ctx.Done():
-				incomplete()
-				return errors.Join(append(errs, ctx.Err())...)
-			}
-			c.buf = c.buf[1:]
-			progress = true
-		}
-		if !progress {
-			done := true
-			for _, c := range cursors {
-				done = done && c.read && len(c.buf) == 0
-			}
-			if done {
-				return errors.Join(errs...)
-			}
+			done = done && len(c.buf) == 0 && (c.pages == nil || !c.pages.HasMorePages())
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // hasTime reports whether the run's deadline leaves time for another claim: the fastest
-// target's call and the margins for the reads and writes around it. (Process checks each
-// intent against its own target's budget before leasing it.)
+// target's call and the margins around it (Process checks each intent's own target).
 func (s *Sweeper) hasTime(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	if !ok {
@@ -239,9 +211,8 @@ func (s *Sweeper) hasTime(ctx context.Context) bool {
 	return time.Until(d) >= need+2*w.cfg.Margin
 }
 
-// checkDeadline says, once per run, when the run's whole deadline cannot fit a target's call
-// and the margins around it: every intent of that target would be deferred by every run of a
-// sweeper this short. outbox.PlanTimings sizes the stack's sweeper so that it never happens.
+// checkDeadline logs, once per run, each target whose call does not fit the run's deadline:
+// every run this short would defer its intents (PlanTimings sizes the sweeper against it).
 func (s *Sweeper) checkDeadline(ctx context.Context) {
 	d, ok := ctx.Deadline()
 	if !ok {
@@ -249,7 +220,7 @@ func (s *Sweeper) checkDeadline(ctx context.Context) {
 	}
 	w := s.Worker
 	left := time.Until(d)
-	for _, name := range sortedTargets(w.cfg.Executors) {
+	for _, name := range slices.Sorted(maps.Keys(w.cfg.Executors)) {
 		need := w.callBudget(name) + 3*w.cfg.Margin
 		if left >= need {
 			continue
@@ -264,8 +235,7 @@ func (s *Sweeper) checkDeadline(ctx context.Context) {
 	}
 }
 
-// sweepOne reads the claim itself (the index holds keys only, and may lag) and runs what is due,
-// or settles a claim its index place does not fit (Worker.Process).
+// sweepOne reads the claim (the index holds keys only, and may lag) and processes it.
 func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeValue, rep *SweepReport, mu *sync.Mutex) {
 	w := s.Worker
 	count := func(f func()) { mu.Lock(); f(); mu.Unlock() }
@@ -273,19 +243,19 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 		count(func() { rep.Deferred++; rep.Incomplete = true })
 		return
 	}
-	out, err := w.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(w.cfg.Table),
-		Key:            map[string]types.AttributeValue{dedup.PartitionKey: key[dedup.PartitionKey], dedup.SortKey: key[dedup.SortKey]},
-		ConsistentRead: aws.Bool(true),
-	})
+	pk, _ := key[dedup.PartitionKey].(*types.AttributeValueMemberS)
+	if pk == nil {
+		return
+	}
+	item, err := w.readClaim(ctx, pk.Value)
 	if err != nil {
 		count(func() { rep.Failures++ })
 		return
 	}
-	if out.Item == nil {
+	if item == nil {
 		return
 	}
-	claim, err := dedup.UnmarshalClaim(out.Item)
+	claim, err := dedup.UnmarshalClaim(item)
 	if err != nil {
 		count(func() { rep.Failures++ })
 		return
@@ -311,10 +281,9 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 		}
 	})
 	if errors.Is(err, ErrNoTime) && w.cfg.Scheduler != nil {
-		// The run had no time for one of its intents (its target's calls are longer than what
-		// is left, perhaps longer than any run of this sweeper): the outbox function, whose
-		// timeout fits the slowest target, runs it now rather than a next run that may be as
-		// short. The wake-up is idempotent: it reads the claim and leases what is still due.
+		// No time left for an intent: the outbox function, whose timeout fits the slowest
+		// target, runs it now rather than a next run that may be as short. (Idempotent: the
+		// wake-up leases only what is still due.)
 		if serr := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now()); serr == nil {
 			count(func() { rep.HandedOff++ })
 		} else {
@@ -328,20 +297,15 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 	}
 }
 
-// countParked counts the claims with a parked intent: those under the parked and due-parked
-// shards, where the claim's transitions put every such claim, and no other (a count query
-// over index keys: the claims themselves are not read).
+// countParked counts the claims under the parked and due-parked shards: those with a parked
+// intent, by a count query over index keys.
 func (s *Sweeper) countParked(ctx context.Context) (int, error) {
 	w := s.Worker
 	n := 0
 	for _, shard := range dedup.ParkedViewShards(w.cfg.PendingShards) {
-		p := dynamodb.NewQueryPaginator(w.api, &dynamodb.QueryInput{
-			TableName:                 aws.String(w.cfg.Table),
-			IndexName:                 aws.String(dedup.PendingIndex),
-			KeyConditionExpression:    aws.String("pending_shard = :s"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(shard)},
-			Select:                    types.SelectCount,
-		})
+		in := indexQuery(w.cfg.Table, shard)
+		in.Select = types.SelectCount
+		p := dynamodb.NewQueryPaginator(w.api, in)
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
@@ -353,8 +317,8 @@ func (s *Sweeper) countParked(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// lock takes the sweeper's lock item until the run's deadline (or 15 minutes without one). It
-// reports held when another run has it.
+// lock takes the sweeper's lock item until the run's deadline (or 15 minutes), or reports it
+// held by another run.
 func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error) {
 	w := s.Worker
 	now := w.cfg.Now()
@@ -365,7 +329,7 @@ func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error)
 	owner = strconv.FormatUint(rand.Uint64(), 36)
 	_, err = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(w.cfg.Table),
-		Key:                       lockKey(),
+		Key:                       itemKey(SweepLockPK, SweepLockSK),
 		UpdateExpression:          aws.String("SET lock_until = :until, lock_owner = :owner"),
 		ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR lock_until < :now OR lock_owner = :owner"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":until": num(until.UnixMilli()), ":now": num(now.UnixMilli()), ":owner": str(owner)},
@@ -380,21 +344,17 @@ func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error)
 	return owner, false, nil
 }
 
-// unlock releases the lock if it is still ours. It runs after the run's context may have
-// ended, so it gets a few seconds of its own.
+// unlock releases the lock if it is still ours, in a few seconds of its own: the run's context
+// may have ended.
 func (s *Sweeper) unlock(owner string) {
 	w := s.Worker
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(w.cfg.Table),
-		Key:                       lockKey(),
+		Key:                       itemKey(SweepLockPK, SweepLockSK),
 		UpdateExpression:          aws.String("REMOVE lock_until, lock_owner"),
 		ConditionExpression:       aws.String("lock_owner = :owner"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner)},
 	})
-}
-
-func lockKey() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{dedup.PartitionKey: str(SweepLockPK), dedup.SortKey: str(SweepLockSK)}
 }

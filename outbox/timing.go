@@ -1,21 +1,19 @@
 package outbox
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
 )
 
-// Timings are the settings of a deployment that bound each other: how many stream records one
-// invocation gets and runs at once, how long one call may take, how long a lease lasts, and how
-// long the outbox and sweeper functions may run. PlanTimings derives them from the targets'
-// calls and CheckTimings is the one rule they obey: the CDK stack applies both at synth and
-// passes the lease to the functions (LEASE_SECONDS), whose start (New) checks it with the same
-// MinLease.
+// Timings are the settings of a deployment that bound each other: batch size and concurrency,
+// the longest call, the lease, and the outbox and sweeper functions' timeouts. PlanTimings
+// derives them from the targets' calls and CheckTimings is the rule they obey; the CDK stack
+// applies both at synth, and New checks the lease with the same MinLease.
 type Timings struct {
 	BatchSize       int           // stream records per invocation
 	Concurrency     int           // records run at once (Config.Concurrency)
@@ -24,8 +22,8 @@ type Timings struct {
 	Lease           time.Duration
 	Margin          time.Duration // Config.Margin; DefaultMargin when zero
 	FunctionTimeout time.Duration // the outbox function's
-	// SweeperTimeout is the sweeper function's: it must run the slowest target's intent, since
-	// the sweeper is the safety net of every target (zero: no sweeper to check).
+	// SweeperTimeout is the sweeper function's: it must run the slowest target's intent, as the
+	// safety net of every target (zero: no sweeper to check).
 	SweeperTimeout time.Duration
 }
 
@@ -45,29 +43,21 @@ func (t Timings) NeededFunctionTimeout() time.Duration {
 }
 
 // NeededSweeperTimeout is the shortest sweeper timeout that can run the slowest target's intent:
-// its call with the margin the worker keeps for recording it (Process takes no lease with less
-// left), and two margins for what a run does first (its lock, the parked count, the first
-// index page, the claim's read).
+// its call, the margin for its record, and two margins for what a run does first (its lock,
+// the parked count, the first index page, the claim's read).
 func (t Timings) NeededSweeperTimeout() time.Duration {
 	return t.MaxCall + 3*t.margin()
 }
 
-func (t Timings) margin() time.Duration {
-	if t.Margin == 0 {
-		return DefaultMargin
-	}
-	return t.Margin
-}
+func (t Timings) margin() time.Duration { return cmp.Or(t.Margin, DefaultMargin) }
 
 // MinLease is the shortest lease that covers a call of up to call plus margin: a call that
 // could outlive its lease could run twice at once. New and CheckTimings both apply it.
 func MinLease(call, margin time.Duration) time.Duration { return call + margin }
 
-// Bounds is the bound of each of an application's executors (Bounded's MaxDuration), by
-// target, for PlanTimings. A deployment sizes its lease and its functions' timeouts from these
-// bounds at synth and checks them again at start, so an executor that declares none, or a
-// bound that is not positive, is refused with a *ConfigError naming its target and its type:
-// its calls would get a default it never agreed to, cut short or leased too briefly.
+// Bounds is the bound of each of an application's executors (Bounded's MaxDuration), by target,
+// for PlanTimings. An executor that declares none, or one that is not positive, is refused with
+// a *ConfigError naming its target and type: its calls would get a default it never agreed to.
 func Bounds(executors map[string]Executor) (map[string]time.Duration, error) {
 	bounds := make(map[string]time.Duration, len(executors))
 	for _, name := range slices.Sorted(maps.Keys(executors)) {
@@ -89,26 +79,16 @@ func Bounds(executors map[string]Executor) (map[string]time.Duration, error) {
 }
 
 // PlanTimings derives a deployment's timings from the longest call of each of its targets (by
-// name; zero means the default, DefaultHTTPTimeout, which is every built-in executor's, and the
-// fair guess for an application's executor the caller cannot see), for a
-// stream batch of batchSize records run concurrency at a time, with DefaultMargin: the lease
-// (DefaultLease, or the slowest call plus the margin), the outbox function's timeout (at least a
-// minute, or what a whole batch needs) and the sweeper's (DefaultSweeperTimeout, or what the
-// slowest call needs). Timings that would need a function over Lambda's 15 minutes are refused
-// with a *ConfigError naming the slowest target; the result passes CheckTimings.
+// name; zero means DefaultHTTPTimeout, every built-in executor's), for a stream batch of
+// batchSize records run concurrency at a time, with DefaultMargin: the lease (DefaultLease, or
+// the slowest call plus the margin), the outbox function's timeout (at least a minute, or what
+// a batch needs) and the sweeper's (DefaultSweeperTimeout, or what the slowest call needs).
+// Timings that would need a function over Lambda's 15 minutes are refused with a *ConfigError
+// naming the slowest target; the result passes CheckTimings.
 func PlanTimings(batchSize, concurrency int, calls map[string]time.Duration) (Timings, error) {
 	t := Timings{BatchSize: batchSize, Concurrency: concurrency, Margin: DefaultMargin}
-	names := make([]string, 0, len(calls))
-	for name := range calls {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		d := calls[name]
-		if d == 0 {
-			d = DefaultHTTPTimeout
-		}
-		if d > t.MaxCall {
+	for _, name := range slices.Sorted(maps.Keys(calls)) {
+		if d := cmp.Or(calls[name], DefaultHTTPTimeout); d > t.MaxCall {
 			t.MaxCall, t.Slowest = d, name
 		}
 	}
@@ -137,21 +117,14 @@ func PlanTimings(batchSize, concurrency int, calls map[string]time.Duration) (Ti
 	return t, CheckTimings(t)
 }
 
-func ceilSecond(d time.Duration) time.Duration {
-	if r := d % time.Second; r != 0 {
-		return d - r + time.Second
-	}
-	return d
-}
+func ceilSecond(d time.Duration) time.Duration { return (d + time.Second - 1).Truncate(time.Second) }
 
 // CheckTimings reports, as a *ConfigError naming the setting, timings that cannot work: a lease
-// shorter than a call plus the margin (the call could outlive it, and a second worker run the
-// intent at the same time); an outbox function timeout shorter than a batch needs (the
-// invocation would hand back records every time, and they would reach the on-failure queue
-// instead of running); a sweeper timeout too short for the slowest target's call (the sweeper
-// would defer that target's intents on every run, and one whose stream record and wake-up were
-// lost would never run). The worker never takes a lease it cannot finish, so a short timeout
-// is not unsafe, only stuck.
+// shorter than a call plus the margin (the call could outlive it and run twice at once); an
+// outbox function timeout shorter than a batch needs (records would be handed back every time);
+// a sweeper timeout too short for the slowest call (its intents would be deferred on every
+// run). A short timeout is not unsafe, only stuck: the worker never takes a lease it cannot
+// finish.
 func CheckTimings(t Timings) error {
 	margin := t.margin()
 	switch {

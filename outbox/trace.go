@@ -26,11 +26,10 @@ import (
 // TracerName is the instrumentation scope of the outbox's spans, its executors' included.
 const TracerName = "github.com/oncehook/oncehook/outbox"
 
-// The outbox's spans. An intent's turn is SpanIntent ("intent email.send"), a child of the span
-// its claim was committed under (the receiver's commit, read from the claim), however long
-// after; under it the lease, the call ("call email", with the executor's own client span
-// under it) and the finish (the record of done, retry or park). A sweep is SpanSweep, and each
-// claim it re-drives SpanSweepClaim, in the claim's trace too.
+// The outbox's spans. An intent's turn ("intent email.send") is a child of its claim's commit,
+// however long after; under it the lease, the call ("call email", the executor's client span
+// under it) and the finish. A sweep is SpanSweep; each claim it re-drives is SpanSweepClaim, in
+// the claim's trace.
 const (
 	SpanIntent     = "intent"
 	SpanLease      = "lease"
@@ -58,9 +57,8 @@ const (
 	AttrLink = attribute.Key("oncehook.link")
 )
 
-// newTracer is the worker's one tracer, for every path: the provider's, or a no-op one's
-// without a provider (tracing off). Each step starts its span only under a recording one, and
-// builds its name and attributes only for a recording span: off, no span costs anything.
+// newTracer is the worker's one tracer: the provider's, or a no-op one's (tracing off). Names
+// and attributes are built only for a recording span, so tracing off costs nothing.
 func newTracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
@@ -68,20 +66,17 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
 }
 
-// The options the steps start their spans with, built once: a step under a span that is not
-// recording allocates nothing for its own.
+// The steps' span options, built once so that a step allocates nothing for them.
 var (
 	consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	internalSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 )
 
-// claimContext is ctx with the claim's trace context as the parent of what starts under it,
-// and the links that say what ran it. A claim's context is a parent, not a link: the intent's
-// spans are the rest of the delivery's story (one trace from the provider's delivery to the
-// downstream's call, retries hours later included), and the invocation that happened to run
-// them (a batch of many claims' records, a sweep) is linked. A context already in that trace
-// (a sweep's claim span) is kept as the parent; a claim without a context (committed with
-// tracing off) leaves ctx's span the parent.
+// claimContext is ctx with the claim's trace context as the parent, and a link to the
+// invocation that runs it. The claim is the parent so that one trace tells the delivery's story
+// from the provider to the downstream, retries hours later included; the invocation (a batch of
+// many claims, a sweep) is only linked. A context already in the claim's trace is kept; a claim
+// committed with tracing off leaves ctx's span the parent.
 func claimContext(ctx context.Context, claim *dedup.Claim) (context.Context, []trace.Link) {
 	stored := claim.TraceContext()
 	cur := trace.SpanContextFromContext(ctx)
@@ -95,33 +90,40 @@ func claimContext(ctx context.Context, claim *dedup.Claim) (context.Context, []t
 	return trace.ContextWithRemoteSpanContext(ctx, stored), links
 }
 
-// startIntent starts the intent's span (SpanIntent), a child of its claim's commit, linked to
-// the invocation that runs it; its name, links and attributes are set only when it records.
+// startIntent starts the intent's span (SpanIntent) in its claim's trace.
 func (w *Worker) startIntent(ctx context.Context, claim *dedup.Claim, name string) (context.Context, trace.Span) {
-	ctx, span, links := w.startInClaim(ctx, claim, SpanIntent, consumerSpan)
+	ctx, span := w.startInClaim(ctx, claim, SpanIntent, consumerSpan)
 	if span.IsRecording() {
 		span.SetName(SpanIntent + " " + name)
-		for _, l := range links {
-			span.AddLink(l)
-		}
-		span.SetAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID), AttrIntent.String(name),
-			AttrTarget.String(claim.Intents[name].Target), semconv.MessagingOperationTypeProcess,
+		span.SetAttributes(AttrIntent.String(name), AttrTarget.String(claim.Intents[name].Target), semconv.MessagingOperationTypeProcess,
 			semconv.MessagingMessageID(dedup.IdempotencyKey(claim.Source, claim.EventID, name)))
 	}
 	return ctx, span
 }
 
-// startInClaim starts a span in the claim's trace (claimContext), and returns the links its
-// caller adds when it records. A provider that starts no span (the no-op one: tracing off)
-// hands the claim's own context back as the span's: the turn then runs under ctx as it was, so
-// that no trace context of the claim's is carried to the downstream.
-func (w *Worker) startInClaim(ctx context.Context, claim *dedup.Claim, name string, opts []trace.SpanStartOption) (context.Context, trace.Span, []trace.Link) {
+// startSweepClaim starts the span of a claim the sweeper re-drives, in the claim's trace.
+func (w *Worker) startSweepClaim(ctx context.Context, claim *dedup.Claim) (context.Context, trace.Span) {
+	return w.startInClaim(ctx, claim, SpanSweepClaim, internalSpan)
+}
+
+// startInClaim starts a span in the claim's trace (claimContext), with its links and the
+// claim's attributes when it records. A provider that starts no span (tracing off) hands the
+// claim's context back as the span's: the turn then runs under ctx as it was, so that no trace
+// context of the claim's is carried to the downstream.
+func (w *Worker) startInClaim(ctx context.Context, claim *dedup.Claim, name string, opts []trace.SpanStartOption) (context.Context, trace.Span) {
 	parent, links := claimContext(ctx, claim)
 	sctx, span := w.tracer.Start(parent, name, opts...)
-	if !span.IsRecording() && span.SpanContext().Equal(trace.SpanContextFromContext(parent)) {
-		return ctx, span, nil
+	if !span.IsRecording() {
+		if span.SpanContext().Equal(trace.SpanContextFromContext(parent)) {
+			return ctx, span
+		}
+		return sctx, span
 	}
-	return sctx, span, links
+	for _, l := range links {
+		span.AddLink(l)
+	}
+	span.SetAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID))
+	return sctx, span
 }
 
 // endIntent records the turn's outcome on the intent's span and ends it.
@@ -133,8 +135,7 @@ func endIntent(span trace.Span, outcome string, err error) {
 	span.SetAttributes(AttrOutcome.String(outcome))
 	var held *heldError
 	if errors.As(err, &held) {
-		// Not a failure: the target's limit held the intent back, unleased, no attempt spent,
-		// as a busy intent is not one.
+		// Not a failure: held back unleased, no attempt spent, as a busy intent is not one.
 		span.SetAttributes(AttrHeld.String(held.Error()))
 	} else if err != nil {
 		span.SetStatus(codes.Error, describe(redact(err)))
@@ -144,18 +145,7 @@ func endIntent(span trace.Span, outcome string, err error) {
 	span.End()
 }
 
-// step starts one step of an intent's turn (the lease, the call, the finish) under its span,
-// when that span is recording; attrs builds the step's attributes then only. Otherwise the step
-// has no span of its own (ok false) and ctx is returned as it is.
-func (w *Worker) step(ctx context.Context, name string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (_ context.Context, _ trace.Span, ok bool) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, nil, false
-	}
-	ctx, span := w.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs()...))
-	return ctx, span, true
-}
-
-// dynamoDB is the attributes of the worker's UpdateItem on its table.
+// dynamoDB is the attributes of the worker's UpdateItem.
 func (w *Worker) dynamoDB() []attribute.KeyValue {
 	return []attribute.KeyValue{semconv.RPCSystemNameKey.String("aws-api"), semconv.RPCMethod("DynamoDB/UpdateItem"), semconv.AWSDynamoDBTableNames(w.cfg.Table)}
 }
@@ -176,31 +166,31 @@ func endLease(intent, span trace.Span, l *lease, err error) {
 	EndCall(span, err, "dynamodb")
 }
 
-// call is one call of the intent's target, as the call span: the executor's own client span (a
-// built-in one's) is its child, and the trace context the executor carries to the downstream
-// is that one's.
+// call is one call of the intent's target, as the call span (the executor's client span, and
+// the trace context it carries downstream, are its child's).
 func (w *Worker) call(ctx context.Context, x Executor, t Task) (sent string, err error) {
-	ctx, span, traced := w.step(ctx, SpanCall, trace.SpanKindInternal, func() []attribute.KeyValue {
+	ctx, span := startChild(ctx, SpanCall, trace.SpanKindInternal, func() []attribute.KeyValue {
 		return []attribute.KeyValue{AttrTarget.String(t.Target), AttrAttempt.Int(t.Attempt), AttrAtMostOnce.Bool(t.AtMostOnce)}
 	})
-	if traced {
+	if span != nil {
 		span.SetName(SpanCall + " " + t.Target)
 		defer func() {
 			if sent != "" {
 				span.SetAttributes(AttrSent.String(dedup.Truncate(sent)))
 			}
-			EndCall(span, redact(err), callErrorType(err))
+			EndCall(span, redact(err), "")
 		}()
 	}
 	return execute(ctx, x, t)
 }
 
-// callErrorType is a failed call's kind, as the worker reads it.
+// callErrorType is a failed call's kind (a span's error.type): an HTTP answer's status code, or
+// how the executor marked it.
 func callErrorType(err error) string {
 	var se *StatusError
 	switch {
 	case errors.As(err, &se):
-		return strings.TrimSpace(se.Status[:min(3, len(se.Status))])
+		return strconv.Itoa(se.StatusCode)
 	case IsPermanent(err):
 		return "permanent"
 	case IsNotSent(err):
@@ -218,10 +208,9 @@ func (w *Worker) finishAttrs(status string) func() []attribute.KeyValue {
 	return func() []attribute.KeyValue { return append(w.dynamoDB(), AttrStatus.String(status)) }
 }
 
-// endFinish ends a finish span.
 func (w *Worker) endFinish(span trace.Span, err error) {
 	if errors.Is(err, dedup.ErrLeaseLost) {
-		// Not a failure of the write: a newer attempt owns the intent and records it.
+		// Not a failed write: a newer attempt owns the intent and records it.
 		EndCall(span, nil, "", AttrLease.String("lost"))
 		return
 	}
@@ -242,19 +231,6 @@ func endSweep(span trace.Span, rep *SweepReport, err error) {
 	span.End()
 }
 
-// startSweepClaim starts the span of a claim the sweeper re-drives: in the claim's trace (a
-// child of its commit), linked to the sweep that found it.
-func (w *Worker) startSweepClaim(ctx context.Context, claim *dedup.Claim) (context.Context, trace.Span) {
-	ctx, span, links := w.startInClaim(ctx, claim, SpanSweepClaim, internalSpan)
-	if span.IsRecording() {
-		for _, l := range links {
-			span.AddLink(l)
-		}
-		span.SetAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID))
-	}
-	return ctx, span
-}
-
 // endSweepClaim records what Process did with the claim on its span and ends it.
 func endSweepClaim(span trace.Span, sum Summary, err error) {
 	if span.IsRecording() {
@@ -263,8 +239,7 @@ func endSweepClaim(span trace.Span, sum Summary, err error) {
 		}
 		switch {
 		case postponed(err):
-			// Not a failure: no time left in this run for an intent, or its target's limit
-			// held it back; nothing was leased, and the sweep hands the claim on (Deferred).
+			// Not a failure: nothing was leased, and the sweep hands the claim on.
 			span.SetAttributes(attribute.Bool("oncehook.postponed", true))
 		case err != nil:
 			span.SetStatus(codes.Error, err.Error())
@@ -290,54 +265,33 @@ func postponed(err error) bool {
 	return errors.Is(err, ErrNoTime) || errors.Is(err, errHeld)
 }
 
-// startHTTPCall starts an HTTP executor's client span under the span in ctx, when that one is
-// recording. The URL's path and query are not recorded (url.full): a webhook URL's path is
-// often its secret (Slack's and Discord's incoming webhooks), and a trace backend is one more
-// place to keep it; the host, port and scheme say where the call went.
-// Not otelhttp's transport: it records url.full, path included, and its injection replaces a
-// target's own static trace headers.
+// startHTTPCall starts an HTTP executor's client span, recording where the call went by scheme,
+// host and port only: a webhook URL's path is often its secret (Slack's, Discord's). Not
+// otelhttp's transport: it records url.full, and its injection replaces a target's own static
+// trace headers.
 func startHTTPCall(ctx context.Context, rawURL string) (context.Context, trace.Span) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, nil
-	}
-	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodPost}
-	if u, err := url.Parse(rawURL); err == nil {
-		attrs = append(attrs, semconv.URLScheme(u.Scheme), semconv.ServerAddress(u.Hostname()))
-		port, _ := strconv.Atoi(u.Port())
-		if port == 0 && u.Scheme == "https" {
-			port = 443
-		} else if port == 0 {
-			port = 80
+	return startChild(ctx, http.MethodPost, trace.SpanKindClient, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{semconv.HTTPRequestMethodPost}
+		if u, err := url.Parse(rawURL); err == nil {
+			port, _ := strconv.Atoi(u.Port())
+			if port == 0 && u.Scheme == "https" {
+				port = 443
+			} else if port == 0 {
+				port = 80
+			}
+			attrs = append(attrs, semconv.URLScheme(u.Scheme), semconv.ServerAddress(u.Hostname()), semconv.ServerPort(port))
 		}
-		attrs = append(attrs, semconv.ServerPort(port))
-	}
-	return StartCall(ctx, http.MethodPost, trace.SpanKindClient, attrs...)
+		return attrs
+	})
 }
 
-// endHTTPCall ends an HTTP executor's span: error.type is the status code of a non-2xx
-// answer, or what kind of failure it was.
-func endHTTPCall(span trace.Span, err error) {
-	if span == nil {
-		return
-	}
-	var se *StatusError
-	if errors.As(err, &se) {
-		EndCall(span, redact(err), strconv.Itoa(se.StatusCode))
-		return
-	}
-	EndCall(span, redact(err), callErrorType(err))
-}
-
-// redact is err as a span or a log line may describe it, the one redaction of a call's
-// failure: a webhook URL's path and query are its secret (Slack's, Discord's incoming webhooks,
-// ?token=), and spans and log lines leave for a tracing backend and CloudWatch Logs, which
-// neither the claims table's readers nor the console's redaction guard. An HTTP call's error
-// names its URL (and a redirect's Location) by scheme and host only, and a non-2xx answer by
-// its status alone: the downstream's body may quote the path it was called on ("Cannot POST
-// /hooks/<token>") or echo the request (a customer's e-mail). The result's Error is err's text
-// with the call's part so described (what wraps it, "at-most-once: ...", stays): the log
-// line's; its SpanDescription is that part alone: a span's status. The claim's last_error
-// keeps the whole error.
+// redact is err as a span or a log line may describe it, the one redaction of a call's failure:
+// spans and logs leave for places the console's redaction does not guard, and a webhook URL's
+// path and query are often its secret. An HTTP call's error names its URL (and a redirect's
+// Location) by scheme and host only, and a non-2xx answer by its status alone: the body may
+// quote the path ("Cannot POST /hooks/<token>") or echo the request. Error is err's text with
+// the call's part so described (the log line's); SpanDescription is that part alone (a span's
+// status). The claim's last_error keeps the whole error.
 func redact(err error) error {
 	if err == nil {
 		return nil
@@ -381,11 +335,8 @@ func redact(err error) error {
 }
 
 // Unanswered describes an HTTP call that got no answer it could read, by its kind: net/http's
-// own text is shown only when it names nothing but addresses (a network error, a certificate's
-// refusal). Any other (net/http's refusal of a malformed answer quotes the answer's bytes, which
-// may echo the request's path: a webhook's secret, an intake's key) is described by its kind
-// alone. An executor of the application's, or a program's own exporter, describes so what a
-// span or a log line says of such a call.
+// text is shown only when it names nothing but addresses (a network error, a certificate's
+// refusal); any other may quote the answer's bytes, which may echo the request's secret path.
 func Unanswered(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -431,15 +382,8 @@ func shownURL(raw string) string {
 	return shown
 }
 
-// recordStatus records the answer's status on the HTTP client span in ctx.
-func recordStatus(ctx context.Context, code int) {
-	if s := trace.SpanFromContext(ctx); s.IsRecording() {
-		s.SetAttributes(semconv.HTTPResponseStatusCode(code))
-	}
-}
-
-// injectHeaders adds the trace context of ctx to h, as the global propagator writes it, where h
-// has no such header yet: a static header of the target's (its own traceparent, say) is kept.
+// injectHeaders adds ctx's trace context to h (TraceFields), never over a header h has (a
+// target's own static traceparent).
 func injectHeaders(ctx context.Context, h http.Header) {
 	for k, v := range TraceFields(ctx) {
 		if k = textproto.CanonicalMIMEHeaderKey(k); len(h.Values(k)) == 0 && k != "Idempotency-Key" && k != "Content-Type" {
@@ -448,8 +392,8 @@ func injectHeaders(ctx context.Context, h http.Header) {
 	}
 }
 
-// maxTraceField bounds a propagated field's value: W3C lets a tracestate be discarded past 512
-// characters, and a field this long is none of ours.
+// maxTraceField bounds a propagated field's value: W3C lets a tracestate past 512 characters be
+// discarded.
 const maxTraceField = 512
 
 // TraceFields is the trace context of ctx as the global propagator writes it (traceparent and
@@ -481,21 +425,33 @@ func TraceFields(ctx context.Context) map[string]string {
 // ctx, with that span's provider, when that span is recording; otherwise it returns ctx as it
 // is and a nil span, which EndCall ignores.
 func StartCall(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return startChild(ctx, name, kind, func() []attribute.KeyValue { return attrs })
+}
+
+// startChild starts a span under the recording span in ctx, with that span's provider, and
+// builds attrs only then; otherwise it returns ctx as it is and a nil span: a step of a turn
+// with tracing off costs nothing.
+func startChild(ctx context.Context, name string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
 		return ctx, nil
 	}
 	return parent.TracerProvider().Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL)).Start(ctx, name,
-		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+		trace.WithSpanKind(kind), trace.WithAttributes(attrs()...))
 }
 
 // EndCall ends a span StartCall started, with attrs; in error when err is set: its status is
-// err as a span describes it (see Executor), its error.type errType, the error's kind.
+// err as a span describes it (see Executor), its error.type errType, or when errType is empty
+// the worker's reading of err (an HTTP status code, permanent, not_sent, deduplicated, timeout
+// or _OTHER).
 func EndCall(s trace.Span, err error, errType string, attrs ...attribute.KeyValue) {
 	if s == nil {
 		return
 	}
 	if err != nil {
+		if errType == "" {
+			errType = callErrorType(err)
+		}
 		s.SetStatus(codes.Error, describe(err))
 		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
 	}

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -780,5 +781,33 @@ func TestTraceFieldsAreBoundedAndNoneWhenOff(t *testing.T) {
 	}
 	if f := outbox.TraceFields(context.Background()); f != nil {
 		t.Fatalf("no span context: %v", f)
+	}
+}
+
+// TestACallSpanWithNoErrorTypeGivenGetsTheErrorsKind: EndCall with an empty errType records the
+// kind the worker reads from the error: an HTTP answer's status code, how an executor marked it,
+// a timeout, or _OTHER; a given errType is kept.
+func TestACallSpanWithNoErrorTypeGivenGetsTheErrorsKind(t *testing.T) {
+	rec, tp := recorder()
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "parent")
+	defer parent.End()
+	for i, c := range []struct {
+		err         error
+		given, want string
+	}{
+		{&outbox.StatusError{URL: "https://example.com/hook", StatusCode: 503, Status: "503 Service Unavailable"}, "", "503"},
+		{outbox.Permanent(errors.New("refused")), "", "permanent"},
+		{outbox.NotSent(errors.New("throttled")), "", "not_sent"},
+		{outbox.Deduplicated(errors.New("exists")), "", "deduplicated"},
+		{fmt.Errorf("SQS SendMessage: %w", context.DeadlineExceeded), "", "timeout"},
+		{errors.New("reset"), "", "_OTHER"},
+		{errors.New("reset"), "dynamodb", "dynamodb"},
+	} {
+		_, span := outbox.StartCall(ctx, fmt.Sprint("call ", i), trace.SpanKindClient)
+		outbox.EndCall(span, c.err, c.given)
+		got := spansNamed(rec, fmt.Sprint("call ", i))
+		if len(got) != 1 || spanAttrs(got[0])["error.type"].AsString() != c.want {
+			t.Errorf("%v (given %q): error.type %v, want %q", c.err, c.given, got, c.want)
+		}
 	}
 }

@@ -1,8 +1,8 @@
 package outbox
 
-// One intent's turn: admitted by its target's limits, leased, called, recorded. The writes
-// are dedup.Claims'; what is decided here is the policy: how long a lease lasts, when a call
-// must end, what a failure means, and when a slot is kept.
+// One intent's turn: admitted by its target's limits, leased, called, recorded. The writes are
+// dedup.Claims'; the policy is here: how long a lease lasts, when a call must end, what a
+// failure means, and when a slot is kept.
 
 import (
 	"context"
@@ -22,22 +22,32 @@ import (
 // call; past it the intent is handed back with a wake-up near its turn.
 const maxHold = 30 * time.Second
 
-// admit waits for the limits of the intent's target, if it has any: until its turn, for as long
-// as the invocation leaves room for the call after the wait (and maxHold at most). The slot it
-// takes is held from then for the lease the call will run under, plus the margin.
+// admit waits for the limits of the intent's target, if it has any, for as long as the
+// invocation leaves room for the call after the wait (maxHold at most). The slot it takes is
+// held for the lease the call will run under, plus the margin.
 func (w *Worker) admit(ctx context.Context, target string) (*admission, error) {
-	deadline := time.Now().Add(maxHold)
-	if d, ok := ctx.Deadline(); ok {
-		deadline = minTime(deadline, d.Add(-w.callBudget(target)-w.cfg.Margin))
-	}
+	deadline := w.startBy(ctx, target, time.Now().Add(maxHold))
 	return w.limits.admit(ctx, target, w.leaseFor(target)+w.cfg.Margin, deadline)
 }
 
+// startBy is t, or earlier when the invocation ends too soon after it for a call to target and
+// the writes that record it.
+func (w *Worker) startBy(ctx context.Context, target string, t time.Time) time.Time {
+	return endBy(ctx, t, w.callBudget(target)+w.cfg.Margin)
+}
+
+// endBy is t, or earlier when ctx's deadline is less than keep after it.
+func endBy(ctx context.Context, t time.Time, keep time.Duration) time.Time {
+	if d, ok := ctx.Deadline(); ok && d.Add(-keep).Before(t) {
+		return d.Add(-keep)
+	}
+	return t
+}
+
 // mayStillRun reports whether a call that failed with err may still be under way at the
-// downstream: it was written and no answer came back (a timeout, a connection that broke), or
-// the answer came from an intermediary that gave up on its backend (intermediaryGaveUp). Its
-// max_in_flight slot stays held until it ends by itself, rather than let the next call start
-// beside it.
+// downstream: written with no answer back, or answered by an intermediary that gave up on its
+// backend. Its max_in_flight slot then stays held until it ends by itself, rather than let the
+// next call start beside it.
 func mayStillRun(err error) bool {
 	if err == nil || IsNotSent(err) {
 		return false
@@ -45,14 +55,11 @@ func mayStillRun(err error) bool {
 	if code := answerStatus(err); code != 0 {
 		return intermediaryGaveUp(code)
 	}
-	// No answer: a timeout or a broken connection after the request was written, even where
-	// a retry is safe (Deduplicated: a standard workflow's start). It may still be running.
-	return true
+	return true // no answer after the request was written, even where a retry is safe (Deduplicated)
 }
 
-// answerStatus is the status code of the answer a call failed with: an HTTP downstream's
-// (StatusError), an AWS service's (smithy's ResponseError); 0 when no answer came back (a call
-// cut off by its timeout, a broken connection) or err is nil.
+// answerStatus is the status code of the answer a call failed with (an HTTP downstream's
+// StatusError, an AWS service's ResponseError); 0 when no answer came back.
 func answerStatus(err error) int {
 	var se *StatusError
 	if errors.As(err, &se) {
@@ -65,12 +72,10 @@ func answerStatus(err error) int {
 	return 0
 }
 
-// intermediaryGaveUp reports whether status is an answer a gateway or proxy gives when it
-// stopped waiting for its backend, or lost it, while the backend may still be running the
-// call: 502 and 504 (API Gateway after 29 s, an ALB, nginx), 503 (Heroku's router after 30 s,
-// a CDN's first-byte timeout; and an overloaded downstream, which a held slot spares too),
-// Cloudflare's 520 and 524, and the 598 and 599 some proxies give for a read timeout. Like a
-// timeout, such a call keeps its slot.
+// intermediaryGaveUp reports whether status is what a gateway or proxy answers when it stopped
+// waiting for its backend, which may still be running the call: 502 and 504 (API Gateway, an
+// ALB, nginx), 503 (Heroku's router, a CDN; and an overloaded downstream, which a held slot
+// spares too), Cloudflare's 520 and 524, and some proxies' 598 and 599.
 func intermediaryGaveUp(status int) bool {
 	switch status {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, 520, 524, 598, 599:
@@ -79,9 +84,8 @@ func intermediaryGaveUp(status int) bool {
 	return false
 }
 
-// leaseFor is the lease written for an intent of target: Lease, and for a target with a rate
-// the time its call may wait for its window (rateHold) too, so the wait never shortens the
-// call.
+// leaseFor is the lease written for an intent of target: Lease, plus rateHold for a target with
+// a rate, so that the wait for its window never shortens the call.
 func (w *Worker) leaseFor(target string) time.Duration {
 	if w.limits.rated(target) {
 		return w.cfg.Lease + rateHold
@@ -89,24 +93,17 @@ func (w *Worker) leaseFor(target string) time.Duration {
 	return w.cfg.Lease
 }
 
-// takeWindow takes the rate window for a leased call, right before it: the window the
-// downstream sees the call in is the one that counted it. A call the window holds back past
-// what its lease allows is given back, so it spends no attempt.
+// takeWindow takes the rate window for a leased call, right before it, so that the window the
+// downstream sees the call in is the one that counted it. A call held back past what its lease
+// allows, or whose window could not be read, was not made: its lease is given back.
 func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error {
 	if !w.limits.rated(target) || l.Stranded {
 		return nil
 	}
-	deadline := l.ends.Add(-w.callBudget(target))
-	if d, ok := ctx.Deadline(); ok {
-		deadline = minTime(deadline, d.Add(-w.callBudget(target)-w.cfg.Margin))
-	}
-	err := w.limits.takeWindow(ctx, target, deadline)
+	err := w.limits.takeWindow(ctx, target, w.startBy(ctx, target, l.ends.Add(-w.callBudget(target))))
 	if err != nil {
-		// Held back, or the window could not be read: no call was made, so the lease is given
-		// back either way.
 		if uerr := w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease); uerr != nil {
-			// Not given back: the lease ends by itself and the attempt counts (at most once, the
-			// intent parks as may-have-been-sent, though it was not).
+			// The lease ends by itself and the attempt counts (at most once, it parks).
 			return fmt.Errorf("%w; and the lease could not be given back: %w", err, uerr)
 		}
 	}
@@ -116,20 +113,17 @@ func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error 
 // lease is one attempt we hold: the claim's lease, and when our call must end.
 type lease struct {
 	*dedup.Lease
-	// ends is when we must be done calling, on the real clock: the lease as written, less
-	// the margin. It is computed from before the lease request was sent, so a slow lease
-	// write (SDK retries) shortens the call rather than letting it outlive the lease.
+	// ends is when the call must be done, on the real clock: the lease less the margin, counted
+	// from before the lease request, so a slow write shortens the call, not outlives the lease.
 	ends time.Time
 	// sent is what the call produced, recorded with done.
 	sent string
 }
 
-// lease takes the intent (dedup.Claims.Lease) for the lease its target gets; nil when another
-// worker has it or it is no longer due.
-// It is the lease span, under a recording intent's span; the attempt it took is set on the
-// intent's span too.
+// lease takes the intent (dedup.Claims.Lease) as the lease span; nil when another worker has
+// it or it is no longer due.
 func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo bool) (l *lease, err error) {
-	if ctx2, span, traced := w.step(ctx, SpanLease, trace.SpanKindClient, w.dynamoDB); traced {
+	if ctx2, span := startChild(ctx, SpanLease, trace.SpanKindClient, w.dynamoDB); span != nil {
 		intent := trace.SpanFromContext(ctx)
 		ctx = ctx2
 		defer func() { endLease(intent, span, l, err) }()
@@ -143,10 +137,9 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin)}, nil
 }
 
-// finish records the attempt's end: done, with what it sent, or parked, with why, as the finish
-// span.
+// finish records the attempt as done, with what it sent, or parked, with why: the finish span.
 func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) (err error) {
-	if ctx2, span, traced := w.step(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(status)); traced {
+	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(status)); span != nil {
 		ctx = ctx2
 		defer func() { w.endFinish(span, err) }()
 	}
@@ -156,10 +149,10 @@ func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) (err 
 	return w.claims.Park(ctx, l.Lease, msg)
 }
 
-// retry puts the intent back to pending, not before its backoff, and returns when it is due: the
-// finish span of a retried attempt (pending again).
+// retry puts the intent back to pending after its backoff, and returns when it is due: the
+// finish span.
 func (w *Worker) retry(ctx context.Context, l *lease, msg string) (next time.Time, err error) {
-	if ctx2, span, traced := w.step(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(dedup.IntentPending)); traced {
+	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(dedup.IntentPending)); span != nil {
 		ctx = ctx2
 		defer func() {
 			span.SetAttributes(attribute.String("oncehook.next_attempt_at", next.UTC().Format(time.RFC3339Nano)))
@@ -170,38 +163,28 @@ func (w *Worker) retry(ctx context.Context, l *lease, msg string) (next time.Tim
 	return next, w.claims.Retry(ctx, l.Lease, next, msg)
 }
 
-// paused reports whether target is paused (Targets), counting the intent it holds; read as
-// limiter.paused.
-func (w *Worker) paused(ctx context.Context, target string, read bool) (bool, error) {
-	paused, err := w.limits.paused(ctx, target, read)
-	if paused {
-		w.cfg.Metrics.Intent(target, OutcomePaused, 0)
-	}
-	return paused, err
-}
-
 // run takes one intent through lease, execution and record, as the intent's span.
 func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outcome string, err error) {
 	ctx, span := w.startIntent(ctx, claim, name)
-	defer func() { endIntent(span, outcome, err) }()
-	amo := IsAtMostOnce(w.cfg.Executors[claim.Intents[name].Target])
-	// A paused target's intent is not leased (Targets): it spends no attempt and stays due.
-	if paused, err := w.paused(ctx, claim.Intents[name].Target, true); paused || err != nil {
+	target := claim.Intents[name].Target
+	defer func() {
+		// Paused or held back: not leased, so no attempt spent (the lease counts one), and due.
+		if _, held := errors.AsType[*heldError](err); held || (outcome == OutcomePaused && err == nil) {
+			w.cfg.Metrics.Intent(target, outcome, 0)
+		}
+		endIntent(span, outcome, err)
+	}()
+	amo := IsAtMostOnce(w.cfg.Executors[target])
+	if paused, err := w.limits.paused(ctx, target, true); paused || err != nil {
 		return OutcomePaused, err
 	}
-	// The target's limits first: an intent they hold back is not leased, so it spends no
-	// attempt (the lease is what counts one) and stays due.
-	adm, err := w.admit(ctx, claim.Intents[name].Target)
+	adm, err := w.admit(ctx, target)
 	if err != nil {
-		var held *heldError
-		if errors.As(err, &held) {
-			w.cfg.Metrics.Intent(claim.Intents[name].Target, OutcomeHeld, 0)
-		}
 		return OutcomeHeld, err
 	}
 	keepSlot := false // the call may still be running at the downstream: its slot ends by itself
 	defer func() { adm.release(keepSlot) }()
-	if paused, _ := w.paused(ctx, claim.Intents[name].Target, false); paused { // paused while its limits held it
+	if paused, _ := w.limits.paused(ctx, target, false); paused { // paused while its limits held it
 		return OutcomePaused, nil
 	}
 	l, err := w.lease(ctx, claim, name, amo)
@@ -210,18 +193,15 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	}
 	if !l.Stranded && !adm.until.IsZero() && l.ends.After(adm.until) {
 		// The slot's write took longer than the margin: the call could outlive its slot. No
-		// call was made: the lease is given back and the intent tried again soon. (A stranded
-		// lease makes no call, and is never given back: its attempt may have been sent.)
+		// call was made: the lease is given back. (A stranded lease makes no call, and is never
+		// given back: its attempt may have been sent.)
 		if uerr := w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease); uerr != nil {
 			return OutcomeBusy, fmt.Errorf("the lease outlasts its max_in_flight slot, and could not be given back: %w", uerr)
 		}
-		w.cfg.Metrics.Intent(claim.Intents[name].Target, OutcomeHeld, 0)
-		return OutcomeHeld, &heldError{target: claim.Intents[name].Target, wait: 200 * time.Millisecond, why: "its max_in_flight slot was taken too slowly to cover the lease"}
+		return OutcomeHeld, &heldError{target: target, wait: 200 * time.Millisecond, why: "its max_in_flight slot was taken too slowly to cover the lease"}
 	}
-	if err := w.takeWindow(ctx, l, claim.Intents[name].Target); err != nil {
-		var held *heldError
-		if errors.As(err, &held) {
-			w.cfg.Metrics.Intent(claim.Intents[name].Target, OutcomeHeld, 0)
+	if err := w.takeWindow(ctx, l, target); err != nil {
+		if _, held := errors.AsType[*heldError](err); held {
 			return OutcomeHeld, err
 		}
 		return OutcomeBusy, err
@@ -238,13 +218,9 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 		execErr = Permanent(fmt.Errorf("at-most-once: attempt %d was under way when its worker stopped, and may have been sent; "+
 			"not sent again (check the downstream, then redrive if it was not)", l.Attempt))
 	default:
-		// The call must end before the lease does (or another worker could take it meanwhile),
-		// before the invocation does (or nothing could record it), and within its executor's
-		// bound (DefaultMaxDuration for one that is not Bounded).
-		ends := minTime(l.ends, time.Now().Add(w.callBudget(in.Target)))
-		if d, ok := ctx.Deadline(); ok && d.Add(-w.cfg.Margin).Before(ends) {
-			ends = d.Add(-w.cfg.Margin)
-		}
+		// The call ends before the lease (or another worker could take it meanwhile), before the
+		// invocation (or nothing could record it), and within its executor's bound.
+		ends := endBy(ctx, minTime(l.ends, time.Now().Add(w.callBudget(in.Target))), w.cfg.Margin)
 		callCtx, cancel := context.WithDeadline(ctx, ends)
 		sent, execErr = w.call(callCtx, exec, Task{
 			Source: claim.Source, EventID: claim.EventID, EventType: claim.EventType,

@@ -2,35 +2,32 @@
 // email, a payment call), each exactly once as far as the downstream can tell.
 //
 // A Worker takes one intent at a time under a lease: a conditional UpdateItem moves it from
-// pending (and due) to running and increments its attempt count, which is the lease's fencing
-// token; a worker may only record the attempt it leased. It then runs the intent through the
-// executor chosen by its target, passing <source>:<event_id>:<intent> as the idempotency key,
-// and records the result conditionally on its token and on the claim's commit token:
+// pending (and due) to running and increments its attempt count, the lease's fencing token. It
+// runs the intent through the executor of its target, with <source>:<event_id>:<intent> as the
+// idempotency key, and records the result conditionally on its token and the claim's commit
+// token:
 //
 //	success            -> done
-//	retryable failure  -> pending again, not before a backoff, with the error (attempts+1);
-//	                      the Scheduler, when there is one, wakes it at its due time
-//	permanent failure  -> parked, with the error, for an operator
+//	retryable failure  -> pending again after a backoff (the Scheduler, if any, wakes it)
+//	permanent failure  -> parked, for an operator
 //	attempts exhausted -> parked
 //
-// The write that finishes an event's last open intent also takes the claim out of the due part
-// of the pending index (or into its parked part), so an event with one intent costs three
-// writes of its claim: the commit, the lease and the finish.
+// The write that finishes an event's last open intent also moves the claim in the pending
+// index, so an event with one intent costs three writes of its claim: commit, lease, finish.
 //
-// A worker that crashes after the downstream call but before recording it leaves a running
-// intent whose lease expires; the next attempt calls the downstream again with the same key,
-// and the downstream's dedup answers. A worker whose lease expired cannot overwrite the newer
-// attempt's result (its token no longer matches): it counts a lost lease and moves on. A
-// worker never takes a lease it could not finish before its invocation's deadline.
+// A worker that crashes between the call and its record leaves a running intent whose lease
+// expires; the next attempt calls again with the same key, and the downstream's dedup answers.
+// A worker whose lease expired cannot overwrite the newer attempt's result. A worker never
+// takes a lease it could not finish before its invocation's deadline.
 //
-// Every write of a claim is dedup.Claims' (its table lists each transition's fence); this
-// package keeps the policy: which executor, when, for how long, how to back off, and what a
-// failure means. Its files follow the architecture: the stream handler (stream.go), the
-// retry queue's wake-ups (retries.go) and the Sweeper (sweeper.go) all come here, through
-// Process; one intent's turn is turn.go; a target's limits are limits.go.
+// Every write of a claim is dedup.Claims'; this package keeps the policy: which executor, when,
+// for how long, how to back off, and what a failure means. The stream handler (stream.go), the
+// retry queue's wake-ups (retries.go) and the Sweeper (sweeper.go) all come through Process;
+// one intent's turn is turn.go; a target's limits are limits.go.
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +36,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -59,43 +57,38 @@ type Config struct {
 	Table string
 	// Executors maps an intent's target to what runs it.
 	Executors map[string]Executor
-	// Lease is how long a worker may hold an intent. New refuses a lease shorter than any
-	// Bounded executor's MaxDuration plus Margin. Default DefaultLease.
+	// Lease is how long a worker may hold an intent: at least any Bounded executor's
+	// MaxDuration plus Margin. Default DefaultLease.
 	Lease time.Duration
-	// Margin is the time kept back, at the end of a lease and of an invocation, for the
-	// DynamoDB writes that record a call. Default DefaultMargin.
+	// Margin is kept back at the end of a lease and of an invocation for the writes that record
+	// a call. Default DefaultMargin.
 	Margin time.Duration
 	// MaxAttempts parks an intent after this many failed attempts. Default 10.
 	MaxAttempts int
 	// Backoff is the wait before attempt n+1 after n failures. Default: 5 s doubling per
 	// attempt, capped at 15 min, with jitter (10 attempts span about 40 minutes).
 	Backoff func(attempts int) time.Duration
-	// Concurrency bounds the records of one batch (stream records, or wake-ups) processed at
-	// once. Default 0: the whole batch at once, up to DefaultConcurrency, so a slow downstream
-	// costs a batch one call's time, not a round per few records; Limits bound what a target
-	// takes.
+	// Concurrency bounds the records of one batch processed at once. Default 0: the whole
+	// batch, up to DefaultConcurrency, so a slow downstream costs a batch one call's time.
 	Concurrency int
-	// Limits are the targets' limits across every worker (the sources file's max_in_flight and
-	// rate): a call a limit holds back waits, or is handed back with a wake-up near its turn,
-	// without a lease, so it spends no attempt and never parks. See Limit.
+	// Limits are the targets' limits across every worker: a call a limit holds back waits, or is
+	// handed back with a wake-up near its turn, unleased: it spends no attempt. See Limit.
 	Limits map[string]Limit
 	// Scheduler wakes a retried intent at its due time (SQSScheduler). Without one, retries
 	// wait for the Sweeper.
 	Scheduler Scheduler
-	// PendingShards is the pending index's shard count, as the receiver's store writes it
-	// (dedup.Config.PendingShards): the sweeper reads every shard. Default dedup.PendingShards.
+	// PendingShards is the pending index's shard count (dedup.Config.PendingShards). Default
+	// dedup.PendingShards.
 	PendingShards int
-	// WriteRetries bounds how often a write DynamoDB refused with TransactionConflict (a
-	// duplicate delivery's transaction holds the claim for a moment) is tried again, with
-	// jitter. Default 3.
+	// WriteRetries bounds the retries of a write refused with TransactionConflict (a duplicate
+	// delivery's transaction holds the claim for a moment). Default 3.
 	WriteRetries int
 	Now          func() time.Time
 	Logger       *slog.Logger
 	// Metrics receives EMF documents (stdout in Lambda); none when nil.
 	Metrics Metrics
-	// TracerProvider, when set, traces each intent's turn (SpanIntent, with its lease, call and
-	// finish) as a child of the span its claim was committed under, and each sweep; nil is
-	// tracing off, at no cost. See trace.go.
+	// TracerProvider, when set, traces each intent's turn as a child of its claim's commit, and
+	// each sweep; nil is tracing off, at no cost.
 	TracerProvider trace.TracerProvider
 }
 
@@ -105,18 +98,16 @@ const (
 	DefaultMargin = 5 * time.Second
 )
 
-// Bounded is an Executor that knows the longest one Execute call can take. The worker takes no
-// lease it could not finish before its invocation's deadline, and New refuses a lease shorter
-// than MaxDuration plus the margin. A deployment (launch, the construct, receivertest) refuses
-// an application's executor that is not Bounded (Bounds); a Worker built directly gives one
-// DefaultMaxDuration (or the lease less the margin, when that is shorter): its call's context
-// ends then.
+// Bounded is an Executor that knows the longest one Execute call can take: the worker takes no
+// lease it could not finish, and New refuses a lease shorter than it plus the margin. A
+// deployment refuses an executor that is not Bounded (Bounds); a Worker built directly gives
+// one DefaultMaxDuration (or the lease less the margin, when shorter).
 type Bounded interface {
 	MaxDuration() time.Duration
 }
 
 // DefaultMaxDuration bounds a call to an executor that is not Bounded, in a Worker built
-// directly (New): the timeout PlanTimings assumes for a target whose call has no bound given.
+// directly; PlanTimings assumes it for a call with no bound given.
 const DefaultMaxDuration = DefaultHTTPTimeout
 
 // Metrics is where the worker and the sweeper count what they did. See NewEMFMetrics.
@@ -134,7 +125,7 @@ func (nopMetrics) Sweep(SweepReport)                    {}
 type Worker struct {
 	api    API
 	cfg    Config
-	tracer trace.Tracer // the provider's, or a no-op one's (tracing off): newTracer
+	tracer trace.Tracer // newTracer
 	limits *limiter
 	claims *dedup.Claims // every write of a claim
 }
@@ -155,16 +146,12 @@ func New(api API, cfg Config) (*Worker, error) {
 	if cfg.Table == "" {
 		return nil, &ConfigError{Field: "Table", Reason: "is empty"}
 	}
-	if cfg.Lease == 0 {
-		cfg.Lease = DefaultLease
-	}
-	if cfg.Margin == 0 {
-		cfg.Margin = DefaultMargin
-	}
+	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
+	cfg.Margin = cmp.Or(cfg.Margin, DefaultMargin)
 	if cfg.Margin < 0 || cfg.Lease <= cfg.Margin {
 		return nil, &ConfigError{Field: "Lease", Reason: fmt.Sprintf("%s must be longer than the margin %s", cfg.Lease, cfg.Margin)}
 	}
-	for _, name := range sortedTargets(cfg.Executors) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Executors)) {
 		x := cfg.Executors[name]
 		if x == nil {
 			return nil, &ConfigError{Field: "Executors", Reason: fmt.Sprintf("has no executor for target %q (nil)", name)}
@@ -183,9 +170,7 @@ func New(api API, cfg Config) (*Worker, error) {
 				"a call could outlive its lease and run twice at once", cfg.Lease, name, b.MaxDuration(), cfg.Margin)}
 		}
 	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = 10
-	}
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 10)
 	if cfg.MaxAttempts < 0 {
 		return nil, &ConfigError{Field: "MaxAttempts", Reason: "must not be negative"}
 	}
@@ -202,12 +187,8 @@ func New(api API, cfg Config) (*Worker, error) {
 			return nil, &ConfigError{Field: fmt.Sprintf("Limits[%q].%s", target, ce.Field), Reason: ce.Reason}
 		}
 	}
-	if cfg.WriteRetries == 0 {
-		cfg.WriteRetries = 3
-	}
-	if cfg.PendingShards == 0 {
-		cfg.PendingShards = dedup.PendingShards
-	}
+	cfg.WriteRetries = cmp.Or(cfg.WriteRetries, 3)
+	cfg.PendingShards = cmp.Or(cfg.PendingShards, dedup.PendingShards)
 	if cfg.PendingShards < 1 || cfg.PendingShards > dedup.MaxPendingShards {
 		return nil, &ConfigError{Field: "PendingShards", Reason: fmt.Sprintf("must be between 1 and %d", dedup.MaxPendingShards)}
 	}
@@ -225,17 +206,8 @@ func New(api API, cfg Config) (*Worker, error) {
 		claims: &dedup.Claims{API: api, Table: cfg.Table, Now: cfg.Now, WriteRetries: cfg.WriteRetries}}, nil
 }
 
-func sortedTargets(m map[string]Executor) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// DefaultBackoff is 5 s doubling per failed attempt, capped at 15 minutes, less up to a
-// fifth at random so that intents failed together do not retry together.
+// DefaultBackoff is 5 s doubling per failed attempt, capped at 15 minutes, less up to a fifth at
+// random so that intents failed together do not retry together.
 func DefaultBackoff(attempts int) time.Duration {
 	d := 5 * time.Second << min(max(attempts-1, 0), 8)
 	d = min(d, 15*time.Minute)
@@ -257,16 +229,15 @@ const (
 // Summary counts the outcomes of a Process call.
 type Summary map[string]int
 
-// ErrNoTime is returned (joined) by Process for intents it did not lease because the
-// invocation's deadline was too close to run them: the caller delivers the claim again.
+// ErrNoTime is joined in Process's error for an intent the invocation had no time left to run:
+// the caller delivers the claim again.
 var ErrNoTime = errors.New("outbox: not enough time left in this invocation to run the intent")
 
 // Process runs every intent of claim that is due: pending with its backoff passed, or running
-// under an expired lease. It returns an error only when DynamoDB could not record a step or
-// there was no time to run an intent (ErrNoTime), so the caller should deliver the claim
-// again (a stream batch item failure); downstream failures are recorded in the claim and are
-// not errors here. A claim with nothing due is put where its intents say in the pending index
-// when it is not there (dedup.Claims.Settle: one with nothing open leaves the due work).
+// under an expired lease. It returns an error only when a step could not be recorded or an
+// intent could not run now (ErrNoTime, a limit without a Scheduler): the caller delivers the
+// claim again. Downstream failures are recorded in the claim, not returned. A claim with
+// nothing due is settled in the pending index (dedup.Claims.Settle).
 func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, error) {
 	sum := Summary{}
 	now := w.cfg.Now()
@@ -302,8 +273,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 		sum[outcome]++
 	}
 	if sum[OutcomeHeld] > 0 {
-		// Held back, untouched and still due: woken near its turn, or, without a scheduler or
-		// when the wake-up cannot be sent, delivered again by the caller (and the sweeper).
+		// Held back, still due: woken near its turn, else delivered again by the caller.
 		if w.cfg.Scheduler == nil {
 			errs = append(errs, fmt.Errorf("%d intents held back by their target's limit: %w", sum[OutcomeHeld], errHeld))
 		} else if err := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now().Add(max(heldFor, time.Second))); err != nil {
@@ -313,20 +283,32 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 	return sum, errors.Join(errs...)
 }
 
-// DefaultConcurrency is the most records of a batch processed at once when
-// Config.Concurrency is 0. Lambda gives a function 1,024 open files, and each record in flight
-// holds a connection to its downstream and one to DynamoDB: 256 leave room for both and for
-// the SDK's pools. A stream batch of up to 256 records runs in one round.
+// DefaultConcurrency is the most records of a batch processed at once when Config.Concurrency
+// is 0: Lambda gives a function 1,024 open files, and each record in flight holds a connection
+// to its downstream and one to DynamoDB, with room left for the SDK's pools.
 const DefaultConcurrency = 256
 
-// concurrency is how many of a batch's n records run at once: Config.Concurrency, or all of
-// them up to DefaultConcurrency.
+// concurrency is how many of a batch's n records run at once.
 func (w *Worker) concurrency(n int) int {
 	c := w.cfg.Concurrency
 	if c <= 0 {
 		c = DefaultConcurrency
 	}
 	return min(c, max(n, 1))
+}
+
+// each runs f(i) for each of a batch's n records, w.concurrency(n) at a time, and waits for all.
+func (w *Worker) each(n int, f func(i int)) {
+	sem := make(chan struct{}, w.concurrency(n))
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -348,8 +330,7 @@ func due(in dedup.ClaimIntent, now time.Time) bool {
 	return false
 }
 
-// callBudget is the longest a call to target's executor may take: its MaxDuration, or for an
-// executor that is not Bounded DefaultMaxDuration, within the lease less the margin.
+// callBudget is the longest a call to target's executor may take (Bounded).
 func (w *Worker) callBudget(target string) time.Duration {
 	if b, ok := w.cfg.Executors[target].(Bounded); ok {
 		return b.MaxDuration()
@@ -357,8 +338,7 @@ func (w *Worker) callBudget(target string) time.Duration {
 	return min(DefaultMaxDuration, w.cfg.Lease-w.cfg.Margin)
 }
 
-// hasTime reports whether the invocation (ctx's deadline) leaves room for one call to target
-// and the writes that record it.
+// hasTime reports whether the invocation leaves room for a call to target and its record.
 func (w *Worker) hasTime(ctx context.Context, target string) bool {
 	d, ok := ctx.Deadline()
 	return !ok || time.Until(d) >= w.callBudget(target)+w.cfg.Margin

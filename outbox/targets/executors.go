@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,19 +59,37 @@ type (
 	}
 )
 
+// oneSend is the options of an at-most-once task's call: noRetries (no SDK retry, so one send,
+// and a failure reported is the only attempt); none otherwise.
+func oneSend[O any](t outbox.Task, noRetries func(*O)) []func(*O) {
+	if t.AtMostOnce {
+		return []func(*O){noRetries}
+	}
+	return nil
+}
+
+// send makes one service call with what classifies its failure (classify): op names it, and
+// the call's WriteTrace says whether any of it was written.
+func send[In, Out, O any](ctx context.Context, op string, call func(context.Context, In, ...func(*O)) (Out, error), in In, opts ...func(*O)) (Out, error) {
+	traced, writes := outbox.TraceWrites(ctx)
+	out, err := call(traced, in, opts...)
+	return out, classify(op, err, writes)
+}
+
 // attributes are the message attributes SQS and SNS messages carry besides the body.
 func attributes(t outbox.Task) map[string]string {
 	return map[string]string{"idempotency_key": t.IdempotencyKey, "source": t.Source, "event_id": t.EventID,
 		"event_type": t.EventType, "intent": t.Intent}
 }
 
-// groupID is a FIFO message's group: the configured one, else the event's own (messages of
-// one event keep their order; events do not wait for each other).
-func groupID(configured string, t outbox.Task) string {
-	if configured != "" {
-		return configured
+// fifoIDs are a message's deduplication id (the key's hash) and group (the configured one, else
+// the event's own: its messages keep their order, events do not wait for each other) when its
+// queue or topic is FIFO (its name ends in ".fifo"); nil otherwise.
+func fifoIDs(destination, group string, t outbox.Task) (dedupID, groupID *string) {
+	if !strings.HasSuffix(destination, ".fifo") {
+		return nil, nil
 	}
-	return hashedKey(t.Source + ":" + t.EventID)
+	return aws.String(hashedKey(t.IdempotencyKey)), aws.String(cmp.Or(group, hashedKey(t.Source+":"+t.EventID)))
 }
 
 // SQS sends each intent's payload as one message to a queue. A FIFO queue (its URL ends in
@@ -107,16 +126,9 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(x.QueueURL), MessageBody: aws.String(string(t.Payload)), MessageAttributes: attrs,
 		MessageSystemAttributes: sqsSystemAttributes(ctx)}
-	if strings.HasSuffix(x.QueueURL, ".fifo") {
-		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
-		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
-	}
-	var opts []func(*sqs.Options)
-	if t.AtMostOnce {
-		opts = append(opts, func(o *sqs.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one send
-	}
-	traced, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.SendMessage(traced, in, opts...)
+	in.MessageDeduplicationId, in.MessageGroupId = fifoIDs(x.QueueURL, x.GroupID, t)
+	opts := oneSend(t, func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	out, err := send(ctx, "SQS SendMessage "+x.QueueURL, x.Client.SendMessage, in, opts...)
 	if err != nil && len(attrs) > ownN && tooLong(err) {
 		// A queue's own MaximumMessageSize (1 KiB to 1 MiB) counts the trace's attributes, and
 		// cannot be known without a call of its own: a message it refused for its length was
@@ -124,14 +136,12 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 		for _, k := range traceFields {
 			delete(attrs, k)
 		}
-		traced, writes = outbox.TraceWrites(ctx)
-		out, err = x.Client.SendMessage(traced, in, opts...)
+		out, err = send(ctx, "SQS SendMessage "+x.QueueURL, x.Client.SendMessage, in, opts...)
 	}
 	if err != nil {
-		return "", classify("SQS SendMessage "+x.QueueURL, err, writes)
+		return "", err
 	}
-	setMessageID(ctx, aws.ToString(out.MessageId))
-	return "message " + aws.ToString(out.MessageId), nil
+	return sentMessage(ctx, aws.ToString(out.MessageId)), nil
 }
 
 // tooLong says whether SQS refused a message for its length ("Message must be shorter than N
@@ -168,22 +178,14 @@ func (x *SNS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 	defer func() { endCall(span, sent, err) }()
 	attrs := snsAttributes(messageFields(ctx, attributes(t), len(t.Payload), maxMessageBytes))
 	in := &sns.PublishInput{TopicArn: aws.String(x.TopicARN), Message: aws.String(string(t.Payload)), MessageAttributes: attrs}
-	if strings.HasSuffix(x.TopicARN, ".fifo") {
-		in.MessageDeduplicationId = aws.String(hashedKey(t.IdempotencyKey))
-		in.MessageGroupId = aws.String(groupID(x.GroupID, t))
-	}
-	var opts []func(*sns.Options)
-	if t.AtMostOnce {
-		opts = append(opts, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
-	}
-	opts = snsTraceHeader(ctx, opts)
-	ctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.Publish(ctx, in, opts...)
+	in.MessageDeduplicationId, in.MessageGroupId = fifoIDs(x.TopicARN, x.GroupID, t)
+	opts := oneSend(t, func(o *sns.Options) { o.RetryMaxAttempts = 1 })
+	opts = withXRayHeader(ctx, opts, sns.WithAPIOptions)
+	out, err := send(ctx, "SNS Publish "+x.TopicARN, x.Client.Publish, in, opts...)
 	if err != nil {
-		return "", classify("SNS Publish "+x.TopicARN, err, writes)
+		return "", err
 	}
-	setMessageID(ctx, aws.ToString(out.MessageId))
-	return "message " + aws.ToString(out.MessageId), nil
+	return sentMessage(ctx, aws.ToString(out.MessageId)), nil
 }
 
 // EventBridge puts each intent as one event on a bus, its detail the Envelope. An entry the
@@ -209,37 +211,22 @@ func (x *EventBridge) Execute(ctx context.Context, t outbox.Task) error {
 func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
-	bus, source, detailType := x.Bus, x.Source, x.DetailType
-	if bus == "" {
-		bus = "default"
-	}
-	ctx, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue {
-		return []attribute.KeyValue{semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(bus)}
-	})
+	bus, source, detailType := cmp.Or(x.Bus, "default"), cmp.Or(x.Source, "oncehook"), cmp.Or(x.DetailType, t.Intent)
+	ctx, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue { return sendAttrs(bus) })
 	defer func() { endCall(span, sent, err) }()
-	if source == "" {
-		source = "oncehook"
-	}
-	if detailType == "" {
-		detailType = t.Intent
-	}
-	// An entry's size is its Source, DetailType and Detail (no Time or Resources are sent).
-	// EventBridge takes an entry of less than 256 KiB (its Source, DetailType and Detail).
+	// EventBridge takes an entry of less than 256 KiB: its Source, DetailType and Detail (no
+	// Time or Resources are sent).
 	detail, err := envelope(ctx, t, maxMessageBytes-1-len(source)-len(detailType))
 	if err != nil {
 		return "", err
 	}
-	var opts []func(*eventbridge.Options)
-	if t.AtMostOnce {
-		opts = append(opts, func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 })
-	}
-	ctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+	opts := oneSend(t, func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 })
+	out, err := send(ctx, "EventBridge PutEvents "+bus, x.Client.PutEvents, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		EventBusName: aws.String(bus), Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(detail)),
 		TraceHeader: optional(xray(ctx)),
 	}}}, opts...)
 	if err != nil {
-		return "", classify("EventBridge PutEvents "+bus, err, writes)
+		return "", err
 	}
 	if out.FailedEntryCount > 0 {
 		code, msg := "", ""
@@ -329,19 +316,13 @@ func (x *StepFunctions) ExecuteReport(ctx context.Context, t outbox.Task) (sent 
 		kind = "express execution "
 	}
 	name := ExecutionName(t.IdempotencyKey)
-	var opts []func(*sfn.Options)
-	if t.AtMostOnce {
-		opts = append(opts, func(o *sfn.Options) { o.RetryMaxAttempts = 1 }) // no SDK retry: one start
-	}
-	sctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.StartExecution(sctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload)),
-		TraceHeader: optional(xray(ctx))}, opts...)
-	var exists *sfntypes.ExecutionAlreadyExists
+	opts := oneSend(t, func(o *sfn.Options) { o.RetryMaxAttempts = 1 })
+	out, err := send(ctx, "Step Functions StartExecution "+x.StateMachineARN, x.Client.StartExecution, &sfn.StartExecutionInput{
+		StateMachineArn: aws.String(x.StateMachineARN), Name: aws.String(name), Input: aws.String(string(t.Payload)), TraceHeader: optional(xray(ctx))}, opts...)
 	if err == nil {
 		return kind + aws.ToString(out.ExecutionArn), nil
 	}
-	if !errors.As(err, &exists) {
-		err = classify("Step Functions StartExecution "+x.StateMachineARN, err, writes)
+	if _, exists := errors.AsType[*sfntypes.ExecutionAlreadyExists](err); !exists {
 		if !express && !outbox.IsPermanent(err) && !outbox.IsNotSent(err) {
 			err = outbox.Deduplicated(err) // the name holds a standard workflow to one execution
 		}
@@ -421,18 +402,14 @@ func (x *Lambda) ExecuteReport(ctx context.Context, t outbox.Task) (sent string,
 	if err != nil {
 		return "", err
 	}
-	var opts []func(*lambda.Options)
-	if t.AtMostOnce {
-		if err := x.Check(true); err != nil {
-			return "", outbox.Permanent(err) // never sent: outbox.New refuses this pair up front
-		}
-		opts = append(opts, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
+	if err := x.Check(t.AtMostOnce); err != nil {
+		return "", outbox.Permanent(err) // never sent: outbox.New refuses this pair up front
 	}
-	opts = lambdaTraceHeader(ctx, opts)
-	ctx, writes := outbox.TraceWrites(ctx)
-	out, err := x.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload}, opts...)
+	opts := oneSend(t, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
+	opts = withXRayHeader(ctx, opts, lambda.WithAPIOptions)
+	out, err := send(ctx, "Lambda Invoke "+x.Function, x.Client.Invoke, &lambda.InvokeInput{FunctionName: aws.String(x.Function), InvocationType: kind, Payload: payload}, opts...)
 	if err != nil {
-		return "", classify("Lambda Invoke "+x.Function, err, writes)
+		return "", err
 	}
 	if out.FunctionError != nil {
 		// The function ran and failed: retried, and parked after the worker's attempts.

@@ -14,14 +14,12 @@
 //	                                                                       done if same input
 //	Lambda           the envelope's idempotency_key (Powertools can key on it) the function's dedup
 //
-// For an at-most-once target (Task.AtMostOnce) each call is sent once, without the SDK's own
-// retries, so the one failure reported is the only attempt; a failure is NotSent only when
-// none of the request was written (outbox.TraceWrites). A Step Functions executor reads its
-// state machine's type: a standard workflow starts one execution per name, so a failure after
-// the start may have been sent is still safe to retry (outbox.Deduplicated); an express
-// workflow does not manage idempotency at all, and a second start runs again. An asynchronous
-// Lambda invocation cannot be at-most-once (Lambda's own queue retries it, and may deliver an
-// event twice): outbox.New refuses the pair.
+// For an at-most-once target (Task.AtMostOnce) each call is sent once, without the SDK's
+// retries; a failure is NotSent only when none of the request was written (outbox.TraceWrites).
+// A standard Step Functions workflow starts one execution per name, so a failure after the
+// start may have been sent is still safe to retry (outbox.Deduplicated); an express one runs
+// every start. An asynchronous Lambda invocation cannot be at-most-once (Lambda's own queue
+// retries it): outbox.New refuses the pair.
 //
 // EventBridge and Lambda receive the intent wrapped in an Envelope, so the function or rule
 // sees the key and the event it came from; SQS and SNS carry the payload as the message body
@@ -60,9 +58,8 @@ type Envelope struct {
 	Tracestate  string `json:"tracestate,omitempty"`
 }
 
-// envelope wraps t, refusing (permanently) a payload that is not JSON: the services take JSON.
-// The trace context goes in only while the envelope stays within room bytes: an envelope that
-// fits the service without it is never refused (and parked) for it.
+// envelope wraps t, refusing (permanently) a payload that is not JSON. The trace context goes in
+// only while the envelope stays within room bytes: the trace is the first thing given up.
 func envelope(ctx context.Context, t outbox.Task, room int) ([]byte, error) {
 	if !json.Valid(t.Payload) {
 		return nil, outbox.Permanent(errors.New("the intent's payload is not JSON"))
@@ -83,17 +80,16 @@ func envelope(ctx context.Context, t outbox.Task, room int) ([]byte, error) {
 	return b, nil
 }
 
-// hashedKey is the key's SHA-256 in hex (64 characters): what fits the services' id fields
-// (SQS and SNS deduplication ids: 128 characters of a restricted alphabet; execution names:
-// 80), whatever the event id holds.
+// hashedKey is the key's SHA-256 in hex: what fits the services' id fields (deduplication ids,
+// execution names), whatever the event id holds.
 func hashedKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
 }
 
-// throttleCodes are the services' own errors for a call turned away unprocessed that the SDK's
-// list (retry.DefaultThrottleErrorCodes) does not hold: they are client faults in the SDK's
-// models, and would otherwise park the intent. A 429 is one whatever its code.
+// throttleCodes are the services' errors for a call turned away unprocessed that the SDK's list
+// (retry.DefaultThrottleErrorCodes) lacks: client faults in its models, they would park the
+// intent. A 429 is one whatever its code.
 var throttleCodes = map[string]bool{
 	"Throttled":              true, // SNS Publish (429)
 	"KMSThrottling":          true, // SNS: the topic's key could not be used for now
@@ -103,9 +99,8 @@ var throttleCodes = map[string]bool{
 }
 
 // classify turns a service call's error into the worker's terms: nil, retried, NotSent or
-// Permanent. writes is the call's WriteTrace: a transport failure is NotSent only when none of
-// the request was written, whatever the error says (a dial refused for a second attempt of a
-// request the service had read is still a request that was sent).
+// Permanent. A transport failure is NotSent only when none of the request was written
+// (writes), whatever the error says.
 func classify(op string, err error, writes *outbox.WriteTrace) error {
 	if err == nil {
 		return nil

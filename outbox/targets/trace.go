@@ -5,10 +5,9 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -18,10 +17,9 @@ import (
 	"github.com/oncehook/oncehook/outbox"
 )
 
-// How each executor carries the intent's trace context (tracing on: launch's OTLP setting, or
-// a propagator of the application's; nothing when off). Every carrier is AWS's own where the
-// service has one, the X-Ray trace header, and W3C traceparent/tracestate beside it where the
-// message has room for it:
+// How each executor carries the intent's trace context (nothing with tracing off): AWS's own
+// X-Ray trace header where the service has one, and W3C traceparent/tracestate beside it where
+// the message has room:
 //
 //	SQS             the AWSTraceHeader system attribute; traceparent and tracestate message attributes
 //	SNS             the X-Amzn-Trace-Id header of Publish; traceparent and tracestate message attributes
@@ -29,20 +27,18 @@ import (
 //	Step Functions  StartExecution's TraceHeader (the input is the payload, as it is)
 //	Lambda          the X-Amzn-Trace-Id header of Invoke; traceparent and tracestate in the Envelope
 //
-// A message attribute never replaces one of the executor's own (idempotency_key and the rest),
-// and none is added past SQS's and SNS's 10. The trace is the first thing given up for size:
-// it is left out of a message it would take past the service's limit (SNS's, EventBridge's and
-// Lambda's 256 KiB; SQS's 1 MiB), and an SQS message its queue refuses for its length (a
-// queue's own MaximumMessageSize, as low as 1 KiB) is sent again without its trace
-// attributes; the AWSTraceHeader, which counts against no size, stays.
+// A trace attribute never replaces one of the executor's own, nor goes past SQS's and SNS's 10.
+// The trace is the first thing given up for size: it is left out of a message it would take
+// past the service's limit, and an SQS message its queue refuses for its length (a queue's own
+// MaximumMessageSize, as low as 1 KiB) is sent again without it (AWSTraceHeader, which counts
+// against no size, stays).
 
 // maxMessageAttributes is SQS's and SNS's limit on a message's attributes.
 const maxMessageAttributes = 10
 
-// startCall starts the call's span (a child of the worker's call span, when it is recording).
-// Its name and attributes are built only then: with tracing off a call costs no allocation
-// for a span never started. (Not otelaws' middleware: the clients are the application's, and
-// the call's span is one of the executor's steps, with its own end.)
+// startCall starts the call's span under a recording call span, building its name and
+// attributes only then. (Not otelaws' middleware: the clients are the application's, and the
+// span is one of the executor's steps, with its own end.)
 func startCall(ctx context.Context, service, operation string, kind trace.SpanKind, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
@@ -53,31 +49,17 @@ func startCall(ctx context.Context, service, operation string, kind trace.SpanKi
 
 // endCall ends the call's span with what it sent, or its error's kind.
 func endCall(span trace.Span, sent string, err error) {
-	if span == nil {
-		return
+	if span != nil && sent != "" {
+		span.SetAttributes(outbox.AttrSent.String(sent))
 	}
-	kind := "_OTHER"
-	switch {
-	case outbox.IsPermanent(err):
-		kind = "permanent"
-	case outbox.IsNotSent(err):
-		kind = "not_sent"
-	case outbox.IsDeduplicated(err):
-		kind = "deduplicated"
-	}
-	var attrs []attribute.KeyValue
-	if sent != "" {
-		attrs = append(attrs, attribute.String("oncehook.sent", sent))
-	}
-	outbox.EndCall(span, err, kind, attrs...)
+	outbox.EndCall(span, err, "")
 }
 
 // maxMessageBytes is SNS's limit on a message with its attributes, EventBridge's on an entry
-// (which must be less than it) and Lambda's on an asynchronous invocation's payload: 256 KiB.
+// (less than it) and Lambda's on an asynchronous invocation's payload.
 const maxMessageBytes = 256 << 10
 
-// maxSQSMessageBytes is the most an SQS queue takes (its MaximumMessageSize may be lower, down
-// to 1 KiB: a message it refuses for its length is sent again without its trace).
+// maxSQSMessageBytes is the most an SQS queue takes (its MaximumMessageSize may be lower).
 const maxSQSMessageBytes = 1 << 20
 
 // traceFields are the W3C fields a message may carry as attributes, in order of need.
@@ -86,11 +68,9 @@ var traceFields = []string{"traceparent", "tracestate", "baggage"}
 // maxSyncInvokeBytes is Lambda's limit on a synchronous invocation's payload: 6 MB.
 const maxSyncInvokeBytes = 6 << 20
 
-// messageFields adds the W3C fields of ctx's trace context to a message's attributes own:
-// those that fit under the attribute count, none over one of ours, and none that would take
-// the message (its body of body bytes and its attributes, as SNS and SQS count them: name,
-// data type and value) past maxMessageBytes. A message that fits without the trace is never
-// refused for it: the trace is the first thing given up.
+// messageFields adds the W3C fields of ctx's trace context to a message's attributes own: those
+// that fit under the attribute count, none over one of ours, and none that would take the
+// message (body bytes and attributes, as SNS and SQS count them) past limit.
 func messageFields(ctx context.Context, own map[string]string, body, limit int) map[string]string {
 	fields := outbox.TraceFields(ctx)
 	size := body
@@ -110,15 +90,12 @@ func messageFields(ctx context.Context, own map[string]string, body, limit int) 
 // attributeBytes is what a String message attribute counts against a message's size.
 func attributeBytes(name, value string) int { return len(name) + len("String") + len(value) }
 
-// xrayHeader is the HTTP header the X-Ray trace header travels in on an AWS API request (SNS
-// and Lambda read it from Publish and Invoke).
+// xrayHeader is the HTTP header SNS (Publish) and Lambda (Invoke) read X-Ray's trace header from.
 const xrayHeader = "X-Amzn-Trace-Id"
 
-// xray is the X-Ray trace header of ctx's span context; "" without one or when the calls
-// carry no trace (no propagator: tracing off, or OTEL_PROPAGATORS=none). It follows the span,
-// not the W3C fields: a propagator of baggage alone still gets the AWS targets X-Ray's header.
-// (Written here, not by contrib's X-Ray propagator: that module is deprecated, "no longer
-// supported", and the header is one line of X-Ray's documented format.)
+// xray is the X-Ray trace header of ctx's span context; "" without one or with no propagator
+// (OTEL_PROPAGATORS=none). It follows the span, not the W3C fields. (Not contrib's X-Ray
+// propagator: that module is deprecated, and the header is one line of X-Ray's format.)
 func xray(ctx context.Context) string {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() || len(otel.GetTextMapPropagator().Fields()) == 0 {
@@ -143,22 +120,10 @@ func sqsSystemAttributes(ctx context.Context) map[string]sqstypes.MessageSystemA
 	}
 }
 
-// snsTraceHeader sends the X-Ray trace header with Publish, where SNS reads it.
-func snsTraceHeader(ctx context.Context, opts []func(*sns.Options)) []func(*sns.Options) {
+// withXRayHeader adds X-Ray's trace header to the request; with is the service's WithAPIOptions.
+func withXRayHeader[O any](ctx context.Context, opts []func(*O), with func(...func(*middleware.Stack) error) func(*O)) []func(*O) {
 	if h := xray(ctx); h != "" {
-		opts = append(opts, func(o *sns.Options) {
-			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(xrayHeader, h))
-		})
-	}
-	return opts
-}
-
-// lambdaTraceHeader sends the X-Ray trace header with Invoke, where Lambda reads it.
-func lambdaTraceHeader(ctx context.Context, opts []func(*lambda.Options)) []func(*lambda.Options) {
-	if h := xray(ctx); h != "" {
-		opts = append(opts, func(o *lambda.Options) {
-			o.APIOptions = append(o.APIOptions, smithyhttp.SetHeaderValue(xrayHeader, h))
-		})
+		opts = append(opts, with(smithyhttp.SetHeaderValue(xrayHeader, h)))
 	}
 	return opts
 }
@@ -179,13 +144,15 @@ func lastPart(s string, sep byte) string {
 
 // The spans' attributes, per service (the messaging and FaaS conventions, and AWS's).
 func sqsAttrs(queueURL string) []attribute.KeyValue {
-	return []attribute.KeyValue{semconv.MessagingSystemAWSSQS, semconv.MessagingOperationTypeSend,
-		semconv.MessagingDestinationName(lastPart(queueURL, '/')), semconv.AWSSQSQueueURL(queueURL)}
+	return sendAttrs(lastPart(queueURL, '/'), semconv.MessagingSystemAWSSQS, semconv.AWSSQSQueueURL(queueURL))
 }
 
 func snsAttrs(topicARN string) []attribute.KeyValue {
-	return []attribute.KeyValue{semconv.MessagingSystemAWSSNS, semconv.MessagingOperationTypeSend,
-		semconv.MessagingDestinationName(lastPart(topicARN, ':')), semconv.AWSSNSTopicARN(topicARN)}
+	return sendAttrs(lastPart(topicARN, ':'), semconv.MessagingSystemAWSSNS, semconv.AWSSNSTopicARN(topicARN))
+}
+
+func sendAttrs(destination string, more ...attribute.KeyValue) []attribute.KeyValue {
+	return append([]attribute.KeyValue{semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(destination)}, more...)
 }
 
 func lambdaAttrs(function string) []attribute.KeyValue {
@@ -196,11 +163,13 @@ func lambdaAttrs(function string) []attribute.KeyValue {
 	return []attribute.KeyValue{semconv.FaaSInvokedName(name), semconv.FaaSInvokedProviderAWS}
 }
 
-// setMessageID records the id a service gave the message on the call's span in ctx.
-func setMessageID(ctx context.Context, id string) {
+// sentMessage is what a message sent reports, with the id the service gave it, which it records
+// on the call's span in ctx.
+func sentMessage(ctx context.Context, id string) string {
 	if s := trace.SpanFromContext(ctx); s.IsRecording() && id != "" {
 		s.SetAttributes(semconv.MessagingMessageID(id))
 	}
+	return "message " + id
 }
 
 // optional is s, or nil when it is empty (an AWS field left out).

@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"go.opentelemetry.io/otel/attribute"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/outbox"
@@ -104,8 +103,8 @@ func TestWithTracingOffNoCarrierCostsAnAllocation(t *testing.T) {
 	ctx := context.Background()
 	for name, f := range map[string]func(){
 		"SQS AWSTraceHeader":           func() { _ = sqsSystemAttributes(ctx) },
-		"SNS X-Amzn-Trace-Id":          func() { _ = snsTraceHeader(ctx, []func(*sns.Options){}) },
-		"Lambda X-Amzn-Trace-Id":       func() { _ = lambdaTraceHeader(ctx, []func(*lambda.Options){}) },
+		"SNS X-Amzn-Trace-Id":          func() { _ = withXRayHeader(ctx, []func(*sns.Options){}, sns.WithAPIOptions) },
+		"Lambda X-Amzn-Trace-Id":       func() { _ = withXRayHeader(ctx, []func(*lambda.Options){}, lambda.WithAPIOptions) },
 		"EventBridge, SFN TraceHeader": func() { _ = optional(xray(ctx)) },
 	} {
 		if n := testing.AllocsPerRun(200, f); n != 0 {
@@ -131,9 +130,7 @@ func TestWithTracingOffACallsSpanCostsNoAllocation(t *testing.T) {
 			endCall(span, "", nil)
 		},
 		"EventBridge": func() {
-			_, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue {
-				return []attribute.KeyValue{semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName("default")}
-			})
+			_, span := startCall(ctx, "EventBridge", "PutEvents", trace.SpanKindProducer, func() []attribute.KeyValue { return sendAttrs("default") })
 			endCall(span, "", nil)
 		},
 		"Lambda": func() {
