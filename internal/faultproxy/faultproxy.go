@@ -6,11 +6,11 @@
 // the service's own shape without forwarding (or after forwarding), or the answer held until
 // the client gives up.
 //
-// The client speaks HTTPS to the proxy (Proxy.Client trusts its certificate), as it does to
-// AWS: a reset during the handshake is then a failure before any byte of the request, which a
-// plain-HTTP reset right after accept cannot promise (the client's write races it). Each
-// connection carries one exchange (the proxy answers with Connection: close), so an SDK retry
-// is a new connection and meets the fault again.
+// The client speaks HTTPS to the proxy (an httptest TLS server; Proxy.Client trusts its
+// certificate), as it does to AWS: a reset during the handshake is then a failure before any
+// byte of the request, which a plain-HTTP reset right after accept cannot promise (the
+// client's write races it). Each connection carries one exchange (the proxy answers with
+// Connection: close), so an SDK retry is a new connection and meets the fault again.
 //
 // What the service did is read from the service itself (a queue's messages, a state machine's
 // executions), never from the proxy: the proxy only says when every request it forwarded has
@@ -18,26 +18,25 @@
 package faultproxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
+	"log"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/oncehook/oncehook/internal/faults"
 )
 
 // Fault is where the proxy fails a call.
@@ -118,18 +117,9 @@ type Proxy struct {
 
 	cfg      Config
 	upstream *url.URL
-	ln       net.Listener
-	tls      *tls.Config
-	pool     *x509.CertPool
+	srv      *httptest.Server
 	forward  *http.Transport
-
-	mu       sync.Mutex
-	conns    int
-	refusing *refuser
-	open     map[net.Conn]bool
 	inflight sync.WaitGroup // forwarded requests not yet answered by the service
-	handlers sync.WaitGroup
-	closed   bool
 }
 
 // Start runs a proxy for the test; it stops when the test ends.
@@ -143,6 +133,9 @@ func Start(t testing.TB, cfg Config) *Proxy {
 	return p
 }
 
+// connKey carries a request's connection, and so the fault drawn for it, to the handler.
+type connKey struct{}
+
 // New runs a proxy; Close stops it.
 func New(cfg Config) (*Proxy, error) {
 	up, err := url.Parse(cfg.Upstream)
@@ -152,51 +145,32 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Pass < 0 {
 		return nil, fmt.Errorf("faultproxy: Pass %d", cfg.Pass)
 	}
-	cert, pool, err := certificate()
-	if err != nil {
-		return nil, err
+	p := &Proxy{cfg: cfg, upstream: up,
+		forward: &http.Transport{MaxIdleConnsPerHost: 16, ResponseHeaderTimeout: 2 * time.Minute}}
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
+	ln := &listener{Listener: p.srv.Listener, cfg: cfg, done: make(chan struct{})}
+	p.srv.Listener = ln
+	p.srv.Config.SetKeepAlivesEnabled(false)
+	p.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes it resets on purpose
+	p.srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c.(*tls.Conn).NetConn())
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p := &Proxy{
-		URL:      "https://" + ln.Addr().String(),
-		cfg:      cfg,
-		upstream: up,
-		ln:       ln,
-		tls:      &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}},
-		pool:     pool,
-		forward:  &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, ResponseHeaderTimeout: 2 * time.Minute},
-		open:     map[net.Conn]bool{},
-	}
-	if cfg.Choose == nil && cfg.Fault == Refuse && cfg.Pass == 0 {
-		if err := p.refuse(); err != nil {
+	if ln.refusing() && cfg.Pass == 0 {
+		if err := ln.refuse(); err != nil {
 			return nil, err
 		}
-		return p, nil
 	}
-	p.handlers.Add(1)
-	go p.accept()
+	p.srv.StartTLS()
+	p.URL = p.srv.URL
 	return p, nil
 }
 
 // Client is an HTTP client that trusts the proxy's certificate and opens a connection per
 // request: the SDK's HTTPClient.
 func (p *Proxy) Client() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:             nil,
-		TLSClientConfig:   &tls.Config{RootCAs: p.pool},
-		DisableKeepAlives: true,
-		ForceAttemptHTTP2: false,
-	}}
-}
-
-// Connections is how many connections the proxy accepted.
-func (p *Proxy) Connections() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.conns
+	tr := p.srv.Client().Transport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	return &http.Client{Transport: tr}
 }
 
 // Wait returns once every request the proxy forwarded has been answered by the service (the
@@ -206,207 +180,190 @@ func (p *Proxy) Wait() { p.inflight.Wait() }
 // Close stops the proxy: it stops listening, resets the connections it holds, and waits for
 // its forwarded requests.
 func (p *Proxy) Close() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	for c := range p.open {
-		c.Close()
-	}
-	r := p.refusing
-	p.mu.Unlock()
-	p.ln.Close()
-	if r != nil {
-		r.close()
-	}
-	p.handlers.Wait()
+	p.srv.CloseClientConnections()
+	p.srv.Close()
 	p.inflight.Wait()
 	p.forward.CloseIdleConnections()
 }
 
-func (p *Proxy) accept() {
-	defer p.handlers.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		n := p.conns
-		p.conns++
-		if p.closed {
-			p.mu.Unlock()
-			c.Close()
-			return
-		}
-		p.open[c] = true
-		p.handlers.Add(1)
-		p.mu.Unlock()
-		fault, reply := p.cfg.Fault, p.cfg.Answer
-		if p.cfg.Choose != nil {
-			var r Reply
-			if fault, r = p.cfg.Choose(); r.Status != 0 {
-				reply = r
-			}
-		}
-		if fault.connectionLevel() && n < p.cfg.Pass {
-			fault = Forward
-		}
-		if p.cfg.Choose == nil && p.cfg.Fault == Refuse && n+1 >= p.cfg.Pass {
-			// The last connection that passes: nothing listens from now on.
-			if err := p.refuse(); err != nil {
-				panic(err)
-			}
-		}
-		go func() {
-			defer p.handlers.Done()
-			defer func() {
-				p.mu.Lock()
-				delete(p.open, c)
-				p.mu.Unlock()
-			}()
-			p.serve(c, fault, reply)
-		}()
-		if p.cfg.Choose == nil && p.cfg.Fault == Refuse && n+1 >= p.cfg.Pass {
-			return
+// listener draws each connection's fault as it accepts it, and for Refuse stops listening
+// once the connections that pass are accepted.
+type listener struct {
+	net.Listener
+	cfg Config
+
+	n     int      // connections accepted
+	bound *refuser // the port, kept without listening (Refuse)
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *listener) refusing() bool { return l.cfg.Choose == nil && l.cfg.Fault == Refuse }
+
+// Accept runs on the server's one accepting goroutine, which alone touches n and bound.
+func (l *listener) Accept() (net.Conn, error) {
+	if l.bound != nil {
+		<-l.done // the port stays bound until the proxy closes
+		l.bound.close()
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	fc := &conn{Conn: c, fault: l.cfg.Fault, reply: l.cfg.Answer}
+	if l.cfg.Choose != nil {
+		var r Reply
+		if fc.fault, r = l.cfg.Choose(); r.Status != 0 {
+			fc.reply = r
 		}
 	}
+	if fc.fault.connectionLevel() && l.n < l.cfg.Pass {
+		fc.fault = Forward
+	}
+	l.n++
+	if l.refusing() && l.n >= l.cfg.Pass {
+		// The last connection that passes: nothing listens from now on.
+		if err := l.refuse(); err != nil {
+			panic(err)
+		}
+	}
+	return fc, nil
 }
 
 // refuse stops listening and keeps the port bound without listening, so that a dial to it is
 // refused (and no other listener is handed the port meanwhile).
-func (p *Proxy) refuse() error {
-	addr := p.ln.Addr().(*net.TCPAddr)
-	p.ln.Close()
+func (l *listener) refuse() error {
+	addr := l.Addr().(*net.TCPAddr)
+	l.Listener.Close()
 	r, err := bindOnly(addr)
 	if err != nil {
 		return fmt.Errorf("faultproxy: keep %s bound: %w", addr, err)
 	}
-	p.mu.Lock()
-	p.refusing = r
-	p.mu.Unlock()
+	l.bound = r
 	return nil
 }
 
-func reset(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	c.Close()
+func (l *listener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
 }
 
-func (p *Proxy) serve(raw net.Conn, fault Fault, reply Reply) {
-	if fault == ResetHandshake {
-		_ = raw.SetReadDeadline(time.Now().Add(time.Minute))
-		var b [1]byte
-		_, _ = raw.Read(b[:]) // the ClientHello's first byte
-		reset(raw)
-		return
+// conn is an accepted connection with the fault drawn for it.
+type conn struct {
+	net.Conn
+	fault Fault
+	reply Reply
+}
+
+// Read fails a ResetHandshake connection as soon as the client's ClientHello arrives.
+func (c *conn) Read(b []byte) (int, error) {
+	if c.fault != ResetHandshake {
+		return c.Conn.Read(b)
 	}
-	defer raw.Close()
-	c := tls.Server(raw, p.tls)
-	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
-	if err := c.Handshake(); err != nil {
-		return
+	_, _ = c.Conn.Read(b[:1])
+	c.reset()
+	return 0, net.ErrClosed
+}
+
+// reset closes the connection with a TCP reset rather than an orderly close.
+func (c *conn) reset() {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
 	}
-	req, err := http.ReadRequest(bufio.NewReader(c))
-	if err != nil {
-		return
-	}
+	c.Conn.Close()
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, req *http.Request) {
+	c := req.Context().Value(connKey{}).(*conn)
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		return
 	}
+	fault := c.fault
 	if fault.connectionLevel() || (p.cfg.Match != nil && !p.cfg.Match(req, body)) {
 		fault = Forward
 	}
 	if fault == Answer {
-		_ = writeReply(c, reply)
+		reply(w, c.reply)
 		return
 	}
-	status, header, answer, err := p.roundTrip(req, body)
+	answer, err := p.roundTrip(req, body)
 	if err != nil {
-		_ = writeReply(c, Reply{Status: http.StatusBadGateway, Body: "faultproxy: " + err.Error()})
+		reply(w, Reply{Status: http.StatusBadGateway, Body: "faultproxy: " + err.Error()})
 		return
 	}
 	switch fault {
 	case ResetAfterRequest:
-		reset(raw)
+		c.reset()
 	case CutAnswer:
-		head := responseHead(status, header, len(answer))
-		if len(answer) == 0 {
-			head = head[:len(head)/2]
+		tc, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
 		}
-		_, _ = c.Write(append(head, answer[:len(answer)/2]...))
-		reset(raw)
+		var b bytes.Buffer
+		_ = (&http.Response{StatusCode: answer.Status, ProtoMajor: 1, ProtoMinor: 1, Header: answer.Header, Close: true,
+			ContentLength: int64(len(answer.Body)), Body: io.NopCloser(strings.NewReader(answer.Body))}).Write(&b)
+		n := b.Len() - len(answer.Body) + len(answer.Body)/2
+		if answer.Body == "" {
+			n = b.Len() / 2 // cut inside the headers
+		}
+		_, _ = tc.Write(b.Bytes()[:n])
+		c.reset()
 	case ActThenAnswer:
-		_ = writeReply(c, reply)
+		reply(w, c.reply)
 	case Hold:
-		_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
-		_, _ = io.Copy(io.Discard, c) // until the client gives up and closes
+		select {
+		case <-req.Context().Done(): // the client gave up and closed, or the proxy closed
+		case <-time.After(5 * time.Minute):
+		}
+		c.reset()
 	default:
-		_, _ = c.Write(append(responseHead(status, header, len(answer)), answer...))
+		reply(w, answer)
 	}
 }
 
 // roundTrip forwards the request to the service and reads its whole answer, whether or not
 // the client is still there.
-func (p *Proxy) roundTrip(req *http.Request, body []byte) (int, http.Header, []byte, error) {
+func (p *Proxy) roundTrip(req *http.Request, body []byte) (Reply, error) {
 	p.inflight.Add(1)
 	defer p.inflight.Done()
 	u := *p.upstream
 	u.Path, u.RawPath, u.RawQuery = req.URL.Path, req.URL.RawPath, req.URL.RawQuery
 	out, err := http.NewRequestWithContext(context.Background(), req.Method, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, nil, err
+		return Reply{}, err
 	}
 	out.Header = req.Header.Clone()
 	out.Header.Del("Connection")
 	out.Host = req.Host
-	out.ContentLength = int64(len(body))
 	resp, err := p.forward.RoundTrip(out)
 	if err != nil {
-		return 0, nil, nil, err
+		return Reply{}, err
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	return resp.StatusCode, resp.Header, answer, nil
+	resp.Header.Del("Connection")
+	resp.Header.Del("Keep-Alive")
+	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: string(answer)}, err
 }
 
-// responseHead is an HTTP/1.1 status line and headers for a body of n bytes, closing the
-// connection after it.
-func responseHead(status int, header http.Header, n int) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
-	h := header.Clone()
-	if h == nil {
-		h = http.Header{}
+func reply(w http.ResponseWriter, r Reply) {
+	h := w.Header()
+	maps.Copy(h, r.Header)
+	h.Set("Content-Length", strconv.Itoa(len(r.Body)))
+	if h.Get("Content-Type") == "" {
+		h["Content-Type"] = nil // no type the service did not send
 	}
-	for _, k := range []string{"Connection", "Content-Length", "Transfer-Encoding", "Keep-Alive"} {
-		h.Del(k)
-	}
-	h.Set("Content-Length", strconv.Itoa(n))
-	h.Set("Connection", "close")
-	_ = h.Write(&b)
-	b.WriteString("\r\n")
-	return b.Bytes()
-}
-
-func writeReply(w io.Writer, r Reply) error {
-	_, err := w.Write(append(responseHead(r.Status, r.Header, len(r.Body)), r.Body...))
-	return err
+	w.WriteHeader(r.Status)
+	_, _ = io.WriteString(w, r.Body)
 }
 
 // Operation is the AWS operation a request calls: its X-Amz-Target's (JSON protocols), its
 // Action (query protocols), or "Invoke" for a Lambda invocation.
 func Operation(r *http.Request, body []byte) string {
-	if t := r.Header.Get("X-Amz-Target"); t != "" {
-		return t[strings.LastIndexByte(t, '.')+1:]
+	if r.Header.Get("X-Amz-Target") != "" {
+		return faults.Operation(r)
 	}
 	if strings.HasSuffix(r.URL.Path, "/invocations") {
 		return "Invoke"
@@ -419,55 +376,5 @@ func Operation(r *http.Request, body []byte) string {
 
 // Calls matches the requests of the named operations.
 func Calls(ops ...string) func(*http.Request, []byte) bool {
-	return func(r *http.Request, body []byte) bool {
-		op := Operation(r, body)
-		for _, o := range ops {
-			if o == op {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-var (
-	certOnce sync.Once
-	certTLS  tls.Certificate
-	certPool *x509.CertPool
-	certErr  error
-)
-
-// certificate is a self-signed certificate for 127.0.0.1, made once per process.
-func certificate() (tls.Certificate, *x509.CertPool, error) {
-	certOnce.Do(func() {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			certErr = err
-			return
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(1),
-			Subject:      pkix.Name{CommonName: "faultproxy"},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(24 * time.Hour),
-			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-			KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			IsCA:         true, BasicConstraintsValid: true,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			certErr = err
-			return
-		}
-		leaf, err := x509.ParseCertificate(der)
-		if err != nil {
-			certErr = err
-			return
-		}
-		certTLS = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
-		certPool = x509.NewCertPool()
-		certPool.AddCert(leaf)
-	})
-	return certTLS, certPool, certErr
+	return func(r *http.Request, body []byte) bool { return slices.Contains(ops, Operation(r, body)) }
 }

@@ -23,8 +23,9 @@ package faults
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,22 +55,45 @@ type Rates struct {
 // Zero reports whether no fault is configured.
 func (r Rates) Zero() bool { return r == Rates{} }
 
-// Pick maps a uniform draw u in [0, 1) to a fault: [0, throttle) throttles, then error, lose
-// and timeout in turn; the rest is None.
+// kinds are the faults in the order a draw meets them.
+var kinds = []Kind{Throttle, Error, Lose, Timeout, Reject}
+
+// rate is r's field for kind k; nil for None or an unknown kind.
+func (r *Rates) rate(k Kind) *float64 {
+	switch k {
+	case Throttle:
+		return &r.Throttle
+	case Error:
+		return &r.Error
+	case Lose:
+		return &r.Lose
+	case Timeout:
+		return &r.Timeout
+	case Reject:
+		return &r.Reject
+	}
+	return nil
+}
+
+// Pick maps a uniform draw u in [0, 1) to a fault: [0, throttle) throttles, then error, lose,
+// timeout and reject in turn; the rest is None.
 func (r Rates) Pick(u float64) Kind {
-	for _, k := range []struct {
-		p    float64
-		kind Kind
-	}{{r.Throttle, Throttle}, {r.Error, Error}, {r.Lose, Lose}, {r.Timeout, Timeout}, {r.Reject, Reject}} {
-		if u < k.p {
-			return k.kind
+	for _, k := range kinds {
+		p := *r.rate(k)
+		if u < p {
+			return k
 		}
-		u -= k.p
+		u -= p
 	}
 	return None
 }
 
-func (r Rates) sum() float64 { return r.Throttle + r.Error + r.Lose + r.Timeout + r.Reject }
+func (r Rates) sum() (s float64) {
+	for _, k := range kinds {
+		s += *r.rate(k)
+	}
+	return s
+}
 
 // Spec is a parsed fault specification.
 type Spec struct {
@@ -143,7 +167,7 @@ func (s *Spec) set(field string, p float64) error {
 		return setKind(&s.DynamoDB, parts[1], p, false)
 	case len(parts) == 3 && parts[0] == "dynamodb":
 		op := parts[1]
-		if !known(op) {
+		if !slices.Contains(Operations, op) {
 			return fmt.Errorf("unknown DynamoDB operation %q (one of %s)", op, strings.Join(Operations, ", "))
 		}
 		r := s.Ops[op]
@@ -160,35 +184,15 @@ func (s *Spec) set(field string, p float64) error {
 }
 
 func setKind(r *Rates, kind string, p float64, downstream bool) error {
-	switch Kind(kind) {
-	case Throttle:
-		r.Throttle = p
-	case Error:
-		r.Error = p
-	case Lose:
-		r.Lose = p
-	case Timeout, Reject:
-		if !downstream {
-			return errors.New(kind + " is a downstream fault (DynamoDB calls: throttle, error, lose)")
-		}
-		if Kind(kind) == Timeout {
-			r.Timeout = p
-		} else {
-			r.Reject = p
-		}
-	default:
+	f := r.rate(Kind(kind))
+	switch {
+	case f == nil:
 		return errField
+	case !downstream && (Kind(kind) == Timeout || Kind(kind) == Reject):
+		return errors.New(kind + " is a downstream fault (DynamoDB calls: throttle, error, lose)")
 	}
+	*f = p
 	return nil
-}
-
-func known(op string) bool {
-	for _, o := range Operations {
-		if o == op {
-			return true
-		}
-	}
-	return false
 }
 
 // Rates returns the rates for one DynamoDB operation.
@@ -222,22 +226,14 @@ func (s Spec) OnlyDynamoDB() Spec {
 func (s Spec) String() string {
 	var out []string
 	add := func(prefix string, r Rates) {
-		for _, k := range []struct {
-			kind Kind
-			p    float64
-		}{{Throttle, r.Throttle}, {Error, r.Error}, {Lose, r.Lose}, {Timeout, r.Timeout}, {Reject, r.Reject}} {
-			if k.p > 0 {
-				out = append(out, prefix+string(k.kind)+"="+strconv.FormatFloat(k.p, 'g', -1, 64))
+		for _, k := range kinds {
+			if p := *r.rate(k); p > 0 {
+				out = append(out, prefix+string(k)+"="+strconv.FormatFloat(p, 'g', -1, 64))
 			}
 		}
 	}
 	add("dynamodb.", s.DynamoDB)
-	ops := make([]string, 0, len(s.Ops))
-	for op := range s.Ops {
-		ops = append(ops, op)
-	}
-	sort.Strings(ops)
-	for _, op := range ops {
+	for _, op := range slices.Sorted(maps.Keys(s.Ops)) {
 		add("dynamodb."+op+".", s.Ops[op])
 	}
 	add("downstream.", s.Downstream)

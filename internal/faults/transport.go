@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -36,28 +35,11 @@ type Transport struct {
 	// OnFault, when set, is told of every fault injected (the functions log each one, so that
 	// a run can count, from outside, the faults it asked for).
 	OnFault func(operation string, kind Kind)
-
-	mu     sync.Mutex
-	counts map[Kind]int
 }
 
-// NewTransport wraps next (http.DefaultTransport when nil).
+// NewTransport wraps next.
 func NewTransport(next http.RoundTripper, spec Spec) *Transport {
-	if next == nil {
-		next = http.DefaultTransport
-	}
 	return &Transport{Next: next, Spec: spec, Rand: NewDice(spec.Seed).Float64}
-}
-
-// Counts returns how many requests got each fault so far.
-func (t *Transport) Counts() map[Kind]int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[Kind]int, len(t.counts))
-	for k, n := range t.counts {
-		out[k] = n
-	}
-	return out
 }
 
 // Operation is a DynamoDB request's operation ("PutItem"), from its X-Amz-Target.
@@ -68,7 +50,8 @@ func Operation(r *http.Request) string {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rates := t.Spec.Rates(Operation(r))
+	op := Operation(r)
+	rates := t.Spec.Rates(op)
 	if rates.Zero() {
 		return t.Next.RoundTrip(r)
 	}
@@ -77,14 +60,8 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if kind == None {
 		return t.Next.RoundTrip(r)
 	}
-	t.mu.Lock()
-	if t.counts == nil {
-		t.counts = map[Kind]int{}
-	}
-	t.counts[kind]++
-	t.mu.Unlock()
 	if t.OnFault != nil {
-		t.OnFault(Operation(r), kind)
+		t.OnFault(op, kind)
 	}
 	switch kind {
 	case Throttle:
