@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -31,5 +35,35 @@ func TestFailedTestsAreReadAsTopLevelNames(t *testing.T) {
 	}
 	if got := exact([]string{"TestA", "TestC"}); got != "^(TestA|TestC)$" {
 		t.Fatal(got)
+	}
+}
+
+// Each mutation edits code that is there, once, and names tests that exist: a refactoring that
+// moves a guarded condition fails here, not at the next mutation run. (-run takes a regular
+// expression: a name matches the tests it begins.)
+func TestEveryMutationEditsTheCodeOnceAndNamesTestsThatExist(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, m := range mutations {
+		src, err := os.ReadFile(filepath.Join(root, m.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(src, []byte(m.from)); n != 1 {
+			t.Errorf("%s (%s): the mutation's text occurs %d times, want once", m.guard, m.file, n)
+		}
+		tests, _ := filepath.Glob(filepath.Join(root, m.pkg, "*_test.go"))
+		var all []byte
+		for _, f := range tests {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+		}
+		for _, name := range regexp.MustCompile(`Test\w+`).FindAllString(m.run, -1) {
+			if !regexp.MustCompile(`(?m)^func ` + name + `\w*\(`).Match(all) {
+				t.Errorf("%s: no test %s in %s", m.guard, name, m.pkg)
+			}
+		}
 	}
 }
