@@ -952,7 +952,7 @@ func TestARedriveByQueryActsOnlyOnIntentsParkedBeforeItsPlanWhateverTheWindowsEn
 
 	time.Sleep(5 * time.Millisecond)
 	e.park("shop", "evt_outage", "email", "permanent: 503 relay down", time.Now()) // re-driven, then parked again
-	b.post("/redrive/query", round)                                                   // the round sent again
+	b.post("/redrive/query", round)                                                // the round sent again
 	if got := e.statuses([]string{"evt_outage"}); got[dedup.IntentParked] != 1 {
 		t.Errorf("the round sent again re-drove an intent parked again since: %v", got)
 	}
