@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
@@ -495,4 +496,124 @@ func sum(m map[string]int) (n int) {
 		n += v
 	}
 	return n
+}
+
+// faultyClient is a client option under which a random share of the claim writes lose their
+// answer (the write landed) or are refused with a transaction conflict or a throttle.
+func faultyClient(r *rand.Rand) func(*dynamodb.Options) {
+	rt := awstest.BaseTransport()
+	var next http.RoundTripper = rt
+	switch r.IntN(4) {
+	case 0:
+		next = &awstest.LoseResponses{Next: rt, Operation: "UpdateItem", N: 1 + r.IntN(4)}
+	case 1:
+		next = &awstest.InjectErrors{Next: rt, Operation: "UpdateItem", N: 1 + r.IntN(3), Skip: r.IntN(3), Status: 400,
+			Body: `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"injected conflict"}`}
+	case 2:
+		next = &awstest.InjectErrors{Next: rt, Operation: "UpdateItem", N: 1 + r.IntN(3), Skip: r.IntN(3), Status: 400,
+			Body: `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected throttle"}`}
+	}
+	return awstest.WithTransport(next)
+}
+
+// TestEveryIntentEndsDoneOrParkedAndAnAtMostOnceOneIsSentOnceUnderRandomFaults: workers with
+// lost answers, conflicts and throttles on their claim writes, racing on the same stream
+// records, with the clock jumping past leases and sweeps between rounds.
+func TestEveryIntentEndsDoneOrParkedAndAnAtMostOnceOneIsSentOnceUnderRandomFaults(t *testing.T) {
+	t.Parallel()
+	seed := seeds.Schedule(t, 1)[0]
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for _, amo := range []bool{true, false} {
+		t.Run(fmt.Sprintf("atMostOnce=%v", amo), func(t *testing.T) {
+			e := newEnv(t)
+			var mu sync.Mutex
+			answers := map[string][]int{} // key -> the status each call that reached the handler got
+			e.down.fail = func(n int, key string) (int, time.Duration) {
+				status := 200
+				switch n % 5 {
+				case 1:
+					status = 503
+				case 3:
+					status = 429
+				}
+				mu.Lock()
+				answers[key] = append(answers[key], status)
+				mu.Unlock()
+				return status, 0
+			}
+			keys := e.commit(4)
+			recs := e.records()
+			configure := func(c *outbox.Config) {
+				if amo {
+					e.atMostOnce(nil)(c)
+				}
+				c.Backoff = func(int) time.Duration { return time.Second }
+				c.MaxAttempts = 4
+			}
+			for round := range 6 {
+				var wg sync.WaitGroup
+				for range 3 {
+					w := e.worker(configure, faultyClient(r))
+					wg.Go(func() { _, _ = w.HandleStream(context.Background(), batch(recs)) })
+				}
+				wg.Wait()
+				e.advance(time.Duration(1+r.IntN(20)) * time.Second)
+				sw := &outbox.Sweeper{Worker: e.worker(configure, faultyClient(r)), MinAge: time.Millisecond}
+				_, _ = sw.Run(context.Background())
+				_ = round
+			}
+			// Then no faults: every lease runs out, and the sweeper finishes what is left.
+			for range 6 {
+				e.advance(10 * time.Minute)
+				if _, err := (&outbox.Sweeper{Worker: e.worker(configure), MinAge: time.Millisecond}).Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			calls, applied, _ := e.down.snapshot()
+			for _, k := range keys {
+				mu.Lock()
+				seq := answers[k]
+				mu.Unlock()
+				if amo && calls[k] != len(seq) {
+					t.Errorf("seed %d: at-most-once key %s called %d times, %d of them after its effect was applied", seed, k, calls[k], calls[k]-len(seq))
+				}
+				for i, st := range seq {
+					if amo && st != 429 && i < len(seq)-1 {
+						t.Errorf("seed %d: at-most-once key %s called again after an answer %d (answers %v, calls %d)", seed, k, st, seq, calls[k])
+					}
+				}
+				if applied[k] > 1 {
+					t.Errorf("seed %d: key %s applied %d times", seed, k, applied[k])
+				}
+			}
+			for _, c := range e.claims() {
+				open, parked := false, false
+				for name, in := range c.Intents {
+					switch in.Status {
+					case dedup.IntentDone:
+					case dedup.IntentParked:
+						parked = true
+					default:
+						open = true
+						t.Errorf("seed %d: %s/%s left %s (%+v)", seed, c.EventID, name, in.Status, in)
+					}
+					if !amo && in.Status == dedup.IntentDone && applied[dedup.IdempotencyKey(c.Source, c.EventID, name)] != 1 {
+						t.Errorf("seed %d: %s/%s done but applied %d times", seed, c.EventID, name, applied[dedup.IdempotencyKey(c.Source, c.EventID, name)])
+					}
+				}
+				want := ""
+				switch {
+				case open && parked:
+					want = dedup.DueParkedShardFor(dedup.PendingShard(c.PK))
+				case open:
+					want = dedup.PendingShard(c.PK)
+				case parked:
+					want = dedup.ParkedShardFor(dedup.PendingShard(c.PK))
+				}
+				if c.PendingShard != want {
+					t.Errorf("seed %d: %s under %q, want %q", seed, c.EventID, c.PendingShard, want)
+				}
+			}
+		})
+	}
 }
