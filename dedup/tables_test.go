@@ -2,8 +2,6 @@ package dedup_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,11 +21,7 @@ import (
 // and, when sk is set, a number sort key) and deletes it when the test ends.
 func appTable(t *testing.T, client *dynamodb.Client, pk, sk string) string {
 	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := "app-" + pk + "-" + hex.EncodeToString(b[:])
 	in := &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(pk), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash}},
@@ -36,13 +30,7 @@ func appTable(t *testing.T, client *dynamodb.Client, pk, sk string) string {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(sk), AttributeType: types.ScalarAttributeTypeN})
 		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange})
 	}
-	if _, err := client.CreateTable(context.Background(), in); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
-	return name
+	return awstest.CreateTable(t, client, "app-"+pk+"-", in)
 }
 
 // tablesEnv is an env whose Store also writes two application tables: orders (order_id) and

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -68,18 +67,11 @@ func TestTheFunctionsActOnTheBoundTableAndQueue(t *testing.T) {
 	ctx := context.Background()
 	db := awstest.Client(t)
 	table := awstest.Table(t, db)
-	suffix := fmt.Sprint(time.Now().UnixNano())
-	customers := "bound-customers-" + suffix
-	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(customers),
+	suffix := awstest.Name("") // the event's id and the queue's name, a test's own
+	customers := awstest.CreateTable(t, db, "bound-customers-", &dynamodb.CreateTableInput{
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("email"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("email"), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(customers)})
 	})
 	sq := sqs.NewFromConfig(cfg)
 	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bound-audit-" + suffix)})

@@ -27,7 +27,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
@@ -119,15 +118,10 @@ func TestTheAWSCallsEachFunctionMakes(t *testing.T) {
 	t.Cleanup(func() { _, _ = sq.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
 	sm, ps := secretsmanager.NewFromConfig(plainCfg), ssm.NewFromConfig(plainCfg)
 	name := awstest.Secret(t, sm, "oncehook-calls/", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String("/" + name), Value: aws.String("github-secret"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String("/" + name)})
-	})
+	param := awstest.Parameter(t, ps, "/oncehook-calls/", "github-secret")
 	file, err := sources.Parse([]byte(`{"sources":{
 		"shop":   {"scheme":"standard-webhooks","secrets":[{"secretsmanager":"` + name + `"}],"retry_horizon":"3d"},
-		"github": {"scheme":"github","secrets":[{"ssm":"/` + name + `"}],"retry_horizon":"1h"},
+		"github": {"scheme":"github","secrets":[{"ssm":"` + param + `"}],"retry_horizon":"1h"},
 		"bulk":   {"scheme":"standard-webhooks","secrets":[{"secretsmanager":"` + name + `"}],"retry_horizon":"1h","batch":true,"event_id":{"json":"id"},"event_type":{"json":"type"}}},
 		"targets":{"email":{"url":"http://127.0.0.1:1/unused"}}}`))
 	if err != nil {

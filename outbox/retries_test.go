@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,7 +23,7 @@ import (
 func queue(t *testing.T) (*sqs.Client, string) {
 	t.Helper()
 	client := sqs.NewFromConfig(awstest.Config(t))
-	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("oncehook-test-" + strings.ReplaceAll(t.Name(), "/", "-"))})
+	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name("oncehook-test-"))})
 	if err != nil {
 		t.Fatal(err)
 	}

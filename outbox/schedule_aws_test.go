@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
@@ -45,7 +44,7 @@ func sqsTarget(t *testing.T, _ *env, draw func(int) int) scheduleTarget {
 	cfg := awstest.Config(t)
 	cfg.Logger = logging.Nop{} // a cut answer makes the SDK warn about the connection
 	sq := sqs.NewFromConfig(cfg)
-	q, err := sq.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("oncehook-schedule-%d", rand.Uint32()))})
+	q, err := sq.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name("oncehook-schedule-"))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -235,15 +236,9 @@ func TestASweepRunsTheLeakAuditAndLogsWhatItFinds(t *testing.T) {
 		t.Fatalf("log %s: the leak was not logged with its key", logs.String())
 	}
 	// An application's own table audited as well: its leak joins the same report, with its table.
-	app := "app-orders-" + strings.ReplaceAll(e.table, "oncehook-test-", "")
-	if _, err := e.client.CreateTable(context.Background(), &dynamodb.CreateTableInput{TableName: aws.String(app), BillingMode: types.BillingModePayPerRequest,
+	app := awstest.CreateTable(t, e.client, "app-orders-", &dynamodb.CreateTableInput{BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("order_id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("order_id"), KeyType: types.KeyTypeHash}}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = e.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(app)})
-	})
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("order_id"), KeyType: types.KeyTypeHash}}})
 	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(app), Item: map[string]types.AttributeValue{
 		"order_id": &types.AttributeValueMemberS{Value: "ord_rogue"}}}); err != nil {
 		t.Fatal(err)

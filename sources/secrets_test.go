@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/sources"
@@ -25,13 +24,7 @@ func TestSecretsComeFromEveryKindOfPlaceAndRotate(t *testing.T) {
 	ctx := context.Background()
 	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	name := awstest.Secret(t, sm, "oncehook-test/"+strings.ReplaceAll(t.Name(), "/", "-")+"-", "whsec_from_secrets_manager")
-	param := "/" + name
-	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String("from-ssm"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)})
-	})
+	param := awstest.Parameter(t, ps, "/oncehook-test/"+strings.ReplaceAll(t.Name(), "/", "-")+"-", "from-ssm")
 
 	f, err := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","retry_horizon":"3d","secrets":[
 		{"env":"SHOP_SECRET"},{"secretsmanager":"` + name + `"},{"ssm":"` + param + `"}]}}}`))

@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,26 +14,24 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 )
 
-// Secret creates a Secrets Manager secret holding value, under prefix and a random suffix (never
-// a name from the clock alone: two runs in one tick would meet), deleted when the test ends. A
-// create the SDK sent again after a lost answer finds its own secret: an engine that does not
-// honour the create's idempotency token answers ResourceExists, and the secret holding our
-// value is ours.
+// Secret creates a Secrets Manager secret holding value, under prefix and a random suffix,
+// deleted when the test ends. A create the SDK sent again after a lost answer finds its own
+// secret (ResourceExists, holding our value): the emulator does not honour the create's
+// idempotency token.
 func Secret(t testing.TB, sm *secretsmanager.Client, prefix, value string) string {
 	t.Helper()
 	name := Name(prefix)
-	ctx := context.Background()
-	_, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(value)})
-	var exists *smtypes.ResourceExistsException
-	if errors.As(err, &exists) {
-		got, gerr := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
-		if gerr == nil && aws.ToString(got.SecretString) == value {
-			err = nil
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	Create[*smtypes.ResourceExistsException](t,
+		func(ctx context.Context) (any, error) {
+			return sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(value)})
+		},
+		func(ctx context.Context) (any, error) {
+			got, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
+			if err == nil && aws.ToString(got.SecretString) != value {
+				err = fmt.Errorf("secret %s exists with another value", name)
+			}
+			return got, err
+		})
 	t.Cleanup(func() {
 		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true)})
 	})
@@ -41,7 +39,8 @@ func Secret(t testing.TB, sm *secretsmanager.Client, prefix, value string) strin
 }
 
 // Name is prefix and a random suffix: a resource's name of a test's own, never one from the
-// clock alone (two runs in one tick, or a create the SDK sent again, would meet).
+// clock alone (two runs in one tick would meet), so that a resource found under it is the one
+// this test made (see Create).
 func Name(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -54,18 +53,17 @@ func Name(prefix string) string {
 func Parameter(t testing.TB, ps *ssm.Client, prefix, value string) string {
 	t.Helper()
 	name := Name(prefix)
-	ctx := context.Background()
-	_, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(value), Type: ssmtypes.ParameterTypeSecureString})
-	var exists *ssmtypes.ParameterAlreadyExists
-	if errors.As(err, &exists) {
-		got, gerr := ps.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
-		if gerr == nil && aws.ToString(got.Parameter.Value) == value {
-			err = nil
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	Create[*ssmtypes.ParameterAlreadyExists](t,
+		func(ctx context.Context) (any, error) {
+			return ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(value), Type: ssmtypes.ParameterTypeSecureString})
+		},
+		func(ctx context.Context) (any, error) {
+			got, err := ps.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+			if err == nil && aws.ToString(got.Parameter.Value) != value {
+				err = fmt.Errorf("parameter %s exists with another value", name)
+			}
+			return got, err
+		})
 	t.Cleanup(func() {
 		_, _ = ps.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(name)})
 	})

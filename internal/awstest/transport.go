@@ -8,16 +8,23 @@ import (
 	"sync"
 	"syscall"
 
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/internal/faults"
 )
 
-// Operation returns the DynamoDB operation of a request ("PutItem"), from its X-Amz-Target.
-func Operation(r *http.Request) string { return faults.Operation(r) }
+// Operation returns the operation of an SDK request ("PutItem"): from its X-Amz-Target, or, for
+// a REST service such as Lambda that sends none, from the SDK's metadata in its context.
+func Operation(r *http.Request) string {
+	if op := faults.Operation(r); op != "" {
+		return op
+	}
+	return awsmiddleware.GetOperationName(r.Context())
+}
 
-// LoseResponses is an http.RoundTripper that delivers requests to the engine but, for the
-// first N requests of the named operation, throws the engine's answer away and reports a
+// LoseResponses is an http.RoundTripper that delivers requests to the engine (of any service:
+// see Operation) but, for the first N requests of the named operation, throws the engine's answer away and reports a
 // connection reset: the write happened, the client cannot know it, and the SDK retries.
 type LoseResponses struct {
 	Next      http.RoundTripper

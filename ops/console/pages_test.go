@@ -107,15 +107,9 @@ func TestATableThatIsNotOncehooksGetsAClearPage(t *testing.T) {
 	t.Parallel()
 	client := awstest.Client(t)
 	ctx := context.Background()
-	other := fmt.Sprintf("not-oncehook-%d", rand.Uint64())
-	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(other), BillingMode: types.BillingModePayPerRequest,
+	other := awstest.CreateTable(t, client, "not-oncehook-", &dynamodb.CreateTableInput{BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)})
-	})
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}}})
 	for table, want := range map[string]int{other: http.StatusInternalServerError, "no-such-table-" + other: http.StatusBadGateway} {
 		h, err := console.New(console.Config{DynamoDB: client, Table: table, Token: testToken})
 		if err != nil {
@@ -213,9 +207,8 @@ func TestATableWhoseKeysAreNotStringsIsNotTakenForOncehooks(t *testing.T) {
 	t.Parallel()
 	client := awstest.Client(t)
 	ctx := context.Background()
-	name := fmt.Sprintf("numeric-keys-%d", rand.Uint64())
 	n := types.ScalarAttributeTypeN
-	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
+	name := awstest.CreateTable(t, client, "numeric-keys-", &dynamodb.CreateTableInput{BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(dedup.PartitionKey), AttributeType: n}, {AttributeName: aws.String(dedup.SortKey), AttributeType: n},
 			{AttributeName: aws.String(dedup.IndexPartitionKey), AttributeType: n}},
@@ -224,11 +217,6 @@ func TestATableWhoseKeysAreNotStringsIsNotTakenForOncehooks(t *testing.T) {
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(dedup.PendingIndex),
 			KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(dedup.IndexPartitionKey), KeyType: types.KeyTypeHash}},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	})
 
 	if err := console.CheckTable(ctx, client, name); !errors.Is(err, console.ErrNotOncehookTable) {

@@ -2,10 +2,8 @@ package console_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -109,17 +108,11 @@ func TestAnEffectsKeyFindsTheEventThatWroteIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	orders := "orders-" + strconv.FormatUint(rand.Uint64(), 36)
-	if _, err := e.client.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(orders), BillingMode: types.BillingModePayPerRequest,
+	orders := awstest.CreateTable(t, e.client, "orders-", &dynamodb.CreateTableInput{BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("order_id"), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String("step"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("order_id"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("step"), KeyType: types.KeyTypeRange}}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		e.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(orders)})
-	})
+			{AttributeName: aws.String("step"), KeyType: types.KeyTypeRange}}})
 	f, err := sources.Parse([]byte(strings.Replace(testSources, `"targets"`, `"tables": {"orders": {"name": "`+orders+`", "partition_key": "order_id", "sort_key": "step", "actions": ["put"]}},
   "targets"`, 1)))
 	if err != nil {

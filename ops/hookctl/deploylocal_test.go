@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -215,7 +214,7 @@ func fileConstruct(t *testing.T, raw string) *construct {
 func TestPutSecretsGivesEverySecretAValueItsSchemesTake(t *testing.T) {
 	cfg := awstest.Config(t)
 	ctx := context.Background()
-	run := fmt.Sprint(time.Now().UnixNano())
+	run := awstest.Name("") // secrets of this test's own: a retried create finds its own
 	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	raw := fmt.Sprintf(`{"sources":{
 		"shop":{"scheme":"standard-webhooks","secrets":[{"secretsmanager":"t%[1]s/shop"}],"retry_horizon":"1d"},

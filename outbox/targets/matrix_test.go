@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -236,43 +235,28 @@ func newMatrixEnv(t *testing.T) *matrixEnv {
 	m := newWorkerEnv(t)
 	var err error
 	m.sq, m.sfc, m.lc = sqs.NewFromConfig(m.cfg), sfn.NewFromConfig(m.cfg), lambda.NewFromConfig(m.cfg)
-	m.queueStd, _ = queue(t, m.sq, unique("oncehook-matrix-"))
-	m.queueFIFO, _ = queue(t, m.sq, unique("oncehook-matrix-")+".fifo")
+	m.queueStd, _ = queue(t, m.sq, awstest.Name("oncehook-matrix-"))
+	m.queueFIFO, _ = queue(t, m.sq, awstest.Name("oncehook-matrix-")+".fifo")
 
 	sn := sns.NewFromConfig(m.cfg)
-	topic, err := sn.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(unique("oncehook-matrix-"))})
+	topic, err := sn.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(awstest.Name("oncehook-matrix-"))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = sn.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
 	m.topic = *topic.TopicArn
 	var subARN string
-	m.subSNS, subARN = queue(t, m.sq, unique("oncehook-matrix-sns-"))
+	m.subSNS, subARN = queue(t, m.sq, awstest.Name("oncehook-matrix-sns-"))
 	if _, err := sn.Subscribe(ctx, &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(subARN),
 		Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
 		t.Fatal(err)
 	}
 
 	eb := eventbridge.NewFromConfig(m.cfg)
-	m.bus = unique("oncehook-matrix-")
-	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(m.bus)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = eb.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(m.bus)})
-	})
-	var ruleARN string
-	m.subEvents, ruleARN = queue(t, m.sq, unique("oncehook-matrix-events-"))
-	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("all"), EventBusName: aws.String(m.bus), EventPattern: aws.String(`{"source":["oncehook"]}`)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("all"), EventBusName: aws.String(m.bus),
-		Targets: []ebtypes.Target{{Id: aws.String("q"), Arn: aws.String(ruleARN)}}}); err != nil {
-		t.Fatal(err)
-	}
+	m.bus, m.subEvents = busToQueue(t, eb, m.sq, "oncehook-matrix-")
 
 	m.machineStd = stateMachine(t, m.sfc)
-	express, err := m.sfc.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(unique("oncehook-express-")), Type: sfntypes.StateMachineTypeExpress,
+	express, err := m.sfc.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(awstest.Name("oncehook-express-")), Type: sfntypes.StateMachineTypeExpress,
 		Definition: aws.String(`{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}}`), RoleArn: aws.String("arn:aws:iam::000000000000:role/oncehook-test")})
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +266,7 @@ func newMatrixEnv(t *testing.T) *matrixEnv {
 	})
 	m.machineExpress = *express.StateMachineArn
 
-	m.subRecorder, _ = queue(t, m.sq, unique("oncehook-matrix-runs-"))
+	m.subRecorder, _ = queue(t, m.sq, awstest.Name("oncehook-matrix-runs-"))
 	m.function = deployFunction(t, m.lc, "./testdata/recorder", map[string]string{"ONCEHOOK_RECORD_QUEUE": m.subRecorder, "ONCEHOOK_RECORD_ENDPOINT": m.endpoint})
 	return m
 }
@@ -346,7 +330,7 @@ func (m *matrixEnv) collect() {
 		_ = json.Unmarshal([]byte(aws.ToString(msg.Body)), &ev)
 		return ev.Detail.IdempotencyKey
 	}
-	sentinel := unique("sentinel-")
+	sentinel := awstest.Name("sentinel-")
 	payload, _ := json.Marshal(targets.Envelope{IdempotencyKey: sentinel, Payload: json.RawMessage(`{}`)})
 	if _, err := m.lc.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(m.function), InvocationType: lambdatypes.InvocationTypeEvent, Payload: payload}); err != nil {
 		m.t.Fatal(err)
@@ -484,7 +468,7 @@ func TestTheAWSFailureMatrix(t *testing.T) {
 		for i, p := range awsPoints {
 			for _, amo := range []bool{false, true} {
 				slug := strings.NewReplacer(" ", "", "-", "").Replace(strings.ToLower(r.name))
-				cells = append(cells, &awsCell{row: r, point: p, amo: amo, id: fmt.Sprintf("evt_%s_%d_%t_%s", slug, i, amo, unique(""))})
+				cells = append(cells, &awsCell{row: r, point: p, amo: amo, id: fmt.Sprintf("evt_%s_%d_%t_%s", slug, i, amo, awstest.Name(""))})
 			}
 		}
 	}
@@ -684,7 +668,7 @@ func TestEveryServicesThrottlingIsNotSent(t *testing.T) {
 				}
 				p := faultproxy.Start(t, faultproxy.Config{Upstream: m.endpoint, Fault: faultproxy.Answer, Match: faultproxy.Calls(r.op),
 					Answer: serviceError(r.protocol, code.status, code.code, "Rate exceeded")})
-				tk := task(unique("evt_throttled_"), "ship")
+				tk := task(awstest.Name("evt_throttled_"), "ship")
 				tk.AtMostOnce = amo
 				err := r.build(m, p, 10*time.Second).Execute(context.Background(), tk)
 				if err == nil || !outbox.IsNotSent(err) || outbox.IsPermanent(err) {

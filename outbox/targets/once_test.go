@@ -79,8 +79,8 @@ func TestEveryAWSExecutorSendsAnAtMostOnceCallOnce(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
 	sq, sn, sf, lc := sqs.NewFromConfig(cfg), sns.NewFromConfig(cfg), sfn.NewFromConfig(cfg), lambda.NewFromConfig(cfg)
-	url, _ := queue(t, sq, unique("oncehook-once-"))
-	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-once-"))})
+	url, _ := queue(t, sq, awstest.Name("oncehook-once-"))
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(awstest.Name("oncehook-once-"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestEveryAWSExecutorSendsAnAtMostOnceCallOnce(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			for _, amo := range []bool{false, true} {
-				tk := task(unique("evt_once_"), "ship")
+				tk := task(awstest.Name("evt_once_"), "ship")
 				tk.AtMostOnce = amo
 				tk.Payload = []byte(`{"order_id":"` + tk.EventID + `"}`)
 				match := tk.EventID // in every service's request body (the payload or the envelope)
@@ -175,7 +175,7 @@ func TestAFIFORetryWithAnotherAttemptKeepsItsDeduplicationID(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
 	c := sqs.NewFromConfig(cfg)
-	url, _ := queue(t, c, unique("oncehook-fifo-attempts-")+".fifo")
+	url, _ := queue(t, c, awstest.Name("oncehook-fifo-attempts-")+".fifo")
 	for attempt := 1; attempt <= 3; attempt++ {
 		tk := task("evt_attempts", "ship")
 		tk.Attempt = attempt

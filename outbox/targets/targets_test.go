@@ -4,8 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -30,12 +28,6 @@ import (
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/outbox/targets"
 )
-
-func unique(prefix string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
 
 func task(event, intent string) outbox.Task {
 	return outbox.Task{Source: "shop", EventID: event, EventType: "order.paid", Intent: intent, Target: "t",
@@ -92,7 +84,7 @@ func keyOf(m sqstypes.Message) string {
 func TestAFIFOQueueGetsEachIntentOnce(t *testing.T) {
 	t.Parallel()
 	c := sqs.NewFromConfig(awstest.Config(t))
-	url, _ := queue(t, c, unique("oncehook-fifo-")+".fifo")
+	url, _ := queue(t, c, awstest.Name("oncehook-fifo-")+".fifo")
 	x := &targets.SQS{Client: c, QueueURL: url}
 	for range 3 {
 		if err := x.Execute(context.Background(), task("evt_1", "ship")); err != nil {
@@ -113,7 +105,7 @@ func TestAFIFOQueueGetsEachIntentOnce(t *testing.T) {
 func TestAStandardQueueCarriesTheKeyForItsConsumer(t *testing.T) {
 	t.Parallel()
 	c := sqs.NewFromConfig(awstest.Config(t))
-	url, _ := queue(t, c, unique("oncehook-std-"))
+	url, _ := queue(t, c, awstest.Name("oncehook-std-"))
 	x := &targets.SQS{Client: c, QueueURL: url}
 	for range 2 {
 		if err := x.Execute(context.Background(), task("evt_2", "ship")); err != nil {
@@ -131,7 +123,7 @@ func TestAStandardQueueCarriesTheKeyForItsConsumer(t *testing.T) {
 func TestSQSErrorsAreClassified(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
-	url, _ := queue(t, sqs.NewFromConfig(cfg), unique("oncehook-err-"))
+	url, _ := queue(t, sqs.NewFromConfig(cfg), awstest.Name("oncehook-err-"))
 	with := func(status int, body string) *targets.SQS {
 		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "SendMessage", N: -1, Status: status, Body: body}
 		return &targets.SQS{Client: sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.HTTPClient = &http.Client{Transport: inject} }), QueueURL: url}
@@ -159,12 +151,12 @@ func TestSNSPublishesWithTheKey(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
 	sq, sn := sqs.NewFromConfig(cfg), sns.NewFromConfig(cfg)
-	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-topic-"))})
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(awstest.Name("oncehook-topic-"))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = sn.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
-	url, arn := queue(t, sq, unique("oncehook-sub-"))
+	url, arn := queue(t, sq, awstest.Name("oncehook-sub-"))
 	if _, err := sn.Subscribe(context.Background(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(arn),
 		Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
 		t.Fatal(err)
@@ -189,22 +181,7 @@ func TestEventBridgePutsTheEnvelope(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
 	eb, sq := eventbridge.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	bus := unique("oncehook-bus-")
-	if _, err := eb.CreateEventBus(context.Background(), &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = eb.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
-	})
-	url, arn := queue(t, sq, unique("oncehook-rule-"))
-	if _, err := eb.PutRule(context.Background(), &eventbridge.PutRuleInput{Name: aws.String("all"), EventBusName: aws.String(bus),
-		EventPattern: aws.String(`{"source":["oncehook"]}`)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eb.PutTargets(context.Background(), &eventbridge.PutTargetsInput{Rule: aws.String("all"), EventBusName: aws.String(bus),
-		Targets: []ebtypes.Target{{Id: aws.String("q"), Arn: aws.String(arn)}}}); err != nil {
-		t.Fatal(err)
-	}
+	bus, url := busToQueue(t, eb, sq, "oncehook-bus-")
 	x := &targets.EventBridge{Client: eb, Bus: bus}
 	if err := x.Execute(context.Background(), task("evt_5", "order.shipped")); err != nil {
 		t.Fatal(err)
@@ -227,6 +204,35 @@ func TestEventBridgePutsTheEnvelope(t *testing.T) {
 	}
 }
 
+// busToQueue creates an event bus under prefix and a queue its rule routes oncehook's events
+// to, and returns the bus's name and the queue's URL.
+func busToQueue(t *testing.T, eb *eventbridge.Client, sq *sqs.Client, prefix string) (bus, url string) {
+	t.Helper()
+	ctx := context.Background()
+	bus = awstest.Name(prefix)
+	awstest.Create[*ebtypes.ResourceAlreadyExistsException](t,
+		func(ctx context.Context) (any, error) {
+			return eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)})
+		},
+		func(ctx context.Context) (any, error) {
+			return eb.DescribeEventBus(ctx, &eventbridge.DescribeEventBusInput{Name: aws.String(bus)})
+		})
+	t.Cleanup(func() {
+		_, _ = eb.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
+	})
+	url, arn := queue(t, sq, awstest.Name(prefix+"rule-"))
+	// PutRule and PutTargets replace what is there: a retried one needs no Create.
+	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("all"), EventBusName: aws.String(bus),
+		EventPattern: aws.String(`{"source":["oncehook"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("all"), EventBusName: aws.String(bus),
+		Targets: []ebtypes.Target{{Id: aws.String("q"), Arn: aws.String(arn)}}}); err != nil {
+		t.Fatal(err)
+	}
+	return bus, url
+}
+
 // partialEB answers PutEvents with the entry failed, as EventBridge does for a throttled or
 // internally failed entry inside a 200.
 type partialEB struct{ code string }
@@ -247,7 +253,7 @@ func TestAFailedEventBridgeEntryIsRetriedNotDone(t *testing.T) {
 // stateMachine creates a Pass state machine.
 func stateMachine(t *testing.T, c *sfn.Client) string {
 	t.Helper()
-	out, err := c.CreateStateMachine(context.Background(), &sfn.CreateStateMachineInput{Name: aws.String(unique("oncehook-sm-")),
+	out, err := c.CreateStateMachine(context.Background(), &sfn.CreateStateMachineInput{Name: aws.String(awstest.Name("oncehook-sm-")),
 		Definition: aws.String(`{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}}`),
 		RoleArn:    aws.String("arn:aws:iam::000000000000:role/oncehook-test")})
 	if err != nil {
@@ -361,16 +367,20 @@ func deployFunction(t *testing.T, c *lambda.Client, pkg string, env map[string]s
 	if runtime.GOARCH == "amd64" {
 		arch = lambdatypes.ArchitectureX8664
 	}
-	name := unique("oncehook-fn-")
+	name := awstest.Name("oncehook-fn-")
 	var environment *lambdatypes.Environment
 	if env != nil {
 		environment = &lambdatypes.Environment{Variables: env}
 	}
-	if _, err := c.CreateFunction(context.Background(), &lambda.CreateFunctionInput{FunctionName: aws.String(name), Runtime: lambdatypes.RuntimeProvidedal2023,
-		Handler: aws.String("bootstrap"), Role: aws.String("arn:aws:iam::000000000000:role/oncehook-test"), Architectures: []lambdatypes.Architecture{arch},
-		Code: &lambdatypes.FunctionCode{ZipFile: zipped.Bytes()}, Timeout: aws.Int32(10), Environment: environment}); err != nil {
-		t.Fatal(err)
-	}
+	awstest.Create[*lambdatypes.ResourceConflictException](t,
+		func(ctx context.Context) (any, error) {
+			return c.CreateFunction(ctx, &lambda.CreateFunctionInput{FunctionName: aws.String(name), Runtime: lambdatypes.RuntimeProvidedal2023,
+				Handler: aws.String("bootstrap"), Role: aws.String("arn:aws:iam::000000000000:role/oncehook-test"), Architectures: []lambdatypes.Architecture{arch},
+				Code: &lambdatypes.FunctionCode{ZipFile: zipped.Bytes()}, Timeout: aws.Int32(10), Environment: environment})
+		},
+		func(ctx context.Context) (any, error) {
+			return c.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+		})
 	t.Cleanup(func() {
 		_, _ = c.DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
 	})
@@ -409,13 +419,13 @@ func TestAFIFOTopicDeliversEachIntentOnce(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
 	sq, sn := sqs.NewFromConfig(cfg), sns.NewFromConfig(cfg)
-	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-topic-") + ".fifo"),
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(awstest.Name("oncehook-topic-") + ".fifo"),
 		Attributes: map[string]string{"FifoTopic": "true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = sn.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
-	url, arn := queue(t, sq, unique("oncehook-fsub-")+".fifo")
+	url, arn := queue(t, sq, awstest.Name("oncehook-fsub-")+".fifo")
 	if _, err := sn.Subscribe(context.Background(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(arn),
 		Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
 		t.Fatal(err)
@@ -436,7 +446,7 @@ func TestAFIFOTopicDeliversEachIntentOnce(t *testing.T) {
 func TestAnAtMostOnceCallIsSentOnce(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.Config(t)
-	url, _ := queue(t, sqs.NewFromConfig(cfg), unique("oncehook-amo-"))
+	url, _ := queue(t, sqs.NewFromConfig(cfg), awstest.Name("oncehook-amo-"))
 	for _, amo := range []bool{false, true} {
 		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "SendMessage", N: 1, Status: 500,
 			Body: `{"__type":"com.amazonaws.sqs#InternalError","message":"boom"}`}

@@ -1,19 +1,14 @@
 package targets_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -96,7 +90,7 @@ func checkXRay(t *testing.T, what, h string, client sdktrace.ReadOnlySpan) {
 func TestAnSQSMessageCarriesTheTraceBothWays(t *testing.T) {
 	t.Parallel()
 	c := sqs.NewFromConfig(awstest.Config(t))
-	url, _ := queue(t, c, unique("oncehook-trace-"))
+	url, _ := queue(t, c, awstest.Name("oncehook-trace-"))
 	ctx, parent, rec := call(t)
 	if err := (&targets.SQS{Client: c, QueueURL: url}).Execute(ctx, task("evt_t1", "ship")); err != nil {
 		t.Fatal(err)
@@ -136,12 +130,12 @@ func TestAnSNSMessageCarriesTheTrace(t *testing.T) {
 	sq := sqs.NewFromConfig(cfg)
 	seen := &headers{}
 	sn := sns.NewFromConfig(cfg, func(o *sns.Options) { o.HTTPClient = seen })
-	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-ttopic-"))})
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(awstest.Name("oncehook-ttopic-"))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = sn.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
-	url, arn := queue(t, sq, unique("oncehook-tsub-"))
+	url, arn := queue(t, sq, awstest.Name("oncehook-tsub-"))
 	if _, err := sn.Subscribe(context.Background(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(arn),
 		Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
 		t.Fatal(err)
@@ -167,22 +161,7 @@ func TestAnEventBridgeEventCarriesTheTrace(t *testing.T) {
 	cfg := awstest.Config(t)
 	seen := &headers{}
 	eb, sq := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.HTTPClient = seen }), sqs.NewFromConfig(cfg)
-	bus := unique("oncehook-tbus-")
-	if _, err := eb.CreateEventBus(context.Background(), &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = eb.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
-	})
-	url, arn := queue(t, sq, unique("oncehook-trule-"))
-	if _, err := eb.PutRule(context.Background(), &eventbridge.PutRuleInput{Name: aws.String("all"), EventBusName: aws.String(bus),
-		EventPattern: aws.String(`{"source":["oncehook"]}`)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eb.PutTargets(context.Background(), &eventbridge.PutTargetsInput{Rule: aws.String("all"), EventBusName: aws.String(bus),
-		Targets: []ebtypes.Target{{Id: aws.String("q"), Arn: aws.String(arn)}}}); err != nil {
-		t.Fatal(err)
-	}
+	bus, url := busToQueue(t, eb, sq, "oncehook-tbus-")
 	ctx, parent, rec := call(t)
 	if err := (&targets.EventBridge{Client: eb, Bus: bus}).Execute(ctx, task("evt_t3", "order.shipped")); err != nil {
 		t.Fatal(err)
@@ -246,7 +225,7 @@ func TestALambdaInvocationCarriesTheTrace(t *testing.T) {
 	t.Parallel()
 	seen := &headers{}
 	c := lambda.NewFromConfig(awstest.Config(t), func(o *lambda.Options) { o.HTTPClient = seen })
-	name := traceFunction(t, c)
+	name := deployFunction(t, c, "./testdata/tracefn", nil)
 	ctx, parent, rec := call(t)
 	err := (&targets.Lambda{Client: c, Function: name, Synchronous: true, Timeout: 30 * time.Second}).Execute(ctx, task("evt_t5", "crm"))
 	if err == nil {
@@ -258,7 +237,7 @@ func TestALambdaInvocationCarriesTheTrace(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 	checkTraceparent(t, "Lambda envelope", m[1], client)
-	checkXRay(t, "Invoke's X-Amzn-Trace-Id", seen.get("/invocations", "X-Amzn-Trace-Id"), client)
+	checkXRay(t, "Invoke's X-Amzn-Trace-Id", seen.get("Invoke", "X-Amzn-Trace-Id"), client)
 }
 
 // TestWithoutASpanNothingIsCarried: an executor called with no span in its context (tracing
@@ -266,7 +245,7 @@ func TestALambdaInvocationCarriesTheTrace(t *testing.T) {
 func TestWithoutASpanNothingIsCarried(t *testing.T) {
 	t.Parallel()
 	c := sqs.NewFromConfig(awstest.Config(t))
-	url, _ := queue(t, c, unique("oncehook-notrace-"))
+	url, _ := queue(t, c, awstest.Name("oncehook-notrace-"))
 	if err := (&targets.SQS{Client: c, QueueURL: url}).Execute(context.Background(), task("evt_t6", "ship")); err != nil {
 		t.Fatal(err)
 	}
@@ -303,13 +282,7 @@ func (r *headers) Do(req *http.Request) (*http.Response, error) {
 		body, _ = io.ReadAll(req.Body)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	op := awstest.Operation(req) // JSON protocols name it in X-Amz-Target; the query protocol in the form
-	if form, err := url.ParseQuery(string(body)); op == "" && err == nil {
-		op = form.Get("Action")
-	}
-	if op == "" { // a REST protocol (Lambda's): the path names it
-		op = req.URL.Path
-	}
+	op := awstest.Operation(req)
 	r.mu.Lock()
 	if r.seen == nil {
 		r.seen = map[string]*recorded{}
@@ -323,14 +296,12 @@ func (r *headers) Do(req *http.Request) (*http.Response, error) {
 	return awstest.BaseTransport().RoundTrip(req)
 }
 
-// get is a header of the last request of an operation (or whose path ends in op).
+// get is a header of the last request of an operation.
 func (r *headers) get(op, header string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, rec := range r.seen {
-		if k == op || strings.HasPrefix(k, "/") && strings.HasSuffix(k, op) {
-			return rec.h[http.CanonicalHeaderKey(header)]
-		}
+	if rec := r.seen[op]; rec != nil {
+		return rec.h[http.CanonicalHeaderKey(header)]
 	}
 	return ""
 }
@@ -342,43 +313,6 @@ func (r *headers) body(op string) []byte {
 		return rec.body
 	}
 	return nil
-}
-
-// traceFunction builds testdata/tracefn for the emulator's Lambda and creates it.
-func traceFunction(t *testing.T, c *lambda.Client) string {
-	t.Helper()
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", filepath.Join(dir, "bootstrap"), "./testdata/tracefn")
-	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	bin, err := os.ReadFile(filepath.Join(dir, "bootstrap"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var zipped bytes.Buffer
-	zw := zip.NewWriter(&zipped)
-	f, _ := zw.CreateHeader(&zip.FileHeader{Name: "bootstrap", Method: zip.Deflate, ExternalAttrs: 0o755 << 16})
-	_, _ = f.Write(bin)
-	_ = zw.Close()
-	arch := lambdatypes.ArchitectureArm64
-	if runtime.GOARCH == "amd64" {
-		arch = lambdatypes.ArchitectureX8664
-	}
-	name := unique("oncehook-tracefn-")
-	if _, err := c.CreateFunction(context.Background(), &lambda.CreateFunctionInput{FunctionName: aws.String(name), Runtime: lambdatypes.RuntimeProvidedal2023,
-		Handler: aws.String("bootstrap"), Role: aws.String("arn:aws:iam::000000000000:role/oncehook-test"), Architectures: []lambdatypes.Architecture{arch},
-		Code: &lambdatypes.FunctionCode{ZipFile: zipped.Bytes()}, Timeout: aws.Int32(10)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = c.DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
-	})
-	if err := lambda.NewFunctionActiveV2Waiter(c).Wait(context.Background(), &lambda.GetFunctionInput{FunctionName: aws.String(name)}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	return name
 }
 
 // failingFunction is a function that ran and failed, answering with its error payload as
@@ -537,7 +471,7 @@ const snsMaxPublish = 262144
 func TestAMessageSNSTakesWithTracingOffItTakesWithTracingOn(t *testing.T) {
 	t.Parallel()
 	sn := sns.NewFromConfig(awstest.Config(t))
-	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-tsize-"))})
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(awstest.Name("oncehook-tsize-"))})
 	if err != nil {
 		t.Fatal(err)
 	}

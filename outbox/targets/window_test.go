@@ -13,6 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/internal/emuclock"
 	"github.com/oncehook/oncehook/internal/faultproxy"
 	"github.com/oncehook/oncehook/outbox"
@@ -34,13 +35,13 @@ func TestAFIFOTargetDeduplicatesForFiveMinutesOnly(t *testing.T) {
 	ecfg := m.cfg.Copy()
 	ecfg.BaseEndpoint = aws.String(emu.URL)
 	sq, sn := sqs.NewFromConfig(ecfg), sns.NewFromConfig(ecfg)
-	url, _ := queue(t, sq, unique("oncehook-window-")+".fifo")
-	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(unique("oncehook-window-") + ".fifo"),
+	url, _ := queue(t, sq, awstest.Name("oncehook-window-")+".fifo")
+	topic, err := sn.CreateTopic(context.Background(), &sns.CreateTopicInput{Name: aws.String(awstest.Name("oncehook-window-") + ".fifo"),
 		Attributes: map[string]string{"FifoTopic": "true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, subARN := queue(t, sq, unique("oncehook-window-sub-")+".fifo")
+	sub, subARN := queue(t, sq, awstest.Name("oncehook-window-sub-")+".fifo")
 	if _, err := sn.Subscribe(context.Background(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(subARN),
 		Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestTheWorkerSendsOneMessageForDuplicatedRecordsAndRecordsItsID(t *testing.
 		t.Fatal(err)
 	}
 	sq := sqs.NewFromConfig(cfg)
-	url, _ := queue(t, sq, unique("oncehook-worker-")+".fifo")
+	url, _ := queue(t, sq, awstest.Name("oncehook-worker-")+".fifo")
 	w, err := outbox.New(db, outbox.Config{Table: table, Executors: map[string]outbox.Executor{"orders": &targets.SQS{Client: sq, QueueURL: url}}})
 	if err != nil {
 		t.Fatal(err)
