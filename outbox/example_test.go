@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -64,6 +65,31 @@ func ExampleTargets() {
 	}
 	// After the maintenance:
 	if err := targets.Resume(context.Background(), "email"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A tool that asks an operator to confirm a pause pauses the target as they were shown it:
+// here not paused, so a pause another operator made meanwhile is kept, not replaced.
+func ExampleTargets_PauseIfUnchanged() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	targets := &outbox.Targets{API: dynamodb.NewFromConfig(cfg), Table: "orders-oncehook"}
+	paused, err := targets.Paused(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	var shown *outbox.Pause // what the operator confirms: nil, not paused
+	if p, ok := paused["email"]; ok {
+		shown = &p
+	}
+	// ... the operator confirms ...
+	err = targets.PauseIfUnchanged(context.Background(), "email", "ada (runbook)", "relay upgrade", shown)
+	if errors.Is(err, outbox.ErrPauseChanged) {
+		log.Print("email's pause changed since it was shown: show it again")
+	} else if err != nil {
 		log.Fatal(err)
 	}
 }

@@ -363,13 +363,14 @@ type Pause struct {
 	By  string    `dynamodbav:"by"`
 	Why string    `dynamodbav:"why"`
 	At  time.Time `dynamodbav:"at"`
-	// ID is the pause's nonce: ResumePause lifts the pause it names and no later one. Empty on a
-	// pause written by an older release.
+	// ID is the pause's nonce: ResumePause lifts the pause it names and no later one, and
+	// PauseIfUnchanged replaces it and no later one. Empty on a pause written by an older release.
 	ID string `dynamodbav:"id,omitempty"`
 }
 
-// ErrPauseChanged is returned by ResumePause when the target is not paused by the pause shown:
-// resumed since, or paused again (by someone else, or for another reason).
+// ErrPauseChanged is returned by ResumePause and PauseIfUnchanged when the target's pause is not
+// the one shown: paused since, resumed since, or paused again (by someone else, or for another
+// reason).
 var ErrPauseChanged = errors.New("outbox: the target's pause is not the one shown")
 
 // Targets pauses and resumes the calls to a target across every worker, for an operator's
@@ -389,6 +390,18 @@ type Targets struct {
 // Pause pauses target, recording by (who) and why; pausing a paused target records the new
 // ones. Invalid input is a *dedup.InvalidError naming the field, and nothing is written.
 func (t *Targets) Pause(ctx context.Context, target, by, why string) error {
+	return t.pause(ctx, target, by, why, "", nil, nil)
+}
+
+// PauseIfUnchanged pauses target as Pause does if its pause is still the one shown (as Paused
+// returned it; nil: not paused), so that an operator's decision about what they were shown
+// replaces no pause made since; otherwise it writes nothing and returns ErrPauseChanged.
+func (t *Targets) PauseIfUnchanged(ctx context.Context, target, by, why string, shown *Pause) error {
+	cond, names, values := shownCond(shown)
+	return changed(t.pause(ctx, target, by, why, cond, names, values))
+}
+
+func (t *Targets) pause(ctx context.Context, target, by, why, cond string, names map[string]string, values map[string]types.AttributeValue) error {
 	for _, f := range []struct {
 		name, value string
 		max         int
@@ -403,7 +416,11 @@ func (t *Targets) Pause(ctx context.Context, target, by, why string) error {
 	}
 	id := strconv.FormatUint(rand.Uint64(), 36)
 	p, _ := attributevalue.Marshal(Pause{By: by, Why: why, At: now().UTC().Truncate(time.Second), ID: id}) // cannot fail: strings and a time
-	return t.write(ctx, "SET #t = :p", target, map[string]types.AttributeValue{":p": p}, "", nil)
+	if values == nil {
+		values = map[string]types.AttributeValue{}
+	}
+	values[":p"] = p
+	return t.write(ctx, "SET #t = :p", target, values, cond, names)
 }
 
 // Resume resumes target's calls, whoever paused it; a target not paused is left as it is.
@@ -415,15 +432,27 @@ func (t *Targets) Resume(ctx context.Context, target string) error {
 // returned it), named by its ID (or, from an older release, by who, why and when); otherwise
 // it lifts nothing and returns ErrPauseChanged.
 func (t *Targets) ResumePause(ctx context.Context, target string, shown Pause) error {
-	names := map[string]string{"#by": "by", "#why": "why", "#at": "at", "#id": "id"}
-	at, _ := attributevalue.Marshal(shown.At) // cannot fail: a time
-	values := map[string]types.AttributeValue{":by": str(shown.By), ":why": str(shown.Why), ":at": at}
-	cond := "attribute_not_exists(#t.#id) AND #t.#by = :by AND #t.#why = :why AND #t.#at = :at"
-	if shown.ID != "" {
-		names, values = map[string]string{"#id": "id"}, map[string]types.AttributeValue{":id": str(shown.ID)}
-		cond = "#t.#id = :id"
+	cond, names, values := shownCond(&shown)
+	return changed(t.write(ctx, "REMOVE #t", target, values, cond, names))
+}
+
+// shownCond is the condition that target's pause (#t) is the one shown (nil: none), named by
+// its ID, or by who, why and when for a pause without one (written by an older release).
+func shownCond(shown *Pause) (string, map[string]string, map[string]types.AttributeValue) {
+	switch {
+	case shown == nil:
+		return "attribute_not_exists(#t)", nil, nil
+	case shown.ID != "":
+		return "#t.#id = :id", map[string]string{"#id": "id"}, map[string]types.AttributeValue{":id": str(shown.ID)}
 	}
-	err := t.write(ctx, "REMOVE #t", target, values, cond, names)
+	at, _ := attributevalue.Marshal(shown.At) // cannot fail: a time
+	return "attribute_not_exists(#t.#id) AND #t.#by = :by AND #t.#why = :why AND #t.#at = :at",
+		map[string]string{"#by": "by", "#why": "why", "#at": "at", "#id": "id"},
+		map[string]types.AttributeValue{":by": str(shown.By), ":why": str(shown.Why), ":at": at}
+}
+
+// changed reads a refused condition of shownCond as ErrPauseChanged.
+func changed(err error) error {
 	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
 		return ErrPauseChanged
 	}

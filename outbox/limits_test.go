@@ -960,3 +960,54 @@ func TestAResumeOfAPauseShownLiftsThatPauseOnly(t *testing.T) {
 		t.Fatalf("an unconditional resume: %v, paused %v", err, paused())
 	}
 }
+
+// A pause of the state shown replaces no pause made since: confirmed for a target not paused,
+// it pauses nothing once the target was paused (ErrPauseChanged, the pause kept); confirmed
+// over a pause, it replaces that pause only, and pauses nothing once the target was resumed or
+// paused again.
+func TestAPauseOfTheStateShownReplacesNoPauseMadeSince(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	targets := &outbox.Targets{API: e.client, Table: e.table, Now: e.now}
+	paused := func() map[string]outbox.Pause {
+		t.Helper()
+		p, err := targets.Paused(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := targets.PauseIfUnchanged(ctx, "email", "ada", "relay upgrade", nil); err != nil {
+		t.Fatal(err)
+	}
+	adas := paused()["email"]
+	if adas.By != "ada" || adas.ID == "" {
+		t.Fatalf("the pause of a target shown not paused: %+v", adas)
+	}
+	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "outage", nil); !errors.Is(err, outbox.ErrPauseChanged) {
+		t.Fatalf("a pause shown not paused, of a target paused since: %v, want ErrPauseChanged", err)
+	}
+	if p := paused()["email"]; p.ID != adas.ID || p.By != "ada" {
+		t.Fatalf("after a refused pause: %+v, want ada's kept", p)
+	}
+	if err := targets.PauseIfUnchanged(ctx, "email", "carol", "database migration", &adas); err != nil {
+		t.Fatal(err)
+	}
+	if p := paused()["email"]; p.By != "carol" || p.ID == adas.ID {
+		t.Fatalf("a pause over the pause shown: %+v", p)
+	}
+	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "outage", &adas); !errors.Is(err, outbox.ErrPauseChanged) {
+		t.Fatalf("a pause over a pause paused over since: %v, want ErrPauseChanged", err)
+	}
+	if err := targets.Resume(ctx, "email"); err != nil {
+		t.Fatal(err)
+	}
+	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "outage", &adas); !errors.Is(err, outbox.ErrPauseChanged) || len(paused()) != 0 {
+		t.Fatalf("a pause over a pause resumed since: %v, paused %v", err, paused())
+	}
+	var ie *dedup.InvalidError
+	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "", nil); !errors.As(err, &ie) || ie.Field != "why" || len(paused()) != 0 {
+		t.Fatalf("a pause without why: %v, paused %v", err, paused())
+	}
+}

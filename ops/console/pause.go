@@ -18,10 +18,11 @@ type pauseView struct {
 	Target, Why string
 	By          string        // the console's operator, recorded as who paused
 	Now         *outbox.Pause // the target's pause now; nil: not paused
-	// Shown names Now in the resume's form (encodePause): the resume lifts that pause only.
+	// Shown names Now in the form (encodePause; empty: not paused): the resume lifts that pause
+	// only, the pause replaces it only.
 	Shown string
-	// Stale says why a confirmed resume lifted nothing: the form named another pause than the
-	// target's now, or none. The page then asks again, about the pause as it is now.
+	// Stale says why a confirmed pause or resume wrote nothing: the form named another pause
+	// than the target's now, or none. The page then asks again, about the pause as it is now.
 	Stale string
 }
 
@@ -46,8 +47,9 @@ func decodePause(v string) (outbox.Pause, bool) {
 // pauseTarget pauses (POST /pause: target, why) or resumes (POST /resume: target) a target
 // through outbox.Targets, with a redrive's guards (actionForm) and confirmation (confirm=yes).
 // A pause takes a target of the sources file only (another would pause nothing the deployment
-// calls). A resume lifts only the pause its confirmation showed (the form's pause field):
-// otherwise it answers 409 with the confirmation of the pause as it is now.
+// calls). Both act only on the pause their confirmation showed (the form's pause field; for a
+// pause, empty: not paused): otherwise they answer 409 with the confirmation of the pause as
+// it is now.
 func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) error {
 	if err := c.actionForm(w, r, 4<<10); err != nil {
 		return err
@@ -86,31 +88,39 @@ func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) error {
 	if r.PostFormValue("confirm") != "yes" {
 		return confirm(http.StatusOK)
 	}
+	// A pause or a resume is the operator's decision about the pause they were shown:
+	// conditional on it, so a confirmation sent again later (a stale tab, another operator's
+	// old page) replaces or lifts no pause made since.
 	var err error
-	if !v.Resume {
-		err = targets.Pause(r.Context(), v.Target, c.cfg.Operator, v.Why)
-	} else {
-		// A resume is the operator's decision about the pause they were shown: conditional on
-		// it, so a confirmation sent again later (a stale tab, another operator's old page)
-		// lifts no pause made since.
-		shown, ok := decodePause(r.PostFormValue("pause"))
-		switch {
-		case !ok:
-			v.Stale = "Not resumed: the form does not say which pause you confirmed."
-		case v.Now == nil:
-			v.Stale = "Not resumed: it was resumed already, since you confirmed."
-		default:
-			err = targets.ResumePause(r.Context(), v.Target, shown)
-			if errors.Is(err, outbox.ErrPauseChanged) {
-				v.Stale = "Not resumed: the pause you confirmed (by " + shown.By + " at " + shown.At.Format(time.RFC3339) +
-					") is not the target's pause any more."
-				err = nil
-				_ = show() // should it fail, the page shows the pause as read before
-			}
+	verb := "paused"
+	if v.Resume {
+		verb = "resumed"
+	}
+	form := r.PostFormValue("pause")
+	shown, ok := decodePause(form)
+	switch {
+	case !v.Resume && form == "": // shown not paused
+		err = targets.PauseIfUnchanged(r.Context(), v.Target, c.cfg.Operator, v.Why, nil)
+	case !ok:
+		v.Stale = "Not " + verb + ": the form does not say which pause you confirmed."
+	case !v.Resume:
+		err = targets.PauseIfUnchanged(r.Context(), v.Target, c.cfg.Operator, v.Why, &shown)
+	case v.Now == nil:
+		v.Stale = "Not resumed: it was resumed already, since you confirmed."
+	default:
+		err = targets.ResumePause(r.Context(), v.Target, shown)
+	}
+	if errors.Is(err, outbox.ErrPauseChanged) {
+		v.Stale = "Not " + verb + ": the pause you confirmed (by " + shown.By + " at " + shown.At.Format(time.RFC3339) +
+			") is not the target's pause any more."
+		if form == "" {
+			v.Stale = "Not paused: you confirmed it not paused, and it has been paused since."
 		}
-		if v.Stale != "" {
-			return confirm(http.StatusConflict)
-		}
+		err = nil
+		_ = show() // should it fail, the page shows the pause as read before
+	}
+	if v.Stale != "" {
+		return confirm(http.StatusConflict)
 	}
 	if err != nil {
 		return awsErr("writing the pause", err)

@@ -216,3 +216,30 @@ func TestAStaleResumeIsAnsweredWithThePauseAsItIsNow(t *testing.T) {
 		t.Fatalf("the same resume sent again: %d\n%s", r.Status, r.Body)
 	}
 }
+
+// A pause's confirmation is the operator's decision about the target as it showed it: not
+// paused. Confirmed after another operator paused it (carol, for her database migration), it
+// must not replace her pause, whose reason, author and id her own resume form names: it
+// answers 409 with the confirmation of the pause as it is now, and carol's pause is kept.
+func TestAPauseConfirmedForATargetNotPausedDoesNotReplaceAPauseMadeSince(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.serve(nil)
+	confirm := b.post("/pause", url.Values{"csrf": {csrf(t, b.get("/"))}, "target": {"email"}, "why": {"relay upgrade"}})
+	mustContain(t, confirm, "Pause email?", `id="confirm-pause"`)
+	mustNotContain(t, confirm, "It is paused already")
+	shown := url.Values{"csrf": {csrf(t, confirm)}, "target": {"email"}, "why": {"relay upgrade"}, "confirm": {"yes"}}
+
+	targets := &outbox.Targets{API: e.client, Table: e.table}
+	if err := targets.Pause(context.Background(), "email", "carol", "database migration"); err != nil { // carol pauses
+		t.Fatal(err)
+	}
+	stale := b.post("/pause", shown) // ada's confirmation of a target that was not paused
+	if p, ok := e.paused()["email"]; !ok || p.By != "carol" || p.Why != "database migration" {
+		t.Errorf("after ada's confirmation of an unpaused target was sent: email paused %v (%+v), want carol's pause kept", ok, p)
+	}
+	if stale.Status != http.StatusConflict {
+		t.Fatalf("a pause confirmed for a target that has been paused since: %d, want 409", stale.Status)
+	}
+	mustContain(t, stale, "carol", "database migration")
+}

@@ -409,11 +409,12 @@ type bulkView struct {
 }
 
 // redriveQuery re-drives every parked intent matching a query (source, target, error, and a
-// window from and to, epoch milliseconds, to fixed when first read) in rounds of at most
-// maxRedrive, those that may be at-most-once (caution) aside. A round (lo given) re-drives the
-// matches parked in (lo, to], each on condition it is still parked as the round read it, and
-// offers the next, whose range lies below: a form sent again re-drives nothing more (what it
-// re-drove is not parked any more, and one parked again since entered the index after to).
+// window from and to, epoch milliseconds, to fixed when first read, no later than now) in
+// rounds of at most maxRedrive, those that may be at-most-once (caution) aside. A round (lo
+// given) re-drives the matches parked in (lo, to], each on condition it is still parked as the
+// round read it, and offers the next, whose range lies below: a form sent again re-drives
+// nothing more (what it re-drove is not parked any more, and one parked again since entered
+// the index after to).
 func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) error {
 	if err := c.actionForm(w, r, 16<<10); err != nil {
 		return err
@@ -427,12 +428,17 @@ func (c *Console) redriveQuery(w http.ResponseWriter, r *http.Request) error {
 		}
 		n[k] = v
 	}
-	if (f.Source != "" && dedup.ValidateSourceName("source", f.Source) != nil) || len(f.Target) > 256 || len(f.Error) > 256 || (n["to"] != 0 && n["from"] > n["to"]) {
-		return failure(http.StatusBadRequest, "Not a query", "The source, target, error or window cannot be one: open the Parked page again.")
+	if (f.Source != "" && dedup.ValidateSourceName("source", f.Source) != nil) || len(f.Target) > 256 || len(f.Error) > 256 {
+		return failure(http.StatusBadRequest, "Not a query", "The source, target or error cannot be one: open the Parked page again.")
 	}
+	// The window's end is fixed no later than now: by the plan (the first page), whose rounds
+	// carry it, so that none re-drives an intent parked after the plan, whatever to it was given.
 	win := window{From: n["from"], To: n["to"]}
-	if win.To == 0 {
-		win.To = c.cfg.Now().UnixMilli()
+	if now := c.cfg.Now().UnixMilli(); win.To == 0 || win.To > now {
+		win.To = now
+	}
+	if win.From > win.To {
+		return failure(http.StatusBadRequest, "Not a query", "from is after the window's end (to, or now): the window holds nothing. Open the Parked page again.")
 	}
 	rows, complete, err := c.parked(r.Context(), f, win)
 	if err != nil {

@@ -891,3 +891,69 @@ func TestARedriveByQueryWithoutTheSourcesFileSendsNoAtMostOnceIntent(t *testing.
 		t.Errorf("the at-most-once intent was re-driven by query: %s, redriven by %q", in.Status, in.RedrivenBy)
 	}
 }
+
+// A redrive by query's window is what the Parked page read; a window whose start is after now
+// (a from typed in the wrong zone) holds nothing, and a query that cannot be one is refused
+// as bad input, 400 naming the field, before anything is read: not a 502 blaming DynamoDB for
+// the console's own query.
+func TestARedriveByQueryWhoseWindowStartsAfterNowIsRefusedNamingFrom(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.park("shop", "evt_parked", "email", "permanent: 503 relay down", time.Now().Add(-time.Hour))
+	b := e.serve(nil)
+	tok := csrf(t, b.get("/parked"))
+	from := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	for _, f := range []url.Values{{"csrf": {tok}, "from": {from}}, {"csrf": {tok}, "from": {from}, "lo": {"0"}}} {
+		r := b.post("/redrive/query", f)
+		if r.Status != http.StatusBadRequest || !strings.Contains(r.Body, "from") {
+			t.Errorf("a redrive by query from %s (after now), to the open end: %d, want 400 naming from\n%s", from, r.Status, r.Body)
+		}
+	}
+	if got := e.statuses([]string{"evt_parked"}); got[dedup.IntentParked] != 1 {
+		t.Fatalf("the refused query re-drove: %v", got)
+	}
+}
+
+// A redrive by query fixes its window's end when its first page is read, so that what it
+// re-drives is what that page counted, and a round sent again (a reload, a stale tab)
+// re-drives nothing more: an intent re-driven, then parked again, entered the index after the
+// end. A window whose end the Parked page was given in the future (to=, the end of the day)
+// must be fixed no later than now too: otherwise an intent parked after the plan was shown is
+// re-driven by the round, and a round sent again re-drives an intent parked again since.
+func TestARedriveByQueryActsOnlyOnIntentsParkedBeforeItsPlanWhateverTheWindowsEnd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now()
+	e.park("shop", "evt_outage", "email", "permanent: 503 relay down", now.Add(-10*time.Minute))
+	b := e.serve(nil)
+	q := url.Values{"error": {"503"}, "from": {now.Add(-time.Hour).UTC().Format(time.RFC3339)}, "to": {now.Add(24 * time.Hour).UTC().Format(time.RFC3339)}}
+	first := bulkForm(b.get("/parked?" + q.Encode()))
+	if first == nil {
+		t.Fatal("the Parked page offers no redrive of every matching intent")
+	}
+	plan := b.post("/redrive/query", first)
+	mustContain(t, plan, `id="remaining">1<`)
+	round := bulkForm(plan)
+	if round == nil {
+		t.Fatalf("the plan offers no round:\n%s", plan.Body)
+	}
+
+	time.Sleep(5 * time.Millisecond)
+	e.park("shop", "evt_later", "email", "permanent: 503 relay down", time.Now()) // parked after the plan was shown
+	if r := b.post("/redrive/query", round); r.Status != http.StatusOK {
+		t.Fatalf("the round: %d\n%s", r.Status, r.Body)
+	}
+	if got := e.statuses([]string{"evt_outage"}); got[dedup.IntentPending] != 1 {
+		t.Fatalf("the round did not re-drive the intent its plan counted: %v", got)
+	}
+	if got := e.statuses([]string{"evt_later"}); got[dedup.IntentParked] != 1 {
+		t.Errorf("the round re-drove an intent parked after its plan was shown: %v", got)
+	}
+
+	time.Sleep(5 * time.Millisecond)
+	e.park("shop", "evt_outage", "email", "permanent: 503 relay down", time.Now()) // re-driven, then parked again
+	b.post("/redrive/query", round)                                                // the round sent again
+	if got := e.statuses([]string{"evt_outage"}); got[dedup.IntentParked] != 1 {
+		t.Errorf("the round sent again re-drove an intent parked again since: %v", got)
+	}
+}
