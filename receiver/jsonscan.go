@@ -4,18 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/bits"
 	"strings"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The receiver reads a few values from bodies that can be large, and must refuse bodies that
 // are not JSON. encoding/json's check followed by a walk per value cost most of the hot path,
-// so one recursive-descent pass both validates and picks up the values at paths compiled in
-// advance. FuzzValidJSON and FuzzLookupJSON hold its verdicts to encoding/json's.
-
-// maxDepth is encoding/json's nesting limit.
-const maxDepth = 10000
+// so one pass of jsontext's decoder both validates and picks up the values at paths compiled
+// in advance: it descends by tokens only into the objects a path goes through, and reads every
+// other value whole. FuzzValidJSON and FuzzLookupJSON hold its verdicts to encoding/json's.
+// (encoding/json's own Decoder.Token was passed over: it allocates for every token.)
 
 // maxPaths is how many paths one jsonPaths can read in a pass (one bit each in a mask).
 const maxPaths = 64
@@ -54,127 +57,111 @@ func (v span) in(doc []byte) []byte {
 	return doc[v.start:v.end]
 }
 
+// v1Syntax is what encoding/json (v1) accepts and jsontext refuses by default: repeated
+// names (the last wins) and invalid UTF-8 in strings (read as U+FFFD).
+var v1Syntax = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// decoder is a jsontext.Decoder with the reader it reads doc through: a bytes.Buffer, which
+// it reads in place rather than copying. Pooled: the pair is 352 bytes, and Reset keeps the
+// decoder's stack of open objects and arrays.
+type decoder struct {
+	src bytes.Buffer
+	dec jsontext.Decoder
+}
+
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
 // scan reports whether doc is exactly one valid JSON object (encoding/json's verdict) and sets
 // vals[p] to where the value at path p lies, or nowhere. A repeated key's last value wins.
 func (ps jsonPaths) scan(doc []byte, vals []span) bool {
 	clear(vals[:len(ps)])
-	s := scanner{doc: doc, paths: ps, vals: vals}
-	i := skipSpace(doc, 0)
-	if i >= len(doc) || doc[i] != '{' {
-		return false
+	d := decoders.Get().(*decoder)
+	d.src = *bytes.NewBuffer(doc)
+	d.dec.Reset(&d.src, v1Syntax...)
+	s := scanner{paths: ps, vals: vals}
+	ok := d.dec.PeekKind() == '{'
+	if ok {
+		_, err := s.deeper(&d.dec, uint64(1)<<len(ps)-1, 0)
+		ok = err == nil
 	}
-	end, ok := s.value(i, 0, uint64(1)<<len(ps)-1, 0)
-	return ok && skipSpace(doc, end) == len(doc)
+	if ok {
+		_, err := d.dec.ReadToken()
+		ok = err == io.EOF // nothing but space after the object
+	}
+	// The pooled decoder must not keep the document.
+	d.src = bytes.Buffer{}
+	d.dec.Reset(&d.src)
+	decoders.Put(d)
+	return ok
 }
 
-// scanner is one pass of scan. mask, in value, holds the paths whose first kd keys lead to the
-// value being checked; a value outside every path is checked with mask 0.
+// scanner is one pass of scan. mask, in deeper and member, holds the paths whose first kd keys
+// lead to the value being read. The decoder is passed beside it, not held: escape analysis
+// would have what the decoder's methods leak take vals (often the caller's array) with it.
 type scanner struct {
-	doc   []byte
 	paths jsonPaths
 	vals  []span
 }
 
-// value checks the value that starts at i and returns the index after it.
-func (s *scanner) value(i, depth int, mask uint64, kd int) (int, bool) {
-	doc := s.doc
-	if i >= len(doc) {
-		return i, false
+// deeper reads the value the decoder is at, for the paths of mask that go on into it: an
+// object is read member by member, anything else (where they find nothing) whole. It returns
+// where the value lies.
+func (s *scanner) deeper(dec *jsontext.Decoder, mask uint64, kd int) (span, error) {
+	if mask == 0 || dec.PeekKind() != '{' {
+		return whole(dec)
 	}
-	switch c := doc[i]; {
-	case c == '{':
-		if depth >= maxDepth {
-			return i, false
-		}
-		i = skipSpace(doc, i+1)
-		if i < len(doc) && doc[i] == '}' {
-			return i + 1, true
-		}
-		for {
-			if i >= len(doc) || doc[i] != '"' {
-				return i, false
-			}
-			keyStart := i
-			var ok bool
-			if i, ok = validString(doc, i); !ok {
-				return i, false
-			}
-			var leaf, deeper uint64
-			if mask != 0 {
-				leaf, deeper = s.match(mask, kd, doc[keyStart:i])
-				// A repeated key replaces the object an earlier one held, and what was found in it.
-				for m := deeper; m != 0; m &= m - 1 {
-					s.vals[bits.TrailingZeros64(m)] = span{}
-				}
-			}
-			i = skipSpace(doc, i)
-			if i >= len(doc) || doc[i] != ':' {
-				return i, false
-			}
-			start := skipSpace(doc, i+1)
-			if i, ok = s.value(start, depth+1, deeper, kd+1); !ok {
-				return i, false
-			}
-			for m := leaf; m != 0; m &= m - 1 {
-				s.vals[bits.TrailingZeros64(m)] = span{start, i}
-			}
-			i = skipSpace(doc, i)
-			if i >= len(doc) {
-				return i, false
-			}
-			if doc[i] == '}' {
-				return i + 1, true
-			}
-			if doc[i] != ',' {
-				return i, false
-			}
-			i = skipSpace(doc, i+1)
-		}
-	case c == '[':
-		if depth >= maxDepth {
-			return i, false
-		}
-		i = skipSpace(doc, i+1)
-		if i < len(doc) && doc[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if i, ok = s.value(i, depth+1, 0, 0); !ok { // paths go through objects only
-				return i, false
-			}
-			i = skipSpace(doc, i)
-			if i >= len(doc) {
-				return i, false
-			}
-			if doc[i] == ']' {
-				return i + 1, true
-			}
-			if doc[i] != ',' {
-				return i, false
-			}
-			i = skipSpace(doc, i+1)
-		}
-	case c == '"':
-		return validString(doc, i)
-	case c == '-' || c >= '0' && c <= '9':
-		return validNumber(doc, i)
-	case c == 't':
-		return literal(doc, i, "true")
-	case c == 'f':
-		return literal(doc, i, "false")
-	case c == 'n':
-		return literal(doc, i, "null")
+	if _, err := dec.ReadToken(); err != nil {
+		return span{}, err
 	}
-	return i, false
+	start := int(dec.InputOffset()) - 1
+	for dec.PeekKind() != '}' {
+		if err := s.member(dec, mask, kd); err != nil {
+			return span{}, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return span{}, err
+	}
+	return span{start, int(dec.InputOffset())}, nil
 }
 
-// match splits the paths of mask whose key kd is the raw key token into those that end here
+// member reads one object member, its name at key kd of the paths of mask.
+func (s *scanner) member(dec *jsontext.Decoder, mask uint64, kd int) error {
+	name, err := dec.ReadValue() // the raw name: compared without a copy
+	if err != nil {
+		return err
+	}
+	leaf, deeper := s.match(mask, kd, name)
+	// A repeated name replaces the object an earlier one held, and what was found in it.
+	for m := deeper; m != 0; m &= m - 1 {
+		s.vals[bits.TrailingZeros64(m)] = span{}
+	}
+	v, err := s.deeper(dec, deeper, kd+1)
+	if err != nil {
+		return err
+	}
+	for m := leaf; m != 0; m &= m - 1 {
+		s.vals[bits.TrailingZeros64(m)] = v
+	}
+	return nil
+}
+
+// whole reads the next value in one piece and returns where it lies.
+func whole(dec *jsontext.Decoder) (span, error) {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return span{}, err
+	}
+	end := int(dec.InputOffset())
+	return span{end - len(v), end}, nil
+}
+
+// match splits the paths of mask whose key kd is the raw name into those that end here
 // (leaf) and those that go on into the member's value (deeper).
-func (s *scanner) match(mask uint64, kd int, rawKey []byte) (leaf, deeper uint64) {
+func (s *scanner) match(mask uint64, kd int, rawName []byte) (leaf, deeper uint64) {
 	for m := mask; m != 0; m &= m - 1 {
 		p := bits.TrailingZeros64(m)
-		if !keyEquals(rawKey, s.paths[p][kd]) {
+		if !keyEquals(rawName, s.paths[p][kd]) {
 			continue
 		}
 		if len(s.paths[p]) == kd+1 {
@@ -187,7 +174,7 @@ func (s *scanner) match(mask uint64, kd int, rawKey []byte) (leaf, deeper uint64
 }
 
 // keyEquals compares a raw JSON string token with key, decoding only when it must (escapes,
-// or invalid UTF-8, which encoding/json replaces with U+FFFD).
+// or invalid UTF-8, which encoding/json replaces with U+FFFD, as AppendUnquote does).
 func keyEquals(raw []byte, key string) bool {
 	inner := raw[1 : len(raw)-1]
 	if string(inner) == key {
@@ -196,110 +183,13 @@ func keyEquals(raw []byte, key string) bool {
 	if plain(inner) {
 		return false
 	}
-	// A copy, on this rare path: what json.Unmarshal reads escapes, and would take the document.
-	var k string
-	return json.Unmarshal(bytes.Clone(raw), &k) == nil && k == key
+	k, _ := jsontext.AppendUnquote(nil, raw) // its error only reports the invalid UTF-8 it replaced
+	return string(k) == key
 }
 
 // plain reports whether a string token's contents decode to themselves: no escapes, valid UTF-8.
 func plain(inner []byte) bool {
 	return bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner)
-}
-
-func literal(doc []byte, i int, lit string) (int, bool) {
-	if len(doc)-i >= len(lit) && string(doc[i:i+len(lit)]) == lit {
-		return i + len(lit), true
-	}
-	return i, false
-}
-
-// validString checks the string that starts at i (a '"'): no raw control characters, only
-// JSON's escapes. Like encoding/json, it does not require valid UTF-8.
-func validString(doc []byte, i int) (int, bool) {
-	for i++; i < len(doc); i++ {
-		if c := doc[i]; !special[c] {
-			continue
-		}
-		switch c := doc[i]; {
-		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return i, false
-		case c == '\\':
-			i++
-			if i >= len(doc) {
-				return i, false
-			}
-			switch doc[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(doc)-i < 5 || !isHex(doc[i+1]) || !isHex(doc[i+2]) || !isHex(doc[i+3]) || !isHex(doc[i+4]) {
-					return i, false
-				}
-				i += 4
-			default:
-				return i, false
-			}
-		}
-	}
-	return i, false
-}
-
-// special marks the bytes validString must look at: one table load per byte is the cost.
-var special = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
-
-// validNumber checks -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at i.
-func validNumber(doc []byte, i int) (int, bool) {
-	digits := func(i int) (int, bool) {
-		start := i
-		for i < len(doc) && doc[i] >= '0' && doc[i] <= '9' {
-			i++
-		}
-		return i, i > start
-	}
-	if doc[i] == '-' {
-		i++
-	}
-	if i < len(doc) && doc[i] == '0' {
-		i++
-	} else {
-		var ok bool
-		if i, ok = digits(i); !ok {
-			return i, false
-		}
-	}
-	if i < len(doc) && doc[i] == '.' {
-		var ok bool
-		if i, ok = digits(i + 1); !ok {
-			return i, false
-		}
-	}
-	if i < len(doc) && (doc[i] == 'e' || doc[i] == 'E') {
-		i++
-		if i < len(doc) && (doc[i] == '+' || doc[i] == '-') {
-			i++
-		}
-		var ok bool
-		if i, ok = digits(i); !ok {
-			return i, false
-		}
-	}
-	return i, true
-}
-
-func skipSpace(doc []byte, i int) int {
-	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // scalar returns the JSON string (decoded) or number (as written) v covers in doc; "" for

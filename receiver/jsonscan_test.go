@@ -126,7 +126,8 @@ func FuzzLookupJSON(f *testing.F) {
 
 func FuzzValidJSON(f *testing.F) {
 	for _, s := range []string{`{}`, ` {"a":[1,-0.5e+3,true,false,null,"\u00e9\n"]} `, `{"a":01}`, `{"a":1.}`, `{"a":"\x"}`,
-		`{"a":"` + "\x01" + `"}`, `{"a":[}`, `{"a" 1}`, `{"a":1,}`, `[1]`, `{"\xff":"\xfe"}`, `{"a":{"b":{"c":[[[]]]}}}`, `{"a":-}`, `{"a":1e}`} {
+		`{"a":"` + "\x01" + `"}`, `{"a":[}`, `{"a" 1}`, `{"a":1,}`, `[1]`, `{"\xff":"\xfe"}`, `{"a":{"b":{"c":[[[]]]}}}`, `{"a":-}`, `{"a":1e}`,
+		`{"a":"\ud800"}`, `{"\udc00\u0041":1}`, "\ufeff{}", `{} {}`, "{}\x00"} {
 		f.Add([]byte(s))
 	}
 	ps, _ := compilePaths("a", "a.b")
@@ -138,6 +139,37 @@ func FuzzValidJSON(f *testing.F) {
 			t.Fatalf("scan(%q) = %v; encoding/json says %v", doc, got, want)
 		}
 	})
+}
+
+// TestScanNestsAsDeepAsEncodingJSON holds the nesting limit, the decoder's, to encoding/json's.
+func TestScanNestsAsDeepAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	ps, _ := compilePaths("a")
+	for _, depth := range []int{9999, 10000, 10001} { // encoding/json's limit is 10000
+		for _, open := range []string{"[", `{"a":`} {
+			closing := map[string]string{"[": "]", `{"a":`: "}"}[open]
+			doc := []byte(`{"a":` + strings.Repeat(open, depth-1) + "1" + strings.Repeat(closing, depth-1) + "}")
+			var vals [1]span
+			if got, want := ps.scan(doc, vals[:]), json.Valid(doc); got != want || want != (depth <= 10000) {
+				t.Errorf("scan at depth %d through %s = %v; encoding/json says %v", depth, open, got, want)
+			}
+		}
+	}
+}
+
+// TestScanAllocatesNothing: the pass reads the body in place, and the caller's array of spans
+// stays on its stack.
+func TestScanAllocatesNothing(t *testing.T) {
+	ps, _ := compilePaths("type", "data.id", "data.name")
+	doc := []byte(`{"type":"t","data":{"id":"x","name":"caf\u00e9","list":[1,2,{"id":3}]}}`)
+	if n := testing.AllocsPerRun(100, func() {
+		var at [maxPaths]span
+		if !ps.scan(doc, at[:]) {
+			t.Fatal("the document is valid")
+		}
+	}); n != 0 {
+		t.Errorf("scan allocates %v times", n)
+	}
 }
 
 // BenchmarkScanJSON is the one pass over a 2 KB order body that checks it and reads the
