@@ -4,7 +4,19 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+)
+
+// Attributes that both the receiver's spans and the outbox's record, named by no
+// OpenTelemetry convention: the claim's source and event id, the outcome (the receiver's
+// commit's, the outbox's turn's), and what a span's link is (the receiver's "provider" and
+// "caller", the outbox's "invocation"). Each package's own are its own.
+const (
+	AttrSource  = attribute.Key("oncehook.source")
+	AttrEventID = attribute.Key("oncehook.event_id")
+	AttrOutcome = attribute.Key("oncehook.outcome")
+	AttrLink    = attribute.Key("oncehook.link")
 )
 
 // attrTrace is the claim's trace context: the span that committed it, so that the outbox's

@@ -39,22 +39,19 @@ const (
 	SpanSweepClaim = "sweep claim"
 )
 
-// Attributes of the outbox's spans that no OpenTelemetry convention names.
+// Attributes of the outbox's spans that no OpenTelemetry convention names. Those it shares
+// with the receiver's are dedup's (AttrSource, AttrEventID, AttrOutcome, and AttrLink: a
+// link is "invocation" for the span that ran the intent, a stream batch's, a wake-up's or a
+// sweep's, when the intent's own parent is its claim's commit).
 const (
-	AttrSource     = attribute.Key("oncehook.source")
-	AttrEventID    = attribute.Key("oncehook.event_id")
 	AttrIntent     = attribute.Key("oncehook.intent")
 	AttrTarget     = attribute.Key("oncehook.target")
 	AttrAttempt    = attribute.Key("oncehook.attempt")
-	AttrOutcome    = attribute.Key("oncehook.outcome")
 	AttrLease      = attribute.Key("oncehook.lease")  // taken, busy or stranded
 	AttrStatus     = attribute.Key("oncehook.status") // what a finish recorded: done, pending or parked
 	AttrAtMostOnce = attribute.Key("oncehook.at_most_once")
 	AttrSent       = attribute.Key("oncehook.sent")
 	AttrHeld       = attribute.Key("oncehook.held") // why a target's limit held the intent back
-	// AttrLink says what a link is: "invocation" for the span that ran the intent (a stream
-	// batch's, a wake-up's, a sweep's) when the intent's own parent is its claim's commit.
-	AttrLink = attribute.Key("oncehook.link")
 )
 
 // newTracer is the worker's one tracer: the provider's, or a no-op one's (tracing off). Names
@@ -85,7 +82,7 @@ func claimContext(ctx context.Context, claim *dedup.Claim) (context.Context, []t
 	}
 	var links []trace.Link
 	if cur.IsValid() {
-		links = []trace.Link{{SpanContext: cur, Attributes: []attribute.KeyValue{AttrLink.String("invocation")}}}
+		links = []trace.Link{{SpanContext: cur, Attributes: []attribute.KeyValue{dedup.AttrLink.String("invocation")}}}
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, stored), links
 }
@@ -122,7 +119,7 @@ func (w *Worker) startInClaim(ctx context.Context, claim *dedup.Claim, name stri
 	for _, l := range links {
 		span.AddLink(l)
 	}
-	span.SetAttributes(AttrSource.String(claim.Source), AttrEventID.String(claim.EventID))
+	span.SetAttributes(dedup.AttrSource.String(claim.Source), dedup.AttrEventID.String(claim.EventID))
 	return sctx, span
 }
 
@@ -132,7 +129,7 @@ func endIntent(span trace.Span, outcome string, err error) {
 		span.End()
 		return
 	}
-	span.SetAttributes(AttrOutcome.String(outcome))
+	span.SetAttributes(dedup.AttrOutcome.String(outcome))
 	var held *heldError
 	if errors.As(err, &held) {
 		// Not a failure: held back unleased, no attempt spent, as a busy intent is not one.

@@ -148,7 +148,7 @@ func TestTheOutboxsSpansContinueTheReceiversTrace(t *testing.T) {
 		t.Fatalf("intent links %+v: want the invocation", l)
 	}
 	a := spanAttrs(intent)
-	if a[outbox.AttrOutcome].AsString() != outbox.OutcomeDone || a[outbox.AttrAttempt].AsInt64() != 1 ||
+	if a[dedup.AttrOutcome].AsString() != outbox.OutcomeDone || a[outbox.AttrAttempt].AsInt64() != 1 ||
 		a["messaging.message.id"].AsString() != "shop:evt_tr_1:email.send" || intent.SpanKind() != trace.SpanKindConsumer {
 		t.Fatalf("intent span %v %v", intent.SpanKind(), a)
 	}
@@ -658,7 +658,7 @@ func TestAHeldIntentIsNoErrorSpan(t *testing.T) {
 	}
 	held := 0
 	for _, s := range spansNamed(rec, outbox.SpanIntent+" ") {
-		if spanAttrs(s)[outbox.AttrOutcome].AsString() != outbox.OutcomeHeld {
+		if spanAttrs(s)[dedup.AttrOutcome].AsString() != outbox.OutcomeHeld {
 			continue
 		}
 		held++
@@ -684,7 +684,7 @@ func TestAHeldIntentIsNoErrorSpan(t *testing.T) {
 		t.Logf("reference: %v", err)
 	}
 	for _, s := range spansNamed(rec2, outbox.SpanIntent+" ") {
-		if spanAttrs(s)[outbox.AttrOutcome].AsString() == outbox.OutcomeBusy && s.Status().Code == codes.Error {
+		if spanAttrs(s)[dedup.AttrOutcome].AsString() == outbox.OutcomeBusy && s.Status().Code == codes.Error {
 			t.Fatalf("reference: a busy intent's span is in error")
 		}
 	}
@@ -755,7 +755,7 @@ func TestASweptClaimHandedOffIsNoErrorSpan(t *testing.T) {
 	for _, s := range claims {
 		if s.Status().Code == codes.Error {
 			t.Errorf("%s (%s): deferred and handed off (report: Deferred %d, HandedOff %d, Failures %d), and its span is in error: %q",
-				s.Name(), spanAttrs(s)[outbox.AttrEventID].AsString(), rep.Deferred, rep.HandedOff, rep.Failures, s.Status().Description)
+				s.Name(), spanAttrs(s)[dedup.AttrEventID].AsString(), rep.Deferred, rep.HandedOff, rep.Failures, s.Status().Description)
 		}
 	}
 }

@@ -27,21 +27,18 @@ const (
 	SpanCommit   = "commit"
 )
 
-// Attributes of the receiver's spans that no OpenTelemetry convention names.
+// Attributes of the receiver's spans that no OpenTelemetry convention names. Those it shares
+// with the outbox's are dedup's (AttrSource, AttrEventID, AttrOutcome, and AttrLink: a
+// delivery span's link is "provider" for the provider's traceparent, "caller" for a span the
+// handler's context already had).
 const (
-	AttrSource        = attribute.Key("oncehook.source")
-	AttrEventID       = attribute.Key("oncehook.event_id")
 	AttrEventType     = attribute.Key("oncehook.event_type")
 	AttrDeliveryID    = attribute.Key("oncehook.delivery_id")
-	AttrOutcome       = attribute.Key("oncehook.outcome")
 	AttrDynamoDBCalls = attribute.Key("oncehook.dynamodb.calls")
 	AttrErrorKind     = attribute.Key("oncehook.error_kind")
 	AttrEffects       = attribute.Key("oncehook.plan.effects")
 	AttrIntents       = attribute.Key("oncehook.plan.intents")
 	AttrEvents        = attribute.Key("oncehook.batch.events")
-	// AttrLink says what a link of the delivery span is: "provider" for the provider's
-	// traceparent, "caller" for a span the handler's context already had.
-	AttrLink = attribute.Key("oncehook.link")
 )
 
 // route is the receiver's route, as the delivery span names it.
@@ -72,10 +69,10 @@ func (h *Handler) startDelivery(ctx context.Context, req *request) (context.Cont
 		return ctx, s
 	}
 	if caller.IsValid() {
-		s.AddLink(trace.Link{SpanContext: caller, Attributes: []attribute.KeyValue{AttrLink.String("caller")}})
+		s.AddLink(trace.Link{SpanContext: caller, Attributes: []attribute.KeyValue{dedup.AttrLink.String("caller")}})
 	}
 	if sc, ok := parseTraceparent(req.header.Get("Traceparent")); ok {
-		s.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("provider")}})
+		s.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{dedup.AttrLink.String("provider")}})
 	}
 	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute(route), semconv.URLScheme("https")}
 	if method.Valid() { // another method is the sender's text: named only by kind (HTTP conventions)
@@ -97,15 +94,15 @@ func endDelivery(s trace.Span, d *delivery) {
 		s.End()
 		return
 	}
-	attrs := []attribute.KeyValue{semconv.HTTPResponseStatusCode(d.resp.status), AttrSource.String(d.source)}
+	attrs := []attribute.KeyValue{semconv.HTTPResponseStatusCode(d.resp.status), dedup.AttrSource.String(d.source)}
 	if d.event.ID != "" {
-		attrs = append(attrs, AttrEventID.String(d.event.ID), AttrEventType.String(d.event.Type))
+		attrs = append(attrs, dedup.AttrEventID.String(d.event.ID), AttrEventType.String(d.event.Type))
 		if d.event.DeliveryID != "" {
 			attrs = append(attrs, AttrDeliveryID.String(d.event.DeliveryID))
 		}
 	}
 	if d.committed && !d.batch {
-		attrs = append(attrs, AttrOutcome.String(d.one[0].result.Outcome.String()), AttrDynamoDBCalls.Int(d.one[0].result.Calls))
+		attrs = append(attrs, dedup.AttrOutcome.String(d.one[0].result.Outcome.String()), AttrDynamoDBCalls.Int(d.one[0].result.Calls))
 	}
 	if d.batch {
 		attrs = append(attrs, AttrEvents.Int(len(d.evs.events)), AttrDynamoDBCalls.Int(d.evs.calls))
@@ -199,7 +196,7 @@ func (d *delivery) commitAttrs(n int) []attribute.KeyValue {
 	e := &d.one[0]
 	attrs := []attribute.KeyValue{AttrDynamoDBCalls.Int(e.result.Calls), AttrEffects.Int(len(e.plan.Effects)), AttrIntents.Int(len(e.plan.Intents))}
 	if res := e.result; res.Outcome != 0 {
-		attrs = append(attrs, AttrOutcome.String(res.Outcome.String()))
+		attrs = append(attrs, dedup.AttrOutcome.String(res.Outcome.String()))
 	}
 	return attrs
 }

@@ -84,7 +84,7 @@ func TestADeliveryIsOneTraceOfItsSteps(t *testing.T) {
 	}
 	a := attrs(root)
 	for k, want := range map[attribute.Key]string{"http.request.method": "POST", "http.route": "/hooks/{source}", "faas.trigger": "http",
-		receiver.AttrSource: "stripe", receiver.AttrEventID: "evt_tr_1", receiver.AttrEventType: "order.paid", receiver.AttrOutcome: "accepted"} {
+		dedup.AttrSource: "stripe", dedup.AttrEventID: "evt_tr_1", receiver.AttrEventType: "order.paid", dedup.AttrOutcome: "accepted"} {
 		if got := a[k].Emit(); got != want {
 			t.Errorf("delivery span %s = %q, want %q", k, got, want)
 		}
@@ -99,7 +99,7 @@ func TestADeliveryIsOneTraceOfItsSteps(t *testing.T) {
 		}
 	}
 	commit := attrs(spans[receiver.SpanCommit])
-	if commit[receiver.AttrOutcome].AsString() != "accepted" || commit[receiver.AttrDynamoDBCalls].AsInt64() != 1 ||
+	if commit[dedup.AttrOutcome].AsString() != "accepted" || commit[receiver.AttrDynamoDBCalls].AsInt64() != 1 ||
 		commit[receiver.AttrEffects].AsInt64() != 1 || commit[receiver.AttrIntents].AsInt64() != 1 {
 		t.Errorf("commit span attributes %v", commit)
 	}
@@ -113,8 +113,8 @@ func TestADeliveryIsOneTraceOfItsSteps(t *testing.T) {
 		t.Fatalf("the second delivery: %d %s", r.StatusCode, r.Body)
 	}
 	dup := byName(t, rec2.Ended())[receiver.SpanDelivery]
-	if dup.SpanContext().TraceID() == root.SpanContext().TraceID() || attrs(dup)[receiver.AttrOutcome].AsString() != "duplicate" {
-		t.Fatalf("duplicate: trace %s, outcome %v: want a trace of its own, outcome duplicate", dup.SpanContext().TraceID(), attrs(dup)[receiver.AttrOutcome])
+	if dup.SpanContext().TraceID() == root.SpanContext().TraceID() || attrs(dup)[dedup.AttrOutcome].AsString() != "duplicate" {
+		t.Fatalf("duplicate: trace %s, outcome %v: want a trace of its own, outcome duplicate", dup.SpanContext().TraceID(), attrs(dup)[dedup.AttrOutcome])
 	}
 	if again := e.claimOf("stripe", "evt_tr_1").TraceContext(); again.SpanID() != stored.SpanID() {
 		t.Fatal("a duplicate changed the claim's trace context")
@@ -138,7 +138,7 @@ func TestAProvidersTraceparentIsALinkNeverTheParent(t *testing.T) {
 	}
 	links := root.Links()
 	if len(links) != 1 || links[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" ||
-		links[0].SpanContext.SpanID().String() != "00f067aa0ba902b7" || links[0].Attributes[0] != receiver.AttrLink.String("provider") {
+		links[0].SpanContext.SpanID().String() != "00f067aa0ba902b7" || links[0].Attributes[0] != dedup.AttrLink.String("provider") {
 		t.Fatalf("links %+v: want the provider's traceparent", links)
 	}
 	if links[0].SpanContext.TraceState().Len() != 0 {
@@ -205,8 +205,8 @@ func TestAHostileTraceContextIsIgnored(t *testing.T) {
 		}
 		if len(s.Links()) > 0 {
 			linked++
-			if attrs(s)[receiver.AttrEventID].AsString() != "evt_tr_hi" {
-				t.Errorf("%s linked a malformed traceparent", attrs(s)[receiver.AttrEventID].AsString())
+			if attrs(s)[dedup.AttrEventID].AsString() != "evt_tr_hi" {
+				t.Errorf("%s linked a malformed traceparent", attrs(s)[dedup.AttrEventID].AsString())
 			}
 		}
 	}
