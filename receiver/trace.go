@@ -160,23 +160,23 @@ func endStep(s trace.Span, err error, attrs ...attribute.KeyValue) {
 	}
 	if err != nil {
 		s.SetStatus(codes.Error, err.Error())
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(err)))
+		attrs = append(attrs, errorType(err))
 	}
 	s.SetAttributes(attrs...)
 	s.End()
 }
 
-// errorType names an error's kind for error.type: its Go type, the convention's fallback.
-func errorType(err error) string {
+// errorType is an error's kind as error.type: dedup's kinds by name, any other _OTHER.
+func errorType(err error) attribute.KeyValue {
 	switch err.(type) {
 	case *dedup.InvalidError:
-		return "invalid"
+		return semconv.ErrorTypeKey.String("invalid")
 	case *dedup.LimitError:
-		return "limit"
+		return semconv.ErrorTypeKey.String("limit")
 	case *dedup.UnavailableError:
-		return "unavailable"
+		return semconv.ErrorTypeKey.String("unavailable")
 	}
-	return "_OTHER"
+	return semconv.ErrorTypeOther
 }
 
 // planAttrs describe the plan of n events on its span: a batch's count, a single event's plan.

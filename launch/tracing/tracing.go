@@ -406,8 +406,9 @@ func exportFailure(err error, shown string) string {
 }
 
 // lambdaResource describes the function from Lambda's environment; OTEL_SERVICE_NAME and
-// OTEL_RESOURCE_ATTRIBUTES win. (Not contrib's detectors/aws/lambda: it leaves out
-// cloud.platform and service.name, gives faas.max_memory in MiB, and its schema URL conflicts.)
+// OTEL_RESOURCE_ATTRIBUTES win. (Not contrib's detectors/aws/lambda: it has no owner and is to
+// be removed (opentelemetry-go-contrib#9216), has no release beside otel v1.47.0's (v0.72.0),
+// and leaves out cloud.platform and service.name.)
 func lambdaResource(ctx context.Context) (*resource.Resource, error) {
 	attrs := []attribute.KeyValue{semconv.CloudProviderAWS, semconv.CloudPlatformAWSLambda}
 	if name := os.Getenv("AWS_LAMBDA_FUNCTION_NAME"); name != "" {
