@@ -80,8 +80,9 @@ demo: up
 	@$(AWS_ENV) go run ./examples/committwice
 
 vet:
-	@echo "==> gofmt and go vet"
+	@echo "==> gofmt, go mod tidy and go vet"
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@for m in $(MODULES) infra examples/storefront; do (cd $$m && GOFLAGS=-mod=mod go mod tidy -diff >/dev/null) || { echo "$$m: go.mod is not tidy (go mod tidy)"; exit 1; }; done
 	@for m in $(MODULES); do (cd $$m && go vet ./...); done
 
 # docs/hookctl.md's storm against the local stack: its downstream takes 8025, which the e2e
