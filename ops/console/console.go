@@ -21,6 +21,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -34,6 +35,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +113,10 @@ type Console struct {
 	handler http.Handler
 
 	red *redactor
+	// src is the sources file, empty without one, so that a lookup needs no nil check: a
+	// source or target it does not name (renamed, retired, or no file) is nil. cfg.Sources ==
+	// nil still says there is no file.
+	src *sources.File
 	// strongToken: Token guards the console from other machines (StrongToken); without it
 	// the console answers this machine only.
 	strongToken bool
@@ -150,8 +156,8 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Operator == "" {
 		cfg.Operator = "console"
 	}
-	if err := dedup.ValidRedrivenBy(cfg.Operator); err != nil {
-		return nil, &dedup.InvalidError{Field: "Operator", Reason: strings.TrimPrefix(err.Error(), "dedup: redriven_by ")}
+	if err := dedup.Printable(cfg.Operator, dedup.MaxRedrivenBy); err != nil {
+		return nil, &dedup.InvalidError{Field: "Operator", Reason: err.Error()}
 	}
 	if cfg.MaxIndexReads == 0 {
 		cfg.MaxIndexReads = 500
@@ -167,8 +173,9 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	src := cmp.Or(cfg.Sources, &sources.File{})
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
-		red: newRedactor(cfg.Sources), strongToken: StrongToken(cfg.Token)}
+		red: newRedactor(src), src: src, strongToken: StrongToken(cfg.Token)}
 	rand.Read(c.key)
 	c.routes()
 	c.handler = c.guard(c.mux)
@@ -202,8 +209,11 @@ func CheckAddr(addr, token string, tls bool) error {
 }
 
 // NewToken returns a token from 32 random bytes (64 hex digits): strong (StrongToken).
-func NewToken() string {
-	b := make([]byte, 32)
+func NewToken() string { return randomHex(32) }
+
+// randomHex is n random bytes in hex: a token, a CSRF cookie, a log reference.
+func randomHex(n int) string {
+	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
@@ -260,8 +270,7 @@ var ErrNotOncehookTable = errors.New("not an oncehook table")
 // index over pending_shard. One DescribeTable call.
 func CheckTable(ctx context.Context, api API, table string) error {
 	out, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	var nf *types.ResourceNotFoundException
-	if errors.As(err, &nf) {
+	if _, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
 		return &noTableError{table}
 	}
 	if err != nil {
@@ -380,12 +389,12 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), accessKey{}, true))
 			if err := c.checkTable(r.Context()); err != nil {
 				status, detail := http.StatusBadGateway, err.Error()
-				var none *noTableError
+				_, none := errors.AsType[*noTableError](err)
 				switch {
 				case errors.Is(err, ErrNotOncehookTable):
 					status = http.StatusInternalServerError
 					fallthrough
-				case errors.As(err, &none):
+				case none:
 					c.cfg.Logger.Error("console: table check", "error", err)
 				default: // DescribeTable's own error names the account: logged, not shown
 					detail = c.logged(r, "describing table "+c.cfg.Table, err) + "."
@@ -458,12 +467,8 @@ func unreadableQuery(raw string) (string, bool) {
 // proxied reports whether r was relayed by a proxy that says so: its peer is the proxy, on
 // loopback when the proxy runs on this machine, whoever the proxy's client is.
 func proxied(r *http.Request) bool {
-	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip", "Via"} {
-		if r.Header.Get(h) != "" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip", "Via"},
+		func(h string) bool { return r.Header.Get(h) != "" })
 }
 
 // accessKey marks, in a request's context, a request that passed the access checks.
@@ -505,20 +510,16 @@ func (c *Console) authorized(r *http.Request) int {
 // signs into it (a copied cookie stops working then too).
 const loginFor = 12 * time.Hour
 
-// loginValue is the login cookie's value: its end (Unix seconds) and an HMAC of the token and
-// that end under the console's key.
-func (c *Console) loginValue() string {
-	end := strconv.FormatInt(c.cfg.Now().Add(loginFor).Unix(), 10)
+// loginValue is the login cookie's value for a sign-in ending at end (Unix seconds): the end,
+// and an HMAC of the token and that end under the console's key.
+func (c *Console) loginValue(end string) string {
 	return end + "." + c.sign("login", c.cfg.Token+"\x00"+end)
 }
 
 func (c *Console) loginValid(v string) bool {
-	end, mac, ok := strings.Cut(v, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(c.sign("login", c.cfg.Token+"\x00"+end))) {
-		return false
-	}
+	end, _, _ := strings.Cut(v, ".")
 	n, err := strconv.ParseInt(end, 10, 64)
-	return err == nil && c.cfg.Now().Unix() < n
+	return hmac.Equal([]byte(v), []byte(c.loginValue(end))) && err == nil && c.cfg.Now().Unix() < n
 }
 
 // guess compares a presented token with the console's, within the bound on guesses: only a
@@ -551,12 +552,17 @@ func (c *Console) tooManyGuesses(w http.ResponseWriter, r *http.Request) error {
 func (c *Console) csrf(w http.ResponseWriter, r *http.Request) string {
 	v := csrfValue(r)
 	if v == "" {
-		b := make([]byte, 16)
-		rand.Read(b)
-		v = hex.EncodeToString(b)
-		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		v = randomHex(16)
+		setCookie(w, r, csrfCookie, v, 0)
 	}
 	return c.sign("csrf", v)
+}
+
+// setCookie sets one of the console's cookies: for its pages only (HttpOnly), never sent by
+// another site's request (SameSite strict), only over TLS when it is served so.
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 }
 
 func (c *Console) csrfOK(r *http.Request) bool {

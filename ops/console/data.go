@@ -204,10 +204,8 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 	}
 	now := c.cfg.Now().UnixMilli()
 	by := map[string]*targetLoad{}
-	if c.cfg.Sources != nil {
-		for name := range c.cfg.Sources.Targets {
-			by[name] = &targetLoad{Target: name}
-		}
+	for name := range c.src.Targets {
+		by[name] = &targetLoad{Target: name}
 	}
 	for _, cl := range cls {
 		since := time.UnixMilli(cl.PendingSince)
@@ -425,12 +423,10 @@ func (c *Console) getItem(ctx context.Context, pk, sk string, consistent bool) (
 // of the sources file.
 func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, error) {
 	names := []string{""}
-	if c.cfg.Sources != nil {
-		for _, name := range slices.Sorted(maps.Keys(c.cfg.Sources.Tables)) {
-			// A bound table not bound here has no name ("" would read as oncehook's own).
-			if t := c.cfg.Sources.Tables[name]; t.Audit && t.PhysicalName(name) != "" {
-				names = append(names, t.PhysicalName(name))
-			}
+	for _, name := range slices.Sorted(maps.Keys(c.src.Tables)) {
+		// A bound table not bound here has no name ("" would read as oncehook's own).
+		if t := c.src.Tables[name]; t.Audit && t.PhysicalName(name) != "" {
+			names = append(names, t.PhysicalName(name))
 		}
 	}
 	var out []*dedup.AuditRecord
@@ -524,15 +520,13 @@ var errThrottled = errors.New("the table is throttling reads: keys left unproces
 func (c *Console) writers(r *http.Request, key string) (pks, notes []string, err error) {
 	type table struct{ label, name, pk string }
 	tables := []table{{"oncehook's table", c.cfg.Table, dedup.PartitionKey}}
-	if c.cfg.Sources != nil {
-		for _, name := range slices.Sorted(maps.Keys(c.cfg.Sources.Tables)) {
-			t := c.cfg.Sources.Tables[name]
-			if t.PhysicalName(name) == "" {
-				notes = append(notes, "table "+name+" is bound: its name is not in the sources file, so it was not searched")
-				continue
-			}
-			tables = append(tables, table{"table " + name, t.PhysicalName(name), t.PartitionKey})
+	for _, name := range slices.Sorted(maps.Keys(c.src.Tables)) {
+		t := c.src.Tables[name]
+		if t.PhysicalName(name) == "" {
+			notes = append(notes, "table "+name+" is bound: its name is not in the sources file, so it was not searched")
+			continue
 		}
+		tables = append(tables, table{"table " + name, t.PhysicalName(name), t.PartitionKey})
 	}
 	left := c.cfg.MaxIndexReads
 	for i, t := range tables {

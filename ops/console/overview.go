@@ -54,7 +54,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 		failureOf(byTarget, l.Target)
 		if l.Paused != nil {
 			v.Paused = append(v.Paused, l)
-		} else if c.target(l.Target) != nil {
+		} else if c.src.Targets[l.Target] != nil {
 			v.Pausable = append(v.Pausable, l.Target)
 		}
 	}
@@ -80,7 +80,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 // metricCharts: per source and per target, the last hour and the last day, from Metrics; and
 // each target's failed attempts (retried and parked) in failed, exact.
 func (c *Console) metricCharts(r *http.Request, targets []string, failed map[string]*failureRow) ([]chart, error) {
-	srcs := c.sourceNames()
+	srcs := c.src.Names()
 	var qs []MetricQuery
 	for _, s := range srcs {
 		for _, m := range []string{"Accepted", "Duplicate", "ReplayRefused", "Failed", "Unavailable"} {
@@ -134,7 +134,7 @@ func (c *Console) indexSourceChart(cls []*dedup.Claim) chart {
 	now := c.cfg.Now()
 	counts := map[string][]float64{}
 	var order []string
-	for _, s := range c.sourceNames() {
+	for _, s := range c.src.Names() {
 		counts[s] = make([]float64, 3)
 		order = append(order, s)
 	}
@@ -165,7 +165,7 @@ func (c *Console) failures(cls []*dedup.Claim) (bySource, byTarget map[string]*f
 	now := c.cfg.Now()
 	hour, day := now.Add(-time.Hour).UnixMilli(), now.Add(-24*time.Hour).UnixMilli()
 	bySource, byTarget = map[string]*failureRow{}, map[string]*failureRow{}
-	for _, s := range c.sourceNames() {
+	for _, s := range c.src.Names() {
 		failureOf(bySource, s)
 	}
 	for _, cl := range cls {

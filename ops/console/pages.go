@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
@@ -47,7 +46,6 @@ var templates = func() map[string]*template.Template {
 			s, id, _ := splitClaimPK(pk)
 			return []string{s, id}
 		},
-		"quote":  strconv.Quote,
 		"millis": time.UnixMilli,
 		"kept":   func() int { return dedup.HistoryLength },
 		"dash": func(s string) string {
@@ -176,7 +174,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		p.ReadOnly = c.cfg.ReadOnly
 		p.Payloads = c.cfg.ShowPayloads
 		p.Table = c.cfg.Table
-		p.Sources = c.sourceNames()
+		p.Sources = c.src.Names()
 	} else {
 		p.Public = true
 	}
@@ -202,42 +200,15 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, title
 // what failed, the AWS error code when there is one, and the reference. Never the error's
 // text: it names the account, the IAM identity and the request id.
 func (c *Console) logged(r *http.Request, what string, err error) string {
-	var b [4]byte
-	rand.Read(b[:])
-	ref := hex.EncodeToString(b[:])
+	ref := randomHex(4)
 	c.cfg.Logger.Error("console: "+what, "error", err, "ref", ref, "path", r.URL.Path)
 	out := what + " failed"
-	var api smithy.APIError
-	switch {
-	case errors.As(err, &api):
+	if api, ok := errors.AsType[smithy.APIError](err); ok {
 		out += " (" + api.ErrorCode() + ")"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	} else if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		out += " (cancelled, or out of time)"
 	}
 	return out + "; the console's log has the details, reference " + ref
-}
-
-func (c *Console) sourceNames() []string {
-	if c.cfg.Sources == nil {
-		return nil
-	}
-	return c.cfg.Sources.Names()
-}
-
-// source and target are what the sources file says of a source or a target: nil without the
-// file (hookctl console without -sources), or for a name it does not have (renamed, retired).
-func (c *Console) source(name string) *sources.Source {
-	if c.cfg.Sources == nil {
-		return nil
-	}
-	return c.cfg.Sources.Sources[name]
-}
-
-func (c *Console) target(name string) *sources.Target {
-	if c.cfg.Sources == nil {
-		return nil
-	}
-	return c.cfg.Sources.Targets[name]
 }
 
 // eventURL is an event page's address: /events/{source}/{id}, the id path-escaped ('/' too).
@@ -315,8 +286,8 @@ func (c *Console) checkSource(source string) error {
 		return failure(http.StatusBadRequest, "Not a source name", fmt.Sprintf("source %s: a source is 1 to %d characters of a-z, 0-9, - and _.", strconv.Quote(source), dedup.MaxSourceLen))
 	}
 	if c.cfg.Sources != nil {
-		if _, ok := c.cfg.Sources.Sources[source]; !ok {
-			return failure(http.StatusNotFound, "Unknown source", fmt.Sprintf("source %s is not in the sources file; it names %s.", strconv.Quote(source), strings.Join(c.sourceNames(), ", ")))
+		if _, ok := c.src.Sources[source]; !ok {
+			return failure(http.StatusNotFound, "Unknown source", fmt.Sprintf("source %s is not in the sources file; it names %s.", strconv.Quote(source), strings.Join(c.src.Names(), ", ")))
 		}
 	}
 	return nil
@@ -360,7 +331,7 @@ func (c *Console) windowOf(r *http.Request) (window, error) {
 // <that header's value>:<id>, a key lookup once the scope is given (the console never scans
 // the table for it). "" otherwise, and without a sources file.
 func (c *Console) scopeHint(source, id string) string {
-	s := c.source(source)
+	s := c.src.Sources[source]
 	if s == nil || s.EventID == nil || s.EventID.ScopeHeader == "" || strings.Contains(id, ":") {
 		return ""
 	}
@@ -378,8 +349,7 @@ func checkID(id string) error {
 		return nil
 	}
 	reason := err.Error()
-	var inv *dedup.InvalidError
-	if errors.As(err, &inv) {
+	if inv, ok := errors.AsType[*dedup.InvalidError](err); ok {
 		reason = inv.Field + " " + inv.Reason
 	}
 	return failure(http.StatusBadRequest, "Not an event id", fmt.Sprintf("%s (got %s).", reason, strconv.Quote(clip(id, 80))))
@@ -461,14 +431,14 @@ func (c *Console) searchSources(w http.ResponseWriter, r *http.Request, id strin
 	if c.cfg.Sources == nil {
 		return failure(http.StatusBadRequest, "Which source?", "Without the sources file the console cannot try every source: name the source too.")
 	}
-	found, err := c.claimsOf(r.Context(), c.sourceNames(), id)
+	found, err := c.claimsOf(r.Context(), c.src.Names(), id)
 	if err != nil {
 		return awsErr("reading the claim", err)
 	}
 	switch len(found) {
 	case 0:
 		var hints []string
-		for _, s := range c.sourceNames() {
+		for _, s := range c.src.Names() {
 			if h := c.scopeHint(s, id); h != "" {
 				hints = append(hints, h)
 			}
@@ -510,7 +480,7 @@ func (c *Console) claimsOf(ctx context.Context, sources []string, id string) (fo
 func (c *Console) claimed(ctx context.Context, source, id string) bool {
 	names := []string{source}
 	if source == "" {
-		names = c.sourceNames()
+		names = c.src.Names()
 	}
 	found, _ := c.claimsOf(ctx, names, id)
 	return len(found) > 0
@@ -627,7 +597,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 	if v.Guard, err = c.bodyGuard(ctx, cl); err != nil {
 		return awsErr("reading the body guard", err)
 	}
-	if s := c.source(source); s != nil && v.Guard == nil {
+	if s := c.src.Sources[source]; s != nil && v.Guard == nil {
 		v.Guarded = s.Guarded()
 	}
 	for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
@@ -691,7 +661,7 @@ func (c *Console) intentView(cl *dedup.Claim, name string) intentView {
 // targetKind is a target's type and delivery from the sources file: never its URL, ARN or
 // headers.
 func (c *Console) targetKind(target string) string {
-	t := c.target(target)
+	t := c.src.Targets[target]
 	if t == nil {
 		return ""
 	}
@@ -786,8 +756,8 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request, token string) e
 	case guessWrong:
 		return c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Detail: "That is not the console's token."})
 	}
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: c.loginValue(), Path: "/", MaxAge: int(loginFor / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	end := strconv.FormatInt(c.cfg.Now().Add(loginFor).Unix(), 10)
+	setCookie(w, r, loginCookie, c.loginValue(end), int(loginFor/time.Second))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 	return nil
 }

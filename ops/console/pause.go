@@ -71,7 +71,7 @@ func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) error {
 	if err := show(); err != nil {
 		return awsErr("reading the paused targets", err)
 	}
-	if c.target(v.Target) == nil && !(v.Resume && v.Now != nil) {
+	if c.src.Targets[v.Target] == nil && !(v.Resume && v.Now != nil) {
 		return failure(http.StatusBadRequest, "Not a target", "target "+strconv.Quote(clip(v.Target, 120))+
 			" is not in the sources file: the console pauses only a target the deployment calls.")
 	}

@@ -34,16 +34,10 @@ var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
 type redactor struct{ formSet }
 
 func newRedactor(f *sources.File) *redactor {
-	x := &redactor{}
-	if f == nil {
-		return x
-	}
 	var pieces []string
 	for _, name := range slices.Sorted(maps.Keys(f.Targets)) {
 		t := f.Targets[name]
-		if t.URL != "" {
-			pieces = append(pieces, urlSecrets(t.URL)...)
-		}
+		pieces = append(pieces, urlSecrets(t.URL)...)
 		for _, v := range t.Headers {
 			if secretLike(v) {
 				pieces = append(pieces, v)
@@ -53,8 +47,7 @@ func newRedactor(f *sources.File) *redactor {
 			}
 		}
 	}
-	x.formSet = compile(pieces)
-	return x
+	return &redactor{compile(pieces)}
 }
 
 // minSecret is the shortest text redacted as a secret, and the shortest truncated start of

@@ -71,9 +71,7 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) error {
 			v.Cautious++
 		}
 	}
-	if c.cfg.Sources != nil {
-		v.Targets = slices.Sorted(maps.Keys(c.cfg.Sources.Targets))
-	}
+	v.Targets = slices.Sorted(maps.Keys(c.src.Targets))
 	return c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
 }
 
@@ -95,7 +93,7 @@ func (c *Console) rowOf(cl *dedup.Claim, name string) intentRow {
 		ParkedAt: in.FinishedAt, LastError: c.intentError(in, in.LastError), RedrivenBy: in.RedrivenBy, RedrivenAt: in.RedrivenAt,
 		Ref: encodeRef(cl, name)}
 	row.AtMostOnce, row.MaySent = c.caution(in)
-	row.Unknown = !row.MaySent && c.target(in.Target) == nil
+	row.Unknown = !row.MaySent && c.src.Targets[in.Target] == nil
 	return row
 }
 
@@ -159,7 +157,7 @@ const maySentMarker = "at-most-once: "
 // at-most-once when the sources file says so of its target, or does not name the target: a
 // clean refusal (a 422) of an at-most-once call carries no mark of it.
 func (c *Console) caution(in dedup.ClaimIntent) (atMostOnce, maySent bool) {
-	t := c.target(in.Target)
+	t := c.src.Targets[in.Target]
 	maySent = strings.HasPrefix(strings.TrimPrefix(in.LastError, "permanent: "), maySentMarker)
 	return t == nil || t.Delivery == sources.AtMostOnce || maySent, maySent
 }
