@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -57,13 +57,9 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window,
 		Limit:                     aws.Int32(int32(limit)),
 	}
 	if w != (window{}) {
-		to := w.To
-		if to == 0 {
-			to = math.MaxInt64
-		}
 		*in.KeyConditionExpression += " AND " + dedup.IndexSortKey + " BETWEEN :from AND :to"
 		in.ExpressionAttributeValues[":from"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(w.From, 10)}
-		in.ExpressionAttributeValues[":to"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(to, 10)}
+		in.ExpressionAttributeValues[":to"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(cmp.Or(w.To, math.MaxInt64), 10)}
 	}
 	if prefix != "" {
 		in.FilterExpression = aws.String("begins_with(" + dedup.PartitionKey + ", :p)")
@@ -171,7 +167,7 @@ func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []
 		}
 		return kept, nil
 	})
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Since.After(rows[j].Since) })
+	slices.SortStableFunc(rows, func(a, b parkedRow) int { return b.Since.Compare(a.Since) })
 	return rows, complete, err
 }
 
@@ -204,8 +200,14 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 	}
 	now := c.cfg.Now().UnixMilli()
 	by := map[string]*targetLoad{}
+	row := func(name string) *targetLoad {
+		if by[name] == nil {
+			by[name] = &targetLoad{Target: name}
+		}
+		return by[name]
+	}
 	for name := range c.src.Targets {
-		by[name] = &targetLoad{Target: name}
+		row(name)
 	}
 	for _, cl := range cls {
 		since := time.UnixMilli(cl.PendingSince)
@@ -213,11 +215,7 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 			since = cl.ReceivedAt
 		}
 		for _, in := range cl.Intents {
-			t := by[in.Target]
-			if t == nil {
-				t = &targetLoad{Target: in.Target}
-				by[in.Target] = t
-			}
+			t := row(in.Target)
 			switch in.Status {
 			case dedup.IntentPending:
 				if in.NextAttemptAt > now {
@@ -239,10 +237,7 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 		}
 	}
 	for name, p := range paused {
-		if by[name] == nil {
-			by[name] = &targetLoad{Target: name}
-		}
-		by[name].Paused = &p
+		row(name).Paused = &p
 	}
 	for _, name := range slices.Sorted(maps.Keys(by)) {
 		rows = append(rows, by[name])
@@ -370,7 +365,7 @@ func (c *Console) recent(ctx context.Context, source string, w window, limit int
 	if err != nil {
 		return nil, false, time.Time{}, err
 	}
-	sort.SliceStable(keys, func(i, j int) bool { return keys[i].Since.After(keys[j].Since) })
+	slices.SortStableFunc(keys, func(a, b indexEntry) int { return b.Since.Compare(a.Since) })
 	keys = keys[:min(limit, len(keys))]
 	if complete != allRead && (len(keys) < limit || !keys[limit-1].Since.After(time.UnixMilli(complete))) {
 		partial = true
@@ -449,13 +444,9 @@ func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, e
 // unprocessed are asked again, after a pause): a pk without a claim is absent from the map.
 func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*dedup.Claim, error) {
 	out := make(map[string]*dedup.Claim, len(pks))
-	seen := map[string]bool{}
 	var keys []map[string]types.AttributeValue
-	for _, pk := range pks {
-		if !seen[pk] {
-			seen[pk] = true
-			keys = append(keys, dedup.ClaimItemKey(pk))
-		}
+	for _, pk := range slices.Compact(slices.Sorted(slices.Values(pks))) { // BatchGetItem refuses a key twice
+		keys = append(keys, dedup.ClaimItemKey(pk))
 	}
 	for len(keys) > 0 {
 		req := keys[:min(100, len(keys))]

@@ -78,12 +78,12 @@ func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) error {
 	if err := dedup.Printable(v.Why, dedup.MaxResolution); err != nil && !v.Resume {
 		return failure(http.StatusBadRequest, "Say why", "A pause records why: the reason "+err.Error()+".")
 	}
+	title, verb := "Pause ", "paused"
+	if v.Resume {
+		title, verb = "Resume ", "resumed"
+	}
 	confirm := func(status int) error {
-		title := "Pause " + v.Target + "?"
-		if v.Resume {
-			title = "Resume " + v.Target + "?"
-		}
-		return c.render(w, r, status, "pause", page{Title: title, Nav: "overview", Data: v})
+		return c.render(w, r, status, "pause", page{Title: title + v.Target + "?", Nav: "overview", Data: v})
 	}
 	if r.PostFormValue("confirm") != "yes" {
 		return confirm(http.StatusOK)
@@ -92,10 +92,6 @@ func (c *Console) pauseTarget(w http.ResponseWriter, r *http.Request) error {
 	// conditional on it, so a confirmation sent again later (a stale tab, another operator's
 	// old page) replaces or lifts no pause made since.
 	var err error
-	verb := "paused"
-	if v.Resume {
-		verb = "resumed"
-	}
 	form := r.PostFormValue("pause")
 	shown, ok := decodePause(form)
 	switch {

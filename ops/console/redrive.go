@@ -121,27 +121,28 @@ func decodeRef(v string) (ref, error) {
 	if err != nil || len(q["s"]) != 1 || len(q["e"]) != 1 || len(q["i"]) != 1 || len(q["a"]) > 1 || len(q["c"]) > 1 || len(q) > 5 {
 		return ref{}, errors.New("not an intent reference")
 	}
-	r := ref{Source: q.Get("s"), EventID: q.Get("e"), Intent: q.Get("i"), Value: v}
-	ev := dedup.Event{Source: r.Source, ID: r.EventID, Type: "x"}
-	if err := ev.Validate(); err != nil {
+	r := ref{Source: q.Get("s"), EventID: q.Get("e"), Intent: q.Get("i"), Commit: q.Get("c"), Value: v}
+	// A ref names a claim the console listed from the table: its source's syntax is checked,
+	// not whether the sources file still has it (a source renamed or retired keeps its claims,
+	// and their parked intents, for its retention).
+	if err := (&dedup.Event{Source: r.Source, ID: r.EventID, Type: "x"}).Validate(); err != nil {
 		return ref{}, err
 	}
 	if r.Intent == "" || len(r.Intent) > 256 {
 		return ref{}, errors.New("intent name is empty or too long")
 	}
-	if _, ok := q["a"]; ok {
+	hasA := q.Has("a")
+	if hasA {
 		n, err := strconv.Atoi(q.Get("a"))
 		if err != nil || n < 0 || strconv.Itoa(n) != q.Get("a") {
 			return ref{}, errors.New("the attempt count is not a number")
 		}
 		r.Attempts = n
 	}
-	if c := q.Get("c"); len(c) > 64 || strings.Trim(c, "0123456789abcdef") != "" {
+	if len(r.Commit) > 64 || strings.Trim(r.Commit, "0123456789abcdef") != "" {
 		return ref{}, errors.New("the incarnation is not a commit token")
 	}
-	r.Commit = q.Get("c")
 	// Seen only with both: the redrive's condition then names the attempt and the incarnation.
-	_, hasA := q["a"]
 	r.Seen = hasA && r.Commit != ""
 	return r, nil
 }
@@ -246,12 +247,6 @@ func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) (action, []re
 	refs := make([]ref, 0, len(values))
 	for _, v := range values {
 		rf, err := decodeRef(v)
-		// A ref names a claim the console listed from the table: its source's syntax is
-		// checked, not whether the sources file still has it (a source renamed or retired
-		// keeps its claims, and their parked intents, for its retention).
-		if err == nil {
-			err = dedup.ValidateSourceName("source", rf.Source)
-		}
 		if err != nil {
 			return act, nil, failure(http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
 		}
