@@ -30,7 +30,7 @@ type chart struct {
 	AtLeast bool
 }
 
-// svg renders c. Every text is escaped; the chart's own markup is all it contains.
+// SVG renders c. Every text is escaped; the chart's own markup is all it contains.
 func (c chart) SVG() template.HTML {
 	const width, labelW, barW, rowH, top = 640, 140, 300, 26, 34
 	total := 0.0
@@ -42,6 +42,10 @@ func (c chart) SVG() template.HTML {
 		total = max(total, sum)
 	}
 	height := top + rowH*max(len(c.Rows), 1) + 8
+	atLeast := ""
+	if c.AtLeast {
+		atLeast = "≥ "
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart" role="img" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d"><title>%s</title>`,
 		width, height, width, height, html.EscapeString(c.Title))
@@ -73,11 +77,7 @@ func (c chart) SVG() template.HTML {
 				fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%d" width="%.1f" height="18"><title>%s %s</title></rect>`, cls, x, y+2, w, html.EscapeString(name), num(v))
 			}
 			x += w
-			if c.AtLeast {
-				nums = append(nums, "≥ "+num(v))
-			} else {
-				nums = append(nums, num(v))
-			}
+			nums = append(nums, atLeast+num(v))
 		}
 		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text></g>`, labelW+barW+10, y+15, html.EscapeString(strings.Join(nums, " / ")))
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -40,10 +41,7 @@ type CloudWatch struct {
 
 // Sums implements Metrics with one period covering [start, end), statistic Sum.
 func (m *CloudWatch) Sums(ctx context.Context, start, end time.Time, qs []MetricQuery) ([]float64, error) {
-	ns := m.Namespace
-	if ns == "" {
-		ns = "oncehook"
-	}
+	ns := cmp.Or(m.Namespace, "oncehook")
 	period := max(60, int32(end.Sub(start).Round(time.Minute)/time.Second))
 	out := make([]float64, len(qs))
 	for first := 0; first < len(qs); first += 500 {

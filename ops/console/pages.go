@@ -95,10 +95,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("/audit", c.only(http.MethodGet, c.audit))
 	c.mux.HandleFunc("/login", c.only("", c.login))
 	c.mux.HandleFunc("/static/console.css", c.only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "max-age=300")
-		b, _ := files.ReadFile("static/console.css")
-		w.Write(b)
+		http.ServeFileFS(w, r, files, "static/console.css")
 		return nil
 	}))
 	c.mux.HandleFunc("/", c.only("", func(w http.ResponseWriter, r *http.Request) error {
@@ -285,10 +283,8 @@ func (c *Console) checkSource(source string) error {
 	if dedup.ValidateSourceName("source", source) != nil {
 		return failure(http.StatusBadRequest, "Not a source name", fmt.Sprintf("source %s: a source is 1 to %d characters of a-z, 0-9, - and _.", strconv.Quote(source), dedup.MaxSourceLen))
 	}
-	if c.cfg.Sources != nil {
-		if _, ok := c.src.Sources[source]; !ok {
-			return failure(http.StatusNotFound, "Unknown source", fmt.Sprintf("source %s is not in the sources file; it names %s.", strconv.Quote(source), strings.Join(c.src.Names(), ", ")))
-		}
+	if _, ok := c.src.Sources[source]; !ok && c.cfg.Sources != nil {
+		return failure(http.StatusNotFound, "Unknown source", fmt.Sprintf("source %s is not in the sources file; it names %s.", strconv.Quote(source), strings.Join(c.src.Names(), ", ")))
 	}
 	return nil
 }
