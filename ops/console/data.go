@@ -89,7 +89,7 @@ func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window,
 // MaxIndexReads index entries in all; more reports that some were left unread.
 func (c *Console) indexed(ctx context.Context, shards []string) (claims []*dedup.Claim, more bool, err error) {
 	left := c.cfg.MaxIndexReads
-	for i, shard := range shards {
+	for _, shard := range shards {
 		var start map[string]types.AttributeValue
 		for {
 			if left == 0 {
@@ -104,17 +104,10 @@ func (c *Console) indexed(ctx context.Context, shards []string) (claims []*dedup
 			if err != nil {
 				return nil, false, err
 			}
-			for _, cl := range read {
-				if cl != nil {
-					claims = append(claims, cl)
-				}
-			}
+			claims = append(claims, slices.DeleteFunc(read, func(cl *dedup.Claim) bool { return cl == nil })...)
 			if start = next; start == nil {
 				break
 			}
-		}
-		if left == 0 && i < len(shards)-1 {
-			return claims, true, nil
 		}
 	}
 	return claims, false, nil
@@ -144,12 +137,11 @@ func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []
 	if f.Source != "" {
 		prefix = dedup.ClaimKey(f.Source, "")
 	}
-	complete, err = c.newest(ctx, shards, prefix, w, 0, func(entries []indexEntry) ([]time.Time, error) {
+	_, complete, err = c.newest(ctx, shards, prefix, w, 0, func(entries []indexEntry) error {
 		read, err := c.claimsAt(ctx, entries)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		var kept []time.Time
 		for i, e := range entries {
 			cl := read[i]
 			if cl == nil {
@@ -161,11 +153,10 @@ func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []
 				}
 				if r := (parkedRow{intentRow: c.rowOf(cl, name), Since: e.Since, claim: cl}); f.match(r) {
 					rows = append(rows, r)
-					kept = append(kept, e.Since)
 				}
 			}
 		}
-		return kept, nil
+		return nil
 	})
 	slices.SortStableFunc(rows, func(a, b parkedRow) int { return b.Since.Compare(a.Since) })
 	return rows, complete, err
@@ -254,11 +245,11 @@ const (
 
 // newest reads shards newest first within w, merged, at most MaxIndexReads entries in all (as
 // DynamoDB counts what it evaluates): each shard's first few, then a few at a time of the
-// shard whose unread entries may be the newest. take gets each read's entries (those whose pk
-// starts with prefix) and returns the times of those it keeps. It stops when limit kept ones
-// (0: no limit) are newer than anything unread, every shard is read, or the bound is spent,
-// and returns complete: every entry that entered the index after it has been read.
-func (c *Console) newest(ctx context.Context, shards []string, prefix string, w window, limit int, take func([]indexEntry) ([]time.Time, error)) (complete int64, err error) {
+// shard whose unread entries may be the newest. It returns the entries read (those whose pk
+// starts with prefix), each read also given to take when set, and complete: every entry that
+// entered the index after it has been read. It stops when limit of them (0: no limit) are
+// newer than anything unread, every shard is read, or the bound is spent.
+func (c *Console) newest(ctx context.Context, shards []string, prefix string, w window, limit int, take func([]indexEntry) error) (read []indexEntry, complete int64, err error) {
 	type cursor struct {
 		shard    string
 		start    map[string]types.AttributeValue
@@ -271,19 +262,17 @@ func (c *Console) newest(ctx context.Context, shards []string, prefix string, w 
 		cursors = append(cursors, &cursor{shard: s})
 	}
 	left := c.cfg.MaxIndexReads
-	var kept []time.Time
-	read := func(cur *cursor, n int) error {
+	readOn := func(cur *cursor, n int) error {
 		entries, next, spent, err := c.shardRead(ctx, cur.shard, prefix, w, true, cur.start, n)
 		if err != nil {
 			return err
 		}
 		left = max(0, left-spent)
-		if len(entries) > 0 {
-			k, err := take(entries)
-			if err != nil {
+		read = append(read, entries...)
+		if take != nil && len(entries) > 0 {
+			if err := take(entries); err != nil {
 				return err
 			}
-			kept = append(kept, k...)
 		}
 		cur.read, cur.start = true, next
 		if next == nil {
@@ -300,8 +289,8 @@ func (c *Console) newest(ctx context.Context, shards []string, prefix string, w 
 		if left == 0 {
 			break
 		}
-		if err := read(cur, min(first, left)); err != nil {
-			return 0, err
+		if err := readOn(cur, min(first, left)); err != nil {
+			return nil, 0, err
 		}
 	}
 	for {
@@ -318,32 +307,31 @@ func (c *Console) newest(ctx context.Context, shards []string, prefix string, w 
 			}
 		}
 		if best == nil {
-			return allRead, nil // every shard read to its end
+			return read, allRead, nil // every shard read to its end
 		}
-		if !best.read {
-			if left == 0 {
-				return noneSure, nil // a shard not read at all: nothing is sure
-			}
-		} else if limit > 0 {
-			newer := 0
-			for _, t := range kept {
-				if t.After(best.frontier) {
-					newer++
-				}
-			}
-			if newer >= limit {
-				return best.frontier.UnixMilli(), nil // the newest limit are known
-			}
+		if !best.read && left == 0 {
+			return read, noneSure, nil // a shard not read at all: nothing is sure
 		}
-		if left == 0 {
-			return best.frontier.UnixMilli(), nil
+		if best.read && (left == 0 || limit > 0 && newerThan(read, best.frontier) >= limit) {
+			return read, best.frontier.UnixMilli(), nil // the bound is spent, or the newest limit are known
 		}
 		// A few at a time: a read past the next shard's frontier spends the bound on entries
 		// the list may not need.
-		if err := read(best, min(left, max(first, 4))); err != nil {
-			return 0, err
+		if err := readOn(best, min(left, max(first, 4))); err != nil {
+			return nil, 0, err
 		}
 	}
+}
+
+// newerThan counts the entries that entered the index after t.
+func newerThan(entries []indexEntry, t time.Time) int {
+	n := 0
+	for _, e := range entries {
+		if e.Since.After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // recent lists a source's most recent claims in the pending index (those with intents open
@@ -354,14 +342,7 @@ func (c *Console) newest(ctx context.Context, shards []string, prefix string, w 
 func (c *Console) recent(ctx context.Context, source string, w window, limit int) (keys []indexEntry, partial bool, cutoff time.Time, err error) {
 	due, parked := dedup.ShardNames(c.cfg.PendingShards)
 	shards := append(append(due, parked...), dedup.DueParkedShards(c.cfg.PendingShards)...)
-	complete, err := c.newest(ctx, shards, dedup.ClaimKey(source, ""), w, limit, func(entries []indexEntry) ([]time.Time, error) {
-		keys = append(keys, entries...)
-		var t []time.Time
-		for _, e := range entries {
-			t = append(t, e.Since)
-		}
-		return t, nil
-	})
+	keys, complete, err := c.newest(ctx, shards, dedup.ClaimKey(source, ""), w, limit, nil)
 	if err != nil {
 		return nil, false, time.Time{}, err
 	}
