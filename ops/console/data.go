@@ -230,9 +230,7 @@ func (c *Console) loads(ctx context.Context, withParked bool) (rows []*targetLoa
 	for name, p := range paused {
 		row(name).Paused = &p
 	}
-	for _, name := range slices.Sorted(maps.Keys(by)) {
-		rows = append(rows, by[name])
-	}
+	rows = slices.SortedFunc(maps.Values(by), func(a, b *targetLoad) int { return strings.Compare(a.Target, b.Target) })
 	return rows, cls, more, nil
 }
 
