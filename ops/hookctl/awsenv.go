@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -184,7 +185,7 @@ func (c *cli) noteStack() {
 		return
 	}
 	c.noted = true
-	fmt.Fprintf(c.stderr, "hookctl: the local stack recorded in %s (%s)\n", c.stack.path, orDash(c.stack.get("AWS_ENDPOINT_URL")))
+	fmt.Fprintf(c.stderr, "hookctl: the local stack recorded in %s (%s)\n", c.stack.path, cmp.Or(c.stack.get("AWS_ENDPOINT_URL"), "-"))
 }
 
 // awsOptions are hookctl's AWS configuration: the SDK's own chain, except that
@@ -224,14 +225,14 @@ func (c *cli) localEnv() map[string]string {
 	if endpoint == "" || !isLocal(endpoint) {
 		return nil
 	}
-	region := or(os.Getenv("AWS_REGION"), or(os.Getenv("AWS_DEFAULT_REGION"), or(c.stack.get("AWS_REGION"), "us-east-1")))
+	region := cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"), c.stack.get("AWS_REGION"), "us-east-1")
 	if r := c.stack.get("AWS_REGION"); r != "" && from != "AWS_ENDPOINT_URL" {
 		region = r
 	}
 	vars := map[string]string{"AWS_REGION": region, "AWS_DEFAULT_REGION": region}
 	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-		vars["AWS_ACCESS_KEY_ID"] = or(c.stack.get("AWS_ACCESS_KEY_ID"), "test")
-		vars["AWS_SECRET_ACCESS_KEY"] = or(c.stack.get("AWS_SECRET_ACCESS_KEY"), "test")
+		vars["AWS_ACCESS_KEY_ID"] = cmp.Or(c.stack.get("AWS_ACCESS_KEY_ID"), "test")
+		vars["AWS_SECRET_ACCESS_KEY"] = cmp.Or(c.stack.get("AWS_SECRET_ACCESS_KEY"), "test")
 		vars["AWS_PROFILE"] = "" // never a profile's credentials to an emulator
 	}
 	return vars
@@ -306,11 +307,4 @@ func (c *cli) childEnv() []string {
 		}
 	}
 	return env
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -87,7 +88,7 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 		if named && c.stack.get(key) != "" {
 			return c.stack.get(key)
 		}
-		return or(os.Getenv(env), c.stack.get(key))
+		return cmp.Or(os.Getenv(env), c.stack.get(key))
 	}
 	if !set["sources"] {
 		c.sourcesPath = pick("ONCEHOOK_SOURCES_FILE", stackSources)

@@ -11,6 +11,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,7 +79,7 @@ func coldstart(ctx context.Context, c *cli, args []string) error {
 	run := fmt.Sprintf("cold%d", time.Now().UnixMilli())
 	fmt.Fprintf(c.stdout, "bootstrap %s: %.1f MB (%d bytes)\n", args[0], float64(st.Size())/(1<<20), st.Size())
 	endpoint, _ := c.endpoint()
-	fmt.Fprintf(c.stdout, "secret from %s; table %s; AWS_ENDPOINT_URL=%s\n", fn.secretFrom, c.table, orDash(endpoint))
+	fmt.Fprintf(c.stdout, "secret from %s; table %s; AWS_ENDPOINT_URL=%s\n", fn.secretFrom, c.table, cmp.Or(endpoint, "-"))
 	fmt.Fprintf(c.stdout, "run %s\n", run)
 
 	var cold []coldRun

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(w, "claim\t%s\n", cl.PK)
 	fmt.Fprintf(w, "type\t%s\n", cl.EventType)
 	fmt.Fprintf(w, "outcome\t%s\n", cl.Outcome)
-	fmt.Fprintf(w, "first delivery\t%s at %s\n", orDash(cl.DeliveryID), cl.ReceivedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "first delivery\t%s at %s\n", cmp.Or(cl.DeliveryID, "-"), cl.ReceivedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "expires\t%s\n", time.Unix(cl.ExpiresAt, 0).UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "payload\t%d bytes, sha256 %s\n", cl.PayloadBytes, cl.PayloadSHA256)
 	if sc := cl.TraceContext(); sc.IsValid() {
@@ -40,7 +41,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	}
 	for _, k := range cl.Effects {
 		if k.Table != "" {
-			fmt.Fprintf(w, "effect\t%s: %s / %s\n", k.Table, k.PK, orDash(k.SK))
+			fmt.Fprintf(w, "effect\t%s: %s / %s\n", k.Table, k.PK, cmp.Or(k.SK, "-"))
 			continue
 		}
 		fmt.Fprintf(w, "effect\t%s / %s\n", k.PK, k.SK)
@@ -69,7 +70,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	names := slices.Sorted(maps.Keys(cl.Intents))
 	for _, name := range names {
 		in := cl.Intents[name]
-		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", name, in.Target, kinds[in.Target], in.Status, in.Attempts, orDash(in.Sent), orDash(in.LastError))
+		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", name, in.Target, kinds[in.Target], in.Status, in.Attempts, cmp.Or(in.Sent, "-"), cmp.Or(in.LastError, "-"))
 	}
 	w.Flush()
 	// Each intent's history (its last dedup.HistoryLength attempts and operators' actions),
@@ -182,13 +183,6 @@ func checkRetention(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // parked lists the parked intents: the claims under the pending index's parked shards (where
 // the outbox puts a claim once nothing in it is open and something is parked), each read for
 // its parked intents' errors. This is the list the ParkedIntents alarm points to.
@@ -209,7 +203,7 @@ func parked(ctx context.Context, c *cli, args []string) error {
 		}
 		for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
 			if in := cl.Intents[name]; in.Status == dedup.IntentParked {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cl.Source, cl.EventID, name, in.Target, in.Attempts, orDash(in.FinishedAt), orDash(in.LastError))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cl.Source, cl.EventID, name, in.Target, in.Attempts, cmp.Or(in.FinishedAt, "-"), cmp.Or(in.LastError, "-"))
 				n++
 			}
 		}

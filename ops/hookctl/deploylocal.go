@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -81,7 +82,7 @@ func (f *deployFlags) define(fs *flag.FlagSet) {
 // emulator's CloudFormation leaves it off), then the stack file and the URLs that resolve.
 func deployLocal(ctx context.Context, c *cli, args []string) error {
 	f := c.deploy
-	endpoint := or(os.Getenv("AWS_ENDPOINT_URL"), "http://127.0.0.1:4566")
+	endpoint := cmp.Or(os.Getenv("AWS_ENDPOINT_URL"), "http://127.0.0.1:4566")
 	if !isLocal(endpoint) {
 		return fmt.Errorf("AWS_ENDPOINT_URL=%s is not a local endpoint: deploy-local deploys to an emulator on this machine (cdk deploy deploys to AWS)", endpoint)
 	}
