@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -307,23 +308,18 @@ func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, 
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}, nil
 }
 
-// countPrefix counts the table's items whose pk starts with prefix (a filtered scan: an
-// operator's check, not a hot path).
+// countPrefix counts the table's items whose pk starts with prefix.
 func (c *cli) countPrefix(ctx context.Context, prefix string) (int, error) {
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(c.table), ConsistentRead: aws.Bool(true),
-		FilterExpression:          aws.String("begins_with(" + dedup.PartitionKey + ", :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: prefix}}})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for _, err := range c.scan(ctx, db, expression.Name(dedup.PartitionKey).BeginsWith(prefix), true) {
 		if err != nil {
 			return 0, err
 		}
-		n += len(page.Items)
+		n++
 	}
 	return n, nil
 }
