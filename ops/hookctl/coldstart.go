@@ -250,12 +250,8 @@ func (fn *coldFunction) throughputRun(ctx context.Context, c *cli, run string, f
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Events start after the cold runs' ids (2 per run), so every event of this run is new.
-	events := make([]int, f.throughput)
-	for i := range events {
-		events[i] = 2*f.runs + i
-	}
 	total := f.throughput * f.copies
-	rep := harness.Storm(ctx, fn.on(api), harness.StormConfig{Run: run, Events: events, Copies: f.copies, Concurrency: conc})
+	rep := harness.Storm(ctx, fn.on(api), harness.StormConfig{Run: run, Events: numbers(2*f.runs, f.throughput), Copies: f.copies, Concurrency: conc})
 	fmt.Fprintf(c.stdout, "throughput: %d deliveries (%d events x %d copies) through %d warm processes in %s (%.0f/s), invoke p50 %s, p99 %s\n",
 		rep.Sent, f.throughput, f.copies, conc, rep.Elapsed.Round(time.Millisecond), rep.PerSecond(), ms(rep.Latency(0.5)), ms(rep.Latency(0.99)))
 	if rawRate > 0 {

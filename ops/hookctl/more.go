@@ -104,20 +104,11 @@ func replay(ctx context.Context, c *cli, args []string) error {
 	}
 	tick := time.NewTicker(time.Second / time.Duration(max(c.replay.rate, 1)))
 	defer tick.Stop()
-	indexes := make([]int, len(all))
-	for i := range indexes {
-		indexes[i] = i
-	}
 	// One worker, paced by the ticker: the storm's counting, at the replay's rate.
-	rep := harness.Storm(ctx, sender, harness.StormConfig{Events: indexes, Concurrency: 1,
+	rep := harness.Storm(ctx, sender, harness.StormConfig{Events: numbers(0, len(all)), Concurrency: 1, Progress: c.progress(len(all)),
 		Event: func(_ string, i int) (string, []byte) {
 			<-tick.C
 			return all[i].ID, all[i].Body
-		},
-		Progress: func(done int) {
-			if done%max(len(all)/10, 1) == 0 {
-				fmt.Fprintf(c.stderr, "\rsent %d/%d", done, len(all))
-			}
 		}})
 	fmt.Fprintf(c.stderr, "\n")
 	others := map[string]int{}
