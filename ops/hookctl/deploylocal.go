@@ -382,9 +382,9 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 // currentSecret is the secret's value in the emulator, "" when it has none.
 func currentSecret(ctx context.Context, r *sources.Resolver, ref sources.SecretRef) (string, error) {
 	v, err := r.Resolve(ctx, []sources.SecretRef{ref})
-	var smMissing *smtypes.ResourceNotFoundException
-	var ssmMissing *ssmtypes.ParameterNotFound
-	if errors.As(err, &smMissing) || errors.As(err, &ssmMissing) {
+	_, smMissing := errors.AsType[*smtypes.ResourceNotFoundException](err)
+	_, ssmMissing := errors.AsType[*ssmtypes.ParameterNotFound](err)
+	if smMissing || ssmMissing {
 		return "", nil
 	}
 	if err != nil {
@@ -394,18 +394,15 @@ func currentSecret(ctx context.Context, r *sources.Resolver, ref sources.SecretR
 }
 
 func writeSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client, ref sources.SecretRef, v string) error {
+	var err error
 	if ref.SecretsManager != "" {
-		_, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref.SecretsManager), SecretString: aws.String(v)})
-		var exists *smtypes.ResourceExistsException
-		if errors.As(err, &exists) {
+		_, err = sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref.SecretsManager), SecretString: aws.String(v)})
+		if _, exists := errors.AsType[*smtypes.ResourceExistsException](err); exists {
 			_, err = sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(ref.SecretsManager), SecretString: aws.String(v)})
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", ref, err)
-		}
-		return nil
+	} else {
+		_, err = ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(ref.SSM), Value: aws.String(v), Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)})
 	}
-	_, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(ref.SSM), Value: aws.String(v), Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", ref, err)
 	}
@@ -416,9 +413,7 @@ func writeSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client,
 // whsec_ and base64, Stripe's whsec_ and 32 characters; the others take any string.
 func freshSecret(schemes []string) (string, error) {
 	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
+	rand.Read(b) // crypto/rand's Read never fails
 	v := hex.EncodeToString(b)
 	for _, s := range schemes {
 		switch s {
@@ -590,7 +585,7 @@ func setPath(m map[string]any, path, v string) {
 
 func freshID(prefix string) string {
 	b := make([]byte, 5)
-	_, _ = rand.Read(b)
+	rand.Read(b)
 	return prefix + hex.EncodeToString(b)
 }
 

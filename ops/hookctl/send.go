@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -62,11 +63,7 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	// The event id: a header's is -id (fresh by default); a body's is the body's.
 	switch {
 	case inHeader(src.EventID):
-		id := f.id
-		if id == "" {
-			id = fmt.Sprintf("msg_%d", time.Now().UnixNano())
-		}
-		opts = append(opts, receivertest.WithEventID(id))
+		opts = append(opts, receivertest.WithEventID(cmp.Or(f.id, freshID("msg_"))))
 	case f.id != "":
 		if got := bodyValue(src, body, src.EventID); got != f.id {
 			return nil, fmt.Errorf("-id %s: source %s reads its event id from the body (%s, here %q), which is what the receiver claims: drop -id, or put the id in the body",
