@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -100,6 +101,9 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 	}
 	return c, fs.Args(), nil
 }
+
+// columns writes tab-separated columns to stdout, aligned as they are flushed.
+func (c *cli) columns() *tabwriter.Writer { return tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0) }
 
 // noStack ends the errors that a local deploy's stack file would have prevented.
 const noStack = " (or run hookctl in the project folder, where a local deploy recorded its stack in " + StackFile + ")"

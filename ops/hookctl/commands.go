@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,7 +28,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w := c.columns()
 	fmt.Fprintf(w, "claim\t%s\n", cl.PK)
 	fmt.Fprintf(w, "type\t%s\n", cl.EventType)
 	fmt.Fprintf(w, "outcome\t%s\n", cl.Outcome)
@@ -54,7 +53,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 		return nil
 	}
 	fmt.Fprintln(c.stdout)
-	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w = c.columns()
 	// A target's type and delivery come from the sources file, when it can be read.
 	kinds := map[string]string{}
 	if f, err := c.sources(); err == nil {
@@ -80,7 +79,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 			continue
 		}
 		fmt.Fprintf(c.stdout, "\n%s, newest first:\n", name)
-		w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		w = c.columns()
 		for _, a := range slices.Backward(cl.Intents[name].History) {
 			code, what := "-", a.Error
 			if a.Code != 0 {
@@ -153,7 +152,7 @@ func checkRetention(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err // a short retention is refused by the loader itself, naming the source
 	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w := c.columns()
 	fmt.Fprintln(w, "SOURCE\tRETRY HORIZON\tREDRIVE WINDOW\tNEEDED\tKEEP\tOK")
 	for _, name := range f.Names() {
 		r := f.Sources[name].Retention()
@@ -194,7 +193,7 @@ func parked(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w := c.columns()
 	fmt.Fprintln(w, "SOURCE\tEVENT ID\tINTENT\tTARGET\tATTEMPTS\tPARKED AT\tLAST ERROR")
 	n := 0
 	for cl, err := range outbox.ParkedClaims(ctx, db, c.table, c.pendingShards) {
