@@ -188,35 +188,6 @@ func (c *cli) noteStack() {
 	fmt.Fprintf(c.stderr, "hookctl: the local stack recorded in %s (%s)\n", c.stack.path, cmp.Or(c.stack.get("AWS_ENDPOINT_URL"), "-"))
 }
 
-// awsOptions are hookctl's AWS configuration: the SDK's own chain, except that
-//   - the EC2 instance metadata service is off unless AWS_EC2_METADATA_DISABLED=false asks for
-//     it (on an EC2 instance with a role), so that no credentials is one clear line, not the
-//     SDK's retries against 169.254.169.254;
-//   - a local endpoint (a stack file's, or a loopback AWS_ENDPOINT_URL) gets localEnv's region
-//     and credentials;
-//   - the SDK logs nothing (its warnings are not the operator's business).
-func (c *cli) awsOptions() (opts []func(*config.LoadOptions) error, local bool) {
-	opts = append(opts, config.WithLogger(logging.Nop{}))
-	if os.Getenv("AWS_EC2_METADATA_DISABLED") == "" {
-		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
-	}
-	if endpoint, from := c.endpoint(); endpoint != "" && from != "AWS_ENDPOINT_URL" {
-		opts = append(opts, config.WithBaseEndpoint(endpoint))
-	}
-	vars := c.localEnv()
-	if vars == nil {
-		return opts, false
-	}
-	opts = append(opts, config.WithRegion(vars["AWS_REGION"]))
-	if key, ok := vars["AWS_ACCESS_KEY_ID"]; ok {
-		// Not a profile's either: the SDK fails its load on a profile this machine lacks, and
-		// an emulator has no use for one.
-		os.Unsetenv("AWS_PROFILE")
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(key, vars["AWS_SECRET_ACCESS_KEY"], "")))
-	}
-	return opts, true
-}
-
 // localEnv is the region and credentials for an emulator at the endpoint in use (nil for
 // another endpoint): the naming stack file's region, else the caller's, else us-east-1; the
 // caller's access key, else the stack's or "test", and never a profile's.
@@ -238,23 +209,45 @@ func (c *cli) localEnv() map[string]string {
 	return vars
 }
 
+// config is hookctl's AWS configuration, made once: the SDK's own chain, except that
+//   - the EC2 instance metadata service is off unless AWS_EC2_METADATA_DISABLED=false asks for
+//     it (on an EC2 instance with a role), so that no credentials is one clear line, not the
+//     SDK's retries against 169.254.169.254;
+//   - a local endpoint (a stack file's, or a loopback AWS_ENDPOINT_URL) gets localEnv's region
+//     and credentials, and a stopped emulator is one line too, not the SDK's retries of a
+//     refused connection;
+//   - the SDK logs nothing (its warnings are not the operator's business).
 func (c *cli) config(ctx context.Context) (aws.Config, error) {
 	if c.aws != nil {
 		return *c.aws, nil
 	}
 	c.noteStack()
-	opts, local := c.awsOptions()
-	if endpoint, from := c.endpoint(); local {
-		// A stopped emulator is one line too, not the SDK's retries of a refused connection.
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
+	if os.Getenv("AWS_EC2_METADATA_DISABLED") == "" {
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	}
+	endpoint, from := c.endpoint()
+	if endpoint != "" && from != "AWS_ENDPOINT_URL" {
+		opts = append(opts, config.WithBaseEndpoint(endpoint))
+	}
+	local := c.localEnv()
+	if local != nil {
 		if err := answers(endpoint); err != nil {
 			return aws.Config{}, fmt.Errorf("nothing answers on %s (%s): is the emulator running? (make run or make up starts it, in oncehook's folder)", endpoint, from)
+		}
+		opts = append(opts, config.WithRegion(local["AWS_REGION"]))
+		if key, ok := local["AWS_ACCESS_KEY_ID"]; ok {
+			// Not a profile's either: the SDK fails its load on a profile this machine lacks, and
+			// an emulator has no use for one.
+			os.Unsetenv("AWS_PROFILE")
+			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(key, local["AWS_SECRET_ACCESS_KEY"], "")))
 		}
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
 	}
-	if !local {
+	if local == nil {
 		if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
 			if !credentialsConfigured() {
 				return aws.Config{}, errNoCredentials
@@ -272,13 +265,10 @@ func (c *cli) config(ctx context.Context) (aws.Config, error) {
 // credentialsConfigured reports whether the environment names credentials of its own, whose
 // failure the SDK's error explains better than errNoCredentials.
 func credentialsConfigured() bool {
-	for _, k := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE",
-		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
-		if os.Getenv(k) != "" {
-			return true
-		}
-	}
-	return strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "false") // an instance role, asked for
+	named := []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"}
+	return slices.ContainsFunc(named, func(k string) bool { return os.Getenv(k) != "" }) ||
+		strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "false") // an instance role, asked for
 }
 
 // childEnv is the environment for a process hookctl starts against the same stack (the CDK
@@ -294,13 +284,16 @@ func (c *cli) childEnv() []string {
 		vars = map[string]string{}
 	}
 	vars["AWS_ENDPOINT_URL"] = endpoint
-	var env []string
-	for _, kv := range os.Environ() {
+	return setEnv(os.Environ(), vars)
+}
+
+// setEnv is env (KEY=value pairs) with vars set in it, and those whose value is "" removed.
+func setEnv(env []string, vars map[string]string) []string {
+	env = slices.DeleteFunc(env, func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := vars[k]; !ok {
-			env = append(env, kv)
-		}
-	}
+		_, ok := vars[k]
+		return ok
+	})
 	for k, v := range vars {
 		if v != "" {
 			env = append(env, k+"="+v)

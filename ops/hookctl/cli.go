@@ -143,12 +143,21 @@ func (c *cli) sources() (*sources.File, error) {
 	return sources.Load(c.sourcesPath)
 }
 
-func (c *cli) resolver(ctx context.Context) (*sources.Resolver, error) {
-	cfg, err := c.config(ctx)
-	if err != nil {
-		return nil, err
+// secret is ref's value, resolved as the receiver resolves it.
+func (c *cli) secret(ctx context.Context, ref sources.SecretRef) (string, error) {
+	r := &sources.Resolver{} // an environment variable needs no AWS
+	if ref.Env == "" {
+		cfg, err := c.config(ctx)
+		if err != nil {
+			return "", err
+		}
+		r = &sources.Resolver{SecretsManager: secretsmanager.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}
 	}
-	return &sources.Resolver{SecretsManager: secretsmanager.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}, nil
+	v, err := r.Resolve(ctx, []sources.SecretRef{ref})
+	if err != nil {
+		return "", err
+	}
+	return v[0], nil
 }
 
 // claim reads the claim of one of source's events, consistently. id is the claim's event id

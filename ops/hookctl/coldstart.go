@@ -129,20 +129,12 @@ type coldFunction struct {
 func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartFlags) (*coldFunction, error) {
 	fn := &coldFunction{bootstrap: bootstrap, timeout: f.timeout}
 	ref := sources.SecretRef{Env: coldstartSecretEnv}
-	var secret string
-	var err error
+	secret, err := freshSecret([]string{webhook.StandardWebhooks})
 	if f.secretsManager != "" {
 		ref = sources.SecretRef{SecretsManager: f.secretsManager}
-		r, err := c.resolver(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s, err := r.Resolve(ctx, []sources.SecretRef{ref})
-		if err != nil {
-			return nil, err
-		}
-		secret = s[0]
-	} else if secret, err = freshSecret([]string{webhook.StandardWebhooks}); err != nil {
+		secret, err = c.secret(ctx, ref)
+	}
+	if err != nil {
 		return nil, err
 	}
 	fn.secretFrom = ref.String()
@@ -158,19 +150,13 @@ func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartF
 		return nil, err
 	}
 	fn.sender = harness.Sender{URL: "http://lambda/hooks/" + f.source, Secret: secret, File: file, Source: f.source}
-	for _, kv := range c.childEnv() { // with the local stack's endpoint, when it is in use
-		switch strings.SplitN(kv, "=", 2)[0] {
-		case "ONCEHOOK_SOURCES_FILE", "ONCEHOOK_SOURCES", "TABLE_NAME", "AWS_LAMBDA_RUNTIME_API", "_LAMBDA_SERVER_PORT":
-			continue
-		}
-		fn.env = append(fn.env, kv)
-	}
-	fn.env = append(fn.env, "TABLE_NAME="+c.table, "ONCEHOOK_SOURCES="+string(inline),
-		"AWS_LAMBDA_FUNCTION_NAME=oncehook-receiver-coldstart", "AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128")
+	vars := map[string]string{"TABLE_NAME": c.table, "ONCEHOOK_SOURCES": string(inline), "ONCEHOOK_SOURCES_FILE": "",
+		"AWS_LAMBDA_RUNTIME_API": "", "_LAMBDA_SERVER_PORT": "", // the Runtime API is each process's own (runtimeAPI.start)
+		"AWS_LAMBDA_FUNCTION_NAME": "oncehook-receiver-coldstart", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}
 	if ref.Env != "" {
-		fn.env = append(fn.env, ref.Env+"="+secret)
+		vars[ref.Env] = secret
 	}
+	fn.env = setEnv(c.childEnv(), vars) // with the local stack's endpoint, when it is in use
 	return fn, nil
 }
 

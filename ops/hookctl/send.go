@@ -188,18 +188,7 @@ func (c *cli) signingSecret(ctx context.Context, src *sources.Source, source str
 	if len(src.Secrets) == 0 {
 		return "", fmt.Errorf("source %s lists no secrets", source)
 	}
-	r := &sources.Resolver{} // an environment variable needs no AWS
-	if src.Secrets[0].Env == "" {
-		var err error
-		if r, err = c.resolver(ctx); err != nil {
-			return "", err
-		}
-	}
-	secrets, err := r.Resolve(ctx, src.Secrets[:1])
-	if err != nil {
-		return "", err
-	}
-	return secrets[0], nil
+	return c.secret(ctx, src.Secrets[0])
 }
 
 func fileOrValue(flagName, v string) (string, error) {
