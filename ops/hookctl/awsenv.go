@@ -163,19 +163,24 @@ func isLocal(endpoint string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// endpoint is where hookctl's AWS calls go ("" for AWS itself) and what says so: a stack
-// file named by -stack or ONCEHOOK_STACK, else AWS_ENDPOINT_URL, else a stack file found here.
-func (c *cli) endpoint() (endpoint, from string) {
-	if e := c.stack.get("AWS_ENDPOINT_URL"); e != "" && !c.stack.discovered {
-		return e, c.stack.path
+// setting is a setting's value and what says so: the key of a stack file named by -stack or
+// ONCEHOOK_STACK, else the environment variable env, else the key of a stack file found here.
+func (c *cli) setting(env, key string) (value, from string) {
+	if v := c.stack.get(key); v != "" && !c.stack.discovered {
+		return v, c.stack.path
 	}
-	if e := os.Getenv("AWS_ENDPOINT_URL"); e != "" {
-		return e, "AWS_ENDPOINT_URL"
+	if v := os.Getenv(env); v != "" {
+		return v, env
 	}
-	if e := c.stack.get("AWS_ENDPOINT_URL"); e != "" {
-		return e, c.stack.path
+	if v := c.stack.get(key); v != "" {
+		return v, c.stack.path
 	}
 	return "", ""
+}
+
+// endpoint is where hookctl's AWS calls go ("" for AWS itself) and what says so.
+func (c *cli) endpoint() (endpoint, from string) {
+	return c.setting("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL")
 }
 
 // noteStack says once, on stderr, that a stack file found in the folder is in use: never a

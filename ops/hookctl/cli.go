@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -84,20 +83,12 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 			return nil, nil, err
 		}
 	}
-	// Flags, given even empty, beat the environment, which beats a stack file found here; a
-	// stack file named beats the environment.
-	named := c.stack != nil && !c.stack.discovered
-	pick := func(env, key string) string {
-		if named && c.stack.get(key) != "" {
-			return c.stack.get(key)
-		}
-		return cmp.Or(os.Getenv(env), c.stack.get(key))
-	}
+	// Flags, given even empty, beat the setting's other sources (c.setting).
 	if !set["sources"] {
-		c.sourcesPath = pick("ONCEHOOK_SOURCES_FILE", stackSources)
+		c.sourcesPath, _ = c.setting("ONCEHOOK_SOURCES_FILE", stackSources)
 	}
 	if !set["table"] {
-		c.table = pick("TABLE_NAME", stackTable)
+		c.table, _ = c.setting("TABLE_NAME", stackTable)
 	}
 	return c, fs.Args(), nil
 }
