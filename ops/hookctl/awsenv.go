@@ -136,12 +136,10 @@ func answers(endpoint string) error {
 		return err
 	}
 	port := u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443"}[u.Scheme]
-		if port == "" {
-			port = "80"
-		}
+	if port == "" && u.Scheme == "https" {
+		port = "443"
 	}
+	port = cmp.Or(port, "80")
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(u.Hostname(), port), 2*time.Second)
 	if err != nil {
 		return err

@@ -111,12 +111,12 @@ func redrive(ctx context.Context, c *cli, args []string) error {
 		names = []string{args[2]}
 	}
 	db, _ := c.dynamo(ctx)
-	n := 0
+	claims, n := &dedup.Claims{API: db, Table: c.table}, 0
 	for _, name := range names {
 		if len(args) == 2 && cl.Intents[name].Status != dedup.IntentParked {
 			continue
 		}
-		if err := (&dedup.Claims{API: db, Table: c.table}).RedriveBy(ctx, cl, name, operator("hookctl redrive")); err != nil {
+		if err := claims.RedriveBy(ctx, cl, name, operator("hookctl redrive")); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		fmt.Fprintf(c.stdout, "re-drove %s (%s)\n", name, dedup.IdempotencyKey(cl.Source, cl.EventID, name))

@@ -170,12 +170,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	var found []*construct
-	for _, k := range all {
-		if len(stacks) == 0 || slices.Contains(stacks, k.stack) {
-			found = append(found, k)
-		}
-	}
+	found := slices.DeleteFunc(all, func(k *construct) bool { return len(stacks) > 0 && !slices.Contains(stacks, k.stack) })
 	if len(found) == 0 {
 		if len(stacks) > 0 {
 			return fmt.Errorf("%w (in stacks %s)", errNoConstruct, strings.Join(stacks, ", "))

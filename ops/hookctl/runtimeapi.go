@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -157,7 +158,7 @@ func (a *runtimeAPI) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !inv.failed && json.Unmarshal(inv.result, &r) == nil {
 		resp.StatusCode, answer = r.StatusCode, []byte(r.Body)
 	}
-	resp.Body = io.NopCloser(strings.NewReader(string(answer)))
+	resp.Body = io.NopCloser(bytes.NewReader(answer))
 	return resp, nil
 }
 
