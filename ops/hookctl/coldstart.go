@@ -197,7 +197,7 @@ func (fn *coldFunction) coldRun(ctx context.Context, run string, n int) (coldRun
 			return coldRun{}, fmt.Errorf("the event was not handled as new: %d %s; its output:\n%s", status, bytes.TrimSpace(resp), p.out.tail())
 		}
 		if k == 0 {
-			first := api.firstPoll()
+			first := *api.first.Load()
 			r.init, r.first = first.Sub(p.started), answered.Sub(first)
 		} else {
 			r.warm = answered.Sub(sent)
