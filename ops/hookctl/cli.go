@@ -58,7 +58,7 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 	fs.StringVar(&c.sourcesPath, "sources", "", "the deployment's sources file (default $ONCEHOOK_SOURCES_FILE, else the local stack's)")
 	fs.StringVar(&c.table, "table", "", "the DynamoDB table (default $TABLE_NAME, else the local stack's)")
 	fs.StringVar(&stackPath, "stack", "", "the stack file a local deploy wrote (default $ONCEHOOK_STACK, else "+StackFile+" in this folder\n"+
-		"unless AWS_ENDPOINT_URL names another endpoint, or AWS_PROFILE or AWS_ACCESS_KEY_ID is set; \"none\": none)")
+		"unless AWS_ENDPOINT_URL names another endpoint; \"none\": none)")
 	shards := dedup.PendingShards
 	if n, err := strconv.Atoi(os.Getenv("PENDING_SHARDS")); err == nil && n > 0 {
 		shards = n
