@@ -99,8 +99,8 @@ func shellQuote(s string) string {
 
 // findStack returns the stack file hookctl uses: the one named (-stack, ONCEHOOK_STACK;
 // "none" for none), else the current folder's StackFile unless AWS_ENDPOINT_URL names another
-// endpoint. A found file is announced on stderr (noteStack): it is never a silent choice, and
-// it never sends a command to AWS, only to the emulator it names.
+// endpoint. A found file is announced (noteStack) and only ever sends commands to the emulator
+// it names, never to AWS.
 func findStack(named string, isNamed bool) (*stack, error) {
 	if !isNamed {
 		named, isNamed = os.LookupEnv("ONCEHOOK_STACK")

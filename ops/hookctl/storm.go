@@ -214,10 +214,9 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// verifyIntents waits (up to -wait, sweeping every -sweep) until no intent of the run's claims
-// (under prefix) is open, then checks the end state against what the run asked for
-// (harness.CheckOutbox, and with DynamoDB faults, that each kind asked for was injected). It
-// returns what is wrong.
+// verifyIntents waits (up to -wait, sweeping every -sweep) until no claim under prefix has an
+// open intent, then returns what is wrong with the end state for what the run asked for
+// (harness.CheckOutbox, and with DynamoDB faults, that each kind asked for was injected).
 func (c *cli) verifyIntents(ctx context.Context, prefix, keyPrefix string, dep *harness.Deployment, down *harness.Downstream, spec faults.Spec, started time.Time) []string {
 	f := c.storm
 	db, err := c.dynamo(ctx)
