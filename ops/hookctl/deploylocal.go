@@ -42,33 +42,28 @@ const deployUsage = "deploy-local [-app CMD|DIR -c key=value -secrets FILE -exam
 // deployFlags are deploy-local's.
 type deployFlags struct {
 	app, secrets, cdk, dir string
-	context, examples      listFlag
+	context, examples      []string
 	verbose                bool
 }
 
-// listFlag is a repeatable flag whose values are each a name, sep and a value.
-type listFlag struct {
-	values []string
-	sep    string
-}
-
-func (l *listFlag) String() string { return strings.Join(l.values, " ") }
-func (l *listFlag) Set(v string) error {
-	if k, _, ok := strings.Cut(v, l.sep); !ok || strings.TrimSpace(k) == "" {
-		return fmt.Errorf("want name%svalue, got %q", l.sep, v)
-	}
-	l.values = append(l.values, v)
-	return nil
+// listFlag defines a repeatable flag whose values are each a name, sep and a value.
+func listFlag(fs *flag.FlagSet, values *[]string, name, sep, usage string) {
+	fs.Func(name, usage, func(v string) error {
+		if k, _, ok := strings.Cut(v, sep); !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("want name%svalue, got %q", sep, v)
+		}
+		*values = append(*values, v)
+		return nil
+	})
 }
 
 func (f *deployFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.app, "app", "", "the command that runs the CDK app (as cdk --app: 'go run ./infra'), or a synthesized cloud assembly's\n"+
 		"folder; default the app of cdk.json here")
-	f.context.sep, f.examples.sep = "=", "="
-	fs.Var(&f.context, "c", "CDK context for the synth, key=value (repeatable), e.g. -c local=true")
+	listFlag(fs, &f.context, "c", "=", "CDK context for the synth, key=value (repeatable), e.g. -c local=true")
 	fs.StringVar(&f.secrets, "secrets", "", "a JSON file of the secrets' values, {\"<source>\": \"<secret>\"} (or keyed \"secretsmanager:<name>\", \"ssm:<name>\");\n"+
 		"a secret it does not give keeps its value in the emulator, or gets a fresh one that fits the source's scheme")
-	fs.Var(&f.examples, "example", "SOURCE=FILE or SOURCE:TYPE=FILE (TYPE for a source that reads it from a header): print the send command\n"+
+	listFlag(fs, &f.examples, "example", "=", "SOURCE=FILE or SOURCE:TYPE=FILE (TYPE for a source that reads it from a header): print the send command\n"+
 		"with this body for the source (repeatable), {{fresh}} in it replaced by a token new each deploy (ids, keys that\n"+
 		"must not repeat); without any, every source gets a minimal one")
 	fs.StringVar(&f.cdk, "cdk", "cdklocal", "the command that runs the CDK CLI against the emulator (npm install -g aws-cdk aws-cdk-local)")
@@ -159,7 +154,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		if f.app != "" {
 			synthArgs = append(synthArgs, "--app", f.app)
 		}
-		for _, kv := range f.context.values {
+		for _, kv := range f.context {
 			synthArgs = append(synthArgs, "--context", kv)
 		}
 		if err := cdkRun("synthesizing the app into "+assembly, append(synthArgs, stacks...)...); err != nil {
@@ -194,7 +189,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	examples, err := readExamples(f.examples.values, found)
+	examples, err := readExamples(f.examples, found)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ import (
 type sendFlags struct {
 	id, eventType, delivery, scope string
 	key, secret, signedURL         string
-	headers                        listFlag
+	headers                        []string
 }
 
 func (f *sendFlags) define(fs *flag.FlagSet) {
@@ -50,8 +50,7 @@ func (f *sendFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.signedURL, "signed-url", "", "for a source that signs the URL (twilio, square) and sets no url: the URL to sign, as the receiver\n"+
 		"rebuilds it; default the URL posted to, as https, and on the emulator's path form /_aws/execute-api/<id>/...\n"+
 		"the domain MiniStack reports, https://<id>.execute-api.localhost/...")
-	f.headers.sep = ":"
-	fs.Var(&f.headers, "header", "add a header, 'Name: value' (repeatable)")
+	listFlag(fs, &f.headers, "header", ":", "add a header, 'Name: value' (repeatable)")
 }
 
 // buildDelivery signs body for source as its provider would, with what f says, and addresses
@@ -95,7 +94,7 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	default:
 		return nil, fmt.Errorf("-scope: source %s's event ids are not scoped by a header", source)
 	}
-	for _, h := range f.headers.values {
+	for _, h := range f.headers {
 		name, value, _ := strings.Cut(h, ":")
 		opts = append(opts, receivertest.WithHeader(strings.TrimSpace(name), strings.TrimSpace(value)))
 	}
