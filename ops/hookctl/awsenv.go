@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,8 +99,8 @@ func shellQuote(s string) string {
 
 // findStack returns the stack file hookctl uses: the one named (-stack, ONCEHOOK_STACK;
 // "none" for none), else the current folder's StackFile unless AWS_ENDPOINT_URL names another
-// endpoint. A found file is announced on stderr (noteStack): it is never a silent choice, and
-// it never sends a command to AWS, only to the emulator it names.
+// endpoint. A found file is announced (noteStack) and only ever sends commands to the emulator
+// it names, never to AWS.
 func findStack(named string, isNamed bool) (*stack, error) {
 	if !isNamed {
 		named, isNamed = os.LookupEnv("ONCEHOOK_STACK")
@@ -135,12 +136,10 @@ func answers(endpoint string) error {
 		return err
 	}
 	port := u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443"}[u.Scheme]
-		if port == "" {
-			port = "80"
-		}
+	if port == "" && u.Scheme == "https" {
+		port = "443"
 	}
+	port = cmp.Or(port, "80")
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(u.Hostname(), port), 2*time.Second)
 	if err != nil {
 		return err
@@ -162,19 +161,24 @@ func isLocal(endpoint string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// endpoint is where hookctl's AWS calls go ("" for AWS itself) and what says so: a stack
-// file named by -stack or ONCEHOOK_STACK, else AWS_ENDPOINT_URL, else a stack file found here.
-func (c *cli) endpoint() (endpoint, from string) {
-	if e := c.stack.get("AWS_ENDPOINT_URL"); e != "" && !c.stack.discovered {
-		return e, c.stack.path
+// setting is a setting's value and what says so: the key of a stack file named by -stack or
+// ONCEHOOK_STACK, else the environment variable env, else the key of a stack file found here.
+func (c *cli) setting(env, key string) (value, from string) {
+	if v := c.stack.get(key); v != "" && !c.stack.discovered {
+		return v, c.stack.path
 	}
-	if e := os.Getenv("AWS_ENDPOINT_URL"); e != "" {
-		return e, "AWS_ENDPOINT_URL"
+	if v := os.Getenv(env); v != "" {
+		return v, env
 	}
-	if e := c.stack.get("AWS_ENDPOINT_URL"); e != "" {
-		return e, c.stack.path
+	if v := c.stack.get(key); v != "" {
+		return v, c.stack.path
 	}
 	return "", ""
+}
+
+// endpoint is where hookctl's AWS calls go ("" for AWS itself) and what says so.
+func (c *cli) endpoint() (endpoint, from string) {
+	return c.setting("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL")
 }
 
 // noteStack says once, on stderr, that a stack file found in the folder is in use: never a
@@ -184,36 +188,7 @@ func (c *cli) noteStack() {
 		return
 	}
 	c.noted = true
-	fmt.Fprintf(c.stderr, "hookctl: the local stack recorded in %s (%s)\n", c.stack.path, orDash(c.stack.get("AWS_ENDPOINT_URL")))
-}
-
-// awsOptions are hookctl's AWS configuration: the SDK's own chain, except that
-//   - the EC2 instance metadata service is off unless AWS_EC2_METADATA_DISABLED=false asks for
-//     it (on an EC2 instance with a role), so that no credentials is one clear line, not the
-//     SDK's retries against 169.254.169.254;
-//   - a local endpoint (a stack file's, or a loopback AWS_ENDPOINT_URL) gets localEnv's region
-//     and credentials;
-//   - the SDK logs nothing (its warnings are not the operator's business).
-func (c *cli) awsOptions() (opts []func(*config.LoadOptions) error, local bool) {
-	opts = append(opts, config.WithLogger(logging.Nop{}))
-	if os.Getenv("AWS_EC2_METADATA_DISABLED") == "" {
-		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
-	}
-	if endpoint, from := c.endpoint(); endpoint != "" && from != "AWS_ENDPOINT_URL" {
-		opts = append(opts, config.WithBaseEndpoint(endpoint))
-	}
-	vars := c.localEnv()
-	if vars == nil {
-		return opts, false
-	}
-	opts = append(opts, config.WithRegion(vars["AWS_REGION"]))
-	if key, ok := vars["AWS_ACCESS_KEY_ID"]; ok {
-		// Not a profile's either: the SDK fails its load on a profile this machine lacks, and
-		// an emulator has no use for one.
-		os.Unsetenv("AWS_PROFILE")
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(key, vars["AWS_SECRET_ACCESS_KEY"], "")))
-	}
-	return opts, true
+	fmt.Fprintf(c.stderr, "hookctl: the local stack recorded in %s (%s)\n", c.stack.path, cmp.Or(c.stack.get("AWS_ENDPOINT_URL"), "-"))
 }
 
 // localEnv is the region and credentials for an emulator at the endpoint in use (nil for
@@ -224,36 +199,58 @@ func (c *cli) localEnv() map[string]string {
 	if endpoint == "" || !isLocal(endpoint) {
 		return nil
 	}
-	region := or(os.Getenv("AWS_REGION"), or(os.Getenv("AWS_DEFAULT_REGION"), or(c.stack.get("AWS_REGION"), "us-east-1")))
+	region := cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"), c.stack.get("AWS_REGION"), "us-east-1")
 	if r := c.stack.get("AWS_REGION"); r != "" && from != "AWS_ENDPOINT_URL" {
 		region = r
 	}
 	vars := map[string]string{"AWS_REGION": region, "AWS_DEFAULT_REGION": region}
 	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-		vars["AWS_ACCESS_KEY_ID"] = or(c.stack.get("AWS_ACCESS_KEY_ID"), "test")
-		vars["AWS_SECRET_ACCESS_KEY"] = or(c.stack.get("AWS_SECRET_ACCESS_KEY"), "test")
+		vars["AWS_ACCESS_KEY_ID"] = cmp.Or(c.stack.get("AWS_ACCESS_KEY_ID"), "test")
+		vars["AWS_SECRET_ACCESS_KEY"] = cmp.Or(c.stack.get("AWS_SECRET_ACCESS_KEY"), "test")
 		vars["AWS_PROFILE"] = "" // never a profile's credentials to an emulator
 	}
 	return vars
 }
 
+// config is hookctl's AWS configuration, made once: the SDK's own chain, except that
+//   - the EC2 instance metadata service is off unless AWS_EC2_METADATA_DISABLED=false asks for
+//     it (on an EC2 instance with a role), so that no credentials is one clear line, not the
+//     SDK's retries against 169.254.169.254;
+//   - a local endpoint (a stack file's, or a loopback AWS_ENDPOINT_URL) gets localEnv's region
+//     and credentials, and a stopped emulator is one line too, not the SDK's retries of a
+//     refused connection;
+//   - the SDK logs nothing (its warnings are not the operator's business).
 func (c *cli) config(ctx context.Context) (aws.Config, error) {
 	if c.aws != nil {
 		return *c.aws, nil
 	}
 	c.noteStack()
-	opts, local := c.awsOptions()
-	if endpoint, from := c.endpoint(); local {
-		// A stopped emulator is one line too, not the SDK's retries of a refused connection.
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
+	if os.Getenv("AWS_EC2_METADATA_DISABLED") == "" {
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	}
+	endpoint, from := c.endpoint()
+	if endpoint != "" && from != "AWS_ENDPOINT_URL" {
+		opts = append(opts, config.WithBaseEndpoint(endpoint))
+	}
+	local := c.localEnv()
+	if local != nil {
 		if err := answers(endpoint); err != nil {
 			return aws.Config{}, fmt.Errorf("nothing answers on %s (%s): is the emulator running? (make run or make up starts it, in oncehook's folder)", endpoint, from)
+		}
+		opts = append(opts, config.WithRegion(local["AWS_REGION"]))
+		if key, ok := local["AWS_ACCESS_KEY_ID"]; ok {
+			// Not a profile's either: the SDK fails its load on a profile this machine lacks, and
+			// an emulator has no use for one.
+			os.Unsetenv("AWS_PROFILE")
+			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(key, local["AWS_SECRET_ACCESS_KEY"], "")))
 		}
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
 	}
-	if !local {
+	if local == nil {
 		if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
 			if !credentialsConfigured() {
 				return aws.Config{}, errNoCredentials
@@ -271,13 +268,10 @@ func (c *cli) config(ctx context.Context) (aws.Config, error) {
 // credentialsConfigured reports whether the environment names credentials of its own, whose
 // failure the SDK's error explains better than errNoCredentials.
 func credentialsConfigured() bool {
-	for _, k := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE",
-		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
-		if os.Getenv(k) != "" {
-			return true
-		}
-	}
-	return strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "false") // an instance role, asked for
+	named := []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"}
+	return slices.ContainsFunc(named, func(k string) bool { return os.Getenv(k) != "" }) ||
+		strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "false") // an instance role, asked for
 }
 
 // childEnv is the environment for a process hookctl starts against the same stack (the CDK
@@ -293,24 +287,20 @@ func (c *cli) childEnv() []string {
 		vars = map[string]string{}
 	}
 	vars["AWS_ENDPOINT_URL"] = endpoint
-	var env []string
-	for _, kv := range os.Environ() {
+	return setEnv(os.Environ(), vars)
+}
+
+// setEnv is env (KEY=value pairs) with vars set in it, and those whose value is "" removed.
+func setEnv(env []string, vars map[string]string) []string {
+	env = slices.DeleteFunc(env, func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := vars[k]; !ok {
-			env = append(env, kv)
-		}
-	}
+		_, ok := vars[k]
+		return ok
+	})
 	for k, v := range vars {
 		if v != "" {
 			env = append(env, k+"="+v)
 		}
 	}
 	return env
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

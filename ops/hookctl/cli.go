@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -55,7 +58,7 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 	fs.StringVar(&c.sourcesPath, "sources", "", "the deployment's sources file (default $ONCEHOOK_SOURCES_FILE, else the local stack's)")
 	fs.StringVar(&c.table, "table", "", "the DynamoDB table (default $TABLE_NAME, else the local stack's)")
 	fs.StringVar(&stackPath, "stack", "", "the stack file a local deploy wrote (default $ONCEHOOK_STACK, else "+StackFile+" in this folder\n"+
-		"unless AWS_ENDPOINT_URL names another endpoint, or AWS_PROFILE or AWS_ACCESS_KEY_ID is set; \"none\": none)")
+		"unless AWS_ENDPOINT_URL names another endpoint; \"none\": none)")
 	shards := dedup.PendingShards
 	if n, err := strconv.Atoi(os.Getenv("PENDING_SHARDS")); err == nil && n > 0 {
 		shards = n
@@ -80,23 +83,18 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 			return nil, nil, err
 		}
 	}
-	// Flags, given even empty, beat the environment, which beats a stack file found here; a
-	// stack file named beats the environment.
-	named := c.stack != nil && !c.stack.discovered
-	pick := func(env, key string) string {
-		if named && c.stack.get(key) != "" {
-			return c.stack.get(key)
-		}
-		return or(os.Getenv(env), c.stack.get(key))
-	}
+	// Flags, given even empty, beat the setting's other sources (c.setting).
 	if !set["sources"] {
-		c.sourcesPath = pick("ONCEHOOK_SOURCES_FILE", stackSources)
+		c.sourcesPath, _ = c.setting("ONCEHOOK_SOURCES_FILE", stackSources)
 	}
 	if !set["table"] {
-		c.table = pick("TABLE_NAME", stackTable)
+		c.table, _ = c.setting("TABLE_NAME", stackTable)
 	}
 	return c, fs.Args(), nil
 }
+
+// columns writes tab-separated columns to stdout, aligned as they are flushed.
+func (c *cli) columns() *tabwriter.Writer { return tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0) }
 
 // noStack ends the errors that a local deploy's stack file would have prevented.
 const noStack = " (or run hookctl in the project folder, where a local deploy recorded its stack in " + StackFile + ")"
@@ -136,12 +134,21 @@ func (c *cli) sources() (*sources.File, error) {
 	return sources.Load(c.sourcesPath)
 }
 
-func (c *cli) resolver(ctx context.Context) (*sources.Resolver, error) {
-	cfg, err := c.config(ctx)
-	if err != nil {
-		return nil, err
+// secret is ref's value, resolved as the receiver resolves it.
+func (c *cli) secret(ctx context.Context, ref sources.SecretRef) (string, error) {
+	r := &sources.Resolver{} // an environment variable needs no AWS
+	if ref.Env == "" {
+		cfg, err := c.config(ctx)
+		if err != nil {
+			return "", err
+		}
+		r = &sources.Resolver{SecretsManager: secretsmanager.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}
 	}
-	return &sources.Resolver{SecretsManager: secretsmanager.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}, nil
+	v, err := r.Resolve(ctx, []sources.SecretRef{ref})
+	if err != nil {
+		return "", err
+	}
+	return v[0], nil
 }
 
 // claim reads the claim of one of source's events, consistently. id is the claim's event id
@@ -153,66 +160,66 @@ func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error
 	if err != nil {
 		return nil, err
 	}
-	scoped := false
-	if f, err := c.sources(); err == nil && f.Sources[source] != nil {
-		l := f.Sources[source].EventID
-		scoped = l != nil && l.ScopeHeader != ""
-	}
 	if c.scope != "" {
 		if strings.Contains(id, ":") {
 			return nil, fmt.Errorf("-scope %s with the scoped id %q: give the provider's id alone, or drop -scope", c.scope, id)
 		}
 		id = c.scope + ":" + id
 	}
-	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(c.table),
-		Key:            map[string]types.AttributeValue{dedup.PartitionKey: &types.AttributeValueMemberS{Value: dedup.ClaimKey(source, id)}, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.ClaimSK}},
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return nil, err
+	cl, err := dedup.GetClaim(ctx, db, c.table, source, id)
+	if !errors.Is(err, dedup.ErrNoClaim) || strings.Contains(id, ":") {
+		return cl, err
 	}
-	item := out.Item
-	if item == nil && scoped && c.scope == "" && !strings.Contains(id, ":") {
-		if item, err = c.scanScoped(ctx, db, source, id); err != nil {
-			return nil, err
+	if f, ferr := c.sources(); ferr == nil && scopedIDs(f.Sources[source]) {
+		if found, err := c.scanScoped(ctx, db, source, id); found != nil || err != nil {
+			return found, err
 		}
 	}
-	if item == nil {
-		return nil, fmt.Errorf("no claim for %s %s in %s", source, id, c.table)
-	}
-	return dedup.UnmarshalClaim(item)
+	return nil, err
 }
 
 // scanScoped finds the claim of source whose id is <any scope>:id. A scan reads the table (its
 // cost grows with it); the note says which scope to pass to read the claim directly.
-func (c *cli) scanScoped(ctx context.Context, db *dynamodb.Client, source, id string) (map[string]types.AttributeValue, error) {
-	suffix := ":" + id
-	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{
-		TableName:                aws.String(c.table),
-		ConsistentRead:           aws.Bool(true),
-		FilterExpression:         aws.String("begins_with(#pk, :source) AND contains(#pk, :id) AND #sk = :claim"),
-		ExpressionAttributeNames: map[string]string{"#pk": dedup.PartitionKey, "#sk": dedup.SortKey},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":source": &types.AttributeValueMemberS{Value: dedup.ClaimKey(source, "")},
-			":id":     &types.AttributeValueMemberS{Value: suffix},
-			":claim":  &types.AttributeValueMemberS{Value: dedup.ClaimSK},
-		},
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+func (c *cli) scanScoped(ctx context.Context, db *dynamodb.Client, source, id string) (*dedup.Claim, error) {
+	prefix, suffix, pk := dedup.ClaimKey(source, ""), ":"+id, expression.Name(dedup.PartitionKey)
+	filter := pk.BeginsWith(prefix).And(expression.Contains(pk, suffix), expression.Name(dedup.SortKey).Equal(expression.Value(dedup.ClaimSK)))
+	for item, err := range c.scan(ctx, db, filter, true) {
 		if err != nil {
 			return nil, err
 		}
-		for _, item := range page.Items {
-			pk, _ := item[dedup.PartitionKey].(*types.AttributeValueMemberS)
-			if pk == nil || !strings.HasSuffix(pk.Value, suffix) {
-				continue
-			}
-			scope := strings.TrimSuffix(strings.TrimPrefix(pk.Value, dedup.ClaimKey(source, "")), suffix)
-			fmt.Fprintf(c.stderr, "hookctl: %s's ids are <scope>:<id>; found %s:%s by scanning the table (pass -scope %s to read it directly)\n", source, scope, id, scope)
-			return item, nil
+		key, _ := item[dedup.PartitionKey].(*types.AttributeValueMemberS)
+		if key == nil || !strings.HasSuffix(key.Value, suffix) {
+			continue
 		}
+		scope := strings.TrimSuffix(strings.TrimPrefix(key.Value, prefix), suffix)
+		fmt.Fprintf(c.stderr, "hookctl: %s's ids are <scope>:<id>; found %s:%s by scanning the table (pass -scope %s to read it directly)\n", source, scope, id, scope)
+		return dedup.UnmarshalClaim(item)
 	}
 	return nil, nil
+}
+
+// scan yields the table's items that filter keeps, page by page: a filtered scan reads the
+// whole table, for an operator's check, never a hot path.
+func (c *cli) scan(ctx context.Context, db *dynamodb.Client, filter expression.ConditionBuilder, consistent bool) iter.Seq2[map[string]types.AttributeValue, error] {
+	return func(yield func(map[string]types.AttributeValue, error) bool) {
+		expr, err := expression.NewBuilder().WithFilter(filter).Build()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(c.table), ConsistentRead: aws.Bool(consistent),
+			FilterExpression: expr.Filter(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, item := range page.Items {
+				if !yield(item, nil) {
+					return
+				}
+			}
+		}
+	}
 }

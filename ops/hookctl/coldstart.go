@@ -11,6 +11,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,7 +79,7 @@ func coldstart(ctx context.Context, c *cli, args []string) error {
 	run := fmt.Sprintf("cold%d", time.Now().UnixMilli())
 	fmt.Fprintf(c.stdout, "bootstrap %s: %.1f MB (%d bytes)\n", args[0], float64(st.Size())/(1<<20), st.Size())
 	endpoint, _ := c.endpoint()
-	fmt.Fprintf(c.stdout, "secret from %s; table %s; AWS_ENDPOINT_URL=%s\n", fn.secretFrom, c.table, orDash(endpoint))
+	fmt.Fprintf(c.stdout, "secret from %s; table %s; AWS_ENDPOINT_URL=%s\n", fn.secretFrom, c.table, cmp.Or(endpoint, "-"))
 	fmt.Fprintf(c.stdout, "run %s\n", run)
 
 	var cold []coldRun
@@ -128,20 +129,12 @@ type coldFunction struct {
 func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartFlags) (*coldFunction, error) {
 	fn := &coldFunction{bootstrap: bootstrap, timeout: f.timeout}
 	ref := sources.SecretRef{Env: coldstartSecretEnv}
-	var secret string
-	var err error
+	secret, err := freshSecret([]string{webhook.StandardWebhooks})
 	if f.secretsManager != "" {
 		ref = sources.SecretRef{SecretsManager: f.secretsManager}
-		r, err := c.resolver(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s, err := r.Resolve(ctx, []sources.SecretRef{ref})
-		if err != nil {
-			return nil, err
-		}
-		secret = s[0]
-	} else if secret, err = freshSecret([]string{webhook.StandardWebhooks}); err != nil {
+		secret, err = c.secret(ctx, ref)
+	}
+	if err != nil {
 		return nil, err
 	}
 	fn.secretFrom = ref.String()
@@ -157,19 +150,13 @@ func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartF
 		return nil, err
 	}
 	fn.sender = harness.Sender{URL: "http://lambda/hooks/" + f.source, Secret: secret, File: file, Source: f.source}
-	for _, kv := range c.childEnv() { // with the local stack's endpoint, when it is in use
-		switch strings.SplitN(kv, "=", 2)[0] {
-		case "ONCEHOOK_SOURCES_FILE", "ONCEHOOK_SOURCES", "TABLE_NAME", "AWS_LAMBDA_RUNTIME_API", "_LAMBDA_SERVER_PORT":
-			continue
-		}
-		fn.env = append(fn.env, kv)
-	}
-	fn.env = append(fn.env, "TABLE_NAME="+c.table, "ONCEHOOK_SOURCES="+string(inline),
-		"AWS_LAMBDA_FUNCTION_NAME=oncehook-receiver-coldstart", "AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128")
+	vars := map[string]string{"TABLE_NAME": c.table, "ONCEHOOK_SOURCES": string(inline), "ONCEHOOK_SOURCES_FILE": "",
+		"AWS_LAMBDA_RUNTIME_API": "", "_LAMBDA_SERVER_PORT": "", // the Runtime API is each process's own (runtimeAPI.start)
+		"AWS_LAMBDA_FUNCTION_NAME": "oncehook-receiver-coldstart", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}
 	if ref.Env != "" {
-		fn.env = append(fn.env, ref.Env+"="+secret)
+		vars[ref.Env] = secret
 	}
+	fn.env = setEnv(c.childEnv(), vars) // with the local stack's endpoint, when it is in use
 	return fn, nil
 }
 
@@ -210,7 +197,7 @@ func (fn *coldFunction) coldRun(ctx context.Context, run string, n int) (coldRun
 			return coldRun{}, fmt.Errorf("the event was not handled as new: %d %s; its output:\n%s", status, bytes.TrimSpace(resp), p.out.tail())
 		}
 		if k == 0 {
-			first := api.firstPoll()
+			first := *api.first.Load()
 			r.init, r.first = first.Sub(p.started), answered.Sub(first)
 		} else {
 			r.warm = answered.Sub(sent)
@@ -249,12 +236,8 @@ func (fn *coldFunction) throughputRun(ctx context.Context, c *cli, run string, f
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Events start after the cold runs' ids (2 per run), so every event of this run is new.
-	events := make([]int, f.throughput)
-	for i := range events {
-		events[i] = 2*f.runs + i
-	}
 	total := f.throughput * f.copies
-	rep := harness.Storm(ctx, fn.on(api), harness.StormConfig{Run: run, Events: events, Copies: f.copies, Concurrency: conc})
+	rep := harness.Storm(ctx, fn.on(api), harness.StormConfig{Run: run, Events: numbers(2*f.runs, f.throughput), Copies: f.copies, Concurrency: conc})
 	fmt.Fprintf(c.stdout, "throughput: %d deliveries (%d events x %d copies) through %d warm processes in %s (%.0f/s), invoke p50 %s, p99 %s\n",
 		rep.Sent, f.throughput, f.copies, conc, rep.Elapsed.Round(time.Millisecond), rep.PerSecond(), ms(rep.Latency(0.5)), ms(rep.Latency(0.99)))
 	if rawRate > 0 {

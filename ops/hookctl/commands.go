@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,11 +28,11 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w := c.columns()
 	fmt.Fprintf(w, "claim\t%s\n", cl.PK)
 	fmt.Fprintf(w, "type\t%s\n", cl.EventType)
 	fmt.Fprintf(w, "outcome\t%s\n", cl.Outcome)
-	fmt.Fprintf(w, "first delivery\t%s at %s\n", orDash(cl.DeliveryID), cl.ReceivedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "first delivery\t%s at %s\n", cmp.Or(cl.DeliveryID, "-"), cl.ReceivedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "expires\t%s\n", time.Unix(cl.ExpiresAt, 0).UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "payload\t%d bytes, sha256 %s\n", cl.PayloadBytes, cl.PayloadSHA256)
 	if sc := cl.TraceContext(); sc.IsValid() {
@@ -40,7 +40,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	}
 	for _, k := range cl.Effects {
 		if k.Table != "" {
-			fmt.Fprintf(w, "effect\t%s: %s / %s\n", k.Table, k.PK, orDash(k.SK))
+			fmt.Fprintf(w, "effect\t%s: %s / %s\n", k.Table, k.PK, cmp.Or(k.SK, "-"))
 			continue
 		}
 		fmt.Fprintf(w, "effect\t%s / %s\n", k.PK, k.SK)
@@ -53,7 +53,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 		return nil
 	}
 	fmt.Fprintln(c.stdout)
-	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w = c.columns()
 	// A target's type and delivery come from the sources file, when it can be read.
 	kinds := map[string]string{}
 	if f, err := c.sources(); err == nil {
@@ -69,7 +69,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	names := slices.Sorted(maps.Keys(cl.Intents))
 	for _, name := range names {
 		in := cl.Intents[name]
-		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", name, in.Target, kinds[in.Target], in.Status, in.Attempts, orDash(in.Sent), orDash(in.LastError))
+		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", name, in.Target, kinds[in.Target], in.Status, in.Attempts, cmp.Or(in.Sent, "-"), cmp.Or(in.LastError, "-"))
 	}
 	w.Flush()
 	// Each intent's history (its last dedup.HistoryLength attempts and operators' actions),
@@ -79,7 +79,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 			continue
 		}
 		fmt.Fprintf(c.stdout, "\n%s, newest first:\n", name)
-		w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		w = c.columns()
 		for _, a := range slices.Backward(cl.Intents[name].History) {
 			code, what := "-", a.Error
 			if a.Code != 0 {
@@ -111,12 +111,12 @@ func redrive(ctx context.Context, c *cli, args []string) error {
 		names = []string{args[2]}
 	}
 	db, _ := c.dynamo(ctx)
-	n := 0
+	claims, n := &dedup.Claims{API: db, Table: c.table}, 0
 	for _, name := range names {
 		if len(args) == 2 && cl.Intents[name].Status != dedup.IntentParked {
 			continue
 		}
-		if err := (&dedup.Claims{API: db, Table: c.table}).RedriveBy(ctx, cl, name, operator("hookctl redrive")); err != nil {
+		if err := claims.RedriveBy(ctx, cl, name, operator("hookctl redrive")); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		fmt.Fprintf(c.stdout, "re-drove %s (%s)\n", name, dedup.IdempotencyKey(cl.Source, cl.EventID, name))
@@ -152,7 +152,7 @@ func checkRetention(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err // a short retention is refused by the loader itself, naming the source
 	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w := c.columns()
 	fmt.Fprintln(w, "SOURCE\tRETRY HORIZON\tREDRIVE WINDOW\tNEEDED\tKEEP\tOK")
 	for _, name := range f.Names() {
 		r := f.Sources[name].Retention()
@@ -182,13 +182,6 @@ func checkRetention(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // parked lists the parked intents: the claims under the pending index's parked shards (where
 // the outbox puts a claim once nothing in it is open and something is parked), each read for
 // its parked intents' errors. This is the list the ParkedIntents alarm points to.
@@ -200,7 +193,7 @@ func parked(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w := c.columns()
 	fmt.Fprintln(w, "SOURCE\tEVENT ID\tINTENT\tTARGET\tATTEMPTS\tPARKED AT\tLAST ERROR")
 	n := 0
 	for cl, err := range outbox.ParkedClaims(ctx, db, c.table, c.pendingShards) {
@@ -209,7 +202,7 @@ func parked(ctx context.Context, c *cli, args []string) error {
 		}
 		for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
 			if in := cl.Intents[name]; in.Status == dedup.IntentParked {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cl.Source, cl.EventID, name, in.Target, in.Attempts, orDash(in.FinishedAt), orDash(in.LastError))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cl.Source, cl.EventID, name, in.Target, in.Attempts, cmp.Or(in.FinishedAt, "-"), cmp.Or(in.LastError, "-"))
 				n++
 			}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -41,33 +42,28 @@ const deployUsage = "deploy-local [-app CMD|DIR -c key=value -secrets FILE -exam
 // deployFlags are deploy-local's.
 type deployFlags struct {
 	app, secrets, cdk, dir string
-	context, examples      listFlag
+	context, examples      []string
 	verbose                bool
 }
 
-// listFlag is a repeatable flag whose values are each a name, sep and a value.
-type listFlag struct {
-	values []string
-	sep    string
-}
-
-func (l *listFlag) String() string { return strings.Join(l.values, " ") }
-func (l *listFlag) Set(v string) error {
-	if k, _, ok := strings.Cut(v, l.sep); !ok || strings.TrimSpace(k) == "" {
-		return fmt.Errorf("want name%svalue, got %q", l.sep, v)
-	}
-	l.values = append(l.values, v)
-	return nil
+// listFlag defines a repeatable flag whose values are each a name, sep and a value.
+func listFlag(fs *flag.FlagSet, values *[]string, name, sep, usage string) {
+	fs.Func(name, usage, func(v string) error {
+		if k, _, ok := strings.Cut(v, sep); !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("want name%svalue, got %q", sep, v)
+		}
+		*values = append(*values, v)
+		return nil
+	})
 }
 
 func (f *deployFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.app, "app", "", "the command that runs the CDK app (as cdk --app: 'go run ./infra'), or a synthesized cloud assembly's\n"+
 		"folder; default the app of cdk.json here")
-	f.context.sep, f.examples.sep = "=", "="
-	fs.Var(&f.context, "c", "CDK context for the synth, key=value (repeatable), e.g. -c local=true")
+	listFlag(fs, &f.context, "c", "=", "CDK context for the synth, key=value (repeatable), e.g. -c local=true")
 	fs.StringVar(&f.secrets, "secrets", "", "a JSON file of the secrets' values, {\"<source>\": \"<secret>\"} (or keyed \"secretsmanager:<name>\", \"ssm:<name>\");\n"+
 		"a secret it does not give keeps its value in the emulator, or gets a fresh one that fits the source's scheme")
-	fs.Var(&f.examples, "example", "SOURCE=FILE or SOURCE:TYPE=FILE (TYPE for a source that reads it from a header): print the send command\n"+
+	listFlag(fs, &f.examples, "example", "=", "SOURCE=FILE or SOURCE:TYPE=FILE (TYPE for a source that reads it from a header): print the send command\n"+
 		"with this body for the source (repeatable), {{fresh}} in it replaced by a token new each deploy (ids, keys that\n"+
 		"must not repeat); without any, every source gets a minimal one")
 	fs.StringVar(&f.cdk, "cdk", "cdklocal", "the command that runs the CDK CLI against the emulator (npm install -g aws-cdk aws-cdk-local)")
@@ -81,7 +77,7 @@ func (f *deployFlags) define(fs *flag.FlagSet) {
 // emulator's CloudFormation leaves it off), then the stack file and the URLs that resolve.
 func deployLocal(ctx context.Context, c *cli, args []string) error {
 	f := c.deploy
-	endpoint := or(os.Getenv("AWS_ENDPOINT_URL"), "http://127.0.0.1:4566")
+	endpoint := cmp.Or(os.Getenv("AWS_ENDPOINT_URL"), "http://127.0.0.1:4566")
 	if !isLocal(endpoint) {
 		return fmt.Errorf("AWS_ENDPOINT_URL=%s is not a local endpoint: deploy-local deploys to an emulator on this machine (cdk deploy deploys to AWS)", endpoint)
 	}
@@ -158,7 +154,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 		if f.app != "" {
 			synthArgs = append(synthArgs, "--app", f.app)
 		}
-		for _, kv := range f.context.values {
+		for _, kv := range f.context {
 			synthArgs = append(synthArgs, "--context", kv)
 		}
 		if err := cdkRun("synthesizing the app into "+assembly, append(synthArgs, stacks...)...); err != nil {
@@ -169,12 +165,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	var found []*construct
-	for _, k := range all {
-		if len(stacks) == 0 || slices.Contains(stacks, k.stack) {
-			found = append(found, k)
-		}
-	}
+	found := slices.DeleteFunc(all, func(k *construct) bool { return len(stacks) > 0 && !slices.Contains(stacks, k.stack) })
 	if len(found) == 0 {
 		if len(stacks) > 0 {
 			return fmt.Errorf("%w (in stacks %s)", errNoConstruct, strings.Join(stacks, ", "))
@@ -198,7 +189,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	examples, err := readExamples(f.examples.values, found)
+	examples, err := readExamples(f.examples, found)
 	if err != nil {
 		return err
 	}
@@ -381,9 +372,9 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 // currentSecret is the secret's value in the emulator, "" when it has none.
 func currentSecret(ctx context.Context, r *sources.Resolver, ref sources.SecretRef) (string, error) {
 	v, err := r.Resolve(ctx, []sources.SecretRef{ref})
-	var smMissing *smtypes.ResourceNotFoundException
-	var ssmMissing *ssmtypes.ParameterNotFound
-	if errors.As(err, &smMissing) || errors.As(err, &ssmMissing) {
+	_, smMissing := errors.AsType[*smtypes.ResourceNotFoundException](err)
+	_, ssmMissing := errors.AsType[*ssmtypes.ParameterNotFound](err)
+	if smMissing || ssmMissing {
 		return "", nil
 	}
 	if err != nil {
@@ -393,18 +384,15 @@ func currentSecret(ctx context.Context, r *sources.Resolver, ref sources.SecretR
 }
 
 func writeSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client, ref sources.SecretRef, v string) error {
+	var err error
 	if ref.SecretsManager != "" {
-		_, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref.SecretsManager), SecretString: aws.String(v)})
-		var exists *smtypes.ResourceExistsException
-		if errors.As(err, &exists) {
+		_, err = sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref.SecretsManager), SecretString: aws.String(v)})
+		if _, exists := errors.AsType[*smtypes.ResourceExistsException](err); exists {
 			_, err = sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(ref.SecretsManager), SecretString: aws.String(v)})
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", ref, err)
-		}
-		return nil
+	} else {
+		_, err = ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(ref.SSM), Value: aws.String(v), Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)})
 	}
-	_, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(ref.SSM), Value: aws.String(v), Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", ref, err)
 	}
@@ -415,9 +403,7 @@ func writeSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client,
 // whsec_ and base64, Stripe's whsec_ and 32 characters; the others take any string.
 func freshSecret(schemes []string) (string, error) {
 	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
+	rand.Read(b) // crypto/rand's Read never fails
 	v := hex.EncodeToString(b)
 	for _, s := range schemes {
 		switch s {
@@ -589,7 +575,7 @@ func setPath(m map[string]any, path, v string) {
 
 func freshID(prefix string) string {
 	b := make([]byte, 5)
-	_, _ = rand.Read(b)
+	rand.Read(b)
 	return prefix + hex.EncodeToString(b)
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -103,20 +104,11 @@ func replay(ctx context.Context, c *cli, args []string) error {
 	}
 	tick := time.NewTicker(time.Second / time.Duration(max(c.replay.rate, 1)))
 	defer tick.Stop()
-	indexes := make([]int, len(all))
-	for i := range indexes {
-		indexes[i] = i
-	}
 	// One worker, paced by the ticker: the storm's counting, at the replay's rate.
-	rep := harness.Storm(ctx, sender, harness.StormConfig{Events: indexes, Concurrency: 1,
+	rep := harness.Storm(ctx, sender, harness.StormConfig{Events: numbers(0, len(all)), Concurrency: 1, Progress: c.progress(len(all)),
 		Event: func(_ string, i int) (string, []byte) {
 			<-tick.C
 			return all[i].ID, all[i].Body
-		},
-		Progress: func(done int) {
-			if done%max(len(all)/10, 1) == 0 {
-				fmt.Fprintf(c.stderr, "\rsent %d/%d", done, len(all))
-			}
 		}})
 	fmt.Fprintf(c.stderr, "\n")
 	others := map[string]int{}
@@ -138,40 +130,34 @@ func audit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	in := &dynamodb.ScanInput{TableName: aws.String(c.table), FilterExpression: aws.String("NOT begins_with(pk, :claims)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":claims": &types.AttributeValueMemberS{Value: dedup.ClaimPrefix}}}
+	filter := expression.Not(expression.Name(dedup.PartitionKey).BeginsWith(dedup.ClaimPrefix))
 	if c.audit.prefix != "" {
-		in.FilterExpression = aws.String("begins_with(pk, :p)")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: c.audit.prefix}}
+		filter = expression.Name(dedup.PartitionKey).BeginsWith(c.audit.prefix)
 	}
 	sampled, unclaimed, gone := 0, 0, 0
-	p := dynamodb.NewScanPaginator(db, in)
-	for p.HasMorePages() && sampled < c.audit.sample {
-		page, err := p.NextPage(ctx)
+	for item, err := range c.scan(ctx, db, filter, false) {
 		if err != nil {
 			return err
 		}
-		for _, item := range page.Items {
-			if sampled == c.audit.sample {
-				break
-			}
-			sampled++
-			pk := item[dedup.PartitionKey].(*types.AttributeValueMemberS).Value
-			by, ok := item[dedup.ClaimedByAttribute].(*types.AttributeValueMemberS)
-			if !ok {
-				unclaimed++
-				fmt.Fprintf(c.stdout, "LEAK  %s: no claimed_by (written outside oncehook)\n", pk)
-				continue
-			}
-			out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), ProjectionExpression: aws.String(dedup.PartitionKey),
-				Key: map[string]types.AttributeValue{dedup.PartitionKey: by, dedup.SortKey: &types.AttributeValueMemberS{Value: dedup.ClaimSK}}})
-			if err != nil {
-				return err
-			}
-			if out.Item == nil {
-				gone++
-				fmt.Fprintf(c.stdout, "GONE  %s: its claim %s no longer exists (expired, or deleted)\n", pk, by.Value)
-			}
+		if sampled >= c.audit.sample {
+			break
+		}
+		sampled++
+		pk := item[dedup.PartitionKey].(*types.AttributeValueMemberS).Value
+		by, ok := item[dedup.ClaimedByAttribute].(*types.AttributeValueMemberS)
+		if !ok {
+			unclaimed++
+			fmt.Fprintf(c.stdout, "LEAK  %s: no claimed_by (written outside oncehook)\n", pk)
+			continue
+		}
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), Key: dedup.ClaimItemKey(by.Value),
+			ProjectionExpression: aws.String(dedup.PartitionKey)})
+		if err != nil {
+			return err
+		}
+		if out.Item == nil {
+			gone++
+			fmt.Fprintf(c.stdout, "GONE  %s: its claim %s no longer exists (expired, or deleted)\n", pk, by.Value)
 		}
 	}
 	fmt.Fprintf(c.stdout, "sampled %d effect records: %d without a claim (leaks), %d whose claim is gone\n", sampled, unclaimed, gone)

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/oncehook/oncehook/outbox"
@@ -28,7 +27,7 @@ func pause(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		w := c.columns()
 		fmt.Fprintln(w, "TARGET\tPAUSED AT\tBY\tWHY")
 		for _, name := range slices.Sorted(maps.Keys(paused)) {
 			p := paused[name]

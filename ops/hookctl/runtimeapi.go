@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,14 +30,15 @@ type runtimeAPI struct {
 	srv     *http.Server
 	polls   atomic.Int64
 	ids     atomic.Int64
+	first   atomic.Pointer[time.Time] // the first GET /next: the end of a process's init
+	// inflight holds the invocations handed to a process and not yet answered, by id.
+	inflight sync.Map
 
-	mu       sync.Mutex
-	first    time.Time // the first GET /next: the end of a process's init
-	inflight map[string]*invocation
-	exited   chan struct{} // closed when a process exits: its invocations will never be answered
-	procs    []*runningBootstrap
-	exit     sync.Once
-	died     *runningBootstrap
+	mu     sync.Mutex
+	exited chan struct{} // closed when a process exits: its invocations will never be answered
+	procs  []*runningBootstrap
+	exit   sync.Once
+	died   *runningBootstrap
 }
 
 type invocation struct {
@@ -52,8 +54,7 @@ func startRuntimeAPI(timeout time.Duration) (*runtimeAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &runtimeAPI{addr: ln.Addr().String(), queue: make(chan *invocation, 1<<12), timeout: timeout,
-		inflight: map[string]*invocation{}, exited: make(chan struct{})}
+	a := &runtimeAPI{addr: ln.Addr().String(), queue: make(chan *invocation, 1<<12), timeout: timeout, exited: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", a.next)
 	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", a.answer(false))
@@ -68,18 +69,9 @@ func startRuntimeAPI(timeout time.Duration) (*runtimeAPI, error) {
 
 func (a *runtimeAPI) close() { _ = a.srv.Close() }
 
-func (a *runtimeAPI) firstPoll() time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.first
-}
-
 func (a *runtimeAPI) next(w http.ResponseWriter, r *http.Request) {
-	a.mu.Lock()
-	if a.first.IsZero() {
-		a.first = time.Now()
-	}
-	a.mu.Unlock()
+	now := time.Now()
+	a.first.CompareAndSwap(nil, &now)
 	a.polls.Add(1)
 	var inv *invocation
 	select {
@@ -87,9 +79,7 @@ func (a *runtimeAPI) next(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	a.mu.Lock()
-	a.inflight[inv.id] = inv
-	a.mu.Unlock()
+	a.inflight.Store(inv.id, inv)
 	w.Header().Set("Lambda-Runtime-Aws-Request-Id", inv.id)
 	w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10))
 	w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:000000000000:function:oncehook-coldstart")
@@ -100,14 +90,12 @@ func (a *runtimeAPI) next(w http.ResponseWriter, r *http.Request) {
 func (a *runtimeAPI) answer(failed bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 6<<20))
-		a.mu.Lock()
-		inv, ok := a.inflight[r.PathValue("id")]
-		delete(a.inflight, r.PathValue("id"))
-		a.mu.Unlock()
+		v, ok := a.inflight.LoadAndDelete(r.PathValue("id"))
 		if !ok || err != nil {
 			http.Error(w, `{"errorMessage":"Invalid request ID","errorType":"InvalidRequestID"}`, http.StatusBadRequest)
 			return
 		}
+		inv := v.(*invocation)
 		inv.failed, inv.result = failed, body
 		w.WriteHeader(http.StatusAccepted)
 		close(inv.done)
@@ -157,7 +145,7 @@ func (a *runtimeAPI) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !inv.failed && json.Unmarshal(inv.result, &r) == nil {
 		resp.StatusCode, answer = r.StatusCode, []byte(r.Body)
 	}
-	resp.Body = io.NopCloser(strings.NewReader(string(answer)))
+	resp.Body = io.NopCloser(bytes.NewReader(answer))
 	return resp, nil
 }
 

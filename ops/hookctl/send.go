@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -32,7 +33,7 @@ import (
 type sendFlags struct {
 	id, eventType, delivery, scope string
 	key, secret, signedURL         string
-	headers                        listFlag
+	headers                        []string
 }
 
 func (f *sendFlags) define(fs *flag.FlagSet) {
@@ -49,8 +50,7 @@ func (f *sendFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.signedURL, "signed-url", "", "for a source that signs the URL (twilio, square) and sets no url: the URL to sign, as the receiver\n"+
 		"rebuilds it; default the URL posted to, as https, and on the emulator's path form /_aws/execute-api/<id>/...\n"+
 		"the domain MiniStack reports, https://<id>.execute-api.localhost/...")
-	f.headers.sep = ":"
-	fs.Var(&f.headers, "header", "add a header, 'Name: value' (repeatable)")
+	listFlag(fs, &f.headers, "header", ":", "add a header, 'Name: value' (repeatable)")
 }
 
 // buildDelivery signs body for source as its provider would, with what f says, and addresses
@@ -62,11 +62,7 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	// The event id: a header's is -id (fresh by default); a body's is the body's.
 	switch {
 	case inHeader(src.EventID):
-		id := f.id
-		if id == "" {
-			id = fmt.Sprintf("msg_%d", time.Now().UnixNano())
-		}
-		opts = append(opts, receivertest.WithEventID(id))
+		opts = append(opts, receivertest.WithEventID(cmp.Or(f.id, freshID("msg_"))))
 	case f.id != "":
 		if got := bodyValue(src, body, src.EventID); got != f.id {
 			return nil, fmt.Errorf("-id %s: source %s reads its event id from the body (%s, here %q), which is what the receiver claims: drop -id, or put the id in the body",
@@ -93,12 +89,12 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	}
 	switch {
 	case f.scope == "":
-	case src.EventID != nil && src.EventID.ScopeHeader != "":
+	case scopedIDs(src):
 		opts = append(opts, receivertest.WithScope(f.scope))
 	default:
 		return nil, fmt.Errorf("-scope: source %s's event ids are not scoped by a header", source)
 	}
-	for _, h := range f.headers.values {
+	for _, h := range f.headers {
 		name, value, _ := strings.Cut(h, ":")
 		opts = append(opts, receivertest.WithHeader(strings.TrimSpace(name), strings.TrimSpace(value)))
 	}
@@ -139,6 +135,11 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 
 // inHeader reports whether l locates its value in a header (a flag's business), not the body.
 func inHeader(l *sources.Locator) bool { return l != nil && l.Header != "" }
+
+// scopedIDs reports whether src's event ids are <scope>:<id>, the scope read from a header.
+func scopedIDs(src *sources.Source) bool {
+	return src != nil && src.EventID != nil && src.EventID.ScopeHeader != ""
+}
 
 // rebuiltURL is the URL a receiver rebuilds from a request POSTed to target (the receiver's
 // source.url): https, the domain API Gateway served it on (RequestContext.DomainName), the raw
@@ -186,18 +187,7 @@ func (c *cli) signingSecret(ctx context.Context, src *sources.Source, source str
 	if len(src.Secrets) == 0 {
 		return "", fmt.Errorf("source %s lists no secrets", source)
 	}
-	r := &sources.Resolver{} // an environment variable needs no AWS
-	if src.Secrets[0].Env == "" {
-		var err error
-		if r, err = c.resolver(ctx); err != nil {
-			return "", err
-		}
-	}
-	secrets, err := r.Resolve(ctx, src.Secrets[:1])
-	if err != nil {
-		return "", err
-	}
-	return secrets[0], nil
+	return c.secret(ctx, src.Secrets[0])
 }
 
 func fileOrValue(flagName, v string) (string, error) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -28,8 +29,6 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// storm sends N generated order.paid events x K concurrent copies to a deployment, then
-// checks that each event was accepted once, shipped once and (with -downstream) emailed once.
 type stormFlags struct {
 	events, copies, concurrency int
 	downstream                  string
@@ -65,14 +64,13 @@ func (f *stormFlags) define(fs *flag.FlagSet) {
 		"2-minute schedule, with its minimum claim age lowered to D for the run (retries after downstream faults)")
 }
 
+// storm sends N generated order.paid events x K concurrent copies to a deployment, then
+// checks that each event was accepted once, shipped once and (with -downstream) emailed once.
 func storm(ctx context.Context, c *cli, args []string) error {
 	if len(args) < 1 || len(args) > 2 {
 		return errors.New("want [flags] <source> [url]")
 	}
-	source, url := args[0], ""
-	if len(args) == 2 {
-		url = args[1]
-	}
+	source := args[0]
 	f := c.storm
 	spec, err := faults.Parse(f.faults)
 	if err != nil {
@@ -87,7 +85,7 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	if !spec.Downstream.Zero() && f.downstream == "" {
 		return errors.New("-faults: downstream faults need -downstream (they are the harness downstream's)")
 	}
-	sender, err := c.sender(ctx, source, url)
+	sender, err := c.sender(ctx, source, strings.Join(args[1:], ""))
 	if err != nil {
 		return err
 	}
@@ -166,19 +164,11 @@ func storm(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	all := make([]int, f.events)
-	for i := range all {
-		all[i] = i
-	}
 	total := f.events * f.copies
-	step := max(total/10, 1)
-	keyPrefix := source + ":" + harness.IDPrefix(sender.File.Sources[source], run) // the intents' idempotency keys
-	rep := harness.Storm(ctx, sender, harness.StormConfig{Run: run, Events: all, Event: event, Copies: f.copies, Concurrency: f.concurrency, Retries: f.retries,
-		Progress: func(done int) {
-			if done%step == 0 || done == total {
-				fmt.Fprintf(c.stderr, "\rsent %d/%d", done, total)
-			}
-		}})
+	idPrefix := harness.IDPrefix(sender.File.Sources[source], run)
+	keyPrefix := source + ":" + idPrefix // the intents' idempotency keys
+	rep := harness.Storm(ctx, sender, harness.StormConfig{Run: run, Events: numbers(0, f.events), Event: event, Copies: f.copies,
+		Concurrency: f.concurrency, Retries: f.retries, Progress: c.progress(total)})
 	fmt.Fprintf(c.stderr, "\n")
 	fmt.Fprintf(c.stdout, "run %s: %d deliveries in %s (%.0f/s), p50 %s, p99 %s\n", run, rep.Sent, rep.Elapsed.Round(time.Millisecond),
 		rep.PerSecond(), rep.Latency(0.5).Round(time.Millisecond), rep.Latency(0.99).Round(time.Millisecond))
@@ -204,7 +194,7 @@ func storm(ctx context.Context, c *cli, args []string) error {
 				problems = append(problems, "shipments != events")
 			}
 		}
-		problems = append(problems, c.verifyIntents(ctx, source, run, keyPrefix, dep, down, spec, started)...)
+		problems = append(problems, c.verifyIntents(ctx, dedup.ClaimKey(source, idPrefix), keyPrefix, dep, down, spec, started)...)
 	} else if down != nil {
 		deadline := time.Now().Add(f.wait)
 		keys, calls := down.Seen(keyPrefix)
@@ -224,16 +214,15 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// verifyIntents waits (up to -wait, sweeping every -sweep) until no intent of the run is open,
-// then checks the end state against what the run asked for (harness.CheckOutbox, and with
-// DynamoDB faults, that each kind asked for was injected). It returns what is wrong.
-func (c *cli) verifyIntents(ctx context.Context, source, run, keyPrefix string, dep *harness.Deployment, down *harness.Downstream, spec faults.Spec, started time.Time) []string {
+// verifyIntents waits (up to -wait, sweeping every -sweep) until no claim under prefix has an
+// open intent, then returns what is wrong with the end state for what the run asked for
+// (harness.CheckOutbox, and with DynamoDB faults, that each kind asked for was injected).
+func (c *cli) verifyIntents(ctx context.Context, prefix, keyPrefix string, dep *harness.Deployment, down *harness.Downstream, spec faults.Spec, started time.Time) []string {
 	f := c.storm
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return []string{err.Error()}
 	}
-	prefix := dedup.ClaimKey(source, strings.TrimPrefix(keyPrefix, source+":"))
 	start := time.Now()
 	lastSweep := time.Now()
 	sweeps, sweepErrs := 0, 0
@@ -287,6 +276,25 @@ func (c *cli) verifyIntents(ctx context.Context, source, run, keyPrefix string, 
 	return problems
 }
 
+// progress prints on stderr how many of total deliveries were sent, at each tenth and the last.
+func (c *cli) progress(total int) func(done int) {
+	step := max(total/10, 1)
+	return func(done int) {
+		if done%step == 0 || done == total {
+			fmt.Fprintf(c.stderr, "\rsent %d/%d", done, total)
+		}
+	}
+}
+
+// numbers is the n numbers from from on: the events of a storm.
+func numbers(from, n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = from + i
+	}
+	return s
+}
+
 // sender builds a harness.Sender for a source of the sources file, with its first secret, to
 // url (the local stack's URL for the source when url is "").
 func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, error) {
@@ -307,23 +315,18 @@ func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, 
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}, nil
 }
 
-// countPrefix counts the table's items whose pk starts with prefix (a filtered scan: an
-// operator's check, not a hot path).
+// countPrefix counts the table's items whose pk starts with prefix.
 func (c *cli) countPrefix(ctx context.Context, prefix string) (int, error) {
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(c.table), ConsistentRead: aws.Bool(true),
-		FilterExpression:          aws.String("begins_with(" + dedup.PartitionKey + ", :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: prefix}}})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for _, err := range c.scan(ctx, db, expression.Name(dedup.PartitionKey).BeginsWith(prefix), true) {
 		if err != nil {
 			return 0, err
 		}
-		n += len(page.Items)
+		n++
 	}
 	return n, nil
 }
