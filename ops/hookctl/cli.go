@@ -63,7 +63,7 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 	if n, err := strconv.Atoi(os.Getenv("PENDING_SHARDS")); err == nil && n > 0 {
 		shards = n
 	}
-	fs.IntVar(&c.pendingShards, "pending-shards", shards, "the pending index's shard count, as deployed (default $PENDING_SHARDS or 16)")
+	fs.IntVar(&c.pendingShards, "pending-shards", shards, "the pending index's shard count, as deployed ($PENDING_SHARDS when set)")
 	if cmd.flags != nil {
 		cmd.flags(c, fs)
 	}

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 )
 
 type command struct {
@@ -44,7 +45,13 @@ var commands = []command{
 	}},
 	{"audit", "audit [-prefix P -sample N]", audit, func(c *cli, fs *flag.FlagSet) {
 		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
-		fs.IntVar(&c.audit.sample, "sample", 1000, "how many effect records to check")
+		c.audit.sample = 1000
+		fs.Func("sample", "how many effect records to check, at least 1 (default 1000)", func(v string) (err error) {
+			if c.audit.sample, err = strconv.Atoi(v); err == nil && c.audit.sample < 1 {
+				err = errors.New("want at least 1")
+			}
+			return err
+		})
 	}},
 	{"backfill", "backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill, nil},
 	{"keygen", "keygen discord|sendgrid", keygen, nil},

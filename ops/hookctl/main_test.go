@@ -283,6 +283,11 @@ func TestBackfillThenAuditThenReplay(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "LEAK  ORDER#2") || strings.Contains(out, "ORDER#1:") || !strings.Contains(out, "sampled 2 effect records: 1 without a claim") {
 		t.Fatalf("audit: %d\n%s", code, out)
 	}
+	for _, n := range []string{"0", "-1", "many"} { // a sample of nothing is refused, not read as none or as all
+		if code, out, errOut := hookctl(t, "", "audit", "-table", table, "-sample", n); code != 2 || !strings.Contains(errOut, "-sample") || out != "" {
+			t.Errorf("audit -sample %s: %d %q %q, want 2 naming -sample", n, code, out, errOut)
+		}
+	}
 
 	// Replay: a receiver stand-in that dedups on webhook-id; every line twice, shuffled.
 	var mu sync.Mutex
