@@ -81,8 +81,7 @@ func batchError(i int, err error) error { return under(fmt.Sprintf("events[%d]",
 // under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
 // "events[2].source"), or else in its message.
 func under(what string, err error) error {
-	var ie *InvalidError
-	if errors.As(err, &ie) {
+	if ie, ok := errors.AsType[*InvalidError](err); ok {
 		return &InvalidError{Field: what + "." + ie.Field, Reason: ie.Reason}
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -158,8 +157,8 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 			}
 			return calls, nil
 		}
-		var tce *types.TransactionCanceledException
-		if !errors.As(err, &tce) {
+		tce, ok := errors.AsType[*types.TransactionCanceledException](err)
+		if !ok {
 			return calls, classify("TransactWriteItems", err)
 		}
 		reasons := tce.CancellationReasons

@@ -87,8 +87,7 @@ func (s *Store) put(ctx context.Context, req *request) (Result, error) {
 		res.Outcome, res.ExpiresAt = OutcomeAccepted, req.expires
 		return res, nil
 	}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
 		return s.taken(ctx, req, ccf.Item, res)
 	}
 	return res, classify("PutItem", err)
@@ -104,8 +103,8 @@ func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
 			res.Outcome, res.ExpiresAt = OutcomeAccepted, req.expires
 			return res, nil
 		}
-		var tce *types.TransactionCanceledException
-		if !errors.As(err, &tce) {
+		tce, ok := errors.AsType[*types.TransactionCanceledException](err)
+		if !ok {
 			return res, classify("TransactWriteItems", err)
 		}
 		r, conflict, err := s.cancelled(ctx, req, tce.CancellationReasons, res, err)
@@ -245,8 +244,7 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 	if absorbed.guard != nil {
 		// The same token would be taken for the first transaction's: a new one for this one.
 		_, err = s.api.TransactWriteItems(ctx, absorbed.transactInput(s.tablePtr, 1+MaxConflictRetries+1))
-		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) {
+		if tce, ok := errors.AsType[*types.TransactionCanceledException](err); ok {
 			switch c := readCancellation(tce.CancellationReasons, 0, true); c.kind {
 			case claimTaken:
 				return s.taken(ctx, &absorbed, c.old, res)
@@ -261,8 +259,7 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 		res.Outcome, res.Absorbed, res.ExpiresAt = OutcomeAbsorbed, refused, req.expires
 		return res, nil
 	}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
 		// A concurrent double claimed the event between our two calls.
 		return s.taken(ctx, &absorbed, ccf.Item, res)
 	}

@@ -279,8 +279,7 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 		attrCommitToken: str(token),
 	}}
 	_, err = s.api.PutItem(ctx, req.putInput(s.tablePtr))
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
 		// Our own write, when a lost response made the SDK send it again (see commitToken).
 		return attrString(ccf.Item, attrCommitToken) == token, nil
 	}

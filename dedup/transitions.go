@@ -550,18 +550,12 @@ func printableField(field, s string, max int) error {
 // decoded), and own is whether held already shows the write (mine): our own, sent again by the
 // SDK after its first answer was lost.
 func ownWrite(err error, mine func(held *Claim) bool) (held *Claim, refused, own bool) {
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return nil, false, false
+	ccf, refused := errors.AsType[*types.ConditionalCheckFailedException](err)
+	if !refused || ccf.Item == nil {
+		return nil, refused, false
 	}
-	if ccf.Item == nil {
-		return nil, true, false
-	}
-	held, derr := UnmarshalClaim(ccf.Item)
-	if derr != nil {
-		return nil, true, false
-	}
-	return held, true, mine != nil && mine(held)
+	held, _ = UnmarshalClaim(ccf.Item) // nil when it cannot be decoded
+	return held, true, held != nil && mine != nil && mine(held)
 }
 
 // update is UpdateItem, tried again (up to WriteRetries times, with full jitter) when DynamoDB
@@ -576,8 +570,7 @@ func (c *Claims) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dyn
 	}
 	for attempt := 1; ; attempt++ {
 		out, err := c.API.UpdateItem(ctx, in)
-		var tce *types.TransactionConflictException
-		if !errors.As(err, &tce) || attempt > retries {
+		if _, conflict := errors.AsType[*types.TransactionConflictException](err); !conflict || attempt > retries {
 			return out, err
 		}
 		if jitterWait(ctx, 20*time.Millisecond<<attempt) != nil {
@@ -810,8 +803,7 @@ func (c *Claims) recordLate(ctx context.Context, l *Lease, a Attempt, refusal er
 
 // refusedItem is the item a refused conditional write returned (ALL_OLD), or nil.
 func refusedItem(err error) map[string]types.AttributeValue {
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
 		return ccf.Item
 	}
 	return nil
