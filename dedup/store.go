@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -266,7 +265,6 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 	if !expires.After(now) {
 		return false, nil // its retention has passed: a claim would already count as expired
 	}
-	token := commitToken(&ev, now, rand.Uint64())
 	req := &request{nowVals: s.nowValues(now), claim: map[string]types.AttributeValue{
 		PartitionKey:    str(ClaimKey(source, eventID)),
 		SortKey:         str(ClaimSK),
@@ -276,15 +274,10 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 		attrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
 		TTLAttribute:    num(expires.Unix()),
 		attrOutcome:     str(OutcomeBackfilled),
-		attrCommitToken: str(token),
+		attrCommitToken: str(commitToken(&ev, now, rand.Uint64())),
 	}}
-	_, err = s.api.PutItem(ctx, req.putInput(s.tablePtr))
-	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		// Our own write, when a lost response made the SDK send it again (see commitToken).
-		return attrString(ccf.Item, attrCommitToken) == token, nil
-	}
-	if err != nil {
-		return false, classify("PutItem", err)
-	}
-	return true, nil
+	// Commit's own PutItem: a claim that holds is left alone (a duplicate), and our own write,
+	// sent again after a lost response, is told by its commit token (accepted).
+	res, err := s.put(ctx, req)
+	return res.Outcome == OutcomeAccepted, err
 }
