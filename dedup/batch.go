@@ -43,7 +43,7 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 			reqs[i], err = s.buildRequest(&evs[i], &plans[i], keep, now, tc)
 		}
 		if err != nil {
-			return nil, 0, batchError(i, err)
+			return nil, 0, under(fmt.Sprintf("events[%d]", i), err)
 		}
 		key := attrString(reqs[i].claim, PartitionKey)
 		if _, seen := first[key]; !seen {
@@ -75,8 +75,6 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 	}
 	return results, calls, err
 }
-
-func batchError(i int, err error) error { return under(fmt.Sprintf("events[%d]", i), err) }
 
 // under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
 // "events[2].source"), or else in its message.

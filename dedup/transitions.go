@@ -525,10 +525,8 @@ func Printable(s string, max int) error {
 	if s == "" || len(s) > max || !utf8.ValidString(s) {
 		return fmt.Errorf("must be 1 to %d bytes of UTF-8", max)
 	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return errors.New("must not contain control characters")
-		}
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return errors.New("must not contain control characters")
 	}
 	return nil
 }
