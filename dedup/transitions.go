@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -635,20 +636,16 @@ func placeAfter(c *Claim, name, status string) placement {
 	}
 	var others []string
 	openW, parkedW := "", ""
-	for n, in := range c.Intents {
+	for _, n := range slices.Sorted(maps.Keys(c.Intents)) {
 		if n == name {
 			continue
 		}
 		others = append(others, n)
-		switch class(in.Status) {
+		switch class(c.Intents[n].Status) {
 		case classOpen: // the first in name order: the same witness on a retry
-			if openW == "" || n < openW {
-				openW = n
-			}
+			openW = cmp.Or(openW, n)
 		case classParked:
-			if parkedW == "" || n < parkedW {
-				parkedW = n
-			}
+			parkedW = cmp.Or(parkedW, n)
 		}
 	}
 	open, parked := mine == classOpen || openW != "", mine == classParked || parkedW != ""
