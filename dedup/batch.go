@@ -103,10 +103,7 @@ func pack(reqs []*request, pending []int) []int {
 	seen := map[string]bool{}
 	for n, i := range pending {
 		a, touched := actionsOf(reqs[i]), touches(reqs[i])
-		clash := false
-		for _, k := range touched {
-			clash = clash || seen[k]
-		}
+		clash := slices.ContainsFunc(touched, func(k string) bool { return seen[k] })
 		if n > 0 && (clash || actions+a > MaxTransactionActions || bytes+reqs[i].bytes > MaxTransactionBytes) {
 			return pending[:n]
 		}

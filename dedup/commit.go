@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -221,20 +223,12 @@ func replay(old map[string]types.AttributeValue, res Result) Result {
 // refused their own conditions. The event is claimed alone, with no effects and no intents
 // (and its body guard, when it has one), and the claim records which effects were refused.
 func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Result) (Result, error) {
-	claim := make(map[string]types.AttributeValue, len(req.claim))
-	for k, v := range req.claim {
-		switch k {
-		case attrIntents, IndexPartitionKey, IndexSortKey, attrWake, attrEffects, attrTrace:
-			continue // the trace too: only a claim with intents has anything to continue it
-		}
-		claim[k] = v
+	claim := maps.Clone(req.claim)
+	for _, k := range []string{attrIntents, IndexPartitionKey, IndexSortKey, attrWake, attrEffects, attrTrace} {
+		delete(claim, k) // the trace too: only a claim with intents has anything to continue it
 	}
 	claim[attrOutcome] = str(OutcomeAbsorbed.String())
-	idx := make([]types.AttributeValue, len(refused))
-	for i, n := range refused {
-		idx[i] = num(int64(n))
-	}
-	claim[attrAbsorbed] = &types.AttributeValueMemberL{Value: idx}
+	claim[attrAbsorbed], _ = attributevalue.Marshal(refused) // cannot fail: a list of numbers
 	absorbed := *req
 	absorbed.claim = claim
 	absorbed.effects = nil
