@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -96,10 +97,7 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	if err := a.Validate(); err != nil {
 		return rep, err
 	}
-	sample := a.Sample
-	if sample == 0 {
-		sample = 100
-	}
+	sample := cmp.Or(a.Sample, 100)
 	scanned, pkName, skName := a.Table, PartitionKey, SortKey
 	if a.Audited != "" {
 		scanned, pkName, skName = a.Audited, a.PartitionKey, a.SortKey

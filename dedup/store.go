@@ -1,7 +1,9 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -79,12 +81,8 @@ func (c *Config) setDefaults() {
 	case NoConflictRetries:
 		c.ConflictRetries = 0
 	}
-	if c.ConflictBackoff == 0 {
-		c.ConflictBackoff = 20 * time.Millisecond
-	}
-	if c.PendingShards == 0 {
-		c.PendingShards = PendingShards
-	}
+	c.ConflictBackoff = cmp.Or(c.ConflictBackoff, 20*time.Millisecond)
+	c.PendingShards = cmp.Or(c.PendingShards, PendingShards)
 }
 
 // Validate checks the configuration: a table, at least one source, valid source names and a
@@ -159,7 +157,7 @@ func tableName(s string) string {
 // function with such a configuration does not start.
 func New(api API, cfg Config) (*Store, error) {
 	if api == nil {
-		return nil, fmt.Errorf("dedup: nil DynamoDB API")
+		return nil, errors.New("dedup: nil DynamoDB API")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -167,11 +165,7 @@ func New(api API, cfg Config) (*Store, error) {
 	}
 	tables := make(map[string]otherTable, len(cfg.Tables))
 	for name, k := range cfg.Tables {
-		physical := k.Name
-		if physical == "" {
-			physical = name
-		}
-		tables[name] = otherTable{TableKeys: k, name: aws.String(physical)}
+		tables[name] = otherTable{TableKeys: k, name: aws.String(cmp.Or(k.Name, name))}
 	}
 	cfg.Sources = maps.Clone(cfg.Sources)
 	return &Store{api: api, cfg: cfg, tablePtr: aws.String(cfg.Table), tables: tables}, nil

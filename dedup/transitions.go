@@ -563,10 +563,7 @@ func ownWrite(err error, mine func(held *Claim) bool) (held *Claim, refused, own
 // would leave the intent running until its lease expired, and the next attempt would call the
 // downstream again.
 func (c *Claims) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-	retries := c.WriteRetries
-	if retries == 0 {
-		retries = 3
-	}
+	retries := cmp.Or(c.WriteRetries, 3)
 	for attempt := 1; ; attempt++ {
 		out, err := c.API.UpdateItem(ctx, in)
 		if _, conflict := errors.AsType[*types.TransactionConflictException](err); !conflict || attempt > retries {
