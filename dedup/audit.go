@@ -1,8 +1,11 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +72,11 @@ type AuditReport struct {
 }
 
 // Key is an item's key (as text), with its table when it is not oncehook's.
-type Key struct{ Table, PK, SK string }
+type Key struct {
+	Table string `dynamodbav:"-"` // not recorded: LastAudit sets it from the audited table
+	PK    string `dynamodbav:"pk"`
+	SK    string `dynamodbav:"sk"`
+}
 
 // Validate reports configuration that cannot work.
 func (a *Auditor) Validate() error {
@@ -96,10 +103,7 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	if err := a.Validate(); err != nil {
 		return rep, err
 	}
-	sample := a.Sample
-	if sample == 0 {
-		sample = 100
-	}
+	sample := cmp.Or(a.Sample, 100)
 	scanned, pkName, skName := a.Table, PartitionKey, SortKey
 	if a.Audited != "" {
 		scanned, pkName, skName = a.Audited, a.PartitionKey, a.SortKey
@@ -156,20 +160,8 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 		}
 	}
 	// The cursor moves, and records this run's result for readers (LastAudit), in one write.
-	now := time.Now
-	if a.Now != nil {
-		now = a.Now
-	}
-	keys := make([]types.AttributeValue, 0, len(rep.WithoutClaim))
-	for _, k := range rep.WithoutClaim {
-		keys = append(keys, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"pk": str(k.PK), "sk": str(k.SK)}})
-	}
-	set := []string{"last_run_at = :at", "last_read = :read", "last_effects = :effects", "last_without_claim = :without", "last_keys = :keys", "last_wrapped = :wrapped"}
-	values := map[string]types.AttributeValue{
-		":at": str(now().UTC().Format(time.RFC3339)), ":read": num(int64(rep.Read)), ":effects": num(int64(rep.Effects)),
-		":without": num(int64(rep.WithoutClaimCount)), ":keys": &types.AttributeValueMemberL{Value: keys},
-	}
-	var remove []string
+	var set, remove []string
+	values := map[string]types.AttributeValue{}
 	if len(out.LastEvaluatedKey) == 0 {
 		rep.Wrapped = true
 		remove = []string{"cursor_pk", "cursor_sk"}
@@ -181,7 +173,16 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 		values[":pk"] = out.LastEvaluatedKey[pkName]
 		remove = []string{"cursor_sk"}
 	}
-	values[":wrapped"] = &types.AttributeValueMemberBOOL{Value: rep.Wrapped}
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	rec, _ := attributevalue.MarshalMap(AuditRecord{At: now().UTC().Truncate(time.Second), Read: rep.Read, Effects: rep.Effects,
+		WithoutClaim: rep.WithoutClaimCount, Keys: rep.WithoutClaim, Wrapped: rep.Wrapped}) // cannot fail: strings, numbers, a time
+	for _, name := range slices.Sorted(maps.Keys(rec)) {
+		set = append(set, name+" = :"+name)
+		values[":"+name] = rec[name]
+	}
 	move := &dynamodb.UpdateItemInput{TableName: aws.String(a.Table), Key: cursorKey, UpdateExpression: aws.String(updateExpression(set, remove)), ExpressionAttributeValues: values}
 	if _, err := a.Client.UpdateItem(ctx, move); err != nil {
 		return rep, fmt.Errorf("audit cursor: %w", err)
@@ -198,17 +199,18 @@ func auditCursorKey(audited string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{PartitionKey: str(pk), SortKey: str(AuditCursorSK)}
 }
 
-// AuditRecord is the result of an Auditor's last run, as it recorded it on its cursor.
+// AuditRecord is the result of an Auditor's last run, as it recorded it on its cursor (each
+// field in the attribute its tag names).
 type AuditRecord struct {
 	// Audited is the audited table ("" for oncehook's own).
-	Audited string
-	At      time.Time
-	Read    int
-	Effects int
+	Audited string    `dynamodbav:"-"`
+	At      time.Time `dynamodbav:"last_run_at"` // whole seconds
+	Read    int       `dynamodbav:"last_read"`
+	Effects int       `dynamodbav:"last_effects"`
 	// WithoutClaim counts the run's records without a claim; Keys are the first 20.
-	WithoutClaim int
-	Keys         []Key
-	Wrapped      bool
+	WithoutClaim int   `dynamodbav:"last_without_claim"`
+	Keys         []Key `dynamodbav:"last_keys"`
+	Wrapped      bool  `dynamodbav:"last_wrapped"`
 }
 
 // LastAudit reads the last result an Auditor recorded for a table (audited: "" for oncehook's
@@ -223,21 +225,12 @@ func LastAudit(ctx context.Context, api GetItemAPI, table, audited string) (*Aud
 	if _, ok := out.Item["last_run_at"]; !ok {
 		return nil, nil
 	}
-	var item struct {
-		At      string      `dynamodbav:"last_run_at"`
-		Read    int         `dynamodbav:"last_read"`
-		Effects int         `dynamodbav:"last_effects"`
-		Without int         `dynamodbav:"last_without_claim"`
-		Keys    []EffectKey `dynamodbav:"last_keys"` // Table is set from audited
-		Wrapped bool        `dynamodbav:"last_wrapped"`
-	}
-	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
+	rec := AuditRecord{Audited: audited}
+	if err := attributevalue.UnmarshalMap(out.Item, &rec); err != nil {
 		return nil, fmt.Errorf("audit record %s: %w", attrString(key, PartitionKey), err)
 	}
-	rec := &AuditRecord{Audited: audited, Read: item.Read, Effects: item.Effects, WithoutClaim: item.Without, Wrapped: item.Wrapped}
-	rec.At, _ = time.Parse(time.RFC3339, item.At)
-	for _, k := range item.Keys {
-		rec.Keys = append(rec.Keys, Key{Table: audited, PK: k.PK, SK: k.SK})
+	for i := range rec.Keys {
+		rec.Keys[i].Table = audited
 	}
-	return rec, nil
+	return &rec, nil
 }

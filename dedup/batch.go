@@ -43,7 +43,7 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 			reqs[i], err = s.buildRequest(&evs[i], &plans[i], keep, now, tc)
 		}
 		if err != nil {
-			return nil, 0, batchError(i, err)
+			return nil, 0, under(fmt.Sprintf("events[%d]", i), err)
 		}
 		key := attrString(reqs[i].claim, PartitionKey)
 		if _, seen := first[key]; !seen {
@@ -76,13 +76,10 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 	return results, calls, err
 }
 
-func batchError(i int, err error) error { return under(fmt.Sprintf("events[%d]", i), err) }
-
 // under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
 // "events[2].source"), or else in its message.
 func under(what string, err error) error {
-	var ie *InvalidError
-	if errors.As(err, &ie) {
+	if ie, ok := errors.AsType[*InvalidError](err); ok {
 		return &InvalidError{Field: what + "." + ie.Field, Reason: ie.Reason}
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -106,10 +103,7 @@ func pack(reqs []*request, pending []int) []int {
 	seen := map[string]bool{}
 	for n, i := range pending {
 		a, touched := actionsOf(reqs[i]), touches(reqs[i])
-		clash := false
-		for _, k := range touched {
-			clash = clash || seen[k]
-		}
+		clash := slices.ContainsFunc(touched, func(k string) bool { return seen[k] })
 		if n > 0 && (clash || actions+a > MaxTransactionActions || bytes+reqs[i].bytes > MaxTransactionBytes) {
 			return pending[:n]
 		}
@@ -158,8 +152,8 @@ func (s *Store) commitChunk(ctx context.Context, reqs []*request, chunk []int, r
 			}
 			return calls, nil
 		}
-		var tce *types.TransactionCanceledException
-		if !errors.As(err, &tce) {
+		tce, ok := errors.AsType[*types.TransactionCanceledException](err)
+		if !ok {
 			return calls, classify("TransactWriteItems", err)
 		}
 		reasons := tce.CancellationReasons

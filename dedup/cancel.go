@@ -110,15 +110,14 @@ func classify(op string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return &UnavailableError{Reason: op + " did not finish", RetryAfter: retryLater, Err: err}
 	}
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[smithy.APIError](err); ok {
 		switch ae.ErrorCode() {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
 			"TransactionInProgressException":
 			return &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
 		}
-		var re *awshttp.ResponseError
-		if ae.ErrorFault() == smithy.FaultServer || errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
+		re, answered := errors.AsType[*awshttp.ResponseError](err)
+		if ae.ErrorFault() == smithy.FaultServer || answered && re.HTTPStatusCode() >= 500 {
 			return &UnavailableError{Reason: "server error", RetryAfter: retryLater, Err: err}
 		}
 		return fmt.Errorf("dedup: %s: %w", op, err)

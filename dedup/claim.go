@@ -263,7 +263,7 @@ type Claim struct {
 // Open reports whether any intent is pending or running.
 func (c *Claim) Open() bool {
 	for _, in := range c.Intents {
-		if in.Status == IntentPending || in.Status == IntentRunning {
+		if class(in.Status) == classOpen {
 			return true
 		}
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -87,8 +89,7 @@ func (s *Store) put(ctx context.Context, req *request) (Result, error) {
 		res.Outcome, res.ExpiresAt = OutcomeAccepted, req.expires
 		return res, nil
 	}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
 		return s.taken(ctx, req, ccf.Item, res)
 	}
 	return res, classify("PutItem", err)
@@ -104,8 +105,8 @@ func (s *Store) transact(ctx context.Context, req *request) (Result, error) {
 			res.Outcome, res.ExpiresAt = OutcomeAccepted, req.expires
 			return res, nil
 		}
-		var tce *types.TransactionCanceledException
-		if !errors.As(err, &tce) {
+		tce, ok := errors.AsType[*types.TransactionCanceledException](err)
+		if !ok {
 			return res, classify("TransactWriteItems", err)
 		}
 		r, conflict, err := s.cancelled(ctx, req, tce.CancellationReasons, res, err)
@@ -222,20 +223,12 @@ func replay(old map[string]types.AttributeValue, res Result) Result {
 // refused their own conditions. The event is claimed alone, with no effects and no intents
 // (and its body guard, when it has one), and the claim records which effects were refused.
 func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Result) (Result, error) {
-	claim := make(map[string]types.AttributeValue, len(req.claim))
-	for k, v := range req.claim {
-		switch k {
-		case attrIntents, IndexPartitionKey, IndexSortKey, attrWake, attrEffects, attrTrace:
-			continue // the trace too: only a claim with intents has anything to continue it
-		}
-		claim[k] = v
+	claim := maps.Clone(req.claim)
+	for _, k := range []string{attrIntents, IndexPartitionKey, IndexSortKey, attrWake, attrEffects, attrTrace} {
+		delete(claim, k) // the trace too: only a claim with intents has anything to continue it
 	}
 	claim[attrOutcome] = str(OutcomeAbsorbed.String())
-	idx := make([]types.AttributeValue, len(refused))
-	for i, n := range refused {
-		idx[i] = num(int64(n))
-	}
-	claim[attrAbsorbed] = &types.AttributeValueMemberL{Value: idx}
+	claim[attrAbsorbed], _ = attributevalue.Marshal(refused) // cannot fail: a list of numbers
 	absorbed := *req
 	absorbed.claim = claim
 	absorbed.effects = nil
@@ -245,8 +238,7 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 	if absorbed.guard != nil {
 		// The same token would be taken for the first transaction's: a new one for this one.
 		_, err = s.api.TransactWriteItems(ctx, absorbed.transactInput(s.tablePtr, 1+MaxConflictRetries+1))
-		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) {
+		if tce, ok := errors.AsType[*types.TransactionCanceledException](err); ok {
 			switch c := readCancellation(tce.CancellationReasons, 0, true); c.kind {
 			case claimTaken:
 				return s.taken(ctx, &absorbed, c.old, res)
@@ -261,8 +253,7 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 		res.Outcome, res.Absorbed, res.ExpiresAt = OutcomeAbsorbed, refused, req.expires
 		return res, nil
 	}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
 		// A concurrent double claimed the event between our two calls.
 		return s.taken(ctx, &absorbed, ccf.Item, res)
 	}

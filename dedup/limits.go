@@ -1,10 +1,6 @@
 package dedup
 
-import (
-	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-)
+import "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 // DynamoDB's limits that a single Commit can reach. They are checked before any call, so an
 // oversized plan fails with a *LimitError naming the limit instead of a ValidationException
@@ -92,13 +88,11 @@ func sizeOf[T any](elems []T, size func(T) int) int {
 
 // numberSize is 1 byte per two significant digits plus 1, as DynamoDB documents it.
 func numberSize(s string) int {
-	s = strings.TrimLeft(s, "+-")
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		s = s[:i]
+	digits, _, ok := significand(s)
+	if !ok {
+		digits = s // not a number, which DynamoDB refuses: sized by its text, erring large
 	}
-	s = strings.Replace(s, ".", "", 1)
-	s = strings.Trim(s, "0")
-	return (len(s)+1)/2 + 1
+	return (len(digits)+1)/2 + 1
 }
 
 // keyString returns the string value of a key attribute, and whether it is a non-empty string.

@@ -2,8 +2,9 @@ package dedup
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -43,16 +44,11 @@ func UpdateEffectOf(key, set any) (Effect, error) {
 	if err != nil {
 		return Effect{}, err
 	}
-	names := make([]string, 0, len(m))
-	for name := range m {
+	var u expression.UpdateBuilder
+	for _, name := range slices.Sorted(maps.Keys(m)) { // the same expression on every delivery of the event
 		if _, isKey := k[name]; isKey {
 			return Effect{}, &InvalidError{Field: "set." + name, Reason: "is a key attribute; DynamoDB cannot update a key"}
 		}
-		names = append(names, name)
-	}
-	sort.Strings(names) // the same expression on every delivery of the event
-	var u expression.UpdateBuilder
-	for _, name := range names {
 		u = u.Set(expression.NameNoDotSplit(name), expression.Value(m[name])) // a name is an attribute, never a path
 	}
 	return UpdateEffect(k, u), nil

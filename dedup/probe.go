@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,18 +29,14 @@ const (
 // and returns the events still to write. Keys DynamoDB leaves unprocessed, and every key of a
 // failed call, stay pending: the transactions then decide them.
 func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int, results []Result, now int64) (rest []int, calls int, err error) {
-	var groups [][]int
-	for start := 0; start < len(pending); start += maxBatchGetKeys {
-		groups = append(groups, pending[start:min(start+maxBatchGetKeys, len(pending))])
-	}
+	groups := slices.Collect(slices.Chunk(pending, maxBatchGetKeys))
 	found := make([]map[string]map[string]types.AttributeValue, len(groups)) // per group: claim pk -> item
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, probeParallel)
 	for g, group := range groups {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		wg.Go(func() {
+			defer func() { <-sem }()
 			keys := make([]map[string]types.AttributeValue, len(group))
 			for k, i := range group {
 				keys[k] = ClaimItemKey(attrString(reqs[i].claim, PartitionKey))
@@ -55,7 +52,7 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 				items[attrString(it, PartitionKey)] = it
 			}
 			found[g] = items
-		}()
+		})
 	}
 	wg.Wait()
 	calls = len(groups)

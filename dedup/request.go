@@ -540,13 +540,27 @@ func keyID(v types.AttributeValue) string {
 // ("1.20e1" and "012" are both "12e0"). Text that is not a number is kept as it is (DynamoDB
 // refuses it anyway).
 func canonicalNumber(s string) string {
-	neg := strings.HasPrefix(s, "-")
+	digits, exp, ok := significand(s)
+	switch {
+	case !ok:
+		return s
+	case digits == "":
+		return "0"
+	case strings.HasPrefix(s, "-"):
+		digits = "-" + digits
+	}
+	return digits + "e" + strconv.Itoa(exp)
+}
+
+// significand reads a DynamoDB number as its significant digits, without leading or trailing
+// zeros ("" for zero), and the power of ten that scales them: "1.20e1" and "012" are both
+// ("12", 0). ok is false for text that is not a number.
+func significand(s string) (digits string, exp int, ok bool) {
 	m := strings.TrimLeft(s, "+-")
-	exp := 0
 	if i := strings.IndexAny(m, "eE"); i >= 0 {
 		e, err := strconv.Atoi(m[i+1:])
 		if err != nil {
-			return s
+			return "", 0, false
 		}
 		m, exp = m[:i], e
 	}
@@ -554,20 +568,10 @@ func canonicalNumber(s string) string {
 		exp -= len(m) - i - 1
 		m = m[:i] + m[i+1:]
 	}
-	for _, c := range m {
-		if c < '0' || c > '9' {
-			return s
-		}
+	if strings.ContainsFunc(m, func(c rune) bool { return c < '0' || c > '9' }) {
+		return "", 0, false
 	}
 	m = strings.TrimLeft(m, "0")
-	if m == "" {
-		return "0"
-	}
-	for strings.HasSuffix(m, "0") {
-		m, exp = m[:len(m)-1], exp+1
-	}
-	if neg {
-		m = "-" + m
-	}
-	return m + "e" + strconv.Itoa(exp)
+	digits = strings.TrimRight(m, "0")
+	return digits, exp + len(m) - len(digits), true
 }

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,12 +81,8 @@ func (c *Config) setDefaults() {
 	case NoConflictRetries:
 		c.ConflictRetries = 0
 	}
-	if c.ConflictBackoff == 0 {
-		c.ConflictBackoff = 20 * time.Millisecond
-	}
-	if c.PendingShards == 0 {
-		c.PendingShards = PendingShards
-	}
+	c.ConflictBackoff = cmp.Or(c.ConflictBackoff, 20*time.Millisecond)
+	c.PendingShards = cmp.Or(c.PendingShards, PendingShards)
 }
 
 // Validate checks the configuration: a table, at least one source, valid source names and a
@@ -160,7 +157,7 @@ func tableName(s string) string {
 // function with such a configuration does not start.
 func New(api API, cfg Config) (*Store, error) {
 	if api == nil {
-		return nil, fmt.Errorf("dedup: nil DynamoDB API")
+		return nil, errors.New("dedup: nil DynamoDB API")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -168,11 +165,7 @@ func New(api API, cfg Config) (*Store, error) {
 	}
 	tables := make(map[string]otherTable, len(cfg.Tables))
 	for name, k := range cfg.Tables {
-		physical := k.Name
-		if physical == "" {
-			physical = name
-		}
-		tables[name] = otherTable{TableKeys: k, name: aws.String(physical)}
+		tables[name] = otherTable{TableKeys: k, name: aws.String(cmp.Or(k.Name, name))}
 	}
 	cfg.Sources = maps.Clone(cfg.Sources)
 	return &Store{api: api, cfg: cfg, tablePtr: aws.String(cfg.Table), tables: tables}, nil
@@ -266,7 +259,6 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 	if !expires.After(now) {
 		return false, nil // its retention has passed: a claim would already count as expired
 	}
-	token := commitToken(&ev, now, rand.Uint64())
 	req := &request{nowVals: s.nowValues(now), claim: map[string]types.AttributeValue{
 		PartitionKey:    str(ClaimKey(source, eventID)),
 		SortKey:         str(ClaimSK),
@@ -276,16 +268,10 @@ func (s *Store) Backfill(ctx context.Context, source, eventID string, processedA
 		attrReceivedAt:  str(processedAt.UTC().Format(time.RFC3339Nano)),
 		TTLAttribute:    num(expires.Unix()),
 		attrOutcome:     str(OutcomeBackfilled),
-		attrCommitToken: str(token),
+		attrCommitToken: str(commitToken(&ev, now, rand.Uint64())),
 	}}
-	_, err = s.api.PutItem(ctx, req.putInput(s.tablePtr))
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		// Our own write, when a lost response made the SDK send it again (see commitToken).
-		return attrString(ccf.Item, attrCommitToken) == token, nil
-	}
-	if err != nil {
-		return false, classify("PutItem", err)
-	}
-	return true, nil
+	// Commit's own PutItem: a claim that holds is left alone (a duplicate), and our own write,
+	// sent again after a lost response, is told by its commit token (accepted).
+	res, err := s.put(ctx, req)
+	return res.Outcome == OutcomeAccepted, err
 }

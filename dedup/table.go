@@ -48,8 +48,7 @@ func CreateTableInput(name string) *dynamodb.CreateTableInput {
 // TTL over expires_at. It is for tests and local runs; deployments own the table in the CDK.
 func EnsureTable(ctx context.Context, client *dynamodb.Client, name string) error {
 	_, err := client.CreateTable(ctx, CreateTableInput(name))
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
+	if _, inUse := errors.AsType[*types.ResourceInUseException](err); err != nil && !inUse {
 		return fmt.Errorf("dedup: create table %s: %w", name, err)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {

@@ -75,10 +75,7 @@ func (t *StoredTrace) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) e
 // (committed without a span, or by a release that did not store it) or holds one that cannot
 // be read, which is then ignored: a trace context never changes what runs.
 func (c *Claim) TraceContext() trace.SpanContext {
-	return decodeTrace(c.Trace)
-}
-
-func decodeTrace(b []byte) trace.SpanContext {
+	b := c.Trace
 	if len(b) != traceLen || b[0] != traceVersion {
 		return trace.SpanContext{}
 	}

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -525,10 +526,8 @@ func Printable(s string, max int) error {
 	if s == "" || len(s) > max || !utf8.ValidString(s) {
 		return fmt.Errorf("must be 1 to %d bytes of UTF-8", max)
 	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return errors.New("must not contain control characters")
-		}
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return errors.New("must not contain control characters")
 	}
 	return nil
 }
@@ -550,18 +549,12 @@ func printableField(field, s string, max int) error {
 // decoded), and own is whether held already shows the write (mine): our own, sent again by the
 // SDK after its first answer was lost.
 func ownWrite(err error, mine func(held *Claim) bool) (held *Claim, refused, own bool) {
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return nil, false, false
+	ccf, refused := errors.AsType[*types.ConditionalCheckFailedException](err)
+	if !refused || ccf.Item == nil {
+		return nil, refused, false
 	}
-	if ccf.Item == nil {
-		return nil, true, false
-	}
-	held, derr := UnmarshalClaim(ccf.Item)
-	if derr != nil {
-		return nil, true, false
-	}
-	return held, true, mine != nil && mine(held)
+	held, _ = UnmarshalClaim(ccf.Item) // nil when it cannot be decoded
+	return held, true, held != nil && mine != nil && mine(held)
 }
 
 // update is UpdateItem, tried again (up to WriteRetries times, with full jitter) when DynamoDB
@@ -570,14 +563,10 @@ func ownWrite(err error, mine func(held *Claim) bool) (held *Claim, refused, own
 // would leave the intent running until its lease expired, and the next attempt would call the
 // downstream again.
 func (c *Claims) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-	retries := c.WriteRetries
-	if retries == 0 {
-		retries = 3
-	}
+	retries := cmp.Or(c.WriteRetries, 3)
 	for attempt := 1; ; attempt++ {
 		out, err := c.API.UpdateItem(ctx, in)
-		var tce *types.TransactionConflictException
-		if !errors.As(err, &tce) || attempt > retries {
+		if _, conflict := errors.AsType[*types.TransactionConflictException](err); !conflict || attempt > retries {
 			return out, err
 		}
 		if jitterWait(ctx, 20*time.Millisecond<<attempt) != nil {
@@ -644,20 +633,16 @@ func placeAfter(c *Claim, name, status string) placement {
 	}
 	var others []string
 	openW, parkedW := "", ""
-	for n, in := range c.Intents {
+	for _, n := range slices.Sorted(maps.Keys(c.Intents)) {
 		if n == name {
 			continue
 		}
 		others = append(others, n)
-		switch class(in.Status) {
+		switch class(c.Intents[n].Status) {
 		case classOpen: // the first in name order: the same witness on a retry
-			if openW == "" || n < openW {
-				openW = n
-			}
+			openW = cmp.Or(openW, n)
 		case classParked:
-			if parkedW == "" || n < parkedW {
-				parkedW = n
-			}
+			parkedW = cmp.Or(parkedW, n)
 		}
 	}
 	open, parked := mine == classOpen || openW != "", mine == classParked || parkedW != ""
@@ -810,8 +795,7 @@ func (c *Claims) recordLate(ctx context.Context, l *Lease, a Attempt, refusal er
 
 // refusedItem is the item a refused conditional write returned (ALL_OLD), or nil.
 func refusedItem(err error) map[string]types.AttributeValue {
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
 		return ccf.Item
 	}
 	return nil
