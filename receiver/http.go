@@ -30,9 +30,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.maxBody)))
 	if err != nil {
 		// Still a delivery: its span, log line and metrics, as the other refusals.
-		var tooLarge *http.MaxBytesError
 		resp := reply(http.StatusBadRequest, "the body could not be read", "body")
-		if errors.As(err, &tooLarge) {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 			resp = reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over %d bytes", h.maxBody), "body")
 		}
 		req.refused = &resp

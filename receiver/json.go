@@ -43,8 +43,7 @@ func decodeJSON(payload []byte, v any) error {
 		}
 		return nil
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		field := te.Field
 		if field == "" {
 			field = "body"
