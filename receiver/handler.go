@@ -569,12 +569,8 @@ func (h *Handler) write(ctx context.Context, d *delivery) error {
 
 // answer is a committed delivery's 200: a batch's counts, or a single event's outcome.
 func (h *Handler) answer(d *delivery) response {
-	dups := 0
-	for _, e := range d.events() {
-		if e.result.Outcome == dedup.OutcomeDuplicate || e.result.Outcome == dedup.OutcomeReplay {
-			dups++
-		}
-	}
+	n := d.outcomes()
+	dups := n[dedup.OutcomeDuplicate] + n[dedup.OutcomeReplay]
 	if d.batch {
 		return response{status: http.StatusOK, headers: okHeaders,
 			body: fmt.Sprintf(`{"received":true,"events":%d,"duplicates":%d,"ignored":%d}`, len(d.evs.events), dups, d.evs.ignored)}
@@ -760,6 +756,16 @@ func (d *delivery) events() []planned {
 		return d.evs.events
 	}
 	return d.one[:]
+}
+
+// outcomes counts the delivery's events by their commits' outcomes.
+func (d *delivery) outcomes() (n [dedup.OutcomeReplay + 1]int) {
+	for _, e := range d.events() {
+		if e.result.Outcome <= dedup.OutcomeReplay {
+			n[e.result.Outcome]++
+		}
+	}
+	return n
 }
 
 // planned is one event of a delivery, planned, and what its commit did.
