@@ -114,7 +114,6 @@ type Handler struct {
 	namespace string
 	maxBody   int             // the largest body any source accepts, for ServeHTTP
 	trusted   map[string]bool // Config.TrustedHosts, lower-cased
-	names     []string        // the sources, sorted
 	tracer    trace.Tracer    // the provider's, or a no-op one's (tracing off)
 }
 
@@ -152,14 +151,14 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if err := cfg.Planners.check(func(s string) bool { return cfg.Sources.Sources[s] != nil }); err != nil {
+	if err := cfg.Planners.check(cfg.Sources.Sources); err != nil {
 		return nil, err
 	}
 	// Tracing off is the same path, with spans that record nothing.
 	tp := cmp.Or[trace.TracerProvider](cfg.TracerProvider, noop.NewTracerProvider())
 	h := &Handler{sources: make(map[string]*source, len(cfg.Sources.Sources)), secrets: cfg.Secrets, store: cfg.Store,
 		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), metrics: cmp.Or(cfg.Metrics, io.Discard), now: cfg.Now,
-		namespace: cmp.Or(cfg.Namespace, Namespace), names: cfg.Sources.Names(), targets: slices.Clone(cfg.Targets),
+		namespace: cmp.Or(cfg.Namespace, Namespace), targets: slices.Clone(cfg.Targets),
 		trusted: make(map[string]bool, len(cfg.TrustedHosts)), tracer: tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))}
 	for _, host := range cfg.TrustedHosts {
 		if err := sources.CheckHost(host); err != nil {
@@ -167,7 +166,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		h.trusted[strings.ToLower(host)] = true
 	}
-	for _, name := range h.names {
+	for _, name := range cfg.Sources.Names() {
 		src, err := newSource(name, &cfg)
 		if err != nil {
 			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)

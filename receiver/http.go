@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -64,7 +66,7 @@ func (h *Handler) CheckHTTP() error {
 	if len(h.trusted) > 0 {
 		return nil
 	}
-	for _, name := range h.names {
+	for _, name := range slices.Sorted(maps.Keys(h.sources)) {
 		if src := h.sources[name]; src.signedURL != nil && src.conf.URL == "" {
 			return &NoSignedURLError{Source: name, Scheme: src.conf.Scheme}
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // A Planner turns one event into its plan: the effect records written with the claim and the
@@ -83,14 +84,14 @@ func (ps *Planners) add(source, eventType string, p planner) {
 
 // check reports registration mistakes: pairs registered twice, nil planners, and sources the
 // sources file does not have (their planners would never run).
-func (ps *Planners) check(known func(source string) bool) error {
+func (ps *Planners) check(srcs map[string]*sources.Source) error {
 	if ps == nil {
 		return nil
 	}
 	errs := append([]error(nil), ps.errs...)
 	var unknown []string
 	for k := range ps.m {
-		if !known(k[0]) {
+		if srcs[k[0]] == nil {
 			unknown = append(unknown, k[0]+" "+k[1])
 		}
 	}
