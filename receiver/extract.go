@@ -25,8 +25,9 @@ func (e *fieldError) Error() string { return e.field + " " + e.reason }
 // delivery id and time, and its planners' fields, every JSON path among them read in the one
 // pass that checks the body.
 type reader struct {
-	eventID, eventType, deliveryID, occurredAt *sources.Locator
-	// slot is each locator's index in paths, or -1 (a header, or none).
+	// locs locate the values named by located, in its order; slot is each one's index in
+	// paths, or -1 (a header, a form key, or none).
+	locs     [4]*sources.Locator
 	slot     [4]int
 	planners map[string]plannerAt // by event type
 	paths    jsonPaths
@@ -35,6 +36,9 @@ type reader struct {
 	formJSON string
 }
 
+// located names the values a reader locates; the first two are required.
+var located = [4]string{"event_id", "event_type", "delivery_id", "occurred_at"}
+
 // plannerAt is a registered planner with the index in paths of each field it reads.
 type plannerAt struct {
 	planner
@@ -42,9 +46,7 @@ type plannerAt struct {
 }
 
 func newReader(src *sources.Source, planners map[string]planner) (*reader, error) {
-	r := &reader{eventID: canonicalHeaders(src.EventID), eventType: canonicalHeaders(src.EventType),
-		deliveryID: canonicalHeaders(src.DeliveryID), occurredAt: canonicalHeaders(src.OccurredAt),
-		planners: make(map[string]plannerAt, len(planners)), form: src.Body == sources.BodyForm}
+	r := &reader{planners: make(map[string]plannerAt, len(planners)), form: src.Body == sources.BodyForm}
 	if key, ok := src.FormPayload(); ok {
 		r.formJSON = key
 	}
@@ -58,15 +60,15 @@ func newReader(src *sources.Source, planners map[string]planner) (*reader, error
 		paths = append(paths, path)
 		return len(paths) - 1
 	}
-	for i, loc := range []*sources.Locator{r.eventID, r.eventType, r.deliveryID, r.occurredAt} {
-		r.slot[i] = -1
+	for i, loc := range []*sources.Locator{src.EventID, src.EventType, src.DeliveryID, src.OccurredAt} {
+		r.locs[i], r.slot[i] = canonicalHeaders(loc), -1
 		if loc != nil && loc.JSON != "" {
 			r.slot[i] = slotOf(loc.JSON)
 		}
 	}
 	for typ, p := range planners {
 		at := plannerAt{planner: p}
-		if p.fields != nil && !r.form { // a form's fields are read by key, in plan
+		if !r.form { // a form's fields are read by key, in plan
 			for _, f := range p.fields.names {
 				at.slots = append(at.slots, slotOf(f))
 			}
@@ -131,59 +133,35 @@ func (r *reader) extract(name string, h http.Header, raw []byte, text string, at
 	if form == nil && !r.paths.scan(raw, at) {
 		return dedup.Event{}, &fieldError{field: "body", reason: "is not a JSON object"}
 	}
-	var formErr error
-	get := func(loc *sources.Locator, slot int) (string, bool) {
-		if loc == nil {
-			return "", false
-		}
-		var v string
+	var vals [len(located)]string
+	for i, loc := range r.locs {
+		var err error
 		switch {
+		case loc == nil:
+			continue
 		case loc.Form != "":
-			var err error
-			if v, err = formValue(form, loc.Form); err != nil {
-				formErr = err
-				return "", false
-			}
-		case slot >= 0:
-			v = scalar(raw, text, at[slot])
+			vals[i], err = formValue(form, loc.Form)
+		case r.slot[i] >= 0:
+			vals[i] = scalar(raw, text, at[r.slot[i]])
 		default:
-			v = h.Get(loc.Header)
+			vals[i] = h.Get(loc.Header)
 		}
-		if v == "" {
-			return "", false
+		if err != nil {
+			return dedup.Event{}, err
 		}
-		if loc.ScopeHeader != "" {
-			scope := h.Get(loc.ScopeHeader)
-			if scope == "" {
-				return "", false
+		if vals[i] != "" && loc.ScopeHeader != "" {
+			if scope := h.Get(loc.ScopeHeader); scope != "" {
+				vals[i] = scope + ":" + vals[i]
+			} else {
+				vals[i] = ""
 			}
-			v = scope + ":" + v
 		}
-		return v, true
+		if vals[i] == "" && i < 2 {
+			return dedup.Event{}, &fieldError{field: located[i], reason: "is missing (expected at " + loc.String() + ")"}
+		}
 	}
-	ev := dedup.Event{Source: name, Payload: raw}
-	var ok bool
-	if ev.ID, ok = get(r.eventID, r.slot[0]); !ok {
-		return ev, orFormError(formErr, &fieldError{field: "event_id", reason: "is missing (expected at " + r.eventID.String() + ")"})
-	}
-	if ev.Type, ok = get(r.eventType, r.slot[1]); !ok {
-		return ev, orFormError(formErr, &fieldError{field: "event_type", reason: "is missing (expected at " + r.eventType.String() + ")"})
-	}
-	ev.DeliveryID, _ = get(r.deliveryID, r.slot[2])
-	if v, ok := get(r.occurredAt, r.slot[3]); ok {
-		ev.OccurredAt = parseTime(v) // informational: an unreadable time is left out, not refused
-	}
-	if formErr != nil {
-		return ev, formErr
-	}
-	return ev, nil
-}
-
-func orFormError(formErr, err error) error {
-	if formErr != nil {
-		return formErr
-	}
-	return err
+	// The time is informational: an unreadable one is left out, not refused.
+	return dedup.Event{Source: name, Payload: raw, ID: vals[0], Type: vals[1], DeliveryID: vals[2], OccurredAt: parseTime(vals[3])}, nil
 }
 
 // plan runs the planner registered for the event's type, if any, with its fields read by extract.
@@ -191,10 +169,6 @@ func (r *reader) plan(ctx context.Context, ev dedup.Event, text string, at []spa
 	p, ok := r.planners[ev.Type]
 	if !ok {
 		return dedup.Plan{}, false, nil
-	}
-	if p.fp == nil {
-		plan, err = p.p(ctx, ev)
-		return plan, true, err
 	}
 	vals := make([]string, len(p.fields.names))
 	if form != nil {

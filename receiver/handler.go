@@ -21,6 +21,7 @@
 package receiver
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -30,6 +31,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,11 +110,10 @@ type Handler struct {
 	log       *slog.Logger
 	metrics   io.Writer
 	now       func() time.Time
-	targets   map[string]bool // nil: any target
+	targets   []string // nil: any target
 	namespace string
 	maxBody   int             // the largest body any source accepts, for ServeHTTP
 	trusted   map[string]bool // Config.TrustedHosts, lower-cased
-	names     []string        // the sources, sorted
 	tracer    trace.Tracer    // the provider's, or a no-op one's (tracing off)
 }
 
@@ -147,44 +148,25 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.Sources.Validate(); err != nil { // fills defaults for a File not built by Parse
 		return nil, fmt.Errorf("receiver: %w", err)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = io.Discard
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if err := cfg.Planners.check(func(s string) bool { return cfg.Sources.Sources[s] != nil }); err != nil {
+	if err := cfg.Planners.check(cfg.Sources.Sources); err != nil {
 		return nil, err
 	}
-	tp := cfg.TracerProvider
-	if tp == nil {
-		tp = noop.NewTracerProvider() // tracing off: the same path, spans that record nothing
-	}
+	// Tracing off is the same path, with spans that record nothing.
+	tp := cmp.Or[trace.TracerProvider](cfg.TracerProvider, noop.NewTracerProvider())
 	h := &Handler{sources: make(map[string]*source, len(cfg.Sources.Sources)), secrets: cfg.Secrets, store: cfg.Store,
-		log: cfg.Logger, metrics: cfg.Metrics, now: cfg.Now, namespace: cfg.Namespace, names: cfg.Sources.Names(),
-		tracer: tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))}
-	if h.namespace == "" {
-		h.namespace = Namespace
-	}
+		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), metrics: cmp.Or(cfg.Metrics, io.Discard), now: cfg.Now,
+		namespace: cmp.Or(cfg.Namespace, Namespace), targets: slices.Clone(cfg.Targets),
+		trusted: make(map[string]bool, len(cfg.TrustedHosts)), tracer: tp.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))}
 	for _, host := range cfg.TrustedHosts {
 		if err := sources.CheckHost(host); err != nil {
 			return nil, fmt.Errorf("receiver: TrustedHosts: %w", err)
 		}
-		if h.trusted == nil {
-			h.trusted = map[string]bool{}
-		}
 		h.trusted[strings.ToLower(host)] = true
 	}
-	if cfg.Targets != nil {
-		h.targets = make(map[string]bool, len(cfg.Targets))
-		for _, t := range cfg.Targets {
-			h.targets[t] = true
-		}
-	}
-	for _, name := range h.names {
+	for _, name := range cfg.Sources.Names() {
 		src, err := newSource(name, &cfg)
 		if err != nil {
 			return nil, fmt.Errorf("receiver: sources.%s: %w", name, err)
@@ -236,9 +218,7 @@ func (h *Handler) serve(ctx context.Context, req request) response {
 	ctx, span := h.startDelivery(ctx, &d.req)
 	defer endPanicked(span)
 	h.handle(ctx, d)
-	if len(d.one) == 1 {
-		d.one[0].result.Calls += d.probeCalls // the probe's read, when it found no duplicate
-	}
+	d.one[0].result.Calls += d.probeCalls // the probe's read, when it found no duplicate (a batch is not probed)
 	if d.resp.status == http.StatusBadRequest && d.src != nil && d.src.noRetry[0] != "" {
 		d.resp.headers[d.src.noRetry[0]] = d.src.noRetry[1] // what is refused will be refused again
 	}
@@ -288,16 +268,16 @@ func (h *Handler) read(d *delivery) bool {
 	if d.req.base64 {
 		n = base64.StdEncoding.DecodedLen(n) - 2 // less its padding, at most
 	}
-	var err error
 	switch {
 	case n > limit:
 	case !d.req.base64:
 		d.raw = []byte(d.req.body)
 	default:
-		if d.raw, err = base64.StdEncoding.DecodeString(d.req.body); err != nil {
+		raw, err := base64.StdEncoding.DecodeString(d.req.body)
+		if err != nil {
 			return d.stop("body", nil, reply(http.StatusBadRequest, "body is marked base64-encoded but is not valid base64", "body"))
 		}
-		n = len(d.raw)
+		d.raw, n = raw, len(raw)
 	}
 	if n > limit {
 		return d.stop("body", nil, reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is %d bytes or more; this source accepts at most %d", n, limit), "body"))
@@ -350,8 +330,7 @@ func (h *Handler) verify(ctx context.Context, d *delivery) bool {
 func (h *Handler) control(d *delivery) bool {
 	if hc, ok := d.src.scheme.(webhook.HeaderChecker); ok {
 		if err := hc.CheckHeaders(d.req.header, d.raw); err != nil {
-			var me *webhook.HeaderMismatchError
-			errors.As(err, &me)
+			me, _ := errors.AsType[*webhook.HeaderMismatchError](err)
 			return d.stop("bad_request", err, reply(http.StatusBadRequest, err.Error(), me.Header))
 		}
 	}
@@ -481,11 +460,10 @@ func (h *Handler) admit(d *delivery, ev *dedup.Event, err error, at string) bool
 		// Informational only: an unusable delivery id must not cost the event.
 		ev.DeliveryID, d.droppedDeliveryID = "", true
 	}
-	ev.GuardBody = d.src.conf.ReplayGuard != sources.ReplayGuardOff
+	ev.GuardBody = d.src.conf.Guarded()
 	// As Commit checks it: the planner never sees, nor the log shows, an unusable event.
 	if err := ev.Validate(); err != nil {
-		var ie *dedup.InvalidError
-		if at != "" && errors.As(err, &ie) {
+		if ie, ok := errors.AsType[*dedup.InvalidError](err); ok && at != "" {
 			err = &dedup.InvalidError{Field: at + ie.Field, Reason: ie.Reason}
 		}
 		return h.commitError(d, err)
@@ -503,7 +481,7 @@ func (h *Handler) admit(d *delivery, ev *dedup.Event, err error, at string) bool
 // badRequest refuses an event that could not be located (at as in admit).
 func badRequest(d *delivery, err error, at string) bool {
 	field := ""
-	if fe := (*fieldError)(nil); errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*fieldError](err); ok {
 		field = at + fe.field
 	}
 	return d.stop("bad_request", err, reply(http.StatusBadRequest, at+err.Error(), field))
@@ -512,7 +490,7 @@ func badRequest(d *delivery, err error, at string) bool {
 // checkTargets refuses a plan whose intent names a target not in Config.Targets.
 func (h *Handler) checkTargets(ev *dedup.Event, plan *dedup.Plan) error {
 	for _, in := range plan.Intents {
-		if h.targets != nil && !h.targets[in.Target] {
+		if h.targets != nil && !slices.Contains(h.targets, in.Target) {
 			return &UnknownTargetError{Source: ev.Source, EventType: ev.Type, Intent: in.Name, Target: in.Target}
 		}
 	}
@@ -590,12 +568,8 @@ func (h *Handler) write(ctx context.Context, d *delivery) error {
 
 // answer is a committed delivery's 200: a batch's counts, or a single event's outcome.
 func (h *Handler) answer(d *delivery) response {
-	dups := 0
-	for _, e := range d.events() {
-		if e.result.Outcome == dedup.OutcomeDuplicate || e.result.Outcome == dedup.OutcomeReplay {
-			dups++
-		}
-	}
+	n := d.outcomes()
+	dups := n[dedup.OutcomeDuplicate] + n[dedup.OutcomeReplay]
 	if d.batch {
 		return response{status: http.StatusOK, headers: okHeaders,
 			body: fmt.Sprintf(`{"received":true,"events":%d,"duplicates":%d,"ignored":%d}`, len(d.evs.events), dups, d.evs.ignored)}
@@ -621,16 +595,15 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 		return true
 	}
 	d.event = e.ev
-	var pe *PayloadError
-	var ute *UnknownTargetError
-	switch {
-	case errors.As(err, &pe):
+	if pe, ok := errors.AsType[*PayloadError](err); ok {
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), pe.Field))
-	case errors.As(err, &ute):
+	}
+	if ute, ok := errors.AsType[*UnknownTargetError](err); ok {
 		// Ours to fix, and retried by the provider once fixed; named for the log and the tests.
 		return d.stop("planner", err, reply(http.StatusInternalServerError,
 			fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target), "intents["+ute.Intent+"].target"))
-	case errors.Is(err, ErrBadPayload):
+	}
+	if errors.Is(err, ErrBadPayload) {
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, err.Error(), ""))
 	}
 	// A planner failure or a plan the store refused: ours to fix, and retried by the provider.
@@ -640,12 +613,10 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 // commitError maps the dedup core's typed errors to statuses. Nothing was written except,
 // possibly, on ErrUnavailable, where the redelivery asked for is safe.
 func (h *Handler) commitError(d *delivery, err error) bool {
-	var ie *dedup.InvalidError
-	var ue *dedup.UnavailableError
-	switch {
-	case errors.As(err, &ie):
+	if ie, ok := errors.AsType[*dedup.InvalidError](err); ok {
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, ie.Field+" "+ie.Reason, ie.Field))
-	case errors.As(err, &ue):
+	}
+	if ue, ok := errors.AsType[*dedup.UnavailableError](err); ok {
 		r := reply(http.StatusServiceUnavailable, "temporarily unavailable; deliver again later", "")
 		r.headers["Retry-After"] = strconv.Itoa(int((ue.RetryAfter + time.Second - 1) / time.Second))
 		return d.stop("unavailable", err, r)
@@ -698,7 +669,7 @@ func (e *NoSignedURLError) Error() string {
 // covers, as the provider canonicalises it, with the type before it for "body+type". Left nil
 // when that is the payload itself, which the store then hashes.
 func (s *source) guardContent(ev *dedup.Event, signedURL string, signed []byte) error {
-	if s.conf.ReplayGuard == sources.ReplayGuardOff {
+	if !s.conf.Guarded() {
 		return nil
 	}
 	content := signed
@@ -784,6 +755,16 @@ func (d *delivery) events() []planned {
 		return d.evs.events
 	}
 	return d.one[:]
+}
+
+// outcomes counts the delivery's events by their commits' outcomes.
+func (d *delivery) outcomes() (n [dedup.OutcomeReplay + 1]int) {
+	for _, e := range d.events() {
+		if e.result.Outcome <= dedup.OutcomeReplay {
+			n[e.result.Outcome]++
+		}
+	}
+	return n
 }
 
 // planned is one event of a delivery, planned, and what its commit did.

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -30,9 +32,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.maxBody)))
 	if err != nil {
 		// Still a delivery: its span, log line and metrics, as the other refusals.
-		var tooLarge *http.MaxBytesError
 		resp := reply(http.StatusBadRequest, "the body could not be read", "body")
-		if errors.As(err, &tooLarge) {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 			resp = reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("body is over %d bytes", h.maxBody), "body")
 		}
 		req.refused = &resp
@@ -65,7 +66,7 @@ func (h *Handler) CheckHTTP() error {
 	if len(h.trusted) > 0 {
 		return nil
 	}
-	for _, name := range h.names {
+	for _, name := range slices.Sorted(maps.Keys(h.sources)) {
 		if src := h.sources[name]; src.signedURL != nil && src.conf.URL == "" {
 			return &NoSignedURLError{Source: name, Scheme: src.conf.Scheme}
 		}

@@ -55,7 +55,7 @@ func (h *Handler) observe(ctx context.Context, d *delivery) {
 		)
 	}
 	if d.batch {
-		attrs = append(attrs, d.evs.attrs()...)
+		attrs = append(attrs, d.batchAttrs()...)
 		if d.committed {
 			attrs = append(attrs, slog.Float64("commit_ms", ms(d.commitTime)))
 		}
@@ -233,14 +233,9 @@ func (t *tally) count(doc *emf.Document) {
 	add("UnknownType", t.unknown, bySource)
 }
 
-// attrs summarises a batch for its delivery's log line.
-func (b *batchResult) attrs() []slog.Attr {
-	var n [dedup.OutcomeReplay + 1]int
-	for _, e := range b.events {
-		if e.result.Outcome <= dedup.OutcomeReplay {
-			n[e.result.Outcome]++
-		}
-	}
+// batchAttrs summarise a batch for its delivery's log line.
+func (d *delivery) batchAttrs() []slog.Attr {
+	n, b := d.outcomes(), &d.evs
 	return []slog.Attr{
 		slog.Int("events", len(b.events)),
 		slog.Int("accepted", n[dedup.OutcomeAccepted]),

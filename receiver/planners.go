@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // A Planner turns one event into its plan: the effect records written with the claim and the
@@ -41,9 +42,8 @@ type Planners struct {
 	errs []error
 }
 
-// planner is one registration: p, or fp with the fields it reads.
+// planner is one registration: a FieldPlanner with the fields it reads (a Planner reads none).
 type planner struct {
-	p      Planner
 	fp     FieldPlanner
 	fields *Fields
 }
@@ -54,8 +54,15 @@ func NewPlanners() *Planners { return &Planners{m: map[[2]string]planner{}} }
 // Handle registers p for events of eventType from source. Registering a pair twice is a wiring
 // mistake that New reports.
 func (ps *Planners) Handle(source, eventType string, p Planner) {
-	ps.add(source, eventType, planner{p: p})
+	var fp FieldPlanner
+	if p != nil {
+		fp = func(ctx context.Context, ev dedup.Event, _ []string) (dedup.Plan, error) { return p(ctx, ev) }
+	}
+	ps.add(source, eventType, planner{fp: fp, fields: noFields})
 }
+
+// noFields are a Planner's: it reads the payload itself.
+var noFields = &Fields{}
 
 // HandleFields registers p for events of eventType from source, with the fields it reads.
 func (ps *Planners) HandleFields(source, eventType string, fields *Fields, p FieldPlanner) {
@@ -68,7 +75,7 @@ func (ps *Planners) add(source, eventType string, p planner) {
 		ps.errs = append(ps.errs, fmt.Errorf("receiver: a planner for %s %s is registered twice", source, eventType))
 		return
 	}
-	if (p.p == nil && p.fp == nil) || (p.fp != nil && p.fields == nil) {
+	if p.fp == nil || p.fields == nil {
 		ps.errs = append(ps.errs, fmt.Errorf("receiver: the planner for %s %s is nil", source, eventType))
 		return
 	}
@@ -77,14 +84,14 @@ func (ps *Planners) add(source, eventType string, p planner) {
 
 // check reports registration mistakes: pairs registered twice, nil planners, and sources the
 // sources file does not have (their planners would never run).
-func (ps *Planners) check(known func(source string) bool) error {
+func (ps *Planners) check(srcs map[string]*sources.Source) error {
 	if ps == nil {
 		return nil
 	}
 	errs := append([]error(nil), ps.errs...)
 	var unknown []string
 	for k := range ps.m {
-		if !known(k[0]) {
+		if srcs[k[0]] == nil {
 			unknown = append(unknown, k[0]+" "+k[1])
 		}
 	}
@@ -102,13 +109,11 @@ func (ps *Planners) Plan(ctx context.Context, ev dedup.Event) (plan dedup.Plan, 
 	if !ok {
 		return dedup.Plan{}, false, nil
 	}
-	if p.fp == nil {
-		plan, err = p.p(ctx, ev)
-		return plan, true, err
-	}
-	vals := p.fields.Read(ev.Payload)
-	if vals == nil {
-		return dedup.Plan{}, true, &PayloadError{Field: "body", Reason: "is not a JSON object"}
+	var vals []string
+	if p.fields != noFields {
+		if vals = p.fields.Read(ev.Payload); vals == nil {
+			return dedup.Plan{}, true, &PayloadError{Field: "body", Reason: "is not a JSON object"}
+		}
 	}
 	plan, err = p.fp(ctx, ev, vals)
 	return plan, true, err
@@ -148,12 +153,8 @@ func NewFields(paths ...string) *Fields {
 // Read returns, in the paths' order, the string (decoded) or number (as written) at each, ""
 // for none or another kind; nil when payload is not a JSON object. A repeated key's last wins.
 func (f *Fields) Read(payload []byte) []string {
-	var buf [8]span
-	at := buf[:0]
-	if len(f.paths) > len(buf) {
-		at = make([]span, 0, len(f.paths))
-	}
-	at = at[:len(f.paths)]
+	var buf [maxPaths]span // NewFields takes no more
+	at := buf[:len(f.paths)]
 	if !f.paths.scan(payload, at) {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -68,10 +69,7 @@ func (h *Handler) HandleV1(ctx context.Context, req events.APIGatewayProxyReques
 			headers[k] = v
 		}
 	}
-	path := req.RequestContext.Path // with the stage, as the client called it
-	if path == "" {
-		path = req.Path
-	}
+	path := cmp.Or(req.RequestContext.Path, req.Path) // with the stage, as the client called it
 	query := url.Values{}
 	for k, v := range req.QueryStringParameters {
 		query[k] = []string{v}

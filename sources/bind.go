@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,7 +24,7 @@ type Bindings struct {
 // no bindings.
 func ParseBindings(b []byte) (Bindings, error) {
 	var out Bindings
-	if len(strings.TrimSpace(string(b))) == 0 {
+	if len(bytes.TrimSpace(b)) == 0 {
 		return out, nil
 	}
 	if err := decodeStrict(b, &out); err != nil {

@@ -66,11 +66,10 @@ func (r *Resolver) resolveAll(ctx context.Context, refs []SecretRef, held bool) 
 // Manager's ResourceNotFoundException or a secret scheduled for deletion, SSM's
 // ParameterNotFound.
 func revoked(err error) bool {
-	var nf *smtypes.ResourceNotFoundException
-	var pnf *ssmtypes.ParameterNotFound
-	var ire *smtypes.InvalidRequestException
-	return errors.As(err, &nf) || errors.As(err, &pnf) ||
-		(errors.As(err, &ire) && strings.Contains(strings.ToLower(ire.ErrorMessage()), "deletion"))
+	_, nf := errors.AsType[*smtypes.ResourceNotFoundException](err)
+	_, pnf := errors.AsType[*ssmtypes.ParameterNotFound](err)
+	ire, invalid := errors.AsType[*smtypes.InvalidRequestException](err)
+	return nf || pnf || invalid && strings.Contains(strings.ToLower(ire.ErrorMessage()), "deletion")
 }
 
 func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
@@ -83,7 +82,7 @@ func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
 		return getenv(ref.Env), nil
 	case ref.SecretsManager != "":
 		if r.SecretsManager == nil {
-			return "", fmt.Errorf("no Secrets Manager client configured")
+			return "", errors.New("no Secrets Manager client configured")
 		}
 		out, err := r.SecretsManager.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(ref.SecretsManager)})
 		if err != nil {
@@ -92,7 +91,7 @@ func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
 		return aws.ToString(out.SecretString), nil
 	case ref.SSM != "":
 		if r.SSM == nil {
-			return "", fmt.Errorf("no SSM client configured")
+			return "", errors.New("no SSM client configured")
 		}
 		out, err := r.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(ref.SSM), WithDecryption: aws.Bool(true)})
 		if err != nil {
@@ -103,7 +102,7 @@ func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
 		}
 		return aws.ToString(out.Parameter.Value), nil
 	}
-	return "", fmt.Errorf("empty reference")
+	return "", errors.New("empty reference")
 }
 
 // Secrets holds each source's resolved secrets for the life of a function instance. It re-reads

@@ -23,7 +23,9 @@ package sources
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -548,8 +550,9 @@ func decodeStrict(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
-		return fmt.Errorf("content after the top-level object")
+	// Not dec.More, which takes a stray '}' or ']' for the end of a value.
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("content after the top-level object")
 	}
 	return nil
 }

@@ -85,6 +85,8 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a header that is not a header name", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X Api":"1"}}}}`, "targets.email.headers.X Api"},
 		{"a header value with a newline", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"url":"https://e.example/send","headers":{"X-Api":"1\r\nX-Evil: 1"}}}}`, "targets.email.headers.X-Api"},
 		{"trailing content", `{"sources":{"s":{` + ok + `}}} {}`, "content after"},
+		{"a stray closing brace", `{"sources":{"s":{` + ok + `}}}}`, "content after"},
+		{"a stray closing bracket", `{"sources":{"s":{` + ok + `}}}]`, "content after"},
 		// AWS targets and delivery semantics.
 		{"an unknown delivery", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"url":"https://e.example","delivery":"exactly-once"}}}`, "targets.t.delivery"},
 		{"an unknown target type", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"kafka","arn":"x"}}}`, "targets.t.type"},

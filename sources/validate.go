@@ -369,14 +369,18 @@ func (s *Source) validate(at string) error {
 		loc, field := *l.loc, at+"."+l.field
 		if loc == nil {
 			if l.required && l.preset != nil {
-				return &FieldError{Field: field, Reason: "is required: the " + s.Scheme + " preset's " + l.preset.String() + " cannot be read from this source's body (" + s.bodyKind() + ")"}
+				body := s.Body
+				if s.Batch {
+					body = "a batch"
+				}
+				return &FieldError{Field: field, Reason: "is required: the " + s.Scheme + " preset's " + l.preset.String() + " cannot be read from this source's body (" + body + ")"}
 			}
 			if l.required {
 				return &FieldError{Field: field, Reason: "is required: the " + s.Scheme + " scheme has no default location"}
 			}
 			continue
 		}
-		if n := nonEmpty(loc.Header, loc.JSON, loc.Form); n != 1 {
+		if nonEmpty(loc.Header, loc.JSON, loc.Form) != 1 {
 			return &FieldError{Field: field, Reason: "set exactly one of header, json, form"}
 		}
 		switch {
@@ -486,22 +490,10 @@ func (s *Source) validateBody(at string) error {
 	case s.MaxBatchEvents == 0 && s.Batch:
 		s.MaxBatchEvents = DefaultMaxBatchEvents
 	}
-	key, formJSON := s.FormPayload()
-	switch {
-	case s.Body == BodyJSON || s.Body == BodyForm:
-	case formJSON && key != "":
-	default:
+	if _, formJSON := s.FormPayload(); !formJSON && s.Body != BodyJSON && s.Body != BodyForm {
 		return &FieldError{Field: at + ".body", Reason: fmt.Sprintf(`%q is not "json", "form" or "form:<key>"`, s.Body)}
 	}
 	return nil
-}
-
-// bodyKind names the body's shape for error messages.
-func (s *Source) bodyKind() string {
-	if s.Batch {
-		return "a batch"
-	}
-	return s.Body
 }
 
 func nonEmpty(vs ...string) int {

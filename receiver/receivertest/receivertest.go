@@ -19,6 +19,7 @@
 package receivertest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -221,7 +222,7 @@ func HTTPRequest(f *sources.File, source, secret, url string, body []byte, opts 
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -303,18 +304,17 @@ func (r *Recorder) Claimed(_ context.Context, ev dedup.Event) (dedup.Result, err
 
 // Retention is the source's retention, from the sources file.
 func (r *Recorder) Retention(source string) (dedup.Retention, bool) {
-	s := r.file.Sources[source]
-	if s == nil {
-		return dedup.Retention{}, false
+	if s := r.file.Sources[source]; s != nil {
+		return s.Retention(), true
 	}
-	return s.Retention(), true
+	return dedup.Retention{}, false
 }
 
 // All returns every committed delivery, in order.
 func (r *Recorder) All() []Committed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Committed(nil), r.all...)
+	return slices.Clone(r.all)
 }
 
 // Last returns the last committed delivery (zero when there is none).
