@@ -98,11 +98,6 @@ func (w *Worker) startIntent(ctx context.Context, claim *dedup.Claim, name strin
 	return ctx, span
 }
 
-// startSweepClaim starts the span of a claim the sweeper re-drives, in the claim's trace.
-func (w *Worker) startSweepClaim(ctx context.Context, claim *dedup.Claim) (context.Context, trace.Span) {
-	return w.startInClaim(ctx, claim, SpanSweepClaim, internalSpan)
-}
-
 // startInClaim starts a span in the claim's trace (claimContext), with its links and the
 // claim's attributes when it records. A provider that starts no span (tracing off) hands the
 // claim's context back as the span's: the turn then runs under ctx as it was, so that no trace
@@ -130,8 +125,7 @@ func endIntent(span trace.Span, outcome string, err error) {
 		return
 	}
 	span.SetAttributes(dedup.AttrOutcome.String(outcome))
-	var held *heldError
-	if errors.As(err, &held) {
+	if held, ok := errors.AsType[*heldError](err); ok {
 		// Not a failure: held back unleased, no attempt spent, as a busy intent is not one.
 		span.SetAttributes(AttrHeld.String(held.Error()))
 	} else if err != nil {

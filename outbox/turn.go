@@ -116,8 +116,6 @@ type lease struct {
 	// ends is when the call must be done, on the real clock: the lease less the margin, counted
 	// from before the lease request, so a slow write shortens the call, not outlives the lease.
 	ends time.Time
-	// sent is what the call produced, recorded with done.
-	sent string
 }
 
 // lease takes the intent (dedup.Claims.Lease) as the lease span; nil when another worker has
@@ -137,16 +135,17 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin)}, nil
 }
 
-// finish records the attempt as done, with what it sent, or parked, with why: the finish span.
-func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) (err error) {
+// finish records the attempt as done, with what it sent (note), or parked, with why (note): the
+// finish span.
+func (w *Worker) finish(ctx context.Context, l *lease, status, note string) (err error) {
 	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(status)); span != nil {
 		ctx = ctx2
 		defer func() { w.endFinish(span, err) }()
 	}
 	if status == dedup.IntentDone {
-		return w.claims.Done(ctx, l.Lease, l.sent)
+		return w.claims.Done(ctx, l.Lease, note)
 	}
-	return w.claims.Park(ctx, l.Lease, msg)
+	return w.claims.Park(ctx, l.Lease, note)
 }
 
 // retry puts the intent back to pending after its backoff, and returns when it is due: the
@@ -243,8 +242,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	l.Code = answerStatus(execErr) // for the intent's history
 	switch {
 	case execErr == nil:
-		l.sent = sent
-		err = w.finish(ctx, l, dedup.IntentDone, "")
+		err = w.finish(ctx, l, dedup.IntentDone, sent)
 	case IsPermanent(execErr) || in.Spent() >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
 		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())

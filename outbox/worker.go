@@ -182,8 +182,7 @@ func New(api API, cfg Config) (*Worker, error) {
 	}
 	for _, target := range slices.Sorted(maps.Keys(cfg.Limits)) {
 		if err := cfg.Limits[target].Validate(); err != nil {
-			var ce *ConfigError
-			errors.As(err, &ce)
+			ce, _ := errors.AsType[*ConfigError](err)
 			return nil, &ConfigError{Field: fmt.Sprintf("Limits[%q].%s", target, ce.Field), Reason: ce.Reason}
 		}
 	}
@@ -260,8 +259,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 			continue
 		}
 		outcome, err := w.run(ctx, claim, name)
-		var held *heldError
-		if errors.As(err, &held) {
+		if held, ok := errors.AsType[*heldError](err); ok {
 			sum[OutcomeHeld]++
 			heldFor = max(heldFor, held.wait)
 			continue
@@ -297,18 +295,27 @@ func (w *Worker) concurrency(n int) int {
 	return min(c, max(n, 1))
 }
 
-// each runs f(i) for each of a batch's n records, w.concurrency(n) at a time, and waits for all.
-func (w *Worker) each(n int, f func(i int)) {
+// each runs f(i) for each of a batch's n records, w.concurrency(n) at a time, and returns the
+// records f failed, in order: the batch's item failures.
+func (w *Worker) each(n int, f func(i int) (failed bool)) []int {
 	sem := make(chan struct{}, w.concurrency(n))
+	failed := make([]bool, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			f(i)
+			failed[i] = f(i)
 		})
 	}
 	wg.Wait()
+	var out []int
+	for i, f := range failed {
+		if f {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func minTime(a, b time.Time) time.Time {
