@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -457,10 +458,7 @@ func changed(err error) error {
 }
 
 // conditionFailed reports whether a write was refused by its condition.
-func conditionFailed(err error) bool {
-	_, ok := errors.AsType[*types.ConditionalCheckFailedException](err)
-	return ok
-}
+func conditionFailed(err error) bool { return is[*types.ConditionalCheckFailedException](err) }
 
 // newToken is a random token naming its writer: a slot's holder, the sweeper lock's owner, a
 // pause.
@@ -476,10 +474,8 @@ func (t *Targets) write(ctx context.Context, update, target string, values map[s
 	}
 	if cond != "" {
 		in.ConditionExpression = aws.String(cond)
-		for k, v := range names {
-			in.ExpressionAttributeNames[k] = v
-		}
 	}
+	maps.Copy(in.ExpressionAttributeNames, names)
 	if _, err := t.API.UpdateItem(ctx, in); err != nil {
 		return fmt.Errorf("target %s: %w", target, err)
 	}

@@ -329,8 +329,7 @@ func redact(err error) error {
 // text is shown only when it names nothing but addresses (a network error, a certificate's
 // refusal); any other may quote the answer's bytes, which may echo the request's secret path.
 func Unanswered(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err
 	}
 	var ne *net.OpError
@@ -459,8 +458,7 @@ type described interface {
 // describe is err as a span's status gives it: the SpanDescription of the first described
 // error in its chain, or its Error.
 func describe(err error) string {
-	var d described
-	if errors.As(err, &d) {
+	if d, ok := errors.AsType[described](err); ok {
 		return d.SpanDescription()
 	}
 	return err.Error()

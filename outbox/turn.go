@@ -61,8 +61,7 @@ func mayStillRun(err error) bool {
 // answerStatus is the status code of the answer a call failed with (an HTTP downstream's
 // StatusError, an AWS service's ResponseError); 0 when no answer came back.
 func answerStatus(err error) int {
-	var se *StatusError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*StatusError](err); ok {
 		return se.StatusCode
 	}
 	var answer interface{ HTTPStatusCode() int }
@@ -168,7 +167,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	target := claim.Intents[name].Target
 	defer func() {
 		// Paused or held back: not leased, so no attempt spent (the lease counts one), and due.
-		if _, held := errors.AsType[*heldError](err); held || (outcome == OutcomePaused && err == nil) {
+		if is[*heldError](err) || (outcome == OutcomePaused && err == nil) {
 			w.cfg.Metrics.Intent(target, outcome, 0)
 		}
 		endIntent(span, outcome, err)
@@ -200,7 +199,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 		return OutcomeHeld, &heldError{target: target, wait: 200 * time.Millisecond, why: "its max_in_flight slot was taken too slowly to cover the lease"}
 	}
 	if err := w.takeWindow(ctx, l, target); err != nil {
-		if _, held := errors.AsType[*heldError](err); held {
+		if is[*heldError](err) {
 			return OutcomeHeld, err
 		}
 		return OutcomeBusy, err

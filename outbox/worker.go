@@ -35,7 +35,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -249,7 +248,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 	if len(names) == 0 {
 		return sum, w.claims.Settle(ctx, claim)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	var errs []error
 	var heldFor time.Duration // the longest wait a limit named, for the wake-up
 	for _, name := range names {
