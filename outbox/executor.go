@@ -85,8 +85,11 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 func Permanent(err error) error { return &PermanentError{Err: err} }
 
 // IsPermanent reports whether err was marked Permanent.
-func IsPermanent(err error) bool {
-	_, ok := errors.AsType[*PermanentError](err)
+func IsPermanent(err error) bool { return is[*PermanentError](err) }
+
+// is reports whether err's chain holds an error of type E.
+func is[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
 	return ok
 }
 
@@ -101,10 +104,7 @@ func (e *NotSentError) Unwrap() error { return e.Err }
 func NotSent(err error) error { return &NotSentError{Err: err} }
 
 // IsNotSent reports whether err was marked NotSent.
-func IsNotSent(err error) bool {
-	_, ok := errors.AsType[*NotSentError](err)
-	return ok
-}
+func IsNotSent(err error) bool { return is[*NotSentError](err) }
 
 // DeduplicatedError marks a failure that may have reached the downstream, after which a retry
 // still cannot act twice: the downstream refuses a second effect for the key (a Step Functions
@@ -118,10 +118,7 @@ func (e *DeduplicatedError) Unwrap() error { return e.Err }
 func Deduplicated(err error) error { return &DeduplicatedError{Err: err} }
 
 // IsDeduplicated reports whether err was marked Deduplicated.
-func IsDeduplicated(err error) bool {
-	_, ok := errors.AsType[*DeduplicatedError](err)
-	return ok
-}
+func IsDeduplicated(err error) bool { return is[*DeduplicatedError](err) }
 
 // Checker is an Executor that knows configurations it cannot serve: New calls Check with
 // whether the target is at-most-once (AtMostOnce) and refuses the target with its error.

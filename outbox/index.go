@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -46,8 +47,7 @@ func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.
 				yield(nil, err)
 				return
 			}
-			for first := 0; first < len(page.Items); first += 100 {
-				keys := page.Items[first:min(first+100, len(page.Items))]
+			for keys := range slices.Chunk(page.Items, 100) {
 				items, err := batchGet(ctx, api, table, keys)
 				if err != nil {
 					yield(nil, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -236,7 +237,6 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 			ExpressionAttributeNames:  map[string]string{"#calls": "calls", "#exp": dedup.TTLAttribute},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":quota": num(int64(quota)), ":exp": num(next.Add(time.Hour).Unix())},
 		})
-		var ccf *types.ConditionalCheckFailedException
 		switch {
 		case err == nil && !l.now().After(next):
 			return nil
@@ -247,7 +247,7 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 				return &heldError{target: target, wait: window, why: fmt.Sprintf("%g calls a second, its rate: its window's writes outlasted the window", r)}
 			}
 			continue
-		case !errors.As(err, &ccf):
+		case !conditionFailed(err):
 			return fmt.Errorf("rate window of target %s: %w", target, err)
 		}
 		// Others took this window. The wait spreads over more windows the more often it was
@@ -267,7 +267,7 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 // ended, with a conditional write; while all are held it reads again after a pause, until
 // deadline.
 func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.Duration, deadline time.Time) (slot int, owner string, until time.Time, wait time.Duration, err error) {
-	owner = strconv.FormatUint(rand.Uint64(), 36)
+	owner = newToken()
 	pause := 20 * time.Millisecond
 	for {
 		now := l.now()
@@ -314,11 +314,10 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 				ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.TTLAttribute},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner), ":until": num(holdUntil.UnixMilli()), ":now": num(now.UnixMilli()), ":exp": num(holdUntil.Add(time.Hour).Unix())},
 			})
-			var ccf *types.ConditionalCheckFailedException
 			switch {
 			case err == nil:
 				return i, owner, time.UnixMilli(holdUntil.UnixMilli()), 0, nil
-			case !errors.As(err, &ccf):
+			case !conditionFailed(err):
 				return 0, "", time.Time{}, 0, fmt.Errorf("slot %d of target %s: %w", i, target, err)
 			}
 			continue // another worker took it between the read and the write: read again
@@ -414,8 +413,7 @@ func (t *Targets) pause(ctx context.Context, target, by, why, cond string, names
 	if t.Now != nil {
 		now = t.Now
 	}
-	id := strconv.FormatUint(rand.Uint64(), 36)
-	p, _ := attributevalue.Marshal(Pause{By: by, Why: why, At: now().UTC().Truncate(time.Second), ID: id}) // cannot fail: strings and a time
+	p, _ := attributevalue.Marshal(Pause{By: by, Why: why, At: now().UTC().Truncate(time.Second), ID: newToken()}) // cannot fail: strings and a time
 	if values == nil {
 		values = map[string]types.AttributeValue{}
 	}
@@ -453,11 +451,18 @@ func shownCond(shown *Pause) (string, map[string]string, map[string]types.Attrib
 
 // changed reads a refused condition of shownCond as ErrPauseChanged.
 func changed(err error) error {
-	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+	if conditionFailed(err) {
 		return ErrPauseChanged
 	}
 	return err
 }
+
+// conditionFailed reports whether a write was refused by its condition.
+func conditionFailed(err error) bool { return is[*types.ConditionalCheckFailedException](err) }
+
+// newToken is a random token naming its writer: a slot's holder, the sweeper lock's owner, a
+// pause.
+func newToken() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
 func (t *Targets) write(ctx context.Context, update, target string, values map[string]types.AttributeValue, cond string, names map[string]string) error {
 	in := &dynamodb.UpdateItemInput{
@@ -469,10 +474,8 @@ func (t *Targets) write(ctx context.Context, update, target string, values map[s
 	}
 	if cond != "" {
 		in.ConditionExpression = aws.String(cond)
-		for k, v := range names {
-			in.ExpressionAttributeNames[k] = v
-		}
 	}
+	maps.Copy(in.ExpressionAttributeNames, names)
 	if _, err := t.API.UpdateItem(ctx, in); err != nil {
 		return fmt.Errorf("target %s: %w", target, err)
 	}

@@ -3,6 +3,8 @@ package outbox
 import (
 	"cmp"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,7 +31,7 @@ func NewEMFMetrics(w io.Writer, namespace string) *EMFMetrics {
 // they write it with. A test holds EMFMetrics to it; the stack names only these.
 func EmittedMetrics() []emf.Metric {
 	var out []emf.Metric
-	for _, n := range []string{"IntentsDone", "IntentsRetried", "IntentsParked", "LeaseLost", "RetryNotScheduled", "IntentsHeld", "IntentsPaused", "ExecutionLatency"} {
+	for _, n := range append(slices.Sorted(maps.Values(intentMetric)), "ExecutionLatency") {
 		out = append(out, emf.Metric{Name: n, Dimensions: byTarget})
 	}
 	for _, n := range []string{"SweepRuns", "ParkedClaims", "SweepRedriven", "SweepSettled", "SweepFailures", "SweepDeferred", "SweepIncomplete",
@@ -41,7 +43,7 @@ func EmittedMetrics() []emf.Metric {
 
 var byTarget = []string{"target"}
 
-// intentMetric names each counted outcome of a turn.
+// intentMetric names each counted outcome of a turn (EmittedMetrics lists its names).
 var intentMetric = map[string]string{
 	OutcomeDone: "IntentsDone", OutcomeRetry: "IntentsRetried", OutcomeParked: "IntentsParked",
 	OutcomeLeaseLost: "LeaseLost", outcomeUnscheduled: "RetryNotScheduled", OutcomeHeld: "IntentsHeld",

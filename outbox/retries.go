@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -59,7 +58,7 @@ func (s *SQSScheduler) Schedule(ctx context.Context, claimPK string, due time.Ti
 	_, err := s.API.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:     aws.String(s.QueueURL),
 		MessageBody:  aws.String(string(body)),
-		DelaySeconds: int32((delay + time.Second - 1) / time.Second),
+		DelaySeconds: int32(ceilSecond(delay) / time.Second),
 	})
 	if err != nil {
 		return fmt.Errorf("schedule %s: %w", claimPK, err)
@@ -71,25 +70,26 @@ func (s *SQSScheduler) Schedule(ctx context.Context, claimPK string, due time.Ti
 // is due; a wake-up that came early is scheduled again for the rest. Messages whose claim could
 // not be processed are returned as batch item failures, for SQS to deliver again.
 func (w *Worker) HandleRetries(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	// An empty list, not null: some engines (MiniStack) cannot read a null list.
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var mu sync.Mutex
-	w.each(len(ev.Records), func(i int) {
+	failed := w.each(len(ev.Records), func(i int) bool {
 		msg := ev.Records[i]
 		var wk wakeup
 		if err := json.Unmarshal([]byte(msg.Body), &wk); err != nil || wk.PK == "" {
 			// Nothing will make it readable: drop it (the sweeper still has the truth).
 			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "unreadable wake-up", slog.String("message_id", msg.MessageId))
-			return
+			return false
 		}
-		if err := w.wake(ctx, wk); err != nil {
+		err := w.wake(ctx, wk)
+		if err != nil {
 			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "wake-up not processed",
 				slog.String("message_id", msg.MessageId), slog.String("pk", wk.PK), slog.String("error", err.Error()))
-			mu.Lock()
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
-			mu.Unlock()
 		}
+		return err != nil
 	})
+	// An empty list, not null: some engines (MiniStack) cannot read a null list.
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	for _, i := range failed {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+	}
 	return resp, nil
 }
 

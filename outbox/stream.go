@@ -16,33 +16,32 @@ import (
 // intents, each self-contained (the claim carries its whole outbox). Records that could not be
 // processed are returned as batch item failures, so only they are delivered again.
 func (w *Worker) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	failed := make([]bool, len(ev.Records))
-	w.each(len(ev.Records), func(i int) {
+	failed := w.each(len(ev.Records), func(i int) bool {
 		rec := ev.Records[i]
 		claim, ok := w.claimOf(ctx, rec)
 		if !ok {
-			return
+			return false
 		}
-		if _, err := w.Process(ctx, claim); err != nil {
-			failed[i] = true
-			attrs := []slog.Attr{slog.String("sequence_number", rec.Change.SequenceNumber), slog.String("event_id", claim.EventID),
-				slog.String("error", err.Error())}
-			// A record that keeps failing is bisected and at last sent to the failure queue,
-			// which carries no claim (and some engines drop it at once): a wake-up gives the
-			// claim a second path that needs neither (best effort: the sweeper is the last).
-			if w.cfg.Scheduler != nil {
-				if serr := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now().Add(failedRecordWake)); serr != nil {
-					attrs = append(attrs, slog.String("schedule_error", serr.Error()))
-				}
+		_, err := w.Process(ctx, claim)
+		if err == nil {
+			return false
+		}
+		attrs := []slog.Attr{slog.String("sequence_number", rec.Change.SequenceNumber), slog.String("event_id", claim.EventID),
+			slog.String("error", err.Error())}
+		// A record that keeps failing is bisected and at last sent to the failure queue,
+		// which carries no claim (and some engines drop it at once): a wake-up gives the
+		// claim a second path that needs neither (best effort: the sweeper is the last).
+		if w.cfg.Scheduler != nil {
+			if serr := w.cfg.Scheduler.Schedule(ctx, claim.PK, w.cfg.Now().Add(failedRecordWake)); serr != nil {
+				attrs = append(attrs, slog.String("schedule_error", serr.Error()))
 			}
-			w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "record not processed", attrs...)
 		}
+		w.cfg.Logger.LogAttrs(ctx, slog.LevelError, "record not processed", attrs...)
+		return true
 	})
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}} // [], not null
-	for i, f := range failed {
-		if f {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
-		}
+	for _, i := range failed {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
 	}
 	return resp, nil
 }

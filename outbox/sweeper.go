@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -261,8 +260,8 @@ func (s *Sweeper) sweepOne(ctx context.Context, key map[string]types.AttributeVa
 		return
 	}
 	count(func() { rep.Claims++ })
-	cctx, span := s.Worker.startSweepClaim(ctx, claim)
-	sum, err := s.Worker.Process(cctx, claim)
+	cctx, span := w.startInClaim(ctx, claim, SpanSweepClaim, internalSpan)
+	sum, err := w.Process(cctx, claim)
 	endSweepClaim(span, sum, err)
 	settled := !claim.Open() && claim.PendingShard != ""
 	count(func() {
@@ -326,7 +325,7 @@ func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error)
 	if d, ok := ctx.Deadline(); ok {
 		until = now.Add(time.Until(d))
 	}
-	owner = strconv.FormatUint(rand.Uint64(), 36)
+	owner = newToken()
 	_, err = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(w.cfg.Table),
 		Key:                       itemKey(SweepLockPK, SweepLockSK),
@@ -334,8 +333,7 @@ func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error)
 		ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR lock_until < :now OR lock_owner = :owner"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":until": num(until.UnixMilli()), ":now": num(now.UnixMilli()), ":owner": str(owner)},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if conditionFailed(err) {
 		return "", true, nil
 	}
 	if err != nil {

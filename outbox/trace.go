@@ -98,11 +98,6 @@ func (w *Worker) startIntent(ctx context.Context, claim *dedup.Claim, name strin
 	return ctx, span
 }
 
-// startSweepClaim starts the span of a claim the sweeper re-drives, in the claim's trace.
-func (w *Worker) startSweepClaim(ctx context.Context, claim *dedup.Claim) (context.Context, trace.Span) {
-	return w.startInClaim(ctx, claim, SpanSweepClaim, internalSpan)
-}
-
 // startInClaim starts a span in the claim's trace (claimContext), with its links and the
 // claim's attributes when it records. A provider that starts no span (tracing off) hands the
 // claim's context back as the span's: the turn then runs under ctx as it was, so that no trace
@@ -130,8 +125,7 @@ func endIntent(span trace.Span, outcome string, err error) {
 		return
 	}
 	span.SetAttributes(dedup.AttrOutcome.String(outcome))
-	var held *heldError
-	if errors.As(err, &held) {
+	if held, ok := errors.AsType[*heldError](err); ok {
 		// Not a failure: held back unleased, no attempt spent, as a busy intent is not one.
 		span.SetAttributes(AttrHeld.String(held.Error()))
 	} else if err != nil {
@@ -335,8 +329,7 @@ func redact(err error) error {
 // text is shown only when it names nothing but addresses (a network error, a certificate's
 // refusal); any other may quote the answer's bytes, which may echo the request's secret path.
 func Unanswered(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err
 	}
 	var ne *net.OpError
@@ -465,8 +458,7 @@ type described interface {
 // describe is err as a span's status gives it: the SpanDescription of the first described
 // error in its chain, or its Error.
 func describe(err error) string {
-	var d described
-	if errors.As(err, &d) {
+	if d, ok := errors.AsType[described](err); ok {
 		return d.SpanDescription()
 	}
 	return err.Error()

@@ -61,8 +61,7 @@ func mayStillRun(err error) bool {
 // answerStatus is the status code of the answer a call failed with (an HTTP downstream's
 // StatusError, an AWS service's ResponseError); 0 when no answer came back.
 func answerStatus(err error) int {
-	var se *StatusError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*StatusError](err); ok {
 		return se.StatusCode
 	}
 	var answer interface{ HTTPStatusCode() int }
@@ -116,8 +115,6 @@ type lease struct {
 	// ends is when the call must be done, on the real clock: the lease less the margin, counted
 	// from before the lease request, so a slow write shortens the call, not outlives the lease.
 	ends time.Time
-	// sent is what the call produced, recorded with done.
-	sent string
 }
 
 // lease takes the intent (dedup.Claims.Lease) as the lease span; nil when another worker has
@@ -137,16 +134,17 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin)}, nil
 }
 
-// finish records the attempt as done, with what it sent, or parked, with why: the finish span.
-func (w *Worker) finish(ctx context.Context, l *lease, status, msg string) (err error) {
+// finish records the attempt as done, with what it sent (note), or parked, with why (note): the
+// finish span.
+func (w *Worker) finish(ctx context.Context, l *lease, status, note string) (err error) {
 	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(status)); span != nil {
 		ctx = ctx2
 		defer func() { w.endFinish(span, err) }()
 	}
 	if status == dedup.IntentDone {
-		return w.claims.Done(ctx, l.Lease, l.sent)
+		return w.claims.Done(ctx, l.Lease, note)
 	}
-	return w.claims.Park(ctx, l.Lease, msg)
+	return w.claims.Park(ctx, l.Lease, note)
 }
 
 // retry puts the intent back to pending after its backoff, and returns when it is due: the
@@ -169,7 +167,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	target := claim.Intents[name].Target
 	defer func() {
 		// Paused or held back: not leased, so no attempt spent (the lease counts one), and due.
-		if _, held := errors.AsType[*heldError](err); held || (outcome == OutcomePaused && err == nil) {
+		if is[*heldError](err) || (outcome == OutcomePaused && err == nil) {
 			w.cfg.Metrics.Intent(target, outcome, 0)
 		}
 		endIntent(span, outcome, err)
@@ -201,7 +199,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 		return OutcomeHeld, &heldError{target: target, wait: 200 * time.Millisecond, why: "its max_in_flight slot was taken too slowly to cover the lease"}
 	}
 	if err := w.takeWindow(ctx, l, target); err != nil {
-		if _, held := errors.AsType[*heldError](err); held {
+		if is[*heldError](err) {
 			return OutcomeHeld, err
 		}
 		return OutcomeBusy, err
@@ -243,8 +241,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	l.Code = answerStatus(execErr) // for the intent's history
 	switch {
 	case execErr == nil:
-		l.sent = sent
-		err = w.finish(ctx, l, dedup.IntentDone, "")
+		err = w.finish(ctx, l, dedup.IntentDone, sent)
 	case IsPermanent(execErr) || in.Spent() >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
 		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())

@@ -35,7 +35,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -182,8 +181,7 @@ func New(api API, cfg Config) (*Worker, error) {
 	}
 	for _, target := range slices.Sorted(maps.Keys(cfg.Limits)) {
 		if err := cfg.Limits[target].Validate(); err != nil {
-			var ce *ConfigError
-			errors.As(err, &ce)
+			ce, _ := errors.AsType[*ConfigError](err)
 			return nil, &ConfigError{Field: fmt.Sprintf("Limits[%q].%s", target, ce.Field), Reason: ce.Reason}
 		}
 	}
@@ -250,7 +248,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 	if len(names) == 0 {
 		return sum, w.claims.Settle(ctx, claim)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	var errs []error
 	var heldFor time.Duration // the longest wait a limit named, for the wake-up
 	for _, name := range names {
@@ -260,8 +258,7 @@ func (w *Worker) Process(ctx context.Context, claim *dedup.Claim) (Summary, erro
 			continue
 		}
 		outcome, err := w.run(ctx, claim, name)
-		var held *heldError
-		if errors.As(err, &held) {
+		if held, ok := errors.AsType[*heldError](err); ok {
 			sum[OutcomeHeld]++
 			heldFor = max(heldFor, held.wait)
 			continue
@@ -297,18 +294,27 @@ func (w *Worker) concurrency(n int) int {
 	return min(c, max(n, 1))
 }
 
-// each runs f(i) for each of a batch's n records, w.concurrency(n) at a time, and waits for all.
-func (w *Worker) each(n int, f func(i int)) {
+// each runs f(i) for each of a batch's n records, w.concurrency(n) at a time, and returns the
+// records f failed, in order: the batch's item failures.
+func (w *Worker) each(n int, f func(i int) (failed bool)) []int {
 	sem := make(chan struct{}, w.concurrency(n))
+	failed := make([]bool, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			f(i)
+			failed[i] = f(i)
 		})
 	}
 	wg.Wait()
+	var out []int
+	for i, f := range failed {
+		if f {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -147,8 +147,8 @@ func (x *SQS) ExecuteReport(ctx context.Context, t outbox.Task) (sent string, er
 // tooLong says whether SQS refused a message for its length ("Message must be shorter than N
 // bytes", an InvalidParameterValue): a refusal, so nothing was enqueued.
 func tooLong(err error) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && strings.HasSuffix(ae.ErrorCode(), "InvalidParameterValue") && strings.Contains(ae.ErrorMessage(), "shorter than")
+	ae, ok := errors.AsType[smithy.APIError](err)
+	return ok && strings.HasSuffix(ae.ErrorCode(), "InvalidParameterValue") && strings.Contains(ae.ErrorMessage(), "shorter than")
 }
 
 // SNS publishes each intent's payload to a topic. A FIFO topic (its ARN ends in ".fifo")
@@ -228,18 +228,14 @@ func (x *EventBridge) ExecuteReport(ctx context.Context, t outbox.Task) (sent st
 	if err != nil {
 		return "", err
 	}
-	if out.FailedEntryCount > 0 {
-		code, msg := "", ""
-		if len(out.Entries) > 0 {
-			code, msg = aws.ToString(out.Entries[0].ErrorCode), aws.ToString(out.Entries[0].ErrorMessage)
-		}
-		return "", fmt.Errorf("EventBridge PutEvents %s: the entry failed: %s %s", bus, code, msg)
-	}
-	id := ""
+	var entry ebtypes.PutEventsResultEntry // the one entry sent
 	if len(out.Entries) > 0 {
-		id = aws.ToString(out.Entries[0].EventId)
+		entry = out.Entries[0]
 	}
-	return "event " + id, nil
+	if out.FailedEntryCount > 0 {
+		return "", fmt.Errorf("EventBridge PutEvents %s: the entry failed: %s %s", bus, aws.ToString(entry.ErrorCode), aws.ToString(entry.ErrorMessage))
+	}
+	return "event " + aws.ToString(entry.EventId), nil
 }
 
 // StepFunctions starts one execution per intent, named after the key's hash, with the payload

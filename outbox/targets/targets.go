@@ -111,10 +111,8 @@ func classify(op string, err error, writes *outbox.WriteTrace) error {
 		// A timeout or a transport failure: the call may have happened unless nothing was written.
 		return writes.NotSentUnlessWritten(err)
 	}
-	code := ae.ErrorCode()
-	var re *awshttp.ResponseError
-	status := 0
-	if errors.As(err, &re) {
+	code, status := ae.ErrorCode(), 0
+	if re, ok := errors.AsType[*awshttp.ResponseError](err); ok {
 		status = re.HTTPStatusCode()
 	}
 	_, throttled := retry.DefaultThrottleErrorCodes[code]
