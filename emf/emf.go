@@ -153,14 +153,7 @@ func (d *Document) appendJSON(b []byte) []byte {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, '[')
-			for k, dim := range set {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = appendString(b, dim)
-			}
-			b = append(b, ']')
+			b = appendList(b, set)
 		}
 		b = append(b, `],"Metrics":[`...)
 		first := true
@@ -196,40 +189,40 @@ func (d *Document) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// appendList appends ss as a JSON array of strings.
+func appendList(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
+
 // appendString appends s as a JSON string: quotes, backslashes and control characters
-// escaped, invalid UTF-8 replaced, as encoding/json does.
+// escaped, invalid UTF-8 replaced, as encoding/json does (which has no append form but
+// encoding/json/jsontext's, still behind GOEXPERIMENT=jsonv2).
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			b = append(b, c)
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r == '\n':
+			b = append(b, `\n`...)
+		case r == '\r':
+			b = append(b, `\r`...)
+		case r == '\t':
+			b = append(b, `\t`...)
+		case r < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+		case r == utf8.RuneError: // an invalid byte, or U+FFFD itself: one character either way
 			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
+		default:
+			b = utf8.AppendRune(b, r)
 		}
-		i += size
 	}
 	return append(b, '"')
 }
