@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Unit is a CloudWatch metric unit.
@@ -202,32 +204,11 @@ func appendList(b []byte, ss []string) []byte {
 }
 
 // appendString appends s as a JSON string: quotes, backslashes and control characters
-// escaped, invalid UTF-8 replaced, as encoding/json does (which has no append form but
-// encoding/json/jsontext's, still behind GOEXPERIMENT=jsonv2).
+// escaped, invalid UTF-8 replaced, as encoding/json does (jsontext says so with an error).
 func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b = append(b, '\\', byte(r))
-		case r == '\n':
-			b = append(b, `\n`...)
-		case r == '\r':
-			b = append(b, `\r`...)
-		case r == '\t':
-			b = append(b, `\t`...)
-		case r < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
-		case r == utf8.RuneError: // an invalid byte, or U+FFFD itself: one character either way
-			b = append(b, `\ufffd`...)
-		default:
-			b = utf8.AppendRune(b, r)
-		}
-	}
-	return append(b, '"')
+	b, _ = jsontext.AppendQuote(b, s)
+	return b
 }
-
-const hex = "0123456789abcdef"
 
 // WriteTo writes the document as one line. Nothing is written for an empty document.
 func (d *Document) WriteTo(w io.Writer) (int64, error) {
