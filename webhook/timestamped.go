@@ -64,7 +64,7 @@ type timestamped struct {
 }
 
 func newTimestamped(name string, tolerance time.Duration) *timestamped {
-	s := &timestamped{base: base{name, tolerance, newKeyring(name, rawSecret)}}
+	s := &timestamped{base: base{name, tolerance, newKeyring(name)}}
 	s.ring.sep = ":"
 	switch name {
 	case StandardWebhooks:
