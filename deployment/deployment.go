@@ -276,11 +276,5 @@ func list(v string) []string {
 	return out
 }
 
-func sortedSet(v []string) []string {
-	if len(v) == 0 {
-		return nil
-	}
-	out := slices.Clone(v)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
+// sortedSet is v sorted, without repeats: nil when empty.
+func sortedSet(v []string) []string { return slices.Compact(slices.Sorted(slices.Values(v))) }

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Unit is a CloudWatch metric unit.
@@ -153,14 +155,7 @@ func (d *Document) appendJSON(b []byte) []byte {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, '[')
-			for k, dim := range set {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = appendString(b, dim)
-			}
-			b = append(b, ']')
+			b = appendList(b, set)
 		}
 		b = append(b, `],"Metrics":[`...)
 		first := true
@@ -196,45 +191,24 @@ func (d *Document) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendString appends s as a JSON string: quotes, backslashes and control characters
-// escaped, invalid UTF-8 replaced, as encoding/json does.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			b = append(b, c)
-			i++
-			continue
+// appendList appends ss as a JSON array of strings.
+func appendList(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
 		}
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
+		b = appendString(b, s)
 	}
-	return append(b, '"')
+	return append(b, ']')
 }
 
-const hex = "0123456789abcdef"
+// appendString appends s as a JSON string: quotes, backslashes and control characters
+// escaped, invalid UTF-8 replaced, as encoding/json does (jsontext says so with an error).
+func appendString(b []byte, s string) []byte {
+	b, _ = jsontext.AppendQuote(b, s)
+	return b
+}
 
 // WriteTo writes the document as one line. Nothing is written for an empty document.
 func (d *Document) WriteTo(w io.Writer) (int64, error) {

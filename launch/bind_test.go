@@ -172,7 +172,7 @@ func TestEveryBoundTargetTypeGetsItsExecutorOnTheBoundResource(t *testing.T) {
 	if !outbox.IsAtMostOnce(m["l"]) {
 		t.Errorf("l: %#v, want the file's at-most-once kept", m["l"])
 	}
-	if got := strings.Join(env.KnownTargets(), ","); got != "e,l,n,q,s" {
+	if got := strings.Join(KnownTargets(env.Sources, env.Settings.Targets), ","); got != "e,l,n,q,s" {
 		t.Errorf("the receiver's targets %s", got)
 	}
 }

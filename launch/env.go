@@ -214,18 +214,11 @@ func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor
 	return m
 }
 
-// KnownTargets is every intent target the deployment serves: the sources file's HTTP targets
-// and the application's own (ONCEHOOK_TARGETS).
-func (env *Env) KnownTargets() []string { return KnownTargets(env.Sources, env.Settings.Targets) }
-
 // KnownTargets is the receiver's Config.Targets for a sources file and the targets the
-// application's own executors serve, sorted: nil (any target) when there are none.
+// application's own executors serve (ONCEHOOK_TARGETS), sorted: nil (any target) when there
+// are none.
 func KnownTargets(f *sources.File, own []string) []string {
-	var names []string
-	for n := range f.Targets {
-		names = append(names, n)
-	}
-	names = append(names, own...)
+	names := slices.AppendSeq(slices.Clone(own), maps.Keys(f.Targets))
 	slices.Sort(names)
 	return slices.Compact(names)
 }

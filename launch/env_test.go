@@ -175,7 +175,7 @@ func TestStartRefusesPlannersAndTargetsThatCannotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(env.KnownTargets(), ","); got != "billing,crm,email" {
+	if got := strings.Join(KnownTargets(env.Sources, env.Settings.Targets), ","); got != "billing,crm,email" {
 		t.Fatalf("known targets %q", got)
 	}
 	// A planner for a source the file does not have would never run: refused, named.

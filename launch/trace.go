@@ -16,20 +16,20 @@ import (
 	"github.com/oncehook/oncehook/launch/tracing"
 )
 
-var coldStart atomic.Bool
-
-func init() { coldStart.Store(true) }
+// warm is set by the instance's first invocation.
+var warm atomic.Bool
 
 // invocation wraps a Lambda handler with a span per invocation (the FaaS conventions), under
 // which the outbox's and the sweeper's work starts, and the flush. Off, it is the handler.
 func invocation[In, Out any](t *tracing.Tracing, name string, trigger func(In) attribute.KeyValue, kind trace.SpanKind,
 	handler func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	if t == nil || t.Provider == nil {
+	tp := t.TracerProvider()
+	if tp == nil {
 		return handler
 	}
-	tracer := t.Provider.Tracer("github.com/oncehook/oncehook/launch", trace.WithSchemaURL(semconv.SchemaURL))
+	tracer := tp.Tracer("github.com/oncehook/oncehook/launch", trace.WithSchemaURL(semconv.SchemaURL))
 	return flushed(t, func(ctx context.Context, in In) (Out, error) {
-		attrs := []attribute.KeyValue{trigger(in), semconv.FaaSColdstart(coldStart.Swap(false))}
+		attrs := []attribute.KeyValue{trigger(in), semconv.FaaSColdstart(!warm.Swap(true))}
 		if lc, ok := lambdacontext.FromContext(ctx); ok {
 			attrs = append(attrs, semconv.FaaSInvocationID(lc.AwsRequestID), semconv.CloudResourceID(lc.InvokedFunctionArn))
 		}
@@ -54,7 +54,7 @@ func invocation[In, Out any](t *tracing.Tracing, name string, trigger func(In) a
 // flushed is a handler whose invocations export their spans at the end (the receiver's, whose
 // deliveries are each their own trace).
 func flushed[In, Out any](t *tracing.Tracing, handler func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	if t == nil || t.Provider == nil {
+	if t.TracerProvider() == nil {
 		return handler
 	}
 	return func(ctx context.Context, in In) (Out, error) {

@@ -57,7 +57,7 @@ type bodyScheme struct {
 }
 
 func newBodyScheme(name, header, prefix, encoding string) *bodyScheme {
-	return &bodyScheme{base: base{name: name, ring: newKeyring(name, rawSecret)}, header: header, prefix: prefix, encoding: encoding}
+	return &bodyScheme{base: base{name: name, ring: newKeyring(name)}, header: header, prefix: prefix, encoding: encoding}
 }
 
 // digestName names a digest by its length, for error details.

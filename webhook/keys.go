@@ -50,8 +50,10 @@ type macState struct {
 	sum     [sha256.Size]byte
 }
 
-func newKeyring(scheme string, decode func(string) ([]byte, error)) *keyring {
-	return &keyring{scheme: scheme, decode: decode, sep: ".", hash: sha256.New, size: sha256.Size}
+// newKeyring is a keyring of HMAC-SHA256 keys whose bytes are the secrets as written (all but
+// Standard Webhooks' whsec_ secrets; a scheme sets what differs).
+func newKeyring(scheme string) *keyring {
+	return &keyring{scheme: scheme, decode: rawSecret, sep: ".", hash: sha256.New, size: sha256.Size}
 }
 
 // get returns the prepared key for secret, preparing it on first use.
@@ -193,8 +195,7 @@ func (r *keyring) sign(secret string, body []byte, fields ...string) ([sha256.Si
 	return sum, nil
 }
 
-// rawSecret is the decoding of schemes whose secret is used as the key bytes as written
-// (Stripe, GitHub, Shopify, generic).
+// rawSecret is a keyring's default decoding: the secret's bytes as written.
 func rawSecret(s string) ([]byte, error) { return []byte(s), nil }
 
 // hmacSHA1 makes the ring key HMAC-SHA1 (Intercom, Twilio).

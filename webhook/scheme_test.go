@@ -141,7 +141,7 @@ func TestErrorsReadWellAndMatchOnlyTheirSentinel(t *testing.T) {
 
 func TestKeyringStartsOverWhenFull(t *testing.T) {
 	t.Parallel()
-	r := newKeyring(GitHub, rawSecret)
+	r := newKeyring(GitHub)
 	first := r.get("k")
 	for i := range maxKeys + 5 {
 		if k := r.get(strings.Repeat("k", i+2)); k.err != nil {

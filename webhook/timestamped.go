@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -65,7 +64,7 @@ type timestamped struct {
 }
 
 func newTimestamped(name string, tolerance time.Duration) *timestamped {
-	s := &timestamped{base: base{name, tolerance, newKeyring(name, rawSecret)}}
+	s := &timestamped{base: base{name, tolerance, newKeyring(name)}}
 	s.ring.sep = ":"
 	switch name {
 	case StandardWebhooks:
@@ -287,7 +286,7 @@ func (s *timestamped) Challenge(h http.Header, body []byte, secrets []string) ([
 // is keyed with it, so a rotation in progress answers with the secret Zoom holds).
 func (s *timestamped) signedBy(h http.Header, body []byte, secrets []string) (string, bool) {
 	now := time.Now()
-	if ts, err := strconv.ParseInt(h.Get(s.tsHeader), 10, 64); err == nil {
+	if ts, ok := s.unix(h.Get(s.tsHeader)); ok {
 		now = time.Unix(ts, 0) // the timestamp was checked by Verify
 	}
 	for _, secret := range secrets {

@@ -51,7 +51,7 @@ type urlScheme struct {
 }
 
 func newURLScheme(name, rawURL string) (*urlScheme, error) {
-	s := &urlScheme{base: base{name: name, ring: newKeyring(name, rawSecret)}, url: rawURL}
+	s := &urlScheme{base: base{name: name, ring: newKeyring(name)}, url: rawURL}
 	switch name {
 	case Twilio:
 		s.header = TwilioHeader

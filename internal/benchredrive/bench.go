@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -107,10 +105,8 @@ func Run(ctx context.Context, awsCfg aws.Config, table string, cfg Config) (*Rep
 	if err != nil {
 		return nil, err
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	run := hex.EncodeToString(b[:])
-	id := func(i int) string { return fmt.Sprintf("msg_bench_%s_%d", run, i) }
+	run := mrand.Uint32()
+	id := func(i int) string { return fmt.Sprintf("msg_bench_%08x_%d", run, i) }
 
 	first := &Row{Pass: "first pass", Delivery: "new"}
 	redNew := &Row{Pass: "redrive", Delivery: "new"}
@@ -181,9 +177,7 @@ func send(ctx context.Context, h *receiver.Handler, file *sources.File, m *meter
 	errs := make(chan error, senders)
 	var wg sync.WaitGroup
 	for range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for d := range work {
 				body := fmt.Sprintf(`{"type":%q,"data":{"order_id":"ord_%s","customer_email":"ada@example.com"}}`, orders.EventType, d.id)
 				req, err := receivertest.Request(file, source, secret, []byte(body), receivertest.WithEventID(d.id))
@@ -198,7 +192,7 @@ func send(ctx context.Context, h *receiver.Handler, file *sources.File, m *meter
 				}
 				m.outcome(d.row, resp.Outcome.String())
 			}
-		}()
+		})
 	}
 	var err error
 feed:
@@ -274,10 +268,9 @@ func charge(r *Row, params, result any, err error) {
 	}
 	op := strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%T", params), "*dynamodb."), "Input")
 	r.Calls[op]++
-	var ccf *types.ConditionalCheckFailedException
-	var tce *types.TransactionCanceledException
-	cancelled := errors.As(err, &tce)
-	if err != nil && !cancelled && !errors.As(err, &ccf) {
+	ccf, failed := errors.AsType[*types.ConditionalCheckFailedException](err)
+	tce, cancelled := errors.AsType[*types.TransactionCanceledException](err)
+	if err != nil && !cancelled && !failed {
 		r.Unbilled++
 		return
 	}

@@ -27,17 +27,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -65,13 +65,11 @@ func main() {
 }
 
 func run(cfg Config) error {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(); err != nil { // before a table is made; Run checks it again
 		return err
 	}
 	if cfg.Seed == 0 {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		cfg.Seed = binary.LittleEndian.Uint64(b[:])
+		cfg.Seed = rand.Uint64()
 	}
 	ctx := context.Background()
 	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
@@ -80,18 +78,13 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	table := "oncehook-bench-" + hex.EncodeToString(b[:])
+	table := fmt.Sprintf("oncehook-bench-%012x", rand.Uint64()>>16)
 	admin := dynamodb.NewFromConfig(awsCfg)
 	if err := dedup.EnsureTable(ctx, admin, table); err != nil {
 		return err
 	}
 	defer admin.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	endpoint := os.Getenv("AWS_ENDPOINT_URL")
-	if endpoint == "" {
-		endpoint = "the AWS SDK's default endpoint"
-	}
+	endpoint := cmp.Or(os.Getenv("AWS_ENDPOINT_URL"), "the AWS SDK's default endpoint")
 	fmt.Printf("endpoint %s, table %s (deleted afterwards)\n", endpoint, table)
 	r, err := Run(ctx, awsCfg, table, cfg)
 	if err != nil {
@@ -112,10 +105,7 @@ func run(cfg Config) error {
 
 // Print writes the report as a table.
 func (r *Report) Print(w io.Writer) {
-	probe := r.Probe
-	if probe == "" {
-		probe = "on (the receiver's default)"
-	}
+	probe := cmp.Or(r.Probe, "on (the receiver's default)")
 	fmt.Fprintf(w, "%d new events, then a redrive of %d deliveries (%d duplicates, %d new) in a shuffled order (seed %d)\n",
 		r.New, r.Redrive, r.Duplicates, r.Redrive-r.Duplicates, r.Seed)
 	fmt.Fprintf(w, "receiver: examples/orders on %q (Standard Webhooks; claim + shipment + email intent), %d senders, probe: %s\n\n", source, r.Senders, probe)
@@ -149,14 +139,11 @@ func (r *Report) Print(w io.Writer) {
 }
 
 func outcomes(m map[string]int) string {
-	var s string
+	var s []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if s != "" {
-			s += ", "
-		}
-		s += fmt.Sprintf("%d %s", m[k], k)
+		s = append(s, fmt.Sprintf("%d %s", m[k], k))
 	}
-	return s
+	return strings.Join(s, ", ")
 }
 
 func per(total float64, n int) string {

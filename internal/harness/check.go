@@ -1,17 +1,19 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/internal/faults"
 )
 
 // Expect is what a run asked for, and so what its end state may be.
 type Expect struct {
 	Events int // one claim and one intent each
-	// MaxAttempts is the outbox's attempt budget (MAX_ATTEMPTS; 0 means the default, 10).
+	// MaxAttempts is the outbox's attempt budget (MAX_ATTEMPTS; 0 means its default).
 	MaxAttempts int
 	// Downstream is the faults the downstream injected; DynamoDB the faults the functions
 	// injected into their DynamoDB calls, by role, as Deployment.InjectedFaults counted them.
@@ -31,10 +33,7 @@ type Expect struct {
 //     outbox's or the sweeper's DynamoDB writes.
 func CheckOutbox(exp Expect, t Tally, d *Downstream, prefix string) []string {
 	var p []string
-	maxAttempts := exp.MaxAttempts
-	if maxAttempts == 0 {
-		maxAttempts = 10
-	}
+	maxAttempts := cmp.Or(exp.MaxAttempts, deployment.DefaultMaxAttempts)
 	done, parked := t.Intents[dedup.IntentDone], t.Intents[dedup.IntentParked]
 	if t.Claims != exp.Events {
 		p = append(p, fmt.Sprintf("%d claims, want %d", t.Claims, exp.Events))

@@ -196,8 +196,7 @@ func (d *Deployment) LogEvents(ctx context.Context, logs *cloudwatchlogs.Client,
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
-		var missing *logtypes.ResourceNotFoundException
-		if errors.As(err, &missing) {
+		if _, missing := errors.AsType[*logtypes.ResourceNotFoundException](err); missing {
 			return nil, nil // a function that has not run yet has no log group
 		}
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,14 +257,14 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 			if ev.first503Sent.IsZero() || r.sent.Before(ev.first503Sent) {
 				ev.first503Sent = r.sent
 			}
-		}
-		if r.err == nil && r.status == http.StatusServiceUnavailable && r.d.attempt < cfg.Retries && ctx.Err() == nil {
-			rep.Retried++
-			wait := min(max(r.retryAfter, 100*time.Millisecond), retryDelay)
-			wait -= rand.N(wait/2 + 1)
-			next := delivery{event: r.d.event, attempt: r.d.attempt + 1}
-			time.AfterFunc(wait, func() { work <- next })
-			continue
+			if r.d.attempt < cfg.Retries && ctx.Err() == nil {
+				rep.Retried++
+				wait := min(max(r.retryAfter, 100*time.Millisecond), retryDelay)
+				wait -= rand.N(wait/2 + 1)
+				next := delivery{event: r.d.event, attempt: r.d.attempt + 1}
+				time.AfterFunc(wait, func() { work <- next })
+				continue
+			}
 		}
 		switch {
 		case r.err != nil:
@@ -289,7 +288,7 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 		}
 	}
 	rep.Elapsed = time.Since(start)
-	sort.Slice(rep.latencies, func(i, j int) bool { return rep.latencies[i] < rep.latencies[j] })
+	slices.Sort(rep.latencies)
 	return rep
 }
 

@@ -74,11 +74,8 @@ func unfinished(ctx context.Context, db DB, table, prefix string) (n int, err er
 		if err != nil {
 			return 0, err
 		}
-		for _, in := range c.Intents {
-			if in.Status == dedup.IntentPending || in.Status == dedup.IntentRunning {
-				n++
-				break
-			}
+		if c.Open() {
+			n++
 		}
 	}
 	return n, nil

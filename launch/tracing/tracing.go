@@ -388,10 +388,10 @@ var (
 // exportFailure is a failed export as the log says it: by what failed, since the exporter's
 // errors quote the URL and the collector's answer, which may hold an intake's key.
 func exportFailure(err error, shown string) string {
-	var ue *url.Error
-	switch msg := err.Error(); {
-	case errors.As(err, &ue):
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		return "an OTLP export to " + shown + " failed: " + outbox.Unanswered(ue.Err)
+	}
+	switch msg := err.Error(); {
 	case strings.Contains(msg, "retry-able request failure"):
 		return "an OTLP export to " + shown + " failed: the collector asked for a retry (429, 502, 503 or 504) until the export's time ran out"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
