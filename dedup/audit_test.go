@@ -175,3 +175,23 @@ func TestAnAuditRunRecordsItsResultForReaders(t *testing.T) {
 		t.Fatalf("another table's record: %+v, %v; want none", rec, err)
 	}
 }
+
+// A run that finds no record without a claim records its keys as an empty list on the cursor,
+// as every run records them: the attribute is a list whatever the run found, never NULL.
+func TestAnAuditRunThatFindsNothingRecordsAnEmptyListOfKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	a := &dedup.Auditor{Client: e.client, Table: e.table, Prefixes: []string{"ORDER#"}, Sample: 100}
+	if rep, err := a.Run(ctx); err != nil || rep.WithoutClaimCount != 0 {
+		t.Fatalf("%+v, %v; want a run finding nothing", rep, err)
+	}
+	out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: dedup.AuditCursorPK}, "sk": &types.AttributeValueMemberS{Value: dedup.AuditCursorSK}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, ok := out.Item["last_keys"].(*types.AttributeValueMemberL); !ok || len(keys.Value) != 0 {
+		t.Fatalf("last_keys is %#v, want an empty list", out.Item["last_keys"])
+	}
+}

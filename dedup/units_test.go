@@ -72,6 +72,26 @@ func TestTheSizeRulesWorkedByHand(t *testing.T) {
 	}
 }
 
+// TestANumberIsSizedByItsSignificantDigitsWhateverItsExponent: a number's size counts its
+// significant digits only, its exponent left out, even an exponent DynamoDB would refuse (too
+// large to read, or missing its digits): the item is refused for that, not for its size.
+func TestANumberIsSizedByItsSignificantDigitsWhateverItsExponent(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n    string
+		want int
+	}{
+		{"12e99999999999999999999", 1 + 2}, // "n", then 2 digits: 1 byte, plus 1
+		{"-1200e", 1 + 2},
+		{"1234e", 1 + 3},
+		{"1.5e+-3", 1 + 2},
+	} {
+		if got := ItemSize(map[string]types.AttributeValue{"n": &types.AttributeValueMemberN{Value: c.n}}); got != c.want {
+			t.Errorf("ItemSize of the number %q: %d, want %d", c.n, got, c.want)
+		}
+	}
+}
+
 // writeUnits is DynamoDB's on-demand charge for writing an item of n bytes: one write unit per
 // KB, rounded up; transactional writes cost two per KB.
 func writeUnits(n int, transactional bool) int {

@@ -76,6 +76,22 @@ func TestHandleJSONDecodesAndRefusesMistypedFields(t *testing.T) {
 	}
 }
 
+// HandleJSON refuses a body cut off mid-value as one that ended early (encoding/json's
+// "unexpected EOF"), a PayloadError on body, never as holding a character it does not hold.
+func TestHandleJSONRefusesATruncatedBodyAsEndingEarly(t *testing.T) {
+	ps := receiver.NewPlanners()
+	receiver.HandleJSON(ps, "stripe", "checkout.session.completed", func(_ context.Context, _ dedup.Event, v checkout) (dedup.Plan, error) {
+		return dedup.Plan{}, nil
+	})
+	for _, body := range []string{`{"id":`, `{"id":"evt_1","data":{"object":{"id":"cs_1\`, `{"id":"evt_\u00`, `[{"id":"evt_1"},n`} {
+		_, _, err := ps.Plan(context.Background(), dedup.Event{Source: "stripe", Type: "checkout.session.completed", Payload: []byte(body)})
+		var pe *receiver.PayloadError
+		if !errors.As(err, &pe) || pe.Field != "body" || pe.Reason != "is not valid JSON: unexpected EOF" {
+			t.Errorf("%s: got %v, want a PayloadError on body: is not valid JSON: unexpected EOF", body, err)
+		}
+	}
+}
+
 // A nil planner is a registration mistake the receiver's New reports, as with Handle.
 func TestHandleJSONNilIsRefused(t *testing.T) {
 	f, err := sources.Parse([]byte(`{"sources": {"stripe": {"scheme": "stripe", "secrets": [{"env": "S"}], "retry_horizon": "3d", "redrive_window": "30d"}}}`))

@@ -216,6 +216,32 @@ func TestAFormBodysRepeatedIDIsRefused(t *testing.T) {
 	}
 }
 
+// TestAFormRepeatingTheDeliveryIDAndTimeKeysIsRefusedNamingTheTimeKey: when both optional
+// keys a form source locates are repeated, the 400 names the time's key, the last one read.
+func TestAFormRepeatingTheDeliveryIDAndTimeKeysIsRefusedNamingTheTimeKey(t *testing.T) {
+	t.Parallel()
+	f, err := sources.Parse([]byte(`{"sources":{"form":{"scheme":"slack","secrets":[{"env":"S"}],"body":"form",
+	  "event_id":{"form":"id"},"event_type":{"form":"type"},"delivery_id":{"form":"d"},"occurred_at":{"form":"at"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, rec, err := receivertest.NewHandler(f, map[string]string{"form": "s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := receivertest.Request(f, "form", "s", []byte("id=evt_1&type=t&d=1&d=2&at=1700000000&at=1700000001"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := h.Handle(context.Background(), req)
+	if got := receivertest.Read(resp); got.Status != 400 || got.Field != "body" || got.Reason != `body repeats the form key "at"` {
+		t.Errorf("%+v, want 400 naming the repeated key \"at\"", got)
+	}
+	if len(rec.All()) != 0 {
+		t.Fatal("a refused form was claimed")
+	}
+}
+
 // TestProviderControlMessagesClaimNothing: Zoom's url_validation gets the encrypted token
 // (Elastic Beats' published vector: secret secretValueTest), Intercom's ping and Discord's PING
 // are acknowledged (Discord's with 204), Intercom's HEAD check gets 200.
