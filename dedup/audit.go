@@ -177,8 +177,12 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	if a.Now != nil {
 		now = a.Now
 	}
+	keys := rep.WithoutClaim
+	if keys == nil {
+		keys = []Key{} // an empty list, as it has always been stored, not NULL
+	}
 	rec, _ := attributevalue.MarshalMap(AuditRecord{At: now().UTC().Truncate(time.Second), Read: rep.Read, Effects: rep.Effects,
-		WithoutClaim: rep.WithoutClaimCount, Keys: rep.WithoutClaim, Wrapped: rep.Wrapped}) // cannot fail: strings, numbers, a time
+		WithoutClaim: rep.WithoutClaimCount, Keys: keys, Wrapped: rep.Wrapped}) // cannot fail: strings, numbers, a time
 	for _, name := range slices.Sorted(maps.Keys(rec)) {
 		set = append(set, name+" = :"+name)
 		values[":"+name] = rec[name]

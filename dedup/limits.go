@@ -1,6 +1,10 @@
 package dedup
 
-import "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+import (
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
 
 // DynamoDB's limits that a single Commit can reach. They are checked before any call, so an
 // oversized plan fails with a *LimitError naming the limit instead of a ValidationException
@@ -88,6 +92,9 @@ func sizeOf[T any](elems []T, size func(T) int) int {
 
 // numberSize is 1 byte per two significant digits plus 1, as DynamoDB documents it.
 func numberSize(s string) int {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i] // the exponent costs nothing, even one DynamoDB would refuse (refused for that)
+	}
 	digits, _, ok := significand(s)
 	if !ok {
 		digits = s // not a number, which DynamoDB refuses: sized by its text, erring large

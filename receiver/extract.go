@@ -134,6 +134,7 @@ func (r *reader) extract(name string, h http.Header, raw []byte, text string, at
 		return dedup.Event{}, &fieldError{field: "body", reason: "is not a JSON object"}
 	}
 	var vals [len(located)]string
+	var repeated error // an optional key repeated: the last one read is named
 	for i, loc := range r.locs {
 		var err error
 		switch {
@@ -147,7 +148,11 @@ func (r *reader) extract(name string, h http.Header, raw []byte, text string, at
 			vals[i] = h.Get(loc.Header)
 		}
 		if err != nil {
-			return dedup.Event{}, err
+			if i < 2 {
+				return dedup.Event{}, err
+			}
+			repeated = err
+			continue
 		}
 		if vals[i] != "" && loc.ScopeHeader != "" {
 			if scope := h.Get(loc.ScopeHeader); scope != "" {
@@ -159,6 +164,9 @@ func (r *reader) extract(name string, h http.Header, raw []byte, text string, at
 		if vals[i] == "" && i < 2 {
 			return dedup.Event{}, &fieldError{field: located[i], reason: "is missing (expected at " + loc.String() + ")"}
 		}
+	}
+	if repeated != nil {
+		return dedup.Event{}, repeated
 	}
 	// The time is informational: an unreadable one is left out, not refused.
 	return dedup.Event{Source: name, Payload: raw, ID: vals[0], Type: vals[1], DeliveryID: vals[2], OccurredAt: parseTime(vals[3])}, nil

@@ -1,11 +1,13 @@
 package receiver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -32,17 +34,22 @@ func HandleJSON[T any](ps *Planners, source, eventType string, p func(ctx contex
 	})
 }
 
-// decodeJSON decodes exactly one JSON value into v (json.Unmarshal refuses trailing content),
-// blaming the field a type mismatch is in.
+// decodeJSON decodes exactly one JSON value into v, blaming the field a type mismatch is in. A
+// Decoder, not json.Unmarshal: a body cut short is "unexpected EOF", where Unmarshal's checker
+// can name a character the body does not hold.
 func decodeJSON(payload []byte, v any) error {
-	err := json.Unmarshal(payload, v)
+	d := json.NewDecoder(bytes.NewReader(payload))
+	err := d.Decode(v)
+	if err == nil {
+		if _, extra := d.Token(); extra != io.EOF {
+			return &PayloadError{Field: "body", Reason: "holds more than one JSON value"}
+		}
+		return nil
+	}
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		// te.Value is "number 1e999": the kind only, so a hostile value never reaches the log.
 		kind, _, _ := strings.Cut(te.Value, " ")
 		return &PayloadError{Field: cmp.Or(te.Field, "body"), Reason: fmt.Sprintf("is a JSON %s, want %s", kind, te.Type)}
 	}
-	if err != nil {
-		return &PayloadError{Field: "body", Reason: "is not valid JSON: " + err.Error()}
-	}
-	return nil
+	return &PayloadError{Field: "body", Reason: "is not valid JSON: " + err.Error()}
 }
