@@ -455,3 +455,21 @@ func TestTrustedHostsTheReceiverCannotUseAreRefusedNamingTheVariable(t *testing.
 		}
 	}
 }
+
+// Without a target in the sources file or the application's list (an empty one included),
+// the receiver accepts any target: KnownTargets is nil, not an empty list that names none.
+func TestKnownTargetsIsNilWhenThereAreNone(t *testing.T) {
+	t.Parallel()
+	f, err := sources.Parse([]byte(`{"sources":{"s":{"scheme":"github","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, own := range [][]string{nil, {}} {
+		if got := KnownTargets(f, own); got != nil {
+			t.Errorf("KnownTargets(no targets, %#v) = %#v, want nil (any target)", own, got)
+		}
+		if got := ReceiverConfig(deployment.Settings{Targets: own}, f).Targets; got != nil {
+			t.Errorf("ReceiverConfig with Targets %#v: Config.Targets = %#v, want nil (any target)", own, got)
+		}
+	}
+}
