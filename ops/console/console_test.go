@@ -93,6 +93,28 @@ func TestEveryPageCarriesTheSecurityHeaders(t *testing.T) {
 	}
 }
 
+func TestTheStylesheetIsServedWholeWhateverRangeIsAsked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.serve(nil)
+	whole := b.get("/static/console.css")
+	if whole.Status != http.StatusOK || !strings.HasPrefix(whole.Body, "/* oncehook console") {
+		t.Fatalf("the stylesheet: %d %q", whole.Status, whole.Body)
+	}
+	for _, rng := range []string{"bytes=0-9", "bytes=99999-"} {
+		req, err := http.NewRequest(http.MethodGet, b.base+"/static/console.css", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Range", rng)
+		r := b.do(req)
+		if r.Status != http.StatusOK || r.Body != whole.Body || r.Header.Get("Content-Type") != "text/css; charset=utf-8" ||
+			r.Header.Get("Cache-Control") != "max-age=300" || r.Header.Get("Accept-Ranges") != "" {
+			t.Errorf("Range %s: %d, headers %v, %d bytes; want 200, the whole stylesheet as text/css, max-age=300, no Accept-Ranges", rng, r.Status, r.Header, len(r.Body))
+		}
+	}
+}
+
 // No unbounded read, the forms: a redrive form, a login form, are read up to a bound, and a larger
 // one is refused with a page.
 func TestNoFormIsReadPastItsBound(t *testing.T) {
