@@ -218,7 +218,7 @@ func TargetExecutors(f *sources.File, cfg aws.Config) map[string]outbox.Executor
 // application's own executors serve (ONCEHOOK_TARGETS), sorted: nil (any target) when there
 // are none.
 func KnownTargets(f *sources.File, own []string) []string {
-	names := slices.AppendSeq(slices.Clone(own), maps.Keys(f.Targets))
+	names := slices.AppendSeq(append([]string(nil), own...), maps.Keys(f.Targets)) // nil, any target, when none is named
 	slices.Sort(names)
 	return slices.Compact(names)
 }
