@@ -203,8 +203,10 @@ flakes: up
 
 # Cross-check the dedup core against moto, a second, independent DynamoDB implementation.
 # moto is not atomic under concurrent writers (README, "Engines"), so the concurrency and
-# bulk tests run on MiniStack only.
-MOTO_SKIP := TestConcurrentDoubles|TestBulkRedrive
+# bulk tests run on MiniStack only. moto also sizes an item otherwise than DynamoDB documents
+# (it refuses the largest plan Check accepts) and answers 500 to a claim condition that meets an
+# expires_at of another type, so those two tests run on MiniStack only too.
+MOTO_SKIP := TestConcurrentDoubles|TestBulkRedrive|TestTracingNeverChangesWhatIsAccepted|TestProbeReadsAnyStoredExpiryAsTheClaimConditionDoes
 test-moto:
 	@localstack/moto go test $(GO_TEST_FLAGS) -skip '$(MOTO_SKIP)' ./dedup/
 
