@@ -128,7 +128,7 @@ func decodeRef(v string) (ref, error) {
 	if err := (&dedup.Event{Source: r.Source, ID: r.EventID, Type: "x"}).Validate(); err != nil {
 		return ref{}, err
 	}
-	if r.Intent == "" || len(r.Intent) > 256 {
+	if r.Intent == "" || len(r.Intent) > dedup.MaxIntentNameLen {
 		return ref{}, errors.New("intent name is empty or too long")
 	}
 	hasA := q.Has("a")

@@ -135,14 +135,15 @@ func TestARedriveOfHostileReferencesIsRefused(t *testing.T) {
 		refs   []string
 		status int
 	}{
-		"nothing":          {nil, http.StatusBadRequest},
-		"not a reference":  {[]string{"%zz"}, http.StatusBadRequest},
-		"two ids":          {[]string{"s=shop&e=a&e=b&i=email.send"}, http.StatusBadRequest},
-		"control char":     {[]string{"s=shop&e=evt%0A&i=email.send", good}, http.StatusBadRequest},
-		"unknown source":   {[]string{good, "s=nosuch&e=x&i=y"}, http.StatusOK}, // a row saying it has no claim
-		"too many":         {make([]string, 201), http.StatusBadRequest},
-		"no such intent":   {[]string{"s=shop&e=evt_refused&i=nope"}, http.StatusOK},
-		"no such event id": {[]string{"s=shop&e=evt_never&i=email.send"}, http.StatusOK},
+		"nothing":                         {nil, http.StatusBadRequest},
+		"not a reference":                 {[]string{"%zz"}, http.StatusBadRequest},
+		"two ids":                         {[]string{"s=shop&e=a&e=b&i=email.send"}, http.StatusBadRequest},
+		"control char":                    {[]string{"s=shop&e=evt%0A&i=email.send", good}, http.StatusBadRequest},
+		"unknown source":                  {[]string{good, "s=nosuch&e=x&i=y"}, http.StatusOK}, // a row saying it has no claim
+		"too many":                        {make([]string, 201), http.StatusBadRequest},
+		"an intent name no plan can hold": {[]string{"s=shop&e=evt_refused&i=" + strings.Repeat("a", dedup.MaxIntentNameLen+1)}, http.StatusBadRequest},
+		"no such intent":                  {[]string{"s=shop&e=evt_refused&i=nope"}, http.StatusOK},
+		"no such event id":                {[]string{"s=shop&e=evt_never&i=email.send"}, http.StatusOK},
 	} {
 		for i := range c.refs {
 			if c.refs[i] == "" {
