@@ -895,6 +895,16 @@ func TestAPauseWithoutItsRecordIsRefused(t *testing.T) {
 	}
 }
 
+// pausedNow is targets' paused targets, read now.
+func pausedNow(t *testing.T, targets *outbox.Targets) map[string]outbox.Pause {
+	t.Helper()
+	p, err := targets.Paused(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // A resume of the pause shown lifts that pause only: once the target was paused again (by
 // someone else, or over the same pause) it lifts nothing and says so (ErrPauseChanged), as it
 // does once the target was resumed; a pause written before pauses had an id is named by who,
@@ -904,18 +914,10 @@ func TestAResumeOfAPauseShownLiftsThatPauseOnly(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	targets := &outbox.Targets{API: e.client, Table: e.table, Now: e.now}
-	paused := func() map[string]outbox.Pause {
-		t.Helper()
-		p, err := targets.Paused(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	if err := targets.Pause(ctx, "email", "bob", "relay upgrade"); err != nil {
 		t.Fatal(err)
 	}
-	bobs := paused()["email"]
+	bobs := pausedNow(t, targets)["email"]
 	if bobs.ID == "" {
 		t.Fatalf("%+v: a pause without its id", bobs)
 	}
@@ -925,10 +927,10 @@ func TestAResumeOfAPauseShownLiftsThatPauseOnly(t *testing.T) {
 	if err := targets.ResumePause(ctx, "email", bobs); !errors.Is(err, outbox.ErrPauseChanged) {
 		t.Fatalf("a resume of a pause paused over: %v, want ErrPauseChanged", err)
 	}
-	if err := targets.ResumePause(ctx, "email", paused()["email"]); err != nil {
+	if err := targets.ResumePause(ctx, "email", pausedNow(t, targets)["email"]); err != nil {
 		t.Fatal(err)
 	}
-	if p := paused(); len(p) != 0 {
+	if p := pausedNow(t, targets); len(p) != 0 {
 		t.Fatalf("after the resume of the pause shown: %v", p)
 	}
 	if err := targets.ResumePause(ctx, "email", bobs); !errors.Is(err, outbox.ErrPauseChanged) {
@@ -944,7 +946,7 @@ func TestAResumeOfAPauseShownLiftsThatPauseOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := paused()["crm"]
+	old := pausedNow(t, targets)["crm"]
 	other := old
 	other.Why = "another reason"
 	if err := targets.ResumePause(ctx, "crm", other); !errors.Is(err, outbox.ErrPauseChanged) {
@@ -956,8 +958,8 @@ func TestAResumeOfAPauseShownLiftsThatPauseOnly(t *testing.T) {
 	if err := targets.Pause(ctx, "email", "dan", "outage"); err != nil {
 		t.Fatal(err)
 	}
-	if err := targets.Resume(ctx, "email"); err != nil || len(paused()) != 0 {
-		t.Fatalf("an unconditional resume: %v, paused %v", err, paused())
+	if err := targets.Resume(ctx, "email"); err != nil || len(pausedNow(t, targets)) != 0 {
+		t.Fatalf("an unconditional resume: %v, paused %v", err, pausedNow(t, targets))
 	}
 }
 
@@ -970,31 +972,23 @@ func TestAPauseOfTheStateShownReplacesNoPauseMadeSince(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	targets := &outbox.Targets{API: e.client, Table: e.table, Now: e.now}
-	paused := func() map[string]outbox.Pause {
-		t.Helper()
-		p, err := targets.Paused(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	if err := targets.PauseIfUnchanged(ctx, "email", "ada", "relay upgrade", nil); err != nil {
 		t.Fatal(err)
 	}
-	adas := paused()["email"]
+	adas := pausedNow(t, targets)["email"]
 	if adas.By != "ada" || adas.ID == "" {
 		t.Fatalf("the pause of a target shown not paused: %+v", adas)
 	}
 	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "outage", nil); !errors.Is(err, outbox.ErrPauseChanged) {
 		t.Fatalf("a pause shown not paused, of a target paused since: %v, want ErrPauseChanged", err)
 	}
-	if p := paused()["email"]; p.ID != adas.ID || p.By != "ada" {
+	if p := pausedNow(t, targets)["email"]; p.ID != adas.ID || p.By != "ada" {
 		t.Fatalf("after a refused pause: %+v, want ada's kept", p)
 	}
 	if err := targets.PauseIfUnchanged(ctx, "email", "carol", "database migration", &adas); err != nil {
 		t.Fatal(err)
 	}
-	if p := paused()["email"]; p.By != "carol" || p.ID == adas.ID {
+	if p := pausedNow(t, targets)["email"]; p.By != "carol" || p.ID == adas.ID {
 		t.Fatalf("a pause over the pause shown: %+v", p)
 	}
 	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "outage", &adas); !errors.Is(err, outbox.ErrPauseChanged) {
@@ -1003,11 +997,11 @@ func TestAPauseOfTheStateShownReplacesNoPauseMadeSince(t *testing.T) {
 	if err := targets.Resume(ctx, "email"); err != nil {
 		t.Fatal(err)
 	}
-	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "outage", &adas); !errors.Is(err, outbox.ErrPauseChanged) || len(paused()) != 0 {
-		t.Fatalf("a pause over a pause resumed since: %v, paused %v", err, paused())
+	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "outage", &adas); !errors.Is(err, outbox.ErrPauseChanged) || len(pausedNow(t, targets)) != 0 {
+		t.Fatalf("a pause over a pause resumed since: %v, paused %v", err, pausedNow(t, targets))
 	}
 	var ie *dedup.InvalidError
-	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "", nil); !errors.As(err, &ie) || ie.Field != "why" || len(paused()) != 0 {
-		t.Fatalf("a pause without why: %v, paused %v", err, paused())
+	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "", nil); !errors.As(err, &ie) || ie.Field != "why" || len(pausedNow(t, targets)) != 0 {
+		t.Fatalf("a pause without why: %v, paused %v", err, pausedNow(t, targets))
 	}
 }
