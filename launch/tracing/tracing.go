@@ -88,17 +88,18 @@ type spanCounts struct {
 	queue                   string // the batcher's queue size, for the drop message
 }
 
-// countEnded is a span processor counting the sampled spans ended (what the batcher queues).
-type countEnded struct{ c *spanCounts }
+// countEnded is the batcher counting the sampled spans ended (what it queues).
+type countEnded struct {
+	sdktrace.SpanProcessor
+	c *spanCounts
+}
 
-func (p countEnded) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (p countEnded) OnEnd(s sdktrace.ReadOnlySpan) {
 	if s.SpanContext().IsSampled() {
 		p.c.ended.Add(1)
 	}
+	p.SpanProcessor.OnEnd(s)
 }
-func (countEnded) Shutdown(context.Context) error   { return nil }
-func (countEnded) ForceFlush(context.Context) error { return nil }
 
 // countHanded is an exporter counting the spans it is handed, exported or not.
 type countHanded struct {
@@ -156,7 +157,7 @@ func FromEnv(ctx context.Context, logger *slog.Logger, stored func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(countEnded{counts}), sdktrace.WithSpanProcessor(bsp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(countEnded{bsp, counts}), sdktrace.WithResource(res))
 	if err := sdk.started(); err != nil {
 		_ = tp.Shutdown(ctx)
 		return nil, err
@@ -475,12 +476,8 @@ func (t *Tracing) reportDrops() {
 		return
 	}
 	c.reported.Add(dropped)
-	msg := fmt.Sprintf("opentelemetry: %d spans dropped: the batch span processor's queue (%s spans) was full; raise OTEL_BSP_MAX_QUEUE_SIZE, or export to a collector layer on localhost", dropped, c.queue)
-	if t.logger != nil {
-		t.logger.Warn(msg, "setting", "OTEL_BSP_MAX_QUEUE_SIZE", "dropped_spans", dropped)
-		return
-	}
-	otel.Handle(errors.New(msg))
+	t.logger.Warn(fmt.Sprintf("opentelemetry: %d spans dropped: the batch span processor's queue (%s spans) was full; raise OTEL_BSP_MAX_QUEUE_SIZE, or export to a collector layer on localhost", dropped, c.queue),
+		"setting", "OTEL_BSP_MAX_QUEUE_SIZE", "dropped_spans", dropped)
 }
 
 // TracerProvider is the provider for receiver.Config and outbox.Config: nil when off.
