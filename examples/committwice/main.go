@@ -60,11 +60,9 @@ func main() {
 	fmt.Println("\nfour concurrent copies of another event:")
 	var wg sync.WaitGroup
 	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			show(fmt.Sprintf("  copy %d", i+1), event("evt_"+run+"_b", fmt.Sprintf("dlv_c%d", i+1), "ord_"+run+"_b"), store, ctx)
-		}()
+		})
 	}
 	wg.Wait()
 }

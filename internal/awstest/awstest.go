@@ -7,8 +7,6 @@ package awstest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"os"
 	"strings"
@@ -94,9 +92,7 @@ func Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 // test ends.
 func Table(t testing.TB, client *dynamodb.Client) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "oncehook-test-" + hex.EncodeToString(b[:])
+	name := Name("oncehook-test-")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := dedup.EnsureTable(ctx, client, name); err != nil {

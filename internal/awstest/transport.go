@@ -3,10 +3,8 @@ package awstest
 import (
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"sync"
-	"syscall"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -59,9 +57,7 @@ func (l *LoseResponses) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !drop {
 		return resp, nil
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	return nil, faults.Lost(resp)
 }
 
 // InjectErrors is an http.RoundTripper that answers the first N requests of the named operation
@@ -90,7 +86,7 @@ func (f *InjectErrors) Injected() int {
 }
 
 func (f *InjectErrors) RoundTrip(r *http.Request) (*http.Response, error) {
-	if Operation(r) == f.Operation && f.matches(r) {
+	if Operation(r) == f.Operation && (f.Match == "" || BodyContains(r, f.Match)) {
 		f.mu.Lock()
 		inject := false
 		if f.Skip > 0 {
@@ -101,21 +97,7 @@ func (f *InjectErrors) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		f.mu.Unlock()
 		if inject {
-			if r.Body != nil {
-				_, _ = io.Copy(io.Discard, r.Body)
-				r.Body.Close()
-			}
-			return &http.Response{
-				StatusCode:    f.Status,
-				Status:        http.StatusText(f.Status),
-				Header:        http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-				Body:          io.NopCloser(bytes.NewBufferString(f.Body)),
-				ContentLength: int64(len(f.Body)),
-				Request:       r,
-				Proto:         "HTTP/1.1",
-				ProtoMajor:    1,
-				ProtoMinor:    1,
-			}, nil
+			return faults.Answer(r, f.Status, f.Body), nil
 		}
 	}
 	return f.Next.RoundTrip(r)
@@ -133,11 +115,6 @@ func BaseTransport() *http.Transport {
 // WithTransport makes a client send its requests through rt.
 func WithTransport(rt http.RoundTripper) func(*dynamodb.Options) {
 	return func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: rt} }
-}
-
-// matches reports whether r's body contains Match, leaving the body readable.
-func (f *InjectErrors) matches(r *http.Request) bool {
-	return f.Match == "" || BodyContains(r, f.Match)
 }
 
 // BodyContains reports whether r's body contains s, leaving the body readable (and

@@ -60,17 +60,8 @@ var kinds = []Kind{Throttle, Error, Lose, Timeout, Reject}
 
 // rate is r's field for kind k; nil for None or an unknown kind.
 func (r *Rates) rate(k Kind) *float64 {
-	switch k {
-	case Throttle:
-		return &r.Throttle
-	case Error:
-		return &r.Error
-	case Lose:
-		return &r.Lose
-	case Timeout:
-		return &r.Timeout
-	case Reject:
-		return &r.Reject
+	if i := slices.Index(kinds, k); i >= 0 {
+		return [...]*float64{&r.Throttle, &r.Error, &r.Lose, &r.Timeout, &r.Reject}[i]
 	}
 	return nil
 }

@@ -69,33 +69,44 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if u < rates.Throttle/2 {
 			body = bodyProvisioned
 		}
-		return answer(r, http.StatusBadRequest, body), nil
+		return injected(r, http.StatusBadRequest, body), nil
 	case Error:
-		return answer(r, http.StatusInternalServerError, bodyInternal), nil
+		return injected(r, http.StatusInternalServerError, bodyInternal), nil
 	default: // Lose
 		resp, err := t.Next.RoundTrip(r)
 		if err != nil {
 			return nil, err
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+		return nil, Lost(resp)
 	}
 }
 
-// answer is DynamoDB's error response, made without reaching the engine.
-func answer(r *http.Request, status int, body string) *http.Response {
+// Lost throws resp away and is the connection reset the client sees instead: the request
+// landed, and the client cannot know it.
+func Lost(resp *http.Response) error {
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+}
+
+// injected is Answer under a request id that says where it came from.
+func injected(r *http.Request, status int, body string) *http.Response {
+	resp := Answer(r, status, body)
+	resp.Header.Set("X-Amzn-Requestid", "oncehook-fault-injected")
+	return resp
+}
+
+// Answer is an error response in DynamoDB's JSON protocol (status and body), made without
+// reaching the engine; r's body is read and closed as a server would.
+func Answer(r *http.Request, status int, body string) *http.Response {
 	if r.Body != nil {
 		_, _ = io.Copy(io.Discard, r.Body)
 		r.Body.Close()
 	}
 	return &http.Response{
-		StatusCode: status,
-		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		Header: http.Header{
-			"Content-Type":     {"application/x-amz-json-1.0"},
-			"X-Amzn-Requestid": {"oncehook-fault-injected"},
-		},
+		StatusCode:    status,
+		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Header:        http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
 		Body:          io.NopCloser(bytes.NewBufferString(body)),
 		ContentLength: int64(len(body)),
 		Request:       r,

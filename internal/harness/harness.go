@@ -6,6 +6,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -210,10 +211,7 @@ func Storm(ctx context.Context, s *Sender, cfg StormConfig) *StormReport {
 	if event == nil {
 		event = Order
 	}
-	retryDelay := cfg.RetryDelay
-	if retryDelay <= 0 {
-		retryDelay = time.Second
-	}
+	retryDelay := cmp.Or(max(cfg.RetryDelay, 0), time.Second)
 	work := make(chan delivery)
 	results := make(chan result, 1024)
 	var workers sync.WaitGroup

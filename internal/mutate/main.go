@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 )
@@ -284,17 +285,9 @@ func try(ctx context.Context, m mutation) (killedBy []string, err error) {
 // judge names the tests that kill a mutation: failed in the mutated run and its re-run, and
 // not failing on the unmutated tree (a test that fails without the mutation proves nothing).
 func judge(baseline, first, second []string) []string {
-	broken := map[string]bool{}
-	for _, t := range baseline {
-		broken[t] = true
-	}
-	again := map[string]bool{}
-	for _, t := range second {
-		again[t] = true
-	}
 	var killed []string
 	for _, t := range first {
-		if again[t] && !broken[t] {
+		if slices.Contains(second, t) && !slices.Contains(baseline, t) {
 			killed = append(killed, t)
 		}
 	}
@@ -316,17 +309,15 @@ func runTests(ctx context.Context, pkg, run string) ([]string, error) {
 
 // failedTests reads the top-level test names of go test's "--- FAIL: " lines.
 func failedTests(out []byte) []string {
-	seen := map[string]bool{}
 	var names []string
-	for _, line := range strings.Split(string(out), "\n") {
+	for line := range strings.Lines(string(out)) {
 		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "--- FAIL: ")
 		if !ok {
 			continue
 		}
 		name, _, _ := strings.Cut(rest, " ")
 		name, _, _ = strings.Cut(name, "/")
-		if name != "" && !seen[name] {
-			seen[name] = true
+		if name != "" && !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}

@@ -4,6 +4,7 @@
 package planners
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 
@@ -52,7 +53,7 @@ func Checkout(_ context.Context, ev dedup.Event, f []string) (dedup.Plan, error)
 		"pk":       &types.AttributeValueMemberS{Value: "ORDER#" + session},
 		"sk":       &types.AttributeValueMemberS{Value: "CHECKOUT"},
 		"email":    &types.AttributeValueMemberS{Value: email},
-		"amount":   &types.AttributeValueMemberN{Value: orZero(amount)},
+		"amount":   &types.AttributeValueMemberN{Value: cmp.Or(amount, "0")},
 		"event_id": &types.AttributeValueMemberS{Value: ev.ID},
 	}).IfAbsent()
 	effects := []dedup.Effect{order}
@@ -91,11 +92,4 @@ func Push(_ context.Context, ev dedup.Event, f []string) (dedup.Plan, error) {
 		Effects: []dedup.Effect{push},
 		Intents: []dedup.Intent{{Name: "ci.build", Target: TargetCI, Payload: build}},
 	}, nil
-}
-
-func orZero(n string) string {
-	if n == "" {
-		return "0"
-	}
-	return n
 }
