@@ -61,9 +61,16 @@ func newReader(src *sources.Source, planners map[string]planner) (*reader, error
 		return len(paths) - 1
 	}
 	for i, loc := range []*sources.Locator{src.EventID, src.EventType, src.DeliveryID, src.OccurredAt} {
-		r.locs[i], r.slot[i] = canonicalHeaders(loc), -1
-		if loc != nil && loc.JSON != "" {
-			r.slot[i] = slotOf(loc.JSON)
+		r.slot[i] = -1
+		if loc == nil {
+			continue
+		}
+		// A copy with canonical header names: canonicalizing "webhook-id" on every request's Get allocates.
+		c := *loc
+		c.Header, c.ScopeHeader = textproto.CanonicalMIMEHeaderKey(c.Header), textproto.CanonicalMIMEHeaderKey(c.ScopeHeader)
+		r.locs[i] = &c
+		if c.JSON != "" {
+			r.slot[i] = slotOf(c.JSON)
 		}
 	}
 	for typ, p := range planners {
@@ -80,18 +87,6 @@ func newReader(src *sources.Source, planners map[string]planner) (*reader, error
 		return nil, fmt.Errorf("the event locators and the planners' fields: %w", err)
 	}
 	return r, nil
-}
-
-// canonicalHeaders copies a locator with canonical header names: canonicalizing "webhook-id"
-// on every request's Get allocates.
-func canonicalHeaders(l *sources.Locator) *sources.Locator {
-	if l == nil {
-		return nil
-	}
-	c := *l
-	c.Header = textproto.CanonicalMIMEHeaderKey(c.Header)
-	c.ScopeHeader = textproto.CanonicalMIMEHeaderKey(c.ScopeHeader)
-	return &c
 }
 
 // payload returns what the locators and planners read (the body, or a "form:<key>" source's

@@ -2,7 +2,6 @@ package receiver
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/bits"
@@ -208,11 +207,8 @@ func scalar(doc []byte, text string, v span) string {
 		if plain(raw[1 : len(raw)-1]) {
 			return sub(v.start+1, v.end-1)
 		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return ""
-		}
-		return s
+		s, _ := jsontext.AppendUnquote(nil, raw) // its error only reports invalid UTF-8, replaced as encoding/json does
+		return string(s)
 	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
 		return sub(v.start, v.end)
 	}

@@ -172,10 +172,8 @@ func JSONField(payload []byte, path string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	var at [1]span
-	if !ps.scan(payload, at[:]) {
-		return "", false
+	if vals := (&Fields{paths: ps}).Read(payload); vals != nil && vals[0] != "" {
+		return vals[0], true
 	}
-	v := scalar(payload, "", at[0])
-	return v, v != ""
+	return "", false
 }

@@ -62,9 +62,12 @@ func (h *Handler) startDelivery(ctx context.Context, req *request) (context.Cont
 	case "":
 		method = attribute.KeyValue{}
 	}
-	// Not only a new root: a provider that ignores WithNewRoot (the noop one) hands back the
-	// caller's span context, and the commit would store it on the claim.
-	ctx, s := h.tracer.Start(untraced(ctx), name, deliveryStart...)
+	if caller.IsValid() {
+		// Not only a new root: a provider that ignores WithNewRoot (the noop one) hands back the
+		// caller's span (a middleware's), and the commit would store it on the claim.
+		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	}
+	ctx, s := h.tracer.Start(ctx, name, deliveryStart...)
 	if !s.IsRecording() {
 		return ctx, s
 	}
@@ -132,15 +135,6 @@ func endPanicked(s trace.Span) {
 		s.End()
 		panic(r)
 	}
-}
-
-// untraced is ctx without its span context: a caller's span (a middleware's) is not the
-// receiver's to store on the claim.
-func untraced(ctx context.Context) context.Context {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx
-	}
-	return trace.ContextWithSpanContext(ctx, trace.SpanContext{})
 }
 
 // startStep starts a step's span (verify, plan, commit) under the delivery span in ctx when

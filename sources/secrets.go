@@ -75,11 +75,10 @@ func revoked(err error) bool {
 func (r *Resolver) resolve(ctx context.Context, ref SecretRef) (string, error) {
 	switch {
 	case ref.Env != "":
-		getenv := r.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
+		if r.Getenv != nil {
+			return r.Getenv(ref.Env), nil
 		}
-		return getenv(ref.Env), nil
+		return os.Getenv(ref.Env), nil
 	case ref.SecretsManager != "":
 		if r.SecretsManager == nil {
 			return "", errors.New("no Secrets Manager client configured")

@@ -415,18 +415,15 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON writes the duration in the form UnmarshalJSON reads.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	v := time.Duration(d)
-	if v != 0 && v%(24*time.Hour) == 0 {
-		return json.Marshal(strconv.FormatInt(int64(v/(24*time.Hour)), 10) + "d")
-	}
-	return json.Marshal(v.String())
-}
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
 // String prints whole days as "30d" and anything else as Go does ("90m0s").
 func (d Duration) String() string {
-	b, _ := d.MarshalJSON()
-	return strings.Trim(string(b), `"`)
+	v := time.Duration(d)
+	if v == 0 || v%(24*time.Hour) != 0 {
+		return v.String()
+	}
+	return strconv.FormatInt(int64(v/(24*time.Hour)), 10) + "d"
 }
 
 // CheckHost refuses what is not a host name alone: a trusted host whose Host header may stand

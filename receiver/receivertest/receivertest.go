@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -166,9 +167,7 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 	if src.OccurredAt != nil && src.OccurredAt.Header != "" && h.Get(src.OccurredAt.Header) == "" {
 		h.Set(src.OccurredAt.Header, o.at.UTC().Format(time.RFC3339))
 	}
-	for k, v := range o.headers {
-		h[k] = v
-	}
+	maps.Copy(h, o.headers)
 	scheme, err := src.WebhookScheme()
 	if err != nil {
 		return events.APIGatewayV2HTTPRequest{}, err
