@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -86,13 +87,10 @@ func under(what string, err error) error {
 }
 
 func errIfUnset(r Result, err error) error {
-	if r.Outcome == 0 && err == nil {
-		return errors.New("dedup: not committed")
-	}
 	if r.Outcome != 0 {
 		return nil
 	}
-	return err
+	return cmp.Or(err, errors.New("dedup: not committed"))
 }
 
 // pack returns the longest prefix of pending whose actions fit one transaction: within its

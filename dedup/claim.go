@@ -451,7 +451,6 @@ func WakeFilterPatterns() []map[string]any {
 // IsOutboxClaim reports whether item is a claim that carries intents (an outbox to run), as
 // opposed to an effect record, a body guard or a claim without intents.
 func IsOutboxClaim(item map[string]types.AttributeValue) bool {
-	sk, ok := item[SortKey].(*types.AttributeValueMemberS)
 	_, intents := item[attrIntents]
-	return ok && sk.Value == ClaimSK && intents
+	return intents && attrString(item, SortKey) == ClaimSK
 }

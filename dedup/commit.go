@@ -22,7 +22,11 @@ import (
 // redelivery is safe), or another error for a misconfiguration such as a missing table.
 func (s *Store) Commit(ctx context.Context, ev Event, plan Plan) (Result, error) {
 	start := time.Now()
-	res, err := s.commit(ctx, &ev, &plan)
+	var res Result
+	req, err := s.prepare(&ev, &plan, traceValue(ctx))
+	if err == nil {
+		res, err = s.write(ctx, req)
+	}
 	s.observe(ctx, &ev, res, start, err)
 	return res, err
 }
@@ -31,14 +35,6 @@ func (s *Store) Commit(ctx context.Context, ev Event, plan Plan) (Result, error)
 func (s *Store) observe(ctx context.Context, ev *Event, res Result, start time.Time, err error) {
 	s.cfg.Observer.ObserveCommit(ctx, Report{Source: ev.Source, EventType: ev.Type, EventID: ev.ID, DeliveryID: ev.DeliveryID,
 		Result: res, Latency: time.Since(start), Err: err})
-}
-
-func (s *Store) commit(ctx context.Context, ev *Event, plan *Plan) (Result, error) {
-	req, err := s.prepare(ev, plan, traceValue(ctx))
-	if err != nil {
-		return Result{}, err
-	}
-	return s.write(ctx, req)
 }
 
 // write commits one request: a plan without effects or body guard is one PutItem, anything

@@ -17,7 +17,8 @@ func (e Effect) Condition() (expr string, names map[string]string, values map[st
 	if e.absent && e.condition == nil && e.table != "" {
 		return "", nil, nil, &InvalidError{Field: "condition", Reason: fmt.Sprintf("IfAbsent in table %q tests that table's partition key, which the effect does not know: use Store.Condition", e.table)}
 	}
-	return conditionString(conditionOf(e, PartitionKey))
+	cond, names, values, err := conditionOf(e, PartitionKey)
+	return aws.ToString(cond), names, values, err
 }
 
 // Condition returns e's condition as Commit sends it to DynamoDB, with its names and values:
@@ -30,12 +31,6 @@ func (s *Store) Condition(e Effect) (expr string, names map[string]string, value
 	if err != nil {
 		return "", nil, nil, err
 	}
-	return conditionString(conditionOf(e, pkName))
-}
-
-func conditionString(cond *string, names map[string]string, values map[string]types.AttributeValue, err error) (string, map[string]string, map[string]types.AttributeValue, error) {
-	if err != nil {
-		return "", nil, nil, err
-	}
-	return aws.ToString(cond), names, values, nil
+	cond, names, values, err := conditionOf(e, pkName)
+	return aws.ToString(cond), names, values, err
 }

@@ -72,11 +72,8 @@ func valueSize(v types.AttributeValue) int {
 		// 3 bytes for the list, 1 per element.
 		return 3 + sizeOf(v.Value, func(e types.AttributeValue) int { return 1 + valueSize(e) })
 	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
+		// 3 bytes for the map, 1 per element.
+		return 3 + len(v.Value) + ItemSize(v.Value)
 	}
 	return 0
 }

@@ -79,7 +79,3 @@ type ObserverFunc func(ctx context.Context, r Report)
 
 // ObserveCommit calls f.
 func (f ObserverFunc) ObserveCommit(ctx context.Context, r Report) { f(ctx, r) }
-
-type nopObserver struct{}
-
-func (nopObserver) ObserveCommit(context.Context, Report) {}

@@ -98,10 +98,7 @@ func (e Effect) IsCheck() bool  { return e.check }
 // them; Commit refuses it). An effect In another table has that table's key attributes: read
 // them from KeyItem.
 func (e Effect) Key() (pk, sk string) {
-	src := e.KeyItem()
-	pk, _ = keyString(src, PartitionKey)
-	sk, _ = keyString(src, SortKey)
-	return pk, sk
+	return attrString(e.KeyItem(), PartitionKey), attrString(e.KeyItem(), SortKey)
 }
 
 // KeyItem returns the attributes that hold e's key: the put item's, or the key given to

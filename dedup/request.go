@@ -1,9 +1,7 @@
 package dedup
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"math/big"
 	"math/rand/v2"
@@ -84,14 +82,6 @@ type values struct {
 	s []types.AttributeValueMemberS
 	n []types.AttributeValueMemberN
 	m []types.AttributeValueMemberM
-}
-
-func newValues(strs, nums, maps int) *values {
-	return &values{
-		s: make([]types.AttributeValueMemberS, 0, strs),
-		n: make([]types.AttributeValueMemberN, 0, nums),
-		m: make([]types.AttributeValueMemberM, 0, maps),
-	}
 }
 
 func (v *values) str(s string) types.AttributeValue {
@@ -176,7 +166,11 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	pk := t.pk // at most 4+64+1+512 bytes: validation keeps it under 2048
 	// 13 strings, 4 numbers and a map at most in the claim itself; 2 strings, a number and a
 	// map per intent; 4 strings and a map at most per effect.
-	vals := newValues(13+2*len(plan.Intents)+4*len(plan.Effects), 4+len(plan.Intents), 1+len(plan.Intents)+len(plan.Effects))
+	vals := &values{
+		s: make([]types.AttributeValueMemberS, 0, 13+2*len(plan.Intents)+4*len(plan.Effects)),
+		n: make([]types.AttributeValueMemberN, 0, 4+len(plan.Intents)),
+		m: make([]types.AttributeValueMemberM, 0, 1+len(plan.Intents)+len(plan.Effects)),
+	}
 	claim := make(map[string]types.AttributeValue, 20) // every attribute a claim can have
 	// Sized as it is built: iterating the map again to size it cost more.
 	claimSize := 0
@@ -224,8 +218,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	if ev.GuardBody {
 		guarded := t.payloadSHA256
 		if ev.Guard != nil {
-			sum := sha256.Sum256(ev.Guard)
-			guarded = hex.EncodeToString(sum[:])
+			guarded = payloadHash(ev.Guard)
 		}
 		// The claim names its guard: what the guard hashes (Event.Guard) is not stored, so
 		// a reader could not find the guard item from the claim otherwise.

@@ -73,7 +73,7 @@ func (c *Config) setDefaults() {
 		c.Now = time.Now
 	}
 	if c.Observer == nil {
-		c.Observer = nopObserver{}
+		c.Observer = ObserverFunc(func(context.Context, Report) {})
 	}
 	switch c.ConflictRetries {
 	case 0:

@@ -79,11 +79,7 @@ func (c *Claim) TraceContext() trace.SpanContext {
 	if len(b) != traceLen || b[0] != traceVersion {
 		return trace.SpanContext{}
 	}
-	var tid trace.TraceID
-	var sid trace.SpanID
-	copy(tid[:], b[1:17])
-	copy(sid[:], b[17:25])
-	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(b[1:17]), SpanID: trace.SpanID(b[17:25]),
 		TraceFlags: trace.TraceFlags(b[25]) & trace.FlagsSampled, Remote: true})
 	if !sc.IsValid() {
 		return trace.SpanContext{}
