@@ -64,9 +64,9 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	case inHeader(src.EventID):
 		opts = append(opts, receivertest.WithEventID(cmp.Or(f.id, freshID("msg_"))))
 	case f.id != "":
-		if got := bodyValue(src, body, src.EventID); got != f.id {
+		if got := bodyID(src, body); got != f.id {
 			return nil, fmt.Errorf("-id %s: source %s reads its event id from the body (%s, here %q), which is what the receiver claims: drop -id, or put the id in the body",
-				f.id, source, locatorName(src.EventID), got)
+				f.id, source, src.EventID, got)
 		}
 	}
 	// The event type: a header's is -type, which must be given; a body's is the body's.
@@ -76,7 +76,7 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	case inHeader(src.EventType):
 		opts = append(opts, receivertest.WithEventType(f.eventType))
 	case f.eventType != "":
-		return nil, fmt.Errorf("-type %s: source %s reads its event type from the body (%s): drop -type, or put the type in the body", f.eventType, source, locatorName(src.EventType))
+		return nil, fmt.Errorf("-type %s: source %s reads its event type from the body (%s): drop -type, or put the type in the body", f.eventType, source, src.EventType)
 	}
 	switch {
 	case f.delivery == "":
@@ -202,37 +202,22 @@ func fileOrValue(flagName, v string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// bodyValue reads what l locates in body (a JSON path, or a form key), "" when absent.
-func bodyValue(src *sources.Source, body []byte, l *sources.Locator) string {
-	switch {
-	case l == nil:
-		return ""
-	case l.Form != "":
-		v, err := url.ParseQuery(string(body))
+// bodyID reads the event id of a source that locates it in the body (a JSON path, or a form
+// key), "" when absent.
+func bodyID(src *sources.Source, body []byte) string {
+	payload, l := body, src.EventID
+	if key, ok := src.FormPayload(); ok || l.Form != "" {
+		form, err := url.ParseQuery(string(body))
 		if err != nil {
 			return ""
 		}
-		return v.Get(l.Form)
-	case l.JSON != "":
-		payload := body
-		if key, ok := src.FormPayload(); ok {
-			v, err := url.ParseQuery(string(body))
-			if err != nil {
-				return ""
-			}
-			payload = []byte(v.Get(key))
+		if l.Form != "" {
+			return form.Get(l.Form)
 		}
-		v, _ := receiver.JSONField(payload, l.JSON)
-		return v
+		payload = []byte(form.Get(key))
 	}
-	return ""
-}
-
-func locatorName(l *sources.Locator) string {
-	if l == nil {
-		return "nowhere"
-	}
-	return l.String()
+	v, _ := receiver.JSONField(payload, l.JSON)
+	return v
 }
 
 func exampleType(scheme string) string {
