@@ -72,7 +72,7 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	// The event type: a header's is -type, which must be given; a body's is the body's.
 	switch {
 	case inHeader(src.EventType) && f.eventType == "":
-		return nil, fmt.Errorf("source %s reads its event type from the %s header: pass -type (for example -type %s)", source, src.EventType.Header, exampleType(src.Scheme))
+		return nil, fmt.Errorf("source %s reads its event type from the %s header: pass -type (for example -type %s)", source, src.EventType.Header, cmp.Or(exampleTypes[src.Scheme], "order.paid"))
 	case inHeader(src.EventType):
 		opts = append(opts, receivertest.WithEventType(f.eventType))
 	case f.eventType != "":
@@ -220,19 +220,8 @@ func bodyID(src *sources.Source, body []byte) string {
 	return v
 }
 
-func exampleType(scheme string) string {
-	switch scheme {
-	case "github":
-		return "push"
-	case "shopify":
-		return "orders/create"
-	case "linear":
-		return "Issue"
-	case "twitch":
-		return "channel.follow"
-	}
-	return "order.paid"
-}
+// exampleTypes are a typical event type per scheme, for -type's hint (order.paid for another).
+var exampleTypes = map[string]string{"github": "push", "shopify": "orders/create", "linear": "Issue", "twitch": "channel.follow"}
 
 // target is the sources file and where to post source's deliveries: url, else the local
 // stack's URL for the source.
