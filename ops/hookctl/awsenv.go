@@ -150,15 +150,11 @@ func answers(endpoint string) error {
 // isLocal reports whether endpoint is on this machine (an emulator): loopback or *.localhost.
 func isLocal(endpoint string) bool {
 	u, err := url.Parse(endpoint)
-	if err != nil || u.Hostname() == "" {
+	if err != nil {
 		return false
 	}
 	h := u.Hostname()
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	return h == "localhost" || strings.HasSuffix(h, ".localhost") || net.ParseIP(h).IsLoopback()
 }
 
 // setting is a setting's value and what says so: the key of a stack file named by -stack or

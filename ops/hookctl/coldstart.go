@@ -31,8 +31,6 @@ import (
 
 const coldstartUsage = "coldstart [-table T] <bootstrap> [-runs N -secretsmanager NAME -throughput N -copies K -concurrency C -baseline B]"
 
-const coldstartSecretEnv = "ONCEHOOK_COLDSTART_SECRET"
-
 type coldstartFlags struct {
 	runs, throughput, copies, concurrency, baseline int
 	secretsManager, source                          string
@@ -128,7 +126,7 @@ type coldFunction struct {
 
 func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartFlags) (*coldFunction, error) {
 	fn := &coldFunction{bootstrap: bootstrap, timeout: f.timeout}
-	ref := sources.SecretRef{Env: coldstartSecretEnv}
+	ref := sources.SecretRef{Env: "ONCEHOOK_COLDSTART_SECRET"}
 	secret, err := freshSecret([]string{webhook.StandardWebhooks})
 	if f.secretsManager != "" {
 		ref = sources.SecretRef{SecretsManager: f.secretsManager}

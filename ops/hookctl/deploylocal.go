@@ -495,7 +495,7 @@ func readExamples(pairs []string, found []*construct) ([]example, error) {
 			e.id = "msg_" + token
 			e.flags = append(e.flags, "-id", e.id)
 		} else {
-			e.id = bodyValue(src, body, src.EventID)
+			e.id = bodyID(src, body)
 		}
 		switch {
 		case inHeader(src.EventType) && eventType == "":
@@ -515,9 +515,8 @@ func minimalExample(name string, src *sources.Source) example {
 	obj := map[string]any{}
 	form := url.Values{}
 	id, eventType := freshID("evt_local_"), "oncehook.test"
-	header := func(l *sources.Locator, v, flagName string) {
+	locate := func(l *sources.Locator, v, flagName string) { // where a validated source reads it
 		switch {
-		case l == nil:
 		case l.Header != "":
 			e.flags = append(e.flags, flagName, v)
 		case l.Form != "":
@@ -526,8 +525,8 @@ func minimalExample(name string, src *sources.Source) example {
 			setPath(obj, l.JSON, v)
 		}
 	}
-	header(src.EventID, id, "-id")
-	header(src.EventType, eventType, "-type")
+	locate(src.EventID, id, "-id")
+	locate(src.EventType, eventType, "-type")
 	e.id = id
 	if src.Scheme == webhook.Twitch {
 		// A notification is a body with an event (webhook.TwitchMessageKind): the receiver

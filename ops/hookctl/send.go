@@ -64,19 +64,19 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	case inHeader(src.EventID):
 		opts = append(opts, receivertest.WithEventID(cmp.Or(f.id, freshID("msg_"))))
 	case f.id != "":
-		if got := bodyValue(src, body, src.EventID); got != f.id {
+		if got := bodyID(src, body); got != f.id {
 			return nil, fmt.Errorf("-id %s: source %s reads its event id from the body (%s, here %q), which is what the receiver claims: drop -id, or put the id in the body",
-				f.id, source, locatorName(src.EventID), got)
+				f.id, source, src.EventID, got)
 		}
 	}
 	// The event type: a header's is -type, which must be given; a body's is the body's.
 	switch {
 	case inHeader(src.EventType) && f.eventType == "":
-		return nil, fmt.Errorf("source %s reads its event type from the %s header: pass -type (for example -type %s)", source, src.EventType.Header, exampleType(src.Scheme))
+		return nil, fmt.Errorf("source %s reads its event type from the %s header: pass -type (for example -type %s)", source, src.EventType.Header, cmp.Or(exampleTypes[src.Scheme], "order.paid"))
 	case inHeader(src.EventType):
 		opts = append(opts, receivertest.WithEventType(f.eventType))
 	case f.eventType != "":
-		return nil, fmt.Errorf("-type %s: source %s reads its event type from the body (%s): drop -type, or put the type in the body", f.eventType, source, locatorName(src.EventType))
+		return nil, fmt.Errorf("-type %s: source %s reads its event type from the body (%s): drop -type, or put the type in the body", f.eventType, source, src.EventType)
 	}
 	switch {
 	case f.delivery == "":
@@ -202,52 +202,26 @@ func fileOrValue(flagName, v string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// bodyValue reads what l locates in body (a JSON path, or a form key), "" when absent.
-func bodyValue(src *sources.Source, body []byte, l *sources.Locator) string {
-	switch {
-	case l == nil:
-		return ""
-	case l.Form != "":
-		v, err := url.ParseQuery(string(body))
+// bodyID reads the event id of a source that locates it in the body (a JSON path, or a form
+// key), "" when absent.
+func bodyID(src *sources.Source, body []byte) string {
+	payload, l := body, src.EventID
+	if key, ok := src.FormPayload(); ok || l.Form != "" {
+		form, err := url.ParseQuery(string(body))
 		if err != nil {
 			return ""
 		}
-		return v.Get(l.Form)
-	case l.JSON != "":
-		payload := body
-		if key, ok := src.FormPayload(); ok {
-			v, err := url.ParseQuery(string(body))
-			if err != nil {
-				return ""
-			}
-			payload = []byte(v.Get(key))
+		if l.Form != "" {
+			return form.Get(l.Form)
 		}
-		v, _ := receiver.JSONField(payload, l.JSON)
-		return v
+		payload = []byte(form.Get(key))
 	}
-	return ""
+	v, _ := receiver.JSONField(payload, l.JSON)
+	return v
 }
 
-func locatorName(l *sources.Locator) string {
-	if l == nil {
-		return "nowhere"
-	}
-	return l.String()
-}
-
-func exampleType(scheme string) string {
-	switch scheme {
-	case "github":
-		return "push"
-	case "shopify":
-		return "orders/create"
-	case "linear":
-		return "Issue"
-	case "twitch":
-		return "channel.follow"
-	}
-	return "order.paid"
-}
+// exampleTypes are a typical event type per scheme, for -type's hint (order.paid for another).
+var exampleTypes = map[string]string{"github": "push", "shopify": "orders/create", "linear": "Issue", "twitch": "channel.follow"}
 
 // target is the sources file and where to post source's deliveries: url, else the local
 // stack's URL for the source.

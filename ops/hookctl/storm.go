@@ -269,11 +269,8 @@ func (c *cli) verifyIntents(ctx context.Context, prefix, keyPrefix string, dep *
 		st := down.Stats(keyPrefix)
 		fmt.Fprintf(c.stdout, "downstream: %d keys applied (%d intents done), %d calls in all, %d repeats of an applied key answered by its idempotency, injected %v\n",
 			st.Applied, done, st.Calls, st.Repeats, st.Injected)
-		problems = append(problems, harness.CheckOutbox(exp, t, down, keyPrefix)...)
-	} else {
-		problems = append(problems, harness.CheckOutbox(exp, t, nil, "")...)
 	}
-	return problems
+	return append(problems, harness.CheckOutbox(exp, t, down, keyPrefix)...)
 }
 
 // progress prints on stderr how many of total deliveries were sent, at each tenth and the last.
