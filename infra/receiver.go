@@ -19,6 +19,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -84,10 +85,10 @@ func (b *builder) receiver() error {
 
 	api, base := webhookAPI(b.c, cfg, file, fn, o)
 	o.Api = api
-	o.WebhookUrl = jsii.String(base + "/hooks/{source}")
+	o.WebhookUrl = jsii.String(base + receiver.Route)
 	o.WebhookUrls = map[string]*string{}
 	for _, name := range file.Names() {
-		o.WebhookUrls[name] = jsii.String(base + "/hooks/" + name)
+		o.WebhookUrls[name] = jsii.String(base + receiver.Path(name))
 	}
 	return nil
 }
@@ -123,10 +124,10 @@ const accessLogFormat = `{"requestId":"$context.requestId","requestTime":"$conte
 	`"integrationStatus":"$context.integrationStatus","integrationLatency":"$context.integrationLatency",` +
 	`"error":"$context.error.message","integrationError":"$context.integrationErrorMessage"}`
 
-// webhookAPI adds one route per source, POST /hooks/<name>, to the API (any other source is
+// webhookAPI adds one route per source, POST receiver.Path(name), to the API (any other source is
 // answered 404 by API Gateway, without starting the receiver) and returns it with the base URL
 // the providers are given.
-func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver awslambda.Function, o *Oncehook) (awsapigatewayv2.HttpApi, string) {
+func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, fn awslambda.Function, o *Oncehook) (awsapigatewayv2.HttpApi, string) {
 	api := cfg.Receiver.HttpApi
 	if api == nil {
 		var mapping *awsapigatewayv2.DomainMappingOptions
@@ -163,12 +164,12 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			settings := map[string]any{}
 			for name, th := range cfg.Receiver.SourceThrottles {
 				// CloudFormation's own keys: RouteSettings is a JSON map, which jsii passes as is.
-				settings["POST /hooks/"+name] = map[string]any{"ThrottlingRateLimit": th.Rate, "ThrottlingBurstLimit": th.Burst}
+				settings["POST "+receiver.Path(name)] = map[string]any{"ThrottlingRateLimit": th.Rate, "ThrottlingBurstLimit": th.Burst}
 			}
 			stage.SetRouteSettings(settings)
 		}
 	}
-	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ReceiverIntegration"), receiver, nil)
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ReceiverIntegration"), fn, nil)
 	for _, name := range file.Names() {
 		methods := []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}
 		if file.Sources[name].Scheme == "intercom" {
@@ -176,7 +177,7 @@ func webhookAPI(c constructs.Construct, cfg Props, file *sources.File, receiver 
 			methods = append(methods, awsapigatewayv2.HttpMethod_HEAD)
 		}
 		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-			Path:        jsii.String("/hooks/" + name),
+			Path:        jsii.String(receiver.Path(name)),
 			Methods:     &methods,
 			Integration: integration,
 		})

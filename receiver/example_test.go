@@ -99,3 +99,12 @@ func ExampleConfig_tracerProvider() {
 	// commit internal
 	// POST /hooks/{source} server
 }
+
+// A stack serves each source at its own path, and names the delivery's span by the route.
+func ExamplePath() {
+	fmt.Println(receiver.Path("shop"))
+	fmt.Println(receiver.Route)
+	// Output:
+	// /hooks/shop
+	// /hooks/{source}
+}

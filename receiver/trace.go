@@ -21,7 +21,7 @@ const TracerName = "github.com/oncehook/oncehook/receiver"
 // The receiver's span names: a delivery is a server span named by OpenTelemetry's HTTP
 // conventions (SpanDelivery for a POST), with a child for each step it took.
 const (
-	SpanDelivery = "POST " + route
+	SpanDelivery = "POST " + Route
 	SpanVerify   = "verify"
 	SpanPlan     = "plan"
 	SpanCommit   = "commit"
@@ -41,8 +41,12 @@ const (
 	AttrEvents        = attribute.Key("oncehook.batch.events")
 )
 
-// route is the receiver's route, as the delivery span names it.
-const route = "/hooks/{source}"
+// Route is the receiver's route in a stack: the construct serves each source at Path(source),
+// and the delivery span is named by Route.
+const Route = "/hooks/{source}"
+
+// Path is the path of source's route in a stack (Route, its name in place of {source}).
+func Path(source string) string { return "/hooks/" + source }
 
 // maxTraceparent bounds the traceparent read (a version-00 value is 55 characters): anything
 // longer is ignored unread.
@@ -53,12 +57,12 @@ const maxTraceparent = 256
 // span the context held). Links and attributes are built only when the span records.
 func (h *Handler) startDelivery(ctx context.Context, req *request) (context.Context, trace.Span) {
 	caller := trace.SpanContextFromContext(ctx)
-	name, method := "HTTP "+route, semconv.HTTPRequestMethodOther
+	name, method := "HTTP "+Route, semconv.HTTPRequestMethodOther
 	switch m := req.method; m {
 	case http.MethodPost:
 		name, method = SpanDelivery, semconv.HTTPRequestMethodPost
 	case http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
-		name, method = m+" "+route, semconv.HTTPRequestMethodKey.String(m)
+		name, method = m+" "+Route, semconv.HTTPRequestMethodKey.String(m)
 	case "":
 		method = attribute.KeyValue{}
 	}
@@ -77,7 +81,7 @@ func (h *Handler) startDelivery(ctx context.Context, req *request) (context.Cont
 	if sc, ok := parseTraceparent(req.header.Get("Traceparent")); ok {
 		s.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{dedup.AttrLink.String("provider")}})
 	}
-	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute(route), semconv.URLScheme("https")}
+	attrs := []attribute.KeyValue{semconv.FaaSTriggerHTTP, semconv.HTTPRoute(Route), semconv.URLScheme("https")}
 	if method.Valid() { // another method is the sender's text: named only by kind (HTTP conventions)
 		attrs = append(attrs, method)
 	}

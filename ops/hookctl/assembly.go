@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/oncehook/oncehook/internal/harness"
+	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -203,7 +204,7 @@ func readTemplate(path, stackName string, assets map[string]string) ([]*construc
 			}
 			var key string
 			_ = json.Unmarshal(rr.Properties["RouteKey"], &key)
-			name, ok := strings.CutPrefix(key, "POST /hooks/")
+			name, ok := strings.CutPrefix(key, "POST "+receiver.Path(""))
 			if !ok {
 				continue
 			}

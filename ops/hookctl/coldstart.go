@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/harness"
+	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
 	"github.com/oncehook/oncehook/webhook"
 )
@@ -147,7 +148,7 @@ func newColdFunction(ctx context.Context, c *cli, bootstrap string, f coldstartF
 	if err != nil {
 		return nil, err
 	}
-	fn.sender = harness.Sender{URL: "http://lambda/hooks/" + f.source, Secret: secret, File: file, Source: f.source}
+	fn.sender = harness.Sender{URL: "http://lambda" + receiver.Path(f.source), Secret: secret, File: file, Source: f.source}
 	vars := map[string]string{"TABLE_NAME": c.table, "ONCEHOOK_SOURCES": string(inline), "ONCEHOOK_SOURCES_FILE": "",
 		"AWS_LAMBDA_RUNTIME_API": "", "_LAMBDA_SERVER_PORT": "", // the Runtime API is each process's own (runtimeAPI.start)
 		"AWS_LAMBDA_FUNCTION_NAME": "oncehook-receiver-coldstart", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
 	"github.com/oncehook/oncehook/webhook"
 )
@@ -229,7 +230,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 				return err
 			}
 		}
-		d.urlTemplate = endpoint + "/_aws/execute-api/" + d.api + "/hooks/{source}"
+		d.urlTemplate = endpoint + "/_aws/execute-api/" + d.api + receiver.Route
 		_, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 			TableName:               aws.String(d.table),
 			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(dedup.TTLAttribute), Enabled: aws.Bool(true)},

@@ -172,7 +172,7 @@ func Request(f *sources.File, source, secret string, body []byte, opts ...Option
 	if err != nil {
 		return events.APIGatewayV2HTTPRequest{}, err
 	}
-	path := "/hooks/" + source // the stack's route for the source: no path parameters
+	path := receiver.Path(source) // the stack's route for the source: no path parameters
 	if u, ok := scheme.(webhook.URLVerifier); ok {
 		url := cmp.Or(src.URL, o.url, "https://"+Host+path)
 		if o.query != "" {
