@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +29,6 @@ type parkedView struct {
 	Total    int
 	AtLeast  bool
 	Complete time.Time
-	Targets  []string
 	// Cautious counts the rows that are at-most-once, Uncertain those whose target's delivery
 	// the console cannot know (intentRow.Unknown): both left unticked by the confirmation.
 	Cautious, Uncertain int
@@ -71,7 +69,6 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) error {
 			v.Cautious++
 		}
 	}
-	v.Targets = slices.Sorted(maps.Keys(c.src.Targets))
 	return c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
 }
 
