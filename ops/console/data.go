@@ -137,29 +137,30 @@ func (c *Console) parked(ctx context.Context, f parkedFilter, w window) (rows []
 	if f.Source != "" {
 		prefix = dedup.ClaimKey(f.Source, "")
 	}
-	_, complete, err = c.newest(ctx, shards, prefix, w, 0, func(entries []indexEntry) error {
-		read, err := c.claimsAt(ctx, entries)
-		if err != nil {
-			return err
+	entries, complete, err := c.newest(ctx, shards, prefix, w, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	read, err := c.claimsAt(ctx, entries)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, e := range entries {
+		cl := read[i]
+		if cl == nil {
+			continue
 		}
-		for i, e := range entries {
-			cl := read[i]
-			if cl == nil {
+		for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
+			if cl.Intents[name].Status != dedup.IntentParked {
 				continue
 			}
-			for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
-				if cl.Intents[name].Status != dedup.IntentParked {
-					continue
-				}
-				if r := (parkedRow{intentRow: c.rowOf(cl, name), Since: e.Since, claim: cl}); f.match(r) {
-					rows = append(rows, r)
-				}
+			if r := (parkedRow{intentRow: c.rowOf(cl, name), Since: e.Since, claim: cl}); f.match(r) {
+				rows = append(rows, r)
 			}
 		}
-		return nil
-	})
+	}
 	slices.SortStableFunc(rows, func(a, b parkedRow) int { return b.Since.Compare(a.Since) })
-	return rows, complete, err
+	return rows, complete, nil
 }
 
 // targetLoad is one target's open and parked work, for the backlog and the overview.
@@ -244,10 +245,10 @@ const (
 // newest reads shards newest first within w, merged, at most MaxIndexReads entries in all (as
 // DynamoDB counts what it evaluates): each shard's first few, then a few at a time of the
 // shard whose unread entries may be the newest. It returns the entries read (those whose pk
-// starts with prefix), each read also given to take when set, and complete: every entry that
-// entered the index after it has been read. It stops when limit of them (0: no limit) are
-// newer than anything unread, every shard is read, or the bound is spent.
-func (c *Console) newest(ctx context.Context, shards []string, prefix string, w window, limit int, take func([]indexEntry) error) (read []indexEntry, complete int64, err error) {
+// starts with prefix), and complete: every entry that entered the index after it has been
+// read. It stops when limit of them (0: no limit) are newer than anything unread, every shard
+// is read, or the bound is spent.
+func (c *Console) newest(ctx context.Context, shards []string, prefix string, w window, limit int) (read []indexEntry, complete int64, err error) {
 	type cursor struct {
 		shard    string
 		start    map[string]types.AttributeValue
@@ -267,11 +268,6 @@ func (c *Console) newest(ctx context.Context, shards []string, prefix string, w 
 		}
 		left = max(0, left-spent)
 		read = append(read, entries...)
-		if take != nil && len(entries) > 0 {
-			if err := take(entries); err != nil {
-				return err
-			}
-		}
 		cur.read, cur.start = true, next
 		if next == nil {
 			cur.done = true
@@ -340,7 +336,7 @@ func newerThan(entries []indexEntry, t time.Time) int {
 func (c *Console) recent(ctx context.Context, source string, w window, limit int) (keys []indexEntry, partial bool, cutoff time.Time, err error) {
 	due, parked := dedup.ShardNames(c.cfg.PendingShards)
 	shards := append(append(due, parked...), dedup.DueParkedShards(c.cfg.PendingShards)...)
-	keys, complete, err := c.newest(ctx, shards, dedup.ClaimKey(source, ""), w, limit, nil)
+	keys, complete, err := c.newest(ctx, shards, dedup.ClaimKey(source, ""), w, limit)
 	if err != nil {
 		return nil, false, time.Time{}, err
 	}
@@ -427,9 +423,7 @@ func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*ded
 	for _, pk := range slices.Compact(slices.Sorted(slices.Values(pks))) { // BatchGetItem refuses a key twice
 		keys = append(keys, dedup.ClaimItemKey(pk))
 	}
-	for len(keys) > 0 {
-		req := keys[:min(100, len(keys))]
-		keys = keys[len(req):]
+	for req := range slices.Chunk(keys, 100) {
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt == maxUnprocessedRounds {
 				return nil, errThrottled

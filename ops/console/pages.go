@@ -524,14 +524,13 @@ func (c *Console) byKey(w http.ResponseWriter, r *http.Request, key string) erro
 }
 
 type eventView struct {
-	Source, ID  string
-	Claim       *dedup.Claim
-	Incarnation string
-	Expires     time.Time
-	Effects     []effectView
-	Intents     []intentView
-	Guard       *guardView
-	Guarded     bool // the source guards bodies, but this claim names no guard
+	Source, ID string
+	Claim      *dedup.Claim
+	Expires    time.Time
+	Effects    []effectView
+	Intents    []intentView
+	Guard      *guardView
+	Guarded    bool // the source guards bodies, but this claim names no guard
 }
 
 type effectView struct {
@@ -580,7 +579,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, source, id strin
 	if err != nil {
 		return awsErr("reading the claim", err)
 	}
-	v := eventView{Source: source, ID: id, Claim: cl, Incarnation: cl.CommitToken, Expires: time.Unix(cl.ExpiresAt, 0)}
+	v := eventView{Source: source, ID: id, Claim: cl, Expires: time.Unix(cl.ExpiresAt, 0)}
 	for _, k := range cl.Effects {
 		e := effectView{Table: k.Table, PK: k.PK, SK: k.SK}
 		if c.cfg.ShowPayloads && k.Table == "" {

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +29,6 @@ type parkedView struct {
 	Total    int
 	AtLeast  bool
 	Complete time.Time
-	Targets  []string
 	// Cautious counts the rows that are at-most-once, Uncertain those whose target's delivery
 	// the console cannot know (intentRow.Unknown): both left unticked by the confirmation.
 	Cautious, Uncertain int
@@ -71,7 +69,6 @@ func (c *Console) parkedPage(w http.ResponseWriter, r *http.Request) error {
 			v.Cautious++
 		}
 	}
-	v.Targets = slices.Sorted(maps.Keys(c.src.Targets))
 	return c.render(w, r, http.StatusOK, "parked", page{Title: "Parked intents", Nav: "parked", Data: v})
 }
 
@@ -113,7 +110,6 @@ type ref struct {
 	Seen     bool
 	Attempts int
 	Commit   string
-	Value    string
 }
 
 func decodeRef(v string) (ref, error) {
@@ -121,7 +117,7 @@ func decodeRef(v string) (ref, error) {
 	if err != nil || len(q["s"]) != 1 || len(q["e"]) != 1 || len(q["i"]) != 1 || len(q["a"]) > 1 || len(q["c"]) > 1 || len(q) > 5 {
 		return ref{}, errors.New("not an intent reference")
 	}
-	r := ref{Source: q.Get("s"), EventID: q.Get("e"), Intent: q.Get("i"), Commit: q.Get("c"), Value: v}
+	r := ref{Source: q.Get("s"), EventID: q.Get("e"), Intent: q.Get("i"), Commit: q.Get("c")}
 	// A ref names a claim the console listed from the table: its source's syntax is checked,
 	// not whether the sources file still has it (a source renamed or retired keeps its claims,
 	// and their parked intents, for its retention).
@@ -317,26 +313,20 @@ func (c *Console) actSeen(r *http.Request, act action, cl *dedup.Claim, rf ref) 
 	in.Attempts = rf.Attempts
 	seen.Intents[rf.Intent] = in
 	err := act.apply(r.Context(), &seen, rf.Intent)
-	switch {
+	switch now := cl.Intents[rf.Intent]; {
 	case err == nil && act.Name == "resolve":
 		return true, "resolved by " + c.cfg.Operator + ": " + act.Why
 	case err == nil:
 		return true, "re-driven by " + c.cfg.Operator + "; idempotency key " + dedup.IdempotencyKey(rf.Source, rf.EventID, rf.Intent)
-	case errors.Is(err, dedup.ErrNotParked):
-		now := cl.Intents[rf.Intent]
-		switch {
-		case now.Status != dedup.IntentParked:
-			return false, notParked
-		case cl.CommitToken != rf.Commit:
-			return false, "not " + act.Done + ": the event was claimed again since you confirmed (another incarnation); look at it again"
-		case now.Attempts != rf.Attempts:
-			return false, fmt.Sprintf("not %s: parked again since you confirmed (now after attempt %d, was %d); look at it again", act.Done, now.Attempts, rf.Attempts)
-		default:
-			return false, notParked
-		}
-	default:
+	case !errors.Is(err, dedup.ErrNotParked):
 		return false, "failed: " + c.logged(r, "the "+act.Name, err)
+	case now.Status != dedup.IntentParked: // notParked
+	case cl.CommitToken != rf.Commit:
+		return false, "not " + act.Done + ": the event was claimed again since you confirmed (another incarnation); look at it again"
+	case now.Attempts != rf.Attempts:
+		return false, fmt.Sprintf("not %s: parked again since you confirmed (now after attempt %d, was %d); look at it again", act.Done, now.Attempts, rf.Attempts)
 	}
+	return false, notParked
 }
 
 // confirm shows the intents an action's form names as the table holds them now, each with the
