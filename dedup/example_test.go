@@ -2,6 +2,7 @@ package dedup_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"strings"
@@ -88,6 +89,32 @@ func ExampleStore_Probe() {
 		log.Fatal(err) // a 503 for the provider: its redelivery is safe
 	}
 	log.Printf("%s in %d calls", res.Outcome, res.Calls)
+}
+
+// An operator's tool reads many claims at once, by their keys: one BatchGetItem per 100, a
+// table throttling its reads given up on after 5 rounds of unprocessed keys.
+func ExampleGetClaims() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	pks := []string{dedup.ClaimKey("shop", "evt_1"), dedup.ClaimKey("shop", "evt_2")}
+	items, err := dedup.GetClaims(context.Background(), dynamodb.NewFromConfig(cfg), "webhooks", pks, 5)
+	if errors.Is(err, dedup.ErrUnprocessed) {
+		log.Fatal("the table is throttling reads: try again later")
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, pk := range pks {
+		if item, ok := items[pk]; ok {
+			c, err := dedup.UnmarshalClaim(item)
+			if err != nil {
+				log.Fatal(err)
+			}
+			log.Printf("%s: received %s", c.EventID, c.ReceivedAt)
+		}
+	}
 }
 
 // Effects in the application's own tables join the claim's transaction: here an order record

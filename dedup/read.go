@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // GetItemAPI is the part of the DynamoDB client a reader of single items uses.
@@ -44,4 +47,49 @@ func GetClaim(ctx context.Context, api GetItemAPI, table, source, eventID string
 		return nil, &NoClaimError{Table: table, Source: source, EventID: eventID}
 	}
 	return UnmarshalClaim(out.Item)
+}
+
+// BatchGetAPI is the part of the DynamoDB client a reader of many claims uses.
+type BatchGetAPI interface {
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// ErrUnprocessed is GetClaims' error when DynamoDB still left keys unprocessed (the table is
+// throttling reads) after the rounds it was given.
+var ErrUnprocessed = errors.New("dedup: keys left unprocessed")
+
+// GetClaims reads the claim items of pks (ClaimKey; a repeated one is read once),
+// consistently, 100 to a BatchGetItem. Keys DynamoDB leaves unprocessed are asked again after a
+// growing pause, in at most rounds calls per 100 keys (0: until none is left), then the error
+// is ErrUnprocessed. A pk without a claim is absent from the map; UnmarshalClaim reads an item.
+func GetClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int) (map[string]map[string]types.AttributeValue, error) {
+	out := make(map[string]map[string]types.AttributeValue, len(pks))
+	var keys []map[string]types.AttributeValue
+	for _, pk := range slices.Compact(slices.Sorted(slices.Values(pks))) { // BatchGetItem refuses a key twice
+		keys = append(keys, ClaimItemKey(pk))
+	}
+	for req := range slices.Chunk(keys, maxBatchGetKeys) {
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt == rounds && rounds > 0 {
+				return nil, ErrUnprocessed
+			}
+			if attempt > 0 { // unprocessed keys: the table is throttling, so back off before asking again
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
+				}
+			}
+			resp, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+				table: {Keys: req, ConsistentRead: aws.Bool(true)}}})
+			if err != nil {
+				return nil, err
+			}
+			for _, item := range resp.Responses[table] {
+				out[attrString(item, PartitionKey)] = item
+			}
+			req = resp.UnprocessedKeys[table].Keys
+		}
+	}
+	return out, nil
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -415,39 +414,17 @@ func (c *Console) audits(ctx context.Context) ([]*dedup.AuditRecord, []string, e
 	return out, never, nil
 }
 
-// readClaims reads claims by pk, consistently, 100 to a BatchGetItem (keys it leaves
-// unprocessed are asked again, after a pause): a pk without a claim is absent from the map.
+// readClaims reads claims by pk (dedup.GetClaims, at most maxUnprocessedRounds calls per 100
+// keys): a pk without a claim is absent from the map.
 func (c *Console) readClaims(ctx context.Context, pks []string) (map[string]*dedup.Claim, error) {
-	out := make(map[string]*dedup.Claim, len(pks))
-	var keys []map[string]types.AttributeValue
-	for _, pk := range slices.Compact(slices.Sorted(slices.Values(pks))) { // BatchGetItem refuses a key twice
-		keys = append(keys, dedup.ClaimItemKey(pk))
+	items, err := dedup.GetClaims(ctx, c.cfg.DynamoDB, c.cfg.Table, pks, maxUnprocessedRounds)
+	if err != nil {
+		return nil, err
 	}
-	for req := range slices.Chunk(keys, 100) {
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt == maxUnprocessedRounds {
-				return nil, errThrottled
-			}
-			if attempt > 0 {
-				select { // unprocessed keys: the table is throttling, so back off before asking again
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
-				}
-			}
-			resp, err := c.cfg.DynamoDB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-				c.cfg.Table: {Keys: req, ConsistentRead: aws.Bool(true)}}})
-			if err != nil {
-				return nil, err
-			}
-			for _, item := range resp.Responses[c.cfg.Table] {
-				cl, err := dedup.UnmarshalClaim(item)
-				if err != nil {
-					return nil, err
-				}
-				out[cl.PK] = cl
-			}
-			req = resp.UnprocessedKeys[c.cfg.Table].Keys
+	out := make(map[string]*dedup.Claim, len(items))
+	for pk, item := range items {
+		if out[pk], err = dedup.UnmarshalClaim(item); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -472,9 +449,6 @@ func (c *Console) claimsAt(ctx context.Context, entries []indexEntry) ([]*dedup.
 // unprocessed (throttling): a page opened during an incident gives up and says so, rather than
 // spend the capacity the outbox needs.
 const maxUnprocessedRounds = 5
-
-// errThrottled is a read the table kept throttling past maxUnprocessedRounds.
-var errThrottled = errors.New("the table is throttling reads: keys left unprocessed " + strconv.Itoa(maxUnprocessedRounds) + " times")
 
 // writers finds the claims that wrote the effect records whose partition key is key (a put
 // effect's item names its claim, dedup.ClaimedByAttribute): a Query in oncehook's table and in

@@ -153,7 +153,7 @@ func (c *Console) answer(w http.ResponseWriter, r *http.Request, err error) {
 	case err == nil:
 	case errors.As(err, &pe):
 		c.fail(w, r, pe.status, pe.title, pe.detail)
-	case errors.As(err, &ae) && errors.Is(ae.err, errThrottled):
+	case errors.As(err, &ae) && errors.Is(ae.err, dedup.ErrUnprocessed):
 		w.Header().Set("Retry-After", "30")
 		c.fail(w, r, http.StatusServiceUnavailable, "The table is throttling reads",
 			ae.what+" gave up after "+strconv.Itoa(maxUnprocessedRounds)+" rounds of keys DynamoDB left unprocessed: the table's read capacity is spent (the outbox needs it too). Try again in a while.")
