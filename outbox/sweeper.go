@@ -95,10 +95,7 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 		return rep, err
 	}
 	cutoff := w.cfg.Now().Add(-cmp.Or(s.MinAge, 2*time.Minute)).UnixMilli()
-	conc := s.Concurrency
-	if conc <= 0 {
-		conc = 32
-	}
+	conc := cmp.Or(max(s.Concurrency, 0), 32)
 
 	var mu sync.Mutex // guards rep from here on
 	keys := make(chan map[string]types.AttributeValue)
