@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -215,14 +216,8 @@ func (e *transportError) Unwrap() error { return e.Err }
 
 // MaxDuration is the longest one Execute call takes (Bounded).
 func (x *HTTPExecutor) MaxDuration() time.Duration {
-	if x.Timeout > 0 {
-		return x.Timeout
-	}
-	return DefaultHTTPTimeout
+	return cmp.Or(max(x.Timeout, 0), DefaultHTTPTimeout)
 }
-
-// noRedirects makes a client hand back a 3xx as it is.
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Execute sends one request. With tracing on, it is a client span of its own, and carries its
 // trace context in the headers the global propagator writes, never over a static header.
@@ -261,7 +256,7 @@ func (x *HTTPExecutor) post(ctx context.Context, t Task) error {
 	if x.Client != nil {
 		client = *x.Client // a copy: the caller's client keeps its own redirect policy
 	}
-	client.CheckRedirect = noRedirects
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse } // a 3xx handed back as it is
 	traced, writes := TraceWrites(ctx)
 	resp, err := client.Do(req.WithContext(traced))
 	if err != nil {

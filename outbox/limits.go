@@ -162,7 +162,7 @@ func (l *limiter) admit(ctx context.Context, target string, hold time.Duration, 
 	if lim.MaxInFlight == 0 {
 		return &admission{release: func(bool) {}}, nil
 	}
-	slot, owner, until, wait, err := l.takeSlot(ctx, target, lim.MaxInFlight, hold, deadline)
+	slot, until, wait, err := l.takeSlot(ctx, target, lim.MaxInFlight, hold, deadline)
 	if err != nil {
 		releaseLocal()
 		if errors.Is(err, errHeld) {
@@ -172,13 +172,9 @@ func (l *limiter) admit(ctx context.Context, target string, hold time.Duration, 
 	}
 	return &admission{until: until, release: func(keep bool) {
 		defer releaseLocal()
-		if keep {
-			return // held in the table until it ends: the downstream may still be running the call
+		if !keep { // kept: held in the table until it ends, the downstream may still be running the call
+			slot.release(ctx)
 		}
-		// Best effort: a slot not released ends by itself (until).
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		l.releaseSlot(ctx, target, slot, owner)
 	}}, nil
 }
 
@@ -263,11 +259,10 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 	}
 }
 
-// takeSlot reads target's n slot items (one Query) and claims a free one, or one whose hold has
-// ended, with a conditional write; while all are held it reads again after a pause, until
-// deadline.
-func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.Duration, deadline time.Time) (slot int, owner string, until time.Time, wait time.Duration, err error) {
-	owner = newToken()
+// takeSlot reads target's n slot items (one Query) and takes a free one, or one whose hold has
+// ended, until hold from now; while all are held it reads again after a pause, until deadline.
+func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.Duration, deadline time.Time) (slot *heldItem, until time.Time, wait time.Duration, err error) {
+	owner := newToken()
 	pause := 20 * time.Millisecond
 	for {
 		now := l.now()
@@ -280,7 +275,7 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			ConsistentRead:            aws.Bool(true),
 		})
 		if err != nil {
-			return 0, "", time.Time{}, 0, fmt.Errorf("slots of target %s: %w", target, err)
+			return nil, time.Time{}, 0, fmt.Errorf("slots of target %s: %w", target, err)
 		}
 		for _, item := range out.Items {
 			sk, _ := item[dedup.SortKey].(*types.AttributeValueMemberS)
@@ -305,44 +300,67 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 		}
 		if len(free) > 0 {
 			i := free[rand.N(len(free))]
+			slot := &heldItem{api: l.api, table: l.table, pk: LimitPK(target), sk: limitSlotPrefix + strconv.Itoa(i), owner: owner}
 			holdUntil := l.now().Add(hold)
-			_, err := l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName:                 aws.String(l.table),
-				Key:                       itemKey(LimitPK(target), limitSlotPrefix+strconv.Itoa(i)),
-				UpdateExpression:          aws.String("SET #holder = :me, #until = :until, #exp = :exp"),
-				ConditionExpression:       aws.String("attribute_not_exists(#until) OR #until < :now"),
-				ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.TTLAttribute},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner), ":until": num(holdUntil.UnixMilli()), ":now": num(now.UnixMilli()), ":exp": num(holdUntil.Add(time.Hour).Unix())},
-			})
+			taken, err := slot.take(ctx, now, holdUntil)
 			switch {
-			case err == nil:
-				return i, owner, time.UnixMilli(holdUntil.UnixMilli()), 0, nil
-			case !conditionFailed(err):
-				return 0, "", time.Time{}, 0, fmt.Errorf("slot %d of target %s: %w", i, target, err)
+			case err != nil:
+				return nil, time.Time{}, 0, fmt.Errorf("slot %d of target %s: %w", i, target, err)
+			case taken:
+				return slot, time.UnixMilli(holdUntil.UnixMilli()), 0, nil
 			}
 			continue // another worker took it between the read and the write: read again
 		}
 		// All held: a slot frees when its call is recorded (soon, usually) or its lease ends.
 		wait = max(min(pause, time.Until(time.UnixMilli(soonest))), time.Millisecond)
 		if time.Now().Add(wait).After(deadline) {
-			return 0, "", time.Time{}, max(wait, 200*time.Millisecond), errHeld
+			return nil, time.Time{}, max(wait, 200*time.Millisecond), errHeld
 		}
 		if err := sleep(ctx, wait+rand.N(wait/2+1)); err != nil {
-			return 0, "", time.Time{}, 0, err
+			return nil, time.Time{}, 0, err
 		}
 		pause = min(pause*2, 500*time.Millisecond)
 	}
 }
 
-// releaseSlot frees a slot if we still hold it (one whose hold ended may be another's).
-func (l *limiter) releaseSlot(ctx context.Context, target string, slot int, owner string) {
-	_, _ = l.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.table),
-		Key:                       itemKey(LimitPK(target), limitSlotPrefix+strconv.Itoa(slot)),
+// heldItem is an item taken until a time under its owner's token: a max_in_flight slot, the
+// sweeper's lock.
+type heldItem struct {
+	api                  API
+	table, pk, sk, owner string // owner: newToken
+}
+
+// take takes the item until until if it is free, its hold ended before now, or it is ours
+// already (our own write, its answer lost and the SDK's retry refused); false when another
+// holds it. The item expires an hour after until.
+func (h *heldItem) take(ctx context.Context, now, until time.Time) (bool, error) {
+	_, err := h.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(h.table),
+		Key:       itemKey(h.pk, h.sk),
+		// Every attribute name aliased: DynamoDB reserves many words.
+		UpdateExpression:          aws.String("SET #holder = :me, #until = :until, #exp = :exp"),
+		ConditionExpression:       aws.String("attribute_not_exists(#until) OR #until < :now OR #holder = :me"),
+		ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder", "#exp": dedup.TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(h.owner), ":until": num(until.UnixMilli()), ":now": num(now.UnixMilli()), ":exp": num(until.Add(time.Hour).Unix())},
+	})
+	if conditionFailed(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// release frees the item if we still hold it (one whose hold ended may be another's), in a few
+// seconds of its own: ctx may have ended. Best effort: an item not released ends by itself.
+func (h *heldItem) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = h.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(h.table),
+		Key:                       itemKey(h.pk, h.sk),
 		UpdateExpression:          aws.String("REMOVE #holder, #until"),
 		ConditionExpression:       aws.String("#holder = :me"),
 		ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(owner)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(h.owner)},
 	})
 }
 

@@ -80,25 +80,22 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 			slog.Bool("skipped", rep.Skipped), slog.Any("outcomes", map[string]int(rep.Summary)))
 		w.cfg.Metrics.Sweep(rep)
 	}()
-	owner, held, err := s.lock(ctx)
+	lock, err := s.lock(ctx)
 	if err != nil {
 		return rep, err
 	}
-	if held {
+	if lock == nil {
 		rep.Skipped = true
 		return rep, nil
 	}
-	defer s.unlock(owner)
+	defer lock.release(ctx)
 	s.checkDeadline(ctx)
 
 	if rep.Parked, err = s.countParked(ctx); err != nil {
 		return rep, err
 	}
 	cutoff := w.cfg.Now().Add(-cmp.Or(s.MinAge, 2*time.Minute)).UnixMilli()
-	conc := s.Concurrency
-	if conc <= 0 {
-		conc = 32
-	}
+	conc := cmp.Or(max(s.Concurrency, 0), 32)
 
 	var mu sync.Mutex // guards rep from here on
 	keys := make(chan map[string]types.AttributeValue)
@@ -316,43 +313,22 @@ func (s *Sweeper) countParked(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// lock takes the sweeper's lock item until the run's deadline (or 15 minutes), or reports it
-// held by another run.
-func (s *Sweeper) lock(ctx context.Context) (owner string, held bool, err error) {
+// lock takes the sweeper's lock item until the run's deadline (or 15 minutes); nil when another
+// run holds it.
+func (s *Sweeper) lock(ctx context.Context) (*heldItem, error) {
 	w := s.Worker
 	now := w.cfg.Now()
 	until := now.Add(15 * time.Minute)
 	if d, ok := ctx.Deadline(); ok {
 		until = now.Add(time.Until(d))
 	}
-	owner = newToken()
-	_, err = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(w.cfg.Table),
-		Key:                       itemKey(SweepLockPK, SweepLockSK),
-		UpdateExpression:          aws.String("SET lock_until = :until, lock_owner = :owner"),
-		ConditionExpression:       aws.String("attribute_not_exists(lock_until) OR lock_until < :now OR lock_owner = :owner"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":until": num(until.UnixMilli()), ":now": num(now.UnixMilli()), ":owner": str(owner)},
-	})
-	if conditionFailed(err) {
-		return "", true, nil
-	}
+	lock := &heldItem{api: w.api, table: w.cfg.Table, pk: SweepLockPK, sk: SweepLockSK, owner: newToken()}
+	taken, err := lock.take(ctx, now, until)
 	if err != nil {
-		return "", false, fmt.Errorf("sweep lock: %w", err)
+		return nil, fmt.Errorf("sweep lock: %w", err)
 	}
-	return owner, false, nil
-}
-
-// unlock releases the lock if it is still ours, in a few seconds of its own: the run's context
-// may have ended.
-func (s *Sweeper) unlock(owner string) {
-	w := s.Worker
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, _ = w.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(w.cfg.Table),
-		Key:                       itemKey(SweepLockPK, SweepLockSK),
-		UpdateExpression:          aws.String("REMOVE lock_until, lock_owner"),
-		ConditionExpression:       aws.String("lock_owner = :owner"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner)},
-	})
+	if !taken {
+		return nil, nil
+	}
+	return lock, nil
 }

@@ -287,11 +287,7 @@ const DefaultConcurrency = 256
 
 // concurrency is how many of a batch's n records run at once.
 func (w *Worker) concurrency(n int) int {
-	c := w.cfg.Concurrency
-	if c <= 0 {
-		c = DefaultConcurrency
-	}
-	return min(c, max(n, 1))
+	return min(cmp.Or(max(w.cfg.Concurrency, 0), DefaultConcurrency), max(n, 1))
 }
 
 // each runs f(i) for each of a batch's n records, w.concurrency(n) at a time, and returns the

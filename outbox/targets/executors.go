@@ -31,12 +31,7 @@ import (
 // DefaultTimeout bounds one service call when an executor's Timeout is not set.
 const DefaultTimeout = 10 * time.Second
 
-func timeout(d time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return DefaultTimeout
-}
+func timeout(d time.Duration) time.Duration { return cmp.Or(max(d, 0), DefaultTimeout) }
 
 // The clients' calls the executors make (*sqs.Client and the others satisfy them).
 type (
