@@ -4,7 +4,6 @@ import (
 	"context"
 	"iter"
 	"slices"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -48,13 +47,17 @@ func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.
 				return
 			}
 			for keys := range slices.Chunk(page.Items, 100) {
-				items, err := batchGet(ctx, api, table, keys)
+				pks := make([]string, len(keys))
+				for i, k := range keys {
+					pks[i] = k[dedup.PartitionKey].(*types.AttributeValueMemberS).Value
+				}
+				items, err := dedup.GetClaims(ctx, api, table, pks, 0)
 				if err != nil {
 					yield(nil, err)
 					return
 				}
-				for _, key := range keys {
-					item, ok := items[key[dedup.PartitionKey].(*types.AttributeValueMemberS).Value]
+				for _, pk := range pks {
+					item, ok := items[pk]
 					if !ok {
 						continue
 					}
@@ -76,32 +79,4 @@ func indexQuery(table, shard string) *dynamodb.QueryInput {
 		KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(shard)},
 	}
-}
-
-// batchGet reads claims by their index keys, consistently, by pk.
-func batchGet(ctx context.Context, api IndexAPI, table string, keys []map[string]types.AttributeValue) (map[string]map[string]types.AttributeValue, error) {
-	req := make([]map[string]types.AttributeValue, 0, len(keys))
-	for _, k := range keys {
-		req = append(req, map[string]types.AttributeValue{dedup.PartitionKey: k[dedup.PartitionKey], dedup.SortKey: k[dedup.SortKey]})
-	}
-	out := make(map[string]map[string]types.AttributeValue, len(keys))
-	for attempt := 0; len(req) > 0; attempt++ {
-		if attempt > 0 { // unprocessed keys: the table is throttling, so back off before asking again
-			if err := sleep(ctx, time.Duration(min(attempt, 10))*50*time.Millisecond); err != nil {
-				return nil, err
-			}
-		}
-		resp, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-			table: {Keys: req, ConsistentRead: aws.Bool(true)}}})
-		if err != nil {
-			return nil, err
-		}
-		for _, item := range resp.Responses[table] {
-			if pk, ok := item[dedup.PartitionKey].(*types.AttributeValueMemberS); ok {
-				out[pk.Value] = item
-			}
-		}
-		req = resp.UnprocessedKeys[table].Keys
-	}
-	return out, nil
 }
