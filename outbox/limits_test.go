@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/outbox"
 )
@@ -1003,5 +1004,47 @@ func TestAPauseOfTheStateShownReplacesNoPauseMadeSince(t *testing.T) {
 	var ie *dedup.InvalidError
 	if err := targets.PauseIfUnchanged(ctx, "email", "bob", "", nil); !errors.As(err, &ie) || ie.Field != "why" || len(pausedNow(t, targets)) != 0 {
 		t.Fatalf("a pause without why: %v, paused %v", err, pausedNow(t, targets))
+	}
+}
+
+// slotReads counts the Query requests that read a target's slots.
+type slotReads struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	n    int
+}
+
+func (s *slotReads) RoundTrip(r *http.Request) (*http.Response, error) {
+	if awstest.Operation(r) == "Query" && awstest.BodyContains(r, "SLOT#") {
+		s.mu.Lock()
+		s.n++
+		s.mu.Unlock()
+	}
+	return s.next.RoundTrip(r)
+}
+
+// A slot whose take lost its answer is the worker's own when the SDK sends the take again: the
+// call goes out at once, on one read of the slots, rather than after the slot's hold (the
+// lease) has ended, as it would if the retry were refused as another's.
+func TestASlotWhoseTakeLostItsAnswerIsTheWorkersOwnOnTheRetry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	down := newLimitedDownstream(t, 0)
+	e.commitOne("evt_lost_slot")
+	lose := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 1, Match: "SET #holder"}
+	reads := &slotReads{next: lose}
+	w := e.worker(func(c *outbox.Config) {
+		c.Executors["email"] = &outbox.HTTPExecutor{URL: down.URL, Timeout: 2 * time.Second}
+		c.Limits = map[string]outbox.Limit{"email": {MaxInFlight: 1}}
+	}, awstest.WithTransport(reads))
+	sum, err := w.Process(context.Background(), e.claim("evt_lost_slot"))
+	if err != nil || sum[outbox.OutcomeDone] != 1 || len(down.keys) != 1 {
+		t.Fatalf("%v %v, %d calls: want the intent done by one call", sum, err, len(down.keys))
+	}
+	if lose.Lost() != 1 {
+		t.Fatalf("%d slot answers lost, want 1", lose.Lost())
+	}
+	if reads.n != 1 {
+		t.Errorf("the slots were read %d times: the retried take was refused as another worker's, and the call waited for the hold to end", reads.n)
 	}
 }
