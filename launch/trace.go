@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/launch/tracing"
+	"github.com/oncehook/oncehook/outbox"
 )
 
 // warm is set by the instance's first invocation.
@@ -73,43 +73,10 @@ func flushed[In, Out any](t *tracing.Tracing, handler func(context.Context, In) 
 // outboxTrigger tells the outbox's two triggers apart (the stream, the retry queue) as the
 // worker does: by the first record's eventSource, never by bytes a sender chose.
 func outboxTrigger(raw json.RawMessage) attribute.KeyValue {
-	if firstEventSource(raw) == "aws:sqs" {
+	if src, _ := outbox.EventSource(raw); src == "aws:sqs" {
 		return semconv.FaaSTriggerPubSub
 	}
 	return semconv.FaaSTriggerDatasource
-}
-
-// firstEventSource is the eventSource of an event's first record, read that far and no
-// further (a stream batch is up to 6 MB); "" when it has none.
-func firstEventSource(raw []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		if key != "Records" {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return ""
-			}
-			continue
-		}
-		if t, err := dec.Token(); err != nil || t != json.Delim('[') || !dec.More() {
-			return ""
-		}
-		var first struct {
-			EventSource string `json:"eventSource"`
-		}
-		if dec.Decode(&first) != nil {
-			return ""
-		}
-		return first.EventSource
-	}
-	return ""
 }
 
 // TraceLogs wraps a log handler so that every line written under a span carries its trace_id

@@ -44,6 +44,14 @@ func ExampleRateQuota() {
 	// Output: 5 1 125
 }
 
+// A function of one's own that serves both of the outbox's triggers tells them apart as
+// Worker.Handle does, by the first record's source, without decoding a 6 MB stream batch twice.
+func ExampleEventSource() {
+	src, err := outbox.EventSource([]byte(`{"Records":[{"eventSource":"aws:sqs","body":"{}"}]}`))
+	fmt.Println(src, err)
+	// Output: aws:sqs <nil>
+}
+
 // An operator pauses a target for its downstream's maintenance window, and resumes it after.
 // Meanwhile its intents wait, pending, spending no attempt (at most once included: none is
 // leased); the sweeper's first run after Resume calls each once, at the target's limits.

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,20 +140,15 @@ func (w *Worker) readClaim(ctx context.Context, pk string) (map[string]types.Att
 }
 
 // Handle is the outbox function's Lambda handler: stream batches (HandleStream) and wake-ups
-// (HandleRetries), told apart by their records' event source.
+// (HandleRetries), told apart by their records' event source (EventSource).
 func (w *Worker) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
-	var peek struct {
-		Records []struct {
-			EventSource string `json:"eventSource"`
-		} `json:"Records"`
-	}
-	if err := json.Unmarshal(raw, &peek); err != nil {
+	src, err := EventSource(raw)
+	if err != nil {
 		return nil, fmt.Errorf("outbox: not an event this function takes: %w", err)
 	}
-	if len(peek.Records) == 0 {
+	switch src {
+	case "":
 		return events.DynamoDBEventResponse{}, nil
-	}
-	switch src := peek.Records[0].EventSource; src {
 	case "aws:dynamodb":
 		var ev events.DynamoDBEvent
 		if err := json.Unmarshal(raw, &ev); err != nil {
@@ -168,4 +164,51 @@ func (w *Worker) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	default:
 		return nil, errors.New("outbox: records from " + src + " are not this function's")
 	}
+}
+
+// EventSource is the eventSource of a Lambda event's first record ("aws:dynamodb" for the
+// table's stream, "aws:sqs" for the retry queue), read that far and no further: a stream batch
+// is up to 6 MB. It is "" for an event without records, and an error for what is not an
+// object, or a first record without an eventSource.
+func EventSource(raw []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t == nil {
+		return "", err // null: no records
+	} else if t != json.Delim('{') {
+		return "", errors.New("not a JSON object")
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		if key != "Records" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t == nil {
+			return "", err // "Records": null
+		} else if t != json.Delim('[') {
+			return "", errors.New("Records is not an array")
+		}
+		if !dec.More() {
+			_, err := dec.Token() // ], or the error of a body cut short
+			return "", err
+		}
+		var first struct {
+			EventSource string `json:"eventSource"`
+		}
+		if err := dec.Decode(&first); err != nil {
+			return "", err
+		}
+		if first.EventSource == "" {
+			return "", errors.New("a record without an eventSource")
+		}
+		return first.EventSource, nil
+	}
+	_, err := dec.Token() // }, or the error of a body cut short
+	return "", err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -253,4 +254,54 @@ func TestAWakeUpThatFindsTheIntentRunningWakesAgainWhenItsLeaseEnds(t *testing.T
 		t.Fatalf("%+v, want done on the second attempt", in)
 	}
 	e.appliedOnce([]string{"shop:evt_unfinished:email.send"})
+}
+
+// EventSource reads the first record's eventSource wherever Records lies among the event's
+// keys, whatever the later records hold; an event without records is "", and what is not a
+// Lambda event of records (or a first record that names no source) is an error.
+func TestEventSourceReadsTheFirstRecordsSource(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{`{"Records":[{"eventSource":"aws:dynamodb","eventName":"INSERT"},{"eventSource":"aws:sqs"}]}`, "aws:dynamodb"},
+		{`{"other":{"Records":[{"eventSource":"aws:s3"}]},"Records":[{"body":"aws:dynamodb","eventSource":"aws:sqs"}]}`, "aws:sqs"},
+		{`{"Records":[{"eventSource":"aws:sqs"}, not json`, "aws:sqs"}, // read no further than the first record
+		{`{"Records":[]}`, ""},
+		{`{"Records":null}`, ""},
+		{`{}`, ""},
+		{`null`, ""},
+		{` {"Records":[{"eventSource":"aws:s3"}]}`, "aws:s3"},
+	} {
+		if got, err := outbox.EventSource([]byte(c.raw)); err != nil || got != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.raw, got, err, c.want)
+		}
+	}
+	for _, raw := range []string{``, `[]`, `"aws:sqs"`, `{"Records":{"eventSource":"aws:sqs"}}`, `{"Records":[{}]}`,
+		`{"Records":[{"eventSource":5}]}`, `{"Records":[`, `{"a":}`, `{"a":1`} {
+		if got, err := outbox.EventSource([]byte(raw)); err == nil {
+			t.Errorf("%s: %q, want an error", raw, got)
+		}
+	}
+}
+
+// BenchmarkTheTriggerOfABatch: telling a stream batch of 1,000 records of 4 KB from a wake-up
+// reads its first record only, against a decode of the whole batch (which the batch then
+// gets once, for HandleStream).
+func BenchmarkTheTriggerOfABatch(b *testing.B) {
+	rec := `{"eventID":"1","eventName":"INSERT","eventSource":"aws:dynamodb","awsRegion":"us-east-1","dynamodb":{"NewImage":{` +
+		`"pk":{"S":"EVT#shop#evt_1"},"sk":{"S":"CLAIM"},"payload":{"S":"` + strings.Repeat("x", 4000) + `"}},"SequenceNumber":"1","StreamViewType":"NEW_IMAGE"}}`
+	raw := []byte(`{"Records":[` + strings.TrimSuffix(strings.Repeat(rec+",", 1000), ",") + `]}`)
+	b.Run("first record", func(b *testing.B) {
+		for b.Loop() {
+			if src, err := outbox.EventSource(raw); src != "aws:dynamodb" || err != nil {
+				b.Fatal(src, err)
+			}
+		}
+	})
+	b.Run("whole batch", func(b *testing.B) {
+		for b.Loop() {
+			var ev events.DynamoDBEvent
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
