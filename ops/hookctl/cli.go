@@ -59,11 +59,21 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 	fs.StringVar(&c.table, "table", "", "the DynamoDB table (default $TABLE_NAME, else the local stack's)")
 	fs.StringVar(&stackPath, "stack", "", "the stack file a local deploy wrote (default $ONCEHOOK_STACK, else "+StackFile+" in this folder\n"+
 		"unless AWS_ENDPOINT_URL names another endpoint; \"none\": none)")
-	shards := dedup.PendingShards
-	if n, err := strconv.Atoi(os.Getenv("PENDING_SHARDS")); err == nil && n > 0 {
-		shards = n
+	// A count the index cannot have would read the shards it names and no other.
+	shards := func(v string) (err error) {
+		if c.pendingShards, err = strconv.Atoi(v); err == nil && (c.pendingShards < 1 || c.pendingShards > dedup.MaxPendingShards) {
+			err = fmt.Errorf("want 1 to %d", dedup.MaxPendingShards)
+		}
+		return err
 	}
-	fs.IntVar(&c.pendingShards, "pending-shards", shards, "the pending index's shard count, as deployed ($PENDING_SHARDS when set)")
+	c.pendingShards = dedup.PendingShards
+	if v := os.Getenv("PENDING_SHARDS"); v != "" {
+		if err := shards(v); err != nil {
+			fmt.Fprintf(stderr, "hookctl: PENDING_SHARDS=%q: %v\n", v, err)
+			return nil, nil, err
+		}
+	}
+	fs.Func("pending-shards", fmt.Sprintf("the pending index's shard count, as deployed (default $PENDING_SHARDS, else %d)", dedup.PendingShards), shards)
 	if cmd.flags != nil {
 		cmd.flags(c, fs)
 	}

@@ -128,6 +128,22 @@ func TestParkedListsEveryParkedIntentWithItsError(t *testing.T) {
 	}
 }
 
+// A shard count the pending index cannot have is refused, by flag or by PENDING_SHARDS: read
+// as given, parked would list the shards it names and no other (none for 0), and report what
+// it found there as every parked intent.
+func TestAShardCountThePendingIndexCannotHaveIsRefused(t *testing.T) {
+	for _, n := range []string{"0", "-1", "1025", "many"} {
+		t.Setenv("PENDING_SHARDS", "")
+		if code, out, errOut := hookctl(t, "", "parked", "-table", "t", "-pending-shards", n); code != 2 || !strings.Contains(errOut, "-pending-shards") || out != "" {
+			t.Errorf("parked -pending-shards %s: %d %q %q, want 2 naming -pending-shards", n, code, out, errOut)
+		}
+		t.Setenv("PENDING_SHARDS", n)
+		if code, out, errOut := hookctl(t, "", "parked", "-table", "t"); code != 2 || !strings.Contains(errOut, "PENDING_SHARDS") || out != "" {
+			t.Errorf("PENDING_SHARDS=%s hookctl parked: %d %q %q, want 2 naming PENDING_SHARDS", n, code, out, errOut)
+		}
+	}
+}
+
 // TestInspectShowsEachIntentsHistoryNewestFirst: under the intents, each one's attempts (a
 // retry, the park) and the operator's resolve with who, newest first.
 func TestInspectShowsEachIntentsHistoryNewestFirst(t *testing.T) {
