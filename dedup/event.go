@@ -114,6 +114,10 @@ func validText(field, s string, max int, required bool) error {
 	return nil
 }
 
+// ValidateEventID reports whether id can be an event's id: 1 to MaxEventIDBytes bytes of
+// printable UTF-8, as Event.Validate holds it.
+func ValidateEventID(id string) error { return validText("event_id", id, MaxEventIDBytes, true) }
+
 // ValidateDeliveryID reports whether s can be stored as a delivery id. The receiver drops an
 // unusable delivery id rather than refuse the event: it is informational, never a key.
 func ValidateDeliveryID(s string) error {

@@ -248,3 +248,13 @@ func (p putRecorder) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...
 	p.put(in)
 	return &dynamodb.PutItemOutput{}, nil
 }
+
+// An operator's tool checks the event it was given before building a key from it: GetClaim
+// does, and so can a form that takes an id.
+func ExampleValidateEventID() {
+	fmt.Println(dedup.ValidateEventID("evt_1"))
+	fmt.Println(dedup.ValidateEventID(""))
+	// Output:
+	// <nil>
+	// dedup: event_id is empty
+}

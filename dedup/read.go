@@ -32,9 +32,15 @@ func (e *NoClaimError) Error() string {
 func (e *NoClaimError) Is(target error) bool { return target == ErrNoClaim }
 
 // GetClaim reads one event's claim by its key, consistently: one GetItem. An event with no
-// claim is a *NoClaimError. Callers that take the source and id from a person should check
-// them first (ValidateSourceName, Event.Validate): GetClaim builds the key from them as given.
+// claim is a *NoClaimError; a source or id no event can have is an *InvalidError naming it,
+// before any read (source "shop#a" with id "b" would be the key of source "shop", id "a#b").
 func GetClaim(ctx context.Context, api GetItemAPI, table, source, eventID string) (*Claim, error) {
+	if err := ValidateSourceName("source", source); err != nil {
+		return nil, err
+	}
+	if err := ValidateEventID(eventID); err != nil {
+		return nil, err
+	}
 	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(table),
 		Key:            ClaimItemKey(ClaimKey(source, eventID)),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,6 +27,31 @@ func TestGetClaimReadsAClaimByItsKeyAndNamesAMissingOne(t *testing.T) {
 	var nc *dedup.NoClaimError
 	if !errors.Is(err, dedup.ErrNoClaim) || !errors.As(err, &nc) || err.Error() != "no claim for other evt/1 é in "+e.table {
 		t.Fatalf("another source's id: %v, want a NoClaimError", err)
+	}
+}
+
+// A source with '#' and an id could name another event's claim (source "shop#a", id "b" is the
+// key of source "shop", id "a#b"): GetClaim refuses what no event can have, naming the field,
+// before it reads.
+func TestGetClaimRefusesASourceOrIdNoEventCanHave(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if _, err := e.store.Commit(ctx, dedup.Event{Source: "shop", ID: "a#b", Type: "order.paid"}, dedup.Plan{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ source, id, field string }{
+		{"shop#a", "b", "source"},
+		{"Shop", "a#b", "source"},
+		{"", "a#b", "source"},
+		{"shop", "", "event_id"},
+		{"shop", "a#b\n", "event_id"},
+		{"shop", strings.Repeat("x", dedup.MaxEventIDBytes+1), "event_id"},
+	} {
+		cl, err := dedup.GetClaim(ctx, e.client, e.table, c.source, c.id)
+		if inv, ok := errors.AsType[*dedup.InvalidError](err); !ok || inv.Field != c.field {
+			t.Errorf("GetClaim(%q, %q): %+v, %v; want an InvalidError naming %s", c.source, c.id, cl, err, c.field)
+		}
 	}
 }
 

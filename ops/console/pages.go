@@ -343,7 +343,7 @@ func (c *Console) scopeHint(source, id string) string {
 
 // checkID checks an event id a person typed: printable UTF-8, at most dedup.MaxEventIDBytes.
 func checkID(id string) error {
-	err := (&dedup.Event{Source: "x", ID: id, Type: "x"}).Validate()
+	err := dedup.ValidateEventID(id)
 	if err == nil {
 		return nil
 	}

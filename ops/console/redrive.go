@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,7 +122,7 @@ func decodeRef(v string) (ref, error) {
 	// A ref names a claim the console listed from the table: its source's syntax is checked,
 	// not whether the sources file still has it (a source renamed or retired keeps its claims,
 	// and their parked intents, for its retention).
-	if err := (&dedup.Event{Source: r.Source, ID: r.EventID, Type: "x"}).Validate(); err != nil {
+	if err := cmp.Or(dedup.ValidateSourceName("source", r.Source), dedup.ValidateEventID(r.EventID)); err != nil {
 		return ref{}, err
 	}
 	if r.Intent == "" || len(r.Intent) > dedup.MaxIntentNameLen {

@@ -128,6 +128,24 @@ func TestParkedListsEveryParkedIntentWithItsError(t *testing.T) {
 	}
 }
 
+// A source with '#' could name another source's claim ("shop#a" "b" is the key of "shop"
+// "a#b"): inspect and redrive refuse it, naming the source, and touch nothing.
+func TestAnEventNamedAcrossTheKeysSeparatorIsRefused(t *testing.T) {
+	client, table := testTable(t)
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "a#b", Type: "order.paid", Payload: []byte(`{}`)}, dedup.Plan{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"inspect", "redrive"} {
+		if code, out, errOut := hookctl(t, "", cmd, "-table", table, "shop#a", "b"); code != 1 || strings.Contains(out, "a#b") || !strings.Contains(errOut, "source") {
+			t.Errorf("%s shop#a b: %d %q %q, want 1 naming the source", cmd, code, out, errOut)
+		}
+	}
+}
+
 // A shard count the pending index cannot have is refused, by flag or by PENDING_SHARDS: read
 // as given, parked would list the shards it names and no other (none for 0), and report what
 // it found there as every parked intent.
