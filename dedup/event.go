@@ -114,6 +114,12 @@ func validText(field, s string, max int, required bool) error {
 	return nil
 }
 
+// ValidateTargetName reports whether name can be an intent's target: 1 to MaxIntentTargetLen
+// bytes of printable UTF-8. A target a deployment names otherwise is one no intent can reach.
+func ValidateTargetName(name string) error {
+	return validText("target", name, MaxIntentTargetLen, true)
+}
+
 // ValidateEventID reports whether id can be an event's id: 1 to MaxEventIDBytes bytes of
 // printable UTF-8, as Event.Validate holds it.
 func ValidateEventID(id string) error { return validText("event_id", id, MaxEventIDBytes, true) }

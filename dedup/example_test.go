@@ -258,3 +258,13 @@ func ExampleValidateEventID() {
 	// <nil>
 	// dedup: event_id is empty
 }
+
+// A deployment's target names are checked where they are configured: a name no intent can
+// carry (over MaxIntentTargetLen bytes, or not printable) names a target no plan can reach.
+func ExampleValidateTargetName() {
+	fmt.Println(dedup.ValidateTargetName("email"))
+	fmt.Println(dedup.ValidateTargetName("email\n"))
+	// Output:
+	// <nil>
+	// dedup: target contains the unprintable character U+000A
+}

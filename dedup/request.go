@@ -264,7 +264,7 @@ func intentsValue(vals *values, intents []Intent) (types.AttributeValue, error) 
 		if _, dup := m[in.Name]; dup {
 			return nil, &InvalidError{Field: field("name"), Reason: fmt.Sprintf("%q is used by an earlier intent", in.Name)}
 		}
-		if err := validText("target", in.Target, MaxIntentTargetLen, true); err != nil {
+		if err := ValidateTargetName(in.Target); err != nil {
 			return nil, under("intents["+strconv.Itoa(i)+"]", err) // named here: formatting it up front cost every request
 		}
 		payload := in.Payload

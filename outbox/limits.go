@@ -422,7 +422,7 @@ func (t *Targets) pause(ctx context.Context, target, by, why, cond string, names
 	for _, f := range []struct {
 		name, value string
 		max         int
-	}{{"target", target, 256}, {"by", by, dedup.MaxRedrivenBy}, {"why", why, dedup.MaxResolution}} {
+	}{{"target", target, dedup.MaxIntentTargetLen}, {"by", by, dedup.MaxRedrivenBy}, {"why", why, dedup.MaxResolution}} {
 		if err := dedup.Printable(f.value, f.max); err != nil {
 			return &dedup.InvalidError{Field: f.name, Reason: err.Error()}
 		}

@@ -88,6 +88,9 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a stray closing brace", `{"sources":{"s":{` + ok + `}}}}`, "content after"},
 		{"a stray closing bracket", `{"sources":{"s":{` + ok + `}}}]`, "content after"},
 		// AWS targets and delivery semantics.
+		{"a target name no intent can carry", `{"sources":{"s":{` + ok + `}},"targets":{"` + strings.Repeat("t", dedup.MaxIntentTargetLen+1) + `":{"url":"https://e.example"}}}`, "targets." + strings.Repeat("t", dedup.MaxIntentTargetLen+1)},
+		{"a target name with a control character", `{"sources":{"s":{` + ok + `}},"targets":{"e\u0007":{"url":"https://e.example"}}}`, "targets.e\a"},
+		{"an empty target name", `{"sources":{"s":{` + ok + `}},"targets":{"":{"url":"https://e.example"}}}`, "targets."},
 		{"an unknown delivery", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"url":"https://e.example","delivery":"exactly-once"}}}`, "targets.t.delivery"},
 		{"an unknown target type", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"kafka","arn":"x"}}}`, "targets.t.type"},
 		{"an sqs target with a url", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"type":"sqs","url":"https://q.example"}}}`, "targets.t: url and headers are for http targets"},

@@ -185,6 +185,9 @@ func (f *File) Validate() error {
 		if tg == nil {
 			return &FieldError{Field: at, Reason: "is null"}
 		}
+		if inv, ok := errors.AsType[*dedup.InvalidError](dedup.ValidateTargetName(name)); ok {
+			return &FieldError{Field: at, Reason: "name " + inv.Reason + ": no intent can name this target"}
+		}
 		if tg.Type == "" {
 			tg.Type = TargetHTTP
 		}
