@@ -29,6 +29,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
+// DefaultNamespace is the functions' CloudWatch namespace when their deployment names none
+// (METRICS_NAMESPACE). The construct names one for each of its instances: oncehook/<its path>.
+const DefaultNamespace = "oncehook"
+
 // Unit is a CloudWatch metric unit.
 type Unit string
 

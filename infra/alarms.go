@@ -18,6 +18,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/emf"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
@@ -36,9 +37,9 @@ type AlarmProps struct {
 	DuplicateSpike float64
 }
 
-// DefaultNamespace is where the functions' EMF metrics land unless Props.Telemetry.MetricsNamespace
-// names another.
-const DefaultNamespace = "oncehook"
+// DefaultNamespace begins the namespace of the functions' EMF metrics, DefaultNamespace/<the
+// construct's path>, unless Props.Telemetry.MetricsNamespace names another.
+const DefaultNamespace = emf.DefaultNamespace
 
 // emitted is every (metric, dimensions) the functions write: the receiver's and the outbox's
 // catalogs, which their own tests hold the code to. A metric the construct names must be in it.

@@ -13,7 +13,7 @@ import (
 
 // Namespace is the CloudWatch namespace of the worker's metrics (shared with the receiver)
 // unless NewEMFMetrics is given another.
-const Namespace = "oncehook"
+const Namespace = emf.DefaultNamespace
 
 // EMFMetrics writes one CloudWatch EMF document per intent turn and per sweep.
 type EMFMetrics struct {

@@ -12,7 +12,7 @@ import (
 )
 
 // Namespace is the receiver's CloudWatch namespace unless Config.Namespace names another.
-const Namespace = "oncehook"
+const Namespace = emf.DefaultNamespace
 
 // EmittedMetrics is every metric the receiver writes, under each dimension set: a test holds
 // the receiver to it, and the stack's dashboard and alarms name only these.

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+
+	"github.com/oncehook/oncehook/emf"
 )
 
 // Metrics reads the stack's counters for the overview's charts.
@@ -35,13 +37,13 @@ type CloudWatchAPI interface {
 type CloudWatch struct {
 	Client CloudWatchAPI
 	// Namespace is the stack's metrics namespace (infra.Props.Telemetry.MetricsNamespace). Default
-	// "oncehook".
+	// emf.DefaultNamespace.
 	Namespace string
 }
 
 // Sums implements Metrics with one period covering [start, end), statistic Sum.
 func (m *CloudWatch) Sums(ctx context.Context, start, end time.Time, qs []MetricQuery) ([]float64, error) {
-	ns := cmp.Or(m.Namespace, "oncehook")
+	ns := cmp.Or(m.Namespace, emf.DefaultNamespace)
 	period := max(60, int32(end.Sub(start).Round(time.Minute)/time.Second))
 	out := make([]float64, len(qs))
 	for first := 0; first < len(qs); first += 500 {

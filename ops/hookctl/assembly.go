@@ -30,6 +30,7 @@ type construct struct {
 	sourcesBytes []byte
 	sources      *sources.File
 	arch         string // the receiver's Lambda architecture: x86_64 or arm64
+	namespace    string // the functions' METRICS_NAMESPACE
 }
 
 // runs refuses a construct whose functions this machine's emulator cannot run: it runs a
@@ -159,6 +160,7 @@ func readTemplate(path, stackName string, assets map[string]string) ([]*construc
 		}
 		_ = json.Unmarshal(r.Properties["Environment"], &env)
 		c.table = ref(env.Variables["TABLE_NAME"])
+		_ = json.Unmarshal(env.Variables["METRICS_NAMESPACE"], &c.namespace)
 		if c.table == "" {
 			return nil, fmt.Errorf("stack %s: the receiver %s has no TABLE_NAME referring to a table of the stack", stackName, id)
 		}

@@ -32,6 +32,7 @@ const (
 	stackSources    = "ONCEHOOK_SOURCES_FILE"
 	stackTable      = "TABLE_NAME"
 	stackName       = "ONCEHOOK_STACK_NAME"
+	stackNamespace  = "METRICS_NAMESPACE"
 )
 
 // errNoCredentials is what hookctl says when nothing tells it where AWS is: one line, instead

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/emf"
 	"github.com/oncehook/oncehook/ops/console"
 )
 
@@ -42,8 +44,15 @@ func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.showPayloads, "show-payloads", false, "show intent payloads and effect records' values")
 	fs.StringVar(&f.operator, "operator", operator("hookctl console"), "who redrives, resolves, pauses and resumes are recorded as done by")
 	fs.BoolVar(&f.metrics, "metrics", false, "chart deliveries and intents from the stack's CloudWatch metrics")
-	fs.StringVar(&f.namespace, "metrics-namespace", "oncehook", "the stack's metrics namespace")
+	fs.StringVar(&f.namespace, "metrics-namespace", "", "the stack's metrics namespace (default $METRICS_NAMESPACE, else the local stack's, else "+emf.DefaultNamespace+")")
 	fs.IntVar(&f.maxReads, "max-reads", 500, "entries of the pending index one page reads at most (and so the claims it reads)")
+}
+
+// metricsNamespace is the namespace the stack's functions write their metrics in, as -metrics
+// charts it (the construct's default is oncehook/<its path>).
+func (c *cli) metricsNamespace() string {
+	ns, _ := c.setting("METRICS_NAMESPACE", stackNamespace)
+	return cmp.Or(c.console.namespace, ns, emf.DefaultNamespace)
 }
 
 // consoleCmd serves the operator console (package console) until interrupted.
@@ -90,7 +99,7 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		cfg.Metrics = &console.CloudWatch{Client: cloudwatch.NewFromConfig(awsCfg), Namespace: f.namespace}
+		cfg.Metrics = &console.CloudWatch{Client: cloudwatch.NewFromConfig(awsCfg), Namespace: c.metricsNamespace()}
 	}
 	h, err := console.New(cfg)
 	if err != nil {

@@ -243,10 +243,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	stackPath := filepath.Join(f.dir, "stack.env")
 	first := deployed[0]
 	err = writeStack(stackPath, fmt.Sprintf("The local stack %s, deployed by hookctl deploy-local at %s.\nhookctl reads it in this folder; a shell can too: set -a; . %s; set +a",
-		first.stack, time.Now().UTC().Format(time.RFC3339), stackPath), map[string]string{
-		"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": cfg.Region, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		stackTable: first.table, stackSources: first.sourcesPath, stackWebhookURL: first.urlTemplate, stackName: first.stack,
-	})
+		first.stack, time.Now().UTC().Format(time.RFC3339), stackPath), first.stackVars(endpoint, cfg.Region))
 	if err != nil {
 		return err
 	}
@@ -257,6 +254,14 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 type deployedConstruct struct {
 	*construct
 	table, api, urlTemplate string
+}
+
+// stackVars are the stack file's lines for d: where it is and what hookctl reads of it.
+func (d deployedConstruct) stackVars(endpoint, region string) map[string]string {
+	return map[string]string{
+		"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": region, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		stackTable: d.table, stackSources: d.sourcesPath, stackWebhookURL: d.urlTemplate, stackName: d.stack, stackNamespace: d.namespace,
+	}
 }
 
 func physicalID(ctx context.Context, cf *cloudformation.Client, stack, logical string) (string, error) {

@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/emf"
 )
 
 // TestMain lets the test binary run as hookctl itself (HOOKCTL_TEST_MAIN=1): the tests below
@@ -260,5 +263,35 @@ func TestSendWithAnEnvironmentSecretNeedsNoAWS(t *testing.T) {
 	code, out, errOut := process(t, dir, cleanEnv(t, imds, "SHOP_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "{}", "send", "-sources", file, "shop", srv.URL+"/hooks/shop")
 	if code != 0 || !strings.HasPrefix(out, "200 OK") || errOut != "" || hits.Load() != 0 {
 		t.Fatalf("exit %d, %d metadata requests\nstdout %s\nstderr %q", code, hits.Load(), out, errOut)
+	}
+}
+
+// hookctl console -metrics charts the namespace the stack's functions write (the construct's
+// is oncehook/<its path>): -metrics-namespace, else the stack file's or $METRICS_NAMESPACE as
+// for the table, else the functions' own default.
+func TestTheConsoleChartsTheStacksMetricsNamespace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stack.env")
+	if err := writeStack(path, "a test's", map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", stackNamespace: "oncehook/App/Webhooks"}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := commands[slices.IndexFunc(commands, func(c command) bool { return c.name == "console" })]
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", []string{"-stack", path}, "oncehook/App/Webhooks"},
+		{"", []string{"-stack", path, "-metrics-namespace", "mine"}, "mine"},
+		{"oncehook/Env", []string{"-stack", "none"}, "oncehook/Env"},
+		{"", []string{"-stack", "none"}, emf.DefaultNamespace},
+	} {
+		t.Setenv("METRICS_NAMESPACE", c.env)
+		cl, _, err := parseFlags(cmd, c.args, strings.NewReader(""), io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cl.metricsNamespace(); got != c.want {
+			t.Errorf("METRICS_NAMESPACE=%q %v: %q, want %q", c.env, c.args, got, c.want)
+		}
 	}
 }
