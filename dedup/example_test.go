@@ -268,3 +268,25 @@ func ExampleValidateTargetName() {
 	// <nil>
 	// dedup: target contains the unprintable character U+000A
 }
+
+// A report of one's own over the pending index: the claims with a parked intent, counted shard
+// by shard (outbox.ParkedClaims reads the claims themselves).
+func ExampleIndexQuery() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	db, n := dynamodb.NewFromConfig(cfg), int32(0)
+	for _, shard := range dedup.ParkedViewShards(dedup.PendingShards) {
+		in := dedup.IndexQuery("webhooks", shard)
+		in.Select = types.SelectCount
+		for p := dynamodb.NewQueryPaginator(db, in); p.HasMorePages(); {
+			page, err := p.NextPage(context.Background())
+			if err != nil {
+				log.Fatal(err)
+			}
+			n += page.Count
+		}
+	}
+	log.Printf("%d claims with a parked intent", n)
+}

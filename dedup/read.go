@@ -55,6 +55,18 @@ func GetClaim(ctx context.Context, api GetItemAPI, table, source, eventID string
 	return UnmarshalClaim(out.Item)
 }
 
+// IndexQuery is the Query of one hash key (shard) of the pending index (PendingIndex): a due
+// shard, a due-parked or a parked one; its entries hold the claims' keys, oldest first. A caller
+// adds its own conditions (on IndexSortKey) and values to it.
+func IndexQuery(table, shard string) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:                 aws.String(table),
+		IndexName:                 aws.String(PendingIndex),
+		KeyConditionExpression:    aws.String(IndexPartitionKey + " = :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(shard)},
+	}
+}
+
 // BatchGetAPI is the part of the DynamoDB client a reader of many claims uses.
 type BatchGetAPI interface {
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)

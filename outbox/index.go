@@ -5,7 +5,6 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -39,7 +38,7 @@ func ParkedClaims(ctx context.Context, api IndexAPI, table string, shards int) i
 // between the query and the read is skipped. It stops at the first error, which it yields.
 func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.Seq2[*dedup.Claim, error] {
 	return func(yield func(*dedup.Claim, error) bool) {
-		p := dynamodb.NewQueryPaginator(api, indexQuery(table, shard))
+		p := dynamodb.NewQueryPaginator(api, dedup.IndexQuery(table, shard))
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
@@ -68,15 +67,5 @@ func IndexedClaims(ctx context.Context, api IndexAPI, table, shard string) iter.
 				}
 			}
 		}
-	}
-}
-
-// indexQuery is the query of one hash key (shard) of the pending index.
-func indexQuery(table, shard string) *dynamodb.QueryInput {
-	return &dynamodb.QueryInput{
-		TableName:                 aws.String(table),
-		IndexName:                 aws.String(dedup.PendingIndex),
-		KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(shard)},
 	}
 }

@@ -152,7 +152,7 @@ func (s *Sweeper) walk(ctx context.Context, cutoff int64, keys chan<- map[string
 	cursors := make([]*cursor, len(shards))
 	for i := range shards {
 		shard := shards[(first+i)%len(shards)]
-		in := indexQuery(w.cfg.Table, shard)
+		in := dedup.IndexQuery(w.cfg.Table, shard)
 		in.KeyConditionExpression = aws.String(*in.KeyConditionExpression + " AND " + dedup.IndexSortKey + " <= :cutoff")
 		in.ExpressionAttributeValues[":cutoff"] = num(cutoff)
 		cursors[i] = &cursor{shard: shard, pages: dynamodb.NewQueryPaginator(w.api, in)}
@@ -299,7 +299,7 @@ func (s *Sweeper) countParked(ctx context.Context) (int, error) {
 	w := s.Worker
 	n := 0
 	for _, shard := range dedup.ParkedViewShards(w.cfg.PendingShards) {
-		in := indexQuery(w.cfg.Table, shard)
+		in := dedup.IndexQuery(w.cfg.Table, shard)
 		in.Select = types.SelectCount
 		p := dynamodb.NewQueryPaginator(w.api, in)
 		for p.HasMorePages() {

@@ -40,16 +40,10 @@ func IDPrefix(src *sources.Source, run string) string {
 func unfinished(ctx context.Context, db DB, table, prefix string) (n int, err error) {
 	var keys []map[string]types.AttributeValue
 	for _, shard := range dedup.OpenShards(dedup.PendingShards) {
-		p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
-			TableName:              aws.String(table),
-			IndexName:              aws.String(dedup.PendingIndex),
-			KeyConditionExpression: aws.String(dedup.IndexPartitionKey + " = :s"),
-			FilterExpression:       aws.String("begins_with(" + dedup.PartitionKey + ", :p)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":s": &types.AttributeValueMemberS{Value: shard},
-				":p": &types.AttributeValueMemberS{Value: prefix},
-			},
-		})
+		in := dedup.IndexQuery(table, shard)
+		in.FilterExpression = aws.String("begins_with(" + dedup.PartitionKey + ", :p)")
+		in.ExpressionAttributeValues[":p"] = &types.AttributeValueMemberS{Value: prefix}
+		p := dynamodb.NewQueryPaginator(db, in)
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {

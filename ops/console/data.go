@@ -46,15 +46,8 @@ type window struct{ From, To int64 }
 // starts (nil: the shard is read to its end), and the entries evaluated (the bound it spent).
 func (c *Console) shardRead(ctx context.Context, shard, prefix string, w window, newest bool, start map[string]types.AttributeValue, limit int) (
 	entries []indexEntry, next map[string]types.AttributeValue, spent int, err error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(c.cfg.Table),
-		IndexName:                 aws.String(dedup.PendingIndex),
-		KeyConditionExpression:    aws.String(dedup.IndexPartitionKey + " = :s"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: shard}},
-		ScanIndexForward:          aws.Bool(!newest),
-		ExclusiveStartKey:         start,
-		Limit:                     aws.Int32(int32(limit)),
-	}
+	in := dedup.IndexQuery(c.cfg.Table, shard)
+	in.ScanIndexForward, in.ExclusiveStartKey, in.Limit = aws.Bool(!newest), start, aws.Int32(int32(limit))
 	if w != (window{}) {
 		*in.KeyConditionExpression += " AND " + dedup.IndexSortKey + " BETWEEN :from AND :to"
 		in.ExpressionAttributeValues[":from"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(w.From, 10)}
