@@ -29,6 +29,8 @@
 package deployment
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -39,6 +41,16 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/sources"
 )
+
+// BundledSources is the sources file's name beside a function's bootstrap: the construct
+// bundles it there, and a function reads it from there unless SourcesFile names another.
+const BundledSources = "sources.json"
+
+// SourcesSum is the SHA-256 of a sources file's bytes, in hex, as SourcesSHA256 holds it.
+func SourcesSum(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
 
 // Defaults.
 const (

@@ -29,3 +29,12 @@ func Example() {
 	// 1m15s 10 16 <nil>
 	// MAX_ATTEMPTS="none": want a positive whole number
 }
+
+// A pipeline of one's own that bundles the sources file with a function's bootstrap names it
+// as the function reads it, and pins it by its hash: any other file is refused at start.
+func ExampleSourcesSum() {
+	file := []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"S"}]}}}`)
+	env := deployment.Settings{SourcesSHA256: deployment.SourcesSum(file)}.Environment()
+	fmt.Println(deployment.BundledSources, len(env["ONCEHOOK_SOURCES_SHA256"]))
+	// Output: sources.json 64
+}

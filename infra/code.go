@@ -1,9 +1,7 @@
 package infra
 
 import (
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,13 +89,12 @@ func (c Code) stage(function string, arm64 bool, sources []byte, stagingRoot str
 	if err := checkArch(bootstrap, arm64); err != nil {
 		return staged{}, fmt.Errorf("%s.Code: %w", function, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "sources.json"), sources, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, deployment.BundledSources), sources, 0o644); err != nil {
 		return staged{}, err
 	}
-	sum := sha256.Sum256(sources)
 	return staged{
 		code: awslambda.Code_FromAsset(jsii.String(dir), nil),
-		env:  deployment.Settings{SourcesSHA256: hex.EncodeToString(sum[:])}.Environment(),
+		env:  deployment.Settings{SourcesSHA256: deployment.SourcesSum(sources)}.Environment(),
 	}, nil
 }
 

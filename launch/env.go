@@ -14,8 +14,6 @@ package launch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -152,7 +150,7 @@ func readSources(s deployment.Settings) (*sources.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		path = filepath.Join(filepath.Dir(exe), "sources.json")
+		path = filepath.Join(filepath.Dir(exe), deployment.BundledSources)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -160,7 +158,7 @@ func readSources(s deployment.Settings) (*sources.File, error) {
 	}
 	// The stack bundles the very file it derived the permissions from, and says so by its hash.
 	if s.SourcesSHA256 != "" {
-		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != s.SourcesSHA256 {
+		if deployment.SourcesSum(b) != s.SourcesSHA256 {
 			return nil, fmt.Errorf("sources: %s is not the file the stack was synthesized with (ONCEHOOK_SOURCES_SHA256): redeploy", path)
 		}
 	}

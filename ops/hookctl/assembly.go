@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
@@ -176,14 +175,13 @@ func readTemplate(path, stackName string, assets map[string]string) ([]*construc
 			if !ok {
 				return nil, fmt.Errorf("stack %s: the receiver %s's code is not an asset of the assembly and has no inline ONCEHOOK_SOURCES", stackName, id)
 			}
-			c.sourcesPath = filepath.Join(asset, "sources.json")
+			c.sourcesPath = filepath.Join(asset, deployment.BundledSources)
 			if c.sourcesBytes, err = os.ReadFile(c.sourcesPath); err != nil {
 				return nil, fmt.Errorf("stack %s: the receiver's sources file: %w", stackName, err)
 			}
 			var want string
 			if json.Unmarshal(env.Variables["ONCEHOOK_SOURCES_SHA256"], &want) == nil && want != "" {
-				sum := sha256.Sum256(c.sourcesBytes)
-				if hex.EncodeToString(sum[:]) != want {
+				if deployment.SourcesSum(c.sourcesBytes) != want {
 					return nil, fmt.Errorf("stack %s: %s is not the file the receiver was built with (ONCEHOOK_SOURCES_SHA256)", stackName, c.sourcesPath)
 				}
 			}
