@@ -161,10 +161,7 @@ func (x *redactor) redact(msg string) string {
 		if err != nil || u.Host == "" {
 			return "[url]"
 		}
-		out := u.Scheme + "://" + u.Hostname()
-		if p := u.Port(); p != "" {
-			out += ":" + p
-		}
+		out := u.Scheme + "://" + strings.TrimSuffix(u.Host, ":") // an IPv6 host keeps its brackets
 		if len(raw) > len(out) {
 			out += "/…"
 		}

@@ -529,6 +529,25 @@ func TestTheRedactionKeepsAnErrorWithoutSecretsAsItIs(t *testing.T) {
 	mustContain(t, e.serve(nil).get("/events/shop/evt_plain"), html.EscapeString(plain))
 }
 
+// A URL in an error is shown by its scheme, host and port alone: an IPv6 host keeps its
+// brackets, without which its last group reads as the port.
+func TestAURLInAnErrorShowsItsHostAsWritten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commit("shop", "evt_v6", false)
+	exec := outbox.ExecutorFunc(func(context.Context, outbox.Task) error {
+		return outbox.Permanent(errors.New(`Post "http://[::1]:8031/send?key=abc": connection refused; Post "http://[fd00::7]/send": refused`))
+	})
+	var err error
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": exec, "crm": exec},
+		Backoff: func(int) time.Duration { return time.Hour }}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	page := e.serve(nil).get("/events/shop/evt_v6")
+	mustContain(t, page, html.EscapeString(`Post "http://[::1]:8031/…": connection refused; Post "http://[fd00::7]/…": refused`))
+}
+
 // pythonEcho is what a Python downstream answers when it refuses pythonPayload and quotes it
 // back with json.dumps, which escapes every non-ASCII character as \uXXXX (ensure_ascii, its
 // default; a surrogate pair past U+FFFF). Made once with
