@@ -106,3 +106,18 @@ func ExampleSource_WebhookScheme() {
 	// sha256=
 	// <nil>
 }
+
+// GitHub's event ids are scoped by the hook that sent them (its preset reads the delivery GUID
+// under X-GitHub-Hook-ID): a tool that looks a claim up by the provider's id needs the scope.
+func ExampleSource_ScopedIDs() {
+	f, err := sources.Parse([]byte(`{"sources": {
+		"github": {"scheme": "github", "secrets": [{"env": "GH"}], "retry_horizon": "1h", "redrive_window": "3d"},
+		"stripe": {"scheme": "stripe", "secrets": [{"env": "ST"}], "redrive_window": "3d"}
+	}}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(f.Sources["github"].ScopedIDs(), f.Sources["stripe"].ScopedIDs(), f.Sources["gitlab"].ScopedIDs())
+	// Output: true false false
+}

@@ -278,6 +278,11 @@ func (s *Source) Guarded() bool {
 	return s.ReplayGuard == ReplayGuardBody || s.ReplayGuard == ReplayGuardBodyAndType
 }
 
+// ScopedIDs reports whether a header scopes the source's event ids: its claims' ids are
+// <that header's value>:<the provider's id> (GitHub's hook id and delivery GUID). False for a
+// nil source.
+func (s *Source) ScopedIDs() bool { return s != nil && s.EventID != nil && s.EventID.ScopeHeader != "" }
+
 // IDSigned reports whether the signature covers the event id (and its scope): an id read from
 // the body is signed by every scheme, a header only by a scheme that signs it (Standard
 // Webhooks signs webhook-id). Unsigned, a captured delivery can be re-sent under any id. A

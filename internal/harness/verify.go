@@ -27,7 +27,7 @@ func ClaimPrefix(source, run string) string { return dedup.ClaimKey(source, "msg
 // scope receivertest sends ("1:") for a source whose id is scoped (GitHub's hook id).
 func IDPrefix(src *sources.Source, run string) string {
 	p := "msg_" + run + "_"
-	if src != nil && src.EventID != nil && src.EventID.ScopeHeader != "" {
+	if src.ScopedIDs() {
 		p = "1:" + p
 	}
 	return p

@@ -331,7 +331,7 @@ func (c *Console) windowOf(r *http.Request) (window, error) {
 // the table for it). "" otherwise, and without a sources file.
 func (c *Console) scopeHint(source, id string) string {
 	s := c.src.Sources[source]
-	if s == nil || s.EventID == nil || s.EventID.ScopeHeader == "" || strings.Contains(id, ":") {
+	if !s.ScopedIDs() || strings.Contains(id, ":") {
 		return ""
 	}
 	header := s.EventID.ScopeHeader

@@ -180,7 +180,7 @@ func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error
 	if !errors.Is(err, dedup.ErrNoClaim) || strings.Contains(id, ":") {
 		return cl, err
 	}
-	if f, ferr := c.sources(); ferr == nil && scopedIDs(f.Sources[source]) {
+	if f, ferr := c.sources(); ferr == nil && f.Sources[source].ScopedIDs() {
 		if found, err := c.scanScoped(ctx, db, source, id); found != nil || err != nil {
 			return found, err
 		}

@@ -89,7 +89,7 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	}
 	switch {
 	case f.scope == "":
-	case scopedIDs(src):
+	case src.ScopedIDs():
 		opts = append(opts, receivertest.WithScope(f.scope))
 	default:
 		return nil, fmt.Errorf("-scope: source %s's event ids are not scoped by a header", source)
@@ -135,11 +135,6 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 
 // inHeader reports whether l locates its value in a header (a flag's business), not the body.
 func inHeader(l *sources.Locator) bool { return l != nil && l.Header != "" }
-
-// scopedIDs reports whether src's event ids are <scope>:<id>, the scope read from a header.
-func scopedIDs(src *sources.Source) bool {
-	return src != nil && src.EventID != nil && src.EventID.ScopeHeader != ""
-}
 
 // rebuiltURL is the URL a receiver rebuilds from a request POSTed to target (the receiver's
 // source.url): https, the domain API Gateway served it on (RequestContext.DomainName), the raw
