@@ -16,6 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
+// DefaultAuditSample is Auditor.Sample's default.
+const DefaultAuditSample = 100
+
 // AuditAPI is the part of the DynamoDB client an Auditor uses.
 type AuditAPI interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
@@ -43,7 +46,7 @@ type Auditor struct {
 	// Prefixes are the partition-key prefixes of records only put effects write: required for
 	// oncehook's own table, optional for an Audited one.
 	Prefixes []string
-	// Sample is how many items a run reads. Default 100.
+	// Sample is how many items a run reads. Default DefaultAuditSample.
 	Sample int
 	// Audited is another table to sample instead of Table (its name or ARN), PartitionKey and
 	// SortKey its key attributes ("" for a table without a sort key).
@@ -103,7 +106,7 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	if err := a.Validate(); err != nil {
 		return rep, err
 	}
-	sample := cmp.Or(a.Sample, 100)
+	sample := cmp.Or(a.Sample, DefaultAuditSample)
 	scanned, pkName, skName := a.Table, PartitionKey, SortKey
 	if a.Audited != "" {
 		scanned, pkName, skName = a.Audited, a.PartitionKey, a.SortKey

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -52,13 +53,13 @@ func SourcesSum(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Defaults.
+// Defaults: those of the packages that apply them.
 const (
-	DefaultLease         = 60 * time.Second
-	DefaultMaxAttempts   = 10
-	DefaultSweepMinAge   = 120 * time.Second
-	DefaultAuditSample   = 100
-	DefaultSecretsMaxAge = 5 * time.Minute
+	DefaultLease         = outbox.DefaultLease
+	DefaultMaxAttempts   = outbox.DefaultMaxAttempts
+	DefaultSweepMinAge   = outbox.DefaultSweepMinAge
+	DefaultAuditSample   = dedup.DefaultAuditSample
+	DefaultSecretsMaxAge = sources.DefaultMaxAge
 	// MinSecretsMaxAge is the least SecretsMaxAge: a source's secrets are re-read at most
 	// once a minute.
 	MinSecretsMaxAge = time.Minute

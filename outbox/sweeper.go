@@ -31,7 +31,8 @@ import (
 // operator.
 type Sweeper struct {
 	Worker *Worker
-	// MinAge skips claims younger than this: the stream path is still on them. Default 2 min.
+	// MinAge skips claims younger than this: the stream path is still on them. Default
+	// DefaultSweepMinAge.
 	MinAge time.Duration
 	// Concurrency bounds the claims swept at once. Default 32.
 	Concurrency int
@@ -40,6 +41,9 @@ type Sweeper struct {
 	// AuditTables audit the application's own tables the same way, into the same report.
 	AuditTables []*dedup.Auditor
 }
+
+// DefaultSweepMinAge is Sweeper.MinAge's default.
+const DefaultSweepMinAge = 2 * time.Minute
 
 // The sweeper's lock item, in the claims' key space with a source no claim can have.
 const (
@@ -94,7 +98,7 @@ func (s *Sweeper) Run(ctx context.Context) (rep SweepReport, err error) {
 	if rep.Parked, err = s.countParked(ctx); err != nil {
 		return rep, err
 	}
-	cutoff := w.cfg.Now().Add(-cmp.Or(s.MinAge, 2*time.Minute)).UnixMilli()
+	cutoff := w.cfg.Now().Add(-cmp.Or(s.MinAge, DefaultSweepMinAge)).UnixMilli()
 	conc := cmp.Or(max(s.Concurrency, 0), 32)
 
 	var mu sync.Mutex // guards rep from here on

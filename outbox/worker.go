@@ -62,7 +62,7 @@ type Config struct {
 	// Margin is kept back at the end of a lease and of an invocation for the writes that record
 	// a call. Default DefaultMargin.
 	Margin time.Duration
-	// MaxAttempts parks an intent after this many failed attempts. Default 10.
+	// MaxAttempts parks an intent after this many failed attempts. Default DefaultMaxAttempts.
 	MaxAttempts int
 	// Backoff is the wait before attempt n+1 after n failures. Default: 5 s doubling per
 	// attempt, capped at 15 min, with jitter (10 attempts span about 40 minutes).
@@ -93,8 +93,9 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultLease  = time.Minute
-	DefaultMargin = 5 * time.Second
+	DefaultLease       = time.Minute
+	DefaultMargin      = 5 * time.Second
+	DefaultMaxAttempts = 10
 )
 
 // Bounded is an Executor that knows the longest one Execute call can take: the worker takes no
@@ -169,7 +170,7 @@ func New(api API, cfg Config) (*Worker, error) {
 				"a call could outlive its lease and run twice at once", cfg.Lease, name, b.MaxDuration(), cfg.Margin)}
 		}
 	}
-	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 10)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
 	if cfg.MaxAttempts < 0 {
 		return nil, &ConfigError{Field: "MaxAttempts", Reason: "must not be negative"}
 	}
