@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -168,8 +169,9 @@ func (w *Worker) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 
 // EventSource is the eventSource of a Lambda event's first record ("aws:dynamodb" for the
 // table's stream, "aws:sqs" for the retry queue), read that far and no further: a stream batch
-// is up to 6 MB. It is "" for an event without records, and an error for what is not an
-// object, or a first record without an eventSource.
+// is up to 6 MB. Its Records key is matched as encoding/json matches it, in any letter case.
+// It is "" for an event without records, and an error for what is not an object, or a first
+// record without an eventSource.
 func EventSource(raw []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t == nil {
@@ -182,21 +184,26 @@ func EventSource(raw []byte) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if key != "Records" {
+		// The key as the decoder of the whole event matches it: in any letter case.
+		if k, _ := key.(string); !strings.EqualFold(k, "Records") {
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
 				return "", err
 			}
 			continue
 		}
-		if t, err := dec.Token(); err != nil || t == nil {
-			return "", err // "Records": null
+		if t, err := dec.Token(); err != nil {
+			return "", err
+		} else if t == nil { // "Records": null, no records unless a later key has some
+			continue
 		} else if t != json.Delim('[') {
 			return "", errors.New("Records is not an array")
 		}
 		if !dec.More() {
-			_, err := dec.Token() // ], or the error of a body cut short
-			return "", err
+			if _, err := dec.Token(); err != nil { // ], or the error of a body cut short
+				return "", err
+			}
+			continue
 		}
 		var first struct {
 			EventSource string `json:"eventSource"`

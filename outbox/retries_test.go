@@ -256,6 +256,23 @@ func TestAWakeUpThatFindsTheIntentRunningWakesAgainWhenItsLeaseEnds(t *testing.T
 	e.appliedOnce([]string{"shop:evt_unfinished:email.send"})
 }
 
+// The handler runs the records its decoder reads: a batch whose Records key is written in
+// another letter case (a hand-made or direct invocation) is processed, not acknowledged as empty.
+func TestTheHandlerRunsTheRecordsItsDecoderReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.commitOne("evt_case")
+	w := e.worker(nil)
+	stream, _ := json.Marshal(batch(e.records()))
+	raw := strings.Replace(string(stream), `"Records"`, `"records"`, 1)
+	if _, err := w.Handle(context.Background(), json.RawMessage(raw)); err != nil {
+		t.Fatal(err)
+	}
+	if in := e.claim("evt_case").Intents["email.send"]; in.Status != dedup.IntentDone {
+		t.Fatalf("the intent is %s: a batch acknowledged without being run", in.Status)
+	}
+}
+
 // EventSource reads the first record's eventSource wherever Records lies among the event's
 // keys, whatever the later records hold; an event without records is "", and what is not a
 // Lambda event of records (or a first record that names no source) is an error.
@@ -269,6 +286,10 @@ func TestEventSourceReadsTheFirstRecordsSource(t *testing.T) {
 		{`{}`, ""},
 		{`null`, ""},
 		{` {"Records":[{"eventSource":"aws:s3"}]}`, "aws:s3"},
+		// The key as encoding/json matches it (the handler's decoder): in any letter case, and an
+		// empty list of records followed by another.
+		{`{"records":[{"eventSource":"aws:sqs"}]}`, "aws:sqs"},
+		{`{"Records":[],"RECORDS":[{"eventSource":"aws:dynamodb"}]}`, "aws:dynamodb"},
 	} {
 		if got, err := outbox.EventSource([]byte(c.raw)); err != nil || got != c.want {
 			t.Errorf("%s: %q, %v; want %q", c.raw, got, err, c.want)
