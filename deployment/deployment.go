@@ -31,6 +31,7 @@ package deployment
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -223,16 +224,16 @@ func (s Settings) Check() error {
 	for _, l := range []struct {
 		name string
 		v    []string
-		max  int
-	}{{"ONCEHOOK_TARGETS", s.Targets, dedup.MaxIntentTargetLen}, {"AUDIT_PREFIXES", s.AuditPrefixes, 0}, {"ONCEHOOK_TRUSTED_HOSTS", s.TrustedHosts, 0}} {
+	}{{"ONCEHOOK_TARGETS", s.Targets}, {"AUDIT_PREFIXES", s.AuditPrefixes}, {"ONCEHOOK_TRUSTED_HOSTS", s.TrustedHosts}} {
 		for _, e := range l.v {
-			if e == "" || strings.Contains(e, ",") || strings.TrimSpace(e) != e || (l.max > 0 && len(e) > l.max) {
-				want := "non-empty entries without commas or spaces around them"
-				if l.max > 0 {
-					want += fmt.Sprintf(", of at most %d bytes", l.max)
-				}
-				return &Error{Var: l.name, Value: e, Want: want}
+			if e == "" || strings.Contains(e, ",") || strings.TrimSpace(e) != e {
+				return &Error{Var: l.name, Value: e, Want: "non-empty entries without commas or spaces around them"}
 			}
+		}
+	}
+	for _, t := range s.Targets { // a name no intent can carry names a target no plan can reach
+		if inv, ok := errors.AsType[*dedup.InvalidError](dedup.ValidateTargetName(t)); ok {
+			return &Error{Var: "ONCEHOOK_TARGETS", Value: t, Want: "names an intent can carry: this one " + inv.Reason}
 		}
 	}
 	return nil

@@ -73,6 +73,8 @@ func TestASettingThatCannotWorkIsRefusedNamed(t *testing.T) {
 		{"SWEEP_MIN_AGE_SECONDS", "2m"}, {"ONCEHOOK_SECRETS_MAX_AGE", "30s"}, {"ONCEHOOK_SECRETS_MAX_AGE", "soon"},
 		{"ONCEHOOK_DUPLICATE_PROBE", "false"}, {"LOG_LEVEL", "verbose"},
 		{"ONCEHOOK_TARGETS", strings.Repeat("t", 300)},
+		// Names no intent can carry (dedup.ValidateTargetName): no plan could reach them.
+		{"ONCEHOOK_TARGETS", "crm\u200b"}, {"ONCEHOOK_TARGETS", "crm\x7f"}, {"ONCEHOOK_TARGETS", "c\trm"},
 	}
 	for _, c := range env {
 		m := map[string]string{"TABLE_NAME": "t", c.name: c.value}
@@ -96,6 +98,7 @@ func TestASettingThatCannotWorkIsRefusedNamed(t *testing.T) {
 		{"MAX_ATTEMPTS", Settings{MaxAttempts: -3}},
 		{"ONCEHOOK_SECRETS_MAX_AGE", Settings{SecretsMaxAge: time.Second}},
 		{"ONCEHOOK_TARGETS", Settings{Targets: []string{"crm,billing"}}},
+		{"ONCEHOOK_TARGETS", Settings{Targets: []string{"cr\u202em"}}},
 		{"AUDIT_PREFIXES", Settings{AuditPrefixes: []string{""}}},
 		{"ONCEHOOK_TRUSTED_HOSTS", Settings{TrustedHosts: []string{" hooks.example.com"}}},
 	}
