@@ -19,17 +19,18 @@ import (
 // construct is one oncehook construct of a synthesized app (a cloud assembly), as deploy-local
 // needs it: where its sources file is, and the logical ids of its table and API.
 type construct struct {
-	stack        string // the CloudFormation stack's name
-	receiver     string // the receiver function's logical id
-	table        string // the table's logical id
-	api          string // the HTTP API's logical id, or its id when the API is not the stack's
-	apiIsID      bool
-	routes       []string // the sources with a POST /hooks/<name> route to the receiver
-	sourcesPath  string   // the sources file the receiver was deployed with ("" when inline)
-	sourcesBytes []byte
-	sources      *sources.File
-	arch         string // the receiver's Lambda architecture: x86_64 or arm64
-	namespace    string // the functions' METRICS_NAMESPACE
+	stack         string // the CloudFormation stack's name
+	receiver      string // the receiver function's logical id
+	table         string // the table's logical id
+	api           string // the HTTP API's logical id, or its id when the API is not the stack's
+	apiIsID       bool
+	routes        []string // the sources with a POST /hooks/<name> route to the receiver
+	sourcesPath   string   // the sources file the receiver was deployed with ("" when inline)
+	sourcesBytes  []byte
+	sources       *sources.File
+	arch          string // the receiver's Lambda architecture: x86_64 or arm64
+	namespace     string // the functions' METRICS_NAMESPACE
+	pendingShards string // and PENDING_SHARDS
 }
 
 // runs refuses a construct whose functions this machine's emulator cannot run: it runs a
@@ -160,6 +161,7 @@ func readTemplate(path, stackName string, assets map[string]string) ([]*construc
 		_ = json.Unmarshal(r.Properties["Environment"], &env)
 		c.table = ref(env.Variables["TABLE_NAME"])
 		_ = json.Unmarshal(env.Variables["METRICS_NAMESPACE"], &c.namespace)
+		_ = json.Unmarshal(env.Variables["PENDING_SHARDS"], &c.pendingShards)
 		if c.table == "" {
 			return nil, fmt.Errorf("stack %s: the receiver %s has no TABLE_NAME referring to a table of the stack", stackName, id)
 		}

@@ -33,6 +33,7 @@ const (
 	stackTable      = "TABLE_NAME"
 	stackName       = "ONCEHOOK_STACK_NAME"
 	stackNamespace  = "METRICS_NAMESPACE"
+	stackShards     = "PENDING_SHARDS"
 )
 
 // errNoCredentials is what hookctl says when nothing tells it where AWS is: one line, instead

@@ -1,13 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"iter"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -59,21 +59,11 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 	fs.StringVar(&c.table, "table", "", "the DynamoDB table (default $TABLE_NAME, else the local stack's)")
 	fs.StringVar(&stackPath, "stack", "", "the stack file a local deploy wrote (default $ONCEHOOK_STACK, else "+StackFile+" in this folder\n"+
 		"unless AWS_ENDPOINT_URL names another endpoint; \"none\": none)")
-	// A count the index cannot have would read the shards it names and no other.
-	shards := func(v string) (err error) {
-		if c.pendingShards, err = strconv.Atoi(v); err == nil && (c.pendingShards < 1 || c.pendingShards > dedup.MaxPendingShards) {
-			err = fmt.Errorf("want 1 to %d", dedup.MaxPendingShards)
-		}
+	fs.Func("pending-shards", fmt.Sprintf("the pending index's shard count, as deployed (default $PENDING_SHARDS, else the local stack's, else %d)",
+		dedup.PendingShards), func(v string) (err error) {
+		c.pendingShards, err = parseShards(v)
 		return err
-	}
-	c.pendingShards = dedup.PendingShards
-	if v := os.Getenv("PENDING_SHARDS"); v != "" {
-		if err := shards(v); err != nil {
-			fmt.Fprintf(stderr, "hookctl: PENDING_SHARDS=%q: %v\n", v, err)
-			return nil, nil, err
-		}
-	}
-	fs.Func("pending-shards", fmt.Sprintf("the pending index's shard count, as deployed (default $PENDING_SHARDS, else %d)", dedup.PendingShards), shards)
+	})
 	if cmd.flags != nil {
 		cmd.flags(c, fs)
 	}
@@ -101,6 +91,30 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 		c.table, _ = c.setting("TABLE_NAME", stackTable)
 	}
 	return c, fs.Args(), nil
+}
+
+// parseShards reads a shard count: one the index cannot have would read the shards it names
+// and no other, and report what it found there as all.
+func parseShards(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > dedup.MaxPendingShards {
+		return 0, fmt.Errorf("want 1 to %d", dedup.MaxPendingShards)
+	}
+	return n, nil
+}
+
+// shards is the pending index's shard count: -pending-shards, else PENDING_SHARDS or the local
+// stack's (its functions', as deploy-local recorded them), else dedup.PendingShards.
+func (c *cli) shards() (int, error) {
+	v, from := c.setting("PENDING_SHARDS", stackShards)
+	if c.pendingShards > 0 || v == "" {
+		return cmp.Or(c.pendingShards, dedup.PendingShards), nil
+	}
+	n, err := parseShards(v)
+	if err != nil {
+		return 0, fmt.Errorf("PENDING_SHARDS=%q (from %s): %w", v, from, err)
+	}
+	return n, nil
 }
 
 // columns writes tab-separated columns to stdout, aligned as they are flushed.

@@ -189,6 +189,10 @@ func parked(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 0 {
 		return errors.New("takes no arguments")
 	}
+	shards, err := c.shards()
+	if err != nil {
+		return err
+	}
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return err
@@ -196,7 +200,7 @@ func parked(ctx context.Context, c *cli, args []string) error {
 	w := c.columns()
 	fmt.Fprintln(w, "SOURCE\tEVENT ID\tINTENT\tTARGET\tATTEMPTS\tPARKED AT\tLAST ERROR")
 	n := 0
-	for cl, err := range outbox.ParkedClaims(ctx, db, c.table, c.pendingShards) {
+	for cl, err := range outbox.ParkedClaims(ctx, db, c.table, shards) {
 		if err != nil {
 			return err
 		}

@@ -71,6 +71,10 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	if f.token == "" {
 		f.token = console.NewToken()
 	}
+	shards, err := c.shards()
+	if err != nil {
+		return err
+	}
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return err
@@ -80,7 +84,7 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 	}
 	// The console's log is where a page's "reference" leads: what a page cannot show a person
 	// (an AWS error's details) is written there, on stderr.
-	cfg := console.Config{DynamoDB: db, Table: c.table, PendingShards: c.pendingShards, ReadOnly: f.readOnly,
+	cfg := console.Config{DynamoDB: db, Table: c.table, PendingShards: shards, ReadOnly: f.readOnly,
 		ShowPayloads: f.showPayloads, Token: f.token, Operator: f.operator, MaxIndexReads: f.maxReads,
 		Logger: slog.New(slog.NewTextHandler(c.stderr, nil))}
 	// Without a sources file the console knows no target's secrets to redact and no

@@ -256,12 +256,16 @@ type deployedConstruct struct {
 	table, api, urlTemplate string
 }
 
-// stackVars are the stack file's lines for d: where it is and what hookctl reads of it.
+// stackVars are the stack file's lines for d: where it is and what hookctl reads of it (the
+// settings its functions were deployed with, those it sets).
 func (d deployedConstruct) stackVars(endpoint, region string) map[string]string {
-	return map[string]string{
+	vars := map[string]string{
 		"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": region, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		stackTable: d.table, stackSources: d.sourcesPath, stackWebhookURL: d.urlTemplate, stackName: d.stack, stackNamespace: d.namespace,
+		stackTable: d.table, stackSources: d.sourcesPath, stackWebhookURL: d.urlTemplate, stackName: d.stack,
+		stackNamespace: d.namespace, stackShards: d.pendingShards,
 	}
+	maps.DeleteFunc(vars, func(_, v string) bool { return v == "" })
+	return vars
 }
 
 func physicalID(ctx context.Context, cf *cloudformation.Client, stack, logical string) (string, error) {

@@ -77,13 +77,13 @@ func TestReadAssemblyFindsTheConstruct(t *testing.T) {
 	k := found[0]
 	if k.stack != "Storefront" || k.receiver != receiverID || k.table != "WebhooksTable55C3C645" || k.api != "WebhooksApiA28DB082" || k.apiIsID ||
 		!slices.Equal(k.routes, []string{"github", "stripe"}) || !strings.HasPrefix(k.sourcesPath, dir) || k.sources.Sources["stripe"] == nil ||
-		k.namespace != "oncehook/Storefront/Webhooks" {
+		k.namespace != "oncehook/Storefront/Webhooks" || k.pendingShards != "16" {
 		t.Fatalf("%+v", k)
 	}
-	// The stack file names it, for hookctl console -metrics.
+	// The stack file names them, for hookctl parked and console.
 	vars := deployedConstruct{construct: k, table: "Storefront-Table", urlTemplate: "http://x/hooks/{source}"}.stackVars("http://127.0.0.1:4566", "us-east-1")
-	if vars["METRICS_NAMESPACE"] != k.namespace || vars["TABLE_NAME"] != "Storefront-Table" {
-		t.Fatalf("stack file %v, want the functions' METRICS_NAMESPACE and the table", vars)
+	if vars["METRICS_NAMESPACE"] != k.namespace || vars["PENDING_SHARDS"] != "16" || vars["TABLE_NAME"] != "Storefront-Table" {
+		t.Fatalf("stack file %v, want the functions' METRICS_NAMESPACE and PENDING_SHARDS, and the table", vars)
 	}
 }
 

@@ -148,17 +148,66 @@ func TestAnEventNamedAcrossTheKeysSeparatorIsRefused(t *testing.T) {
 
 // A shard count the pending index cannot have is refused, by flag or by PENDING_SHARDS: read
 // as given, parked would list the shards it names and no other (none for 0), and report what
-// it found there as every parked intent.
+// it found there as every parked intent. The flag replaces the variable, and a command that
+// reads no shard does not read it.
 func TestAShardCountThePendingIndexCannotHaveIsRefused(t *testing.T) {
-	for _, n := range []string{"0", "-1", "1025", "many"} {
+	_, table := testTable(t)
+	for _, n := range []string{"0", "-1", "1025", "many", "16 "} {
 		t.Setenv("PENDING_SHARDS", "")
 		if code, out, errOut := hookctl(t, "", "parked", "-table", "t", "-pending-shards", n); code != 2 || !strings.Contains(errOut, "-pending-shards") || out != "" {
-			t.Errorf("parked -pending-shards %s: %d %q %q, want 2 naming -pending-shards", n, code, out, errOut)
+			t.Errorf("parked -pending-shards %q: %d %q %q, want 2 naming -pending-shards", n, code, out, errOut)
 		}
 		t.Setenv("PENDING_SHARDS", n)
-		if code, out, errOut := hookctl(t, "", "parked", "-table", "t"); code != 2 || !strings.Contains(errOut, "PENDING_SHARDS") || out != "" {
-			t.Errorf("PENDING_SHARDS=%s hookctl parked: %d %q %q, want 2 naming PENDING_SHARDS", n, code, out, errOut)
+		if code, out, errOut := hookctl(t, "", "parked", "-table", table); code == 0 || !strings.Contains(errOut, "PENDING_SHARDS") || out != "" {
+			t.Errorf("PENDING_SHARDS=%q hookctl parked: %d %q %q, want a refusal naming PENDING_SHARDS", n, code, out, errOut)
 		}
+		if code, out, errOut := hookctl(t, "", "parked", "-table", table, "-pending-shards", "16"); code != 0 || !strings.Contains(out, "0 parked intents") {
+			t.Errorf("PENDING_SHARDS=%q hookctl parked -pending-shards 16: %d %q %q, want the flag's count used", n, code, out, errOut)
+		}
+		if _, _, errOut := hookctl(t, "", "inspect", "-table", table, "shop", "evt_none"); strings.Contains(errOut, "PENDING_SHARDS") {
+			t.Errorf("PENDING_SHARDS=%q hookctl inspect, which reads no shard: %q", n, errOut)
+		}
+	}
+}
+
+// A local stack deployed with more shards than the default: hookctl reads its count from the
+// stack file deploy-local writes, and lists an intent parked past the 16th shard.
+func TestParkedOfALocalStackReadsItsOwnShardCount(t *testing.T) {
+	client, table := testTable(t)
+	t.Setenv("PENDING_SHARDS", "")
+	store, err := dedup.New(client, dedup.Config{Table: table, PendingShards: 32, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ""
+	for i := 0; id == ""; i++ { // an event in a shard past the 16th
+		if dedup.DueShard(dedup.ClaimKey("shop", fmt.Sprint("evt_", i)), 32) == "P20" {
+			id = fmt.Sprint("evt_", i)
+		}
+	}
+	if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: id, Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Intents: []dedup.Intent{{Name: "email.send", Target: "email", Payload: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.New(client, outbox.Config{Table: table, PendingShards: 32, Executors: map[string]outbox.Executor{
+		"email": outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return outbox.Permanent(errors.New("422 refused")) })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := dedup.GetClaim(context.Background(), client, table, "shop", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Process(context.Background(), cl); err != nil {
+		t.Fatal(err)
+	}
+	k := &construct{stack: "Local", pendingShards: "32"}
+	path := filepath.Join(t.TempDir(), "stack.env")
+	if err := writeStack(path, "a test's", deployedConstruct{construct: k, table: table}.stackVars(os.Getenv("AWS_ENDPOINT_URL"), "us-east-1")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := hookctl(t, "", "parked", "-stack", path); code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "1 parked intents") {
+		t.Fatalf("parked -stack (a 32-shard stack): %d\n%s%s", code, out, errOut)
 	}
 }
 
