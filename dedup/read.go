@@ -77,9 +77,10 @@ type BatchGetAPI interface {
 var ErrUnprocessed = errors.New("dedup: keys left unprocessed")
 
 // GetClaims reads the claim items of pks (ClaimKey; a repeated one is read once),
-// consistently, 100 to a BatchGetItem. Keys DynamoDB leaves unprocessed are asked again after a
-// growing pause, in at most rounds calls per 100 keys (0: until none is left), then the error
-// is ErrUnprocessed. A pk without a claim is absent from the map; UnmarshalClaim reads an item.
+// consistently, 100 to a BatchGetItem. Keys DynamoDB leaves unprocessed are asked again after
+// a growing, jittered pause, in at most rounds calls per 100 keys (0: until none is left), then
+// the error is ErrUnprocessed. A pk without a claim is absent from the map; UnmarshalClaim
+// reads an item.
 func GetClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int) (map[string]map[string]types.AttributeValue, error) {
 	out := make(map[string]map[string]types.AttributeValue, len(pks))
 	var keys []map[string]types.AttributeValue
@@ -91,11 +92,10 @@ func GetClaims(ctx context.Context, api BatchGetAPI, table string, pks []string,
 			if attempt == rounds && rounds > 0 {
 				return nil, ErrUnprocessed
 			}
-			if attempt > 0 { // unprocessed keys: the table is throttling, so back off before asking again
-				select {
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
+			// Unprocessed keys: the table is throttling, so back off before asking again.
+			if attempt > 0 {
+				if err := jitterWait(ctx, time.Duration(min(attempt, 10))*100*time.Millisecond); err != nil {
+					return nil, err
 				}
 			}
 			resp, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
