@@ -506,15 +506,22 @@ func forms(name string, page response) []form {
 func TestNoReplayOfARedriveOrResolveFormActsOnWhatTheOperatorWasNotShown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	// Claims kept an hour, committed three hours ago: expired, so the event can be claimed
-	// again now.
-	offset := -3 * time.Hour
-	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: func() time.Time { return time.Now().Add(offset) },
+	// Claims kept an hour. The store and the worker read a clock that later moves three hours
+	// on, when the claim has expired and the event can be claimed again. (The clock moves
+	// forward, not the claim's commit back: a claim committed already expired is one the
+	// table's TTL may delete mid-test.)
+	var offset time.Duration
+	clock := func() time.Time { return time.Now().Add(offset) }
+	store, err := dedup.New(e.client, dedup.Config{Table: e.table, Now: clock,
 		Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour, Keep: time.Hour}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.store = store
+	if e.worker, err = outbox.New(e.client, outbox.Config{Table: e.table, Executors: map[string]outbox.Executor{"email": e.exec, "crm": e.exec},
+		Backoff: func(int) time.Duration { return time.Hour }, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
 	e.commit("shop", "evt_replay", false)
 	e.down.setRefuse(key("shop", "evt_replay", "email.send"), true)
 	e.drain()
@@ -582,7 +589,7 @@ func TestNoReplayOfARedriveOrResolveFormActsOnWhatTheOperatorWasNotShown(t *test
 	replayAll("parked again")
 
 	// The claim expired; the event is claimed again and parks at attempt 1, as first shown.
-	offset = 0
+	offset = 3 * time.Hour
 	first := e.claim("shop", "evt_replay").CommitToken
 	e.commit("shop", "evt_replay", false)
 	e.drain()
