@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/oncehook/oncehook/sources"
 )
 
 // The receiver reads a few values from bodies that can be large, and must refuse bodies that
@@ -33,13 +35,10 @@ func compilePaths(paths ...string) (jsonPaths, error) {
 	}
 	ps := make(jsonPaths, len(paths))
 	for i, p := range paths {
-		keys := strings.Split(p, ".")
-		for _, k := range keys {
-			if k == "" {
-				return nil, fmt.Errorf("receiver: JSON path %q is not a dot-separated list of keys", p)
-			}
+		if err := sources.CheckJSONPath(p); err != nil {
+			return nil, fmt.Errorf("receiver: JSON path %w", err)
 		}
-		ps[i] = keys
+		ps[i] = strings.Split(p, ".")
 	}
 	return ps, nil
 }

@@ -3,8 +3,11 @@ package receiver
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/oncehook/oncehook/sources"
 )
 
 // lookupStdlib is the reference: encoding/json, one level at a time.
@@ -73,6 +76,18 @@ func TestScanJSON(t *testing.T) {
 	for _, bad := range [][]string{{"a..b"}, {""}, {".a"}, make([]string, maxPaths+1)} {
 		if _, err := compilePaths(bad...); err == nil {
 			t.Errorf("compilePaths(%q) = nil error", bad)
+		}
+	}
+}
+
+// A JSON path is one rule: the receiver compiles exactly the paths a sources file takes as an
+// event locator.
+func TestTheReceiverCompilesTheJSONPathsASourcesFileTakes(t *testing.T) {
+	for _, p := range []string{"id", "data.object.id", "a b.c", "é.ü", "0.1", "-", "", ".", "a.", ".a", "a..b", "..", "a.b."} {
+		_, compileErr := compilePaths(p)
+		_, loadErr := sources.Parse([]byte(`{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","event_type":{"json":` + strconv.Quote(p) + `}}}}`))
+		if (compileErr == nil) != (loadErr == nil) {
+			t.Errorf("%q: compiled %v, loaded %v", p, compileErr, loadErr)
 		}
 	}
 }

@@ -121,3 +121,15 @@ func ExampleSource_ScopedIDs() {
 	fmt.Println(f.Sources["github"].ScopedIDs(), f.Sources["stripe"].ScopedIDs(), f.Sources["gitlab"].ScopedIDs())
 	// Output: true false false
 }
+
+// A locator's JSON path names object keys between dots: CheckJSONPath is the rule the sources
+// file and the receiver's fields (receiver.NewFields) hold paths to.
+func ExampleCheckJSONPath() {
+	for _, p := range []string{"data.object.id", "data..id", "id."} {
+		fmt.Println(p, sources.CheckJSONPath(p) == nil)
+	}
+	// Output:
+	// data.object.id true
+	// data..id false
+	// id. false
+}

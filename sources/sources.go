@@ -440,6 +440,16 @@ func CheckHost(host string) error {
 	return nil
 }
 
+// CheckJSONPath refuses what is not a JSON path an event locator or a planner's field can
+// name: object keys, none empty, separated by dots ("data.object.id"). Validate holds a
+// file's locators to it, and the receiver the paths it compiles.
+func CheckJSONPath(path string) error {
+	if slices.Contains(strings.Split(path, "."), "") {
+		return fmt.Errorf("%q is not a dot-separated path of object keys", path)
+	}
+	return nil
+}
+
 // ParseDuration is time.ParseDuration plus whole days ("30d").
 func ParseDuration(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {

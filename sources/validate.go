@@ -394,8 +394,8 @@ func (s *Source) validate(at string) error {
 		case loc.JSON != "" && s.Body == BodyForm:
 			return &FieldError{Field: field + ".json", Reason: `locates a JSON path, and the body is a form: locate a form key, or set "body": "form:<key>" for a form field holding JSON`}
 		}
-		if strings.HasPrefix(loc.JSON, ".") || strings.HasSuffix(loc.JSON, ".") || strings.Contains(loc.JSON, "..") {
-			return &FieldError{Field: field + ".json", Reason: fmt.Sprintf("%q is not a dot-separated path", loc.JSON)}
+		if err := CheckJSONPath(loc.JSON); loc.JSON != "" && err != nil {
+			return &FieldError{Field: field + ".json", Reason: err.Error()}
 		}
 	}
 
