@@ -108,7 +108,6 @@ const maxIndexReadsLimit = 100_000
 // Console is the operator console's http.Handler.
 type Console struct {
 	cfg     Config
-	mux     *http.ServeMux
 	key     []byte // signs CSRF and login cookies; per process
 	handler http.Handler
 
@@ -174,11 +173,10 @@ func New(cfg Config) (*Console, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	src := cmp.Or(cfg.Sources, &sources.File{})
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
+	c := &Console{cfg: cfg, key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
 		red: newRedactor(src), src: src, strongToken: StrongToken(cfg.Token)}
 	rand.Read(c.key)
-	c.routes()
-	c.handler = c.guard(c.mux)
+	c.handler = c.guard(c.routes())
 	return c, nil
 }
 

@@ -80,21 +80,22 @@ type page struct {
 	Public bool
 }
 
-func (c *Console) routes() {
-	c.mux.HandleFunc("/{$}", c.only(http.MethodGet, c.overview))
-	c.mux.HandleFunc("/events", c.only(http.MethodGet, c.search))
+func (c *Console) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", c.only(http.MethodGet, c.overview))
+	mux.HandleFunc("/events", c.only(http.MethodGet, c.search))
 	// /events/{source}/{id} is routed by eventRoute, before the mux: the mux cleans paths
 	// (an id "a//b" or ".." would be redirected elsewhere), and ids are any printable text.
-	c.mux.HandleFunc("/parked", c.only(http.MethodGet, c.parkedPage))
-	c.mux.HandleFunc("/redrive", c.only(http.MethodPost, c.actOnParked))
-	c.mux.HandleFunc("/resolve", c.only(http.MethodPost, c.actOnParked))
-	c.mux.HandleFunc("/redrive/query", c.only(http.MethodPost, c.redriveQuery))
-	c.mux.HandleFunc("/pause", c.only(http.MethodPost, c.pauseTarget))
-	c.mux.HandleFunc("/resume", c.only(http.MethodPost, c.pauseTarget))
-	c.mux.HandleFunc("/backlog", c.only(http.MethodGet, c.backlog))
-	c.mux.HandleFunc("/audit", c.only(http.MethodGet, c.audit))
-	c.mux.HandleFunc("/login", c.only("", c.login))
-	c.mux.HandleFunc("/static/console.css", c.only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) error {
+	mux.HandleFunc("/parked", c.only(http.MethodGet, c.parkedPage))
+	mux.HandleFunc("/redrive", c.only(http.MethodPost, c.actOnParked))
+	mux.HandleFunc("/resolve", c.only(http.MethodPost, c.actOnParked))
+	mux.HandleFunc("/redrive/query", c.only(http.MethodPost, c.redriveQuery))
+	mux.HandleFunc("/pause", c.only(http.MethodPost, c.pauseTarget))
+	mux.HandleFunc("/resume", c.only(http.MethodPost, c.pauseTarget))
+	mux.HandleFunc("/backlog", c.only(http.MethodGet, c.backlog))
+	mux.HandleFunc("/audit", c.only(http.MethodGet, c.audit))
+	mux.HandleFunc("/login", c.only("", c.login))
+	mux.HandleFunc("/static/console.css", c.only(http.MethodGet, func(w http.ResponseWriter, r *http.Request) error {
 		// Written whole, not by http.ServeFileFS: a stylesheet this small is never asked in ranges.
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "max-age=300")
@@ -102,9 +103,10 @@ func (c *Console) routes() {
 		w.Write(b)
 		return nil
 	}))
-	c.mux.HandleFunc("/", c.only("", func(w http.ResponseWriter, r *http.Request) error {
+	mux.HandleFunc("/", c.only("", func(w http.ResponseWriter, r *http.Request) error {
 		return failure(http.StatusNotFound, "No such page", "The console has no page at "+strconv.Quote(r.URL.Path)+".")
 	}))
+	return mux
 }
 
 // A handler writes its page, or returns why it cannot: a pageError, or an AWS call's failure
