@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"maps"
 	"net/http"
 	"slices"
@@ -59,7 +60,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if c.cfg.Metrics != nil {
-		charts, err := c.metricCharts(r, slices.Sorted(maps.Keys(byTarget)), byTarget)
+		charts, err := c.metricCharts(ctx, byTarget)
 		if err != nil {
 			v.MetricsErr = c.logged(r, "reading the metrics", err)
 		} else {
@@ -77,10 +78,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	return c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: v})
 }
 
-// metricCharts: per source and per target, the last hour and the last day, from Metrics; and
-// each target's failed attempts (retried and parked) in failed, exact.
-func (c *Console) metricCharts(r *http.Request, targets []string, failed map[string]*failureRow) ([]chart, error) {
-	srcs := c.src.Names()
+// metricCharts: per source and per target of failed, the last hour and the last day, from
+// Metrics; and each target's failed attempts (retried and parked) in failed, exact.
+func (c *Console) metricCharts(ctx context.Context, failed map[string]*failureRow) ([]chart, error) {
+	srcs, targets := c.src.Names(), slices.Sorted(maps.Keys(failed))
 	var qs []MetricQuery
 	for _, s := range srcs {
 		for _, m := range []string{"Accepted", "Duplicate", "ReplayRefused", "Failed", "Unavailable"} {
@@ -99,7 +100,7 @@ func (c *Console) metricCharts(r *http.Request, targets []string, failed map[str
 		name string
 		d    time.Duration
 	}{{"last hour", time.Hour}, {"last day", 24 * time.Hour}} {
-		sums, err := c.cfg.Metrics.Sums(r.Context(), end.Add(-span.d), end, qs)
+		sums, err := c.cfg.Metrics.Sums(ctx, end.Add(-span.d), end, qs)
 		if err != nil {
 			return nil, err
 		}
