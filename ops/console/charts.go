@@ -19,7 +19,7 @@ type series struct {
 
 type chartRow struct {
 	Label  string
-	Values []float64
+	Values []float64 // one per series of its chart
 }
 
 type chart struct {
@@ -68,13 +68,8 @@ func (c chart) SVG() template.HTML {
 			if total > 0 {
 				w = v / total * barW
 			}
-			cls := "s0"
-			name := ""
-			if j < len(c.Series) {
-				cls, name = c.Series[j].Class, c.Series[j].Name
-			}
-			if w > 0 {
-				fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%d" width="%.1f" height="18"><title>%s %s</title></rect>`, cls, x, y+2, w, html.EscapeString(name), num(v))
+			if s := c.Series[j]; w > 0 {
+				fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%d" width="%.1f" height="18"><title>%s %s</title></rect>`, s.Class, x, y+2, w, html.EscapeString(s.Name), num(v))
 			}
 			x += w
 			nums = append(nums, atLeast+num(v))
