@@ -665,10 +665,11 @@ func (c *Console) targetKind(target string) string {
 	if t == nil {
 		return ""
 	}
+	kind := cmp.Or(t.Type, "http")
 	if t.Delivery == sources.AtMostOnce {
-		return cmp.Or(t.Type, "http") + ", at-most-once"
+		kind += ", at-most-once"
 	}
-	return cmp.Or(t.Type, "http")
+	return kind
 }
 
 func text(b []byte) string {

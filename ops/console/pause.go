@@ -34,7 +34,7 @@ func encodePause(p outbox.Pause) string {
 
 func decodePause(v string) (outbox.Pause, bool) {
 	q, err := url.ParseQuery(v)
-	if err != nil || v == "" || len(q) != 4 || len(q["i"]) != 1 || len(q["b"]) != 1 || len(q["w"]) != 1 || len(q["a"]) != 1 {
+	if err != nil || len(q) != 4 || len(q["i"]) != 1 || len(q["b"]) != 1 || len(q["w"]) != 1 || len(q["a"]) != 1 {
 		return outbox.Pause{}, false
 	}
 	at, err := time.Parse(time.RFC3339Nano, q.Get("a"))
