@@ -651,7 +651,7 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 	for _, e := range examples {
 		if src := e.src; sources.PublicKeyScheme(src.Scheme) {
 			fmt.Fprintf(w, "\n%s verifies with its provider's public keys: make a pair with `%s keygen %s`, list the public key in the\n"+
-				"source's public_keys, deploy again, and send with -key <the private key>.\n", e.source, progName(), src.Scheme)
+				"source's public_keys, deploy again, and send with -key <the private key>.\n", e.source, prog, src.Scheme)
 			continue
 		}
 		what, then := "a signed delivery of a type no planner handles (oncehook.test: claimed, and planned as nothing)", "its claim"
