@@ -97,7 +97,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	assembly := f.app
 	_, err := os.Stat(filepath.Join(f.app, "manifest.json"))
 	synth := f.app == "" || err != nil // not a synthesized cloud assembly's folder
-	if synth && f.app == "" {
+	if f.app == "" {
 		if _, err := os.Stat("cdk.json"); err != nil {
 			return errors.New("no -app and no cdk.json here: pass -app with the command that runs your CDK app, e.g. -app 'go run ./infra'")
 		}
