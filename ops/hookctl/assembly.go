@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,10 +110,7 @@ func readAssembly(dir string) ([]*construct, error) {
 			}
 			all = append(all, nested...)
 		case "aws:cloudformation:stack":
-			stackName := a.Properties.StackName
-			if stackName == "" {
-				stackName = name
-			}
+			stackName := cmp.Or(a.Properties.StackName, name)
 			found, err := readTemplate(filepath.Join(dir, a.Properties.TemplateFile), stackName, assets)
 			if err != nil {
 				return nil, err

@@ -142,10 +142,7 @@ func (c *cli) needTable(why string) error {
 	if c.table != "" {
 		return nil
 	}
-	if why == "" {
-		why = noStack
-	}
-	return errors.New("no table: pass -table or set TABLE_NAME" + why)
+	return errors.New("no table: pass -table or set TABLE_NAME" + cmp.Or(why, noStack))
 }
 
 func (c *cli) sources() (*sources.File, error) {

@@ -61,9 +61,7 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 		return errors.New("takes no arguments")
 	}
 	f := c.console
-	if f.token == "" {
-		f.token = os.Getenv("ONCEHOOK_CONSOLE_TOKEN")
-	}
+	f.token = cmp.Or(f.token, os.Getenv("ONCEHOOK_CONSOLE_TOKEN"))
 	// Off loopback the token is the operator's to set (and share); on loopback one is made.
 	if err := console.CheckAddr(f.addr, f.token, f.tlsCert != ""); err != nil {
 		return err

@@ -97,7 +97,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	assembly := f.app
 	_, err := os.Stat(filepath.Join(f.app, "manifest.json"))
 	synth := f.app == "" || err != nil // not a synthesized cloud assembly's folder
-	if synth && f.app == "" {
+	if f.app == "" {
 		if _, err := os.Stat("cdk.json"); err != nil {
 			return errors.New("no -app and no cdk.json here: pass -app with the command that runs your CDK app, e.g. -app 'go run ./infra'")
 		}
@@ -651,7 +651,7 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 	for _, e := range examples {
 		if src := e.src; sources.PublicKeyScheme(src.Scheme) {
 			fmt.Fprintf(w, "\n%s verifies with its provider's public keys: make a pair with `%s keygen %s`, list the public key in the\n"+
-				"source's public_keys, deploy again, and send with -key <the private key>.\n", e.source, progName(), src.Scheme)
+				"source's public_keys, deploy again, and send with -key <the private key>.\n", e.source, prog, src.Scheme)
 			continue
 		}
 		what, then := "a signed delivery of a type no planner handles (oncehook.test: claimed, and planned as nothing)", "its claim"

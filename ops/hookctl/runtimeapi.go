@@ -34,11 +34,9 @@ type runtimeAPI struct {
 	// inflight holds the invocations handed to a process and not yet answered, by id.
 	inflight sync.Map
 
-	mu     sync.Mutex
-	exited chan struct{} // closed when a process exits: its invocations will never be answered
-	procs  []*runningBootstrap
-	exit   sync.Once
-	died   *runningBootstrap
+	exited chan struct{}                    // closed when a process exits: its invocations will never be answered
+	oldest atomic.Pointer[runningBootstrap] // the first process started
+	died   atomic.Pointer[runningBootstrap] // the first process that exited
 }
 
 type invocation struct {
@@ -152,11 +150,9 @@ func (a *runtimeAPI) RoundTrip(req *http.Request) (*http.Response, error) {
 // failure says why an invocation got no answer, with what a process wrote last: the one that
 // exited, else the first.
 func (a *runtimeAPI) failure(why string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.died
+	p := a.died.Load()
 	if p == nil {
-		p = a.procs[0]
+		p = a.oldest.Load()
 	} else {
 		why = fmt.Sprintf("the process exited (%s) before answering", p.cmd.ProcessState)
 	}
@@ -182,19 +178,14 @@ func (a *runtimeAPI) start(bootstrap string, env []string) (*runningBootstrap, e
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	a.procs = append(a.procs, p)
-	a.mu.Unlock()
+	a.oldest.CompareAndSwap(nil, p)
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		close(exited)
-		a.exit.Do(func() {
-			a.mu.Lock()
-			a.died = p
-			a.mu.Unlock()
+		if a.died.CompareAndSwap(nil, p) {
 			close(a.exited)
-		})
+		}
 	}()
 	p.stop = sync.OnceFunc(func() { _ = cmd.Process.Kill(); <-exited })
 	return p, nil

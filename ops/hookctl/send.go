@@ -80,10 +80,10 @@ func (c *cli) buildDelivery(ctx context.Context, file *sources.File, source, tar
 	}
 	switch {
 	case f.delivery == "":
-	case inHeader(src.DeliveryID) && !(inHeader(src.EventID) && src.DeliveryID.Header == src.EventID.Header):
-		opts = append(opts, receivertest.WithDeliveryID(f.delivery))
-	case inHeader(src.DeliveryID):
+	case inHeader(src.DeliveryID) && inHeader(src.EventID) && src.DeliveryID.Header == src.EventID.Header:
 		return nil, fmt.Errorf("-delivery: source %s's delivery id is its event id (%s): pass -id", source, src.DeliveryID.Header)
+	case inHeader(src.DeliveryID):
+		opts = append(opts, receivertest.WithDeliveryID(f.delivery))
 	default:
 		return nil, fmt.Errorf("-delivery: source %s reads no delivery id from a header", source)
 	}

@@ -177,10 +177,8 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "accepted %d (want %d), duplicates %d (want %d), 503s retried %d, other final statuses %v, transport errors %d\n",
 		rep.Accepted, f.events, rep.Duplicates, total-f.events, rep.Retried, rep.Statuses, rep.Errors)
-	var problems []string
-	if p := harness.AnswerProblems(rep, f.events, total); len(p) > 0 {
-		problems = append(problems, p...)
-	} else if rep.Accepted < f.events {
+	problems := harness.AnswerProblems(rep, f.events, total)
+	if len(problems) == 0 && rep.Accepted < f.events {
 		fmt.Fprintf(c.stdout, "(%d events were answered 503 after their write had landed, so their redelivery was a duplicate)\n", f.events-rep.Accepted)
 	}
 	if c.table != "" {
