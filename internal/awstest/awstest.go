@@ -9,6 +9,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,12 +66,7 @@ func Config(t testing.TB) aws.Config {
 }
 
 func isLoopback(endpoint string) bool {
-	for _, h := range []string{"://127.", "://localhost", "://[::1]"} {
-		if strings.Contains(endpoint, h) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"://127.", "://localhost", "://[::1]"}, func(h string) bool { return strings.Contains(endpoint, h) })
 }
 
 // noRateLimit turns off the SDK's client-side retry quota, which concurrency tests with

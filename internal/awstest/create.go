@@ -11,27 +11,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Create makes a resource under a name the test has just drawn (Name) and returns what create
-// answered. The SDK sends a create again when its first answer was lost (a reset connection on
-// a loaded emulator), and the retry meets the service's already-exists error, E, for the very
-// resource the first try made. The name being random, a resource under it is this test's: Create
-// takes it as made and returns what find reads back of it. Any other error, or find's, fails the
-// test.
+// Create makes a resource under a name the test has just drawn (Name). The SDK sends a create
+// again when its first answer was lost (a reset connection on a loaded emulator), and the retry
+// meets the service's already-exists error, E, for the very resource the first try made. The
+// name being random, a resource under it is this test's: Create takes it as made once find
+// reads it back. Any other error, or find's, fails the test.
 //
 // Creates the service itself answers twice the same way (SQS CreateQueue and Step Functions
 // CreateStateMachine with the same attributes, SNS CreateTopic) need no Create.
-func Create[E error, Out any](t testing.TB, create, find func(context.Context) (Out, error)) Out {
+func Create[E error](t testing.TB, create, find func(context.Context) (any, error)) {
 	t.Helper()
 	ctx := context.Background()
-	out, err := create(ctx)
-	var exists E
-	if errors.As(err, &exists) {
-		out, err = find(ctx)
+	_, err := create(ctx)
+	if _, exists := errors.AsType[E](err); exists {
+		_, err = find(ctx)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 // CreateTable creates the table in (its TableName set to prefix and a random suffix), waits until

@@ -108,9 +108,10 @@ func Run(ctx context.Context, awsCfg aws.Config, table string, cfg Config) (*Rep
 	run := mrand.Uint32()
 	id := func(i int) string { return fmt.Sprintf("msg_bench_%08x_%d", run, i) }
 
-	first := &Row{Pass: "first pass", Delivery: "new"}
-	redNew := &Row{Pass: "redrive", Delivery: "new"}
-	redDup := &Row{Pass: "redrive", Delivery: "duplicate"}
+	row := func(pass, delivery string) *Row {
+		return &Row{Pass: pass, Delivery: delivery, Outcomes: map[string]int{}, Calls: map[string]int{}}
+	}
+	first, redNew, redDup := row("first pass", "new"), row("redrive", "new"), row("redrive", "duplicate")
 	r := &Report{Config: cfg, Rows: []*Row{first, redNew, redDup}}
 
 	var pass []delivery
@@ -232,9 +233,6 @@ func (m *meter) outcome(r *Row, o string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r.Deliveries++
-	if r.Outcomes == nil {
-		r.Outcomes = map[string]int{}
-	}
 	r.Outcomes[o]++
 }
 
@@ -263,9 +261,6 @@ func (m *meter) call(ctx context.Context, in middleware.InitializeInput, next mi
 // a transaction cancelled by a condition as its writes would have been (docs/capacity.md has
 // the sources).
 func charge(r *Row, params, result any, err error) {
-	if r.Calls == nil {
-		r.Calls = map[string]int{}
-	}
 	op := strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%T", params), "*dynamodb."), "Input")
 	r.Calls[op]++
 	ccf, failed := errors.AsType[*types.ConditionalCheckFailedException](err)

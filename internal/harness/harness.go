@@ -315,7 +315,8 @@ func StartDownstream(addr string) (*Downstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Downstream{calls: map[string]int{}, applied: map[string]bool{}, repeats: map[string]int{}, faulted: map[string]map[faults.Kind]int{}}
+	d := &Downstream{calls: map[string]int{}, applied: map[string]bool{}, repeats: map[string]int{},
+		faulted: map[string]map[faults.Kind]int{}, refused: map[string]bool{}}
 	d.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(d.serve)}
 	go func() { _ = d.srv.Serve(ln) }()
 	return d, nil
@@ -383,9 +384,6 @@ func (d *Downstream) OnHeaders(f func(key string, h http.Header)) {
 func (d *Downstream) Refuse(key string, on bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.refused == nil {
-		d.refused = map[string]bool{}
-	}
 	d.refused[key] = on
 }
 

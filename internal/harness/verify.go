@@ -13,13 +13,6 @@ import (
 	"github.com/oncehook/oncehook/sources"
 )
 
-// DB is the part of a DynamoDB client the verification reads with.
-type DB interface {
-	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-}
-
 // ClaimPrefix is the pk prefix of a run's claims for a source whose ids are not scoped.
 func ClaimPrefix(source, run string) string { return dedup.ClaimKey(source, "msg_"+run+"_") }
 
@@ -37,7 +30,7 @@ func IDPrefix(src *sources.Source, run string) string {
 // reads the sparse pending index (a claim leaves it when every intent is done), and reads a
 // claim itself only when few are left in the index, since a parked intent keeps its claim
 // there.
-func unfinished(ctx context.Context, db DB, table, prefix string) (n int, err error) {
+func unfinished(ctx context.Context, db *dynamodb.Client, table, prefix string) (n int, err error) {
 	var keys []map[string]types.AttributeValue
 	for _, shard := range dedup.OpenShards(dedup.PendingShards) {
 		in := dedup.IndexQuery(table, shard)
@@ -77,7 +70,7 @@ func unfinished(ctx context.Context, db DB, table, prefix string) (n int, err er
 
 // WaitFinished polls until no claim under prefix has a pending or running intent,
 // calling tick (when set) between polls, for at most wait. It returns the last count.
-func WaitFinished(ctx context.Context, db DB, table, prefix string, wait time.Duration, tick func()) (int, error) {
+func WaitFinished(ctx context.Context, db *dynamodb.Client, table, prefix string, wait time.Duration, tick func()) (int, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		n, err := unfinished(ctx, db, table, prefix)
@@ -116,7 +109,7 @@ type ParkedIntent struct {
 
 // TallyClaims reads every claim under prefix (a consistent, filtered scan: a check, not a hot
 // path) and counts its intents by status.
-func TallyClaims(ctx context.Context, db DB, table, prefix string) (Tally, error) {
+func TallyClaims(ctx context.Context, db *dynamodb.Client, table, prefix string) (Tally, error) {
 	t := Tally{Intents: map[string]int{}}
 	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 		FilterExpression: aws.String("begins_with(" + dedup.PartitionKey + ", :p) AND " + dedup.SortKey + " = :sk"),
