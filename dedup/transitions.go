@@ -840,16 +840,20 @@ func (c *Claims) history(in ClaimIntent, a Attempt) types.AttributeValue {
 }
 
 // Truncate keeps what an intent records (its last error, what its call sent) to the 512 bytes
-// IntentBookkeepingBytes counts on, valid UTF-8, marked with an ellipsis when cut.
+// IntentBookkeepingBytes counts on, marked with an ellipsis when cut: the text as stored, each
+// byte that is not UTF-8 a U+FFFD as the SDK's JSON writes it, so that a write sent again
+// recognises its own text in what the table holds.
 func Truncate(s string) string { return truncate(s, 512) }
 
 func truncate(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = string([]rune(s)) // each invalid byte is one U+FFFD, as in the SDK's encoder
+	}
 	if len(s) <= max {
 		return s
 	}
-	s = s[:max]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	for !utf8.RuneStart(s[max]) { // cut before the rune the bound splits
+		max--
 	}
-	return s + "…"
+	return s[:max] + "…"
 }

@@ -66,6 +66,12 @@ func TestEveryTransitionRecognisesItsOwnWriteAfterALostAnswer(t *testing.T) {
 		{"park", func(l *dedup.Lease) error { return lossy.Park(ctx, l, "refused") }, dedup.IntentParked},
 		{"retry", func(l *dedup.Lease) error { return lossy.Retry(ctx, l, e.clock.Now().Add(time.Minute), "later") }, dedup.IntentPending},
 		{"give back", func(l *dedup.Lease) error { return lossy.GiveBack(ctx, l) }, dedup.IntentPending},
+		// A why that is not UTF-8 (a downstream's bytes): stored as the SDK writes it, U+FFFD
+		// for each invalid byte, and recognised so.
+		{"park not utf8", func(l *dedup.Lease) error { return lossy.Park(ctx, l, "refused: \xff\xfe body \xe2\x82") }, dedup.IntentParked},
+		{"retry not utf8", func(l *dedup.Lease) error {
+			return lossy.Retry(ctx, l, e.clock.Now().Add(time.Minute), "later: \xc3(")
+		}, dedup.IntentPending},
 	} {
 		l := lease("evt_lost_" + c.status + c.name)
 		if err := c.then(l); err != nil {
@@ -209,6 +215,21 @@ func TestAnIntentsHistoryKeepsItsLastEntries(t *testing.T) {
 	}
 	if in.LastError != dedup.Truncate(long) {
 		t.Fatalf("last_error %q, want the whole error", in.LastError)
+	}
+}
+
+// What an intent records is what DynamoDB stores and a read returns: each byte that is not
+// UTF-8 as U+FFFD (as the SDK's JSON writes it), and a long text cut at its end, whatever comes
+// before.
+func TestTruncateIsTheTextAsStored(t *testing.T) {
+	for in, want := range map[string]string{
+		"a\xff\xfeb \xe2\x82":                   "a\uFFFD\uFFFDb \uFFFD\uFFFD",
+		"\xff" + strings.Repeat("x", 600):       "\uFFFD" + strings.Repeat("x", 509) + "…",
+		strings.Repeat("x", 511) + "é and more": strings.Repeat("x", 511) + "…",
+	} {
+		if got := dedup.Truncate(in); got != want {
+			t.Errorf("Truncate(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
