@@ -327,10 +327,17 @@ func (s *Source) FormPayload() (string, bool) {
 
 // PublicKeyScheme reports whether the scheme verifies with the provider's public keys
 // (public_keys) rather than shared secrets.
-func PublicKeyScheme(scheme string) bool { return scheme == "discord" || scheme == "sendgrid" }
+func PublicKeyScheme(scheme string) bool { return schemeIs[webhook.PublicKeyScheme](scheme) }
 
 // URLScheme reports whether the scheme signs the URL the provider called (url).
-func URLScheme(scheme string) bool { return scheme == "twilio" || scheme == "square" }
+func URLScheme(scheme string) bool { return schemeIs[webhook.URLVerifier](scheme) }
+
+// schemeIs reports whether the named scheme is a T: package webhook says which scheme is which.
+func schemeIs[T webhook.Scheme](name string) bool {
+	s, _ := webhook.New(name, webhook.Options{})
+	_, ok := s.(T)
+	return ok
+}
 
 // WebhookScheme builds the source's signature scheme as the receiver verifies it: its
 // timestamp_tolerance, its url, and for hmac-sha256 its hmac block. Bad settings give a
