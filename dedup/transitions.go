@@ -341,7 +341,7 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 	// lease_owner stays: it is how we recognise this write if the SDK has to send it again.
 	set := []string{"intents.#n.#st = :status", "intents.#n.finished_at = :at", historySet}
 	remove := []string{"intents.#n.lease_until", "intents.#n.next_attempt_at"}
-	if why != "" {
+	if why != "" || status == IntentParked { // a park's reason, even none, replaces an earlier attempt's
 		set = append(set, "intents.#n.last_error = :err")
 		values[":err"] = str(Truncate(why))
 	}

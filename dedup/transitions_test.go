@@ -343,6 +343,32 @@ func TestARedriveRecognisesItsOwnWriteAfterTheWorkerLeasedIt(t *testing.T) {
 	}
 }
 
+// A park without a reason (a custom executor's error with no message, on the last attempt of its
+// budget) records none, not an earlier attempt's, and recognises its own write after a lost
+// answer as every park does.
+func TestAParkWithoutAReasonKeepsNoEarlierOneAndRecognisesItsOwnWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	lossy := e.claims(answerLost{e.client})
+	ctx := context.Background()
+	l, err := lossy.Lease(ctx, e.outboxClaim(t, "evt_park_no_reason"), "a", dedup.LeaseOptions{For: leaseFor})
+	if err != nil || l == nil {
+		t.Fatal(l, err)
+	}
+	if err := lossy.Retry(ctx, l, e.clock.Now(), "503 from downstream"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = lossy.Lease(ctx, e.claim(t, "shop", "evt_park_no_reason"), "a", dedup.LeaseOptions{For: leaseFor}); err != nil || l == nil || l.Attempt != 2 {
+		t.Fatal(l, err)
+	}
+	if err := lossy.Park(ctx, l, ""); err != nil {
+		t.Fatalf("park: %v, want our own write recognised", err)
+	}
+	if in := e.claim(t, "shop", "evt_park_no_reason").Intents["a"]; in.Status != dedup.IntentParked || in.LastError != "" || len(in.History) != 2 {
+		t.Fatalf("%+v\nhistory %q, want parked with no reason, its history the retry and the park", in, history(in))
+	}
+}
+
 // A worker whose at-most-once call failed after its lease was over records its own park, or
 // learns that it could not: another worker's stranded park of the same attempt ("may have been
 // sent") carries the same attempt and lease owner, but it is not this worker's write, and must
