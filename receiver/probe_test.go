@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -250,6 +249,7 @@ func TestAProbeThatMissesAClaimFallsBackToTheWrite(t *testing.T) {
 // the least a source may set).
 func TestUnderARedriveANewEventIsAcceptedWhateverItsProbeReadDoes(t *testing.T) {
 	t.Parallel()
+	emulator := aws.ToString(awstest.Config(t).BaseEndpoint) // skipped with -short, as every emulator test
 	const shop2s = `{"sources": {"shop": {"scheme": "standard-webhooks", "secrets": [{"env": "SHOP_SECRET"}], "retry_horizon": "72h", "redrive_window": "30d", "delivery_timeout": "2s"}}}`
 	throttle := faultproxy.Reply{Status: 400, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
 		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected"}`}
@@ -270,7 +270,7 @@ func TestUnderARedriveANewEventIsAcceptedWhateverItsProbeReadDoes(t *testing.T) 
 			t.Parallel()
 			var armed atomic.Bool
 			proxy := faultproxy.Start(t, faultproxy.Config{
-				Upstream: os.Getenv("AWS_ENDPOINT_URL"),
+				Upstream: emulator,
 				Fault:    c.fault,
 				Answer:   c.reply,
 				Match: func(r *http.Request, body []byte) bool {
