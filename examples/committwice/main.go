@@ -2,7 +2,7 @@
 // delivers one order.paid event twice (a retry after a timed-out success: same event id, new
 // delivery id) and four concurrent copies of another, and prints what each delivery got.
 //
-//	make run        # against the local emulator
+//	make demo       # against the local emulator
 //
 // It reads the endpoint from AWS_ENDPOINT_URL like every AWS SDK, so it runs unchanged against
 // LocalStack or a real account (where it creates a table named oncehook-demo).
