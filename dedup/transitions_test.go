@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -366,6 +367,51 @@ func TestAParkWithoutAReasonKeepsNoEarlierOneAndRecognisesItsOwnWrite(t *testing
 	}
 	if in := e.claim(t, "shop", "evt_park_no_reason").Intents["a"]; in.Status != dedup.IntentParked || in.LastError != "" || len(in.History) != 2 {
 		t.Fatalf("%+v\nhistory %q, want parked with no reason, its history the retry and the park", in, history(in))
+	}
+}
+
+// Whatever an attempt's reason (none, bytes that are not UTF-8, a multi-byte character across
+// the bound, longer than it), and whatever the attempts before it recorded, a retry or park
+// whose answer was lost recognises its own write, and the intent keeps that attempt's reason as
+// Truncate gives it: randomized sequences of retries ending in a park.
+func TestEveryReasonIsRecognisedAsItsOwnAfterALostAnswer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	lossy := e.claims(answerLost{e.client})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 37))
+	pieces := []string{"", "503", " from downstream", "\xff", "\xe2\x82", "é", "€", "\x00", "\"", strings.Repeat("x", 509), strings.Repeat("ü", 200)}
+	reason := func() string {
+		var b strings.Builder
+		for range rng.IntN(4) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	for i := range 12 {
+		id := fmt.Sprintf("evt_reasons_%02d", i)
+		claim := e.outboxClaim(t, id)
+		for attempt := 1; ; attempt++ {
+			l, err := lossy.Lease(ctx, claim, "a", dedup.LeaseOptions{For: leaseFor})
+			if err != nil || l == nil || l.Attempt != attempt {
+				t.Fatalf("%s: lease %d: %+v %v", id, attempt, l, err)
+			}
+			why, park := reason(), attempt == 4 || rng.IntN(3) == 0
+			if park {
+				err = lossy.Park(ctx, l, why)
+			} else {
+				err = lossy.Retry(ctx, l, e.clock.Now(), why)
+			}
+			claim = e.claim(t, "shop", id)
+			in := claim.Intents["a"]
+			if err != nil || in.LastError != dedup.Truncate(why) || len(in.History) != attempt {
+				t.Fatalf("%s: attempt %d (park %v) with %q: %v, want our own write recognised; stored %q, history %q",
+					id, attempt, park, why, err, in.LastError, history(in))
+			}
+			if park {
+				break
+			}
+		}
 	}
 }
 
