@@ -508,7 +508,7 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		commitStart := time.Now()
 		// Answer 503 before the provider gives up: a slow write past its timeout would be taken
 		// for a failure anyway, and retried.
-		cctx, cancel := context.WithDeadline(ctx, d.start.Add(d.src.answerWithin))
+		cctx, cancel := context.WithDeadline(ctx, d.answerBy(ctx))
 		cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
 		defer endPanicked(committing)                                             // a store's panic
 		err := h.write(cctx, d)
@@ -747,6 +747,17 @@ type delivery struct {
 	secretRefreshErr  error // the secrets' re-read at their maximum age failed
 	probeCalls        int   // the duplicate probe's read, when it found no duplicate
 	probed            bool  // the duplicate probe read the claim (found or not)
+}
+
+// answerBy is when the delivery's write must be done: a second before its provider gives up
+// (answerWithin), or before the invocation itself ends (ctx's deadline: a Lambda's timeout is
+// the tightest source's), whichever comes first, so that its 503 is still an answer.
+func (d *delivery) answerBy(ctx context.Context) time.Time {
+	by := d.start.Add(d.src.answerWithin)
+	if end, ok := ctx.Deadline(); ok && end.Add(-time.Second).Before(by) {
+		by = end.Add(-time.Second)
+	}
+	return by
 }
 
 // events are the delivery's planned events: a batch's, or the single event's.

@@ -119,6 +119,41 @@ func TestASlowWriteIsAnswered503BeforeTheProviderGivesUp(t *testing.T) {
 	}
 }
 
+// deadlineSeen records the deadline of the DynamoDB calls' contexts, and answers none of them.
+type deadlineSeen struct{ seen chan time.Time }
+
+func (d deadlineSeen) RoundTrip(r *http.Request) (*http.Response, error) {
+	dl, _ := r.Context().Deadline()
+	select {
+	case d.seen <- dl:
+	default:
+	}
+	<-r.Context().Done()
+	return nil, r.Context().Err()
+}
+
+// An invocation that must end before its source's provider gives up (a Lambda whose timeout is
+// the tightest source's delivery timeout, and this source's is longer) answers 503 a second
+// before its own end, as before the provider's: an answer after it is no answer (API Gateway's
+// 502), though the write may have landed.
+func TestASlowWriteIsAnswered503BeforeTheInvocationEnds(t *testing.T) {
+	t.Parallel()
+	seen := deadlineSeen{make(chan time.Time, 1)}
+	e := newEnv(t, withClient(awstest.WithTransport(seen)))
+	e.file.Sources["shop"].DeliveryTimeout = sources.Duration(15 * time.Second)
+	h := e.handlerWith(nil)
+	end := time.Now().Add(3 * time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	resp, _ := h.Handle(ctx, e.request("shop", orderBody("msg_ends", "ord_ends"), nil, "msg_ends"))
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("%d %s: want 503", resp.StatusCode, resp.Body)
+	}
+	if dl := <-seen.seen; dl.IsZero() || dl.After(end.Add(-time.Second)) {
+		t.Fatalf("the write's deadline %v, want a second before the invocation's end %v at the latest", dl, end)
+	}
+}
+
 // TestAnHMACBlockOnAnotherSchemeIsIgnored: the hmac block configures hmac-sha256 alone, as the
 // sources file documents; a file that loads starts a receiver.
 func TestAnHMACBlockOnAnotherSchemeIsIgnored(t *testing.T) {
