@@ -228,9 +228,16 @@ func (h *Handler) serve(ctx context.Context, req request) response {
 	return d.resp
 }
 
-// handle runs the pipeline's steps in order: each goes on (true) or answers the delivery.
+// handle runs the pipeline's steps in order: each goes on (true) or answers the delivery. Every
+// call from the verify step on (a secrets re-read, the probe, a claim's read, the write) ends
+// by the delivery's answerBy.
 func (h *Handler) handle(ctx context.Context, d *delivery) {
-	if h.route(d) && h.read(d) && h.verify(ctx, d) && h.control(d) && h.locate(d) && h.plan(ctx, d) {
+	if !h.route(d) || !h.read(d) {
+		return
+	}
+	ctx, cancel := context.WithDeadline(ctx, d.answerBy(ctx))
+	defer cancel()
+	if h.verify(ctx, d) && h.control(d) && h.locate(d) && h.plan(ctx, d) {
 		h.commit(ctx, d)
 	}
 }
@@ -303,7 +310,9 @@ func (h *Handler) verify(ctx context.Context, d *delivery) bool {
 	}
 	if stale, ok := h.secrets.(StaleSecrets); ok {
 		// The values held are kept on an error: a store that cannot be read must not stop deliveries.
-		d.secretRefreshErr = stale.RefreshStale(ctx, src.name)
+		rctx, cancel := aQuarter(ctx)
+		d.secretRefreshErr = stale.RefreshStale(rctx, src.name)
+		cancel()
 	}
 	_, verifying := h.startStep(ctx, SpanVerify, trace.SpanKindInternal)
 	defer endPanicked(verifying) // a secrets store's panic (Refresh) too
@@ -506,16 +515,14 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 	}
 	if n := d.evs.writes; n > 0 {
 		commitStart := time.Now()
-		// Answer 503 before the provider gives up: a slow write past its timeout would be taken
-		// for a failure anyway, and retried.
-		cctx, cancel := context.WithDeadline(ctx, d.answerBy(ctx))
-		cctx, committing := h.startStep(cctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
-		defer endPanicked(committing)                                             // a store's panic
+		// ctx ends in time to answer 503 (answerBy): a slow write past the provider's timeout
+		// would be taken for a failure anyway, and retried.
+		cctx, committing := h.startStep(ctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
+		defer endPanicked(committing)                                            // a store's panic
 		err := h.write(cctx, d)
 		if committing.IsRecording() {
 			endStep(committing, err, d.commitAttrs(n)...)
 		}
-		cancel()
 		d.commitTime = time.Since(commitStart)
 		switch {
 		case errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit):
@@ -589,12 +596,18 @@ func (h *Handler) answer(d *delivery) response {
 // before (the planner changed since) is a duplicate like any other: true, and e says so. Only
 // a new event is refused. This costs a read, on this path only.
 func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err error) bool {
-	if res, cerr := h.store.Claimed(ctx, e.ev); cerr == nil && res.Outcome == dedup.OutcomeDuplicate {
+	res, cerr := h.store.Claimed(ctx, e.ev)
+	if cerr == nil && res.Outcome == dedup.OutcomeDuplicate {
 		res.Calls += e.result.Calls // a write's, when the store refused the plan
 		e.write, e.result = false, res
 		return true
 	}
 	d.event = e.ev
+	if cerr != nil { // it may be claimed (its 200 lost): answered as the read's failure (503), not refused
+		h.commitError(d, cerr)
+		d.err = errors.Join(err, cerr)
+		return false
+	}
 	if pe, ok := errors.AsType[*PayloadError](err); ok {
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), pe.Field))
 	}
@@ -749,7 +762,7 @@ type delivery struct {
 	probed            bool  // the duplicate probe read the claim (found or not)
 }
 
-// answerBy is when the delivery's write must be done: a second before its provider gives up
+// answerBy is when the delivery's calls must be done: a second before its provider gives up
 // (answerWithin), or before the invocation itself ends (ctx's deadline: a Lambda's timeout is
 // the tightest source's), whichever comes first, so that its 503 is still an answer.
 func (d *delivery) answerBy(ctx context.Context) time.Time {
@@ -758,6 +771,14 @@ func (d *delivery) answerBy(ctx context.Context) time.Time {
 		by = end.Add(-time.Second)
 	}
 	return by
+}
+
+// aQuarter is ctx with a quarter of the time left before its deadline (handle's answerBy): a
+// read on the way that hangs (the stale secrets' re-read, the duplicate probe) leaves the
+// write the rest.
+func aQuarter(ctx context.Context) (context.Context, context.CancelFunc) {
+	end, _ := ctx.Deadline()
+	return context.WithTimeout(ctx, time.Until(end)/4)
 }
 
 // events are the delivery's planned events: a batch's, or the single event's.

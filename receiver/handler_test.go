@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -298,6 +299,37 @@ func TestADuplicateGets200EvenWhenItCanNoLongerBePlanned(t *testing.T) {
 	r = e.post(e.request("stripe", `{"id":"evt_new","type":"order.paid","data":{}}`, nil, ""))
 	if r.StatusCode != 400 || decode(t, r)["field"] != "data.order_id" {
 		t.Fatalf("got %d %s, want 400 naming data.order_id", r.StatusCode, r.Body)
+	}
+}
+
+// failingGetItem answers every GetItem with DynamoDB's 500 while on; the other calls go on.
+type failingGetItem struct{ on *atomic.Bool }
+
+func (f failingGetItem) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.on.Load() && strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetItem") {
+		body := `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`
+		return &http.Response{StatusCode: 500, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}, nil
+	}
+	return awstest.BaseTransport().RoundTrip(r)
+}
+
+// A delivery whose plan fails is refused only when its claim is read and absent: when the read
+// fails, the event may be claimed (its 200 lost), and a refusal the provider would not retry
+// (400, with the scheme's no-retry marker) would break "every claimed event gets 200". It is
+// answered 503: deliver again.
+func TestAFailedPlanWhoseClaimCannotBeReadIsAnswered503NotRefused(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	e := newEnv(t, withClient(awstest.WithTransport(failingGetItem{&failing})))
+	if r := e.post(e.request("stripe", orderBody("evt_unread", "ord_unread"), nil, "")); r.StatusCode != 200 {
+		t.Fatalf("first delivery: %d %s", r.StatusCode, r.Body)
+	}
+	failing.Store(true)
+	// The provider redelivers it with a body today's planner refuses; its claim cannot be read.
+	r := e.post(e.request("stripe", `{"id":"evt_unread","type":"order.paid","data":{}}`, nil, ""))
+	if r.StatusCode != http.StatusServiceUnavailable || r.Headers["Retry-After"] == "" {
+		t.Fatalf("got %d %s %v, want 503 with Retry-After", r.StatusCode, r.Body, r.Headers)
 	}
 }
 

@@ -65,8 +65,7 @@ func (h *Handler) probe(ctx context.Context, d *delivery, ev *dedup.Event) bool 
 	if !known && src.conf.UnknownTypes == sources.UnknownTypesIgnore {
 		return false // never written: nothing to save
 	}
-	// A quarter of the time left at most: a hanging read must leave the write the rest.
-	pctx, cancel := context.WithTimeout(ctx, time.Until(d.answerBy(ctx))/4)
+	pctx, cancel := aQuarter(ctx)
 	res, err := h.store.(Prober).Probe(pctx, *ev)
 	cancel()
 	d.probed = true

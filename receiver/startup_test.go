@@ -6,10 +6,16 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/examples/orders"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/sources"
@@ -132,26 +138,81 @@ func (d deadlineSeen) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, r.Context().Err()
 }
 
-// An invocation that must end before its source's provider gives up (a Lambda whose timeout is
-// the tightest source's delivery timeout, and this source's is longer) answers 503 a second
-// before its own end, as before the provider's: an answer after it is no answer (API Gateway's
-// 502), though the write may have landed.
-func TestASlowWriteIsAnswered503BeforeTheInvocationEnds(t *testing.T) {
+// hangingSecretsManager answers a secret's first read, then records the deadline of each later
+// read and holds it until its context ends: Secrets Manager that stopped answering.
+type hangingSecretsManager struct {
+	value string
+	reads *atomic.Int32
+	seen  chan time.Time
+}
+
+func (s hangingSecretsManager) GetSecretValue(ctx context.Context, _ *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	if s.reads.Add(1) == 1 {
+		return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(s.value)}, nil
+	}
+	dl, _ := ctx.Deadline()
+	s.seen <- dl
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Every call a delivery makes ends a second before the invocation does, when that comes before
+// the provider gives up (a Lambda's timeout is the tightest source's, and this source's is
+// longer): an answer after it is no answer (API Gateway's 502), though a write may have landed.
+// A read on the way that hangs (the stale secrets' re-read) leaves the write the rest.
+func TestEveryCallOfADeliveryEndsASecondBeforeTheInvocationDoes(t *testing.T) {
 	t.Parallel()
-	seen := deadlineSeen{make(chan time.Time, 1)}
-	e := newEnv(t, withClient(awstest.WithTransport(seen)))
-	e.file.Sources["shop"].DeliveryTimeout = sources.Duration(15 * time.Second)
-	h := e.handlerWith(nil)
-	end := time.Now().Add(3 * time.Second)
-	ctx, cancel := context.WithDeadline(context.Background(), end)
-	defer cancel()
-	resp, _ := h.Handle(ctx, e.request("shop", orderBody("msg_ends", "ord_ends"), nil, "msg_ends"))
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("%d %s: want 503", resp.StatusCode, resp.Body)
+	invoke := func(t *testing.T, h *receiver.Handler, req events.APIGatewayV2HTTPRequest, seen <-chan time.Time, want int) {
+		t.Helper()
+		end := time.Now().Add(3 * time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), end)
+		defer cancel()
+		if resp, _ := h.Handle(ctx, req); resp.StatusCode != want {
+			t.Fatalf("%d %s: want %d", resp.StatusCode, resp.Body, want)
+		}
+		if dl := <-seen; dl.IsZero() || dl.After(end.Add(-time.Second)) {
+			t.Fatalf("the call's deadline %v, want a second before the invocation's end %v at the latest", dl, end)
+		}
 	}
-	if dl := <-seen.seen; dl.IsZero() || dl.After(end.Add(-time.Second)) {
-		t.Fatalf("the write's deadline %v, want a second before the invocation's end %v at the latest", dl, end)
-	}
+	t.Run("the write", func(t *testing.T) {
+		seen := deadlineSeen{make(chan time.Time, 1)}
+		e := newEnv(t, withClient(awstest.WithTransport(seen)))
+		e.file.Sources["shop"].DeliveryTimeout = sources.Duration(15 * time.Second)
+		invoke(t, e.handlerWith(nil), e.request("shop", orderBody("msg_ends", "ord_ends"), nil, "msg_ends"), seen.seen, http.StatusServiceUnavailable)
+	})
+	t.Run("a failed plan's read of its claim", func(t *testing.T) {
+		seen := deadlineSeen{make(chan time.Time, 1)}
+		e := newEnv(t, withClient(awstest.WithTransport(seen)))
+		e.file.Sources["shop"].DeliveryTimeout = sources.Duration(15 * time.Second)
+		h := e.handlerWith(func(p *receiver.Planners) {
+			p.Handle("shop", "order.broken", func(context.Context, dedup.Event) (dedup.Plan, error) {
+				return dedup.Plan{}, errors.New("the planner failed")
+			})
+		})
+		body := `{"id":"msg_broken","type":"order.broken","timestamp":"2026-08-25T09:14:03Z","data":{"order_id":"o"}}`
+		invoke(t, h, e.request("shop", body, nil, "msg_broken"), seen.seen, http.StatusServiceUnavailable)
+	})
+	t.Run("the stale secrets' re-read", func(t *testing.T) {
+		e := newEnv(t)
+		e.file.Sources["shop"].DeliveryTimeout = sources.Duration(15 * time.Second)
+		req := e.request("shop", orderBody("msg_stale", "ord_stale"), nil, "msg_stale")
+		e.file.Sources["shop"].Secrets = []sources.SecretRef{{SecretsManager: "shop"}}
+		var skew atomic.Int64
+		sm := hangingSecretsManager{value: e.getenv("SHOP_SECRET"), reads: new(atomic.Int32), seen: make(chan time.Time, 1)}
+		secrets, err := sources.NewSecrets(context.Background(), e.file, &sources.Resolver{Getenv: e.getenv, SecretsManager: sm}, 0,
+			sources.MaxAge(time.Minute), sources.Clock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		skew.Store(int64(2 * time.Minute)) // the secrets are stale: the next delivery re-reads them
+		planners := receiver.NewPlanners()
+		orders.Register(planners, "shop")
+		h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: secrets, Store: e.store, Planners: planners, Now: e.clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		invoke(t, h, req, sm.seen, http.StatusOK)
+	})
 }
 
 // TestAnHMACBlockOnAnotherSchemeIsIgnored: the hmac block configures hmac-sha256 alone, as the
