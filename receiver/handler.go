@@ -309,10 +309,10 @@ func (h *Handler) verify(ctx context.Context, d *delivery) bool {
 		return d.stop("internal", err, reply(http.StatusInternalServerError, "internal error", ""))
 	}
 	if stale, ok := h.secrets.(StaleSecrets); ok {
-		// The values held are kept on an error: a store that cannot be read must not stop deliveries.
-		rctx, cancel := aQuarter(ctx)
-		d.secretRefreshErr = stale.RefreshStale(rctx, src.name)
-		cancel()
+		// The values held are kept on an error: a store that cannot be read must not stop
+		// deliveries. The read has the delivery's time, not a share: a revocation must land
+		// however slow the store.
+		d.secretRefreshErr = stale.RefreshStale(ctx, src.name)
 	}
 	_, verifying := h.startStep(ctx, SpanVerify, trace.SpanKindInternal)
 	defer endPanicked(verifying) // a secrets store's panic (Refresh) too
@@ -527,7 +527,11 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		switch {
 		case errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit):
 			// The events are valid (admit checked them), so a plan is at fault: see planError.
-			// A batch's write does not say whose plan: d.one, empty in a batch, is never claimed.
+			// A batch's write does not say whose plan: it fails as a planner does (500).
+			if d.batch {
+				d.stop("planner", err, reply(http.StatusInternalServerError, "internal error", ""))
+				return
+			}
 			if !h.planError(ctx, d, &d.one[0], err) {
 				return
 			}
@@ -771,14 +775,6 @@ func (d *delivery) answerBy(ctx context.Context) time.Time {
 		by = end.Add(-time.Second)
 	}
 	return by
-}
-
-// aQuarter is ctx with a quarter of the time left before its deadline (handle's answerBy): a
-// read on the way that hangs (the stale secrets' re-read, the duplicate probe) leaves the
-// write the rest.
-func aQuarter(ctx context.Context) (context.Context, context.CancelFunc) {
-	end, _ := ctx.Deadline()
-	return context.WithTimeout(ctx, time.Until(end)/4)
 }
 
 // events are the delivery's planned events: a batch's, or the single event's.

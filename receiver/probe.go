@@ -65,7 +65,10 @@ func (h *Handler) probe(ctx context.Context, d *delivery, ev *dedup.Event) bool 
 	if !known && src.conf.UnknownTypes == sources.UnknownTypesIgnore {
 		return false // never written: nothing to save
 	}
-	pctx, cancel := aQuarter(ctx)
+	// A quarter of the time left at most (ctx ends at answerBy): a hanging read must leave the
+	// write the rest.
+	end, _ := ctx.Deadline()
+	pctx, cancel := context.WithTimeout(ctx, time.Until(end)/4)
 	res, err := h.store.(Prober).Probe(pctx, *ev)
 	cancel()
 	d.probed = true

@@ -438,6 +438,54 @@ func TestABatchThroughAStoreWithoutCommitBatch(t *testing.T) {
 	}
 }
 
+// A batch whose write the store refuses (one event's plan over an item's size) fails as a
+// planner does (500, retried by the provider once fixed), never a refusal: the write does not
+// say whose plan, and an event of the batch may be claimed already (its 200 lost).
+func TestABatchWhosePlanTheStoreRefusesIsAnswered500NotRefused(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	client := awstest.Client(t)
+	store, err := dedup.New(client, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planners := receiver.NewPlanners()
+	planners.Handle("sendgrid", "open", func(_ context.Context, ev dedup.Event) (dedup.Plan, error) {
+		if ev.ID != "sg_big" {
+			return dedup.Plan{}, nil
+		}
+		return dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "BIG#1"}, "sk": &types.AttributeValueMemberS{Value: "X"},
+			"blob": &types.AttributeValueMemberS{Value: strings.Repeat("x", 500*1024)}})}}, nil
+	})
+	keys := staticKeys{}
+	for _, n := range f.Names() {
+		keys[n] = []string{secrets[n]}
+		if pk := f.Sources[n].PublicKeys; len(pk) > 0 {
+			keys[n] = pk
+		}
+	}
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: keys, Store: store, Planners: planners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	post := func(body []byte) events.APIGatewayV2HTTPResponse {
+		req, err := receivertest.Request(f, "sendgrid", secrets["sendgrid"], body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := h.Handle(context.Background(), req)
+		return resp
+	}
+	if resp := post(sgBatch(sgEvent("sg_claimed", "open", now))); resp.StatusCode != 200 {
+		t.Fatalf("first: %d %s", resp.StatusCode, resp.Body)
+	}
+	if resp := post(sgBatch(sgEvent("sg_claimed", "open", now), sgEvent("sg_big", "open", now))); resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("%d %s, want 500", resp.StatusCode, resp.Body)
+	}
+}
+
 // TestABatchEventClaimedBeforeWhosePlannerNowFailsKeepsTheOthersInStep: an event of the batch
 // claimed earlier, whose planner now refuses it, is a duplicate; the events around it are
 // committed with their own plans (the review's case: [new, old] once paired the new event's

@@ -396,12 +396,14 @@ func TestNothingUnverifiedIsLoggedWhole(t *testing.T) {
 }
 
 // A secret revoked at its store stops verifying on a warm instance within the secrets' maximum
-// age; a store that cannot be read keeps the secrets held, and says so (SecretRefreshFailed).
+// age, a slow store included; a store that cannot be read keeps the secrets held, and says so
+// (SecretRefreshFailed).
 func TestARevokedSecretStopsVerifyingWithinItsMaxAge(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	file, err := sources.Parse([]byte(`{"sources": {
-  "stripe": {"scheme": "stripe", "secrets": [{"secretsmanager": "stripe-signing"}], "retry_horizon": "3d", "redrive_window": "30d"}}}`))
+  "stripe": {"scheme": "stripe", "secrets": [{"secretsmanager": "stripe-signing"}], "retry_horizon": "3d", "redrive_window": "30d",
+             "delivery_timeout": "2s"}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,6 +453,17 @@ func TestARevokedSecretStopsVerifyingWithinItsMaxAge(t *testing.T) {
 	if !strings.Contains(e.logsText(), "no secret given") {
 		t.Fatalf("a source left with no secret does not say so:\n%s", e.logsText())
 	}
+
+	// A store that answers in 400 ms, on a source answered within 2 s: the re-read has the
+	// delivery's time, and the revocation lands.
+	store.set("whsec_rotated_again", nil)
+	e.advance(6 * time.Minute)
+	expectAnswer(t, "signed with the new secret", e.post(signed("whsec_rotated_again", "evt_r7")), 200, accepted)
+	store.mu.Lock()
+	store.value, store.delay = "whsec_rotated_once_more", 400*time.Millisecond
+	store.mu.Unlock()
+	e.advance(6 * time.Minute)
+	expectAnswer(t, "signed with the revoked secret, past the maximum age, the store slow", e.post(signed("whsec_rotated_again", "evt_r8")), 401, "")
 }
 
 // failingSecretsManager answers every read with its value, or its error when set.
@@ -458,6 +471,7 @@ type failingSecretsManager struct {
 	mu    sync.Mutex
 	value string
 	err   error
+	delay time.Duration // before each answer
 }
 
 func (f *failingSecretsManager) set(value string, err error) {
@@ -466,9 +480,14 @@ func (f *failingSecretsManager) set(value string, err error) {
 	f.value, f.err = value, err
 }
 
-func (f *failingSecretsManager) GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+func (f *failingSecretsManager) GetSecretValue(ctx context.Context, _ *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	select {
+	case <-time.After(f.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	if f.err != nil {
 		return nil, f.err
 	}
