@@ -91,7 +91,7 @@ DOC_STORM := bin/hookctl storm -events 200 -copies 4 -downstream 127.0.0.1:8025 
 
 # On a local endpoint the whole stack is deployed first, and the end-to-end tests (e2e/) run
 # against it; on any other endpoint they skip.
-test: vet up test-infra test-example
+test: vet unit up test-infra test-example
 	@endpoint=$${AWS_ENDPOINT_URL:-$(LOCAL_ENDPOINT)}; \
 	case "$$endpoint" in \
 	  http://127.*|http://localhost*) \
@@ -171,9 +171,10 @@ deploy:
 	@$(MAKE) --no-print-directory synth SOURCES=$(SOURCES)
 	@localstack/cdk deploy --app cdk.out --require-approval broadening
 
-# Pure-logic tests only (no emulator): the fast loop while editing.
+# Pure-logic tests only (no emulator, no endpoint): the fast loop while editing. make test runs
+# it first, so that every emulator test skips in -short mode before it needs the endpoint.
 unit:
-	@for m in $(MODULES); do (cd $$m && go test -count=1 -short ./...); done
+	@for m in $(MODULES); do (cd $$m && env -u AWS_ENDPOINT_URL go test -count=1 -short ./...); done
 	@go test -count=1 -short -tags oncehook_notrace_export -run TestABinaryBuiltWithoutExport ./launch/tracing
 
 bench: up
