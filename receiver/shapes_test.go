@@ -438,6 +438,31 @@ func TestABatchThroughAStoreWithoutCommitBatch(t *testing.T) {
 	}
 }
 
+// sendgridPoster builds a handler over the shapes file (shapesFile) with store and planners, and
+// returns a function that posts a signed SendGrid batch to it.
+func sendgridPoster(t *testing.T, f *sources.File, secrets map[string]string, store receiver.Committer, planners *receiver.Planners) func([]byte) events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	keys := staticKeys{}
+	for _, n := range f.Names() {
+		keys[n] = []string{secrets[n]}
+		if pk := f.Sources[n].PublicKeys; len(pk) > 0 {
+			keys[n] = pk
+		}
+	}
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: keys, Store: store, Planners: planners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(body []byte) events.APIGatewayV2HTTPResponse {
+		req, err := receivertest.Request(f, "sendgrid", secrets["sendgrid"], body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := h.Handle(context.Background(), req)
+		return resp
+	}
+}
+
 // A batch whose write the store refuses (one event's plan over an item's size) fails as a
 // planner does (500, retried by the provider once fixed), never a refusal: the write does not
 // say whose plan, and an event of the batch may be claimed already (its 200 lost).
@@ -458,26 +483,8 @@ func TestABatchWhosePlanTheStoreRefusesIsAnswered500NotRefused(t *testing.T) {
 			"pk": &types.AttributeValueMemberS{Value: "BIG#1"}, "sk": &types.AttributeValueMemberS{Value: "X"},
 			"blob": &types.AttributeValueMemberS{Value: strings.Repeat("x", 500*1024)}})}}, nil
 	})
-	keys := staticKeys{}
-	for _, n := range f.Names() {
-		keys[n] = []string{secrets[n]}
-		if pk := f.Sources[n].PublicKeys; len(pk) > 0 {
-			keys[n] = pk
-		}
-	}
-	h, err := receiver.New(receiver.Config{Sources: f, Secrets: keys, Store: store, Planners: planners})
-	if err != nil {
-		t.Fatal(err)
-	}
+	post := sendgridPoster(t, f, secrets, store, planners)
 	now := time.Now()
-	post := func(body []byte) events.APIGatewayV2HTTPResponse {
-		req, err := receivertest.Request(f, "sendgrid", secrets["sendgrid"], body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, _ := h.Handle(context.Background(), req)
-		return resp
-	}
 	if resp := post(sgBatch(sgEvent("sg_claimed", "open", now))); resp.StatusCode != 200 {
 		t.Fatalf("first: %d %s", resp.StatusCode, resp.Body)
 	}
@@ -507,26 +514,8 @@ func TestABatchEventClaimedBeforeWhosePlannerNowFailsKeepsTheOthersInStep(t *tes
 		}
 		return dedup.Plan{Intents: []dedup.Intent{{Name: "record-" + ev.ID, Target: "crm", Payload: []byte(`{}`)}}}, nil
 	})
-	keys := staticKeys{}
-	for _, n := range f.Names() {
-		keys[n] = []string{secrets[n]}
-		if pk := f.Sources[n].PublicKeys; len(pk) > 0 {
-			keys[n] = pk
-		}
-	}
-	h, err := receiver.New(receiver.Config{Sources: f, Secrets: keys, Store: store, Planners: planners})
-	if err != nil {
-		t.Fatal(err)
-	}
+	post := sendgridPoster(t, f, secrets, store, planners)
 	now := time.Now()
-	post := func(body []byte) events.APIGatewayV2HTTPResponse {
-		req, err := receivertest.Request(f, "sendgrid", secrets["sendgrid"], body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, _ := h.Handle(context.Background(), req)
-		return resp
-	}
 	if resp := post(sgBatch(sgEvent("sg_old", "open", now))); resp.StatusCode != 200 {
 		t.Fatalf("first: %d %s", resp.StatusCode, resp.Body)
 	}
