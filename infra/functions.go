@@ -191,12 +191,6 @@ func checkFunctions(cfg *Props, _ *sources.File) error {
 	if !knob(&cfg.MemorySize, 256, 128, 10240, false) {
 		return fmt.Errorf("Props.MemorySize %g: must be between 128 and 10240 MB", cfg.MemorySize)
 	}
-	if cfg.Receiver.ReservedConcurrency != 0 {
-		if cfg.Receiver.Function.ReservedConcurrency != 0 {
-			return errors.New("Props.Receiver.Function.ReservedConcurrency: set it or Props.Receiver.ReservedConcurrency, not both")
-		}
-		cfg.Receiver.Function.ReservedConcurrency = cfg.Receiver.ReservedConcurrency
-	}
 	if cfg.Sweeper.Function.ReservedConcurrency != 0 {
 		return errors.New("Props.Sweeper.Function.ReservedConcurrency: the sweeper runs one at a time (reserved 1); Props.Sweeper.Unreserved removes the reservation")
 	}

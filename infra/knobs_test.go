@@ -137,10 +137,6 @@ func TestKnobsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 		{"a global memory over Lambda's", func(p *Props) { p.MemorySize = 20000 }, "Props.MemorySize"},
 		{"a sweeper reservation", func(p *Props) { p.Sweeper.Function.ReservedConcurrency = 3 }, "Props.Sweeper.Function.ReservedConcurrency"},
 		{"a negative reservation", func(p *Props) { p.Outbox.Function.ReservedConcurrency = -1 }, "Props.Outbox.Function.ReservedConcurrency"},
-		{"two receiver reservations", func(p *Props) {
-			p.Receiver.ReservedConcurrency = 10
-			p.Receiver.Function.ReservedConcurrency = 20
-		}, "Props.Receiver.Function.ReservedConcurrency"},
 		{"an outbox build of the wrong architecture", func(p *Props) {
 			p.Outbox.Function.Architecture = awslambda.Architecture_X86_64() // the code is arm64
 		}, "outbox.Code"},

@@ -94,8 +94,9 @@ type FunctionOptions struct {
 	MemorySize float64
 	// Architecture, default Props.X86's (arm64 unless X86); the function's code is built for it.
 	Architecture awslambda.Architecture
-	// ReservedConcurrency caps the function's concurrent executions (0: no cap). Not for the
-	// sweeper (SweeperProps.Unreserved).
+	// ReservedConcurrency caps the function's concurrent executions (0: no cap): the receiver's,
+	// so a flood cannot take the account's concurrency from the outbox and the sweeper. Not for
+	// the sweeper (SweeperProps.Unreserved).
 	ReservedConcurrency float64
 }
 

@@ -137,7 +137,7 @@ func TestPropsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 
 func TestTheFloodGuardsAndAnExistingApi(t *testing.T) {
 	p := prebuilt("arm64")
-	p.Receiver.ReservedConcurrency = 50
+	p.Receiver.Function.ReservedConcurrency = 50
 	p.Receiver.NoDuplicateProbe = true
 	p.Outbox.Executors = bounded("crm", "billing")
 	tpl, err := synthesize(p)

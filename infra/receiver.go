@@ -31,9 +31,6 @@ type ReceiverProps struct {
 	Code Code
 	// Function is the function's options over the construct-wide ones.
 	Function FunctionOptions
-	// ReservedConcurrency caps the receiver's concurrent executions (0: no cap), so a flood
-	// cannot take the account's concurrency from the outbox and the sweeper; Function's, set one.
-	ReservedConcurrency float64
 	// SecretsKeys are the customer-managed KMS keys the sources file's secrets are under: the
 	// receiver may decrypt with them through Secrets Manager and SSM only.
 	SecretsKeys []awskms.IKey
