@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -186,5 +187,32 @@ func TestTheSynthsCheckNeverReadsTheStoredHeaders(t *testing.T) {
 	t.Setenv(OTLPHeadersSecret, "arn:aws:secretsmanager:us-east-1:123456789012:secret:nowhere-AbCdEf")
 	if err := CheckEnv(map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCheckEnvLeavesTheSynthsOwnEnvironmentAsItWas: CheckEnv is handed a whole
+// Props.Environment (HOME=/tmp is a common function setting), sets only its OTEL_ variables
+// for the SDK, and leaves the synth's process as it found it: its own values of the others
+// (a lost HOME fails the go build that follows), and its own OTEL_ values.
+func TestCheckEnvLeavesTheSynthsOwnEnvironmentAsItWas(t *testing.T) {
+	resetOtel(t)
+	home := os.Getenv("HOME")
+	t.Setenv("HOME", home)
+	t.Setenv("ONCEHOOK_APP_SETTING", "the synth's own")
+	t.Setenv("OTEL_SERVICE_NAME", "the synth's own")
+	for _, exporter := range []string{"none", "otlp"} {
+		env := map[string]string{"ONCEHOOK_APP_SETTING": "the functions'", "HOME": "/tmp",
+			"OTEL_SERVICE_NAME": "the functions'", "OTEL_TRACES_EXPORTER": exporter}
+		if err := CheckEnv(env); err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range map[string]string{"HOME": home, "ONCEHOOK_APP_SETTING": "the synth's own", "OTEL_SERVICE_NAME": "the synth's own"} {
+			if v, ok := os.LookupEnv(k); !ok || v != want {
+				t.Errorf("exporter %s: %s after CheckEnv: %q (set: %v), want %q", exporter, k, v, ok, want)
+			}
+		}
+		if v, ok := os.LookupEnv("OTEL_TRACES_EXPORTER"); ok {
+			t.Errorf("exporter %s: OTEL_TRACES_EXPORTER after CheckEnv: %q, want it unset as before", exporter, v)
+		}
 	}
 }

@@ -228,21 +228,14 @@ var checkMu sync.Mutex
 // CheckEnv reports what FromEnv would refuse in env, a function's environment, by the same
 // start, less the TLS files (the function's) and the stored headers (a synth reads no secret).
 // infra runs it at synth, so that functions that would refuse to start are never deployed. It
-// sets OpenTelemetry's global logger and error handler, as FromEnv does.
+// sets OpenTelemetry's global logger and error handler, as FromEnv does, and leaves the process's
+// environment as it was.
 func CheckEnv(env map[string]string) error {
 	checkMu.Lock()
 	defer checkMu.Unlock()
-	saved := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
-			saved[k] = v
-			os.Unsetenv(k)
-		}
-	}
-	defer func() {
-		for k := range env {
-			os.Unsetenv(k)
-		}
+	saved := unsetOTEL()
+	defer func() { // the process's own OTEL_ variables back, and nothing else touched
+		unsetOTEL()
 		for k, v := range saved {
 			os.Setenv(k, v)
 		}
@@ -267,6 +260,18 @@ func CheckEnv(env map[string]string) error {
 		return err
 	}
 	return t.Shutdown(context.Background()) // nothing was traced: nothing is exported
+}
+
+// unsetOTEL unsets the process's OTEL_ variables, and returns them.
+func unsetOTEL() map[string]string {
+	unset := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			unset[k] = v
+			os.Unsetenv(k)
+		}
+	}
+	return unset
 }
 
 // sdkLog is OpenTelemetry's global logger and error handler: while the SDK starts, its errors
