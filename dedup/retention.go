@@ -39,7 +39,7 @@ func (r Retention) Effective() time.Duration {
 
 // Validate rejects a retention that would let claims expire while source can still deliver
 // the same event: a *RetentionError when Keep is shorter than RetryHorizon + RedriveWindow,
-// an *InvalidError for negative or missing durations.
+// an *InvalidError for negative or missing durations, and for a sum too long to hold.
 func (r Retention) Validate(source string) error {
 	switch {
 	case r.RetryHorizon <= 0:
@@ -48,6 +48,8 @@ func (r Retention) Validate(source string) error {
 		return &InvalidError{Field: "sources." + source + ".redrive_window", Reason: "must not be negative"}
 	case r.Keep < 0:
 		return &InvalidError{Field: "sources." + source + ".keep", Reason: "must not be negative"}
+	case r.Needed() < r.RetryHorizon || r.Keep == 0 && r.Effective() < r.Needed(): // overflowed: born expired
+		return &InvalidError{Field: "sources." + source + ".redrive_window", Reason: "with retry_horizon (and the default margin), longer than a duration can hold"}
 	case r.Keep > 0 && r.Keep < r.Needed():
 		return &RetentionError{Source: source, Keep: r.Keep, Needed: r.Needed()}
 	}

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -24,6 +25,8 @@ func TestRetention(t *testing.T) {
 		{"a missing retry horizon is refused", Retention{RedriveWindow: 30 * day}, 0, "sources.shop.retry_horizon"},
 		{"a negative redrive window is refused", Retention{RetryHorizon: day, RedriveWindow: -day}, 0, "sources.shop.redrive_window"},
 		{"a negative keep is refused", Retention{RetryHorizon: day, Keep: -day}, 0, "sources.shop.keep"},
+		{"a horizon and window whose sum a duration cannot hold are refused", Retention{RetryHorizon: 62500 * 24 * time.Hour, RedriveWindow: 62500 * 24 * time.Hour}, 0, "sources.shop.redrive_window"},
+		{"a sum the default margin takes past a duration is refused", Retention{RetryHorizon: math.MaxInt64 - 2*time.Hour, RedriveWindow: time.Hour}, 0, "sources.shop.redrive_window"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

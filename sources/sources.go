@@ -409,7 +409,7 @@ func (l *Locator) String() string {
 	return s
 }
 
-// Duration is a time.Duration that reads "72h", "90m" and also whole days, "30d".
+// Duration is a time.Duration that reads "72h", "90m" and also whole days, "30d": at most 3650 days.
 type Duration time.Duration
 
 // UnmarshalJSON reads a duration string.
@@ -457,18 +457,22 @@ func CheckJSONPath(path string) error {
 	return nil
 }
 
-// ParseDuration is time.ParseDuration plus whole days ("30d").
+// maxDuration bounds every duration of the file: ten years, so that no sum of them (a
+// retention: horizon, window and margin) overflows.
+const maxDuration = 3650 * 24 * time.Hour
+
+// ParseDuration is time.ParseDuration plus whole days ("30d"), at most 3650 days.
 func ParseDuration(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.Atoi(n)
 		if err != nil || days < 0 || days > 3650 {
-			return 0, fmt.Errorf("invalid duration %q: want whole days such as \"30d\"", s)
+			return 0, fmt.Errorf("invalid duration %q: want whole days such as \"30d\", at most 3650d", s)
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
 	}
 	v, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: want e.g. \"72h\" or \"30d\"", s)
+	if err != nil || v > maxDuration { // a negative one is refused by the field that takes it
+		return 0, fmt.Errorf("invalid duration %q: want e.g. \"72h\" or \"30d\", at most 3650d", s)
 	}
 	return v, nil
 }

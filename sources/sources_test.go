@@ -58,6 +58,7 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"a typo in a field name", `{"sources":{"s":{` + ok + `,"redrive_windw":"1d"}}}`, `sources.s: unknown field "redrive_windw"`},
 		{"secret for secrets", `{"sources":{"stripe":{"scheme":"stripe","secret":"whsec_x","retry_horizon":"3d"}}}`, `sources.stripe: unknown field "secret"`},
 		{"an unknown field in a secret", `{"sources":{"s":{"scheme":"stripe","secrets":[{"secrets_manager":"x"}],"retry_horizon":"3d"}}}`, `sources.s: unknown field "secrets_manager"`},
+		{"a duration over ten years", `{"sources":{"s":{"scheme":"github","secrets":[{"env":"S"}],"retry_horizon":"1500000h","redrive_window":"1500000h"}}}`, `sources.s: invalid duration "1500000h"`},
 		{"a bad duration, named", `{"sources":{"s":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":3}}}`, `sources.s: want a duration string`},
 		{"an unknown field in a target", `{"sources":{"s":{` + ok + `}},"targets":{"email":{"uri":"http://x"}}}`, `targets.email: unknown field "uri"`},
 		{"an unknown field in a table", `{"sources":{"s":{` + ok + `}},"tables":{"orders":{"partition":"pk"}}}`, `tables.orders: unknown field "partition"`},
@@ -162,7 +163,7 @@ func TestARetentionErrorIsTyped(t *testing.T) {
 
 func TestDurations(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "72h": 72 * time.Hour, "90m": 90 * time.Minute, "0d": 0} {
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "72h": 72 * time.Hour, "90m": 90 * time.Minute, "0d": 0, "87600h": 3650 * 24 * time.Hour} {
 		got, err := ParseDuration(in)
 		if err != nil || got != want {
 			t.Fatalf("ParseDuration(%q) = %s, %v; want %s", in, got, err, want)
@@ -173,7 +174,7 @@ func TestDurations(t *testing.T) {
 			t.Fatalf("%q does not round-trip through %s", in, b)
 		}
 	}
-	for _, bad := range []string{"", "d", "-1d", "1.5d", "99999d", "3 days"} {
+	for _, bad := range []string{"", "d", "-1d", "1.5d", "99999d", "3 days", "87601h", "1500000h"} {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Fatalf("ParseDuration(%q) accepted", bad)
 		}
