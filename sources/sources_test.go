@@ -112,6 +112,9 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 		{"secrets for a public-key scheme", `{"sources":{"s":{"scheme":"discord","secrets":[{"env":"S"}],"event_id":{"json":"event.data.id"}}}}`, "sources.s.secrets: the discord scheme verifies with the provider's public keys"},
 		{"no public key for a public-key scheme", `{"sources":{"s":{"scheme":"sendgrid"}}}`, "sources.s.public_keys"},
 		{"an empty public key", `{"sources":{"s":{"scheme":"sendgrid","public_keys":[""]}}}`, "sources.s.public_keys[0]"},
+		{"a discord public key not in hex", `{"sources":{"s":{"scheme":"discord","public_keys":["not-hex"],"event_id":{"json":"id"}}}}`, "sources.s.public_keys[0]: "},
+		{"a discord public key not 32 bytes", `{"sources":{"s":{"scheme":"discord","public_keys":["` + strings.Repeat("ab", 32) + `","abcd"],"event_id":{"json":"id"}}}}`, "sources.s.public_keys[1]: "},
+		{"a sendgrid public key that is not a key", `{"sources":{"s":{"scheme":"sendgrid","public_keys":["bm90IGEga2V5"]}}}`, "sources.s.public_keys[0]: "},
 		{"public keys for an HMAC scheme", `{"sources":{"s":{` + ok + `,"public_keys":["k"]}}}`, "sources.s.public_keys"},
 		{"a url for a scheme that signs none", `{"sources":{"s":{` + ok + `,"url":"https://h.example/hooks/s"}}}`, "sources.s.url: only the schemes that sign the URL"},
 		{"a relative url", `{"sources":{"s":{"scheme":"square","secrets":[{"env":"S"}],"url":"/hooks/s"}}}`, "sources.s.url"},
@@ -251,6 +254,13 @@ func TestEverySchemeIsOneTheVerifierKnows(t *testing.T) {
 	}
 }
 
+// Two SendGrid verification keys (P-256, SubjectPublicKeyInfo in base64): the first
+// examples/sources.providers.json's, the second made by openssl.
+const (
+	sgKey1 = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g=="
+	sgKey2 = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE34w6s0RvBIQHYkqQXMu7ZBWtaJN0LRuw8/ShWCeuiwrHqpdGDnQtghnZQyVH6MKTEFNuqk3IYxf0WntxK37GJQ=="
+)
+
 // TestTheNewShapesDefaults: twilio's body is a form, a sendgrid source is a batch, a
 // public-key source's keys are its secrets for the receiver, and a form:<key> body names the
 // key that holds its JSON.
@@ -258,7 +268,7 @@ func TestTheNewShapesDefaults(t *testing.T) {
 	t.Parallel()
 	f, err := Parse([]byte(`{"sources":{
   "twilio":   {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"}},
-  "sendgrid": {"scheme":"sendgrid","public_keys":["pk1","pk2"]},
+  "sendgrid": {"scheme":"sendgrid","public_keys":["`+sgKey1+`","`+sgKey2+`"]},
   "actions":  {"scheme":"slack","secrets":[{"env":"S"}],"body":"form:payload","event_id":{"json":"trigger_id"},"event_type":{"json":"type"}},
   "commands": {"scheme":"slack","secrets":[{"env":"S"}],"body":"form","event_id":{"form":"trigger_id"},"event_type":{"form":"command"}}}}`))
 	if err != nil {
@@ -280,7 +290,7 @@ func TestTheNewShapesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := secrets.Get("sendgrid"); !slices.Equal(got, []string{"pk1", "pk2"}) {
+	if got := secrets.Get("sendgrid"); !slices.Equal(got, []string{sgKey1, sgKey2}) {
 		t.Fatalf("sendgrid's keys %v", got)
 	}
 	if changed, err := secrets.Refresh(t.Context(), "sendgrid"); changed || err != nil {

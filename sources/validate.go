@@ -329,7 +329,8 @@ func onlyNameChars(s, extra string) bool {
 
 func (s *Source) validate(at string) error {
 	var ie *webhook.InvalidError
-	if _, err := s.WebhookScheme(); errors.As(err, &ie) { // the receiver's own build is the one check
+	scheme, err := s.WebhookScheme()
+	if errors.As(err, &ie) { // the receiver's own build is the one check
 		field := map[string]string{"name": "scheme", "Tolerance": "timestamp_tolerance", "URL": "url"}[ie.Field]
 		return &FieldError{Field: at + "." + cmp.Or(field, "hmac."+strings.ToLower(ie.Field)), Reason: ie.Reason}
 	}
@@ -437,6 +438,11 @@ func (s *Source) validate(at string) error {
 	if s.ReplayGuard == ReplayGuardOff && s.Scheme == "twilio" && !s.IDSigned() {
 		// Twilio's ids are never signed: without the guard a captured callback replays without limit.
 		return &FieldError{Field: at + ".replay_guard", Reason: `cannot be "off" for twilio: its event id is not signed (a header, or a form field Twilio signs without delimiters), so the guard is what refuses a captured callback's replays`}
+	}
+	// Public keys are in the file: the receiver's own check of them runs here too (last, so
+	// that the entry's other faults are named first).
+	if err := webhook.CheckSecrets(scheme, s.PublicKeys); PublicKeyScheme(s.Scheme) && errors.As(err, &ie) {
+		return &FieldError{Field: at + ".public_keys" + strings.TrimPrefix(ie.Field, "secrets"), Reason: ie.Reason}
 	}
 	return nil
 }
