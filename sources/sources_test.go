@@ -268,7 +268,7 @@ func TestTheNewShapesDefaults(t *testing.T) {
 	t.Parallel()
 	f, err := Parse([]byte(`{"sources":{
   "twilio":   {"scheme":"twilio","secrets":[{"env":"S"}],"event_type":{"form":"MessageStatus"}},
-  "sendgrid": {"scheme":"sendgrid","public_keys":["`+sgKey1+`","`+sgKey2+`"]},
+  "sendgrid": {"scheme":"sendgrid","public_keys":["` + sgKey1 + `","` + sgKey2 + `"]},
   "actions":  {"scheme":"slack","secrets":[{"env":"S"}],"body":"form:payload","event_id":{"json":"trigger_id"},"event_type":{"json":"type"}},
   "commands": {"scheme":"slack","secrets":[{"env":"S"}],"body":"form","event_id":{"form":"trigger_id"},"event_type":{"form":"command"}}}}`))
 	if err != nil {
