@@ -28,10 +28,14 @@ import (
 	"io"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/webhook"
@@ -576,6 +580,14 @@ func decodeStrict(b []byte, v any) error {
 	// Not dec.More, which takes a stray '}' or ']' for the end of a value.
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("content after the top-level object")
+	}
+	// encoding/json takes a field's name in any case, where the file's own checks (fieldsOf)
+	// read it as written ("Max_In_Flight": 0 was no limit): json v2, which matches names as
+	// written, names a field spelled otherwise.
+	var serr *jsonv2.SemanticError
+	again := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+	if err := jsonv2.Unmarshal(b, again, jsonv2.RejectUnknownMembers(true), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)); errors.As(err, &serr) && serr.Err == jsonv2.ErrUnknownName {
+		return fmt.Errorf("unknown field %q", serr.JSONPointer.LastToken())
 	}
 	return nil
 }
