@@ -122,6 +122,7 @@ func TestBindRefusesWhatCannotWork(t *testing.T) {
 		{"a queue's ARN for a function target", func(b *Bindings) { b.Targets["l"] = "arn:aws:sqs:us-east-1:111111111111:q" }, "targets.l.arn", "not the ARN of a lambda resource"},
 		{"a standard queue for a target with a group id", func(b *Bindings) { b.Targets["q"] = "arn:aws:sqs:us-east-1:111111111111:standard" }, "targets.q.group_id", "FIFO"},
 		{"an empty ARN", func(b *Bindings) { b.Targets["n"] = "" }, "targets.n.arn", "is required"},
+		{"an empty bus", func(b *Bindings) { b.Targets["e"] = "" }, "targets.e.arn", "is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f, err := Parse([]byte(boundFile))

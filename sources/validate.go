@@ -270,7 +270,7 @@ func (t *Target) validateAWS(at string) error {
 	case unbound && t.ARN != "":
 		return &FieldError{Field: at + ".arn", Reason: fmt.Sprintf("is set, and the target is bound: a bound target takes its ARN from the CDK app (infra's Props.%s); set arn or bound, not both", BindingProps[t.Type])}
 	case unbound:
-	case t.ARN == "" && t.Type == TargetEventBridge:
+	case t.ARN == "" && t.Type == TargetEventBridge && !t.resolved: // a binding names a bus
 		t.ARN = "default"
 	case t.ARN == "":
 		return &FieldError{Field: at + ".arn", Reason: fmt.Sprintf(`is required: the ARN of the %s resource, or "bound": true for one the CDK app binds (infra's Props.%s)`, t.Type, BindingProps[t.Type])}
