@@ -21,7 +21,8 @@
 //	LEASE_SECONDS            Lease: outbox and sweeper, whole seconds (default 60)
 //	MAX_ATTEMPTS             MaxAttempts: outbox and sweeper, failed attempts before parking (default 10)
 //	RETRY_QUEUE_URL          RetryQueueURL: outbox and sweeper, the SQS queue that wakes retries
-//	SWEEP_MIN_AGE_SECONDS    SweepMinAge: sweeper, claims younger than this are left alone (default 120)
+//	SWEEP_MIN_AGE_SECONDS    SweepMinAge: sweeper, claims younger than this are left alone (default 120;
+//	                         under every source's retention: CheckFile)
 //	AUDIT_PREFIXES           AuditPrefixes: sweeper, the leak audit's partition-key prefixes, comma-separated
 //	AUDIT_SAMPLE             AuditSample: sweeper, items each sweep audits (default 100)
 //
@@ -29,6 +30,7 @@
 package deployment
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -178,6 +180,24 @@ func (s Settings) WithDefaults() Settings {
 	orDefault(&s.SecretsMaxAge, DefaultSecretsMaxAge)
 	s.Targets = sortedSet(s.Targets)
 	return s
+}
+
+// CheckFile refuses settings that cannot work with the sources file f, naming the variable: a
+// SWEEP_MIN_AGE_SECONDS at least a source's retention, whose claims would expire before the
+// sweeper looked at them (an intent the stream missed, never sent).
+func (s Settings) CheckFile(f *sources.File) error {
+	if len(f.Sources) == 0 {
+		return nil
+	}
+	s = s.WithDefaults()
+	shortest := slices.MinFunc(f.Names(), func(a, b string) int {
+		return cmp.Compare(f.Sources[a].Retention().Effective(), f.Sources[b].Retention().Effective())
+	})
+	if keep := f.Sources[shortest].Retention().Effective(); s.SweepMinAge >= keep {
+		return &Error{Var: "SWEEP_MIN_AGE_SECONDS", Value: strconv.Itoa(int(s.SweepMinAge / time.Second)),
+			Want: fmt.Sprintf("less than sources.%s's retention (%s), or its claims expire before a sweep looks at them", shortest, sources.Duration(keep))}
+	}
+	return nil
 }
 
 func orDefault[T int | time.Duration](v *T, d T) {

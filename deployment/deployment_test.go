@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oncehook/oncehook/sources"
 )
 
 func getenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -124,6 +126,31 @@ func TestAWholeNumberOfSecondsTooBigForADurationIsRefusedNamed(t *testing.T) {
 				t.Errorf("%s=%s: read as lease %s, sweep min age %s, %v; want an *Error naming %s with the value as written",
 					name, v, s.Lease, s.SweepMinAge, err, name)
 			}
+		}
+	}
+}
+
+// TestASweepMinAgeThatOutlastsAClaimIsRefusedNamed: the sweeper leaves claims younger than
+// SWEEP_MIN_AGE_SECONDS alone, so one at least a source's retention would never sweep that
+// source's claims: an intent the stream missed would expire unsent.
+func TestASweepMinAgeThatOutlastsAClaimIsRefusedNamed(t *testing.T) {
+	f, err := sources.Parse([]byte(`{"sources":{
+  "long":  {"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"},
+  "short": {"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"1d","redrive_window":"0d","keep":"2d"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		age  time.Duration
+		fits bool
+	}{{0, true}, {2 * time.Minute, true}, {48*time.Hour - time.Second, true}, {48 * time.Hour, false}, {60 * 24 * time.Hour, false}} {
+		err := Settings{Table: "t", SweepMinAge: c.age}.CheckFile(f)
+		var e *Error
+		switch {
+		case c.fits && err != nil:
+			t.Errorf("SWEEP_MIN_AGE_SECONDS %s: refused: %v", c.age, err)
+		case !c.fits && (!errors.As(err, &e) || e.Var != "SWEEP_MIN_AGE_SECONDS" || !strings.Contains(e.Want, "sources.short")):
+			t.Errorf("SWEEP_MIN_AGE_SECONDS %s: got %v, want an *Error naming it and sources.short", c.age, err)
 		}
 	}
 }

@@ -133,7 +133,7 @@ func loadSources(s deployment.Settings) (*sources.File, error) {
 	if err := f.Bind(b); err != nil {
 		return nil, fmt.Errorf("ONCEHOOK_BINDINGS: %w", err)
 	}
-	return f, nil
+	return f, s.CheckFile(f)
 }
 
 func readSources(s deployment.Settings) (*sources.File, error) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,8 @@ func TestLoadRefusesToStartWithABadEnvironment(t *testing.T) {
 		{"a secret that is not set", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": ""}, "env:BOOT_TEST_SECRET"},
 		{"a pending shard count that is not a number", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": "s",
 			"PENDING_SHARDS": "many"}, `PENDING_SHARDS="many"`},
+		{"a sweep min age no claim lives to", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES": good, "BOOT_TEST_SECRET": "s",
+			"SWEEP_MIN_AGE_SECONDS": strconv.Itoa(50 * 24 * 3600)}, "SWEEP_MIN_AGE_SECONDS"},
 		{"a missing sources file", map[string]string{"TABLE_NAME": "t", "ONCEHOOK_SOURCES_FILE": "/nonexistent/sources.json"}, "no such file"},
 	}
 	if FaultInjection {
@@ -76,7 +79,7 @@ func TestLoadRefusesToStartWithABadEnvironment(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, k := range []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "BOOT_TEST_SECRET", "ONCEHOOK_FAULTS", "PENDING_SHARDS"} {
+			for _, k := range []string{"TABLE_NAME", "ONCEHOOK_SOURCES", "ONCEHOOK_SOURCES_FILE", "BOOT_TEST_SECRET", "ONCEHOOK_FAULTS", "PENDING_SHARDS", "SWEEP_MIN_AGE_SECONDS"} {
 				t.Setenv(k, c.env[k])
 			}
 			_, err := Load(context.Background(), Needs{Secrets: true})
