@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/deployment"
+	"github.com/oncehook/oncehook/sources"
 )
 
 // The construct writes a deployment's settings into each function's environment; the
@@ -37,4 +38,18 @@ func ExampleSourcesSum() {
 	env := deployment.Settings{SourcesSHA256: deployment.SourcesSum(file)}.Environment()
 	fmt.Println(deployment.BundledSources, len(env["ONCEHOOK_SOURCES_SHA256"]))
 	// Output: sources.json 64
+}
+
+// Settings that each work alone can fail together with the sources file: a sweep that waits
+// longer than a source keeps its claims would never see them.
+func ExampleSettings_CheckFile() {
+	f, err := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"0d","keep":"7d"}}}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(deployment.Settings{Table: "claims"}.CheckFile(f))
+	fmt.Println(deployment.Settings{Table: "claims", SweepMinAge: 8 * 24 * time.Hour}.CheckFile(f))
+	// Output:
+	// <nil>
+	// SWEEP_MIN_AGE_SECONDS="691200": want less than sources.shop's retention (7d), or its claims expire before a sweep looks at them
 }
