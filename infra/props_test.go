@@ -801,3 +801,43 @@ func TestALeaseForATimeoutOfAFractionOfASecondIsOneTheWorkerAccepts(t *testing.T
 		})
 	}
 }
+
+// TestAFractionalDeliveryTimeoutGivesTheReceiverTheNextWholeSecond: a source's delivery_timeout
+// may be a fraction of a second ("2500ms"), as the sources file and the receiver's start take
+// it, and a Lambda timeout is whole seconds. The receiver's is the tightest delivery timeout
+// rounded up, never down: the handler answers a second before each source's own delivery
+// timeout, or before its invocation ends if that comes first, so an invocation that ends no
+// sooner than the tightest source's timeout leaves every source its own time. The latency
+// alarm keeps the delivery timeout itself.
+func TestAFractionalDeliveryTimeoutGivesTheReceiverTheNextWholeSecond(t *testing.T) {
+	for _, c := range []struct {
+		timeout string
+		want    float64
+	}{{"2500ms", 3}, {"9.001s", 10}, {"28.5s", 29}, {"7s", 7}} {
+		t.Run(c.timeout, func(t *testing.T) {
+			p := prebuilt("arm64")
+			p.SourcesFile = sourcesFile(t, fmt.Sprintf(`{"sources":{
+			  "shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d","delivery_timeout":%q},
+			  "slow":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/slow"}],"redrive_window":"30d","delivery_timeout":"29s"}}}`, c.timeout))
+			tpl, err := synthesize(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := time.ParseDuration(c.timeout)
+			got := functionsByTag(t, tpl)["receiver"]["Timeout"]
+			if got != c.want {
+				t.Errorf("receiver timeout %v, want %v", got, c.want)
+			}
+			if end := time.Duration(c.want) * time.Second; end < d || end >= d+time.Second {
+				t.Fatalf("the case's own want %s is not the delivery timeout %s rounded up", end, d)
+			}
+			for id, res := range *tpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+				if strings.HasPrefix(id, "OncehookReceiverLatency") {
+					if th := (*res)["Properties"].(map[string]any)["Threshold"]; th != 0.8*float64(d.Milliseconds()) {
+						t.Errorf("ReceiverLatency threshold %v, want 80%% of %s", th, d)
+					}
+				}
+			}
+		})
+	}
+}
