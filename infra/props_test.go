@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/jsii-runtime-go"
 
@@ -839,5 +840,58 @@ func TestAFractionalDeliveryTimeoutGivesTheReceiverTheNextWholeSecond(t *testing
 				}
 			}
 		})
+	}
+}
+
+// TestASettingOfPropsEnvironmentKnownOnlyAtDeployIsLeftToTheStart: a setting the functions'
+// start reads (LOG_LEVEL, MAX_ATTEMPTS, SWEEP_MIN_AGE_SECONDS, ONCEHOOK_SECRETS_MAX_AGE) may be
+// a CDK token, a CloudFormation parameter or an SSM parameter's value, which has no value at
+// synth: the synth passes it to the functions, which check it at start, as it does an
+// OpenTelemetry setting's, rather than refuse the placeholder text it sees. A literal setting
+// beside it is still checked at synth.
+func TestASettingOfPropsEnvironmentKnownOnlyAtDeployIsLeftToTheStart(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		value func(s awscdk.Stack, setting string) string
+	}{
+		{"a CloudFormation parameter", func(s awscdk.Stack, setting string) string {
+			return *awscdk.NewCfnParameter(s, jsii.String(strings.ReplaceAll(setting, "_", "")), &awscdk.CfnParameterProps{Type: jsii.String("String")}).ValueAsString()
+		}},
+		{"an SSM parameter's value", func(s awscdk.Stack, setting string) string {
+			return *awsssm.StringParameter_ValueForStringParameter(s, jsii.String("/hooks/"+setting), nil)
+		}},
+		{"a value with a token in it", func(s awscdk.Stack, setting string) string {
+			return "1" + *awscdk.NewCfnParameter(s, jsii.String(strings.ReplaceAll(setting, "_", "")), &awscdk.CfnParameterProps{Type: jsii.String("String")}).ValueAsString()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
+				p := prebuilt("arm64")
+				p.Environment = map[string]string{}
+				for _, k := range settable {
+					p.Environment[k] = c.value(s, k)
+				}
+				return p
+			}, nil)
+			if err != nil {
+				t.Fatalf("refused at synth, though the start checks it: %v", err)
+			}
+			for fn, props := range functionsByTag(t, tpl) {
+				env := envOf(props)
+				for _, k := range settable {
+					if _, literal := env[k].(string); literal {
+						t.Errorf("%s: %s=%v holds no reference to the value known at deploy", fn, k, env[k])
+					}
+				}
+			}
+		})
+	}
+	_, err := synthesizeWith(func(s awscdk.Stack) *Props {
+		p := prebuilt("arm64")
+		p.Environment = map[string]string{"MAX_ATTEMPTS": *awscdk.NewCfnParameter(s, jsii.String("MaxAttempts"), nil).ValueAsString(), "LOG_LEVEL": "verbose"}
+		return p
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), `LOG_LEVEL="verbose"`) {
+		t.Errorf("beside a token, a literal LOG_LEVEL the start refuses: got %v, want it refused", err)
 	}
 }
