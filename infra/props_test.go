@@ -895,3 +895,29 @@ func TestASettingOfPropsEnvironmentKnownOnlyAtDeployIsLeftToTheStart(t *testing.
 		t.Errorf("beside a token, a literal LOG_LEVEL the start refuses: got %v, want it refused", err)
 	}
 }
+
+// TestAnExecutorForATargetOfTheSourcesFileIsRefusedNamingTheTargetsType: the application's
+// executor for a target the sources file also has is refused, the target named with its type
+// (an AWS target is no HTTP one).
+func TestAnExecutorForATargetOfTheSourcesFileIsRefusedNamingTheTargetsType(t *testing.T) {
+	for typ, target := range map[string]string{
+		"http":          `{"url":"https://example.com/x"}`,
+		"sqs":           `{"type":"sqs","arn":"arn:aws:sqs:us-east-1:111111111111:audit"}`,
+		"sns":           `{"type":"sns","arn":"arn:aws:sns:us-east-1:111111111111:audit"}`,
+		"eventbridge":   `{"type":"eventbridge","arn":"default"}`,
+		"stepfunctions": `{"type":"stepfunctions","arn":"arn:aws:states:us-east-1:111111111111:stateMachine:audit"}`,
+		"lambda":        `{"type":"lambda","arn":"arn:aws:lambda:us-east-1:111111111111:function:audit"}`,
+	} {
+		t.Run(typ, func(t *testing.T) {
+			file := sourcesFile(t, `{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},"targets":{"audit":`+target+`}}`)
+			_, _, _, err := configure(&Props{SourcesFile: file, Outbox: OutboxProps{Executors: bounded("audit")}})
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			want := fmt.Sprintf(`Props.Outbox.Executors: "audit" is also a target of the sources file (type %s)`, typ)
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("got %v, want %q", err, want)
+			}
+		})
+	}
+}
