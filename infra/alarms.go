@@ -316,7 +316,7 @@ func checkAlarms(cfg *Props, _ *sources.File) error {
 	}
 	for i, e := range cfg.Alarms.HttpsEndpoints {
 		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" {
-			return fmt.Errorf("Props.Alarms.HttpsEndpoints[%d] %q: must be an https:// URL", i, e)
+			return fmt.Errorf("Props.Alarms.HttpsEndpoints[%d] %s: must be an https:// URL (only its scheme and host are shown: the rest may hold the integration's key)", i, shownURL(e))
 		}
 	}
 	return nil
