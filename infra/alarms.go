@@ -3,6 +3,7 @@ package infra
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -301,9 +302,13 @@ func subscribe(c constructs.Construct, topic awssns.ITopic, cfg Props) {
 	}
 }
 
-// checkAlarms fills in the duplicate spike's default and refuses a subscription SNS would.
+// checkAlarms fills in the duplicate spike's default and refuses one no count crosses as meant
+// (below 0 any duplicate breaches it, NaN or +Inf cannot be written), and a subscription SNS
+// would refuse.
 func checkAlarms(cfg *Props, _ *sources.File) error {
-	cfg.Alarms.DuplicateSpike = cmp.Or(cfg.Alarms.DuplicateSpike, 500)
+	if !knob(&cfg.Alarms.DuplicateSpike, 500, 0, math.MaxFloat64, false) {
+		return fmt.Errorf("Props.Alarms.DuplicateSpike %g: must be a positive number of duplicates in 5 minutes (0 for the default, 500)", cfg.Alarms.DuplicateSpike)
+	}
 	for i, e := range cfg.Alarms.Emails {
 		if at := strings.LastIndexByte(e, '@'); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
 			return fmt.Errorf("Props.Alarms.Emails[%d] %q: not an email address", i, e)
@@ -311,7 +316,7 @@ func checkAlarms(cfg *Props, _ *sources.File) error {
 	}
 	for i, e := range cfg.Alarms.HttpsEndpoints {
 		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" {
-			return fmt.Errorf("Props.Alarms.HttpsEndpoints[%d] %q: must be an https:// URL", i, e)
+			return fmt.Errorf("Props.Alarms.HttpsEndpoints[%d] %s: must be an https:// URL (only its scheme and host are shown: the rest may hold the integration's key)", i, shownURL(e))
 		}
 	}
 	return nil

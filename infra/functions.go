@@ -89,8 +89,17 @@ func function(scope constructs.Construct, id string, cfg Props, opts FunctionOpt
 	}))
 	all := maps.Clone(env)
 	maps.Copy(all, code.env)
-	// The settings the function's start will read, checked as it will check them.
-	if _, err := deployment.FromEnv(func(k string) string { return all[k] }); err != nil {
+	// The settings the function's start will read, checked as it will check them. One of
+	// Props.Environment's known only at deploy (a token) is left to the start, as
+	// OpenTelemetry's are (checkOtelEnv); the construct's own tokens (the table's name) stay,
+	// as the start needs them set.
+	getenv := func(k string) string {
+		if _, set := cfg.Environment[k]; set && unresolved(all[k]) {
+			return ""
+		}
+		return all[k]
+	}
+	if _, err := deployment.FromEnv(getenv); err != nil {
 		return nil, fmt.Errorf("the %s function's environment (Props.Environment): %w", name, err)
 	}
 	vars := map[string]*string{}

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -137,6 +138,11 @@ func TestKnobsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 		{"a global memory over Lambda's", func(p *Props) { p.MemorySize = 20000 }, "Props.MemorySize"},
 		{"a sweeper reservation", func(p *Props) { p.Sweeper.Function.ReservedConcurrency = 3 }, "Props.Sweeper.Function.ReservedConcurrency"},
 		{"a negative reservation", func(p *Props) { p.Outbox.Function.ReservedConcurrency = -1 }, "Props.Outbox.Function.ReservedConcurrency"},
+		// Any duplicate breaches a spike below 0, every period breaches none above +Inf, and NaN
+		// compares as neither.
+		{"a negative duplicate spike", func(p *Props) { p.Alarms.DuplicateSpike = -1 }, "Props.Alarms.DuplicateSpike"},
+		{"a NaN duplicate spike", func(p *Props) { p.Alarms.DuplicateSpike = math.NaN() }, "Props.Alarms.DuplicateSpike"},
+		{"an infinite duplicate spike", func(p *Props) { p.Alarms.DuplicateSpike = math.Inf(1) }, "Props.Alarms.DuplicateSpike"},
 		{"an outbox build of the wrong architecture", func(p *Props) {
 			p.Outbox.Function.Architecture = awslambda.Architecture_X86_64() // the code is arm64
 		}, "outbox.Code"},

@@ -84,7 +84,7 @@ func (b *builder) outbox() error {
 }
 
 // checkOutbox fills in the stream mapping's and the retry queue's defaults and refuses what
-// Lambda would, and an application target that is also an HTTP target of the sources file.
+// Lambda would, and an application target that is also a target of the sources file.
 func checkOutbox(cfg *Props, file *sources.File) error {
 	if !knob(&cfg.Outbox.StreamParallelization, 2, 1, 10, true) {
 		return fmt.Errorf("Props.Outbox.StreamParallelization %g: must be a whole number between 1 and 10", cfg.Outbox.StreamParallelization)
@@ -96,8 +96,8 @@ func checkOutbox(cfg *Props, file *sources.File) error {
 		return fmt.Errorf("Props.Outbox.RetryConcurrency %g: must be between 2 and 1000 (Lambda's MaximumConcurrency for SQS)", cfg.Outbox.RetryConcurrency)
 	}
 	for _, t := range sortedKeys(cfg.Outbox.Executors) {
-		if file.Targets[t] != nil {
-			return fmt.Errorf("Props.Outbox.Executors: %q is also an HTTP target of the sources file", t)
+		if tg := file.Targets[t]; tg != nil {
+			return fmt.Errorf("Props.Outbox.Executors: %q is also a target of the sources file (type %s)", t, tg.Type)
 		}
 	}
 	if _, err := outbox.Bounds(cfg.Outbox.Executors); err != nil {

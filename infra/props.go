@@ -99,6 +99,20 @@ func deployable(cfg *Props, f *sources.File) error {
 	return nil
 }
 
+// shownURL is a URL as an error may show it: its scheme and host, "/…" for the rest, which may
+// hold a key (an integration's or an intake's path, query or password), or "(not shown)"
+// without a host. A synth's error is kept by CI logs and build output.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(not shown)"
+	}
+	if shown := u.Scheme + "://" + u.Host; shown != raw {
+		return shown + "/…"
+	}
+	return raw
+}
+
 func private(host string) bool {
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true

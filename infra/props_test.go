@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsroute53"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/jsii-runtime-go"
 
@@ -797,6 +798,125 @@ func TestALeaseForATimeoutOfAFractionOfASecondIsOneTheWorkerAccepts(t *testing.T
 				if _, err := outbox.New(&dynamodb.Client{}, outbox.Config{Table: "t", Lease: time.Duration(lease) * time.Second, Executors: map[string]outbox.Executor{"slow": x}}); err != nil {
 					t.Errorf("%s: LEASE_SECONDS=%d: the worker refuses the lease the stack gives it: %v", name, lease, err)
 				}
+			}
+		})
+	}
+}
+
+// TestAFractionalDeliveryTimeoutGivesTheReceiverTheNextWholeSecond: a source's delivery_timeout
+// may be a fraction of a second ("2500ms"), as the sources file and the receiver's start take
+// it, and a Lambda timeout is whole seconds. The receiver's is the tightest delivery timeout
+// rounded up, never down: the handler answers a second before each source's own delivery
+// timeout, or before its invocation ends if that comes first, so an invocation that ends no
+// sooner than the tightest source's timeout leaves every source its own time. The latency
+// alarm keeps the delivery timeout itself.
+func TestAFractionalDeliveryTimeoutGivesTheReceiverTheNextWholeSecond(t *testing.T) {
+	for _, c := range []struct {
+		timeout string
+		want    float64
+	}{{"2500ms", 3}, {"9.001s", 10}, {"28.5s", 29}, {"7s", 7}} {
+		t.Run(c.timeout, func(t *testing.T) {
+			p := prebuilt("arm64")
+			p.SourcesFile = sourcesFile(t, fmt.Sprintf(`{"sources":{
+			  "shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d","delivery_timeout":%q},
+			  "slow":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/slow"}],"redrive_window":"30d","delivery_timeout":"29s"}}}`, c.timeout))
+			tpl, err := synthesize(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := time.ParseDuration(c.timeout)
+			got := functionsByTag(t, tpl)["receiver"]["Timeout"]
+			if got != c.want {
+				t.Errorf("receiver timeout %v, want %v", got, c.want)
+			}
+			if end := time.Duration(c.want) * time.Second; end < d || end >= d+time.Second {
+				t.Fatalf("the case's own want %s is not the delivery timeout %s rounded up", end, d)
+			}
+			for id, res := range *tpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+				if strings.HasPrefix(id, "OncehookReceiverLatency") {
+					if th := (*res)["Properties"].(map[string]any)["Threshold"]; th != 0.8*float64(d.Milliseconds()) {
+						t.Errorf("ReceiverLatency threshold %v, want 80%% of %s", th, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestASettingOfPropsEnvironmentKnownOnlyAtDeployIsLeftToTheStart: a setting the functions'
+// start reads (LOG_LEVEL, MAX_ATTEMPTS, SWEEP_MIN_AGE_SECONDS, ONCEHOOK_SECRETS_MAX_AGE) may be
+// a CDK token, a CloudFormation parameter or an SSM parameter's value, which has no value at
+// synth: the synth passes it to the functions, which check it at start, as it does an
+// OpenTelemetry setting's, rather than refuse the placeholder text it sees. A literal setting
+// beside it is still checked at synth.
+func TestASettingOfPropsEnvironmentKnownOnlyAtDeployIsLeftToTheStart(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		value func(s awscdk.Stack, setting string) string
+	}{
+		{"a CloudFormation parameter", func(s awscdk.Stack, setting string) string {
+			return *awscdk.NewCfnParameter(s, jsii.String(strings.ReplaceAll(setting, "_", "")), &awscdk.CfnParameterProps{Type: jsii.String("String")}).ValueAsString()
+		}},
+		{"an SSM parameter's value", func(s awscdk.Stack, setting string) string {
+			return *awsssm.StringParameter_ValueForStringParameter(s, jsii.String("/hooks/"+setting), nil)
+		}},
+		{"a value with a token in it", func(s awscdk.Stack, setting string) string {
+			return "1" + *awscdk.NewCfnParameter(s, jsii.String(strings.ReplaceAll(setting, "_", "")), &awscdk.CfnParameterProps{Type: jsii.String("String")}).ValueAsString()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tpl, err := synthesizeWith(func(s awscdk.Stack) *Props {
+				p := prebuilt("arm64")
+				p.Environment = map[string]string{}
+				for _, k := range settable {
+					p.Environment[k] = c.value(s, k)
+				}
+				return p
+			}, nil)
+			if err != nil {
+				t.Fatalf("refused at synth, though the start checks it: %v", err)
+			}
+			for fn, props := range functionsByTag(t, tpl) {
+				env := envOf(props)
+				for _, k := range settable {
+					if _, literal := env[k].(string); literal {
+						t.Errorf("%s: %s=%v holds no reference to the value known at deploy", fn, k, env[k])
+					}
+				}
+			}
+		})
+	}
+	_, err := synthesizeWith(func(s awscdk.Stack) *Props {
+		p := prebuilt("arm64")
+		p.Environment = map[string]string{"MAX_ATTEMPTS": *awscdk.NewCfnParameter(s, jsii.String("MaxAttempts"), nil).ValueAsString(), "LOG_LEVEL": "verbose"}
+		return p
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), `LOG_LEVEL="verbose"`) {
+		t.Errorf("beside a token, a literal LOG_LEVEL the start refuses: got %v, want it refused", err)
+	}
+}
+
+// TestAnExecutorForATargetOfTheSourcesFileIsRefusedNamingTheTargetsType: the application's
+// executor for a target the sources file also has is refused, the target named with its type
+// (an AWS target is no HTTP one).
+func TestAnExecutorForATargetOfTheSourcesFileIsRefusedNamingTheTargetsType(t *testing.T) {
+	for typ, target := range map[string]string{
+		"http":          `{"url":"https://example.com/x"}`,
+		"sqs":           `{"type":"sqs","arn":"arn:aws:sqs:us-east-1:111111111111:audit"}`,
+		"sns":           `{"type":"sns","arn":"arn:aws:sns:us-east-1:111111111111:audit"}`,
+		"eventbridge":   `{"type":"eventbridge","arn":"default"}`,
+		"stepfunctions": `{"type":"stepfunctions","arn":"arn:aws:states:us-east-1:111111111111:stateMachine:audit"}`,
+		"lambda":        `{"type":"lambda","arn":"arn:aws:lambda:us-east-1:111111111111:function:audit"}`,
+	} {
+		t.Run(typ, func(t *testing.T) {
+			file := sourcesFile(t, `{"sources":{"shop":{"scheme":"stripe","secrets":[{"secretsmanager":"hooks/shop"}],"redrive_window":"30d"}},"targets":{"audit":`+target+`}}`)
+			_, _, _, err := configure(&Props{SourcesFile: file, Outbox: OutboxProps{Executors: bounded("audit")}})
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			want := fmt.Sprintf(`Props.Outbox.Executors: "audit" is also a target of the sources file (type %s)`, typ)
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("got %v, want %q", err, want)
 			}
 		})
 	}

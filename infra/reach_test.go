@@ -274,3 +274,39 @@ func TestTheAlarmsReachSomeone(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusedAlarmEndpointShowsOnlyItsSchemeAndHost: an integration's URL often carries its key
+// in its path, query or userinfo (PagerDuty's, a chat webhook's), and the synth's error is
+// kept by CI logs and build output. A Props.Alarms.HttpsEndpoints entry SNS would refuse is
+// refused naming the entry by its scheme and host alone, as is an OpenTelemetry endpoint.
+//
+// The space: entries the synth refuses (no scheme, http, a misspelt scheme, a bad escape, a
+// space in the host), each with the key in its path, its query or its userinfo.
+func TestARefusedAlarmEndpointShowsOnlyItsSchemeAndHost(t *testing.T) {
+	const key = "R0f9c1d2e3SECRETKEY"
+	var cases []string
+	for _, prefix := range []string{"", "http://", "htps://", "https:/"} {
+		for _, rest := range []string{
+			"events.pagerduty.com/integration/" + key + "/enqueue",
+			"hooks.chat.example/alert?token=" + key,
+			"user:" + key + "@hooks.chat.example/alert",
+		} {
+			cases = append(cases, prefix+rest)
+		}
+	}
+	cases = append(cases, "https://hooks.chat.example/"+key+"/%zz", "https://hooks chat.example/alert?token="+key)
+	for _, endpoint := range cases {
+		_, _, _, err := configure(&Props{SourcesFile: "../examples/sources.json", Alarms: AlarmProps{HttpsEndpoints: []string{"https://ok.example/x", endpoint}}})
+		if err == nil {
+			t.Errorf("%q accepted", endpoint)
+			continue
+		}
+		if strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "Props.Alarms.HttpsEndpoints[1]") {
+			t.Errorf("%q refused as %v: want it named by its index, its key not shown", endpoint, err)
+		}
+	}
+	_, _, _, err := configure(&Props{SourcesFile: "../examples/sources.json", Alarms: AlarmProps{HttpsEndpoints: []string{"http://events.pagerduty.com/integration/" + key + "/enqueue"}}})
+	if err == nil || !strings.Contains(err.Error(), "http://events.pagerduty.com/…") {
+		t.Errorf("got %v, want the entry shown by its scheme and host", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -68,7 +69,11 @@ type Domain struct {
 // need, behind the webhook API (one route per source).
 func (b *builder) receiver() error {
 	cfg, file, o := b.cfg, b.file, b.o
-	fn, err := function(b.c, "Receiver", cfg, cfg.Receiver.Function, b.code["receiver"], b.env, receiverTimeout(file).Seconds())
+	// Lambda's timeout is whole seconds; a delivery_timeout may not be ("2500ms"). Rounded up,
+	// never down: the handler answers by each source's own time (receiver's answerBy), which
+	// an invocation ending no sooner than the tightest source's leaves in force.
+	timeout := math.Ceil(receiverTimeout(file).Seconds())
+	fn, err := function(b.c, "Receiver", cfg, cfg.Receiver.Function, b.code["receiver"], b.env, timeout)
 	if err != nil {
 		return err
 	}

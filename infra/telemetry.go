@@ -104,8 +104,7 @@ func checkTelemetry(cfg *Props, _ *sources.File) error {
 	}
 	if e := o.Endpoint; e != "" && !unresolved(e) {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			// Never quoted: an intake's key can be its URL's path, query or password.
-			return fmt.Errorf("Props.Telemetry.OpenTelemetry.Endpoint: want an http(s) URL (the functions post to <it>/v1/traces); its text is not shown, as it may hold a key")
+			return fmt.Errorf("Props.Telemetry.OpenTelemetry.Endpoint %s: want an http(s) URL (the functions post to <it>/v1/traces); only its scheme and host are shown, as the rest may hold a key", shownURL(e))
 		}
 	}
 	for _, k := range sortedKeys(o.Environment) {
