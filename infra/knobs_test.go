@@ -143,6 +143,19 @@ func TestKnobsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 		{"a negative duplicate spike", func(p *Props) { p.Alarms.DuplicateSpike = -1 }, "Props.Alarms.DuplicateSpike"},
 		{"a NaN duplicate spike", func(p *Props) { p.Alarms.DuplicateSpike = math.NaN() }, "Props.Alarms.DuplicateSpike"},
 		{"an infinite duplicate spike", func(p *Props) { p.Alarms.DuplicateSpike = math.Inf(1) }, "Props.Alarms.DuplicateSpike"},
+		{"a negative API rate", func(p *Props) { p.Receiver.ThrottleRate = -1 }, "Props.Receiver.ThrottleRate"},
+		{"a NaN API rate", func(p *Props) { p.Receiver.ThrottleRate = math.NaN() }, "Props.Receiver.ThrottleRate"},
+		{"an infinite API rate", func(p *Props) { p.Receiver.ThrottleRate = math.Inf(1) }, "Props.Receiver.ThrottleRate"},
+		{"a negative API burst", func(p *Props) { p.Receiver.ThrottleBurst = -1 }, "Props.Receiver.ThrottleBurst"},
+		{"a fractional API burst", func(p *Props) { p.Receiver.ThrottleBurst = 2.5 }, "Props.Receiver.ThrottleBurst"},
+		{"a NaN API burst", func(p *Props) { p.Receiver.ThrottleBurst = math.NaN() }, "Props.Receiver.ThrottleBurst"},
+		{"a NaN source rate", func(p *Props) {
+			p.Receiver.SourceThrottles = map[string]Throttle{"shop": {Rate: math.NaN(), Burst: 10}}
+		}, `Props.Receiver.SourceThrottles["shop"]`},
+		{"an infinite source rate", func(p *Props) {
+			p.Receiver.SourceThrottles = map[string]Throttle{"shop": {Rate: math.Inf(1), Burst: 10}}
+		}, `Props.Receiver.SourceThrottles["shop"]`},
+		{"a fractional source burst", func(p *Props) { p.Receiver.SourceThrottles = map[string]Throttle{"shop": {Rate: 5, Burst: 1.5}} }, `Props.Receiver.SourceThrottles["shop"]`},
 		{"an outbox build of the wrong architecture", func(p *Props) {
 			p.Outbox.Function.Architecture = awslambda.Architecture_X86_64() // the code is arm64
 		}, "outbox.Code"},

@@ -1,7 +1,6 @@
 package infra
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -98,15 +97,20 @@ func (b *builder) receiver() error {
 // checkReceiver fills in the API's throttling defaults and refuses a source throttle for no
 // source, a domain without its name or certificate, and either with an API of the app's own.
 func checkReceiver(cfg *Props, file *sources.File) error {
-	cfg.Receiver.ThrottleRate = cmp.Or(cfg.Receiver.ThrottleRate, 1000)
-	cfg.Receiver.ThrottleBurst = cmp.Or(cfg.Receiver.ThrottleBurst, 2000)
+	// API Gateway's rate is a number of requests a second, its burst a whole number of them.
+	if !knob(&cfg.Receiver.ThrottleRate, 1000, 0, math.MaxFloat64, false) {
+		return fmt.Errorf("Props.Receiver.ThrottleRate %g: must be a positive number of requests a second", cfg.Receiver.ThrottleRate)
+	}
+	if !knob(&cfg.Receiver.ThrottleBurst, 2000, 0, math.MaxInt32, true) {
+		return fmt.Errorf("Props.Receiver.ThrottleBurst %g: must be a positive whole number of requests", cfg.Receiver.ThrottleBurst)
+	}
 	for _, name := range sortedKeys(cfg.Receiver.SourceThrottles) {
 		th := cfg.Receiver.SourceThrottles[name]
 		if file.Sources[name] == nil {
 			return fmt.Errorf("Props.Receiver.SourceThrottles: %q is not a source of the sources file", name)
 		}
-		if th.Rate <= 0 || th.Burst <= 0 {
-			return fmt.Errorf("Props.Receiver.SourceThrottles[%q]: Rate and Burst must both be positive", name)
+		if th.Rate <= 0 || th.Burst <= 0 || !knob(&th.Rate, 0, 0, math.MaxFloat64, false) || !knob(&th.Burst, 0, 0, math.MaxInt32, true) {
+			return fmt.Errorf("Props.Receiver.SourceThrottles[%q]: Rate and Burst must both be positive, Burst a whole number", name)
 		}
 	}
 	if cfg.Receiver.Domain != nil && (cfg.Receiver.Domain.Name == "" || cfg.Receiver.Domain.Certificate == nil) {
