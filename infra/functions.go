@@ -75,7 +75,7 @@ func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[strin
 
 // function defines one Lambda, with its own log group and role, tagged with its role in the
 // deployment (oncehook:function) so tools find it without its name.
-func function(scope constructs.Construct, id string, cfg Props, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) (awslambda.Function, error) {
+func function(scope constructs.Construct, id string, cfg Props, file *sources.File, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) (awslambda.Function, error) {
 	logs := logGroup(scope, id+"Logs", cfg)
 	name := strings.ToLower(id)
 	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
@@ -99,7 +99,11 @@ func function(scope constructs.Construct, id string, cfg Props, opts FunctionOpt
 		}
 		return all[k]
 	}
-	if _, err := deployment.FromEnv(getenv); err != nil {
+	settings, err := deployment.FromEnv(getenv)
+	if err == nil {
+		err = settings.CheckFile(file)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("the %s function's environment (Props.Environment): %w", name, err)
 	}
 	vars := map[string]*string{}

@@ -52,7 +52,7 @@ type OutboxProps struct {
 func (b *builder) outbox() error {
 	cfg, o, timings := b.cfg, b.o, b.timings
 	o.RetryQueue, o.FailureQueue = newQueues(b.c, cfg, timings)
-	fn, err := function(b.c, "Outbox", cfg, cfg.Outbox.Function, b.code["outbox"], b.workerEnv(), timings.FunctionTimeout.Seconds())
+	fn, err := function(b.c, "Outbox", cfg, b.file, cfg.Outbox.Function, b.code["outbox"], b.workerEnv(), timings.FunctionTimeout.Seconds())
 	if err != nil {
 		return err
 	}

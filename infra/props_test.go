@@ -116,6 +116,8 @@ func TestPropsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 		{"a setting the functions would refuse at start", func(p *Props) { p.Environment = map[string]string{"LOG_LEVEL": "verbose"} },
 			`the receiver function's environment (Props.Environment): LOG_LEVEL="verbose"`},
 		{"an attempt budget that is not positive", func(p *Props) { p.Environment = map[string]string{"MAX_ATTEMPTS": "0"} }, `MAX_ATTEMPTS="0"`},
+		{"a sweep min age no claim lives to", func(p *Props) { p.Environment = map[string]string{"SWEEP_MIN_AGE_SECONDS": "8640000"} },
+			`(Props.Environment): SWEEP_MIN_AGE_SECONDS="8640000": want less than sources.`},
 		{"a setting left empty", func(p *Props) { p.Environment = map[string]string{"MAX_ATTEMPTS": ""} }, "Props.Environment: MAX_ATTEMPTS is empty"},
 		{"a custom target that is an HTTP target", func(p *Props) { p.Outbox.Executors = bounded("email") }, `Props.Outbox.Executors: "email"`},
 		{"an executor that declares no bound", func(p *Props) { p.Outbox.Executors = map[string]outbox.Executor{"crm": outbox.ExecutorFunc(nil)} },

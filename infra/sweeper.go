@@ -39,7 +39,7 @@ func (b *builder) sweeper() error {
 	cfg, o := b.cfg, b.o
 	env := b.workerEnv()
 	maps.Copy(env, deployment.Settings{AuditPrefixes: cfg.Sweeper.AuditPrefixes, AuditSample: cfg.Sweeper.AuditSample}.Environment())
-	fn, err := function(b.c, "Sweeper", cfg, cfg.Sweeper.Function, b.code["sweeper"], env, b.timings.SweeperTimeout.Seconds())
+	fn, err := function(b.c, "Sweeper", cfg, b.file, cfg.Sweeper.Function, b.code["sweeper"], env, b.timings.SweeperTimeout.Seconds())
 	if err != nil {
 		return err
 	}
