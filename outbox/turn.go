@@ -96,7 +96,7 @@ func (w *Worker) leaseFor(target string) time.Duration {
 // downstream sees the call in is the one that counted it. A call held back past what its lease
 // allows, or whose window could not be read, was not made: its lease is given back.
 func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error {
-	if !w.limits.rated(target) || l.Stranded {
+	if !w.limits.rated(target) || l.noCall() {
 		return nil
 	}
 	err := w.limits.takeWindow(ctx, target, w.startBy(ctx, target, l.ends.Add(-w.callBudget(target))))
@@ -115,7 +115,14 @@ type lease struct {
 	// ends is when the call must be done, on the real clock: the lease less the margin, counted
 	// from before the lease request, so a slow write shortens the call, not outlives the lease.
 	ends time.Time
+	// overBudget: the attempts that spent the intent's budget recorded no outcome (their
+	// workers stopped mid-call); this one is parked without a call.
+	overBudget bool
 }
+
+// noCall reports whether the lease is only to park the intent: stranded, or over its budget.
+// It is never given back: its attempt may have been sent, or the budget is spent.
+func (l *lease) noCall() bool { return l.Stranded || l.overBudget }
 
 // lease takes the intent (dedup.Claims.Lease) as the lease span; nil when another worker has
 // it or it is no longer due.
@@ -131,7 +138,10 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 	if err != nil || dl == nil {
 		return nil, err
 	}
-	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin)}, nil
+	// A recorded failure parks at the budget's last attempt: one past it follows attempts that
+	// recorded nothing, each a takeover of an expired lease.
+	over := !dl.Stranded && dl.Claim.Intents[name].Spent() > w.cfg.MaxAttempts
+	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin), overBudget: over}, nil
 }
 
 // finish records the attempt as done, with what it sent (note), or parked, with why (note): the
@@ -189,10 +199,10 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
-	if !l.Stranded && !adm.until.IsZero() && l.ends.After(adm.until) {
+	if !l.noCall() && !adm.until.IsZero() && l.ends.After(adm.until) {
 		// The slot's write took longer than the margin: the call could outlive its slot. No
 		// call was made: the lease is given back. (A stranded lease makes no call, and is never
-		// given back: its attempt may have been sent.)
+		// given back: its attempt may have been sent; nor is one over its budget.)
 		if uerr := w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease); uerr != nil {
 			return OutcomeBusy, fmt.Errorf("the lease outlasts its max_in_flight slot, and could not be given back: %w", uerr)
 		}
@@ -215,6 +225,9 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	case l.Stranded:
 		execErr = Permanent(fmt.Errorf("at-most-once: attempt %d was under way when its worker stopped, and may have been sent; "+
 			"not sent again (check the downstream, then redrive if it was not)", l.Attempt))
+	case l.overBudget:
+		execErr = Permanent(fmt.Errorf("attempt %d is past the budget of %d attempts, spent by attempts that recorded no outcome "+
+			"(their workers stopped mid-call); not called again (check the downstream, then redrive)", l.Attempt, w.cfg.MaxAttempts))
 	default:
 		// The call ends before the lease (or another worker could take it meanwhile), before the
 		// invocation (or nothing could record it), and within its executor's bound.

@@ -62,7 +62,9 @@ type Config struct {
 	// Margin is kept back at the end of a lease and of an invocation for the writes that record
 	// a call. Default DefaultMargin.
 	Margin time.Duration
-	// MaxAttempts parks an intent after this many failed attempts. Default DefaultMaxAttempts.
+	// MaxAttempts parks an intent after this many failed attempts; attempts that recorded
+	// nothing (their workers stopped mid-call) count too: a lease past them parks it without a
+	// call. Default DefaultMaxAttempts.
 	MaxAttempts int
 	// Backoff is the wait before attempt n+1 after n failures. Default: 5 s doubling per
 	// attempt, capped at 15 min, with jitter (10 attempts span about 40 minutes).

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -248,6 +249,53 @@ func TestAttemptsRunOutIntoParked(t *testing.T) {
 			if in.Status != dedup.IntentParked || in.Attempts != 3 {
 				t.Fatalf("%s: %+v, want parked after exactly 3 attempts", name, in)
 			}
+		}
+	}
+}
+
+// An intent whose workers stop mid-call (between the call and its record) spends its budget
+// as failures do: each takeover of an expired lease is an attempt, and the lease past the
+// budget parks it without a call, saying why. Attempts that recorded a failure count too.
+func TestAnIntentWhoseWorkersStopMidCallIsParkedWhenItsBudgetIsSpent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	failures := map[string]int{} // key -> its first calls that fail (503)
+	var mu sync.Mutex
+	e.down.fail = func(_ int, key string) (int, time.Duration) {
+		calls, _, _ := e.down.snapshot()
+		mu.Lock()
+		defer mu.Unlock()
+		if calls[key] <= failures[key] {
+			return http.StatusServiceUnavailable, 0
+		}
+		return 0, 0
+	}
+	ctx := context.Background()
+	for _, c := range []struct{ budget, failures int }{{1, 0}, {3, 0}, {3, 1}, {4, 3}} {
+		id := fmt.Sprintf("evt_stopped_%d_%d", c.budget, c.failures)
+		key := dedup.IdempotencyKey("shop", id, "email.send")
+		mu.Lock()
+		failures[key] = c.failures
+		mu.Unlock()
+		e.commitOne(id)
+		budget := func(cfg *outbox.Config) { cfg.MaxAttempts = c.budget }
+		recording, stopping := e.worker(budget), e.worker(budget, diesAfterTheCall())
+		for i := range c.budget {
+			w := stopping
+			if i < c.failures {
+				w = recording
+			}
+			_, _ = w.Process(ctx, e.claim(id))
+			e.advance(time.Minute) // past the backoff, and past the lease of a worker that stopped
+		}
+		if _, err := recording.Process(ctx, e.claim(id)); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		in := e.claim(id).Intents["email.send"]
+		calls, _, _ := e.down.snapshot()
+		if calls[key] != c.budget || in.Status != dedup.IntentParked || in.Attempts != c.budget+1 || !strings.Contains(in.LastError, "recorded no outcome") {
+			t.Fatalf("%s: %d calls, intent %+v; want %d calls, then the lease past the budget parked without one, saying why",
+				id, calls[key], in, c.budget)
 		}
 	}
 }
