@@ -9,9 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -151,15 +155,26 @@ func (w *Worker) finish(ctx context.Context, l *lease, status, note string) (err
 		ctx = ctx2
 		defer func() { w.endFinish(span, err) }()
 	}
-	if status == dedup.IntentDone {
-		return w.claims.Done(ctx, l.Lease, note)
-	}
-	return w.claims.Park(ctx, l.Lease, note)
+	return w.record(ctx, l, func() error {
+		if status == dedup.IntentDone {
+			return w.claims.Done(ctx, l.Lease, note)
+		}
+		return w.claims.Park(ctx, l.Lease, note)
+	})
 }
 
 // retry puts the intent back to pending after its backoff, and returns when it is due: the
-// finish span.
-func (w *Worker) retry(ctx context.Context, l *lease, msg string) (next time.Time, err error) {
+// finish span. The backoff counts the attempts spent since the budget was renewed (a redrive,
+// a lease given back), not the fencing token. A retry that would be due at or after its
+// claim's expiry parks instead: DynamoDB's TTL would delete the claim, the intent pending in
+// it, never run and never parked.
+func (w *Worker) retry(ctx context.Context, l *lease, msg string) (outcome string, next time.Time, err error) {
+	next = w.cfg.Now().Add(w.cfg.Backoff(l.Claim.Intents[l.Intent].Spent()))
+	if expires := time.Unix(l.Claim.ExpiresAt, 0); !next.Before(expires) {
+		why := fmt.Sprintf("%s; not retried: the claim expires (%s) before the next attempt (%s)",
+			msg, expires.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))
+		return OutcomeParked, next, w.finish(ctx, l, dedup.IntentParked, why)
+	}
 	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(dedup.IntentPending)); span != nil {
 		ctx = ctx2
 		defer func() {
@@ -167,8 +182,33 @@ func (w *Worker) retry(ctx context.Context, l *lease, msg string) (next time.Tim
 			w.endFinish(span, err)
 		}()
 	}
-	next = w.cfg.Now().Add(w.cfg.Backoff(l.Attempt))
-	return next, w.claims.Retry(ctx, l.Lease, next, msg)
+	return OutcomeRetry, next, w.record(ctx, l, func() error { return w.claims.Retry(ctx, l.Lease, next, msg) })
+}
+
+// record makes write, the fenced write that records the attempt's end, and makes it again
+// (with backoff) while it fails for a reason that passes (DynamoDB's 5xx, throttling, a lost
+// connection, after the SDK's own attempts) and time is left before the lease's end less its
+// margin: an outcome known and not recorded is the next attempt's call again (at most once,
+// a park as may have been sent). Sending it again is safe: the fence refuses it once the
+// lease is another's (ErrLeaseLost), and a write that landed unanswered is recognised as ours.
+func (w *Worker) record(ctx context.Context, l *lease, write func() error) error {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := write()
+		if err == nil || !time.Now().Add(wait).Before(endBy(ctx, l.ends, 0)) || !transient(err) {
+			return err
+		}
+		if sleep(ctx, wait/2+rand.N(wait/2)) != nil {
+			return err
+		}
+	}
+}
+
+// transient reports whether a write that failed with err may succeed when sent again: the
+// SDK's own judgement of a failure (a 5xx, throttling, a connection or timeout), or a
+// transaction conflict (a duplicate delivery's transaction holding the claim).
+func transient(err error) bool {
+	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary ||
+		is[*types.TransactionConflictException](err)
 }
 
 // run takes one intent through lease, execution and record, as the intent's span.
@@ -259,8 +299,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 		outcome = OutcomeParked
 		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())
 	default:
-		outcome = OutcomeRetry
-		next, err = w.retry(ctx, l, execErr.Error())
+		outcome, next, err = w.retry(ctx, l, execErr.Error())
 	}
 	if errors.Is(err, dedup.ErrLeaseLost) {
 		// Our lease expired and a newer attempt owns the intent now; it records the result.
