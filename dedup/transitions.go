@@ -29,8 +29,8 @@ import (
 //	Lease       pending and due, or running   commit token; status (and due)    running, attempts+1 (the token)   running under our lease owner
 //	            past its lease (at least
 //	            once only)
-//	GiveBack    running, leased by us         token, attempt, lease owner       pending, the same attempts;       pending at our attempt
-//	                                                                            attempts_base+1 (none spent)
+//	GiveBack    running, leased by us (a      token, lease owner                pending, the same attempts;       pending at our attempt
+//	            lease whose answer was lost)                                    attempts_base+1 (none spent)
 //	Done        running at our attempt        token, attempt                    done (+ sent); the claim settles  done under our lease owner
 //	Park        running at our attempt        token, attempt                    parked, with why; settles         parked under our lease owner
 //	Retry       running at our attempt        token, attempt                    pending, not before next          pending at our attempt, due at next
@@ -127,7 +127,8 @@ func (c *Claims) now() time.Time {
 // re-admitted after expiry is a new claim), and removes the wake marker so this write's stream
 // record does not invoke the worker again. It returns nil, and no error, when another worker has
 // the intent or it is no longer due. An at-most-once intent is leased only while pending: one
-// running past its lease and StrandedAfter comes back Stranded, under its attempt.
+// running past its lease and StrandedAfter comes back Stranded, under its attempt. A lease
+// whose answer was lost (an error: it may have landed) is given back if it landed.
 func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o LeaseOptions) (*Lease, error) {
 	now := c.now()
 	owner := strconv.FormatUint(rand.Uint64(), 36)
@@ -168,6 +169,12 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 	case refused:
 		return nil, nil
 	case err != nil:
+		// Unanswered, it may have landed: a lease its worker does not know it holds makes no
+		// call, so it is given back if it is ours, rather than left to run out as a spent
+		// attempt (at most once: stranded, parked as may have been sent, though nothing was).
+		if gerr := c.GiveBack(context.WithoutCancel(ctx), &Lease{Intent: intent, Claim: claim, owner: owner}); gerr != nil {
+			return nil, fmt.Errorf("lease: %w; and the lease, if it landed, could not be given back: %w", err, gerr)
+		}
 		return nil, fmt.Errorf("lease: %w", err)
 	}
 	if l.Claim, err = UnmarshalClaim(out.Attributes); err != nil {
@@ -191,21 +198,21 @@ func (l *Lease) historyFence(cond string, values map[string]types.AttributeValue
 	return cond + " AND " + historyAsSeen(l.history, values)
 }
 
-// GiveBack returns a lease whose call was never made (its target's limit held it back): the
-// intent is pending again and due, its attempt count kept (the fence is never reused) and the
-// budget's base moved past it (no attempt spent). A stranded lease is never given back
-// (ErrStranded). A lease already given back, or taken over since, is left as it is.
+// GiveBack returns a lease whose call was never made (its target's limit held it back, or its
+// answer was lost): the intent is pending again and due, its attempt count kept (the fence is
+// never reused) and the budget's base moved past it (no attempt spent). A stranded lease is
+// never given back (ErrStranded). A lease already given back, or taken over since, is left as
+// it is. Its fence is the lease's owner, which no other lease writes: a lease whose answer was
+// lost knows no attempt.
 func (c *Claims) GiveBack(ctx context.Context, l *Lease) error {
 	if l.Stranded {
 		return ErrStranded
 	}
-	vals := fenceValues(l)
-	vals[":owner"] = str(l.owner)
-	vals[":pending"] = str(IntentPending)
-	vals[":one"] = num(1)
-	vals[":zero"] = num(0)
+	vals := map[string]types.AttributeValue{":commit": str(l.Claim.CommitToken), ":running": str(IntentRunning), ":owner": str(l.owner),
+		":pending": str(IntentPending), ":one": num(1), ":zero": num(0)}
 	_, err := c.update(ctx, c.conditional(l.Claim.PK, "SET intents.#n.#st = :pending, intents.#n.attempts_base = if_not_exists(intents.#n.attempts_base, :zero) + :one "+
-		"REMOVE intents.#n.lease_until, intents.#n.lease_owner", fence+" AND intents.#n.lease_owner = :owner", intentNames(l.Intent), vals))
+		"REMOVE intents.#n.lease_until, intents.#n.lease_owner", "commit_token = :commit AND intents.#n.#st = :running AND intents.#n.lease_owner = :owner",
+		intentNames(l.Intent), vals))
 	if _, refused, _ := ownWrite(err, nil); refused {
 		return nil // already given back (a retried write whose first answer was lost), or taken over
 	}

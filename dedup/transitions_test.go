@@ -264,6 +264,78 @@ func TestAGivenBackLeaseKeepsItsFence(t *testing.T) {
 	}
 }
 
+// leaseAnswersLost makes the first UpdateItem (a lease) land, or not, and answers it with an
+// error, as when every answer the SDK waited for was lost: its caller cannot know whether it
+// holds the lease. With failing, every write after it fails too.
+type leaseAnswersLost struct {
+	api             dedup.UpdateAPI
+	landed, failing bool
+	n               int
+}
+
+func (a *leaseAnswersLost) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	a.n++
+	if a.n > 1 && !a.failing {
+		return a.api.UpdateItem(ctx, in, o...)
+	}
+	if a.n == 1 && a.landed {
+		if _, err := a.api.UpdateItem(ctx, in, o...); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errors.New("read tcp: connection reset by peer (every answer lost)")
+}
+
+// A lease whose answer is unknown (the SDK's attempts all failed) made no call: if it landed,
+// it is given back, so the intent is due again at once, no attempt spent, and an at-most-once
+// one is not left stranded, as if its call might have been sent. A lease that did not land,
+// or another worker's, is left as it is.
+func TestALeaseWhoseAnswerIsLostIsGivenBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	cs := e.claims(e.client)
+	for _, c := range []struct {
+		name                               string
+		atMostOnce, taken, landed, failing bool
+		status                             string // what the lost lease leaves
+		attempts                           int
+	}{
+		{"at least once, landed", false, false, true, false, dedup.IntentPending, 1},
+		{"at most once, landed", true, false, true, false, dedup.IntentPending, 1},
+		{"at least once, not landed", false, false, false, false, dedup.IntentPending, 0},
+		{"at most once, not landed", true, false, false, false, dedup.IntentPending, 0},
+		{"at least once, not landed, another's lease", false, true, false, false, dedup.IntentRunning, 1},
+		{"at most once, not landed, another's lease", true, true, false, false, dedup.IntentRunning, 1},
+		{"at most once, landed, not given back", true, false, true, true, dedup.IntentRunning, 1}, // DynamoDB still failing: no worse than before
+	} {
+		id := "evt_lost_lease_" + strings.NewReplacer(" ", "_", ",", "", "'", "").Replace(c.name)
+		o := dedup.LeaseOptions{For: time.Second, AtMostOnce: c.atMostOnce, StrandedAfter: time.Second}
+		claim := e.outboxClaim(t, id)
+		if c.taken {
+			if l, err := cs.Lease(ctx, claim, "a", o); l == nil || err != nil {
+				t.Fatalf("%s: setup: %+v %v", c.name, l, err)
+			}
+		}
+		lossy := e.claims(&leaseAnswersLost{api: e.client, landed: c.landed, failing: c.failing})
+		if l, err := lossy.Lease(ctx, claim, "a", o); l != nil || err == nil {
+			t.Fatalf("%s: %+v %v, want no lease and the error", c.name, l, err)
+		}
+		in := e.claim(t, "shop", id).Intents["a"]
+		if in.Status != c.status || in.Attempts != c.attempts || in.Status == dedup.IntentPending && in.Spent() != 0 {
+			t.Fatalf("%s: %+v, want %s at attempt %d, none spent", c.name, in, c.status, c.attempts)
+		}
+		if c.failing || c.taken {
+			continue
+		}
+		e.clock.Advance(3 * time.Second) // past a lease and its margin, had it stayed
+		l, err := cs.Lease(ctx, e.claim(t, "shop", id), "a", o)
+		if err != nil || l == nil || l.Stranded || l.Attempt != c.attempts+1 {
+			t.Fatalf("%s: the next lease %+v %v, want a lease to call under, at attempt %d", c.name, l, err, c.attempts+1)
+		}
+	}
+}
+
 // An at-most-once intent running past its lease and its margin comes back stranded: a lease
 // that wrote nothing, never given back (its attempt may have been sent), only parked.
 func TestAStrandedLeaseIsNeverGivenBack(t *testing.T) {

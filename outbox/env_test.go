@@ -297,10 +297,12 @@ func (e *env) readmittable(id string) (commit func()) {
 }
 
 // diesAfterTheCall is a client option under which every write recording an outcome fails, as
-// if the function died between the downstream call and the record.
+// if the function died between the downstream call and the record: with an error that no
+// second try mends (a worker sends a write again after a failure that passes, a 5xx, while its
+// lease lasts), so the worker stops trying at once, as a dead one would.
 func diesAfterTheCall() func(*dynamodb.Options) {
-	return awstest.WithTransport(&awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 500,
-		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`, Match: "#st = :status"})
+	return awstest.WithTransport(&awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: -1, Status: 400,
+		Body: `{"__type":"com.amazon.coral.validate#ValidationException","message":"injected: the worker died"}`, Match: "#st = :status"})
 }
 
 // redriveAt is an operator's redrive (dedup.Claims.Redrive) at now.

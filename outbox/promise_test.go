@@ -269,6 +269,66 @@ func TestATransactionConflictOnTheWorkersWritesIsRetried(t *testing.T) {
 	}
 }
 
+// A known outcome is recorded through a short DynamoDB failure: the write that records it
+// (done, retry, park) fails with 500s through all of the SDK's attempts, and the worker sends
+// it again while its lease lasts. The downstream is called once and the outcome recorded,
+// rather than the lease left to end and the intent called again (or, at most once, parked as
+// may have been sent). A failure that outlasts the lease ends the tries: the intent is left
+// running, to the next attempt.
+func TestAKnownOutcomeIsRecordedThroughAShortDynamoDBFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	answer := map[string]int{} // key -> the downstream's status
+	var mu sync.Mutex
+	e.down.fail = func(_ int, key string) (int, time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		return answer[key], 0
+	}
+	const internalError = `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`
+	for _, c := range []struct {
+		name       string
+		amo        bool
+		downstream int    // its answer
+		write      string // the recording write's text
+		failures   int    // 500s it meets; the SDK makes three attempts
+		want       string
+	}{
+		{"done", false, http.StatusOK, "#st = :status", 3, dedup.IntentDone},
+		{"done, at most once", true, http.StatusOK, "#st = :status", 3, dedup.IntentDone},
+		{"done, two rounds", false, http.StatusOK, "#st = :status", 6, dedup.IntentDone},
+		{"retry", false, http.StatusServiceUnavailable, "next_attempt_at = :next", 3, dedup.IntentPending},
+		{"park", false, http.StatusUnprocessableEntity, "#st = :status", 3, dedup.IntentParked},
+		{"park, at most once", true, http.StatusServiceUnavailable, "#st = :status", 3, dedup.IntentParked},
+		{"past the lease", false, http.StatusOK, "#st = :status", -1, dedup.IntentRunning},
+	} {
+		id := "evt_record_" + strings.NewReplacer(" ", "_", ",", "").Replace(c.name)
+		key := dedup.IdempotencyKey("shop", id, "email.send")
+		mu.Lock()
+		answer[key] = c.downstream
+		mu.Unlock()
+		e.commitOne(id)
+		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: c.failures, Status: 500, Body: internalError, Match: c.write}
+		w := e.worker(func(cfg *outbox.Config) {
+			cfg.Lease, cfg.Margin = 2*time.Second, 200*time.Millisecond
+			var x outbox.Executor = &outbox.HTTPExecutor{URL: e.down.URL, Timeout: time.Second}
+			if c.amo {
+				x = outbox.AtMostOnce(x)
+			}
+			cfg.Executors = map[string]outbox.Executor{"email": x}
+		}, awstest.WithTransport(inject))
+		_, err := w.Process(context.Background(), e.claim(id))
+		in := e.claim(id).Intents["email.send"]
+		calls, _, _ := e.down.snapshot()
+		if (err == nil) != (c.failures >= 0) || in.Status != c.want || in.Attempts != 1 || calls[key] != 1 {
+			t.Fatalf("%s: %v; %d calls, intent %+v; want %s after one call", c.name, err, calls[key], in, c.want)
+		}
+		if n := inject.Injected(); c.failures >= 0 && n != c.failures || c.failures < 0 && n <= 3 {
+			t.Fatalf("%s: %d failures met, want %d (or, past the lease, more than one round of the SDK's)", c.name, n, c.failures)
+		}
+	}
+}
+
 func TestTheSweepersWritesRetryTransactionConflictsToo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

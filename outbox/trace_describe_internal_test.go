@@ -63,7 +63,7 @@ func TestWithTracingOffAnIntentsStepsAllocateNothingMore(t *testing.T) {
 	ctx := context.Background()
 	x := ExecutorFunc(func(context.Context, Task) error { return nil })
 	task := Task{Source: "shop", EventID: "e", Intent: "email.send", Target: "email", IdempotencyKey: "shop:e:email.send", Attempt: 1}
-	claim := &dedup.Claim{PK: "c#shop#e", CommitToken: "tok"}
+	claim := &dedup.Claim{PK: "c#shop#e", CommitToken: "tok", ExpiresAt: time.Now().Add(time.Hour).Unix()}
 	l := &lease{Lease: &dedup.Lease{Intent: "email.send", Attempt: 1, Claim: claim}}
 	next := time.Now().Add(time.Second)
 
@@ -76,7 +76,7 @@ func TestWithTracingOffAnIntentsStepsAllocateNothingMore(t *testing.T) {
 			_, _ = w.claims.Lease(ctx, claim, "email.send", dedup.LeaseOptions{For: w.leaseFor(""), StrandedAfter: w.cfg.Margin})
 		}, func() { _, _ = w.lease(ctx, claim, "email.send", false) }},
 		{"finish", func() { _ = w.claims.Done(ctx, l.Lease, "") }, func() { _ = w.finish(ctx, l, dedup.IntentDone, "") }},
-		{"retry", func() { _ = w.claims.Retry(ctx, l.Lease, next, "down") }, func() { _, _ = w.retry(ctx, l, "down") }},
+		{"retry", func() { _ = w.claims.Retry(ctx, l.Lease, next, "down") }, func() { _, _, _ = w.retry(ctx, l, "down") }},
 	} {
 		baseline, off := testing.AllocsPerRun(200, c.baseline), testing.AllocsPerRun(200, c.step)
 		if off != baseline {

@@ -9,9 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -96,7 +100,7 @@ func (w *Worker) leaseFor(target string) time.Duration {
 // downstream sees the call in is the one that counted it. A call held back past what its lease
 // allows, or whose window could not be read, was not made: its lease is given back.
 func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error {
-	if !w.limits.rated(target) || l.Stranded {
+	if !w.limits.rated(target) || l.noCall() {
 		return nil
 	}
 	err := w.limits.takeWindow(ctx, target, w.startBy(ctx, target, l.ends.Add(-w.callBudget(target))))
@@ -115,7 +119,14 @@ type lease struct {
 	// ends is when the call must be done, on the real clock: the lease less the margin, counted
 	// from before the lease request, so a slow write shortens the call, not outlives the lease.
 	ends time.Time
+	// overBudget: the attempts that spent the intent's budget recorded no outcome (their
+	// workers stopped mid-call); this one is parked without a call.
+	overBudget bool
 }
+
+// noCall reports whether the lease is only to park the intent: stranded, or over its budget.
+// It is never given back: its attempt may have been sent, or the budget is spent.
+func (l *lease) noCall() bool { return l.Stranded || l.overBudget }
 
 // lease takes the intent (dedup.Claims.Lease) as the lease span; nil when another worker has
 // it or it is no longer due.
@@ -131,7 +142,10 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 	if err != nil || dl == nil {
 		return nil, err
 	}
-	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin)}, nil
+	// A recorded failure parks at the budget's last attempt: one past it follows attempts that
+	// recorded nothing, each a takeover of an expired lease.
+	over := !dl.Stranded && dl.Claim.Intents[name].Spent() > w.cfg.MaxAttempts
+	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin), overBudget: over}, nil
 }
 
 // finish records the attempt as done, with what it sent (note), or parked, with why (note): the
@@ -141,15 +155,26 @@ func (w *Worker) finish(ctx context.Context, l *lease, status, note string) (err
 		ctx = ctx2
 		defer func() { w.endFinish(span, err) }()
 	}
-	if status == dedup.IntentDone {
-		return w.claims.Done(ctx, l.Lease, note)
-	}
-	return w.claims.Park(ctx, l.Lease, note)
+	return w.record(ctx, l, func() error {
+		if status == dedup.IntentDone {
+			return w.claims.Done(ctx, l.Lease, note)
+		}
+		return w.claims.Park(ctx, l.Lease, note)
+	})
 }
 
 // retry puts the intent back to pending after its backoff, and returns when it is due: the
-// finish span.
-func (w *Worker) retry(ctx context.Context, l *lease, msg string) (next time.Time, err error) {
+// finish span. The backoff counts the attempts spent since the budget was renewed (a redrive,
+// a lease given back), not the fencing token. A retry that would be due at or after its
+// claim's expiry parks instead: DynamoDB's TTL would delete the claim, the intent pending in
+// it, never run and never parked.
+func (w *Worker) retry(ctx context.Context, l *lease, msg string) (outcome string, next time.Time, err error) {
+	next = w.cfg.Now().Add(w.cfg.Backoff(l.Claim.Intents[l.Intent].Spent()))
+	if expires := time.Unix(l.Claim.ExpiresAt, 0); !next.Before(expires) {
+		why := fmt.Sprintf("%s; not retried: the claim expires (%s) before the next attempt (%s)",
+			msg, expires.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))
+		return OutcomeParked, next, w.finish(ctx, l, dedup.IntentParked, why)
+	}
 	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(dedup.IntentPending)); span != nil {
 		ctx = ctx2
 		defer func() {
@@ -157,8 +182,33 @@ func (w *Worker) retry(ctx context.Context, l *lease, msg string) (next time.Tim
 			w.endFinish(span, err)
 		}()
 	}
-	next = w.cfg.Now().Add(w.cfg.Backoff(l.Attempt))
-	return next, w.claims.Retry(ctx, l.Lease, next, msg)
+	return OutcomeRetry, next, w.record(ctx, l, func() error { return w.claims.Retry(ctx, l.Lease, next, msg) })
+}
+
+// record makes write, the fenced write that records the attempt's end, and makes it again
+// (with backoff) while it fails for a reason that passes (DynamoDB's 5xx, throttling, a lost
+// connection, after the SDK's own attempts) and time is left before the lease's end less its
+// margin: an outcome known and not recorded is the next attempt's call again (at most once,
+// a park as may have been sent). Sending it again is safe: the fence refuses it once the
+// lease is another's (ErrLeaseLost), and a write that landed unanswered is recognised as ours.
+func (w *Worker) record(ctx context.Context, l *lease, write func() error) error {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := write()
+		if err == nil || !time.Now().Add(wait).Before(endBy(ctx, l.ends, 0)) || !transient(err) {
+			return err
+		}
+		if sleep(ctx, wait/2+rand.N(wait/2)) != nil {
+			return err
+		}
+	}
+}
+
+// transient reports whether a write that failed with err may succeed when sent again: the
+// SDK's own judgement of a failure (a 5xx, throttling, a connection or timeout), or a
+// transaction conflict (a duplicate delivery's transaction holding the claim).
+func transient(err error) bool {
+	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary ||
+		is[*types.TransactionConflictException](err)
 }
 
 // run takes one intent through lease, execution and record, as the intent's span.
@@ -189,10 +239,10 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
-	if !l.Stranded && !adm.until.IsZero() && l.ends.After(adm.until) {
+	if !l.noCall() && !adm.until.IsZero() && l.ends.After(adm.until) {
 		// The slot's write took longer than the margin: the call could outlive its slot. No
 		// call was made: the lease is given back. (A stranded lease makes no call, and is never
-		// given back: its attempt may have been sent.)
+		// given back: its attempt may have been sent; nor is one over its budget.)
 		if uerr := w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease); uerr != nil {
 			return OutcomeBusy, fmt.Errorf("the lease outlasts its max_in_flight slot, and could not be given back: %w", uerr)
 		}
@@ -215,6 +265,9 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	case l.Stranded:
 		execErr = Permanent(fmt.Errorf("at-most-once: attempt %d was under way when its worker stopped, and may have been sent; "+
 			"not sent again (check the downstream, then redrive if it was not)", l.Attempt))
+	case l.overBudget:
+		execErr = Permanent(fmt.Errorf("attempt %d is past the budget of %d attempts, spent by attempts that recorded no outcome "+
+			"(their workers stopped mid-call); not called again (check the downstream, then redrive)", l.Attempt, w.cfg.MaxAttempts))
 	default:
 		// The call ends before the lease (or another worker could take it meanwhile), before the
 		// invocation (or nothing could record it), and within its executor's bound.
@@ -246,8 +299,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 		outcome = OutcomeParked
 		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())
 	default:
-		outcome = OutcomeRetry
-		next, err = w.retry(ctx, l, execErr.Error())
+		outcome, next, err = w.retry(ctx, l, execErr.Error())
 	}
 	if errors.Is(err, dedup.ErrLeaseLost) {
 		// Our lease expired and a newer attempt owns the intent now; it records the result.

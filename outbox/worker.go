@@ -62,10 +62,14 @@ type Config struct {
 	// Margin is kept back at the end of a lease and of an invocation for the writes that record
 	// a call. Default DefaultMargin.
 	Margin time.Duration
-	// MaxAttempts parks an intent after this many failed attempts. Default DefaultMaxAttempts.
+	// MaxAttempts parks an intent after this many failed attempts; attempts that recorded
+	// nothing (their workers stopped mid-call) count too: a lease past them parks it without a
+	// call. Default DefaultMaxAttempts.
 	MaxAttempts int
-	// Backoff is the wait before attempt n+1 after n failures. Default: 5 s doubling per
-	// attempt, capped at 15 min, with jitter (10 attempts span about 40 minutes).
+	// Backoff is the wait before attempt n+1 after n attempts spent since the budget was last
+	// renewed (dedup.ClaimIntent.Spent). Default: 5 s doubling per attempt, capped at 15 min,
+	// with jitter (10 attempts span about 40 minutes). A retry that would be due at or after
+	// its claim's expiry parks instead.
 	Backoff func(attempts int) time.Duration
 	// Concurrency bounds the records of one batch processed at once. Default 0: the whole
 	// batch, up to DefaultConcurrency, so a slow downstream costs a batch one call's time.

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -252,6 +253,53 @@ func TestAttemptsRunOutIntoParked(t *testing.T) {
 	}
 }
 
+// An intent whose workers stop mid-call (between the call and its record) spends its budget
+// as failures do: each takeover of an expired lease is an attempt, and the lease past the
+// budget parks it without a call, saying why. Attempts that recorded a failure count too.
+func TestAnIntentWhoseWorkersStopMidCallIsParkedWhenItsBudgetIsSpent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	failures := map[string]int{} // key -> its first calls that fail (503)
+	var mu sync.Mutex
+	e.down.fail = func(_ int, key string) (int, time.Duration) {
+		calls, _, _ := e.down.snapshot()
+		mu.Lock()
+		defer mu.Unlock()
+		if calls[key] <= failures[key] {
+			return http.StatusServiceUnavailable, 0
+		}
+		return 0, 0
+	}
+	ctx := context.Background()
+	for _, c := range []struct{ budget, failures int }{{1, 0}, {3, 0}, {3, 1}, {4, 3}} {
+		id := fmt.Sprintf("evt_stopped_%d_%d", c.budget, c.failures)
+		key := dedup.IdempotencyKey("shop", id, "email.send")
+		mu.Lock()
+		failures[key] = c.failures
+		mu.Unlock()
+		e.commitOne(id)
+		budget := func(cfg *outbox.Config) { cfg.MaxAttempts = c.budget }
+		recording, stopping := e.worker(budget), e.worker(budget, diesAfterTheCall())
+		for i := range c.budget {
+			w := stopping
+			if i < c.failures {
+				w = recording
+			}
+			_, _ = w.Process(ctx, e.claim(id))
+			e.advance(time.Minute) // past the backoff, and past the lease of a worker that stopped
+		}
+		if _, err := recording.Process(ctx, e.claim(id)); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		in := e.claim(id).Intents["email.send"]
+		calls, _, _ := e.down.snapshot()
+		if calls[key] != c.budget || in.Status != dedup.IntentParked || in.Attempts != c.budget+1 || !strings.Contains(in.LastError, "recorded no outcome") {
+			t.Fatalf("%s: %d calls, intent %+v; want %d calls, then the lease past the budget parked without one, saying why",
+				id, calls[key], in, c.budget)
+		}
+	}
+}
+
 func TestTheSweeperRedrivesAStuckIntentButNotAFreshOne(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -465,6 +513,123 @@ func TestARedrivenIntentStillFailingGetsItsWholeBudgetAgain(t *testing.T) {
 	}
 	if calls, _, _ := e.down.snapshot(); calls["shop:evt_budget:email.send"] != 2*budget {
 		t.Fatalf("%d calls, want %d: one budget before the redrive, one after", calls["shop:evt_budget:email.send"], 2*budget)
+	}
+}
+
+// A failure's backoff counts the attempts spent since the intent's budget was last renewed:
+// after an operator's redrive, and past leases given back unused, the next failure is backed
+// off as the first, not as the fencing token's count of every lease since the commit.
+func TestABackoffCountsTheAttemptsSpentSinceTheBudgetWasRenewed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusServiceUnavailable, 0 }
+	const budget = 3
+	var mu sync.Mutex
+	var asked []int
+	w := e.worker(func(c *outbox.Config) {
+		c.MaxAttempts = budget
+		c.Backoff = func(n int) time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, n)
+			return 10 * time.Second
+		}
+	})
+	ctx := context.Background()
+	claims := &dedup.Claims{API: e.client, Table: e.table, Now: e.now}
+	fail := func(id string, times int) []int {
+		t.Helper()
+		mu.Lock()
+		asked = nil
+		mu.Unlock()
+		for range times {
+			if _, err := w.Process(ctx, e.claim(id)); err != nil {
+				t.Fatal(err)
+			}
+			e.advance(time.Minute)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return asked
+	}
+	for _, c := range []struct {
+		name  string
+		renew func(id string) // what comes before the failures
+	}{
+		{"fresh", func(string) {}},
+		{"after a redrive", func(id string) {
+			fail(id, budget) // parked
+			if err := redriveAt(ctx, e.client, e.table, e.claim(id), "email.send", e.now()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"after leases given back", func(id string) {
+			for range 2 {
+				l, err := claims.Lease(ctx, e.claim(id), "email.send", dedup.LeaseOptions{For: time.Minute})
+				if err != nil || l == nil {
+					t.Fatal(l, err)
+				}
+				if err := claims.GiveBack(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"after a redrive and a lease given back", func(id string) {
+			fail(id, budget)
+			if err := redriveAt(ctx, e.client, e.table, e.claim(id), "email.send", e.now()); err != nil {
+				t.Fatal(err)
+			}
+			l, err := claims.Lease(ctx, e.claim(id), "email.send", dedup.LeaseOptions{For: time.Minute})
+			if err != nil || l == nil {
+				t.Fatal(l, err)
+			}
+			if err := claims.GiveBack(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		id := "evt_backoff_" + strings.ReplaceAll(c.name, " ", "_")
+		e.commitOne(id)
+		c.renew(id)
+		if got := fail(id, budget-1); len(got) != budget-1 || got[0] != 1 || got[1] != 2 {
+			t.Fatalf("%s: the failures were backed off as failures %v, want [1 2] (attempts %d)", c.name, got, e.claim(id).Intents["email.send"].Attempts)
+		}
+	}
+}
+
+// A retry is due before its claim expires, or it is not a retry: DynamoDB's TTL deletes the
+// claim at expires_at, its intent pending with it, never parked and never run. A failure whose
+// next attempt would be due at or after the expiry parks, saying why, whatever budget is left.
+func TestAFailureWhoseRetryWouldOutliveItsClaimIsParked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.down.fail = func(int, string) (int, time.Duration) { return http.StatusServiceUnavailable, 0 }
+	for _, c := range []struct {
+		name  string
+		after time.Duration // the next attempt's due time, from the claim's expiry
+		want  string
+	}{
+		{"due a moment before", -time.Millisecond, dedup.IntentPending},
+		{"due as it expires", 0, dedup.IntentParked},
+		{"due after", time.Hour, dedup.IntentParked},
+	} {
+		id := "evt_expiry_" + strings.ReplaceAll(c.name, " ", "_")
+		e.commitOne(id)
+		expires := time.Unix(e.claim(id).ExpiresAt, 0)
+		now := expires.Add(-5 * time.Minute) // the worker's clock, held still
+		w := e.worker(func(cfg *outbox.Config) {
+			cfg.MaxAttempts = 100000
+			cfg.Now = func() time.Time { return now }
+			cfg.Backoff = func(int) time.Duration { return expires.Add(c.after).Sub(now) }
+		})
+		if _, err := w.Process(context.Background(), e.claim(id)); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		in := e.claim(id).Intents["email.send"]
+		if in.Status != c.want || in.Status == dedup.IntentPending && in.NextAttemptAt != expires.Add(c.after).UnixMilli() ||
+			in.Status == dedup.IntentParked && !strings.Contains(in.LastError, "claim expires") {
+			t.Fatalf("%s: %+v, want %s (the claim expires at %s)", c.name, in, c.want, expires.UTC().Format(time.RFC3339))
+		}
 	}
 }
 
