@@ -257,10 +257,14 @@ func (s *timestamped) Challenge(h http.Header, body []byte, secrets []string) ([
 		return answer, "application/json", true
 	case Slack:
 		var c struct{ Type, Challenge string }
-		if !control(body, `"url_verification"`, &c) || c.Type != "url_verification" || c.Challenge == "" {
-			return nil, "", false
+		switch {
+		case control(body, `"url_verification"`, &c) && c.Type == "url_verification" && c.Challenge != "":
+			return []byte(c.Challenge), "text/plain", true
+		case control(body, `"app_rate_limited"`, &c) && c.Type == "app_rate_limited":
+			// The app passed Slack's events per workspace per hour: a notice, with no event.
+			return nil, "text/plain", true
 		}
-		return []byte(c.Challenge), "text/plain", true
+		return nil, "", false
 	case Twitch:
 		// What the message is comes from the signed body; Twitch-Eventsub-Message-Type, unsigned,
 		// is only held to it (CheckHeaders).
@@ -298,8 +302,9 @@ func (s *timestamped) signedBy(h http.Header, body []byte, secrets []string) (st
 
 // Challenger is a scheme whose provider sends control messages besides events: a signed
 // challenge whose answer must echo a value from it, or prove the secret (Slack's, Twitch's and
-// Zoom's endpoint checks), or a notice to acknowledge (Twitch's revocation, Intercom's pings,
-// Discord's PING). The receiver asks it once the signature is verified, and claims nothing.
+// Zoom's endpoint checks), or a notice to acknowledge (Twitch's revocation, Slack's
+// app_rate_limited, Intercom's pings, Discord's PING). The receiver asks it once the signature
+// is verified, and claims nothing.
 type Challenger interface {
 	// Challenge returns the answer's body and content type when the delivery is a control
 	// message: an empty answer without a content type asks for 204 No Content (Discord's

@@ -122,6 +122,9 @@ func TestChallengesAreAnsweredOnlyForTheirOwnShape(t *testing.T) {
 		{"a discord interaction PING (not a webhook event)", discord, nil, `{"type":1,"id":"1","application_id":"1"}`, ""},
 		// https://api.slack.com/events/url_verification
 		{"slack's url_verification", slack, nil, `{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"},
+		// https://api.slack.com/events/app_rate_limited: a notice with no event_id, acknowledged.
+		{"slack's app_rate_limited", slack, nil, `{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","type":"app_rate_limited","team_id":"T123456","minute_rate_limited":1518467820,"api_app_id":"A123456"}`, "-"},
+		{"a slack event naming app_rate_limited elsewhere", slack, nil, `{"type":"event_callback","event_id":"Ev2","event":{"type":"message","text":"app_rate_limited"}}`, ""},
 		{"a slack event", slack, nil, `{"type":"event_callback","event_id":"Ev1","event":{"type":"message","text":"url_verification"}}`, ""},
 		{"a slack body naming url_verification elsewhere", slack, nil, `{"type":"event_callback","challenge":"x","event":{"text":"\"url_verification\""}}`, ""},
 		// https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#responding-to-a-challenge-request
