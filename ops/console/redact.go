@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -479,9 +480,36 @@ func compile(pieces []string) formSet {
 // show it: redacted, and, unless ShowPayloads, without the payload the page hides, wherever the
 // downstream quoted it back.
 func (c *Console) intentError(in dedup.ClaimIntent, msg string) string {
-	msg = c.red.redact(msg)
-	if c.cfg.ShowPayloads || msg == "" {
+	return c.red.intentError(in, msg, c.cfg.ShowPayloads)
+}
+
+func (x *redactor) intentError(in dedup.ClaimIntent, msg string, showPayloads bool) string {
+	msg = x.redact(msg)
+	if showPayloads || msg == "" {
 		return msg
 	}
 	return compile(payloadForms(in.Payload)).redact(msg)
+}
+
+// A Redactor is the console's redaction of an intent's errors, for another tool that prints
+// them (hookctl inspect, parked): what the console shows, without ShowPayloads.
+type Redactor struct{ red *redactor }
+
+// NewRedactor is the Redactor of a deployment's sources file, which names the targets' secrets;
+// nil for none, where every absolute URL is still cut to its scheme and host.
+func NewRedactor(f *sources.File) *Redactor {
+	return &Redactor{newRedactor(cmp.Or(f, &sources.File{}))}
+}
+
+// IntentError is an error of in (its last error, or one of its history's) as the console shows it.
+func (x *Redactor) IntentError(in dedup.ClaimIntent, msg string) string {
+	return x.red.intentError(in, msg, false)
+}
+
+// MaySent reports whether the outbox parked in saying its at-most-once call may have been sent
+// (Console.caution): a person's call to re-drive, after checking the downstream, never part of
+// a redrive of many.
+func MaySent(in dedup.ClaimIntent) bool {
+	_, maySent := (&Console{src: &sources.File{}}).caution(in)
+	return maySent
 }

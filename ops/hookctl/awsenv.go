@@ -127,6 +127,12 @@ func findStack(named string, isNamed bool) (*stack, error) {
 	if e := os.Getenv("AWS_ENDPOINT_URL"); e != "" && strings.TrimSuffix(e, "/") != strings.TrimSuffix(s.get("AWS_ENDPOINT_URL"), "/") {
 		return nil, nil
 	}
+	// Found, not named: without a local endpoint its table would be AWS's, read with whatever
+	// credentials the caller has.
+	if e := s.get("AWS_ENDPOINT_URL"); !isLocal(e) {
+		return nil, fmt.Errorf("%s names no emulator on this machine (AWS_ENDPOINT_URL=%q), and a stack file found in the folder is only ever used for one: "+
+			"fix it (hookctl deploy-local writes it) or pass -stack none", StackFile, e)
+	}
 	s.discovered = true
 	return s, nil
 }

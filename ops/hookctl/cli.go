@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -155,6 +157,37 @@ func (c *cli) sources() (*sources.File, error) {
 	return sources.Load(c.sourcesPath)
 }
 
+// namedSources is the sources file for a command that works without one: nil when none is
+// named (-sources, ONCEHOOK_SOURCES_FILE, the stack file's). A named one that does not load is
+// an error, never read as none: the command would check less than asked (pause a misspelled
+// target, redact no target's secrets).
+func (c *cli) namedSources() (*sources.File, error) {
+	if c.sourcesPath == "" {
+		return nil, nil
+	}
+	f, err := c.sources()
+	if err != nil {
+		return nil, fmt.Errorf("the sources file %s: %w", c.sourcesPath, err)
+	}
+	return f, nil
+}
+
+// printable is stored text (a downstream's error, a key, an operator's name) as hookctl prints
+// it: each rune a terminal would act on or not show (an escape sequence's ESC, a newline that
+// makes a row of its own, a tab a column, U+202E) escaped as Go quotes it.
+func printable(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}
+
 // secret is ref's value, resolved as the receiver resolves it.
 func (c *cli) secret(ctx context.Context, ref sources.SecretRef) (string, error) {
 	r := &sources.Resolver{} // an environment variable needs no AWS
@@ -182,6 +215,9 @@ func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error
 		return nil, err
 	}
 	if c.scope != "" {
+		if strings.Contains(c.scope, ":") {
+			return nil, fmt.Errorf("-scope %s: a scope is a hook's id, with no ':'", c.scope)
+		}
 		if strings.Contains(id, ":") {
 			return nil, fmt.Errorf("-scope %s with the scoped id %q: give the provider's id alone, or drop -scope", c.scope, id)
 		}
@@ -191,7 +227,11 @@ func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error
 	if !errors.Is(err, dedup.ErrNoClaim) || strings.Contains(id, ":") {
 		return cl, err
 	}
-	if f, ferr := c.sources(); ferr == nil && f.Sources[source].ScopedIDs() {
+	f, ferr := c.namedSources()
+	if ferr != nil {
+		return nil, ferr
+	}
+	if f != nil && f.Sources[source].ScopedIDs() {
 		if found, err := c.scanScoped(ctx, db, source, id); found != nil || err != nil {
 			return found, err
 		}
@@ -199,24 +239,39 @@ func (c *cli) claim(ctx context.Context, source, id string) (*dedup.Claim, error
 	return nil, err
 }
 
-// scanScoped finds the claim of source whose id is <any scope>:id. A scan reads the table (its
-// cost grows with it); the note says which scope to pass to read the claim directly.
+// scanScoped finds the claim of source whose id is <scope>:id, the scope a hook's id, with no
+// ':' (the receiver prefixes the header's value and ':'; GitHub's are digits): the claim
+// 1:x:abc is hook 1's delivery x:abc, never one of abc. A GUID several hooks' claims share is
+// refused, naming each scope. A scan reads the table (its cost grows with it); the note says
+// which scope to pass to read the claim directly.
 func (c *cli) scanScoped(ctx context.Context, db *dynamodb.Client, source, id string) (*dedup.Claim, error) {
 	prefix, suffix, pk := dedup.ClaimKey(source, ""), ":"+id, expression.Name(dedup.PartitionKey)
 	filter := pk.BeginsWith(prefix).And(expression.Contains(pk, suffix), expression.Name(dedup.SortKey).Equal(expression.Value(dedup.ClaimSK)))
+	var found map[string]types.AttributeValue
+	var scopes []string
 	for item, err := range c.scan(ctx, db, filter, true) {
 		if err != nil {
 			return nil, err
 		}
 		key, _ := item[dedup.PartitionKey].(*types.AttributeValueMemberS)
-		if key == nil || !strings.HasSuffix(key.Value, suffix) {
+		if key == nil {
 			continue
 		}
-		scope := strings.TrimSuffix(strings.TrimPrefix(key.Value, prefix), suffix)
-		fmt.Fprintf(c.stderr, "hookctl: %s's ids are <scope>:<id>; found %s:%s by scanning the table (pass -scope %s to read it directly)\n", source, scope, id, scope)
-		return dedup.UnmarshalClaim(item)
+		scope, ok := strings.CutSuffix(strings.TrimPrefix(key.Value, prefix), suffix)
+		if !ok || scope == "" || strings.Contains(scope, ":") {
+			continue
+		}
+		found, scopes = item, append(scopes, printable(scope))
 	}
-	return nil, nil
+	switch len(scopes) {
+	case 0:
+		return nil, nil
+	case 1:
+		fmt.Fprintf(c.stderr, "hookctl: %s's ids are <scope>:<id>; found %s:%s by scanning the table (pass -scope %s to read it directly)\n", source, scopes[0], id, scopes[0])
+		return dedup.UnmarshalClaim(found)
+	}
+	slices.Sort(scopes)
+	return nil, fmt.Errorf("%s's id %s is a delivery of %d hooks: pass the hook's id, -scope %s", source, id, len(scopes), strings.Join(scopes, " or -scope "))
 }
 
 // scan yields the table's items that filter keeps, page by page: a filtered scan reads the

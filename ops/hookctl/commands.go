@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -28,22 +29,28 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The target's type and delivery, and its secrets to redact, come from the sources file.
+	f, err := c.namedSources()
+	if err != nil {
+		return err
+	}
+	red := console.NewRedactor(f)
 	w := c.columns()
-	fmt.Fprintf(w, "claim\t%s\n", cl.PK)
-	fmt.Fprintf(w, "type\t%s\n", cl.EventType)
-	fmt.Fprintf(w, "outcome\t%s\n", cl.Outcome)
-	fmt.Fprintf(w, "first delivery\t%s at %s\n", cmp.Or(cl.DeliveryID, "-"), cl.ReceivedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "claim\t%s\n", printable(cl.PK))
+	fmt.Fprintf(w, "type\t%s\n", printable(cl.EventType))
+	fmt.Fprintf(w, "outcome\t%s\n", printable(cl.Outcome))
+	fmt.Fprintf(w, "first delivery\t%s at %s\n", printable(cmp.Or(cl.DeliveryID, "-")), cl.ReceivedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "expires\t%s\n", time.Unix(cl.ExpiresAt, 0).UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "payload\t%d bytes, sha256 %s\n", cl.PayloadBytes, cl.PayloadSHA256)
+	fmt.Fprintf(w, "payload\t%d bytes, sha256 %s\n", cl.PayloadBytes, printable(cl.PayloadSHA256))
 	if sc := cl.TraceContext(); sc.IsValid() {
 		fmt.Fprintf(w, "trace\t%s (committed under span %s)\n", sc.TraceID(), sc.SpanID())
 	}
 	for _, k := range cl.Effects {
 		if k.Table != "" {
-			fmt.Fprintf(w, "effect\t%s: %s / %s\n", k.Table, k.PK, cmp.Or(k.SK, "-"))
+			fmt.Fprintf(w, "effect\t%s: %s / %s\n", printable(k.Table), printable(k.PK), printable(cmp.Or(k.SK, "-")))
 			continue
 		}
-		fmt.Fprintf(w, "effect\t%s / %s\n", k.PK, k.SK)
+		fmt.Fprintf(w, "effect\t%s / %s\n", printable(k.PK), printable(k.SK))
 	}
 	for _, i := range cl.Absorbed {
 		fmt.Fprintf(w, "absorbed\teffects[%d] (its own condition failed)\n", i)
@@ -54,9 +61,8 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	}
 	fmt.Fprintln(c.stdout)
 	w = c.columns()
-	// A target's type and delivery come from the sources file, when it can be read.
 	kinds := map[string]string{}
-	if f, err := c.sources(); err == nil {
+	if f != nil {
 		for name, t := range f.Targets {
 			kinds[name] = " (" + t.Type
 			if t.Delivery == sources.AtMostOnce {
@@ -69,7 +75,8 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 	names := slices.Sorted(maps.Keys(cl.Intents))
 	for _, name := range names {
 		in := cl.Intents[name]
-		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", name, in.Target, kinds[in.Target], in.Status, in.Attempts, cmp.Or(in.Sent, "-"), cmp.Or(in.LastError, "-"))
+		fmt.Fprintf(w, "%s\t%s%s\t%s\t%d\t%s\t%s\n", printable(name), printable(in.Target), kinds[in.Target], printable(in.Status), in.Attempts,
+			printable(cmp.Or(in.Sent, "-")), printable(cmp.Or(red.IntentError(in, in.LastError), "-")))
 	}
 	w.Flush()
 	// Each intent's history (its last dedup.HistoryLength attempts and operators' actions),
@@ -78,10 +85,10 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 		if len(cl.Intents[name].History) == 0 {
 			continue
 		}
-		fmt.Fprintf(c.stdout, "\n%s, newest first:\n", name)
+		fmt.Fprintf(c.stdout, "\n%s, newest first:\n", printable(name))
 		w = c.columns()
 		for _, a := range slices.Backward(cl.Intents[name].History) {
-			code, what := "-", a.Error
+			code, what := "-", red.IntentError(cl.Intents[name], a.Error)
 			if a.Code != 0 {
 				code = strconv.Itoa(a.Code)
 			}
@@ -91,7 +98,7 @@ func inspect(ctx context.Context, c *cli, args []string) error {
 			if a.Late {
 				what = "late (its lease was taken over; its call was made): " + what
 			}
-			fmt.Fprintf(w, "  %s\t#%d\t%s\t%s\t%s\n", time.UnixMilli(a.At).UTC().Format(time.RFC3339), a.Attempt, a.Outcome, code, what)
+			fmt.Fprintf(w, "  %s\t#%d\t%s\t%s\t%s\n", time.UnixMilli(a.At).UTC().Format(time.RFC3339), a.Attempt, printable(a.Outcome), code, printable(what))
 		}
 		w.Flush()
 	}
@@ -111,18 +118,28 @@ func redrive(ctx context.Context, c *cli, args []string) error {
 		names = []string{args[2]}
 	}
 	db, _ := c.dynamo(ctx)
-	claims, n := &dedup.Claims{API: db, Table: c.table}, 0
+	claims, n, skipped := &dedup.Claims{API: db, Table: c.table}, 0, 0
 	for _, name := range names {
-		if len(args) == 2 && cl.Intents[name].Status != dedup.IntentParked {
-			continue
+		if len(args) == 2 { // the event's parked intents
+			if cl.Intents[name].Status != dedup.IntentParked {
+				continue
+			}
+			// An at-most-once call that may have reached its downstream is re-driven only by
+			// name, after checking the downstream: as in the console, never with others.
+			if console.MaySent(cl.Intents[name]) {
+				fmt.Fprintf(c.stderr, "hookctl redrive: left %s parked: it is at-most-once and its call may have been sent; check the downstream, then: hookctl redrive %s %s %s\n",
+					printable(name), printable(shellQuote(cl.Source)), printable(shellQuote(cl.EventID)), printable(shellQuote(name)))
+				skipped++
+				continue
+			}
 		}
 		if err := claims.RedriveBy(ctx, cl, name, operator("hookctl redrive")); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", printable(name), err)
 		}
-		fmt.Fprintf(c.stdout, "re-drove %s (%s)\n", name, dedup.IdempotencyKey(cl.Source, cl.EventID, name))
+		fmt.Fprintf(c.stdout, "re-drove %s (%s)\n", printable(name), printable(dedup.IdempotencyKey(cl.Source, cl.EventID, name)))
 		n++
 	}
-	if n == 0 {
+	if n == 0 && skipped == 0 {
 		fmt.Fprintln(c.stdout, "nothing parked")
 	}
 	return nil
@@ -197,6 +214,11 @@ func parked(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	f, err := c.namedSources() // the targets' secrets, to redact
+	if err != nil {
+		return err
+	}
+	red := console.NewRedactor(f)
 	w := c.columns()
 	fmt.Fprintln(w, "SOURCE\tEVENT ID\tINTENT\tTARGET\tATTEMPTS\tPARKED AT\tLAST ERROR")
 	n := 0
@@ -206,7 +228,8 @@ func parked(ctx context.Context, c *cli, args []string) error {
 		}
 		for _, name := range slices.Sorted(maps.Keys(cl.Intents)) {
 			if in := cl.Intents[name]; in.Status == dedup.IntentParked {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cl.Source, cl.EventID, name, in.Target, in.Attempts, cmp.Or(in.FinishedAt, "-"), cmp.Or(in.LastError, "-"))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", printable(cl.Source), printable(cl.EventID), printable(name), printable(in.Target), in.Attempts,
+					printable(cmp.Or(in.FinishedAt, "-")), printable(cmp.Or(red.IntentError(in, in.LastError), "-")))
 				n++
 			}
 		}

@@ -87,14 +87,11 @@ func consoleCmd(ctx context.Context, c *cli, args []string) error {
 		Logger: slog.New(slog.NewTextHandler(c.stderr, nil))}
 	// Without a sources file the console knows no target's secrets to redact and no
 	// at-most-once target to flag: it serves without one only when none was named.
-	if c.sourcesPath == "" {
+	if cfg.Sources, err = c.namedSources(); err != nil {
+		return err
+	}
+	if cfg.Sources == nil {
 		fmt.Fprintf(c.stderr, "hookctl console: no sources file (pass -sources or set ONCEHOOK_SOURCES_FILE): sources are not checked by name, only absolute URLs are redacted from errors, and no target's delivery is known, so a redrive by query leaves every parked intent parked (each can still be redriven by ticking it)\n")
-	} else {
-		file, err := c.sources()
-		if err != nil {
-			return fmt.Errorf("the sources file %s: %w", c.sourcesPath, err)
-		}
-		cfg.Sources = file
 	}
 	if f.metrics {
 		awsCfg, err := c.config(ctx)

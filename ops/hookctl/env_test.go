@@ -198,6 +198,39 @@ func TestTheLocalStackIsFoundInTheProjectFolder(t *testing.T) {
 	}
 }
 
+// TestAStackFileFoundHereThatNamesNoLocalEndpointIsRefused: a stack file found in the folder
+// is used only for an emulator on this machine; one naming no endpoint, or another (whatever
+// the environment says), is refused, naming the file, and nothing is sent anywhere with the
+// caller's credentials.
+func TestAStackFileFoundHereThatNamesNoLocalEndpointIsRefused(t *testing.T) {
+	var sent atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		http.Error(w, "no", http.StatusBadGateway)
+	}))
+	defer proxy.Close()
+	imds, _ := metadataService(t)
+	const aws = "https://dynamodb.us-east-1.amazonaws.com"
+	for _, c := range []struct{ file, env string }{{"", ""}, {aws, ""}, {aws, aws}, {"http://db.internal:4566", ""}} {
+		dir := t.TempDir()
+		vars := map[string]string{stackTable: "shop-local", "AWS_REGION": "us-east-1"}
+		if c.file != "" {
+			vars["AWS_ENDPOINT_URL"] = c.file
+		}
+		if err := writeStack(filepath.Join(dir, StackFile), "hand-made", vars); err != nil {
+			t.Fatal(err)
+		}
+		env := cleanEnv(t, imds, "AWS_ACCESS_KEY_ID=AKIAREALPROD", "AWS_SECRET_ACCESS_KEY=prod", "AWS_REGION=us-east-1", "HTTPS_PROXY="+proxy.URL, "HTTP_PROXY="+proxy.URL)
+		if c.env != "" {
+			env = append(env, "AWS_ENDPOINT_URL="+c.env)
+		}
+		code, out, errOut := process(t, dir, env, "", "inspect", "shop", "evt_1")
+		if code == 0 || out != "" || !strings.Contains(errOut, StackFile) || strings.Contains(errOut, "local stack recorded") || sent.Load() != 0 {
+			t.Errorf("stack file's endpoint %q, AWS_ENDPOINT_URL %q: exit %d, %d requests sent\nstdout %q\nstderr %q", c.file, c.env, code, sent.Load(), out, errOut)
+		}
+	}
+}
+
 // TestAStoppedEmulatorIsOneLine: the folder's stack names an emulator that is not running (make
 // run was stopped): one line saying so, not the SDK's retries of a refused connection.
 func TestAStoppedEmulatorIsOneLine(t *testing.T) {

@@ -84,7 +84,12 @@ func logs(ctx context.Context, c *cli, args []string) error {
 		slices.SortStableFunc(lines, func(a, b line) int { return int(aws.ToInt64(a.ev.Timestamp) - aws.ToInt64(b.ev.Timestamp)) })
 		for _, l := range lines {
 			at := time.UnixMilli(aws.ToInt64(l.ev.Timestamp)).UTC().Format("15:04:05.000")
-			fmt.Fprintf(c.stdout, "%-8s %s  %s\n", l.role, at, strings.TrimRight(aws.ToString(l.ev.Message), "\r\n"))
+			// Escaped as any stored text, but for the tabs that part the runtime's own lines (REPORT).
+			fields := strings.Split(strings.TrimRight(aws.ToString(l.ev.Message), "\r\n"), "\t")
+			for i := range fields {
+				fields[i] = printable(fields[i])
+			}
+			fmt.Fprintf(c.stdout, "%-8s %s  %s\n", l.role, at, strings.Join(fields, "\t"))
 			since = time.UnixMilli(max(since.UnixMilli(), aws.ToInt64(l.ev.Timestamp)))
 		}
 		maps.DeleteFunc(printed, func(_ string, at int64) bool { return at < since.UnixMilli() })

@@ -43,8 +43,8 @@ var commands = []command{
 		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
 		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
 	}},
-	{"audit", "audit [-prefix P -sample N]", audit, func(c *cli, fs *flag.FlagSet) {
-		fs.StringVar(&c.audit.prefix, "prefix", "", "only effect records whose pk starts with this (e.g. ORDER#)")
+	{"audit", "audit -prefix P [-sample N]", audit, func(c *cli, fs *flag.FlagSet) {
+		fs.StringVar(&c.audit.prefix, "prefix", "", "the effect records to check: the partition-key prefix of those only put effects write (e.g. ORDER#), required")
 		c.audit.sample = 1000
 		fs.Func("sample", "how many effect records to check, at least 1 (default 1000)", func(v string) (err error) {
 			if c.audit.sample, err = strconv.Atoi(v); err == nil && c.audit.sample < 1 {

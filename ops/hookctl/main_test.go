@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,8 +16,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/trace"
@@ -464,5 +468,213 @@ func TestInspectNamesTheTraceOfAClaim(t *testing.T) {
 	}
 	if code, out, errOut := hookctl(t, "", "inspect", "-table", table, "shop", "evt_plain"); code != 0 || strings.Contains(out, "trace ") {
 		t.Fatalf("inspect: %d\n%s%s", code, out, errOut)
+	}
+}
+
+// commitAndRun commits one event of source with intents (name -> target) and runs the outbox
+// worker once over its claim with executors.
+func commitAndRun(t *testing.T, client *dynamodb.Client, table, source, id string, intents map[string]string, executors map[string]outbox.Executor) {
+	t.Helper()
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{source: {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan dedup.Plan
+	for name, target := range intents {
+		plan.Intents = append(plan.Intents, dedup.Intent{Name: name, Target: target, Payload: []byte(`{}`)})
+	}
+	if _, err := store.Commit(context.Background(), dedup.Event{Source: source, ID: id, Type: "order.paid", Payload: []byte(`{}`)}, plan); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.New(client, outbox.Config{Table: table, Backoff: func(int) time.Duration { return 0 }, Executors: executors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := dedup.GetClaim(context.Background(), client, table, source, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Process(context.Background(), cl); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInspectAndParkedHideATargetsSecretsInItsErrors: the outbox records a target's error with
+// its URL as configured (userinfo and path token), and a downstream may quote its path back.
+// inspect and parked print them as the console shows them: with the sources file, every form of
+// the target's secrets redacted; without one, every URL cut to its scheme and host.
+func TestInspectAndParkedHideATargetsSecretsInItsErrors(t *testing.T) {
+	client, table := testTable(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Cannot POST "+r.URL.Path, http.StatusUnprocessableEntity)
+	}))
+	defer srv.Close()
+	const password, token = "hunter2pass", "XoXbSeCrEtT0k3n9f8e7"
+	host := strings.TrimPrefix(srv.URL, "http://")
+	target := "http://svc:" + password + "@" + host + "/services/T0/B0/" + token
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"1d"}},
+	  "targets":{"slack":{"url":"`+target+`"}}}`), 0o600)
+	commitAndRun(t, client, table, "shop", "evt_secret", map[string]string{"notify": "slack"}, map[string]outbox.Executor{"slack": &outbox.HTTPExecutor{URL: target}})
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	for _, cmd := range [][]string{{"inspect", "shop", "evt_secret"}, {"parked"}} {
+		for _, c := range []struct {
+			sources string
+			hidden  []string
+		}{
+			{file, []string{password, token, "/services/T0/B0"}},
+			{"", []string{password, "@" + host, "http://" + host + "/services"}}, // the URL cut: the quoted path is no URL
+		} {
+			args := append([]string{cmd[0], "-stack", "none", "-table", table, "-sources", c.sources}, cmd[1:]...)
+			code, out, errOut := hookctl(t, "", args...)
+			if code != 0 || !strings.Contains(out, "422") || !strings.Contains(out, "http://"+host) {
+				t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+			}
+			for _, h := range c.hidden {
+				if strings.Contains(out, h) {
+					t.Errorf("%v printed %q:\n%s", args, h, out)
+				}
+			}
+		}
+	}
+}
+
+// TestStoredTextIsPrintedEscaped: text hookctl reads from the table (a downstream's reason
+// phrase in an intent's error and history, an effect record's key, its claimed_by) is printed
+// with every unprintable rune escaped: no escape sequence (a window title, a screen clear, an
+// OSC 52 clipboard write) or newline (a fake row) reaches the terminal.
+func TestStoredTextIsPrintedEscaped(t *testing.T) {
+	client, table := testTable(t)
+	const evil = "\x1b]0;owned\x07\x1b[2J\x1b]52;c;cm0gLXJmIH4K\x07\u202e\tLEAK  fake"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				if req, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+					req.Body.Close()
+					fmt.Fprintf(conn, "HTTP/1.1 422 Unprocessable %s\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno", evil)
+				}
+			}()
+		}
+	}()
+	commitAndRun(t, client, table, "shop", "evt_esc", map[string]string{"notify": "crm"},
+		map[string]outbox.Executor{"crm": &outbox.HTTPExecutor{URL: "http://" + ln.Addr().String() + "/hook"}})
+	for _, item := range []map[string]types.AttributeValue{
+		{"pk": &types.AttributeValueMemberS{Value: "ORDER#1" + evil + "\nLEAK  ORDER#2"}, "sk": &types.AttributeValueMemberS{Value: "SHIPMENT"}},
+		{"pk": &types.AttributeValueMemberS{Value: "ORDER#3"}, "sk": &types.AttributeValueMemberS{Value: "SHIPMENT"},
+			dedup.ClaimedByAttribute: &types.AttributeValueMemberS{Value: "EVT#shop#gone" + evil}},
+	} {
+		if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		args  []string
+		lines int // stdout's, as many as the rows printed
+	}{
+		{[]string{"inspect", "-stack", "none", "-table", table, "shop", "evt_esc"}, 12},
+		{[]string{"parked", "-stack", "none", "-table", table}, 3},
+		{[]string{"audit", "-stack", "none", "-table", table, "-prefix", "ORDER#"}, 3},
+	} {
+		_, out, errOut := hookctl(t, "", c.args...)
+		if strings.ContainsFunc(out+errOut, func(r rune) bool { return !unicode.IsPrint(r) && r != '\n' }) || strings.Count(out, "\n") != c.lines ||
+			!strings.Contains(out, `\x1b]52;c;cm0gLXJmIH4K\a\u202e\tLEAK  fake`) {
+			t.Errorf("hookctl %s wrote stored text raw, or not at all: %q %q", c.args[0], out, errOut)
+		}
+	}
+}
+
+// TestAuditJudgesOnlyTheRecordsOfItsPrefix: only a put effect stamps claimed_by, so audit judges
+// only the records a -prefix names as put effects', never the claims' (EVT#): without -prefix,
+// or with one that overlaps the claims, it is refused and reports no leak. An update effect
+// (no claimed_by, written through its claim) is never reported.
+func TestAuditJudgesOnlyTheRecordsOfItsPrefix(t *testing.T) {
+	client, table := testTable(t)
+	store, err := dedup.New(client, dedup.Config{Table: table, Sources: map[string]dedup.Retention{"shop": {RetryHorizon: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(pk string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "A"}}
+	}
+	up := expression.Add(expression.Name("orders"), expression.Value(1))
+	if _, err := store.Commit(context.Background(), dedup.Event{Source: "shop", ID: "evt_up", Type: "order.paid", Payload: []byte(`{}`)},
+		dedup.Plan{Effects: []dedup.Effect{dedup.UpdateEffect(key("CUSTOMER#7"), up), dedup.PutEffect(key("ORDER#1"))}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pk := range []string{"ORDER#2", "EVT#shop#forged"} { // written behind oncehook's back
+		if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: key(pk)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		prefix []string
+		code   int
+		want   string
+	}{
+		{nil, 1, "-prefix"},
+		{[]string{"-prefix", "EVT#"}, 1, "-prefix"},
+		{[]string{"-prefix", "EVT#shop"}, 1, "-prefix"},
+		{[]string{"-prefix", "E"}, 1, "-prefix"},
+		{[]string{"-prefix", "ORDER#"}, 1, "sampled 2 effect records: 1 without a claim"},
+		{[]string{"-prefix", "ORDER#1"}, 0, "sampled 1 effect records: 0 without a claim"},
+	} {
+		code, out, errOut := hookctl(t, "", append([]string{"audit", "-stack", "none", "-table", table}, c.prefix...)...)
+		leaks := regexp.MustCompile(`(?m)^LEAK  (\S+):`).FindAllStringSubmatch(out, -1)
+		if code != c.code || !strings.Contains(out+errOut, c.want) || len(leaks) > 1 || (len(leaks) == 1 && leaks[0][1] != "ORDER#2") {
+			t.Errorf("audit %v: exit %d, want %d and %q\n%s%s", c.prefix, code, c.code, c.want, out, errOut)
+		}
+	}
+}
+
+// TestRedriveOfAnEventLeavesAMaybeSentAtMostOnceIntentParked: redrive <source> <event_id>
+// re-drives the event's parked intents but one the outbox parked because its at-most-once call
+// may have been sent (as the console never re-drives it with others): that one stays parked,
+// named on stderr with the command that re-drives it, which does. With the sources file or
+// without: the outbox's mark says so.
+func TestRedriveOfAnEventLeavesAMaybeSentAtMostOnceIntentParked(t *testing.T) {
+	client, table := testTable(t)
+	executors := map[string]outbox.Executor{
+		"smtp": outbox.AtMostOnce(outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return errors.New("read tcp: connection reset by peer") })),
+		"crm":  outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return outbox.Permanent(errors.New("422 missing field")) }),
+	}
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"S"}],"redrive_window":"1d"}},
+	  "targets":{"smtp":{"url":"http://127.0.0.1:1/smtp","delivery":"at-most-once"},"crm":{"url":"http://127.0.0.1:1/crm"}}}`), 0o600)
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	for i, sourcesFile := range []string{file, ""} {
+		id := fmt.Sprint("evt_amo", i)
+		commitAndRun(t, client, table, "shop", id, map[string]string{"email": "smtp", "sync": "crm"}, executors)
+		status := func(name string) string {
+			cl, err := dedup.GetClaim(context.Background(), client, table, "shop", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cl.Intents[name].Status
+		}
+		if status("email") != dedup.IntentParked || status("sync") != dedup.IntentParked {
+			t.Fatal("setup: want both intents parked")
+		}
+		explicit := "hookctl redrive shop " + id + " email"
+		code, out, errOut := hookctl(t, "", "redrive", "-stack", "none", "-table", table, "-sources", sourcesFile, "shop", id)
+		if code != 0 || !strings.Contains(out, "re-drove sync") || strings.Contains(out, "email") || !strings.Contains(errOut, "email") ||
+			!strings.Contains(errOut, explicit) || status("email") != dedup.IntentParked || status("sync") != dedup.IntentPending {
+			t.Fatalf("-sources %q: redrive of the event: exit %d\n%s%s", sourcesFile, code, out, errOut)
+		}
+		if code, out, errOut := hookctl(t, "", "redrive", "-stack", "none", "-table", table, "-sources", sourcesFile, "shop", id); code != 0 || strings.Contains(out, "nothing parked") || !strings.Contains(errOut, explicit) {
+			t.Fatalf("-sources %q: redrive again, the maybe-sent intent still parked: exit %d\n%s%s", sourcesFile, code, out, errOut)
+		}
+		if code, out, errOut := hookctl(t, "", "redrive", "-stack", "none", "-table", table, "shop", id, "email"); code != 0 || !strings.Contains(out, "re-drove email") || status("email") != dedup.IntentPending {
+			t.Fatalf("-sources %q: %s: exit %d\n%s%s", sourcesFile, explicit, code, out, errOut)
+		}
 	}
 }

@@ -122,18 +122,21 @@ func replay(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// audit samples effect records and reports those that no claim wrote (claimed_by missing:
-// written outside oncehook, the leak the design card warns about) and those whose claim is
-// gone (expired, which is normal for old records, or deleted).
+// audit samples the effect records under -prefix and reports those that no claim wrote
+// (claimed_by missing: written outside oncehook, the leak the design card warns about) and
+// those whose claim is gone (expired, which is normal for old records, or deleted).
 func audit(ctx context.Context, c *cli, args []string) error {
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return err
 	}
-	filter := expression.Not(expression.Name(dedup.PartitionKey).BeginsWith(dedup.ClaimPrefix))
-	if c.audit.prefix != "" {
-		filter = expression.Name(dedup.PartitionKey).BeginsWith(c.audit.prefix)
+	// As dedup.Auditor: only put effects stamp claimed_by (an update effect's record has none,
+	// written through its claim all the same), so only records a prefix names as put effects'
+	// are judged, and never the claims'.
+	if err := (&dedup.Auditor{Prefixes: []string{c.audit.prefix}}).Validate(); err != nil {
+		return fmt.Errorf("-prefix %q: want the partition-key prefix of records only put effects write (ORDER#, SHIPMENT#), clear of the claims' %s", c.audit.prefix, dedup.ClaimPrefix)
 	}
+	filter := expression.Not(expression.Name(dedup.PartitionKey).BeginsWith(dedup.ClaimPrefix)).And(expression.Name(dedup.PartitionKey).BeginsWith(c.audit.prefix))
 	sampled, unclaimed, gone := 0, 0, 0
 	for item, err := range c.scan(ctx, db, filter, false) {
 		if err != nil {
@@ -147,7 +150,7 @@ func audit(ctx context.Context, c *cli, args []string) error {
 		by, ok := item[dedup.ClaimedByAttribute].(*types.AttributeValueMemberS)
 		if !ok {
 			unclaimed++
-			fmt.Fprintf(c.stdout, "LEAK  %s: no claimed_by (written outside oncehook)\n", pk)
+			fmt.Fprintf(c.stdout, "LEAK  %s: no claimed_by (written outside oncehook)\n", printable(pk))
 			continue
 		}
 		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), Key: dedup.ClaimItemKey(by.Value),
@@ -157,7 +160,7 @@ func audit(ctx context.Context, c *cli, args []string) error {
 		}
 		if out.Item == nil {
 			gone++
-			fmt.Fprintf(c.stdout, "GONE  %s: its claim %s no longer exists (expired, or deleted)\n", pk, by.Value)
+			fmt.Fprintf(c.stdout, "GONE  %s: its claim %s no longer exists (expired, or deleted)\n", printable(pk), printable(by.Value))
 		}
 	}
 	fmt.Fprintf(c.stdout, "sampled %d effect records: %d without a claim (leaks), %d whose claim is gone\n", sampled, unclaimed, gone)

@@ -31,14 +31,18 @@ func pause(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintln(w, "TARGET\tPAUSED AT\tBY\tWHY")
 		for _, name := range slices.Sorted(maps.Keys(paused)) {
 			p := paused[name]
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, p.At.Format(time.RFC3339), p.By, p.Why)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", printable(name), p.At.Format(time.RFC3339), printable(p.By), printable(p.Why))
 		}
 		w.Flush()
 		fmt.Fprintf(c.stdout, "%d paused targets\n", len(paused))
 		return nil
 	}
 	// A name the deployment does not call would pause nothing: refused when the sources file says so.
-	if f, err := c.sources(); err == nil && f.Targets[args[0]] == nil {
+	f, err := c.namedSources()
+	if err != nil {
+		return err
+	}
+	if f != nil && f.Targets[args[0]] == nil {
 		return fmt.Errorf("the sources file has no target %q", args[0])
 	}
 	why := strings.Join(args[1:], " ")
@@ -73,7 +77,7 @@ func resume(ctx context.Context, c *cli, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "resumed %s (paused by %s since %s: %s): the sweeper's next run calls its held intents, at its limits\n",
-		args[0], p.By, p.At.Format(time.RFC3339), p.Why)
+		args[0], printable(p.By), p.At.Format(time.RFC3339), printable(p.Why))
 	return nil
 }
 

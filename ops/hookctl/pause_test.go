@@ -42,3 +42,43 @@ func TestPauseListAndResumeATarget(t *testing.T) {
 		t.Fatalf("list after resume: %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestPauseRefusesWhenTheNamedSourcesFileDoesNotLoad: a sources file named (by -sources,
+// ONCEHOOK_SOURCES_FILE or the stack file) that does not load refuses the pause with its
+// error, pausing nothing: read as no file, a misspelled target would be paused while the real
+// one kept being called. With none named, the name is not checked.
+func TestPauseRefusesWhenTheNamedSourcesFileDoesNotLoad(t *testing.T) {
+	client, table := testTable(t)
+	dir := t.TempDir()
+	missing, invalid := filepath.Join(dir, "sourcse.json"), filepath.Join(dir, "invalid.json")
+	os.WriteFile(invalid, []byte(`{"sources":{"shop":{"scheme":"nope"}}}`), 0o600)
+	stack := filepath.Join(dir, "stack.env")
+	if err := writeStack(stack, "a test's", map[string]string{"AWS_ENDPOINT_URL": os.Getenv("AWS_ENDPOINT_URL"), stackTable: table, stackSources: missing}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  string
+		args []string
+		path string
+	}{
+		{"", []string{"-stack", "none", "-sources", missing}, missing},
+		{"", []string{"-stack", "none", "-sources", invalid}, invalid},
+		{missing, []string{"-stack", "none"}, missing},
+		{"", []string{"-stack", stack}, missing},
+	} {
+		t.Setenv("ONCEHOOK_SOURCES_FILE", c.env)
+		args := append(append([]string{"pause", "-table", table}, c.args...), "emial", "maintenance")
+		code, out, errOut := hookctl(t, "", args...)
+		paused, err := (&outbox.Targets{API: client, Table: table}).Paused(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 1 || !strings.Contains(errOut, c.path) || len(paused) != 0 {
+			t.Errorf("ONCEHOOK_SOURCES_FILE=%q %v: exit %d, paused %v\n%s%s", c.env, args, code, paused, out, errOut)
+		}
+	}
+	t.Setenv("ONCEHOOK_SOURCES_FILE", "")
+	if code, out, errOut := hookctl(t, "", "pause", "-stack", "none", "-table", table, "email", "maintenance"); code != 0 || !strings.Contains(out, "paused email") {
+		t.Fatalf("pause with no sources file named: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/receiver/receivertest"
 	"github.com/oncehook/oncehook/sources"
 	"github.com/oncehook/oncehook/webhook"
@@ -223,6 +227,48 @@ func TestInspectTakesTheProvidersOwnID(t *testing.T) {
 	for _, args := range [][]string{{"github", "6f1bb2f0"}, {"-scope", "1", "github", guid}, {"-scope", "4242", "github", "4242:" + guid}} {
 		if code, _, errOut := hookctl(t, "", append([]string{"inspect", "-stack", "none", "-table", table, "-sources", file}, args...)...); code != 1 {
 			t.Errorf("%v: exit %d %s, want no claim found", args, code, errOut)
+		}
+	}
+}
+
+// TestTheGUIDAloneFindsOnlyOneHooksClaim: the scan for a GUID alone takes a claim
+// <hook id>:<guid>, a hook id having no ':' ("1:x:abc" is hook 1's delivery "x:abc", not one of
+// "abc"), and refuses a GUID two hooks' claims share, naming each -scope, acting on neither.
+func TestTheGUIDAloneFindsOnlyOneHooksClaim(t *testing.T) {
+	client, table := testTable(t)
+	const guid = "6f1bb2f0-9a4e-11ef-8c6d-1b2c3d4e5f60"
+	refuse := map[string]outbox.Executor{"ci": outbox.ExecutorFunc(func(context.Context, outbox.Task) error { return outbox.Permanent(errors.New("422")) })}
+	for _, id := range []string{"111:" + guid, "222:" + guid, "1:x:abc", "7:x:def", "8:def"} {
+		commitAndRun(t, client, table, "github", id, map[string]string{"build": "ci"}, refuse)
+	}
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"github":{"scheme":"github","secrets":[{"env":"S"}],"retry_horizon":"1h"}}}`), 0o600)
+	for _, c := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"inspect", "github", guid}, 1, []string{"-scope 111", "-scope 222"}},
+		{[]string{"redrive", "github", guid}, 1, []string{"-scope 111", "-scope 222"}},
+		{[]string{"inspect", "github", "abc"}, 1, []string{"no claim"}},
+		{[]string{"redrive", "github", "abc"}, 1, []string{"no claim"}},
+		{[]string{"redrive", "-scope", "1:x", "github", "abc"}, 1, []string{"no ':'"}},
+		{[]string{"redrive", "github", "def"}, 0, []string{"re-drove build", "found 8:def", "-scope 8 "}},
+	} {
+		code, out, errOut := hookctl(t, "", append([]string{c.args[0], "-stack", "none", "-table", table, "-sources", file}, c.args[1:]...)...)
+		for _, w := range c.want {
+			if code != c.code || !strings.Contains(out+errOut, w) {
+				t.Errorf("%v: exit %d, want %d and %q\n%s%s", c.args, code, c.code, w, out, errOut)
+			}
+		}
+	}
+	for _, id := range []string{"111:" + guid, "222:" + guid, "1:x:abc", "7:x:def", "8:def"} {
+		cl, err := dedup.GetClaim(context.Background(), client, table, "github", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: dedup.IntentPending, false: dedup.IntentParked}[id == "8:def"]; cl.Intents["build"].Status != want {
+			t.Errorf("%s: %s, want %s", id, cl.Intents["build"].Status, want)
 		}
 	}
 }
