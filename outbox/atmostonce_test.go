@@ -36,6 +36,9 @@ func (e *env) parkedWith(t *testing.T, keys []string, calls int, why string) {
 			if !strings.Contains(in.LastError, why) {
 				t.Fatalf("%s/%s: last_error %q, want it to say %q", c.EventID, name, in.LastError, why)
 			}
+			if !outbox.MayHaveBeenSent(in) { // what the operator's tools hold back from a bulk redrive
+				t.Fatalf("%s/%s: parked with %q, and MayHaveBeenSent says no", c.EventID, name, in.LastError)
+			}
 		}
 	}
 	got, _, _ := e.down.snapshot()

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -21,6 +22,22 @@ func ExampleAtMostOnce() {
 	executors := map[string]outbox.Executor{"email": relay}
 	fmt.Println(outbox.IsAtMostOnce(executors["email"]), relay.(outbox.Bounded).MaxDuration())
 	// Output: true 5s
+}
+
+// An operator's tool holds back, from a redrive of many, the parked at-most-once intents whose
+// call may have reached the downstream: a person re-drives each after checking it.
+func ExampleMayHaveBeenSent() {
+	for _, in := range []dedup.ClaimIntent{
+		{Status: dedup.IntentParked, LastError: "permanent: at-most-once: POST https://smtp-relay.internal.example/send: EOF (it may have reached the downstream: not sent again)"},
+		{Status: dedup.IntentParked, LastError: "permanent: POST https://smtp-relay.internal.example/send: 422 Unprocessable Entity"},
+		{Status: dedup.IntentPending, LastError: "permanent: at-most-once: attempt 1 was under way when its worker stopped"}, // re-driven since
+	} {
+		fmt.Println(outbox.MayHaveBeenSent(in))
+	}
+	// Output:
+	// true
+	// false
+	// false
 }
 
 // A target's limits hold across every worker: at most 10 calls under way and 20 started a

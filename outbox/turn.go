@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -211,6 +212,17 @@ func transient(err error) bool {
 		is[*types.TransactionConflictException](err)
 }
 
+// maySent starts the reason of an at-most-once intent parked because its call may have been
+// sent (MayHaveBeenSent).
+const maySent = "at-most-once: "
+
+// MayHaveBeenSent reports whether the outbox parked in because its at-most-once call may have
+// reached the downstream (its answer lost, its worker stopped mid-call): re-driving it is a
+// person's call, after checking the downstream, never part of a redrive of many.
+func MayHaveBeenSent(in dedup.ClaimIntent) bool {
+	return in.Status == dedup.IntentParked && strings.HasPrefix(strings.TrimPrefix(in.LastError, "permanent: "), maySent)
+}
+
 // run takes one intent through lease, execution and record, as the intent's span.
 func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outcome string, err error) {
 	ctx, span := w.startIntent(ctx, claim, name)
@@ -263,7 +275,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	case !ok:
 		execErr = Permanent(fmt.Errorf("no executor for target %q", in.Target))
 	case l.Stranded:
-		execErr = Permanent(fmt.Errorf("at-most-once: attempt %d was under way when its worker stopped, and may have been sent; "+
+		execErr = Permanent(fmt.Errorf(maySent+"attempt %d was under way when its worker stopped, and may have been sent; "+
 			"not sent again (check the downstream, then redrive if it was not)", l.Attempt))
 	case l.overBudget:
 		execErr = Permanent(fmt.Errorf("attempt %d is past the budget of %d attempts, spent by attempts that recorded no outcome "+
@@ -286,7 +298,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	latency := time.Since(start)
 	if amo && execErr != nil && !IsNotSent(execErr) && !IsDeduplicated(execErr) && !IsPermanent(execErr) {
 		// The call may have reached the downstream: an at-most-once intent is not sent again.
-		execErr = Permanent(fmt.Errorf("at-most-once: %w (it may have reached the downstream: not sent again)", execErr))
+		execErr = Permanent(fmt.Errorf(maySent+"%w (it may have reached the downstream: not sent again)", execErr))
 	}
 
 	outcome = OutcomeDone

@@ -505,11 +505,3 @@ func NewRedactor(f *sources.File) *Redactor {
 func (x *Redactor) IntentError(in dedup.ClaimIntent, msg string) string {
 	return x.red.intentError(in, msg, false)
 }
-
-// MaySent reports whether the outbox parked in saying its at-most-once call may have been sent
-// (Console.caution): a person's call to re-drive, after checking the downstream, never part of
-// a redrive of many.
-func MaySent(in dedup.ClaimIntent) bool {
-	_, maySent := (&Console{src: &sources.File{}}).caution(in)
-	return maySent
-}

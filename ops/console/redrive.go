@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -144,11 +145,6 @@ func decodeRef(v string) (ref, error) {
 	return r, nil
 }
 
-// maySentMarker starts the error the outbox records when it parks an at-most-once intent whose
-// call may have reached the downstream (outbox/worker.go, run: after a failure that may have
-// been sent, or a stranded attempt), after the "permanent: " of its PermanentError.
-const maySentMarker = "at-most-once: "
-
 // caution reports whether an intent may be at-most-once, and whether it may have been sent
 // (the outbox parked it saying so): either is a person's call to re-drive, after checking the
 // downstream, never preselected by a confirmation nor re-driven by query. It may be
@@ -156,7 +152,7 @@ const maySentMarker = "at-most-once: "
 // clean refusal (a 422) of an at-most-once call carries no mark of it.
 func (c *Console) caution(in dedup.ClaimIntent) (atMostOnce, maySent bool) {
 	t := c.src.Targets[in.Target]
-	maySent = strings.HasPrefix(strings.TrimPrefix(in.LastError, "permanent: "), maySentMarker)
+	maySent = outbox.MayHaveBeenSent(in)
 	return t == nil || t.Delivery == sources.AtMostOnce || maySent, maySent
 }
 

@@ -126,7 +126,7 @@ func redrive(ctx context.Context, c *cli, args []string) error {
 			}
 			// An at-most-once call that may have reached its downstream is re-driven only by
 			// name, after checking the downstream: as in the console, never with others.
-			if console.MaySent(cl.Intents[name]) {
+			if outbox.MayHaveBeenSent(cl.Intents[name]) {
 				fmt.Fprintf(c.stderr, "hookctl redrive: left %s parked: it is at-most-once and its call may have been sent; check the downstream, then: hookctl redrive %s %s %s\n",
 					printable(name), printable(shellQuote(cl.Source)), printable(shellQuote(cl.EventID)), printable(shellQuote(name)))
 				skipped++
