@@ -519,22 +519,26 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		// would be taken for a failure anyway, and retried.
 		cctx, committing := h.startStep(ctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
 		defer endPanicked(committing)                                            // a store's panic
-		err := h.write(cctx, d)
+		refused, err := h.write(cctx, d)
+		for refused != nil && h.planError(ctx, d, refused, err) {
+			// The refused event was claimed before (a planner changed since): a duplicate. A
+			// batch's other events are written again without it.
+			refused, err = nil, nil
+			if d.batch {
+				refused, err = h.write(cctx, d)
+			}
+		}
 		if committing.IsRecording() {
 			endStep(committing, err, d.commitAttrs(n)...)
 		}
 		d.commitTime = time.Since(commitStart)
 		switch {
+		case refused != nil: // a new event's plan, refused: planError answered it
+			return
 		case errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit):
-			// The events are valid (admit checked them), so a plan is at fault: see planError.
-			// A batch's write does not say whose plan: it fails as a planner does (500).
-			if d.batch {
-				d.stop("planner", err, reply(http.StatusInternalServerError, "internal error", ""))
-				return
-			}
-			if !h.planError(ctx, d, &d.one[0], err) {
-				return
-			}
+			// Refused without saying whose plan: it fails as a planner does (500).
+			d.stop("planner", err, reply(http.StatusInternalServerError, "internal error", ""))
+			return
 		case err != nil:
 			h.commitError(d, err)
 			return
@@ -546,8 +550,10 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 	}
 }
 
-// write commits the events to write: a batch's with CommitBatch when the store has it.
-func (h *Handler) write(ctx context.Context, d *delivery) error {
+// write commits the events to write not written yet: a batch's with CommitBatch when the store
+// has it. refused is the event whose plan the store refused (dedup.ErrInvalid, dedup.ErrLimit:
+// before any call), when err is that refusal and says whose.
+func (h *Handler) write(ctx context.Context, d *delivery) (refused *planned, err error) {
 	b, all := &d.evs, d.events()
 	if bc, ok := h.store.(BatchCommitter); ok && d.batch {
 		var evs []dedup.Event
@@ -562,19 +568,42 @@ func (h *Handler) write(ctx context.Context, d *delivery) error {
 		for i, r := range results {
 			all[places[i]].result = r
 		}
-		b.calls = calls
-		return err
+		b.calls += calls
+		if i, ok := refusedEvent(err); ok && i < len(places) {
+			refused = &all[places[i]]
+		}
+		return refused, err
 	}
 	for i := range all {
-		if e := &all[i]; e.write {
-			var err error
+		if e := &all[i]; e.write && e.result.Outcome == 0 {
 			e.result, err = h.store.Commit(ctx, e.ev, e.plan)
 			if b.calls += e.result.Calls; err != nil {
-				return err
+				if errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit) {
+					refused = e
+				}
+				return refused, err
 			}
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// refusedEvent is the index of the event whose plan CommitBatch refused, as its error names it
+// ("events[3]": an *InvalidError's field, else the message).
+func refusedEvent(err error) (int, bool) {
+	if !errors.Is(err, dedup.ErrInvalid) && !errors.Is(err, dedup.ErrLimit) {
+		return 0, false
+	}
+	s := err.Error()
+	if ie, ok := errors.AsType[*dedup.InvalidError](err); ok {
+		s = ie.Field
+	}
+	s, ok := strings.CutPrefix(s, "events[")
+	if n, _, found := strings.Cut(s, "]"); ok && found {
+		i, err := strconv.Atoi(n)
+		return i, err == nil && i >= 0
+	}
+	return 0, false
 }
 
 // answer is a committed delivery's 200: a batch's counts, or a single event's outcome.
@@ -601,6 +630,9 @@ func (h *Handler) answer(d *delivery) response {
 // a new event is refused. This costs a read, on this path only.
 func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err error) bool {
 	res, cerr := h.store.Claimed(ctx, e.ev)
+	if d.batch {
+		d.evs.calls += res.Calls // a single event's are its result's
+	}
 	if cerr == nil && res.Outcome == dedup.OutcomeDuplicate {
 		res.Calls += e.result.Calls // a write's, when the store refused the plan
 		e.write, e.result = false, res
