@@ -8,8 +8,9 @@
 //
 //	200 {"received":true,"duplicate":false|true}  accepted, duplicate, or absorbed
 //	400 malformed body, missing or invalid event id / type (the message names the field), a
-//	    signed event time older than the source's retention, a header name sent twice in
-//	    different case (a REST API's event: which to believe would be map order's choice)
+//	    signed event time older than the source's retention (of an event no claim holds), a
+//	    header name sent twice in different case (a REST API's event: which to believe would
+//	    be map order's choice)
 //	401 bad or missing signature, timestamp outside tolerance (nothing is claimed)
 //	404 unknown source      405 not a POST      413 body over the source's limit
 //	503 + Retry-After        DynamoDB throttled or failed: deliver again later
@@ -424,21 +425,30 @@ func (h *Handler) planEvent(ctx, pctx context.Context, d *delivery, i int, at []
 	if !h.admit(d, &ev, err, prefix) {
 		return false
 	}
-	if h.probe(pctx, d, &ev) {
-		return true
-	}
-	if !d.batch {
-		if err := src.guardContent(&ev, d.signedURL, d.raw); err != nil {
-			return d.stop("bad_request", err, reply(http.StatusBadRequest, "body cannot be read as the signature covers it", "body"))
+	var plan dedup.Plan
+	var known bool
+	if err = d.tooOld(&ev, prefix); err != nil {
+		// Not planned: a duplicate if its claim holds (planError), else refused.
+		if _, known = src.read.planners[ev.Type]; !d.batch {
+			d.event = ev
 		}
-		d.event = ev
+	} else {
+		if h.probe(pctx, d, &ev) {
+			return true
+		}
+		if !d.batch {
+			if err := src.guardContent(&ev, d.signedURL, d.raw); err != nil {
+				return d.stop("bad_request", err, reply(http.StatusBadRequest, "body cannot be read as the signature covers it", "body"))
+			}
+			d.event = ev
+		}
+		plan, known, err = src.read.plan(pctx, ev, p.text, at, p.form)
+		if err == nil {
+			err = h.checkTargets(&ev, &plan)
+		}
 	}
-	plan, known, err := src.read.plan(pctx, ev, p.text, at, p.form)
 	if !d.batch {
 		d.knownType = known
-	}
-	if err == nil {
-		err = h.checkTargets(&ev, &plan)
 	}
 	e, ignored := planned{ev: ev, plan: plan, known: known, write: true}, false
 	switch {
@@ -477,14 +487,31 @@ func (h *Handler) admit(d *delivery, ev *dedup.Event, err error, at string) bool
 		}
 		return h.commitError(d, err)
 	}
-	if d.src.conf.TimeSigned() && !ev.OccurredAt.IsZero() && d.now.Sub(ev.OccurredAt) > d.src.keep {
-		// Past the retention the event's claim may be gone: a replay of this signed body
-		// could not be told from a new event, so it is refused rather than run again.
-		d.event = *ev
-		return d.stop("too_old", nil, reply(http.StatusBadRequest, fmt.Sprintf("%soccurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
-			at, ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(d.src.keep)), at+"occurred_at"))
-	}
 	return true
+}
+
+// tooOld is a *tooOldError when the event's signed time is older than its source's retention
+// (at as in admit). Past the retention its claim may be gone: a replay of this signed body
+// could not be told from a new event, so it is not planned, and refused unless its claim still
+// holds (planError): a claim lives a retention from its receipt, later than the event's time.
+func (d *delivery) tooOld(ev *dedup.Event, at string) error {
+	if d.src.conf.TimeSigned() && !ev.OccurredAt.IsZero() && d.now.Sub(ev.OccurredAt) > d.src.keep {
+		return &tooOldError{Field: at + "occurred_at", OccurredAt: ev.OccurredAt, Keep: d.src.keep}
+	}
+	return nil
+}
+
+// tooOldError is an event whose signed time (occurred_at) is older than its source's retention,
+// and that no claim holds: refused (400), as it cannot be told from a replay.
+type tooOldError struct {
+	Field      string // "occurred_at", or "events[3].occurred_at" in a batch
+	OccurredAt time.Time
+	Keep       time.Duration
+}
+
+func (e *tooOldError) Error() string {
+	return fmt.Sprintf("%s %s is older than this source's retention (%s): it cannot be told from a replay",
+		e.Field, e.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(e.Keep))
 }
 
 // badRequest refuses an event that could not be located (at as in admit).
@@ -646,6 +673,9 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 	}
 	if pe, ok := errors.AsType[*PayloadError](err); ok {
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), pe.Field))
+	}
+	if te, ok := errors.AsType[*tooOldError](err); ok {
+		return d.stop("too_old", nil, reply(http.StatusBadRequest, te.Error(), te.Field))
 	}
 	if ute, ok := errors.AsType[*UnknownTargetError](err); ok {
 		// Ours to fix, and retried by the provider once fixed; named for the log and the tests.
