@@ -8,8 +8,9 @@
 //
 //	200 {"received":true,"duplicate":false|true}  accepted, duplicate, or absorbed
 //	400 malformed body, missing or invalid event id / type (the message names the field), a
-//	    signed event time older than the source's retention, a header name sent twice in
-//	    different case (a REST API's event: which to believe would be map order's choice)
+//	    signed event time older than the source's retention (of an event no claim holds), a
+//	    header name sent twice in different case (a REST API's event: which to believe would
+//	    be map order's choice)
 //	401 bad or missing signature, timestamp outside tolerance (nothing is claimed)
 //	404 unknown source      405 not a POST      413 body over the source's limit
 //	503 + Retry-After        DynamoDB throttled or failed: deliver again later
@@ -424,21 +425,30 @@ func (h *Handler) planEvent(ctx, pctx context.Context, d *delivery, i int, at []
 	if !h.admit(d, &ev, err, prefix) {
 		return false
 	}
-	if h.probe(pctx, d, &ev) {
-		return true
-	}
-	if !d.batch {
-		if err := src.guardContent(&ev, d.signedURL, d.raw); err != nil {
-			return d.stop("bad_request", err, reply(http.StatusBadRequest, "body cannot be read as the signature covers it", "body"))
+	var plan dedup.Plan
+	var known bool
+	if err = d.tooOld(&ev, prefix); err != nil {
+		// Not planned: a duplicate if its claim holds (planError), else refused.
+		if _, known = src.read.planners[ev.Type]; !d.batch {
+			d.event = ev
 		}
-		d.event = ev
+	} else {
+		if h.probe(pctx, d, &ev) {
+			return true
+		}
+		if !d.batch {
+			if err := src.guardContent(&ev, d.signedURL, d.raw); err != nil {
+				return d.stop("bad_request", err, reply(http.StatusBadRequest, "body cannot be read as the signature covers it", "body"))
+			}
+			d.event = ev
+		}
+		plan, known, err = src.read.plan(pctx, ev, p.text, at, p.form)
+		if err == nil {
+			err = h.checkTargets(&ev, &plan)
+		}
 	}
-	plan, known, err := src.read.plan(pctx, ev, p.text, at, p.form)
 	if !d.batch {
 		d.knownType = known
-	}
-	if err == nil {
-		err = h.checkTargets(&ev, &plan)
 	}
 	e, ignored := planned{ev: ev, plan: plan, known: known, write: true}, false
 	switch {
@@ -477,14 +487,31 @@ func (h *Handler) admit(d *delivery, ev *dedup.Event, err error, at string) bool
 		}
 		return h.commitError(d, err)
 	}
-	if d.src.conf.TimeSigned() && !ev.OccurredAt.IsZero() && d.now.Sub(ev.OccurredAt) > d.src.keep {
-		// Past the retention the event's claim may be gone: a replay of this signed body
-		// could not be told from a new event, so it is refused rather than run again.
-		d.event = *ev
-		return d.stop("too_old", nil, reply(http.StatusBadRequest, fmt.Sprintf("%soccurred_at %s is older than this source's retention (%s): it cannot be told from a replay",
-			at, ev.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(d.src.keep)), at+"occurred_at"))
-	}
 	return true
+}
+
+// tooOld is a *tooOldError when the event's signed time is older than its source's retention
+// (at as in admit). Past the retention its claim may be gone: a replay of this signed body
+// could not be told from a new event, so it is not planned, and refused unless its claim still
+// holds (planError): a claim lives a retention from its receipt, later than the event's time.
+func (d *delivery) tooOld(ev *dedup.Event, at string) error {
+	if d.src.conf.TimeSigned() && !ev.OccurredAt.IsZero() && d.now.Sub(ev.OccurredAt) > d.src.keep {
+		return &tooOldError{Field: at + "occurred_at", OccurredAt: ev.OccurredAt, Keep: d.src.keep}
+	}
+	return nil
+}
+
+// tooOldError is an event whose signed time (occurred_at) is older than its source's retention,
+// and that no claim holds: refused (400), as it cannot be told from a replay.
+type tooOldError struct {
+	Field      string // "occurred_at", or "events[3].occurred_at" in a batch
+	OccurredAt time.Time
+	Keep       time.Duration
+}
+
+func (e *tooOldError) Error() string {
+	return fmt.Sprintf("%s %s is older than this source's retention (%s): it cannot be told from a replay",
+		e.Field, e.OccurredAt.UTC().Format(time.RFC3339), sources.Duration(e.Keep))
 }
 
 // badRequest refuses an event that could not be located (at as in admit).
@@ -519,22 +546,26 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		// would be taken for a failure anyway, and retried.
 		cctx, committing := h.startStep(ctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
 		defer endPanicked(committing)                                            // a store's panic
-		err := h.write(cctx, d)
+		refused, err := h.write(cctx, d)
+		for refused != nil && h.planError(ctx, d, refused, err) {
+			// The refused event was claimed before (a planner changed since): a duplicate. A
+			// batch's other events are written again without it.
+			refused, err = nil, nil
+			if d.batch {
+				refused, err = h.write(cctx, d)
+			}
+		}
 		if committing.IsRecording() {
 			endStep(committing, err, d.commitAttrs(n)...)
 		}
 		d.commitTime = time.Since(commitStart)
 		switch {
+		case refused != nil: // a new event's plan, refused: planError answered it
+			return
 		case errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit):
-			// The events are valid (admit checked them), so a plan is at fault: see planError.
-			// A batch's write does not say whose plan: it fails as a planner does (500).
-			if d.batch {
-				d.stop("planner", err, reply(http.StatusInternalServerError, "internal error", ""))
-				return
-			}
-			if !h.planError(ctx, d, &d.one[0], err) {
-				return
-			}
+			// Refused without saying whose plan: it fails as a planner does (500).
+			d.stop("planner", err, reply(http.StatusInternalServerError, "internal error", ""))
+			return
 		case err != nil:
 			h.commitError(d, err)
 			return
@@ -546,8 +577,10 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 	}
 }
 
-// write commits the events to write: a batch's with CommitBatch when the store has it.
-func (h *Handler) write(ctx context.Context, d *delivery) error {
+// write commits the events to write not written yet: a batch's with CommitBatch when the store
+// has it. refused is the event whose plan the store refused (dedup.ErrInvalid, dedup.ErrLimit:
+// before any call), when err is that refusal and says whose.
+func (h *Handler) write(ctx context.Context, d *delivery) (refused *planned, err error) {
 	b, all := &d.evs, d.events()
 	if bc, ok := h.store.(BatchCommitter); ok && d.batch {
 		var evs []dedup.Event
@@ -562,19 +595,42 @@ func (h *Handler) write(ctx context.Context, d *delivery) error {
 		for i, r := range results {
 			all[places[i]].result = r
 		}
-		b.calls = calls
-		return err
+		b.calls += calls
+		if i, ok := refusedEvent(err); ok && i < len(places) {
+			refused = &all[places[i]]
+		}
+		return refused, err
 	}
 	for i := range all {
-		if e := &all[i]; e.write {
-			var err error
+		if e := &all[i]; e.write && e.result.Outcome == 0 {
 			e.result, err = h.store.Commit(ctx, e.ev, e.plan)
 			if b.calls += e.result.Calls; err != nil {
-				return err
+				if errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit) {
+					refused = e
+				}
+				return refused, err
 			}
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// refusedEvent is the index of the event whose plan CommitBatch refused, as its error names it
+// ("events[3]": an *InvalidError's field, else the message).
+func refusedEvent(err error) (int, bool) {
+	if !errors.Is(err, dedup.ErrInvalid) && !errors.Is(err, dedup.ErrLimit) {
+		return 0, false
+	}
+	s := err.Error()
+	if ie, ok := errors.AsType[*dedup.InvalidError](err); ok {
+		s = ie.Field
+	}
+	s, ok := strings.CutPrefix(s, "events[")
+	if n, _, found := strings.Cut(s, "]"); ok && found {
+		i, err := strconv.Atoi(n)
+		return i, err == nil && i >= 0
+	}
+	return 0, false
 }
 
 // answer is a committed delivery's 200: a batch's counts, or a single event's outcome.
@@ -601,6 +657,9 @@ func (h *Handler) answer(d *delivery) response {
 // a new event is refused. This costs a read, on this path only.
 func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err error) bool {
 	res, cerr := h.store.Claimed(ctx, e.ev)
+	if d.batch {
+		d.evs.calls += res.Calls // a single event's are its result's
+	}
 	if cerr == nil && res.Outcome == dedup.OutcomeDuplicate {
 		res.Calls += e.result.Calls // a write's, when the store refused the plan
 		e.write, e.result = false, res
@@ -614,6 +673,9 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 	}
 	if pe, ok := errors.AsType[*PayloadError](err); ok {
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), pe.Field))
+	}
+	if te, ok := errors.AsType[*tooOldError](err); ok {
+		return d.stop("too_old", nil, reply(http.StatusBadRequest, te.Error(), te.Field))
 	}
 	if ute, ok := errors.AsType[*UnknownTargetError](err); ok {
 		// Ours to fix, and retried by the provider once fixed; named for the log and the tests.

@@ -3,6 +3,7 @@ package receiver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/receiver"
+	"github.com/oncehook/oncehook/receiver/receivertest"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -156,4 +159,126 @@ func (e *env) logsText() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.logs.String()
+}
+
+// A claim lives a retention from its receipt, and an event is too old a retention from its own
+// time: an event first delivered late (the provider's queue behind) is redelivered by the
+// provider's schedule past its event time + keep while its claim holds. Zoom retries 5, 25 and
+// 85 minutes after the first attempt; with keep 2h (the store accepts any keep from the retry
+// horizon, 90m, up), an event first delivered 40 minutes after it happened is retried at 125
+// minutes. A claimed event is a duplicate (200) on every later delivery however old; only an
+// event not claimed (never, or its claim expired) is refused as too old.
+func TestAClaimedEventOlderThanTheRetentionIsADuplicateNotTooOld(t *testing.T) {
+	t.Parallel()
+	f, err := sources.Parse([]byte(`{"sources":{"zoom":{"scheme":"zoom","secrets":[{"env":"S"}],"event_id":{"json":"payload.object.uuid"},"redrive_window":"0d","keep":"2h"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := f.Sources["zoom"].Retention().Effective()
+	// The store's clock is the real one shifted as the handler's: the emulator's TTL sweeper
+	// runs on real time, and every claim here expires in its future.
+	base, shift := time.Now(), time.Duration(0)
+	now := func() time.Time { return base.Add(shift) }
+	client := awstest.Client(t)
+	store, err := dedup.New(client, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions(), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "zoom-secret-token"
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: staticKeys{"zoom": {secret}}, Store: store, Planners: receiver.NewPlanners(), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type delivery struct {
+		after time.Duration // since the first attempt
+		want  string        // the answer's body, or "too old"
+	}
+	dup := `{"received":true,"duplicate":true}`
+	cases := []struct {
+		name    string
+		lag     time.Duration // from the event's time to its first attempt
+		claimed bool          // the first attempt claimed it (its 200 lost)
+		then    []delivery
+	}{
+		{"delivered on time, retried", 0, true, []delivery{{5 * time.Minute, dup}, {25 * time.Minute, dup}, {85 * time.Minute, dup}}},
+		{"delivered 40m late, retried past its time + keep", 40 * time.Minute, true, []delivery{{5 * time.Minute, dup}, {25 * time.Minute, dup}, {85 * time.Minute, dup}}},
+		{"delivered just inside the retention, every retry past it", keep - time.Minute, true, []delivery{{5 * time.Minute, dup}, {25 * time.Minute, dup}, {85 * time.Minute, dup}}},
+		{"a claim's last second", 40 * time.Minute, true, []delivery{{keep - time.Second, dup}}},
+		{"its claim expired", 40 * time.Minute, true, []delivery{{keep + time.Second, "too old"}}},
+		{"never claimed", keep + time.Minute, false, []delivery{{0, "too old"}, {5 * time.Minute, "too old"}}},
+	}
+	for i, tc := range cases {
+		id := fmt.Sprintf("meeting-%d", i)
+		post := func(after time.Duration) events.APIGatewayV2HTTPResponse {
+			shift = after
+			body := fmt.Sprintf(`{"event":"meeting.started","event_ts":%d,"payload":{"account_id":"AAAAAABBBB","object":{"uuid":%q,"id":"123456789","topic":"My Meeting"}}}`,
+				base.Add(-tc.lag).UnixMilli(), id)
+			req, err := receivertest.Request(f, "zoom", secret, []byte(body), receivertest.WithTime(now()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, _ := h.Handle(context.Background(), req)
+			return resp
+		}
+		if tc.claimed {
+			if resp := post(0); resp.StatusCode != 200 || resp.Body != `{"received":true,"duplicate":false}` {
+				t.Fatalf("%s: the first attempt: %d %s", tc.name, resp.StatusCode, resp.Body)
+			}
+		}
+		for _, d := range tc.then {
+			resp := post(d.after)
+			tooOld := resp.StatusCode == http.StatusBadRequest && strings.Contains(resp.Body, `"field":"occurred_at"`)
+			if d.want == "too old" && !tooOld || d.want != "too old" && (resp.StatusCode != 200 || resp.Body != d.want) {
+				t.Errorf("%s: the delivery %s after the first attempt (the event %s old): %d %s, want %s",
+					tc.name, d.after, d.after+tc.lag, resp.StatusCode, resp.Body, d.want)
+			}
+		}
+	}
+}
+
+// In a batch too: SendGrid retries a batch for 24 hours, and its events' times are when each
+// happened, before the post. An event claimed by an earlier post is a duplicate however old;
+// one too old and not claimed refuses the batch, naming it, and nothing of it is written.
+func TestABatchsClaimedEventOlderThanTheRetentionIsADuplicate(t *testing.T) {
+	t.Parallel()
+	public, private := sendgridKey(t)
+	f, err := sources.Parse([]byte(fmt.Sprintf(`{"sources":{"sendgrid":{"scheme":"sendgrid","public_keys":[%q],"redrive_window":"0d","keep":"25h"}}}`, public)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, shift := time.Now(), time.Duration(0)
+	now := func() time.Time { return base.Add(shift) }
+	client := awstest.Client(t)
+	store, err := dedup.New(client, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions(), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := receiver.New(receiver.Config{Sources: f, Secrets: staticKeys{"sendgrid": {public}}, Store: store, Planners: receiver.NewPlanners(), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(after time.Duration, evs ...string) events.APIGatewayV2HTTPResponse {
+		shift = after
+		req, err := receivertest.Request(f, "sendgrid", private, sgBatch(evs...), receivertest.WithTime(now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := h.Handle(context.Background(), req)
+		return resp
+	}
+	late := base.Add(-3 * time.Hour) // posted 3 hours after it happened; retried 23 hours later, 26 hours old
+	if resp := post(0, sgEvent("sg_late", "open", late)); resp.StatusCode != 200 {
+		t.Fatalf("the first post: %d %s", resp.StatusCode, resp.Body)
+	}
+	resp := post(23*time.Hour, sgEvent("sg_late", "open", late), sgEvent("sg_new", "open", now()))
+	if resp.StatusCode != 200 || resp.Body != `{"received":true,"events":2,"duplicates":1,"ignored":0}` {
+		t.Fatalf("the claimed event 26 hours old, beside a new one: %d %s", resp.StatusCode, resp.Body)
+	}
+	resp = post(23*time.Hour, sgEvent("sg_newer", "open", now()), sgEvent("sg_never", "open", late))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, `"field":"events[1].occurred_at"`) {
+		t.Fatalf("an unclaimed event 26 hours old: %d %s, want 400 naming events[1].occurred_at", resp.StatusCode, resp.Body)
+	}
+	if res, err := store.Claimed(context.Background(), dedup.Event{Source: "sendgrid", ID: "sg_newer", Type: "open"}); err != nil || res.Outcome != 0 {
+		t.Fatalf("sg_newer, of the refused batch: %v %v, want not claimed", res.Outcome, err)
+	}
 }

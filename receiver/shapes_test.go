@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -463,9 +464,9 @@ func sendgridPoster(t *testing.T, f *sources.File, secrets map[string]string, st
 	}
 }
 
-// A batch whose write the store refuses (one event's plan over an item's size) fails as a
-// planner does (500, retried by the provider once fixed), never a refusal: the write does not
-// say whose plan, and an event of the batch may be claimed already (its 200 lost).
+// A batch whose write the store refuses for a new event's plan (over an item's size) fails as a
+// planner does (500, retried by the provider once fixed), never a refusal: the batch's other
+// events may be claimed already (their 200 lost).
 func TestABatchWhosePlanTheStoreRefusesIsAnswered500NotRefused(t *testing.T) {
 	t.Parallel()
 	f, secrets := shapesFile(t)
@@ -533,6 +534,95 @@ func TestABatchEventClaimedBeforeWhosePlannerNowFailsKeepsTheOthersInStep(t *tes
 		c, _ := dedup.UnmarshalClaim(out.Item)
 		if _, ok := c.Intents["record-"+id]; !ok || len(c.Intents) != 1 {
 			t.Fatalf("%s claimed with intents %v, want its own plan", id, c.Intents)
+		}
+	}
+}
+
+// A redelivered batch whose write the store refuses for an event's plan (the planner changed
+// since: a plan over an item's size, or one the store finds invalid) answers that event, when
+// it is claimed already, as a duplicate, as a single event's delivery does, and writes the
+// others with their own plans; only an unclaimed event's refused plan is answered 500 (nothing
+// of the batch written), for the provider to retry once the planner is fixed. Through the real
+// store (the batch in one write) and the test kit's (one Commit per event).
+func TestABatchEventClaimedBeforeWhosePlanTheStoreNowRefusesIsADuplicate(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	client := awstest.Client(t)
+	real, err := dedup.New(client, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedPlan := map[string]dedup.Plan{
+		"limit": {Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "BIG#1"}, "sk": &types.AttributeValueMemberS{Value: "X"},
+			"blob": &types.AttributeValueMemberS{Value: strings.Repeat("x", 500*1024)}})}},
+		"invalid": {Intents: []dedup.Intent{{Name: "", Target: "crm", Payload: []byte(`{}`)}}},
+	}
+	for kind, want := range map[string]error{"limit": dedup.ErrLimit, "invalid": dedup.ErrInvalid} {
+		if err := real.Check(dedup.Event{Source: "sendgrid", ID: "x", Type: "open"}, refusedPlan[kind]); !errors.Is(err, want) {
+			t.Fatalf("the %s plan: the store answers %v, want %v", kind, err, want)
+		}
+	}
+	type step struct {
+		refuse map[string]string // event id: the kind of plan the store refuses
+		ids    []string          // the batch delivered
+		want   string            // its answer's body, or "500"
+	}
+	ok := func(n, dups int) string {
+		return fmt.Sprintf(`{"received":true,"events":%d,"duplicates":%d,"ignored":0}`, n, dups)
+	}
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"every event claimed, one plan now over an item's size", []step{
+			{nil, []string{"a", "b"}, ok(2, 0)},
+			{map[string]string{"b": "limit"}, []string{"a", "b"}, ok(2, 2)},
+			{map[string]string{"b": "limit"}, []string{"a", "b"}, ok(2, 2)},
+			{map[string]string{"b": "limit"}, []string{"a", "b"}, ok(2, 2)}}},
+		{"every event claimed, one plan now invalid", []step{
+			{nil, []string{"a", "b"}, ok(2, 0)},
+			{map[string]string{"a": "invalid"}, []string{"a", "b"}, ok(2, 2)}}},
+		{"every event claimed, two plans now refused", []step{
+			{nil, []string{"a", "b", "c"}, ok(3, 0)},
+			{map[string]string{"a": "limit", "c": "invalid"}, []string{"a", "b", "c"}, ok(3, 3)}}},
+		{"new events around a claimed one whose plan is refused are written", []step{
+			{nil, []string{"b"}, ok(1, 0)},
+			{map[string]string{"b": "limit"}, []string{"a", "b", "c"}, ok(3, 1)},
+			{nil, []string{"a", "b", "c"}, ok(3, 3)}}},
+		{"an unclaimed event's refused plan is 500, writing nothing", []step{
+			{nil, []string{"a"}, ok(1, 0)},
+			{map[string]string{"a": "invalid", "b": "limit"}, []string{"a", "b", "c"}, "500"},
+			{map[string]string{"b": "invalid"}, []string{"a", "b", "c"}, "500"},
+			{nil, []string{"a", "b", "c"}, ok(3, 1)}}},
+	}
+	stores := map[string]receiver.Committer{"the store's CommitBatch": real, "one Commit at a time": receivertest.NewRecorder(f)}
+	for storeName, store := range stores {
+		var refuse map[string]string
+		planners := receiver.NewPlanners()
+		planners.Handle("sendgrid", "open", func(_ context.Context, ev dedup.Event) (dedup.Plan, error) {
+			if kind := refuse[ev.ID]; kind != "" {
+				return refusedPlan[kind], nil
+			}
+			return dedup.Plan{Intents: []dedup.Intent{{Name: "record", Target: "crm", Payload: []byte(`{}`)}}}, nil
+		})
+		post := sendgridPoster(t, f, secrets, store, planners)
+		now := time.Now()
+		for c, tc := range cases {
+			for s, st := range tc.steps {
+				refuse = map[string]string{}
+				var evs []string
+				for _, id := range st.ids {
+					evs = append(evs, sgEvent(fmt.Sprintf("c%d_%s", c, id), "open", now))
+				}
+				for id, kind := range st.refuse {
+					refuse[fmt.Sprintf("c%d_%s", c, id)] = kind
+				}
+				resp := post(sgBatch(evs...))
+				if got := resp.Body; st.want == "500" && resp.StatusCode != http.StatusInternalServerError || st.want != "500" && (resp.StatusCode != 200 || got != st.want) {
+					t.Errorf("%s, %s, delivery %d: %d %s, want %s", storeName, tc.name, s+1, resp.StatusCode, got, st.want)
+				}
+			}
 		}
 	}
 }
