@@ -27,7 +27,7 @@ import (
 // when it is set, some events may be claimed and others not: the provider's redelivery of the
 // batch finds the claimed ones duplicates. Calls in each result counts the calls made for that
 // event alone; calls is every DynamoDB request the batch issued. Nothing is written when an
-// event or plan is invalid (the error names its index).
+// event or plan is invalid: an *EventError, with its index.
 func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (results []Result, calls int, err error) {
 	if len(evs) != len(plans) {
 		return nil, 0, &InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
@@ -44,7 +44,7 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 			reqs[i], err = s.buildRequest(&evs[i], &plans[i], keep, now, tc)
 		}
 		if err != nil {
-			return nil, 0, under(fmt.Sprintf("events[%d]", i), err)
+			return nil, 0, &EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)}
 		}
 		key := attrString(reqs[i].claim, PartitionKey)
 		if _, seen := first[key]; !seen {
@@ -79,6 +79,17 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 
 // under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
 // "events[2].source"), or else in its message.
+// EventError is CommitBatch's refusal of one event's input before any write: Err (an
+// *InvalidError naming events[Index]'s field, or a *LimitError) is about evs[Index] and
+// plans[Index] alone.
+type EventError struct {
+	Index int
+	Err   error
+}
+
+func (e *EventError) Error() string { return e.Err.Error() }
+func (e *EventError) Unwrap() error { return e.Err }
+
 func under(what string, err error) error {
 	if ie, ok := errors.AsType[*InvalidError](err); ok {
 		return &InvalidError{Field: what + "." + ie.Field, Reason: ie.Reason}

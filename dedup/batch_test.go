@@ -220,6 +220,9 @@ func TestAnInvalidEventInABatchWritesNothing(t *testing.T) {
 	if !errors.As(err, &ie) || ie.Field != "events[2].event_id" || calls != 0 {
 		t.Fatalf("%v (%d calls), want an InvalidError naming events[2].event_id and no call", err, calls)
 	}
+	if ee, ok := errors.AsType[*dedup.EventError](err); !ok || ee.Index != 2 {
+		t.Fatalf("%v: want an *EventError of index 2, which a receiver reads without parsing text", err)
+	}
 	if len(e.items(t)) != 0 {
 		t.Fatal("an invalid batch wrote something")
 	}

@@ -65,6 +65,27 @@ func ExampleStore_CommitBatch() {
 	log.Printf("%d DynamoDB calls", calls)
 }
 
+// A batch refused before any write names the event at fault: a receiver of its own answers
+// the rest of the batch (an event claimed earlier is a duplicate, whatever its plan now).
+func ExampleEventError() {
+	store, err := dedup.New(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), dedup.Config{
+		Table:   "webhooks",
+		Sources: map[string]dedup.Retention{"sendgrid": {RetryHorizon: 24 * time.Hour}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	evs := []dedup.Event{
+		{Source: "sendgrid", ID: "sg_1", Type: "delivered", Payload: []byte(`{"sg_event_id":"sg_1"}`)},
+		{Source: "sendgrid", ID: "", Type: "open", Payload: []byte(`{"event":"open"}`)},
+	}
+	_, calls, err := store.CommitBatch(context.Background(), evs, make([]dedup.Plan, len(evs)))
+	if ee, ok := errors.AsType[*dedup.EventError](err); ok {
+		fmt.Println(ee.Index, calls, errors.Is(err, dedup.ErrInvalid), err)
+	}
+	// Output: 1 0 true dedup: events[1].event_id is empty
+}
+
 // A consumer of its own, in a redrive, answers a redelivery from one eventually consistent read
 // of its claim before planning it; whatever the probe does not answer goes to Commit, whose
 // claim condition decides (a claim too new for the read, an expired one, a new event).

@@ -596,8 +596,8 @@ func (h *Handler) write(ctx context.Context, d *delivery) (refused *planned, err
 			all[places[i]].result = r
 		}
 		b.calls += calls
-		if i, ok := refusedEvent(err); ok && i < len(places) {
-			refused = &all[places[i]]
+		if ee, ok := errors.AsType[*dedup.EventError](err); ok && ee.Index < len(places) {
+			refused = &all[places[ee.Index]]
 		}
 		return refused, err
 	}
@@ -613,24 +613,6 @@ func (h *Handler) write(ctx context.Context, d *delivery) (refused *planned, err
 		}
 	}
 	return nil, nil
-}
-
-// refusedEvent is the index of the event whose plan CommitBatch refused, as its error names it
-// ("events[3]": an *InvalidError's field, else the message).
-func refusedEvent(err error) (int, bool) {
-	if !errors.Is(err, dedup.ErrInvalid) && !errors.Is(err, dedup.ErrLimit) {
-		return 0, false
-	}
-	s := err.Error()
-	if ie, ok := errors.AsType[*dedup.InvalidError](err); ok {
-		s = ie.Field
-	}
-	s, ok := strings.CutPrefix(s, "events[")
-	if n, _, found := strings.Cut(s, "]"); ok && found {
-		i, err := strconv.Atoi(n)
-		return i, err == nil && i >= 0
-	}
-	return 0, false
 }
 
 // answer is a committed delivery's 200: a batch's counts, or a single event's outcome.
