@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"net/http"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/ops/console"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -41,4 +43,18 @@ func Example() {
 	}
 	srv := &http.Server{Addr: addr, Handler: c, ReadHeaderTimeout: 10 * time.Second}
 	log.Fatal(srv.ListenAndServeTLS("console.crt", "console.key"))
+}
+
+// Another tool that prints an intent's errors (hookctl inspect) shows them as the console does:
+// the sources file's target secrets, and a URL's password, redacted.
+func ExampleNewRedactor() {
+	f, err := sources.Parse([]byte(`{"sources":{"shop":{"scheme":"stripe","secrets":[{"env":"S"}]}},
+	  "targets":{"chat":{"url":"https://hooks.chat.example/services/T0/XoXbSeCrEtT0k3n"}}}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	in := dedup.ClaimIntent{Target: "chat", Payload: []byte(`{"text":"order paid"}`)}
+	msg := "permanent: POST https://hooks.chat.example/services/T0/XoXbSeCrEtT0k3n: 404 Not Found"
+	fmt.Println(console.NewRedactor(f).IntentError(in, msg))
+	// Output: permanent: POST https://hooks.chat.example/… 404 Not Found
 }
