@@ -175,20 +175,9 @@ func TestAClaimedEventOlderThanTheRetentionIsADuplicateNotTooOld(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep := f.Sources["zoom"].Retention().Effective()
-	// The store's clock is the real one shifted as the handler's: the emulator's TTL sweeper
-	// runs on real time, and every claim here expires in its future.
-	base, shift := time.Now(), time.Duration(0)
-	now := func() time.Time { return base.Add(shift) }
-	client := awstest.Client(t)
-	store, err := dedup.New(client, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions(), Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const secret = "zoom-secret-token"
-	h, err := receiver.New(receiver.Config{Sources: f, Secrets: staticKeys{"zoom": {secret}}, Store: store, Planners: receiver.NewPlanners(), Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _, base, shift := shiftedHandler(t, f, staticKeys{"zoom": {secret}})
+	now := func() time.Time { return base.Add(*shift) }
 	type delivery struct {
 		after time.Duration // since the first attempt
 		want  string        // the answer's body, or "too old"
@@ -210,7 +199,7 @@ func TestAClaimedEventOlderThanTheRetentionIsADuplicateNotTooOld(t *testing.T) {
 	for i, tc := range cases {
 		id := fmt.Sprintf("meeting-%d", i)
 		post := func(after time.Duration) events.APIGatewayV2HTTPResponse {
-			shift = after
+			*shift = after
 			body := fmt.Sprintf(`{"event":"meeting.started","event_ts":%d,"payload":{"account_id":"AAAAAABBBB","object":{"uuid":%q,"id":"123456789","topic":"My Meeting"}}}`,
 				base.Add(-tc.lag).UnixMilli(), id)
 			req, err := receivertest.Request(f, "zoom", secret, []byte(body), receivertest.WithTime(now()))
@@ -246,19 +235,10 @@ func TestABatchsClaimedEventOlderThanTheRetentionIsADuplicate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, shift := time.Now(), time.Duration(0)
-	now := func() time.Time { return base.Add(shift) }
-	client := awstest.Client(t)
-	store, err := dedup.New(client, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions(), Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := receiver.New(receiver.Config{Sources: f, Secrets: staticKeys{"sendgrid": {public}}, Store: store, Planners: receiver.NewPlanners(), Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, store, base, shift := shiftedHandler(t, f, staticKeys{"sendgrid": {public}})
+	now := func() time.Time { return base.Add(*shift) }
 	post := func(after time.Duration, evs ...string) events.APIGatewayV2HTTPResponse {
-		shift = after
+		*shift = after
 		req, err := receivertest.Request(f, "sendgrid", private, sgBatch(evs...), receivertest.WithTime(now()))
 		if err != nil {
 			t.Fatal(err)
@@ -281,4 +261,22 @@ func TestABatchsClaimedEventOlderThanTheRetentionIsADuplicate(t *testing.T) {
 	if res, err := store.Claimed(context.Background(), dedup.Event{Source: "sendgrid", ID: "sg_newer", Type: "open"}); err != nil || res.Outcome != 0 {
 		t.Fatalf("sg_newer, of the refused batch: %v %v, want not claimed", res.Outcome, err)
 	}
+}
+
+// shiftedHandler is a handler of f, on a table of its own, whose clock and its store's are the
+// real one at base shifted by *shift: the emulator's TTL sweeper runs on real time, and every
+// claim the tests make expires in its future.
+func shiftedHandler(t *testing.T, f *sources.File, keys staticKeys) (h *receiver.Handler, store *dedup.Store, base time.Time, shift *time.Duration) {
+	t.Helper()
+	base, shift = time.Now(), new(time.Duration)
+	now := func() time.Time { return base.Add(*shift) }
+	client := awstest.Client(t)
+	store, err := dedup.New(client, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions(), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err = receiver.New(receiver.Config{Sources: f, Secrets: keys, Store: store, Planners: receiver.NewPlanners(), Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	return h, store, base, shift
 }
