@@ -235,7 +235,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 		endIntent(span, outcome, err)
 	}()
 	amo := IsAtMostOnce(w.cfg.Executors[target])
-	if paused, err := w.limits.paused(ctx, target, true); paused || err != nil {
+	if paused, err := w.limits.paused(ctx, target); paused || err != nil {
 		return OutcomePaused, err
 	}
 	adm, err := w.admit(ctx, target)
@@ -244,8 +244,10 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	}
 	keepSlot := false // the call may still be running at the downstream: its slot ends by itself
 	defer func() { adm.release(keepSlot) }()
-	if paused, _ := w.limits.paused(ctx, target, false); paused { // paused while its limits held it
-		return OutcomePaused, nil
+	// Paused while its limits held it: the copy read before is read again if the wait outlasted
+	// it (pauseRead), so that no call is leased more than about a second after Pause returned.
+	if paused, err := w.limits.paused(ctx, target); paused || err != nil {
+		return OutcomePaused, err
 	}
 	l, err := w.lease(ctx, claim, name, amo)
 	if err != nil || l == nil {

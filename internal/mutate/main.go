@@ -190,6 +190,11 @@ var mutations = []mutation{
 	{"resume: only the pause the operator was shown", "outbox/limits.go",
 		`return "#t.#id = :id", map`, `return "attribute_exists(#t) OR :id = :id", map`,
 		"./outbox", "TestAResumeOfAPauseShownLiftsThatPauseOnly"},
+	{"pause: a pause made while a limit holds an intent is seen before its lease", "outbox/turn.go",
+		`// it (pauseRead), so that no call is leased more than about a second after Pause returned.
+	if paused, err := w.limits.paused(ctx, target); paused || err != nil {`, `// it (pauseRead), so that no call is leased more than about a second after Pause returned.
+	if paused, err := false, error(nil); paused || err != nil {`,
+		"./outbox", "TestAPauseMadeWhileALimitHoldsAnIntentIsSeenBeforeItsLease"},
 	{"pause: a pause confirmed for a target not paused replaces no pause made since", "outbox/limits.go",
 		`return "attribute_not_exists(#t)", nil, nil`, `return "attribute_not_exists(#t) OR attribute_exists(#t)", nil, nil`,
 		"./outbox", "TestAPauseOfTheStateShownReplacesNoPauseMadeSince"},
