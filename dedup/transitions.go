@@ -144,6 +144,7 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 			":now": num(now.UnixMilli()), ":one": num(1), ":commit": str(claim.CommitToken), ":owner": str(owner),
 		})
 	in.ReturnValues = types.ReturnValueAllNew
+	sent := time.Now() // the lease, if it landed, lasts at least For from here
 	out, err := c.update(ctx, in)
 	l := &Lease{Intent: intent, owner: owner}
 	held, refused, own := ownWrite(err, func(h *Claim) bool {
@@ -172,7 +173,7 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 		// Unanswered, it may have landed: a lease its worker does not know it holds makes no
 		// call, so it is given back if it is ours, rather than left to run out as a spent
 		// attempt (at most once: stranded, parked as may have been sent, though nothing was).
-		if gerr := c.GiveBack(context.WithoutCancel(ctx), &Lease{Intent: intent, Claim: claim, owner: owner}); gerr != nil {
+		if gerr := c.giveBackUntil(ctx, &Lease{Intent: intent, Claim: claim, owner: owner}, sent.Add(o.For)); gerr != nil {
 			return nil, fmt.Errorf("lease: %w; and the lease, if it landed, could not be given back: %w", err, gerr)
 		}
 		return nil, fmt.Errorf("lease: %w", err)
@@ -217,6 +218,23 @@ func (c *Claims) GiveBack(ctx context.Context, l *Lease) error {
 		return nil // already given back (a retried write whose first answer was lost), or taken over
 	}
 	return err
+}
+
+// giveBackUntil is GiveBack (whatever ctx's cancellation), sent again with backoff while it
+// fails for a reason that passes (throttling, a 5xx, the transport, after the SDK's own
+// attempts) and the lease lasts (until, and ctx's deadline). Sending it again is safe: a
+// refusal is a give-back already made, or a lease taken over.
+func (c *Claims) giveBackUntil(ctx context.Context, l *Lease, until time.Time) error {
+	if d, ok := ctx.Deadline(); ok && d.Before(until) {
+		until = d
+	}
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := c.GiveBack(context.WithoutCancel(ctx), l)
+		if err == nil || !errors.Is(classify("give back", err), ErrUnavailable) || !time.Now().Add(wait).Before(until) {
+			return err
+		}
+		_ = jitterWait(context.WithoutCancel(ctx), wait)
+	}
 }
 
 // Done records that the leased attempt's call succeeded, with what it sent (a message id, an

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 )
 
 // answerLost performs each UpdateItem, then sends it again and answers with the second
@@ -332,6 +333,52 @@ func TestALeaseWhoseAnswerIsLostIsGivenBack(t *testing.T) {
 		l, err := cs.Lease(ctx, e.claim(t, "shop", id), "a", o)
 		if err != nil || l == nil || l.Stranded || l.Attempt != c.attempts+1 {
 			t.Fatalf("%s: the next lease %+v %v, want a lease to call under, at attempt %d", c.name, l, err, c.attempts+1)
+		}
+	}
+}
+
+// A lost lease's give-back is sent again through a short DynamoDB failure (throttling, a 5xx,
+// outlasting the SDK's own attempts) while the lease lasts: left running, the lease would end
+// unused, its attempt spent, and an at-most-once intent would come back stranded and be parked
+// as may have been sent, though no call was made. A give-back refused for a reason that does not
+// pass is not sent again: the intent is left running, as when DynamoDB keeps failing.
+func TestALostLeasesGiveBackIsSentAgainThroughAShortDynamoDBFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	const (
+		leaseWrite = "intents.#n.attempts = intents.#n.attempts + :one"
+		throttled  = `{"__type":"com.amazon.coral.availability#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`
+		internal   = `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`
+		invalid    = `{"__type":"com.amazon.coral.validate#ValidationException","message":"injected"}`
+	)
+	for _, c := range []struct {
+		name     string
+		status   int
+		body     string
+		failures int    // the give-back's requests answered so; the SDK makes three a round
+		want     string // the intent after the lost lease
+	}{
+		{"throttled", 400, throttled, 3, dedup.IntentPending},
+		{"throttled for two rounds", 400, throttled, 6, dedup.IntentPending},
+		{"server error", 500, internal, 3, dedup.IntentPending},
+		{"refused as invalid", 400, invalid, 1, dedup.IntentRunning},
+	} {
+		id := "evt_give_back_" + strings.ReplaceAll(c.name, " ", "_")
+		claim := e.outboxClaim(t, id)
+		// The lease lands, its answer is lost, and the SDK's two retries are throttled.
+		lost := &awstest.LoseResponses{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: 1, Match: leaseWrite}
+		retries := &awstest.InjectErrors{Next: lost, Operation: "UpdateItem", Skip: 1, N: 2, Status: 400, Body: throttled, Match: leaseWrite}
+		giveBack := &awstest.InjectErrors{Next: retries, Operation: "UpdateItem", N: c.failures, Status: c.status, Body: c.body, Match: "attempts_base"}
+		cs := &dedup.Claims{API: awstest.Client(t, awstest.WithTransport(giveBack)), Table: e.table, Now: e.clock.Now}
+		l, err := cs.Lease(ctx, claim, "a", dedup.LeaseOptions{For: 5 * time.Second, AtMostOnce: true, StrandedAfter: time.Second})
+		if l != nil || err == nil || lost.Lost() != 1 || retries.Injected() != 2 || giveBack.Injected() != c.failures {
+			t.Fatalf("%s: %+v %v (lost %d, retries throttled %d, give-backs failed %d): want no lease, the error, and the faults as planned",
+				c.name, l, err, lost.Lost(), retries.Injected(), giveBack.Injected())
+		}
+		in := e.claim(t, "shop", id).Intents["a"]
+		if in.Status != c.want || in.Attempts != 1 || c.want == dedup.IntentPending && (in.Spent() != 0 || in.LeaseOwner != "") {
+			t.Fatalf("%s: %+v, want %s at attempt 1 (pending: none spent, no lease)", c.name, in, c.want)
 		}
 	}
 }

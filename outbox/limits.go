@@ -395,8 +395,9 @@ var ErrPauseChanged = errors.New("outbox: the target's pause is not the one show
 //
 // A paused target's due intents are not leased: they spend no attempt and stay due, where the
 // sweeper finds them after Resume. A worker reads the paused targets at most once a second,
-// before each intent's limits, and looks again right before the lease: a call leased before
-// the worker read the pause (up to a second after Pause returned) is still made.
+// before each intent's limits, and looks again right before the lease, reading them anew when
+// a wait on the limits outlasted its copy: a call leased before the worker read the pause (up
+// to a second after Pause returned) is still made.
 type Targets struct {
 	API   API
 	Table string
@@ -522,12 +523,11 @@ func (t *Targets) Paused(ctx context.Context) (map[string]Pause, error) {
 
 const pausedPrefix = "paused#"
 
-// paused reports whether target is paused, as read at most pauseRead ago, or without read as
-// last read (where a read would delay a lease whose slot is taken).
-func (l *limiter) paused(ctx context.Context, target string, read bool) (bool, error) {
+// paused reports whether target is paused, as read at most pauseRead ago.
+func (l *limiter) paused(ctx context.Context, target string) (bool, error) {
 	l.pauseMu.Lock()
 	defer l.pauseMu.Unlock()
-	if read && time.Since(l.readAt) >= pauseRead {
+	if time.Since(l.readAt) >= pauseRead {
 		p, err := (&Targets{API: l.api, Table: l.table}).Paused(ctx)
 		if err != nil {
 			return false, err

@@ -875,6 +875,49 @@ func TestAPausedTargetIsCalledByNobodyUntilItResumesThenOnceEachAtItsLimits(t *t
 	e.everyIntentDoneOnItsFirstAttempt(down)
 }
 
+// Invariant (Targets): a pause made while a target's limit holds an intent back is seen before
+// the lease. The worker's copy of the paused targets is read before the limits and trusted for a
+// second; a wait on a limit can outlast it, and a call leased then, seconds after Pause returned,
+// would reach the paused downstream. Here the pause is made right after the worker read its copy
+// (none paused), and the limit holds the next intent for longer than a second: its one
+// max_in_flight slot held by another call, or the process's turn at its rate spent. The intent is
+// not leased: pending, no attempt, no call. (A worker whose copy is older reads the pause before
+// the wait: the same.)
+func TestAPauseMadeWhileALimitHoldsAnIntentIsSeenBeforeItsLease(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		limit outbox.Limit
+		hold  func(e *env) // holds the next call back for more than a second
+	}{
+		{"max_in_flight", outbox.Limit{MaxInFlight: 1}, func(e *env) { e.slotHolder("email", 0, e.now().Add(2*time.Second)) }},
+		{"rate", outbox.Limit{Rate: 0.5}, func(*env) {}}, // the first call took the process's turn for 2 s
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newEnv(t)
+			down := newLimitedDownstream(t, 0)
+			w := e.limitedWorkers(1, down, c.limit, nil)[0]
+			e.commitOne("evt_before")
+			e.commitOne("evt_paused")
+			if sum, err := w.Process(ctx, e.claim("evt_before")); err != nil || sum[outbox.OutcomeDone] != 1 {
+				t.Fatalf("the call before the pause: %v %v, want done", sum, err)
+			}
+			c.hold(e)
+			if err := (&outbox.Targets{API: e.client, Table: e.table}).Pause(ctx, "email", "ada (test)", "the mail provider's maintenance"); err != nil {
+				t.Fatal(err)
+			}
+			sum, err := w.Process(ctx, e.claim("evt_paused"))
+			in := e.claim("evt_paused").Intents["email.send"]
+			if calls := down.keys[dedup.IdempotencyKey("shop", "evt_paused", "email.send")]; err != nil || sum[outbox.OutcomePaused] != 1 ||
+				in.Status != dedup.IntentPending || in.Attempts != 0 || calls != 0 {
+				t.Fatalf("paused while its limit held it: %v %v, %d calls, intent %+v; want paused, pending, no attempt, no call", sum, err, calls, in)
+			}
+		})
+	}
+}
+
 // A pause names its target and says who and why, as an operator's record does; what cannot be
 // recorded is refused before anything is written.
 func TestAPauseWithoutItsRecordIsRefused(t *testing.T) {

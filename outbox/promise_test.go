@@ -245,6 +245,9 @@ func TestAFinishedClaimLeftInTheIndexLeavesItWhoeverNoticesIt(t *testing.T) {
 
 const transactionConflict = `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}`
 
+// throttled is DynamoDB's answer when it throttles a request (400: the SDK tries it again).
+const throttled = `{"__type":"com.amazon.coral.availability#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`
+
 func TestATransactionConflictOnTheWorkersWritesIsRetried(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -329,6 +332,58 @@ func TestAKnownOutcomeIsRecordedThroughAShortDynamoDBFailure(t *testing.T) {
 	}
 }
 
+// A lease whose call was not made is given back through a short DynamoDB failure, wherever it
+// is given back: a lease whose every answer was lost (dedup.Claims.Lease), a rated call whose
+// window could not be taken, a lease that would outlast its max_in_flight slot. The give-back
+// meets a round of throttling (the SDK's three attempts) and is sent again while the lease
+// lasts: the intent is pending again, no attempt spent, no call made, rather than left running
+// under a lease nobody uses and, at most once, parked as may have been sent. It then runs once.
+func TestALeaseWhoseCallWasNotMadeIsGivenBackThroughAShortDynamoDBFailure(t *testing.T) {
+	t.Parallel()
+	const leaseWrite = "intents.#n.attempts = intents.#n.attempts + :one"
+	for _, c := range []struct {
+		name   string
+		limits map[string]outbox.Limit
+		fault  func(next http.RoundTripper) http.RoundTripper // what has the lease given back
+	}{
+		{"a lease whose answers were lost", nil, func(next http.RoundTripper) http.RoundTripper {
+			lost := &awstest.LoseResponses{Next: next, Operation: "UpdateItem", N: 1, Match: leaseWrite}
+			return &awstest.InjectErrors{Next: lost, Operation: "UpdateItem", Skip: 1, N: 2, Status: 400, Body: throttled, Match: leaseWrite}
+		}},
+		{"a rate window that could not be taken", map[string]outbox.Limit{"email": {Rate: 10}}, func(next http.RoundTripper) http.RoundTripper {
+			return &awstest.InjectErrors{Next: next, Operation: "UpdateItem", N: 3, Status: 400, Body: throttled, Match: "ADD #calls"}
+		}},
+		{"a slot taken too slowly for the lease", map[string]outbox.Limit{"email": {MaxInFlight: 1}}, func(next http.RoundTripper) http.RoundTripper {
+			return delayWrites{next, "SET #holder", time.Second} // past the margin twice: the lease would outlast the slot
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.commitOne("evt_given_back")
+			key := dedup.IdempotencyKey("shop", "evt_given_back", "email.send")
+			configure := func(cfg *outbox.Config) {
+				cfg.Executors["email"] = outbox.AtMostOnce(cfg.Executors["email"])
+				cfg.Limits = c.limits
+			}
+			giveBack := &awstest.InjectErrors{Next: c.fault(awstest.BaseTransport()), Operation: "UpdateItem", N: 3, Status: 400, Body: throttled, Match: "attempts_base"}
+			sum, err := e.worker(configure, awstest.WithTransport(giveBack)).Process(context.Background(), e.claim("evt_given_back"))
+			in := e.claim("evt_given_back").Intents["email.send"]
+			calls, _, _ := e.down.snapshot()
+			if giveBack.Injected() != 3 || in.Status != dedup.IntentPending || in.Attempts != 1 || in.Spent() != 0 || in.LeaseOwner != "" || calls[key] != 0 {
+				t.Fatalf("%v %v; %d give-backs throttled, %d calls, intent %+v: want given back through the throttling, no attempt spent, no call",
+					sum, err, giveBack.Injected(), calls[key], in)
+			}
+			if sum, err := e.worker(configure).Process(context.Background(), e.claim("evt_given_back")); err != nil || sum[outbox.OutcomeDone] != 1 {
+				t.Fatalf("%v %v: want it done once given back", sum, err)
+			}
+			if calls, _, _ := e.down.snapshot(); calls[key] != 1 {
+				t.Fatalf("%d calls, want 1", calls[key])
+			}
+		})
+	}
+}
+
 func TestTheSweepersWritesRetryTransactionConflictsToo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -409,15 +464,16 @@ func TestALeaseShorterThanATargetsTimeoutIsRefused(t *testing.T) {
 	}
 }
 
-// delayLeases holds every lease request back before sending it, as a slow network or the
-// SDK's own retries would.
-type delayLeases struct {
+// delayWrites holds every UpdateItem whose body has match back before sending it, as a slow
+// network or the SDK's own retries would.
+type delayWrites struct {
 	next  http.RoundTripper
+	match string
 	delay time.Duration
 }
 
-func (d delayLeases) RoundTrip(r *http.Request) (*http.Response, error) {
-	if awstest.Operation(r) == "UpdateItem" && awstest.BodyContains(r, "lease_until = :until") {
+func (d delayWrites) RoundTrip(r *http.Request) (*http.Response, error) {
+	if awstest.Operation(r) == "UpdateItem" && awstest.BodyContains(r, d.match) {
 		time.Sleep(d.delay)
 	}
 	return d.next.RoundTrip(r)
@@ -435,7 +491,7 @@ func TestTheCallEndsBeforeTheLeaseAsWrittenEvenWhenTheLeaseWriteIsSlow(t *testin
 			leaseUntil = time.UnixMilli(e.claim("evt_slow_lease").Intents["email.send"].LeaseUntil)
 			return nil
 		})
-	}, awstest.WithTransport(delayLeases{awstest.BaseTransport(), time.Second}))
+	}, awstest.WithTransport(delayWrites{awstest.BaseTransport(), "lease_until = :until", time.Second}))
 	w.HandleStream(context.Background(), batch(e.records()))
 	// The lease as written ends at lease_until (this env's clock is the real one until a test
 	// moves it); the call must end the margin before that (lease_until is in whole ms).

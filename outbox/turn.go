@@ -106,12 +106,19 @@ func (w *Worker) takeWindow(ctx context.Context, l *lease, target string) error 
 	}
 	err := w.limits.takeWindow(ctx, target, w.startBy(ctx, target, l.ends.Add(-w.callBudget(target))))
 	if err != nil {
-		if uerr := w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease); uerr != nil {
+		if uerr := w.giveBack(ctx, l); uerr != nil {
 			// The lease ends by itself and the attempt counts (at most once, it parks).
 			return fmt.Errorf("%w; and the lease could not be given back: %w", err, uerr)
 		}
 	}
 	return err
+}
+
+// giveBack gives back a lease whose call was not made (dedup.Claims.GiveBack, whatever ctx's
+// cancellation), through a short failure as record does: left to run out, the attempt would
+// count, and at most once park as may have been sent. A refusal is a give-back already made.
+func (w *Worker) giveBack(ctx context.Context, l *lease) error {
+	return w.record(ctx, l, func() error { return w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease) })
 }
 
 // lease is one attempt we hold: the claim's lease, and when our call must end.
@@ -186,12 +193,13 @@ func (w *Worker) retry(ctx context.Context, l *lease, msg string) (outcome strin
 	return OutcomeRetry, next, w.record(ctx, l, func() error { return w.claims.Retry(ctx, l.Lease, next, msg) })
 }
 
-// record makes write, the fenced write that records the attempt's end, and makes it again
-// (with backoff) while it fails for a reason that passes (DynamoDB's 5xx, throttling, a lost
-// connection, after the SDK's own attempts) and time is left before the lease's end less its
-// margin: an outcome known and not recorded is the next attempt's call again (at most once,
-// a park as may have been sent). Sending it again is safe: the fence refuses it once the
-// lease is another's (ErrLeaseLost), and a write that landed unanswered is recognised as ours.
+// record makes write, the fenced write that records the attempt's end (or gives its lease
+// back, giveBack), and makes it again (with backoff) while it fails for a reason that passes
+// (DynamoDB's 5xx, throttling, a lost connection, after the SDK's own attempts) and time is
+// left before the lease's end less its margin: an outcome known and not recorded is the next
+// attempt's call again (at most once, a park as may have been sent). Sending it again is safe:
+// the fence refuses it once the lease is another's (ErrLeaseLost), and a write that landed
+// unanswered is recognised as ours.
 func (w *Worker) record(ctx context.Context, l *lease, write func() error) error {
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		err := write()
@@ -235,7 +243,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 		endIntent(span, outcome, err)
 	}()
 	amo := IsAtMostOnce(w.cfg.Executors[target])
-	if paused, err := w.limits.paused(ctx, target, true); paused || err != nil {
+	if paused, err := w.limits.paused(ctx, target); paused || err != nil {
 		return OutcomePaused, err
 	}
 	adm, err := w.admit(ctx, target)
@@ -244,8 +252,10 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	}
 	keepSlot := false // the call may still be running at the downstream: its slot ends by itself
 	defer func() { adm.release(keepSlot) }()
-	if paused, _ := w.limits.paused(ctx, target, false); paused { // paused while its limits held it
-		return OutcomePaused, nil
+	// Paused while its limits held it: the copy read before is read again if the wait outlasted
+	// it (pauseRead), so that no call is leased more than about a second after Pause returned.
+	if paused, err := w.limits.paused(ctx, target); paused || err != nil {
+		return OutcomePaused, err
 	}
 	l, err := w.lease(ctx, claim, name, amo)
 	if err != nil || l == nil {
@@ -255,7 +265,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 		// The slot's write took longer than the margin: the call could outlive its slot. No
 		// call was made: the lease is given back. (A stranded lease makes no call, and is never
 		// given back: its attempt may have been sent; nor is one over its budget.)
-		if uerr := w.claims.GiveBack(context.WithoutCancel(ctx), l.Lease); uerr != nil {
+		if uerr := w.giveBack(ctx, l); uerr != nil {
 			return OutcomeBusy, fmt.Errorf("the lease outlasts its max_in_flight slot, and could not be given back: %w", uerr)
 		}
 		return OutcomeHeld, &heldError{target: target, wait: 200 * time.Millisecond, why: "its max_in_flight slot was taken too slowly to cover the lease"}
