@@ -276,17 +276,19 @@ func TestATransactionConflictOnTheWorkersWritesIsRetried(t *testing.T) {
 // (done, retry, park) fails with 500s through all of the SDK's attempts, and the worker sends
 // it again while its lease lasts. The downstream is called once and the outcome recorded,
 // rather than the lease left to end and the intent called again (or, at most once, parked as
-// may have been sent). A failure that outlasts the lease ends the tries: the intent is left
-// running, to the next attempt.
+// may have been sent), a call that answered at its deadline included: the margin kept back
+// from the call is the record's. A failure that outlasts the lease ends the tries: the intent
+// is left running, to the next attempt.
 func TestAKnownOutcomeIsRecordedThroughAShortDynamoDBFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	answer := map[string]int{} // key -> the downstream's status
+	answer := map[string]int{}          // key -> the downstream's status
+	delay := map[string]time.Duration{} // key -> how long it takes to give it
 	var mu sync.Mutex
 	e.down.fail = func(_ int, key string) (int, time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
-		return answer[key], 0
+		return answer[key], delay[key]
 	}
 	const internalError = `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}`
 	for _, c := range []struct {
@@ -296,25 +298,35 @@ func TestAKnownOutcomeIsRecordedThroughAShortDynamoDBFailure(t *testing.T) {
 		write      string // the recording write's text
 		failures   int    // 500s it meets; the SDK makes three attempts
 		want       string
+		late       bool // the call takes nearly all its time: the margin is the record's
 	}{
-		{"done", false, http.StatusOK, "#st = :status", 3, dedup.IntentDone},
-		{"done, at most once", true, http.StatusOK, "#st = :status", 3, dedup.IntentDone},
-		{"done, two rounds", false, http.StatusOK, "#st = :status", 6, dedup.IntentDone},
-		{"retry", false, http.StatusServiceUnavailable, "next_attempt_at = :next", 3, dedup.IntentPending},
-		{"park", false, http.StatusUnprocessableEntity, "#st = :status", 3, dedup.IntentParked},
-		{"park, at most once", true, http.StatusServiceUnavailable, "#st = :status", 3, dedup.IntentParked},
-		{"past the lease", false, http.StatusOK, "#st = :status", -1, dedup.IntentRunning},
+		{"done", false, http.StatusOK, "#st = :status", 3, dedup.IntentDone, false},
+		{"done, at most once", true, http.StatusOK, "#st = :status", 3, dedup.IntentDone, false},
+		{"done, two rounds", false, http.StatusOK, "#st = :status", 6, dedup.IntentDone, false},
+		{"retry", false, http.StatusServiceUnavailable, "next_attempt_at = :next", 3, dedup.IntentPending, false},
+		{"park", false, http.StatusUnprocessableEntity, "#st = :status", 3, dedup.IntentParked, false},
+		{"park, at most once", true, http.StatusServiceUnavailable, "#st = :status", 3, dedup.IntentParked, false},
+		{"past the lease", false, http.StatusOK, "#st = :status", -1, dedup.IntentRunning, false},
+		{"done, at the call's deadline", false, http.StatusOK, "#st = :status", 12, dedup.IntentDone, true},
 	} {
 		id := "evt_record_" + strings.NewReplacer(" ", "_", ",", "").Replace(c.name)
 		key := dedup.IdempotencyKey("shop", id, "email.send")
+		// Late: the call's deadline is the lease's end less the margin (Timeout + Margin =
+		// Lease), and the answer comes 0.3 s before it; four rounds of 500s and the record's
+		// waits between them outlast those 0.3 s, not the margin's 2 s.
+		lease, margin, timeout := 2*time.Second, 200*time.Millisecond, time.Second
 		mu.Lock()
 		answer[key] = c.downstream
+		if c.late {
+			lease, margin, timeout = 4*time.Second, 2*time.Second, 2*time.Second
+			delay[key] = timeout - 300*time.Millisecond
+		}
 		mu.Unlock()
 		e.commitOne(id)
 		inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "UpdateItem", N: c.failures, Status: 500, Body: internalError, Match: c.write}
 		w := e.worker(func(cfg *outbox.Config) {
-			cfg.Lease, cfg.Margin = 2*time.Second, 200*time.Millisecond
-			var x outbox.Executor = &outbox.HTTPExecutor{URL: e.down.URL, Timeout: time.Second}
+			cfg.Lease, cfg.Margin = lease, margin
+			var x outbox.Executor = &outbox.HTTPExecutor{URL: e.down.URL, Timeout: timeout}
 			if c.amo {
 				x = outbox.AtMostOnce(x)
 			}

@@ -196,14 +196,14 @@ func (w *Worker) retry(ctx context.Context, l *lease, msg string) (outcome strin
 // record makes write, the fenced write that records the attempt's end (or gives its lease
 // back, giveBack), and makes it again (with backoff) while it fails for a reason that passes
 // (DynamoDB's 5xx, throttling, a lost connection, after the SDK's own attempts) and time is
-// left before the lease's end less its margin: an outcome known and not recorded is the next
-// attempt's call again (at most once, a park as may have been sent). Sending it again is safe:
-// the fence refuses it once the lease is another's (ErrLeaseLost), and a write that landed
-// unanswered is recognised as ours.
+// left before the lease ends (the margin kept back from the call is the record's) or the
+// invocation does: an outcome known and not recorded is the next attempt's call again (at most
+// once, a park as may have been sent). Sending it again is safe: the fence refuses it once the
+// lease is another's (ErrLeaseLost), and a write that landed unanswered is recognised as ours.
 func (w *Worker) record(ctx context.Context, l *lease, write func() error) error {
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		err := write()
-		if err == nil || !time.Now().Add(wait).Before(endBy(ctx, l.ends, 0)) || !transient(err) {
+		if err == nil || !time.Now().Add(wait).Before(endBy(ctx, l.ends.Add(w.cfg.Margin), 0)) || !transient(err) {
 			return err
 		}
 		if sleep(ctx, wait/2+rand.N(wait/2)) != nil {
