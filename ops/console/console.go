@@ -111,7 +111,7 @@ type Console struct {
 	key     []byte // signs CSRF and login cookies; per process
 	handler http.Handler
 
-	red *redactor
+	red *Redactor
 	// src is the sources file, empty without one, so that a lookup needs no nil check: a
 	// source or target it does not name (renamed, retired, or no file) is nil. cfg.Sources ==
 	// nil still says there is no file.
@@ -174,7 +174,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	src := cmp.Or(cfg.Sources, &sources.File{})
 	c := &Console{cfg: cfg, key: make([]byte, 32), guesses: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
-		red: newRedactor(src), src: src, strongToken: StrongToken(cfg.Token)}
+		red: NewRedactor(src), src: src, strongToken: StrongToken(cfg.Token)}
 	rand.Read(c.key)
 	c.handler = c.guard(c.routes())
 	return c, nil

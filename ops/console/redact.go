@@ -25,16 +25,20 @@ const redacted = "[redacted]"
 // urlInText finds absolute URLs in an error message.
 var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
 
-// redactor hides, in the errors the console shows (an intent's last error, what it sent), what
-// a deployment's targets hold secret. A downstream's error quotes what it was called with in
+// A Redactor hides, in the errors the console shows (an intent's last error, what it sent),
+// what a deployment's targets hold secret; another tool that prints them (hookctl inspect,
+// parked) shows them through it too. A downstream's error quotes what it was called with in
 // whatever shape its framework writes: an absolute URL, the path alone ("Cannot POST
 // /hooks/<token>"), a query value, a header, escaped for a URL, JSON or HTML, cut off by a
 // truncation. So every absolute URL is cut to its scheme and host, and every form (encodings)
 // of every secret part of the targets (their URLs' paths and queries, the segments, values and
 // headers that could be a secret, the userinfo) is replaced, whole or cut short.
-type redactor struct{ formSet }
+type Redactor struct{ formSet }
 
-func newRedactor(f *sources.File) *redactor {
+// NewRedactor is the Redactor of a deployment's sources file, which names the targets'
+// secrets; nil for none, where every absolute URL is still cut to its scheme and host.
+func NewRedactor(f *sources.File) *Redactor {
+	f = cmp.Or(f, &sources.File{})
 	var pieces []string
 	for _, name := range slices.Sorted(maps.Keys(f.Targets)) {
 		t := f.Targets[name]
@@ -48,7 +52,7 @@ func newRedactor(f *sources.File) *redactor {
 			}
 		}
 	}
-	return &redactor{compile(pieces)}
+	return &Redactor{compile(pieces)}
 }
 
 // minSecret is the shortest text redacted as a secret, and the shortest truncated start of
@@ -156,7 +160,7 @@ func escapeAll(s string) string {
 }
 
 // redact returns msg as the console may show it.
-func (x *redactor) redact(msg string) string {
+func (x *Redactor) redact(msg string) string {
 	msg = urlInText.ReplaceAllStringFunc(msg, func(raw string) string {
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" {
@@ -483,7 +487,7 @@ func (c *Console) intentError(in dedup.ClaimIntent, msg string) string {
 	return c.red.intentError(in, msg, c.cfg.ShowPayloads)
 }
 
-func (x *redactor) intentError(in dedup.ClaimIntent, msg string, showPayloads bool) string {
+func (x *Redactor) intentError(in dedup.ClaimIntent, msg string, showPayloads bool) string {
 	msg = x.redact(msg)
 	if showPayloads || msg == "" {
 		return msg
@@ -491,17 +495,9 @@ func (x *redactor) intentError(in dedup.ClaimIntent, msg string, showPayloads bo
 	return compile(payloadForms(in.Payload)).redact(msg)
 }
 
-// A Redactor is the console's redaction of an intent's errors, for another tool that prints
-// them (hookctl inspect, parked): what the console shows, without ShowPayloads.
-type Redactor struct{ red *redactor }
-
-// NewRedactor is the Redactor of a deployment's sources file, which names the targets' secrets;
-// nil for none, where every absolute URL is still cut to its scheme and host.
-func NewRedactor(f *sources.File) *Redactor {
-	return &Redactor{newRedactor(cmp.Or(f, &sources.File{}))}
-}
-
-// IntentError is an error of in (its last error, or one of its history's) as the console shows it.
+// IntentError is an error of in (its last error, or one of its history's) as the console shows
+// it without ShowPayloads: redacted, and without the intent's payload where the downstream
+// quoted it back.
 func (x *Redactor) IntentError(in dedup.ClaimIntent, msg string) string {
-	return x.red.intentError(in, msg, false)
+	return x.intentError(in, msg, false)
 }
