@@ -392,6 +392,36 @@ func TestExpiredClaimsAreReadmittedAndLiveOnesAreNot(t *testing.T) {
 	}
 }
 
+// TestAClaimLivesARetentionFromItsEventsTimeWhenThatIsAhead: a claim lives a retention from
+// receipt, and a receiver refuses an event as too old a retention after its time: an event
+// dated ahead of receipt (a provider's clock skew) would outlive its claim, and its signed body
+// replayed between the two be claimed again. Its claim lives a retention from its time instead.
+func TestAClaimLivesARetentionFromItsEventsTimeWhenThatIsAhead(t *testing.T) {
+	t.Parallel()
+	keep := 48 * time.Hour
+	e := newEnv(t, func(c *dedup.Config) {
+		c.Sources["shop"] = dedup.Retention{RetryHorizon: 24 * time.Hour, RedriveWindow: 24 * time.Hour, Keep: keep}
+	})
+	now := e.clock.Now()
+	for i, c := range []struct {
+		occurred time.Time
+		expires  time.Time
+	}{
+		{time.Time{}, now.Add(keep)},
+		{now.Add(-time.Hour), now.Add(keep)},
+		{now.Add(time.Hour), now.Add(time.Hour + keep)},
+	} {
+		ev := orderEvent(100 + i)
+		ev.OccurredAt = c.occurred
+		if res, err := e.store.Commit(context.Background(), ev, dedup.Plan{}); err != nil || res.Outcome != dedup.OutcomeAccepted {
+			t.Fatalf("event at %s: %+v, %v", c.occurred, res, err)
+		}
+		if got := e.claim(t, "shop", ev.ID).ExpiresAt; got != c.expires.Unix() {
+			t.Errorf("event at %s, received at %s: its claim expires at %s, want %s", c.occurred, now, time.Unix(got, 0), c.expires)
+		}
+	}
+}
+
 func TestSameEventIDWithDifferentPayloadIsADuplicateAndFlagged(t *testing.T) {
 	t.Parallel()
 	for _, p := range paths {

@@ -161,7 +161,13 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 	if n := 1 + guarded + len(plan.Effects); n > MaxTransactionActions {
 		return nil, &LimitError{Limit: "transaction actions", What: "plan", Got: n, Max: MaxTransactionActions}
 	}
+	// A retention from receipt, or from the event's own time when that is ahead (a provider's
+	// skew): a receiver refuses an event as too old a retention after its time, and the claim
+	// must hold until then, or a replay of it between the two is claimed again.
 	expires := now.Add(keep)
+	if ev.OccurredAt.After(now) {
+		expires = ev.OccurredAt.Add(keep)
+	}
 	t := formatClaim(ev, now, expires, rand.Uint64())
 	pk := t.pk // at most 4+64+1+512 bytes: validation keeps it under 2048
 	// 13 strings, 4 numbers and a map at most in the claim itself; 2 strings, a number and a

@@ -22,7 +22,8 @@ type Retention struct {
 	RetryHorizon time.Duration
 	// RedriveWindow is how old an event a redrive or replay can bring back.
 	RedriveWindow time.Duration
-	// Keep is how long claims live. Zero means RetryHorizon + RedriveWindow + DefaultMargin.
+	// Keep is how long claims live, from their receipt (from their event's time when that is
+	// ahead of it). Zero means RetryHorizon + RedriveWindow + DefaultMargin.
 	Keep time.Duration
 }
 
