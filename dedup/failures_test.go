@@ -290,6 +290,23 @@ func TestEveryLimitIsRefusedBeforeAnyCall(t *testing.T) {
 		{name: "two intents with one name", plan: dedup.Plan{Intents: []dedup.Intent{{Name: "a", Target: "t"}, {Name: "a", Target: "t"}}}, field: "intents[1].name"},
 		{name: "an intent name with a colon", plan: dedup.Plan{Intents: []dedup.Intent{{Name: "a:b", Target: "t"}}}, field: "intents[0].name"},
 		{name: "an intent without a target", plan: dedup.Plan{Intents: []dedup.Intent{{Name: "a"}}}, field: "intents[0].target"},
+		// Values DynamoDB refuses, with the whole request (a claimed event's redelivery could not
+		// be told a duplicate): refused first, naming the attribute.
+		{name: "a number that is not one", plan: withValue(&types.AttributeValueMemberN{Value: "not-a-number"}), field: "effects[0].v"},
+		{name: "an empty number", plan: withValue(&types.AttributeValueMemberN{Value: ""}), field: "effects[0].v"},
+		{name: "a number of 39 significant digits", plan: withValue(&types.AttributeValueMemberN{Value: "123456789012345678901234567890123456789"}), field: "effects[0].v"},
+		{name: "a number past DynamoDB's range", plan: withValue(&types.AttributeValueMemberN{Value: "1e126"}), field: "effects[0].v"},
+		{name: "a number under DynamoDB's range", plan: withValue(&types.AttributeValueMemberN{Value: "1e-131"}), field: "effects[0].v"},
+		{name: "an empty string set", plan: withValue(&types.AttributeValueMemberSS{Value: []string{}}), field: "effects[0].v"},
+		{name: "a string set with a member twice", plan: withValue(&types.AttributeValueMemberSS{Value: []string{"a", "b", "a"}}), field: "effects[0].v"},
+		{name: "a number set with one number twice", plan: withValue(&types.AttributeValueMemberNS{Value: []string{"1", "1.0"}}), field: "effects[0].v"},
+		{name: "an empty binary set", plan: withValue(&types.AttributeValueMemberBS{Value: [][]byte{}}), field: "effects[0].v"},
+		{name: "a bad number in a map in a list", plan: withValue(&types.AttributeValueMemberL{Value: []types.AttributeValue{
+			&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"x": &types.AttributeValueMemberN{Value: "1..2"}}}}}), field: "effects[0].v"},
+		{name: "a condition on a number that is not one", plan: dedup.Plan{Effects: []dedup.Effect{dedup.CheckEffect(map[string]types.AttributeValue{"pk": s("ACCOUNT#1"), "sk": s("STATUS")},
+			expression.Name("open").Equal(expression.Value(&types.AttributeValueMemberN{Value: "yes"})))}}, field: "effects[0].condition"},
+		{name: "an update adding an empty set", plan: dedup.Plan{Effects: []dedup.Effect{dedup.UpdateEffect(map[string]types.AttributeValue{"pk": s("ACCOUNT#1"), "sk": s("TAGS")},
+			expression.Add(expression.Name("tags"), expression.Value(&types.AttributeValueMemberSS{Value: []string{}})))}}, field: "effects[0].update"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -321,4 +338,9 @@ func TestEveryLimitIsRefusedBeforeAnyCall(t *testing.T) {
 	if n := len(e.items(t)); n != 0 {
 		t.Fatalf("%d items written by refused commits, want none", n)
 	}
+}
+
+// withValue is a plan of one put effect holding v as its attribute "v".
+func withValue(v types.AttributeValue) dedup.Plan {
+	return dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{"pk": s("V#1"), "sk": s("X"), "v": v})}}
 }

@@ -1,6 +1,8 @@
 package dedup
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -97,6 +99,74 @@ func numberSize(s string) int {
 		digits = s // not a number, which DynamoDB refuses: sized by its text, erring large
 	}
 	return (len(digits)+1)/2 + 1
+}
+
+// number is DynamoDB's number syntax: digits, an optional point and fraction, an exponent.
+var number = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
+// checkValue is why DynamoDB would refuse v ("" for none), which it does with the whole request
+// (a claim's transaction, and with it the read that tells a duplicate): a number it cannot
+// hold (38 significant digits, a magnitude from 1E-130 to under 1E+126), an empty set, a set
+// holding a member twice.
+func checkValue(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberN:
+		return checkNumber(v.Value)
+	case *types.AttributeValueMemberNS:
+		return checkSet(v.Value, canonicalNumber, checkNumber)
+	case *types.AttributeValueMemberSS:
+		return checkSet(v.Value, func(s string) string { return s }, nil)
+	case *types.AttributeValueMemberBS:
+		return checkSet(v.Value, func(b []byte) string { return string(b) }, nil)
+	case *types.AttributeValueMemberL:
+		for _, e := range v.Value {
+			if why := checkValue(e); why != "" {
+				return why
+			}
+		}
+	case *types.AttributeValueMemberM:
+		for _, e := range v.Value {
+			if why := checkValue(e); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+func checkNumber(s string) string {
+	digits, exp, ok := significand(s)
+	switch magnitude := exp + len(digits) - 1; {
+	case !ok || !number.MatchString(s):
+		return fmt.Sprintf("%q is not a number", s)
+	case len(digits) > 38:
+		return fmt.Sprintf("%s has more than 38 significant digits", s)
+	case digits != "" && (magnitude < -130 || magnitude > 125):
+		return fmt.Sprintf("%s is outside DynamoDB's numbers (1E-130 to under 1E+126)", s)
+	}
+	return ""
+}
+
+// checkSet is why DynamoDB would refuse a set whose members are keyed by key (as it compares
+// them), each checked by check (nil: none).
+func checkSet[T any](members []T, key func(T) string, check func(T) string) string {
+	if len(members) == 0 {
+		return "is an empty set"
+	}
+	seen := make(map[string]bool, len(members))
+	for _, m := range members {
+		if check != nil {
+			if why := check(m); why != "" {
+				return why
+			}
+		}
+		if k := key(m); seen[k] {
+			return fmt.Sprintf("is a set holding %q twice", k)
+		} else {
+			seen[k] = true
+		}
+	}
+	return ""
 }
 
 // keyString returns the string value of a key attribute, and whether it is a non-empty string.

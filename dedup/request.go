@@ -360,6 +360,11 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			if cond, names, values, err = conditionOf(e, pkName); err != nil {
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
 			}
+			for _, v := range values {
+				if why := checkValue(v); why != "" {
+					return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: why}
+				}
+			}
 		}
 		var act types.TransactWriteItem
 		switch {
@@ -367,6 +372,9 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			item := make(map[string]types.AttributeValue, len(e.item)+1)
 			n := 0 // sized in the copy rather than by iterating it again
 			for k, v := range e.item {
+				if why := checkValue(v); why != "" {
+					return nil, nil, nil, 0, &InvalidError{Field: what() + "." + k, Reason: why}
+				}
 				item[k] = v
 				n += len(k) + valueSize(v)
 			}
@@ -391,6 +399,11 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			expr, err := b.Build()
 			if err != nil {
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
+			}
+			for _, v := range expr.Values() {
+				if why := checkValue(v); why != "" {
+					return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: why}
+				}
 			}
 			total += ItemSize(itemKey) + ItemSize(expr.Values())
 			act.Update = &types.Update{TableName: table, Key: itemKey, UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -299,6 +300,41 @@ func TestADuplicateGets200EvenWhenItCanNoLongerBePlanned(t *testing.T) {
 	r = e.post(e.request("stripe", `{"id":"evt_new","type":"order.paid","data":{}}`, nil, ""))
 	if r.StatusCode != 400 || decode(t, r)["field"] != "data.order_id" {
 		t.Fatalf("got %d %s, want 400 naming data.order_id", r.StatusCode, r.Body)
+	}
+}
+
+// A planner changed since an event's claim now plans a value DynamoDB itself refuses (with the
+// whole request: the claim condition is never reached): the redelivery is still a duplicate,
+// as for a plan the store refuses, since dedup refuses such values first and names them.
+func TestADuplicateGets200WhenItsNewPlanHoldsAValueDynamoDBRefuses(t *testing.T) {
+	t.Parallel()
+	for name, bad := range map[string]types.AttributeValue{
+		"not a number":                &types.AttributeValueMemberN{Value: "not-a-number"},
+		"a set holding a value twice": &types.AttributeValueMemberSS{Value: []string{"a", "a"}},
+		"an empty set":                &types.AttributeValueMemberSS{Value: []string{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			planWith := func(extra map[string]types.AttributeValue) func(*receiver.Planners) {
+				return func(p *receiver.Planners) {
+					p.Handle("stripe", "thing.done", func(context.Context, dedup.Event) (dedup.Plan, error) {
+						item := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "THING#1"}, "sk": &types.AttributeValueMemberS{Value: "X"}}
+						maps.Copy(item, extra)
+						return dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(item)}}, nil
+					})
+				}
+			}
+			e.handler = e.handlerWith(planWith(nil))
+			body := `{"id":"evt_badvalue","type":"thing.done","data":{}}`
+			if r := e.post(e.request("stripe", body, nil, "")); r.StatusCode != 200 || !strings.Contains(r.Body, `"duplicate":false`) {
+				t.Fatalf("first delivery: %d %s", r.StatusCode, r.Body)
+			}
+			e.handler = e.handlerWith(planWith(map[string]types.AttributeValue{"bad": bad}))
+			if r := e.post(e.request("stripe", body, nil, "")); r.StatusCode != 200 || r.Body != `{"received":true,"duplicate":true}` {
+				t.Fatalf("redelivery of a claimed event: %d %s, want 200 duplicate", r.StatusCode, r.Body)
+			}
+		})
 	}
 }
 
