@@ -273,13 +273,53 @@ func (r *Recorder) Commit(_ context.Context, ev dedup.Event, plan dedup.Plan) (d
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.record(ev, plan), nil
+}
+
+// CommitBatch records a batch (receiver.BatchCommitter) as dedup.Store.CommitBatch writes it:
+// every event and plan is checked first, and one the store refuses refuses the whole batch,
+// nothing recorded, with the store's *dedup.EventError naming its index; then each is recorded
+// as Commit would, a repeated id (earlier in the batch or before) a duplicate.
+func (r *Recorder) CommitBatch(_ context.Context, evs []dedup.Event, plans []dedup.Plan) ([]dedup.Result, int, error) {
+	if r.err != nil {
+		return nil, 0, r.err
+	}
+	if len(evs) != len(plans) {
+		return nil, 0, &dedup.InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
+	}
+	for i := range evs {
+		if err := r.store.Check(evs[i], plans[i]); err != nil {
+			return nil, 0, &dedup.EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	results, calls := make([]dedup.Result, len(evs)), 0
+	for i := range evs {
+		results[i] = r.record(evs[i], plans[i])
+		calls += results[i].Calls
+	}
+	return results, calls, nil
+}
+
+// under names err as CommitBatch names a batch's refusal: an *InvalidError's field under
+// what ("events[2].source"), any other error prefixed with it.
+func under(what string, err error) error {
+	if ie, ok := errors.AsType[*dedup.InvalidError](err); ok {
+		return &dedup.InvalidError{Field: what + "." + ie.Field, Reason: ie.Reason}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// record records a checked event's plan unless its claim is taken; r.mu is held.
+func (r *Recorder) record(ev dedup.Event, plan dedup.Plan) dedup.Result {
 	k := dedup.ClaimKey(ev.Source, ev.ID)
 	if r.seen[k] {
-		return dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}, nil
+		return dedup.Result{Outcome: dedup.OutcomeDuplicate, Calls: 1}
 	}
 	r.seen[k] = true
 	r.all = append(r.all, Committed{Event: ev, Plan: plan})
-	return dedup.Result{Outcome: dedup.OutcomeAccepted, Calls: 1}, nil
+	return dedup.Result{Outcome: dedup.OutcomeAccepted, Calls: 1}
 }
 
 // Condition returns e's condition as the launched receiver's store sends it to DynamoDB
