@@ -112,6 +112,12 @@ func parityCases() []refusal {
 			plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(key("a", "b")), dedup.DeleteEffect(key("a", "b"))}}},
 		{name: "a check whose condition does not build", site: "effectItems/.condition", plan: dedup.Plan{Effects: []dedup.Effect{dedup.CheckEffect(key("a", "b"), expression.ConditionBuilder{})}}},
 		{name: "effect item too large", site: "effectItems/item size", plan: dedup.Plan{Effects: puts(1, dedup.MaxItemBytes)}},
+		{name: "a value DynamoDB refuses", site: "effectItems/", plan: dedup.Plan{Effects: []dedup.Effect{dedup.PutEffect(map[string]types.AttributeValue{
+			dedup.PartitionKey: s("a"), dedup.SortKey: s("b"), "n": &types.AttributeValueMemberN{Value: "not-a-number"}})}}},
+		{name: "an update of a value DynamoDB refuses", site: "effectItems/.update", plan: dedup.Plan{Effects: []dedup.Effect{dedup.UpdateEffect(key("a", "b"),
+			expression.Set(expression.Name("tags"), expression.Value(&types.AttributeValueMemberSS{Value: []string{}})))}}},
+		{name: "a condition on a value DynamoDB refuses", site: "effectItems/.condition", plan: dedup.Plan{Effects: []dedup.Effect{dedup.CheckEffect(key("a", "b"),
+			expression.Name("n").Equal(expression.Value(&types.AttributeValueMemberN{Value: "1e200"})))}}},
 		{name: "too many effects", site: "buildRequest/transaction actions", plan: dedup.Plan{Effects: puts(dedup.MaxTransactionActions, 1)}},
 		{name: "transaction too large", site: "buildRequest/transaction size", plan: dedup.Plan{Effects: puts(dedup.MaxTransactionBytes/(dedup.MaxItemBytes-1024)+1, dedup.MaxItemBytes-1024)}},
 		{name: "too many intents", site: "buildRequest/intents per event", plan: dedup.Plan{Intents: intents(dedup.MaxIntents + 1)}},
