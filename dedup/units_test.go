@@ -1,6 +1,9 @@
 package dedup
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +190,57 @@ func TestHistoryEntryBytesIsTheLongestEntry(t *testing.T) {
 		list := c.history(ClaimIntent{}, a).(*types.AttributeValueMemberL)
 		if n := documentedValue(list) - 3; n > HistoryEntryBytes || (a == attempt && n != HistoryEntryBytes) {
 			t.Fatalf("%s's entry is %d bytes, HistoryEntryBytes is %d", a.Outcome, n, HistoryEntryBytes)
+		}
+	}
+}
+
+// TestEveryNumberDynamoDBHoldsIsAccepted: the check of a number refuses only what DynamoDB
+// refuses, so a plan with a number it holds is never refused. Generated numbers in every form
+// the SDK and hand-written items use (attributevalue's float and integer formatting, a point
+// with no digits after it or before it, a signed exponent, leading and trailing zeros), across
+// DynamoDB's whole range, are accepted; one of 39 digits, or past the range, is not.
+func TestEveryNumberDynamoDBHoldsIsAccepted(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	digits := func(n int) string {
+		b := []byte{byte('1' + r.IntN(9))}
+		for range n - 1 {
+			b = append(b, byte('0'+r.IntN(10)))
+		}
+		return string(b)
+	}
+	for range 5000 {
+		d := digits(1 + r.IntN(38))
+		magnitude := -130 + r.IntN(256) // of the first digit: 1E-130 to 9.99E+125
+		exp := magnitude - (len(d) - 1)
+		sign := []string{"", "-", "+"}[r.IntN(3)]
+		forms := []string{
+			sign + d + "e" + strconv.Itoa(exp),
+			sign + d[:1] + "." + d[1:] + "E" + fmt.Sprintf("%+d", magnitude),
+			sign + "000" + d + "0e" + strconv.Itoa(exp-1),
+		}
+		if len(d) == 1 {
+			forms = append(forms, sign+d+".e"+strconv.Itoa(exp), sign+"."+d+"e"+strconv.Itoa(exp+1))
+		}
+		if magnitude >= 0 && magnitude < 40 {
+			forms = append(forms, sign+d+strings.Repeat("0", max(0, exp)))
+		}
+		for _, n := range forms {
+			if why := checkNumber(n); why != "" {
+				t.Fatalf("%s (magnitude %d): refused: %s", n, magnitude, why)
+			}
+		}
+		if len(d) == 38 && checkNumber(d+"1") == "" {
+			t.Fatalf("%s1: 39 significant digits accepted", d)
+		}
+	}
+	for _, f := range []float64{0, 1, -1, 0.1, 1e-130, 9.99e125, 123456.789, -2.5e-7, 1 << 53} {
+		if n := strconv.FormatFloat(f, 'g', -1, 64); checkNumber(n) != "" {
+			t.Errorf("%s, as attributevalue writes a float: refused", n)
+		}
+	}
+	for _, n := range []string{"1e126", "-1e126", "1e-131", "9.99e-131", "10e125", "0.1e-130"} {
+		if checkNumber(n) == "" {
+			t.Errorf("%s: accepted, outside DynamoDB's numbers", n)
 		}
 	}
 }
