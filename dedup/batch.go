@@ -29,23 +29,15 @@ import (
 // event alone; calls is every DynamoDB request the batch issued. Nothing is written when an
 // event or plan is invalid: an *EventError, with its index.
 func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (results []Result, calls int, err error) {
-	if len(evs) != len(plans) {
-		return nil, 0, &InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
-	}
 	start, now := time.Now(), s.cfg.Now()
-	tc := traceValue(ctx) // one span committed them all
-	reqs := make([]*request, len(evs))
+	reqs, err := s.prepareBatch(evs, plans, now, traceValue(ctx)) // one span committed them all
+	if err != nil {
+		return nil, 0, err
+	}
 	firstOf := make([]int, len(evs)) // the index of the batch's first event with the same claim key
 	first := map[string]int{}
 	var pending []int
 	for i := range evs {
-		keep, err := s.admit(&evs[i])
-		if err == nil {
-			reqs[i], err = s.buildRequest(&evs[i], &plans[i], keep, now, tc)
-		}
-		if err != nil {
-			return nil, 0, &EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)}
-		}
 		key := attrString(reqs[i].claim, PartitionKey)
 		if _, seen := first[key]; !seen {
 			first[key] = i
@@ -79,6 +71,34 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 
 // under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
 // "events[2].source"), or else in its message.
+// CheckBatch returns the refusal CommitBatch would give evs and plans before any call (an
+// *EventError naming the event, or an *InvalidError when they do not pair up), or nil when it
+// would send the writes. It makes no call: a test kit (receivertest) refuses with it exactly
+// what the store refuses.
+func (s *Store) CheckBatch(evs []Event, plans []Plan) error {
+	_, err := s.prepareBatch(evs, plans, s.cfg.Now(), nil)
+	return err
+}
+
+// prepareBatch validates a batch and builds each event's write as prepare does, all at now,
+// with the trace context tc on the claims.
+func (s *Store) prepareBatch(evs []Event, plans []Plan, now time.Time, tc []byte) ([]*request, error) {
+	if len(evs) != len(plans) {
+		return nil, &InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
+	}
+	reqs := make([]*request, len(evs))
+	for i := range evs {
+		keep, err := s.admit(&evs[i])
+		if err == nil {
+			reqs[i], err = s.buildRequest(&evs[i], &plans[i], keep, now, tc)
+		}
+		if err != nil {
+			return nil, &EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)}
+		}
+	}
+	return reqs, nil
+}
+
 // EventError is CommitBatch's refusal of one event's input before any write: Err (an
 // *InvalidError naming events[Index]'s field, or a *LimitError) is about evs[Index] and
 // plans[Index] alone.

@@ -86,6 +86,27 @@ func ExampleEventError() {
 	// Output: 1 0 true dedup: events[1].event_id is empty
 }
 
+// A test double of one's own refuses a batch as the store would, without a call: the same
+// error, naming the event.
+func ExampleStore_CheckBatch() {
+	store, err := dedup.New(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), dedup.Config{
+		Table:   "webhooks",
+		Sources: map[string]dedup.Retention{"sendgrid": {RetryHorizon: 24 * time.Hour}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	evs := []dedup.Event{
+		{Source: "sendgrid", ID: "sg_1", Type: "delivered", Payload: []byte(`{"sg_event_id":"sg_1"}`)},
+		{Source: "sendgrid", ID: "sg_2", Type: "open", Payload: []byte(`{"sg_event_id":"sg_2"}`)},
+	}
+	fmt.Println(store.CheckBatch(evs, make([]dedup.Plan, len(evs))))
+	fmt.Println(store.CheckBatch(evs, make([]dedup.Plan, 1)))
+	// Output:
+	// <nil>
+	// dedup: plans has 1 plans for 2 events
+}
+
 // A consumer of its own, in a redrive, answers a redelivery from one eventually consistent read
 // of its claim before planning it; whatever the probe does not answer goes to Commit, whose
 // claim condition decides (a claim too new for the read, an expired one, a new event).

@@ -543,7 +543,7 @@ func TestABatchEventClaimedBeforeWhosePlannerNowFailsKeepsTheOthersInStep(t *tes
 // it is claimed already, as a duplicate, as a single event's delivery does, and writes the
 // others with their own plans; only an unclaimed event's refused plan is answered 500 (nothing
 // of the batch written), for the provider to retry once the planner is fixed. Through the real
-// store (the batch in one write) and the test kit's (one Commit per event).
+// store and the test kit's.
 func TestABatchEventClaimedBeforeWhosePlanTheStoreNowRefusesIsADuplicate(t *testing.T) {
 	t.Parallel()
 	f, secrets := shapesFile(t)

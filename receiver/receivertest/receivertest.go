@@ -277,20 +277,15 @@ func (r *Recorder) Commit(_ context.Context, ev dedup.Event, plan dedup.Plan) (d
 }
 
 // CommitBatch records a batch (receiver.BatchCommitter) as dedup.Store.CommitBatch writes it:
-// every event and plan is checked first, and one the store refuses refuses the whole batch,
-// nothing recorded, with the store's *dedup.EventError naming its index; then each is recorded
+// every event and plan is checked first (dedup.Store.CheckBatch), and one the store refuses
+// refuses the whole batch, nothing recorded, with the store's own error; then each is recorded
 // as Commit would, a repeated id (earlier in the batch or before) a duplicate.
 func (r *Recorder) CommitBatch(_ context.Context, evs []dedup.Event, plans []dedup.Plan) ([]dedup.Result, int, error) {
 	if r.err != nil {
 		return nil, 0, r.err
 	}
-	if len(evs) != len(plans) {
-		return nil, 0, &dedup.InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
-	}
-	for i := range evs {
-		if err := r.store.Check(evs[i], plans[i]); err != nil {
-			return nil, 0, &dedup.EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)}
-		}
+	if err := r.store.CheckBatch(evs, plans); err != nil {
+		return nil, 0, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -300,15 +295,6 @@ func (r *Recorder) CommitBatch(_ context.Context, evs []dedup.Event, plans []ded
 		calls += results[i].Calls
 	}
 	return results, calls, nil
-}
-
-// under names err as CommitBatch names a batch's refusal: an *InvalidError's field under
-// what ("events[2].source"), any other error prefixed with it.
-func under(what string, err error) error {
-	if ie, ok := errors.AsType[*dedup.InvalidError](err); ok {
-		return &dedup.InvalidError{Field: what + "." + ie.Field, Reason: ie.Reason}
-	}
-	return fmt.Errorf("%s: %w", what, err)
 }
 
 // record records a checked event's plan unless its claim is taken; r.mu is held.
