@@ -690,13 +690,13 @@ func TestAHeldIntentIsNoErrorSpan(t *testing.T) {
 	}
 }
 
-// attack8Scheduler records the wake-ups it is asked for.
-type attack8Scheduler struct {
+// wakeRecorder records the wake-ups it is asked for.
+type wakeRecorder struct {
 	mu  sync.Mutex
 	pks []string
 }
 
-func (s *attack8Scheduler) Schedule(_ context.Context, pk string, _ time.Time) error {
+func (s *wakeRecorder) Schedule(_ context.Context, pk string, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pks = append(s.pks, pk)
@@ -730,7 +730,7 @@ func TestASweptClaimHandedOffIsNoErrorSpan(t *testing.T) {
 		}
 		span.End()
 	}
-	sched := &attack8Scheduler{}
+	sched := &wakeRecorder{}
 	w := e.worker(func(c *outbox.Config) {
 		// A target whose calls may take a minute: longer than the sweep's run has.
 		c.Executors["slow"] = &outbox.HTTPExecutor{URL: e.down.URL, Timeout: time.Minute}

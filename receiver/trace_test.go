@@ -305,15 +305,15 @@ func (e *env) claimOf(source, id string) *dedup.Claim {
 	return c
 }
 
-const attack5BatchSources = `{"sources": {
+const tracedBatchSources = `{"sources": {
   "stripe": {"scheme": "stripe", "secrets": [{"env": "STRIPE_SECRET"}], "retry_horizon": "3d", "redrive_window": "30d"},
   "batch":  {"scheme": "hmac-sha256", "hmac": {"header": "X-Sig", "prefix": "sha256="},
              "secrets": [{"env": "BATCH_SECRET"}], "batch": true, "event_id": {"json": "id"}, "event_type": {"json": "type"},
              "retry_horizon": "1h", "redrive_window": "1d"}}}`
 
-// attack5Traced is the env's handler, traced into a recorder, with the reference planners and
+// tracedWith is the env's handler, traced into a recorder, with the reference planners and
 // a planner for "order.failing" on every source that fails with err.
-func (e *env) attack5Traced(fail func(ctx context.Context, ev dedup.Event) (dedup.Plan, error)) *tracetest.SpanRecorder {
+func (e *env) tracedWith(fail func(ctx context.Context, ev dedup.Event) (dedup.Plan, error)) *tracetest.SpanRecorder {
 	e.t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	planners := receiver.NewPlanners()
@@ -347,8 +347,8 @@ func TestABatchsFailedPlanIsAPlanSpanInError(t *testing.T) {
 	t.Parallel()
 	failures := []error{errors.New("planner: the catalogue is down"), &receiver.PayloadError{Field: "data.order_id", Reason: "is not an order"}}
 	for fi, failure := range failures {
-		e := newEnv(t, withSources(attack5BatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
-		rec := e.attack5Traced(func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, failure })
+		e := newEnv(t, withSources(tracedBatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
+		rec := e.tracedWith(func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, failure })
 
 		// The reference: one event, its planner fails.
 		single := e.post(e.request("stripe", failingBody("evt_a5_single"), nil, ""))
@@ -364,7 +364,7 @@ func TestABatchsFailedPlanIsAPlanSpanInError(t *testing.T) {
 			"[" + failingBody("evt_a5_b0") + "," + orderBody("evt_a5_b1", "ord_a5_b1") + "]",
 			"[" + orderBody("evt_a5_b2", "ord_a5_b2") + "," + failingBody("evt_a5_b3") + "]",
 		} {
-			rec := e.attack5Traced(func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, failure })
+			rec := e.tracedWith(func(context.Context, dedup.Event) (dedup.Plan, error) { return dedup.Plan{}, failure })
 			r := e.post(e.request("batch", body, nil, ""))
 			if r.StatusCode != single.StatusCode {
 				t.Fatalf("failure %d place %d: batch answered %d %s, the single event %d", fi, place, r.StatusCode, r.Body, single.StatusCode)
@@ -461,13 +461,13 @@ func TestTracingOffStoresNoContextTheCallerHad(t *testing.T) {
 // The space: the panic in the plan of a single event and of a batch's first and second event.
 func TestAPanickingPlannerLeavesNoSpanOpen(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withSources(attack5BatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
+	e := newEnv(t, withSources(tracedBatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
 	for i, c := range []struct{ source, body string }{
 		{"stripe", failingBody("evt_a5_p0")},
 		{"batch", "[" + failingBody("evt_a5_p1") + "," + orderBody("evt_a5_p2", "ord_a5_p2") + "]"},
 		{"batch", "[" + orderBody("evt_a5_p3", "ord_a5_p3") + "," + failingBody("evt_a5_p4") + "]"},
 	} {
-		rec := e.attack5Traced(func(context.Context, dedup.Event) (dedup.Plan, error) { panic("planner bug") })
+		rec := e.tracedWith(func(context.Context, dedup.Event) (dedup.Plan, error) { panic("planner bug") })
 		req := e.request(c.source, c.body, nil, "")
 		func() {
 			defer func() { _ = recover() }() // as Lambda's runtime does
@@ -586,15 +586,15 @@ func TestANoopProviderStoresNoContextTheCallerHad(t *testing.T) {
 	}
 }
 
-// attack9PanickingStore is the env's store whose Commit panics (an application's Committer, a
+// panickingStore is the env's store whose Commit panics (an application's Committer, a
 // commit observer of its own, a bug in the write path).
-type attack9PanickingStore struct{ *dedup.Store }
+type panickingStore struct{ *dedup.Store }
 
-func (s attack9PanickingStore) Commit(context.Context, dedup.Event, dedup.Plan) (dedup.Result, error) {
+func (s panickingStore) Commit(context.Context, dedup.Event, dedup.Plan) (dedup.Result, error) {
 	panic("committer bug")
 }
 
-func (s attack9PanickingStore) CommitBatch(context.Context, []dedup.Event, []dedup.Plan) ([]dedup.Result, int, error) {
+func (s panickingStore) CommitBatch(context.Context, []dedup.Event, []dedup.Plan) ([]dedup.Result, int, error) {
 	panic("committer bug")
 }
 
@@ -610,7 +610,7 @@ func (s attack9PanickingStore) CommitBatch(context.Context, []dedup.Event, []ded
 // The space: the commit of a single event, and of a batch (CommitBatch).
 func TestAPanickingCommitLeavesNoSpanOpen(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withSources(attack5BatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
+	e := newEnv(t, withSources(tracedBatchSources, map[string]string{"BATCH_SECRET": "batch-secret"}))
 	for i, c := range []struct{ source, body string }{
 		{"stripe", orderBody("evt_a9_c0", "ord_a9_c0")},
 		{"batch", "[" + orderBody("evt_a9_c1", "ord_a9_c1") + "," + orderBody("evt_a9_c2", "ord_a9_c2") + "]"},
@@ -620,7 +620,7 @@ func TestAPanickingCommitLeavesNoSpanOpen(t *testing.T) {
 		for _, name := range e.file.Names() {
 			orders.Register(planners, name)
 		}
-		h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: e.secretsStore(), Store: attack9PanickingStore{e.store},
+		h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: e.secretsStore(), Store: panickingStore{e.store},
 			Planners: planners, Now: e.clock, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
 		if err != nil {
 			t.Fatal(err)
@@ -641,11 +641,11 @@ func TestAPanickingCommitLeavesNoSpanOpen(t *testing.T) {
 	}
 }
 
-// attack9PanickingSecrets are the env's secrets whose Refresh panics (an application's
+// panickingSecrets are the env's secrets whose Refresh panics (an application's
 // Secrets: Config.Secrets is an interface).
-type attack9PanickingSecrets struct{ *sources.Secrets }
+type panickingSecrets struct{ *sources.Secrets }
 
-func (attack9PanickingSecrets) Refresh(context.Context, string) (bool, error) {
+func (panickingSecrets) Refresh(context.Context, string) (bool, error) {
 	panic("secrets bug")
 }
 
@@ -668,7 +668,7 @@ func TestAPanickingSecretsRefreshLeavesNoSpanOpen(t *testing.T) {
 		for _, name := range e.file.Names() {
 			orders.Register(planners, name)
 		}
-		h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: attack9PanickingSecrets{e.secretsStore()}, Store: e.store,
+		h, err := receiver.New(receiver.Config{Sources: e.file, Secrets: panickingSecrets{e.secretsStore()}, Store: e.store,
 			Planners: planners, Now: e.clock, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
 		if err != nil {
 			t.Fatal(err)
