@@ -133,6 +133,37 @@ func ExampleStore_Probe() {
 	log.Printf("%s in %d calls", res.Outcome, res.Calls)
 }
 
+// A consumer of its own answers a redelivered batch whose events it can no longer plan (its
+// planner changed since) from their claims, read together: every one claimed before is a
+// duplicate, acknowledged; one that is not is refused until the planner is fixed.
+func ExampleStore_ClaimedBatch() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := dedup.New(dynamodb.NewFromConfig(cfg), dedup.Config{
+		Table:   "webhooks",
+		Sources: map[string]dedup.Retention{"sendgrid": {RetryHorizon: 72 * time.Hour, RedriveWindow: 7 * 24 * time.Hour}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	unplanned := []dedup.Event{
+		{Source: "sendgrid", ID: "sg_1", Type: "open", Payload: []byte(`{"sg_event_id":"sg_1"}`)},
+		{Source: "sendgrid", ID: "sg_2", Type: "open", Payload: []byte(`{"sg_event_id":"sg_2"}`)},
+	}
+	results, calls, err := store.ClaimedBatch(context.Background(), unplanned)
+	if err != nil {
+		log.Fatal(err) // a 503 for the provider: its redelivery is safe
+	}
+	for i, res := range results {
+		if res.Outcome != dedup.OutcomeDuplicate {
+			log.Fatalf("%s is new and cannot be planned: refuse the batch", unplanned[i].ID)
+		}
+	}
+	log.Printf("%d duplicates in %d calls", len(results), calls)
+}
+
 // An operator's tool reads many claims at once, by their keys: one BatchGetItem per 100, a
 // table throttling its reads given up on after 5 rounds of unprocessed keys.
 func ExampleGetClaims() {

@@ -82,7 +82,13 @@ var ErrUnprocessed = errors.New("dedup: keys left unprocessed")
 // the error is ErrUnprocessed. A pk without a claim is absent from the map; UnmarshalClaim
 // reads an item.
 func GetClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int) (map[string]map[string]types.AttributeValue, error) {
-	out := make(map[string]map[string]types.AttributeValue, len(pks))
+	out, _, err := getClaims(ctx, api, table, pks, rounds)
+	return out, err
+}
+
+// getClaims is GetClaims, with the calls it made.
+func getClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int) (out map[string]map[string]types.AttributeValue, calls int, err error) {
+	out = make(map[string]map[string]types.AttributeValue, len(pks))
 	var keys []map[string]types.AttributeValue
 	for _, pk := range slices.Compact(slices.Sorted(slices.Values(pks))) { // BatchGetItem refuses a key twice
 		keys = append(keys, ClaimItemKey(pk))
@@ -90,18 +96,19 @@ func GetClaims(ctx context.Context, api BatchGetAPI, table string, pks []string,
 	for req := range slices.Chunk(keys, maxBatchGetKeys) {
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt == rounds && rounds > 0 {
-				return nil, ErrUnprocessed
+				return nil, calls, ErrUnprocessed
 			}
 			// Unprocessed keys: the table is throttling, so back off before asking again.
 			if attempt > 0 {
 				if err := jitterWait(ctx, time.Duration(min(attempt, 10))*100*time.Millisecond); err != nil {
-					return nil, err
+					return nil, calls, err
 				}
 			}
+			calls++
 			resp, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 				table: {Keys: req, ConsistentRead: aws.Bool(true)}}})
 			if err != nil {
-				return nil, err
+				return nil, calls, err
 			}
 			for _, item := range resp.Responses[table] {
 				out[attrString(item, PartitionKey)] = item
@@ -109,5 +116,5 @@ func GetClaims(ctx context.Context, api BatchGetAPI, table string, pks []string,
 			req = resp.UnprocessedKeys[table].Keys
 		}
 	}
-	return out, nil
+	return out, calls, nil
 }

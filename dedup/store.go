@@ -189,6 +189,38 @@ func (s *Store) Claimed(ctx context.Context, ev Event) (Result, error) {
 	return s.answer(ctx, ev, true)
 }
 
+// ClaimedBatch is Claimed for a batch's events, their claims read together (GetClaims: 100 to
+// a consistent BatchGetItem) instead of one GetItem each, with the calls it made. A receiver
+// needs it when many events of a redelivered batch can no longer be planned: read one by one,
+// a few hundred of them outlast the provider's timeout on every retry.
+func (s *Store) ClaimedBatch(ctx context.Context, evs []Event) ([]Result, int, error) {
+	pks := make([]string, len(evs))
+	for i, ev := range evs {
+		if _, err := s.admit(&ev); err != nil {
+			return nil, 0, &EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)}
+		}
+		pks[i] = ClaimKey(ev.Source, ev.ID)
+	}
+	items, calls, err := getClaims(ctx, s.api, s.cfg.Table, pks, claimedRounds)
+	switch {
+	case errors.Is(err, ErrUnprocessed):
+		return nil, calls, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
+	case err != nil:
+		return nil, calls, classify("BatchGetItem", err)
+	}
+	results, now := make([]Result, len(evs)), s.cfg.Now().Unix()
+	for i, pk := range pks {
+		if item := items[pk]; holds(item, now) {
+			results[i] = duplicate(item, payloadHash(evs[i].Payload), Result{})
+		}
+	}
+	return results, calls, nil
+}
+
+// claimedRounds bounds ClaimedBatch's calls per 100 keys while DynamoDB leaves keys unprocessed:
+// past them the table is throttling, and the receiver's 503 asks the provider to come back.
+const claimedRounds = 4
+
 // Probe is Claimed read before any plan is made, eventually consistent and in one attempt:
 // when its Outcome is zero, Commit decides: no claim seen, a claim past its expiry that TTL has
 // not deleted yet (the condition admits a new claim over it), or a failed read (its error

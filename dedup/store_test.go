@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -170,4 +171,83 @@ func show(v types.AttributeValue) string {
 		return fmt.Sprintf("%q (a string)", v.Value)
 	}
 	return "(none)"
+}
+
+// ClaimedBatch answers every event as Claimed answers it (a claim that holds, its first
+// delivery and a changed payload; none; one TTL has not deleted yet past its expiry), from one
+// consistent BatchGetItem per 100 events; it refuses an event Claimed refuses, naming its index,
+// before any call, and a table that leaves its keys unprocessed is unavailable, as a throttled
+// read is.
+func TestClaimedBatchAnswersEachEventAsClaimedDoesInOneReadPer100(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	var evs []dedup.Event
+	for i := range 250 {
+		ev := orderEvent(i)
+		if i < 150 {
+			if _, err := e.store.Commit(ctx, ev, dedup.Plan{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%7 == 0 {
+			ev.DeliveryID, ev.Payload = "dlv_again", []byte(`{"changed":true}`)
+		}
+		evs = append(evs, ev)
+	}
+	e.clock.mu.Lock()
+	e.clock.now = e.clock.now.Add(testRetention.Effective() / 2)
+	e.clock.mu.Unlock()
+	if _, err := e.store.Commit(ctx, orderEvent(1000), dedup.Plan{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.mu.Lock()
+	e.clock.now = e.clock.now.Add(testRetention.Effective()/2 + time.Hour) // the first 150 expired, evt 1000 not
+	e.clock.mu.Unlock()
+	evs = append(evs, orderEvent(1000))
+	for _, at := range []string{"expired", "held"} {
+		e.counter.Reset()
+		results, calls, err := e.store.ClaimedBatch(ctx, evs)
+		if err != nil || calls != 3 || e.counter.Calls("BatchGetItem") != 3 || e.counter.Total() != 3 || len(results) != len(evs) {
+			t.Fatalf("%s: %d results, %v, %d calls (%d made); want %d in 3 BatchGetItem", at, len(results), err, calls, e.counter.Total(), len(evs))
+		}
+		for i, ev := range evs {
+			want, err := e.store.Claimed(ctx, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want.Calls = 0
+			if fmt.Sprint(results[i]) != fmt.Sprint(want) {
+				t.Fatalf("%s: %s: %+v, want Claimed's %+v", at, ev.ID, results[i], want)
+			}
+		}
+		if held := results[0].Outcome == dedup.OutcomeDuplicate; held != (at == "held") || results[250].Outcome != dedup.OutcomeDuplicate {
+			t.Fatalf("%s: evt 0 %v, evt 1000 %v", at, results[0].Outcome, results[250].Outcome)
+		}
+		e.clock.mu.Lock()
+		e.clock.now = e.clock.now.Add(-testRetention.Effective() / 2) // back within the first 150's retention
+		e.clock.mu.Unlock()
+	}
+
+	e.counter.Reset()
+	bad := append(evs[:2:2], dedup.Event{Source: "paypal", ID: "evt_1", Type: "order.paid"})
+	_, _, err := e.store.ClaimedBatch(ctx, bad)
+	if ee, ok := errors.AsType[*dedup.EventError](err); !ok || ee.Index != 2 || !errors.Is(err, dedup.ErrInvalid) || e.counter.Total() != 0 {
+		t.Fatalf("an unconfigured source: %v after %d calls, want an EventError at 2 before any call", err, e.counter.Total())
+	}
+
+	throttled, err := dedup.New(&unprocessedStore{}, dedup.Config{Table: e.table, Sources: map[string]dedup.Retention{"shop": testRetention}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := throttled.ClaimedBatch(ctx, evs[:1]); !errors.Is(err, dedup.ErrUnavailable) || !errors.Is(err, dedup.ErrUnprocessed) {
+		t.Fatalf("keys left unprocessed: %v, want ErrUnavailable", err)
+	}
+}
+
+// unprocessedStore is a table that leaves every key of a BatchGetItem unprocessed.
+type unprocessedStore struct{ dedup.API }
+
+func (unprocessedStore) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return (&unprocessedBatches{}).BatchGetItem(ctx, in, optFns...)
 }

@@ -134,10 +134,12 @@ type source struct {
 	window                 *window // its recent deliveries, for the duplicate probe; nil: no probe
 }
 
-// BatchCommitter is a Committer that writes a batch's events together (dedup.Store.CommitBatch);
-// otherwise a batch is committed one Commit at a time.
+// BatchCommitter is a Committer that writes a batch's events together (dedup.Store.CommitBatch),
+// and reads their claims together (dedup.Store.ClaimedBatch) when they can no longer be planned;
+// otherwise a batch is committed one Commit at a time, and read one Claimed at a time.
 type BatchCommitter interface {
 	CommitBatch(ctx context.Context, evs []dedup.Event, plans []dedup.Plan) ([]dedup.Result, int, error)
+	ClaimedBatch(ctx context.Context, evs []dedup.Event) ([]dedup.Result, int, error)
 }
 
 // New validates cfg and builds a Handler, every source's scheme included: a bad sources file
@@ -403,11 +405,14 @@ func (h *Handler) plan(ctx context.Context, d *delivery) bool {
 	}
 	pctx, planning := h.startStep(ctx, SpanPlan, trace.SpanKindInternal) // one span for all the events
 	defer endPanicked(planning)
-	for i := range n {
-		if !h.planEvent(ctx, pctx, d, i, at[:]) {
-			endStep(planning, d.err)
-			return false
-		}
+	ok := true
+	for i := 0; ok && i < n; i++ {
+		ok = h.planEvent(ctx, pctx, d, i, at[:])
+	}
+	// Settled even when a later event stopped the delivery: an earlier refusal is the answer.
+	if ok = h.settle(ctx, d) && ok; !ok {
+		endStep(planning, d.err)
+		return false
 	}
 	if planning.IsRecording() {
 		endStep(planning, nil, d.planAttrs(n)...)
@@ -450,8 +455,10 @@ func (h *Handler) planEvent(ctx, pctx context.Context, d *delivery, i int, at []
 	if !d.batch {
 		d.knownType = known
 	}
-	e, ignored := planned{ev: ev, plan: plan, known: known, write: true}, false
+	e, ignored := planned{ev: ev, plan: plan, known: known, write: true, prefix: prefix}, false
 	switch {
+	case err != nil && d.batch:
+		e.write, e.failed = false, err // answered from its claim, read with the batch's others (settle)
 	case err != nil && !h.planError(ctx, d, &e, err):
 		return false
 	case err == nil && !known && src.conf.UnknownTypes == sources.UnknownTypesIgnore:
@@ -647,6 +654,53 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 		e.write, e.result = false, res
 		return true
 	}
+	return h.refuse(d, e, err, cerr)
+}
+
+// settle answers a batch's events that could not be planned from their claims, read together
+// (read one by one, a few hundred outlast the provider's timeout): one claimed before is a
+// duplicate, and the first that is not refuses the batch, as planError would.
+func (h *Handler) settle(ctx context.Context, d *delivery) bool {
+	var failed []*planned
+	var evs []dedup.Event
+	for i := range d.evs.events {
+		if e := &d.evs.events[i]; e.failed != nil {
+			failed, evs = append(failed, e), append(evs, e.ev)
+		}
+	}
+	if len(failed) == 0 {
+		return true
+	}
+	results, calls, cerr := h.claimedBatch(ctx, evs)
+	d.evs.calls += calls
+	for k, e := range failed {
+		if cerr != nil || results[k].Outcome != dedup.OutcomeDuplicate {
+			return h.refuse(d, e, e.failed, cerr)
+		}
+		e.result, e.failed = results[k], nil
+	}
+	return true
+}
+
+// claimedBatch answers evs from their claims: read together by a BatchCommitter, else in turn.
+func (h *Handler) claimedBatch(ctx context.Context, evs []dedup.Event) ([]dedup.Result, int, error) {
+	if bc, ok := h.store.(BatchCommitter); ok {
+		return bc.ClaimedBatch(ctx, evs)
+	}
+	results, calls := make([]dedup.Result, len(evs)), 0
+	for i, ev := range evs {
+		res, err := h.store.Claimed(ctx, ev)
+		if calls += res.Calls; err != nil {
+			return nil, calls, err
+		}
+		results[i] = res
+	}
+	return results, calls, nil
+}
+
+// refuse answers an event that could not be planned, or whose plan was refused (err), and is
+// not claimed; cerr: the read of its claim failed.
+func (h *Handler) refuse(d *delivery, e *planned, err, cerr error) bool {
 	d.event = e.ev
 	if cerr != nil { // it may be claimed (its 200 lost): answered as the read's failure (503), not refused
 		h.commitError(d, cerr)
@@ -654,7 +708,7 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 		return false
 	}
 	if pe, ok := errors.AsType[*PayloadError](err); ok {
-		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), pe.Field))
+		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), e.prefix+pe.Field))
 	}
 	if te, ok := errors.AsType[*tooOldError](err); ok {
 		return d.stop("too_old", nil, reply(http.StatusBadRequest, te.Error(), te.Field))
@@ -662,7 +716,7 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 	if ute, ok := errors.AsType[*UnknownTargetError](err); ok {
 		// Ours to fix, and retried by the provider once fixed; named for the log and the tests.
 		return d.stop("planner", err, reply(http.StatusInternalServerError,
-			fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target), "intents["+ute.Intent+"].target"))
+			fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target), e.prefix+"intents["+ute.Intent+"].target"))
 	}
 	if errors.Is(err, ErrBadPayload) {
 		return d.stop("bad_request", err, reply(http.StatusBadRequest, err.Error(), ""))
@@ -844,7 +898,9 @@ type planned struct {
 	ev     dedup.Event
 	plan   dedup.Plan
 	known  bool
-	write  bool // false: claimed before, found so when its planner failed
+	write  bool   // false: claimed before, found so when its planner failed
+	failed error  // a batch's event's planning failure, until settle reads its claim
+	prefix string // what its fields are named under ("events[3]." in a batch)
 	result dedup.Result
 }
 

@@ -327,6 +327,17 @@ func (r *Recorder) Claimed(_ context.Context, ev dedup.Event) (dedup.Result, err
 	return dedup.Result{}, nil
 }
 
+// ClaimedBatch answers each event as Claimed does (receiver.BatchCommitter), in one call per
+// 100 events, as the store reads them.
+func (r *Recorder) ClaimedBatch(ctx context.Context, evs []dedup.Event) ([]dedup.Result, int, error) {
+	results := make([]dedup.Result, len(evs))
+	for i, ev := range evs {
+		results[i], _ = r.Claimed(ctx, ev)
+		results[i].Calls = 0
+	}
+	return results, (len(evs) + 99) / 100, nil
+}
+
 // Retention is the source's retention, from the sources file.
 func (r *Recorder) Retention(source string) (dedup.Retention, bool) {
 	if s := r.file.Sources[source]; s != nil {
