@@ -218,51 +218,43 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	}
 
 	cf, db := cloudformation.NewFromConfig(cfg), dynamodb.NewFromConfig(cfg)
-	deployed := make([]deployedConstruct, 0, len(found))
 	for _, k := range found {
-		d := deployedConstruct{construct: k}
-		if d.table, err = physicalID(ctx, cf, k.stack, k.table); err != nil {
+		if k.tableName, err = physicalID(ctx, cf, k.stack, k.table); err != nil {
 			return err
 		}
-		d.api = k.api
+		api := k.api
 		if !k.apiIsID {
-			if d.api, err = physicalID(ctx, cf, k.stack, k.api); err != nil {
+			if api, err = physicalID(ctx, cf, k.stack, k.api); err != nil {
 				return err
 			}
 		}
-		d.urlTemplate = endpoint + "/_aws/execute-api/" + d.api + receiver.Route
+		k.urlTemplate = endpoint + "/_aws/execute-api/" + api + receiver.Route
 		_, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-			TableName:               aws.String(d.table),
+			TableName:               aws.String(k.tableName),
 			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(dedup.TTLAttribute), Enabled: aws.Bool(true)},
 		})
 		if err != nil && !strings.Contains(err.Error(), "already enabled") {
-			return fmt.Errorf("stack %s: turning TTL on for %s: %w", k.stack, d.table, err)
+			return fmt.Errorf("stack %s: turning TTL on for %s: %w", k.stack, k.tableName, err)
 		}
-		deployed = append(deployed, d)
 	}
 	stackPath := filepath.Join(f.dir, "stack.env")
-	first := deployed[0]
+	first := found[0]
 	err = writeStack(stackPath, fmt.Sprintf("The local stack %s, deployed by hookctl deploy-local at %s.\nhookctl reads it in this folder; a shell can too: set -a; . %s; set +a",
 		first.stack, time.Now().UTC().Format(time.RFC3339), stackPath), first.stackVars(endpoint, cfg.Region))
 	if err != nil {
 		return err
 	}
-	printDeployed(c.stdout, endpoint, stackPath, f.dir, deployed, puts, examples)
+	printDeployed(c.stdout, endpoint, stackPath, f.dir, found, puts, examples)
 	return nil
 }
 
-type deployedConstruct struct {
-	*construct
-	table, api, urlTemplate string
-}
-
-// stackVars are the stack file's lines for d: where it is and what hookctl reads of it (the
-// settings its functions were deployed with, those it sets).
-func (d deployedConstruct) stackVars(endpoint, region string) map[string]string {
+// stackVars are the stack file's lines for deployed k: where it is and what hookctl reads of it
+// (the settings its functions were deployed with, those it sets).
+func (k *construct) stackVars(endpoint, region string) map[string]string {
 	vars := map[string]string{
 		"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": region, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		stackTable: d.table, stackSources: d.sourcesPath, stackWebhookURL: d.urlTemplate, stackName: d.stack,
-		stackNamespace: d.namespace, stackShards: d.pendingShards,
+		stackTable: k.tableName, stackSources: k.sourcesPath, stackWebhookURL: k.urlTemplate, stackName: k.stack,
+		stackNamespace: k.namespace, stackShards: k.pendingShards,
 	}
 	maps.DeleteFunc(vars, func(_, v string) bool { return v == "" })
 	return vars
@@ -600,7 +592,7 @@ func progName() string {
 
 // printDeployed says what was deployed and how to try it. Every command it prints is indented
 // by four spaces and works as printed, from the folder deploy-local ran in, in a new shell.
-func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []deployedConstruct, puts []*secretPut, examples []example) {
+func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []*construct, puts []*secretPut, examples []example) {
 	prog, stackFlag := progName(), ""
 	if dir != filepath.Dir(StackFile) { // not where hookctl looks: named in every command
 		stackFlag = " -stack " + shellQuote(stackPath)
@@ -618,7 +610,7 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 		for _, n := range append(slices.Clone(d.routes), names...) {
 			width = max(width, len(n))
 		}
-		fmt.Fprintf(w, "  table    %s\n", d.table)
+		fmt.Fprintf(w, "  table    %s\n", d.tableName)
 		fmt.Fprintf(w, "  sources  %s (the file deployed)\n", relative(d.sourcesPath))
 		for _, name := range d.routes {
 			fmt.Fprintf(w, "  webhook  %-*s  %s\n", width, name, strings.ReplaceAll(d.urlTemplate, "{source}", name))

@@ -81,7 +81,8 @@ func TestReadAssemblyFindsTheConstruct(t *testing.T) {
 		t.Fatalf("%+v", k)
 	}
 	// The stack file names them, for hookctl parked and console.
-	vars := deployedConstruct{construct: k, table: "Storefront-Table", urlTemplate: "http://x/hooks/{source}"}.stackVars("http://127.0.0.1:4566", "us-east-1")
+	k.tableName, k.urlTemplate = "Storefront-Table", "http://x/hooks/{source}"
+	vars := k.stackVars("http://127.0.0.1:4566", "us-east-1")
 	if vars["METRICS_NAMESPACE"] != k.namespace || vars["PENDING_SHARDS"] != "16" || vars["TABLE_NAME"] != "Storefront-Table" {
 		t.Fatalf("stack file %v, want the functions' METRICS_NAMESPACE and PENDING_SHARDS, and the table", vars)
 	}
@@ -370,8 +371,9 @@ func TestWhatDeployLocalPrints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &construct{stack: "App", routes: []string{"bot", "github", "stripe"}, sources: f, sourcesPath: "/x/sources.json"}
-	d := []deployedConstruct{{construct: k, table: "App-Table", api: "a1b2", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}}
+	k := &construct{stack: "App", routes: []string{"bot", "github", "stripe"}, sources: f, sourcesPath: "/x/sources.json",
+		tableName: "App-Table", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}
+	d := []*construct{k}
 	examples, err := readExamples(nil, []*construct{k})
 	if err != nil {
 		t.Fatal(err)
@@ -417,8 +419,9 @@ func TestDeployLocalSaysABoundTargetIsBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &construct{stack: "App", routes: []string{"stripe"}, sources: f, sourcesPath: "/x/sources.json"}
-	d := []deployedConstruct{{construct: k, table: "App-Table", api: "a1b2", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}}
+	k := &construct{stack: "App", routes: []string{"stripe"}, sources: f, sourcesPath: "/x/sources.json",
+		tableName: "App-Table", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}
+	d := []*construct{k}
 	var b strings.Builder
 	printDeployed(&b, "http://127.0.0.1:4566", ".oncehook/stack.env", ".oncehook", d, nil, nil)
 	for _, w := range []string{"target   audit   sqs, bound by the CDK app (ONCEHOOK_BINDINGS)\n", "target   ship    sqs arn:aws:sqs:us-east-1:000000000000:ship\n"} {
