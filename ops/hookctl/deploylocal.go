@@ -25,7 +25,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -229,12 +228,9 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 			}
 		}
 		k.urlTemplate = endpoint + "/_aws/execute-api/" + api + receiver.Route
-		_, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-			TableName:               aws.String(k.tableName),
-			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(dedup.TTLAttribute), Enabled: aws.Bool(true)},
-		})
-		if err != nil && !strings.Contains(err.Error(), "already enabled") {
-			return fmt.Errorf("stack %s: turning TTL on for %s: %w", k.stack, k.tableName, err)
+		// The table exists (CloudFormation made it): this turns its TTL on, unless it is already.
+		if err := dedup.EnsureTable(ctx, db, k.tableName); err != nil {
+			return fmt.Errorf("stack %s: %w", k.stack, err)
 		}
 	}
 	stackPath := filepath.Join(f.dir, "stack.env")
