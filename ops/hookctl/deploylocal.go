@@ -195,7 +195,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	}
 
 	step("secrets in the emulator's Secrets Manager and SSM")
-	puts, err := putSecrets(ctx, cfg, found, f.secrets)
+	puts, err := c.putSecrets(ctx, found, f.secrets)
 	if err != nil {
 		return err
 	}
@@ -289,7 +289,7 @@ type secretPut struct {
 // putSecrets puts every Secrets Manager secret and SSM parameter the constructs' sources files
 // name: the -secrets file's value where it gives one, else the emulator's present value, else a
 // fresh one that the sources' schemes accept. Nothing is put until every value is known.
-func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesPath string) ([]*secretPut, error) {
+func (c *cli) putSecrets(ctx context.Context, found []*construct, valuesPath string) ([]*secretPut, error) {
 	given := map[string]string{}
 	if valuesPath != "" {
 		b, err := os.ReadFile(valuesPath)
@@ -334,6 +334,10 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 			return nil, fmt.Errorf("-secrets %s: %q is neither a source nor a secret of the app's sources files", valuesPath, g)
 		}
 	}
+	cfg, err := c.config(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	for _, p := range out {
 		switch {
@@ -346,7 +350,7 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 		}
 		v, how := p.value, "from "+valuesPath
 		if !p.given {
-			present, err := currentSecret(ctx, &sources.Resolver{SecretsManager: sm, SSM: ps}, p.ref)
+			present, err := c.currentSecret(ctx, p.ref)
 			if err != nil {
 				return nil, err
 			}
@@ -368,17 +372,14 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 }
 
 // currentSecret is the secret's value in the emulator, "" when it has none.
-func currentSecret(ctx context.Context, r *sources.Resolver, ref sources.SecretRef) (string, error) {
-	v, err := r.Resolve(ctx, []sources.SecretRef{ref})
+func (c *cli) currentSecret(ctx context.Context, ref sources.SecretRef) (string, error) {
+	v, err := c.secret(ctx, ref)
 	_, smMissing := errors.AsType[*smtypes.ResourceNotFoundException](err)
 	_, ssmMissing := errors.AsType[*ssmtypes.ParameterNotFound](err)
 	if smMissing || ssmMissing {
 		return "", nil
 	}
-	if err != nil {
-		return "", err
-	}
-	return v[0], nil
+	return v, err
 }
 
 func writeSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client, ref sources.SecretRef, v string) error {
