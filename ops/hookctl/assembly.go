@@ -18,7 +18,8 @@ import (
 )
 
 // construct is one oncehook construct of a synthesized app (a cloud assembly), as deploy-local
-// needs it: where its sources file is, and the logical ids of its table and API.
+// needs it: where its sources file is, and the logical ids of its table and API; once deployed,
+// their physical names.
 type construct struct {
 	stack         string // the CloudFormation stack's name
 	receiver      string // the receiver function's logical id
@@ -32,6 +33,9 @@ type construct struct {
 	arch          string // the receiver's Lambda architecture: x86_64 or arm64
 	namespace     string // the functions' METRICS_NAMESPACE
 	pendingShards string // and PENDING_SHARDS
+
+	tableName   string // the deployed table's name
+	urlTemplate string // the deployed webhook URL, {source} for the source
 }
 
 // runs refuses a construct whose functions this machine's emulator cannot run: it runs a

@@ -25,7 +25,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -196,7 +195,7 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	}
 
 	step("secrets in the emulator's Secrets Manager and SSM")
-	puts, err := putSecrets(ctx, cfg, found, f.secrets)
+	puts, err := c.putSecrets(ctx, found, f.secrets)
 	if err != nil {
 		return err
 	}
@@ -218,51 +217,40 @@ func deployLocal(ctx context.Context, c *cli, args []string) error {
 	}
 
 	cf, db := cloudformation.NewFromConfig(cfg), dynamodb.NewFromConfig(cfg)
-	deployed := make([]deployedConstruct, 0, len(found))
 	for _, k := range found {
-		d := deployedConstruct{construct: k}
-		if d.table, err = physicalID(ctx, cf, k.stack, k.table); err != nil {
+		if k.tableName, err = physicalID(ctx, cf, k.stack, k.table); err != nil {
 			return err
 		}
-		d.api = k.api
+		api := k.api
 		if !k.apiIsID {
-			if d.api, err = physicalID(ctx, cf, k.stack, k.api); err != nil {
+			if api, err = physicalID(ctx, cf, k.stack, k.api); err != nil {
 				return err
 			}
 		}
-		d.urlTemplate = endpoint + "/_aws/execute-api/" + d.api + receiver.Route
-		_, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-			TableName:               aws.String(d.table),
-			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(dedup.TTLAttribute), Enabled: aws.Bool(true)},
-		})
-		if err != nil && !strings.Contains(err.Error(), "already enabled") {
-			return fmt.Errorf("stack %s: turning TTL on for %s: %w", k.stack, d.table, err)
+		k.urlTemplate = endpoint + "/_aws/execute-api/" + api + receiver.Route
+		// The table exists (CloudFormation made it): this turns its TTL on, unless it is already.
+		if err := dedup.EnsureTable(ctx, db, k.tableName); err != nil {
+			return fmt.Errorf("stack %s: %w", k.stack, err)
 		}
-		deployed = append(deployed, d)
 	}
 	stackPath := filepath.Join(f.dir, "stack.env")
-	first := deployed[0]
+	first := found[0]
 	err = writeStack(stackPath, fmt.Sprintf("The local stack %s, deployed by hookctl deploy-local at %s.\nhookctl reads it in this folder; a shell can too: set -a; . %s; set +a",
 		first.stack, time.Now().UTC().Format(time.RFC3339), stackPath), first.stackVars(endpoint, cfg.Region))
 	if err != nil {
 		return err
 	}
-	printDeployed(c.stdout, endpoint, stackPath, f.dir, deployed, puts, examples)
+	printDeployed(c.stdout, endpoint, stackPath, f.dir, found, puts, examples)
 	return nil
 }
 
-type deployedConstruct struct {
-	*construct
-	table, api, urlTemplate string
-}
-
-// stackVars are the stack file's lines for d: where it is and what hookctl reads of it (the
-// settings its functions were deployed with, those it sets).
-func (d deployedConstruct) stackVars(endpoint, region string) map[string]string {
+// stackVars are the stack file's lines for deployed k: where it is and what hookctl reads of it
+// (the settings its functions were deployed with, those it sets).
+func (k *construct) stackVars(endpoint, region string) map[string]string {
 	vars := map[string]string{
 		"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": region, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		stackTable: d.table, stackSources: d.sourcesPath, stackWebhookURL: d.urlTemplate, stackName: d.stack,
-		stackNamespace: d.namespace, stackShards: d.pendingShards,
+		stackTable: k.tableName, stackSources: k.sourcesPath, stackWebhookURL: k.urlTemplate, stackName: k.stack,
+		stackNamespace: k.namespace, stackShards: k.pendingShards,
 	}
 	maps.DeleteFunc(vars, func(_, v string) bool { return v == "" })
 	return vars
@@ -301,7 +289,7 @@ type secretPut struct {
 // putSecrets puts every Secrets Manager secret and SSM parameter the constructs' sources files
 // name: the -secrets file's value where it gives one, else the emulator's present value, else a
 // fresh one that the sources' schemes accept. Nothing is put until every value is known.
-func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesPath string) ([]*secretPut, error) {
+func (c *cli) putSecrets(ctx context.Context, found []*construct, valuesPath string) ([]*secretPut, error) {
 	given := map[string]string{}
 	if valuesPath != "" {
 		b, err := os.ReadFile(valuesPath)
@@ -346,6 +334,10 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 			return nil, fmt.Errorf("-secrets %s: %q is neither a source nor a secret of the app's sources files", valuesPath, g)
 		}
 	}
+	cfg, err := c.config(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	for _, p := range out {
 		switch {
@@ -358,7 +350,7 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 		}
 		v, how := p.value, "from "+valuesPath
 		if !p.given {
-			present, err := currentSecret(ctx, &sources.Resolver{SecretsManager: sm, SSM: ps}, p.ref)
+			present, err := c.currentSecret(ctx, p.ref)
 			if err != nil {
 				return nil, err
 			}
@@ -380,17 +372,14 @@ func putSecrets(ctx context.Context, cfg aws.Config, found []*construct, valuesP
 }
 
 // currentSecret is the secret's value in the emulator, "" when it has none.
-func currentSecret(ctx context.Context, r *sources.Resolver, ref sources.SecretRef) (string, error) {
-	v, err := r.Resolve(ctx, []sources.SecretRef{ref})
+func (c *cli) currentSecret(ctx context.Context, ref sources.SecretRef) (string, error) {
+	v, err := c.secret(ctx, ref)
 	_, smMissing := errors.AsType[*smtypes.ResourceNotFoundException](err)
 	_, ssmMissing := errors.AsType[*ssmtypes.ParameterNotFound](err)
 	if smMissing || ssmMissing {
 		return "", nil
 	}
-	if err != nil {
-		return "", err
-	}
-	return v[0], nil
+	return v, err
 }
 
 func writeSecret(ctx context.Context, sm *secretsmanager.Client, ps *ssm.Client, ref sources.SecretRef, v string) error {
@@ -600,7 +589,7 @@ func progName() string {
 
 // printDeployed says what was deployed and how to try it. Every command it prints is indented
 // by four spaces and works as printed, from the folder deploy-local ran in, in a new shell.
-func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []deployedConstruct, puts []*secretPut, examples []example) {
+func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []*construct, puts []*secretPut, examples []example) {
 	prog, stackFlag := progName(), ""
 	if dir != filepath.Dir(StackFile) { // not where hookctl looks: named in every command
 		stackFlag = " -stack " + shellQuote(stackPath)
@@ -618,7 +607,7 @@ func printDeployed(w io.Writer, endpoint, stackPath, dir string, deployed []depl
 		for _, n := range append(slices.Clone(d.routes), names...) {
 			width = max(width, len(n))
 		}
-		fmt.Fprintf(w, "  table    %s\n", d.table)
+		fmt.Fprintf(w, "  table    %s\n", d.tableName)
 		fmt.Fprintf(w, "  sources  %s (the file deployed)\n", relative(d.sourcesPath))
 		for _, name := range d.routes {
 			fmt.Fprintf(w, "  webhook  %-*s  %s\n", width, name, strings.ReplaceAll(d.urlTemplate, "{source}", name))

@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/receiver/receivertest"
@@ -81,7 +80,8 @@ func TestReadAssemblyFindsTheConstruct(t *testing.T) {
 		t.Fatalf("%+v", k)
 	}
 	// The stack file names them, for hookctl parked and console.
-	vars := deployedConstruct{construct: k, table: "Storefront-Table", urlTemplate: "http://x/hooks/{source}"}.stackVars("http://127.0.0.1:4566", "us-east-1")
+	k.tableName, k.urlTemplate = "Storefront-Table", "http://x/hooks/{source}"
+	vars := k.stackVars("http://127.0.0.1:4566", "us-east-1")
 	if vars["METRICS_NAMESPACE"] != k.namespace || vars["PENDING_SHARDS"] != "16" || vars["TABLE_NAME"] != "Storefront-Table" {
 		t.Fatalf("stack file %v, want the functions' METRICS_NAMESPACE and PENDING_SHARDS, and the table", vars)
 	}
@@ -221,15 +221,16 @@ func TestPutSecretsGivesEverySecretAValueItsSchemesTake(t *testing.T) {
 	cfg := awstest.Config(t)
 	ctx := context.Background()
 	run := awstest.Name("") // secrets of this test's own: a retried create finds its own
-	sm, ps := secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
+	sm := secretsmanager.NewFromConfig(cfg)
 	raw := fmt.Sprintf(`{"sources":{
 		"shop":{"scheme":"standard-webhooks","secrets":[{"secretsmanager":"t%[1]s/shop"}],"retry_horizon":"1d"},
 		"batch":{"scheme":"hmac-sha256","hmac":{"header":"X-Sig"},"secrets":[{"secretsmanager":"t%[1]s/shop"}],"event_id":{"json":"id"},"event_type":{"json":"type"},"retry_horizon":"1d"},
 		"stripe":{"scheme":"stripe","secrets":[{"ssm":"/t%[1]s/stripe"}],"redrive_window":"1d"},
 		"github":{"scheme":"github","secrets":[{"secretsmanager":"t%[1]s/github"},{"env":"GITHUB_PREVIOUS"}],"retry_horizon":"1h"}}}`, run)
 	k := fileConstruct(t, raw)
+	c := &cli{aws: &cfg}
 	read := func(ref sources.SecretRef) string {
-		v, err := currentSecret(ctx, &sources.Resolver{SecretsManager: sm, SSM: ps}, ref)
+		v, err := c.currentSecret(ctx, ref)
 		if err != nil || v == "" {
 			t.Fatalf("%s: %q %v", ref, v, err)
 		}
@@ -237,7 +238,7 @@ func TestPutSecretsGivesEverySecretAValueItsSchemesTake(t *testing.T) {
 	}
 	values := filepath.Join(t.TempDir(), "secrets.json")
 	os.WriteFile(values, []byte(`{"github":"gh-given", "ssm:/t`+run+`/stripe":"whsec_given_stripe"}`), 0o600)
-	puts, err := putSecrets(ctx, cfg, []*construct{k}, values)
+	puts, err := c.putSecrets(ctx, []*construct{k}, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestPutSecretsGivesEverySecretAValueItsSchemesTake(t *testing.T) {
 		t.Errorf("stripe's: %q", got)
 	}
 	// Again, without the file: every value kept, none replaced.
-	puts, err = putSecrets(ctx, cfg, []*construct{k}, "")
+	puts, err = c.putSecrets(ctx, []*construct{k}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func TestPutSecretsGivesEverySecretAValueItsSchemesTake(t *testing.T) {
 		`["x"]`:                          "want {\"<source>\": \"<secret>\", ...}",
 	} {
 		os.WriteFile(values, []byte(body), 0o600)
-		if _, err := putSecrets(ctx, cfg, []*construct{k}, values); err == nil || !strings.Contains(err.Error(), wantErr) {
+		if _, err := c.putSecrets(ctx, []*construct{k}, values); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("%s: %v, want %q", body, err, wantErr)
 		}
 	}
@@ -370,8 +371,9 @@ func TestWhatDeployLocalPrints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &construct{stack: "App", routes: []string{"bot", "github", "stripe"}, sources: f, sourcesPath: "/x/sources.json"}
-	d := []deployedConstruct{{construct: k, table: "App-Table", api: "a1b2", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}}
+	k := &construct{stack: "App", routes: []string{"bot", "github", "stripe"}, sources: f, sourcesPath: "/x/sources.json",
+		tableName: "App-Table", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}
+	d := []*construct{k}
 	examples, err := readExamples(nil, []*construct{k})
 	if err != nil {
 		t.Fatal(err)
@@ -417,8 +419,9 @@ func TestDeployLocalSaysABoundTargetIsBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &construct{stack: "App", routes: []string{"stripe"}, sources: f, sourcesPath: "/x/sources.json"}
-	d := []deployedConstruct{{construct: k, table: "App-Table", api: "a1b2", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}}
+	k := &construct{stack: "App", routes: []string{"stripe"}, sources: f, sourcesPath: "/x/sources.json",
+		tableName: "App-Table", urlTemplate: "http://127.0.0.1:4566/_aws/execute-api/a1b2/hooks/{source}"}
+	d := []*construct{k}
 	var b strings.Builder
 	printDeployed(&b, "http://127.0.0.1:4566", ".oncehook/stack.env", ".oncehook", d, nil, nil)
 	for _, w := range []string{"target   audit   sqs, bound by the CDK app (ONCEHOOK_BINDINGS)\n", "target   ship    sqs arn:aws:sqs:us-east-1:000000000000:ship\n"} {

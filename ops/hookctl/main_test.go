@@ -205,9 +205,9 @@ func TestParkedOfALocalStackReadsItsOwnShardCount(t *testing.T) {
 	if _, err := w.Process(context.Background(), cl); err != nil {
 		t.Fatal(err)
 	}
-	k := &construct{stack: "Local", pendingShards: "32"}
+	k := &construct{stack: "Local", pendingShards: "32", tableName: table}
 	path := filepath.Join(t.TempDir(), "stack.env")
-	if err := writeStack(path, "a test's", deployedConstruct{construct: k, table: table}.stackVars(os.Getenv("AWS_ENDPOINT_URL"), "us-east-1")); err != nil {
+	if err := writeStack(path, "a test's", k.stackVars(os.Getenv("AWS_ENDPOINT_URL"), "us-east-1")); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, errOut := hookctl(t, "", "parked", "-stack", path); code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "1 parked intents") {

@@ -183,9 +183,16 @@ func storm(ctx context.Context, c *cli, args []string) error {
 	}
 	if c.table != "" {
 		if f.template == "" { // the reference application writes one shipment per order
-			shipments, err := c.countPrefix(ctx, "ORDER#ord_"+run+"_")
+			db, err := c.dynamo(ctx)
 			if err != nil {
 				return err
+			}
+			shipments := 0
+			for _, err := range c.scan(ctx, db, expression.Name(dedup.PartitionKey).BeginsWith("ORDER#ord_"+run+"_"), true) {
+				if err != nil {
+					return err
+				}
+				shipments++
 			}
 			fmt.Fprintf(c.stdout, "shipments %d (want %d)\n", shipments, f.events)
 			if shipments != f.events {
@@ -308,22 +315,6 @@ func (c *cli) sender(ctx context.Context, source, url string) (*harness.Sender, 
 	}
 	return &harness.Sender{URL: url, Secret: secret, File: f, Source: source, // signed as the provider signs (File)
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}, nil
-}
-
-// countPrefix counts the table's items whose pk starts with prefix.
-func (c *cli) countPrefix(ctx context.Context, prefix string) (int, error) {
-	db, err := c.dynamo(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, err := range c.scan(ctx, db, expression.Name(dedup.PartitionKey).BeginsWith(prefix), true) {
-		if err != nil {
-			return 0, err
-		}
-		n++
-	}
-	return n, nil
 }
 
 // putRate times n unconditional PutItems of small items (expiring within the hour) at the
