@@ -16,6 +16,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 )
 
 type command struct {
@@ -39,7 +40,13 @@ var commands = []command{
 	{"storm", "storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> [url]", storm,
 		func(c *cli, fs *flag.FlagSet) { c.storm.define(fs) }},
 	{"replay", "replay [-rate N -copies K -shuffle] <source> [url] <file.jsonl>", replay, func(c *cli, fs *flag.FlagSet) {
-		fs.IntVar(&c.replay.rate, "rate", 50, "deliveries per second")
+		c.replay.rate = 50
+		fs.Func("rate", "deliveries per second, 1 to 1000000000: one a nanosecond, the finest interval to pace by (default 50)", func(v string) (err error) {
+			if c.replay.rate, err = strconv.Atoi(v); err == nil && (c.replay.rate < 1 || c.replay.rate > int(time.Second)) {
+				err = fmt.Errorf("want 1 to %d", int(time.Second))
+			}
+			return err
+		})
 		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
 		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
 	}},

@@ -395,6 +395,24 @@ func TestBackfillThenAuditThenReplay(t *testing.T) {
 	}
 }
 
+// TestReplayRefusesARateItCannotPace: a rate of nothing, or over one delivery a nanosecond
+// (time.Duration's resolution), has no interval to pace by; it is refused as -sample is, not
+// read as another rate.
+func TestReplayRefusesARateItCannotPace(t *testing.T) {
+	t.Setenv("S", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`), 0o600)
+	lines := filepath.Join(dir, "redrive.jsonl")
+	os.WriteFile(lines, []byte(`{"id":"msg_1","body":{"type":"order.paid"}}`+"\n"), 0o600)
+	for _, n := range []string{"0", "-1", "1000000001", "many"} {
+		code, out, errOut := hookctl(t, "", "replay", "-stack", "none", "-sources", file, "-rate", n, "shop", "http://127.0.0.1:1/hooks/shop", lines)
+		if code != 2 || !strings.Contains(errOut, "-rate") || out != "" {
+			t.Errorf("replay -rate %s: %d %q %q, want 2 naming -rate", n, code, out, errOut)
+		}
+	}
+}
+
 func TestStormRefusesBadFaults(t *testing.T) {
 	for _, c := range []struct {
 		args []string

@@ -102,7 +102,7 @@ func replay(ctx context.Context, c *cli, args []string) error {
 	if c.replay.shuffle {
 		rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	}
-	tick := time.NewTicker(time.Second / time.Duration(max(c.replay.rate, 1)))
+	tick := time.NewTicker(time.Second / time.Duration(c.replay.rate)) // -rate is 1 to 1e9: the interval is never 0
 	defer tick.Stop()
 	// One worker, paced by the ticker: the storm's counting, at the replay's rate.
 	rep := harness.Storm(ctx, sender, harness.StormConfig{Events: numbers(0, len(all)), Concurrency: 1, Progress: c.progress(len(all)),
