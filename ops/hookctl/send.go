@@ -238,6 +238,10 @@ func (c *cli) target(source, url string) (*sources.File, string, error) {
 	return nil, "", errors.New("want <url>, the source's webhook URL" + noStack)
 }
 
+// maxSendBody is the largest body send reads: Lambda's request payload limit, 6 MB (6 MiB:
+// AWS's MB are binary), which no delivery API Gateway passes on can exceed.
+const maxSendBody = 6 << 20
+
 func send(ctx context.Context, c *cli, args []string) error {
 	if len(args) < 1 || len(args) > 2 {
 		return errors.New("want <source> [url], with the body on stdin")
@@ -247,12 +251,15 @@ func send(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := io.ReadAll(io.LimitReader(c.stdin, 6<<20))
+	body, err := io.ReadAll(io.LimitReader(c.stdin, maxSendBody+3)) // the limit, a final "\r\n" and a byte over
 	if err != nil {
 		return err
 	}
 	// The body is stdin without the one newline that echo and editors end it with (as curl -d).
 	body = bytes.TrimSuffix(bytes.TrimSuffix(body, []byte("\n")), []byte("\r"))
+	if len(body) > maxSendBody { // cut short, it would be signed and sent as if it were the delivery
+		return fmt.Errorf("the body on stdin is over 6 MiB (%d bytes), the largest request Lambda takes from API Gateway: nothing sent", maxSendBody)
+	}
 	req, err := c.buildDelivery(ctx, file, source, target, body, c.send)
 	if err != nil {
 		return err

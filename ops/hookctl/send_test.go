@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/oncehook/oncehook/dedup"
@@ -185,6 +188,36 @@ func TestSendRefusesAFlagTheSourceWouldNotRead(t *testing.T) {
 		if code, _, errOut := hookctl(t, c.body, args...); code != 1 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, %q; want %q", c.args, code, errOut, c.want)
 		}
+	}
+}
+
+// TestSendRefusesABodyLambdaWouldNotTake: a body on stdin over Lambda's 6 MB request limit is
+// refused whole, nothing sent; one at the limit (less its final newline) is sent whole, never
+// cut short and signed as if it were the delivery.
+func TestSendRefusesABodyLambdaWouldNotTake(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`), 0o600)
+	t.Setenv("S", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	var mu sync.Mutex
+	var got []int // the bodies' lengths the server was sent
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, len(b))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	const limit = 6 << 20
+	at := `{"type":"order.paid","pad":"` + strings.Repeat("a", limit-30) + `"}`
+	if code, _, errOut := hookctl(t, at+"\n", "send", "-stack", "none", "-sources", file, "shop", srv.URL); code != 0 || !slices.Equal(got, []int{limit}) {
+		t.Fatalf("a body of %d bytes: exit %d, %q; the server got %v", len(at), code, errOut, got)
+	}
+	mu.Lock()
+	got = nil
+	mu.Unlock()
+	over := `{"type":"order.paid","pad":"` + strings.Repeat("a", limit-29) + `"}`
+	if code, out, errOut := hookctl(t, over, "send", "-stack", "none", "-sources", file, "shop", srv.URL); code != 1 || !strings.Contains(errOut, "over 6 MiB") || out != "" || len(got) != 0 {
+		t.Errorf("a body of %d bytes: exit %d, %q %q; the server got %v; want it refused, naming the limit, nothing sent", len(over), code, out, errOut, got)
 	}
 }
 
