@@ -165,6 +165,9 @@ func resolve(ctx context.Context, c *cli, args []string) error {
 }
 
 func checkRetention(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 0 {
+		return errors.New("takes no arguments")
+	}
 	f, err := c.sources()
 	if err != nil {
 		return err // a short retention is refused by the loader itself, naming the source

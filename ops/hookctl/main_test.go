@@ -287,6 +287,25 @@ func TestCheckRetention(t *testing.T) {
 	}
 }
 
+// TestACommandThatTakesNoArgumentsRefusesThem: an argument a command would ignore (audit's
+// prefix given without -prefix, a source named to check-retention) is refused before the
+// command does anything, not read as asking for what it does without it.
+func TestACommandThatTakesNoArgumentsRefusesThem(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "sources.json")
+	os.WriteFile(file, []byte(`{"sources":{"stripe":{"scheme":"stripe","secrets":[{"env":"S"}],"retry_horizon":"3d","redrive_window":"30d"}}}`), 0o600)
+	for _, args := range [][]string{
+		{"parked", "-table", "t", "stripe"},
+		{"check-retention", "-sources", file, "stripe"},
+		{"audit", "-table", "t", "-prefix", "ORDER#", "ORDER#1"},
+	} {
+		args = append([]string{args[0], "-stack", "none"}, args[1:]...)
+		if code, out, errOut := hookctl(t, "", args...); code != 1 || !strings.Contains(errOut, "hookctl "+args[0]+": takes no arguments") || out != "" {
+			t.Errorf("%v: %d %q %q, want 1, takes no arguments", args, code, out, errOut)
+		}
+	}
+}
+
 func TestSendSignsLikeTheProvider(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

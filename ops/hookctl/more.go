@@ -126,6 +126,9 @@ func replay(ctx context.Context, c *cli, args []string) error {
 // (claimed_by missing: written outside oncehook, the leak the design card warns about) and
 // those whose claim is gone (expired, which is normal for old records, or deleted).
 func audit(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 0 {
+		return errors.New("takes no arguments")
+	}
 	db, err := c.dynamo(ctx)
 	if err != nil {
 		return err
