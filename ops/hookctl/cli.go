@@ -95,6 +95,25 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 	return c, fs.Args(), nil
 }
 
+// countFlag defines an int flag counting something, at least 1 (and at most most, when most is
+// not 0): anything else is a usage error naming the flag, before the command runs (a count of
+// nothing would send nothing, wait on no workers, or pace by no interval).
+func countFlag(fs *flag.FlagSet, p *int, name string, value, most int, usage string) {
+	want := "want at least 1"
+	if most > 0 {
+		want = fmt.Sprintf("want 1 to %d", most)
+	}
+	*p = value
+	fs.Func(name, fmt.Sprintf("%s; %s (default %d)", usage, want[5:], value), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || most > 0 && n > most {
+			return errors.New(want)
+		}
+		*p = n
+		return nil
+	})
+}
+
 // parseShards reads a shard count: one the index cannot have would read the shards it names
 // and no other, and report what it found there as all.
 func parseShards(v string) (int, error) {

@@ -39,12 +39,12 @@ type coldstartFlags struct {
 }
 
 func (f *coldstartFlags) define(fs *flag.FlagSet) {
-	fs.IntVar(&f.runs, "runs", 10, "cold starts, one fresh process each")
+	countFlag(fs, &f.runs, "runs", 10, 0, "cold starts, one fresh process each")
 	fs.StringVar(&f.secretsManager, "secretsmanager", "", "read the signing secret from this Secrets Manager secret at init, as deployed (oncehook-local/shop for the local stack); default: an environment variable")
 	fs.StringVar(&f.source, "source", "shop", "the source name the deliveries are POSTed to")
 	fs.IntVar(&f.throughput, "throughput", 0, "then send this many events through warm processes")
-	fs.IntVar(&f.copies, "copies", 4, "with -throughput: deliveries of each event, sent concurrently")
-	fs.IntVar(&f.concurrency, "concurrency", 16, "with -throughput: warm processes (Lambda environments), one delivery in flight each")
+	countFlag(fs, &f.copies, "copies", 4, 0, "with -throughput: deliveries of each event, sent concurrently")
+	countFlag(fs, &f.concurrency, "concurrency", 16, 0, "with -throughput: warm processes (Lambda environments), one delivery in flight each")
 	fs.IntVar(&f.baseline, "baseline", 0, "with -throughput: first time this many raw PutItems at the same concurrency")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "the most one invocation (or one init) may take")
 }
@@ -58,7 +58,7 @@ func coldstart(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if err := c.flags.Parse(args[1:]); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	f := c.coldstart
 	if c.flags.NArg() > 0 {

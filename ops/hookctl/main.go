@@ -15,7 +15,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -40,25 +39,13 @@ var commands = []command{
 	{"storm", "storm [-events N -copies K -concurrency C -downstream ADDR -wait D -faults SPEC -retries N -sweep D] <source> [url]", storm,
 		func(c *cli, fs *flag.FlagSet) { c.storm.define(fs) }},
 	{"replay", "replay [-rate N -copies K -shuffle] <source> [url] <file.jsonl>", replay, func(c *cli, fs *flag.FlagSet) {
-		c.replay.rate = 50
-		fs.Func("rate", "deliveries per second, 1 to 1000000000: one a nanosecond, the finest interval to pace by (default 50)", func(v string) (err error) {
-			if c.replay.rate, err = strconv.Atoi(v); err == nil && (c.replay.rate < 1 || c.replay.rate > int(time.Second)) {
-				err = fmt.Errorf("want 1 to %d", int(time.Second))
-			}
-			return err
-		})
-		fs.IntVar(&c.replay.copies, "copies", 1, "send each line this many times")
+		countFlag(fs, &c.replay.rate, "rate", 50, int(time.Second), "deliveries per second (one a nanosecond at most: the finest interval to pace by)")
+		countFlag(fs, &c.replay.copies, "copies", 1, 0, "send each line this many times")
 		fs.BoolVar(&c.replay.shuffle, "shuffle", false, "shuffle the deliveries (redrives arrive in any order)")
 	}},
 	{"audit", "audit -prefix P [-sample N]", audit, func(c *cli, fs *flag.FlagSet) {
 		fs.StringVar(&c.audit.prefix, "prefix", "", "the effect records to check: the partition-key prefix of those only put effects write (e.g. ORDER#), required")
-		c.audit.sample = 1000
-		fs.Func("sample", "how many effect records to check, at least 1 (default 1000)", func(v string) (err error) {
-			if c.audit.sample, err = strconv.Atoi(v); err == nil && c.audit.sample < 1 {
-				err = errors.New("want at least 1")
-			}
-			return err
-		})
+		countFlag(fs, &c.audit.sample, "sample", 1000, 0, "how many effect records to check")
 	}},
 	{"backfill", "backfill <source> <file>   (lines: event_id [TAB processed-at RFC 3339])", backfill, nil},
 	{"keygen", "keygen discord|sendgrid", keygen, nil},
@@ -101,11 +88,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	if err := cmd.run(ctx, env, rest); err != nil {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage): // the flag package has said why
+			return 2
+		}
 		fmt.Fprintln(stderr, "hookctl "+args[0]+":", err)
 		return 1
 	}
 	return 0
 }
+
+// errUsage marks a command's refusal of the flags it parses itself (coldstart's, after its
+// bootstrap), as a usage error.
+var errUsage = errors.New("usage")
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hookctl <command> [flags] [args]\n\ncommands:")

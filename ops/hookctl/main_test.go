@@ -414,20 +414,51 @@ func TestBackfillThenAuditThenReplay(t *testing.T) {
 	}
 }
 
-// TestReplayRefusesARateItCannotPace: a rate of nothing, or over one delivery a nanosecond
-// (time.Duration's resolution), has no interval to pace by; it is refused as -sample is, not
-// read as another rate.
-func TestReplayRefusesARateItCannotPace(t *testing.T) {
+// TestACountFlagRefusesWhatItCannotCount: a count of nothing (a replay's rate, copies, a
+// storm's events, copies or concurrency, a cold start's runs, an audit's sample), or a rate over
+// one delivery a nanosecond (time.Duration's resolution, no interval to pace by), is refused as
+// a usage error naming the flag, before anything runs: not read as 1, a panic, or a run that
+// waits for ever on no workers.
+func TestACountFlagRefusesWhatItCannotCount(t *testing.T) {
 	t.Setenv("S", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sources.json")
 	os.WriteFile(file, []byte(`{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"S"}],"retry_horizon":"1d"}}}`), 0o600)
 	lines := filepath.Join(dir, "redrive.jsonl")
 	os.WriteFile(lines, []byte(`{"id":"msg_1","body":{"type":"order.paid"}}`+"\n"), 0o600)
-	for _, n := range []string{"0", "-1", "1000000001", "many"} {
-		code, out, errOut := hookctl(t, "", "replay", "-stack", "none", "-sources", file, "-rate", n, "shop", "http://127.0.0.1:1/hooks/shop", lines)
-		if code != 2 || !strings.Contains(errOut, "-rate") || out != "" {
-			t.Errorf("replay -rate %s: %d %q %q, want 2 naming -rate", n, code, out, errOut)
+	bootstrap := filepath.Join(dir, "bootstrap")
+	os.WriteFile(bootstrap, []byte("#!/bin/sh\nexit 1\n"), 0o700)
+	replay := func(flag, v string) []string {
+		return []string{"replay", "-stack", "none", "-sources", file, flag, v, "shop", "http://127.0.0.1:1/hooks/shop", lines}
+	}
+	storm := func(flag, v string) []string {
+		return []string{"storm", "-stack", "none", "-sources", file, flag, v, "shop", "http://127.0.0.1:1/hooks/shop"}
+	}
+	coldstart := func(flag, v string) []string { return []string{"coldstart", bootstrap, "-throughput", "1", flag, v} }
+	audit := func(flag, v string) []string {
+		return []string{"audit", "-stack", "none", "-table", "t", "-prefix", "ORDER#", flag, v}
+	}
+	for _, c := range []struct {
+		args   func(flag, v string) []string
+		flag   string
+		values []string
+	}{
+		{replay, "-rate", []string{"0", "-1", "1000000001", "many"}},
+		{replay, "-copies", []string{"0", "-1"}},
+		{storm, "-events", []string{"0", "-1"}},
+		{storm, "-copies", []string{"0"}},
+		{storm, "-concurrency", []string{"0", "-3"}},
+		{coldstart, "-runs", []string{"0"}},
+		{coldstart, "-copies", []string{"0"}},
+		{coldstart, "-concurrency", []string{"0"}},
+		{audit, "-sample", []string{"0", "-1"}},
+	} {
+		for _, v := range c.values {
+			args := c.args(c.flag, v)
+			code, out, errOut := hookctl(t, "", args...)
+			if code != 2 || !strings.Contains(errOut, c.flag) || out != "" {
+				t.Errorf("%s %s %s: %d %q %q, want 2 naming %s", args[0], c.flag, v, code, out, errOut, c.flag)
+			}
 		}
 	}
 }

@@ -91,7 +91,7 @@ func replay(ctx context.Context, c *cli, args []string) error {
 		if err := json.Unmarshal([]byte(line), &d); err != nil || len(d.Body) == 0 {
 			return fmt.Errorf("line %d: want {\"id\": ..., \"body\": {...}}", n)
 		}
-		for range max(c.replay.copies, 1) {
+		for range c.replay.copies {
 			all = append(all, d)
 		}
 		return nil

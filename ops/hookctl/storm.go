@@ -41,12 +41,12 @@ type stormFlags struct {
 }
 
 func (f *stormFlags) define(fs *flag.FlagSet) {
-	fs.IntVar(&f.events, "events", 1000, "distinct events")
+	countFlag(fs, &f.events, "events", 1000, 0, "distinct events")
 	fs.StringVar(&f.template, "template", "", "a file holding the event body as a Go text/template: {{.ID}} (the event's id; put it where the\n"+
 		"source reads its id from the body, if it does), {{.Run}}, {{.N}}, {{.Time}}. Default: the reference application's order.paid")
 	fs.StringVar(&f.eventType, "type", "", "the event type, for a source that reads it from a header (GitHub's X-GitHub-Event)")
-	fs.IntVar(&f.copies, "copies", 4, "deliveries of each event, sent concurrently")
-	fs.IntVar(&f.concurrency, "concurrency", 16, "deliveries in flight")
+	countFlag(fs, &f.copies, "copies", 4, 0, "deliveries of each event, sent concurrently")
+	countFlag(fs, &f.concurrency, "concurrency", 16, 0, "deliveries in flight")
 	fs.StringVar(&f.downstream, "downstream", "", "run the idempotent downstream here (127.0.0.1:8025 for the local stack) and check its calls")
 	fs.DurationVar(&f.wait, "wait", time.Minute, "how long to wait for the outbox to finish")
 	fs.IntVar(&f.baseline, "baseline", 0, "with -table: first time this many raw PutItems at the same concurrency, and report the storm's rate as a ratio of it")
