@@ -82,12 +82,12 @@ var ErrUnprocessed = errors.New("dedup: keys left unprocessed")
 // the error is ErrUnprocessed. A pk without a claim is absent from the map; UnmarshalClaim
 // reads an item.
 func GetClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int) (map[string]map[string]types.AttributeValue, error) {
-	out, _, err := getClaims(ctx, api, table, pks, rounds)
+	out, _, err := getClaims(ctx, api, table, pks, rounds, nil)
 	return out, err
 }
 
-// getClaims is GetClaims, with the calls it made.
-func getClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int) (out map[string]map[string]types.AttributeValue, calls int, err error) {
+// getClaims is GetClaims of a projection of the claims (nil: all of them), with the calls it made.
+func getClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int, projection *string) (out map[string]map[string]types.AttributeValue, calls int, err error) {
 	out = make(map[string]map[string]types.AttributeValue, len(pks))
 	var keys []map[string]types.AttributeValue
 	for _, pk := range slices.Compact(slices.Sorted(slices.Values(pks))) { // BatchGetItem refuses a key twice
@@ -106,7 +106,7 @@ func getClaims(ctx context.Context, api BatchGetAPI, table string, pks []string,
 			}
 			calls++
 			resp, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-				table: {Keys: req, ConsistentRead: aws.Bool(true)}}})
+				table: {Keys: req, ConsistentRead: aws.Bool(true), ProjectionExpression: projection}}})
 			if err != nil {
 				return nil, calls, err
 			}

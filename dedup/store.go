@@ -190,9 +190,9 @@ func (s *Store) Claimed(ctx context.Context, ev Event) (Result, error) {
 }
 
 // ClaimedBatch is Claimed for a batch's events, their claims read together (GetClaims: 100 to
-// a consistent BatchGetItem) instead of one GetItem each, with the calls it made. A receiver
-// needs it when many events of a redelivered batch can no longer be planned: read one by one,
-// a few hundred of them outlast the provider's timeout on every retry.
+// a consistent BatchGetItem, of what Claimed reads) instead of one GetItem each, with the calls
+// it made. A receiver needs it when many events of a redelivered batch can no longer be planned:
+// read one by one, a few hundred of them outlast the provider's timeout on every retry.
 func (s *Store) ClaimedBatch(ctx context.Context, evs []Event) ([]Result, int, error) {
 	pks := make([]string, len(evs))
 	for i, ev := range evs {
@@ -201,7 +201,7 @@ func (s *Store) ClaimedBatch(ctx context.Context, evs []Event) ([]Result, int, e
 		}
 		pks[i] = ClaimKey(ev.Source, ev.ID)
 	}
-	items, calls, err := getClaims(ctx, s.api, s.cfg.Table, pks, claimedRounds)
+	items, calls, err := getClaims(ctx, s.api, s.cfg.Table, pks, claimedRounds, probeProjection)
 	switch {
 	case errors.Is(err, ErrUnprocessed):
 		return nil, calls, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -250,4 +252,196 @@ type unprocessedStore struct{ dedup.API }
 
 func (unprocessedStore) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 	return (&unprocessedBatches{}).BatchGetItem(ctx, in, optFns...)
+}
+
+// halfProcessed passes a random part of each BatchGetItem's keys to the table and hands the
+// rest back as unprocessed, as a throttling table does, for its first rounds calls.
+type halfProcessed struct {
+	dedup.API
+	mu     sync.Mutex
+	r      *rand.Rand
+	rounds int
+}
+
+func (h *halfProcessed) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	h.mu.Lock()
+	throttle := h.rounds > 0
+	h.rounds--
+	h.mu.Unlock()
+	if !throttle {
+		return h.API.BatchGetItem(ctx, in, optFns...)
+	}
+	req, left := map[string]types.KeysAndAttributes{}, map[string]types.KeysAndAttributes{}
+	for table, ka := range in.RequestItems {
+		var pass, keep []map[string]types.AttributeValue
+		h.mu.Lock()
+		for _, k := range ka.Keys {
+			if h.r.IntN(2) == 0 {
+				pass = append(pass, k)
+			} else {
+				keep = append(keep, k)
+			}
+		}
+		h.mu.Unlock()
+		if len(pass) > 0 {
+			c := ka
+			c.Keys = pass
+			req[table] = c
+		}
+		if len(keep) > 0 {
+			c := ka
+			c.Keys = keep
+			left[table] = c
+		}
+	}
+	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+	if len(req) > 0 {
+		o, err := h.API.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req}, optFns...)
+		if err != nil {
+			return nil, err
+		}
+		out = o
+	}
+	out.UnprocessedKeys = left
+	return out, nil
+}
+
+// ClaimedBatch answers as Claimed does, event for event, over generated batches: ids claimed
+// or not, repeated in the batch, payloads changed, odd ids, a table that leaves part of its
+// keys unprocessed for a few rounds.
+func TestClaimedBatchAnswersAsClaimedOverGeneratedBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	ids := []string{"a", "A", "a ", "é", "e\u0301", "evt#1", "evt#1#CLAIM", "x/y", "EVT#shop#a"}
+	for i := range 120 {
+		ids = append(ids, fmt.Sprintf("evt_%04d", i))
+	}
+	claimed := map[string]bool{}
+	r := rand.New(rand.NewPCG(7, 9))
+	for _, id := range ids {
+		if r.IntN(2) == 0 {
+			ev := dedup.Event{Source: "shop", ID: id, Type: "t", Payload: []byte(`{"id":"` + id + `"}`)}
+			if _, err := e.store.Commit(ctx, ev, dedup.Plan{}); err != nil {
+				t.Fatalf("%q: %v", id, err)
+			}
+			claimed[id] = true
+		}
+	}
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		n := 1 + r.IntN(260)
+		var evs []dedup.Event
+		for range n {
+			id := ids[r.IntN(len(ids))]
+			p := `{"id":"` + id + `"}`
+			if r.IntN(4) == 0 {
+				p = `{"changed":1}`
+			}
+			evs = append(evs, dedup.Event{Source: "shop", ID: id, Type: "t", Payload: []byte(p)})
+		}
+		hp := &halfProcessed{API: e.counter, r: rand.New(rand.NewPCG(seed, 5)), rounds: r.IntN(3)}
+		store, err := dedup.New(hp, dedup.Config{Table: e.table, Sources: map[string]dedup.Retention{"shop": testRetention}, Now: e.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results, _, err := store.ClaimedBatch(ctx, evs)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		for i, ev := range evs {
+			want, err := e.store.Claimed(ctx, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want.Calls = 0
+			if fmt.Sprint(results[i]) != fmt.Sprint(want) {
+				t.Fatalf("seed %d: event %d %q: %+v, want Claimed's %+v", seed, i, ev.ID, results[i], want)
+			}
+			if (results[i].Outcome == dedup.OutcomeDuplicate) != claimed[ev.ID] {
+				t.Fatalf("seed %d: %q claimed %v, answered %v", seed, ev.ID, claimed[ev.ID], results[i].Outcome)
+			}
+		}
+	}
+}
+
+// A claims table configured by its ARN (Config accepts one) answers ClaimedBatch as Claimed.
+func TestClaimedBatchOnATableNamedByItsARN(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	desc, err := e.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(e.table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := aws.ToString(desc.Table.TableArn)
+	store, err := dedup.New(e.counter, dedup.Config{Table: arn, Sources: map[string]dedup.Retention{"shop": testRetention}, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(ctx, orderEvent(1), dedup.Plan{}); err != nil {
+		t.Skipf("the emulator takes no ARN for a write: %v", err)
+	}
+	one, err := store.Claimed(ctx, orderEvent(1))
+	if err != nil || one.Outcome != dedup.OutcomeDuplicate {
+		t.Skipf("the emulator's GetItem by ARN: %+v %v", one, err)
+	}
+	res, _, err := store.ClaimedBatch(ctx, []dedup.Event{orderEvent(1)})
+	if err != nil || res[0].Outcome != dedup.OutcomeDuplicate {
+		t.Fatalf("by ARN %s: %+v %v, want the duplicate Claimed answers", arn, res, err)
+	}
+}
+
+// A claim holding an attribute Claimed does not read, of another type than this release writes
+// (by hand, by a tool, by a later release: as TestATraceAttributeOfAnotherTypeNeverMakesAClaimUnreadable
+// allows for trace), is answered by ClaimedBatch as Claimed answers it: the first delivery's id
+// and whether the payload changed.
+func TestClaimedBatchReadsWhatClaimedReadsOfAClaimWithAnAttributeOfAnotherType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	for i, odd := range []map[string]types.AttributeValue{
+		{"event_type": &types.AttributeValueMemberN{Value: "7"}},
+		{"outcome": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}},
+		{"payload_bytes": &types.AttributeValueMemberS{Value: "12"}},
+		{"wake": &types.AttributeValueMemberS{Value: "soon"}},
+		{"intents": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"email.send": &types.AttributeValueMemberM{
+			Value: map[string]types.AttributeValue{"status": &types.AttributeValueMemberS{Value: "pending"}, "attempts": &types.AttributeValueMemberS{Value: "1"}}}}}},
+	} {
+		ev := orderEvent(500 + i)
+		if _, err := e.store.Commit(ctx, ev, dedup.Plan{}); err != nil {
+			t.Fatal(err)
+		}
+		item := e.claimItem(t, ev)
+		for k, v := range odd {
+			item[k] = v
+		}
+		if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+		again := ev
+		again.DeliveryID, again.Payload = "dlv_again", []byte(`{"changed":true}`)
+		want, err := e.store.Claimed(ctx, again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Calls = 0
+		got, _, err := e.store.ClaimedBatch(ctx, []dedup.Event{again})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got[0]) != fmt.Sprint(want) {
+			t.Errorf("%v: ClaimedBatch %+v, Claimed %+v", odd, got[0], want)
+		}
+	}
+}
+
+func (e *env) claimItem(t *testing.T, ev dedup.Event) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true),
+		Key: dedup.ClaimItemKey(dedup.ClaimKey(ev.Source, ev.ID))})
+	if err != nil || out.Item == nil {
+		t.Fatalf("claim of %s: %v", ev.ID, err)
+	}
+	return out.Item
 }

@@ -134,11 +134,16 @@ type source struct {
 	window                 *window // its recent deliveries, for the duplicate probe; nil: no probe
 }
 
-// BatchCommitter is a Committer that writes a batch's events together (dedup.Store.CommitBatch),
-// and reads their claims together (dedup.Store.ClaimedBatch) when they can no longer be planned;
-// otherwise a batch is committed one Commit at a time, and read one Claimed at a time.
+// BatchCommitter is a Committer that writes a batch's events together (dedup.Store.CommitBatch);
+// otherwise a batch is committed one Commit at a time.
 type BatchCommitter interface {
 	CommitBatch(ctx context.Context, evs []dedup.Event, plans []dedup.Plan) ([]dedup.Result, int, error)
+}
+
+// BatchClaimReader is a Committer that reads a batch's claims together
+// (dedup.Store.ClaimedBatch), for the events that can no longer be planned; otherwise they are
+// read one Claimed at a time, up to the first not claimed.
+type BatchClaimReader interface {
 	ClaimedBatch(ctx context.Context, evs []dedup.Event) ([]dedup.Result, int, error)
 }
 
@@ -658,8 +663,8 @@ func (h *Handler) planError(ctx context.Context, d *delivery, e *planned, err er
 }
 
 // settle answers a batch's events that could not be planned from their claims, read together
-// (read one by one, a few hundred outlast the provider's timeout): one claimed before is a
-// duplicate, and the first that is not refuses the batch, as planError would.
+// when the store can (read one by one, a few hundred outlast the provider's timeout): one
+// claimed before is a duplicate, and the first that is not refuses the batch, as planError does.
 func (h *Handler) settle(ctx context.Context, d *delivery) bool {
 	var failed []*planned
 	var evs []dedup.Event
@@ -668,10 +673,17 @@ func (h *Handler) settle(ctx context.Context, d *delivery) bool {
 			failed, evs = append(failed, e), append(evs, e.ev)
 		}
 	}
-	if len(failed) == 0 {
+	r, together := h.store.(BatchClaimReader)
+	if len(failed) == 0 || !together {
+		for _, e := range failed {
+			if err := e.failed; !h.planError(ctx, d, e, err) {
+				return false
+			}
+			e.failed = nil
+		}
 		return true
 	}
-	results, calls, cerr := h.claimedBatch(ctx, evs)
+	results, calls, cerr := r.ClaimedBatch(ctx, evs)
 	d.evs.calls += calls
 	for k, e := range failed {
 		if cerr != nil || results[k].Outcome != dedup.OutcomeDuplicate {
@@ -680,22 +692,6 @@ func (h *Handler) settle(ctx context.Context, d *delivery) bool {
 		e.result, e.failed = results[k], nil
 	}
 	return true
-}
-
-// claimedBatch answers evs from their claims: read together by a BatchCommitter, else in turn.
-func (h *Handler) claimedBatch(ctx context.Context, evs []dedup.Event) ([]dedup.Result, int, error) {
-	if bc, ok := h.store.(BatchCommitter); ok {
-		return bc.ClaimedBatch(ctx, evs)
-	}
-	results, calls := make([]dedup.Result, len(evs)), 0
-	for i, ev := range evs {
-		res, err := h.store.Claimed(ctx, ev)
-		if calls += res.Calls; err != nil {
-			return nil, calls, err
-		}
-		results[i] = res
-	}
-	return results, calls, nil
 }
 
 // refuse answers an event that could not be planned, or whose plan was refused (err), and is
@@ -708,7 +704,7 @@ func (h *Handler) refuse(d *delivery, e *planned, err, cerr error) bool {
 		return false
 	}
 	if pe, ok := errors.AsType[*PayloadError](err); ok {
-		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), e.prefix+pe.Field))
+		return d.stop("bad_request", err, reply(http.StatusBadRequest, pe.Error(), e.field(pe.Field)))
 	}
 	if te, ok := errors.AsType[*tooOldError](err); ok {
 		return d.stop("too_old", nil, reply(http.StatusBadRequest, te.Error(), te.Field))
@@ -716,10 +712,10 @@ func (h *Handler) refuse(d *delivery, e *planned, err, cerr error) bool {
 	if ute, ok := errors.AsType[*UnknownTargetError](err); ok {
 		// Ours to fix, and retried by the provider once fixed; named for the log and the tests.
 		return d.stop("planner", err, reply(http.StatusInternalServerError,
-			fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target), e.prefix+"intents["+ute.Intent+"].target"))
+			fmt.Sprintf("intent %q names target %q, which no executor serves", ute.Intent, ute.Target), e.field("intents["+ute.Intent+"].target")))
 	}
 	if errors.Is(err, ErrBadPayload) {
-		return d.stop("bad_request", err, reply(http.StatusBadRequest, err.Error(), ""))
+		return d.stop("bad_request", err, reply(http.StatusBadRequest, err.Error(), e.field("")))
 	}
 	// A planner failure or a plan the store refused: ours to fix, and retried by the provider.
 	return d.stop("planner", err, reply(http.StatusInternalServerError, "internal error", ""))
@@ -903,6 +899,10 @@ type planned struct {
 	prefix string // what its fields are named under ("events[3]." in a batch)
 	result dedup.Result
 }
+
+// field names the event's field f in what refuses it: "events[3].email" in a batch, or the
+// batch's event itself when f is none ("events[3]").
+func (e *planned) field(f string) string { return strings.TrimSuffix(e.prefix+f, ".") }
 
 // batchResult is a batch's events not ignored, in order, and the counts (a single event's too).
 type batchResult struct {

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -535,61 +534,6 @@ func TestABatchEventClaimedBeforeWhosePlannerNowFailsKeepsTheOthersInStep(t *tes
 		c, _ := dedup.UnmarshalClaim(out.Item)
 		if _, ok := c.Intents["record-"+id]; !ok || len(c.Intents) != 1 {
 			t.Fatalf("%s claimed with intents %v, want its own plan", id, c.Intents)
-		}
-	}
-}
-
-// A redelivered batch whose planner now fails for every event reads their claims together,
-// 100 to a BatchGetItem, not one GetItem each: read one by one, a few hundred such events ran
-// past the provider's timeout, and every retry got 503, for ever. Only a new event's failure
-// is refused, and the first in the batch's order is the one named, as when each was read in turn.
-func TestABatchWhoseClaimedEventsNoLongerPlanIsAnsweredFromOneReadOfTheirClaims(t *testing.T) {
-	t.Parallel()
-	f, secrets := shapesFile(t)
-	client := awstest.Client(t)
-	counter := awstest.NewCounter(client)
-	store, err := dedup.New(counter, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	refuse := false
-	planners := receiver.NewPlanners()
-	planners.Handle("sendgrid", "open", func(_ context.Context, ev dedup.Event) (dedup.Plan, error) {
-		if refuse {
-			return dedup.Plan{}, &receiver.PayloadError{Field: "email", Reason: "is no longer accepted"}
-		}
-		return dedup.Plan{Intents: []dedup.Intent{{Name: "record", Target: "crm", Payload: []byte(`{}`)}}}, nil
-	})
-	post := sendgridPoster(t, f, secrets, store, planners)
-	now := time.Now()
-	var evs []string
-	for i := range 250 {
-		evs = append(evs, sgEvent(fmt.Sprintf("sg_%03d", i), "open", now))
-	}
-	if resp := post(sgBatch(evs...)); resp.StatusCode != 200 {
-		t.Fatalf("first: %d %s", resp.StatusCode, resp.Body)
-	}
-	refuse = true
-	counter.Reset()
-	resp := post(sgBatch(evs...))
-	if resp.StatusCode != 200 || resp.Body != `{"received":true,"events":250,"duplicates":250,"ignored":0}` {
-		t.Fatalf("every event claimed, none plans: %d %s", resp.StatusCode, resp.Body)
-	}
-	if got, want := fmt.Sprint(counter.Calls("GetItem"), counter.Calls("BatchGetItem"), counter.Total()), "0 3 3"; got != want {
-		t.Fatalf("GetItem, BatchGetItem, all calls: %s, want %s", got, want)
-	}
-
-	// Two new events among them whose plans fail, and a malformed one after: the first new
-	// one is named, and nothing is written.
-	mixed := append(slices.Clone(evs[:100]), sgEvent("sg_new1", "open", now))
-	mixed = append(append(mixed, evs[100:]...), sgEvent("sg_new2", "open", now), `{"event":"open"}`)
-	resp = post(sgBatch(mixed...))
-	if resp.StatusCode != 400 || !strings.Contains(resp.Body, `"field":"events[100].email"`) {
-		t.Fatalf("a new event's failure among claimed ones: %d %s, want 400 naming events[100].email", resp.StatusCode, resp.Body)
-	}
-	for _, id := range []string{"sg_new1", "sg_new2"} {
-		if res, err := store.Claimed(context.Background(), dedup.Event{Source: "sendgrid", ID: id, Type: "open"}); err != nil || res.Outcome != 0 {
-			t.Fatalf("%s, of the refused batch: %v %v, want not claimed", id, res.Outcome, err)
 		}
 	}
 }
