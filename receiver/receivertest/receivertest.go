@@ -327,7 +327,7 @@ func (r *Recorder) Claimed(_ context.Context, ev dedup.Event) (dedup.Result, err
 	return dedup.Result{}, nil
 }
 
-// ClaimedBatch answers each event as Claimed does (receiver.BatchCommitter), in one call per
+// ClaimedBatch answers each event as Claimed does (receiver.BatchClaimReader), in one call per
 // 100 events, as the store reads them.
 func (r *Recorder) ClaimedBatch(ctx context.Context, evs []dedup.Event) ([]dedup.Result, int, error) {
 	results := make([]dedup.Result, len(evs))
