@@ -47,6 +47,8 @@ var templates = func() map[string]*template.Template {
 			return []string{s, id}
 		},
 		"millis": time.UnixMilli,
+		"num":    num,
+		"clip":   clip,
 		"kept":   func() int { return dedup.HistoryLength },
 		"dash": func(s string) string {
 			if s == "" {
