@@ -174,7 +174,7 @@ func (c *Console) answer(w http.ResponseWriter, r *http.Request, err error) {
 // A request that has not passed the access checks gets the page bare (Public): no table, no
 // modes, no sources, no navigation, no CSRF cookie.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) error {
-	if hasAccess(r) {
+	if ok, _ := r.Context().Value(accessKey{}).(bool); ok {
 		p.CSRF = c.csrf(w, r)
 		p.ReadOnly = c.cfg.ReadOnly
 		p.Payloads = c.cfg.ShowPayloads
