@@ -460,18 +460,15 @@ func (c *Console) searchSources(w http.ResponseWriter, r *http.Request, id strin
 	return c.render(w, r, http.StatusOK, "recent", page{Title: "Events " + id, Nav: "events", Data: v})
 }
 
-// claimsOf reads id's claim of each of sources (a name that cannot be a source is skipped):
-// those found, and the first read that failed.
+// claimsOf reads id's claim of each of sources (GetClaim reads none for a name that cannot be
+// a source): those found, and the first read that failed.
 func (c *Console) claimsOf(ctx context.Context, sources []string, id string) (found []*dedup.Claim, err error) {
 	for _, s := range sources {
-		if dedup.ValidateSourceName("source", s) != nil {
-			continue
-		}
 		cl, e := dedup.GetClaim(ctx, c.cfg.DynamoDB, c.cfg.Table, s, id)
 		switch {
 		case e == nil:
 			found = append(found, cl)
-		case !errors.Is(e, dedup.ErrNoClaim):
+		case !errors.Is(e, dedup.ErrNoClaim) && !errors.Is(e, dedup.ErrInvalid):
 			err = cmp.Or(err, e)
 		}
 	}
