@@ -1,16 +1,14 @@
 package console
 
 import (
-	"fmt"
-	"html"
-	"html/template"
+	"slices"
 	"strconv"
-	"strings"
 )
 
-// The charts are SVG written here, inline in the page: no script, no library, nothing to
-// fetch. A chart is a set of rows (a source, a target), each a stacked horizontal bar of
-// named series, with its numbers written beside it so that it reads without hovering.
+// The charts are SVG, inline in the page, drawn by the "chart" template (overview.html): no
+// script, no library, nothing to fetch. A chart is a set of rows (a source, a target), each a
+// stacked horizontal bar of named series, with its numbers written beside it so that it reads
+// without hovering.
 
 type series struct {
 	Name  string
@@ -20,6 +18,9 @@ type series struct {
 type chartRow struct {
 	Label  string
 	Values []float64 // one per series of its chart
+	// Laid out by Draw: the row's top, and its bar's parts drawn wider than 0.
+	Y    int
+	Bars []mark
 }
 
 type chart struct {
@@ -28,11 +29,29 @@ type chart struct {
 	Rows   []chartRow
 	// AtLeast: the read bound cut the counts, each written "≥ N".
 	AtLeast bool
+	// Laid out by Draw: the drawing's height and the legend's entries.
+	Height int
+	Legend []mark
 }
 
-// SVG renders c. Every text is escaped; the chart's own markup is all it contains.
-func (c chart) SVG() template.HTML {
-	const width, labelW, barW, rowH, top = 640, 140, 300, 26, 34
+// A mark is a series' entry in the legend (X), or its part of a row's bar (X, W, Value).
+type mark struct {
+	series
+	X, W, Value float64
+}
+
+// The layout in pixels: the labels' column, the longest bar, a row, the legend's band.
+const labelW, barW, rowH, chartTop = 140, 300, 26, 34
+
+// Draw lays c out: the legend's entries, each row's place and its bar's parts, scaled to the
+// longest bar.
+func (c chart) Draw() chart {
+	c.Height = chartTop + rowH*max(len(c.Rows), 1) + 8
+	x := float64(labelW)
+	for _, s := range c.Series {
+		c.Legend = append(c.Legend, mark{series: s, X: x})
+		x += 14 + 8*float64(len(s.Name)) + 14
+	}
 	total := 0.0
 	for _, r := range c.Rows {
 		sum := 0.0
@@ -41,43 +60,22 @@ func (c chart) SVG() template.HTML {
 		}
 		total = max(total, sum)
 	}
-	height := top + rowH*max(len(c.Rows), 1) + 8
-	atLeast := ""
-	if c.AtLeast {
-		atLeast = "≥ "
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" role="img" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d"><title>%s</title>`,
-		width, height, width, height, html.EscapeString(c.Title))
-	x := float64(labelW)
-	for _, s := range c.Series { // the legend
-		fmt.Fprintf(&b, `<rect class="%s" x="%.0f" y="6" width="10" height="10"/><text class="legend" x="%.0f" y="15">%s</text>`,
-			s.Class, x, x+14, html.EscapeString(s.Name))
-		x += 14 + 8*float64(len(s.Name)) + 14
-	}
-	if len(c.Rows) == 0 {
-		fmt.Fprintf(&b, `<text class="label" x="0" y="%d">nothing to show</text>`, top+16)
-	}
+	c.Rows = slices.Clone(c.Rows)
 	for i, r := range c.Rows {
-		y := top + i*rowH
-		fmt.Fprintf(&b, `<g class="row" data-label="%s"><text class="label" x="0" y="%d">%s</text>`, html.EscapeString(r.Label), y+15, html.EscapeString(clip(r.Label, 18)))
+		c.Rows[i].Y = chartTop + i*rowH
 		x := float64(labelW)
-		var nums []string
 		for j, v := range r.Values {
 			w := 0.0
 			if total > 0 {
 				w = v / total * barW
 			}
-			if s := c.Series[j]; w > 0 {
-				fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%d" width="%.1f" height="18"><title>%s %s</title></rect>`, s.Class, x, y+2, w, html.EscapeString(s.Name), num(v))
+			if w > 0 {
+				c.Rows[i].Bars = append(c.Rows[i].Bars, mark{series: c.Series[j], X: x, W: w, Value: v})
 			}
 			x += w
-			nums = append(nums, atLeast+num(v))
 		}
-		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text></g>`, labelW+barW+10, y+15, html.EscapeString(strings.Join(nums, " / ")))
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return c
 }
 
 func num(v float64) string {

@@ -469,15 +469,9 @@ func proxied(r *http.Request) bool {
 		func(h string) bool { return r.Header.Get(h) != "" })
 }
 
-// accessKey marks, in a request's context, a request that passed the access checks.
+// accessKey marks, in a request's context, a request that passed the access checks: a page
+// for one that did not (the sign-in page, a refusal) names nothing of the deployment (render).
 type accessKey struct{}
-
-// hasAccess reports whether r passed the access checks: a page for one that did not (the
-// sign-in page, a refusal) names nothing of the deployment.
-func hasAccess(r *http.Request) bool {
-	ok, _ := r.Context().Value(accessKey{}).(bool)
-	return ok
-}
 
 func (c *Console) sign(what, v string) string {
 	m := hmac.New(sha256.New, c.key)

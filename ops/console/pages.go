@@ -47,6 +47,8 @@ var templates = func() map[string]*template.Template {
 			return []string{s, id}
 		},
 		"millis": time.UnixMilli,
+		"num":    num,
+		"clip":   clip,
 		"kept":   func() int { return dedup.HistoryLength },
 		"dash": func(s string) string {
 			if s == "" {
@@ -172,7 +174,7 @@ func (c *Console) answer(w http.ResponseWriter, r *http.Request, err error) {
 // A request that has not passed the access checks gets the page bare (Public): no table, no
 // modes, no sources, no navigation, no CSRF cookie.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) error {
-	if hasAccess(r) {
+	if ok, _ := r.Context().Value(accessKey{}).(bool); ok {
 		p.CSRF = c.csrf(w, r)
 		p.ReadOnly = c.cfg.ReadOnly
 		p.Payloads = c.cfg.ShowPayloads
@@ -458,18 +460,15 @@ func (c *Console) searchSources(w http.ResponseWriter, r *http.Request, id strin
 	return c.render(w, r, http.StatusOK, "recent", page{Title: "Events " + id, Nav: "events", Data: v})
 }
 
-// claimsOf reads id's claim of each of sources (a name that cannot be a source is skipped):
-// those found, and the first read that failed.
+// claimsOf reads id's claim of each of sources (GetClaim reads none for a name that cannot be
+// a source): those found, and the first read that failed.
 func (c *Console) claimsOf(ctx context.Context, sources []string, id string) (found []*dedup.Claim, err error) {
 	for _, s := range sources {
-		if dedup.ValidateSourceName("source", s) != nil {
-			continue
-		}
 		cl, e := dedup.GetClaim(ctx, c.cfg.DynamoDB, c.cfg.Table, s, id)
 		switch {
 		case e == nil:
 			found = append(found, cl)
-		case !errors.Is(e, dedup.ErrNoClaim):
+		case !errors.Is(e, dedup.ErrNoClaim) && !errors.Is(e, dedup.ErrInvalid):
 			err = cmp.Or(err, e)
 		}
 	}

@@ -481,23 +481,21 @@ func compile(pieces []string) formSet {
 }
 
 // intentError is an error of in (its last error, or one of its history's) as the console may
-// show it: redacted, and, unless ShowPayloads, without the payload the page hides, wherever the
-// downstream quoted it back.
+// show it: redacted, and, unless ShowPayloads, without the payload the page hides (IntentError).
 func (c *Console) intentError(in dedup.ClaimIntent, msg string) string {
-	return c.red.intentError(in, msg, c.cfg.ShowPayloads)
-}
-
-func (x *Redactor) intentError(in dedup.ClaimIntent, msg string, showPayloads bool) string {
-	msg = x.redact(msg)
-	if showPayloads || msg == "" {
-		return msg
+	if c.cfg.ShowPayloads {
+		return c.red.redact(msg)
 	}
-	return compile(payloadForms(in.Payload)).redact(msg)
+	return c.red.IntentError(in, msg)
 }
 
 // IntentError is an error of in (its last error, or one of its history's) as the console shows
 // it without ShowPayloads: redacted, and without the intent's payload where the downstream
 // quoted it back.
 func (x *Redactor) IntentError(in dedup.ClaimIntent, msg string) string {
-	return x.intentError(in, msg, false)
+	msg = x.redact(msg)
+	if msg == "" {
+		return msg
+	}
+	return compile(payloadForms(in.Payload)).redact(msg)
 }

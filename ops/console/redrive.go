@@ -219,45 +219,31 @@ func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, limit int64
 	return nil
 }
 
-// formRefs reads and checks the form of an action on parked intents: its refs, and a
-// resolve's reason.
-func (c *Console) formRefs(w http.ResponseWriter, r *http.Request) (action, []ref, error) {
+// actOnParked re-drives or resolves (actionOf) the parked intents a form names: without
+// confirm=yes it shows them as the table holds them now (confirm), with it acts on each.
+func (c *Console) actOnParked(w http.ResponseWriter, r *http.Request) error {
 	if err := c.actionForm(w, r, maxRedriveBody); err != nil {
-		return action{}, nil, err
+		return err
 	}
 	act := c.actionOf(r)
 	verb := strings.ToLower(act.Verb)
 	values := r.PostForm["ref"]
 	if len(values) == 0 {
-		return act, nil, failure(http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to "+verb+".")
+		return failure(http.StatusBadRequest, "Nothing selected", "Select at least one parked intent to "+verb+".")
 	}
 	if len(values) > maxRedrive {
-		return act, nil, failure(http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; %s at most %d at once.", len(values), verb, maxRedrive))
+		return failure(http.StatusBadRequest, "Too many at once", fmt.Sprintf("%d intents selected; %s at most %d at once.", len(values), verb, maxRedrive))
 	}
 	if err := dedup.Printable(act.Why, dedup.MaxResolution); act.Name == "resolve" && err != nil {
-		return act, nil, failure(http.StatusBadRequest, "Say why", "A resolve records why: the reason "+err.Error()+".")
+		return failure(http.StatusBadRequest, "Say why", "A resolve records why: the reason "+err.Error()+".")
 	}
-	refs := make([]ref, 0, len(values))
-	for _, v := range values {
+	refs, pks := make([]ref, len(values)), make([]string, len(values))
+	for i, v := range values {
 		rf, err := decodeRef(v)
 		if err != nil {
-			return act, nil, failure(http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
+			return failure(http.StatusBadRequest, "Not an intent", fmt.Sprintf("%s: %v", strconv.Quote(clip(v, 120)), err))
 		}
-		refs = append(refs, rf)
-	}
-	return act, refs, nil
-}
-
-// actOnParked re-drives or resolves (actionOf) the parked intents a form names: without
-// confirm=yes it shows them as the table holds them now (confirm), with it acts on each.
-func (c *Console) actOnParked(w http.ResponseWriter, r *http.Request) error {
-	act, refs, err := c.formRefs(w, r)
-	if err != nil {
-		return err
-	}
-	pks := make([]string, len(refs))
-	for i, rf := range refs {
-		pks[i] = dedup.ClaimKey(rf.Source, rf.EventID)
+		refs[i], pks[i] = rf, dedup.ClaimKey(rf.Source, rf.EventID)
 	}
 	claims, err := c.readClaims(r.Context(), pks)
 	if err != nil {
