@@ -64,8 +64,8 @@ func TestAStormUnderFaultsLosesNothingAndRunsNothingTwice(t *testing.T) {
 	rep := harness.Storm(ctx, s.sender, harness.StormConfig{Run: run, Events: all, Copies: copies, Concurrency: 16, Retries: 10})
 	t.Logf("%d deliveries in %s: accepted %d, duplicates %d, 503s retried %d, final statuses %v, errors %d",
 		rep.Sent, rep.Elapsed.Round(time.Millisecond), rep.Accepted, rep.Duplicates, rep.Retried, rep.Statuses, rep.Errors)
-	if !harness.AnswersAddUp(rep, events, events*copies) {
-		t.Fatalf("answers do not add up: %+v", rep)
+	if p := harness.AnswerProblems(rep, events, events*copies); len(p) > 0 {
+		t.Fatalf("answers do not add up: %v\n%+v", p, rep)
 	}
 	if rep.Retried == 0 {
 		t.Fatal("no delivery was answered 503: the functions' faults are not in force")

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ func TestRetriesRunNearTheirDueTimeWithoutTheSweeper(t *testing.T) {
 	prefix := "shop:msg_" + run + "_"
 	var mu sync.Mutex
 	var late []time.Duration
-	s.down.OnCall(func(key string) {
+	s.down.OnCall(func(key string, _ http.Header) {
 		if !strings.HasPrefix(key, prefix) {
 			return
 		}

@@ -60,7 +60,7 @@ func TestADeliveryIsOneTraceFromTheProviderToTheDownstream(t *testing.T) {
 	key := "shop:" + id + ":email.send"
 	var mu sync.Mutex
 	var carried []http.Header
-	s.down.OnHeaders(func(k string, h http.Header) {
+	s.down.OnCall(func(k string, h http.Header) {
 		if k != key {
 			return
 		}
@@ -71,7 +71,7 @@ func TestADeliveryIsOneTraceFromTheProviderToTheDownstream(t *testing.T) {
 			s.down.SetFaults(faults.Rates{}, nil) // the first attempt fails, the retry succeeds
 		}
 	})
-	t.Cleanup(func() { s.down.OnHeaders(nil); s.down.SetFaults(faults.Rates{}, nil) })
+	t.Cleanup(func() { s.down.OnCall(nil); s.down.SetFaults(faults.Rates{}, nil) })
 	s.down.SetFaults(faults.Rates{Error: 1}, faults.NewDice(1).Float64)
 
 	const theirs = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -20,6 +20,7 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/internal/harness"
 	"github.com/oncehook/oncehook/outbox"
 )
@@ -1058,7 +1059,7 @@ type slotReads struct {
 }
 
 func (s *slotReads) RoundTrip(r *http.Request) (*http.Response, error) {
-	if awstest.Operation(r) == "Query" && awstest.BodyContains(r, "SLOT#") {
+	if faults.Operation(r) == "Query" && awstest.BodyContains(r, "SLOT#") {
 		s.mu.Lock()
 		s.n++
 		s.mu.Unlock()

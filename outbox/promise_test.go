@@ -24,6 +24,7 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/outbox"
 )
 
@@ -485,7 +486,7 @@ type delayWrites struct {
 }
 
 func (d delayWrites) RoundTrip(r *http.Request) (*http.Response, error) {
-	if awstest.Operation(r) == "UpdateItem" && awstest.BodyContains(r, d.match) {
+	if faults.Operation(r) == "UpdateItem" && awstest.BodyContains(r, d.match) {
 		time.Sleep(d.delay)
 	}
 	return d.next.RoundTrip(r)

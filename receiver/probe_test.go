@@ -25,6 +25,7 @@ import (
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
 	"github.com/oncehook/oncehook/internal/faultproxy"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/internal/seeds"
 	"github.com/oncehook/oncehook/receiver"
 )
@@ -490,7 +491,7 @@ type everyOther struct {
 }
 
 func (f *everyOther) RoundTrip(r *http.Request) (*http.Response, error) {
-	if awstest.Operation(r) != f.operation || !awstest.BodyContains(r, f.match) || f.n.Add(1)%2 == 0 {
+	if faults.Operation(r) != f.operation || !awstest.BodyContains(r, f.match) || f.n.Add(1)%2 == 0 {
 		return f.next.RoundTrip(r)
 	}
 	inject := &awstest.InjectErrors{Next: f.next, Operation: f.operation, N: -1, Status: f.status, Body: f.body}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -40,10 +41,12 @@ func Config(t testing.TB) aws.Config {
 	}
 	opts := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
-			// Short backoffs keep the failure tests quick; the attempts are the SDK default.
+			// Short backoffs keep the failure tests quick; the attempts are the SDK default. No
+			// client-side retry quota: concurrency tests with injected faults would exhaust it, and
+			// what is under test is our handling, not the quota.
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxBackoff = 50 * time.Millisecond
-				o.RateLimiter = noRateLimit{}
+				o.RateLimiter = ratelimit.None
 			})
 		}),
 		// A buildable client, because the SDK adds AWS_CA_BUNDLE to it when that is set.
@@ -68,15 +71,6 @@ func Config(t testing.TB) aws.Config {
 func isLoopback(endpoint string) bool {
 	return slices.ContainsFunc([]string{"://127.", "://localhost", "://[::1]"}, func(h string) bool { return strings.Contains(endpoint, h) })
 }
-
-// noRateLimit turns off the SDK's client-side retry quota, which concurrency tests with
-// injected faults would otherwise exhaust; what is under test is our handling, not the quota.
-type noRateLimit struct{}
-
-func (noRateLimit) GetToken(context.Context, uint) (func() error, error) {
-	return func() error { return nil }, nil
-}
-func (noRateLimit) AddTokens(uint) error { return nil }
 
 // Client returns a DynamoDB client for the test endpoint. optFns can swap the HTTP client.
 func Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {

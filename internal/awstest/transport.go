@@ -6,24 +6,15 @@ import (
 	"net/http"
 	"sync"
 
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/oncehook/oncehook/internal/faults"
 )
 
-// Operation returns the operation of an SDK request ("PutItem"): from its X-Amz-Target, or, for
-// a REST service such as Lambda that sends none, from the SDK's metadata in its context.
-func Operation(r *http.Request) string {
-	if op := faults.Operation(r); op != "" {
-		return op
-	}
-	return awsmiddleware.GetOperationName(r.Context())
-}
-
 // LoseResponses is an http.RoundTripper that delivers requests to the engine (of any service:
-// see Operation) but, for the first N requests of the named operation, throws the engine's answer away and reports a
-// connection reset: the write happened, the client cannot know it, and the SDK retries.
+// see faults.Operation) but, for the first N requests of the named operation, throws the
+// engine's answer away and reports a connection reset: the write happened, the client cannot
+// know it, and the SDK retries.
 type LoseResponses struct {
 	Next      http.RoundTripper
 	Operation string
@@ -45,7 +36,7 @@ func (l *LoseResponses) Lost() int {
 func (l *LoseResponses) RoundTrip(r *http.Request) (*http.Response, error) {
 	matched := l.Match == "" || BodyContains(r, l.Match)
 	resp, err := l.Next.RoundTrip(r)
-	if err != nil || Operation(r) != l.Operation || !matched {
+	if err != nil || faults.Operation(r) != l.Operation || !matched {
 		return resp, err
 	}
 	l.mu.Lock()
@@ -86,7 +77,7 @@ func (f *InjectErrors) Injected() int {
 }
 
 func (f *InjectErrors) RoundTrip(r *http.Request) (*http.Response, error) {
-	if Operation(r) == f.Operation && (f.Match == "" || BodyContains(r, f.Match)) {
+	if faults.Operation(r) == f.Operation && (f.Match == "" || BodyContains(r, f.Match)) {
 		f.mu.Lock()
 		inject := false
 		if f.Skip > 0 {

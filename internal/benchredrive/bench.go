@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/examples/orders"
 	"github.com/oncehook/oncehook/launch"
 	"github.com/oncehook/oncehook/receiver"
@@ -141,8 +142,8 @@ func Run(ctx context.Context, awsCfg aws.Config, table string, cfg Config) (*Rep
 	return r, nil
 }
 
-// newReceiver builds the receiver with the fields launch.NewReceiver gives it, the reference
-// planners on the shop source, and a store writing through client.
+// newReceiver builds the receiver as launch.NewReceiver does (launch.ReceiverConfig), with the
+// reference planners on the shop source and a store writing through client.
 func newReceiver(ctx context.Context, client *dynamodb.Client, file *sources.File, table, probe string) (*receiver.Handler, error) {
 	secrets, err := sources.NewSecrets(ctx, file, &sources.Resolver{Getenv: func(string) string { return secret }}, launch.SecretRefresh)
 	if err != nil {
@@ -154,15 +155,10 @@ func newReceiver(ctx context.Context, client *dynamodb.Client, file *sources.Fil
 	}
 	planners := receiver.NewPlanners()
 	orders.Register(planners, source)
-	cfg := receiver.Config{
-		Sources:  file,
-		Secrets:  secrets,
-		Store:    store,
-		Planners: planners,
-		Targets:  launch.KnownTargets(file, nil),
-		Logger:   slog.New(slog.DiscardHandler), // one line per delivery: not what is measured
-		Metrics:  io.Discard,
-	}
+	cfg := launch.ReceiverConfig(deployment.Settings{}, file)
+	cfg.Secrets, cfg.Store, cfg.Planners = secrets, store, planners
+	cfg.Logger = slog.New(slog.DiscardHandler) // one line per delivery: not what is measured
+	cfg.Metrics = io.Discard
 	setProbe(&cfg, probe)
 	return receiver.New(cfg)
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 )
 
 // DynamoDB's own error bodies, as its JSON 1.0 protocol answers them.
@@ -42,10 +44,14 @@ func NewTransport(next http.RoundTripper, spec Spec) *Transport {
 	return &Transport{Next: next, Spec: spec, Rand: NewDice(spec.Seed).Float64}
 }
 
-// Operation is a DynamoDB request's operation ("PutItem"), from its X-Amz-Target.
+// Operation is an AWS request's operation ("PutItem"): from its X-Amz-Target, or, for a REST
+// service such as Lambda that sends none, from the SDK's metadata in its context ("" on a
+// request no SDK client sent).
 func Operation(r *http.Request) string {
-	target := r.Header.Get("X-Amz-Target")
-	return target[strings.LastIndexByte(target, '.')+1:]
+	if target := r.Header.Get("X-Amz-Target"); target != "" {
+		return target[strings.LastIndexByte(target, '.')+1:]
+	}
+	return awsmiddleware.GetOperationName(r.Context())
 }
 
 // RoundTrip implements http.RoundTripper.

@@ -155,16 +155,12 @@ func (r *StormReport) Latency(q float64) time.Duration {
 // PerSecond is deliveries per second over the storm.
 func (r *StormReport) PerSecond() float64 { return float64(r.Sent) / r.Elapsed.Seconds() }
 
-// AnswersAddUp checks a storm's answers for events distinct events in total deliveries: every
-// delivery finally answered 200, and, event by event, at most one accepted and the rest
-// duplicates. An event may have no accepted answer only when one of its deliveries was
-// answered 503 after its write had landed (a lost response the SDK's retries could not
-// recover): that delivery must have been sent before the event's first duplicate answer came.
-func AnswersAddUp(rep *StormReport, events, total int) bool {
-	return len(AnswerProblems(rep, events, total)) == 0
-}
-
-// AnswerProblems is what AnswersAddUp finds wrong, event by event.
+// AnswerProblems checks a storm's answers for events distinct events in total deliveries, and
+// says what is wrong: every delivery must be finally answered 200, and, event by event, at most
+// one accepted and the rest duplicates. An event may have no accepted answer only when one of
+// its deliveries was answered 503 after its write had landed (a lost response the SDK's retries
+// could not recover): that delivery must have been sent before the event's first duplicate
+// answer came.
 func AnswerProblems(rep *StormReport, events, total int) []string {
 	var p []string
 	if rep.Errors > 0 || len(rep.Statuses) > 0 {
@@ -301,8 +297,7 @@ type Downstream struct {
 	faulted map[string]map[faults.Kind]int
 	rates   faults.Rates
 	rnd     func() float64
-	onCall  func(key string)
-	onHead  func(key string, h http.Header)
+	onCall  func(key string, h http.Header)
 	refused map[string]bool
 	latency time.Duration // each call's answer waits this long (SetLatency)
 	starts  []time.Time   // when each call arrived
@@ -363,20 +358,13 @@ func MostIn(starts []time.Time, span time.Duration) int {
 	return most
 }
 
-// OnCall makes every call run f(key) first, before it is answered (nil: none): a test can
-// look at the intent's claim while its attempt is running.
-func (d *Downstream) OnCall(f func(key string)) {
+// OnCall makes every call run f with its key and headers first, before it is answered and
+// before a fault is drawn for it (nil: none): a test can look at the intent's claim while its
+// attempt is running, or read what a call carried (its traceparent).
+func (d *Downstream) OnCall(f func(key string, h http.Header)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.onCall = f
-}
-
-// OnHeaders makes every call hand its headers to f (nil: none) before it is answered (and
-// before a fault is drawn for it): a test reads what a call carried (its traceparent).
-func (d *Downstream) OnHeaders(f func(key string, h http.Header)) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.onHead = f
 }
 
 // Refuse makes every call for key answer 422 without applying it (a Reject, counted as one),
@@ -391,13 +379,10 @@ func (d *Downstream) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	_, _ = io.Copy(io.Discard, r.Body)
 	d.mu.Lock()
-	onCall, onHead := d.onCall, d.onHead
+	onCall := d.onCall
 	d.mu.Unlock()
-	if onHead != nil {
-		onHead(key, r.Header.Clone())
-	}
 	if onCall != nil {
-		onCall(key)
+		onCall(key, r.Header.Clone())
 	}
 	d.mu.Lock()
 	d.calls[key]++

@@ -27,11 +27,11 @@ func IDPrefix(src *sources.Source, run string) string {
 }
 
 // unfinished counts the claims under prefix that still have an intent pending or running: it
-// reads the sparse pending index (a claim leaves it when every intent is done), and reads a
-// claim itself only when few are left in the index, since a parked intent keeps its claim
+// reads the sparse pending index (a claim leaves it when every intent is done), and reads the
+// claims themselves only when few are left in the index, since a parked intent keeps its claim
 // there.
 func unfinished(ctx context.Context, db *dynamodb.Client, table, prefix string) (n int, err error) {
-	var keys []map[string]types.AttributeValue
+	var pks []string
 	for _, shard := range dedup.OpenShards(dedup.PendingShards) {
 		in := dedup.IndexQuery(table, shard)
 		in.FilterExpression = aws.String("begins_with(" + dedup.PartitionKey + ", :p)")
@@ -42,22 +42,20 @@ func unfinished(ctx context.Context, db *dynamodb.Client, table, prefix string) 
 			if err != nil {
 				return 0, err
 			}
-			keys = append(keys, page.Items...)
+			for _, k := range page.Items {
+				pks = append(pks, k[dedup.PartitionKey].(*types.AttributeValueMemberS).Value)
+			}
 		}
 	}
-	if len(keys) > 200 {
-		return len(keys), nil
+	if len(pks) > 200 {
+		return len(pks), nil
 	}
-	for _, k := range keys {
-		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{dedup.PartitionKey: k[dedup.PartitionKey], dedup.SortKey: k[dedup.SortKey]}})
-		if err != nil {
-			return 0, err
-		}
-		if out.Item == nil {
-			continue
-		}
-		c, err := dedup.UnmarshalClaim(out.Item)
+	items, err := dedup.GetClaims(ctx, db, table, pks, 0)
+	if err != nil {
+		return 0, err
+	}
+	for _, item := range items {
+		c, err := dedup.UnmarshalClaim(item)
 		if err != nil {
 			return 0, err
 		}

@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/outbox/targets"
 )
@@ -282,7 +283,7 @@ func (r *headers) Do(req *http.Request) (*http.Response, error) {
 		body, _ = io.ReadAll(req.Body)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	op := awstest.Operation(req)
+	op := faults.Operation(req)
 	r.mu.Lock()
 	if r.seen == nil {
 		r.seen = map[string]*recorded{}
