@@ -20,6 +20,7 @@ import (
 
 	"github.com/oncehook/oncehook/dedup"
 	"github.com/oncehook/oncehook/internal/awstest"
+	"github.com/oncehook/oncehook/internal/faults"
 	"github.com/oncehook/oncehook/receiver"
 	"github.com/oncehook/oncehook/receiver/receivertest"
 )
@@ -55,7 +56,7 @@ type throttleBatchGet struct {
 }
 
 func (t *throttleBatchGet) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.on.Load() && awstest.Operation(r) == "BatchGetItem" {
+	if t.on.Load() && faults.Operation(r) == "BatchGetItem" {
 		return (&awstest.InjectErrors{Next: t.next, Operation: "BatchGetItem", N: -1, Status: 400,
 			Body: `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"throttled"}`}).RoundTrip(r)
 	}
