@@ -108,3 +108,33 @@ func ExamplePath() {
 	// /hooks/shop
 	// /hooks/{source}
 }
+
+// countingStore is an application's Committer around the store: it counts what it commits.
+// It forwards CommitBatch and ClaimedBatch too, so that the receiver still writes a batch all
+// or nothing (receiver.BatchCommitter) and reads the claims of a batch's unplannable events
+// together (receiver.BatchClaimReader); a wrapper without them is committed, and read, one
+// event at a time.
+type countingStore struct {
+	*dedup.Store
+	events int
+}
+
+func (s *countingStore) Commit(ctx context.Context, ev dedup.Event, p dedup.Plan) (dedup.Result, error) {
+	s.events++
+	return s.Store.Commit(ctx, ev, p)
+}
+
+func (s *countingStore) CommitBatch(ctx context.Context, evs []dedup.Event, ps []dedup.Plan) ([]dedup.Result, int, error) {
+	s.events += len(evs)
+	return s.Store.CommitBatch(ctx, evs, ps)
+}
+
+// A store wrapped by the application keeps the receiver's batch paths by forwarding them; here
+// ClaimedBatch comes with the embedded *dedup.Store.
+func ExampleBatchClaimReader() {
+	var store receiver.Committer = &countingStore{}
+	_, commitsBatches := store.(receiver.BatchCommitter)
+	_, readsBatches := store.(receiver.BatchClaimReader)
+	fmt.Println(commitsBatches, readsBatches)
+	// Output: true true
+}
