@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -249,8 +250,18 @@ var (
 )
 
 // allowKey lets fn use keys for actions through the named services only (kms:ViaService, in
-// the stack's Region): the key itself decrypts nothing else for it.
-func allowKey(fn awslambda.Function, actions []string, keys []*string, services ...string) {
+// the stack's Region): the key itself decrypts nothing else for it. A nil key (a resource under
+// AWS's own encryption) is skipped; with none left there is nothing to allow.
+func allowKey(fn awslambda.Function, actions []string, keys []awskms.IKey, services ...string) {
+	var arns []*string
+	for _, k := range keys {
+		if k != nil {
+			arns = append(arns, k.KeyArn())
+		}
+	}
+	if len(arns) == 0 {
+		return
+	}
 	var via []any
 	for _, s := range services {
 		via = append(via, fmt.Sprintf("%s.%s.amazonaws.com", s, *awscdk.Stack_Of(fn).Region()))
@@ -260,13 +271,11 @@ func allowKey(fn awslambda.Function, actions []string, keys []*string, services 
 		cond = via[0]
 	}
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings(actions...), Resources: &keys, Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": cond}},
+		Actions: jsii.Strings(actions...), Resources: &arns, Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": cond}},
 	}))
 }
 
-// grantTableKey lets fn use the table's customer-managed key, if it has one, through DynamoDB.
-func grantTableKey(table awsdynamodb.ITable, fn awslambda.Function) {
-	if key := table.EncryptionKey(); key != nil {
-		allowKey(fn, tableKeyActions, []*string{key.KeyArn()}, "dynamodb")
-	}
+// grantTableKey lets fn use a table's customer-managed key, if it has one, through DynamoDB.
+func grantTableKey(fn awslambda.Function, key awskms.IKey) {
+	allowKey(fn, tableKeyActions, []awskms.IKey{key}, "dynamodb")
 }

@@ -119,12 +119,10 @@ func (b *builder) workerEnv() map[string]string {
 // queue's URL), lease and record (UpdateItem), read a claim (GetItem), call each AWS target.
 func (b *builder) grantWorker(fn awslambda.Function) {
 	allow(fn, []string{"sqs:SendMessage"}, b.o.RetryQueue.QueueArn())
-	if key := b.cfg.Outbox.QueueKey; key != nil {
-		allowKey(fn, sendKeyActions, []*string{key.KeyArn()}, "sqs")
-	}
+	allowKey(fn, sendKeyActions, []awskms.IKey{b.cfg.Outbox.QueueKey}, "sqs")
 	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, b.o.Table.TableArn())
 	b.grantTargets(fn)
-	grantTableKey(b.o.Table, fn)
+	grantTableKey(fn, b.o.Table.EncryptionKey())
 }
 
 // newQueues are the retry queue that wakes retried intents and the failure queue that takes
@@ -205,9 +203,7 @@ func (b *builder) grantTargets(fn awslambda.Function) {
 		arn := jsii.String(t.ARN)
 		if bt := b.bound.targets[name]; t.Bound && bt != nil {
 			arn = bt.arn
-			if bt.key != nil {
-				allowKey(fn, sendKeyActions, []*string{bt.key.KeyArn()}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
-			}
+			allowKey(fn, sendKeyActions, []awskms.IKey{bt.key}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
 		} else if t.Type == sources.TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") {
 			arn = jsii.String(fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.ARN))
 		}

@@ -82,7 +82,7 @@ func (b *builder) receiver() error {
 	allow(fn, append(ownTableActions(), "dynamodb:BatchGetItem"), o.Table.TableArn())
 	grantSecrets(b.stack, file, fn, cfg.Receiver.SecretsKeys)
 	b.grantTables(fn)
-	grantTableKey(o.Table, fn)
+	grantTableKey(fn, o.Table.EncryptionKey())
 
 	api, base := webhookAPI(b.c, cfg, file, fn, o)
 	o.Api = api
@@ -227,9 +227,7 @@ func (b *builder) grantTables(fn awslambda.Function) {
 		}
 		slices.Sort(actions)
 		arn, key := b.appTable(name, t)
-		if key != nil {
-			allowKey(fn, tableKeyActions, []*string{key.KeyArn()}, "dynamodb")
-		}
+		grantTableKey(fn, key)
 		allow(fn, slices.Compact(actions), arn)
 	}
 }
@@ -268,13 +266,7 @@ func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function, ke
 	if len(ps) > 0 {
 		allow(fn, []string{"ssm:GetParameter"}, *jsii.Strings(slices.Compact(ps)...)...)
 	}
-	if len(keys) > 0 {
-		var arns []*string
-		for _, k := range keys {
-			arns = append(arns, k.KeyArn())
-		}
-		allowKey(fn, []string{"kms:Decrypt"}, arns, "secretsmanager", "ssm")
-	}
+	allowKey(fn, []string{"kms:Decrypt"}, keys, "secretsmanager", "ssm")
 }
 
 // secretArns is the resources a Secrets Manager reference may read: a name matches any of the

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
@@ -98,9 +99,7 @@ func (b *builder) grantAudits(sweeper awslambda.Function) {
 			continue
 		}
 		arn, key := b.appTable(name, t)
-		if key != nil {
-			allowKey(sweeper, []string{"kms:Decrypt"}, []*string{key.KeyArn()}, "dynamodb")
-		}
+		allowKey(sweeper, []string{"kms:Decrypt"}, []awskms.IKey{key}, "dynamodb")
 		allow(sweeper, []string{"dynamodb:Scan"}, arn) // the leak audit's sample
 	}
 }
