@@ -272,7 +272,7 @@ func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns
 			Actions:    jsii.Strings("sns:Publish"),
 			Resources:  jsii.Strings(*t.TopicArn()),
 			Conditions: &map[string]any{
-				"ArnLike":      map[string]any{"aws:SourceArn": fmt.Sprintf("arn:%s:cloudwatch:%s:%s:alarm:*", *stack.Partition(), *stack.Region(), *stack.Account())},
+				"ArnLike":      map[string]any{"aws:SourceArn": stackArn(stack, "cloudwatch", "alarm:*")},
 				"StringEquals": map[string]any{"aws:SourceAccount": *stack.Account()},
 			},
 		}))

@@ -242,6 +242,12 @@ func allow(fn awslambda.Function, actions []string, resources ...*string) {
 	}))
 }
 
+// stackArn is the ARN of resource (its type and name, as the service writes them) in service,
+// in the stack's partition, Region and account.
+func stackArn(stack awscdk.Stack, service, resource string) string {
+	return *stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String(service), Resource: jsii.String(resource), ArnFormat: awscdk.ArnFormat_NO_RESOURCE_NAME})
+}
+
 // What a function may do with a customer-managed key: use it for a table's items, or send to a
 // queue or topic under it.
 var (

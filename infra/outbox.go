@@ -205,7 +205,7 @@ func (b *builder) grantTargets(fn awslambda.Function) {
 			arn = bt.arn
 			allowKey(fn, sendKeyActions, []awskms.IKey{bt.key}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
 		} else if t.Type == sources.TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") {
-			arn = jsii.String(fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.ARN))
+			arn = jsii.String(stackArn(stack, "events", "event-bus/"+t.ARN))
 		}
 		if t.Type == sources.TargetStepFunctions {
 			// A retry that meets ExecutionAlreadyExists reads the execution to compare inputs.

@@ -241,7 +241,7 @@ func (b *builder) appTable(name string, t *sources.Table) (*string, awskms.IKey)
 	if arn := t.PhysicalName(name); strings.HasPrefix(arn, "arn:") {
 		return jsii.String(arn), nil
 	}
-	return jsii.String(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *b.stack.Partition(), *b.stack.Region(), *b.stack.Account(), t.PhysicalName(name))), nil
+	return jsii.String(stackArn(b.stack, "dynamodb", "table/"+t.PhysicalName(name))), nil
 }
 
 // grantSecrets lets the receiver read exactly the secrets the sources file names, by reference
@@ -276,7 +276,7 @@ func secretArns(stack awscdk.Stack, ref string) []string {
 	if strings.HasPrefix(ref, "arn:") {
 		return []string{ref, ref + "-??????"}
 	}
-	return []string{fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s-??????", *stack.Partition(), *stack.Region(), *stack.Account(), ref)}
+	return []string{stackArn(stack, "secretsmanager", "secret:"+ref+"-??????")}
 }
 
 // parameterArn is the resource an SSM reference reads: a name, or an ARN, either with a
@@ -284,7 +284,7 @@ func secretArns(stack awscdk.Stack, ref string) []string {
 func parameterArn(stack awscdk.Stack, ref string) string {
 	if !strings.HasPrefix(ref, "arn:") {
 		name, _, _ := strings.Cut(ref, ":") // parameter names have no colons
-		return fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), strings.TrimPrefix(name, "/"))
+		return stackArn(stack, "ssm", "parameter/"+strings.TrimPrefix(name, "/"))
 	}
 	if arn, name, ok := strings.Cut(ref, ":parameter/"); ok {
 		name, _, _ = strings.Cut(name, ":")
