@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -61,22 +60,11 @@ func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 	return code, nil
 }
 
-// functionEnv is every function's environment: the settings the construct derives,
-// OpenTelemetry's and Props.Environment (the outbox and the sweeper add theirs: workerEnv).
-func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[string]string {
-	env := deployment.Settings{Table: *table.TableName(), LogLevel: "info", PendingShards: cfg.Table.PendingShards,
-		MetricsNamespace: cfg.Telemetry.MetricsNamespace, Bindings: bindings, Targets: sortedKeys(cfg.Outbox.Executors),
-		NoDuplicateProbe: cfg.Receiver.NoDuplicateProbe}.Environment()
-	if cfg.Telemetry.OpenTelemetry != nil {
-		maps.Copy(env, telemetryEnv(cfg.Telemetry.OpenTelemetry))
-	}
-	maps.Copy(env, cfg.Environment)
-	return env
-}
-
 // function defines one Lambda, with its own log group and role, tagged with its role in the
-// deployment (oncehook:function) so tools find it without its name.
-func function(scope constructs.Construct, id string, cfg Props, file *sources.File, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) (awslambda.Function, error) {
+// deployment (oncehook:function) so tools find it without its name. Its environment is s, where
+// its code says its sources file is, OpenTelemetry's settings, and Props.Environment.
+func (b *builder) function(id string, opts FunctionOptions, s deployment.Settings, timeoutSeconds float64) (awslambda.Function, error) {
+	scope, cfg := b.c, b.cfg
 	logs := logGroup(scope, id+"Logs", cfg)
 	name := strings.ToLower(id)
 	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
@@ -88,8 +76,13 @@ func function(scope constructs.Construct, id string, cfg Props, file *sources.Fi
 		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
 		Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
 	}))
-	all := maps.Clone(env)
-	maps.Copy(all, code.env)
+	code := b.code[name]
+	s.Sources, s.SourcesSHA256 = code.sources, code.sourcesSHA256
+	all := s.Environment()
+	if cfg.Telemetry.OpenTelemetry != nil {
+		maps.Copy(all, telemetryEnv(cfg.Telemetry.OpenTelemetry))
+	}
+	maps.Copy(all, cfg.Environment)
 	// The settings the function's start will read, checked as it will check them. One of
 	// Props.Environment's known only at deploy (a token) is left to the start, as
 	// OpenTelemetry's are (checkOtelEnv); the construct's own tokens (the table's name) stay,
@@ -102,7 +95,7 @@ func function(scope constructs.Construct, id string, cfg Props, file *sources.Fi
 	}
 	settings, err := deployment.FromEnv(getenv)
 	if err == nil {
-		err = settings.CheckFile(file)
+		err = settings.CheckFile(b.file)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the %s function's environment (Props.Environment): %w", name, err)

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -184,7 +185,10 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if o.Table, err = newTable(c, stack, cfg); err != nil {
 		return nil, err
 	}
-	b := &builder{c: c, stack: stack, cfg: cfg, file: file, bound: bound, code: code, env: functionEnv(cfg, o.Table, bound.env(stack)), timings: timings, o: o}
+	b := &builder{c: c, stack: stack, cfg: cfg, file: file, bound: bound, code: code, timings: timings, o: o}
+	b.settings = deployment.Settings{Table: *o.Table.TableName(), LogLevel: "info", PendingShards: cfg.Table.PendingShards,
+		MetricsNamespace: cfg.Telemetry.MetricsNamespace, Bindings: bound.env(stack), Targets: sortedKeys(cfg.Outbox.Executors),
+		NoDuplicateProbe: cfg.Receiver.NoDuplicateProbe}
 	for _, part := range []func() error{b.receiver, b.outbox, b.sweeper} {
 		if err := part(); err != nil {
 			return nil, err
@@ -201,15 +205,17 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 
 // builder is what the functions' parts are built from, and the result so far.
 type builder struct {
-	c       constructs.Construct
-	stack   awscdk.Stack
-	cfg     Props
-	file    *sources.File
-	bound   *bindings
-	code    map[string]staged
-	env     map[string]string
-	timings outbox.Timings
-	o       *Oncehook
+	c     constructs.Construct
+	stack awscdk.Stack
+	cfg   Props
+	file  *sources.File
+	bound *bindings
+	code  map[string]staged
+	// settings are every function's settings that the construct derives (the outbox and the
+	// sweeper add theirs: workerSettings).
+	settings deployment.Settings
+	timings  outbox.Timings
+	o        *Oncehook
 }
 
 // outputs are what an operator looks up after a deploy.

@@ -2,7 +2,6 @@ package infra
 
 import (
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -52,7 +51,7 @@ type OutboxProps struct {
 func (b *builder) outbox() error {
 	cfg, o, timings := b.cfg, b.o, b.timings
 	o.RetryQueue, o.FailureQueue = newQueues(b.c, cfg, timings)
-	fn, err := function(b.c, "Outbox", cfg, b.file, cfg.Outbox.Function, b.code["outbox"], b.workerEnv(), timings.FunctionTimeout.Seconds())
+	fn, err := b.function("Outbox", cfg.Outbox.Function, b.workerSettings(), timings.FunctionTimeout.Seconds())
 	if err != nil {
 		return err
 	}
@@ -106,12 +105,12 @@ func checkOutbox(cfg *Props, file *sources.File) error {
 	return nil
 }
 
-// workerEnv is the outbox's and the sweeper's environment: every function's, the retry queue
-// they schedule retries on, and the lease they hold an intent for.
-func (b *builder) workerEnv() map[string]string {
-	env := deployment.Settings{RetryQueueURL: *b.o.RetryQueue.QueueUrl(), Lease: b.timings.Lease}.Environment()
-	maps.Copy(env, b.env)
-	return env
+// workerSettings are the outbox's and the sweeper's settings: every function's, the retry
+// queue they schedule retries on, and the lease they hold an intent for.
+func (b *builder) workerSettings() deployment.Settings {
+	s := b.settings
+	s.RetryQueueURL, s.Lease = *b.o.RetryQueue.QueueUrl(), b.timings.Lease
+	return s
 }
 
 // grantWorker is what the outbox and the sweeper both may do (least privilege:

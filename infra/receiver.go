@@ -72,7 +72,7 @@ func (b *builder) receiver() error {
 	// never down: the handler answers by each source's own time (receiver's answerBy), which
 	// an invocation ending no sooner than the tightest source's leaves in force.
 	timeout := math.Ceil(receiverTimeout(file).Seconds())
-	fn, err := function(b.c, "Receiver", cfg, b.file, cfg.Receiver.Function, b.code["receiver"], b.env, timeout)
+	fn, err := b.function("Receiver", cfg.Receiver.Function, b.settings, timeout)
 	if err != nil {
 		return err
 	}
