@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -226,7 +225,7 @@ func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Onc
 	tightest := receiverTimeout(file)
 	w.alarm(alarmSpec{id: "ReceiverLatency", description: fmt.Sprintf("The receiver's p99 duration is over 80%% of the tightest provider timeout (%s): deliveries are about to be retried as failures", tightest),
 		metric: o.Receiver.MetricDuration(every(minute, "p99")), threshold: 0.8 * float64(tightest.Milliseconds()), m: 3, n: 5})
-	for _, fn := range []awslambda.Function{o.Receiver, o.Outbox, o.Sweeper} {
+	for _, fn := range o.functions() {
 		id := *fn.Node().Id()
 		w.alarm(alarmSpec{id: id + "Errors", description: "Over 1% of the " + id + " function's invocations fail (a function that cannot start names the bad setting in its log)",
 			metric: rate("errors %", fn.MetricErrors(every(minute, "Sum")), fn.MetricInvocations(every(minute, "Sum")), 1, minute), threshold: 1, m: 3, n: 5})
@@ -254,8 +253,6 @@ func allTargets(file *sources.File, cfg Props) []string {
 func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns.ITopic {
 	topic := cfg.Alarms.Topic
 	if topic == nil {
-		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key
-		// (suppressTopic).
 		t := awssns.NewTopic(c, jsii.String("Alarms"), &awssns.TopicProps{DisplayName: jsii.String("oncehook alarms"), EnforceSSL: jsii.Bool(true)})
 		// A topic policy replaces SNS's default one, whose Allow is what lets CloudWatch
 		// publish: without this statement (EnforceSSL's policy has only a Deny) alarms fire
@@ -270,7 +267,7 @@ func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns
 				"StringEquals": map[string]any{"aws:SourceAccount": *stack.Account()},
 			},
 		}))
-		suppressTopic(t)
+		nag(t, "AwsSolutions-SNS2", "CloudWatch alarms cannot publish to a topic under the AWS managed SNS key; notifications carry alarm names and states, no secrets. Pass Props.Alarms.Topic with a customer-managed key to encrypt.")
 		topic = t
 	}
 	subscribe(c, topic, cfg)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -33,7 +32,7 @@ func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *
 		})})
 	}
 	var errs, throttles, durations []awscloudwatch.IMetric
-	for _, fn := range []awslambda.Function{o.Receiver, o.Outbox, o.Sweeper} {
+	for _, fn := range o.functions() {
 		errs = append(errs, fn.MetricErrors(every(five, "Sum")))
 		throttles = append(throttles, fn.MetricThrottles(every(five, "Sum")))
 		durations = append(durations, fn.MetricDuration(every(five, "p99")))

@@ -134,6 +134,11 @@ type Oncehook struct {
 	Sources *sources.File
 }
 
+// functions are the receiver, the outbox and the sweeper.
+func (o *Oncehook) functions() []awslambda.Function {
+	return []awslambda.Function{o.Receiver, o.Outbox, o.Sweeper}
+}
+
 // New defines an oncehook deployment in scope. Configuration that cannot work panics at synth
 // with a message naming the prop or the sources file's field (the CDK's convention for props).
 func New(scope constructs.Construct, id string, props *Props) *Oncehook {
@@ -194,12 +199,12 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 			return nil, err
 		}
 	}
-	telemetry(c, cfg, o.Receiver, o.Outbox, o.Sweeper)
+	telemetry(c, cfg, o.functions()...)
 	o.AlarmTopic = newAlarmTopic(c, stack, cfg)
 	o.Alarms = newAlarms(c, cfg, file, o)
 	o.Dashboard = newDashboard(c, cfg, file, o)
 	outputs(c, stack, o)
-	suppress(o.Api, o.FailureQueue, o.Outbox, o.Receiver, o.Outbox, o.Sweeper)
+	suppress(o)
 	return o, nil
 }
 
