@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -76,7 +75,8 @@ func (w *watch) ours(name, stat string, period time.Duration, dims ...string) aw
 	if !emitted[name+"/"+strings.Join(keys, ",")] {
 		panic(fmt.Sprintf("oncehook: the stack names metric %s with dimensions %v, which no function writes", name, keys))
 	}
-	return awsMetric(w.o.MetricsNamespace, name, stat, period, m)
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(w.o.MetricsNamespace), MetricName: jsii.String(name),
+		Statistic: jsii.String(stat), Period: awscdk.Duration_Seconds(jsii.Number(period.Seconds())), DimensionsMap: &m})
 }
 
 // sums are the functions' own metrics names, summed over period, with dims.
@@ -88,24 +88,15 @@ func (w *watch) sums(period time.Duration, dims []string, names ...string) []aws
 	return ms
 }
 
-// awsMetric is a metric by its namespace (AWS/Lambda, AWS/ApiGateway, AWS/DynamoDB, the
-// functions' own).
-func awsMetric(namespace, name, stat string, period time.Duration, dims map[string]*string) awscloudwatch.IMetric {
-	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String(name),
-		Statistic: jsii.String(stat), Period: awscdk.Duration_Seconds(jsii.Number(period.Seconds())), DimensionsMap: &dims})
-}
-
-func (w *watch) lambda(fn awslambda.Function, name, stat string, period time.Duration) awscloudwatch.IMetric {
-	return awsMetric("AWS/Lambda", name, stat, period, map[string]*string{"FunctionName": fn.FunctionName()})
-}
-
-func (w *watch) api(name, stat string, period time.Duration) awscloudwatch.IMetric {
-	return awsMetric("AWS/ApiGateway", name, stat, period, map[string]*string{"ApiId": w.o.Api.ApiId()})
+// every is a metric's statistic over period, for the CDK's own metric methods
+// (Function.MetricErrors, HttpApi.MetricServerError, ITable.Metric).
+func every(period time.Duration, stat string) *awscloudwatch.MetricOptions {
+	return &awscloudwatch.MetricOptions{Period: awscdk.Duration_Seconds(jsii.Number(period.Seconds())), Statistic: jsii.String(stat)}
 }
 
 // failures is the failure queue's depth.
 func (w *watch) failures() awscloudwatch.IMetric {
-	return w.o.FailureQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")})
+	return w.o.FailureQueue.MetricApproximateNumberOfMessagesVisible(every(5*time.Minute, "Maximum"))
 }
 
 // expr is a math expression over using, evaluated every period.
@@ -166,7 +157,7 @@ func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Onc
 	w.alarm(alarmSpec{id: "OutboxDlqNotEmpty", description: "Stream records or wake-ups gave up after their retries; the sweeper re-drives the intents, but look at why",
 		metric: w.failures()})
 	w.alarm(alarmSpec{id: "OutboxIteratorAge", description: "The outbox worker is falling behind the table's stream (over 5 minutes)",
-		metric: w.lambda(o.Outbox, "IteratorAge", "Maximum", five), threshold: 300_000, m: 2, n: 3})
+		metric: o.Outbox.Metric(jsii.String("IteratorAge"), every(five, "Maximum")), threshold: 300_000, m: 2, n: 3})
 	// Missing data keeps the state: a sweeper that stopped is the heartbeat's to report, and
 	// must not turn a parked alarm OK.
 	w.alarm(alarmSpec{id: "ParkedIntents", description: "Claims with intents parked for an operator (a permanent error, a redirect, no executor, attempts exhausted): hookctl parked lists them",
@@ -228,23 +219,25 @@ func newAlarms(scope constructs.Construct, cfg Props, file *sources.File, o *Onc
 	}
 	// The platform under them.
 	w.alarm(alarmSpec{id: "Api5xx", description: "Over 1% of requests to the webhook API are answered 5xx (the receiver failing, throttled, or timing out)",
-		metric: rate("5xx %", w.api("5xx", "Sum", minute), w.api("Count", "Sum", minute), 10, minute), threshold: 1, m: 3, n: 5})
+		metric: rate("5xx %", o.Api.MetricServerError(every(minute, "Sum")), o.Api.MetricCount(every(minute, "Sum")), 10, minute), threshold: 1, m: 3, n: 5})
 	w.alarm(alarmSpec{id: "Api5xxCount", description: "Two or more 5-minute periods in the last hour with requests to the webhook API answered 5xx, at any volume (Api5xx judges only 10 a minute and more)",
-		metric: expr("5xx", "FILL(errors, 0)", five, metrics{"errors": w.api("5xx", "Sum", five)}), m: 2, n: 12})
+		metric: expr("5xx", "FILL(errors, 0)", five, metrics{"errors": o.Api.MetricServerError(every(five, "Sum"))}), m: 2, n: 12})
 	tightest := receiverTimeout(file)
 	w.alarm(alarmSpec{id: "ReceiverLatency", description: fmt.Sprintf("The receiver's p99 duration is over 80%% of the tightest provider timeout (%s): deliveries are about to be retried as failures", tightest),
-		metric: w.lambda(o.Receiver, "Duration", "p99", minute), threshold: 0.8 * float64(tightest.Milliseconds()), m: 3, n: 5})
-	for _, fn := range []awslambda.Function{o.Receiver, o.Outbox, o.Sweeper} {
+		metric: o.Receiver.MetricDuration(every(minute, "p99")), threshold: 0.8 * float64(tightest.Milliseconds()), m: 3, n: 5})
+	for _, fn := range o.functions() {
 		id := *fn.Node().Id()
 		w.alarm(alarmSpec{id: id + "Errors", description: "Over 1% of the " + id + " function's invocations fail (a function that cannot start names the bad setting in its log)",
-			metric: rate("errors %", w.lambda(fn, "Errors", "Sum", minute), w.lambda(fn, "Invocations", "Sum", minute), 1, minute), threshold: 1, m: 3, n: 5})
+			metric: rate("errors %", fn.MetricErrors(every(minute, "Sum")), fn.MetricInvocations(every(minute, "Sum")), 1, minute), threshold: 1, m: 3, n: 5})
 		w.alarm(alarmSpec{id: id + "Throttles", description: "The " + id + " function is being throttled (account or reserved concurrency)",
-			metric: w.lambda(fn, "Throttles", "Sum", minute), m: 3, n: 5})
+			metric: fn.MetricThrottles(every(minute, "Sum")), m: 3, n: 5})
 	}
 	w.alarm(alarmSpec{id: "TableThrottled", description: "DynamoDB throttles writes to the table: the receiver answers 503s",
-		metric: awsMetric("AWS/DynamoDB", "WriteThrottleEvents", "Sum", minute, map[string]*string{"TableName": o.Table.TableName()}), m: 2, n: 3})
+		metric: o.Table.Metric(jsii.String("WriteThrottleEvents"), every(minute, "Sum")), m: 2, n: 3})
+	index := every(minute, "Sum") // the table's metric, of its pending index
+	index.DimensionsMap = &map[string]*string{"TableName": o.Table.TableName(), "GlobalSecondaryIndexName": jsii.String(dedup.PendingIndex)}
 	w.alarm(alarmSpec{id: "PendingIndexThrottled", description: "DynamoDB throttles the pending index, which throttles the table's writes too: raise PendingShards (docs/capacity.md)",
-		metric: awsMetric("AWS/DynamoDB", "WriteThrottleEvents", "Sum", minute, map[string]*string{"TableName": o.Table.TableName(), "GlobalSecondaryIndexName": jsii.String(dedup.PendingIndex)}), m: 2, n: 3})
+		metric: o.Table.Metric(jsii.String("WriteThrottleEvents"), index), m: 2, n: 3})
 	return w.alarms
 }
 
@@ -260,8 +253,6 @@ func allTargets(file *sources.File, cfg Props) []string {
 func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns.ITopic {
 	topic := cfg.Alarms.Topic
 	if topic == nil {
-		// Not encrypted: CloudWatch cannot publish to a topic under the AWS managed key
-		// (suppressTopic).
 		t := awssns.NewTopic(c, jsii.String("Alarms"), &awssns.TopicProps{DisplayName: jsii.String("oncehook alarms"), EnforceSSL: jsii.Bool(true)})
 		// A topic policy replaces SNS's default one, whose Allow is what lets CloudWatch
 		// publish: without this statement (EnforceSSL's policy has only a Deny) alarms fire
@@ -272,11 +263,11 @@ func newAlarmTopic(c constructs.Construct, stack awscdk.Stack, cfg Props) awssns
 			Actions:    jsii.Strings("sns:Publish"),
 			Resources:  jsii.Strings(*t.TopicArn()),
 			Conditions: &map[string]any{
-				"ArnLike":      map[string]any{"aws:SourceArn": fmt.Sprintf("arn:%s:cloudwatch:%s:%s:alarm:*", *stack.Partition(), *stack.Region(), *stack.Account())},
+				"ArnLike":      map[string]any{"aws:SourceArn": stackArn(stack, "cloudwatch", "alarm:*")},
 				"StringEquals": map[string]any{"aws:SourceAccount": *stack.Account()},
 			},
 		}))
-		suppressTopic(t)
+		nag(t, "AwsSolutions-SNS2", "CloudWatch alarms cannot publish to a topic under the AWS managed SNS key; notifications carry alarm names and states, no secrets. Pass Props.Alarms.Topic with a customer-managed key to encrypt.")
 		topic = t
 	}
 	subscribe(c, topic, cfg)

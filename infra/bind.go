@@ -215,9 +215,6 @@ func (b *bindings) env(stack awscdk.Stack) string {
 // executionArn is the ARN of a state machine's executions (arn:...:execution:<name>:*), which
 // a retry's DescribeExecution reads, for a literal ARN or a token.
 func executionArn(stack awscdk.Stack, machine *string) *string {
-	if !*awscdk.Token_IsUnresolved(machine) {
-		return jsii.String(strings.Replace(*machine, ":stateMachine:", ":execution:", 1) + ":*")
-	}
 	p := awscdk.Arn_Split(machine, awscdk.ArnFormat_COLON_RESOURCE_NAME)
 	return stack.FormatArn(&awscdk.ArnComponents{
 		Partition: p.Partition, Region: p.Region, Account: p.Account, Service: jsii.String("states"),

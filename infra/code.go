@@ -42,11 +42,11 @@ const (
 // maxInlineSources is how much of Lambda's 4 KB of environment an inline sources file may use.
 const maxInlineSources = 3 << 10
 
-// staged is a function's code as the construct hands it to Lambda, and the environment that
-// tells the function where its sources file is.
+// staged is a function's code as the construct hands it to Lambda, and the settings that tell
+// the function where its sources file is: inline, or bundled with this SHA-256.
 type staged struct {
-	code awslambda.Code
-	env  map[string]string
+	code                   awslambda.Code
+	sources, sourcesSHA256 string
 }
 
 // stage prepares one function's code. arm64 is the architecture the stack deploys; sources is
@@ -66,7 +66,7 @@ func (c Code) stage(function string, arm64 bool, sources []byte, stagingRoot str
 			return staged{}, fmt.Errorf("%s.Code: the sources file is %d bytes, over the %d that fit in the function's environment: give GoPackage or Dir, so the construct can bundle it with the binary",
 				function, len(sources), maxInlineSources)
 		}
-		return staged{code: c.Lambda, env: deployment.Settings{Sources: string(sources)}.Environment()}, nil
+		return staged{code: c.Lambda, sources: string(sources)}, nil
 	}
 	dir, err := os.MkdirTemp(stagingRoot, function+"-")
 	if err != nil {
@@ -92,10 +92,7 @@ func (c Code) stage(function string, arm64 bool, sources []byte, stagingRoot str
 	if err := os.WriteFile(filepath.Join(dir, deployment.BundledSources), sources, 0o644); err != nil {
 		return staged{}, err
 	}
-	return staged{
-		code: awslambda.Code_FromAsset(jsii.String(dir), nil),
-		env:  deployment.Settings{SourcesSHA256: deployment.SourcesSum(sources)}.Environment(),
-	}, nil
+	return staged{code: awslambda.Code_FromAsset(jsii.String(dir), nil), sourcesSHA256: deployment.SourcesSum(sources)}, nil
 }
 
 // goBuild builds a Lambda bootstrap for provided.al2023 with the local toolchain.

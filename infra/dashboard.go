@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -33,16 +32,16 @@ func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *
 		})})
 	}
 	var errs, throttles, durations []awscloudwatch.IMetric
-	for _, fn := range []awslambda.Function{o.Receiver, o.Outbox, o.Sweeper} {
-		errs = append(errs, w.lambda(fn, "Errors", "Sum", five))
-		throttles = append(throttles, w.lambda(fn, "Throttles", "Sum", five))
-		durations = append(durations, w.lambda(fn, "Duration", "p99", five))
+	for _, fn := range o.functions() {
+		errs = append(errs, fn.MetricErrors(every(five, "Sum")))
+		throttles = append(throttles, fn.MetricThrottles(every(five, "Sum")))
+		durations = append(durations, fn.MetricDuration(every(five, "p99")))
 	}
 	rows = append(rows, &[]awscloudwatch.IWidget{
 		graph("function errors", errs...), graph("function throttles", throttles...), graph("function duration p99 (ms)", durations...),
 	}, &[]awscloudwatch.IWidget{
-		graph("API 4xx and 5xx", w.api("4xx", "Sum", five), w.api("5xx", "Sum", five)),
-		graph("API latency (ms)", w.api("Latency", "p50", five), w.api("Latency", "p99", five)),
+		graph("API 4xx and 5xx", o.Api.MetricClientError(every(five, "Sum")), o.Api.MetricServerError(every(five, "Sum"))),
+		graph("API latency (ms)", o.Api.MetricLatency(every(five, "p50")), o.Api.MetricLatency(every(five, "p99"))),
 		graph("failure queue depth", w.failures()),
 	})
 	for _, name := range file.Names() {
@@ -63,7 +62,7 @@ func newDashboard(scope constructs.Construct, cfg Props, file *sources.File, o *
 	last := []awscloudwatch.IWidget{
 		graph("sweeps", w.sums(five, nil, "SweepRuns", "SweepRedriven", "SweepSettled", "SweepFailures", "SweepDeferred", "SweepIncomplete")...),
 		graph("parked claims", w.ours("ParkedClaims", "Maximum", five)),
-		graph("outbox iterator age (ms)", w.lambda(o.Outbox, "IteratorAge", "Maximum", five)),
+		graph("outbox iterator age (ms)", o.Outbox.Metric(jsii.String("IteratorAge"), every(five, "Maximum"))),
 	}
 	if len(cfg.Sweeper.AuditPrefixes) > 0 {
 		last = append(last, graph("leak audit", w.sums(five, nil, "EffectsAudited", "EffectsWithoutClaim")...))

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -60,22 +60,11 @@ func stageCode(cfg Props, raw []byte) (map[string]staged, error) {
 	return code, nil
 }
 
-// functionEnv is every function's environment: the settings the construct derives,
-// OpenTelemetry's and Props.Environment (the outbox and the sweeper add theirs: workerEnv).
-func functionEnv(cfg Props, table awsdynamodb.ITable, bindings string) map[string]string {
-	env := deployment.Settings{Table: *table.TableName(), LogLevel: "info", PendingShards: cfg.Table.PendingShards,
-		MetricsNamespace: cfg.Telemetry.MetricsNamespace, Bindings: bindings, Targets: sortedKeys(cfg.Outbox.Executors),
-		NoDuplicateProbe: cfg.Receiver.NoDuplicateProbe}.Environment()
-	if cfg.Telemetry.OpenTelemetry != nil {
-		maps.Copy(env, telemetryEnv(cfg.Telemetry.OpenTelemetry))
-	}
-	maps.Copy(env, cfg.Environment)
-	return env
-}
-
 // function defines one Lambda, with its own log group and role, tagged with its role in the
-// deployment (oncehook:function) so tools find it without its name.
-func function(scope constructs.Construct, id string, cfg Props, file *sources.File, opts FunctionOptions, code staged, env map[string]string, timeoutSeconds float64) (awslambda.Function, error) {
+// deployment (oncehook:function) so tools find it without its name. Its environment is s, where
+// its code says its sources file is, OpenTelemetry's settings, and Props.Environment.
+func (b *builder) function(id string, opts FunctionOptions, s deployment.Settings, timeoutSeconds float64) (awslambda.Function, error) {
+	scope, cfg := b.c, b.cfg
 	logs := logGroup(scope, id+"Logs", cfg)
 	name := strings.ToLower(id)
 	// An explicit role instead of AWSLambdaBasicExecutionRole: logs only to its own group.
@@ -87,8 +76,13 @@ func function(scope constructs.Construct, id string, cfg Props, file *sources.Fi
 		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
 		Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
 	}))
-	all := maps.Clone(env)
-	maps.Copy(all, code.env)
+	code := b.code[name]
+	s.Sources, s.SourcesSHA256 = code.sources, code.sourcesSHA256
+	all := s.Environment()
+	if cfg.Telemetry.OpenTelemetry != nil {
+		maps.Copy(all, telemetryEnv(cfg.Telemetry.OpenTelemetry))
+	}
+	maps.Copy(all, cfg.Environment)
 	// The settings the function's start will read, checked as it will check them. One of
 	// Props.Environment's known only at deploy (a token) is left to the start, as
 	// OpenTelemetry's are (checkOtelEnv); the construct's own tokens (the table's name) stay,
@@ -101,7 +95,7 @@ func function(scope constructs.Construct, id string, cfg Props, file *sources.Fi
 	}
 	settings, err := deployment.FromEnv(getenv)
 	if err == nil {
-		err = settings.CheckFile(file)
+		err = settings.CheckFile(b.file)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the %s function's environment (Props.Environment): %w", name, err)
@@ -241,6 +235,12 @@ func allow(fn awslambda.Function, actions []string, resources ...*string) {
 	}))
 }
 
+// stackArn is the ARN of resource (its type and name, as the service writes them) in service,
+// in the stack's partition, Region and account.
+func stackArn(stack awscdk.Stack, service, resource string) string {
+	return *stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String(service), Resource: jsii.String(resource), ArnFormat: awscdk.ArnFormat_NO_RESOURCE_NAME})
+}
+
 // What a function may do with a customer-managed key: use it for a table's items, or send to a
 // queue or topic under it.
 var (
@@ -249,8 +249,18 @@ var (
 )
 
 // allowKey lets fn use keys for actions through the named services only (kms:ViaService, in
-// the stack's Region): the key itself decrypts nothing else for it.
-func allowKey(fn awslambda.Function, actions []string, keys []*string, services ...string) {
+// the stack's Region): the key itself decrypts nothing else for it. A nil key (a resource under
+// AWS's own encryption) is skipped; with none left there is nothing to allow.
+func allowKey(fn awslambda.Function, actions []string, keys []awskms.IKey, services ...string) {
+	var arns []*string
+	for _, k := range keys {
+		if k != nil {
+			arns = append(arns, k.KeyArn())
+		}
+	}
+	if len(arns) == 0 {
+		return
+	}
 	var via []any
 	for _, s := range services {
 		via = append(via, fmt.Sprintf("%s.%s.amazonaws.com", s, *awscdk.Stack_Of(fn).Region()))
@@ -260,13 +270,11 @@ func allowKey(fn awslambda.Function, actions []string, keys []*string, services 
 		cond = via[0]
 	}
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings(actions...), Resources: &keys, Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": cond}},
+		Actions: jsii.Strings(actions...), Resources: &arns, Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": cond}},
 	}))
 }
 
-// grantTableKey lets fn use the table's customer-managed key, if it has one, through DynamoDB.
-func grantTableKey(table awsdynamodb.ITable, fn awslambda.Function) {
-	if key := table.EncryptionKey(); key != nil {
-		allowKey(fn, tableKeyActions, []*string{key.KeyArn()}, "dynamodb")
-	}
+// grantTableKey lets fn use a table's customer-managed key, if it has one, through DynamoDB.
+func grantTableKey(fn awslambda.Function, key awskms.IKey) {
+	allowKey(fn, tableKeyActions, []awskms.IKey{key}, "dynamodb")
 }

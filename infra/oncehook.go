@@ -33,6 +33,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/outbox"
 	"github.com/oncehook/oncehook/sources"
 )
@@ -133,6 +134,11 @@ type Oncehook struct {
 	Sources *sources.File
 }
 
+// functions are the receiver, the outbox and the sweeper.
+func (o *Oncehook) functions() []awslambda.Function {
+	return []awslambda.Function{o.Receiver, o.Outbox, o.Sweeper}
+}
+
 // New defines an oncehook deployment in scope. Configuration that cannot work panics at synth
 // with a message naming the prop or the sources file's field (the CDK's convention for props).
 func New(scope constructs.Construct, id string, props *Props) *Oncehook {
@@ -184,32 +190,37 @@ func build(scope constructs.Construct, id string, props *Props) (*Oncehook, erro
 	if o.Table, err = newTable(c, stack, cfg); err != nil {
 		return nil, err
 	}
-	b := &builder{c: c, stack: stack, cfg: cfg, file: file, bound: bound, code: code, env: functionEnv(cfg, o.Table, bound.env(stack)), timings: timings, o: o}
+	b := &builder{c: c, stack: stack, cfg: cfg, file: file, bound: bound, code: code, timings: timings, o: o}
+	b.settings = deployment.Settings{Table: *o.Table.TableName(), LogLevel: "info", PendingShards: cfg.Table.PendingShards,
+		MetricsNamespace: cfg.Telemetry.MetricsNamespace, Bindings: bound.env(stack), Targets: sortedKeys(cfg.Outbox.Executors),
+		NoDuplicateProbe: cfg.Receiver.NoDuplicateProbe}
 	for _, part := range []func() error{b.receiver, b.outbox, b.sweeper} {
 		if err := part(); err != nil {
 			return nil, err
 		}
 	}
-	telemetry(c, cfg, o.Receiver, o.Outbox, o.Sweeper)
+	telemetry(c, cfg, o.functions()...)
 	o.AlarmTopic = newAlarmTopic(c, stack, cfg)
 	o.Alarms = newAlarms(c, cfg, file, o)
 	o.Dashboard = newDashboard(c, cfg, file, o)
 	outputs(c, stack, o)
-	suppress(o.Api, o.FailureQueue, o.Outbox, o.Receiver, o.Outbox, o.Sweeper)
+	suppress(o)
 	return o, nil
 }
 
 // builder is what the functions' parts are built from, and the result so far.
 type builder struct {
-	c       constructs.Construct
-	stack   awscdk.Stack
-	cfg     Props
-	file    *sources.File
-	bound   *bindings
-	code    map[string]staged
-	env     map[string]string
-	timings outbox.Timings
-	o       *Oncehook
+	c     constructs.Construct
+	stack awscdk.Stack
+	cfg   Props
+	file  *sources.File
+	bound *bindings
+	code  map[string]staged
+	// settings are every function's settings that the construct derives (the outbox and the
+	// sweeper add theirs: workerSettings).
+	settings deployment.Settings
+	timings  outbox.Timings
+	o        *Oncehook
 }
 
 // outputs are what an operator looks up after a deploy.

@@ -2,7 +2,6 @@ package infra
 
 import (
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -52,7 +51,7 @@ type OutboxProps struct {
 func (b *builder) outbox() error {
 	cfg, o, timings := b.cfg, b.o, b.timings
 	o.RetryQueue, o.FailureQueue = newQueues(b.c, cfg, timings)
-	fn, err := function(b.c, "Outbox", cfg, b.file, cfg.Outbox.Function, b.code["outbox"], b.workerEnv(), timings.FunctionTimeout.Seconds())
+	fn, err := b.function("Outbox", cfg.Outbox.Function, b.workerSettings(), timings.FunctionTimeout.Seconds())
 	if err != nil {
 		return err
 	}
@@ -106,12 +105,12 @@ func checkOutbox(cfg *Props, file *sources.File) error {
 	return nil
 }
 
-// workerEnv is the outbox's and the sweeper's environment: every function's, the retry queue
-// they schedule retries on, and the lease they hold an intent for.
-func (b *builder) workerEnv() map[string]string {
-	env := deployment.Settings{RetryQueueURL: *b.o.RetryQueue.QueueUrl(), Lease: b.timings.Lease}.Environment()
-	maps.Copy(env, b.env)
-	return env
+// workerSettings are the outbox's and the sweeper's settings: every function's, the retry
+// queue they schedule retries on, and the lease they hold an intent for.
+func (b *builder) workerSettings() deployment.Settings {
+	s := b.settings
+	s.RetryQueueURL, s.Lease = *b.o.RetryQueue.QueueUrl(), b.timings.Lease
+	return s
 }
 
 // grantWorker is what the outbox and the sweeper both may do (least privilege:
@@ -119,12 +118,10 @@ func (b *builder) workerEnv() map[string]string {
 // queue's URL), lease and record (UpdateItem), read a claim (GetItem), call each AWS target.
 func (b *builder) grantWorker(fn awslambda.Function) {
 	allow(fn, []string{"sqs:SendMessage"}, b.o.RetryQueue.QueueArn())
-	if key := b.cfg.Outbox.QueueKey; key != nil {
-		allowKey(fn, sendKeyActions, []*string{key.KeyArn()}, "sqs")
-	}
+	allowKey(fn, sendKeyActions, []awskms.IKey{b.cfg.Outbox.QueueKey}, "sqs")
 	allow(fn, []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}, b.o.Table.TableArn())
 	b.grantTargets(fn)
-	grantTableKey(b.o.Table, fn)
+	grantTableKey(fn, b.o.Table.EncryptionKey())
 }
 
 // newQueues are the retry queue that wakes retried intents and the failure queue that takes
@@ -205,11 +202,9 @@ func (b *builder) grantTargets(fn awslambda.Function) {
 		arn := jsii.String(t.ARN)
 		if bt := b.bound.targets[name]; t.Bound && bt != nil {
 			arn = bt.arn
-			if bt.key != nil {
-				allowKey(fn, sendKeyActions, []*string{bt.key.KeyArn()}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
-			}
+			allowKey(fn, sendKeyActions, []awskms.IKey{bt.key}, map[string]string{sources.TargetSQS: "sqs", sources.TargetSNS: "sns"}[t.Type])
 		} else if t.Type == sources.TargetEventBridge && !strings.HasPrefix(t.ARN, "arn:") {
-			arn = jsii.String(fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", *stack.Partition(), *stack.Region(), *stack.Account(), t.ARN))
+			arn = jsii.String(stackArn(stack, "events", "event-bus/"+t.ARN))
 		}
 		if t.Type == sources.TargetStepFunctions {
 			// A retry that meets ExecutionAlreadyExists reads the execution to compare inputs.

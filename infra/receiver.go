@@ -72,7 +72,7 @@ func (b *builder) receiver() error {
 	// never down: the handler answers by each source's own time (receiver's answerBy), which
 	// an invocation ending no sooner than the tightest source's leaves in force.
 	timeout := math.Ceil(receiverTimeout(file).Seconds())
-	fn, err := function(b.c, "Receiver", cfg, b.file, cfg.Receiver.Function, b.code["receiver"], b.env, timeout)
+	fn, err := b.function("Receiver", cfg.Receiver.Function, b.settings, timeout)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (b *builder) receiver() error {
 	allow(fn, append(ownTableActions(), "dynamodb:BatchGetItem"), o.Table.TableArn())
 	grantSecrets(b.stack, file, fn, cfg.Receiver.SecretsKeys)
 	b.grantTables(fn)
-	grantTableKey(o.Table, fn)
+	grantTableKey(fn, o.Table.EncryptionKey())
 
 	api, base := webhookAPI(b.c, cfg, file, fn, o)
 	o.Api = api
@@ -227,9 +227,7 @@ func (b *builder) grantTables(fn awslambda.Function) {
 		}
 		slices.Sort(actions)
 		arn, key := b.appTable(name, t)
-		if key != nil {
-			allowKey(fn, tableKeyActions, []*string{key.KeyArn()}, "dynamodb")
-		}
+		grantTableKey(fn, key)
 		allow(fn, slices.Compact(actions), arn)
 	}
 }
@@ -243,7 +241,7 @@ func (b *builder) appTable(name string, t *sources.Table) (*string, awskms.IKey)
 	if arn := t.PhysicalName(name); strings.HasPrefix(arn, "arn:") {
 		return jsii.String(arn), nil
 	}
-	return jsii.String(fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", *b.stack.Partition(), *b.stack.Region(), *b.stack.Account(), t.PhysicalName(name))), nil
+	return jsii.String(stackArn(b.stack, "dynamodb", "table/"+t.PhysicalName(name))), nil
 }
 
 // grantSecrets lets the receiver read exactly the secrets the sources file names, by reference
@@ -268,13 +266,7 @@ func grantSecrets(stack awscdk.Stack, f *sources.File, fn awslambda.Function, ke
 	if len(ps) > 0 {
 		allow(fn, []string{"ssm:GetParameter"}, *jsii.Strings(slices.Compact(ps)...)...)
 	}
-	if len(keys) > 0 {
-		var arns []*string
-		for _, k := range keys {
-			arns = append(arns, k.KeyArn())
-		}
-		allowKey(fn, []string{"kms:Decrypt"}, arns, "secretsmanager", "ssm")
-	}
+	allowKey(fn, []string{"kms:Decrypt"}, keys, "secretsmanager", "ssm")
 }
 
 // secretArns is the resources a Secrets Manager reference may read: a name matches any of the
@@ -284,7 +276,7 @@ func secretArns(stack awscdk.Stack, ref string) []string {
 	if strings.HasPrefix(ref, "arn:") {
 		return []string{ref, ref + "-??????"}
 	}
-	return []string{fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s-??????", *stack.Partition(), *stack.Region(), *stack.Account(), ref)}
+	return []string{stackArn(stack, "secretsmanager", "secret:"+ref+"-??????")}
 }
 
 // parameterArn is the resource an SSM reference reads: a name, or an ARN, either with a
@@ -292,7 +284,7 @@ func secretArns(stack awscdk.Stack, ref string) []string {
 func parameterArn(stack awscdk.Stack, ref string) string {
 	if !strings.HasPrefix(ref, "arn:") {
 		name, _, _ := strings.Cut(ref, ":") // parameter names have no colons
-		return fmt.Sprintf("arn:%s:ssm:%s:%s:parameter/%s", *stack.Partition(), *stack.Region(), *stack.Account(), strings.TrimPrefix(name, "/"))
+		return stackArn(stack, "ssm", "parameter/"+strings.TrimPrefix(name, "/"))
 	}
 	if arn, name, ok := strings.Cut(ref, ":parameter/"); ok {
 		name, _, _ = strings.Cut(name, ":")

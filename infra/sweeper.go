@@ -3,16 +3,15 @@ package infra
 import (
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/oncehook/oncehook/dedup"
-	"github.com/oncehook/oncehook/deployment"
 	"github.com/oncehook/oncehook/sources"
 )
 
@@ -37,9 +36,9 @@ type SweeperProps struct {
 // the stream and retry paths left behind (the pending index), and runs the leak audit.
 func (b *builder) sweeper() error {
 	cfg, o := b.cfg, b.o
-	env := b.workerEnv()
-	maps.Copy(env, deployment.Settings{AuditPrefixes: cfg.Sweeper.AuditPrefixes, AuditSample: cfg.Sweeper.AuditSample}.Environment())
-	fn, err := function(b.c, "Sweeper", cfg, b.file, cfg.Sweeper.Function, b.code["sweeper"], env, b.timings.SweeperTimeout.Seconds())
+	s := b.workerSettings()
+	s.AuditPrefixes, s.AuditSample = cfg.Sweeper.AuditPrefixes, cfg.Sweeper.AuditSample
+	fn, err := b.function("Sweeper", cfg.Sweeper.Function, s, b.timings.SweeperTimeout.Seconds())
 	if err != nil {
 		return err
 	}
@@ -98,9 +97,7 @@ func (b *builder) grantAudits(sweeper awslambda.Function) {
 			continue
 		}
 		arn, key := b.appTable(name, t)
-		if key != nil {
-			allowKey(sweeper, []string{"kms:Decrypt"}, []*string{key.KeyArn()}, "dynamodb")
-		}
+		allowKey(sweeper, []string{"kms:Decrypt"}, []awskms.IKey{key}, "dynamodb")
 		allow(sweeper, []string{"dynamodb:Scan"}, arn) // the leak audit's sample
 	}
 }

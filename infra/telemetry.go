@@ -250,7 +250,7 @@ func allowLogs(stack awscdk.Stack, key awskms.IKey) {
 		Actions:    jsii.Strings("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
 		Resources:  jsii.Strings("*"),
 		Conditions: &map[string]any{"ArnLike": map[string]any{
-			"kms:EncryptionContext:aws:logs:arn": fmt.Sprintf("arn:%s:logs:%s:%s:log-group:*", *stack.Partition(), *stack.Region(), *stack.Account()),
+			"kms:EncryptionContext:aws:logs:arn": stackArn(stack, "logs", "log-group:*"),
 		}},
 	}), jsii.Bool(true))
 }
