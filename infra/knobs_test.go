@@ -156,6 +156,9 @@ func TestKnobsThatCannotWorkFailTheSynthNamingTheProp(t *testing.T) {
 			p.Receiver.SourceThrottles = map[string]Throttle{"shop": {Rate: math.Inf(1), Burst: 10}}
 		}, `Props.Receiver.SourceThrottles["shop"]`},
 		{"a fractional source burst", func(p *Props) { p.Receiver.SourceThrottles = map[string]Throttle{"shop": {Rate: 5, Burst: 1.5}} }, `Props.Receiver.SourceThrottles["shop"]`},
+		// A nil key (a lookup that found none) would deploy without its grant: every secret
+		// under it unreadable at the receiver's start.
+		{"a nil secrets key", func(p *Props) { p.Receiver.SecretsKeys = []awskms.IKey{nil} }, "Props.Receiver.SecretsKeys[0]"},
 		{"an outbox build of the wrong architecture", func(p *Props) {
 			p.Outbox.Function.Architecture = awslambda.Architecture_X86_64() // the code is arm64
 		}, "outbox.Code"},

@@ -113,6 +113,9 @@ func checkReceiver(cfg *Props, file *sources.File) error {
 			return fmt.Errorf("Props.Receiver.SourceThrottles[%q]: Rate and Burst must both be positive, Burst a whole number", name)
 		}
 	}
+	if i := slices.Index(cfg.Receiver.SecretsKeys, nil); i >= 0 {
+		return fmt.Errorf("Props.Receiver.SecretsKeys[%d]: nil; the secrets under a key need its grant", i)
+	}
 	if cfg.Receiver.Domain != nil && (cfg.Receiver.Domain.Name == "" || cfg.Receiver.Domain.Certificate == nil) {
 		return errors.New("Props.Receiver.Domain: Name and Certificate are required")
 	}
