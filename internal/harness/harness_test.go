@@ -202,3 +202,36 @@ func TestAnswersAddUpEventByEvent(t *testing.T) {
 		}
 	}
 }
+
+// fixedSignature signs every delivery with the same X-Signature value, whatever its length.
+type fixedSignature struct {
+	webhook.Scheme
+	value string
+}
+
+func (f fixedSignature) Sign(h http.Header, _ []byte, _, _ string, _ time.Time) error {
+	h.Set("X-Signature", f.value)
+	return nil
+}
+
+// A forged delivery keeps its signature header and all of its value but the end, which it
+// changes, however short the value and whatever it ends in.
+func TestAForgedDeliveryChangesTheEndOfItsSignature(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("X-Signature")
+	}))
+	defer srv.Close()
+	for _, sig := range []string{"", "a", "abc", "abcd", "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
+		"v1,xyzAAA=",       // already ends as a forgery does
+		"t=1234,v1=ab1234", // its end appears earlier too
+	} {
+		s := &Sender{URL: srv.URL, Scheme: fixedSignature{value: sig}, Client: srv.Client()}
+		if _, _, err := s.Send(context.Background(), "msg_1", []byte(`{}`), true); err != nil {
+			t.Fatalf("%q: %v", sig, err)
+		}
+		if f := <-got; f == sig || !strings.HasPrefix(f, sig[:max(0, len(sig)-4)]) {
+			t.Errorf("%q forged as %q, want its end changed", sig, f)
+		}
+	}
+}
