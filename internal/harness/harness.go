@@ -187,6 +187,8 @@ func AnswerProblems(rep *StormReport, events, total int) []string {
 		switch {
 		case a.Accepted > 1:
 			p = append(p, fmt.Sprintf("event %d accepted %d times", i, a.Accepted))
+		case a.Accepted == 0 && a.Duplicates == 0:
+			p = append(p, fmt.Sprintf("event %d: never accepted, and none of its deliveries was answered 200 (%d answered 503)", i, a.Unavailable))
 		case a.Accepted == 0 && a.Unavailable == 0:
 			p = append(p, fmt.Sprintf("event %d: %d duplicates and never accepted, with no 503 to explain it", i, a.Duplicates))
 		case a.Accepted == 0 && !a.first503Sent.Before(a.firstDuplicate):

@@ -235,3 +235,33 @@ func TestAForgedDeliveryChangesTheEndOfItsSignature(t *testing.T) {
 		}
 	}
 }
+
+// Each event's problem says what its deliveries were answered.
+func TestAnswerProblemsSayWhatAnEventsDeliveriesGot(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		name string
+		got  EventAnswers
+		want string // in the problem about the event; "" for none
+	}{
+		{"accepted once", EventAnswers{Accepted: 1, Duplicates: 2}, ""},
+		{"accepted twice", EventAnswers{Accepted: 2}, "accepted 2 times"},
+		{"duplicates and no 503", EventAnswers{Duplicates: 2}, "with no 503 to explain it"},
+		{"a 503 sent before the first duplicate", EventAnswers{Duplicates: 1, Unavailable: 1, first503Sent: at, firstDuplicate: at.Add(time.Second)}, ""},
+		{"a 503 sent after the first duplicate", EventAnswers{Duplicates: 1, Unavailable: 1, first503Sent: at.Add(time.Second), firstDuplicate: at},
+			"its first duplicate came before any delivery answered 503 was sent"},
+		{"only 503s", EventAnswers{Unavailable: 2, first503Sent: at}, "never accepted, and none of its deliveries was answered 200 (2 answered 503)"},
+	} {
+		a := c.got
+		rep := &StormReport{Accepted: a.Accepted, Duplicates: a.Duplicates, Events: map[int]*EventAnswers{7: &a}}
+		var about []string
+		for _, p := range AnswerProblems(rep, 1, a.Accepted+a.Duplicates) {
+			if strings.HasPrefix(p, "event 7") {
+				about = append(about, p)
+			}
+		}
+		if c.want == "" && len(about) > 0 || c.want != "" && (len(about) != 1 || !strings.Contains(about[0], c.want)) {
+			t.Errorf("%s: %q, want %q", c.name, about, c.want)
+		}
+	}
+}
