@@ -70,7 +70,7 @@ func sqsTarget(t *testing.T, _ *env, draw func(int) int) scheduleTarget {
 		{faultproxy.Hold, faultproxy.Reply{}},
 	}
 	var healthy atomic.Bool
-	p, err := faultproxy.New(faultproxy.Config{Upstream: os.Getenv("AWS_ENDPOINT_URL"), Match: faultproxy.Calls("SendMessage"),
+	p := faultproxy.Start(t, faultproxy.Config{Upstream: os.Getenv("AWS_ENDPOINT_URL"), Match: faultproxy.Calls("SendMessage"),
 		Choose: func() (faultproxy.Fault, faultproxy.Reply) {
 			if healthy.Load() {
 				return faultproxy.Forward, faultproxy.Reply{}
@@ -80,10 +80,6 @@ func sqsTarget(t *testing.T, _ *env, draw func(int) int) scheduleTarget {
 			}
 			return faultproxy.Forward, faultproxy.Reply{}
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
 	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint, o.HTTPClient = aws.String(p.URL), p.Client() })
 	x := &targets.SQS{Client: client, QueueURL: *q.QueueUrl, Timeout: 400 * time.Millisecond}
 	var once sync.Once

@@ -118,6 +118,7 @@ type Proxy struct {
 	cfg      Config
 	upstream *url.URL
 	srv      *httptest.Server
+	ln       *listener
 	forward  *http.Transport
 	inflight sync.WaitGroup // forwarded requests not yet answered by the service
 }
@@ -129,7 +130,11 @@ func Start(t testing.TB, cfg Config) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return p
 }
 
@@ -149,7 +154,7 @@ func New(cfg Config) (*Proxy, error) {
 		forward: &http.Transport{MaxIdleConnsPerHost: 16, ResponseHeaderTimeout: 2 * time.Minute}}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
 	ln := &listener{Listener: p.srv.Listener, cfg: cfg, done: make(chan struct{})}
-	p.srv.Listener = ln
+	p.srv.Listener, p.ln = ln, ln
 	p.srv.Config.SetKeepAlivesEnabled(false)
 	p.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes it resets on purpose
 	p.srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -178,12 +183,14 @@ func (p *Proxy) Client() *http.Client {
 func (p *Proxy) Wait() { p.inflight.Wait() }
 
 // Close stops the proxy: it stops listening, resets the connections it holds, and waits for
-// its forwarded requests.
-func (p *Proxy) Close() {
+// its forwarded requests. It returns the error of keeping the port bound for Refuse after Pass
+// connections, if that failed: the port was then free for another listener to take.
+func (p *Proxy) Close() error {
 	p.srv.CloseClientConnections()
-	p.srv.Close()
+	p.srv.Close() // waits for the accepting goroutine, the one that sets ln.err
 	p.inflight.Wait()
 	p.forward.CloseIdleConnections()
+	return p.ln.err
 }
 
 // listener draws each connection's fault as it accepts it, and for Refuse stops listening
@@ -194,13 +201,14 @@ type listener struct {
 
 	n     int      // connections accepted
 	bound *refuser // the port, kept without listening (Refuse)
+	err   error    // why the port could not be kept bound, for Close to return
 	done  chan struct{}
 	once  sync.Once
 }
 
 func (l *listener) refusing() bool { return l.cfg.Choose == nil && l.cfg.Fault == Refuse }
 
-// Accept runs on the server's one accepting goroutine, which alone touches n and bound.
+// Accept runs on the server's one accepting goroutine, which alone touches n, bound and err.
 func (l *listener) Accept() (net.Conn, error) {
 	if l.bound != nil {
 		<-l.done // the port stays bound until the proxy closes
@@ -223,10 +231,9 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 	l.n++
 	if l.refusing() && l.n >= l.cfg.Pass {
-		// The last connection that passes: nothing listens from now on.
-		if err := l.refuse(); err != nil {
-			panic(err)
-		}
+		// The last connection that passes: nothing listens from now on. Should the port not
+		// stay bound, Close says so: this goroutine has no one to tell.
+		l.err = l.refuse()
 	}
 	return fc, nil
 }
@@ -236,13 +243,17 @@ func (l *listener) Accept() (net.Conn, error) {
 func (l *listener) refuse() error {
 	addr := l.Addr().(*net.TCPAddr)
 	l.Listener.Close()
-	r, err := bindOnly(addr)
+	r, err := keepBound(addr)
 	if err != nil {
 		return fmt.Errorf("faultproxy: keep %s bound: %w", addr, err)
 	}
 	l.bound = r
 	return nil
 }
+
+// keepBound binds a port without listening (bindOnly): a variable so that a test can make it
+// fail.
+var keepBound = bindOnly
 
 func (l *listener) Close() error {
 	l.once.Do(func() { close(l.done) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -160,4 +161,47 @@ func TestChooseDrawsEachConnectionsFault(t *testing.T) {
 	if n.Load() != 2 {
 		t.Fatalf("the service answered %d, want 2", n.Load())
 	}
+}
+
+// When Refuse cannot keep the port bound, the proxy says so, and nothing listens on the port:
+// New returns the error, and with Pass, where the port is let go on the accepting goroutine,
+// Close returns it (Start fails the test with it).
+func TestAPortRefuseCannotKeepBoundIsAnError(t *testing.T) {
+	// Not parallel: it swaps keepBound, which the package's parallel tests call once it ends.
+	up, _ := upstream(t)
+	var port atomic.Value
+	keepBound = func(addr *net.TCPAddr) (*refuser, error) {
+		port.Store(addr.String())
+		return nil, errors.New("the port is taken")
+	}
+	defer func() { keepBound = bindOnly }()
+	notListening := func(when string) {
+		t.Helper()
+		if c, err := net.DialTimeout("tcp", port.Load().(string), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("%s: the dial: %v, want refused", when, err)
+		}
+	}
+
+	if _, err := New(Config{Upstream: up, Fault: Refuse}); err == nil || !strings.Contains(err.Error(), "the port is taken") {
+		t.Errorf("New: %v, want the bind's error", err)
+	}
+	notListening("after New")
+
+	p, err := New(Config{Upstream: up, Fault: Refuse, Pass: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _, err := call(p, 2*time.Second, "S.Describe"); err != nil || status != 200 {
+		t.Fatalf("the connection that passes: %d, %v", status, err)
+	}
+	if _, _, _, err := call(p, 2*time.Second, "S.Op"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("the next: %v, want refused", err)
+	}
+	if err := p.Close(); err == nil || !strings.Contains(err.Error(), "the port is taken") {
+		t.Errorf("Close: %v, want the bind's error", err)
+	}
+	notListening("after Close")
 }

@@ -72,8 +72,8 @@ func (s *Sender) send(ctx context.Context, id string, body []byte, forge bool) (
 	}
 	if forge {
 		for k, v := range req.Header { // keep the shape, break the signature
-			if strings.Contains(strings.ToLower(k), "signature") || strings.Contains(strings.ToLower(k), "hmac") {
-				req.Header.Set(k, strings.Replace(v[0], v[0][len(v[0])-4:], "AAA=", 1))
+			if len(v) > 0 && (strings.Contains(strings.ToLower(k), "signature") || strings.Contains(strings.ToLower(k), "hmac")) {
+				req.Header.Set(k, forged(v[0]))
 			}
 		}
 	}
@@ -87,6 +87,16 @@ func (s *Sender) send(ctx context.Context, id string, body []byte, forge bool) (
 		retryAfter = time.Duration(n) * time.Second
 	}
 	return r.StatusCode, b, retryAfter, nil
+}
+
+// forged is a signature header's value with its end broken: its last four characters (all of
+// it when shorter) become "AAA=", or "BBB=" when they already are.
+func forged(v string) string {
+	keep, end := v[:max(0, len(v)-4)], "AAA="
+	if keep+end == v {
+		end = "BBB="
+	}
+	return keep + end
 }
 
 // IsDuplicate reports whether a receiver's 200 body says duplicate.
@@ -177,6 +187,8 @@ func AnswerProblems(rep *StormReport, events, total int) []string {
 		switch {
 		case a.Accepted > 1:
 			p = append(p, fmt.Sprintf("event %d accepted %d times", i, a.Accepted))
+		case a.Accepted == 0 && a.Duplicates == 0:
+			p = append(p, fmt.Sprintf("event %d: never accepted, and none of its deliveries was answered 200 (%d answered 503)", i, a.Unavailable))
 		case a.Accepted == 0 && a.Unavailable == 0:
 			p = append(p, fmt.Sprintf("event %d: %d duplicates and never accepted, with no 503 to explain it", i, a.Duplicates))
 		case a.Accepted == 0 && !a.first503Sent.Before(a.firstDuplicate):

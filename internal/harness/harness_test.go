@@ -202,3 +202,66 @@ func TestAnswersAddUpEventByEvent(t *testing.T) {
 		}
 	}
 }
+
+// fixedSignature signs every delivery with the same X-Signature value, whatever its length.
+type fixedSignature struct {
+	webhook.Scheme
+	value string
+}
+
+func (f fixedSignature) Sign(h http.Header, _ []byte, _, _ string, _ time.Time) error {
+	h.Set("X-Signature", f.value)
+	return nil
+}
+
+// A forged delivery keeps its signature header and all of its value but the end, which it
+// changes, however short the value and whatever it ends in.
+func TestAForgedDeliveryChangesTheEndOfItsSignature(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("X-Signature")
+	}))
+	defer srv.Close()
+	for _, sig := range []string{"", "a", "abc", "abcd", "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
+		"v1,xyzAAA=",       // already ends as a forgery does
+		"t=1234,v1=ab1234", // its end appears earlier too
+	} {
+		s := &Sender{URL: srv.URL, Scheme: fixedSignature{value: sig}, Client: srv.Client()}
+		if _, _, err := s.Send(context.Background(), "msg_1", []byte(`{}`), true); err != nil {
+			t.Fatalf("%q: %v", sig, err)
+		}
+		if f := <-got; f == sig || !strings.HasPrefix(f, sig[:max(0, len(sig)-4)]) {
+			t.Errorf("%q forged as %q, want its end changed", sig, f)
+		}
+	}
+}
+
+// Each event's problem says what its deliveries were answered.
+func TestAnswerProblemsSayWhatAnEventsDeliveriesGot(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		name string
+		got  EventAnswers
+		want string // in the problem about the event; "" for none
+	}{
+		{"accepted once", EventAnswers{Accepted: 1, Duplicates: 2}, ""},
+		{"accepted twice", EventAnswers{Accepted: 2}, "accepted 2 times"},
+		{"duplicates and no 503", EventAnswers{Duplicates: 2}, "with no 503 to explain it"},
+		{"a 503 sent before the first duplicate", EventAnswers{Duplicates: 1, Unavailable: 1, first503Sent: at, firstDuplicate: at.Add(time.Second)}, ""},
+		{"a 503 sent after the first duplicate", EventAnswers{Duplicates: 1, Unavailable: 1, first503Sent: at.Add(time.Second), firstDuplicate: at},
+			"its first duplicate came before any delivery answered 503 was sent"},
+		{"only 503s", EventAnswers{Unavailable: 2, first503Sent: at}, "never accepted, and none of its deliveries was answered 200 (2 answered 503)"},
+	} {
+		a := c.got
+		rep := &StormReport{Accepted: a.Accepted, Duplicates: a.Duplicates, Events: map[int]*EventAnswers{7: &a}}
+		var about []string
+		for _, p := range AnswerProblems(rep, 1, a.Accepted+a.Duplicates) {
+			if strings.HasPrefix(p, "event 7") {
+				about = append(about, p)
+			}
+		}
+		if c.want == "" && len(about) > 0 || c.want != "" && (len(about) != 1 || !strings.Contains(about[0], c.want)) {
+			t.Errorf("%s: %q, want %q", c.name, about, c.want)
+		}
+	}
+}

@@ -264,8 +264,9 @@ func (e *noTableError) Error() string {
 // shaped as oncehook's.
 var ErrNotOncehookTable = errors.New("not an oncehook table")
 
-// CheckTable reports whether table is an oncehook table: pk/sk string keys and the pending
-// index over pending_shard. One DescribeTable call.
+// CheckTable reports whether table is an oncehook table: keyed, and its pending index keyed,
+// as dedup.CreateTableInput keys them, names and types (the pages query pk/sk as strings and
+// the index by pending_shard and a window on pending_since). One DescribeTable call.
 func CheckTable(ctx context.Context, api API, table string) error {
 	out, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if _, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
@@ -274,44 +275,42 @@ func CheckTable(ctx context.Context, api API, table string) error {
 	if err != nil {
 		return fmt.Errorf("table %s: %w", table, err)
 	}
-	t := out.Table
-	attrTypes := map[string]types.ScalarAttributeType{}
-	for _, d := range t.AttributeDefinitions {
-		attrTypes[aws.ToString(d.AttributeName)] = d.AttributeType
+	got, want := out.Table, dedup.CreateTableInput(table)
+	if g, w := keyOf(got.KeySchema, got.AttributeDefinitions), keyOf(want.KeySchema, want.AttributeDefinitions); g != w {
+		return fmt.Errorf("table %s is %w: its key is %s, not %s", table, ErrNotOncehookTable, g, w)
 	}
-	keys := map[string]types.KeyType{}
-	for _, k := range t.KeySchema {
-		keys[aws.ToString(k.AttributeName)] = k.KeyType
+	var wantIndex string
+	for _, g := range want.GlobalSecondaryIndexes {
+		if aws.ToString(g.IndexName) == dedup.PendingIndex {
+			wantIndex = keyOf(g.KeySchema, want.AttributeDefinitions)
+		}
 	}
-	if keys[dedup.PartitionKey] != types.KeyTypeHash || keys[dedup.SortKey] != types.KeyTypeRange || len(keys) != 2 {
-		return fmt.Errorf("table %s is %w: its key is not pk (hash) + sk (range)", table, ErrNotOncehookTable)
-	}
-	// The types too: a table keyed by numbers under these names would pass the names and
-	// refuse every read the pages make.
-	if attrTypes[dedup.PartitionKey] != types.ScalarAttributeTypeS || attrTypes[dedup.SortKey] != types.ScalarAttributeTypeS {
-		return fmt.Errorf("table %s is %w: its key pk + sk is not two strings", table, ErrNotOncehookTable)
-	}
-	for _, g := range t.GlobalSecondaryIndexes {
+	for _, g := range got.GlobalSecondaryIndexes {
 		if aws.ToString(g.IndexName) != dedup.PendingIndex {
 			continue
 		}
-		ok := false
-		for _, k := range g.KeySchema {
-			name := aws.ToString(k.AttributeName)
-			switch {
-			case name == dedup.IndexPartitionKey && k.KeyType == types.KeyTypeHash && attrTypes[name] == types.ScalarAttributeTypeS:
-				ok = true
-			case name == dedup.IndexSortKey && k.KeyType == types.KeyTypeRange && attrTypes[name] == types.ScalarAttributeTypeN:
-			default:
-				return fmt.Errorf("table %s is %w: its %q index is not keyed %s (string) + %s (number)", table, ErrNotOncehookTable,
-					dedup.PendingIndex, dedup.IndexPartitionKey, dedup.IndexSortKey)
+		if k := keyOf(g.KeySchema, got.AttributeDefinitions); k != wantIndex {
+			return fmt.Errorf("table %s is %w: its %q index is keyed %s, not %s", table, ErrNotOncehookTable, dedup.PendingIndex, k, wantIndex)
+		}
+		return nil
+	}
+	return fmt.Errorf("table %s is %w: it has no %q index keyed %s", table, ErrNotOncehookTable, dedup.PendingIndex, wantIndex)
+}
+
+// keyOf reads a key schema with its attributes' types, in the schema's order (DynamoDB's:
+// hash first), as "pk (hash, S) + sk (range, S)".
+func keyOf(schema []types.KeySchemaElement, attrs []types.AttributeDefinition) string {
+	parts := make([]string, len(schema))
+	for i, k := range schema {
+		name, typ := aws.ToString(k.AttributeName), types.ScalarAttributeType("none")
+		for _, a := range attrs {
+			if aws.ToString(a.AttributeName) == name {
+				typ = a.AttributeType
 			}
 		}
-		if ok {
-			return nil
-		}
+		parts[i] = fmt.Sprintf("%s (%s, %s)", name, strings.ToLower(string(k.KeyType)), typ)
 	}
-	return fmt.Errorf("table %s is %w: it has no %q index over %s", table, ErrNotOncehookTable, dedup.PendingIndex, dedup.IndexPartitionKey)
+	return strings.Join(parts, " + ")
 }
 
 func (c *Console) checkTable(ctx context.Context) error {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,41 +198,63 @@ func TestABoundTableTheConsoleCannotNameIsNotShownAsOncehooks(t *testing.T) {
 	}
 }
 
-// CheckTable reads a table as oncehook's when its keys are named pk and sk and it has a
-// "pending" index over pending_shard, whatever their types. A table keyed by numbers under
-// those names (another application's, or a copy made by hand) passes, so hookctl console
-// starts on it, and every page then answers 502 "DynamoDB did not answer" (the key's type is
-// refused by DynamoDB): not the clear "not oncehook's" page a table that is not oncehook's
-// gets.
-func TestATableWhoseKeysAreNotStringsIsNotTakenForOncehooks(t *testing.T) {
+// CheckTable reads a table as oncehook's only when it is keyed as dedup.CreateTableInput keys
+// it, the pending index included. A table keyed by numbers under those names (another
+// application's, or a copy made by hand), or whose pending index lacks its pending_since sort
+// key, would otherwise pass, so hookctl console starts on it, and its pages then answer 502
+// "DynamoDB did not answer" (DynamoDB refuses the key's type, or a time window's BETWEEN on a
+// sort key the index does not have): not the clear "not oncehook's" page a table that is not
+// oncehook's gets.
+func TestATableNotKeyedAsOncehooksIsNotTakenForOncehooks(t *testing.T) {
 	t.Parallel()
 	client := awstest.Client(t)
 	ctx := context.Background()
-	n := types.ScalarAttributeTypeN
-	name := awstest.CreateTable(t, client, "numeric-keys-", &dynamodb.CreateTableInput{BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(dedup.PartitionKey), AttributeType: n}, {AttributeName: aws.String(dedup.SortKey), AttributeType: n},
-			{AttributeName: aws.String(dedup.IndexPartitionKey), AttributeType: n}},
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.PartitionKey), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(dedup.SortKey), KeyType: types.KeyTypeRange}},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(dedup.PendingIndex),
-			KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(dedup.IndexPartitionKey), KeyType: types.KeyTypeHash}},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
-	})
-
-	if err := console.CheckTable(ctx, client, name); !errors.Is(err, console.ErrNotOncehookTable) {
-		t.Errorf("CheckTable(%s) = %v, want it refused as not oncehook's", name, err)
-	}
-	h, err := console.New(console.Config{DynamoDB: client, Table: name, Token: testToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := signedIn(t, h)
-	for _, p := range []string{"/events/shop/evt_1", "/parked"} {
-		r := b.get(p)
-		if r.Status != http.StatusInternalServerError || !strings.Contains(r.Body, "not an oncehook table") {
-			t.Errorf("%s: %d, want 500 saying the table is not an oncehook table:\n%s", p, r.Status, r.Body)
+	typed := func(attr string, typ types.ScalarAttributeType) func(*dynamodb.CreateTableInput) {
+		return func(in *dynamodb.CreateTableInput) {
+			for i, d := range in.AttributeDefinitions {
+				if aws.ToString(d.AttributeName) == attr {
+					in.AttributeDefinitions[i].AttributeType = typ
+				}
+			}
 		}
+	}
+	for _, c := range []struct {
+		name  string
+		table func(*dynamodb.CreateTableInput) // changes dedup.CreateTableInput's table
+		names string                           // what the refusal names
+	}{
+		{"its keys are numbers", func(in *dynamodb.CreateTableInput) {
+			typed(dedup.PartitionKey, types.ScalarAttributeTypeN)(in)
+			typed(dedup.SortKey, types.ScalarAttributeTypeN)(in)
+		}, dedup.PartitionKey},
+		{"its pending index has no sort key", func(in *dynamodb.CreateTableInput) {
+			in.AttributeDefinitions = slices.DeleteFunc(in.AttributeDefinitions, func(d types.AttributeDefinition) bool {
+				return aws.ToString(d.AttributeName) == dedup.IndexSortKey
+			})
+			in.GlobalSecondaryIndexes[0].KeySchema = in.GlobalSecondaryIndexes[0].KeySchema[:1]
+		}, dedup.IndexSortKey},
+		{"its pending index's sort key is a string", typed(dedup.IndexSortKey, types.ScalarAttributeTypeS), dedup.IndexSortKey},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			in := dedup.CreateTableInput("")
+			c.table(in)
+			name := awstest.CreateTable(t, client, "not-keyed-", in)
+			if err := console.CheckTable(ctx, client, name); !errors.Is(err, console.ErrNotOncehookTable) || !strings.Contains(err.Error(), c.names) {
+				t.Errorf("CheckTable(%s) = %v, want it refused as not oncehook's, naming %s", name, err, c.names)
+			}
+			h, err := console.New(console.Config{DynamoDB: client, Table: name, Token: testToken})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := signedIn(t, h)
+			for _, p := range []string{"/events/shop/evt_1", "/parked", "/events?source=shop&since=2h"} {
+				r := b.get(p)
+				if r.Status != http.StatusInternalServerError || !strings.Contains(r.Body, "not an oncehook table") {
+					t.Errorf("%s: %d, want 500 saying the table is not an oncehook table:\n%s", p, r.Status, r.Body)
+				}
+			}
+		})
 	}
 }
 

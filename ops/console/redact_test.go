@@ -74,22 +74,21 @@ func TestAnErrorEchoingTheTargetsPathDoesNotShowIt(t *testing.T) {
 	}
 }
 
-// fakeTable is an oncehook-shaped table whose reads fail with an AWS error naming the
-// operator's identity, as AccessDeniedException does.
+// fakeTable is an oncehook table (described as dedup.CreateTableInput defines it) whose reads
+// fail with an AWS error naming the operator's identity, as AccessDeniedException does.
 type fakeTable struct{ console.API }
 
 var errDenied = errors.New("operation error DynamoDB: GetItem, https response error StatusCode: 400, RequestID: R1, " +
 	"api error AccessDeniedException: User: arn:aws:iam::123456789012:user/SECRET-IAM-USER is not authorized to perform: dynamodb:GetItem")
 
-func (fakeTable) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	str := types.ScalarAttributeTypeS
-	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(dedup.PartitionKey), AttributeType: str},
-			{AttributeName: aws.String(dedup.SortKey), AttributeType: str}, {AttributeName: aws.String(dedup.IndexPartitionKey), AttributeType: str}},
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.PartitionKey), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(dedup.SortKey), KeyType: types.KeyTypeRange}},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndexDescription{{IndexName: aws.String(dedup.PendingIndex),
-			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(dedup.IndexPartitionKey), KeyType: types.KeyTypeHash}}}},
-	}}, nil
+func (fakeTable) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	def := dedup.CreateTableInput(aws.ToString(in.TableName))
+	var indexes []types.GlobalSecondaryIndexDescription
+	for _, g := range def.GlobalSecondaryIndexes {
+		indexes = append(indexes, types.GlobalSecondaryIndexDescription{IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection})
+	}
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableName: def.TableName,
+		AttributeDefinitions: def.AttributeDefinitions, KeySchema: def.KeySchema, GlobalSecondaryIndexes: indexes}}, nil
 }
 
 func (fakeTable) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
