@@ -525,7 +525,7 @@ func TestTheAWSFailureMatrix(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			defer p.Close()
+			defer closeProxy(t, p)
 			if c.intent, err = m.attempt(c.id, outbox.AtMostOnce(c.row.build(m, p, 30*time.Second))); err != nil {
 				t.Errorf("%s, %s, the next attempt: %v", c.row.name, c.point.name, err)
 			}
@@ -541,6 +541,13 @@ func TestTheAWSFailureMatrix(t *testing.T) {
 
 	table := "| executor | the call fails | at least once: seen | intent | at most once: seen | intent |\n|---|---|---|---|---|---|\n" + strings.Join(rows, "\n") + "\n"
 	checkDocTable(t, "<!-- aws failure matrix: begin -->\n", "<!-- aws failure matrix: end -->", table)
+}
+
+// closeProxy closes a cell's proxy, failing the test if its port could not be kept refusing.
+func closeProxy(t *testing.T, p *faultproxy.Proxy) {
+	if err := p.Close(); err != nil {
+		t.Error(err)
+	}
 }
 
 // run plays one cell: a proxy failing the row's call at the cell's point, the executor behind
@@ -561,7 +568,7 @@ func (m *matrixEnv) run(c *awsCell) {
 		t.Error(err)
 		return
 	}
-	defer p.Close() // after the service answered what the proxy forwarded
+	defer closeProxy(t, p) // after the service answered what the proxy forwarded
 	timeout := 30 * time.Second
 	if c.point.fault == faultproxy.Hold {
 		// The proxy holds the answer until the call gives up. The call's other requests (Step
