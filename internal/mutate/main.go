@@ -172,13 +172,15 @@ var mutations = []mutation{
 		`moves := placed && (p.shard != from || IsParkedShard(from));`, `moves := placed && (p.shard != from || IsParkedShard(from)) && false;`,
 		"./outbox", "TestStreamRecordsAndClaimWritesPerEvent"},
 	{"finish: the claim moves in the index only if the other intents still make its place right", "dedup/transitions.go",
-		`		cond += p.use(names, values)`, `		p.conds = nil; cond += p.use(names, values)`,
+		`		cond += p.use(names)
+		set, remove = c.place(`, `		p.conds = nil; cond += p.use(names)
+		set, remove = c.place(`,
 		"./dedup", "TestAFinishFromAStaleReadNeverHidesAReDrivenIntent"},
 	{"settle: a claim with nothing open leaves the due index", "dedup/transitions.go",
 		`	if p.shard == claim.PendingShard {`, `	if true {`,
 		"./outbox", "TestAFinishedClaimLeftInTheIndexLeavesItWhoeverNoticesIt"},
 	{"settle: only as long as the other intents still make its place right", "dedup/transitions.go",
-		`	cond := "commit_token = :commit" + p.use(names, values)`, `	p.conds = nil; cond := "commit_token = :commit" + p.use(names, values)`,
+		`	cond := "commit_token = :commit" + p.use(names)`, `	p.conds = nil; cond := "commit_token = :commit" + p.use(names)`,
 		"./outbox", "TestASettleNeverHidesAReDrivenIntent"},
 	{"redrive: only a parked intent", "dedup/transitions.go",
 		`cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"`, `cond := "intents.#n.attempts = :attempts AND :parked = :parked"`,
