@@ -366,10 +366,8 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			if cond, names, values, err = conditionOf(e, pkName); err != nil {
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
 			}
-			for _, v := range values {
-				if why := checkValue(v); why != "" {
-					return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: why}
-				}
+			if why := checkValue(&types.AttributeValueMemberM{Value: values}); why != "" { // each value
+				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: why}
 			}
 		}
 		var act types.TransactWriteItem
@@ -406,10 +404,8 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			if err != nil {
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
 			}
-			for _, v := range expr.Values() {
-				if why := checkValue(v); why != "" {
-					return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: why}
-				}
+			if why := checkValue(&types.AttributeValueMemberM{Value: expr.Values()}); why != "" { // each value
+				return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: why}
 			}
 			total += ItemSize(itemKey) + ItemSize(expr.Values())
 			act.Update = &types.Update{TableName: table, Key: itemKey, UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
