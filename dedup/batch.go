@@ -69,8 +69,6 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 	return results, calls, err
 }
 
-// under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
-// "events[2].source"), or else in its message.
 // CheckBatch returns the refusal CommitBatch would give evs and plans before any call (an
 // *EventError naming the event, or an *InvalidError when they do not pair up), or nil when it
 // would send the writes. It makes no call: a test kit (receivertest) refuses with it exactly
@@ -110,6 +108,8 @@ type EventError struct {
 func (e *EventError) Error() string { return e.Err.Error() }
 func (e *EventError) Unwrap() error { return e.Err }
 
+// under names err as one of what's: an *InvalidError's field ("source" under "events[2]" is
+// "events[2].source"), or else in its message.
 func under(what string, err error) error {
 	if ie, ok := errors.AsType[*InvalidError](err); ok {
 		return &InvalidError{Field: what + "." + ie.Field, Reason: ie.Reason}

@@ -228,32 +228,18 @@ func (s *Store) absorb(ctx context.Context, req *request, refused []int, res Res
 	absorbed := *req
 	absorbed.claim = claim
 	absorbed.effects = nil
-
-	res.Calls++
-	var err error
-	if absorbed.guard != nil {
-		// The same token would be taken for the first transaction's: a new one for this one.
-		_, err = s.api.TransactWriteItems(ctx, absorbed.transactInput(s.tablePtr, 1+MaxConflictRetries+1))
-		if tce, ok := errors.AsType[*types.TransactionCanceledException](err); ok {
-			switch c := readCancellation(tce.CancellationReasons, 0, true); c.kind {
-			case claimTaken:
-				return s.taken(ctx, &absorbed, c.old, res)
-			case bodyTaken:
-				return replay(c.old, res), nil
-			}
-		}
-	} else {
-		_, err = s.api.PutItem(ctx, absorbed.putInput(s.tablePtr))
+	// The first transaction's tokens are taken: a transaction of the claim alone (with its
+	// body guard) gets tokens of its own.
+	absorbed.token = requestToken(req.token, 1+MaxConflictRetries+1)
+	// Written as Commit writes a claim: a concurrent double that claimed the event (or the
+	// body) between our two calls makes it a duplicate (a replay), our own write sent again is
+	// recognised by its commit token, and a conflict is tried again.
+	r, err := s.write(ctx, &absorbed)
+	r.Calls += res.Calls
+	if r.Outcome == OutcomeAccepted && !r.Recovered {
+		r.Outcome, r.Absorbed = OutcomeAbsorbed, refused
 	}
-	if err == nil {
-		res.Outcome, res.Absorbed, res.ExpiresAt = OutcomeAbsorbed, refused, req.expires
-		return res, nil
-	}
-	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		// A concurrent double claimed the event between our two calls.
-		return s.taken(ctx, &absorbed, ccf.Item, res)
-	}
-	return res, classify("absorb", err)
+	return r, err
 }
 
 func attrString(item map[string]types.AttributeValue, name string) string {

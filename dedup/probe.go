@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -37,21 +35,13 @@ func (s *Store) skipClaimed(ctx context.Context, reqs []*request, pending []int,
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			keys := make([]map[string]types.AttributeValue, len(group))
+			pks := make([]string, len(group))
 			for k, i := range group {
-				keys[k] = ClaimItemKey(attrString(reqs[i].claim, PartitionKey))
+				pks[k] = attrString(reqs[i].claim, PartitionKey)
 			}
-			out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
-				RequestItems: map[string]types.KeysAndAttributes{s.cfg.Table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
-			})
-			if err != nil {
-				return // the transactions decide these
-			}
-			items := map[string]map[string]types.AttributeValue{}
-			for _, it := range out.Responses[s.cfg.Table] {
-				items[attrString(it, PartitionKey)] = it
-			}
-			found[g] = items
+			// One call: what it leaves unprocessed, or all of it when it fails, the
+			// transactions decide.
+			found[g], _, _ = getClaims(ctx, s.api, s.cfg.Table, pks, 1, nil)
 		})
 	}
 	wg.Wait()

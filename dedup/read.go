@@ -83,10 +83,14 @@ var ErrUnprocessed = errors.New("dedup: keys left unprocessed")
 // reads an item.
 func GetClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int) (map[string]map[string]types.AttributeValue, error) {
 	out, _, err := getClaims(ctx, api, table, pks, rounds, nil)
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// getClaims is GetClaims of a projection of the claims (nil: all of them), with the calls it made.
+// getClaims is GetClaims of a projection of the claims (nil: all of them), with the calls it
+// made; on an error, out holds the claims read before it.
 func getClaims(ctx context.Context, api BatchGetAPI, table string, pks []string, rounds int, projection *string) (out map[string]map[string]types.AttributeValue, calls int, err error) {
 	out = make(map[string]map[string]types.AttributeValue, len(pks))
 	var keys []map[string]types.AttributeValue
@@ -96,19 +100,19 @@ func getClaims(ctx context.Context, api BatchGetAPI, table string, pks []string,
 	for req := range slices.Chunk(keys, maxBatchGetKeys) {
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt == rounds && rounds > 0 {
-				return nil, calls, ErrUnprocessed
+				return out, calls, ErrUnprocessed
 			}
 			// Unprocessed keys: the table is throttling, so back off before asking again.
 			if attempt > 0 {
 				if err := jitterWait(ctx, time.Duration(min(attempt, 10))*100*time.Millisecond); err != nil {
-					return nil, calls, err
+					return out, calls, err
 				}
 			}
 			calls++
 			resp, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 				table: {Keys: req, ConsistentRead: aws.Bool(true), ProjectionExpression: projection}}})
 			if err != nil {
-				return nil, calls, err
+				return out, calls, err
 			}
 			for _, item := range resp.Responses[table] {
 				out[attrString(item, PartitionKey)] = item

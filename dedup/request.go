@@ -55,21 +55,27 @@ type request struct {
 
 // bodyGuard is the item that claims the body for ev (guarded: the hex SHA-256 of Event.Guard,
 // or of the payload): its key, the event id holding it, the claim's expiry (TTL) and the claim
-// it belongs to.
-func bodyGuard(table *string, ev *Event, claimPK, guarded, expiresAt string, now int64) *types.Put {
+// it belongs to. It is written under the claim's rule: no unexpired guard holds the body. (A
+// redelivery of the same event finds its claim taken first: index 0 answers duplicate whatever
+// the guard says.)
+func bodyGuard(table *string, ev *Event, claimPK, guarded, expiresAt string, now map[string]types.AttributeValue) *types.Put {
+	return claimPut(table, map[string]types.AttributeValue{
+		PartitionKey:       str(ClaimKey(ev.Source, guarded)),
+		SortKey:            str(BodySK),
+		attrEventID:        str(ev.ID),
+		TTLAttribute:       &types.AttributeValueMemberN{Value: expiresAt},
+		ClaimedByAttribute: str(claimPK),
+	}, now)
+}
+
+// claimPut is the Put of item under the claim's rule (claimCondition, now its values), whose
+// refusal returns the item that holds the key.
+func claimPut(table *string, item, now map[string]types.AttributeValue) *types.Put {
 	return &types.Put{
-		TableName: table,
-		Item: map[string]types.AttributeValue{
-			PartitionKey:       str(ClaimKey(ev.Source, guarded)),
-			SortKey:            str(BodySK),
-			attrEventID:        str(ev.ID),
-			TTLAttribute:       &types.AttributeValueMemberN{Value: expiresAt},
-			ClaimedByAttribute: str(claimPK),
-		},
-		// The claim's rule, for the body: no unexpired guard holds it. (A redelivery of the same
-		// event finds its claim taken first: index 0 answers duplicate whatever the guard says.)
+		TableName:                           table,
+		Item:                                item,
 		ConditionExpression:                 claimConditionPtr,
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now)},
+		ExpressionAttributeValues:           now,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
@@ -229,7 +235,7 @@ func (s *Store) buildRequest(ev *Event, plan *Plan, keep time.Duration, now time
 		// The claim names its guard: what the guard hashes (Event.Guard) is not stored, so
 		// a reader could not find the guard item from the claim otherwise.
 		set(attrBodyGuard, vals.str(guarded))
-		req.guard = bodyGuard(s.tablePtr, ev, pk, guarded, t.expiresAt, now.Unix())
+		req.guard = bodyGuard(s.tablePtr, ev, pk, guarded, t.expiresAt, req.nowVals)
 	}
 	size := 0
 	if len(plan.Effects) > 0 {
@@ -360,10 +366,8 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			if cond, names, values, err = conditionOf(e, pkName); err != nil {
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: err.Error()}
 			}
-			for _, v := range values {
-				if why := checkValue(v); why != "" {
-					return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: why}
-				}
+			if why := checkValue(&types.AttributeValueMemberM{Value: values}); why != "" { // each value
+				return nil, nil, nil, 0, &InvalidError{Field: what() + ".condition", Reason: why}
 			}
 		}
 		var act types.TransactWriteItem
@@ -400,10 +404,8 @@ func (s *Store) effectItems(vals *values, claimPK string, effects []Effect) ([]t
 			if err != nil {
 				return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: err.Error()}
 			}
-			for _, v := range expr.Values() {
-				if why := checkValue(v); why != "" {
-					return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: why}
-				}
+			if why := checkValue(&types.AttributeValueMemberM{Value: expr.Values()}); why != "" { // each value
+				return nil, nil, nil, 0, &InvalidError{Field: what() + ".update", Reason: why}
 			}
 			total += ItemSize(itemKey) + ItemSize(expr.Values())
 			act.Update = &types.Update{TableName: table, Key: itemKey, UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
@@ -513,13 +515,7 @@ func (r *request) putInput(table *string) *dynamodb.PutItemInput {
 
 func (r *request) transactInput(table *string, attempt int) *dynamodb.TransactWriteItemsInput {
 	items := make([]types.TransactWriteItem, 0, 2+len(r.effects))
-	items = append(items, types.TransactWriteItem{Put: &types.Put{
-		TableName:                           table,
-		Item:                                r.claim,
-		ConditionExpression:                 claimConditionPtr,
-		ExpressionAttributeValues:           r.nowVals,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}})
+	items = append(items, types.TransactWriteItem{Put: claimPut(table, r.claim, r.nowVals)})
 	if r.guard != nil {
 		items = append(items, types.TransactWriteItem{Put: r.guard})
 	}

@@ -140,8 +140,7 @@ func (c *Claims) Lease(ctx context.Context, claim *Claim, intent string, o Lease
 	in := c.conditional(claim.PK, "SET intents.#n.#st = :running, intents.#n.lease_until = :until, "+
 		"intents.#n.lease_owner = :owner, intents.#n.attempts = intents.#n.attempts + :one REMOVE "+attrWake,
 		cond, intentNames(intent), map[string]types.AttributeValue{
-			":running": str(IntentRunning), ":pending": str(IntentPending), ":until": num(now.Add(o.For).UnixMilli()),
-			":now": num(now.UnixMilli()), ":one": num(1), ":commit": str(claim.CommitToken), ":owner": str(owner),
+			":until": num(now.Add(o.For).UnixMilli()), ":now": num(now.UnixMilli()), ":commit": str(claim.CommitToken), ":owner": str(owner),
 		})
 	in.ReturnValues = types.ReturnValueAllNew
 	sent := time.Now() // the lease, if it landed, lasts at least For from here
@@ -209,8 +208,7 @@ func (c *Claims) GiveBack(ctx context.Context, l *Lease) error {
 	if l.Stranded {
 		return ErrStranded
 	}
-	vals := map[string]types.AttributeValue{":commit": str(l.Claim.CommitToken), ":running": str(IntentRunning), ":owner": str(l.owner),
-		":pending": str(IntentPending), ":one": num(1), ":zero": num(0)}
+	vals := map[string]types.AttributeValue{":commit": str(l.Claim.CommitToken), ":owner": str(l.owner)}
 	_, err := c.update(ctx, c.conditional(l.Claim.PK, "SET intents.#n.#st = :pending, intents.#n.attempts_base = if_not_exists(intents.#n.attempts_base, :zero) + :one "+
 		"REMOVE intents.#n.lease_until, intents.#n.lease_owner", "commit_token = :commit AND intents.#n.#st = :running AND intents.#n.lease_owner = :owner",
 		intentNames(l.Intent), vals))
@@ -253,7 +251,6 @@ func (c *Claims) Park(ctx context.Context, l *Lease, why string) error {
 func (c *Claims) Retry(ctx context.Context, l *Lease, next time.Time, why string) error {
 	for range 3 {
 		values := fenceValues(l)
-		values[":pending"] = str(IntentPending)
 		values[":next"] = num(next.UnixMilli())
 		values[":err"] = str(Truncate(why))
 		values[":history"] = c.history(l.Claim.Intents[l.Intent], l.entry(AttemptRetried, why))
@@ -378,9 +375,7 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 	values[":history"] = c.history(l.Claim.Intents[l.Intent], l.entry(status, why))
 	if l.overStranded {
 		cond = strandedFence
-		values[":parked"] = str(IntentParked)
 		values[":owner"] = str(l.owner)
-		delete(values, ":running")
 		set = append(set, "intents.#n.last_error = :err")
 		values[":err"] = str("parked as stranded while its call was under way; its worker then recorded it done")
 	}
@@ -389,7 +384,7 @@ func (c *Claims) finishInput(l *Lease, status, why, sent string, placed bool) *d
 	p := placeAfter(l.Claim, l.Intent, status)
 	switch moves := placed && (p.shard != from || IsParkedShard(from)); {
 	case moves:
-		cond += p.use(names, values)
+		cond += p.use(names)
 		set, remove = c.place(from, p.shard, status == IntentParked, set, remove, values)
 	case placed:
 		// It stays where the read found it, on condition that it is still there: a claim an
@@ -421,7 +416,7 @@ func (c *Claims) Settle(ctx context.Context, claim *Claim) error {
 	}
 	names := map[string]string{"#st": attrIntentStatus}
 	values := map[string]types.AttributeValue{":commit": str(claim.CommitToken)}
-	cond := "commit_token = :commit" + p.use(names, values)
+	cond := "commit_token = :commit" + p.use(names)
 	set, remove := c.place(claim.PendingShard, p.shard, false, nil, nil, values)
 	_, err := c.update(ctx, c.conditional(claim.PK, updateExpression(set, remove), cond, names, values))
 	if _, refused, _ := ownWrite(err, nil); refused {
@@ -457,7 +452,7 @@ func (c *Claims) redrive(ctx context.Context, claim *Claim, intent, by string) e
 	now := c.now()
 	set := []string{"intents.#n.#st = :pending", "intents.#n.next_attempt_at = :now", "intents.#n.attempts_base = intents.#n.attempts",
 		"intents.#n." + attrIntentRedriveID + " = :rid", attrWake + " = :now"}
-	values := map[string]types.AttributeValue{":pending": str(IntentPending), ":now": num(now.UnixMilli())}
+	values := map[string]types.AttributeValue{":now": num(now.UnixMilli())}
 	if by != "" {
 		set = append(set, "intents.#n."+attrIntentRedrivenBy+" = :by", "intents.#n."+attrIntentRedrivenAt+" = :at")
 		values[":by"] = str(by)
@@ -482,7 +477,7 @@ func (c *Claims) Resolve(ctx context.Context, claim *Claim, intent, by, why stri
 	now := c.now()
 	set := []string{"intents.#n.#st = :resolved", "intents.#n.resolution = :why", "intents.#n.resolved_by = :by", "intents.#n.resolved_at = :at",
 		"intents.#n." + attrIntentRedriveID + " = :rid"}
-	values := map[string]types.AttributeValue{":resolved": str(IntentResolved), ":why": str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339))}
+	values := map[string]types.AttributeValue{":why": str(why), ":by": str(by), ":at": str(now.UTC().Format(time.RFC3339))}
 	return c.actOnParked(ctx, claim, intent, IntentResolved, Attempt{Outcome: IntentResolved, By: by}, set, nil, values)
 }
 
@@ -514,7 +509,7 @@ func (c *Claims) actOnParked(ctx context.Context, claim *Claim, intent, status s
 		p := placeAfter(claim, intent, status)
 		// The place is written from this read: on condition that the claim is still where it
 		// showed, as a finish may have moved it since (to parked, with nothing open).
-		cond += p.use(names, vals) + shardAsSeen(claim.PendingShard, vals)
+		cond += p.use(names) + shardAsSeen(claim.PendingShard, vals)
 		s, r := c.place(claim.PendingShard, p.shard, false, append(slices.Clone(set), historySet), slices.Clone(remove), vals)
 		_, err := c.update(ctx, c.conditional(claim.PK, updateExpression(s, r), cond, names, vals))
 		held, refused, own := ownWrite(err, func(h *Claim) bool { return h.Intents[intent].RedriveID == nonce })
@@ -612,7 +607,6 @@ const strandedFence = "commit_token = :commit AND intents.#n.#st = :parked AND i
 func fenceValues(l *Lease) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		":commit":  str(l.Claim.CommitToken),
-		":running": str(IntentRunning),
 		":attempt": num(int64(l.Attempt)),
 	}
 }
@@ -628,7 +622,7 @@ func intentNames(name string) map[string]string {
 // been claimed again. It adds its values (the intent's count is :attempts).
 func parkedAsSeen(claim *Claim, in ClaimIntent, values map[string]types.AttributeValue) string {
 	cond := "intents.#n.#st = :parked AND intents.#n.attempts = :attempts"
-	values[":parked"], values[":attempts"] = str(IntentParked), num(int64(in.Attempts))
+	values[":attempts"] = num(int64(in.Attempts))
 	if claim.CommitToken != "" {
 		cond += " AND " + attrCommitToken + " = :commit"
 		values[":commit"] = str(claim.CommitToken)
@@ -687,36 +681,30 @@ func placeAfter(c *Claim, name, status string) placement {
 	for _, n := range others {
 		switch {
 		case !open && !parked:
-			p.conds[n] = "IN (:p_done, :p_resolved)"
+			p.conds[n] = "IN (:done, :resolved)"
 		case !open:
-			p.conds[n] = "IN (:p_done, :p_parked, :p_resolved)"
+			p.conds[n] = "IN (:done, :parked, :resolved)"
 		case !parked:
-			p.conds[n] = "<> :p_parked"
+			p.conds[n] = "<> :parked"
 		}
 	}
 	if open && mine != classOpen {
-		p.conds[openW] = "IN (:p_pending, :p_running)"
+		p.conds[openW] = "IN (:pending, :running)"
 	}
 	if parked && mine != classParked {
-		p.conds[parkedW] = "= :p_parked"
+		p.conds[parkedW] = "= :parked"
 	}
 	return p
 }
 
 // use returns p's condition (" AND ..." on each other intent it names, in name order), adding
-// its names and the values it uses (DynamoDB refuses a placeholder an expression does not
-// use).
-func (p placement) use(names map[string]string, values map[string]types.AttributeValue) string {
+// its names.
+func (p placement) use(names map[string]string) string {
 	cond := ""
 	for i, n := range slices.Sorted(maps.Keys(p.conds)) {
 		ph := "#p" + strconv.Itoa(i)
 		names[ph] = n
 		cond += " AND intents." + ph + ".#st " + p.conds[n]
-		for _, s := range []string{IntentPending, IntentRunning, IntentDone, IntentParked, IntentResolved} {
-			if strings.Contains(p.conds[n], ":p_"+s) {
-				values[":p_"+s] = str(s)
-			}
-		}
 	}
 	return cond
 }
@@ -764,8 +752,13 @@ func class(status string) string {
 }
 
 // conditional is the conditional UpdateItem of the claim pk, whose refusal returns the item
-// (ALL_OLD: what ownWrite reads).
+// (ALL_OLD: what ownWrite reads). It adds to values the constants update and cond use.
 func (c *Claims) conditional(pk, update, cond string, names map[string]string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	for ph, v := range constants {
+		if strings.Contains(update, ph) || strings.Contains(cond, ph) {
+			values[ph] = v
+		}
+	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.Table),
 		Key:                                 ClaimItemKey(pk),
@@ -775,6 +768,14 @@ func (c *Claims) conditional(pk, update, cond string, names map[string]string, v
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+}
+
+// constants are the values any transition's expressions may use by these names: the intent
+// statuses, one and zero. conditional adds those an update uses, and no other: DynamoDB refuses
+// a value no expression uses. (Shared by every update: the SDK only reads them.)
+var constants = map[string]types.AttributeValue{
+	":pending": str(IntentPending), ":running": str(IntentRunning), ":done": str(IntentDone),
+	":parked": str(IntentParked), ":resolved": str(IntentResolved), ":one": num(1), ":zero": num(0),
 }
 
 // updateExpression joins an update's SET and REMOVE clauses, either of which may be empty.
