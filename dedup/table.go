@@ -45,7 +45,8 @@ func CreateTableInput(name string) *dynamodb.CreateTableInput {
 }
 
 // EnsureTable creates the table when it does not exist, waits until it is active and turns on
-// TTL over expires_at. It is for tests and local runs; deployments own the table in the CDK.
+// TTL over expires_at; a table whose TTL is on another attribute is refused. It is for tests
+// and local runs; deployments own the table in the CDK.
 func EnsureTable(ctx context.Context, client *dynamodb.Client, name string) error {
 	_, err := client.CreateTable(ctx, CreateTableInput(name))
 	if _, inUse := errors.AsType[*types.ResourceInUseException](err); err != nil && !inUse {
@@ -58,9 +59,15 @@ func EnsureTable(ctx context.Context, client *dynamodb.Client, name string) erro
 	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
 		return fmt.Errorf("dedup: wait for table %s: %w", name, err)
 	}
-	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
-	if err == nil && ttl.TimeToLiveDescription != nil &&
-		ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled {
+	var on *types.TimeToLiveDescription
+	if ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)}); err == nil {
+		on = ttl.TimeToLiveDescription
+	}
+	if on != nil && (on.TimeToLiveStatus == types.TimeToLiveStatusEnabled || on.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		if attr := aws.ToString(on.AttributeName); attr != TTLAttribute {
+			// Claims would never expire; DynamoDB moves TTL only an hour after turning it off.
+			return fmt.Errorf("dedup: table %s has TTL on %q, not %s", name, attr, TTLAttribute)
+		}
 		return nil
 	}
 	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
