@@ -27,7 +27,8 @@ import (
 // when it is set, some events may be claimed and others not: the provider's redelivery of the
 // batch finds the claimed ones duplicates. Calls in each result counts the calls made for that
 // event alone; calls is every DynamoDB request the batch issued. Nothing is written when an
-// event or plan is invalid: an *EventError, with its index.
+// event or plan is invalid: an *EventError, with its index, for each event refused (joined by
+// errors.Join when there are several; errors.As finds the first).
 func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (results []Result, calls int, err error) {
 	start, now := time.Now(), s.cfg.Now()
 	reqs, err := s.prepareBatch(evs, plans, now, traceValue(ctx)) // one span committed them all
@@ -70,8 +71,8 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 }
 
 // CheckBatch returns the refusal CommitBatch would give evs and plans before any call (an
-// *EventError naming the event, or an *InvalidError when they do not pair up), or nil when it
-// would send the writes. It makes no call: a test kit (receivertest) refuses with it exactly
+// *EventError naming each event refused, joined when there are several, or an *InvalidError
+// when they do not pair up), or nil when it would send the writes. It makes no call: a test kit (receivertest) refuses with it exactly
 // what the store refuses.
 func (s *Store) CheckBatch(evs []Event, plans []Plan) error {
 	_, err := s.prepareBatch(evs, plans, s.cfg.Now(), nil)
@@ -85,16 +86,23 @@ func (s *Store) prepareBatch(evs []Event, plans []Plan, now time.Time, tc []byte
 		return nil, &InvalidError{Field: "plans", Reason: fmt.Sprintf("has %d plans for %d events", len(plans), len(evs))}
 	}
 	reqs := make([]*request, len(evs))
+	var refused []error // every event's, so that a receiver answers them all from one read
 	for i := range evs {
 		keep, err := s.admit(&evs[i])
 		if err == nil {
 			reqs[i], err = s.buildRequest(&evs[i], &plans[i], keep, now, tc)
 		}
 		if err != nil {
-			return nil, &EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)}
+			refused = append(refused, &EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)})
 		}
 	}
-	return reqs, nil
+	switch len(refused) {
+	case 0:
+		return reqs, nil
+	case 1:
+		return nil, refused[0]
+	}
+	return nil, errors.Join(refused...)
 }
 
 // EventError is CommitBatch's refusal of one event's input before any write: Err (an

@@ -223,6 +223,24 @@ func TestAnInvalidEventInABatchWritesNothing(t *testing.T) {
 	if ee, ok := errors.AsType[*dedup.EventError](err); !ok || ee.Index != 2 {
 		t.Fatalf("%v: want an *EventError of index 2, which a receiver reads without parsing text", err)
 	}
+	// Several: each is named, in order (a receiver answers them all from one read of their
+	// claims), and errors.As finds the first.
+	evs[0].ID, evs[1].Source = "", "paypal"
+	_, calls, err = e.store.CommitBatch(context.Background(), evs, plans)
+	var at []int
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, one := range j.Unwrap() {
+			if ee, ok := one.(*dedup.EventError); ok {
+				at = append(at, ee.Index)
+			}
+		}
+	}
+	if ee, ok := errors.AsType[*dedup.EventError](err); !ok || ee.Index != 0 || fmt.Sprint(at) != "[0 1 2]" || calls != 0 {
+		t.Fatalf("%v (%d calls): want the EventErrors of 0, 1 and 2 joined, the first found first, and no call", err, calls)
+	}
+	if err2 := e.store.CheckBatch(evs, plans); err2 == nil || err2.Error() != err.Error() {
+		t.Fatalf("CheckBatch: %v, want CommitBatch's %v", err2, err)
+	}
 	if len(e.items(t)) != 0 {
 		t.Fatal("an invalid batch wrote something")
 	}

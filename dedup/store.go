@@ -193,7 +193,11 @@ func (s *Store) Claimed(ctx context.Context, ev Event) (Result, error) {
 // a consistent BatchGetItem, of what Claimed reads) instead of one GetItem each, with the calls
 // it made. A receiver needs it when many events of a redelivered batch can no longer be planned:
 // read one by one, a few hundred of them outlast the provider's timeout on every retry.
-func (s *Store) ClaimedBatch(ctx context.Context, evs []Event) ([]Result, int, error) {
+//
+// The claims are read in the events' order, each once: on an error, results holds the answers
+// of the events before the first whose claim was not read, all a receiver needs to refuse the
+// batch at its first unclaimed event.
+func (s *Store) ClaimedBatch(ctx context.Context, evs []Event) (results []Result, calls int, err error) {
 	pks := make([]string, len(evs))
 	for i, ev := range evs {
 		if _, err := s.admit(&ev); err != nil {
@@ -201,17 +205,35 @@ func (s *Store) ClaimedBatch(ctx context.Context, evs []Event) ([]Result, int, e
 		}
 		pks[i] = ClaimKey(ev.Source, ev.ID)
 	}
-	items, calls, err := getClaims(ctx, s.api, s.cfg.Table, pks, claimedRounds, probeProjection)
-	switch {
-	case errors.Is(err, ErrUnprocessed):
-		return nil, calls, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
-	case err != nil:
-		return nil, calls, classify("BatchGetItem", err)
-	}
 	results, now := make([]Result, len(evs)), s.cfg.Now().Unix()
-	for i, pk := range pks {
-		if item := items[pk]; holds(item, now) {
-			results[i] = duplicate(item, payloadHash(evs[i].Payload), Result{})
+	read := map[string]map[string]types.AttributeValue{} // by claim key; nil: no claim
+	for n := 0; n < len(evs); {                          // n: the events answered
+		var next []string // the next claims not read, in the events' order
+		queued := map[string]bool{}
+		for j := n; j < len(evs) && len(next) < maxBatchGetKeys; j++ {
+			if _, done := read[pks[j]]; !done && !queued[pks[j]] {
+				queued[pks[j]], next = true, append(next, pks[j])
+			}
+		}
+		items, c, err := getClaims(ctx, s.api, s.cfg.Table, next, claimedRounds, probeProjection)
+		calls += c
+		switch {
+		case errors.Is(err, ErrUnprocessed):
+			return results[:n], calls, &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
+		case err != nil:
+			return results[:n], calls, classify("BatchGetItem", err)
+		}
+		for _, pk := range next {
+			read[pk] = items[pk]
+		}
+		for ; n < len(evs); n++ {
+			item, done := read[pks[n]]
+			if !done {
+				break
+			}
+			if holds(item, now) {
+				results[n] = duplicate(item, payloadHash(evs[n].Payload), Result{})
+			}
 		}
 	}
 	return results, calls, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/oncehook/oncehook/dedup"
+	"github.com/oncehook/oncehook/internal/awstest"
 )
 
 // reads keeps the GetItem requests a Store sends.
@@ -244,6 +245,43 @@ func TestClaimedBatchAnswersEachEventAsClaimedDoesInOneReadPer100(t *testing.T) 
 	}
 	if _, _, err := throttled.ClaimedBatch(ctx, evs[:1]); !errors.Is(err, dedup.ErrUnavailable) || !errors.Is(err, dedup.ErrUnprocessed) {
 		t.Fatalf("keys left unprocessed: %v, want ErrUnavailable", err)
+	}
+}
+
+// ClaimedBatch reads the claims in the events' order, each once: when a read fails, the
+// events whose claims were read before it are answered, up to the first that was not.
+func TestClaimedBatchAnswersTheEventsReadBeforeAFailedRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	var evs []dedup.Event
+	for i := range 250 {
+		if i%2 == 0 {
+			if _, err := e.store.Commit(ctx, orderEvent(i), dedup.Plan{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		evs = append(evs, orderEvent(i%230)) // the last 20 repeat claims read first
+	}
+	inject := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "BatchGetItem", N: -1, Skip: 2, Status: 400, Body: throttling}
+	newEnvWithClient(t, e, inject, nil)
+	results, calls, err := e.store.ClaimedBatch(ctx, evs)
+	if !errors.Is(err, dedup.ErrUnavailable) || len(results) != 200 || calls < 3 {
+		t.Fatalf("the third read failing: %d results, %d calls, %v; want the first 200 events answered, ErrUnavailable", len(results), calls, err)
+	}
+	for i, res := range results {
+		if (res.Outcome == dedup.OutcomeDuplicate) != (i%2 == 0) {
+			t.Fatalf("evt %d: %v", i, res.Outcome)
+		}
+	}
+	inject.SetN(0)
+	if results, calls, err = e.store.ClaimedBatch(ctx, evs); err != nil || len(results) != 250 || calls != 3 {
+		t.Fatalf("%d results in %d calls, %v; want 250 in 3: 230 claims, each read once", len(results), calls, err)
+	}
+	for i, res := range results {
+		if (res.Outcome == dedup.OutcomeDuplicate) != (i%230%2 == 0) {
+			t.Fatalf("evt %d (%s): %v", i, evs[i].ID, res.Outcome)
+		}
 	}
 }
 

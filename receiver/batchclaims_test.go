@@ -128,6 +128,102 @@ func TestABatchWhoseClaimedEventsNoLongerPlanIsAnsweredFromOneReadOfTheirClaims(
 	}
 }
 
+// A redelivered batch whose claimed events' plans the store now refuses (a planner changed:
+// its intents' name is one dedup refuses) is the same as claimed events that no longer plan:
+// every event is a duplicate, answered from their claims read together, not one GetItem each
+// (and the rest of the batch checked again for each).
+func TestClaimedEventsWhosePlansTheStoreNowRefusesAreReadTogether(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	client := awstest.Client(t)
+	counter := awstest.NewCounter(client)
+	store, err := dedup.New(counter, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "record"
+	planners := receiver.NewPlanners()
+	planners.Handle("sendgrid", "open", func(_ context.Context, ev dedup.Event) (dedup.Plan, error) {
+		return dedup.Plan{Intents: []dedup.Intent{{Name: name, Target: "crm", Payload: []byte(`{}`)}}}, nil
+	})
+	post := sendgridPoster(t, f, secrets, store, planners)
+	now := time.Now()
+	var evs []string
+	for i := range 250 {
+		evs = append(evs, sgEvent(fmt.Sprintf("sg_sr_%03d", i), "open", now))
+	}
+	if resp := post(sgBatch(evs...)); resp.StatusCode != 200 {
+		t.Fatalf("first: %d %s", resp.StatusCode, resp.Body)
+	}
+	name = "record now!" // the store refuses this name (dedup.ErrInvalid), before any write
+	counter.Reset()
+	resp := post(sgBatch(evs...))
+	if resp.StatusCode != 200 || resp.Body != `{"received":true,"events":250,"duplicates":250,"ignored":0}` {
+		t.Fatalf("every event claimed, every plan refused by the store: %d %s", resp.StatusCode, resp.Body)
+	}
+	if g, b := counter.Calls("GetItem"), counter.Calls("BatchGetItem"); g != 0 || b > 3 {
+		t.Fatalf("250 claimed events whose plans the store refuses: %d GetItem, %d BatchGetItem, want their claims read together (0 GetItem, at most 3 BatchGetItem), as for events that no longer plan", g, b)
+	}
+}
+
+// A batch of 150 new events that cannot be planned: the first in the batch's order is not
+// claimed, so the batch is refused 400 naming it, whatever the later reads do. With the second
+// BatchGetItem (the other 50 events' claims, which the answer does not need) throttled, it is
+// not answered 503, as TestACommitterWithoutClaimedBatchIsNotAnswered503ForAReadItDidNotNeed
+// holds for a committer without ClaimedBatch.
+func TestABatchIsNotAnswered503ForAClaimsReadItDidNotNeed(t *testing.T) {
+	t.Parallel()
+	f, secrets := shapesFile(t)
+	admin := awstest.Client(t)
+	table := awstest.Table(t, admin)
+	inj := &awstest.InjectErrors{Next: awstest.BaseTransport(), Operation: "BatchGetItem", N: -1, Status: 400, Skip: 1,
+		Body: `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"throttled"}`}
+	store, err := dedup.New(awstest.Client(t, awstest.WithTransport(inj)), dedup.Config{Table: table, Sources: f.Retentions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := sendgridPoster(t, f, secrets, store, categoryPlanner())
+	now := time.Now()
+	var elems []string
+	for i := range 150 {
+		elems = append(elems, categorizedEvent(fmt.Sprintf("sg_rd_%03d", i), "bad", now))
+	}
+	resp := post(sgBatch(elems...))
+	if resp.StatusCode != 400 || !strings.Contains(resp.Body, `"field":"events[0].category"`) {
+		t.Fatalf("%d %s (%d BatchGetItem refused), want 400 naming events[0].category: its claim was read, and it is new",
+			resp.StatusCode, resp.Body, inj.Injected())
+	}
+}
+
+// receivertest.Recorder.ClaimedBatch counts the calls dedup.Store.ClaimedBatch makes, which
+// reads each claim once (BatchGetItem refuses a key twice): a batch repeating ids costs fewer
+// calls. Multisets of ids, the Recorder's count against the store's.
+func TestTheRecorderCountsTheClaimReadsTheStoreMakes(t *testing.T) {
+	t.Parallel()
+	f, _ := shapesFile(t)
+	client := awstest.Client(t)
+	store, err := dedup.New(client, dedup.Config{Table: awstest.Table(t, client), Sources: f.Retentions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := receivertest.NewRecorder(f)
+	ctx := context.Background()
+	for _, c := range []struct{ n, distinct int }{{1, 1}, {99, 99}, {100, 100}, {101, 101}, {150, 1}, {250, 100}, {300, 150}} {
+		evs := make([]dedup.Event, c.n)
+		for i := range evs {
+			evs[i] = dedup.Event{Source: "sendgrid", ID: fmt.Sprintf("sg_rc_%d", i%c.distinct), Type: "open", Payload: []byte(`{}`)}
+		}
+		_, sc, serr := store.ClaimedBatch(ctx, evs)
+		_, rc, rerr := rec.ClaimedBatch(ctx, evs)
+		if serr != nil || rerr != nil {
+			t.Fatal(serr, rerr)
+		}
+		if sc != rc {
+			t.Errorf("%d events, %d distinct ids: the store made %d calls, the Recorder reports %d", c.n, c.distinct, sc, rc)
+		}
+	}
+}
+
 var fieldRe = regexp.MustCompile(`"field":"([^"]*)"`)
 
 // The space: generated batches of claimed and new events, planned or refused (400) or failing

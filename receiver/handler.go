@@ -142,7 +142,8 @@ type BatchCommitter interface {
 
 // BatchClaimReader is a Committer that reads a batch's claims together
 // (dedup.Store.ClaimedBatch), for the events that can no longer be planned; otherwise they are
-// read one Claimed at a time, up to the first not claimed.
+// read one Claimed at a time, up to the first not claimed. On an error, ClaimedBatch returns
+// the answers of the events before the first whose claim it could not read.
 type BatchClaimReader interface {
 	ClaimedBatch(ctx context.Context, evs []dedup.Event) ([]dedup.Result, int, error)
 }
@@ -559,9 +560,9 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		cctx, committing := h.startStep(ctx, SpanCommit, trace.SpanKindInternal) // its context is the claims'
 		defer endPanicked(committing)                                            // a store's panic
 		refused, err := h.write(cctx, d)
-		for refused != nil && h.planError(ctx, d, refused, err) {
-			// The refused event was claimed before (a planner changed since): a duplicate. A
-			// batch's other events are written again without it.
+		for len(refused) > 0 && h.claimedBefore(ctx, d, refused) {
+			// The refused events were claimed before (a planner changed since): duplicates. A
+			// batch's other events are written again without them.
 			refused, err = nil, nil
 			if d.batch {
 				refused, err = h.write(cctx, d)
@@ -572,7 +573,7 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 		}
 		d.commitTime = time.Since(commitStart)
 		switch {
-		case refused != nil: // a new event's plan, refused: planError answered it
+		case len(refused) > 0: // a new event's plan, refused: claimedBefore answered it
 			return
 		case errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit):
 			// Refused without saying whose plan: it fails as a planner does (500).
@@ -590,9 +591,9 @@ func (h *Handler) commit(ctx context.Context, d *delivery) {
 }
 
 // write commits the events to write not written yet: a batch's with CommitBatch when the store
-// has it. refused is the event whose plan the store refused (dedup.ErrInvalid, dedup.ErrLimit:
-// before any call), when err is that refusal and says whose.
-func (h *Handler) write(ctx context.Context, d *delivery) (refused *planned, err error) {
+// has it. refused are the events whose plans the store refused (dedup.ErrInvalid,
+// dedup.ErrLimit: before any call), each with its refusal (failed), when err says whose.
+func (h *Handler) write(ctx context.Context, d *delivery) (refused []*planned, err error) {
 	b, all := &d.evs, d.events()
 	if bc, ok := h.store.(BatchCommitter); ok && d.batch {
 		var evs []dedup.Event
@@ -608,8 +609,11 @@ func (h *Handler) write(ctx context.Context, d *delivery) (refused *planned, err
 			all[places[i]].result = r
 		}
 		b.calls += calls
-		if ee, ok := errors.AsType[*dedup.EventError](err); ok && ee.Index < len(places) {
-			refused = &all[places[ee.Index]]
+		for _, ee := range eventErrors(err) {
+			if ee.Index < len(places) {
+				e := &all[places[ee.Index]]
+				e.failed, refused = ee, append(refused, e)
+			}
 		}
 		return refused, err
 	}
@@ -618,13 +622,44 @@ func (h *Handler) write(ctx context.Context, d *delivery) (refused *planned, err
 			e.result, err = h.store.Commit(ctx, e.ev, e.plan)
 			if b.calls += e.result.Calls; err != nil {
 				if errors.Is(err, dedup.ErrInvalid) || errors.Is(err, dedup.ErrLimit) {
-					refused = e
+					e.failed, refused = err, []*planned{e}
 				}
 				return refused, err
 			}
 		}
 	}
 	return nil, nil
+}
+
+// eventErrors are the events a batch's refusal names: one *dedup.EventError, or several joined.
+func eventErrors(err error) []*dedup.EventError {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var ees []*dedup.EventError
+	for _, e := range errs {
+		if ee, ok := errors.AsType[*dedup.EventError](e); ok {
+			ees = append(ees, ee)
+		}
+	}
+	return ees
+}
+
+// claimedBefore answers the events whose plans the store refused from their claims: true when
+// each was claimed before (a duplicate, not to be written); else the first that was not refuses
+// the delivery. A batch's are read together (settle).
+func (h *Handler) claimedBefore(ctx context.Context, d *delivery, refused []*planned) bool {
+	if !d.batch {
+		e := refused[0]
+		err := e.failed
+		e.failed = nil
+		return h.planError(ctx, d, e, err)
+	}
+	for _, e := range refused {
+		e.write = false
+	}
+	return h.settle(ctx, d)
 }
 
 // answer is a committed delivery's 200: a batch's counts, or a single event's outcome.
@@ -683,11 +718,14 @@ func (h *Handler) settle(ctx context.Context, d *delivery) bool {
 		}
 		return true
 	}
-	results, calls, cerr := r.ClaimedBatch(ctx, evs)
+	results, calls, cerr := r.ClaimedBatch(ctx, evs) // on an error, the answers before it
 	d.evs.calls += calls
 	for k, e := range failed {
-		if cerr != nil || results[k].Outcome != dedup.OutcomeDuplicate {
+		switch {
+		case k >= len(results):
 			return h.refuse(d, e, e.failed, cerr)
+		case results[k].Outcome != dedup.OutcomeDuplicate:
+			return h.refuse(d, e, e.failed, nil)
 		}
 		e.result, e.failed = results[k], nil
 	}
@@ -895,7 +933,7 @@ type planned struct {
 	plan   dedup.Plan
 	known  bool
 	write  bool   // false: claimed before, found so when its planner failed
-	failed error  // a batch's event's planning failure, until settle reads its claim
+	failed error  // why it could not be planned, or the store refused its plan, until its claim is read
 	prefix string // what its fields are named under ("events[3]." in a batch)
 	result dedup.Result
 }

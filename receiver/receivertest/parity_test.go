@@ -49,6 +49,10 @@ func (c *countingAPI) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*
 	return &dynamodb.GetItemOutput{}, nil // no claim: the refused event is new
 }
 
+func (c *countingAPI) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return &dynamodb.BatchGetItemOutput{}, nil // no claims: a batch's refused events are new
+}
+
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // refusal is one plan (or event) and the store refusal it meets: site names it as

@@ -327,15 +327,15 @@ func (r *Recorder) Claimed(_ context.Context, ev dedup.Event) (dedup.Result, err
 	return dedup.Result{}, nil
 }
 
-// ClaimedBatch answers each event as Claimed does (receiver.BatchClaimReader), in one call per
-// 100 events, as the store reads them.
+// ClaimedBatch answers each event as Claimed does (receiver.BatchClaimReader), in the calls
+// the store makes: one per 100 distinct claims.
 func (r *Recorder) ClaimedBatch(ctx context.Context, evs []dedup.Event) ([]dedup.Result, int, error) {
-	results := make([]dedup.Result, len(evs))
+	results, claims := make([]dedup.Result, len(evs)), map[string]bool{}
 	for i, ev := range evs {
 		results[i], _ = r.Claimed(ctx, ev)
-		results[i].Calls = 0
+		results[i].Calls, claims[dedup.ClaimKey(ev.Source, ev.ID)] = 0, true
 	}
-	return results, (len(evs) + 99) / 100, nil
+	return results, (len(claims) + 99) / 100, nil
 }
 
 // Retention is the source's retention, from the sources file.
