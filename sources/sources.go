@@ -288,24 +288,23 @@ func (s *Source) Guarded() bool {
 func (s *Source) ScopedIDs() bool { return s != nil && s.EventID != nil && s.EventID.ScopeHeader != "" }
 
 // IDSigned reports whether the signature covers the event id (and its scope): an id read from
-// the body is signed by every scheme, a header only by a scheme that signs it (Standard
-// Webhooks signs webhook-id). Unsigned, a captured delivery can be re-sent under any id. A
-// Twilio form field is not a signed id: Twilio signs names and values run together, so a field
-// can swallow the ones after it and still verify (webhook.SignsFields).
+// the body is signed by every scheme, a header only by a scheme that signs it (webhook.Covers:
+// Standard Webhooks signs webhook-id). Unsigned, a captured delivery can be re-sent under any
+// id. A Twilio form field is not a signed id: Twilio signs names and values run together, so a
+// field can swallow the ones after it and still verify (webhook.SignsFields).
 func (s *Source) IDSigned() bool {
 	l := s.EventID
 	if l == nil || l.ScopeHeader != "" {
 		return false
 	}
-	if l.Form != "" && s.Scheme == "twilio" {
-		return false
-	}
-	if l.JSON != "" || l.Form != "" {
+	scheme, _ := webhook.New(s.Scheme, webhook.Options{}) // nil for hmac-sha256, which signs no header
+	switch {
+	case l.Form != "":
+		return webhook.SignsFields(scheme)
+	case l.JSON != "":
 		return true // in the body, which every scheme signs
 	}
-	signed := map[string]string{webhook.StandardWebhooks: webhook.StandardIDHeader, webhook.Svix: webhook.SvixIDHeader,
-		webhook.Twitch: webhook.TwitchIDHeader}[s.Scheme]
-	return signed != "" && strings.EqualFold(l.Header, signed)
+	return slices.ContainsFunc(webhook.Covers(scheme).Headers, func(h string) bool { return strings.EqualFold(h, l.Header) })
 }
 
 // TimeSigned reports whether the event's time is read from the signed body (an occurred_at
