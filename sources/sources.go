@@ -574,7 +574,6 @@ func decodeStrict(b []byte, v any) error {
 	serr, ok := errors.AsType[*jsonv2.SemanticError](err)
 	switch {
 	case err == nil:
-		// Not the decoder's end of input alone: a stray '}' or ']' is content too.
 		if _, err := dec.ReadToken(); err != io.EOF {
 			return errors.New("content after the top-level object")
 		}
