@@ -288,24 +288,23 @@ func (s *Source) Guarded() bool {
 func (s *Source) ScopedIDs() bool { return s != nil && s.EventID != nil && s.EventID.ScopeHeader != "" }
 
 // IDSigned reports whether the signature covers the event id (and its scope): an id read from
-// the body is signed by every scheme, a header only by a scheme that signs it (Standard
-// Webhooks signs webhook-id). Unsigned, a captured delivery can be re-sent under any id. A
-// Twilio form field is not a signed id: Twilio signs names and values run together, so a field
-// can swallow the ones after it and still verify (webhook.SignsFields).
+// the body is signed by every scheme, a header only by a scheme that signs it (webhook.Covers:
+// Standard Webhooks signs webhook-id). Unsigned, a captured delivery can be re-sent under any
+// id. A Twilio form field is not a signed id: Twilio signs names and values run together, so a
+// field can swallow the ones after it and still verify (webhook.SignsFields).
 func (s *Source) IDSigned() bool {
 	l := s.EventID
 	if l == nil || l.ScopeHeader != "" {
 		return false
 	}
-	if l.Form != "" && s.Scheme == "twilio" {
-		return false
-	}
-	if l.JSON != "" || l.Form != "" {
+	scheme, _ := webhook.New(s.Scheme, webhook.Options{}) // nil for hmac-sha256, which signs no header
+	switch {
+	case l.Form != "":
+		return webhook.SignsFields(scheme)
+	case l.JSON != "":
 		return true // in the body, which every scheme signs
 	}
-	signed := map[string]string{webhook.StandardWebhooks: webhook.StandardIDHeader, webhook.Svix: webhook.SvixIDHeader,
-		webhook.Twitch: webhook.TwitchIDHeader}[s.Scheme]
-	return signed != "" && strings.EqualFold(l.Header, signed)
+	return slices.ContainsFunc(webhook.Covers(scheme).Headers, func(h string) bool { return strings.EqualFold(h, l.Header) })
 }
 
 // TimeSigned reports whether the event's time is read from the signed body (an occurred_at
@@ -495,37 +494,29 @@ func Load(path string) (*File, error) {
 }
 
 // Parse reads and validates a sources file's content. Unknown fields are errors: a typo in
-// "redrive_window" must not silently become zero.
-// A decoding error names the entry it is in ("sources.stripe: unknown field \"secret\""):
-// each source, target and table is decoded on its own, since encoding/json names neither the
-// map key nor the field of an unknown field.
+// "redrive_window" must not silently become zero. A decoding error names the entry it is in
+// ("sources.stripe: unknown field \"secret\"").
 func Parse(b []byte) (*File, error) {
-	var raw struct {
-		Sources map[string]json.RawMessage `json:"sources"`
-		Targets map[string]json.RawMessage `json:"targets"`
-		Tables  map[string]json.RawMessage `json:"tables"`
-	}
-	if err := decodeStrict(b, &raw); err != nil {
+	var f File
+	if err := decodeStrict(b, &f); err != nil {
+		if _, ok := err.(*FieldError); ok {
+			return nil, err
+		}
 		return nil, fmt.Errorf("invalid sources file: %w", err)
 	}
-	var f File
-	var err error
-	if f.Sources, err = decodeEntries[Source]("sources", raw.Sources); err != nil {
-		return nil, err
+	// The fields each source and target writes: only the file tells a field written as its zero
+	// value from one left out. (It decoded strictly above, so it decodes here.)
+	var written struct {
+		Sources map[string]map[string]jsontext.Value `json:"sources"`
+		Targets map[string]map[string]jsontext.Value `json:"targets"`
 	}
-	if f.Targets, err = decodeEntries[Target]("targets", raw.Targets); err != nil {
-		return nil, err
-	}
-	if f.Tables, err = decodeEntries[Table]("tables", raw.Tables); err != nil {
-		return nil, err
-	}
+	_ = jsonv2.Unmarshal(b, &written, jsonOptions, jsonv2.RejectUnknownMembers(false))
 	// A limit written as 0 is a mistake, not "no cap" (that is the field left out): in Go a
 	// Target's zero limit is absent, so only the file can tell the two apart.
-	for _, name := range slices.Sorted(maps.Keys(raw.Targets)) {
-		keys := fieldsOf(raw.Targets[name])
+	for _, name := range slices.Sorted(maps.Keys(written.Targets)) {
 		for _, field := range []string{"max_in_flight", "rate"} {
-			if v, ok := keys[field]; ok {
-				if n, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64); err == nil && n == 0 {
+			if v, ok := written.Targets[name][field]; ok {
+				if n, err := strconv.ParseFloat(string(v), 64); err == nil && n == 0 {
 					return nil, &FieldError{Field: "targets." + name + "." + field, Reason: "0: leave the field out for no cap; a cap is at least 1 call at once (max_in_flight) or 0.01 a second (rate)"}
 				}
 			}
@@ -539,8 +530,7 @@ func Parse(b []byte) (*File, error) {
 		return nil, err
 	}
 	for _, name := range f.Names() {
-		keys := fieldsOf(raw.Sources[name])
-		if keys["redrive_window"] != nil || keys["keep"] != nil {
+		if keys := written.Sources[name]; keys["redrive_window"] != nil || keys["keep"] != nil {
 			continue // the team chose the retention itself
 		}
 		src := f.Sources[name]
@@ -570,55 +560,38 @@ func (w Warning) String() string { return w.Field + ": " + w.Reason }
 // claims 17 days, and a redrive of older events would run them again).
 func (f *File) Warnings() []Warning { return f.warnings }
 
-// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing content.
+// jsonOptions decode as encoding/json does but for one thing: unknown fields are errors, and
+// a field's name matches only as written, not in any case, since the file's own checks of what
+// it writes read names as written ("Max_In_Flight": 0 was no limit).
+var jsonOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing content. An
+// error inside an entry of one of the file's maps is a *FieldError naming the entry
+// (sources.<name>).
 func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsonOptions)
+	err := jsonv2.UnmarshalDecode(dec, v, jsonOptions)
+	serr, ok := errors.AsType[*jsonv2.SemanticError](err)
+	switch {
+	case err == nil:
+		if _, err := dec.ReadToken(); err != io.EOF {
+			return errors.New("content after the top-level object")
+		}
+		return nil
+	case !ok:
 		return err
 	}
-	// Not dec.More, which takes a stray '}' or ']' for the end of a value.
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("content after the top-level object")
+	reason := strings.TrimPrefix(err.Error(), "json: ")
+	switch {
+	case serr.Err == jsonv2.ErrUnknownName:
+		reason = fmt.Sprintf("unknown field %q", serr.JSONPointer.LastToken())
+	case serr.Err != nil && serr.GoType == reflect.TypeFor[Duration](): // its own message says it all
+		reason = serr.Err.Error()
 	}
-	// encoding/json takes a field's name in any case, where the file's own checks (fieldsOf)
-	// read it as written ("Max_In_Flight": 0 was no limit): json v2, which matches names as
-	// written, names a field spelled otherwise.
-	var serr *jsonv2.SemanticError
-	again := reflect.New(reflect.TypeOf(v).Elem()).Interface()
-	if err := jsonv2.Unmarshal(b, again, jsonv2.RejectUnknownMembers(true), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)); errors.As(err, &serr) && serr.Err == jsonv2.ErrUnknownName {
-		return fmt.Errorf("unknown field %q", serr.JSONPointer.LastToken())
+	if path := slices.Collect(serr.JSONPointer.Tokens()); len(path) >= 2 {
+		return &FieldError{Field: path[0] + "." + path[1], Reason: reason}
 	}
-	return nil
-}
-
-// decodeEntries decodes each entry of one of the file's maps, in name order (nil for none); an
-// error names the entry (sources.<name>) and drops encoding/json's "json: " prefix.
-func decodeEntries[T any](section string, raw map[string]json.RawMessage) (map[string]*T, error) {
-	if raw == nil {
-		return nil, nil
-	}
-	out := make(map[string]*T, len(raw))
-	for _, name := range slices.Sorted(maps.Keys(raw)) {
-		if bytes.Equal(bytes.TrimSpace(raw[name]), []byte("null")) {
-			out[name] = nil // Validate names it
-			continue
-		}
-		v := new(T)
-		if err := decodeStrict(raw[name], v); err != nil {
-			return nil, &FieldError{Field: section + "." + name, Reason: strings.TrimPrefix(err.Error(), "json: ")}
-		}
-		out[name] = v
-	}
-	return out, nil
-}
-
-// fieldsOf returns the fields an entry, already decoded, writes: only the raw entry tells a
-// field written as its zero value from one left out.
-func fieldsOf(entry json.RawMessage) map[string]json.RawMessage {
-	var keys map[string]json.RawMessage
-	_ = json.Unmarshal(entry, &keys)
-	return keys
+	return errors.New(reason)
 }
 
 // Names returns the source names in order.

@@ -75,17 +75,6 @@ func (s *base) match(at, version string, secrets []string, sigs *signatures, bod
 	return nil
 }
 
-// signedNow checks Sign's common arguments and returns now as Unix seconds.
-func (s *base) signedNow(h http.Header, now time.Time) (string, error) {
-	if h == nil {
-		return "", s.nilHeader()
-	}
-	if now.Unix() < 0 {
-		return "", &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
-	}
-	return strconv.FormatInt(now.Unix(), 10), nil
-}
-
 func (s *base) nilHeader() error {
 	return &InvalidError{Scheme: s.name, Field: "h", Reason: "the header map is nil"}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -194,17 +195,20 @@ func (s *timestamped) fields(f *[2]string, id, ts string) []string {
 }
 
 func (s *timestamped) Sign(h http.Header, body []byte, secret string, id string, now time.Time) error {
-	ts, err := s.signedNow(h, now)
-	if err != nil {
-		return err
-	}
-	if s.idHeader != "" && id == "" {
+	switch {
+	case h == nil:
+		return s.nilHeader()
+	case now.Unix() < 0:
+		return &InvalidError{Scheme: s.name, Field: "now", Reason: "the time is before 1970"}
+	case s.idHeader != "" && id == "":
 		return &InvalidError{Scheme: s.name, Field: "id", Reason: "the message id is signed and must not be empty"}
 	}
+	ts := strconv.FormatInt(now.Unix(), 10)
 	if s.rfc3339 {
 		ts = now.UTC().Format(time.RFC3339Nano)
 	}
 	var digest string
+	var err error
 	if s.ring.public != nil {
 		digest, err = s.signPublic(secret, ts, body)
 	} else {
