@@ -560,10 +560,11 @@ func (w Warning) String() string { return w.Field + ": " + w.Reason }
 // claims 17 days, and a redrive of older events would run them again).
 func (f *File) Warnings() []Warning { return f.warnings }
 
-// jsonOptions decode as encoding/json does but for one thing: unknown fields are errors, and
-// a field's name matches only as written, not in any case, since the file's own checks of what
-// it writes read names as written ("Max_In_Flight": 0 was no limit).
-var jsonOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+// jsonOptions refuse unknown fields, and a name written twice: which one holds would be a guess
+// (a later null would erase a cap; two entries of one source would be merged). A field's name
+// matches only as written, not in any case, since the file's own checks of what it writes read
+// names as written ("Max_In_Flight": 0 was no limit).
+var jsonOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields and trailing content. An
 // error inside an entry of one of the file's maps is a *FieldError naming the entry
@@ -578,6 +579,11 @@ func decodeStrict(b []byte, v any) error {
 			return errors.New("content after the top-level object")
 		}
 		return nil
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		if se, ok := errors.AsType[*jsontext.SyntacticError](err); ok && se.JSONPointer != "" {
+			return &FieldError{Field: strings.Join(slices.Collect(se.JSONPointer.Tokens()), "."), Reason: "is named twice"}
+		}
+		return err
 	case !ok:
 		return err
 	}

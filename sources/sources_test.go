@@ -148,6 +148,12 @@ func TestInvalidFilesAreRefusedWithTheField(t *testing.T) {
 			`"targets":{"email":{"url":"https://mail.example.com/send","max_in_flight":0}}}`, "targets.email.max_in_flight"},
 		{"a rate of zero", `{"sources":{"shop":{"scheme":"standard-webhooks","secrets":[{"env":"X"}],"retry_horizon":"1h","redrive_window":"0d"}},` +
 			`"targets":{"email":{"url":"https://mail.example.com/send","rate":0}}}`, "targets.email.rate"},
+		// A name written twice is a guess at which one holds (a later null erased a cap, two
+		// entries of one source were merged): refused, naming it.
+		{"a field named twice", `{"sources":{"s":{` + ok + `,"replay_guard":"body+type","replay_guard":null}}}`, "sources.s.replay_guard: is named twice"},
+		{"a source named twice", `{"sources":{"s":{` + ok + `},"s":{` + ok + `,"redrive_window":"1d"}}}`, "sources.s: is named twice"},
+		{"a target named twice", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"url":"https://h.example/a","max_in_flight":5},"t":{"url":"https://h.example/a"}}}`, "targets.t: is named twice"},
+		{"a limit named twice", `{"sources":{"s":{` + ok + `}},"targets":{"t":{"url":"https://h.example/a","max_in_flight":5,"max_in_flight":null}}}`, "targets.t.max_in_flight: is named twice"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -397,5 +403,36 @@ func TestRetentionOnADefaultIsWarned(t *testing.T) {
 				t.Fatalf("warnings %q, want one with %q", got, c.warn)
 			}
 		})
+	}
+}
+
+// An id read from a header is signed when the scheme signs that header, whichever it is (its id
+// header or its timestamp header): a captured delivery cannot be re-sent under another id, so
+// no body guard is needed by default. One in a header the scheme does not sign is not signed.
+func TestAnIDInAHeaderIsSignedWhenTheSchemeSignsThatHeader(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		scheme, header string
+		signed         bool
+	}{
+		{"standard-webhooks", "webhook-id", true},
+		{"standard-webhooks", "Webhook-Timestamp", true},
+		{"slack", "X-Slack-Request-Timestamp", true},
+		{"standard-webhooks", "X-Request-Id", false},
+		{"stripe", "Stripe-Signature-Id", false},
+	} {
+		f, err := Parse([]byte(`{"sources":{"s":{"scheme":"` + c.scheme + `","secrets":[{"env":"S"}],"retry_horizon":"1h","redrive_window":"0d",` +
+			`"event_id":{"header":"` + c.header + `"},"event_type":{"json":"type"}}}}`))
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.scheme, c.header, err)
+		}
+		s := f.Sources["s"]
+		want := ReplayGuardBody
+		if c.signed {
+			want = ReplayGuardOff
+		}
+		if s.IDSigned() != c.signed || s.ReplayGuard != want {
+			t.Errorf("%s, id in %s: signed %v, replay_guard %q; want %v, %q", c.scheme, c.header, s.IDSigned(), s.ReplayGuard, c.signed, want)
+		}
 	}
 }
