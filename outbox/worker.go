@@ -347,6 +347,6 @@ func (w *Worker) callBudget(target string) time.Duration {
 
 // hasTime reports whether the invocation leaves room for a call to target and its record.
 func (w *Worker) hasTime(ctx context.Context, target string) bool {
-	d, ok := ctx.Deadline()
-	return !ok || time.Until(d) >= w.callBudget(target)+w.cfg.Margin
+	now := time.Now()
+	return !w.startBy(ctx, target, now).Before(now)
 }
