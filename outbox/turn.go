@@ -247,12 +247,12 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	}
 	// The limits are waited for as long as the invocation leaves room for the call after the
 	// wait (maxHold at most); a slot is held for the lease the call runs under, plus the margin.
-	adm, err := w.limits.admit(ctx, target, w.leaseFor(target)+w.cfg.Margin, w.startBy(ctx, target, time.Now().Add(maxHold)))
+	slotEnds, release, err := w.limits.admit(ctx, target, w.leaseFor(target)+w.cfg.Margin, w.startBy(ctx, target, time.Now().Add(maxHold)))
 	if err != nil {
 		return OutcomeHeld, err
 	}
 	keepSlot := false // the call may still be running at the downstream: its slot ends by itself
-	defer func() { adm.release(keepSlot) }()
+	defer func() { release(keepSlot) }()
 	// Paused while its limits held it: the copy read before is read again if the wait outlasted
 	// it (pauseRead), so that no call is leased more than about a second after Pause returned.
 	if paused, err := w.limits.paused(ctx, target); paused || err != nil {
@@ -262,7 +262,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
-	if !l.noCall() && !adm.until.IsZero() && l.ends.After(adm.until) {
+	if !l.noCall() && !slotEnds.IsZero() && l.ends.After(slotEnds) {
 		// The slot's write took longer than the margin: the call could outlive its slot. No
 		// call was made: the lease is given back. (A stranded lease makes no call, and is never
 		// given back: its attempt may have been sent; nor is one over its budget.)
