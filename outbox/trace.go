@@ -412,7 +412,7 @@ func startChild(ctx context.Context, name string, kind trace.SpanKind, attrs fun
 	if !parent.IsRecording() {
 		return ctx, nil
 	}
-	return parent.TracerProvider().Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL)).Start(ctx, name,
+	return newTracer(parent.TracerProvider()).Start(ctx, name,
 		trace.WithSpanKind(kind), trace.WithAttributes(attrs()...))
 }
 
