@@ -221,16 +221,11 @@ func (x *HTTPExecutor) MaxDuration() time.Duration {
 
 // Execute sends one request. With tracing on, it is a client span of its own, and carries its
 // trace context in the headers the global propagator writes, never over a static header.
-func (x *HTTPExecutor) Execute(ctx context.Context, t Task) error {
+func (x *HTTPExecutor) Execute(ctx context.Context, t Task) (err error) {
 	ctx, span := startHTTPCall(ctx, x.URL)
-	err := x.post(ctx, t)
 	if span != nil {
-		EndCall(span, redact(err), "")
+		defer func() { EndCall(span, redact(err), "") }()
 	}
-	return err
-}
-
-func (x *HTTPExecutor) post(ctx context.Context, t Task) error {
 	ctx, cancel := context.WithTimeout(ctx, x.MaxDuration())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.URL, bytes.NewReader(t.Payload))

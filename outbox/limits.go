@@ -121,29 +121,24 @@ func newLimiter(api API, table string, now func() time.Time, limits map[string]L
 	return l
 }
 
-// admission is a call the limits let through.
-type admission struct {
-	// until is when its slot ends by itself (zero without one): the call's lease must end first.
-	until time.Time
-	// release gives the slot back once the call is recorded; keep leaves the table's slot held
-	// until it ends by itself (the call may still be running at the downstream).
-	release func(keep bool)
-}
-
 // admit waits until deadline at most for target's limits to let one call through; hold is how
-// long a slot is held once taken (the call's lease and the margin). Past deadline it returns a
+// long a slot is held once taken (the call's lease and the margin). It returns when the slot
+// ends by itself (zero without one): the call's lease must end first; and release, which gives
+// the slot back once the call is recorded (keep leaves the table's slot held until it ends by
+// itself: the call may still be running at the downstream). Past deadline it returns a
 // *heldError naming when to try again. The slot is taken last, right before the lease, so that
 // it is held for the call's lease, never for a wait.
-func (l *limiter) admit(ctx context.Context, target string, hold time.Duration, deadline time.Time) (*admission, error) {
+func (l *limiter) admit(ctx context.Context, target string, hold time.Duration, deadline time.Time) (until time.Time, release func(keep bool), err error) {
+	noSlot := func(bool) {}
 	lim, ok := l.limits[target]
 	if !ok {
-		return &admission{release: func(bool) {}}, nil
+		return time.Time{}, noSlot, nil
 	}
 	releaseLocal := func() {}
 	if lim.MaxInFlight > 0 {
 		local := l.slots[target]
 		if !acquire(ctx, local, deadline) {
-			return nil, &heldError{target: target, wait: 200 * time.Millisecond, why: fmt.Sprintf("its %d calls in flight are this instance's", lim.MaxInFlight)}
+			return time.Time{}, nil, &heldError{target: target, wait: 200 * time.Millisecond, why: fmt.Sprintf("its %d calls in flight are this instance's", lim.MaxInFlight)}
 		}
 		releaseLocal = func() { <-local }
 	}
@@ -152,30 +147,27 @@ func (l *limiter) admit(ctx context.Context, target string, hold time.Duration, 
 		if d := res.Delay(); time.Now().Add(d).After(deadline) {
 			res.Cancel()
 			releaseLocal()
-			return nil, &heldError{target: target, wait: d, why: fmt.Sprintf("%g calls a second, its rate", lim.Rate)}
+			return time.Time{}, nil, &heldError{target: target, wait: d, why: fmt.Sprintf("%g calls a second, its rate", lim.Rate)}
 		} else if err := sleep(ctx, d); err != nil {
 			res.Cancel()
 			releaseLocal()
-			return nil, err
+			return time.Time{}, nil, err
 		}
 	}
 	if lim.MaxInFlight == 0 {
-		return &admission{release: func(bool) {}}, nil
+		return time.Time{}, noSlot, nil
 	}
-	slot, until, wait, err := l.takeSlot(ctx, target, lim.MaxInFlight, hold, deadline)
+	slot, until, err := l.takeSlot(ctx, target, lim.MaxInFlight, hold, deadline)
 	if err != nil {
 		releaseLocal()
-		if errors.Is(err, errHeld) {
-			return nil, &heldError{target: target, wait: wait, why: fmt.Sprintf("%d calls in flight, its max_in_flight", lim.MaxInFlight)}
-		}
-		return nil, err
+		return time.Time{}, nil, err
 	}
-	return &admission{until: until, release: func(keep bool) {
+	return until, func(keep bool) {
 		defer releaseLocal()
 		if !keep { // kept: held in the table until it ends, the downstream may still be running the call
 			slot.release(ctx)
 		}
-	}}, nil
+	}, nil
 }
 
 // rated reports whether target has a rate, and so a window to take once leased.
@@ -260,8 +252,9 @@ func (l *limiter) takeWindow(ctx context.Context, target string, deadline time.T
 }
 
 // takeSlot reads target's n slot items (one Query) and takes a free one, or one whose hold has
-// ended, until hold from now; while all are held it reads again after a pause, until deadline.
-func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.Duration, deadline time.Time) (slot *heldItem, until time.Time, wait time.Duration, err error) {
+// ended, until hold from now; while all are held it reads again after a pause, until deadline,
+// and past it returns a *heldError.
+func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.Duration, deadline time.Time) (slot *heldItem, until time.Time, err error) {
 	owner := newToken()
 	pause := 20 * time.Millisecond
 	for {
@@ -275,7 +268,7 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			ConsistentRead:            aws.Bool(true),
 		})
 		if err != nil {
-			return nil, time.Time{}, 0, fmt.Errorf("slots of target %s: %w", target, err)
+			return nil, time.Time{}, fmt.Errorf("slots of target %s: %w", target, err)
 		}
 		for _, item := range out.Items {
 			sk, _ := item[dedup.SortKey].(*types.AttributeValueMemberS)
@@ -305,19 +298,19 @@ func (l *limiter) takeSlot(ctx context.Context, target string, n int, hold time.
 			taken, err := slot.take(ctx, now, holdUntil)
 			switch {
 			case err != nil:
-				return nil, time.Time{}, 0, fmt.Errorf("slot %d of target %s: %w", i, target, err)
+				return nil, time.Time{}, fmt.Errorf("slot %d of target %s: %w", i, target, err)
 			case taken:
-				return slot, time.UnixMilli(holdUntil.UnixMilli()), 0, nil
+				return slot, time.UnixMilli(holdUntil.UnixMilli()), nil
 			}
 			continue // another worker took it between the read and the write: read again
 		}
 		// All held: a slot frees when its call is recorded (soon, usually) or its lease ends.
-		wait = max(min(pause, time.Until(time.UnixMilli(soonest))), time.Millisecond)
+		wait := max(min(pause, time.Until(time.UnixMilli(soonest))), time.Millisecond)
 		if time.Now().Add(wait).After(deadline) {
-			return nil, time.Time{}, max(wait, 200*time.Millisecond), errHeld
+			return nil, time.Time{}, &heldError{target: target, wait: max(wait, 200*time.Millisecond), why: fmt.Sprintf("%d calls in flight, its max_in_flight", n)}
 		}
 		if err := sleep(ctx, wait+rand.N(wait/2+1)); err != nil {
-			return nil, time.Time{}, 0, err
+			return nil, time.Time{}, err
 		}
 		pause = min(pause*2, 500*time.Millisecond)
 	}

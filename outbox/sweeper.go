@@ -221,8 +221,7 @@ func (s *Sweeper) checkDeadline(ctx context.Context) {
 	w := s.Worker
 	left := time.Until(d)
 	for _, name := range slices.Sorted(maps.Keys(w.cfg.Executors)) {
-		need := w.callBudget(name) + 3*w.cfg.Margin
-		if left >= need {
+		if left >= (Timings{MaxCall: w.callBudget(name), Margin: w.cfg.Margin}).NeededSweeperTimeout() {
 			continue
 		}
 		then := "they are handed to the outbox function"

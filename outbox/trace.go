@@ -194,20 +194,6 @@ func callErrorType(err error) string {
 	return "_OTHER"
 }
 
-// finishAttrs are the attributes of a finish span recording status.
-func (w *Worker) finishAttrs(status string) func() []attribute.KeyValue {
-	return func() []attribute.KeyValue { return append(w.dynamoDB(), AttrStatus.String(status)) }
-}
-
-func (w *Worker) endFinish(span trace.Span, err error) {
-	if errors.Is(err, dedup.ErrLeaseLost) {
-		// Not a failed write: a newer attempt owns the intent and records it.
-		EndCall(span, nil, "", AttrLease.String("lost"))
-		return
-	}
-	EndCall(span, err, "dynamodb")
-}
-
 // endSweep records the run's report on the sweep's span and ends it.
 func endSweep(span trace.Span, rep *SweepReport, err error) {
 	if span.IsRecording() {
@@ -426,7 +412,7 @@ func startChild(ctx context.Context, name string, kind trace.SpanKind, attrs fun
 	if !parent.IsRecording() {
 		return ctx, nil
 	}
-	return parent.TracerProvider().Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL)).Start(ctx, name,
+	return newTracer(parent.TracerProvider()).Start(ctx, name,
 		trace.WithSpanKind(kind), trace.WithAttributes(attrs()...))
 }
 

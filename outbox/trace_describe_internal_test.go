@@ -75,7 +75,7 @@ func TestWithTracingOffAnIntentsStepsAllocateNothingMore(t *testing.T) {
 		{"lease", func() {
 			_, _ = w.claims.Lease(ctx, claim, "email.send", dedup.LeaseOptions{For: w.leaseFor(""), StrandedAfter: w.cfg.Margin})
 		}, func() { _, _ = w.lease(ctx, claim, "email.send", false) }},
-		{"finish", func() { _ = w.claims.Done(ctx, l.Lease, "") }, func() { _ = w.finish(ctx, l, dedup.IntentDone, "") }},
+		{"finish", func() { _ = w.claims.Done(ctx, l.Lease, "") }, func() { _ = w.finish(ctx, l, dedup.IntentDone, "", time.Time{}) }},
 		{"retry", func() { _ = w.claims.Retry(ctx, l.Lease, next, "down") }, func() { _, _, _ = w.retry(ctx, l, "down") }},
 	} {
 		baseline, off := testing.AllocsPerRun(200, c.baseline), testing.AllocsPerRun(200, c.step)

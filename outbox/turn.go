@@ -27,14 +27,6 @@ import (
 // call; past it the intent is handed back with a wake-up near its turn.
 const maxHold = 30 * time.Second
 
-// admit waits for the limits of the intent's target, if it has any, for as long as the
-// invocation leaves room for the call after the wait (maxHold at most). The slot it takes is
-// held for the lease the call will run under, plus the margin.
-func (w *Worker) admit(ctx context.Context, target string) (*admission, error) {
-	deadline := w.startBy(ctx, target, time.Now().Add(maxHold))
-	return w.limits.admit(ctx, target, w.leaseFor(target)+w.cfg.Margin, deadline)
-}
-
 // startBy is t, or earlier when the invocation ends too soon after it for a call to target and
 // the writes that record it.
 func (w *Worker) startBy(ctx context.Context, target string, t time.Time) time.Time {
@@ -156,41 +148,48 @@ func (w *Worker) lease(ctx context.Context, claim *dedup.Claim, name string, amo
 	return &lease{Lease: dl, ends: start.Add(d - w.cfg.Margin), overBudget: over}, nil
 }
 
-// finish records the attempt as done, with what it sent (note), or parked, with why (note): the
-// finish span.
-func (w *Worker) finish(ctx context.Context, l *lease, status, note string) (err error) {
-	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(status)); span != nil {
+// finish records the attempt's end as status, as the finish span: done, with what it sent
+// (note); parked, with why (note); or pending again, due at next, with the failure (note).
+func (w *Worker) finish(ctx context.Context, l *lease, status, note string, next time.Time) (err error) {
+	attrs := func() []attribute.KeyValue { return append(w.dynamoDB(), AttrStatus.String(status)) }
+	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, attrs); span != nil {
 		ctx = ctx2
-		defer func() { w.endFinish(span, err) }()
+		defer func() {
+			if status == dedup.IntentPending {
+				span.SetAttributes(attribute.String("oncehook.next_attempt_at", next.UTC().Format(time.RFC3339Nano)))
+			}
+			if errors.Is(err, dedup.ErrLeaseLost) {
+				// Not a failed write: a newer attempt owns the intent and records it.
+				EndCall(span, nil, "", AttrLease.String("lost"))
+			} else {
+				EndCall(span, err, "dynamodb")
+			}
+		}()
 	}
 	return w.record(ctx, l, func() error {
-		if status == dedup.IntentDone {
+		switch status {
+		case dedup.IntentDone:
 			return w.claims.Done(ctx, l.Lease, note)
+		case dedup.IntentPending:
+			return w.claims.Retry(ctx, l.Lease, next, note)
 		}
 		return w.claims.Park(ctx, l.Lease, note)
 	})
 }
 
-// retry puts the intent back to pending after its backoff, and returns when it is due: the
-// finish span. The backoff counts the attempts spent since the budget was renewed (a redrive,
-// a lease given back), not the fencing token. A retry that would be due at or after its
-// claim's expiry parks instead: DynamoDB's TTL would delete the claim, the intent pending in
-// it, never run and never parked.
+// retry puts the intent back to pending after its backoff, and returns when it is due. The
+// backoff counts the attempts spent since the budget was renewed (a redrive, a lease given
+// back), not the fencing token. A retry that would be due at or after its claim's expiry parks
+// instead: DynamoDB's TTL would delete the claim, the intent pending in it, never run and never
+// parked.
 func (w *Worker) retry(ctx context.Context, l *lease, msg string) (outcome string, next time.Time, err error) {
 	next = w.cfg.Now().Add(w.cfg.Backoff(l.Claim.Intents[l.Intent].Spent()))
 	if expires := time.Unix(l.Claim.ExpiresAt, 0); !next.Before(expires) {
 		why := fmt.Sprintf("%s; not retried: the claim expires (%s) before the next attempt (%s)",
 			msg, expires.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))
-		return OutcomeParked, next, w.finish(ctx, l, dedup.IntentParked, why)
+		return OutcomeParked, next, w.finish(ctx, l, dedup.IntentParked, why, time.Time{})
 	}
-	if ctx2, span := startChild(ctx, SpanFinish, trace.SpanKindClient, w.finishAttrs(dedup.IntentPending)); span != nil {
-		ctx = ctx2
-		defer func() {
-			span.SetAttributes(attribute.String("oncehook.next_attempt_at", next.UTC().Format(time.RFC3339Nano)))
-			w.endFinish(span, err)
-		}()
-	}
-	return OutcomeRetry, next, w.record(ctx, l, func() error { return w.claims.Retry(ctx, l.Lease, next, msg) })
+	return OutcomeRetry, next, w.finish(ctx, l, dedup.IntentPending, msg, next)
 }
 
 // record makes write, the fenced write that records the attempt's end (or gives its lease
@@ -246,12 +245,14 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	if paused, err := w.limits.paused(ctx, target); paused || err != nil {
 		return OutcomePaused, err
 	}
-	adm, err := w.admit(ctx, target)
+	// The limits are waited for as long as the invocation leaves room for the call after the
+	// wait (maxHold at most); a slot is held for the lease the call runs under, plus the margin.
+	slotEnds, release, err := w.limits.admit(ctx, target, w.leaseFor(target)+w.cfg.Margin, w.startBy(ctx, target, time.Now().Add(maxHold)))
 	if err != nil {
 		return OutcomeHeld, err
 	}
 	keepSlot := false // the call may still be running at the downstream: its slot ends by itself
-	defer func() { adm.release(keepSlot) }()
+	defer func() { release(keepSlot) }()
 	// Paused while its limits held it: the copy read before is read again if the wait outlasted
 	// it (pauseRead), so that no call is leased more than about a second after Pause returned.
 	if paused, err := w.limits.paused(ctx, target); paused || err != nil {
@@ -261,7 +262,7 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	if err != nil || l == nil {
 		return OutcomeBusy, err
 	}
-	if !l.noCall() && !adm.until.IsZero() && l.ends.After(adm.until) {
+	if !l.noCall() && !slotEnds.IsZero() && l.ends.After(slotEnds) {
 		// The slot's write took longer than the margin: the call could outlive its slot. No
 		// call was made: the lease is given back. (A stranded lease makes no call, and is never
 		// given back: its attempt may have been sent; nor is one over its budget.)
@@ -316,10 +317,10 @@ func (w *Worker) run(ctx context.Context, claim *dedup.Claim, name string) (outc
 	l.Code = answerStatus(execErr) // for the intent's history
 	switch {
 	case execErr == nil:
-		err = w.finish(ctx, l, dedup.IntentDone, sent)
+		err = w.finish(ctx, l, dedup.IntentDone, sent, time.Time{})
 	case IsPermanent(execErr) || in.Spent() >= w.cfg.MaxAttempts:
 		outcome = OutcomeParked
-		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error())
+		err = w.finish(ctx, l, dedup.IntentParked, execErr.Error(), time.Time{})
 	default:
 		outcome, next, err = w.retry(ctx, l, execErr.Error())
 	}

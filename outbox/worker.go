@@ -84,7 +84,7 @@ type Config struct {
 	// dedup.PendingShards.
 	PendingShards int
 	// WriteRetries bounds the retries of a write refused with TransactionConflict (a duplicate
-	// delivery's transaction holds the claim for a moment). Default 3.
+	// delivery's transaction holds the claim for a moment). Default 3 (dedup.Claims').
 	WriteRetries int
 	Now          func() time.Time
 	Logger       *slog.Logger
@@ -190,7 +190,6 @@ func New(api API, cfg Config) (*Worker, error) {
 			return nil, &ConfigError{Field: fmt.Sprintf("Limits[%q].%s", target, ce.Field), Reason: ce.Reason}
 		}
 	}
-	cfg.WriteRetries = cmp.Or(cfg.WriteRetries, 3)
 	cfg.PendingShards = cmp.Or(cfg.PendingShards, dedup.PendingShards)
 	if cfg.PendingShards < 1 || cfg.PendingShards > dedup.MaxPendingShards {
 		return nil, &ConfigError{Field: "PendingShards", Reason: fmt.Sprintf("must be between 1 and %d", dedup.MaxPendingShards)}
@@ -347,6 +346,6 @@ func (w *Worker) callBudget(target string) time.Duration {
 
 // hasTime reports whether the invocation leaves room for a call to target and its record.
 func (w *Worker) hasTime(ctx context.Context, target string) bool {
-	d, ok := ctx.Deadline()
-	return !ok || time.Until(d) >= w.callBudget(target)+w.cfg.Margin
+	now := time.Now()
+	return !w.startBy(ctx, target, now).Before(now)
 }

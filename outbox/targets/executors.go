@@ -28,8 +28,9 @@ import (
 	"github.com/oncehook/oncehook/outbox"
 )
 
-// DefaultTimeout bounds one service call when an executor's Timeout is not set.
-const DefaultTimeout = 10 * time.Second
+// DefaultTimeout bounds one service call when an executor's Timeout is not set: the HTTP
+// executor's, which outbox.PlanTimings assumes for a target with no bound given.
+const DefaultTimeout = outbox.DefaultHTTPTimeout
 
 func timeout(d time.Duration) time.Duration { return cmp.Or(max(d, 0), DefaultTimeout) }
 
