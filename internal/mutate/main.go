@@ -77,7 +77,7 @@ var mutations = []mutation{
 		return ErrStranded`,
 		"./dedup", "TestAStrandedLeaseIsNeverGivenBack"},
 	{"give back: a stranded lease makes no call and is parked at once", "outbox/turn.go",
-		`if !l.noCall() && !adm.until.IsZero() && l.ends.After(adm.until) {`, `if !adm.until.IsZero() && l.ends.After(adm.until) {`,
+		`if !l.noCall() && !slotEnds.IsZero() && l.ends.After(slotEnds) {`, `if !slotEnds.IsZero() && l.ends.After(slotEnds) {`,
 		"./outbox", "TestAStrandedLeaseIsNeverGivenBack"},
 	{"give back: a lease whose answer was lost is given back if it landed", "dedup/transitions.go",
 		`if gerr := c.giveBackUntil(ctx, &Lease{Intent: intent, Claim: claim, owner: owner}, sent.Add(o.For)); gerr != nil {`, `if gerr := c.giveBackUntil(ctx, &Lease{Intent: intent, Claim: claim, owner: "not ours"}, sent.Add(o.For)); gerr != nil {`,
