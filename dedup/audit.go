@@ -4,13 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -115,35 +116,34 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("audit cursor: %w", err)
 	}
-	// Names taken whole: an audited table's key attributes are its own, dots and all.
-	pk := expression.NameNoDotSplit(pkName)
-	projection := expression.NamesList(pk, expression.NameNoDotSplit(ClaimedByAttribute))
+	names := map[string]string{"#pk": pkName, "#by": ClaimedByAttribute}
+	projection := "#pk, #by"
 	if skName != "" {
-		projection = projection.AddNames(expression.NameNoDotSplit(skName))
+		names["#sk"], projection = skName, "#pk, #sk, #by"
 	}
-	b := expression.NewBuilder().WithProjection(projection)
-	if len(a.Prefixes) > 0 {
-		// The filter does not lower the cost (Limit bounds the items read), only what comes back.
-		filter := pk.BeginsWith(a.Prefixes[0])
-		for _, p := range a.Prefixes[1:] {
-			filter = filter.Or(pk.BeginsWith(p))
-		}
-		b = b.WithFilter(filter)
-	}
-	scan, _ := b.Build() // cannot fail: every name is set (Validate), every value a string
 	in := &dynamodb.ScanInput{
-		TableName:                 aws.String(scanned),
-		Limit:                     aws.Int32(int32(sample)),
-		ProjectionExpression:      scan.Projection(),
-		FilterExpression:          scan.Filter(),
-		ExpressionAttributeNames:  scan.Names(),
-		ExpressionAttributeValues: scan.Values(),
+		TableName: aws.String(scanned),
+		Limit:     aws.Int32(int32(sample)),
+		// The filter does not lower the cost (Limit bounds the items read), only what comes back.
+		ProjectionExpression:     aws.String(projection),
+		ExpressionAttributeNames: names,
 	}
 	if pk, ok := cur.Item["cursor_pk"]; ok { // the last key read, as the table types it
 		in.ExclusiveStartKey = map[string]types.AttributeValue{pkName: pk}
 		if sk, ok := cur.Item["cursor_sk"]; ok && skName != "" {
 			in.ExclusiveStartKey[skName] = sk
 		}
+	}
+	if len(a.Prefixes) > 0 {
+		var filter []string
+		values := map[string]types.AttributeValue{}
+		for i, p := range a.Prefixes {
+			v := ":p" + strconv.Itoa(i)
+			filter = append(filter, "begins_with(#pk, "+v+")")
+			values[v] = str(p)
+		}
+		in.FilterExpression = aws.String(strings.Join(filter, " OR "))
+		in.ExpressionAttributeValues = values
 	}
 	out, err := a.Client.Scan(ctx, in)
 	if err != nil {
@@ -163,15 +163,18 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 		}
 	}
 	// The cursor moves, and records this run's result for readers (LastAudit), in one write.
-	var move expression.UpdateBuilder
-	cursorPK, cursorSK := expression.Name("cursor_pk"), expression.Name("cursor_sk")
+	var set, remove []string
+	values := map[string]types.AttributeValue{}
 	if len(out.LastEvaluatedKey) == 0 {
 		rep.Wrapped = true
-		move = move.Remove(cursorPK).Remove(cursorSK)
+		remove = []string{"cursor_pk", "cursor_sk"}
 	} else if sk, ok := out.LastEvaluatedKey[skName]; ok && skName != "" {
-		move = move.Set(cursorPK, expression.Value(out.LastEvaluatedKey[pkName])).Set(cursorSK, expression.Value(sk))
+		set = append(set, "cursor_pk = :pk", "cursor_sk = :sk")
+		values[":pk"], values[":sk"] = out.LastEvaluatedKey[pkName], sk
 	} else {
-		move = move.Set(cursorPK, expression.Value(out.LastEvaluatedKey[pkName])).Remove(cursorSK)
+		set = append(set, "cursor_pk = :pk")
+		values[":pk"] = out.LastEvaluatedKey[pkName]
+		remove = []string{"cursor_sk"}
 	}
 	now := time.Now
 	if a.Now != nil {
@@ -183,12 +186,12 @@ func (a *Auditor) Run(ctx context.Context) (AuditReport, error) {
 	}
 	rec, _ := attributevalue.MarshalMap(AuditRecord{At: now().UTC().Truncate(time.Second), Read: rep.Read, Effects: rep.Effects,
 		WithoutClaim: rep.WithoutClaimCount, Keys: keys, Wrapped: rep.Wrapped}) // cannot fail: strings, numbers, a time
-	for name, v := range rec {
-		move = move.Set(expression.Name(name), expression.Value(v))
+	for _, name := range slices.Sorted(maps.Keys(rec)) {
+		set = append(set, name+" = :"+name)
+		values[":"+name] = rec[name]
 	}
-	update, _ := expression.NewBuilder().WithUpdate(move).Build() // cannot fail: every name is set
-	if _, err := a.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(a.Table), Key: cursorKey, UpdateExpression: update.Update(),
-		ExpressionAttributeNames: update.Names(), ExpressionAttributeValues: update.Values()}); err != nil {
+	move := &dynamodb.UpdateItemInput{TableName: aws.String(a.Table), Key: cursorKey, UpdateExpression: aws.String(updateExpression(set, remove)), ExpressionAttributeValues: values}
+	if _, err := a.Client.UpdateItem(ctx, move); err != nil {
 		return rep, fmt.Errorf("audit cursor: %w", err)
 	}
 	return rep, nil
