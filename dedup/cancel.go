@@ -115,6 +115,8 @@ func classify(op string, err error) error {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
 			"TransactionInProgressException":
 			return &UnavailableError{Reason: "throttled", RetryAfter: retryLater, Err: err}
+		case "TransactionConflictException": // a single write on an item a transaction holds
+			return &UnavailableError{Reason: "transaction conflict", RetryAfter: retryLater, Err: err}
 		}
 		re, answered := errors.AsType[*awshttp.ResponseError](err)
 		if ae.ErrorFault() == smithy.FaultServer || answered && re.HTTPStatusCode() >= 500 {
