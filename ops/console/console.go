@@ -298,7 +298,8 @@ func CheckTable(ctx context.Context, api API, table string) error {
 }
 
 // keyOf reads a key schema with its attributes' types, in the schema's order (DynamoDB's:
-// hash first), as "pk (hash, S) + sk (range, S)".
+// hash first), as `"pk" (hash, S) + "sk" (range, S)`: names quoted, since a foreign table's
+// are its owner's text, shown to a terminal and a page.
 func keyOf(schema []types.KeySchemaElement, attrs []types.AttributeDefinition) string {
 	parts := make([]string, len(schema))
 	for i, k := range schema {
@@ -308,7 +309,7 @@ func keyOf(schema []types.KeySchemaElement, attrs []types.AttributeDefinition) s
 				typ = a.AttributeType
 			}
 		}
-		parts[i] = fmt.Sprintf("%s (%s, %s)", name, strings.ToLower(string(k.KeyType)), typ)
+		parts[i] = fmt.Sprintf("%q (%s, %s)", name, strings.ToLower(string(k.KeyType)), typ)
 	}
 	return strings.Join(parts, " + ")
 }
