@@ -72,8 +72,8 @@ func (s *Store) CommitBatch(ctx context.Context, evs []Event, plans []Plan) (res
 
 // CheckBatch returns the refusal CommitBatch would give evs and plans before any call (an
 // *EventError naming each event refused, joined when there are several, or an *InvalidError
-// when they do not pair up), or nil when it would send the writes. It makes no call: a test kit (receivertest) refuses with it exactly
-// what the store refuses.
+// when they do not pair up), or nil when it would send the writes. It makes no call: a test
+// kit (receivertest) refuses with it exactly what the store refuses.
 func (s *Store) CheckBatch(evs []Event, plans []Plan) error {
 	_, err := s.prepareBatch(evs, plans, s.cfg.Now(), nil)
 	return err

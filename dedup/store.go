@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -198,24 +199,20 @@ func (s *Store) Claimed(ctx context.Context, ev Event) (Result, error) {
 // of the events before the first whose claim was not read, all a receiver needs to refuse the
 // batch at its first unclaimed event.
 func (s *Store) ClaimedBatch(ctx context.Context, evs []Event) (results []Result, calls int, err error) {
-	pks := make([]string, len(evs))
+	pks, seen := make([]string, len(evs)), map[string]bool{}
+	var order []string // each claim once, in the order of the events that first name it
 	for i, ev := range evs {
 		if _, err := s.admit(&ev); err != nil {
 			return nil, 0, &EventError{Index: i, Err: under(fmt.Sprintf("events[%d]", i), err)}
 		}
-		pks[i] = ClaimKey(ev.Source, ev.ID)
-	}
-	results, now := make([]Result, len(evs)), s.cfg.Now().Unix()
-	read := map[string]map[string]types.AttributeValue{} // by claim key; nil: no claim
-	for n := 0; n < len(evs); {                          // n: the events answered
-		var next []string // the next claims not read, in the events' order
-		queued := map[string]bool{}
-		for j := n; j < len(evs) && len(next) < maxBatchGetKeys; j++ {
-			if _, done := read[pks[j]]; !done && !queued[pks[j]] {
-				queued[pks[j]], next = true, append(next, pks[j])
-			}
+		if pks[i] = ClaimKey(ev.Source, ev.ID); !seen[pks[i]] {
+			seen[pks[i]], order = true, append(order, pks[i])
 		}
-		items, c, err := getClaims(ctx, s.api, s.cfg.Table, next, claimedRounds, probeProjection)
+	}
+	read := map[string]map[string]types.AttributeValue{}               // by claim key; nil: no claim
+	results, now, n := make([]Result, len(evs)), s.cfg.Now().Unix(), 0 // n: the events answered
+	for chunk := range slices.Chunk(order, maxBatchGetKeys) {
+		items, c, err := getClaims(ctx, s.api, s.cfg.Table, chunk, claimedRounds, probeProjection)
 		calls += c
 		switch {
 		case errors.Is(err, ErrUnprocessed):
@@ -223,7 +220,7 @@ func (s *Store) ClaimedBatch(ctx context.Context, evs []Event) (results []Result
 		case err != nil:
 			return results[:n], calls, classify("BatchGetItem", err)
 		}
-		for _, pk := range next {
+		for _, pk := range chunk {
 			read[pk] = items[pk]
 		}
 		for ; n < len(evs); n++ {

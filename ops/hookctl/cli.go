@@ -99,15 +99,15 @@ func parseFlags(cmd command, args []string, stdin io.Reader, stdout, stderr io.W
 // not 0): anything else is a usage error naming the flag, before the command runs (a count of
 // nothing would send nothing, wait on no workers, or pace by no interval).
 func countFlag(fs *flag.FlagSet, p *int, name string, value, most int, usage string) {
-	want := "want at least 1"
+	limit := "at least 1"
 	if most > 0 {
-		want = fmt.Sprintf("want 1 to %d", most)
+		limit = fmt.Sprintf("1 to %d", most)
 	}
 	*p = value
-	fs.Func(name, fmt.Sprintf("%s; %s (default %d)", usage, want[5:], value), func(v string) error {
+	fs.Func(name, fmt.Sprintf("%s; %s (default %d)", usage, limit, value), func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || most > 0 && n > most {
-			return errors.New(want)
+			return errors.New("want " + limit)
 		}
 		*p = n
 		return nil
